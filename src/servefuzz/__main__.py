@@ -1,0 +1,7 @@
+"""`python -m servefuzz` is the `servefuzz` command."""
+
+import sys
+
+from servefuzz.cli import main
+
+sys.exit(main())

@@ -1,0 +1,298 @@
+"""The taxonomy of anomalies, as data: what an oracle saw, how it is classified, and why.
+
+An oracle never answers with a bare boolean. It returns `Anomaly` records that carry their
+evidence: the distinct output `Variant`s it saw with counts, and for every pair of outputs that
+disagree a `Divergence` that pins the first differing token, both runs' logprobs of both tokens
+there, the margin, the noise threshold it was held against and the resulting `Verdict`.
+
+    >>> v = Variant(choice=0, token_ids=(812, 17), text=" u7892_1146 u7892_1086", count=7, runs=(0, 1))
+    >>> a = Anomaly(Oracle.REPLAY, Verdict.CORRUPTION, "r02", "r02: 2 variants", variants=(v,))
+    >>> Anomaly.from_json(a.to_json()) == a
+    True
+    >>> worst([Verdict.NUMERIC_DRIFT, Verdict.CORRUPTION])
+    <Verdict.CORRUPTION: 'corruption'>
+
+`unclassified` is a verdict of its own: a divergence seen where the engine gave no (or too few)
+logprobs to tell numeric drift from corruption. Calling it corruption would be a guess, and the
+product's verdicts are only worth anything if they never guess.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = [
+    "Verdict",
+    "Oracle",
+    "Variant",
+    "FlipSide",
+    "Divergence",
+    "Anomaly",
+    "worst",
+]
+
+
+class Verdict(str, enum.Enum):
+    """What an anomaly is. Members are listed from most to least severe (see `rank`)."""
+
+    CORRUPTION = "corruption"  # a confident flip: the engine computed on wrong state
+    CRASH = "crash"  # the server went away mid-run
+    HANG = "hang"  # a request got no answer in time
+    SERVER_ERROR = "server-error"  # HTTP 5xx
+    MALFORMED = "malformed"  # 2xx with a body that could not be understood
+    UNCLASSIFIED = "unclassified"  # a divergence without the logprobs to classify it
+    NUMERIC_DRIFT = "numeric-drift"  # a flip at a near-tie, within measured numeric noise
+    INDETERMINATE = "indeterminate"  # a connection cut while the server kept serving
+
+    @property
+    def rank(self) -> int:
+        """0 is the most severe. Corruption leads because silent wrong answers are the product's
+        whole point; loud failures follow because they are certain; a divergence of unknown cause
+        outranks one shown to be benign."""
+        return list(Verdict).index(self)
+
+    @property
+    def is_divergence(self) -> bool:
+        """Whether this verdict classifies two outputs that disagree (rather than a failure)."""
+        return self in (Verdict.CORRUPTION, Verdict.UNCLASSIFIED, Verdict.NUMERIC_DRIFT)
+
+
+class Oracle(str, enum.Enum):
+    """Which oracle raised an anomaly (each is a pure function in `servefuzz.oracles`)."""
+
+    REPLAY = "replay"  # the same scenario run R times must give one output per request
+    ISOLATION = "isolation"  # output under load vs. the same request alone on a flushed cache
+    N_CONSISTENCY = "n-consistency"  # the n choices of a temperature-0 request must agree
+    LIVENESS = "liveness"  # crash, hang, 5xx, malformed
+
+
+def worst(verdicts: Iterable[Verdict]) -> Verdict | None:
+    """The most severe verdict, or None for none at all."""
+    return min(verdicts, key=lambda v: v.rank, default=None)
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One distinct output of one choice of a request, and how often it was seen.
+
+    `runs` are the run numbers that produced it; `label` names the condition ("load", "alone")
+    when an oracle compares conditions, and is empty otherwise.
+    """
+
+    choice: int
+    token_ids: tuple[int, ...]
+    text: str
+    count: int
+    runs: tuple[int, ...]
+    label: str = ""
+
+    def preview(self, width: int = 36) -> str:
+        """A short quoted rendering: the text's start, or the token ids when there is no text.
+
+        >>> Variant(0, (5, 6), "", 1, (0,)).preview()
+        '[5, 6]'
+        >>> Variant(0, (5,), " u7892_1146 u7892_1086 u7892_108 u78921", 1, (0,)).preview()
+        "' u7892_1146 u7892_1086 u7892_108 u78...'"
+        """
+        if self.text:
+            cut = self.text[:width] + ("..." if len(self.text) > width else "")
+            return "'" + cut.replace("\\", "\\\\").replace("'", "\\'").replace("\n", "\\n") + "'"
+        shown = ", ".join(str(t) for t in self.token_ids[:8])
+        return f"[{shown}{', ...' if len(self.token_ids) > 8 else ''}]"
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "choice": self.choice,
+            "token_ids": list(self.token_ids),
+            "text": self.text,
+            "count": self.count,
+            "runs": list(self.runs),
+            "label": self.label,
+        }
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> Variant:
+        return cls(
+            choice=int(d["choice"]),
+            token_ids=tuple(int(t) for t in d["token_ids"]),
+            text=str(d["text"]),
+            count=int(d["count"]),
+            runs=tuple(int(r) for r in d["runs"]),
+            label=str(d.get("label", "")),
+        )
+
+
+@dataclass(frozen=True)
+class FlipSide:
+    """One of the two outputs at the first position where they differ.
+
+    `token` is what this output chose there (None: it had already ended). `lp_own` is its
+    logprob of its own token, `lp_other` its logprob of the *other* output's token. When the
+    other token is not in this output's top-k, `lp_other` is the smallest top-k logprob, an upper
+    bound on the true value, and `other_is_bound` says so.
+    """
+
+    run: int
+    label: str
+    choice: int
+    token: int | None
+    lp_own: float | None = None
+    lp_other: float | None = None
+    other_is_bound: bool = False
+    finish_reason: str | None = None
+
+    @property
+    def name(self) -> str:
+        """How reasons refer to this side: `load#3` or `load#3/c1` for choice 1."""
+        return f"{self.label}#{self.run}" + (f"/c{self.choice}" if self.choice else "")
+
+    @property
+    def confidence(self) -> float | None:
+        """lp_own - lp_other: this output's preference for its own token (a lower bound when
+        lp_other is a bound); None when either logprob is unknown."""
+        if self.lp_own is None or self.lp_other is None:
+            return None
+        return self.lp_own - self.lp_other
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "run": self.run,
+            "label": self.label,
+            "choice": self.choice,
+            "token": self.token,
+            "lp_own": self.lp_own,
+            "lp_other": self.lp_other,
+            "other_is_bound": self.other_is_bound,
+            "finish_reason": self.finish_reason,
+        }
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> FlipSide:
+        return cls(
+            run=int(d["run"]),
+            label=str(d["label"]),
+            choice=int(d["choice"]),
+            token=None if d["token"] is None else int(d["token"]),
+            lp_own=_opt_float(d.get("lp_own")),
+            lp_other=_opt_float(d.get("lp_other")),
+            other_is_bound=bool(d.get("other_is_bound", False)),
+            finish_reason=d.get("finish_reason"),
+        )
+
+
+@dataclass(frozen=True)
+class Divergence:
+    """Two outputs of one request that should be equal, classified at their first difference.
+
+    `position` counts tokens (`unit == "token"`), or characters for text-only outputs.
+    `margin` = max(a.confidence, b.confidence): how sure the more confident output was of its own
+    token. `margin_is_bound`: some term used a below-top-k bound, so the true margin is at least
+    `margin`. `prefix_delta` is the largest logprob difference over the agreeing tokens before
+    the flip. `threshold` and the noise numbers are what the margin was held against.
+    """
+
+    request_id: str
+    position: int
+    a: FlipSide
+    b: FlipSide
+    verdict: Verdict
+    reason: str
+    margin: float | None = None
+    margin_is_bound: bool = False
+    threshold: float | None = None
+    noise_p99: float | None = None
+    noise_tokens: int = 0
+    noise_outputs: int = 0
+    prefix_delta: float | None = None
+    unit: str = "token"
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "request_id": self.request_id,
+            "position": self.position,
+            "unit": self.unit,
+            "a": self.a.to_json(),
+            "b": self.b.to_json(),
+            "verdict": self.verdict.value,
+            "reason": self.reason,
+            "margin": self.margin,
+            "margin_is_bound": self.margin_is_bound,
+            "threshold": self.threshold,
+            "noise_p99": self.noise_p99,
+            "noise_tokens": self.noise_tokens,
+            "noise_outputs": self.noise_outputs,
+            "prefix_delta": self.prefix_delta,
+        }
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> Divergence:
+        return cls(
+            request_id=str(d["request_id"]),
+            position=int(d["position"]),
+            unit=str(d.get("unit", "token")),
+            a=FlipSide.from_json(d["a"]),
+            b=FlipSide.from_json(d["b"]),
+            verdict=Verdict(d["verdict"]),
+            reason=str(d["reason"]),
+            margin=_opt_float(d.get("margin")),
+            margin_is_bound=bool(d.get("margin_is_bound", False)),
+            threshold=_opt_float(d.get("threshold")),
+            noise_p99=_opt_float(d.get("noise_p99")),
+            noise_tokens=int(d.get("noise_tokens", 0)),
+            noise_outputs=int(d.get("noise_outputs", 0)),
+            prefix_delta=_opt_float(d.get("prefix_delta")),
+        )
+
+
+@dataclass(frozen=True)
+class Anomaly:
+    """One thing an oracle found, with its evidence.
+
+    `request_id` is the request it concerns (for a crash: the first request that failed).
+    `variants` and `divergences` are the typed evidence of divergence oracles; `evidence` holds
+    whatever else the oracle measured (runs, statuses, errors), JSON-ready.
+    """
+
+    oracle: Oracle
+    verdict: Verdict
+    request_id: str
+    summary: str
+    variants: tuple[Variant, ...] = ()
+    divergences: tuple[Divergence, ...] = ()
+    evidence: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "evidence", dict(self.evidence))
+
+    def __hash__(self) -> int:  # evidence is a dict; identity is the rest
+        return hash((self.oracle, self.verdict, self.request_id, self.summary, self.variants, self.divergences))
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "oracle": self.oracle.value,
+            "verdict": self.verdict.value,
+            "request_id": self.request_id,
+            "summary": self.summary,
+            "variants": [v.to_json() for v in self.variants],
+            "divergences": [d.to_json() for d in self.divergences],
+            "evidence": dict(self.evidence),
+        }
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> Anomaly:
+        return cls(
+            oracle=Oracle(d["oracle"]),
+            verdict=Verdict(d["verdict"]),
+            request_id=str(d["request_id"]),
+            summary=str(d["summary"]),
+            variants=tuple(Variant.from_json(v) for v in d.get("variants", ())),
+            divergences=tuple(Divergence.from_json(x) for x in d.get("divergences", ())),
+            evidence=dict(d.get("evidence", {})),
+        )
+
+
+def _opt_float(x: Any) -> float | None:
+    return None if x is None else float(x)

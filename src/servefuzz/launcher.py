@@ -1,0 +1,206 @@
+"""Own a server process: start it on a free port, wait until healthy, capture logs, stop it.
+
+    >>> with ServerProcess.reference(["--fault", "page-boundary-prefix"]) as srv:  # doctest: +SKIP
+    ...     print(srv.base_url)
+    http://127.0.0.1:40123
+
+The process runs in its own session (process group), so stopping it ends the server and any
+workers it forked, and nothing else: we signal only the group we created, found by our child's
+PID. Logs go to a file (a temp file unless given) so a crash can be reported with its tail.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from types import TracebackType
+
+from servefuzz.errors import LaunchError, UsageError
+
+__all__ = ["ServerProcess", "free_port", "reference_argv"]
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that was free a moment ago."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def reference_argv(flags: Sequence[str] = ()) -> list[str]:
+    """Command line of the embedded reference engine, with `{port}` left to fill in."""
+    return [sys.executable, "-m", "servefuzz.reference", "--host", "127.0.0.1", "--port", "{port}", *flags]
+
+
+class ServerProcess:
+    """A server started from an argv template in which `{port}` is replaced by a free port."""
+
+    def __init__(
+        self,
+        argv: Sequence[str],
+        *,
+        port: int | None = None,
+        health_path: str = "/health",
+        log_path: Path | None = None,
+        env: Mapping[str, str] | None = None,
+        start_timeout_s: float = 60.0,
+    ) -> None:
+        if not argv:
+            raise UsageError("empty launch command")
+        self._template = list(argv)
+        self._fixed_port = port
+        self.health_path = health_path
+        self.log_path = log_path
+        self._env = dict(env) if env is not None else None
+        self.start_timeout_s = start_timeout_s
+        self.port: int | None = None
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._log_file: object | None = None
+        self.restarts = 0
+
+    @classmethod
+    def from_command(cls, command: str, **kw: object) -> ServerProcess:
+        """From a user's shell-like string, e.g. `"llama-server -m m.gguf --port {port}"`."""
+        try:
+            argv = shlex.split(command)
+        except ValueError as e:
+            raise UsageError(f"cannot parse launch command: {e}") from None
+        if not any("{port}" in a for a in argv):
+            raise UsageError("launch command must contain {port}")
+        return cls(argv, **kw)  # type: ignore[arg-type]
+
+    @classmethod
+    def reference(cls, flags: Sequence[str] = (), **kw: object) -> ServerProcess:
+        """The embedded reference engine with the given server flags."""
+        kw.setdefault("start_timeout_s", 30.0)
+        return cls(reference_argv(flags), **kw)  # type: ignore[arg-type]
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    @property
+    def base_url(self) -> str:
+        if self.port is None:
+            raise LaunchError("server not started")
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def pid(self) -> int | None:
+        return None if self._proc is None else self._proc.pid
+
+    @property
+    def alive(self) -> bool:
+        return self._proc is not None and self._proc.poll() is None
+
+    @property
+    def argv(self) -> list[str]:
+        port = str(self.port if self.port is not None else "{port}")
+        return [a.replace("{port}", port) for a in self._template]
+
+    def start(self) -> str:
+        """Start the server and wait until its health endpoint answers 200; return its URL."""
+        if self.alive:
+            return self.base_url
+        self.port = self._fixed_port or free_port()
+        if self.log_path is None:
+            fd, name = tempfile.mkstemp(prefix="servefuzz-server-", suffix=".log")
+            os.close(fd)
+            self.log_path = Path(name)
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        log = open(self.log_path, "ab")  # noqa: SIM115 - closed in stop()
+        self._log_file = log
+        env = {**os.environ, **(self._env or {})}
+        try:
+            self._proc = subprocess.Popen(
+                self.argv,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env=env,
+                start_new_session=True,  # own process group: stop() ends exactly what we started
+            )
+        except OSError as e:
+            raise LaunchError(f"cannot start {self.argv[0]}: {e.strerror or e}") from None
+        self._wait_healthy()
+        return self.base_url
+
+    def _wait_healthy(self) -> None:
+        deadline = time.monotonic() + self.start_timeout_s
+        url = self.base_url + self.health_path
+        while time.monotonic() < deadline:
+            if not self.alive:
+                code = self._proc.returncode if self._proc else None
+                raise LaunchError(f"server exited with code {code} before it was healthy: {self.log_tail(3)}")
+            try:
+                with urllib.request.urlopen(url, timeout=2) as resp:  # noqa: S310 - 127.0.0.1 only
+                    if resp.status == 200:
+                        return
+            except (urllib.error.URLError, ConnectionError, TimeoutError, OSError):
+                pass
+            time.sleep(0.05)
+        self.stop()
+        raise LaunchError(f"server not healthy after {self.start_timeout_s:.0f} s: {self.log_tail(3)}")
+
+    def restart(self) -> str:
+        """Stop (if needed) and start again on a fresh port; counts restarts."""
+        self.stop()
+        self.restarts += 1
+        return self.start()
+
+    def stop(self, timeout_s: float = 10.0) -> int | None:
+        """End the process group we started: SIGTERM, then SIGKILL. Returns the exit code."""
+        proc = self._proc
+        if proc is None:
+            return None
+        if proc.poll() is None:
+            self._signal_group(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(timeout=timeout_s)
+            except subprocess.TimeoutExpired:
+                self._signal_group(proc.pid, signal.SIGKILL)
+                proc.wait(timeout=timeout_s)
+        else:
+            # The leader is gone; workers it forked may not be.
+            self._signal_group(proc.pid, signal.SIGKILL)
+        if self._log_file is not None:
+            self._log_file.close()  # type: ignore[attr-defined]
+            self._log_file = None
+        return proc.returncode
+
+    def kill(self) -> None:
+        """Kill the server abruptly (SIGKILL to its group), as a crash would."""
+        if self._proc is not None and self._proc.poll() is None:
+            self._signal_group(self._proc.pid, signal.SIGKILL)
+            self._proc.wait(timeout=10)
+
+    @staticmethod
+    def _signal_group(pid: int, sig: signal.Signals) -> None:
+        # The group id equals our child's pid because of start_new_session=True.
+        try:
+            os.killpg(pid, sig)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+    def log_tail(self, lines: int = 20) -> str:
+        if self.log_path is None or not self.log_path.exists():
+            return ""
+        text = self.log_path.read_text(encoding="utf-8", errors="replace").strip().splitlines()
+        return " | ".join(text[-lines:]) if lines <= 3 else "\n".join(text[-lines:])
+
+    def __enter__(self) -> ServerProcess:
+        self.start()
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()

@@ -1,0 +1,340 @@
+"""Tiny random-weight models that real engines can serve, built here from a seed.
+
+No model hub is needed: `build_models` writes a Hugging Face folder for vLLM (llama architecture,
+safetensors weights, a byte-level BPE tokenizer trained here on generated text) and a GGUF file
+for llama.cpp (the same architecture with a SentencePiece-style vocabulary). Both are
+deterministic functions of the seed, so a finding recorded against them replays anywhere.
+
+    >>> paths = build_models(Path("models"), dtype="float32", seed=0)  # doctest: +SKIP
+    >>> paths.hf_dir.name, paths.gguf.name, paths.hf_vocab_size
+    ('hf-float32', 'tiny.gguf', 2048)
+
+Random weights pick arbitrary tokens. Two kinds of token would make the engines' answers hard to
+read: special tokens (end of sequence stops a request early) and tokens that are not whole UTF-8
+text on their own (llama.cpp then misaligns `completion_probabilities` with the tokens). Their
+rows of the output layer are zero, so their logit is 0 while the ordinary tokens' best logit is
+several units above it: they never win a greedy step and rarely reach the top-k.
+
+The weights, tokenizers and GGUF writer come from the optional `models` extra
+(`pip install 'servefuzz[models]'`: tokenizers, safetensors, gguf), imported only when used.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import sys
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import numpy as np
+
+from servefuzz.errors import ServefuzzError, UsageError
+
+__all__ = ["DTYPES", "TINY", "ModelPaths", "ModelShape", "build_models", "main"]
+
+DTYPES = ("float32", "bfloat16")
+_HF_SPECIALS = ("<s>", "</s>", "<pad>")  # ids 0, 1, 2: the trainer numbers specials first
+_HF_VOCAB = 2048
+_GGUF_VOCAB = 1024
+# Scale of the ordinary tokens' output rows: the final norm makes the hidden state unit-RMS, so
+# logits spread with about this standard deviation, which puts the best of them far above the
+# quiet tokens' 0 and keeps greedy choices away from near-ties in float32.
+_LOGIT_SCALE = 3.0
+
+
+@dataclass(frozen=True)
+class ModelShape:
+    """The architecture both files share (llama: RMSNorm, rotary positions, SwiGLU MLP)."""
+
+    layers: int = 2
+    hidden: int = 256
+    heads: int = 4
+    ffn: int = 512
+    context: int = 2048
+    rope_theta: float = 10000.0
+    rms_eps: float = 1e-5
+
+    @property
+    def head_dim(self) -> int:
+        return self.hidden // self.heads
+
+
+TINY = ModelShape()
+
+
+@dataclass(frozen=True)
+class ModelPaths:
+    """Where `build_models` put things, and the vocabulary size of each model."""
+
+    hf_dir: Path
+    gguf: Path
+    dtype: str
+    hf_vocab_size: int
+    gguf_vocab_size: int
+
+
+def build_models(out_dir: Path, *, dtype: str = "float32", seed: int = 0) -> ModelPaths:
+    """Write `out_dir/hf-<dtype>/` and `out_dir/tiny.gguf`; the same seed gives the same bytes."""
+    if dtype not in DTYPES:
+        raise UsageError(f"unknown dtype {dtype!r} (choose from {', '.join(DTYPES)})")
+    if seed < 0:
+        raise UsageError(f"seed must be >= 0, got {seed}")
+    hf_dir = out_dir / f"hf-{dtype}"
+    try:
+        hf_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise UsageError(f"cannot create {hf_dir}: {e.strerror or e}") from None
+    hf_vocab = _write_hf(hf_dir, TINY, dtype=dtype, seed=seed)
+    gguf_path = out_dir / "tiny.gguf"
+    gguf_vocab = _write_gguf(gguf_path, TINY, seed=seed)
+    return ModelPaths(hf_dir, gguf_path, dtype, hf_vocab, gguf_vocab)
+
+
+# --- the shared pieces ----------------------------------------------------------------------
+
+
+def _words(rng: np.random.Generator, count: int) -> list[str]:
+    """A made-up lexicon of pronounceable words, so BPE finds plenty of merges."""
+    onsets = ["", "b", "d", "f", "g", "k", "l", "m", "n", "p", "r", "s", "t", "v", "z", "st", "tr", "kl"]
+    vowels = ["a", "e", "i", "o", "u", "ai", "ou"]
+    codas = ["", "", "n", "r", "s", "t", "l", "m"]
+    words: set[str] = set()
+    while len(words) < count:
+        syllables = int(rng.integers(1, 4))
+        words.add("".join(
+            onsets[rng.integers(len(onsets))] + vowels[rng.integers(len(vowels))] + codas[rng.integers(len(codas))]
+            for _ in range(syllables)
+        ))
+    return sorted(words)  # sorted: a set's order depends on string hashing, which is salted
+
+
+def _sentences(rng: np.random.Generator, words: Sequence[str], count: int) -> Iterator[str]:
+    """Zipf-distributed words in sentences: frequent short merges, a long tail of rare ones."""
+    weights = 1.0 / np.arange(1, len(words) + 1)
+    weights /= weights.sum()
+    for _ in range(count):
+        picks = rng.choice(len(words), size=int(rng.integers(4, 16)), p=weights)
+        sentence = " ".join(words[i] for i in picks)
+        yield sentence[0].upper() + sentence[1:] + (". " if rng.random() < 0.8 else "? ")
+
+
+def _weights(rng: np.random.Generator, shape: ModelShape, vocab: int, quiet: Sequence[int]) -> dict[str, np.ndarray]:
+    """Random llama weights under Hugging Face names, as float32.
+
+    Projections are scaled by 1/sqrt(fan-in) so every layer moves the residual stream by about
+    as much as the embedding: attention then matters, and a corrupted KV entry shows in the
+    output instead of being drowned by the current token's embedding.
+    """
+
+    def proj(out: int, inp: int) -> np.ndarray:
+        return np.asarray(rng.standard_normal((out, inp)) / np.sqrt(inp), dtype=np.float32)
+
+    h, f = shape.hidden, shape.ffn
+    w: dict[str, np.ndarray] = {"model.embed_tokens.weight": rng.standard_normal((vocab, h)).astype(np.float32)}
+    for i in range(shape.layers):
+        p = f"model.layers.{i}."
+        w[p + "input_layernorm.weight"] = np.ones(h, np.float32)
+        for name in ("q_proj", "k_proj", "v_proj", "o_proj"):
+            w[p + f"self_attn.{name}.weight"] = proj(h, h)
+        w[p + "post_attention_layernorm.weight"] = np.ones(h, np.float32)
+        w[p + "mlp.gate_proj.weight"] = proj(f, h)
+        w[p + "mlp.up_proj.weight"] = proj(f, h)
+        w[p + "mlp.down_proj.weight"] = proj(h, f)
+    w["model.norm.weight"] = np.ones(h, np.float32)
+    head = proj(vocab, h) * _LOGIT_SCALE
+    head[list(quiet)] = 0.0
+    w["lm_head.weight"] = head
+    return w
+
+
+def _extra(module: str) -> ModuleType:
+    try:
+        return importlib.import_module(module)
+    except ImportError:
+        raise UsageError(
+            f"building models needs the Python package {module.split('.')[0]!r}: "
+            "pip install 'servefuzz[models]'"
+        ) from None
+
+
+# --- the Hugging Face folder (vLLM) -----------------------------------------------------------
+
+
+def _write_hf(hf_dir: Path, shape: ModelShape, *, dtype: str, seed: int) -> int:
+    tokenizer = _train_tokenizer(np.random.default_rng([seed, 0]))
+    vocab = int(tokenizer.get_vocab_size())
+    tokenizer.save(str(hf_dir / "tokenizer.json"))
+    specials = dict(zip(("bos_token", "eos_token", "pad_token"), _HF_SPECIALS))
+    _write_json(hf_dir / "special_tokens_map.json", specials)
+    _write_json(hf_dir / "tokenizer_config.json", {
+        "tokenizer_class": "PreTrainedTokenizerFast",
+        "model_max_length": shape.context,
+        "add_bos_token": False,
+        "add_eos_token": False,
+        **specials,
+    })
+    ids = {t: tokenizer.token_to_id(t) for t in _HF_SPECIALS}
+    _write_json(hf_dir / "config.json", {
+        "architectures": ["LlamaForCausalLM"],
+        "model_type": "llama",
+        "vocab_size": vocab,
+        "hidden_size": shape.hidden,
+        "intermediate_size": shape.ffn,
+        "num_hidden_layers": shape.layers,
+        "num_attention_heads": shape.heads,
+        "num_key_value_heads": shape.heads,
+        "head_dim": shape.head_dim,
+        "hidden_act": "silu",
+        "max_position_embeddings": shape.context,
+        "rms_norm_eps": shape.rms_eps,
+        "rope_theta": shape.rope_theta,
+        "tie_word_embeddings": False,
+        "attention_bias": False,
+        "mlp_bias": False,
+        "bos_token_id": ids["<s>"],
+        "eos_token_id": ids["</s>"],
+        "pad_token_id": ids["<pad>"],
+        "dtype": dtype,
+    })
+    # A token that is not whole UTF-8 on its own decodes to U+FFFD; those and the specials stay quiet.
+    quiet = sorted(set(ids.values()) | {i for i in range(vocab) if "\ufffd" in tokenizer.decode([i])})
+    weights = _weights(np.random.default_rng([seed, 1]), shape, vocab, quiet)
+    _save_safetensors(hf_dir / "model.safetensors", weights, dtype)
+    return vocab
+
+
+def _train_tokenizer(rng: np.random.Generator) -> Any:
+    tk = _extra("tokenizers")
+    tokenizer = tk.Tokenizer(tk.models.BPE())
+    tokenizer.pre_tokenizer = tk.pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tokenizer.decoder = tk.decoders.ByteLevel()
+    trainer = tk.trainers.BpeTrainer(
+        vocab_size=_HF_VOCAB,
+        special_tokens=list(_HF_SPECIALS),
+        initial_alphabet=tk.pre_tokenizers.ByteLevel.alphabet(),  # every byte has a token
+        show_progress=False,
+    )
+    words = _words(rng, 3000)
+    tokenizer.train_from_iterator(list(_sentences(rng, words, 20000)), trainer)
+    return tokenizer
+
+
+def _save_safetensors(path: Path, weights: dict[str, np.ndarray], dtype: str) -> None:
+    """Save with the safetensors package itself; numpy has no bfloat16, so those go as raw bits."""
+    st = _extra("safetensors")
+    arrays = {name: _to_bf16_bits(a) if dtype == "bfloat16" else a for name, a in weights.items()}
+    specs = {  # `arrays` keeps the buffers alive while the serializer reads them
+        name: st.TensorSpec(dtype=dtype, shape=a.shape, data_ptr=a.ctypes.data, data_len=a.nbytes) for name, a in arrays.items()
+    }
+    st.serialize_file(specs, str(path), metadata={"format": "pt"})
+
+
+def _to_bf16_bits(a: np.ndarray) -> np.ndarray:
+    """float32 -> bfloat16 bit patterns, rounding to nearest even as torch does."""
+    bits = np.ascontiguousarray(a, dtype="<f4").view(np.uint32)
+    rounded = bits + np.uint32(0x7FFF) + ((bits >> np.uint32(16)) & np.uint32(1))
+    return (rounded >> np.uint32(16)).astype("<u2")
+
+
+def _write_json(path: Path, obj: Any) -> None:
+    path.write_text(json.dumps(obj, indent=2) + "\n", encoding="utf-8")
+
+
+# --- the GGUF file (llama.cpp) ----------------------------------------------------------------
+
+# Hugging Face tensor names -> GGUF names, per layer and for the whole model.
+_GGUF_LAYER = {
+    "input_layernorm": "attn_norm",
+    "self_attn.q_proj": "attn_q",
+    "self_attn.k_proj": "attn_k",
+    "self_attn.v_proj": "attn_v",
+    "self_attn.o_proj": "attn_output",
+    "post_attention_layernorm": "ffn_norm",
+    "mlp.gate_proj": "ffn_gate",
+    "mlp.up_proj": "ffn_up",
+    "mlp.down_proj": "ffn_down",
+}
+_GGUF_MODEL = {"model.embed_tokens": "token_embd", "model.norm": "output_norm", "lm_head": "output"}
+
+
+def _gguf_name(hf_name: str) -> str:
+    stem = hf_name.removesuffix(".weight")
+    if stem in _GGUF_MODEL:
+        return _GGUF_MODEL[stem] + ".weight"
+    _, _, layer, rest = stem.split(".", 3)  # model.layers.<i>.<rest>
+    return f"blk.{layer}.{_GGUF_LAYER[rest]}.weight"
+
+
+def _write_gguf(path: Path, shape: ModelShape, *, seed: int) -> int:
+    """A SentencePiece-style vocabulary: <unk>, <s>, </s>, the 256 byte tokens, then word pieces."""
+    gguf = _extra("gguf")
+    rng = np.random.default_rng([seed, 2])
+    types = gguf.TokenType
+    tokens = ["<unk>", "<s>", "</s>"] + [f"<0x{b:02X}>" for b in range(256)]
+    kinds = [types.UNKNOWN, types.CONTROL, types.CONTROL] + [types.BYTE] * 256
+    quiet = list(range(len(tokens)))
+    pieces = [chr(c) for c in range(ord("a"), ord("z") + 1)] + ["\u2581"]  # ▁ is SentencePiece's space
+    pieces += ["\u2581" + w for w in _words(rng, _GGUF_VOCAB - len(tokens) - len(pieces))]
+    tokens += pieces
+    kinds += [types.NORMAL] * len(pieces)
+    scores = [0.0] * len(quiet) + [-float(i) for i in range(len(pieces))]  # earlier pieces merge first
+
+    w = gguf.GGUFWriter(str(path), "llama")
+    w.add_name("servefuzz-tiny")
+    w.add_context_length(shape.context)
+    w.add_embedding_length(shape.hidden)
+    w.add_block_count(shape.layers)
+    w.add_feed_forward_length(shape.ffn)
+    w.add_head_count(shape.heads)
+    w.add_head_count_kv(shape.heads)
+    w.add_rope_dimension_count(shape.head_dim)
+    w.add_rope_freq_base(shape.rope_theta)
+    w.add_layer_norm_rms_eps(shape.rms_eps)
+    w.add_file_type(gguf.LlamaFileType.ALL_F32)
+    w.add_vocab_size(len(tokens))
+    w.add_tokenizer_model("llama")
+    w.add_token_list(tokens)
+    w.add_token_scores(scores)
+    w.add_token_types(kinds)
+    w.add_unk_token_id(0)
+    w.add_bos_token_id(1)
+    w.add_eos_token_id(2)
+    w.add_add_bos_token(False)  # prompts are exact token ids; nothing is to be slipped in front
+    for name, array in _weights(rng, shape, len(tokens), quiet).items():
+        w.add_tensor(_gguf_name(name), array)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return len(tokens)
+
+
+# --- command line -----------------------------------------------------------------------------
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """`servefuzz model build DIR [--dtype float32|bfloat16] [--seed N]`; argv is what follows `build`."""
+    parser = argparse.ArgumentParser(
+        prog="servefuzz model build",
+        description="Write a tiny random-weight model for vLLM (DIR/hf-DTYPE/) and llama.cpp (DIR/tiny.gguf).",
+    )
+    parser.add_argument("dir", type=Path, help="output folder (created if missing)")
+    parser.add_argument("--dtype", choices=DTYPES, default="float32", help="weight type of the HF model")
+    parser.add_argument("--seed", type=int, default=0, help="the same seed writes the same model")
+    args = parser.parse_args(argv)
+    try:
+        paths = build_models(args.dir, dtype=args.dtype, seed=args.seed)
+    except ServefuzzError as e:
+        print(f"servefuzz model build: error: {e}", file=sys.stderr)
+        return e.exit_code
+    except OSError as e:
+        print(f"servefuzz model build: error: cannot write {e.filename or args.dir}: {e.strerror or e}", file=sys.stderr)
+        return 2
+    print(f"vLLM model:      {paths.hf_dir}  (vocabulary {paths.hf_vocab_size}, {paths.dtype})")
+    print(f"llama.cpp model: {paths.gguf}  (vocabulary {paths.gguf_vocab_size}, float32)")
+    return 0

@@ -1,0 +1,39 @@
+"""Oracles: pure functions from recorded histories to anomalies with evidence.
+
+    >>> from servefuzz.oracles import replay_consistency, isolation, n_consistency, liveness
+    >>> replay_consistency([]).anomalies
+    ()
+
+Each divergence is classified by `verdict.classify` (numeric drift or corruption, from the logprob
+margin at the first differing token against the measured noise); see `servefuzz.oracles.verdict`.
+"""
+
+from __future__ import annotations
+
+from servefuzz.oracles.isolation import isolation
+from servefuzz.oracles.liveness import CRASH_MIN_TAIL, liveness
+from servefuzz.oracles.nconsistency import n_consistency
+from servefuzz.oracles.outputs import Output, VariantGroup, determinate_outputs, group_variants, output_key
+from servefuzz.oracles.replay import ReplayOutcome, replay_consistency
+from servefuzz.oracles.verdict import NOISE_FLOOR, NOISE_K, NoiseModel, brief, classify, fmt_lp, measure_noise
+
+__all__ = [
+    "replay_consistency",
+    "ReplayOutcome",
+    "isolation",
+    "n_consistency",
+    "liveness",
+    "CRASH_MIN_TAIL",
+    "NoiseModel",
+    "measure_noise",
+    "classify",
+    "brief",
+    "fmt_lp",
+    "NOISE_K",
+    "NOISE_FLOOR",
+    "Output",
+    "VariantGroup",
+    "output_key",
+    "group_variants",
+    "determinate_outputs",
+]

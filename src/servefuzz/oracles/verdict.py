@@ -1,0 +1,248 @@
+"""Numeric drift or corruption? The noise model and the classification of one divergence.
+
+At the first position where two outputs that should be equal differ (A chose a, B chose b), each
+output's *confidence* in its own token is read from its top-k logprobs: lpA(a) - lpA(b) and
+lpB(b) - lpB(a). If b is not in A's top-k, lpA(b) is at most A's smallest top-k logprob; that
+bound is used and marked. The margin is the larger of the two confidences: a benign flip needs
+*both* runs to have been at a near-tie, so one confident run is enough to rule numerics out.
+
+The threshold for "near" is measured, not assumed: the engine's jitter is the absolute difference
+of chosen-token logprobs at agreeing positions of outputs that agree across runs (the stable
+ones; a corrupted output's agreeing prefix may already carry corrupted logprobs, so it is not a
+noise sample). threshold = max(NOISE_FLOOR, NOISE_K x p99 of that jitter). NOISE_FLOOR is GRIEF's
+logprob gap, 0.001; NOISE_K = 4 leaves room for the p99 of a few hundred samples to understate
+the tail without letting a real corruption (margins of whole nats) pass as drift.
+
+Verdicts, in the order they are decided:
+- `unclassified`: no token-level evidence (text-only target, one output ended early, or no
+  top-k logprobs at the flip), or the margin is within the threshold only because a term is
+  unknown or a below-top-k bound. We do not guess.
+- `corruption`: margin > threshold (a lower bound on the margin is enough), or the margin is
+  small but the agreeing tokens before the flip already differ by more than the threshold (the
+  state was off before the tokens showed it).
+- `numeric-drift`: margin <= threshold, with both confidences known exactly.
+
+    >>> from servefuzz.history import ChoiceRecord
+    >>> tie = ((7, -0.6931), (9, -0.6934))
+    >>> a = Output(0, "load", ChoiceRecord(0, (5, 7), (-0.1, -0.6931), (((5, -0.1),), tie)))
+    >>> b = Output(1, "load", ChoiceRecord(0, (5, 9), (-0.1, -0.6930), (((5, -0.1),), ((9, -0.6930), (7, -0.6933)))))
+    >>> d = classify("r01", a, b, NoiseModel(p99=0.0, tokens=100, outputs=4))
+    >>> d.verdict.value, d.position, round(d.margin, 4)
+    ('numeric-drift', 1, 0.0003)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from servefuzz.anomaly import Divergence, FlipSide, Verdict
+from servefuzz.history import ChoiceRecord
+from servefuzz.oracles.outputs import Output
+
+__all__ = ["NOISE_K", "NOISE_FLOOR", "NoiseModel", "measure_noise", "classify", "brief", "fmt_lp"]
+
+NOISE_K = 4.0
+NOISE_FLOOR = 0.001  # GRIEF's logprob gap: below it no engine's numerics are worth arguing over
+
+
+@dataclass(frozen=True)
+class NoiseModel:
+    """The engine's logprob jitter on agreeing tokens, and the threshold it implies.
+
+    `p99` is None when nothing could be measured (no stable outputs with logprobs); the
+    threshold is then the floor alone, and `describe()` says so.
+    """
+
+    p99: float | None
+    tokens: int
+    outputs: int
+    k: float = NOISE_K
+
+    @property
+    def threshold(self) -> float:
+        return max(NOISE_FLOOR, self.k * (self.p99 or 0.0))
+
+    def describe(self) -> str:
+        """Where the threshold comes from, for reason strings."""
+        if self.p99 is None:
+            return f"floor {fmt_lp(NOISE_FLOOR)}: no agreeing tokens with logprobs to measure noise on"
+        measured = (
+            f"p99 noise {fmt_lp(self.p99)} over {self.tokens:,} agreeing tokens of {self.outputs:,} stable outputs"
+        )
+        if self.k * self.p99 < NOISE_FLOOR:
+            return f"floor {fmt_lp(NOISE_FLOOR)}; {measured}"
+        return f"{self.k:g} x {measured}"
+
+
+def measure_noise(stable: Iterable[Sequence[ChoiceRecord]]) -> NoiseModel:
+    """Measure jitter over groups of outputs that agree (each group: one stable output as every
+    run returned it). Each later member is compared with the first, position by position.
+
+    >>> c = lambda *lps: ChoiceRecord(0, (1, 2), lps)
+    >>> m = measure_noise([[c(-1.0, -2.0), c(-1.0, -2.002)]])
+    >>> (round(m.p99, 6), m.tokens, m.outputs, round(m.threshold, 6))
+    (0.00198, 2, 1, 0.00792)
+    """
+    samples: list[float] = []
+    outputs = 0
+    for group in stable:
+        before = len(samples)
+        first = group[0]
+        for other in group[1:]:
+            samples.extend(_agreeing_deltas(first, other, len(first.token_ids)))
+        outputs += len(samples) > before
+    if not samples:
+        return NoiseModel(p99=None, tokens=0, outputs=0)
+    return NoiseModel(p99=float(np.percentile(samples, 99)), tokens=len(samples), outputs=outputs)
+
+
+def classify(request_id: str, a: Output, b: Output, noise: NoiseModel) -> Divergence:
+    """Classify two differing outputs of one request at their first difference.
+
+    Symmetric: swapping `a` and `b` gives the same verdict, margin and threshold.
+    Raises ValueError when the outputs do not differ (callers compare variants, never equals).
+    """
+    ca, cb = a.choice, b.choice
+    if not ca.token_ids and not cb.token_ids:
+        return _text_only(request_id, a, b)
+    pos = _first_difference(ca.token_ids, cb.token_ids)
+    if pos is None:
+        raise ValueError(f"{request_id}: outputs are equal; nothing to classify")
+    ta, tb = _token_at(ca, pos), _token_at(cb, pos)
+    sa, sb = _side(a, pos, ta, tb), _side(b, pos, tb, ta)
+    prefix_delta = max(_agreeing_deltas(ca, cb, pos), default=None)
+    if ta is None or tb is None:
+        ended, going = (sa, sb) if ta is None else (sb, sa)
+        verdict = Verdict.UNCLASSIFIED
+        margin, is_bound = None, False
+        reason = (
+            f"{ended.name} ended at token {pos} (finish_reason {ended.finish_reason!r}) while "
+            f"{going.name} went on with {going.token}; an early end carries no logprobs to classify"
+        )
+    else:
+        terms = [sa.confidence, sb.confidence]
+        known = [t for t in terms if t is not None]
+        margin = max(known) if known else None
+        # Unknown or bounded terms make the margin a lower bound: enough to prove corruption,
+        # never enough to prove a near-tie.
+        is_bound = margin is not None and (None in terms or sa.other_is_bound or sb.other_is_bound)
+        verdict, why = _decide(margin, is_bound, prefix_delta, pos, noise)
+        reason = f"flip at token {pos}: {_describe(sa, tb)}; {_describe(sb, ta)}; {why} -> {verdict.value}"
+    return Divergence(
+        request_id=request_id,
+        position=pos,
+        a=sa,
+        b=sb,
+        verdict=verdict,
+        reason=reason,
+        margin=margin,
+        margin_is_bound=is_bound,
+        threshold=noise.threshold,
+        noise_p99=noise.p99,
+        noise_tokens=noise.tokens,
+        noise_outputs=noise.outputs,
+        prefix_delta=prefix_delta,
+    )
+
+
+def brief(d: Divergence) -> str:
+    """A short clause for one-line summaries: 'flip at token 1, margin 4.1200 > threshold 0.0040'."""
+    where = f"flip at {d.unit} {d.position}"
+    if d.margin is None or d.threshold is None:
+        return f"{where}, margin unknown"
+    cmp = ">" if d.margin > d.threshold else "<="
+    at_least = "at least " if d.margin_is_bound else ""
+    return f"{where}, margin {at_least}{fmt_lp(d.margin)} {cmp} threshold {fmt_lp(d.threshold)}"
+
+
+def fmt_lp(x: float) -> str:
+    """Four decimals, or scientific notation where four decimals would read as zero."""
+    return f"{x:.4f}" if x == 0 or abs(x) >= 1e-4 else f"{x:.1e}"
+
+
+def _decide(
+    margin: float | None, is_bound: bool, prefix_delta: float | None, pos: int, noise: NoiseModel
+) -> tuple[Verdict, str]:
+    threshold = noise.threshold
+    if margin is None:
+        return Verdict.UNCLASSIFIED, "no top-k logprobs at the flip; cannot tell numerics from corruption"
+    against = f"threshold {fmt_lp(threshold)} ({noise.describe()})"
+    if margin > threshold:
+        at_least = "at least " if is_bound else ""
+        return Verdict.CORRUPTION, f"margin {at_least}{fmt_lp(margin)} > {against}"
+    if is_bound:
+        return Verdict.UNCLASSIFIED, (
+            f"margin at least {fmt_lp(margin)} <= {against}, but a run's top-k does not reach the "
+            "other token (or gives no logprobs), so the true margin is unknown"
+        )
+    if prefix_delta is not None and prefix_delta > threshold:
+        return Verdict.CORRUPTION, (
+            f"margin {fmt_lp(margin)} <= {against}, but the {pos} agreeing tokens before the flip "
+            f"already differ in logprob by up to {fmt_lp(prefix_delta)}: the state was off before the tokens showed it"
+        )
+    prefix = (
+        f"; the {pos} agreeing tokens before it agree within {fmt_lp(prefix_delta)}" if prefix_delta is not None else ""
+    )
+    return Verdict.NUMERIC_DRIFT, f"margin {fmt_lp(margin)} <= {against}{prefix}"
+
+
+def _describe(s: FlipSide, other: int | None) -> str:
+    own = "no logprob" if s.lp_own is None else fmt_lp(s.lp_own)
+    if s.lp_other is None:
+        alt = "no logprob"
+    elif s.other_is_bound:
+        alt = f"<= {fmt_lp(s.lp_other)}, below top-k"
+    else:
+        alt = fmt_lp(s.lp_other)
+    return f"{s.name} chose {s.token} ({own}) over {other} ({alt})"
+
+
+def _side(out: Output, pos: int, own: int | None, other: int | None) -> FlipSide:
+    c = out.choice
+    side = FlipSide(out.run, out.label, c.index, own, finish_reason=c.finish_reason)
+    if own is None:
+        return side
+    top = dict(c.top_logprobs[pos]) if pos < len(c.top_logprobs) else {}
+    # Greedy picks the top-1, so the own token is normally in the top-k; the chosen-token
+    # logprob is the fallback for engines that give top-k without it.
+    lp_own = top.get(own, c.logprobs[pos] if pos < len(c.logprobs) else None)
+    if not top or other is None:
+        return replace(side, lp_own=lp_own)
+    if other in top:
+        return replace(side, lp_own=lp_own, lp_other=top[other])
+    return replace(side, lp_own=lp_own, lp_other=min(top.values()), other_is_bound=True)
+
+
+def _token_at(c: ChoiceRecord, pos: int) -> int | None:
+    return c.token_ids[pos] if pos < len(c.token_ids) else None
+
+
+def _first_difference(a: Sequence[int] | str, b: Sequence[int] | str) -> int | None:
+    for i, (x, y) in enumerate(zip(a, b)):
+        if x != y:
+            return i
+    return None if len(a) == len(b) else min(len(a), len(b))
+
+
+def _agreeing_deltas(a: ChoiceRecord, b: ChoiceRecord, upto: int) -> list[float]:
+    """|lpA - lpB| at positions < upto where the tokens agree and both logprobs are known."""
+    n = min(upto, len(a.token_ids), len(b.token_ids), len(a.logprobs), len(b.logprobs))
+    out: list[float] = []
+    for i in range(n):
+        la, lb = a.logprobs[i], b.logprobs[i]
+        if a.token_ids[i] == b.token_ids[i] and la is not None and lb is not None:
+            out.append(abs(la - lb))
+    return out
+
+
+def _text_only(request_id: str, a: Output, b: Output) -> Divergence:
+    pos = _first_difference(a.choice.text, b.choice.text)
+    if pos is None:
+        raise ValueError(f"{request_id}: outputs are equal; nothing to classify")
+    sa = FlipSide(a.run, a.label, a.choice.index, None, finish_reason=a.choice.finish_reason)
+    sb = FlipSide(b.run, b.label, b.choice.index, None, finish_reason=b.choice.finish_reason)
+    reason = f"text-only outputs differ at character {pos}; no token ids or logprobs to tell numerics from corruption"
+    return Divergence(request_id, pos, sa, sb, Verdict.UNCLASSIFIED, reason, unit="char")

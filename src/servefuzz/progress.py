@@ -1,0 +1,75 @@
+"""What a person watching a campaign sees: a live status line and a final summary table.
+
+This is the only module that imports rich. Machines get `--json` instead and never see it.
+"""
+
+from __future__ import annotations
+
+from types import TracebackType
+
+from rich.console import Console
+from rich.live import Live
+from rich.panel import Panel
+from rich.table import Table
+from rich.text import Text
+
+from servefuzz.campaign import CampaignResult, CampaignState
+
+__all__ = ["LiveProgress", "print_banner", "print_summary"]
+
+
+class LiveProgress:
+    """A live panel fed by `update(state)`; a no-op display when the console is not a terminal."""
+
+    def __init__(self, console: Console, title: str) -> None:
+        self.console = console
+        self.title = title
+        self._live = Live(console=console, refresh_per_second=4, transient=True)
+
+    def __enter__(self) -> LiveProgress:
+        self._live.__enter__()
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self._live.__exit__(exc_type, exc, tb)
+
+    def update(self, state: CampaignState) -> None:
+        rate = state.requests / state.elapsed_s if state.elapsed_s > 0 else 0.0
+        found = ", ".join(f"{v} {k}" for k, v in sorted(state.findings_by_verdict.items())) or "none yet"
+        body = Text.assemble(
+            ("elapsed ", "dim"), f"{state.elapsed_s:6.1f} s   ",
+            ("scenarios ", "dim"), f"{state.iteration:,}   ",
+            ("requests ", "dim"), f"{state.requests:,} ({rate:.1f}/s)   ",
+            ("findings ", "dim"), (found, "bold red" if state.findings else "green"),
+        )
+        if state.last:
+            body.append("\n" + state.last, style="dim")
+        self._live.update(Panel(body, title=self.title, title_align="left"))
+        if not self.console.is_terminal and state.last.startswith("finding"):
+            self.console.print(state.last)
+
+
+def print_banner(console: Console, text: str) -> None:
+    console.print(Panel(text, style="yellow", title="servefuzz", title_align="left"))
+
+
+def print_summary(console: Console, result: CampaignResult) -> None:
+    console.print(
+        f"[bold]{result.iterations:,}[/] scenarios, [bold]{result.requests:,}[/] requests in "
+        f"{result.elapsed_s:.1f} s; stopped: {result.stopped_because}."
+    )
+    if not result.findings:
+        console.print("[green]No findings.[/]")
+        return
+    table = Table(title="Findings", title_justify="left")
+    for col in ("file", "verdict", "rate", "requests", "summary"):
+        table.add_column(col, overflow="fold")
+    for path, f in result.findings:
+        style = "red" if f.verdict.value == "corruption" else "yellow"
+        rate = f.confirmation.rate if f.confirmation else "-"
+        table.add_row(path.name, f"[{style}]{f.verdict.value}[/]", rate, ", ".join(f.expected_diverging), f.why)
+    console.print(table)
+    first = result.findings[0][0]
+    console.print(f"Replay one with: [bold]servefuzz replay {first} --base-url URL --runs 10[/]")

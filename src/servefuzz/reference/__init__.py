@@ -1,0 +1,25 @@
+"""The embedded reference engine: a small, exact, continuous-batching server with a fault zoo.
+
+It is servefuzz's default target and the benchmark of its detection power. It imports nothing
+from the rest of servefuzz: it is a separate server, started by `servefuzz serve-reference` or
+`python -m servefuzz.reference`. Layout, imports pointing down the list:
+
+- `model.py`       tiny transformer in exact integer-valued float64 arithmetic
+- `faults.py`      the planted-bug catalogue (one fault per real corruption class)
+- `server_args.py` SGLang-named flags <-> one frozen record
+- `kvpool.py`      paged KV pool, page allocator, req_to_token rows
+- `radix.py`       radix prefix cache over pages (lock_ref, LRU eviction)
+- `scheduler.py`   continuous batching, chunked prefill, padded decode, overlap, abort
+- `server.py`      aiohttp: SGLang and OpenAI dialects
+"""
+
+from __future__ import annotations
+
+import os
+
+# Set before numpy loads: on small shared machines a multi-threaded BLAS on tiny matrices only
+# fights the HTTP loop and other processes for cores. Exactness does not depend on it.
+for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_var, "1")
+
+__all__: list[str] = []

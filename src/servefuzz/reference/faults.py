@@ -1,0 +1,123 @@
+"""The planted-bug zoo: one fault per real corruption class, each behind `--fault NAME`.
+
+Every fault models an upstream cousin, fires only under that cousin's concurrency, timing or
+size condition (never for one request alone on a flushed server), and is cured by the server
+flag that cures the cousin. The faulty code paths are small and marked `FAULT <name>` in place
+(kvpool, radix, scheduler); this module holds the catalogue, which `docs/fault-zoo.md` mirrors,
+and the one fault that is pure arithmetic.
+
+    >>> sorted(FAULTS)[:2]
+    ['abort-reuse', 'batch-variant-numerics']
+    >>> FAULTS["overlap-war"].cure
+    '--disable-overlap-schedule'
+    >>> int(abs(batch_variant_offsets(1, 8)).sum())   # a batch of one is the reference order
+    0
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+
+import numpy as np
+
+__all__ = ["Fault", "FAULTS", "batch_variant_offsets", "NUMERIC_DRIFT_UNITS"]
+
+
+@dataclass(frozen=True)
+class Fault:
+    """One planted bug: what it models, what triggers it, which flag cures it."""
+
+    name: str
+    upstream: str
+    component: str
+    trigger: str
+    cure: str
+    symptom: str
+
+
+FAULTS: dict[str, Fault] = {
+    f.name: f
+    for f in (
+        Fault(
+            "page-boundary-prefix",
+            "SGLang #22819",
+            "radix cache",
+            "two or more requests sharing a prefix of exactly k * page_size tokens land in the same "
+            "extend batch: the second matches the first's pages before their KV is written",
+            "--disable-radix-cache",
+            "the later request reads a stale page (zeros or a previous occupant's KV)",
+        ),
+        Fault(
+            "overlap-war",
+            "SGLang PR #26380 (also #18744)",
+            "overlap scheduler / req_to_token",
+            "a request is admitted in the same scheduling round in which another request's last "
+            "decode step is in flight: it reuses that request's req_to_token row too early",
+            "--disable-overlap-schedule",
+            "the finishing request's last token is computed over the newcomer's slots",
+        ),
+        Fault(
+            "stale-padding",
+            "SGLang #24361 / PR #24401",
+            "CUDA-graph padded decode",
+            "the decode batch shrinks across a capture-size boundary (e.g. 5 -> 4 running requests)",
+            "--disable-cuda-graph",
+            "the last real row decodes with the previous step's position and req_to_token row",
+        ),
+        Fault(
+            "chunk-boundary",
+            "SGLang #22291 / PR #17850 class",
+            "chunked prefill",
+            "a prompt split at the chunked-prefill budget in an extend batch holding more than one request",
+            "--chunked-prefill-size -1",
+            "the chunk's last KV entry is written one slot off; the next chunk reads a stale entry",
+        ),
+        Fault(
+            "abort-reuse",
+            "SGLang #23392 / #24527, vLLM #37076 class",
+            "abort path / page allocator",
+            "a request holding cached-prefix pages is aborted, new traffic reuses the freed pages, "
+            "and a later request hits that cached prefix",
+            "--disable-radix-cache",
+            "the later request reads another request's KV under a valid-looking cache hit",
+        ),
+        Fault(
+            "evict-in-use",
+            "vLLM #37076 / #50702 class",
+            "radix cache eviction",
+            "pool pressure (small --max-total-tokens) forces eviction while requests hold cached prefixes",
+            "a larger --max-total-tokens",
+            "a running request's pages are freed, reallocated and overwritten under it",
+        ),
+        Fault(
+            "batch-variant-numerics",
+            "vLLM #23138, llama.cpp #7052 (benign class)",
+            "batch-size-dependent reductions",
+            "more than one request in a forward batch",
+            "--enable-deterministic-inference",
+            "near-tied tokens flip (logprob margin < 0.025); logprobs move by ~0.01 with batch size",
+        ),
+    )
+}
+
+# The perturbation is at most this many 1/1024-nat logit units (~0.012 nats): only tokens whose
+# margin is under twice that can flip, which is what makes it *numeric drift*, not corruption.
+NUMERIC_DRIFT_UNITS = 12
+
+
+@lru_cache(maxsize=256)
+def batch_variant_offsets(n_requests: int, vocab_size: int) -> np.ndarray:
+    """FAULT batch-variant-numerics: integer logit offsets that depend on the batch's size.
+
+    Models a split-K reduction whose split is chosen from the number of requests in the batch:
+    a batch of one is the reference order (offset 0); any other size rounds a little
+    differently, deterministically for that size. Choices of one request count as one request,
+    so one request alone never drifts, whatever its `n`.
+    """
+    if n_requests <= 1:
+        return np.zeros(vocab_size)
+    rng = np.random.default_rng(0x5EED + n_requests)
+    offsets = rng.integers(-NUMERIC_DRIFT_UNITS, NUMERIC_DRIFT_UNITS + 1, vocab_size).astype(np.float64)
+    offsets.flags.writeable = False
+    return offsets

@@ -1,0 +1,333 @@
+"""A tiny decoder-only transformer whose every reduction is exact.
+
+BLAS picks kernels by matrix shape and numpy regroups sums by length, so ordinary float maths
+changes in the last bits with batch size, padding or chunking. Here every activation and weight
+is an *integer-valued* float64 (fixed point), every product and partial sum stays an integer
+below 2**53, and so every matmul and sum is exact in any order. Only element-wise steps round
+(correctly rounded IEEE ops, then `np.round`), and they see the same inputs whatever the batch.
+The result: a token's logits and logprobs are the same bits whether it was computed alone, in a
+batch of 100, in one prefill or in eight chunks, from a fresh KV pool or a cached prefix.
+
+    >>> m = TinyModel(ModelConfig(seed=0))
+    >>> out = m.generate([5, 17, 99, 4], max_new_tokens=4)
+    >>> len(out.token_ids), out.token_ids == m.generate([5, 17, 99, 4], 4).token_ids
+    (4, True)
+
+The serving engine (`scheduler.py`) drives the same building blocks (`embed`, `qkv`, `attend`,
+`post_attention`, `logits`) against its paged KV pool; `generate` and `score` here are the plain
+no-cache reference the tests hold the engine to.
+
+Fixed-point units: normalised activations have 1.0 == `UNIT` (256); the residual stream uses the
+same unit; logits are integers in 1/`LOGIT_UNIT` nats. Attention and the final softmax use
+lookup tables of integer weights indexed by integer score differences.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+__all__ = [
+    "ModelConfig",
+    "TinyModel",
+    "Generation",
+    "TokenLogprobs",
+    "PAD_ID",
+    "BOS_ID",
+    "EOS_ID",
+    "UNIT",
+    "LOGIT_UNIT",
+    "attend",
+    "detokenize",
+]
+
+PAD_ID, BOS_ID, EOS_ID = 0, 1, 2
+UNIT = 256  # 1.0 in activation fixed point
+CLIP = 4095  # |normalised activation|, |q|, |k|, |v| bound: keeps every dot product small
+RESID_CLIP = 32767  # residual stream bound
+LOGIT_UNIT = 1024  # integer logits are in 1/1024 nats
+ROPE_ONE = 2**14  # cos/sin tables in this fixed point
+ATTN_LUT_ONE = 2**20  # attention weights: exp(-d) * 2**20, integers
+LOGIT_LUT_BITS = 40  # softmax over the vocabulary: exp(-d) * 2**40, integers
+ATTN_SHIFT = 2**8  # integer score differences are bucketed by 256 before the table
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """Sizes and the seed of the random weights. Same config, same model, bit for bit."""
+
+    vocab_size: int = 1024
+    d_model: int = 128
+    n_heads: int = 8
+    n_layers: int = 2
+    d_mlp: int = 256
+    context_length: int = 4096
+    seed: int = 0
+    rope_base: float = 10000.0
+    # Per-head attention sharpness (scales q and k by its square root). Sharp heads make one
+    # token among hundreds able to decide what a step attends to, so that changing any prompt
+    # token, or reading one wrong KV page, changes the greedy continuation (tested).
+    head_sharpness: tuple[float, ...] = (2.0, 4.0, 8.0, 12.0, 16.0, 24.0, 32.0, 48.0)
+
+    @property
+    def head_dim(self) -> int:
+        return self.d_model // self.n_heads
+
+
+@dataclass(frozen=True)
+class TokenLogprobs:
+    """The chosen token of one step, its logprob and the top-k (token, logprob) pairs."""
+
+    token_id: int
+    logprob: float
+    top: tuple[tuple[int, float], ...]
+
+
+@dataclass(frozen=True)
+class Generation:
+    """A continuation: token ids and, per token, its logprob and top-k alternatives."""
+
+    token_ids: tuple[int, ...]
+    steps: tuple[TokenLogprobs, ...]
+
+
+def detokenize(token_ids: Sequence[int]) -> str:
+    """Text is for humans only; the tool compares ids. Token t reads as ' w<t>'."""
+    return "".join(f" w{t}" for t in token_ids)
+
+
+def _quant(x: np.ndarray, shift: int, bound: int = CLIP) -> np.ndarray:
+    # x is an exact integer; scaling by a power of two is exact and round-half-even is exact.
+    return np.clip(np.round(x * (2.0**-shift)), -bound, bound)
+
+
+def _rms_norm(h: np.ndarray) -> np.ndarray:
+    # Sum of squares is an exact integer (< 2**37); the one per-row factor is made of correctly
+    # rounded IEEE ops, so each row's result depends on that row only.
+    ms = np.sum(h * h, axis=-1, keepdims=True)
+    inv = UNIT / np.sqrt(ms / h.shape[-1] + 1.0)
+    return np.clip(np.round(h * inv), -CLIP, CLIP)
+
+
+def _attention_lut(head_dim: int) -> np.ndarray:
+    # Integer weights exp(-real_score_gap) for each bucket of integer score gaps; the last entry
+    # is 0 and is where masked positions point.
+    scale = ATTN_SHIFT / (UNIT * UNIT * math.sqrt(head_dim))
+    n = int(math.ceil(math.log(2 * ATTN_LUT_ONE) / scale)) + 2
+    lut = np.round(ATTN_LUT_ONE * np.exp(-np.arange(n) * scale))
+    lut[-1] = 0.0
+    return lut
+
+
+def _logit_lut() -> np.ndarray:
+    n = int(math.ceil(math.log(2.0**(LOGIT_LUT_BITS + 1)) * LOGIT_UNIT)) + 2
+    lut = np.round(2.0**LOGIT_LUT_BITS * np.exp(-np.arange(n) / LOGIT_UNIT))
+    lut[-1] = 0.0
+    return lut
+
+
+def attend(q: np.ndarray, k: np.ndarray, v: np.ndarray, valid: np.ndarray, lut: np.ndarray) -> np.ndarray:
+    """Exact softmax attention. q [B,H,Q,D], k and v [B,H,K,D], valid [B,1|H,Q,K] -> [B,H,Q,D].
+
+    Scores are integers; the gap to the row maximum indexes an integer weight table; weighted
+    sums of values are exact integers; one division per output element. Padding keys (invalid)
+    get weight 0, so padding the batch to its longest sequence cannot change a bit.
+    """
+    scores = q @ np.swapaxes(k, -1, -2)
+    masked = np.where(valid, scores, -np.inf)
+    top = masked.max(axis=-1, keepdims=True)
+    top = np.where(np.isfinite(top), top, 0.0)  # fully masked rows (padding rows) stay finite
+    gap = np.floor((top - scores) * (1.0 / ATTN_SHIFT))
+    idx = np.where(valid, np.minimum(gap, len(lut) - 1), len(lut) - 1).astype(np.intp)
+    w = lut[idx]
+    den = w.sum(axis=-1, keepdims=True)
+    num = w @ v
+    return np.round(num / np.maximum(den, 1.0))
+
+
+class TinyModel:
+    """Seeded random weights, integer-valued; see the module docstring for the fixed point."""
+
+    def __init__(self, config: ModelConfig) -> None:
+        c = config
+        if c.d_model % c.n_heads or c.head_dim % 2:
+            raise ValueError("d_model must split into heads of even size")
+        if len(c.head_sharpness) != c.n_heads:
+            raise ValueError("head_sharpness needs one value per head")
+        self.config = c
+        rng = np.random.default_rng(c.seed)
+
+        def ints(shape: tuple[int, ...], std: float) -> np.ndarray:
+            return np.round(rng.normal(0.0, std, shape))
+
+        d, f, hd = c.d_model, c.d_mlp, c.head_dim
+        self.embedding = np.clip(ints((c.vocab_size, d), UNIT), -RESID_CLIP, RESID_CLIP)
+        def sharp() -> np.ndarray:
+            return np.concatenate([ints((d, hd), 32.0 * math.sqrt(b)) for b in c.head_sharpness], axis=1)
+
+        self.layers = []
+        for _ in range(c.n_layers):
+            self.layers.append(
+                {
+                    "wq": sharp(),
+                    "wk": sharp(),
+                    "wv": ints((d, d), 32.0),
+                    "wo": ints((d, d), 32.0),
+                    "w1": ints((d, f), 32.0),
+                    "w2": ints((f, d), 32.0),
+                }
+            )
+        self.unembed = ints((d, c.vocab_size), 32.0)
+        # Pad and BOS must never be generated: a huge negative column bias keeps them out.
+        self.logit_bias = np.zeros(c.vocab_size)
+        self.logit_bias[[PAD_ID, BOS_ID]] = -64 * LOGIT_UNIT
+        pos = np.arange(c.context_length)[:, None]
+        inv_freq = c.rope_base ** (-np.arange(0, hd, 2) / hd)
+        ang = pos * inv_freq[None, :]
+        self.rope_cos = np.round(np.cos(ang) * ROPE_ONE)
+        self.rope_sin = np.round(np.sin(ang) * ROPE_ONE)
+        self.attn_lut = _attention_lut(hd)
+        self.logit_lut = _logit_lut()
+        # Power-of-two requantisation after each matmul, chosen so activations keep a useful
+        # spread in fixed point (the attention output is amplified to rival the embedding).
+        self.shift_qkv = self.shift_1 = self.shift_2 = 9
+        self.shift_o = 7
+        self.shift_logit = 5
+
+    # -- building blocks (shared by the reference forward and the serving engine) -------------
+
+    def embed(self, token_ids: np.ndarray) -> np.ndarray:
+        """[T] ids -> [T, d] residual stream."""
+        return self.embedding[token_ids]
+
+    def _rope(self, x: np.ndarray, positions: np.ndarray) -> np.ndarray:
+        # x [T, H, D]; rotate halves. Products and sums are exact integers, the power-of-two
+        # division is exact: RoPE adds no rounding beyond one exact-input np.round.
+        half = x.shape[-1] // 2
+        c = self.rope_cos[positions][:, None, :]
+        s = self.rope_sin[positions][:, None, :]
+        a, b = x[..., :half], x[..., half:]
+        out = np.concatenate([a * c - b * s, a * s + b * c], axis=-1)
+        return np.clip(np.round(out * (1.0 / ROPE_ONE)), -CLIP, CLIP)
+
+    def qkv(self, layer: int, h: np.ndarray, positions: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Residual [T, d] at absolute positions [T] -> q, k, v, each [T, H, D] (RoPE applied)."""
+        w = self.layers[layer]
+        c = self.config
+        x = _rms_norm(h)
+        shape = (h.shape[0], c.n_heads, c.head_dim)
+        q = _quant(x @ w["wq"], self.shift_qkv).reshape(shape)
+        k = _quant(x @ w["wk"], self.shift_qkv).reshape(shape)
+        v = _quant(x @ w["wv"], self.shift_qkv).reshape(shape)
+        return self._rope(q, positions), self._rope(k, positions), v
+
+    def post_attention(self, layer: int, h: np.ndarray, attn: np.ndarray) -> np.ndarray:
+        """Residual [T, d] and attention output [T, H, D] -> residual after out-proj and MLP."""
+        w = self.layers[layer]
+        o = _quant(attn.reshape(h.shape[0], -1) @ w["wo"], self.shift_o)
+        h = np.clip(h + o, -RESID_CLIP, RESID_CLIP)
+        u = np.maximum(_quant(_rms_norm(h) @ w["w1"], self.shift_1), 0.0)  # ReLU: exact
+        return np.clip(h + _quant(u @ w["w2"], self.shift_2), -RESID_CLIP, RESID_CLIP)
+
+    def logits(self, h: np.ndarray) -> np.ndarray:
+        """Residual [T, d] -> integer logits [T, V] in 1/LOGIT_UNIT nats."""
+        raw = _rms_norm(h) @ self.unembed
+        return np.round(raw * (2.0**-self.shift_logit)) + self.logit_bias
+
+    def logprobs_row(self, logits: np.ndarray, token_id: int, top_k: int) -> TokenLogprobs:
+        """Log-softmax of one row of integer logits, computed from that row alone.
+
+        exp of each integer gap to the max comes from an integer table, the partition sum is an
+        exact integer, and the one `math.log` sees the same integer whatever the batch.
+        """
+        top = logits.max()
+        gap = np.minimum(top - logits, len(self.logit_lut) - 1).astype(np.intp)
+        log_z = math.log(float(self.logit_lut[gap].sum())) - LOGIT_LUT_BITS * math.log(2.0)
+
+        def lp(t: int) -> float:
+            return float((logits[t] - top) / LOGIT_UNIT - log_z)
+
+        best: tuple[tuple[int, float], ...] = ()
+        if top_k > 0:
+            order = np.argsort(-logits, kind="stable")[:top_k]
+            best = tuple((int(t), lp(int(t))) for t in order)
+        return TokenLogprobs(token_id, lp(token_id), best)
+
+    # -- the plain reference: one sequence, no cache -----------------------------------------
+
+    def forward(self, token_ids: Sequence[int]) -> np.ndarray:
+        """Integer logits [T, V] for every position of one sequence, computed from scratch."""
+        ids = np.asarray(token_ids, dtype=np.intp)
+        if ids.ndim != 1 or len(ids) == 0 or len(ids) > self.config.context_length:
+            raise ValueError("forward needs 1..context_length token ids")
+        pos = np.arange(len(ids))
+        h = self.embed(ids)
+        causal = np.tril(np.ones((len(ids), len(ids)), dtype=bool))[None, None]
+        for layer in range(self.config.n_layers):
+            q, k, v = self.qkv(layer, h, pos)
+            t = lambda x: np.swapaxes(x, 0, 1)[None]  # noqa: E731 - [T,H,D] -> [1,H,T,D]
+            a = attend(t(q), t(k), t(v), causal, self.attn_lut)[0]
+            h = self.post_attention(layer, h, np.swapaxes(a, 0, 1))
+        return self.logits(h)
+
+    @staticmethod
+    def greedy(logits_row: np.ndarray) -> int:
+        """Argmax; the first index wins an exact tie."""
+        return int(np.argmax(logits_row))
+
+    def generate(
+        self, prompt: Sequence[int], max_new_tokens: int, *, ignore_eos: bool = True, top_k: int = 0
+    ) -> Generation:
+        """Greedy continuation by full recomputation at every step (slow, obviously right)."""
+        seq = list(prompt)
+        steps: list[TokenLogprobs] = []
+        for _ in range(max_new_tokens):
+            row = self.forward(seq)[-1]
+            tok = self.greedy(row)
+            steps.append(self.logprobs_row(row, tok, top_k))
+            seq.append(tok)
+            if tok == EOS_ID and not ignore_eos:
+                break
+        return Generation(tuple(s.token_id for s in steps), tuple(steps))
+
+    def score(self, prompt: Sequence[int], output: Sequence[int], *, top_k: int = 0) -> Generation:
+        """What greedy decoding *should* have produced at each step, given `output` so far.
+
+        One forward over prompt + output[:-1]: step i is the argmax after prompt + output[:i].
+        If an engine's output is right, `score(p, out).token_ids == tuple(out)`; the first
+        index where they differ is where the engine went wrong.
+        """
+        if not output:
+            return Generation((), ())
+        seq = list(prompt) + list(output[:-1])
+        logits = self.forward(seq)[len(prompt) - 1 :]
+        steps = [self.logprobs_row(row, self.greedy(row), top_k) for row in logits]
+        return Generation(tuple(s.token_id for s in steps), tuple(steps))
+
+    def exactness_bounds(self) -> dict[str, float]:
+        """Worst-case |value| of every reduction the model performs; all must be < 2**53.
+
+        Bounds follow from the clips: any row of inputs is at most CLIP (or RESID_CLIP) in
+        absolute value, so |x @ W| <= CLIP * max_j sum_i |W[i, j]|.
+        """
+        c = self.config
+
+        def mm(bound: float, w: np.ndarray) -> float:
+            return bound * float(np.abs(w).sum(axis=0).max())
+
+        out: dict[str, float] = {"rms_sum_of_squares": c.d_model * RESID_CLIP**2}
+        for i, w in enumerate(self.layers):
+            out[f"layer{i}.qkv"] = max(mm(CLIP, w[n]) for n in ("wq", "wk", "wv"))
+            out[f"layer{i}.out_proj"] = mm(CLIP, w["wo"])
+            out[f"layer{i}.mlp_up"] = mm(CLIP, w["w1"])
+            out[f"layer{i}.mlp_down"] = mm(CLIP, w["w2"])
+        out["rope"] = 2 * CLIP * ROPE_ONE
+        out["attn_scores"] = c.head_dim * CLIP * CLIP
+        out["attn_weighted_values"] = c.context_length * ATTN_LUT_ONE * CLIP
+        out["attn_weight_sum"] = c.context_length * ATTN_LUT_ONE
+        out["logits"] = mm(CLIP, self.unembed)
+        out["softmax_partition"] = c.vocab_size * 2.0**LOGIT_LUT_BITS
+        return out

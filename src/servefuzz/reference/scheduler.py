@@ -1,0 +1,773 @@
+"""The serving core: a continuous-batching scheduler and model runner shaped like SGLang's.
+
+One engine thread owns all state. Each step is an extend (prefill) batch, bounded by the
+chunked-prefill budget, or else a decode batch over the running sequences (prefill first, as
+SGLang does). In overlap mode (the default) batch N+1 is *scheduled* (admissions, row and page
+allocation, req_to_token writes) before batch N's forward reads req_to_token and before N's
+results are processed, so results land one step late; the forward reads req_to_token when it
+runs, so that ordering is real, not simulated.
+
+    >>> from servefuzz.reference.server_args import ServerArgs
+    >>> eng = Engine(ServerArgs(page_size=4, max_total_tokens=256))
+    >>> got = []
+    >>> eng.add_request(Request("r1", (5, 6, 7, 8, 9), max_new_tokens=3, sink=got.extend))
+    >>> eng.run_until_idle()
+    >>> [e.step.token_id for e in got if isinstance(e, TokenEvent)] == list(
+    ...     eng.model.generate([5, 6, 7, 8, 9], 3).token_ids)
+    True
+
+The HTTP layer (`server.py`) uses the thread-safe side: `check`, `submit`, `abort`,
+`flush_cache`, `start`, `stop`; events reach it through each request's `sink`, called on the
+engine thread once per step with that step's events.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import enum
+import math
+import queue
+import threading
+import traceback
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from servefuzz.reference.faults import batch_variant_offsets
+from servefuzz.reference.kvpool import PADDING_SLOT, KVPool, ReqToTokenPool
+from servefuzz.reference.model import EOS_ID, LOGIT_UNIT, PAD_ID, ModelConfig, TinyModel, TokenLogprobs, attend
+from servefuzz.reference.radix import RadixCache, RadixNode
+from servefuzz.reference.server_args import CAPTURE_BATCH_SIZES, ServerArgs
+
+__all__ = [
+    "Engine",
+    "Request",
+    "RequestError",
+    "TokenEvent",
+    "FinishEvent",
+    "Event",
+    "FinishReason",
+    "EngineStats",
+]
+
+_QUERY_BLOCK = 512  # extend attention is computed this many query rows at a time (memory bound)
+
+
+class RequestError(ValueError):
+    """A request the engine cannot serve; the message is one line for the client (HTTP 400)."""
+
+
+@dataclass(frozen=True)
+class FinishReason:
+    kind: str  # "length" | "stop" | "abort"
+    length: int = 0
+    matched: int | None = None
+    message: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        """SGLang's `meta_info.finish_reason` shape."""
+        if self.kind == "length":
+            return {"type": "length", "length": self.length}
+        if self.kind == "stop":
+            return {"type": "stop", "matched": self.matched}
+        return {"type": "abort", "message": self.message, "status_code": None, "err_type": None}
+
+
+@dataclass(frozen=True)
+class TokenEvent:
+    """Choice `index` produced one token."""
+
+    index: int
+    step: TokenLogprobs
+
+
+@dataclass(frozen=True)
+class FinishEvent:
+    index: int
+    reason: FinishReason
+
+
+Event = TokenEvent | FinishEvent
+
+
+@dataclass(eq=False)
+class Request:
+    """One generate call: `n` choices of one prompt. Owned by the engine once submitted."""
+
+    rid: str
+    prompt: tuple[int, ...]
+    max_new_tokens: int
+    n: int = 1
+    temperature: float = 0.0
+    ignore_eos: bool = True
+    top_logprobs_num: int = 0
+    seed: int = 0
+    sink: Callable[[Sequence[Event]], None] | None = None
+    cached_tokens: int = 0  # set by the engine when the request is admitted
+    seqs: list[Seq] = field(default_factory=list, repr=False)
+
+
+class _State(enum.Enum):
+    WAITING = "waiting"
+    PREFILL = "prefill"
+    FORK_PENDING = "fork-pending"  # choice 1..n-1, waiting for choice 0's prefill to fork from
+    RUNNING = "running"
+    RETRACTING = "retracting"
+    DONE = "done"
+
+
+class Seq:
+    """One choice of a request: the mutable in-flight record."""
+
+    def __init__(self, req: Request, index: int) -> None:
+        self.req = req
+        self.index = index
+        self.tokens = list(req.prompt)
+        self.state = _State.WAITING if index == 0 else _State.FORK_PENDING
+        self.row: int | None = None
+        self.pages: list[int] = []
+        self.kv_len = 0  # positions whose KV is written or scheduled to be written
+        self.inflight = 0  # scheduled batches holding this sequence, not yet processed
+        self.node: RadixNode | None = None  # the radix node this sequence keeps locked
+        self.admitted = False
+        self.rng = np.random.default_rng((req.seed, index)) if req.temperature > 0 else None
+
+    @property
+    def outputs(self) -> int:
+        return len(self.tokens) - len(self.req.prompt)
+
+    @property
+    def scheduled_outputs(self) -> int:
+        """Outputs there will be once every scheduled batch is processed."""
+        return self.kv_len - len(self.req.prompt) + 1
+
+
+@dataclass(eq=False)
+class _ExtendItem:
+    seq: Seq
+    row: int
+    start: int
+    end: int
+    ids: np.ndarray
+    final: bool  # the chunk reaches the end of the sequence: its last position yields a token
+
+
+@dataclass(eq=False)
+class _DecodeItem:
+    seq: Seq
+    row: int
+    position: int
+    slot: int
+
+
+@dataclass(eq=False)
+class _Batch:
+    extend: bool
+    items: list[Any]
+
+    @property
+    def n_requests(self) -> int:
+        return len({id(it.seq.req) for it in self.items})
+
+
+@dataclass
+class EngineStats:
+    """Counters and gauges behind /metrics."""
+
+    cache_hit_tokens: int = 0
+    cache_query_tokens: int = 0
+    evicted_tokens: int = 0
+    retracted_reqs: int = 0
+    prompt_tokens: int = 0
+    generation_tokens: int = 0
+    finished_reqs: int = 0
+    aborted_reqs: int = 0
+    forward_steps: int = 0
+    num_running_reqs: int = 0
+    num_queue_reqs: int = 0
+    token_usage: float = 0.0
+
+
+class _GraphBuffers:
+    """The persistent inputs of "captured" decode graphs: a replay reads these, not fresh arrays."""
+
+    def __init__(self, size: int, padding_row: int) -> None:
+        self.ids = np.zeros(size, dtype=np.intp)
+        self.positions = np.zeros(size, dtype=np.intp)
+        self.rows = np.zeros(size, dtype=np.intp)
+        self.lens = np.ones(size, dtype=np.intp)
+        self.slots = np.zeros(size, dtype=np.intp)
+        self.padding_row = padding_row
+        self.last_bs = 0
+
+    def load(
+        self, ids: np.ndarray, positions: np.ndarray, rows: np.ndarray, slots: np.ndarray, *, stale_fault: bool
+    ) -> tuple[np.ndarray, ...]:
+        raw = len(ids)
+        bs = next(b for b in CAPTURE_BATCH_SIZES if b >= raw)
+        fresh = raw
+        if stale_fault and bs < self.last_bs:
+            # FAULT stale-padding (models SGLang #24361 / PR #24401): when the captured size
+            # shrinks, the copy into the graph's position/row buffers is one entry short, so
+            # the last real row replays with the previous step's position and row.
+            fresh = raw - 1
+        self.ids[:raw], self.slots[:raw] = ids, slots
+        self.positions[:fresh], self.rows[:fresh], self.lens[:fresh] = positions[:fresh], rows[:fresh], positions[:fresh] + 1
+        # Padding rows: token 0 at position 0 of the all-zero padding row, writing to slot 0.
+        self.ids[raw:bs], self.positions[raw:bs], self.rows[raw:bs] = PAD_ID, 0, self.padding_row
+        self.lens[raw:bs], self.slots[raw:bs] = 1, PADDING_SLOT
+        self.last_bs = bs
+        return self.ids[:bs], self.positions[:bs], self.rows[:bs], self.lens[:bs], self.slots[:bs]
+
+
+class Engine:
+    """Scheduler + model runner over one KV pool. See the module docstring."""
+
+    def __init__(self, args: ServerArgs, model: TinyModel | None = None) -> None:
+        self.args = args
+        self.model = model or TinyModel(ModelConfig(seed=args.model_seed, context_length=args.context_length))
+        c = self.model.config
+        self.pool = KVPool(c.n_layers, c.n_heads, c.head_dim, args.max_total_tokens, args.page_size)
+        self.rows = ReqToTokenPool(args.max_running_requests, args.context_length)
+        self.tree = None if args.disable_radix_cache else RadixCache(self.pool)
+        self.overlap = not args.disable_overlap_schedule
+        self.graph = None if args.disable_cuda_graph else _GraphBuffers(max(CAPTURE_BATCH_SIZES), self.rows.padding_row)
+        self.stats = EngineStats()
+        self.waiting: deque[Seq] = deque()
+        self.running: list[Seq] = []  # decoding sequences, in admission order
+        self.chunked: Seq | None = None  # the one sequence whose prefill continues next batch
+        self.inflight: _Batch | None = None  # overlap mode: scheduled, forward not yet run
+        self.requests: dict[str, Request] = {}
+        self.error: str | None = None
+        self._events: dict[int, tuple[Request, list[Event]]] = {}
+        self._inbox: queue.SimpleQueue[tuple[str, Any]] = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+        self._fault = {name: args.has_fault(name) for name in args.faults}
+
+    def _has(self, fault: str) -> bool:
+        return self._fault.get(fault, False)
+
+    # -- thread-safe side ----------------------------------------------------------------------
+
+    def check(self, req: Request) -> None:
+        """Raise RequestError if `req` can never be served. Reads only immutable settings."""
+        a, c = self.args, self.model.config
+        if not req.prompt:
+            raise RequestError("the prompt must hold at least one token id")
+        bad = next((t for t in req.prompt if not 0 <= t < c.vocab_size), None)
+        if bad is not None:
+            raise RequestError(f"token id {bad} is outside the vocabulary [0, {c.vocab_size})")
+        if req.max_new_tokens < 0:
+            raise RequestError("max_new_tokens must be >= 0")
+        if len(req.prompt) + req.max_new_tokens > a.context_length:
+            raise RequestError(
+                f"prompt ({len(req.prompt)} tokens) + max_new_tokens ({req.max_new_tokens}) "
+                f"exceeds the context length {a.context_length}"
+            )
+        if not 1 <= req.n <= a.max_running_requests:
+            raise RequestError(f"n must be in 1..{a.max_running_requests} (max_running_requests)")
+        pages = math.ceil((len(req.prompt) + req.max_new_tokens) / a.page_size) * req.n
+        if pages > self.pool.usable_pages:
+            raise RequestError(
+                f"the request needs up to {pages * a.page_size} KV tokens, more than "
+                f"max_total_tokens={a.max_total_tokens} can hold"
+            )
+        if not (req.temperature >= 0 and math.isfinite(req.temperature)):
+            raise RequestError("temperature must be a finite number >= 0")
+        if not 0 <= req.top_logprobs_num <= c.vocab_size:
+            raise RequestError(f"top_logprobs_num must be in 0..{c.vocab_size}")
+
+    def submit(self, req: Request) -> None:
+        self._inbox.put(("submit", req))
+
+    def abort(self, rid: str) -> None:
+        self._inbox.put(("abort", rid))
+
+    def abort_all(self) -> None:
+        self._inbox.put(("abort_all", None))
+
+    def flush_cache(self) -> concurrent.futures.Future[bool]:
+        """Resolves True if the cache was flushed, False if requests were in progress."""
+        fut: concurrent.futures.Future[bool] = concurrent.futures.Future()
+        self._inbox.put(("flush", fut))
+        return fut
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._loop, name="reference-engine", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        if self._thread is not None:
+            self._inbox.put(("stop", None))
+            self._thread.join(timeout=10)
+            self._thread = None
+
+    def _loop(self) -> None:
+        try:
+            while True:
+                block = not self.busy
+                while True:
+                    try:
+                        cmd, arg = self._inbox.get(block=block)
+                    except queue.Empty:
+                        break
+                    if cmd == "stop":
+                        return
+                    self._apply(cmd, arg)
+                    block = False
+                self.step()
+        except Exception:  # a bug in the engine itself: fail loudly, never hang clients
+            self.error = traceback.format_exc()
+            print(self.error, flush=True)
+            for req in list(self.requests.values()):
+                for s in req.seqs:
+                    if s.state is not _State.DONE:
+                        self._finish(s, FinishReason("abort", message="internal engine error"))
+            self._emit()
+
+    def _apply(self, cmd: str, arg: Any) -> None:
+        if cmd == "submit":
+            try:
+                self.add_request(arg)
+            except RequestError as e:  # the HTTP layer checks first; this is a last resort
+                if arg.sink is not None:
+                    arg.sink([FinishEvent(i, FinishReason("abort", message=str(e))) for i in range(arg.n)])
+        elif cmd == "abort":
+            self.abort_now(arg)
+        elif cmd == "abort_all":
+            for rid in list(self.requests):
+                self.abort_now(rid)
+        elif cmd == "flush":
+            arg.set_result(self.flush_now())
+
+    # -- engine-thread side (also driven directly by in-process tests) ---------------------------
+
+    @property
+    def busy(self) -> bool:
+        return bool(self.waiting or self.running or self.chunked or self.inflight)
+
+    def add_request(self, req: Request) -> None:
+        self.check(req)
+        if req.rid in self.requests:
+            raise RequestError(f"duplicate request id {req.rid!r}")
+        req.seqs = [Seq(req, i) for i in range(req.n)]
+        self.requests[req.rid] = req
+        self.waiting.append(req.seqs[0])
+        self._update_gauges()
+
+    def abort_now(self, rid: str) -> None:
+        req = self.requests.get(rid)
+        if req is None:
+            return
+        for s in req.seqs:
+            if s.state is _State.DONE:
+                continue
+            if s.state is _State.WAITING and s in self.waiting:
+                self.waiting.remove(s)
+            if self.chunked is s:
+                self.chunked = None
+            if self._has("abort-reuse") and s.pages:
+                # FAULT abort-reuse (models SGLang #23392 / #24527): the abort path frees every
+                # page of the request, including the prefix pages it shares with the radix
+                # tree, which it should only unlock. The tree keeps pointing at them.
+                self.pool.force_free(s.pages)
+                s.pages = []
+            self._finish(s, FinishReason("abort", message="aborted by the client"))
+            if s.inflight == 0:
+                self._release(s)
+        self._emit()
+
+    def flush_now(self) -> bool:
+        if self.busy:
+            return False
+        if self.tree is not None:
+            self.tree.reset()
+        self._update_gauges()
+        return True
+
+    def step(self) -> None:
+        """One scheduling round: in overlap mode schedule N+1, then run and process N."""
+        if self.overlap:
+            nxt = self._schedule()
+            if self.inflight is not None:
+                self._run(self.inflight)
+            self.inflight = nxt
+        else:
+            batch = self._schedule()
+            if batch is not None:
+                self._run(batch)
+        self._update_gauges()
+        self._emit()
+
+    def run_until_idle(self, max_steps: int = 100_000) -> None:
+        """Step until nothing is waiting, running or in flight (tests and tools)."""
+        for _ in range(max_steps):
+            if not self.busy:
+                return
+            self.step()
+        raise RuntimeError("engine did not become idle")
+
+    # -- scheduling ----------------------------------------------------------------------------
+
+    def _schedule(self) -> _Batch | None:
+        if self._has("overlap-war"):
+            self._fault_free_finishing_rows()
+        return self._schedule_extend() or self._schedule_decode()
+
+    def _fault_free_finishing_rows(self) -> None:
+        # FAULT overlap-war (models SGLang PR #26380, #18744): a request that reaches
+        # max_new_tokens in the in-flight batch N is predictably finished, so its req_to_token
+        # row is handed back *now*, while batch N's forward has yet to read it. Without overlap
+        # nothing is in flight at schedule time and this is harmless.
+        batch = self.inflight
+        if batch is None or batch.extend:
+            return
+        for it in batch.items:
+            s = it.seq
+            if s.row is not None and s.inflight == 1 and s.scheduled_outputs >= s.req.max_new_tokens:
+                self.rows.free(s.row)
+                s.row = None
+
+    def _ensure_free_pages(self, n: int) -> bool:
+        short = n - self.pool.free_pages
+        if short > 0 and self.tree is not None:
+            evicted = self.tree.evict(short, ignore_locks=self._has("evict-in-use"))
+            self.stats.evicted_tokens += evicted * self.args.page_size
+        return self.pool.free_pages >= n
+
+    def _pages_for(self, s: Seq, end: int) -> int:
+        return max(0, math.ceil(end / self.args.page_size) - len(s.pages))
+
+    def _schedule_extend(self) -> _Batch | None:
+        budget = self.args.chunked_prefill_size if self.args.chunked_prefill_size > 0 else math.inf
+        reserve = len(self.running)  # headroom: each decoding sequence may need a page soon
+        items: list[_ExtendItem] = []
+        if self.chunked is not None:
+            s = self.chunked
+            end = min(len(s.tokens), s.kv_len + budget)
+            need = self._pages_for(s, end)
+            if not self._ensure_free_pages(need + reserve):
+                return None
+            s.pages += self.pool.alloc(need) or []
+            items.append(self._extend_item(s, end))
+            budget -= end - items[-1].start
+        while self.waiting and budget > 0:
+            item = self._admit(self.waiting[0], budget, reserve)
+            if item is None:
+                break
+            self.waiting.popleft()
+            items.append(item)
+            budget -= item.end - item.start
+        return _Batch(True, items) if items else None
+
+    def _admit(self, s: Seq, budget: float, reserve: int) -> _ExtendItem | None:
+        ps = self.args.page_size
+        fresh = not s.admitted
+        siblings = [x for x in s.req.seqs[1:] if x.state is _State.FORK_PENDING] if fresh else []
+        if self.rows.free_rows < 1 + len(siblings):
+            return None
+        prefix: list[int] = []
+        node = None
+        if self.tree is not None:
+            match = self.tree.match_prefix(
+                s.tokens, (len(s.tokens) - 1) // ps, boundary_fast_path=self._has("page-boundary-prefix")
+            )
+            prefix, node = match.pages, match.node
+        start = len(prefix) * ps
+        end = int(min(len(s.tokens), start + budget))
+        need = math.ceil(end / ps) - len(prefix)
+        if not self._ensure_free_pages(need + reserve):
+            return None
+        self.pool.retain(prefix)
+        s.pages = prefix + (self.pool.alloc(need) or [])
+        if node is not None and prefix:
+            self.tree.lock(node)  # type: ignore[union-attr]
+            s.node = node
+        s.row = self.rows.alloc()
+        for sib in siblings:
+            sib.row = self.rows.alloc()
+        self.rows.write(s.row, 0, self.pool.slots(s.pages, 0, start))
+        s.kv_len, s.state, s.admitted = start, _State.PREFILL, True
+        if fresh:
+            s.req.cached_tokens = start
+            self.stats.prompt_tokens += len(s.tokens)
+        self.stats.cache_query_tokens += len(s.tokens)
+        self.stats.cache_hit_tokens += start
+        return self._extend_item(s, end)
+
+    def _extend_item(self, s: Seq, end: int) -> _ExtendItem:
+        start = s.kv_len
+        assert s.row is not None
+        self.rows.write(s.row, start, self.pool.slots(s.pages, start, end))
+        s.kv_len = end
+        s.inflight += 1
+        final = end == len(s.tokens)
+        self.chunked = None if final else s
+        if self._has("page-boundary-prefix") and self.tree is not None:
+            # FAULT page-boundary-prefix (models SGLang #22819): the batch's full pages enter
+            # the tree at schedule time, before the forward writes their KV (marked not ready;
+            # only the faulty fast path in RadixCache.match_prefix accepts them).
+            self.tree.insert(s.tokens[:end], s.pages, ready=False)
+        return _ExtendItem(s, s.row, start, end, np.asarray(s.tokens[start:end], dtype=np.intp), final)
+
+    def _schedule_decode(self) -> _Batch | None:
+        ps = self.args.page_size
+        items: list[_DecodeItem] = []
+        for s in list(self.running):
+            if s.state is not _State.RUNNING or s.scheduled_outputs >= s.req.max_new_tokens:
+                continue
+            pos = s.kv_len
+            if pos == len(s.pages) * ps:
+                if not self._ensure_free_pages(1):
+                    self._retract(s)
+                    continue
+                s.pages += self.pool.alloc(1) or []
+            slot = s.pages[pos // ps] * ps + pos % ps
+            assert s.row is not None
+            self.rows.table[s.row, pos] = slot
+            s.kv_len += 1
+            s.inflight += 1
+            items.append(_DecodeItem(s, s.row, pos, slot))
+        return _Batch(False, items) if items else None
+
+    def _retract(self, s: Seq) -> None:
+        """Out of pages: give this sequence's memory back and prefill it again later."""
+        self.running.remove(s)
+        s.state = _State.RETRACTING
+        self.stats.retracted_reqs += 1
+        if s.inflight == 0:
+            self._requeue(s)
+
+    def _requeue(self, s: Seq) -> None:
+        self._release(s)
+        s.kv_len, s.state = 0, _State.WAITING
+        self.waiting.appendleft(s)
+
+    # -- running a batch ---------------------------------------------------------------------
+
+    def _run(self, batch: _Batch) -> None:
+        logits = self._forward_extend(batch) if batch.extend else self._forward_decode(batch)
+        self.stats.forward_steps += 1
+        if self._has("batch-variant-numerics") and not self.args.enable_deterministic_inference:
+            logits = logits + batch_variant_offsets(batch.n_requests, logits.shape[1])
+        if batch.extend:
+            self._process_extend(batch, logits)
+        else:
+            self._process_decode(batch, logits)
+
+    def _forward_extend(self, batch: _Batch) -> np.ndarray:
+        m, pool = self.model, self.pool
+        items: list[_ExtendItem] = batch.items
+        ids = np.concatenate([it.ids for it in items])
+        positions = np.concatenate([np.arange(it.start, it.end) for it in items])
+        bounds = np.cumsum([0] + [it.end - it.start for it in items])
+        spans = list(zip(items, bounds[:-1], bounds[1:]))
+        h = m.embed(ids)
+        for layer in range(m.config.n_layers):
+            q, k, v = m.qkv(layer, h, positions)
+            out = np.empty_like(q)
+            for it, a, b in spans:
+                # Prefix KV is gathered from the pool through the row, read now; the new tokens'
+                # KV comes straight from this batch, as in a ragged extend kernel. The batch's
+                # writes land after every request has gathered its prefix.
+                prefix = self.rows.table[it.row, : it.start]
+                keys = np.concatenate([pool.k[layer][prefix], k[a:b]])
+                values = np.concatenate([pool.v[layer][prefix], v[a:b]])
+                out[a:b] = self._extend_attention(q[a:b], keys, values, it.start)
+            for it, a, b in spans:
+                slots = self.rows.table[it.row, it.start : it.end].copy()
+                if self._has("chunk-boundary") and len(items) > 1 and not it.final:
+                    # FAULT chunk-boundary (models SGLang #22291 / PR #17850): a chunk cut at the
+                    # batch's token budget next to other requests writes its last KV entry one
+                    # slot off; that position keeps whatever its slot held before.
+                    slots[-1] = min(slots[-1] + 1, len(pool.k[layer]) - 1)
+                pool.k[layer][slots] = k[a:b]
+                pool.v[layer][slots] = v[a:b]
+            h = m.post_attention(layer, h, out)
+        last = [b - 1 for it, _, b in spans if it.final]
+        return m.logits(h[last])
+
+    def _extend_attention(self, q: np.ndarray, keys: np.ndarray, values: np.ndarray, start: int) -> np.ndarray:
+        # q [n,H,D] at positions start..start+n-1; keys/values [start+n,H,D]; causal.
+        lut = self.model.attn_lut
+        n = len(q)
+        out = np.empty_like(q)
+        kt = np.swapaxes(keys, 0, 1)[None].astype(np.float64)
+        vt = np.swapaxes(values, 0, 1)[None].astype(np.float64)
+        for a in range(0, n, _QUERY_BLOCK):
+            b = min(n, a + _QUERY_BLOCK)
+            width = start + b
+            valid = (np.arange(width)[None, :] <= (start + np.arange(a, b))[:, None])[None, None]
+            qt = np.swapaxes(q[a:b], 0, 1)[None]
+            out[a:b] = np.swapaxes(attend(qt, kt[:, :, :width], vt[:, :, :width], valid, lut)[0], 0, 1)
+        return out
+
+    def _forward_decode(self, batch: _Batch) -> np.ndarray:
+        m, pool = self.model, self.pool
+        items: list[_DecodeItem] = batch.items
+        raw = len(items)
+        # The input token is resolved when the forward runs: in overlap mode it was produced
+        # by the batch processed just before. Dropped outputs (aborted) read as padding.
+        ids = np.array([it.seq.tokens[it.position] if it.position < len(it.seq.tokens) else PAD_ID for it in items])
+        positions = np.array([it.position for it in items], dtype=np.intp)
+        rows = np.array([it.row for it in items], dtype=np.intp)
+        slots = np.array([it.slot for it in items], dtype=np.intp)
+        if self.graph is not None and raw <= CAPTURE_BATCH_SIZES[-1]:
+            ids, positions, rows, lens, slots = self.graph.load(
+                ids, positions, rows, slots, stale_fault=self._has("stale-padding")
+            )
+        else:
+            lens = positions + 1
+        h = m.embed(ids)
+        width = int(lens.max())
+        valid = (np.arange(width)[None, :] < lens[:, None])[:, None, None, :]
+        for layer in range(m.config.n_layers):
+            q, k, v = m.qkv(layer, h, positions)
+            pool.k[layer][slots] = k  # a paged decode kernel writes its token, then reads the row
+            pool.v[layer][slots] = v
+            table = self.rows.table[rows, :width]  # read at execution time
+            keys = np.swapaxes(pool.k[layer][table], 1, 2).astype(np.float64)
+            values = np.swapaxes(pool.v[layer][table], 1, 2).astype(np.float64)
+            a = attend(q[:, :, None, :], keys, values, valid, m.attn_lut)[:, :, 0, :]
+            h = m.post_attention(layer, h, a)
+        return m.logits(h[:raw])
+
+    # -- results ---------------------------------------------------------------------------------
+
+    def _process_extend(self, batch: _Batch, logits: np.ndarray) -> None:
+        rows = iter(logits)
+        for it in batch.items:
+            s: Seq = it.seq
+            s.inflight -= 1
+            row = next(rows) if it.final else None
+            if s.state is _State.DONE:
+                if s.inflight == 0:
+                    self._release(s)
+                continue
+            self._cache(s, it.end)
+            if row is None:
+                continue
+            if s.req.max_new_tokens == 0:
+                for c in [s, *self._fork_pending(s)]:
+                    self._finish(c, FinishReason("length", length=0))
+                    self._release(c)
+                continue
+            for c in [s, *self._fork(s)]:
+                c.state = _State.RUNNING
+                self.running.append(c)
+                self._take_token(c, row)
+
+    def _process_decode(self, batch: _Batch, logits: np.ndarray) -> None:
+        for it, row in zip(batch.items, logits):
+            s: Seq = it.seq
+            s.inflight -= 1
+            if s.state in (_State.RUNNING, _State.RETRACTING):
+                self._take_token(s, row)
+            if s.inflight == 0:
+                if s.state is _State.DONE:
+                    self._release(s)
+                elif s.state is _State.RETRACTING:
+                    self._requeue(s)
+
+    def _take_token(self, s: Seq, row: np.ndarray) -> None:
+        req = s.req
+        if s.rng is None:
+            tok = TinyModel.greedy(row)
+        else:
+            z = (row - row.max()) / (LOGIT_UNIT * req.temperature)
+            p = np.exp(z)
+            tok = int(s.rng.choice(len(row), p=p / p.sum()))
+        s.tokens.append(tok)
+        self.stats.generation_tokens += 1
+        self._event(req, TokenEvent(s.index, self.model.logprobs_row(row, tok, req.top_logprobs_num)))
+        if s.outputs >= req.max_new_tokens:
+            self._finish(s, FinishReason("length", length=s.outputs))
+        elif tok == EOS_ID and not req.ignore_eos:
+            self._finish(s, FinishReason("stop", matched=EOS_ID))
+        if s.state is _State.DONE and s.inflight == 0:
+            self._release(s)
+
+    def _fork_pending(self, parent: Seq) -> list[Seq]:
+        if parent.index != 0:
+            return []
+        return [x for x in parent.req.seqs[1:] if x.state is _State.FORK_PENDING]
+
+    def _fork(self, parent: Seq) -> list[Seq]:
+        """Choices 1..n-1 start from choice 0's prefill: shared full pages, a copied last page."""
+        ps = self.args.page_size
+        full, rem = divmod(parent.kv_len, ps)
+        forked = []
+        for sib in self._fork_pending(parent):
+            sib.admitted = True
+            own: list[int] = []
+            if rem:
+                if not self._ensure_free_pages(1):
+                    self.rows.free(sib.row)  # type: ignore[arg-type]
+                    sib.row, sib.state = None, _State.WAITING
+                    self.waiting.appendleft(sib)  # prefill it on its own later (cache hit)
+                    continue
+                own = self.pool.alloc(1) or []
+                src = self.pool.slots(parent.pages, full * ps, parent.kv_len)
+                self.pool.copy_slots(src, self.pool.slots(own, 0, rem))
+            self.pool.retain(parent.pages[:full])
+            sib.pages = parent.pages[:full] + own
+            assert sib.row is not None
+            self.rows.write(sib.row, 0, self.pool.slots(sib.pages, 0, parent.kv_len))
+            sib.kv_len = parent.kv_len
+            if self.tree is not None and parent.node is not None:
+                self.tree.lock(parent.node)
+                sib.node = parent.node
+            forked.append(sib)
+        return forked
+
+    def _cache(self, s: Seq, end: int) -> None:
+        """Put the computed full pages in the radix tree and move this sequence's lock there."""
+        if self.tree is None or not s.pages:
+            return
+        node = self.tree.insert(s.tokens[:end], s.pages)
+        if node is not s.node and node is not self.tree.root:
+            self.tree.lock(node)
+            if s.node is not None:
+                self.tree.unlock(s.node)
+            s.node = node
+
+    def _release(self, s: Seq) -> None:
+        if s.row is not None:
+            self.rows.free(s.row)
+            s.row = None
+        self._cache(s, min(s.kv_len, len(s.tokens)))
+        if s.node is not None and self.tree is not None:
+            self.tree.unlock(s.node)
+        s.node = None
+        self.pool.release(s.pages)
+        s.pages = []
+
+    def _finish(self, s: Seq, reason: FinishReason) -> None:
+        s.state = _State.DONE
+        if s in self.running:
+            self.running.remove(s)
+        self._event(s.req, FinishEvent(s.index, reason))
+        if all(x.state is _State.DONE for x in s.req.seqs):
+            self.requests.pop(s.req.rid, None)
+            if reason.kind == "abort":
+                self.stats.aborted_reqs += 1
+            else:
+                self.stats.finished_reqs += 1
+
+    def _event(self, req: Request, ev: Event) -> None:
+        self._events.setdefault(id(req), (req, []))[1].append(ev)
+
+    def _emit(self) -> None:
+        events, self._events = self._events, {}
+        for req, evs in events.values():
+            if req.sink is not None:
+                req.sink(evs)
+
+    def _update_gauges(self) -> None:
+        st = self.stats
+        st.num_running_reqs = len({id(s.req) for s in self.running} | ({id(self.chunked.req)} if self.chunked else set()))
+        st.num_queue_reqs = len({id(s.req) for s in self.waiting})
+        st.token_usage = 1.0 - self.pool.free_pages / self.pool.usable_pages

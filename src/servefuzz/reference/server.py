@@ -1,0 +1,581 @@
+"""The reference engine's HTTP server (aiohttp): SGLang's and OpenAI's dialects on one engine.
+
+    $ servefuzz serve-reference --port 0 --fault stale-padding
+    servefuzz-reference listening on http://127.0.0.1:40123
+
+SGLang dialect: `POST /generate` (`input_ids`, `sampling_params`, `return_logprob`,
+`top_logprobs_num`, `stream`, `rid`), `POST /flush_cache` (400 while requests are in progress),
+`POST /abort_request`, `GET /server_info` (and `/get_server_info`), `/get_model_info`,
+`/health`, `/metrics` (Prometheus text, `sglang:` names). OpenAI dialect: `POST /v1/completions`
+with a token-id `prompt`, `logprobs`, `n`, `stream`, and `usage.prompt_tokens_details`;
+`GET /v1/models`.
+
+Bad input gets a 400 with one clear message, and the server keeps serving. A client that
+disconnects aborts its request. The engine runs on its own thread; each handler awaits an
+asyncio queue that the engine feeds with `loop.call_soon_threadsafe`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+import socket
+import sys
+import time
+import uuid
+from collections.abc import AsyncIterator, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from aiohttp import web
+
+from servefuzz.reference.faults import FAULTS
+from servefuzz.reference.model import BOS_ID, EOS_ID, PAD_ID, TokenLogprobs, detokenize
+from servefuzz.reference.scheduler import Engine, Event, FinishEvent, FinishReason, Request, RequestError
+from servefuzz.reference.server_args import ArgsError, ServerArgs, parse_args
+
+__all__ = ["main", "build_app", "VERSION"]
+
+VERSION = "0.1.0"
+_ENGINE = web.AppKey("engine", Engine)
+_LIVE_RIDS = web.AppKey("live_rids", set)
+
+
+class BadRequest(Exception):
+    """Becomes a 400 (or the given status) with a JSON error body."""
+
+    def __init__(self, message: str, status: int = 400) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+def _error(message: str, status: int = 400) -> web.Response:
+    kind = {400: "BadRequestError", 404: "NotFoundError"}.get(status, "InternalServerError")
+    return web.json_response({"error": {"message": message, "type": kind, "code": status}}, status=status)
+
+
+# -- reading request bodies ------------------------------------------------------------------
+
+
+async def _json_object(request: web.Request) -> dict[str, Any]:
+    try:
+        body = json.loads(await request.read())
+    except (ValueError, RecursionError) as e:
+        raise BadRequest(f"request body is not valid JSON: {str(e).splitlines()[0][:120]}") from None
+    if not isinstance(body, dict):
+        raise BadRequest("request body must be a JSON object")
+    return body
+
+
+def _reject_unknown(d: dict[str, Any], known: set[str], where: str) -> None:
+    unknown = sorted(set(d) - known)
+    if unknown:
+        raise BadRequest(f"unknown field {unknown[0]!r} in {where}")
+
+
+def _int(d: dict[str, Any], key: str, default: int) -> int:
+    v = d.get(key, default)
+    if v is None:
+        return default
+    if isinstance(v, bool) or not isinstance(v, int):
+        raise BadRequest(f"{key} must be an integer")
+    return v
+
+
+def _bool(d: dict[str, Any], key: str, default: bool) -> bool:
+    v = d.get(key, default)
+    if v is None:
+        return default
+    if not isinstance(v, bool):
+        raise BadRequest(f"{key} must be true or false")
+    return v
+
+
+def _float(d: dict[str, Any], key: str, default: float) -> float:
+    v = d.get(key, default)
+    if v is None:
+        return default
+    if isinstance(v, bool) or not isinstance(v, int | float):
+        raise BadRequest(f"{key} must be a number")
+    return float(v)
+
+
+def _token_ids(v: Any, key: str) -> tuple[int, ...]:
+    if not isinstance(v, list):
+        raise BadRequest(f"{key} must be a list of token ids (this engine has no tokenizer)")
+    if v and all(isinstance(x, list) for x in v):
+        raise BadRequest(f"batched {key} are not supported: send one prompt per request")
+    if any(isinstance(x, bool) or not isinstance(x, int) for x in v):
+        raise BadRequest(f"{key} must hold integers only")
+    return tuple(v)
+
+
+def _only_default(d: dict[str, Any], key: str, allowed: object, what: str) -> None:
+    if key in d and d[key] is not None and d[key] != allowed:
+        raise BadRequest(f"{key}={d[key]!r} is not supported ({what})")
+
+
+# -- accumulating a request's events ---------------------------------------------------------
+
+
+@dataclass
+class _Choice:
+    ids: list[int] = field(default_factory=list)
+    steps: list[TokenLogprobs] = field(default_factory=list)
+    finish: FinishReason | None = None
+    sent: int = 0  # tokens already streamed (OpenAI streams deltas)
+
+
+class _Tracker:
+    """The HTTP side of one request: an asyncio queue fed from the engine thread."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, n: int) -> None:
+        self._loop = loop
+        self._queue: asyncio.Queue[list[Event]] = asyncio.Queue()
+        self.choices = [_Choice() for _ in range(n)]
+        self.started = time.monotonic()
+
+    def sink(self, events: Sequence[Event]) -> None:  # engine thread
+        try:
+            self._loop.call_soon_threadsafe(self._queue.put_nowait, list(events))
+        except RuntimeError:
+            pass  # the loop is closed: the server is shutting down
+
+    @property
+    def done(self) -> bool:
+        return all(c.finish is not None for c in self.choices)
+
+    async def updates(self) -> AsyncIterator[set[int]]:
+        """Yields the indices of the choices each engine step changed, until all finish."""
+        while not self.done:
+            changed = set()
+            for ev in await self._queue.get():
+                c = self.choices[ev.index]
+                changed.add(ev.index)
+                if isinstance(ev, FinishEvent):
+                    c.finish = ev.reason
+                else:
+                    c.ids.append(ev.step.token_id)
+                    c.steps.append(ev.step)
+            yield changed
+
+
+async def _run(
+    request: web.Request,
+    req: Request,
+    respond: Callable[[_Tracker], Any],
+    stream: Callable[[web.StreamResponse, _Tracker, set[int]], Any] | None,
+    stream_tail: Callable[[web.StreamResponse, _Tracker], Any] | None = None,
+) -> web.StreamResponse:
+    """Submit `req`, then answer once (non-stream) or once per engine step (stream).
+
+    Whatever ends the handler early (client disconnect cancels it) aborts the request.
+    """
+    engine = request.app[_ENGINE]
+    live = request.app[_LIVE_RIDS]
+    if engine.error is not None:
+        return _error("engine failed; see server log", 500)
+    try:
+        engine.check(req)
+    except RequestError as e:
+        return _error(str(e))
+    if req.rid in live:
+        return _error(f"request id {req.rid!r} is already in progress")
+    tracker = _Tracker(asyncio.get_running_loop(), req.n)
+    req.sink = tracker.sink
+    live.add(req.rid)
+    engine.submit(req)
+    try:
+        if stream is None:
+            async for _ in tracker.updates():
+                pass
+            if engine.error is not None:
+                return _error("engine failed; see server log", 500)
+            return web.json_response(respond(tracker))
+        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
+        await resp.prepare(request)
+        async for changed in tracker.updates():
+            await stream(resp, tracker, changed)
+        if stream_tail is not None:
+            await stream_tail(resp, tracker)
+        await resp.write(b"data: [DONE]\n\n")
+        await resp.write_eof()
+        return resp
+    finally:
+        live.discard(req.rid)
+        if not tracker.done:
+            engine.abort(req.rid)
+
+
+async def _sse(resp: web.StreamResponse, obj: Any) -> None:
+    await resp.write(b"data: " + json.dumps(obj).encode() + b"\n\n")
+
+
+# -- SGLang dialect --------------------------------------------------------------------------
+
+_SGLANG_FIELDS = {
+    "input_ids",
+    "text",
+    "sampling_params",
+    "return_logprob",
+    "top_logprobs_num",
+    "logprob_start_len",
+    "return_text_in_logprobs",
+    "stream",
+    "rid",
+}
+_SAMPLING_FIELDS = {"temperature", "max_new_tokens", "n", "ignore_eos", "top_p", "top_k", "sampling_seed"}
+
+
+def _lp_triple(lp: float, tok: int, text: bool) -> list[Any]:
+    return [lp, tok, detokenize([tok]) if text else None]
+
+
+async def generate(request: web.Request) -> web.StreamResponse:
+    try:
+        body = await _json_object(request)
+        _reject_unknown(body, _SGLANG_FIELDS, "the request")
+        if "text" in body:
+            raise BadRequest("this engine has no tokenizer: send input_ids")
+        if "input_ids" not in body:
+            raise BadRequest("input_ids is required")
+        prompt = _token_ids(body["input_ids"], "input_ids")
+        sp = body.get("sampling_params") or {}
+        if not isinstance(sp, dict):
+            raise BadRequest("sampling_params must be an object")
+        _reject_unknown(sp, _SAMPLING_FIELDS, "sampling_params")
+        _only_default(sp, "top_p", 1, "only top_p=1")
+        _only_default(sp, "top_k", -1, "only top_k=-1")
+        _only_default(body, "logprob_start_len", -1, "prompt logprobs are not computed")
+        return_logprob = _bool(body, "return_logprob", False)
+        top_k = _int(body, "top_logprobs_num", 0) if return_logprob else 0
+        as_text = _bool(body, "return_text_in_logprobs", False)
+        rid = body.get("rid") or uuid.uuid4().hex
+        if not isinstance(rid, str):
+            raise BadRequest("rid must be a string")
+        req = Request(
+            rid=rid,
+            prompt=prompt,
+            max_new_tokens=_int(sp, "max_new_tokens", 128),
+            n=_int(sp, "n", 1),
+            temperature=_float(sp, "temperature", 1.0),
+            ignore_eos=_bool(sp, "ignore_eos", False),
+            top_logprobs_num=top_k,
+            seed=_int(sp, "sampling_seed", 0),
+        )
+        stream = _bool(body, "stream", False)
+    except BadRequest as e:
+        return _error(str(e), e.status)
+
+    def choice_json(t: _Tracker, i: int) -> dict[str, Any]:
+        c = t.choices[i]
+        meta: dict[str, Any] = {
+            "id": rid if req.n == 1 else f"{rid}-{i}",
+            "finish_reason": c.finish.to_json() if c.finish else None,
+            "prompt_tokens": len(prompt),
+            "completion_tokens": len(c.ids),
+            "cached_tokens": req.cached_tokens,
+            "e2e_latency": time.monotonic() - t.started,
+        }
+        if return_logprob:
+            meta["output_token_logprobs"] = [_lp_triple(s.logprob, s.token_id, as_text) for s in c.steps]
+            if top_k > 0:
+                meta["output_top_logprobs"] = [[_lp_triple(lp, tok, as_text) for tok, lp in s.top] for s in c.steps]
+        out = {"text": detokenize(c.ids), "output_ids": list(c.ids), "meta_info": meta}
+        if req.n > 1:
+            out["index"] = i
+        return out
+
+    def respond(t: _Tracker) -> Any:
+        outs = [choice_json(t, i) for i in range(req.n)]
+        return outs[0] if req.n == 1 else outs
+
+    async def chunk(resp: web.StreamResponse, t: _Tracker, changed: set[int]) -> None:
+        for i in sorted(changed):  # SGLang streams cumulative text, ids and meta_info
+            await _sse(resp, choice_json(t, i))
+
+    return await _run(request, req, respond, chunk if stream else None)
+
+
+async def flush_cache(request: web.Request) -> web.Response:
+    engine = request.app[_ENGINE]
+    if engine.error is not None:
+        return web.Response(status=500, text="engine failed\n")
+    if await asyncio.wrap_future(engine.flush_cache()):
+        return web.Response(text="Cache flushed.\n")
+    return web.Response(status=400, text="Cache not flushed: requests are in progress. Retry when idle.\n")
+
+
+async def abort_request(request: web.Request) -> web.Response:
+    try:
+        body = await _json_object(request)
+        _reject_unknown(body, {"rid", "abort_all"}, "the request")
+        if _bool(body, "abort_all", False):
+            request.app[_ENGINE].abort_all()
+        elif isinstance(body.get("rid"), str):
+            request.app[_ENGINE].abort(body["rid"])
+        else:
+            raise BadRequest("rid (a string) or abort_all=true is required")
+    except BadRequest as e:
+        return _error(str(e), e.status)
+    return web.Response(text="")
+
+
+def _server_info(engine: Engine) -> dict[str, Any]:
+    c = engine.model.config
+    return {
+        **engine.args.to_json(),
+        "vocab_size": c.vocab_size,
+        "eos_token_id": EOS_ID,
+        "bos_token_id": BOS_ID,
+        "pad_token_id": PAD_ID,
+        "model_path": engine.args.served_model_name,
+        "version": VERSION,
+        "engine": "servefuzz-reference",
+        "known_faults": sorted(FAULTS),
+    }
+
+
+async def server_info(request: web.Request) -> web.Response:
+    return web.json_response(_server_info(request.app[_ENGINE]))
+
+
+async def model_info(request: web.Request) -> web.Response:
+    engine = request.app[_ENGINE]
+    return web.json_response({"model_path": engine.args.served_model_name, "is_generation": True})
+
+
+async def health(request: web.Request) -> web.Response:
+    if request.app[_ENGINE].error is not None:
+        return web.Response(status=503, text="engine failed\n")
+    return web.Response(text="OK\n")
+
+
+_METRICS = (
+    ("cache_hit_tokens_total", "counter", "Prompt tokens served from the prefix cache.", "cache_hit_tokens"),
+    ("cache_query_tokens_total", "counter", "Prompt tokens looked up in the prefix cache.", "cache_query_tokens"),
+    ("evicted_tokens_total", "counter", "KV tokens evicted from the prefix cache.", "evicted_tokens"),
+    ("num_retracted_reqs_total", "counter", "Decode requests retracted for lack of KV memory.", "retracted_reqs"),
+    ("num_aborted_reqs_total", "counter", "Requests aborted.", "aborted_reqs"),
+    ("prompt_tokens_total", "counter", "Prompt tokens of admitted requests.", "prompt_tokens"),
+    ("generation_tokens_total", "counter", "Generated tokens.", "generation_tokens"),
+    ("forward_steps_total", "counter", "Forward batches run.", "forward_steps"),
+    ("num_running_reqs", "gauge", "Requests running (prefill or decode).", "num_running_reqs"),
+    ("num_queue_reqs", "gauge", "Requests waiting.", "num_queue_reqs"),
+    ("token_usage", "gauge", "Fraction of KV pages in use (cache included).", "token_usage"),
+)
+
+
+async def metrics(request: web.Request) -> web.Response:
+    engine = request.app[_ENGINE]
+    st = engine.stats
+    label = f'{{model_name="{engine.args.served_model_name}"}}'
+    lines = []
+    for name, kind, help_text, attr in _METRICS:
+        lines += [f"# HELP sglang:{name} {help_text}", f"# TYPE sglang:{name} {kind}", f"sglang:{name}{label} {getattr(st, attr)}"]
+    rate = st.cache_hit_tokens / st.cache_query_tokens if st.cache_query_tokens else 0.0
+    lines += ["# HELP sglang:cache_hit_rate Prefix cache hit rate (tokens).", "# TYPE sglang:cache_hit_rate gauge"]
+    lines.append(f"sglang:cache_hit_rate{label} {rate}")
+    return web.Response(text="\n".join(lines) + "\n", content_type="text/plain", charset="utf-8")
+
+
+# -- OpenAI dialect --------------------------------------------------------------------------
+
+_OPENAI_FIELDS = {
+    "model",
+    "prompt",
+    "max_tokens",
+    "temperature",
+    "top_p",
+    "n",
+    "logprobs",
+    "stream",
+    "stream_options",
+    "ignore_eos",
+    "seed",
+    "return_token_ids",
+    "user",
+    "echo",
+}
+
+
+def _openai_logprobs(steps: Sequence[TokenLogprobs], offset: int) -> dict[str, Any]:
+    tokens = [detokenize([s.token_id]) for s in steps]
+    starts = []
+    for t in tokens:
+        starts.append(offset)
+        offset += len(t)
+    return {
+        "tokens": tokens,
+        "token_logprobs": [s.logprob for s in steps],
+        # As vLLM does: the top-k alternatives plus the sampled token itself.
+        "top_logprobs": [
+            {detokenize([tok]): lp for tok, lp in (*s.top, (s.token_id, s.logprob))} for s in steps
+        ],
+        "text_offset": starts,
+    }
+
+
+def _openai_finish(reason: FinishReason | None) -> str | None:
+    return None if reason is None else reason.kind
+
+
+async def completions(request: web.Request) -> web.StreamResponse:
+    engine = request.app[_ENGINE]
+    name = engine.args.served_model_name
+    try:
+        body = await _json_object(request)
+        _reject_unknown(body, _OPENAI_FIELDS, "the request")
+        model = body.get("model", name)
+        if model != name:
+            raise BadRequest(f"The model `{model}` does not exist.", 404)
+        if "prompt" not in body:
+            raise BadRequest("prompt is required")
+        prompt = _token_ids(body["prompt"], "prompt")
+        _only_default(body, "top_p", 1, "only top_p=1")
+        _only_default(body, "echo", False, "echo is not supported")
+        logprobs = body.get("logprobs")
+        top_k = 0 if logprobs is None else _int(body, "logprobs", 0)
+        if not 0 <= top_k <= 20:
+            raise BadRequest("logprobs must be in 0..20")
+        opts = body.get("stream_options") or {}
+        if not isinstance(opts, dict) or set(opts) - {"include_usage"}:
+            raise BadRequest("stream_options may only hold include_usage")
+        include_usage = _bool(opts, "include_usage", False)
+        with_ids = _bool(body, "return_token_ids", False)
+        req = Request(
+            rid=f"cmpl-{uuid.uuid4().hex}",
+            prompt=prompt,
+            max_new_tokens=_int(body, "max_tokens", 16),
+            n=_int(body, "n", 1),
+            temperature=_float(body, "temperature", 1.0),
+            ignore_eos=_bool(body, "ignore_eos", False),
+            top_logprobs_num=top_k,
+            seed=_int(body, "seed", 0),
+        )
+        stream = _bool(body, "stream", False)
+    except BadRequest as e:
+        return _error(str(e), e.status)
+    created = int(time.time())
+
+    def usage(t: _Tracker) -> dict[str, Any]:
+        done = sum(len(c.ids) for c in t.choices)
+        return {
+            "prompt_tokens": len(prompt),
+            "completion_tokens": done,
+            "total_tokens": len(prompt) + done,
+            "prompt_tokens_details": {"cached_tokens": req.cached_tokens},
+        }
+
+    def choice(t: _Tracker, i: int, start: int) -> dict[str, Any]:
+        c = t.choices[i]
+        steps = c.steps[start:]
+        out: dict[str, Any] = {
+            "index": i,
+            "text": detokenize(c.ids[start:]),
+            "logprobs": None if logprobs is None else _openai_logprobs(steps, len(detokenize(c.ids[:start]))),
+            "finish_reason": _openai_finish(c.finish),
+        }
+        if with_ids:
+            out["token_ids"] = c.ids[start:]
+        return out
+
+    def envelope(choices: list[dict[str, Any]]) -> dict[str, Any]:
+        return {"id": req.rid, "object": "text_completion", "created": created, "model": name, "choices": choices}
+
+    def respond(t: _Tracker) -> dict[str, Any]:
+        out = envelope([choice(t, i, 0) for i in range(req.n)])
+        out["usage"] = usage(t)
+        if with_ids:
+            out["prompt_token_ids"] = list(prompt)
+        return out
+
+    async def chunk(resp: web.StreamResponse, t: _Tracker, changed: set[int]) -> None:
+        for i in sorted(changed):
+            c = t.choices[i]
+            await _sse(resp, envelope([choice(t, i, c.sent)]))
+            c.sent = len(c.ids)
+
+    async def tail(resp: web.StreamResponse, t: _Tracker) -> None:
+        if include_usage:
+            await _sse(resp, {**envelope([]), "usage": usage(t)})
+
+    return await _run(request, req, respond, chunk if stream else None, tail)
+
+
+async def models(request: web.Request) -> web.Response:
+    engine = request.app[_ENGINE]
+    card = {
+        "id": engine.args.served_model_name,
+        "object": "model",
+        "created": 0,
+        "owned_by": "servefuzz",
+        "max_model_len": engine.args.context_length,
+    }
+    return web.json_response({"object": "list", "data": [card]})
+
+
+# -- wiring ----------------------------------------------------------------------------------
+
+
+def build_app(engine: Engine) -> web.Application:
+    """The aiohttp application around a started engine."""
+    app = web.Application(client_max_size=8 * 2**20)
+    app[_ENGINE] = engine
+    app[_LIVE_RIDS] = set()
+    app.add_routes(
+        [
+            web.post("/generate", generate),
+            web.post("/flush_cache", flush_cache),
+            web.get("/flush_cache", flush_cache),
+            web.post("/abort_request", abort_request),
+            web.get("/server_info", server_info),
+            web.get("/get_server_info", server_info),
+            web.get("/get_model_info", model_info),
+            web.get("/health", health),
+            web.get("/metrics", metrics),
+            web.post("/v1/completions", completions),
+            web.get("/v1/models", models),
+        ]
+    )
+    return app
+
+
+async def _serve(args: ServerArgs, sock: socket.socket) -> None:
+    engine = Engine(args)
+    engine.start()
+    runner = web.AppRunner(build_app(engine), handler_cancellation=True, access_log=None)
+    await runner.setup()
+    await web.SockSite(runner, sock).start()
+    host, port = sock.getsockname()[:2]
+    print(f"servefuzz-reference listening on http://{host}:{port}", flush=True)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        await stop.wait()
+    finally:
+        await runner.cleanup()
+        engine.stop()
+
+
+def main(argv: list[str]) -> int:
+    """`servefuzz serve-reference [flags]` and `python -m servefuzz.reference [flags]`."""
+    try:
+        args = parse_args(argv)
+    except ArgsError as e:
+        print(f"servefuzz-reference: error: {e}", file=sys.stderr)
+        return 2
+    except SystemExit as e:  # --help
+        return int(e.code or 0)
+    try:
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((args.host, args.port))
+    except OSError as e:
+        print(f"servefuzz-reference: error: cannot listen on {args.host}:{args.port}: {e.strerror or e}", file=sys.stderr)
+        return 1
+    asyncio.run(_serve(args, sock))
+    return 0

@@ -1,0 +1,141 @@
+"""The reference engine's flags: SGLang's names, one frozen record, and the way back to argv.
+
+Every flag `--some-name` resolves to the key `some_name` of `/server_info`, so a client can
+relaunch an engine exactly as it found it (`--fault` repeats; its key is `faults`).
+
+    >>> a = parse_args(["--page-size", "16", "--fault", "stale-padding"])
+    >>> a.page_size, a.faults, a.to_argv()
+    (16, ('stale-padding',), ['--page-size', '16', '--fault', 'stale-padding'])
+    >>> parse_args(a.to_argv()) == a
+    True
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from servefuzz.reference.faults import FAULTS
+
+__all__ = ["ServerArgs", "ArgsError", "parse_args", "build_parser", "CAPTURE_BATCH_SIZES"]
+
+# Decode batch sizes "captured as CUDA graphs": a decode batch is padded up to the next one.
+CAPTURE_BATCH_SIZES = (1, 2, 4, 8, *range(16, 257, 8))
+
+
+class ArgsError(ValueError):
+    """A flag value the engine cannot run with; the message is one line for the user."""
+
+
+@dataclass(frozen=True)
+class ServerArgs:
+    host: str = "127.0.0.1"
+    port: int = 30000
+    page_size: int = 64
+    max_total_tokens: int = 131072
+    chunked_prefill_size: int = 2048
+    max_running_requests: int = 128
+    context_length: int = 4096
+    model_seed: int = 0
+    served_model_name: str = "servefuzz-reference"
+    disable_radix_cache: bool = False
+    disable_overlap_schedule: bool = False
+    disable_cuda_graph: bool = False
+    enable_deterministic_inference: bool = False
+    faults: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.page_size < 1:
+            raise ArgsError("--page-size must be >= 1")
+        if self.max_total_tokens < 2 * self.page_size:
+            raise ArgsError("--max-total-tokens must hold at least two pages (page 0 is reserved)")
+        if self.chunked_prefill_size == 0 or self.chunked_prefill_size < -1:
+            raise ArgsError("--chunked-prefill-size must be >= 1, or -1 to disable chunking")
+        if self.max_running_requests < 1:
+            raise ArgsError("--max-running-requests must be >= 1")
+        if not 2 <= self.context_length <= 32768:
+            raise ArgsError("--context-length must be in 2..32768")
+        if not 0 <= self.port <= 65535:
+            raise ArgsError("--port must be in 0..65535")
+        for name in self.faults:
+            if name not in FAULTS:
+                raise ArgsError(f"unknown fault {name!r}; known: {', '.join(sorted(FAULTS))}")
+
+    def has_fault(self, name: str) -> bool:
+        assert name in FAULTS, name
+        return name in self.faults
+
+    def to_json(self) -> dict[str, Any]:
+        d = dataclasses.asdict(self)
+        d["faults"] = list(self.faults)
+        return d
+
+    def to_argv(self) -> list[str]:
+        """The flags that differ from the defaults, in a form `parse_args` reads back."""
+        out: list[str] = []
+        default = ServerArgs()
+        for f in dataclasses.fields(self):
+            value, flag = getattr(self, f.name), "--" + f.name.replace("_", "-")
+            if value == getattr(default, f.name):
+                continue
+            if f.name == "faults":
+                for name in value:
+                    out += ["--fault", name]
+            elif isinstance(value, bool):
+                out.append(flag)
+            else:
+                out += [flag, str(value)]
+        return out
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # type: ignore[override]
+        raise ArgsError(message)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    d = ServerArgs()
+    p = _Parser(
+        prog="servefuzz serve-reference",
+        description="The embedded reference engine: a tiny exact model behind an SGLang-shaped server.",
+    )
+    p.add_argument("--host", default=d.host, help="bind address (default %(default)s)")
+    p.add_argument("--port", type=int, default=d.port, help="0 picks a free port (default %(default)s)")
+    p.add_argument("--page-size", type=int, default=d.page_size, help="tokens per KV page (default %(default)s)")
+    p.add_argument(
+        "--max-total-tokens", type=int, default=d.max_total_tokens, help="KV pool size in tokens (default %(default)s)"
+    )
+    p.add_argument(
+        "--chunked-prefill-size",
+        type=int,
+        default=d.chunked_prefill_size,
+        help="prefill token budget per batch; -1 disables chunking (default %(default)s)",
+    )
+    p.add_argument("--max-running-requests", type=int, default=d.max_running_requests)
+    p.add_argument("--context-length", type=int, default=d.context_length)
+    p.add_argument("--model-seed", type=int, default=d.model_seed, help="seed of the random weights")
+    p.add_argument("--served-model-name", default=d.served_model_name)
+    p.add_argument("--disable-radix-cache", action="store_true")
+    p.add_argument("--disable-overlap-schedule", action="store_true")
+    p.add_argument("--disable-cuda-graph", action="store_true", help="no decode batch padding")
+    p.add_argument("--enable-deterministic-inference", action="store_true", help="batch-invariant numerics")
+    p.add_argument(
+        "--fault",
+        dest="faults",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help=f"plant a bug (repeatable): {', '.join(FAULTS)}",
+    )
+    return p
+
+
+def parse_args(argv: Sequence[str]) -> ServerArgs:
+    """Flags -> ServerArgs; raises ArgsError with a one-line message on bad input."""
+    ns = build_parser().parse_args(list(argv))
+    kw = vars(ns)
+    kw["faults"] = tuple(dict.fromkeys(kw["faults"]))  # repeated names collapse, order kept
+    return ServerArgs(**kw)

@@ -1,0 +1,241 @@
+"""The runner: the only place that awaits the network during a run.
+
+It fires a scenario's requests at their offsets on one event loop, through one aiohttp session,
+and records a `RunHistory`: every request ends as a `RequestRecord`, whatever the server does.
+
+    async with Runner(make_target("reference", url), RunConfig(top_k=5)) as r:
+        load = await r.run(scenario, run=0, label="load")
+        alone = await r.run_alone(scenario.requests[0], run=0)   # on a flushed cache
+
+How a request ends, and what its record says:
+
+| what happened                                  | status             |
+|------------------------------------------------|--------------------|
+| a complete answer                              | OK                 |
+| a non-2xx answer (or an error inside a stream) | HTTP_ERROR         |
+| a 2xx answer that cannot be understood         | MALFORMED          |
+| no complete answer within `request_timeout_s`  | TIMEOUT            |
+| refused, reset, cut mid-answer, server died    | CONNECTION_ERROR   |
+| cut on purpose at `cancel_after_ms`            | CANCELLED          |
+
+The last three are indeterminate: partial output is kept, but never counts as corruption.
+
+Timing: each request is handed to aiohttp at its offset from the start of the run. The runner
+sleeps until `spin_ms` before the offset and then spins, because the event loop's timer
+resolution and wake-up jitter are about a millisecond, which is the scale of the batching
+windows the fuzzer aims at. All times are `time.perf_counter()` milliseconds from run start.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import gc
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from types import TracebackType
+from typing import Self, TypeVar
+
+import aiohttp
+
+from servefuzz.errors import TargetError
+from servefuzz.history import RequestRecord, RunHistory, Status
+from servefuzz.targets.base import BadReply, BadStatus, Exchange, Target, TargetInfo, describe_error
+from servefuzz.workload import RequestSpec, Scenario
+
+__all__ = ["RunConfig", "Runner"]
+
+_R = TypeVar("_R")
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """How the runner talks to a target.
+
+    `max_connections` caps open connections; keep it above a scenario's peak concurrency, or
+    requests queue inside the client and reach the server later than their send time says.
+    """
+
+    request_timeout_s: float = 120.0
+    connect_timeout_s: float = 5.0
+    max_connections: int = 1024
+    top_k: int = 5
+    spin_ms: float = 1.0
+
+    def __post_init__(self) -> None:
+        for name in ("request_timeout_s", "connect_timeout_s"):
+            if getattr(self, name) <= 0:
+                raise ValueError(f"{name} must be > 0")
+        if self.max_connections < 1:
+            raise ValueError("max_connections must be >= 1")
+        if self.top_k < 0 or self.spin_ms < 0:
+            raise ValueError("top_k and spin_ms must be >= 0")
+
+
+class Runner:
+    """Runs scenarios against one target; an async context manager owning one HTTP session.
+
+    Entering checks that the target answers its server-info call and keeps that as `info`;
+    a target that cannot be used at all raises `TargetError` with one line saying why.
+    """
+
+    def __init__(self, target: Target, config: RunConfig = RunConfig()) -> None:
+        self.target = target
+        self.config = config
+        self._session: aiohttp.ClientSession | None = None
+        self.info: TargetInfo | None = None
+
+    async def __aenter__(self) -> Self:
+        c = self.config
+        self._session = aiohttp.ClientSession(
+            connector=aiohttp.TCPConnector(limit=c.max_connections, limit_per_host=c.max_connections),
+            timeout=aiohttp.ClientTimeout(total=c.request_timeout_s, sock_connect=c.connect_timeout_s),
+        )
+        try:
+            self.info = await self.server_info()
+        except BaseException:
+            await self._session.close()
+            raise
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+    @property
+    def session(self) -> aiohttp.ClientSession:
+        if self._session is None:
+            raise RuntimeError("use the Runner inside `async with`")
+        return self._session
+
+    # --- calls about the server, outside the timed part --------------------------------------
+
+    async def server_info(self) -> TargetInfo:
+        return await self._call("/server_info", self.target.server_info(self.session))
+
+    async def flush(self) -> bool:
+        """Empty the target's prefix cache; False when the engine has no flush."""
+        return await self._call("/flush_cache", self.target.flush_cache(self.session))
+
+    async def metrics(self) -> dict[str, float]:
+        return await self._call("/metrics", self.target.metrics(self.session))
+
+    async def _call(self, what: str, call: Awaitable[_R]) -> _R:
+        """Await a call about the server; any failure means the target cannot be used."""
+        url = self.target.base_url
+        try:
+            return await call
+        except (aiohttp.ClientError, TimeoutError, OSError) as e:
+            raise TargetError(f"cannot reach {url}: {describe_error(e)}") from None
+        except BadStatus as e:
+            raise TargetError(f"cannot use {url}: {what} answered {e}") from None
+        except BadReply as e:
+            raise TargetError(f"cannot use {url}: {e}") from None
+
+    # --- timed runs ----------------------------------------------------------------------------
+
+    async def run(self, scenario: Scenario, *, run: int, label: str = "load") -> RunHistory:
+        """Fire every request of `scenario` at its offset; return when all have ended."""
+        started_at = datetime.now(UTC).isoformat(timespec="milliseconds")
+        # A garbage collection pauses the loop for up to ~20 ms here, delaying every send due
+        # meanwhile. Collect now, outside the timed part, and not during it: what is garbage
+        # only by cycle waits until the run ends, which bounds it by the scenario's size.
+        gc.collect()
+        was_enabled = gc.isenabled()
+        gc.disable()
+        try:
+            return await self._run(scenario, run, label, started_at)
+        finally:
+            if was_enabled:
+                gc.enable()
+
+    async def _run(self, scenario: Scenario, run: int, label: str, started_at: str) -> RunHistory:
+        session = self.session
+        t0 = time.perf_counter()
+
+        def clock() -> float:
+            return (time.perf_counter() - t0) * 1000.0
+
+        # One task per request, each waiting for its own offset: the request then leaves in the
+        # same loop step as its wait ends. A TaskGroup, so that a run abandoned from outside
+        # (Ctrl-C) cancels its requests too.
+        async with asyncio.TaskGroup() as tg:
+            tasks = [
+                tg.create_task(self._exchange(session, spec, t0, clock, run, label))
+                for spec in scenario.requests
+            ]
+        return RunHistory(
+            run=run,
+            label=label,
+            records=tuple(t.result() for t in tasks),
+            meta={"started_at": started_at, "engine": self.target.engine},
+        )
+
+    async def run_alone(
+        self, spec: RequestSpec, *, run: int, label: str = "alone", flush: bool = True
+    ) -> RequestRecord:
+        """Send one request with nothing else in flight, on a flushed cache unless told not to.
+
+        A target without a flush (the openai dialect) runs it on whatever cache it has.
+        """
+        if flush:
+            await self.flush()
+        alone = Scenario(seed=0, requests=(dataclasses.replace(spec, offset_ms=0.0),))
+        return (await self.run(alone, run=run, label=label)).records[0]
+
+    async def _wait_until(self, deadline: float) -> None:
+        spin_s = self.config.spin_ms / 1000.0
+        remaining = deadline - time.perf_counter()
+        if remaining > spin_s:
+            await asyncio.sleep(remaining - spin_s)
+        while time.perf_counter() < deadline:
+            pass  # spin: the last millisecond is below the event loop's timer resolution
+
+    async def _exchange(
+        self,
+        session: aiohttp.ClientSession,
+        spec: RequestSpec,
+        t0: float,
+        clock: Callable[[], float],
+        run: int,
+        label: str,
+    ) -> RequestRecord:
+        await self._wait_until(t0 + spec.offset_ms / 1000.0)
+        ex = Exchange(clock=clock)
+        status, error, http_status = Status.OK, None, None
+        cut = asyncio.timeout(None if spec.cancel_after_ms is None else spec.cancel_after_ms / 1000.0)
+        sent_ms = clock()
+        try:
+            async with cut:
+                await self.target.send(session, spec, top_k=self.config.top_k, exchange=ex)
+        except TimeoutError as e:  # before ClientError: aiohttp's timeouts are both
+            status = Status.CANCELLED if cut.expired() else Status.TIMEOUT
+            error = "cancelled by the client" if cut.expired() else describe_error(e)
+        except BadStatus as e:
+            status, error, http_status = Status.HTTP_ERROR, str(e), e.status
+        except BadReply as e:
+            status, error = Status.MALFORMED, str(e)
+        except (aiohttp.ClientError, OSError) as e:
+            status, error = Status.CONNECTION_ERROR, describe_error(e)
+        except Exception as e:  # noqa: BLE001 - a record must survive even an adapter's bug
+            status, error = Status.MALFORMED, f"unexpected {type(e).__name__}: {e}"
+        return RequestRecord(
+            request_id=spec.id,
+            run=run,
+            label=label,
+            status=status,
+            scheduled_ms=spec.offset_ms,
+            sent_ms=sent_ms,
+            first_token_ms=ex.first_token_ms,
+            end_ms=clock(),
+            choices=ex.choices(),
+            cached_tokens=ex.cached_tokens,
+            prompt_tokens=ex.prompt_tokens,
+            http_status=http_status if http_status is not None else ex.http_status,
+            error=error,
+        )

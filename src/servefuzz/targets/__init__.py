@@ -1,0 +1,30 @@
+"""Target adapters, one module per HTTP dialect, registered by engine name.
+
+Importing this package registers the built-in dialects; `make_target("sglang", url)` then
+builds one. See `servefuzz.targets.base` for the Protocol every adapter follows.
+"""
+
+from __future__ import annotations
+
+from servefuzz.targets import llamacpp, openai, sglang, vllm
+from servefuzz.targets.base import (
+    Target,
+    TargetInfo,
+    available_engines,
+    get_target_class,
+    make_target,
+    register,
+)
+
+__all__ = [
+    "Target",
+    "TargetInfo",
+    "available_engines",
+    "get_target_class",
+    "make_target",
+    "register",
+    "llamacpp",
+    "openai",
+    "sglang",
+    "vllm",
+]

@@ -1,0 +1,178 @@
+"""llama.cpp's server (`llama-server`): its native `POST /completion` with a token-id prompt.
+
+Answer shapes (llama.cpp `tools/server`, `server-task.cpp`):
+- one object per completion, a list of them when `n_cmpl > 1`, each with `index`, `content`,
+  `tokens` (the output ids; only with `return_tokens: true`, else empty), `stop`,
+  `stop_type` (`limit` | `eos` | `word`), `tokens_evaluated` (the prompt's length),
+  `timings.cache_n` (prompt tokens reused from the slot's cache) and `tokens_cached` (what the
+  slot holds at the end, prompt *and* output: not a reuse count);
+- `completion_probabilities`: per output token `{id, logprob, top_logprobs: [{id, logprob}]}`;
+- streaming: `data: {...}` lines, one token each with its probabilities, then a last chunk with
+  `stop: true`, the stop type and the timings (and no `data: [DONE]`). The server then closes
+  the connection, though its headers promise keep-alive.
+
+n > 1 is llama.cpp's own `n_cmpl`: the prompt is processed once and its state copied into
+n slots, the same fork as SGLang's n (a choice that reads a sibling's KV shows here).
+
+`cache_prompt: false` makes a request ignore and overwrite its slot's cache: the clean
+baseline is `make_target("llamacpp", url, cache_prompt=False)`. `flush_cache` erases every
+slot (`POST /slots/{id}?action=erase`), which the server allows only when started with
+`--slot-save-path`; otherwise there is no flush. An erase does not empty the RAM prompt cache
+(`--cache-ram`), which can restore an erased prompt: launch with `--cache-ram 0` for a flush
+that leaves nothing behind.
+
+    >>> t = LlamaCppTarget("http://127.0.0.1:8080")
+    >>> b = t.body(RequestSpec("r01", 0.0, (5, 6, 7), max_tokens=4, n=2), top_k=5)
+    >>> b["prompt"], b["n_predict"], b["n_probs"], b["n_cmpl"], b["cache_prompt"]
+    ([5, 6, 7], 4, 5, 2, True)
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+import aiohttp
+
+from servefuzz.targets.base import (
+    BadReply,
+    BadStatus,
+    Exchange,
+    HttpTarget,
+    TargetInfo,
+    register,
+    reply_shape,
+    sse_payloads,
+)
+from servefuzz.workload import RequestSpec
+
+__all__ = ["LlamaCppTarget"]
+
+# llama.cpp's stop types, spelled as the other dialects spell finish reasons.
+_FINISH = {"limit": "length", "eos": "stop", "word": "stop"}
+
+
+@register("llamacpp")
+class LlamaCppTarget(HttpTarget):
+    """A llama.cpp server (`llama-server -m model.gguf ...`)."""
+
+    def __init__(self, base_url: str, *, cache_prompt: bool = True) -> None:
+        super().__init__(base_url)
+        self.cache_prompt = cache_prompt
+        self._slots: int | None = None
+
+    def body(self, spec: RequestSpec, *, top_k: int) -> dict[str, Any]:
+        return {
+            "prompt": list(spec.prompt_ids),
+            "n_predict": spec.max_tokens,
+            "temperature": 0.0,  # greedy; the probabilities are still the plain softmax
+            "n_probs": top_k,
+            "n_cmpl": spec.n,
+            "ignore_eos": spec.ignore_eos,
+            "cache_prompt": self.cache_prompt,
+            "return_tokens": True,
+            "stream": spec.stream,
+        }
+
+    async def send(
+        self, session: aiohttp.ClientSession, spec: RequestSpec, *, top_k: int, exchange: Exchange
+    ) -> None:
+        # llama-server closes the connection after a stream although it advertises keep-alive;
+        # a pooled connection reused for the next request then fails as "server disconnected".
+        # Closing it from our side keeps that connection out of the pool.
+        headers = {"Connection": "close"} if spec.stream else None
+        async with session.post(self.url("/completion"), json=self.body(spec, top_k=top_k), headers=headers) as resp:
+            exchange.http_status = resp.status
+            if resp.status >= 300:
+                raise BadStatus(resp.status, await resp.text())
+            if spec.stream:
+                async for chunk in sse_payloads(resp):
+                    _absorb(exchange, chunk, position=0, streamed=True)
+                exchange.require_finished(spec.n)
+                return
+            raw = await resp.read()
+        try:
+            data = json.loads(raw)
+        except ValueError as e:
+            raise BadReply(f"/completion answered something that is not JSON: {raw[:60]!r}") from e
+        for position, item in enumerate(data if isinstance(data, list) else [data]):
+            _absorb(exchange, item, position=position, streamed=False)
+
+    async def flush_cache(self, session: aiohttp.ClientSession) -> bool:
+        slots = self._slots if self._slots is not None else await self._total_slots(session)
+        for slot in range(slots):
+            # A busy slot's erase waits in the server's queue until the slot is free.
+            async with session.post(self.url(f"/slots/{slot}?action=erase")) as resp:
+                if resp.status in (404, 501):
+                    return False  # no --slot-save-path: the server offers no erase
+                if resp.status >= 300:
+                    raise BadStatus(resp.status, await resp.text())
+        return True
+
+    async def server_info(self, session: aiohttp.ClientSession) -> TargetInfo:
+        props = await self.get_json(session, "/props")
+        models = await self.get_json(session, "/v1/models")
+        with reply_shape("/props"):
+            settings = props["default_generation_settings"]
+            slots = int(props["total_slots"])
+            slot_ctx = int(settings["n_ctx"])
+            meta = models["data"][0].get("meta") or {}
+            self._slots = slots
+            return TargetInfo(
+                engine=self.engine,
+                base_url=self.base_url,
+                version=None if props.get("build_info") is None else str(props["build_info"]),
+                server_args={
+                    "model_path": props.get("model_path"),
+                    "total_slots": slots,
+                    "slot_n_ctx": slot_ctx,
+                    "n_ctx_train": meta.get("n_ctx_train"),
+                    "context_length": slot_ctx,  # one request must fit one slot
+                    "cache_prompt": self.cache_prompt,
+                },
+                max_total_tokens=slot_ctx * slots,
+                vocab_size=None if meta.get("n_vocab") is None else int(meta["n_vocab"]),
+            )
+
+    async def _total_slots(self, session: aiohttp.ClientSession) -> int:
+        props = await self.get_json(session, "/props")
+        with reply_shape("/props"):
+            self._slots = int(props["total_slots"])
+        return self._slots
+
+
+def _absorb(exchange: Exchange, item: Any, *, position: int, streamed: bool) -> None:
+    """Fold one completion (or one stream chunk) into the exchange."""
+    with reply_shape("/completion"):
+        if "error" in item:  # llama.cpp reports a failure inside a 200 stream this way
+            err = item["error"]
+            message = err.get("message", err) if isinstance(err, Mapping) else err
+            raise BadStatus(exchange.http_status or 200, f"in-band error: {message}")
+        draft = exchange.choice(int(item.get("index", position)))
+        ids = [int(t) for t in item.get("tokens") or ()]
+        probs = item.get("completion_probabilities") or ()
+        if probs and len(probs) != len(ids):
+            raise BadReply(f"{len(ids)} tokens but {len(probs)} token probabilities")
+        for token, p in zip(ids, probs):
+            if int(p["id"]) != token:
+                raise BadReply(f"token {token} came with the probabilities of token {p['id']}")
+        draft.token_ids.extend(ids)
+        draft.logprobs.extend(float(p["logprob"]) for p in probs)
+        draft.top_logprobs.extend(
+            tuple(sorted(((int(a["id"]), float(a["logprob"])) for a in p["top_logprobs"]), key=lambda a: -a[1]))
+            for p in probs
+        )
+        draft.text += str(item.get("content") or "")
+        if item.get("stop"):
+            draft.finish_reason = _FINISH.get(str(item.get("stop_type")), str(item.get("stop_type")))
+        if streamed and ids:
+            exchange.token_arrived()
+        timings = item.get("timings") or {}
+        if timings.get("cache_n") is not None:
+            # With n_cmpl > 1 only the parent processed the prompt; the smallest count is what
+            # the request itself found in the cache (the children copy the parent's state).
+            cached = int(timings["cache_n"])
+            exchange.cached_tokens = cached if exchange.cached_tokens is None else min(exchange.cached_tokens, cached)
+        if item.get("tokens_evaluated") is not None:
+            exchange.prompt_tokens = int(item["tokens_evaluated"])

@@ -1,0 +1,201 @@
+"""The SGLang native dialect: `POST /generate` with `input_ids`, `/flush_cache`, `/server_info`.
+
+The reference engine speaks the same dialect and registers as `reference`.
+
+Answer shapes (SGLang `io_struct.GenerateReqInput` and the tokenizer manager's output):
+- one dict per choice, a list of them when `sampling_params.n > 1`, each
+  `{"text", "output_ids", "index"?, "meta_info": {...}}`;
+- `meta_info.output_token_logprobs`: `[logprob, token_id, text]` per output position;
+  `meta_info.output_top_logprobs`: a list of such triples per position, best first;
+- `meta_info.finish_reason`: `{"type": "length" | "stop" | "abort", ...}` or null while running;
+- `meta_info.cached_tokens`, `prompt_tokens`, `completion_tokens`;
+- streaming: `data: {...}` lines, then `data: [DONE]`. Depending on server flags the lists in a
+  chunk are cumulative (the default) or only the new part (`--incremental-streaming-output`);
+  `completion_tokens` in the same chunk tells which (see `_merge`).
+
+    >>> t = SGLangTarget("http://127.0.0.1:30000")
+    >>> spec = RequestSpec("r01", 0.0, (5, 6, 7), max_tokens=4)
+    >>> t.body(spec, top_k=5)["sampling_params"]
+    {'temperature': 0.0, 'max_new_tokens': 4, 'ignore_eos': True, 'n': 1}
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any, TypeVar
+
+import aiohttp
+
+from servefuzz.errors import TargetError
+from servefuzz.targets.base import (
+    BadReply,
+    BadStatus,
+    Exchange,
+    HttpTarget,
+    TargetInfo,
+    register,
+    reply_shape,
+    sse_payloads,
+)
+from servefuzz.workload import RequestSpec
+
+__all__ = ["ReferenceTarget", "SGLangTarget"]
+
+_E = TypeVar("_E")
+
+
+@register("sglang")
+class SGLangTarget(HttpTarget):
+    """An SGLang server (`python -m sglang.launch_server ...`).
+
+    `/flush_cache` answers non-200 while requests are running (the scheduler flushes only when
+    idle), so a flush is retried `flush_attempts` times, `flush_interval_s` apart.
+    """
+
+    def __init__(self, base_url: str, *, flush_attempts: int = 50, flush_interval_s: float = 0.1) -> None:
+        super().__init__(base_url)
+        self.flush_attempts = flush_attempts
+        self.flush_interval_s = flush_interval_s
+
+    def body(self, spec: RequestSpec, *, top_k: int) -> dict[str, Any]:
+        return {
+            "input_ids": list(spec.prompt_ids),
+            "sampling_params": {
+                "temperature": 0.0,
+                "max_new_tokens": spec.max_tokens,
+                "ignore_eos": spec.ignore_eos,
+                "n": spec.n,
+            },
+            "return_logprob": True,
+            "top_logprobs_num": top_k,
+            # -1: logprobs of the output only. Asking for prompt logprobs makes SGLang
+            # recompute the prompt, which would hide the radix-cache reuse we are testing.
+            "logprob_start_len": -1,
+            "stream": spec.stream,
+        }
+
+    async def send(
+        self, session: aiohttp.ClientSession, spec: RequestSpec, *, top_k: int, exchange: Exchange
+    ) -> None:
+        async with session.post(self.url("/generate"), json=self.body(spec, top_k=top_k)) as resp:
+            exchange.http_status = resp.status
+            if resp.status >= 300:
+                raise BadStatus(resp.status, await resp.text())
+            if spec.stream:
+                async for chunk in sse_payloads(resp):
+                    _absorb(exchange, chunk, position=0, streamed=True)
+                exchange.require_finished(spec.n)
+                return
+            raw = await resp.read()
+        try:
+            data = json.loads(raw)
+        except ValueError as e:
+            raise BadReply(f"/generate answered something that is not JSON: {raw[:60]!r}") from e
+        # n > 1 answers a list, one dict per choice; n == 1 a bare dict.
+        for position, item in enumerate(data if isinstance(data, list) else [data]):
+            _absorb(exchange, item, position=position, streamed=False)
+
+    async def flush_cache(self, session: aiohttp.ClientSession) -> bool:
+        status, body = 0, ""
+        for attempt in range(self.flush_attempts):
+            if attempt:
+                await asyncio.sleep(self.flush_interval_s)
+            async with session.post(self.url("/flush_cache")) as resp:
+                if resp.status == 200:
+                    return True
+                if resp.status == 404:
+                    return False
+                status, body = resp.status, await resp.text()
+        excerpt = BadStatus(status, body).excerpt
+        raise TargetError(
+            f"{self.base_url}/flush_cache still refused after {self.flush_attempts} tries "
+            f"(HTTP {status}: {excerpt})"
+        )
+
+    async def server_info(self, session: aiohttp.ClientSession) -> TargetInfo:
+        try:
+            d = await self.get_json(session, "/server_info")
+        except BadStatus as e:
+            if e.status != 404:
+                raise
+            d = await self.get_json(session, "/get_server_info")  # SGLang before 0.4.7
+        if not isinstance(d, dict):
+            raise BadReply(f"/server_info answered a {type(d).__name__}, not an object")
+        with reply_shape("/server_info"):
+            # Real SGLang keeps the pool size among runtime state, not among the server args.
+            states = d.get("internal_states") or [{}]
+            return TargetInfo(
+                engine=self.engine,
+                base_url=self.base_url,
+                version=None if d.get("version") is None else str(d["version"]),
+                server_args={k: v for k, v in d.items() if k != "internal_states"},
+                page_size=_opt_int(d.get("page_size")),
+                max_total_tokens=_opt_int(d.get("max_total_tokens", states[0].get("max_total_num_tokens"))),
+                vocab_size=_opt_int(d.get("vocab_size")),
+                eos_token_id=_opt_int(d.get("eos_token_id")),
+                faults=tuple(str(f) for f in d.get("faults") or ()),
+            )
+
+
+@register("reference")
+class ReferenceTarget(SGLangTarget):
+    """servefuzz's embedded reference engine: the SGLang dialect, plus faults in `/server_info`."""
+
+
+def _absorb(exchange: Exchange, item: Any, *, position: int, streamed: bool) -> None:
+    """Fold one choice's answer (or stream chunk) into the exchange."""
+    with reply_shape("/generate"):
+        if "error" in item:  # SGLang reports a failure inside a 200 stream this way
+            err = item["error"]
+            message = err.get("message", err) if isinstance(err, Mapping) else err
+            raise BadStatus(exchange.http_status or 200, f"in-band error: {message}")
+        meta = item["meta_info"]
+        draft = exchange.choice(int(item.get("index", position)))
+        produced = meta.get("completion_tokens")
+        triples = meta.get("output_token_logprobs") or []
+        ids = item.get("output_ids")
+        if ids is None:  # older SGLang: the ids live only in the logprob triples
+            ids = [t[1] for t in triples]
+        before = len(draft.token_ids)
+        cumulative = _merge(draft.token_ids, [int(t) for t in ids], produced)
+        _merge(draft.logprobs, [_opt_float(t[0]) for t in triples], produced)
+        tops = meta.get("output_top_logprobs") or []
+        top = [tuple((int(t[1]), float(t[0])) for t in alts or ()) for alts in tops]
+        _merge(draft.top_logprobs, top, produced)
+        text = str(item.get("text") or "")
+        draft.text = text if cumulative else draft.text + text
+        reason = meta.get("finish_reason")
+        draft.finish_reason = reason.get("type") if isinstance(reason, Mapping) else reason
+        if streamed and len(draft.token_ids) > before:
+            exchange.token_arrived()
+        cached = meta.get("cached_tokens")
+        if cached is not None:
+            # With n > 1 SGLang prefills once and the choices then hit that prefill, so the
+            # smallest count is the one that says what the request itself found in the cache.
+            seen = exchange.cached_tokens
+            exchange.cached_tokens = int(cached) if seen is None else min(seen, int(cached))
+        if meta.get("prompt_tokens") is not None:
+            exchange.prompt_tokens = int(meta["prompt_tokens"])
+
+
+def _merge(dst: list[_E], new: Sequence[_E], produced: int | None) -> bool:
+    """Put a chunk's list into `dst`; True when the chunk held the whole list so far.
+
+    A chunk as long as `completion_tokens` holds everything (cumulative); a shorter one holds
+    only the new part. When the two readings coincide (nothing came before), both give the same.
+    """
+    if produced is None or len(new) == produced:
+        dst[:] = new
+        return True
+    dst.extend(new)
+    return False
+
+
+def _opt_int(x: Any) -> int | None:
+    return None if x is None else int(x)
+
+
+def _opt_float(x: Any) -> float | None:
+    return None if x is None else float(x)

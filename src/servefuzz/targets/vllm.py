@@ -1,0 +1,183 @@
+"""vLLM's OpenAI server: the openai dialect plus what vLLM adds for servefuzz.
+
+- `POST /reset_prefix_cache` empties the prefix cache. vLLM mounts it only when started with
+  `VLLM_SERVER_DEV_MODE=1` (404 otherwise: then there is no flush, as in the openai dialect),
+  and answers `{"success": false}` while any block is still held by a running request, so a
+  flush is retried `flush_attempts` times, `flush_interval_s` apart.
+- `/metrics` carries `vllm:cache_config_info`, an info gauge whose *labels* are the resolved
+  cache settings: the block size (servefuzz's page size) and the pool size come from there.
+  The prefix-cache counters (`vllm:prefix_cache_queries_total`, `..._hits_total`) count tokens.
+- `usage.prompt_tokens_details.cached_tokens` per request needs `--enable-prompt-tokens-details`.
+- vLLM rejects `n > 1` at temperature 0 (400: "n must be 1 when using greedy sampling"), so a
+  spec with `n > 1` goes out as n concurrent requests of n = 1, one per choice. The server args
+  this adapter reports say so (`servefuzz_n_as_requests`): their disagreement means what it
+  means for n identical requests in flight together, not for n choices forked from one prefill.
+
+    >>> t = VLLMTarget("http://127.0.0.1:8000", model="tiny")
+    >>> b = t.body(RequestSpec("r01", 0.0, (5, 6), max_tokens=3), top_k=5, model="tiny")
+    >>> b["return_token_ids"], b["return_tokens_as_token_ids"]
+    (True, True)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+import re
+from typing import Any, ClassVar
+
+import aiohttp
+
+from servefuzz.errors import TargetError
+from servefuzz.targets.base import (
+    BadReply,
+    BadStatus,
+    Exchange,
+    TargetInfo,
+    register,
+    reply_shape,
+)
+from servefuzz.targets.openai import OpenAITarget
+from servefuzz.workload import RequestSpec
+
+__all__ = ["VLLMTarget", "info_labels"]
+
+# One `key="value"` pair of a Prometheus label set; a value may hold commas and escaped quotes.
+_LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
+_N_NOTE = "n > 1 is sent as n concurrent requests of n = 1 (vLLM rejects n > 1 at temperature 0)"
+
+
+@register("vllm")
+class VLLMTarget(OpenAITarget):
+    """A vLLM server (`python -m vllm.entrypoints.openai.api_server ...`)."""
+
+    # vLLM spells top-k keys `token_id:N` on request, which keeps every alternative's id.
+    spell_token_ids: ClassVar[bool] = True
+
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        model: str | None = None,
+        flush_attempts: int = 50,
+        flush_interval_s: float = 0.1,
+    ) -> None:
+        super().__init__(base_url, model=model)
+        self.flush_attempts = flush_attempts
+        self.flush_interval_s = flush_interval_s
+
+    async def send(
+        self, session: aiohttp.ClientSession, spec: RequestSpec, *, top_k: int, exchange: Exchange
+    ) -> None:
+        if spec.n == 1:
+            await super().send(session, spec, top_k=top_k, exchange=exchange)
+            return
+        one = dataclasses.replace(spec, n=1)
+        parts = [_OneChoice(exchange, i) for i in range(spec.n)]
+        send_one = super().send
+        tasks = [asyncio.ensure_future(send_one(session, one, top_k=top_k, exchange=p)) for p in parts]
+        try:
+            await asyncio.gather(*tasks)
+        finally:
+            # One part failed, or the whole request was cut: the other parts go too.
+            for t in tasks:
+                t.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            _gather_usage(exchange, parts)
+
+    async def flush_cache(self, session: aiohttp.ClientSession) -> bool:
+        for attempt in range(self.flush_attempts):
+            if attempt:
+                await asyncio.sleep(self.flush_interval_s)
+            async with session.post(self.url("/reset_prefix_cache")) as resp:
+                if resp.status == 404:
+                    return False  # started without VLLM_SERVER_DEV_MODE=1
+                body = await resp.text()
+                if resp.status >= 300:
+                    raise BadStatus(resp.status, body)
+            with reply_shape("/reset_prefix_cache"):
+                if json.loads(body)["success"]:
+                    return True
+        raise TargetError(
+            f"{self.base_url}/reset_prefix_cache still answered success=false after "
+            f"{self.flush_attempts} tries (blocks held by running requests)"
+        )
+
+    async def server_info(self, session: aiohttp.ClientSession) -> TargetInfo:
+        base = await super().server_info(session)
+        async with session.get(self.url("/metrics")) as resp:
+            text = await resp.text()
+            if resp.status >= 300:
+                raise BadStatus(resp.status, text)
+        with reply_shape("/metrics"):
+            cache = {k: _typed(v) for k, v in info_labels(text, "vllm:cache_config_info").items()}
+        if not cache:
+            raise BadReply("/metrics has no vllm:cache_config_info (is this a vLLM server?)")
+        block_size = _opt_int(cache.get("block_size"))
+        blocks = _opt_int(cache.get("num_gpu_blocks"))
+        pool = _opt_int(cache.get("kv_cache_size_tokens"))
+        if pool is None and block_size is not None and blocks is not None:
+            pool = block_size * blocks
+        return dataclasses.replace(
+            base,
+            server_args={**base.server_args, **cache, "servefuzz_n_as_requests": _N_NOTE},
+            page_size=block_size,
+            max_total_tokens=pool,
+        )
+
+
+class _OneChoice(Exchange):
+    """The exchange of one of the n requests a spec with n > 1 becomes.
+
+    Its choice 0 *is* the parent's choice `index` (the same draft object), so tokens land in
+    the parent as they arrive and a request cut mid-stream leaves its partial output there.
+    """
+
+    def __init__(self, parent: Exchange, index: int) -> None:
+        super().__init__(clock=parent.clock, drafts={0: parent.choice(index)})
+        self.parent = parent
+
+    def token_arrived(self) -> None:
+        self.parent.token_arrived()
+
+
+def _gather_usage(exchange: Exchange, parts: list[_OneChoice]) -> None:
+    statuses = [p.http_status for p in parts if p.http_status is not None]
+    if statuses:
+        exchange.http_status = max(statuses)  # an error status, if any part got one
+    prompts = [p.prompt_tokens for p in parts if p.prompt_tokens is not None]
+    if prompts:
+        exchange.prompt_tokens = prompts[0]
+    cached = [p.cached_tokens for p in parts if p.cached_tokens is not None]
+    if cached:
+        # The parts hit each other's blocks; the smallest count is what the request itself
+        # found in the cache (the same reading as SGLang's n > 1 choices).
+        exchange.cached_tokens = min(cached)
+
+
+def info_labels(text: str, metric: str) -> dict[str, str]:
+    """The labels of a Prometheus info gauge (`name{k="v",...} 1.0`) as a dict; {} if absent.
+
+    >>> info_labels('# HELP x\\nvllm:cache_config_info{block_size="32",a="x,y"} 1.0\\n', "vllm:cache_config_info")
+    {'block_size': '32', 'a': 'x,y'}
+    """
+    for line in text.splitlines():
+        if line.startswith(metric + "{"):
+            labels = line[len(metric) + 1 : line.rfind("}")]
+            return {k: re.sub(r"\\(.)", r"\1", v) for k, v in _LABEL.findall(labels)}
+    return {}
+
+
+def _typed(value: str) -> Any:
+    """Label values are strings; give back the ints and booleans they spell."""
+    if value in ("True", "False"):
+        return value == "True"
+    if value.lstrip("-").isdigit():
+        return int(value)
+    return value
+
+
+def _opt_int(x: Any) -> int | None:
+    return x if isinstance(x, int) and not isinstance(x, bool) else None
+

@@ -1,0 +1,196 @@
+"""Workloads: timed multi-request scenarios with exact prompt token ids.
+
+A `Scenario` is what servefuzz sends: a seed and a tuple of `RequestSpec`s, each fired at its
+`offset_ms` from the start of a run. Prompts are built at the token level from named shared
+prefixes plus unique suffixes, because a prompt joined as a string shifts token boundaries and a
+replay would no longer be bit-exact.
+
+    >>> b = PromptBuilder(seed=7, vocab=range(3, 1000))
+    >>> a = b.prompt("p0", prefix_len=64, prompt_len=100)
+    >>> c = b.prompt("p0", prefix_len=64, prompt_len=80)
+    >>> a[:64] == c[:64] and a[64] != c[64]
+    True
+
+Vocabulary: `prompt_len` is the whole prompt (shared prefix included); `prefix_len` is how many
+leading tokens come from the named shared prefix; the rest is a suffix unique to the request.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["RequestSpec", "Scenario", "PromptBuilder", "TokenIds"]
+
+TokenIds = tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class RequestSpec:
+    """One request of a scenario.
+
+    `id` carries mutation lineage (`r02_b_s`: request r02, burst-mutated, then shifted); the
+    suffixes are documented in `servefuzz.mutators`. `prompt_ids` are exact token ids.
+    """
+
+    id: str
+    offset_ms: float
+    prompt_ids: TokenIds
+    max_tokens: int
+    prefix_name: str | None = None
+    prefix_len: int = 0
+    n: int = 1
+    stream: bool = False
+    cancel_after_ms: float | None = None
+    ignore_eos: bool = True
+
+    def __post_init__(self) -> None:
+        if not self.id:
+            raise ValueError("request id must not be empty")
+        if self.offset_ms < 0:
+            raise ValueError(f"{self.id}: offset_ms must be >= 0, got {self.offset_ms}")
+        if not self.prompt_ids:
+            raise ValueError(f"{self.id}: prompt must have at least one token")
+        if not 0 <= self.prefix_len <= len(self.prompt_ids):
+            raise ValueError(f"{self.id}: prefix_len {self.prefix_len} outside the prompt")
+        if self.max_tokens < 1:
+            raise ValueError(f"{self.id}: max_tokens must be >= 1")
+        if self.n < 1:
+            raise ValueError(f"{self.id}: n must be >= 1")
+        if self.prefix_len and self.prefix_name is None:
+            raise ValueError(f"{self.id}: prefix_len > 0 needs a prefix_name")
+
+    @property
+    def prompt_len(self) -> int:
+        return len(self.prompt_ids)
+
+    @property
+    def suffix_len(self) -> int:
+        return len(self.prompt_ids) - self.prefix_len
+
+    @property
+    def cancelled(self) -> bool:
+        """Whether the runner will cut this request on purpose (its output is indeterminate)."""
+        return self.cancel_after_ms is not None
+
+    def to_json(self) -> dict[str, Any]:
+        d = dataclasses.asdict(self)
+        d["prompt_ids"] = list(self.prompt_ids)
+        return d
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> RequestSpec:
+        fields = {f.name for f in dataclasses.fields(cls)}
+        unknown = set(d) - fields
+        if unknown:
+            raise ValueError(f"unknown request fields: {sorted(unknown)}")
+        kw = dict(d)
+        kw["prompt_ids"] = tuple(int(t) for t in d["prompt_ids"])
+        return cls(**kw)
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """A seed and its timed requests. Requests are kept sorted by (offset_ms, id)."""
+
+    seed: int
+    requests: tuple[RequestSpec, ...]
+    # Free-form provenance: which strategy or mutator made it, the page size it aimed at.
+    meta: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        ids = [r.id for r in self.requests]
+        if len(set(ids)) != len(ids):
+            raise ValueError("request ids in a scenario must be unique")
+        ordered = tuple(sorted(self.requests, key=lambda r: (r.offset_ms, r.id)))
+        object.__setattr__(self, "requests", ordered)
+        object.__setattr__(self, "meta", dict(self.meta))
+
+    def __hash__(self) -> int:  # meta is a dict; identity is seed + requests
+        return hash((self.seed, self.requests))
+
+    def by_id(self) -> dict[str, RequestSpec]:
+        return {r.id: r for r in self.requests}
+
+    def subset(self, ids: Iterable[str]) -> Scenario:
+        keep = set(ids)
+        return dataclasses.replace(self, requests=tuple(r for r in self.requests if r.id in keep))
+
+    def with_requests(self, requests: Sequence[RequestSpec]) -> Scenario:
+        return dataclasses.replace(self, requests=tuple(requests))
+
+    @property
+    def total_requests(self) -> int:
+        """Requests on the wire: a request with n choices is still one request."""
+        return len(self.requests)
+
+    @property
+    def duration_ms(self) -> float:
+        return max((r.offset_ms for r in self.requests), default=0.0)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "seed": self.seed,
+            "meta": dict(self.meta),
+            "requests": [r.to_json() for r in self.requests],
+        }
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> Scenario:
+        return cls(
+            seed=int(d["seed"]),
+            requests=tuple(RequestSpec.from_json(r) for r in d["requests"]),
+            meta=dict(d.get("meta", {})),
+        )
+
+
+class PromptBuilder:
+    """Builds prompts at the token level from named shared prefixes and unique suffixes.
+
+    A named prefix is a fixed random token sequence; a request takes its first `prefix_len`
+    tokens. The first suffix token is chosen so that no two requests of this builder that share
+    a prefix length also share that token, and so that it differs from the named prefix's own
+    next token: the shared part is then *exactly* `prefix_len` tokens, which is the property
+    page-boundary bugs hinge on.
+    """
+
+    def __init__(self, seed: int, vocab: range) -> None:
+        if len(vocab) < 16:
+            raise ValueError("vocabulary range too small to build prompts")
+        self._rng = random.Random(seed)
+        self._vocab = vocab
+        self._prefixes: dict[str, list[int]] = {}
+        self._first_suffix: dict[tuple[str | None, int], set[int]] = {}
+
+    def _token(self) -> int:
+        return self._vocab[self._rng.randrange(len(self._vocab))]
+
+    def prefix_tokens(self, name: str, length: int) -> TokenIds:
+        toks = self._prefixes.setdefault(name, [])
+        while len(toks) < length + 1:  # one extra: the prefix's own next token
+            toks.append(self._token())
+        return tuple(toks[:length])
+
+    def prompt(self, prefix_name: str | None, prefix_len: int, prompt_len: int) -> TokenIds:
+        if prompt_len < 1 or not 0 <= prefix_len <= prompt_len:
+            raise ValueError(f"bad lengths: prefix_len={prefix_len} prompt_len={prompt_len}")
+        if prefix_len and prefix_name is None:
+            raise ValueError("prefix_len > 0 needs a prefix name")
+        head = self.prefix_tokens(prefix_name, prefix_len) if prefix_len else ()
+        if prompt_len == prefix_len:
+            return head
+        used = self._first_suffix.setdefault((prefix_name if prefix_len else None, prefix_len), set())
+        banned = set(used)
+        if prefix_len:
+            banned.add(self._prefixes[prefix_name][prefix_len])  # type: ignore[index]
+        first = self._token()
+        for _ in range(4 * len(self._vocab)):
+            if first not in banned:
+                break
+            first = self._token()
+        used.add(first)
+        tail = [first] + [self._token() for _ in range(prompt_len - prefix_len - 1)]
+        return head + tuple(tail)

@@ -1,0 +1,60 @@
+"""Real engines on 127.0.0.1, serving the tiny models this session builds.
+
+- `tiny_models` -> `ModelPaths` of a float32 model built once per session into a temp dir.
+- `vllm_server` / `llama_server` -> a `ServerProcess` started once per test module and stopped
+  (by its process group) after it; tests read its launch flags back from `argv`.
+
+An engine that `scripts/setup_engines.sh` has not installed skips its tests with a reason
+saying so; an installed engine that fails to start is an error, never a skip.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from servefuzz import engines
+from servefuzz.launcher import ServerProcess
+from servefuzz.models import ModelPaths, build_models
+
+# vLLM's block size for these tests: neither the CPU default (128) nor engines.py's (32), so a
+# block size read back from /metrics can only equal it by being read correctly.
+VLLM_BLOCK = 64
+LLAMA_SLOTS = 4
+
+
+@pytest.fixture(scope="session")
+def tiny_models(tmp_path_factory: pytest.TempPathFactory) -> ModelPaths:
+    return build_models(tmp_path_factory.mktemp("models"), dtype="float32", seed=0)
+
+
+def _serve(srv: ServerProcess) -> Iterator[ServerProcess]:
+    srv.start()
+    try:
+        yield srv
+    finally:
+        srv.stop()
+
+
+@pytest.fixture(scope="module")
+def vllm_server(tiny_models: ModelPaths, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    if not engines.vllm_installed():
+        pytest.skip(f"vLLM CPU is not installed under {engines.cache_dir()}: run {engines.SETUP_SCRIPT}")
+    argv = engines.vllm_argv(tiny_models.hf_dir, "float32", block_size=VLLM_BLOCK)
+    log = tmp_path_factory.mktemp("vllm") / "server.log"
+    yield from _serve(ServerProcess(argv, env=engines.vllm_env(), log_path=log,
+                                    start_timeout_s=engines.VLLM_START_TIMEOUT_S))
+
+
+@pytest.fixture(scope="module")
+def llama_server(tiny_models: ModelPaths, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    if not engines.llama_server_built():
+        pytest.skip(f"llama-server is not built under {engines.cache_dir()}: run {engines.SETUP_SCRIPT}")
+    tmp = tmp_path_factory.mktemp("llama")
+    # --slot-save-path mounts the slot erase that flush_cache uses; --cache-ram 0 keeps no
+    # second copy of erased prompts in RAM, so a flush leaves nothing to restore.
+    argv = engines.llama_server_argv(
+        tiny_models.gguf, slots=LLAMA_SLOTS, extra=["--slot-save-path", str(tmp), "--cache-ram", "0"]
+    )
+    yield from _serve(ServerProcess(argv, log_path=tmp / "server.log", start_timeout_s=60))

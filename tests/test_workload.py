@@ -1,0 +1,77 @@
+"""Scenarios and token-level prompts: the properties page-boundary fuzzing depends on."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from servefuzz.workload import PromptBuilder, RequestSpec, Scenario
+
+
+@given(seed=st.integers(0, 2**31), page=st.sampled_from([16, 32, 64]), k=st.integers(2, 8))
+def test_requests_sharing_a_prefix_share_exactly_prefix_len_tokens(seed: int, page: int, k: int) -> None:
+    b = PromptBuilder(seed, range(3, 1024))
+    prompts = [b.prompt("p0", page, page + 1 + i) for i in range(k)]
+    for i, a in enumerate(prompts):
+        for c in prompts[i + 1 :]:
+            assert a[:page] == c[:page]
+            assert a[page] != c[page], "suffixes must diverge right at the prefix boundary"
+
+
+def test_a_prefix_one_past_the_page_keeps_the_named_prefix_continuation_out() -> None:
+    b = PromptBuilder(1, range(3, 40))
+    full = b.prefix_tokens("p0", 65)
+    for _ in range(20):
+        assert b.prompt("p0", 64, 80)[64] != full[64]
+
+
+def test_prompts_are_reproducible_from_the_seed() -> None:
+    make = lambda: [PromptBuilder(9, range(3, 500)).prompt("p", 10, 30) for _ in range(1)]
+    assert make() == make()
+
+
+def test_scenario_round_trips_through_json_and_sorts_by_offset() -> None:
+    b = PromptBuilder(3, range(3, 100))
+    s = Scenario(
+        seed=3,
+        requests=(
+            RequestSpec("r02", 45.0, b.prompt("p", 4, 9), 8, "p", 4, n=2),
+            RequestSpec("r01", 0.0, b.prompt(None, 0, 5), 8, cancel_after_ms=12.5),
+        ),
+        meta={"strategy": "x"},
+    )
+    assert [r.id for r in s.requests] == ["r01", "r02"]
+    back = Scenario.from_json(json.loads(json.dumps(s.to_json())))
+    assert back == s and back.meta == {"strategy": "x"}
+    assert back.by_id()["r02"].suffix_len == 5
+
+
+@pytest.mark.parametrize(
+    "kw, message",
+    [
+        ({"max_tokens": 0}, "max_tokens"),
+        ({"n": 0}, "n must be"),
+        ({"offset_ms": -1.0}, "offset_ms"),
+        ({"prefix_len": 3}, "prefix_name"),
+        ({"prompt_ids": ()}, "at least one token"),
+    ],
+)
+def test_bad_request_specs_are_refused(kw: dict, message: str) -> None:
+    base = {"id": "r", "offset_ms": 0.0, "prompt_ids": (5, 6, 7), "max_tokens": 4}
+    with pytest.raises(ValueError, match=message):
+        RequestSpec(**{**base, **kw})
+
+
+def test_unknown_request_fields_in_json_are_refused() -> None:
+    d = RequestSpec("r", 0.0, (5,), 1).to_json() | {"temperature": 0.7}
+    with pytest.raises(ValueError, match="unknown request fields"):
+        RequestSpec.from_json(d)
+
+
+def test_duplicate_request_ids_are_refused() -> None:
+    r = RequestSpec("r", 0.0, (5,), 1)
+    with pytest.raises(ValueError, match="unique"):
+        Scenario(0, (r, r))
