@@ -6,4 +6,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 python -m pip install -q -e '.[test,models]'
 ./scripts/setup_engines.sh
+# Headless Chromium renders report.html in the report tests (Debian package, about 20 s).
+if ! command -v chromium >/dev/null; then
+  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium; } \
+    || echo "warning: could not install chromium; the report screenshot test will skip" >&2
+fi
 exec python -m pytest -q "$@"

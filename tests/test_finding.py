@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import doctest
 import json
 import os
@@ -219,3 +220,32 @@ def test_random_findings_round_trip(f: Finding) -> None:
 def test_docstring_examples() -> None:
     result = doctest.testmod(finding)
     assert result.attempted > 0 and result.failed == 0
+
+
+def test_a_triaged_finding_round_trips_and_names_its_cure(tmp_path) -> None:
+    from servefuzz.finding import Triage, TriageOutcome, load_finding, write_finding
+
+    base = make()
+    triage = Triage(
+        baseline=TriageOutcome("baseline", reproduced=3, attempts=3),
+        variants=(
+            TriageOutcome("--disable-radix-cache", ("--disable-radix-cache",), component="radix cache", attempts=3),
+            TriageOutcome("--disable-cuda-graph", ("--disable-cuda-graph",), component="cuda graph", reproduced=2, attempts=3),
+            TriageOutcome("--page-size 1", ("--page-size", "1"), component="paging", error="server did not start"),
+        ),
+        known_issues=({"id": "sglang#22819", "reasons": ["prefix_len is a page multiple"]},),
+    )
+    f = dataclasses.replace(base, triage=triage)
+    back = load_finding(write_finding(tmp_path, f))
+    assert back.triage == triage
+    assert [v.name for v in back.triage.cures] == ["--disable-radix-cache"]
+    assert back.triage.implicated == ("radix cache",)
+    still = dataclasses.replace(triage, baseline=TriageOutcome("baseline", reproduced=0, attempts=3))
+    assert still.cures == (), "nothing is cured when the baseline no longer shows the finding"
+
+
+def test_token_ids_are_not_mistaken_for_secrets() -> None:
+    from servefuzz.finding import REDACTED, TargetInfo
+
+    t = TargetInfo("x", "http://127.0.0.1:1", server_args={"eos_token_id": 2, "hf_token": "s", "max_total_tokens": 5})
+    assert t.server_args == {"eos_token_id": 2, "hf_token": REDACTED, "max_total_tokens": 5}

@@ -1,48 +1,147 @@
-"""Strategies: aimed, reproducible workloads."""
+"""Strategies: aimed, reproducible workloads that fit the target they are aimed at."""
 
 from __future__ import annotations
 
 import random
+from collections import Counter
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from servefuzz.strategies import PageBoundaryBursts, RandomLoad, TargetShape
+from servefuzz.errors import UsageError
+from servefuzz.strategies import (
+    DEFAULT_MIX,
+    STRATEGIES,
+    BatchSweep,
+    CancellationStorm,
+    ChunkBoundary,
+    EvictionPressure,
+    LongDecodes,
+    PageBoundaryBursts,
+    RandomLoad,
+    TargetShape,
+    get_strategies,
+)
+
+SHAPES = [
+    TargetShape(page_size=64, max_total_tokens=131072, chunked_prefill_size=2048),
+    TargetShape(page_size=16, context_length=2048, max_total_tokens=4096, chunked_prefill_size=512),
+    TargetShape(),  # a server that says nothing about itself
+]
 
 
-@given(seed=st.integers(0, 2**31))
-@settings(max_examples=50)
-def test_page_boundary_bursts_aim_at_page_multiples_and_neighbours(seed: int) -> None:
+def _shared(a: tuple[int, ...], b: tuple[int, ...]) -> int:
+    n = 0
+    while n < min(len(a), len(b)) and a[n] == b[n]:
+        n += 1
+    return n
+
+
+@given(seed=st.integers(0, 2**31 - 1), shape=st.sampled_from(SHAPES), name=st.sampled_from(sorted(STRATEGIES)))
+@settings(max_examples=150, deadline=None)
+def test_every_strategy_makes_valid_reproducible_scenarios_that_fit_the_target(seed: int, shape: TargetShape, name: str) -> None:
+    make = lambda: STRATEGIES[name].generate(random.Random(seed), shape, seed=seed)
+    s = make()
+    assert s == make() and s.meta == make().meta, "same seed, same scenario"
+    assert s.meta["strategy"] == name and len(s.requests) >= 2
+    for r in s.requests:
+        assert r.prompt_len + r.max_tokens * r.n <= shape.pool_tokens, (r.id, r.prompt_len, r.max_tokens)
+        assert all(t in shape.vocab for t in r.prompt_ids)
+    # Requests naming one prefix share exactly the shorter prefix (or are the same prompt: a retry).
+    for a in s.requests:
+        for b in s.requests:
+            if a.id < b.id and a.prefix_name and a.prefix_name == b.prefix_name and a.prompt_ids != b.prompt_ids:
+                assert _shared(a.prompt_ids, b.prompt_ids) == min(a.prefix_len, b.prefix_len), (a.id, b.id)
+
+
+@given(seed=st.integers(0, 2**31 - 1))
+@settings(max_examples=60)
+def test_page_boundary_always_bursts_a_one_page_prefix_behind_a_blocker(seed: int) -> None:
     s = PageBoundaryBursts().generate(random.Random(seed), TargetShape(page_size=64), seed=seed)
-    shared = [r for r in s.requests if r.prefix_len]
-    assert len(shared) >= 2, "a prefix must be reused inside the scenario"
-    assert all(r.prefix_len % 64 in (0, 1, 63) for r in shared)
-    assert all(r.prompt_len + r.max_tokens <= 4096 for r in s.requests)
-    first_wave = [r for r in shared if r.offset_ms <= 63]
-    assert len(first_wave) >= 2, "the prefix is allocated and reused within one burst"
+    p0 = [r for r in s.requests if r.prefix_name == "p0" and r.offset_ms < 250]
+    assert len(p0) >= 2 and all(r.prefix_len == 64 for r in p0)
+    blocker = s.by_id()["r01"]  # written first, just before the burst
+    assert blocker.prefix_len == 0 and blocker.prompt_len >= 256
+    assert all(0 < r.offset_ms - blocker.offset_ms <= 8 for r in p0), "the burst lands while the blocker prefills"
+    assert all(r.prefix_len % 64 in (0, 1, 63) for r in s.requests if r.prefix_len)
 
 
-def test_the_one_page_prefix_is_the_most_common_aim() -> None:
-    counts = {1: 0, 2: 0, 3: 0}
-    for seed in range(300):
+def test_other_multiples_and_neighbours_are_aimed_at_too_smaller_ones_more_often() -> None:
+    aims: Counter[int] = Counter()
+    for seed in range(400):
         s = PageBoundaryBursts().generate(random.Random(seed), TargetShape(page_size=64), seed=seed)
-        for r in s.requests:
-            if r.prefix_len:
-                counts[(r.prefix_len + 1) // 64] += 1
-    assert counts[1] > counts[2] > counts[3] > 0
+        aims.update(s.meta["aims"][1:])
+    assert {63, 64, 65, 127, 128, 129} <= set(aims)
+    by_multiple = Counter((a + 1) // 64 for a in aims.elements())
+    assert by_multiple[1] > by_multiple[3] > 0
 
 
-def test_same_seed_same_scenario_and_unknown_page_sizes_are_swept() -> None:
-    make = lambda: PageBoundaryBursts().generate(random.Random(5), TargetShape(), seed=5)
-    assert make() == make()
-    pages = {
-        PageBoundaryBursts().generate(random.Random(s), TargetShape(), seed=s).meta["page_size"] for s in range(60)
-    }
+def test_unknown_page_sizes_are_swept() -> None:
+    pages = {PageBoundaryBursts().generate(random.Random(s), TargetShape(), seed=s).meta["page_size"] for s in range(80)}
     assert pages == {16, 32, 64, 128, 256}
 
 
+@given(seed=st.integers(0, 2**31 - 1))
+@settings(max_examples=60)
+def test_batch_sweep_starts_just_above_a_padded_size_and_shrinks_one_request_at_a_time(seed: int) -> None:
+    s = BatchSweep().generate(random.Random(seed), TargetShape(), seed=seed)
+    first = [r for r in s.requests if r.offset_ms <= min(x.offset_ms for x in s.requests) + 3]
+    assert len(first) == s.meta["batch"] and s.meta["bucket"] < len(first) <= s.meta["bucket"] + 2
+    ends = [r.max_tokens for r in first]
+    assert len(set(ends)) == len(ends), "staggered max_tokens: the batch shrinks one by one"
+
+
+@given(seed=st.integers(0, 2**31 - 1))
+@settings(max_examples=60)
+def test_chunk_boundary_puts_a_short_prompt_then_one_that_crosses_the_budget_by_at_most_a_little(seed: int) -> None:
+    s = ChunkBoundary().generate(random.Random(seed), SHAPES[0], seed=seed)
+    assert s.meta["chunk"] == 2048
+    assert -1 <= s.meta["batch_total"] - 2048 <= 64
+    ordered = sorted(s.requests, key=lambda r: r.offset_ms)
+    decoders = [r for r in ordered if r.max_tokens >= 64]
+    assert decoders and ordered[0] in decoders, "decodes are running when the prompts arrive"
+
+
+def test_eviction_pressure_is_sized_from_the_pool() -> None:
+    shape = TargetShape(page_size=64, max_total_tokens=4096)
+    for seed in range(30):
+        s = EvictionPressure().generate(random.Random(seed), shape, seed=seed)
+        load = sum(r.prompt_len + r.max_tokens for r in s.requests)
+        assert load >= 1.1 * 4096
+        holders = [r for r in s.requests if r.prefix_name == "p0" and r.offset_ms < 5]
+        assert len(holders) >= 2 and all(r.max_tokens >= 64 for r in holders)
+    huge = EvictionPressure().generate(random.Random(1), TargetShape(page_size=64, max_total_tokens=10**6), seed=1)
+    assert sum(r.prompt_len + r.max_tokens for r in huge.requests) <= EvictionPressure().cap_tokens + 2048
+
+
+def test_cancellation_storm_retries_each_cancelled_prompt_after_its_cut() -> None:
+    for seed in range(30):
+        s = CancellationStorm().generate(random.Random(seed), TargetShape(page_size=64), seed=seed)
+        cancelled = [r for r in s.requests if r.cancelled]
+        assert cancelled and len(cancelled) == s.meta["cancelled"]
+        for c in cancelled:
+            retries = [r for r in s.requests if r.prompt_ids == c.prompt_ids and not r.cancelled]
+            assert retries and all(r.offset_ms > c.offset_ms + c.cancel_after_ms for r in retries)
+
+
+def test_long_decodes_have_newcomers_arriving_while_they_run() -> None:
+    s = LongDecodes().generate(random.Random(3), TargetShape(), seed=3)
+    long = [r for r in s.requests if r.max_tokens >= 48]
+    short = [r for r in s.requests if r.max_tokens <= 16]
+    assert len(long) >= 2 and len(short) >= 6
+    assert min(r.offset_ms for r in short) >= 10 > max(r.offset_ms for r in long)
+
+
 def test_random_load_respects_the_context() -> None:
-    shape = TargetShape(context_length=300)
     for seed in range(20):
-        s = RandomLoad().generate(random.Random(seed), shape, seed=seed)
+        s = RandomLoad().generate(random.Random(seed), TargetShape(context_length=300), seed=seed)
         assert all(r.prompt_len + r.max_tokens < 300 for r in s.requests)
+
+
+def test_the_mix_starts_with_the_seed_bug_class_and_names_resolve() -> None:
+    assert DEFAULT_MIX[0] == "page-boundary" and set(DEFAULT_MIX) == set(STRATEGIES)
+    assert [s.name for s in get_strategies("mix")] == list(DEFAULT_MIX)
+    assert [s.name for s in get_strategies("random, batch-sweep")] == ["random", "batch-sweep"]
+    with pytest.raises(UsageError, match="unknown strategy 'nope'"):
+        get_strategies("random,nope")

@@ -45,6 +45,7 @@ class Verdict(str, enum.Enum):
     MALFORMED = "malformed"  # 2xx with a body that could not be understood
     UNCLASSIFIED = "unclassified"  # a divergence without the logprobs to classify it
     NUMERIC_DRIFT = "numeric-drift"  # a flip at a near-tie, within measured numeric noise
+    SLOWDOWN = "slowdown"  # a request's latency inflated by its neighbours past the measured spread
     INDETERMINATE = "indeterminate"  # a connection cut while the server kept serving
 
     @property
@@ -67,6 +68,8 @@ class Oracle(str, enum.Enum):
     ISOLATION = "isolation"  # output under load vs. the same request alone on a flushed cache
     N_CONSISTENCY = "n-consistency"  # the n choices of a temperature-0 request must agree
     LIVENESS = "liveness"  # crash, hang, 5xx, malformed
+    CACHE_STATE = "cache-state"  # cold vs. self-warmed vs. primed-by-prefix must give one output
+    NOISY_NEIGHBOUR = "noisy-neighbour"  # a victim's first-token time against its solo baseline
 
 
 def worst(verdicts: Iterable[Verdict]) -> Verdict | None:

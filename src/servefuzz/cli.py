@@ -8,6 +8,7 @@ traceback.
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import sys
 from collections.abc import Sequence
@@ -19,6 +20,14 @@ from servefuzz.errors import ServefuzzError, UsageError
 __all__ = ["main", "build_parser"]
 
 EXIT_FOUND = 1  # fuzz: found something; replay: not reproduced
+
+# Commands whose module owns its flags: name -> (module with `main(argv) -> int`, help).
+DELEGATED: dict[str, tuple[str, str]] = {
+    "shrink": ("servefuzz.shrink", "shrink a finding to a minimal workload that still reproduces"),
+    "triage": ("servefuzz.triage", "relaunch the server under flag variants and name the component"),
+    "report": ("servefuzz.report", "write repro.py, issue.md and report.html for a finding"),
+    "serve-reference": ("servefuzz.reference.server", "start the embedded reference engine"),
+}
 
 
 def _positive_int(text: str) -> int:
@@ -67,10 +76,17 @@ def build_parser() -> argparse.ArgumentParser:
     f.add_argument("--time", type=_positive_float, metavar="SECONDS", help="stop after SECONDS")
     f.add_argument("--out", type=Path, default=Path("servefuzz-out"), metavar="DIR",
                    help="campaign directory; findings go to DIR/findings/ (default: ./servefuzz-out)")
-    f.add_argument("--seed", type=int, default=0, help="campaign seed (default 0)")
+    f.add_argument("--seed", type=int, help="campaign seed (default 0; on --resume the campaign's own)")
     f.add_argument("--runs", type=_positive_int, default=2, help="loaded runs per scenario (default 2, at least 2)")
     f.add_argument("--confirm-runs", type=_positive_int, default=5, help="replays that confirm a divergence (default 5)")
-    f.add_argument("--strategy", default="page-boundary", help="workload strategy (default page-boundary)")
+    f.add_argument("--strategy", metavar="NAMES",
+                   help="'mix' (default: every strategy, scheduled by energy) or comma-separated strategy names")
+    f.add_argument("--resume", action="store_true",
+                   help="continue the campaign in --out (after a crash or kill); budgets count the whole campaign")
+    f.add_argument("--trace", type=Path, metavar="FILE",
+                   help="Mooncake-style JSONL trace (timestamp, input_length, output_length, hash_ids): seed scenarios")
+    f.add_argument("--slowdowns", action="store_true",
+                   help="also report noisy-neighbour slowdowns (latency vs. the request alone) as findings")
     stop = f.add_mutually_exclusive_group()
     stop.add_argument("--stop-at-first", dest="stop_at_first", action="store_true", default=None,
                       help="stop at the first confirmed finding (default on the embedded engine)")
@@ -89,17 +105,19 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("action", choices=["build"], help="build: write an HF model folder and a GGUF into DIR")
     m.add_argument("rest", nargs=argparse.REMAINDER, help="DIR [--dtype float32|bfloat16] [--seed N]")
 
-    sub.add_parser("serve-reference", add_help=False,
-                   help="start the embedded reference engine (see: servefuzz serve-reference --help)")
+    for name, (_, text) in DELEGATED.items():
+        sub.add_parser(name, add_help=False, help=f"{text} (see: servefuzz {name} --help)")
     return p
 
 
 def _cmd_fuzz(args: argparse.Namespace) -> int:
     from rich.console import Console
 
+    from servefuzz.campaign import check_campaign_dir
     from servefuzz.commands import EMBEDDED_FAULT, FuzzOptions, embedded_banner, fuzz
     from servefuzz.progress import LiveProgress, print_banner, print_summary
-    from servefuzz.strategies import get_strategy
+    from servefuzz.strategies import get_strategies
+    from servefuzz.traces import read_trace
 
     if args.fault and args.url:
         raise UsageError("--fault plants faults in the embedded engine; it cannot be used with --url")
@@ -117,10 +135,16 @@ def _cmd_fuzz(args: argparse.Namespace) -> int:
         confirm_runs=args.confirm_runs,
         strategy=args.strategy,
         stop_at_first=args.stop_at_first,
+        resume=args.resume,
+        trace=args.trace,
+        slowdowns=args.slowdowns,
     )
     # Validate everything before the banner or any server starts.
     opts.reference_flags()
-    get_strategy(opts.strategy)
+    get_strategies(opts.identity()[1])
+    check_campaign_dir(opts.out, resume=opts.resume)
+    if opts.trace is not None:
+        read_trace(opts.trace)
     if args.json:
         result = fuzz(opts)
         print(json.dumps(result.to_json(), indent=2))
@@ -147,11 +171,10 @@ def _cmd_replay(args: argparse.Namespace) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
-        if argv and argv[0] == "serve-reference":
-            # The reference engine has its own SGLang-shaped flags; hand the rest of argv over.
-            from servefuzz.reference.server import main as serve_main
-
-            return serve_main(argv[1:])
+        if argv and argv[0] in DELEGATED:
+            # These commands parse their own flags (the reference engine's are SGLang-shaped).
+            module = importlib.import_module(DELEGATED[argv[0]][0])
+            return int(module.main(argv[1:]))
         parser = build_parser()
         args = parser.parse_args(argv)
         if args.command == "fuzz":

@@ -9,24 +9,33 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import json
 from collections.abc import Callable
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 
-from servefuzz.campaign import CampaignConfig, CampaignResult, CampaignState, run_campaign
+from servefuzz.campaign import (
+    CampaignConfig,
+    CampaignResult,
+    CampaignState,
+    check_campaign_dir,
+    run_campaign,
+)
 from servefuzz.errors import UsageError
 from servefuzz.finding import Finding, load_finding
 from servefuzz.history import RunHistory
 from servefuzz.launcher import ServerProcess
 from servefuzz.replay_report import ReplayResult, replay_result
 from servefuzz.runner import RunConfig, Runner
-from servefuzz.strategies import get_strategy
+from servefuzz.strategies import get_strategies
 from servefuzz.targets import make_target
+from servefuzz.traces import load_trace_seeds
 
 __all__ = [
     "FuzzOptions",
     "EMBEDDED_FAULT",
+    "ZOO_SETTINGS",
     "EMBEDDED_TIME_S",
     "REMOTE_TIME_S",
     "fuzz",
@@ -40,11 +49,18 @@ EMBEDDED_FAULT = "page-boundary-prefix"
 EMBEDDED_TIME_S = 90.0
 # Against a real server, bugs hide longer; a campaign without a budget runs this long.
 REMOTE_TIME_S = 600.0
+# Engine settings a zoo fault needs to be reachable at all, as its trigger says (eviction needs
+# a pool small enough to fill); the embedded engine gets them when that fault is planted.
+ZOO_SETTINGS: dict[str, tuple[str, ...]] = {"evict-in-use": ("--max-total-tokens", "4096")}
 
 
 @dataclass(frozen=True)
 class FuzzOptions:
-    """Everything `servefuzz fuzz` can be told. `url=None` means the embedded reference engine."""
+    """Everything `servefuzz fuzz` can be told. `url=None` means the embedded reference engine.
+
+    `seed` and `strategy` None mean: 0 and "mix" for a new campaign, the stored ones on
+    `resume`. `trace`: a Mooncake-style JSONL trace whose windows seed the corpus.
+    """
 
     out: Path
     url: str | None = None
@@ -52,11 +68,14 @@ class FuzzOptions:
     faults: tuple[str, ...] = (EMBEDDED_FAULT,)
     requests: int | None = None
     time_s: float | None = None
-    seed: int = 0
+    seed: int | None = None
     runs: int = 2
     confirm_runs: int = 5
-    strategy: str = "page-boundary"
+    strategy: str | None = None
     stop_at_first: bool | None = None  # None: yes on the embedded default, no on a real server
+    resume: bool = False
+    trace: Path | None = None
+    slowdowns: bool = False
 
     @property
     def embedded(self) -> bool:
@@ -66,7 +85,20 @@ class FuzzOptions:
         faults = [f for f in self.faults if f != "none"]
         if "none" in self.faults and faults:
             raise UsageError("--fault none cannot be combined with other faults")
-        return [arg for f in faults for arg in ("--fault", f)]
+        settings = [arg for f in faults for arg in ZOO_SETTINGS.get(f, ())]
+        return [arg for f in faults for arg in ("--fault", f)] + settings
+
+    def identity(self) -> tuple[int, str]:
+        """The campaign's seed and strategy spec: as given, else stored (resume), else defaults."""
+        stored = {}
+        if self.resume:
+            try:
+                stored = json.loads((self.out / "config.json").read_text(encoding="utf-8"))
+            except (OSError, ValueError):
+                stored = {}
+        seed = self.seed if self.seed is not None else int(stored.get("seed", 0))
+        spec = self.strategy or ",".join(stored.get("strategies") or ["mix"])
+        return seed, spec
 
 
 def embedded_banner(opts: FuzzOptions) -> str:
@@ -82,19 +114,24 @@ def embedded_banner(opts: FuzzOptions) -> str:
 
 def fuzz(opts: FuzzOptions, on_event: Callable[[CampaignState], None] = lambda s: None) -> CampaignResult:
     """Run one campaign; starts (and stops) the embedded reference engine when `opts.url` is None."""
-    strategy = get_strategy(opts.strategy)
+    check_campaign_dir(opts.out, resume=opts.resume)
+    seed, spec = opts.identity()
+    strategies = get_strategies(spec)
+    seeds = load_trace_seeds(opts.trace) if opts.trace is not None else ()
     time_s = opts.time_s
     if time_s is None and opts.requests is None:
         time_s = EMBEDDED_TIME_S if opts.embedded else REMOTE_TIME_S
     stop_at_first = opts.embedded if opts.stop_at_first is None else opts.stop_at_first
     config = CampaignConfig(
         out_dir=opts.out,
-        seed=opts.seed,
+        seed=seed,
         runs=opts.runs,
         confirm_runs=opts.confirm_runs,
         time_budget_s=time_s,
         request_budget=opts.requests,
         stop_at_first=stop_at_first,
+        performance=opts.slowdowns,
+        resume=opts.resume,
     )
     with ExitStack() as stack:
         url, engine = opts.url, opts.engine or "sglang"
@@ -107,7 +144,7 @@ def fuzz(opts: FuzzOptions, on_event: Callable[[CampaignState], None] = lambda s
 
         async def go() -> CampaignResult:
             async with Runner(target, RunConfig()) as runner:
-                return await run_campaign(runner, strategy, config, on_event=on_event)
+                return await run_campaign(runner, strategies, config, seeds=seeds, on_event=on_event)
 
         return asyncio.run(go())
 

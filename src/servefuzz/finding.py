@@ -45,6 +45,8 @@ __all__ = [
     "REDACTED",
     "TargetInfo",
     "Confirmation",
+    "TriageOutcome",
+    "Triage",
     "Finding",
     "write_finding",
     "load_finding",
@@ -56,7 +58,11 @@ REDACTED = "<redacted>"
 
 # Keys whose values are credentials. Matched on whole `_`-separated words so that `max_tokens`
 # or `tokenizer` survive while `api_key`, `--api-key`, `hf_token` and `authorization` do not.
-_SECRET = re.compile(r"(^|_)(api_?key|token|secret|password|passwd|authorization|auth|credentials?|cookie)(_|$)")
+# `token` counts only as the last word (`hf_token`, `access_token`), so ids such as
+# `eos_token_id` stay readable.
+_SECRET = re.compile(
+    r"(^|_)(api_?key|secret|password|passwd|authorization|auth|credentials?|cookie)(_|$)|(^|_)token$"
+)
 
 
 @dataclass(frozen=True)
@@ -173,6 +179,103 @@ class Confirmation:
 
 
 @dataclass(frozen=True)
+class TriageOutcome:
+    """One row of a triage matrix: the finding replayed on a server launched with one variant.
+
+    `flags` and `env` are what the variant changed (the baseline row changes nothing);
+    `component` is what a cure by this variant implicates ("radix cache", "overlap scheduler").
+    `error` says why the variant could not be judged (the server did not start, ...).
+    """
+
+    name: str
+    flags: tuple[str, ...] = ()
+    env: Mapping[str, str] = field(default_factory=dict)
+    component: str = ""
+    reproduced: int = 0
+    attempts: int = 0
+    error: str | None = None
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.reproduced <= self.attempts:
+            raise ValueError(f"{self.name}: reproduction {self.reproduced}/{self.attempts} is impossible")
+        object.__setattr__(self, "flags", tuple(self.flags))
+        object.__setattr__(self, "env", _redact(self.env))
+
+    def __hash__(self) -> int:
+        return hash((self.name, self.flags, self.component, self.reproduced, self.attempts, self.error))
+
+    @property
+    def rate(self) -> str:
+        return f"{self.reproduced}/{self.attempts}"
+
+    @property
+    def cured(self) -> bool:
+        """The variant ran and the finding never came back under it."""
+        return self.error is None and self.attempts > 0 and self.reproduced == 0
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "flags": list(self.flags),
+            "env": dict(self.env),
+            "component": self.component,
+            "rate": self.rate,
+            "error": self.error,
+        }
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> TriageOutcome:
+        reproduced, attempts = (int(x) for x in d["rate"].split("/"))
+        return cls(
+            name=d["name"], flags=tuple(d.get("flags", ())), env=dict(d.get("env", {})),
+            component=d.get("component", ""), reproduced=reproduced, attempts=attempts, error=d.get("error"),
+        )
+
+
+@dataclass(frozen=True)
+class Triage:
+    """The flag matrix of a finding: its baseline (unchanged server) and every variant tried,
+    plus the known upstream issues it matches, each with the reasons it matches."""
+
+    baseline: TriageOutcome
+    variants: tuple[TriageOutcome, ...]
+    known_issues: tuple[Mapping[str, Any], ...] = ()
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "variants", tuple(self.variants))
+        object.__setattr__(self, "known_issues", tuple(dict(k) for k in self.known_issues))
+
+    def __hash__(self) -> int:
+        return hash((self.baseline, self.variants))
+
+    @property
+    def cures(self) -> tuple[TriageOutcome, ...]:
+        """The variants that removed the finding, when the baseline still shows it."""
+        if self.baseline.reproduced == 0:
+            return ()
+        return tuple(v for v in self.variants if v.cured)
+
+    @property
+    def implicated(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(v.component for v in self.cures if v.component))
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "baseline": self.baseline.to_json(),
+            "variants": [v.to_json() for v in self.variants],
+            "known_issues": [dict(k) for k in self.known_issues],
+        }
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> Triage:
+        return cls(
+            baseline=TriageOutcome.from_json(d["baseline"]),
+            variants=tuple(TriageOutcome.from_json(v) for v in d["variants"]),
+            known_issues=tuple(d.get("known_issues", ())),
+        )
+
+
+@dataclass(frozen=True)
 class Finding:
     """A finding: what was sent, to what, what went wrong and how sure we are."""
 
@@ -183,6 +286,7 @@ class Finding:
     anomalies: tuple[Anomaly, ...]
     confirmation: Confirmation | None = None
     notes: tuple[str, ...] = ()
+    triage: Triage | None = None
     created_at: str = field(default_factory=lambda: datetime.now(UTC).isoformat(timespec="seconds"))
 
     def __post_init__(self) -> None:
@@ -269,6 +373,7 @@ class Finding:
             "anomalies": [a.to_json() for a in self.anomalies],
             "confirmation": None if self.confirmation is None else self.confirmation.to_json(),
             "notes": list(self.notes),
+            "triage": None if self.triage is None else self.triage.to_json(),
         }
 
     @classmethod
@@ -283,28 +388,34 @@ class Finding:
             anomalies=tuple(Anomaly.from_json(a) for a in d["anomalies"]),
             confirmation=None if conf is None else Confirmation.from_json(conf),
             notes=tuple(d.get("notes", ())),
+            triage=None if d.get("triage") is None else Triage.from_json(d["triage"]),
         )
 
 
-def write_finding(directory: Path | str, finding: Finding) -> Path:
+def write_finding(directory: Path | str, finding: Finding, *, name: str | None = None, replace: bool = False) -> Path:
     """Write `finding` as `<directory>/finding_<iteration:05d>_<seed>.json`; return its path.
 
     Atomic: readers see the whole file or none. The file is linked into place rather than
     renamed because a link fails when the name exists, so a finding that appeared meanwhile is
     never replaced. Writing the same finding again (up to `created_at`) returns the existing
     path; a *different* finding under the same name raises FindingError and leaves the old one.
+
+    `name` writes under another file name (shrink and triage write `..._min.json` and
+    `..._triaged.json` beside the original); `replace=True` is for such derived files, which a
+    later run refreshes: the new file is renamed over the old one, still atomically.
     """
     directory = Path(directory)
     try:
         directory.mkdir(parents=True, exist_ok=True)
     except OSError as e:
         raise FindingError(f"{directory}: cannot create the findings directory: {e.strerror}") from None
-    path = directory / finding.filename
-    if path.exists():
+    name = name or finding.filename
+    path = directory / name
+    if path.exists() and not replace:
         return _keep_existing(path, finding)
     data = (json.dumps(finding.to_json(), indent=2) + "\n").encode("utf-8")
     try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{finding.filename}.", suffix=".tmp", dir=directory)
+        fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=directory)
     except OSError as e:
         raise FindingError(f"{directory}: cannot write a finding there: {e.strerror}") from None
     try:
@@ -313,7 +424,10 @@ def write_finding(directory: Path | str, finding: Finding) -> Path:
             f.flush()
             os.fsync(f.fileno())
         try:
-            os.link(tmp, path)
+            if replace:
+                os.replace(tmp, path)
+            else:
+                os.link(tmp, path)
         except FileExistsError:
             return _keep_existing(path, finding)
         except OSError:  # a filesystem without hard links: rename, having checked the name is free

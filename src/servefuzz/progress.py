@@ -1,4 +1,4 @@
-"""What a person watching a campaign sees: a live status line and a final summary table.
+"""What a person watching a campaign sees: a live status panel and a final summary table.
 
 This is the only module that imports rich. Machines get `--json` instead and never see it.
 """
@@ -38,11 +38,15 @@ class LiveProgress:
     def update(self, state: CampaignState) -> None:
         rate = state.requests / state.elapsed_s if state.elapsed_s > 0 else 0.0
         found = ", ".join(f"{v} {k}" for k, v in sorted(state.findings_by_verdict.items())) or "none yet"
+        repeats = sum(state.seen.values()) - len(state.findings)
         body = Text.assemble(
             ("elapsed ", "dim"), f"{state.elapsed_s:6.1f} s   ",
             ("scenarios ", "dim"), f"{state.iteration:,}   ",
             ("requests ", "dim"), f"{state.requests:,} ({rate:.1f}/s)   ",
+            ("features ", "dim"), f"{state.features:,}   ",
+            ("corpus ", "dim"), f"{state.corpus:,}\n",
             ("findings ", "dim"), (found, "bold red" if state.findings else "green"),
+            (f"   (+{repeats} seen again)" if repeats > 0 else "", "dim"),
         )
         if state.last:
             body.append("\n" + state.last, style="dim")
@@ -58,18 +62,20 @@ def print_banner(console: Console, text: str) -> None:
 def print_summary(console: Console, result: CampaignResult) -> None:
     console.print(
         f"[bold]{result.iterations:,}[/] scenarios, [bold]{result.requests:,}[/] requests in "
-        f"{result.elapsed_s:.1f} s; stopped: {result.stopped_because}."
+        f"{result.elapsed_s:.1f} s; {result.features:,} features, corpus of {result.corpus:,}; "
+        f"stopped: {result.stopped_because}."
     )
     if not result.findings:
         console.print("[green]No findings.[/]")
         return
-    table = Table(title="Findings", title_justify="left")
-    for col in ("file", "verdict", "rate", "requests", "summary"):
+    table = Table(title="Findings (one per signature, smallest example kept)", title_justify="left")
+    for col in ("file", "verdict", "rate", "seen", "diverged", "summary"):
         table.add_column(col, overflow="fold")
     for path, f in result.findings:
         style = "red" if f.verdict.value == "corruption" else "yellow"
         rate = f.confirmation.rate if f.confirmation else "-"
-        table.add_row(path.name, f"[{style}]{f.verdict.value}[/]", rate, ", ".join(f.expected_diverging), f.why)
+        seen = str(result.seen.get(f.signature, 1))
+        table.add_row(path.name, f"[{style}]{f.verdict.value}[/]", rate, seen, ", ".join(f.expected_diverging), f.why)
     console.print(table)
     first = result.findings[0][0]
     console.print(f"Replay one with: [bold]servefuzz replay {first} --base-url URL --runs 10[/]")

@@ -1,12 +1,33 @@
 """Strategies: small classes that each generate scenarios aimed at one bug class.
 
-A strategy sees only a `TargetShape` (what the server said about itself: page size, context,
-vocabulary) and a seeded `random.Random`; it returns a `Scenario`. Same seed, same shape: same
-scenario, byte for byte, so any finding can be regenerated from its seed.
+A strategy sees only a `TargetShape` (what the server said about itself: page size, pool size,
+chunked-prefill budget, padded batch sizes, context, vocabulary) and a seeded `random.Random`;
+it returns a `Scenario`. Same seed, same shape: same scenario, byte for byte, so any finding can
+be regenerated from its seed.
 
     >>> s = PageBoundaryBursts().generate(random.Random(1), TargetShape(page_size=64), seed=1)
     >>> any(r.prefix_len == 64 for r in s.requests)
     True
+    >>> sorted(DEFAULT_MIX)[:3]
+    ['batch-sweep', 'burst-reuse', 'cancel-storm']
+
+Most aimed workloads need several requests to reach the engine *together*, in one scheduling
+round. A burst a few milliseconds wide is not enough against an idle engine (it admits the first
+arrival at once), so bursts ride behind a *blocker*: a plain request with a long prompt sent a
+few milliseconds earlier, whose prefill keeps the scheduler busy while the burst queues up.
+
+| strategy        | aims at                                       | zoo fault it should find  |
+|-----------------|-----------------------------------------------|---------------------------|
+| page-boundary   | shared prefixes of k * page (and +-1)         | page-boundary-prefix      |
+| tile-boundary   | prefixes and extends at attention tiles +-1   | (real kernels' tile bugs) |
+| burst-reuse     | a prefix cached and reused in the same burst  | page-boundary-prefix      |
+| batch-sweep     | decode batches shrinking across padded sizes  | stale-padding             |
+| chunk-boundary  | prompts split at the chunked-prefill budget   | chunk-boundary            |
+| eviction        | load sized past the KV pool                   | evict-in-use              |
+| cancel-storm    | cancel after k tokens, bystanders, retries    | abort-reuse               |
+| long-decode     | decodes finishing while newcomers arrive      | overlap-war               |
+| n-mix           | n > 1 choices next to shared prefixes         | (forking bugs)            |
+| random          | unaimed load, as a benchmark tool sends it    | batch-variant-numerics    |
 """
 
 from __future__ import annotations
@@ -16,12 +37,42 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from servefuzz.workload import PromptBuilder, RequestSpec, Scenario
+from servefuzz.errors import UsageError
+from servefuzz.workload import PromptBuilder, RequestSpec, Scenario, TokenIds
 
-__all__ = ["TargetShape", "Strategy", "PageBoundaryBursts", "RandomLoad", "STRATEGIES", "get_strategy"]
+__all__ = [
+    "COMMON_PAGE_SIZES",
+    "DEFAULT_CAPTURE_SIZES",
+    "DEFAULT_MIX",
+    "STRATEGIES",
+    "TILE_SIZES",
+    "BatchSweep",
+    "BurstReuse",
+    "CancellationStorm",
+    "ChunkBoundary",
+    "Draft",
+    "EvictionPressure",
+    "LongDecodes",
+    "NChoices",
+    "PageBoundaryBursts",
+    "RandomLoad",
+    "Strategy",
+    "TargetShape",
+    "TileBoundaryPrefixes",
+    "boundary_lengths",
+    "get_strategies",
+    "get_strategy",
+]
 
-# Page sizes swept when the server does not say which one it uses (issue 5 uses all of them).
+# Page sizes swept when the server does not say which one it uses.
 COMMON_PAGE_SIZES: tuple[int, ...] = (16, 32, 64, 128, 256)
+# KV tile widths of common attention kernels: a split that depends on the length modulo the tile
+# (not the page) is its own bug class (SGLang PR #33417: FA4 splits on seqlen_q mod tile_n).
+TILE_SIZES: tuple[int, ...] = (16, 32, 64, 128, 256)
+# SGLang's default CUDA-graph capture sizes; used when the server does not list its own.
+DEFAULT_CAPTURE_SIZES: tuple[int, ...] = (1, 2, 4, 8, *range(16, 257, 8))
+# Prompt tokens a blocker sends: enough prefill to hold a scheduler for a burst's few ms.
+BLOCKER_TOKENS = 384
 
 
 @dataclass(frozen=True)
@@ -32,72 +83,335 @@ class TargetShape:
     context_length: int = 4096
     vocab: range = range(3, 1024)
     max_total_tokens: int | None = None
+    chunked_prefill_size: int | None = None
+    capture_sizes: tuple[int, ...] = DEFAULT_CAPTURE_SIZES
+    max_running_requests: int | None = None
 
     @property
     def pages(self) -> tuple[int, ...]:
         return (self.page_size,) if self.page_size else COMMON_PAGE_SIZES
 
+    @property
+    def pool_tokens(self) -> int:
+        """Tokens one request may hold (prompt + output): the context, or less on a small pool."""
+        if self.max_total_tokens is None:
+            return self.context_length
+        # Two pages of slack: the page rounding of prompt + output, and a reserved page.
+        return max(16, min(self.context_length, self.max_total_tokens - 2 * (self.page_size or 64)))
+
 
 class Strategy(Protocol):
-    name: str
+    @property
+    def name(self) -> str: ...
 
     def generate(self, rng: random.Random, shape: TargetShape, *, seed: int) -> Scenario: ...
 
 
-def _boundary_lengths(page: int, multiples: Sequence[int]) -> list[int]:
-    """Page multiples and their +-1 neighbours: where page-boundary bugs live."""
-    return [m * page + d for m in multiples for d in (-1, 0, 1) if m * page + d > 0]
+def boundary_lengths(unit: int, multiples: Sequence[int]) -> list[int]:
+    """Multiples of `unit` and their +-1 neighbours: where boundary bugs live.
+
+    >>> boundary_lengths(64, [1, 2])
+    [63, 64, 65, 127, 128, 129]
+    """
+    return [m * unit + d for m in multiples for d in (-1, 0, 1) if m * unit + d > 0]
+
+
+class Draft:
+    """A scenario being written: ids `r01, r02, ...` in order of writing, prompts from one
+    `PromptBuilder` (so shared prefixes are shared exactly), lengths clamped to what the target
+    can hold."""
+
+    def __init__(self, seed: int, shape: TargetShape) -> None:
+        self.seed, self.shape = seed, shape
+        self.builder = PromptBuilder(seed, shape.vocab)
+        self.specs: list[RequestSpec] = []
+
+    def add(
+        self,
+        offset_ms: float,
+        prompt_len: int,
+        max_tokens: int,
+        *,
+        prefix: str | None = None,
+        prefix_len: int = 0,
+        n: int = 1,
+        stream: bool = False,
+        cancel_after_ms: float | None = None,
+        prompt_ids: TokenIds | None = None,
+    ) -> RequestSpec:
+        """Append one request; `prompt_ids` resends an earlier prompt exactly (a retry)."""
+        max_tokens = max(1, min(max_tokens, self.shape.pool_tokens // 2))
+        if prompt_ids is None:
+            prompt_len = max(1, min(prompt_len, (self.shape.pool_tokens - max_tokens * n) - 1))
+            prefix_len = min(prefix_len, prompt_len) if prefix else 0
+            prompt_ids = self.builder.prompt(prefix if prefix_len else None, prefix_len, prompt_len)
+        spec = RequestSpec(
+            f"r{len(self.specs) + 1:02d}", round(max(0.0, offset_ms), 1), prompt_ids, max_tokens,
+            prefix if prefix_len else None, prefix_len, n=n, stream=stream,
+            cancel_after_ms=None if cancel_after_ms is None else round(cancel_after_ms, 1),
+        )
+        self.specs.append(spec)
+        return spec
+
+    def blocker(self, offset_ms: float, max_tokens: int = 8) -> RequestSpec:
+        """A plain long prompt that keeps the scheduler busy while a burst behind it queues up."""
+        return self.add(offset_ms, BLOCKER_TOKENS, max_tokens)
+
+    def scenario(self, strategy: str, **meta: object) -> Scenario:
+        return Scenario(seed=self.seed, requests=tuple(self.specs), meta={"strategy": strategy, **meta})
+
+
+def _bystanders(d: Draft, rng: random.Random, count: int, within_ms: float, unit: int) -> None:
+    """Requests with no shared prefix, some long enough to keep the engine busy."""
+    for _ in range(count):
+        d.add(rng.uniform(0, within_ms), rng.choice([unit, 2 * unit, 4 * unit, 8 * unit]), 32)
+
+
+def _prefix_burst(
+    d: Draft, rng: random.Random, prefix: str, prefix_len: int, at_ms: float, size: int, suffix: int
+) -> None:
+    """A blocker, then `size` requests sharing `prefix_len` tokens of `prefix` a few ms later,
+    so that the prefix is allocated and reused inside one scheduling round (the seed's wave 1)."""
+    d.blocker(at_ms)
+    burst = at_ms + rng.uniform(2, 6)
+    for _ in range(size):
+        d.add(burst + rng.uniform(0, 2), prefix_len + rng.randint(1, suffix), 32, prefix=prefix, prefix_len=prefix_len)
 
 
 @dataclass(frozen=True)
 class PageBoundaryBursts:
-    """Two burst waves; requests share named prefixes whose lengths sit on page boundaries.
+    """Burst waves sharing prefixes whose lengths sit on page boundaries.
 
-    Shaped after the seed finding (SGLang #22819): a first wave in which a page-aligned prefix is
-    allocated and reused within the same burst, a second wave of longer variants a few hundred
-    milliseconds later, and bystanders with no shared prefix. The smallest page multiple is drawn
-    most often: the simplest trigger is the one a maintainer wants to see first.
+    Shaped after the seed finding (SGLang #22819). Group `p0` is always the simplest trigger, a
+    prefix of exactly one page, allocated and reused within one burst: the first finding a
+    maintainer sees should be that one. A second group aims at other multiples and the +-1
+    neighbours (smaller multiples more often); a later wave sends longer variants; bystanders
+    share nothing.
     """
 
     name: str = "page-boundary"
-    max_tokens: int = 32
 
     def generate(self, rng: random.Random, shape: TargetShape, *, seed: int) -> Scenario:
         page = rng.choice(shape.pages)
-        builder = PromptBuilder(seed, shape.vocab)
-        multiples = [1] * 6 + [2] * 2 + [3]
-        groups = rng.randint(1, 2)
-        specs: list[RequestSpec] = []
-        room = shape.context_length - self.max_tokens - 1
+        d = Draft(seed, shape)
+        t0 = rng.uniform(0, 40)
+        _prefix_burst(d, rng, "p0", page, t0, rng.randint(2, 4), 2 * page)
+        aims = [page]
+        if rng.random() < 0.5:
+            aim = rng.choice(boundary_lengths(page, [rng.choice([1, 1, 2, 2, 3, 4])]))
+            aims.append(aim)
+            _prefix_burst(d, rng, "p1", aim, t0 + rng.uniform(60, 160), rng.randint(2, 3), 2 * page)
+        # Wave 2: longer variants of the same prefixes, after the first waves have settled.
+        for g, aim in enumerate(aims):
+            for _ in range(rng.randint(0, 2)):
+                d.add(rng.uniform(250, 550), aim + rng.randint(page, 8 * page), 32, prefix=f"p{g}", prefix_len=aim)
+        _bystanders(d, rng, rng.randint(1, 3), 550, page)
+        return d.scenario(self.name, page_size=page, aims=aims)
 
-        def add(rid: str, offset: float, prefix: str | None, prefix_len: int, prompt_len: int) -> None:
-            prompt_len = max(1, min(prompt_len, room))
-            prefix_len = min(prefix_len, prompt_len)
-            ids = builder.prompt(prefix if prefix_len else None, prefix_len, prompt_len)
-            specs.append(RequestSpec(rid, round(offset, 1), ids, self.max_tokens,
-                                     prefix if prefix_len else None, prefix_len))
 
-        n = 0
-        for g in range(groups):
-            prefix = f"p{g}"
-            lengths = _boundary_lengths(page, [rng.choice(multiples)])
-            # Wave 1: a tight burst (a few ms wide), so the prefix's pages are allocated and
-            # reused inside one scheduling round, as in the seed's first wave.
-            t0 = rng.uniform(0, 60)
-            for _ in range(rng.randint(2, 4)):
-                n += 1
-                plen = rng.choice(lengths)
-                add(f"r{n:02d}", t0 + rng.uniform(0, 3), prefix, plen, plen + rng.randint(1, 2 * page))
-            # Wave 2: longer variants of the same prefix, after the first wave has settled.
-            for _ in range(rng.randint(0, 3)):
-                n += 1
-                plen = rng.choice(lengths)
-                add(f"r{n:02d}", rng.uniform(250, 550), prefix, plen, plen + rng.randint(page, 8 * page))
-        # Bystanders: no shared prefix, some long enough to keep the engine busy.
-        for _ in range(rng.randint(1, 4)):
-            n += 1
-            add(f"r{n:02d}", rng.uniform(0, 550), None, 0, rng.choice([page, 2 * page, 4 * page, 16 * page]))
-        return Scenario(seed=seed, requests=tuple(specs), meta={"strategy": self.name, "page_size": page})
+@dataclass(frozen=True)
+class TileBoundaryPrefixes:
+    """Prefixes and extend lengths at attention-tile multiples +-1, reused within a burst.
+
+    Kernels that split work by KV tile compute a prefix-cache hit (a suffix-only query over a
+    cached prefix) differently from a full prefill when the split lands on a tile edge.
+    """
+
+    name: str = "tile-boundary"
+
+    def generate(self, rng: random.Random, shape: TargetShape, *, seed: int) -> Scenario:
+        tile = rng.choice(TILE_SIZES)
+        d = Draft(seed, shape)
+        prefix_len = rng.choice(boundary_lengths(tile, [1, 2, 4, 8]))
+        d.blocker(0)
+        at = rng.uniform(2, 6)
+        for _ in range(rng.randint(2, 4)):
+            extend = rng.choice(boundary_lengths(tile, [1, 2]))
+            d.add(at + rng.uniform(0, 2), prefix_len + extend, 32, prefix="p0", prefix_len=prefix_len)
+        for _ in range(rng.randint(1, 3)):  # hits on the now-cached prefix, alone in their batch
+            d.add(rng.uniform(200, 400), prefix_len + rng.choice(boundary_lengths(tile, [1, 3])), 32,
+                  prefix="p0", prefix_len=prefix_len)
+        return d.scenario(self.name, tile=tile, aims=[prefix_len])
+
+
+@dataclass(frozen=True)
+class BurstReuse:
+    """Waves in which a new prefix is cached and reused inside one burst, while the previous
+    wave's prefix (now cached) is hit at the same time. Prefix lengths are not aligned."""
+
+    name: str = "burst-reuse"
+
+    def generate(self, rng: random.Random, shape: TargetShape, *, seed: int) -> Scenario:
+        page = rng.choice(shape.pages)
+        d = Draft(seed, shape)
+        t = rng.uniform(0, 30)
+        lengths: list[int] = []
+        for w in range(rng.randint(2, 4)):
+            lengths.append(rng.randint(page, 4 * page))
+            d.blocker(t)
+            burst = t + rng.uniform(2, 6)
+            for _ in range(rng.randint(2, 3)):
+                d.add(burst + rng.uniform(0, 2), lengths[w] + rng.randint(1, page), 32,
+                      prefix=f"p{w}", prefix_len=lengths[w])
+            if w:
+                d.add(burst + rng.uniform(0, 2), lengths[w - 1] + rng.randint(1, page), 32,
+                      prefix=f"p{w - 1}", prefix_len=lengths[w - 1])
+            t += rng.uniform(120, 300)
+        return d.scenario(self.name, page_size=page, aims=lengths)
+
+
+@dataclass(frozen=True)
+class BatchSweep:
+    """A decode batch just above a padded size whose requests finish one by one.
+
+    `max_tokens` are staggered, so the running batch shrinks a request at a time and crosses
+    every padding bucket below its start (e.g. 5 -> 4 running requests: bucket 8 -> 4).
+    """
+
+    name: str = "batch-sweep"
+
+    def generate(self, rng: random.Random, shape: TargetShape, *, seed: int) -> Scenario:
+        limit = shape.max_running_requests or 256
+        buckets = [b for b in shape.capture_sizes if 1 < b < min(limit, 40)] or [2]
+        bucket = rng.choice(buckets[:6])
+        size = min(limit, bucket + rng.randint(1, 2))
+        base, gap = rng.randint(4, 24), rng.randint(1, 5)
+        d = Draft(seed, shape)
+        t0 = rng.uniform(0, 20)
+        for i in range(size):
+            d.add(t0 + rng.uniform(0, 3), rng.randint(8, 96), base + i * gap)
+        for _ in range(rng.randint(0, 3)):  # newcomers that grow the batch again mid-way
+            d.add(t0 + rng.uniform(20, 200), rng.randint(8, 64), rng.randint(4, 24))
+        return d.scenario(self.name, bucket=bucket, batch=size)
+
+
+@dataclass(frozen=True)
+class ChunkBoundary:
+    """Prompts split at the chunked-prefill budget, next to other prefills and running decodes.
+
+    The budget is split across one extend batch: a short request first, then one whose length
+    makes the batch total a multiple of the budget +-1 (or a few tokens past it), so the long
+    one is cut at the budget with another request beside it. Decoders run throughout.
+    """
+
+    name: str = "chunk-boundary"
+
+    def generate(self, rng: random.Random, shape: TargetShape, *, seed: int) -> Scenario:
+        room = shape.pool_tokens - 64
+        chunk = shape.chunked_prefill_size or rng.choice([c for c in (512, 1024, 2048) if c < room] or [room // 2])
+        d = Draft(seed, shape)
+        for _ in range(rng.randint(1, 3)):  # running decodes
+            d.add(rng.uniform(0, 10), rng.randint(16, 128), rng.randint(64, 160))
+        t = rng.uniform(20, 60)
+        d.blocker(t)
+        total = chunk * rng.choice([m for m in (1, 2) if m * chunk + 64 < room] or [1])
+        total += rng.choice([-1, 0, 1, 1, 2, rng.randint(3, 64)])
+        first = rng.randint(16, max(17, min(chunk // 2, room)))
+        second = max(1, min(total - first, room))
+        d.add(t + rng.uniform(2, 4), first, rng.randint(8, 32))
+        d.add(t + rng.uniform(4, 6), second, rng.randint(8, 32))
+        if rng.random() < 0.3:  # a second long prompt: the first one's tail shares its batch
+            d.add(t + rng.uniform(6, 8), min(room, rng.choice(boundary_lengths(chunk, [1]))), 16)
+        return d.scenario(self.name, chunk=chunk, batch_total=first + second)
+
+
+@dataclass(frozen=True)
+class EvictionPressure:
+    """Holders of a cached prefix decode while new prompts demand more KV than the pool has.
+
+    Sized from the pool the server reports (1.1x to 1.6x of it; capped, so that a huge pool
+    gives heavy load rather than a scenario that runs for minutes). A later wave hits the
+    holders' prefix again.
+    """
+
+    name: str = "eviction"
+    cap_tokens: int = 12288
+
+    def generate(self, rng: random.Random, shape: TargetShape, *, seed: int) -> Scenario:
+        page = rng.choice(shape.pages)
+        pool = shape.max_total_tokens or 8192
+        want = min(int(pool * rng.uniform(1.1, 1.6)), self.cap_tokens)
+        d = Draft(seed, shape)
+        prefix_len = rng.randint(2, 6) * page + rng.choice([0, 0, 1, rng.randint(2, page)])
+        used = 0
+        for _ in range(rng.randint(2, 4)):
+            spec = d.add(rng.uniform(0, 3), prefix_len + rng.randint(1, page), rng.randint(64, 192),
+                         prefix="p0", prefix_len=prefix_len)
+            used += spec.prompt_len + spec.max_tokens
+        t = rng.uniform(30, 120)
+        # Prefill cost grows faster than length: many mid-sized prompts make pressure cheapest.
+        biggest = max(page, min(shape.pool_tokens - 64, pool // 3, 1024))
+        while used < want:
+            spec = d.add(t, rng.randint(biggest // 3, biggest), rng.randint(8, 48))
+            used += spec.prompt_len + spec.max_tokens
+            t += rng.uniform(0, 20)
+        for _ in range(rng.randint(1, 2)):
+            d.add(t + rng.uniform(100, 300), prefix_len + rng.randint(1, page), 32, prefix="p0", prefix_len=prefix_len)
+        return d.scenario(self.name, page_size=page, pool=pool, load_tokens=used)
+
+
+@dataclass(frozen=True)
+class CancellationStorm:
+    """Requests on a shared prefix cancelled after some tokens, bystanders that take the freed
+    memory, then the cancelled prompts sent again (the client's retry) and fresh hits."""
+
+    name: str = "cancel-storm"
+
+    def generate(self, rng: random.Random, shape: TargetShape, *, seed: int) -> Scenario:
+        page = rng.choice(shape.pages)
+        d = Draft(seed, shape)
+        prefix_len = rng.randint(1, 4) * page + rng.choice([0, 0, rng.randint(1, page - 1)])
+        victims = []
+        for _ in range(rng.randint(1, 3)):
+            cut = rng.uniform(30, 250)
+            victims.append((d.add(rng.uniform(0, 10), prefix_len + rng.randint(1, 2 * page), 256,
+                                  prefix="p0", prefix_len=prefix_len, cancel_after_ms=cut), cut))
+        last_cut = max(cut for _, cut in victims)
+        for _ in range(rng.randint(2, 5)):
+            d.add(last_cut + rng.uniform(5, 60), rng.choice([page, 2 * page, 4 * page]) + rng.randint(0, page), 16)
+        for spec, _ in victims:
+            d.add(last_cut + rng.uniform(100, 400), 0, 32, prefix="p0", prefix_len=prefix_len, prompt_ids=spec.prompt_ids)
+        d.add(last_cut + rng.uniform(100, 400), prefix_len + rng.randint(1, page), 32, prefix="p0", prefix_len=prefix_len)
+        return d.scenario(self.name, page_size=page, cancelled=len(victims))
+
+
+@dataclass(frozen=True)
+class LongDecodes:
+    """Long decodes with staggered ends and a trickle of short newcomers around their ends, so
+    that requests are admitted in the very round in which another one's last step runs."""
+
+    name: str = "long-decode"
+
+    def generate(self, rng: random.Random, shape: TargetShape, *, seed: int) -> Scenario:
+        d = Draft(seed, shape)
+        for _ in range(rng.randint(2, 6)):
+            d.add(rng.uniform(0, 5), rng.randint(16, 128), rng.randint(48, 256))
+        # The trickle: short requests every few ms, so one is nearly always waiting when a step
+        # is scheduled; their own short decodes end at staggered steps too.
+        t, gap = rng.uniform(10, 150), rng.uniform(5, 40)
+        for _ in range(rng.randint(10, 30)):
+            d.add(t, rng.randint(8, 64), rng.randint(2, 16))
+            t += rng.expovariate(1 / gap)
+        return d.scenario(self.name, gap_ms=round(gap, 1))
+
+
+@dataclass(frozen=True)
+class NChoices:
+    """n > 1 requests (forked from one prefill) beside shared-prefix and plain requests."""
+
+    name: str = "n-mix"
+
+    def generate(self, rng: random.Random, shape: TargetShape, *, seed: int) -> Scenario:
+        page = rng.choice(shape.pages)
+        d = Draft(seed, shape)
+        prefix_len = rng.choice(boundary_lengths(page, [1, 2]))
+        d.blocker(0)
+        for _ in range(rng.randint(2, 5)):
+            shared = rng.random() < 0.6
+            d.add(rng.uniform(2, 40), prefix_len + rng.randint(1, 2 * page), rng.randint(8, 48),
+                  prefix="p0" if shared else None, prefix_len=prefix_len if shared else 0,
+                  n=rng.choice([1, 2, 2, 3, 4]), stream=rng.random() < 0.3)
+        return d.scenario(self.name, page_size=page)
 
 
 @dataclass(frozen=True)
@@ -109,23 +423,37 @@ class RandomLoad:
     rate_per_s: float = 40.0
 
     def generate(self, rng: random.Random, shape: TargetShape, *, seed: int) -> Scenario:
-        builder = PromptBuilder(seed, shape.vocab)
+        d = Draft(seed, shape)
         t = 0.0
-        specs = []
-        for i in range(rng.randint(4, 12)):
+        for _ in range(rng.randint(4, 12)):
             t += rng.expovariate(self.rate_per_s) * 1000.0
-            plen = rng.randint(8, min(1024, shape.context_length - self.max_tokens - 1))
-            specs.append(RequestSpec(f"r{i + 1:02d}", round(t, 1), builder.prompt(None, 0, plen), self.max_tokens))
-        return Scenario(seed=seed, requests=tuple(specs), meta={"strategy": self.name})
+            d.add(t, rng.randint(8, min(1024, shape.pool_tokens - self.max_tokens - 1)), self.max_tokens)
+        return d.scenario(self.name)
 
 
-STRATEGIES: dict[str, Strategy] = {s.name: s for s in (PageBoundaryBursts(), RandomLoad())}
+STRATEGIES: dict[str, Strategy] = {
+    s.name: s
+    for s in (
+        PageBoundaryBursts(), BatchSweep(), LongDecodes(), CancellationStorm(), BurstReuse(), NChoices(),
+        RandomLoad(), TileBoundaryPrefixes(), ChunkBoundary(), EvictionPressure(),
+    )
+}
+# What `servefuzz fuzz` mixes by default, in the order of its first round: the seed's bug class
+# first, so that the embedded default's first finding is the one-page prefix; then the cheap
+# scenarios before the ones whose long prompts cost seconds per run.
+DEFAULT_MIX: tuple[str, ...] = tuple(STRATEGIES)
 
 
 def get_strategy(name: str) -> Strategy:
     try:
         return STRATEGIES[name]
     except KeyError:
-        from servefuzz.errors import UsageError
+        raise UsageError(f"unknown strategy {name!r}; known: mix, {', '.join(sorted(STRATEGIES))}") from None
 
-        raise UsageError(f"unknown strategy {name!r}; known: {', '.join(sorted(STRATEGIES))}") from None
+
+def get_strategies(spec: str) -> tuple[Strategy, ...]:
+    """`"mix"` (every strategy) or a comma-separated list of names, in that order."""
+    names = DEFAULT_MIX if spec == "mix" else tuple(n.strip() for n in spec.split(",") if n.strip())
+    if not names:
+        raise UsageError("--strategy needs a name (or 'mix')")
+    return tuple(get_strategy(n) for n in dict.fromkeys(names))

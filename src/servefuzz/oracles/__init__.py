@@ -1,6 +1,6 @@
 """Oracles: pure functions from recorded histories to anomalies with evidence.
 
-    >>> from servefuzz.oracles import replay_consistency, isolation, n_consistency, liveness
+    >>> from servefuzz.oracles import replay_consistency, isolation, n_consistency, liveness, cache_state
     >>> replay_consistency([]).anomalies
     ()
 
@@ -10,9 +10,11 @@ margin at the first differing token against the measured noise); see `servefuzz.
 
 from __future__ import annotations
 
+from servefuzz.oracles.cache_state import CACHE_STATES, cache_state
 from servefuzz.oracles.isolation import isolation
 from servefuzz.oracles.liveness import CRASH_MIN_TAIL, liveness
 from servefuzz.oracles.nconsistency import n_consistency
+from servefuzz.oracles.noisy_neighbour import latency_ms, noisy_neighbour
 from servefuzz.oracles.outputs import Output, VariantGroup, determinate_outputs, group_variants, output_key
 from servefuzz.oracles.replay import ReplayOutcome, replay_consistency
 from servefuzz.oracles.verdict import NOISE_FLOOR, NOISE_K, NoiseModel, brief, classify, fmt_lp, measure_noise
@@ -24,6 +26,10 @@ __all__ = [
     "n_consistency",
     "liveness",
     "CRASH_MIN_TAIL",
+    "cache_state",
+    "CACHE_STATES",
+    "noisy_neighbour",
+    "latency_ms",
     "NoiseModel",
     "measure_noise",
     "classify",

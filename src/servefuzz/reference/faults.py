@@ -21,7 +21,7 @@ from functools import lru_cache
 
 import numpy as np
 
-__all__ = ["Fault", "FAULTS", "batch_variant_offsets", "NUMERIC_DRIFT_UNITS"]
+__all__ = ["FAULTS", "NUMERIC_DRIFT_UNITS", "Fault", "batch_variant_offsets"]
 
 
 @dataclass(frozen=True)

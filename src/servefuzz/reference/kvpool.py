@@ -25,7 +25,7 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 
-__all__ = ["KVPool", "ReqToTokenPool", "PADDING_SLOT"]
+__all__ = ["PADDING_SLOT", "KVPool", "ReqToTokenPool"]
 
 PADDING_SLOT = 0  # inside reserved page 0
 
@@ -44,9 +44,12 @@ class KVPool:
         self.num_pages = total_tokens // page_size
         if self.num_pages < 2:
             raise ValueError("the pool needs at least two pages (page 0 is reserved)")
-        slots = self.num_pages * page_size
-        self.k = [np.zeros((slots, n_heads, head_dim), dtype=np.int16) for _ in range(n_layers)]
-        self.v = [np.zeros((slots, n_heads, head_dim), dtype=np.int16) for _ in range(n_layers)]
+        self.num_slots = self.num_pages * page_size
+        # K and V side by side per slot: one gather fetches both, and converting the gathered
+        # block to float64 in one contiguous pass is what keeps decode fast.
+        self.kv = [np.zeros((self.num_slots, 2, n_heads, head_dim), dtype=np.int16) for _ in range(n_layers)]
+        self._raw = np.empty((0, 2, n_heads, head_dim), dtype=np.int16)  # gather workspace
+        self._wide = np.empty((0, 2, n_heads, head_dim), dtype=np.float64)
         self._refs = np.zeros(self.num_pages, dtype=np.int64)
         self._free: list[int] = list(range(1, self.num_pages))  # a sorted list is a valid heap
 
@@ -86,6 +89,11 @@ class KVPool:
                 self._refs[p] = 0
                 heapq.heappush(self._free, p)
 
+    def clear(self) -> None:
+        """Every page free again (a flush of an idle engine, as SGLang's allocator clear)."""
+        self._refs[:] = 0
+        self._free = list(range(1, self.num_pages))
+
     def refcount(self, page: int) -> int:
         return int(self._refs[page])
 
@@ -95,10 +103,31 @@ class KVPool:
         table = np.asarray(pages, dtype=np.int64)
         return table[pos // self.page_size] * self.page_size + pos % self.page_size
 
+    def write(self, layer: int, slots: np.ndarray, k: np.ndarray, v: np.ndarray) -> None:
+        """Store K and V ([T, H, D] each) of T tokens into `slots`."""
+        self.kv[layer][slots, 0] = k
+        self.kv[layer][slots, 1] = v
+
+    def gather(self, layer: int, slots: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """K and V of `slots` (any shape S) as float64 arrays of shape [*S, H, D].
+
+        They are views of a workspace that the next gather overwrites, as a GPU kernel's
+        workspace is: use them (or copy them) before gathering again. Reusing the workspace
+        saves decode the cost of fresh multi-megabyte buffers every layer of every step.
+        """
+        n, per_slot = slots.size, self.kv[layer].shape[1:]
+        if len(self._raw) < n:
+            self._raw = np.empty((2 * n, *per_slot), dtype=np.int16)
+            self._wide = np.empty((2 * n, *per_slot), dtype=np.float64)
+        raw = self._raw[:n].reshape(*slots.shape, *per_slot)
+        wide = self._wide[:n].reshape(raw.shape)
+        np.take(self.kv[layer], slots, axis=0, out=raw)
+        np.copyto(wide, raw)
+        return wide[..., 0, :, :], wide[..., 1, :, :]
+
     def copy_slots(self, src: np.ndarray, dst: np.ndarray) -> None:
-        for layer in range(len(self.k)):
-            self.k[layer][dst] = self.k[layer][src]
-            self.v[layer][dst] = self.v[layer][src]
+        for kv in self.kv:
+            kv[dst] = kv[src]
 
 
 class ReqToTokenPool:
@@ -113,7 +142,8 @@ class ReqToTokenPool:
         self.table = np.zeros((rows + 1, context_length), dtype=np.int64)
         self.padding_row = rows
         # A stack: the most recently freed row is reused first, as a free list does.
-        self._free = list(range(rows - 1, -1, -1))
+        self._free: list[int] = []
+        self.clear()
 
     @property
     def free_rows(self) -> int:
@@ -126,6 +156,9 @@ class ReqToTokenPool:
 
     def free(self, row: int) -> None:
         self._free.append(row)
+
+    def clear(self) -> None:
+        self._free = list(range(len(self.table) - 2, -1, -1))
 
     def write(self, row: int, start: int, slots: np.ndarray) -> None:
         self.table[row, start : start + len(slots)] = slots

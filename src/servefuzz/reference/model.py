@@ -14,8 +14,9 @@ batch of 100, in one prefill or in eight chunks, from a fresh KV pool or a cache
     (4, True)
 
 The serving engine (`scheduler.py`) drives the same building blocks (`embed`, `qkv`, `attend`,
-`post_attention`, `logits`) against its paged KV pool; `generate` and `score` here are the plain
-no-cache reference the tests hold the engine to.
+`post_attention`, `logits`) against its paged KV pool. `score` here is the plain no-cache
+forward of one sequence alone that the tests hold the engine to; `generate` is one sequence
+alone with a private contiguous cache.
 
 Fixed-point units: normalised activations have 1.0 == `UNIT` (256); the residual stream uses the
 same unit; logits are integers in 1/`LOGIT_UNIT` nats. Attention and the final softmax use
@@ -31,16 +32,17 @@ from dataclasses import dataclass
 import numpy as np
 
 __all__ = [
-    "ModelConfig",
-    "TinyModel",
-    "Generation",
-    "TokenLogprobs",
-    "PAD_ID",
     "BOS_ID",
     "EOS_ID",
-    "UNIT",
     "LOGIT_UNIT",
+    "PAD_ID",
+    "UNIT",
+    "Generation",
+    "ModelConfig",
+    "TinyModel",
+    "TokenLogprobs",
     "attend",
+    "causal_attention",
     "detokenize",
 ]
 
@@ -53,6 +55,8 @@ ROPE_ONE = 2**14  # cos/sin tables in this fixed point
 ATTN_LUT_ONE = 2**20  # attention weights: exp(-d) * 2**20, integers
 LOGIT_LUT_BITS = 40  # softmax over the vocabulary: exp(-d) * 2**40, integers
 ATTN_SHIFT = 2**8  # integer score differences are bucketed by 256 before the table
+_QUERY_BLOCK = 128  # causal attention handles this many query rows at a time
+_MASKED = -(2.0**46)  # far below any score (|score| < 2**29): its gap lands on the zero weight
 
 
 @dataclass(frozen=True)
@@ -116,14 +120,14 @@ def _attention_lut(head_dim: int) -> np.ndarray:
     # Integer weights exp(-real_score_gap) for each bucket of integer score gaps; the last entry
     # is 0 and is where masked positions point.
     scale = ATTN_SHIFT / (UNIT * UNIT * math.sqrt(head_dim))
-    n = int(math.ceil(math.log(2 * ATTN_LUT_ONE) / scale)) + 2
+    n = math.ceil(math.log(2 * ATTN_LUT_ONE) / scale) + 2
     lut = np.round(ATTN_LUT_ONE * np.exp(-np.arange(n) * scale))
     lut[-1] = 0.0
     return lut
 
 
 def _logit_lut() -> np.ndarray:
-    n = int(math.ceil(math.log(2.0**(LOGIT_LUT_BITS + 1)) * LOGIT_UNIT)) + 2
+    n = math.ceil(math.log(2.0 ** (LOGIT_LUT_BITS + 1)) * LOGIT_UNIT) + 2
     lut = np.round(2.0**LOGIT_LUT_BITS * np.exp(-np.arange(n) / LOGIT_UNIT))
     lut[-1] = 0.0
     return lut
@@ -134,18 +138,36 @@ def attend(q: np.ndarray, k: np.ndarray, v: np.ndarray, valid: np.ndarray, lut: 
 
     Scores are integers; the gap to the row maximum indexes an integer weight table; weighted
     sums of values are exact integers; one division per output element. Padding keys (invalid)
-    get weight 0, so padding the batch to its longest sequence cannot change a bit.
+    get weight 0, so padding the batch to its longest sequence cannot change a bit. Every row
+    needs at least one valid key.
     """
-    scores = q @ np.swapaxes(k, -1, -2)
-    masked = np.where(valid, scores, -np.inf)
-    top = masked.max(axis=-1, keepdims=True)
-    top = np.where(np.isfinite(top), top, 0.0)  # fully masked rows (padding rows) stay finite
-    gap = np.floor((top - scores) * (1.0 / ATTN_SHIFT))
-    idx = np.where(valid, np.minimum(gap, len(lut) - 1), len(lut) - 1).astype(np.intp)
-    w = lut[idx]
-    den = w.sum(axis=-1, keepdims=True)
-    num = w @ v
-    return np.round(num / np.maximum(den, 1.0))
+    s = np.where(valid, q @ np.swapaxes(k, -1, -2), _MASKED)
+    top = s.max(axis=-1, keepdims=True)
+    # In place: gap to the row maximum (exact integers below 2**47), bucketed, capped.
+    np.subtract(top, s, out=s)
+    np.multiply(s, 1.0 / ATTN_SHIFT, out=s)
+    np.minimum(s, len(lut) - 1, out=s)
+    w = lut[s.astype(np.intp)]  # truncation is floor here: gaps are >= 0
+    return np.round((w @ v) / w.sum(axis=-1, keepdims=True))  # the row maximum weighs 2**20
+
+
+def causal_attention(q: np.ndarray, keys: np.ndarray, values: np.ndarray, start: int, lut: np.ndarray) -> np.ndarray:
+    """Attention of one sequence's new tokens. q [n,H,D] at positions start..start+n-1; keys
+    and values [start+n,H,D] (cached prefix, then the new tokens) -> [n,H,D].
+
+    Queries go through in blocks, each against only the keys it may see: memory stays small
+    for long prompts, and since every row is exact, blocking changes no bit.
+    """
+    n = len(q)
+    out = np.empty_like(q)
+    kt, vt = np.swapaxes(keys, 0, 1)[None], np.swapaxes(values, 0, 1)[None]
+    for a in range(0, n, _QUERY_BLOCK):
+        b = min(n, a + _QUERY_BLOCK)
+        width = start + b
+        valid = (np.arange(width)[None, :] <= (start + np.arange(a, b))[:, None])[None, None]
+        qt = np.swapaxes(q[a:b], 0, 1)[None]
+        out[a:b] = np.swapaxes(attend(qt, kt[:, :, :width], vt[:, :, :width], valid, lut)[0], 0, 1)
+    return out
 
 
 class TinyModel:
@@ -165,6 +187,7 @@ class TinyModel:
 
         d, f, hd = c.d_model, c.d_mlp, c.head_dim
         self.embedding = np.clip(ints((c.vocab_size, d), UNIT), -RESID_CLIP, RESID_CLIP)
+
         def sharp() -> np.ndarray:
             return np.concatenate([ints((d, hd), 32.0 * math.sqrt(b)) for b in c.head_sharpness], axis=1)
 
@@ -237,41 +260,51 @@ class TinyModel:
         raw = _rms_norm(h) @ self.unembed
         return np.round(raw * (2.0**-self.shift_logit)) + self.logit_bias
 
-    def logprobs_row(self, logits: np.ndarray, token_id: int, top_k: int) -> TokenLogprobs:
-        """Log-softmax of one row of integer logits, computed from that row alone.
+    def logprobs(self, logits: np.ndarray, token_ids: Sequence[int], top_k: Sequence[int]) -> list[TokenLogprobs]:
+        """Log-softmax of each row of integer logits [B, V]; a row's result depends on it alone.
 
-        exp of each integer gap to the max comes from an integer table, the partition sum is an
-        exact integer, and the one `math.log` sees the same integer whatever the batch.
+        exp of each integer gap to the row max comes from an integer table, so the partition
+        sums are exact integers (any batching sums them the same), and the one `math.log` per
+        row sees the same integer whatever the batch.
         """
-        top = logits.max()
-        gap = np.minimum(top - logits, len(self.logit_lut) - 1).astype(np.intp)
-        log_z = math.log(float(self.logit_lut[gap].sum())) - LOGIT_LUT_BITS * math.log(2.0)
+        top = logits.max(axis=1, keepdims=True)
+        gaps = np.minimum(top - logits, len(self.logit_lut) - 1).astype(np.intp)
+        partition = self.logit_lut[gaps].sum(axis=1)
+        out = []
+        for row, peak, z, tok, k in zip(logits, top[:, 0], partition, token_ids, top_k, strict=True):
+            log_z = math.log(float(z)) - LOGIT_LUT_BITS * math.log(2.0)
+            best = np.argsort(-row, kind="stable")[:k] if k > 0 else ()
+            out.append(
+                TokenLogprobs(
+                    int(tok),
+                    float((row[tok] - peak) / LOGIT_UNIT - log_z),
+                    tuple((int(t), float((row[t] - peak) / LOGIT_UNIT - log_z)) for t in best),
+                )
+            )
+        return out
 
-        def lp(t: int) -> float:
-            return float((logits[t] - top) / LOGIT_UNIT - log_z)
+    # -- the plain reference: one sequence alone, contiguous private KV --------------------------
 
-        best: tuple[tuple[int, float], ...] = ()
-        if top_k > 0:
-            order = np.argsort(-logits, kind="stable")[:top_k]
-            best = tuple((int(t), lp(int(t))) for t in order)
-        return TokenLogprobs(token_id, lp(token_id), best)
-
-    # -- the plain reference: one sequence, no cache -----------------------------------------
+    def _extend(self, token_ids: Sequence[int], cache: list[tuple[np.ndarray, np.ndarray]]) -> np.ndarray:
+        """Run new tokens after the cached ones; append their K/V to `cache`; return their residuals."""
+        ids = np.asarray(token_ids, dtype=np.intp)
+        start = len(cache[0][0]) if cache else 0
+        if ids.ndim != 1 or len(ids) == 0 or start + len(ids) > self.config.context_length:
+            raise ValueError("need 1..context_length token ids in all")
+        pos = np.arange(start, start + len(ids))
+        h = self.embed(ids)
+        for layer in range(self.config.n_layers):
+            q, k, v = self.qkv(layer, h, pos)
+            if len(cache) <= layer:
+                cache.append((k[:0], v[:0]))
+            keys, values = (np.concatenate([cache[layer][0], k]), np.concatenate([cache[layer][1], v]))
+            cache[layer] = (keys, values)
+            h = self.post_attention(layer, h, causal_attention(q, keys, values, start, self.attn_lut))
+        return h
 
     def forward(self, token_ids: Sequence[int]) -> np.ndarray:
         """Integer logits [T, V] for every position of one sequence, computed from scratch."""
-        ids = np.asarray(token_ids, dtype=np.intp)
-        if ids.ndim != 1 or len(ids) == 0 or len(ids) > self.config.context_length:
-            raise ValueError("forward needs 1..context_length token ids")
-        pos = np.arange(len(ids))
-        h = self.embed(ids)
-        causal = np.tril(np.ones((len(ids), len(ids)), dtype=bool))[None, None]
-        for layer in range(self.config.n_layers):
-            q, k, v = self.qkv(layer, h, pos)
-            t = lambda x: np.swapaxes(x, 0, 1)[None]  # noqa: E731 - [T,H,D] -> [1,H,T,D]
-            a = attend(t(q), t(k), t(v), causal, self.attn_lut)[0]
-            h = self.post_attention(layer, h, np.swapaxes(a, 0, 1))
-        return self.logits(h)
+        return self.logits(self._extend(token_ids, []))
 
     @staticmethod
     def greedy(logits_row: np.ndarray) -> int:
@@ -281,16 +314,17 @@ class TinyModel:
     def generate(
         self, prompt: Sequence[int], max_new_tokens: int, *, ignore_eos: bool = True, top_k: int = 0
     ) -> Generation:
-        """Greedy continuation by full recomputation at every step (slow, obviously right)."""
-        seq = list(prompt)
+        """Greedy continuation of one sequence alone (one prefill, then one token per step)."""
+        cache: list[tuple[np.ndarray, np.ndarray]] = []
         steps: list[TokenLogprobs] = []
+        h = self._extend(prompt, cache)
         for _ in range(max_new_tokens):
-            row = self.forward(seq)[-1]
-            tok = self.greedy(row)
-            steps.append(self.logprobs_row(row, tok, top_k))
-            seq.append(tok)
-            if tok == EOS_ID and not ignore_eos:
+            row = self.logits(h[-1:])
+            tok = self.greedy(row[0])
+            steps += self.logprobs(row, [tok], [top_k])
+            if (tok == EOS_ID and not ignore_eos) or len(steps) == max_new_tokens:
                 break
+            h = self._extend([tok], cache)
         return Generation(tuple(s.token_id for s in steps), tuple(steps))
 
     def score(self, prompt: Sequence[int], output: Sequence[int], *, top_k: int = 0) -> Generation:
@@ -304,7 +338,7 @@ class TinyModel:
             return Generation((), ())
         seq = list(prompt) + list(output[:-1])
         logits = self.forward(seq)[len(prompt) - 1 :]
-        steps = [self.logprobs_row(row, self.greedy(row), top_k) for row in logits]
+        steps = self.logprobs(logits, [self.greedy(row) for row in logits], [top_k] * len(logits))
         return Generation(tuple(s.token_id for s in steps), tuple(steps))
 
     def exactness_bounds(self) -> dict[str, float]:

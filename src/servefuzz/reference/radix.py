@@ -25,13 +25,13 @@ from dataclasses import dataclass
 
 from servefuzz.reference.kvpool import KVPool
 
-__all__ = ["RadixCache", "RadixNode", "PrefixMatch"]
+__all__ = ["PrefixMatch", "RadixCache", "RadixNode"]
 
 
 class RadixNode:
     """One cached page. `ready` is False only for pages a planted fault inserted early."""
 
-    __slots__ = ("key", "page", "parent", "children", "lock_ref", "last_access", "ready")
+    __slots__ = ("children", "key", "last_access", "lock_ref", "page", "parent", "ready")
 
     def __init__(self, key: tuple[int, ...], page: int, parent: RadixNode | None, ready: bool = True) -> None:
         self.key = key
@@ -128,6 +128,7 @@ class RadixCache:
         A clean engine evicts only unlocked leaves and drops the tree's reference (the page is
         freed once nobody else holds it). `ignore_locks` is the planted evict-in-use fault.
         """
+
         def evictable(n: RadixNode) -> bool:
             return n is not self.root and not n.children and (ignore_locks or n.lock_ref == 0)
 
@@ -152,10 +153,7 @@ class RadixCache:
         return evicted
 
     def reset(self) -> None:
-        """Drop every cached page (flush). Only called when no request holds a lock."""
-        for node in self._nodes():
-            if node is not self.root:
-                self.pool.release([node.page])
+        """Forget every cached page. The caller (a flush of an idle engine) clears the pool."""
         self.root.children = {}
         self.cached_pages = 0
 

@@ -24,9 +24,11 @@ engine thread once per step with that step's events.
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import enum
 import math
 import queue
+import sys
 import threading
 import traceback
 from collections import deque
@@ -38,22 +40,29 @@ import numpy as np
 
 from servefuzz.reference.faults import batch_variant_offsets
 from servefuzz.reference.kvpool import PADDING_SLOT, KVPool, ReqToTokenPool
-from servefuzz.reference.model import EOS_ID, LOGIT_UNIT, PAD_ID, ModelConfig, TinyModel, TokenLogprobs, attend
+from servefuzz.reference.model import (
+    EOS_ID,
+    LOGIT_UNIT,
+    PAD_ID,
+    ModelConfig,
+    TinyModel,
+    TokenLogprobs,
+    attend,
+    causal_attention,
+)
 from servefuzz.reference.radix import RadixCache, RadixNode
 from servefuzz.reference.server_args import CAPTURE_BATCH_SIZES, ServerArgs
 
 __all__ = [
     "Engine",
+    "EngineStats",
+    "Event",
+    "FinishEvent",
+    "FinishReason",
     "Request",
     "RequestError",
     "TokenEvent",
-    "FinishEvent",
-    "Event",
-    "FinishReason",
-    "EngineStats",
 ]
-
-_QUERY_BLOCK = 512  # extend attention is computed this many query rows at a time (memory bound)
 
 
 class RequestError(ValueError):
@@ -164,13 +173,16 @@ class _DecodeItem:
 
 
 @dataclass(eq=False)
-class _Batch:
-    extend: bool
-    items: list[Any]
+class _ExtendBatch:
+    items: list[_ExtendItem]
 
-    @property
-    def n_requests(self) -> int:
-        return len({id(it.seq.req) for it in self.items})
+
+@dataclass(eq=False)
+class _DecodeBatch:
+    items: list[_DecodeItem]
+
+
+_Batch = _ExtendBatch | _DecodeBatch
 
 
 @dataclass
@@ -215,7 +227,11 @@ class _GraphBuffers:
             # the last real row replays with the previous step's position and row.
             fresh = raw - 1
         self.ids[:raw], self.slots[:raw] = ids, slots
-        self.positions[:fresh], self.rows[:fresh], self.lens[:fresh] = positions[:fresh], rows[:fresh], positions[:fresh] + 1
+        self.positions[:fresh], self.rows[:fresh], self.lens[:fresh] = (
+            positions[:fresh],
+            rows[:fresh],
+            positions[:fresh] + 1,
+        )
         # Padding rows: token 0 at position 0 of the all-zero padding row, writing to slot 0.
         self.ids[raw:bs], self.positions[raw:bs], self.rows[raw:bs] = PAD_ID, 0, self.padding_row
         self.lens[raw:bs], self.slots[raw:bs] = 1, PADDING_SLOT
@@ -245,10 +261,9 @@ class Engine:
         self._events: dict[int, tuple[Request, list[Event]]] = {}
         self._inbox: queue.SimpleQueue[tuple[str, Any]] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
-        self._fault = {name: args.has_fault(name) for name in args.faults}
 
     def _has(self, fault: str) -> bool:
-        return self._fault.get(fault, False)
+        return self.args.has_fault(fault)
 
     # -- thread-safe side ----------------------------------------------------------------------
 
@@ -319,14 +334,14 @@ class Engine:
                     self._apply(cmd, arg)
                     block = False
                 self.step()
-        except Exception:  # a bug in the engine itself: fail loudly, never hang clients
+        except Exception:  # noqa: BLE001 - a bug in the engine itself: fail loudly, never hang clients
             self.error = traceback.format_exc()
-            print(self.error, flush=True)
-            for req in list(self.requests.values()):
-                for s in req.seqs:
-                    if s.state is not _State.DONE:
-                        self._finish(s, FinishReason("abort", message="internal engine error"))
-            self._emit()
+            print(self.error, file=sys.stderr, flush=True)
+            reason = FinishReason("abort", message="internal engine error")
+            for req in self.requests.values():
+                if req.sink is not None:
+                    with contextlib.suppress(Exception):
+                        req.sink([FinishEvent(s.index, reason) for s in req.seqs if s.state is not _State.DONE])
 
     def _apply(self, cmd: str, arg: Any) -> None:
         if cmd == "submit":
@@ -381,10 +396,16 @@ class Engine:
         self._emit()
 
     def flush_now(self) -> bool:
+        """Idle only: empty the cache and reset the allocators, as SGLang's flush_cache does.
+
+        A flushed engine is a fresh engine, whatever a planted fault did to its free lists.
+        """
         if self.busy:
             return False
         if self.tree is not None:
             self.tree.reset()
+        self.pool.clear()
+        self.rows.clear()
         self._update_gauges()
         return True
 
@@ -399,6 +420,8 @@ class Engine:
             batch = self._schedule()
             if batch is not None:
                 self._run(batch)
+        if self.graph is not None and not self.busy:
+            self.graph.last_bs = 0  # a busy period ended: the next decode is nobody's "next step"
         self._update_gauges()
         self._emit()
 
@@ -423,7 +446,7 @@ class Engine:
         # row is handed back *now*, while batch N's forward has yet to read it. Without overlap
         # nothing is in flight at schedule time and this is harmless.
         batch = self.inflight
-        if batch is None or batch.extend:
+        if not isinstance(batch, _DecodeBatch):
             return
         for it in batch.items:
             s = it.seq
@@ -441,8 +464,8 @@ class Engine:
     def _pages_for(self, s: Seq, end: int) -> int:
         return max(0, math.ceil(end / self.args.page_size) - len(s.pages))
 
-    def _schedule_extend(self) -> _Batch | None:
-        budget = self.args.chunked_prefill_size if self.args.chunked_prefill_size > 0 else math.inf
+    def _schedule_extend(self) -> _ExtendBatch | None:
+        budget = self.args.chunked_prefill_size if self.args.chunked_prefill_size > 0 else sys.maxsize
         reserve = len(self.running)  # headroom: each decoding sequence may need a page soon
         items: list[_ExtendItem] = []
         if self.chunked is not None:
@@ -461,9 +484,9 @@ class Engine:
             self.waiting.popleft()
             items.append(item)
             budget -= item.end - item.start
-        return _Batch(True, items) if items else None
+        return _ExtendBatch(items) if items else None
 
-    def _admit(self, s: Seq, budget: float, reserve: int) -> _ExtendItem | None:
+    def _admit(self, s: Seq, budget: int, reserve: int) -> _ExtendItem | None:
         ps = self.args.page_size
         fresh = not s.admitted
         siblings = [x for x in s.req.seqs[1:] if x.state is _State.FORK_PENDING] if fresh else []
@@ -477,15 +500,20 @@ class Engine:
             )
             prefix, node = match.pages, match.node
         start = len(prefix) * ps
-        end = int(min(len(s.tokens), start + budget))
+        end = min(len(s.tokens), start + budget)
         need = math.ceil(end / ps) - len(prefix)
-        if not self._ensure_free_pages(need + reserve):
-            return None
+        # Hold the matched prefix *before* making room: eviction must not take it from under us.
         self.pool.retain(prefix)
-        s.pages = prefix + (self.pool.alloc(need) or [])
-        if node is not None and prefix:
-            self.tree.lock(node)  # type: ignore[union-attr]
+        if self.tree is not None and node is not None and prefix:
+            self.tree.lock(node)
+        if not self._ensure_free_pages(need + reserve):
+            self.pool.release(prefix)
+            if self.tree is not None and node is not None and prefix:
+                self.tree.unlock(node)
+            return None
+        if prefix:
             s.node = node
+        s.pages = prefix + (self.pool.alloc(need) or [])
         s.row = self.rows.alloc()
         for sib in siblings:
             sib.row = self.rows.alloc()
@@ -513,7 +541,7 @@ class Engine:
             self.tree.insert(s.tokens[:end], s.pages, ready=False)
         return _ExtendItem(s, s.row, start, end, np.asarray(s.tokens[start:end], dtype=np.intp), final)
 
-    def _schedule_decode(self) -> _Batch | None:
+    def _schedule_decode(self) -> _DecodeBatch | None:
         ps = self.args.page_size
         items: list[_DecodeItem] = []
         for s in list(self.running):
@@ -531,7 +559,7 @@ class Engine:
             s.kv_len += 1
             s.inflight += 1
             items.append(_DecodeItem(s, s.row, pos, slot))
-        return _Batch(False, items) if items else None
+        return _DecodeBatch(items) if items else None
 
     def _retract(self, s: Seq) -> None:
         """Out of pages: give this sequence's memory back and prefill it again later."""
@@ -549,18 +577,21 @@ class Engine:
     # -- running a batch ---------------------------------------------------------------------
 
     def _run(self, batch: _Batch) -> None:
-        logits = self._forward_extend(batch) if batch.extend else self._forward_decode(batch)
-        self.stats.forward_steps += 1
-        if self._has("batch-variant-numerics") and not self.args.enable_deterministic_inference:
-            logits = logits + batch_variant_offsets(batch.n_requests, logits.shape[1])
-        if batch.extend:
-            self._process_extend(batch, logits)
+        if isinstance(batch, _ExtendBatch):
+            self._process_extend(batch, self._drift(batch, self._forward_extend(batch)))
         else:
-            self._process_decode(batch, logits)
+            self._process_decode(batch, self._drift(batch, self._forward_decode(batch)))
+        self.stats.forward_steps += 1
 
-    def _forward_extend(self, batch: _Batch) -> np.ndarray:
+    def _drift(self, batch: _Batch, logits: np.ndarray) -> np.ndarray:
+        if not self._has("batch-variant-numerics") or self.args.enable_deterministic_inference:
+            return logits
+        n_requests = len({id(it.seq.req) for it in batch.items})
+        return logits + batch_variant_offsets(n_requests, logits.shape[1])
+
+    def _forward_extend(self, batch: _ExtendBatch) -> np.ndarray:
         m, pool = self.model, self.pool
-        items: list[_ExtendItem] = batch.items
+        items = batch.items
         ids = np.concatenate([it.ids for it in items])
         positions = np.concatenate([np.arange(it.start, it.end) for it in items])
         bounds = np.cumsum([0] + [it.end - it.start for it in items])
@@ -573,41 +604,25 @@ class Engine:
                 # Prefix KV is gathered from the pool through the row, read now; the new tokens'
                 # KV comes straight from this batch, as in a ragged extend kernel. The batch's
                 # writes land after every request has gathered its prefix.
-                prefix = self.rows.table[it.row, : it.start]
-                keys = np.concatenate([pool.k[layer][prefix], k[a:b]])
-                values = np.concatenate([pool.v[layer][prefix], v[a:b]])
-                out[a:b] = self._extend_attention(q[a:b], keys, values, it.start)
+                prefix_k, prefix_v = pool.gather(layer, self.rows.table[it.row, : it.start])
+                keys = np.concatenate([prefix_k, k[a:b]])
+                values = np.concatenate([prefix_v, v[a:b]])
+                out[a:b] = causal_attention(q[a:b], keys, values, it.start, m.attn_lut)
             for it, a, b in spans:
                 slots = self.rows.table[it.row, it.start : it.end].copy()
                 if self._has("chunk-boundary") and len(items) > 1 and not it.final:
                     # FAULT chunk-boundary (models SGLang #22291 / PR #17850): a chunk cut at the
                     # batch's token budget next to other requests writes its last KV entry one
                     # slot off; that position keeps whatever its slot held before.
-                    slots[-1] = min(slots[-1] + 1, len(pool.k[layer]) - 1)
-                pool.k[layer][slots] = k[a:b]
-                pool.v[layer][slots] = v[a:b]
+                    slots[-1] = min(slots[-1] + 1, pool.num_slots - 1)
+                pool.write(layer, slots, k[a:b], v[a:b])
             h = m.post_attention(layer, h, out)
         last = [b - 1 for it, _, b in spans if it.final]
         return m.logits(h[last])
 
-    def _extend_attention(self, q: np.ndarray, keys: np.ndarray, values: np.ndarray, start: int) -> np.ndarray:
-        # q [n,H,D] at positions start..start+n-1; keys/values [start+n,H,D]; causal.
-        lut = self.model.attn_lut
-        n = len(q)
-        out = np.empty_like(q)
-        kt = np.swapaxes(keys, 0, 1)[None].astype(np.float64)
-        vt = np.swapaxes(values, 0, 1)[None].astype(np.float64)
-        for a in range(0, n, _QUERY_BLOCK):
-            b = min(n, a + _QUERY_BLOCK)
-            width = start + b
-            valid = (np.arange(width)[None, :] <= (start + np.arange(a, b))[:, None])[None, None]
-            qt = np.swapaxes(q[a:b], 0, 1)[None]
-            out[a:b] = np.swapaxes(attend(qt, kt[:, :, :width], vt[:, :, :width], valid, lut)[0], 0, 1)
-        return out
-
-    def _forward_decode(self, batch: _Batch) -> np.ndarray:
+    def _forward_decode(self, batch: _DecodeBatch) -> np.ndarray:
         m, pool = self.model, self.pool
-        items: list[_DecodeItem] = batch.items
+        items = batch.items
         raw = len(items)
         # The input token is resolved when the forward runs: in overlap mode it was produced
         # by the batch processed just before. Dropped outputs (aborted) read as padding.
@@ -626,19 +641,18 @@ class Engine:
         valid = (np.arange(width)[None, :] < lens[:, None])[:, None, None, :]
         for layer in range(m.config.n_layers):
             q, k, v = m.qkv(layer, h, positions)
-            pool.k[layer][slots] = k  # a paged decode kernel writes its token, then reads the row
-            pool.v[layer][slots] = v
-            table = self.rows.table[rows, :width]  # read at execution time
-            keys = np.swapaxes(pool.k[layer][table], 1, 2).astype(np.float64)
-            values = np.swapaxes(pool.v[layer][table], 1, 2).astype(np.float64)
+            pool.write(layer, slots, k, v)  # a paged decode kernel writes its token, then reads the row
+            keys, values = pool.gather(layer, self.rows.table[rows, :width])  # row read at execution time
+            keys, values = np.swapaxes(keys, 1, 2), np.swapaxes(values, 1, 2)  # [B, H, width, D]
             a = attend(q[:, :, None, :], keys, values, valid, m.attn_lut)[:, :, 0, :]
             h = m.post_attention(layer, h, a)
         return m.logits(h[:raw])
 
     # -- results ---------------------------------------------------------------------------------
 
-    def _process_extend(self, batch: _Batch, logits: np.ndarray) -> None:
+    def _process_extend(self, batch: _ExtendBatch, logits: np.ndarray) -> None:
         rows = iter(logits)
+        taking: list[tuple[Seq, np.ndarray]] = []
         for it in batch.items:
             s: Seq = it.seq
             s.inflight -= 1
@@ -658,37 +672,49 @@ class Engine:
             for c in [s, *self._fork(s)]:
                 c.state = _State.RUNNING
                 self.running.append(c)
-                self._take_token(c, row)
+                taking.append((c, row))
+        self._take_tokens(taking)
+        for c, _ in taking:
+            if c.state is _State.DONE and c.inflight == 0:
+                self._release(c)
 
-    def _process_decode(self, batch: _Batch, logits: np.ndarray) -> None:
-        for it, row in zip(batch.items, logits):
-            s: Seq = it.seq
-            s.inflight -= 1
-            if s.state in (_State.RUNNING, _State.RETRACTING):
-                self._take_token(s, row)
-            if s.inflight == 0:
-                if s.state is _State.DONE:
-                    self._release(s)
-                elif s.state is _State.RETRACTING:
-                    self._requeue(s)
+    def _process_decode(self, batch: _DecodeBatch, logits: np.ndarray) -> None:
+        taking = []
+        for it, row in zip(batch.items, logits, strict=True):
+            it.seq.inflight -= 1
+            if it.seq.state in (_State.RUNNING, _State.RETRACTING):
+                taking.append((it.seq, row))
+        self._take_tokens(taking)
+        for it in batch.items:
+            if it.seq.inflight == 0 and it.seq.state is _State.DONE:
+                self._release(it.seq)
+            elif it.seq.inflight == 0 and it.seq.state is _State.RETRACTING:
+                self._requeue(it.seq)
 
-    def _take_token(self, s: Seq, row: np.ndarray) -> None:
-        req = s.req
+    def _take_tokens(self, taking: list[tuple[Seq, np.ndarray]]) -> None:
+        """Each sequence takes its next token from its logits row (and may finish)."""
+        if not taking:
+            return
+        chosen = [self._choose(s, row) for s, row in taking]
+        rows = np.stack([row for _, row in taking])
+        steps = self.model.logprobs(rows, chosen, [s.req.top_logprobs_num for s, _ in taking])
+        for (s, _), tok, step in zip(taking, chosen, steps, strict=True):
+            req = s.req
+            s.tokens.append(tok)
+            self.stats.generation_tokens += 1
+            self._event(req, TokenEvent(s.index, step))
+            if s.outputs >= req.max_new_tokens:
+                self._finish(s, FinishReason("length", length=s.outputs))
+            elif tok == EOS_ID and not req.ignore_eos:
+                self._finish(s, FinishReason("stop", matched=EOS_ID))
+
+    @staticmethod
+    def _choose(s: Seq, row: np.ndarray) -> int:
         if s.rng is None:
-            tok = TinyModel.greedy(row)
-        else:
-            z = (row - row.max()) / (LOGIT_UNIT * req.temperature)
-            p = np.exp(z)
-            tok = int(s.rng.choice(len(row), p=p / p.sum()))
-        s.tokens.append(tok)
-        self.stats.generation_tokens += 1
-        self._event(req, TokenEvent(s.index, self.model.logprobs_row(row, tok, req.top_logprobs_num)))
-        if s.outputs >= req.max_new_tokens:
-            self._finish(s, FinishReason("length", length=s.outputs))
-        elif tok == EOS_ID and not req.ignore_eos:
-            self._finish(s, FinishReason("stop", matched=EOS_ID))
-        if s.state is _State.DONE and s.inflight == 0:
-            self._release(s)
+            return TinyModel.greedy(row)
+        z = (row - row.max()) / (LOGIT_UNIT * s.req.temperature)
+        p = np.exp(z)
+        return int(s.rng.choice(len(row), p=p / p.sum()))
 
     def _fork_pending(self, parent: Seq) -> list[Seq]:
         if parent.index != 0:
@@ -768,6 +794,8 @@ class Engine:
 
     def _update_gauges(self) -> None:
         st = self.stats
-        st.num_running_reqs = len({id(s.req) for s in self.running} | ({id(self.chunked.req)} if self.chunked else set()))
+        st.num_running_reqs = len(
+            {id(s.req) for s in self.running} | ({id(self.chunked.req)} if self.chunked else set())
+        )
         st.num_queue_reqs = len({id(s.req) for s in self.waiting})
         st.token_usage = 1.0 - self.pool.free_pages / self.pool.usable_pages

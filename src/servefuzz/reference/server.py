@@ -18,6 +18,8 @@ asyncio queue that the engine feeds with `loop.call_soon_threadsafe`.
 from __future__ import annotations
 
 import asyncio
+import ctypes
+import dataclasses
 import json
 import signal
 import socket
@@ -32,10 +34,17 @@ from aiohttp import web
 
 from servefuzz.reference.faults import FAULTS
 from servefuzz.reference.model import BOS_ID, EOS_ID, PAD_ID, TokenLogprobs, detokenize
-from servefuzz.reference.scheduler import Engine, Event, FinishEvent, FinishReason, Request, RequestError
+from servefuzz.reference.scheduler import (
+    Engine,
+    Event,
+    FinishEvent,
+    FinishReason,
+    Request,
+    RequestError,
+)
 from servefuzz.reference.server_args import ArgsError, ServerArgs, parse_args
 
-__all__ = ["main", "build_app", "VERSION"]
+__all__ = ["VERSION", "build_app", "main"]
 
 VERSION = "0.1.0"
 _ENGINE = web.AppKey("engine", Engine)
@@ -128,17 +137,27 @@ class _Choice:
 
 
 class _Tracker:
-    """The HTTP side of one request: an asyncio queue fed from the engine thread."""
+    """The HTTP side of one request: an asyncio queue fed from the engine thread.
 
-    def __init__(self, loop: asyncio.AbstractEventLoop, n: int) -> None:
+    A streaming request wakes its handler every engine step; a non-streaming one only when a
+    choice finishes (its events wait on the engine side), which keeps the event loop quiet.
+    """
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, n: int, stream: bool) -> None:
         self._loop = loop
+        self._stream = stream
         self._queue: asyncio.Queue[list[Event]] = asyncio.Queue()
+        self._held: list[Event] = []  # touched by the engine thread only
         self.choices = [_Choice() for _ in range(n)]
         self.started = time.monotonic()
 
     def sink(self, events: Sequence[Event]) -> None:  # engine thread
+        self._held += events
+        if not (self._stream or any(isinstance(e, FinishEvent) for e in events)):
+            return
+        batch, self._held = self._held, []
         try:
-            self._loop.call_soon_threadsafe(self._queue.put_nowait, list(events))
+            self._loop.call_soon_threadsafe(self._queue.put_nowait, batch)
         except RuntimeError:
             pass  # the loop is closed: the server is shutting down
 
@@ -182,7 +201,7 @@ async def _run(
         return _error(str(e))
     if req.rid in live:
         return _error(f"request id {req.rid!r} is already in progress")
-    tracker = _Tracker(asyncio.get_running_loop(), req.n)
+    tracker = _Tracker(asyncio.get_running_loop(), req.n, stream is not None)
     req.sink = tracker.sink
     live.add(req.rid)
     engine.submit(req)
@@ -282,7 +301,7 @@ async def generate(request: web.Request) -> web.StreamResponse:
             meta["output_token_logprobs"] = [_lp_triple(s.logprob, s.token_id, as_text) for s in c.steps]
             if top_k > 0:
                 meta["output_top_logprobs"] = [[_lp_triple(lp, tok, as_text) for tok, lp in s.top] for s in c.steps]
-        out = {"text": detokenize(c.ids), "output_ids": list(c.ids), "meta_info": meta}
+        out: dict[str, Any] = {"text": detokenize(c.ids), "output_ids": list(c.ids), "meta_info": meta}
         if req.n > 1:
             out["index"] = i
         return out
@@ -357,6 +376,7 @@ _METRICS = (
     ("cache_query_tokens_total", "counter", "Prompt tokens looked up in the prefix cache.", "cache_query_tokens"),
     ("evicted_tokens_total", "counter", "KV tokens evicted from the prefix cache.", "evicted_tokens"),
     ("num_retracted_reqs_total", "counter", "Decode requests retracted for lack of KV memory.", "retracted_reqs"),
+    ("num_finished_reqs_total", "counter", "Requests finished (length or stop).", "finished_reqs"),
     ("num_aborted_reqs_total", "counter", "Requests aborted.", "aborted_reqs"),
     ("prompt_tokens_total", "counter", "Prompt tokens of admitted requests.", "prompt_tokens"),
     ("generation_tokens_total", "counter", "Generated tokens.", "generation_tokens"),
@@ -373,7 +393,11 @@ async def metrics(request: web.Request) -> web.Response:
     label = f'{{model_name="{engine.args.served_model_name}"}}'
     lines = []
     for name, kind, help_text, attr in _METRICS:
-        lines += [f"# HELP sglang:{name} {help_text}", f"# TYPE sglang:{name} {kind}", f"sglang:{name}{label} {getattr(st, attr)}"]
+        lines += [
+            f"# HELP sglang:{name} {help_text}",
+            f"# TYPE sglang:{name} {kind}",
+            f"sglang:{name}{label} {getattr(st, attr)}",
+        ]
     rate = st.cache_hit_tokens / st.cache_query_tokens if st.cache_query_tokens else 0.0
     lines += ["# HELP sglang:cache_hit_rate Prefix cache hit rate (tokens).", "# TYPE sglang:cache_hit_rate gauge"]
     lines.append(f"sglang:cache_hit_rate{label} {rate}")
@@ -410,9 +434,7 @@ def _openai_logprobs(steps: Sequence[TokenLogprobs], offset: int) -> dict[str, A
         "tokens": tokens,
         "token_logprobs": [s.logprob for s in steps],
         # As vLLM does: the top-k alternatives plus the sampled token itself.
-        "top_logprobs": [
-            {detokenize([tok]): lp for tok, lp in (*s.top, (s.token_id, s.logprob))} for s in steps
-        ],
+        "top_logprobs": [{detokenize([tok]): lp for tok, lp in (*s.top, (s.token_id, s.logprob))} for s in steps],
         "text_offset": starts,
     }
 
@@ -542,13 +564,28 @@ def build_app(engine: Engine) -> web.Application:
     return app
 
 
+def _serve_temporaries_from_the_heap() -> None:
+    """Decode allocates multi-megabyte numpy temporaries every step. glibc gives blocks over
+    128 KiB fresh pages from mmap and returns them on free, so each step page-faults its
+    temporaries in again (a quarter of decode time, measured). Raising the thresholds (glibc's
+    maximum is 32 MiB) keeps freed blocks on the heap for reuse. Other C libraries: no-op."""
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+        mallopt = libc.mallopt
+    except (OSError, AttributeError):
+        return
+    m_trim_threshold, m_mmap_threshold = -1, -3
+    mallopt(m_mmap_threshold, 32 * 2**20)
+    mallopt(m_trim_threshold, 256 * 2**20)
+
+
 async def _serve(args: ServerArgs, sock: socket.socket) -> None:
-    engine = Engine(args)
+    host, port = sock.getsockname()[:2]
+    engine = Engine(dataclasses.replace(args, port=port))  # /server_info shows the real port
     engine.start()
     runner = web.AppRunner(build_app(engine), handler_cancellation=True, access_log=None)
     await runner.setup()
     await web.SockSite(runner, sock).start()
-    host, port = sock.getsockname()[:2]
     print(f"servefuzz-reference listening on http://{host}:{port}", flush=True)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -575,7 +612,10 @@ def main(argv: list[str]) -> int:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind((args.host, args.port))
     except OSError as e:
-        print(f"servefuzz-reference: error: cannot listen on {args.host}:{args.port}: {e.strerror or e}", file=sys.stderr)
+        print(
+            f"servefuzz-reference: error: cannot listen on {args.host}:{args.port}: {e.strerror or e}", file=sys.stderr
+        )
         return 1
+    _serve_temporaries_from_the_heap()
     asyncio.run(_serve(args, sock))
     return 0

@@ -20,7 +20,7 @@ from typing import Any
 
 from servefuzz.reference.faults import FAULTS
 
-__all__ = ["ServerArgs", "ArgsError", "parse_args", "build_parser", "CAPTURE_BATCH_SIZES"]
+__all__ = ["CAPTURE_BATCH_SIZES", "ArgsError", "ServerArgs", "build_parser", "parse_args"]
 
 # Decode batch sizes "captured as CUDA graphs": a decode batch is padded up to the next one.
 CAPTURE_BATCH_SIZES = (1, 2, 4, 8, *range(16, 257, 8))

@@ -1,0 +1,105 @@
+"""Reports of a finding: a standalone `repro.py`, a ready-to-file `issue.md`, a `report.html`.
+
+    >>> paths = write_report(load_finding("findings/finding_00006_1907863917.json"), "report/")  # doctest: +SKIP
+    >>> paths.repro.name, paths.issue.name, paths.html.name                                     # doctest: +SKIP
+    ('repro.py', 'issue.md', 'report.html')
+
+`servefuzz report FINDING [--out DIR]` is `main`. The timeline of report.html draws send *and*
+end times when a run of the finding's scenario is in the campaign's `histories.jsonl` (found
+beside the `findings/` folder, or given with `--histories`); otherwise send times only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from servefuzz.errors import ServefuzzError, UsageError
+from servefuzz.finding import Finding, load_finding
+from servefuzz.history import RunHistory, read_history_jsonl
+from servefuzz.known_issues import match
+from servefuzz.report.html import report_html
+from servefuzz.report.issue_md import issue_markdown
+from servefuzz.report.repro import repro_script
+
+__all__ = ["ReportPaths", "write_report", "main"]
+
+
+@dataclass(frozen=True)
+class ReportPaths:
+    """Where `write_report` put the three files."""
+
+    repro: Path
+    issue: Path
+    html: Path
+
+
+def write_report(finding: Finding, out_dir: Path | str, histories: Sequence[RunHistory] = ()) -> ReportPaths:
+    """Write repro.py, issue.md and report.html for `finding` into `out_dir` (created if needed).
+
+    Known-issue matches are computed here, with the finding's own triage when it has one.
+    """
+    out = Path(out_dir)
+    matches = match(finding)
+    paths = ReportPaths(out / "repro.py", out / "issue.md", out / "report.html")
+    texts = {
+        paths.repro: repro_script(finding),
+        paths.issue: issue_markdown(finding, matches),
+        paths.html: report_html(finding, matches, histories),
+    }
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        for path, text in texts.items():
+            path.write_text(text, encoding="utf-8")
+        os.chmod(paths.repro, 0o755)
+    except OSError as e:
+        raise UsageError(f"{out}: cannot write the report there: {e.strerror or e}") from None
+    return paths
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="servefuzz report",
+        description="Write repro.py, issue.md and report.html for a finding.",
+    )
+    p.add_argument("finding", type=Path, metavar="FINDING", help="a finding file (findings/finding_*.json)")
+    p.add_argument("--out", type=Path, metavar="DIR", help="where to write (default: <FINDING without .json>-report)")
+    p.add_argument(
+        "--histories", type=Path, metavar="FILE",
+        help="run histories for the timeline (default: the campaign's histories.jsonl, if there is one)",
+    )
+    return p
+
+
+def main(argv: list[str]) -> int:
+    """`servefuzz report`: print the three paths; exit 0, or 2 with one line on stderr."""
+    args = _parser().parse_args(argv)
+    try:
+        finding = load_finding(args.finding)
+        histories = _histories(args.histories, args.finding)
+        out = args.out or args.finding.with_name(args.finding.stem + "-report")
+        paths = write_report(finding, out, histories)
+    except ServefuzzError as e:
+        print(f"servefuzz report: error: {e}", file=sys.stderr)
+        return e.exit_code
+    for path in (paths.repro, paths.issue, paths.html):
+        print(path)
+    return 0
+
+
+def _histories(given: Path | None, finding_path: Path) -> list[RunHistory]:
+    """Histories to draw the timeline from: the file given, else the campaign's beside
+    `findings/`; none when there is no such file."""
+    path = given or finding_path.resolve().parent.parent / "histories.jsonl"
+    if given is None and not path.is_file():
+        return []
+    try:
+        return read_history_jsonl(path)
+    except FileNotFoundError:
+        raise UsageError(f"{path}: no such histories file") from None
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise UsageError(f"{path}: not a readable histories file ({type(e).__name__}: {e})") from None

@@ -1,0 +1,214 @@
+"""Detection power on the fault zoo: servefuzz side by side with two anchor batteries.
+
+    python bench/zoo.py                                   # all 7 faults x 5 seeds x 3 arms (hours)
+    python bench/zoo.py --faults stale-padding --seeds 2 --cap-s 120 --out /tmp/zoo.jsonl
+    python bench/zoo.py --table /tmp/zoo.jsonl            # print the table of a results file
+
+For every zoo fault and seed, each arm gets a fresh reference engine with that one fault planted
+(plus the settings the fault's trigger needs, `commands.ZOO_SETTINGS`) and runs a campaign until
+its first *confirmed* finding of the right class: `numeric-drift` for the benign
+batch-variant-numerics, `corruption` for every other fault. One fault is planted at a time, so
+a finding of the right class is that fault firing. Every arm is judged by the same oracles and
+confirmed the same way (`campaign.run_campaign`); only the workload differs:
+
+- **servefuzz**: the default mix of strategies, greybox (corpus, mutation, energy).
+- **sglang-determinism**: SGLang's `test_deterministic.py` modes re-expressed as scenarios,
+  replayed without feedback: `single` (one prompt, batched 1..16 times), `prefix` (prompts on
+  shared prefixes of 1, 511 and 2048 tokens, unique questions, random counts; cache flushed
+  before every trial) and `radix_cache` (a prompt uncached, then again and extended once its
+  prefix is cached).
+- **bench-serving**: the load `vllm bench serve` / `sglang.bench_serving` generate, replayed
+  without feedback: `random` (lengths uniform in [len * (1 - range_ratio), len], Poisson
+  arrivals) and `generated-shared-prefix` (groups of questions behind one system prompt),
+  scaled to the reference engine's context.
+
+Per (arm, fault, seed): the requests sent (loaded runs, alone references, probes, confirmation
+replays) and the seconds until the first confirmed finding of the right class, or "none" within
+`--cap-s` seconds. Results are appended as JSON lines to `--out`, so runs can be split up.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import random
+import statistics
+import sys
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from servefuzz.campaign import CampaignConfig, CampaignResult, run_campaign
+from servefuzz.commands import FuzzOptions
+from servefuzz.launcher import ServerProcess
+from servefuzz.reference.faults import FAULTS
+from servefuzz.runner import RunConfig, Runner
+from servefuzz.strategies import (
+    DEFAULT_MIX,
+    Draft,
+    Strategy,
+    TargetShape,
+    get_strategies,
+)
+from servefuzz.targets import make_target
+from servefuzz.workload import Scenario
+
+__all__ = ["ARMS", "RIGHT_CLASS", "BenchServingLoad", "SGLangDeterminismModes", "main", "run_one"]
+
+RIGHT_CLASS = {f: "numeric-drift" if f == "batch-variant-numerics" else "corruption" for f in FAULTS}
+
+
+@dataclass(frozen=True)
+class SGLangDeterminismModes:
+    """SGLang's determinism test modes (single / prefix / radix_cache) as scenarios."""
+
+    name: str = "sglang-determinism"
+    max_tokens: int = 32
+
+    def generate(self, rng: random.Random, shape: TargetShape, *, seed: int) -> Scenario:
+        mode = rng.choice(["single", "prefix", "radix_cache"])
+        d = Draft(seed, shape)
+        if mode == "single":  # one prompt, the same in every trial, batched 1..16 times at once
+            prompt = Draft(0, shape).add(0, 128, self.max_tokens).prompt_ids
+            for _ in range(rng.randint(1, 16)):
+                d.add(0, 0, self.max_tokens, prompt_ids=prompt)
+        elif mode == "prefix":  # shared prefixes of 1, 511, 2048 tokens, each with its questions
+            for g, plen in enumerate(p for p in (1, 511, 2048) if p < shape.pool_tokens - 128):
+                for _ in range(rng.randint(1, 4)):
+                    d.add(0, plen + rng.randint(8, 32), self.max_tokens, prefix=f"p{g}", prefix_len=plen)
+        else:  # radix_cache: uncached first, then cached hits of the same prompt and extensions
+            plen = rng.randint(64, 1024)
+            first = d.add(0, plen + 16, self.max_tokens, prefix="p0", prefix_len=plen)
+            d.add(1500, 0, self.max_tokens, prefix="p0", prefix_len=plen, prompt_ids=first.prompt_ids)
+            for _ in range(rng.randint(1, 4)):
+                d.add(1500, plen + rng.randint(8, 64), self.max_tokens, prefix="p0", prefix_len=plen)
+        return d.scenario(self.name, mode=mode)
+
+
+@dataclass(frozen=True)
+class BenchServingLoad:
+    """`vllm bench serve` / `sglang.bench_serving` datasets `random` and
+    `generated-shared-prefix`, at a Poisson request rate, scaled to a 4k context."""
+
+    name: str = "bench-serving"
+    input_len: int = 512
+    output_len: int = 64
+    range_ratio: float = 0.5
+    rate_per_s: float = 16.0
+    num_prompts: int = 16
+
+    def generate(self, rng: random.Random, shape: TargetShape, *, seed: int) -> Scenario:
+        d = Draft(seed, shape)
+        t = 0.0
+        if rng.random() < 0.5:
+            dataset = "random"
+            for _ in range(self.num_prompts):
+                t += rng.expovariate(self.rate_per_s) * 1000.0
+                lo = lambda n: max(1, int(n * (1 - self.range_ratio)))
+                d.add(t, rng.randint(lo(self.input_len), self.input_len), rng.randint(lo(self.output_len), self.output_len))
+        else:
+            dataset = "generated-shared-prefix"  # groups x prompts, system prompt + question
+            groups, per_group, system, question = 2, self.num_prompts // 2, 256, 64
+            for _ in range(per_group):
+                for g in range(groups):
+                    t += rng.expovariate(self.rate_per_s) * 1000.0
+                    d.add(t, system + question, self.output_len, prefix=f"sys{g}", prefix_len=system)
+        return d.scenario(self.name, dataset=dataset)
+
+
+ARMS: dict[str, tuple[tuple[Strategy, ...], bool]] = {
+    "servefuzz": (get_strategies(",".join(DEFAULT_MIX)), True),
+    "sglang-determinism": ((SGLangDeterminismModes(),), False),
+    "bench-serving": ((BenchServingLoad(),), False),
+}
+
+
+def run_one(arm: str, fault: str, seed: int, cap_s: float, workdir: Path) -> dict[str, Any]:
+    """One campaign of one arm against one fault; the detection numbers as a JSON-ready row."""
+    strategies, greybox = ARMS[arm]
+    flags = FuzzOptions(out=workdir, faults=(fault,)).reference_flags()
+    config = CampaignConfig(
+        out_dir=workdir / f"{arm}-{fault}-{seed}", seed=seed, time_budget_s=cap_s, stop_at_first=True,
+        stop_verdicts=(RIGHT_CLASS[fault],), greybox=greybox,
+    )
+    with ServerProcess.reference(flags, log_path=workdir / "server.log") as srv:
+
+        async def go() -> CampaignResult:
+            async with Runner(make_target("reference", srv.base_url), RunConfig()) as runner:
+                return await run_campaign(runner, strategies, config)
+
+        result = asyncio.run(go())
+    first = result.first_confirmed.get(RIGHT_CLASS[fault])
+    other = sorted({f.verdict.value for _, f in result.findings} - {RIGHT_CLASS[fault]})
+    return {
+        "arm": arm, "fault": fault, "seed": seed, "cap_s": cap_s,
+        "found": first is not None,
+        "requests": None if first is None else first[0],
+        "seconds": None if first is None else round(first[1], 1),
+        "total_requests": result.requests,
+        "other_verdicts": other,
+    }
+
+
+def table(rows: Sequence[dict[str, Any]]) -> str:
+    """Markdown: per fault, each arm's median requests and seconds to detection, and hit rate."""
+    arms = [a for a in ARMS if any(r["arm"] == a for r in rows)]
+    head = "| fault | " + " | ".join(f"{a}: median requests (s), found" for a in arms) + " |"
+    lines = [head, "|---|" + "---|" * len(arms)]
+    for fault in FAULTS:
+        cells = []
+        for arm in arms:
+            mine = [r for r in rows if r["arm"] == arm and r["fault"] == fault]
+            if not mine:
+                cells.append("-")
+                continue
+            hits = [r for r in mine if r["found"]]
+            if hits:
+                req = statistics.median(int(r["requests"]) for r in hits)
+                sec = statistics.median(float(r["seconds"]) for r in hits)
+                cells.append(f"{req:,.0f} ({sec:.0f} s), {len(hits)}/{len(mine)}")
+            else:
+                cap = max(float(r["cap_s"]) for r in mine)
+                cells.append(f"not detected in {cap:.0f} s, 0/{len(mine)}")
+        lines.append(f"| {fault} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--faults", default=",".join(FAULTS), help="comma-separated zoo faults (default: all)")
+    p.add_argument("--arms", default=",".join(ARMS), help=f"comma-separated arms (default: {', '.join(ARMS)})")
+    p.add_argument("--seeds", type=int, default=5, help="seeds per fault and arm (default 5)")
+    p.add_argument("--first-seed", type=int, default=0)
+    p.add_argument("--cap-s", type=float, default=300.0, help="seconds per campaign before 'not detected' (default 300)")
+    p.add_argument("--out", type=Path, default=Path("zoo-results.jsonl"), help="JSON lines, appended")
+    p.add_argument("--table", type=Path, metavar="RESULTS", help="only print the table of a results file")
+    args = p.parse_args(argv)
+    if args.table:
+        rows = [json.loads(line) for line in args.table.read_text().splitlines() if line.strip()]
+        print(table(rows))
+        return 0
+    faults = [f for f in args.faults.split(",") if f]
+    unknown = [f for f in faults if f not in FAULTS] + [a for a in args.arms.split(",") if a not in ARMS]
+    if unknown:
+        print(f"zoo.py: unknown fault or arm: {', '.join(unknown)}", file=sys.stderr)
+        return 2
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="servefuzz-zoo-") as tmp:
+        for fault in faults:
+            for seed in range(args.first_seed, args.first_seed + args.seeds):
+                for arm in args.arms.split(","):
+                    row = run_one(arm, fault, seed, args.cap_s, Path(tmp))
+                    rows.append(row)
+                    with open(args.out, "a", encoding="utf-8") as f:
+                        f.write(json.dumps(row) + "\n")
+                    print(json.dumps(row), flush=True)
+    print(table(rows))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,120 @@
+#!/usr/bin/env bash
+# Prepare .gpu/, everything scripts/gpu_run.sh needs on the lent GPU machine, which reaches no
+# registry and no model hub:
+#   .gpu/llama.cpp-<commit>.tar.gz  llama.cpp from the llama-cpp-python sdist, trimmed to what a
+#                                   CUDA build of llama-server reads (about 9 MB)
+#   .gpu/tiny.gguf                  the tiny model, from `servefuzz model build` (seed 0)
+#   .gpu/servefuzz-src.tar.gz       a snapshot of src/servefuzz that imports, so the run does not
+#                                   pick up a half-saved file from the shared working tree
+#   .gpu/wheels/*.whl               what servefuzz imports and the GPU image lacks (cp312)
+#   .gpu/MANIFEST                   what went in, with checksums
+# .gpu/ is ignored through .git/info/exclude and never committed. Downloads are cached under
+# ${SERVEFUZZ_CACHE:-~/.cache/servefuzz}, so a second bundle costs a few seconds.
+#
+#   scripts/gpu_bundle.sh && du -sh .gpu
+set -euo pipefail
+
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+GPU=$ROOT/.gpu
+CACHE="${SERVEFUZZ_CACHE:-$HOME/.cache/servefuzz}"
+PYTHON="${SERVEFUZZ_PYTHON:-python3}"
+# The llama.cpp pins live in setup_engines.sh (mirrored in servefuzz.engines); read them there.
+pin() { sed -n "s/^$1=\([0-9A-Za-z.]*\).*/\1/p" scripts/setup_engines.sh; }
+SDIST_VERSION=$(pin LLAMA_CPP_PYTHON_VERSION)
+COMMIT=$(pin LLAMA_CPP_COMMIT)
+# What the GPU image lacks of servefuzz's imports (it has aiohttp, numpy, rich, attrs and
+# typing-extensions); versions are the ones servefuzz is tested with here.
+WHEELS=(jsonschema==4.26.0 jsonschema-specifications==2025.9.1 referencing==0.37.0 rpds-py==0.30.0)
+# Left out of the sources: models, docs, tests, benches, examples and every GPU backend but CUDA.
+# Kept: tools/ui (tools/CMakeLists.txt adds it whenever the server is built) and scripts/
+# (ui-assets.cmake runs at build time).
+TRIM=(models docs tests benches media examples pocs gguf-py conversion ci requirements skills
+      .github .devops .gemini .pi .git 'convert_*.py'
+      ggml/src/ggml-{blas,cann,et,hexagon,hip,metal,musa,opencl,openvino,rpc,sycl,virtgpu,vulkan,webgpu,zdnn,zendnn})
+
+say() { printf 'gpu_bundle: %s\n' "$*"; }
+die() { say "error: $*" >&2; exit 1; }
+
+[[ -n $SDIST_VERSION && -n $COMMIT ]] || die "cannot read the llama.cpp pins from scripts/setup_engines.sh"
+
+exclude_gpu_dir() {
+    local exclude
+    exclude=$(git rev-parse --git-path info/exclude)
+    mkdir -p "$(dirname "$exclude")"
+    grep -qxF '/.gpu/' "$exclude" 2>/dev/null || echo '/.gpu/' >>"$exclude"
+}
+
+bundle_sources() {
+    local sdist="$CACHE/downloads/llama_cpp_python-$SDIST_VERSION.tar.gz"
+    local out="$GPU/llama.cpp-$COMMIT.tar.gz"
+    if [[ ! -f $sdist ]]; then
+        say "downloading the llama-cpp-python $SDIST_VERSION sdist (77 MB)"
+        mkdir -p "$(dirname "$sdist")"
+        "$PYTHON" -m pip download -q --no-binary :all: --no-deps -d "$(dirname "$sdist")" \
+            "llama-cpp-python==$SDIST_VERSION"
+    fi
+    local tmp=$WORK/sources top="llama_cpp_python-$SDIST_VERSION"
+    mkdir "$tmp"
+    local excludes=()
+    for path in "${TRIM[@]}"; do excludes+=(--exclude="$top/vendor/llama.cpp/$path"); done
+    tar -xzf "$sdist" -C "$tmp" "${excludes[@]}" \
+        "$top/vendor/llama.cpp" "$top/.git/modules/vendor/llama.cpp/HEAD"
+    local head
+    head=$(cat "$tmp/$top/.git/modules/vendor/llama.cpp/HEAD")
+    [[ $head == "$COMMIT"* ]] || die "the sdist vendors llama.cpp $head, expected $COMMIT"
+    mv "$tmp/$top/vendor/llama.cpp" "$tmp/llama.cpp"
+    # Fixed owner and order: the same sdist gives the same tarball.
+    tar -C "$tmp" --sort=name --owner=0 --group=0 --numeric-owner --mtime=@0 -cf - llama.cpp \
+        | gzip -9n >"$out"
+}
+
+bundle_model() {
+    local tmp=$WORK/model
+    PYTHONPATH="$ROOT/src" "$PYTHON" -m servefuzz model build "$tmp" --seed 0 >/dev/null
+    cp "$tmp/tiny.gguf" "$GPU/tiny.gguf"
+}
+
+bundle_servefuzz() {
+    local tmp=$WORK/servefuzz
+    mkdir "$tmp"
+    tar -C src --exclude=__pycache__ -cf - servefuzz | tar -C "$tmp" -xf -
+    # Refuse a snapshot that does not even start (someone may be mid-edit in the shared tree).
+    PYTHONPATH="$tmp" "$PYTHON" -m servefuzz --help >/dev/null \
+        || die "the snapshot of src/servefuzz does not import; try again in a moment"
+    tar -C "$tmp" --sort=name --owner=0 --group=0 --numeric-owner -czf "$GPU/servefuzz-src.tar.gz" servefuzz
+}
+
+bundle_wheels() {
+    local cache="$CACHE/downloads/wheels-cp312"
+    mkdir -p "$cache" "$GPU/wheels"
+    "$PYTHON" -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
+        --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
+        -d "$cache" "${WHEELS[@]}"
+    for spec in "${WHEELS[@]}"; do
+        local name=${spec%%==*} version=${spec#*==}
+        cp "$cache/${name//-/_}-$version-"*.whl "$GPU/wheels/"
+    done
+}
+
+write_manifest() {
+    {
+        echo "# made by scripts/gpu_bundle.sh on $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+        echo "llama.cpp $COMMIT from llama-cpp-python==$SDIST_VERSION (sdist, trimmed)"
+        echo "servefuzz snapshot of $(git rev-parse --short HEAD)$(git diff --quiet HEAD -- src && echo '' || echo ' + uncommitted changes in src/')"
+        (cd "$GPU" && find . -type f ! -name MANIFEST | sort | xargs sha256sum)
+    } >"$GPU/MANIFEST"
+}
+
+start=$SECONDS
+WORK=$(mktemp -d)
+trap 'rm -rf -- "$WORK"' EXIT
+exclude_gpu_dir
+rm -rf -- "$GPU"
+mkdir -p "$GPU"
+bundle_sources
+bundle_model
+bundle_servefuzz
+bundle_wheels
+write_manifest
+say "wrote $GPU ($(du -sh "$GPU" | cut -f1)) in $((SECONDS - start)) s"

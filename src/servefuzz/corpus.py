@@ -1,0 +1,160 @@
+"""The corpus and the schedule: which scenario to run next, by energy.
+
+The corpus keeps every scenario that reached a feature (see `servefuzz.feedback`) no earlier
+scenario reached. Each iteration either *generates* a fresh scenario from a strategy or
+*mutates* a corpus entry; both choices are weighted by a simple energy schedule:
+
+- an entry's energy is `(1 + features it was first to reach) x (2 if an oracle flagged it)
+  / (1 + times it was picked)`: novel and suspicious scenarios are mutated first, and none is
+  mutated forever;
+- a strategy's weight is `(1 + features its scenarios were first to reach) / (1 + seconds its
+  scenarios took / 10)`, so strategies that keep finding something run more often, costly
+  ones that find nothing new fade, and every strategy keeps a chance.
+
+The first round runs every strategy once, in the mix's order. Everything here is pure state;
+the campaign persists it (`to_json` / `from_json`) after every iteration.
+
+    >>> import random
+    >>> from servefuzz.workload import RequestSpec, Scenario
+    >>> c = Corpus()
+    >>> sc = Scenario(1, (RequestSpec("r01", 0.0, (5, 6), 4),))
+    >>> c.consider(sc, frozenset({"conc:1"}), origin="random", iteration=0, flagged=False).id
+    0
+    >>> c.consider(sc, frozenset({"conc:1"}), origin="random", iteration=1, flagged=False) is None
+    True
+    >>> s = Schedule(("page-boundary", "random"))
+    >>> [s.next(random.Random(0), i, c)[0] for i in range(2)]
+    ['generate', 'generate']
+"""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from servefuzz.workload import Scenario
+
+__all__ = ["MUTATE_SHARE", "Corpus", "CorpusEntry", "Schedule"]
+
+# After the first round, the share of iterations that mutate a corpus entry rather than
+# generate afresh (when the corpus is not empty).
+MUTATE_SHARE = 0.5
+# Seconds of execution that weigh as much as one use in a strategy's weight.
+COST_UNIT_S = 10.0
+
+
+@dataclass(frozen=True)
+class CorpusEntry:
+    """A kept scenario and what it reached. `origin` is the strategy or `mutate:<parent id>`."""
+
+    id: int
+    scenario: Scenario
+    features: frozenset[str]
+    new: frozenset[str]
+    origin: str
+    iteration: int
+    flagged: bool
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "origin": self.origin,
+            "iteration": self.iteration,
+            "flagged": self.flagged,
+            "features": sorted(self.features),
+            "new": sorted(self.new),
+            "scenario": self.scenario.to_json(),
+        }
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> CorpusEntry:
+        return cls(
+            id=int(d["id"]), scenario=Scenario.from_json(d["scenario"]), features=frozenset(d["features"]),
+            new=frozenset(d["new"]), origin=str(d["origin"]), iteration=int(d["iteration"]), flagged=bool(d["flagged"]),
+        )
+
+
+class Corpus:
+    """Kept scenarios, the features seen so far, and how often each entry was picked."""
+
+    def __init__(self, entries: Iterable[CorpusEntry] = (), picks: Mapping[int, int] | None = None) -> None:
+        self.entries: list[CorpusEntry] = sorted(entries, key=lambda e: e.id)
+        self.seen: set[str] = set().union(*(e.features for e in self.entries)) if self.entries else set()
+        self.picks: Counter[int] = Counter(picks or {})
+
+    def __len__(self) -> int:
+        return len(self.entries)
+
+    def novel(self, features: Iterable[str]) -> frozenset[str]:
+        return frozenset(features) - self.seen
+
+    def consider(
+        self, scenario: Scenario, features: frozenset[str], *, origin: str, iteration: int, flagged: bool
+    ) -> CorpusEntry | None:
+        """Keep `scenario` if it reached a feature never seen; return the new entry, else None."""
+        new = self.novel(features)
+        if not new:
+            return None
+        entry = CorpusEntry(len(self.entries), scenario, features, new, origin, iteration, flagged)
+        self.entries.append(entry)
+        self.seen |= features
+        return entry
+
+    def energy(self, entry: CorpusEntry) -> float:
+        return (1 + len(entry.new)) * (2 if entry.flagged else 1) / (1 + self.picks[entry.id])
+
+    def pick(self, rng: random.Random) -> CorpusEntry:
+        entry = rng.choices(self.entries, weights=[self.energy(e) for e in self.entries])[0]
+        self.picks[entry.id] += 1
+        return entry
+
+    def state_json(self) -> dict[str, Any]:
+        """What changes after an entry is written: the pick counts (entries are stored apart)."""
+        return {str(k): v for k, v in sorted(self.picks.items())}
+
+
+class Schedule:
+    """Chooses each iteration's source: a strategy to generate from, or a corpus entry to mutate."""
+
+    def __init__(self, names: tuple[str, ...], uses: Mapping[str, int] | None = None,
+                 gains: Mapping[str, int] | None = None, seconds: Mapping[str, float] | None = None,
+                 mutate_share: float = MUTATE_SHARE) -> None:
+        if not names:
+            raise ValueError("a schedule needs at least one strategy")
+        self.names = names
+        self.mutate_share = mutate_share
+        self.uses: Counter[str] = Counter(uses or {})
+        self.gains: Counter[str] = Counter(gains or {})
+        self.seconds: Counter[str] = Counter(seconds or {})
+
+    def weight(self, name: str) -> float:
+        return (1 + self.gains[name]) / (1 + self.seconds[name] / COST_UNIT_S)
+
+    def next(
+        self, rng: random.Random, iteration: int, corpus: Corpus
+    ) -> tuple[Literal["generate"], str] | tuple[Literal["mutate"], CorpusEntry]:
+        if iteration < len(self.names):
+            name = self.names[iteration]
+        elif corpus.entries and rng.random() < self.mutate_share:
+            return "mutate", corpus.pick(rng)
+        else:
+            name = rng.choices(self.names, weights=[self.weight(n) for n in self.names])[0]
+        self.uses[name] += 1
+        return "generate", name
+
+    def credit(self, strategy: str, new_features: int, seconds: float) -> None:
+        """Book one scenario of `strategy` (generated by it, or mutated from one of its): the
+        features it was first to reach and the seconds it took."""
+        if strategy in self.names:
+            self.gains[strategy] += new_features
+            self.seconds[strategy] += seconds
+
+    def state_json(self) -> dict[str, Any]:
+        return {
+            "uses": dict(sorted(self.uses.items())),
+            "gains": dict(sorted(self.gains.items())),
+            "seconds": {k: round(v, 3) for k, v in sorted(self.seconds.items())},
+        }

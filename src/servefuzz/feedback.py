@@ -1,0 +1,177 @@
+"""Greybox feedback: what one scenario's execution reached, as a set of feature strings.
+
+A program fuzzer steers by branch coverage; a serving engine shows no branches, so servefuzz
+steers by what the client saw and what the server reported about itself. Each feature is a
+short string; the corpus (`servefuzz.corpus`) keeps a scenario that reached one never seen
+before.
+
+| feature                     | from                                       | why it matters                           |
+|-----------------------------|--------------------------------------------|------------------------------------------|
+| `prefix:1p+0`, `prefix:mid` | prefix length against the page (k*page+d)  | page-boundary reuse bugs                 |
+| `cache:1p+0:prefix`         | `cached_tokens` against the shared prefix  | a hit shorter, equal or longer than the shared pages |
+| `conc:8`                    | peak requests in flight, as a padded size  | batch buckets reached                    |
+| `shrink:8>4`                | a request ending moves the batch down a padded size | stale padding on shrinking batches |
+| `chunk:1+0`, `chunk:over`   | prompts at a chunked-prefill multiple +-1, or past it | chunk-boundary bugs          |
+| `metric:evict:4`            | `/metrics` counter deltas (log2 bucket): evictions, preemptions/retractions, aborts, cache hits | memory pressure, abort paths |
+| `status:cancelled`          | records that did not end OK                | abort, timeout and error paths           |
+| `slow:8x`                   | worst loaded/solo latency ratio (log2)     | latency outliers                         |
+| `n:2`, `stream`             | request shapes                             | forking and streaming paths              |
+| `anomaly:isolation:corruption` | the oracles' verdicts                   | scenarios near a bug are worth mutating  |
+
+    >>> from servefuzz.history import RequestRecord, RunHistory, Status
+    >>> from servefuzz.strategies import TargetShape
+    >>> from servefuzz.workload import RequestSpec, Scenario
+    >>> sc = Scenario(1, (RequestSpec("r01", 0.0, tuple(range(3, 103)), 8, "p0", 64),))
+    >>> rec = RequestRecord("r01", 0, "load", Status.OK, 0.0, sent_ms=0.0, end_ms=5.0, cached_tokens=64)
+    >>> sorted(features(sc, [RunHistory(0, "load", (rec,))], {}, (), TargetShape(page_size=64)))
+    ['cache:1p+0:prefix', 'conc:1', 'prefix:1p+0']
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+
+from servefuzz.anomaly import Anomaly
+from servefuzz.history import RequestRecord, RunHistory
+from servefuzz.oracles import latency_ms
+from servefuzz.strategies import TargetShape
+from servefuzz.workload import RequestSpec, Scenario
+
+__all__ = ["boundary_class", "features", "metric_deltas"]
+
+# /metrics counter families, matched on the counter's name (engines name them differently:
+# SGLang `evicted_tokens_total`, vLLM `num_preemptions_total`, ...).
+_METRIC_FAMILIES = (
+    ("evict", ("evict",)),
+    ("preempt", ("preempt", "retract")),
+    ("abort", ("abort",)),
+    ("cache-hit", ("cache_hit", "prefix_cache_hits")),
+)
+
+
+def boundary_class(length: int, unit: int, *, cap: int = 4) -> str:
+    """`length` against multiples of `unit`: `2p-1` for 2*unit-1, `mid` when not within 1.
+
+    >>> [boundary_class(n, 64) for n in (64, 127, 129, 100, 1000)]
+    ['1p+0', '2p-1', '2p+1', 'mid', 'mid']
+    """
+    m = round(length / unit)
+    d = length - m * unit
+    if m < 1 or abs(d) > 1:
+        return "mid"
+    return f"{min(m, cap)}{'+' if m >= cap else ''}p{d:+d}"
+
+
+def metric_deltas(before: Mapping[str, float], after: Mapping[str, float]) -> dict[str, float]:
+    """Counter increases between two `/metrics` readings (gauges and resets are left out)."""
+    return {
+        k: after[k] - before[k]
+        for k in after
+        if k.endswith("_total") and k in before and after[k] > before[k]
+    }
+
+
+def features(
+    scenario: Scenario,
+    loaded: Sequence[RunHistory],
+    alone: Mapping[str, Sequence[RequestRecord]],
+    anomalies: Iterable[Anomaly],
+    shape: TargetShape,
+) -> frozenset[str]:
+    """The features one execution reached. Pure. Metric deltas are read from each loaded run's
+    `meta["metrics"]` (counter name -> increase), where the campaign puts them."""
+    page = shape.page_size or scenario.meta.get("page_size") or 64
+    specs = scenario.by_id()
+    out: set[str] = set()
+    for spec in scenario.requests:
+        out |= _request_features(spec, page, shape.chunked_prefill_size)
+    for h in loaded:
+        for rec in h.records:
+            sent = specs.get(rec.request_id)
+            if sent is not None and rec.ok and rec.cached_tokens is not None:
+                out.add(f"cache:{_prefix_class(sent, page)}:{_cache_relation(sent, rec.cached_tokens, page)}")
+            if not rec.ok:
+                out.add(f"status:{rec.status.value}")
+        out |= _batch_features(h.records, shape.capture_sizes)
+        out |= _metric_features(h.meta.get("metrics", {}))
+    slow = _worst_slowdown(loaded, alone)
+    if slow >= 2:
+        out.add(f"slow:{2 ** min(int(math.log2(slow)), 5)}x")
+    out |= {f"anomaly:{a.oracle.value}:{a.verdict.value}" for a in anomalies}
+    return frozenset(out)
+
+
+def _prefix_class(spec: RequestSpec, page: int) -> str:
+    return boundary_class(spec.prefix_len, page) if spec.prefix_len else "none"
+
+
+def _request_features(spec: RequestSpec, page: int, chunk: int | None) -> set[str]:
+    out = {f"prefix:{_prefix_class(spec, page)}"} if spec.prefix_len else set()
+    if chunk:
+        where = boundary_class(spec.prompt_len, chunk, cap=2)
+        if where != "mid":
+            out.add(f"chunk:{where}")
+        elif spec.prompt_len > chunk:
+            out.add("chunk:over")
+    if spec.n > 1:
+        out.add(f"n:{min(spec.n, 4)}")
+    if spec.stream:
+        out.add("stream")
+    return out
+
+
+def _cache_relation(spec: RequestSpec, cached: int, page: int) -> str:
+    """What the server said it reused against what the scenario shares: a hit longer than the
+    shared pages means the engine found more in its cache than any other request sent."""
+    shared = spec.prefix_len // page * page
+    if cached == 0:
+        return "none"
+    if cached < shared:
+        return "partial"
+    return "prefix" if cached == shared else "beyond"
+
+
+def _bucket(n: int, sizes: Sequence[int]) -> int:
+    return next((b for b in sizes if b >= n), n)
+
+
+def _batch_features(records: Sequence[RequestRecord], sizes: Sequence[int]) -> set[str]:
+    """Peak concurrency and downward crossings of padded sizes, from the client's timeline."""
+    events = sorted(
+        [(r.sent_ms, 1) for r in records if r.sent_ms is not None and r.end_ms is not None]
+        + [(r.end_ms, -1) for r in records if r.sent_ms is not None and r.end_ms is not None]
+    )
+    out: set[str] = set()
+    level = peak = 0
+    for _, step in events:
+        before = level
+        level += step
+        peak = max(peak, level)
+        if step < 0 and level >= 1 and _bucket(before, sizes) != _bucket(level, sizes):
+            out.add(f"shrink:{_bucket(before, sizes)}>{_bucket(level, sizes)}")
+    if peak:
+        out.add(f"conc:{_bucket(peak, sizes)}")
+    return out
+
+
+def _metric_features(deltas: Mapping[str, float]) -> set[str]:
+    out = set()
+    for family, needles in _METRIC_FAMILIES:
+        total = sum(v for k, v in deltas.items() if any(n in k.lower() for n in needles))
+        if total > 0:
+            out.add(f"metric:{family}:{2 ** int(math.log2(total)) if total >= 1 else 0}")
+    return out
+
+
+def _worst_slowdown(loaded: Sequence[RunHistory], alone: Mapping[str, Sequence[RequestRecord]]) -> float:
+    worst = 0.0
+    for h in loaded:
+        for rec in h.records:
+            base = next((r for r in alone.get(rec.request_id, ()) if r.ok), None)
+            if base is None or not rec.ok:
+                continue
+            got, ref = latency_ms(rec, first_token=False), latency_ms(base, first_token=False)
+            if got is not None and ref:
+                worst = max(worst, got / ref)
+    return worst

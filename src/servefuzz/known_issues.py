@@ -1,0 +1,400 @@
+"""The known-issue catalogue: upstream bugs a finding may be, and why it may be them.
+
+The catalogue is data (`data/known_issues.json`): per issue its engine, versions, trigger (in
+words, and as machine-matchable `features`), the flags that cure it, symptom, status, link and
+component, plus which planted fault of the reference engine models it. `match` holds a finding
+(and its triage, when there is one) against every entry and returns the plausible ones, best
+first, each with the reasons for and against it in plain words.
+
+    >>> from servefuzz.finding import load_finding                      # doctest: +SKIP
+    >>> for m in match(load_finding("findings/finding_00006_1907863917.json")):  # doctest: +SKIP
+    ...     print(m.issue.id, m.score, m.reasons[0])
+    sglang#22819 9 the planted fault page-boundary-prefix is the reference engine's model of sglang#22819
+
+    >>> issues = load_catalogue()
+    >>> len(issues) >= 17, issues[0].id, issues[0].cures[0]
+    (True, 'sglang#22819', '--disable-radix-cache')
+
+Features of a finding (`trigger_features`) come from its scenario (prefix lengths against the
+page size, bursts, aborts, prompt lengths against the chunked-prefill budget and the pool) and
+from the server args it recorded (radix cache, overlap scheduler, CUDA graphs). A feature the
+finding cannot show (speculative decoding, an fp8 KV cache) stays in the issue's trigger text.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from functools import cache
+from importlib import resources
+from typing import Any
+
+from servefuzz.anomaly import Verdict
+from servefuzz.finding import Finding, Triage, TriageOutcome
+from servefuzz.workload import RequestSpec
+
+__all__ = [
+    "FEATURES",
+    "ENGINES",
+    "REFERENCE_FAULTS",
+    "KnownIssue",
+    "Match",
+    "load_catalogue",
+    "parse_catalogue",
+    "trigger_features",
+    "match",
+]
+
+# The trigger features a finding can show, and what each means.
+FEATURES: Mapping[str, str] = {
+    "prefix=page-aligned": "a diverging request's shared prefix is a whole number of KV pages",
+    "prefix=mid-page": "a diverging request's shared prefix ends inside a KV page",
+    "prefix=shared": "a diverging request shares a prefix with other requests",
+    "prefix=none": "a diverging request shares no prefix with any other request",
+    "prefix=full": "a diverging request's whole prompt was sent before (fully cached)",
+    "burst": "a diverging request leaves within a few milliseconds of another one",
+    "concurrent": "more than one request is in flight",
+    "high-concurrency": "32 or more requests leave within one second",
+    "n>1": "a diverging request asks for several choices",
+    "stream": "a diverging request streams",
+    "abort": "a request of the scenario is cancelled mid-flight",
+    "chunked-prefill": "a prompt is longer than the chunked-prefill budget",
+    "eviction": "the scenario needs more KV than the pool holds",
+    "radix-cache": "the server runs SGLang's radix prefix cache",
+    "prefix-caching": "the server caches prompt prefixes (vLLM prefix caching, llama.cpp cache_prompt)",
+    "overlap": "the server runs SGLang's overlap scheduler",
+    "cuda-graph": "the server replays padded CUDA graphs for decode",
+    "deterministic": "the server runs in its deterministic (batch-invariant) mode",
+}
+
+ENGINES = ("sglang", "vllm", "llamacpp")
+
+# The reference engine's fault zoo (servefuzz.reference.faults.FAULTS, which the fuzzer does not
+# import: the reference engine is a program apart). A test keeps the two lists equal.
+REFERENCE_FAULTS = (
+    "page-boundary-prefix",
+    "overlap-war",
+    "stale-padding",
+    "chunk-boundary",
+    "abort-reuse",
+    "evict-in-use",
+    "batch-variant-numerics",
+)
+
+# Weights of the evidence. A cure seen in the triage matrix says the most; the engine (or the
+# planted fault that models the issue) comes next; each shared trigger feature adds a little,
+# a specific one (few findings show it) twice as much as a common one.
+_W_FAULT = 4
+_W_ENGINE = 3
+_W_CURE = 3
+_W_VERDICT = 2
+_W_SPECIFIC = 2
+_W_FEATURE = 1
+_W_NOT_CURED = 1
+_SPECIFIC = frozenset(
+    {"prefix=page-aligned", "prefix=mid-page", "prefix=full", "chunked-prefill", "eviction", "abort", "high-concurrency", "n>1"}
+)
+# Engine and verdict class alone fit too many issues: a match also needs specific evidence (the
+# planted fault, a specific trigger feature, or a cure) and this much in all.
+_MIN_SCORE = _W_ENGINE + _W_VERDICT + _W_FEATURE
+
+_BURST_MS = 5.0  # requests this close leave in one scheduling round of a busy server
+_HIGH_CONCURRENCY = 32
+_GENERIC_ENGINES = ("openai",)  # a dialect spoken by many engines: any engine's issue may apply
+
+
+@dataclass(frozen=True)
+class KnownIssue:
+    """One upstream bug (or pull request) of the catalogue.
+
+    `cures` are server flags with their value where it matters (`--chunked-prefill-size -1`;
+    a bare `--chunked-prefill-size` stands for any value) or `KEY=VALUE` environment settings;
+    `not_cured_by` lists ones reported *not* to remove it. `verdicts` are the finding verdicts
+    its symptom shows as; `upstream_for_faults` the reference engine faults that model it.
+    `caveats` says what the sources did not verify.
+    """
+
+    id: str
+    engine: str
+    title: str
+    link: str
+    status: str
+    versions: str
+    component: str
+    trigger: str
+    features: tuple[str, ...]
+    cures: tuple[str, ...]
+    not_cured_by: tuple[str, ...]
+    symptom: str
+    verdicts: tuple[str, ...]
+    upstream_for_faults: tuple[str, ...] = ()
+    related: tuple[str, ...] = ()
+    caveats: str = ""
+
+    def __post_init__(self) -> None:
+        for name in ("features", "cures", "not_cured_by", "verdicts", "upstream_for_faults", "related"):
+            object.__setattr__(self, name, tuple(getattr(self, name)))
+        problems = [
+            *(f"unknown feature {f!r}" for f in self.features if f not in FEATURES),
+            *(f"unknown verdict {v!r}" for v in self.verdicts if v not in {x.value for x in Verdict}),
+            *(f"unknown fault {f!r}" for f in self.upstream_for_faults if f not in REFERENCE_FAULTS),
+        ]
+        if self.engine not in ENGINES:
+            problems.append(f"unknown engine {self.engine!r}")
+        if not self.link.startswith("https://github.com/"):
+            problems.append(f"link {self.link!r} is not a GitHub address")
+        if not self.verdicts:
+            problems.append("no verdicts")
+        if problems:
+            raise ValueError(f"known issue {self.id}: {'; '.join(problems)}")
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> KnownIssue:
+        try:
+            return cls(**d)
+        except TypeError as e:  # a missing or misspelt field
+            raise ValueError(f"known issue {d.get('id', '?')}: {e}") from None
+
+
+@dataclass(frozen=True)
+class Match:
+    """A known issue a finding may be: a score (higher is likelier) and the reasons, for and
+    against, in words a maintainer can check."""
+
+    issue: KnownIssue
+    score: int
+    reasons: tuple[str, ...]
+    against: tuple[str, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        """The form `Triage.known_issues` stores."""
+        i = self.issue
+        return {
+            "id": i.id,
+            "title": i.title,
+            "link": i.link,
+            "engine": i.engine,
+            "status": i.status,
+            "score": self.score,
+            "reasons": list(self.reasons),
+            "against": list(self.against),
+        }
+
+
+@cache
+def load_catalogue() -> tuple[KnownIssue, ...]:
+    """The packaged catalogue, validated (a broken data file raises ValueError)."""
+    text = resources.files("servefuzz").joinpath("data/known_issues.json").read_text(encoding="utf-8")
+    return parse_catalogue(json.loads(text))
+
+
+def parse_catalogue(data: Mapping[str, Any]) -> tuple[KnownIssue, ...]:
+    """Issues from the catalogue's JSON form (`{"issues": [...]}`); ValueError on a bad entry."""
+    issues = tuple(KnownIssue.from_json(d) for d in data["issues"])
+    ids = [i.id for i in issues]
+    dupes = sorted({i for i in ids if ids.count(i) > 1})
+    if dupes:
+        raise ValueError(f"known issues listed twice: {', '.join(dupes)}")
+    return issues
+
+
+def trigger_features(finding: Finding) -> dict[str, str]:
+    """The trigger features `finding` shows, each with the fact that shows it.
+
+    Features about "a diverging request" look at the requests the finding expects to diverge
+    (for a crash or hang: the request that failed first), as the finding's signature does.
+    """
+    head = finding.headline
+    involved = finding.expected_diverging if head.verdict.is_divergence else (head.request_id,)
+    specs = finding.scenario.by_id()
+    feats: dict[str, str] = {}
+    for rid in involved:
+        if rid in specs:
+            for feature, reason in _request_features(finding, specs[rid]).items():
+                feats.setdefault(feature, reason)  # the first diverging request tells
+    return {**feats, **_scenario_features(finding), **_server_features(finding)}
+
+
+def _request_features(finding: Finding, spec: RequestSpec) -> dict[str, str]:
+    """Features of one diverging request: its shared prefix against the page, its neighbours."""
+    feats: dict[str, str] = {}
+    rid, requests = spec.id, finding.scenario.requests
+    page = finding.target.page_size or finding.scenario.meta.get("page_size")
+    if spec.prefix_len == 0:
+        feats["prefix=none"] = f"{rid} shares no prefix with other requests"
+    else:
+        feats["prefix=shared"] = f"{rid} shares a {spec.prefix_len}-token prefix with other requests"
+        if isinstance(page, int) and page > 0:
+            if spec.prefix_len % page == 0:
+                feats["prefix=page-aligned"] = (
+                    f"the diverging request {rid}'s prefix_len {spec.prefix_len} is a multiple of the page size {page}"
+                )
+            else:
+                feats["prefix=mid-page"] = (
+                    f"the diverging request {rid}'s prefix_len {spec.prefix_len} ends inside a page of {page} "
+                    f"({_count(spec.prefix_len // page, 'full page')} shared)"
+                )
+    # Its whole prompt sent before it (or with it): the engine can serve it entirely from cache.
+    covered = [
+        r.id for r in requests if r.id != rid and r.offset_ms <= spec.offset_ms and (
+            r.prompt_ids == spec.prompt_ids
+            or (spec.prefix_len == spec.prompt_len and r.prefix_name == spec.prefix_name and r.prefix_len >= spec.prefix_len)
+        )
+    ]
+    if covered:
+        feats["prefix=full"] = f"{rid}'s whole prompt was sent before it, by {covered[0]}"
+    close = [r.id for r in requests if r.id != rid and abs(r.offset_ms - spec.offset_ms) <= _BURST_MS]
+    if close:
+        feats["burst"] = f"{rid} leaves within {_BURST_MS:g} ms of {', '.join(close[:3])}"
+    if spec.n > 1:
+        feats["n>1"] = f"{rid} asks for n={spec.n} choices"
+    if spec.stream:
+        feats["stream"] = f"{rid} streams"
+    return feats
+
+
+def _scenario_features(finding: Finding) -> dict[str, str]:
+    """Features of the whole load: how many requests, how dense, whether some are cut."""
+    feats: dict[str, str] = {}
+    requests = finding.scenario.requests
+    if len(requests) > 1:
+        span = finding.scenario.duration_ms
+        feats["concurrent"] = f"{len(requests)} requests leave " + (f"within {span:.0f} ms" if span >= 0.5 else "at once")
+    busiest = max((sum(1 for r in requests if 0 <= r.offset_ms - s.offset_ms < 1000) for s in requests), default=0)
+    if busiest >= _HIGH_CONCURRENCY:
+        feats["high-concurrency"] = f"{busiest} requests leave within one second"
+    cancelled = [r for r in requests if r.cancelled]
+    if cancelled:
+        feats["abort"] = f"{cancelled[0].id} is cancelled after {cancelled[0].cancel_after_ms:g} ms"
+    return feats
+
+
+def _server_features(finding: Finding) -> dict[str, str]:
+    """Features of the load against the server's limits, and of the server's own settings.
+
+    An arg the server did not report says nothing: only an explicit value counts.
+    """
+    feats: dict[str, str] = {}
+    args = finding.target.server_args
+    requests = finding.scenario.requests
+    budget = args.get("chunked_prefill_size")
+    if isinstance(budget, int) and budget > 0:
+        longest = max(requests, key=lambda r: r.prompt_len)
+        if longest.prompt_len > budget:
+            feats["chunked-prefill"] = (
+                f"{longest.id}'s prompt ({longest.prompt_len} tokens) is longer than the chunked-prefill budget {budget}"
+            )
+    pool = finding.target.max_total_tokens or args.get("max_total_tokens")
+    need = sum((r.prompt_len + r.max_tokens) * r.n for r in requests)
+    if isinstance(pool, int) and 0 < pool < need:
+        feats["eviction"] = f"the scenario needs up to {need} tokens of KV, more than the pool's {pool}"
+    if finding.target.engine in ("sglang", "reference"):
+        if args.get("disable_radix_cache") is False:
+            feats["radix-cache"] = "the server ran with the radix cache on"
+        deterministic = args.get("enable_deterministic_inference") is True
+        if args.get("disable_overlap_schedule") is False and not deterministic:
+            feats["overlap"] = "the server ran with the overlap scheduler on"
+        if args.get("disable_cuda_graph") is False:
+            feats["cuda-graph"] = "the server ran with (padded) CUDA-graph decode on"
+        if deterministic:
+            feats["deterministic"] = "the server ran with --enable-deterministic-inference"
+    if args.get("enable_prefix_caching") is True:
+        feats["prefix-caching"] = "the server ran with prefix caching on"
+    if args.get("cache_prompt") is True:
+        feats["prefix-caching"] = "requests were sent with cache_prompt=true"
+    if finding.target.env.get("VLLM_BATCH_INVARIANT") == "1":
+        feats["deterministic"] = "the server ran with VLLM_BATCH_INVARIANT=1"
+    return feats
+
+
+def match(finding: Finding, triage: Triage | None = None, catalogue: Sequence[KnownIssue] | None = None) -> list[Match]:
+    """The known issues `finding` plausibly is, best first (ties by id).
+
+    `triage` defaults to the finding's own. A reference-engine finding matches only the issues
+    its planted faults model; a finding from a generic dialect (`openai`) may match any engine's.
+    """
+    triage = triage if triage is not None else finding.triage
+    feats = trigger_features(finding)
+    found = [m for issue in (catalogue or load_catalogue()) if (m := _judge(issue, finding, triage, feats))]
+    return sorted(found, key=lambda m: (-m.score, m.issue.id))
+
+
+def _judge(issue: KnownIssue, finding: Finding, triage: Triage | None, feats: Mapping[str, str]) -> Match | None:
+    engine = finding.target.engine
+    score, reasons, against = 0, [], []
+    specific = False
+    if engine == "reference":
+        planted = [f for f in finding.target.faults if f in issue.upstream_for_faults]
+        if not planted:
+            return None
+        score += _W_FAULT
+        specific = True
+        reasons.append(f"the planted fault {planted[0]} is the reference engine's model of {issue.id}")
+    elif engine == issue.engine:
+        score += _W_ENGINE
+        reasons.append(f"engine {engine} matches")
+    elif engine not in _GENERIC_ENGINES:
+        return None
+
+    verdict = finding.verdict
+    benign = issue.verdicts == (Verdict.NUMERIC_DRIFT.value,)
+    if verdict is Verdict.NUMERIC_DRIFT and not benign and verdict.value not in issue.verdicts:
+        return None  # benign numerics are not a corruption bug
+    if verdict is Verdict.CORRUPTION and benign:
+        return None  # a confident flip is not batch numerics
+    if verdict.value in issue.verdicts:
+        score += _W_VERDICT
+        specific = specific or benign  # few issues are benign numerics: that verdict singles them out
+        reasons.append(f"verdict {verdict.value} matches its symptom ({', '.join(issue.verdicts)})")
+
+    for feature in issue.features:
+        if feature in feats:
+            score += _W_SPECIFIC if feature in _SPECIFIC else _W_FEATURE
+            specific = specific or feature in _SPECIFIC
+            reasons.append(feats[feature])
+
+    for outcome in _judged_variants(triage):
+        for cure in issue.cures:
+            if _applies(cure, outcome):
+                if outcome.cured:
+                    score += _W_CURE
+                    specific = True
+                    reasons.append(f"cured by {cure}, as {issue.id} is")
+                else:
+                    score -= _W_CURE
+                    against.append(f"still reproduces with {cure} ({outcome.rate}), which cures {issue.id}")
+        for flag in issue.not_cured_by:
+            if _applies(flag, outcome):
+                if outcome.cured:
+                    score -= _W_CURE
+                    against.append(f"cured by {flag}, which does not cure {issue.id}")
+                else:
+                    score += _W_NOT_CURED
+                    reasons.append(f"still reproduces with {flag} ({outcome.rate}), as {issue.id} does")
+
+    if not specific or score < _MIN_SCORE:
+        return None
+    return Match(issue, score, tuple(reasons), tuple(against))
+
+
+def _judged_variants(triage: Triage | None) -> tuple[TriageOutcome, ...]:
+    """Variants whose outcome says something: they ran, and the baseline still reproduced."""
+    if triage is None or triage.baseline.reproduced == 0:
+        return ()
+    return tuple(v for v in triage.variants if v.error is None and v.attempts > 0)
+
+
+def _applies(setting: str, outcome: TriageOutcome) -> bool:
+    """Whether a triage variant applied `setting`: `KEY=VALUE` for the environment, else flag
+    words (`--attention-backend triton`) found in a row among the variant's flags."""
+    if not setting.startswith("-") and "=" in setting:
+        key, _, value = setting.partition("=")
+        return outcome.env.get(key) == value
+    want = setting.split()
+    have = [word for flag in outcome.flags for word in flag.replace("=", " ", 1).split()]
+    return any(have[i : i + len(want)] == want for i in range(len(have) - len(want) + 1))
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}{'' if n == 1 else 's'}"

@@ -1,0 +1,276 @@
+"""report.html: one self-contained page with the finding's plots, drawn as inline SVG here.
+
+No script and nothing fetched from anywhere: the page opens from a file, offline, in any
+browser. It shows the verdict and its evidence (first divergent position, margins, threshold),
+a request timeline with the diverging requests in red, divergence by prefix_len modulo the page
+size (a bar chart: all requests in blue, diverging ones in red), the triage matrix (cured rows
+green), the known-issue matches and the request trace. Every string from the finding passes
+through `html.escape`.
+
+    >>> from servefuzz.report.facts import Bar
+    >>> svg = timeline_svg([Bar("r01", 0.0, 80.0, True, False), Bar("r02", 10.0, 50.0, False, False)])
+    >>> svg.count(DIVERGED), svg.count(STABLE)
+    (1, 1)
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Callable, Sequence
+
+from servefuzz.finding import Finding
+from servefuzz.history import RunHistory
+from servefuzz.known_issues import Match, trigger_features
+from servefuzz.report.facts import (
+    Bar,
+    TraceRow,
+    deciding_divergence,
+    diverged_variants,
+    repro_command,
+    server_command,
+    timeline,
+    trace_rows,
+    triage_rows,
+)
+
+__all__ = ["DIVERGED", "STABLE", "ALL", "CURED", "report_html", "timeline_svg", "prefix_mod_svg"]
+
+# The plot colours (a test looks for them in a screenshot of the page).
+DIVERGED = "#d62728"  # red: diverging requests
+STABLE = "#8c9bab"  # grey: requests that stayed stable
+ALL = "#4c78a8"  # blue: all requests in a bucket
+CURED = "#c7ecc7"  # green: a triage variant that cured the finding
+_WIDTH = 1080
+_DIV_ROW = " class='div'"
+_LABEL_W = 150  # room for request ids left of the timeline
+
+
+def _e(x: object) -> str:
+    return html.escape(str(x), quote=True)
+
+
+def report_html(finding: Finding, matches: Sequence[Match], histories: Sequence[RunHistory] = ()) -> str:
+    """The page for `finding`; `histories` (a campaign's runs) give the timeline its end times."""
+    bars, source = timeline(finding, histories)
+    page = finding.target.page_size
+    sections = [
+        _header(finding),
+        _section("Verdict and evidence", _evidence(finding)),
+        _section("Request timeline", f"<p class='note'>{_e(source)}; red: expected to diverge.</p>" + timeline_svg(bars)),
+        _section(
+            "Divergence by prefix length modulo page size",
+            f"<p class='note'>Requests grouped by prefix_len % {_e(page) if page else 'page size (unknown: by prefix_len)'}; "
+            "blue: all requests, red: diverging.</p>" + prefix_mod_svg(trace_rows(finding), page),
+        ),
+    ]
+    if finding.triage is not None:
+        sections.append(_section("Triage matrix", _triage(finding)))
+    sections += [
+        _section("Known issues this may be", _matches(matches)),
+        _section("Diverged outputs", _outputs(finding)),
+        _section("Trigger features", _features(finding)),
+        _section("Reproduce", _reproduce(finding)),
+        _section("Request trace", _trace(trace_rows(finding))),
+    ]
+    return _PAGE.format(title=_e(f"servefuzz {finding.filename}"), body="\n".join(sections), cured=CURED)
+
+
+def _section(title: str, body: str) -> str:
+    return f"<section><h2>{_e(title)}</h2>\n{body}\n</section>"
+
+
+def _header(finding: Finding) -> str:
+    rate = f" · reproduced {finding.confirmation.rate}" if finding.confirmation else ""
+    t = finding.target
+    return (
+        f"<header><h1>{_e(finding.filename)}</h1>"
+        f"<p><span class='verdict v-{_e(finding.verdict.value)}'>{_e(finding.verdict.value.upper())}</span> "
+        f"on {_e(t.engine)}{' ' + _e(t.version) if t.version else ''}{_e(rate)}</p>"
+        f"<p class='note'>signature <code>{_e(finding.signature)}</code></p></header>"
+    )
+
+
+def _evidence(finding: Finding) -> str:
+    d = deciding_divergence(finding)
+    rows = [("verdict", finding.verdict.value), ("why", finding.why if d is None else d.reason)]
+    if d is not None:
+        bound = " (at least)" if d.margin_is_bound else ""
+        rows += [
+            ("request", d.request_id),
+            ("first divergent position", f"{d.unit} {d.position}"),
+            ("margin", "unknown" if d.margin is None else f"{d.margin:.4f}{bound}"),
+            ("threshold", "unknown" if d.threshold is None else f"{d.threshold:.4f}"),
+            ("noise p99", "unknown" if d.noise_p99 is None else f"{d.noise_p99:.4f} over {d.noise_tokens} agreeing tokens"),
+        ]
+        for side in (d.a, d.b):
+            lp = "?" if side.lp_own is None else f"{side.lp_own:.4f}"
+            other = "?" if side.lp_other is None else f"{'≤ ' if side.other_is_bound else ''}{side.lp_other:.4f}"
+            rows.append((side.name, f"chose {side.token} (logprob {lp}); the other side's token: {other}"))
+    return "<table class='kv'>" + "".join(f"<tr><th>{_e(k)}</th><td>{_e(v)}</td></tr>" for k, v in rows) + "</table>"
+
+
+def _outputs(finding: Finding) -> str:
+    variants = diverged_variants(finding)
+    if not variants:
+        return f"<p>{_e(finding.headline.summary)}</p>"
+    return "".join(
+        f"<h3>{_e(rid)}</h3><pre>"
+        + "\n".join(f"variant {i}: {_e(v.preview(60))}  ({v.count})" for i, v in enumerate(vs, 1))
+        + "</pre>"
+        for rid, vs in variants.items()
+    )
+
+
+def _features(finding: Finding) -> str:
+    items = "".join(f"<li>{_e(reason)} <code>{_e(f)}</code></li>" for f, reason in trigger_features(finding).items())
+    return f"<ul>{items}</ul>"
+
+
+def timeline_svg(bars: Sequence[Bar]) -> str:
+    """One row per request: a bar from send to end (a dot at the send time when the end is
+    unknown), red for the requests expected to diverge."""
+    row = 16 if len(bars) <= 60 else 8
+    height = 40 + row * len(bars)
+    end = max((b.end_ms if b.end_ms is not None else b.start_ms for b in bars), default=0.0)
+    span = max(end, 1.0) * 1.05
+    plot_w = _WIDTH - _LABEL_W - 20
+
+    def x(ms: float) -> float:
+        return _LABEL_W + plot_w * ms / span
+
+    parts = [_axis(span, x, height - 24)]
+    for i, b in enumerate(bars):
+        y = 8 + i * row
+        colour = DIVERGED if b.diverged else STABLE
+        if b.end_ms is None:
+            parts.append(f"<circle cx='{x(b.start_ms):.1f}' cy='{y + row / 2:.1f}' r='{row / 2 - 1:.1f}' fill='{colour}'/>")
+        else:
+            w = max(x(b.end_ms) - x(b.start_ms), 2.0)
+            dash = " stroke='#333' stroke-dasharray='3 2'" if b.cancelled else ""
+            parts.append(f"<rect x='{x(b.start_ms):.1f}' y='{y + 1}' width='{w:.1f}' height='{row - 3}' fill='{colour}'{dash}/>")
+        if row >= 12:
+            parts.append(f"<text x='{_LABEL_W - 6}' y='{y + row - 4}' text-anchor='end'>{_e(b.id)}</text>")
+    return _svg(height, "".join(parts))
+
+
+def _axis(span: float, x: Callable[[float], float], y: float) -> str:
+    step = _nice_step(span / 8)
+    ticks = []
+    t = 0.0
+    while t <= span:
+        px = x(t)
+        ticks.append(f"<line x1='{px:.1f}' x2='{px:.1f}' y1='0' y2='{y}' class='grid'/><text x='{px:.1f}' y='{y + 16}' text-anchor='middle'>{t:g} ms</text>")
+        t += step
+    return "".join(ticks)
+
+
+def _nice_step(raw: float) -> float:
+    """1, 2 or 5 times a power of ten, at least `raw`."""
+    power = 10 ** max(0, len(str(int(raw))) - 1) if raw >= 1 else 1
+    return next(m * power for m in (1, 2, 5, 10) if m * power >= raw)
+
+
+def prefix_mod_svg(rows: Sequence[TraceRow], page: int | None) -> str:
+    """Bars per residue of prefix_len modulo the page size ("none": no shared prefix): how many
+    requests fall there (blue) and how many of them diverged (red)."""
+    buckets: dict[str, list[TraceRow]] = {}
+    for r in rows:
+        key = "none" if r.prefix_len == 0 else str(r.prefix_len % page if page else r.prefix_len)
+        buckets.setdefault(key, []).append(r)
+    keys = sorted(buckets, key=lambda k: (k == "none", int(k) if k.isdigit() else 0))
+    top = max((len(v) for v in buckets.values()), default=1)
+    height, base, plot_h = 260, 220, 190
+    slot = min(120.0, (_WIDTH - 80) / max(len(keys), 1))
+    parts = [f"<line x1='50' x2='{_WIDTH - 10}' y1='{base}' y2='{base}' stroke='#333'/>"]
+    for n in range(top + 1):
+        if top <= 10 or n % max(1, top // 5) == 0:
+            y = base - plot_h * n / top
+            parts.append(f"<text x='42' y='{y + 4:.1f}' text-anchor='end'>{n}</text><line x1='50' x2='{_WIDTH - 10}' y1='{y:.1f}' y2='{y:.1f}' class='grid'/>")
+    for i, key in enumerate(keys):
+        left = 60 + i * slot
+        bar_w = slot * 0.38
+        for j, (count, colour) in enumerate(((len(buckets[key]), ALL), (sum(r.diverged for r in buckets[key]), DIVERGED))):
+            h = plot_h * count / top
+            parts.append(f"<rect x='{left + j * bar_w:.1f}' y='{base - h:.1f}' width='{bar_w - 2:.1f}' height='{h:.1f}' fill='{colour}'/>")
+        label = "0 (aligned)" if key == "0" and page else key
+        parts.append(f"<text x='{left + bar_w:.1f}' y='{base + 18}' text-anchor='middle'>{_e(label)}</text>")
+    return _svg(height, "".join(parts))
+
+
+def _svg(height: float, body: str) -> str:
+    return (
+        f"<svg xmlns='http://www.w3.org/2000/svg' width='{_WIDTH}' height='{height:.0f}' "
+        f"viewBox='0 0 {_WIDTH} {height:.0f}' font-size='11' font-family='sans-serif'>{body}</svg>"
+    )
+
+
+def _triage(finding: Finding) -> str:
+    rows = []
+    for r in triage_rows(finding):
+        cls = " class='cured'" if r.cured else " class='repro'" if r.reproduced else ""
+        rows.append(
+            f"<tr{cls}><td>{_e(r.name)}</td><td><code>{_e(r.change)}</code></td><td>{_e(r.component)}</td>"
+            f"<td>{_e(r.rate)}</td><td>{_e(r.outcome)}</td></tr>"
+        )
+    return (
+        "<table class='grid'><tr><th>variant</th><th>flags / env</th><th>component</th><th>reproduced</th>"
+        f"<th>outcome</th></tr>{''.join(rows)}</table>"
+    )
+
+
+def _matches(matches: Sequence[Match]) -> str:
+    if not matches:
+        return "<p>No issue of servefuzz's known-issue catalogue matches.</p>"
+    items = []
+    for m in matches:
+        i = m.issue
+        reasons = "".join(f"<li>{_e(r)}</li>" for r in m.reasons)
+        against = "".join(f"<li class='against'>against: {_e(r)}</li>" for r in m.against)
+        caveat = f"<li class='note'>note: {_e(i.caveats)}</li>" if i.caveats else ""
+        items.append(
+            f"<li><a href='{_e(i.link)}'>{_e(i.id)}</a> {_e(i.title)} <span class='note'>({_e(i.status)}; score {m.score})</span>"
+            f"<ul>{reasons}{against}{caveat}</ul></li>"
+        )
+    return f"<ul>{''.join(items)}</ul>"
+
+
+def _reproduce(finding: Finding) -> str:
+    return (
+        f"<p>Start the server:</p><pre>{_e(server_command(finding.target, multiline=True))}</pre>"
+        f"<p>Replay with the standalone script beside this page:</p><pre>{_e(repro_command(finding))}</pre>"
+    )
+
+
+def _trace(rows: Sequence[TraceRow]) -> str:
+    body = "".join(
+        f"<tr{_DIV_ROW if r.diverged else ''}><td>{_e(r.id)}</td><td>{r.offset_ms:g}</td><td>{r.prompt_len}</td>"
+        f"<td>{r.prefix_len}</td><td>{r.max_tokens}</td><td>{r.n}</td><td>{'✓' if r.diverged else ''}</td><td>{_e(r.notes)}</td></tr>"
+        for r in rows
+    )
+    return (
+        "<table class='grid'><tr><th>request</th><th>offset_ms</th><th>prompt_len</th><th>prefix_len</th>"
+        f"<th>max_tokens</th><th>n</th><th>diverged</th><th>notes</th></tr>{body}</table>"
+    )
+
+
+_PAGE = """<!doctype html>
+<html lang="en"><head><meta charset="utf-8">
+<meta http-equiv="Content-Security-Policy" content="default-src 'none'; style-src 'unsafe-inline'; img-src data:">
+<title>{title}</title>
+<style>
+body {{ font: 14px/1.45 system-ui, sans-serif; margin: 24px auto; max-width: 1100px; color: #222; }}
+h1 {{ font-size: 20px; margin: 0 0 4px; }} h2 {{ font-size: 17px; border-bottom: 1px solid #ddd; }}
+h3 {{ font-size: 14px; margin: 12px 0 4px; }}
+.note {{ color: #666; font-size: 12px; }}
+.verdict {{ padding: 2px 8px; border-radius: 4px; color: #fff; background: #666; font-weight: 600; }}
+.v-corruption, .v-crash {{ background: #b0191e; }} .v-numeric-drift {{ background: #3a7d44; }}
+table {{ border-collapse: collapse; }} td, th {{ padding: 3px 8px; text-align: left; vertical-align: top; }}
+table.grid td, table.grid th {{ border: 1px solid #ddd; }} table.kv th {{ color: #555; font-weight: 500; }}
+tr.cured td {{ background: {cured}; }} tr.repro td {{ background: #fbe3e3; }} tr.div td {{ color: #b0191e; font-weight: 600; }}
+pre {{ background: #f6f8fa; padding: 8px; overflow-x: auto; }}
+svg text {{ fill: #333; }} svg .grid {{ stroke: #e4e4e4; }}
+li.against {{ color: #b0191e; }}
+</style></head><body>
+{body}
+</body></html>
+"""

@@ -1,0 +1,102 @@
+"""repro.py: one standalone script per finding that replays it, standard library only.
+
+The script is `templates/repro.py.tmpl` with the finding baked in as *data*: a JSON text in a
+Python string literal (written with `repr`, so nothing in the finding can become code), parsed
+with `json.loads` when the script starts. What it holds is the replay plan: the exact request
+bodies servefuzz's own adapter for the finding's engine sends (so the script and `servefuzz
+replay` send the same bytes), each request's offset and cancel time, the requests expected to
+diverge, and how to flush the engine's cache.
+
+    >>> from servefuzz.anomaly import Anomaly, Oracle, Verdict
+    >>> from servefuzz.finding import Finding, TargetInfo
+    >>> from servefuzz.workload import RequestSpec, Scenario
+    >>> sc = Scenario(1, (RequestSpec("r01", 0.0, (5, 6), 2),))
+    >>> f = Finding(3, 1, sc, TargetInfo("sglang", "http://127.0.0.1:30000"),
+    ...             (Anomaly(Oracle.REPLAY, Verdict.CORRUPTION, "r01", "r01 diverged"),))
+    >>> plan = replay_plan(f)
+    >>> plan["path"], plan["flush"], plan["requests"][0]["body"]["input_ids"]
+    ('/generate', 'sglang', [5, 6])
+    >>> compile(repro_script(f), "repro.py", "exec") is not None
+    True
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import string
+from importlib import resources
+from typing import Any
+
+from servefuzz.errors import UsageError
+from servefuzz.finding import Finding
+from servefuzz.runner import RunConfig
+from servefuzz.targets import make_target
+from servefuzz.targets.llamacpp import LlamaCppTarget
+from servefuzz.targets.openai import OpenAITarget
+from servefuzz.targets.sglang import SGLangTarget
+from servefuzz.targets.vllm import VLLMTarget
+
+__all__ = ["replay_plan", "repro_script"]
+
+_LINE = 96  # characters of JSON per line of the embedded literal
+
+
+def replay_plan(finding: Finding) -> dict[str, Any]:
+    """Everything the script needs, JSON-ready: the request bodies of the finding's dialect."""
+    info = finding.target
+    top_k = RunConfig().top_k  # what the runner asks for, so the server does the same work
+    # The llama.cpp adapter takes cache_prompt from its construction; the finding recorded it.
+    opts = {"cache_prompt": info.server_args.get("cache_prompt") is not False} if info.engine == "llamacpp" else {}
+    target = make_target(info.engine, info.base_url, **opts)
+    model = info.server_args.get("model")
+    requests = []
+    for spec in finding.scenario.requests:
+        copies = 1
+        if isinstance(target, VLLMTarget) and spec.n > 1:
+            # vLLM rejects n > 1 at temperature 0; its adapter sends n requests of n = 1.
+            copies, spec = spec.n, dataclasses.replace(spec, n=1)
+        if isinstance(target, OpenAITarget):
+            body = target.body(spec, top_k=top_k, model=model or "")
+            body["model"] = model  # None: the script asks /v1/models, as the adapter does
+        elif isinstance(target, SGLangTarget | LlamaCppTarget):
+            body = target.body(spec, top_k=top_k)
+        else:
+            raise UsageError(f"repro.py cannot speak the {info.engine!r} dialect yet")
+        requests.append(
+            {"id": spec.id, "offset_ms": spec.offset_ms, "cancel_after_ms": spec.cancel_after_ms, "copies": copies, "body": body}
+        )
+    dialect, path, flush = _dialect(target)
+    return {
+        "name": finding.filename,
+        "bug": f"{finding.verdict.value} ({finding.signature})",
+        "expected": list(finding.expected_diverging),
+        "expect_failure": None if finding.verdict.is_divergence else finding.verdict.value,
+        "base_url": info.base_url,
+        "dialect": dialect,
+        "path": path,
+        "flush": flush,
+        "model": model,
+        "requests": requests,
+    }
+
+
+def _dialect(target: object) -> tuple[str, str, str | None]:
+    """(how answers are read, where requests go, which cache flush the engine has)."""
+    if isinstance(target, VLLMTarget):
+        return "openai", "/v1/completions", "vllm"
+    if isinstance(target, OpenAITarget):
+        return "openai", "/v1/completions", None
+    if isinstance(target, LlamaCppTarget):
+        return "llamacpp", "/completion", "llamacpp"
+    return "sglang", "/generate", "sglang"
+
+
+def repro_script(finding: Finding) -> str:
+    """The text of the standalone repro.py for `finding`."""
+    text = json.dumps(replay_plan(finding), ensure_ascii=True, separators=(",", ":"))
+    # Adjacent string literals concatenate: the JSON spread over short lines, each one `repr`'d.
+    literal = "\n".join("    " + repr(text[i : i + _LINE]) for i in range(0, len(text), _LINE))
+    template = resources.files("servefuzz.report").joinpath("templates/repro.py.tmpl").read_text(encoding="utf-8")
+    # One substitution pass: values are never scanned for placeholders themselves.
+    return string.Template(template).substitute(finding_name=finding.filename, finding_literal=literal)

@@ -1,0 +1,567 @@
+"""Shrink: the smallest scenario that still shows a finding.
+
+    $ servefuzz shrink findings/finding_00003_123.json --launch reference
+    -> findings/finding_00003_123_min.json   (the minimal scenario, confirmed 10 times)
+
+Shaped after Hypothesis. Every candidate goes through one gate, `Shrinker.consider`, which
+accepts it only if it is strictly smaller than the best scenario so far by `sort_key` *and* the
+test says it still shows the finding. The real test (`reproduction_test`) is confirmation's:
+in at least k of n replays a flagged request answers other than alone on a flushed cache (or the
+same liveness failure comes back), and the oracles give it the finding's verdict, so that a
+corruption never shrinks into numeric drift or the other way round. Passes only propose
+candidates; they run in order, again and again, until a whole round accepts nothing (a fixed
+point) or the replay budget is spent:
+
+| pass              | proposes                                                                 |
+|-------------------|--------------------------------------------------------------------------|
+| drop_requests     | subsets of the requests (Zeller's ddmin)                                 |
+| shrink_max_tokens | each request's max_tokens: 1 first, then bisection (not for a request   |
+|                   | cut on purpose: it must still be running when it is cut)                 |
+| shrink_prompt     | shorter suffixes, first keeping the prompt length modulo the page size   |
+| shrink_prefix     | each shared prefix cut for all its sharers: no prefix, or fewer pages    |
+|                   | with the same remainder (128 -> 64; 65 -> 1), so page relations hold     |
+| shrink_n          | each request's n: 1 first, then bisection                                |
+| zero_offsets      | all offsets 0 (one burst); the earliest moved to 0; each offset to 0     |
+| merge_offsets     | each group of requests sent together merged into the group before it     |
+
+`sort_key` is a total order: (requests, prompt tokens, sum of max_tokens, sum of n, distinct
+offsets, sum of offsets, streamed requests, then the scenario's JSON as the last tie-break).
+
+Requests keep their ids during the search. At the end each changed request's id gains its
+lineage, one tag per kind of change in the order of the table above: `_st` max_tokens, `_sp`
+prompt, `_sx` prefix, `_sn` n, `_so` offset (`r03` whose prefix and max_tokens shrank becomes
+`r03_st_sx`). A shared prefix is always cut to the first tokens of the same named prefix, so
+requests that share it still share exactly `prefix_len` tokens.
+
+Exit codes of `main`: 0 shrunk (the minimal finding was written), 1 the finding does not
+reproduce on this server (nothing to shrink), 2 bad input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+from servefuzz.confirm import DEFAULT_RUNS, Expectation, Launch, Replayer, render_confirmation
+from servefuzz.errors import ServefuzzError, UsageError
+from servefuzz.finding import Finding, load_finding, write_finding
+from servefuzz.workload import RequestSpec, Scenario
+
+__all__ = [
+    "SortKey",
+    "Trial",
+    "Test",
+    "PassStats",
+    "ShrinkResult",
+    "Shrinker",
+    "PASSES",
+    "sort_key",
+    "ddmin",
+    "with_lineage",
+    "minimal_name",
+    "reproduction_test",
+    "shrink_finding",
+    "render_stats",
+    "main",
+]
+
+_T = TypeVar("_T")
+
+SortKey = tuple[int, int, int, int, int, float, int, str]
+
+
+def sort_key(scenario: Scenario) -> SortKey:
+    """How complex a scenario is; smaller is simpler, and any two scenarios compare.
+
+    >>> one = Scenario(1, (RequestSpec("r01", 0.0, (5, 6, 7), 4),))
+    >>> two = Scenario(1, (RequestSpec("r01", 0.0, (5, 6), 4), RequestSpec("r02", 3.0, (8,), 1)))
+    >>> sort_key(one) < sort_key(two)   # fewer requests first, whatever their sizes
+    True
+    """
+    rs = scenario.requests
+    return (
+        len(rs),
+        sum(r.prompt_len for r in rs),
+        sum(r.max_tokens for r in rs),
+        sum(r.n for r in rs),
+        len({r.offset_ms for r in rs}),
+        round(sum(r.offset_ms for r in rs), 3),
+        sum(r.stream for r in rs),
+        json.dumps(scenario.to_json()["requests"], sort_keys=True),
+    )
+
+
+@dataclass(frozen=True)
+class Trial:
+    """What the test said about one candidate, and how many replays it cost."""
+
+    reproduced: bool
+    replays: int
+
+
+Test = Callable[[Scenario], Trial]
+
+
+@dataclass(frozen=True)
+class PassStats:
+    """One pass over the whole search: candidates considered, accepted, replays spent."""
+
+    name: str
+    calls: int = 0
+    accepted: int = 0
+    replays: int = 0
+
+
+@dataclass(frozen=True)
+class ShrinkResult:
+    original: Scenario
+    best: Scenario
+    passes: tuple[PassStats, ...]
+    replays: int
+    rounds: int
+    stopped_because: str
+
+
+class Shrinker:
+    """Shrinks `scenario` with the passes in `PASSES`, every candidate through `consider`.
+
+    `test` is assumed to hold for `scenario` itself. `page_size` guides the length passes
+    (None: no page relations to keep). `budget` caps the replays the tests may spend.
+
+    >>> sc = Scenario(1, tuple(RequestSpec(f"r{i}", float(i), (5,) * 8, 4) for i in range(6)))
+    >>> s = Shrinker(sc, lambda c: Trial("r3" in {r.id for r in c.requests}, 1), page_size=4)
+    >>> [(r.id, r.prompt_len, r.max_tokens, r.offset_ms) for r in s.run().best.requests]
+    [('r3', 1, 1, 0.0)]
+    """
+
+    def __init__(self, scenario: Scenario, test: Test, *, page_size: int | None = None, budget: int | None = None) -> None:
+        self.best = scenario
+        self.original = scenario
+        self.test = test
+        self.page_size = page_size if page_size and page_size > 1 else None
+        self.budget = budget
+        self.replays = 0
+        self._rejected: set[Scenario] = set()
+        self._stats: dict[str, dict[str, int]] = {}
+        self._pass = ""
+
+    @property
+    def budget_spent(self) -> bool:
+        return self.budget is not None and self.replays >= self.budget
+
+    def consider(self, candidate: Scenario) -> bool:
+        """The one gate: accept `candidate` (making it the best) iff it is strictly smaller and
+        the test says it still shows the finding."""
+        stats = self._stats.setdefault(self._pass, {"calls": 0, "accepted": 0, "replays": 0})
+        stats["calls"] += 1
+        if not candidate.requests or sort_key(candidate) >= sort_key(self.best):
+            return False
+        if candidate in self._rejected or self.budget_spent:
+            return False
+        trial = self.test(candidate)
+        self.replays += trial.replays
+        stats["replays"] += trial.replays
+        if not trial.reproduced:
+            self._rejected.add(candidate)
+            return False
+        stats["accepted"] += 1
+        self.best = candidate
+        return True
+
+    def run(self) -> ShrinkResult:
+        """Run every pass, round after round, until a round accepts nothing or the budget is spent."""
+        rounds = 0
+        while not self.budget_spent:
+            rounds += 1
+            before = self.best
+            for name, shrink_pass in PASSES:
+                self._pass = name
+                shrink_pass(self)
+            if self.best == before:
+                break
+        passes = tuple(PassStats(name, **self._stats.get(name, {})) for name, _ in PASSES)
+        why = f"replay budget of {self.budget} spent" if self.budget_spent else "fixed point"
+        return ShrinkResult(self.original, self.best, passes, self.replays, rounds, why)
+
+    # -- helpers the passes share ------------------------------------------------------------
+
+    def replace_request(self, rid: str, **changes: Any) -> bool:
+        """Consider the best scenario with request `rid` changed."""
+        specs = [dataclasses.replace(r, **changes) if r.id == rid else r for r in self.best.requests]
+        return self.consider(self.best.with_requests(specs))
+
+    def minimize_int(self, value: int, lo: int, make: Callable[[int], Scenario | None]) -> int:
+        """The smallest accepted value in [lo, value]: `lo` first, then bisection (assuming that
+        what works at some size works at any larger one). `make` may decline a value (None)."""
+        def accept(v: int) -> bool:
+            candidate = make(v)
+            return candidate is not None and self.consider(candidate)
+
+        if value <= lo or accept(lo):
+            return min(value, lo)
+        bad, good = lo, value
+        while good - bad > 1 and not self.budget_spent:
+            mid = (bad + good) // 2
+            if accept(mid):
+                good = mid
+            else:
+                bad = mid
+        return good
+
+
+# -- the passes ------------------------------------------------------------------------------
+
+
+def drop_requests(s: Shrinker) -> None:
+    ddmin(list(s.best.requests), lambda subset: s.consider(s.best.with_requests(subset)))
+
+
+def shrink_max_tokens(s: Shrinker) -> None:
+    for rid in _ids(s):
+        spec = s.best.by_id().get(rid)
+        # A request cut on purpose keeps its length: it must still be running when it is cut.
+        if spec is not None and not spec.cancelled:
+            s.minimize_int(spec.max_tokens, 1, lambda v, rid=rid: _with(s.best, rid, max_tokens=v))
+
+
+def shrink_n(s: Shrinker) -> None:
+    for rid in _ids(s):
+        spec = s.best.by_id().get(rid)
+        if spec is not None:
+            s.minimize_int(spec.n, 1, lambda v, rid=rid: _with(s.best, rid, n=v))
+
+
+def shrink_prompt(s: Shrinker) -> None:
+    """Shorter suffixes (the part after the shared prefix), keeping the suffix's first tokens.
+
+    First in whole pages, so the prompt length keeps its remainder modulo the page size; then
+    token by token.
+    """
+    for rid in _ids(s):
+        spec = s.best.by_id().get(rid)
+        if spec is None:
+            continue
+        least = 0 if spec.prefix_len else 1  # a prompt needs a token; a shared one may be all prefix
+
+        def cut(suffix: int, rid: str = rid) -> Scenario | None:
+            r = s.best.by_id()[rid]
+            return _with(s.best, rid, prompt_ids=r.prompt_ids[: r.prefix_len + suffix])
+
+        page = s.page_size
+        if page is not None and spec.suffix_len - page >= least:
+            rem = spec.suffix_len % page
+            base = rem if rem >= least else rem + page
+            s.minimize_int((spec.suffix_len - base) // page, 0, lambda m, cut=cut, base=base: cut(base + m * page))
+        s.minimize_int(s.best.by_id()[rid].suffix_len, least, cut)
+
+
+def shrink_prefix(s: Shrinker) -> None:
+    """Cut each shared prefix for all the requests sharing it: to nothing, else to fewer pages
+    with the same remainder modulo the page size (without a page size: bisection)."""
+    groups: dict[tuple[str | None, int], list[str]] = {}
+    for r in s.best.requests:
+        if r.prefix_len:
+            groups.setdefault((r.prefix_name, r.prefix_len), []).append(r.id)
+    for (_, length), ids in groups.items():
+        page = s.page_size
+        to_nothing = _prefix_candidate(s.best, ids, 0)
+        if to_nothing is not None and s.consider(to_nothing):
+            continue
+        if page is None:
+            s.minimize_int(length, 1, lambda v, ids=ids: _prefix_candidate(s.best, ids, v))
+        elif length >= page:
+            rem = length % page
+            s.minimize_int(length // page, 0, lambda m, ids=ids, rem=rem: _prefix_candidate(s.best, ids, rem + m * page))
+
+
+def zero_offsets(s: Shrinker) -> None:
+    s.consider(_offsets(s.best, lambda r: 0.0))
+    start = min(r.offset_ms for r in s.best.requests)
+    if start > 0:
+        s.consider(_offsets(s.best, lambda r: r.offset_ms - start))
+    for rid in _ids(s):
+        s.consider(_offsets(s.best, lambda r, rid=rid: 0.0 if r.id == rid else r.offset_ms))
+
+
+def merge_offsets(s: Shrinker) -> None:
+    """Merge each group of requests sent at one offset into the group just before it."""
+    i = 1
+    while True:
+        times = sorted({r.offset_ms for r in s.best.requests})
+        if i >= len(times):
+            return
+        late, early = times[i], times[i - 1]
+        if not s.consider(_offsets(s.best, lambda r: early if r.offset_ms == late else r.offset_ms)):
+            i += 1
+
+
+PASSES: tuple[tuple[str, Callable[[Shrinker], None]], ...] = (
+    ("drop_requests", drop_requests),
+    ("shrink_max_tokens", shrink_max_tokens),
+    ("shrink_prompt", shrink_prompt),
+    ("shrink_prefix", shrink_prefix),
+    ("shrink_n", shrink_n),
+    ("zero_offsets", zero_offsets),
+    ("merge_offsets", merge_offsets),
+)
+
+
+def ddmin(items: Sequence[_T], test: Callable[[list[_T]], bool]) -> list[_T]:
+    """Zeller's ddmin: a 1-minimal sublist of `items` (order kept) for which `test` holds,
+    assuming it holds for `items`. Empty lists are never tested.
+
+    >>> ddmin(list(range(10)), lambda xs: 3 in xs and 7 in xs)
+    [3, 7]
+    """
+    items = list(items)
+    n = 2
+    while len(items) >= 2:
+        chunks = [items[len(items) * i // n : len(items) * (i + 1) // n] for i in range(n)]
+        subset = next((c for c in chunks if test(c)), None)
+        if subset is not None:
+            items, n = subset, 2
+            continue
+        # With two chunks each complement is the other chunk, tested just above.
+        complements = ([x for j, c in enumerate(chunks) if j != i for x in c] for i in range(n)) if n > 2 else iter(())
+        complement = next((c for c in complements if test(c)), None)
+        if complement is not None:
+            items, n = complement, max(n - 1, 2)
+        elif n >= len(items):
+            break
+        else:
+            n = min(len(items), 2 * n)
+    return items
+
+
+def _ids(s: Shrinker) -> list[str]:
+    return [r.id for r in s.best.requests]
+
+
+def _with(scenario: Scenario, rid: str, **changes: Any) -> Scenario:
+    return scenario.with_requests([dataclasses.replace(r, **changes) if r.id == rid else r for r in scenario.requests])
+
+
+def _offsets(scenario: Scenario, offset: Callable[[RequestSpec], float]) -> Scenario:
+    return scenario.with_requests([dataclasses.replace(r, offset_ms=round(offset(r), 3)) for r in scenario.requests])
+
+
+def _prefix_candidate(scenario: Scenario, ids: Sequence[str], new: int) -> Scenario | None:
+    """The requests `ids` (sharing one prefix at one length) cut to share only `new` tokens:
+    each keeps the first `new` tokens of its own prompt (the same named prefix) and its whole
+    suffix.
+
+    None when there is nothing to cut, when a prompt would be left empty, or when the sharing
+    would become inexact: a request's
+    suffix starting with the token that follows the first `new` tokens in another request that
+    shares more of the prefix.
+    """
+    members = [r for r in scenario.requests if r.id in ids]
+    if not members or any(r.prefix_len <= new or new + r.suffix_len < 1 for r in members):
+        return None
+    name = members[0].prefix_name
+    others = [r for r in scenario.requests if r.prefix_name == name and r.prefix_len > new and r.id not in ids]
+    taken = {r.prompt_ids[new] for r in others}
+    if any(r.suffix_len and r.prompt_ids[r.prefix_len] in taken for r in members):
+        return None
+    changed = {
+        r.id: dataclasses.replace(
+            r, prompt_ids=r.prompt_ids[:new] + r.prompt_ids[r.prefix_len :], prefix_len=new,
+            prefix_name=name if new else None,
+        )
+        for r in members
+    }
+    return scenario.with_requests([changed.get(r.id, r) for r in scenario.requests])
+
+
+# -- lineage ---------------------------------------------------------------------------------
+
+
+def with_lineage(original: Scenario, best: Scenario) -> tuple[Scenario, dict[str, str]]:
+    """`best` with each changed request's id extended by its shrink tags; and old id -> new id.
+
+    >>> a = Scenario(1, (RequestSpec("r03", 5.0, (1, 2, 3), 8),))
+    >>> b = Scenario(1, (RequestSpec("r03", 0.0, (1, 2, 3), 2),))
+    >>> with_lineage(a, b)[1]
+    {'r03': 'r03_st_so'}
+    """
+    before = original.by_id()
+    taken = {r.id for r in best.requests}
+    renames: dict[str, str] = {}
+    for r in best.requests:
+        o = before.get(r.id)
+        if o is None:
+            continue
+        tags = [
+            tag
+            for tag, changed in (
+                ("st", r.max_tokens != o.max_tokens),
+                ("sp", r.suffix_len != o.suffix_len),
+                ("sx", r.prefix_len != o.prefix_len),
+                ("sn", r.n != o.n),
+                ("so", r.offset_ms != o.offset_ms),
+            )
+            if changed
+        ]
+        new = "_".join([r.id, *tags])
+        if tags and new not in taken:
+            renames[r.id] = new
+            taken.add(new)
+    renamed = best.with_requests([dataclasses.replace(r, id=renames.get(r.id, r.id)) for r in best.requests])
+    return dataclasses.replace(renamed, meta={**best.meta, "shrunk_from": len(original.requests)}), renames
+
+
+# -- against a server --------------------------------------------------------------------------
+
+
+def reproduction_test(bench: Replayer, expect: Expectation, *, runs: int, k: int) -> Test:
+    """The gate's test on a real server: at least `k` of `runs` replays reproduce, with the
+    finding's verdict. Replays stop as soon as the answer is certain.
+
+    On a server `bench` launched, a candidate that passes is tested again on a fresh server and
+    accepted only if it passes there too: a bug may leave damage that a cache flush does not
+    clear, and a minimal finding must not owe its reproduction to what earlier candidates did.
+    """
+    if not 1 <= k <= runs:
+        raise UsageError(f"--k must be between 1 and --runs ({runs}), got {k}")
+
+    def stop(reproduced: int, done: int) -> bool:
+        return reproduced >= k or runs - done < k - reproduced
+
+    def passes(candidate: Scenario) -> tuple[bool, int]:
+        rep = bench.reproduce(candidate, expect, runs, stop=stop)
+        return rep.reproduced >= k and rep.verdict_of(expect.within(candidate)) is expect.verdict, rep.attempts
+
+    def test(candidate: Scenario) -> Trial:
+        if not expect.within(candidate).anomalies:
+            return Trial(False, 0)  # no flagged request left: it cannot show this finding
+        ok, spent = passes(candidate)
+        if ok and bench.can_restart:
+            bench.restart()
+            ok, again = passes(candidate)
+            spent += again
+        return Trial(ok, spent)
+
+    return test
+
+
+def shrink_finding(
+    finding: Finding,
+    bench: Replayer,
+    *,
+    runs: int = 4,
+    k: int = 1,
+    budget: int | None = 300,
+    confirm_runs: int = DEFAULT_RUNS,
+) -> tuple[Finding | None, ShrinkResult | None]:
+    """Shrink `finding` on `bench`'s server and confirm the minimal scenario `confirm_runs` times.
+
+    Returns (None, None) when the finding does not show there at all in `runs` replays. (It
+    need not pass the gate itself: a smaller scenario may well reproduce more often.)
+    """
+    expect = Expectation.of(finding)
+    test = reproduction_test(bench, expect, runs=runs, k=k)
+    if bench.reproduce(finding.scenario, expect, runs, stop=lambda seen, done: seen > 0).flaky:
+        return None, None
+    page = finding.target.page_size or finding.scenario.meta.get("page_size")
+    shrinker = Shrinker(finding.scenario, test, page_size=page if isinstance(page, int) else None, budget=budget)
+    result = shrinker.run()
+    scenario, renames = with_lineage(finding.scenario, result.best)
+    if bench.can_restart:
+        bench.restart()  # the minimal finding's rate is measured on a fresh server
+    final = bench.reproduce(scenario, expect.renamed(renames), confirm_runs)
+    anomalies = final.judgement.anomalies or expect.renamed(renames).within(scenario).anomalies
+    note = (
+        f"shrunk from {finding.filename}: {len(finding.scenario.requests)} -> {len(scenario.requests)} requests, "
+        f"{result.replays} replays over {result.rounds} rounds ({result.stopped_because})"
+    )
+    minimal = dataclasses.replace(
+        finding,
+        scenario=scenario,
+        target=bench.info,
+        anomalies=anomalies,
+        confirmation=final.confirmation,
+        notes=(note, *(["flaky: the minimal scenario did not come back when confirmed"] if final.flaky else [])),
+        triage=None,
+    )
+    return minimal, result
+
+
+def minimal_name(path: Path) -> str:
+    """The minimal finding's file name, beside the original: `finding_00003_123_min.json`."""
+    return f"{path.stem}_min.json"
+
+
+def render_stats(result: ShrinkResult) -> list[str]:
+    """Per-pass statistics, then the before/after sizes."""
+    lines = [f"{'pass':<18} {'calls':>6} {'accepted':>9} {'replays':>8}"]
+    lines += [f"{p.name:<18} {p.calls:>6} {p.accepted:>9} {p.replays:>8}" for p in result.passes]
+    a, b = sort_key(result.original), sort_key(result.best)
+    lines.append(
+        f"requests {a[0]} -> {b[0]}, prompt tokens {a[1]} -> {b[1]}, max_tokens {a[2]} -> {b[2]}; "
+        f"{result.replays} replays, {result.rounds} rounds, {result.stopped_because}"
+    )
+    return lines
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # type: ignore[override]
+        raise UsageError(message)
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected at least 1, got {value}")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="servefuzz shrink", description=__doc__.splitlines()[0] if __doc__ else None)
+    p.add_argument("finding", type=Path, metavar="FINDING")
+    where = p.add_mutually_exclusive_group(required=True)
+    where.add_argument("--base-url", help="a running server to replay against")
+    where.add_argument("--launch", metavar="PRESET", help="reference, vllm-cpu, llama-server, or a command with {port}")
+    p.add_argument("--engine", help="dialect of --base-url or of a --launch command (default: the finding's)")
+    p.add_argument("--model", type=Path, help="model for the vllm-cpu (HF folder) and llama-server (GGUF) presets")
+    p.add_argument("--runs", type=_positive, default=4, help="replays per candidate, n (default 4)")
+    p.add_argument("--k", type=_positive, default=1, help="replays that must reproduce, k of n (default 1)")
+    p.add_argument("--budget", type=_positive, default=300, help="replays the search may spend (default 300)")
+    p.add_argument("--confirm-runs", type=_positive, default=DEFAULT_RUNS, help="replays confirming the result")
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """`servefuzz shrink FINDING (--base-url URL | --launch PRESET) [--runs n] [--k k] [--budget N]`."""
+    try:
+        args = build_parser().parse_args(list(sys.argv[1:] if argv is None else argv))
+        finding = load_finding(args.finding)
+        if args.launch is not None:
+            bench = Replayer(Launch.resolve(args.launch, finding, model=args.model, engine=args.engine))
+        else:
+            bench = Replayer.at(args.engine or finding.target.engine, args.base_url)
+        with bench:
+            minimal, result = shrink_finding(
+                finding, bench, runs=args.runs, k=args.k, budget=args.budget, confirm_runs=args.confirm_runs
+            )
+        if minimal is None or result is None:
+            print(f"{args.finding}: did not reproduce in {args.runs} replays on this server; nothing to shrink")
+            return 1
+        path = write_finding(args.finding.parent, minimal, name=minimal_name(args.finding), replace=True)
+    except ServefuzzError as e:
+        print(f"servefuzz shrink: error: {e}", file=sys.stderr)
+        return e.exit_code
+    print("\n".join(render_stats(result)))
+    assert minimal.confirmation is not None
+    print("\n".join(render_confirmation(minimal.confirmation)))
+    print(f"minimal finding: {path}")
+    return 0
+

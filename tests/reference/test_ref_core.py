@@ -1,0 +1,344 @@
+"""The serving core in-process: pool, radix cache, scheduler. The headline is the property test:
+whatever the batch composition, arrival timing, cache state, chunking, padding, overlap, pool
+pressure or aborts, every token and logprob is bit-identical to the plain single-sequence
+forward. Unit tests pin the mechanisms the fault zoo builds on."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from servefuzz.reference.kvpool import KVPool, ReqToTokenPool
+from servefuzz.reference.model import EOS_ID, TinyModel
+from servefuzz.reference.radix import RadixCache
+from servefuzz.reference.scheduler import (
+    Engine,
+    Event,
+    FinishEvent,
+    FinishReason,
+    Request,
+    RequestError,
+    TokenEvent,
+)
+from servefuzz.reference.server_args import ServerArgs
+
+_RNG = np.random.default_rng(77)
+PREFIXES = [[int(t) for t in _RNG.integers(3, 1024, 140)] for _ in range(2)]
+
+
+@dataclass
+class Outcome:
+    req: Request
+    steps: dict[int, list] = field(default_factory=dict)
+    finish: dict[int, FinishReason] = field(default_factory=dict)
+
+    def sink(self, events: Sequence[Event]) -> None:
+        for e in events:
+            if isinstance(e, TokenEvent):
+                self.steps.setdefault(e.index, []).append(e.step)
+            elif isinstance(e, FinishEvent):
+                assert e.index not in self.finish, "a choice finished twice"
+                self.finish[e.index] = e.reason
+
+
+def run(engine: Engine, plan: Sequence[tuple[int, Request, int | None]]) -> dict[str, Outcome]:
+    """Drive the engine step by step: (arrival step, request, abort after k steps or None)."""
+    out: dict[str, Outcome] = {}
+    aborts: dict[int, list[str]] = {}
+    step = 0
+    pending = sorted(plan, key=lambda p: p[0])
+    while pending or engine.busy or aborts:
+        while pending and pending[0][0] <= step:
+            _, req, abort_after = pending.pop(0)
+            out[req.rid] = Outcome(req)
+            req.sink = out[req.rid].sink
+            engine.add_request(req)
+            if abort_after is not None:
+                aborts.setdefault(step + abort_after, []).append(req.rid)
+        for rid in aborts.pop(step, []):
+            engine.abort_now(rid)
+        engine.step()
+        step += 1
+        assert step < 20_000, "engine made no progress"
+    return out
+
+
+def assert_exact(model: TinyModel, outcomes: dict[str, Outcome], aborted: set[str] = frozenset()) -> None:
+    for rid, o in outcomes.items():
+        assert set(o.finish) == set(range(o.req.n)), f"{rid}: every choice must finish"
+        for i in range(o.req.n):
+            steps = o.steps.get(i, [])
+            tokens = [s.token_id for s in steps]
+            ref = model.score(o.req.prompt, tokens, top_k=o.req.top_logprobs_num)
+            assert list(ref.steps) == steps, f"{rid}#{i} differs from the single-sequence forward"
+            reason = o.finish[i]
+            if reason.kind == "abort":
+                assert rid in aborted
+            elif reason.kind == "stop":
+                assert tokens[-1] == EOS_ID and not o.req.ignore_eos
+            else:
+                assert len(tokens) == o.req.max_new_tokens
+                assert o.req.ignore_eos or EOS_ID not in tokens[:-1]  # length wins a tie, as in SGLang
+
+
+def assert_no_leaks(engine: Engine) -> None:
+    """Idle engine: every row free, every page either free or held once by the cache, no locks."""
+    assert not engine.busy and not engine.requests
+    assert engine.rows.free_rows == engine.args.max_running_requests
+    cached = engine.tree.cached_pages if engine.tree else 0
+    assert engine.pool.free_pages + cached == engine.pool.usable_pages
+    if engine.tree is not None:
+        for node in engine.tree._nodes()[1:]:
+            assert node.lock_ref == 0 and engine.pool.refcount(node.page) == 1
+
+
+@st.composite
+def engine_args(draw: st.DrawFn) -> ServerArgs:
+    page = draw(st.sampled_from([1, 3, 16, 64]))
+    # Small pools force eviction and retraction; 14 pages still hold any one request below.
+    pool = max(draw(st.sampled_from([700, 1200, 50_000])), 14 * page)
+    return ServerArgs(
+        page_size=page,
+        chunked_prefill_size=draw(st.sampled_from([-1, 5, 64, 300])),
+        max_running_requests=draw(st.integers(1, 8)),
+        max_total_tokens=pool,
+        disable_radix_cache=draw(st.booleans()),
+        disable_overlap_schedule=draw(st.booleans()),
+        disable_cuda_graph=draw(st.booleans()),
+    )
+
+
+@st.composite
+def workloads(draw: st.DrawFn) -> list[tuple[int, Request, int | None]]:
+    plan = []
+    for i in range(draw(st.integers(1, 10))):
+        prefix = PREFIXES[draw(st.integers(0, 1))][: draw(st.integers(0, 140))]
+        # Few suffix seeds: identical prompts (full cache hits) happen often.
+        suffix_rng = np.random.default_rng(draw(st.integers(0, 4)))
+        suffix = [int(t) for t in suffix_rng.integers(3, 1024, draw(st.integers(1, 40)))]
+        req = Request(
+            f"r{i}",
+            tuple(prefix + suffix),
+            max_new_tokens=draw(st.integers(0, 24)),
+            n=draw(st.integers(1, 3)),
+            ignore_eos=draw(st.booleans()),
+            top_logprobs_num=2,
+        )
+        plan.append((draw(st.integers(0, 25)), req, draw(st.one_of(st.none(), st.integers(0, 12)))))
+    return plan
+
+
+@settings(max_examples=45, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(args=engine_args(), plan=workloads())
+def test_clean_engine_is_bit_exact_under_any_schedule(model: TinyModel, args: ServerArgs, plan: list) -> None:
+    engine = Engine(args, model=model)
+    servable = []
+    for item in plan:
+        try:
+            engine.check(item[1])
+        except RequestError:
+            continue  # the HTTP layer answers these with a 400
+        servable.append(item)
+    outcomes = run(engine, servable)
+    assert_exact(model, outcomes, aborted={r.rid for _, r, a in servable if a is not None})
+    assert_no_leaks(engine)
+
+
+# -- mechanisms -------------------------------------------------------------------------------
+
+
+def tokens(seed: int, n: int) -> list[int]:
+    return [int(t) for t in np.random.default_rng(seed).integers(3, 1024, n)]
+
+
+def test_pool_allocates_lowest_pages_first_and_counts_references() -> None:
+    pool = KVPool(n_layers=1, n_heads=1, head_dim=2, total_tokens=40, page_size=8)
+    assert pool.usable_pages == 4
+    a = pool.alloc(3)
+    assert a == [1, 2, 3] and pool.alloc(2) is None and pool.free_pages == 1  # nothing taken
+    pool.retain([2])
+    pool.release(a)
+    assert pool.free_pages == 3 and pool.refcount(2) == 1
+    assert pool.alloc(1) == [1]  # lowest first: a freed page is reused at once
+    assert list(pool.slots([3, 1], 6, 10)) == [30, 31, 8, 9]
+
+
+def test_req_to_token_rows_are_reused_most_recent_first() -> None:
+    rows = ReqToTokenPool(rows=3, context_length=8)
+    a, b = rows.alloc(), rows.alloc()
+    rows.free(a)
+    assert rows.alloc() == a and rows.free_rows == 1 and b != a
+    assert not rows.table[rows.padding_row].any()
+
+
+def test_radix_eviction_is_lru_over_unlocked_leaves() -> None:
+    pool = KVPool(n_layers=1, n_heads=1, head_dim=2, total_tokens=64, page_size=4)
+    tree = RadixCache(pool)
+    old, new, held = ([k] * 8 for k in (5, 6, 7))
+    for toks in (old, new, held):
+        pages = pool.alloc(2)
+        tree.insert(toks, pages)
+        pool.release(pages)  # the tree is now the only holder
+    locked = tree.match_prefix(held + [1], max_pages=2)
+    tree.lock(locked.node)
+    assert tree.evict(3) == 3  # both pages of `old`, then the leaf of `new`
+    assert tree.match_prefix(old + [1], 2).pages == []
+    assert len(tree.match_prefix(new + [1], 2).pages) == 1
+    assert tree.match_prefix(held + [1], 2).pages == locked.pages
+    assert tree.evict(10) == 1 and tree.cached_pages == 2  # the locked path stays
+    tree.unlock(locked.node)
+    assert tree.evict(10) == 2 and pool.free_pages == pool.usable_pages
+
+
+def test_match_never_returns_unwritten_pages_unless_the_boundary_fault_is_on() -> None:
+    pool = KVPool(n_layers=1, n_heads=1, head_dim=2, total_tokens=64, page_size=4)
+    tree = RadixCache(pool)
+    a = [1, 2, 3, 4, 5, 6, 7, 8]
+    tree.insert(a, pool.alloc(2), ready=False)  # as the fault inserts at schedule time
+    diverging = a[:4] + [9, 9, 9, 9, 9]  # shares exactly one page, next token differs
+    continuing = a[:5] + [9, 9, 9, 9]  # shares 5 tokens: the next token starts a child
+    assert tree.match_prefix(diverging, 2).pages == []
+    assert len(tree.match_prefix(diverging, 2, boundary_fast_path=True).pages) == 1
+    assert tree.match_prefix(continuing, 2, boundary_fast_path=True).pages == []
+
+
+def test_second_identical_request_is_served_from_whole_cached_pages(model: TinyModel) -> None:
+    engine = Engine(ServerArgs(page_size=16), model=model)
+    prompt = tuple(tokens(1, 50))
+    first = run(engine, [(0, Request("a", prompt, 4, top_logprobs_num=2), None)])
+    second = run(engine, [(0, Request("b", prompt, 4, top_logprobs_num=2), None)])
+    assert first["a"].req.cached_tokens == 0
+    assert second["b"].req.cached_tokens == 48  # 3 full pages; the last token is recomputed
+    assert_exact(model, {**first, **second})
+    assert engine.stats.cache_hit_tokens == 48 and engine.stats.cache_query_tokens == 100
+    assert engine.flush_now() and engine.tree is not None and engine.tree.cached_pages == 0
+    assert engine.pool.free_pages == engine.pool.usable_pages
+
+
+def test_choices_share_the_prompt_pages_and_decode_in_lockstep(model: TinyModel) -> None:
+    engine = Engine(ServerArgs(page_size=16, disable_overlap_schedule=True), model=model)
+    req = Request("n", tuple(tokens(2, 40)), 6, n=4, top_logprobs_num=2)
+    engine.add_request(req)
+    engine.step()  # prefill of choice 0, then the fork
+    seqs = req.seqs
+    assert all(s.kv_len == 40 for s in seqs)
+    shared = seqs[0].pages[0]
+    assert all(s.pages[0] == shared for s in seqs)  # full pages shared
+    assert len({s.pages[2] for s in seqs}) == 4  # the partial page is each choice's own copy
+    assert engine.pool.refcount(shared) == 4 + 1  # four choices and the cache
+    engine.step()
+    assert engine.graph is not None and engine.graph.last_bs == 4
+    outcome = Outcome(req)
+    req.sink = outcome.sink
+    engine.run_until_idle()
+    assert_no_leaks(engine)
+
+
+def test_decode_batches_are_padded_to_capture_sizes(model: TinyModel) -> None:
+    engine = Engine(ServerArgs(), model=model)
+    for i in range(5):
+        engine.add_request(Request(f"p{i}", tuple(tokens(10 + i, 20)), 8))
+    assert engine.graph is not None
+    while engine.graph.last_bs == 0:
+        engine.step()
+    assert engine.graph.last_bs == 8  # the first decode batch: 5 rows padded to 8
+    engine.run_until_idle()
+
+
+def test_pool_pressure_evicts_and_retracts_yet_stays_exact(model: TinyModel) -> None:
+    engine = Engine(ServerArgs(page_size=16, max_total_tokens=640), model=model)
+    plan = [
+        (0, Request(f"q{i}", tuple(PREFIXES[0][:48] + tokens(i, 60)), 40, top_logprobs_num=2), None) for i in range(6)
+    ]
+    outcomes = run(engine, plan)
+    assert engine.stats.retracted_reqs > 0 and engine.stats.evicted_tokens > 0
+    assert_exact(model, outcomes)
+    assert_no_leaks(engine)
+
+
+def test_sampling_with_a_seed_does_not_depend_on_the_batch(model: TinyModel) -> None:
+    prompt = tuple(tokens(3, 30))
+
+    def sampled(others: int) -> list[int]:
+        engine = Engine(ServerArgs(page_size=8), model=model)
+        plan = [(0, Request(f"o{i}", tuple(tokens(50 + i, 25)), 10), None) for i in range(others)]
+        plan.append((0, Request("s", prompt, 10, n=2, temperature=0.8, seed=11), None))
+        o = run(engine, plan)["s"]
+        return [s.token_id for i in (0, 1) for s in o.steps[i]]
+
+    alone = sampled(0)
+    assert alone == sampled(5)
+    assert alone[:10] != alone[10:]  # the two choices draw differently
+
+
+def test_flush_is_refused_while_busy(model: TinyModel) -> None:
+    engine = Engine(ServerArgs(), model=model)
+    engine.add_request(Request("f", (5, 6, 7), 3))
+    assert engine.flush_now() is False
+    engine.run_until_idle()
+    assert engine.flush_now() is True
+
+
+@pytest.mark.parametrize(
+    "bad, message",
+    [
+        (Request("x", (), 4), "at least one token"),
+        (Request("x", (5, 1024), 4), "outside the vocabulary"),
+        (Request("x", (5,) * 4000, 200), "exceeds the context length"),
+        (Request("x", (5,), 4, n=0), "n must be in"),
+        (Request("x", (5,), 4, temperature=float("nan")), "temperature"),
+        (Request("x", (5,) * 100, 100, n=8), "max_total_tokens"),
+    ],
+)
+def test_requests_that_can_never_be_served_are_refused(model: TinyModel, bad: Request, message: str) -> None:
+    engine = Engine(ServerArgs(max_total_tokens=1024), model=model)
+    with pytest.raises(RequestError, match=message):
+        engine.check(bad)
+
+
+# -- faults, in-process: the mechanism exactly at its edge ------------------------------------
+
+
+def fault_run(model: TinyModel, plan: list, **flags: object) -> set[str]:
+    """Wrong (request, choice) names of a run; the run itself must stay well-formed."""
+    engine = Engine(ServerArgs(**flags), model=model)  # type: ignore[arg-type]
+    outcomes = run(engine, plan)
+    wrong = set()
+    for rid, o in outcomes.items():
+        for steps in o.steps.values():
+            if model.score(o.req.prompt, [s.token_id for s in steps]).token_ids != tuple(s.token_id for s in steps):
+                wrong.add(rid)
+    return wrong
+
+
+@pytest.mark.parametrize("shared, diverges", [(64, True), (128, True), (65, False), (100, False)])
+def test_page_boundary_fault_fires_only_at_a_page_multiple(model: TinyModel, shared: int, diverges: bool) -> None:
+    prefix = tokens(4, shared)
+    plan = [(0, Request(name, tuple(prefix + tokens(5 + i, 192 - shared)), 8), None) for i, name in enumerate("AB")]
+    wrong = fault_run(model, plan, faults=("page-boundary-prefix",))
+    assert wrong == ({"B"} if diverges else set())
+    # The same two requests in successive batches: the page is written by then.
+    later = [(0, plan[0][1]), (3, plan[1][1])]
+    assert (
+        fault_run(model, [(at, Request(r.rid, r.prompt, 8), None) for at, r in later], faults=("page-boundary-prefix",))
+        == set()
+    )
+
+
+def test_overlap_fault_needs_an_admission_in_the_finishing_step(model: TinyModel) -> None:
+    a, b = tokens(6, 100), tokens(7, 300)
+    hits = [
+        k
+        for k in range(14)
+        if fault_run(
+            model, [(0, Request("A", tuple(a), 8), None), (k, Request("B", tuple(b), 8), None)], faults=("overlap-war",)
+        )
+    ]
+    assert len(hits) == 1  # exactly one arrival step lines B's admission up with A's last step
+    cured = [(0, Request("A", tuple(a), 8), None), (hits[0], Request("B", tuple(b), 8), None)]
+    assert fault_run(model, cured, faults=("overlap-war",), disable_overlap_schedule=True) == set()

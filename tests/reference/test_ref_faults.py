@@ -1,0 +1,186 @@
+"""The fault zoo over real HTTP: each planted bug shows under its trigger, never for one request
+alone on a flushed server, and the flag that cures its upstream cousin cures it.
+
+Each trigger is a targeted burst. Batch composition depends on arrival timing, so a trigger is
+retried up to three times (the fuzzer replays too); a cure or an isolated run must be exact
+every time. "Wrong" means: differs from the plain single-sequence forward of the model.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+import pytest
+from refclient import Answer, burst, flush, generate_body, metric, post, wrong_answers
+
+from servefuzz.reference.faults import FAULTS
+from servefuzz.reference.model import TinyModel
+
+Server = Callable[..., str]
+Burst = list[tuple[str, float, dict[str, Any]]]
+
+
+def toks(seed: int, n: int) -> list[int]:
+    return [int(t) for t in np.random.default_rng(seed).integers(3, 1024, n)]
+
+
+def fires(model: TinyModel, url: str, trigger: Callable[[str], list[Answer]], tries: int = 3) -> dict[str, int]:
+    """Wrong answers of the first run (of `tries`) that has any."""
+    for _ in range(tries):
+        flush(url)
+        wrong = wrong_answers(model, trigger(url))
+        if wrong:
+            return wrong
+    return {}
+
+
+def exact(model: TinyModel, url: str, trigger: Callable[[str], list[Answer]]) -> bool:
+    flush(url)
+    return wrong_answers(model, trigger(url)) == {}
+
+
+# -- the triggers ------------------------------------------------------------------------------
+
+PREFIX64 = toks(1, 64)
+
+
+def page_boundary_burst(url: str) -> list[Answer]:
+    # A long prefill keeps the engine busy while three requests sharing exactly one page
+    # arrive: they are admitted together, in one extend batch.
+    reqs: Burst = [("blocker", 0, generate_body(toks(2, 1000), 1))]
+    reqs += [(name, 20 + i, generate_body(PREFIX64 + toks(3 + i, 64), 16)) for i, name in enumerate("ABC")]
+    return burst(url, reqs)
+
+
+def overlap_burst(url: str) -> list[Answer]:
+    # With one running slot, B waits and is admitted exactly when A's last decode is in flight.
+    return burst(url, [("A", 0, generate_body(toks(6, 100), 8)), ("B", 5, generate_body(toks(7, 300), 8))])
+
+
+def shrinking_decode_burst(url: str) -> list[Answer]:
+    # Five decoding requests (padded to 8) become four (padded to 4) when R0 finishes.
+    reqs: Burst = [("R0", 0, generate_body(toks(10, 64), 8))]
+    reqs += [(f"R{i}", 1, generate_body(toks(10 + i, 64), 24)) for i in range(1, 5)]
+    return burst(url, reqs)
+
+
+def chunked_burst(url: str) -> list[Answer]:
+    # Six prompts of 300-700 tokens through a 256-token budget: each boundary between two
+    # requests splits the second one in a multi-request batch.
+    return burst(url, [(f"X{i}", i, generate_body(toks(20 + i, 300 + 80 * i), 12)) for i in range(6)])
+
+
+PREFIX256 = toks(30, 256)
+
+
+def abort_then_reuse(url: str) -> list[Answer]:
+    import asyncio
+
+    import aiohttp
+
+    async def hang_up() -> None:  # prefill A (its prefix pages enter the cache), then abort it
+        async with aiohttp.ClientSession() as s:
+            resp = await s.post(
+                url + "/generate", json={**generate_body(PREFIX256 + toks(31, 10), 500), "stream": True}
+            )
+            await resp.content.readline()
+            resp.close()
+
+    asyncio.run(hang_up())
+    while metric(url, "num_running_reqs"):
+        pass
+    burst(url, [("C", 0, generate_body(toks(32, 300), 4))])  # new traffic takes the freed pages
+    return burst(url, [("B", 0, generate_body(PREFIX256 + toks(33, 10), 16))])  # hits the prefix
+
+
+def pool_pressure_burst(url: str) -> list[Answer]:
+    # 10 requests on a warm 256-token prefix need ~34 pages; the pool has 15.
+    burst(url, [("W", 0, generate_body(PREFIX256 + toks(41, 100), 4))])  # warm the shared prefix
+    return burst(url, [(f"E{i}", i, generate_body(PREFIX256 + toks(50 + i, 100), 32)) for i in range(10)])
+
+
+def many_requests_burst(url: str) -> list[Answer]:
+    return burst(url, [(f"N{i}", i % 3, generate_body(toks(60 + i, 100), 32)) for i in range(30)])
+
+
+# fault -> (flags that set up its trigger, trigger, flags of the cure)
+CASES: dict[str, tuple[list[str], Callable[[str], list[Answer]], list[str]]] = {
+    "page-boundary-prefix": ([], page_boundary_burst, ["--disable-radix-cache"]),
+    "overlap-war": (["--max-running-requests", "1"], overlap_burst, ["--disable-overlap-schedule"]),
+    "stale-padding": ([], shrinking_decode_burst, ["--disable-cuda-graph"]),
+    "chunk-boundary": (["--chunked-prefill-size", "256"], chunked_burst, ["--chunked-prefill-size", "-1"]),
+    "abort-reuse": ([], abort_then_reuse, ["--disable-radix-cache"]),
+    "evict-in-use": (["--max-total-tokens", "1024"], pool_pressure_burst, ["--max-total-tokens", "65536"]),
+    "batch-variant-numerics": ([], many_requests_burst, ["--enable-deterministic-inference"]),
+}
+
+
+def test_every_fault_has_a_case() -> None:
+    assert set(CASES) == set(FAULTS)
+
+
+@pytest.mark.parametrize("fault", list(CASES))
+def test_fault_fires_under_its_trigger_and_its_cure_removes_it(
+    reference_server: Server, model: TinyModel, fault: str
+) -> None:
+    setup, trigger, cure = CASES[fault]
+    faulty = reference_server("--fault", fault, *setup)
+    wrong = fires(model, faulty, trigger)
+    assert wrong, f"{fault} did not fire under its trigger"
+    cured = reference_server("--fault", fault, *setup, *cure)
+    assert exact(model, cured, trigger), f"{cure} did not cure {fault}"
+
+
+@pytest.mark.parametrize("fault", list(CASES))
+def test_fault_is_invisible_to_one_request_alone(reference_server: Server, model: TinyModel, fault: str) -> None:
+    setup = CASES[fault][0]
+    url = reference_server("--fault", fault, *setup)
+    one_slot = "--max-running-requests" in setup  # there, n > 1 is refused
+    alone: Sequence[tuple[list[int], int, int]] = [
+        (PREFIX64 + toks(70, 300), 24, 1),  # a page-multiple prefix, chunked at 256 where set up
+        (PREFIX256 + toks(71, 40), 16, 3),  # n choices fork from one prefill
+        (toks(72, 64), 12, 5),  # five choices decode as a batch of five (padded to 8)
+    ]
+    for prompt, max_new, n in alone:
+        flush(url)
+        answers = burst(url, [("alone", 0, generate_body(prompt, max_new, n=1 if one_slot else n))])
+        assert wrong_answers(model, answers) == {}, (fault, len(prompt), n)
+
+
+def test_numeric_drift_moves_logprobs_a_little_and_flips_only_near_ties(
+    reference_server: Server, model: TinyModel
+) -> None:
+    url = reference_server("--fault", "batch-variant-numerics")
+    flush(url)
+    answers = many_requests_burst(url)
+    flips = 0
+    for a in answers:
+        ref = model.score(a.prompt, a.ids, top_k=2)
+        first = next((i for i, t in enumerate(ref.token_ids) if t != a.ids[i]), len(a.ids))
+        for i in range(first):  # same tokens: logprobs within the drift's reach
+            assert abs(ref.steps[i].logprob - a.logprobs[i]) < 0.03
+        if first < len(a.ids):
+            flips += 1
+            (_, best), (_, second) = ref.steps[first].top
+            assert best - second < 0.05, "a drift flip must sit at a near-tie"
+    assert flips >= 1
+
+
+def test_clean_server_is_exact_under_every_trigger(reference_server: Server, model: TinyModel) -> None:
+    for fault, (setup, trigger, _) in CASES.items():
+        assert exact(model, reference_server(*setup), trigger), fault
+
+
+def test_the_page_boundary_corruption_hits_the_requests_that_read_a_stale_page(
+    reference_server: Server, model: TinyModel
+) -> None:
+    url = reference_server("--fault", "page-boundary-prefix")
+    wrong = fires(model, url, page_boundary_burst)
+    assert "blocker" not in wrong and 1 <= len(wrong) <= 2  # the first of A/B/C wrote the page
+    flush(url)
+    # Once the page is written (a later batch), the same prefix is served correctly from cache.
+    post(url, "/generate", generate_body(PREFIX64 + toks(3, 64), 1))
+    later = burst(url, [("late", 0, generate_body(PREFIX64 + toks(90, 64), 16))])
+    assert later[0].cached_tokens == 64 and wrong_answers(model, later) == {}

@@ -1,0 +1,70 @@
+"""issue.md: the seed report's shape, the triage matrix and known-issue matches, and markdown
+that a finding's free text cannot break."""
+
+from __future__ import annotations
+
+import re
+
+from report_findings import seed_like
+
+from servefuzz.known_issues import match
+from servefuzz.report.issue_md import issue_markdown
+
+
+def test_the_issue_has_the_seed_reports_sections_in_order() -> None:
+    finding = seed_like()
+    text = issue_markdown(finding, match(finding))
+    headings = re.findall(r"^#+ (.*)$", text, flags=re.MULTILINE)
+    assert headings[0].startswith("[Bug] reference: corruption at temperature 0")
+    assert "prefix\\_len=64, page size 64" in headings[0]
+    assert headings[1:] == [
+        "Describe the bug",
+        "Reproduction",
+        "Detail of finding\\_03330\\_2142180798.json",
+        "Request trace",
+        "Diverged outputs",
+        "Triage matrix",
+        "Known issues this may be",
+        "Environment",
+    ]
+    assert "- Reproduction rate: 10/10 replays" in text
+    assert "servefuzz serve-reference \\\n    --page-size 64" in text and "--fault page-boundary-prefix" in text
+    assert "python3 repro.py --base-url http://127.0.0.1:30000 --runs 10" in text
+
+
+def test_trace_outputs_triage_and_matches_say_what_the_finding_says() -> None:
+    finding = seed_like()
+    text = issue_markdown(finding, match(finding))
+    rows = [line for line in text.splitlines() if re.match(r"^\| r0\d ", line)]
+    assert [r.split("|")[1].strip() for r in rows] == ["r01", "r02", "r03", "r04", "r05"]
+    assert [r.split("|")[7].strip() for r in rows] == ["", "✓", "", "", ""]
+    assert "cancelled after 30 ms" in rows[4] and "stream" in rows[3]
+    assert "variant 1: ' u7892_1146 u7892_1086'  (7/10)" in text
+    assert "Divergence starts at token 0 of r02" in text
+    triage = {line.split("|")[1].strip(): line.split("|")[5].strip() for line in text.splitlines() if line.startswith("| ")}
+    assert triage["no-radix"] == "cured" and triage["no-overlap"] == "reproduces"
+    assert triage["no-cuda-graph"] == "error: server did not start"
+    assert "- [sglang\\#22819](https://github.com/sgl-project/sglang/issues/22819)" in text
+    assert "cured by --disable-radix-cache, as sglang\\#22819 is" in text
+    assert "- Cured by: `--disable-radix-cache`" in text
+
+
+def test_free_text_from_the_finding_cannot_break_the_markdown() -> None:
+    finding = seed_like(hostile=True)
+    text = issue_markdown(finding, match(finding))
+    # Escaped in prose and tables; inside fences it is shown verbatim, as text.
+    outside_fences = re.sub(r"^(`{3,})[^\n]*\n.*?^\1$", "", text, flags=re.MULTILINE | re.DOTALL)
+    assert "alert(1)" in outside_fences and "<script" not in outside_fences
+    # Every table row keeps its columns: the id's '|' is escaped.
+    for line in text.splitlines():
+        if line.startswith("| r02"):
+            assert len(re.findall(r"(?<!\\)\|", line)) == 9, line
+    # The variant block's fence is longer than the backtick run inside it, so it stays closed.
+    fence = re.search(r"^(`{3,})text$", text, flags=re.MULTILINE)
+    assert fence is not None and len(fence.group(1)) == 4  # HOSTILE holds a run of three
+
+
+def test_an_issue_without_triage_or_matches_says_so() -> None:
+    text = issue_markdown(seed_like(triage=False), [])
+    assert "## Triage matrix" not in text
+    assert "No issue of servefuzz's known-issue catalogue matches." in text

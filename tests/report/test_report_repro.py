@@ -1,0 +1,170 @@
+"""repro.py against real reference engines: CONFIRMED on the faulty one, NOT REPRODUCED on the
+cured one, standard library only (run with `python -I -S`, so nothing but the standard library
+can be imported), and the finding baked in as data that can never become code.
+
+The finding is made by servefuzz's own pipeline (execute + judge) from a minimal scenario that
+triggers the planted page-boundary-prefix fault: a long prompt keeps the engine busy while three
+requests sharing exactly one page (64 tokens) arrive together and land in one extend batch; the
+second and third gather the first's page before its KV is written. On a fresh server that page
+still holds zeros, so the first run after start-up is corrupted, deterministically.
+"""
+
+from __future__ import annotations
+
+import ast
+import asyncio
+import dataclasses
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from report_findings import HOSTILE, seed_like
+
+from servefuzz.campaign import execute, judge
+from servefuzz.finding import Finding, TargetInfo
+from servefuzz.launcher import ServerProcess, free_port
+from servefuzz.report.repro import replay_plan, repro_script
+from servefuzz.runner import Runner
+from servefuzz.targets import make_target
+from servefuzz.workload import PromptBuilder, RequestSpec, Scenario
+
+FAULT = ["--fault", "page-boundary-prefix"]
+
+
+def minimal_scenario() -> Scenario:
+    b = PromptBuilder(0, range(3, 1024))
+    busy = RequestSpec("r00", 0.0, b.prompt(None, 0, 600), 16)
+    burst = [RequestSpec(f"r{i:02d}", 5.0, b.prompt("p0", 64, 72 + i), 16, "p0", 64) for i in (1, 2, 3)]
+    return Scenario(0, (busy, *burst), {"page_size": 64})
+
+
+async def _find(url: str) -> Finding:
+    async with Runner(make_target("reference", url)) as runner:
+        scenario = minimal_scenario()
+        done = await execute(runner, scenario, runs=2, with_alone=True)
+        verdict = judge(done.loaded, done.alone)
+        assert runner.info is not None and verdict.anomalies, "the minimal scenario must trigger the fault"
+        return Finding(0, scenario.seed, scenario, runner.info, verdict.anomalies)
+
+
+@pytest.fixture(scope="module")
+def finding() -> Finding:
+    with ServerProcess.reference(FAULT) as srv:
+        return asyncio.run(_find(srv.base_url))
+
+
+def run_script(path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    # -I -S: no site-packages, no user paths, no PYTHON* variables: the standard library only.
+    return subprocess.run([sys.executable, "-I", "-S", str(path), *args], capture_output=True, text=True, timeout=120, check=False)
+
+
+@pytest.fixture
+def script(tmp_path: Path, finding: Finding) -> Path:
+    path = tmp_path / "repro.py"
+    path.write_text(repro_script(finding), encoding="utf-8")
+    return path
+
+
+def test_repro_confirms_on_the_faulty_engine_and_not_on_the_cured_one(script: Path, finding: Finding) -> None:
+    assert finding.verdict.value == "corruption"
+    with ServerProcess.reference(FAULT) as faulty:
+        p = run_script(script, "--base-url", faulty.base_url, "--runs", "3")
+    assert p.returncode == 0, p.stdout + p.stderr
+    lines = p.stdout.splitlines()
+    # The seed report's block, line for line.
+    assert lines[1] == f"  Finding  : {finding.filename}"
+    assert lines[2] == f"  Bug      : corruption ({finding.signature})"
+    assert lines[3] == f"  Expect   : {list(finding.expected_diverging)} to diverge"
+    assert lines[4] == "  Runs     : 3"
+    assert "✓ (expected)" in p.stdout and "variant 2: " in p.stdout
+    assert "RESULT: CONFIRMED" in lines[-2]
+    assert "[STABLE — " in p.stdout and "r00" in p.stdout.split("[STABLE")[1]
+
+    with ServerProcess.reference([]) as clean:  # no fault: the cure
+        p = run_script(script, "--base-url", clean.base_url, "--runs", "3")
+    assert p.returncode == 1, p.stdout + p.stderr
+    assert "[DIVERGED — 0/4 requests non-deterministic]" in p.stdout
+    assert "[STABLE — 4 requests consistent across all runs]" in p.stdout
+    assert "RESULT: NOT REPRODUCED  (0/" in p.stdout
+
+
+def test_the_script_imports_only_the_standard_library(script: Path) -> None:
+    tree = ast.parse(script.read_text(encoding="utf-8"))
+    imported = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+    imported |= {n.module.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
+    assert imported and imported <= sys.stdlib_module_names, imported - sys.stdlib_module_names
+
+
+def test_the_finding_is_data_that_cannot_become_code() -> None:
+    plain, hostile = repro_script(seed_like()), repro_script(seed_like(hostile=True))
+    tree = ast.parse(hostile)
+    assert [type(n) for n in tree.body] == [type(n) for n in ast.parse(plain).body]  # nothing smuggled in
+    # FINDING = json.loads(<one string constant>): data, parsed, never evaluated as code.
+    node = next(n for n in tree.body if isinstance(n, ast.Assign) and ast.unparse(n.targets[0]) == "FINDING")
+    assert isinstance(node.value, ast.Call) and ast.unparse(node.value.func) == "json.loads"
+    (arg,) = node.value.args
+    assert isinstance(arg, ast.Constant) and isinstance(arg.value, str)
+    data = json.loads(arg.value)
+    assert data == json.loads(json.dumps(replay_plan(seed_like(hostile=True))))
+    assert any(r["id"] == "r02" + HOSTILE for r in data["requests"])
+
+
+def test_no_server_is_one_line_and_exit_2(script: Path) -> None:
+    p = run_script(script, "--base-url", f"http://127.0.0.1:{free_port()}", "--runs", "1")
+    assert p.returncode == 2
+    assert p.stderr.startswith("repro.py: error: cannot reach http://127.0.0.1:")
+    assert len(p.stderr.strip().splitlines()) == 1 and "Traceback" not in p.stderr
+
+
+def test_bad_arguments_exit_2(script: Path) -> None:
+    p = run_script(script, "--runs", "0")
+    assert p.returncode == 2 and "expected at least 1" in p.stderr and "Traceback" not in p.stderr
+
+
+def test_every_dialect_reads_answers_streamed_or_not_and_cancels(
+    tmp_path: Path, finding: Finding, reference_server: object
+) -> None:
+    """On a clean engine every determinate request is stable, in the sglang and openai dialects,
+    streamed or not; a request cut on purpose is undetermined, never a divergence."""
+    url = reference_server()  # type: ignore[operator]
+    b = PromptBuilder(1, range(3, 1024))
+    specs = (
+        RequestSpec("plain", 0.0, b.prompt(None, 0, 40), 8),
+        RequestSpec("streamed", 1.0, b.prompt(None, 0, 50), 8, stream=True),
+        RequestSpec("forked", 2.0, b.prompt(None, 0, 30), 8, n=2),
+        RequestSpec("cut", 3.0, b.prompt(None, 0, 3000), 200, cancel_after_ms=5.0),
+    )
+    for engine in ("reference", "openai"):
+        f = dataclasses.replace(
+            finding,
+            scenario=Scenario(1, specs),
+            target=dataclasses.replace(finding.target, engine=engine, server_args={}),
+        )
+        path = tmp_path / f"repro_{engine}.py"
+        path.write_text(repro_script(f), encoding="utf-8")
+        p = run_script(path, "--base-url", url, "--runs", "2")
+        assert p.returncode == 1, p.stdout + p.stderr
+        assert "[STABLE — 3 requests consistent across all runs]" in p.stdout, (engine, p.stdout)
+        assert "forked, plain, streamed" in p.stdout
+        assert "[UNDETERMINED — 1 requests without two determinate answers]" in p.stdout
+        assert "[FAILURES" not in p.stdout
+
+
+def test_plans_follow_each_engines_adapter() -> None:
+    sc = Scenario(1, (RequestSpec("r01", 0.0, (5, 6, 7), 4, n=3),))
+
+    def plan(engine: str, args: dict[str, object]) -> dict[str, Any]:
+        target = TargetInfo(engine, "http://127.0.0.1:1", server_args=args)
+        return replay_plan(dataclasses.replace(seed_like(), scenario=sc, target=target))
+
+    vllm = plan("vllm", {"model": "tiny"})
+    assert (vllm["path"], vllm["flush"], vllm["dialect"]) == ("/v1/completions", "vllm", "openai")
+    req = vllm["requests"][0]
+    assert req["copies"] == 3 and req["body"]["n"] == 1 and req["body"]["model"] == "tiny"  # vLLM: 3 x n=1
+    llama = plan("llamacpp", {"cache_prompt": False})["requests"][0]
+    assert llama["body"]["cache_prompt"] is False and llama["body"]["n_cmpl"] == 3 and llama["copies"] == 1
+    openai = plan("openai", {})
+    assert openai["flush"] is None and openai["requests"][0]["body"]["model"] is None  # asked at run time

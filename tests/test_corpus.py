@@ -1,0 +1,66 @@
+"""The corpus keeps what reached something new; the schedule spends effort by energy."""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+
+from servefuzz.corpus import Corpus, CorpusEntry, Schedule
+from servefuzz.workload import RequestSpec, Scenario
+
+
+def sc(seed: int) -> Scenario:
+    return Scenario(seed, (RequestSpec("r01", 0.0, (5, 6, seed + 7), 4),))
+
+
+def test_only_scenarios_reaching_an_unseen_feature_are_kept() -> None:
+    c = Corpus()
+    a = c.consider(sc(1), frozenset({"conc:1", "prefix:1p+0"}), origin="page-boundary", iteration=0, flagged=False)
+    assert a is not None and a.new == {"conc:1", "prefix:1p+0"}
+    assert c.consider(sc(2), frozenset({"conc:1"}), origin="random", iteration=1, flagged=True) is None
+    b = c.consider(sc(3), frozenset({"conc:1", "shrink:2>1"}), origin="batch-sweep", iteration=2, flagged=False)
+    assert b is not None and b.id == 1 and b.new == {"shrink:2>1"}
+    assert c.seen == {"conc:1", "prefix:1p+0", "shrink:2>1"} and len(c) == 2
+
+
+def test_energy_favours_novel_and_flagged_entries_and_decays_with_picks() -> None:
+    c = Corpus()
+    plain = c.consider(sc(1), frozenset({"a"}), origin="x", iteration=0, flagged=False)
+    rich = c.consider(sc(2), frozenset({"b", "c", "d"}), origin="x", iteration=1, flagged=True)
+    assert plain is not None and rich is not None
+    assert c.energy(rich) == 8 and c.energy(plain) == 2
+    picks = Counter(c.pick(random.Random(i)).id for i in range(400))
+    assert picks[rich.id] > picks[plain.id] > 0
+    assert c.energy(rich) < 8, "an entry picked often loses energy"
+
+
+def test_the_first_round_runs_every_strategy_in_order_then_mutation_and_weights_take_over() -> None:
+    c = Corpus()
+    c.consider(sc(1), frozenset({"a"}), origin="x", iteration=0, flagged=False)
+    s = Schedule(("page-boundary", "batch-sweep", "random"))
+    rng = random.Random(0)
+    assert [s.next(rng, i, c) for i in range(3)] == [("generate", n) for n in ("page-boundary", "batch-sweep", "random")]
+    later = Counter(s.next(rng, i, c)[0] for i in range(3, 403))
+    assert 120 < later["mutate"] < 280
+    s.credit("batch-sweep", 30, 20.0)
+    s.credit("random", 0, 40.0)  # costly and finding nothing new: fades, but keeps a chance
+    made = Counter(what for kind, what in (s.next(rng, i, c) for i in range(403, 1003)) if kind == "generate")
+    assert made["batch-sweep"] > made["random"] and made["random"] > 0
+
+
+def test_without_greybox_the_schedule_never_mutates() -> None:
+    c = Corpus()
+    c.consider(sc(1), frozenset({"a"}), origin="x", iteration=0, flagged=False)
+    s = Schedule(("random",), mutate_share=0.0)
+    assert {s.next(random.Random(i), i, c)[0] for i in range(200)} == {"generate"}
+
+
+def test_state_survives_a_round_trip() -> None:
+    c = Corpus()
+    e = c.consider(sc(1), frozenset({"a", "b"}), origin="mutate:0", iteration=4, flagged=True)
+    assert e is not None and CorpusEntry.from_json(e.to_json()) == e
+    c.pick(random.Random(0))
+    again = Corpus([e], {int(k): v for k, v in c.state_json().items()})
+    assert again.seen == {"a", "b"} and again.energy(e) == c.energy(e)
+    s = Schedule(("x", "y"), uses={"x": 3}, gains={"y": 2}, seconds={"y": 20.0})
+    assert Schedule(("x", "y"), **s.state_json()).weight("y") == s.weight("y") == 1.0

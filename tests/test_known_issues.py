@@ -1,0 +1,224 @@
+"""The known-issue catalogue: complete, valid, tied to the fault zoo; and `match` ranks the
+right upstream issue first for the right reasons (engine or planted fault, verdict, trigger
+features, cures seen in the triage matrix)."""
+
+from __future__ import annotations
+
+import dataclasses
+import doctest
+import json
+from pathlib import Path
+
+import pytest
+
+from servefuzz import known_issues
+from servefuzz.anomaly import Anomaly, Oracle, Verdict
+from servefuzz.finding import (
+    Finding,
+    TargetInfo,
+    Triage,
+    TriageOutcome,
+    load_finding,
+    write_finding,
+)
+from servefuzz.known_issues import (
+    FEATURES,
+    REFERENCE_FAULTS,
+    load_catalogue,
+    match,
+    parse_catalogue,
+    trigger_features,
+)
+from servefuzz.reference.faults import FAULTS
+from servefuzz.workload import PromptBuilder, RequestSpec, Scenario
+
+# The issue's list: every one must be in the catalogue.
+REQUIRED = [
+    "sglang#22819", "sglang#26380", "sglang#17850", "sglang#24361", "sglang#22291", "sglang#23020",
+    "sglang#38140", "sglang#38319", "sglang#24853", "sglang#35938", "sglang#21614",
+    "vllm#37076", "vllm#39146", "vllm#50702", "vllm#23138", "llama.cpp#7052", "llama.cpp#27148",
+]
+SGLANG_ARGS = {"page_size": 64, "disable_radix_cache": False, "disable_overlap_schedule": False,
+               "disable_cuda_graph": False, "chunked_prefill_size": 8192, "max_total_tokens": 500_000}
+
+
+def finding(
+    engine: str = "sglang",
+    *,
+    prefix_len: int = 64,
+    verdict: Verdict = Verdict.CORRUPTION,
+    faults: tuple[str, ...] = (),
+    args: dict[str, object] | None = None,
+    triage: Triage | None = None,
+    extra: tuple[RequestSpec, ...] = (),
+) -> Finding:
+    b = PromptBuilder(3, range(3, 1000))
+    specs = (
+        RequestSpec("r01", 0.0, b.prompt("p0", prefix_len, prefix_len + 40) if prefix_len else b.prompt(None, 0, 80), 8,
+                    "p0" if prefix_len else None, prefix_len),
+        RequestSpec("r02", 2.0, b.prompt("p0", prefix_len, prefix_len + 10) if prefix_len else b.prompt(None, 0, 50), 8,
+                    "p0" if prefix_len else None, prefix_len),
+        *extra,
+    )
+    target = TargetInfo(engine, "http://127.0.0.1:1", server_args=SGLANG_ARGS if args is None else args, faults=faults)
+    anomaly = Anomaly(Oracle.REPLAY, verdict, "r02", "r02 diverged")
+    return Finding(1, 3, Scenario(3, specs), target, (anomaly,), triage=triage)
+
+
+def ids(matches: list[known_issues.Match]) -> list[str]:
+    return [m.issue.id for m in matches]
+
+
+def test_the_catalogue_holds_the_issues_listed_and_is_valid() -> None:
+    issues = load_catalogue()
+    assert len(issues) >= 17
+    assert set(REQUIRED) <= {i.id for i in issues}
+    for i in issues:
+        host = {"sglang": "sgl-project/sglang", "vllm": "vllm-project/vllm", "llamacpp": "ggml-org/llama.cpp"}[i.engine]
+        number = i.id.split("#")[1]
+        assert i.link.startswith(f"https://github.com/{host}/") and i.link.rsplit("/", 1)[1] == number, i.id
+        assert i.trigger and i.symptom and i.status and i.versions and i.component, i.id
+    # Where the notes say "not verified", the entry says so.
+    assert "not verified" in next(i for i in issues if i.id == "sglang#21614").caveats.lower()
+
+
+def test_every_planted_fault_names_an_upstream_cousin() -> None:
+    assert set(REFERENCE_FAULTS) == set(FAULTS)
+    covered = {f for i in load_catalogue() for f in i.upstream_for_faults}
+    assert covered == set(FAULTS)
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"features": ["prefix=page-aligned", "telepathy"]}, "unknown feature 'telepathy'"),
+        ({"engine": "tgi"}, "unknown engine 'tgi'"),
+        ({"link": "http://example.com/1"}, "is not a GitHub address"),
+        ({"upstream_for_faults": ["gremlin"]}, "unknown fault 'gremlin'"),
+        ({"colour": "red"}, "unexpected keyword argument 'colour'"),
+    ],
+)
+def test_a_bad_entry_is_refused_naming_the_issue(change: dict[str, object], message: str) -> None:
+    text = (Path(known_issues.__file__).parent / "data" / "known_issues.json").read_text(encoding="utf-8")
+    data = json.loads(text)
+    data["issues"][0].update(change)
+    with pytest.raises(ValueError, match="sglang#22819") as e:
+        parse_catalogue(data)
+    assert message in str(e.value)
+    data = json.loads(text)
+    data["issues"].append(data["issues"][0])
+    with pytest.raises(ValueError, match="listed twice: sglang#22819"):
+        parse_catalogue(data)
+
+
+def test_a_reference_finding_matches_the_issue_its_planted_fault_models() -> None:
+    f = finding("reference", faults=("page-boundary-prefix",))
+    matches = match(f)
+    assert ids(matches) == ["sglang#22819"]
+    assert ids(match(finding())) == ["sglang#22819"]  # on SGLang itself: the page-aligned prefix
+    reasons = matches[0].reasons
+    assert reasons[0] == "the planted fault page-boundary-prefix is the reference engine's model of sglang#22819"
+    assert "the diverging request r02's prefix_len 64 is a multiple of the page size 64" in reasons
+    # No fault, no cousin: a clean reference engine's finding matches nothing.
+    assert match(finding("reference")) == []
+
+
+def test_numeric_drift_matches_only_the_benign_entries() -> None:
+    f = finding("reference", verdict=Verdict.NUMERIC_DRIFT, faults=("batch-variant-numerics", "page-boundary-prefix"))
+    assert set(ids(match(f))) == {"vllm#23138", "llama.cpp#7052"}
+    # And a confident flip never matches them.
+    f = finding("reference", faults=("batch-variant-numerics",))
+    assert match(f) == []
+    f = finding("vllm", verdict=Verdict.NUMERIC_DRIFT, args={"enable_prefix_caching": True})
+    assert ids(match(f)) == ["vllm#23138"]
+
+
+def test_the_triage_matrix_decides_between_sglang_issues() -> None:
+    def outcome(name: str, flag: str, reproduced: int) -> TriageOutcome:
+        return TriageOutcome(name, (flag,), reproduced=reproduced, attempts=5)
+
+    radix_cures = Triage(
+        TriageOutcome("baseline", reproduced=5, attempts=5),
+        (outcome("no-radix", "--disable-radix-cache", 0), outcome("no-overlap", "--disable-overlap-schedule", 5),
+         outcome("det", "--enable-deterministic-inference", 4)),
+    )
+    matches = match(finding(triage=radix_cures))
+    assert ids(matches)[0] == "sglang#22819"
+    top = matches[0]
+    assert "cured by --disable-radix-cache, as sglang#22819 is" in top.reasons
+    assert "still reproduces with --enable-deterministic-inference (4/5), as sglang#22819 does" in top.reasons
+    assert ids(matches) == ["sglang#22819", "sglang#24175"]  # both cured by --disable-radix-cache
+    # The overlap race is out: its cure was tried and did not cure. Without the matrix it was a
+    # weak candidate; with it, the reason against is on record when it still qualifies.
+    assert "sglang#26380" not in ids(matches)
+
+    overlap_cures = Triage(
+        TriageOutcome("baseline", reproduced=5, attempts=5),
+        (outcome("no-radix", "--disable-radix-cache", 5), outcome("no-overlap", "--disable-overlap-schedule", 0)),
+    )
+    matches = match(finding(prefix_len=0, triage=overlap_cures))
+    assert ids(matches) == ["sglang#21614", "sglang#26380", "sglang#18744"]  # all cured by it
+    assert "still reproduces with --disable-radix-cache (5/5), as sglang#21614 does" in matches[0].reasons
+    assert "sglang#22819" not in ids(matches)  # its cure was tried and did not cure: pushed out
+    assert "cured by --disable-overlap-schedule, as sglang#26380 is" in next(
+        m for m in matches if m.issue.id == "sglang#26380"
+    ).reasons
+
+
+def test_a_matrix_whose_baseline_did_not_reproduce_says_nothing() -> None:
+    flat = Triage(TriageOutcome("baseline", reproduced=0, attempts=5),
+                  (TriageOutcome("no-radix", ("--disable-radix-cache",), attempts=5),))
+    assert match(finding(triage=flat)) == match(finding())
+
+
+def test_cures_match_flag_values_and_environment() -> None:
+    def cured_by(flags: tuple[str, ...], env: dict[str, str]) -> Triage:
+        return Triage(TriageOutcome("baseline", reproduced=3, attempts=3), (TriageOutcome("v", flags, env, attempts=3),))
+
+    chunked = finding(triage=cured_by(("--chunked-prefill-size=-1",), {}))
+    assert "cured by --chunked-prefill-size, as sglang#17850 is" in next(
+        m for m in match(chunked) if m.issue.id == "sglang#17850"
+    ).reasons
+    triton = finding(triage=cured_by(("--attention-backend", "triton"), {}))
+    assert "cured by --attention-backend triton, as sglang#24853 is" in next(
+        m for m in match(triton) if m.issue.id == "sglang#24853"
+    ).reasons
+    fa4 = finding(triage=cured_by(("--attention-backend", "fa4"), {}))
+    assert not any(r.startswith("cured by --attention-backend triton") for m in match(fa4) for r in m.reasons)
+    drift = finding("vllm", verdict=Verdict.NUMERIC_DRIFT, args={}, triage=cured_by((), {"VLLM_BATCH_INVARIANT": "1"}))
+    assert "cured by VLLM_BATCH_INVARIANT=1, as vllm#23138 is" in match(drift)[0].reasons
+
+
+def test_trigger_features_read_the_scenario_and_the_server() -> None:
+    b = PromptBuilder(5, range(3, 1000))
+    long = RequestSpec("r03", 50.0, b.prompt(None, 0, 9000), 8)
+    cut = RequestSpec("r04", 60.0, b.prompt(None, 0, 20), 8, cancel_after_ms=5.0)
+    many = tuple(RequestSpec(f"m{i:02d}", 100.0 + i, b.prompt(None, 0, 10), 8) for i in range(32))
+    f = finding(prefix_len=65, extra=(long, cut, *many), args={**SGLANG_ARGS, "max_total_tokens": 4096})
+    feats = trigger_features(f)
+    assert set(feats) >= {"prefix=shared", "prefix=mid-page", "burst", "concurrent", "high-concurrency", "abort",
+                          "chunked-prefill", "eviction", "radix-cache", "overlap", "cuda-graph"}
+    assert feats["chunked-prefill"] == "r03's prompt (9000 tokens) is longer than the chunked-prefill budget 8192"
+    assert feats["abort"] == "r04 is cancelled after 5 ms"
+    assert set(feats) <= set(FEATURES)
+    # Args the server did not report say nothing; deterministic mode turns the overlap scheduler off.
+    quiet = trigger_features(finding(args={"enable_deterministic_inference": True, "disable_overlap_schedule": False}))
+    assert "deterministic" in quiet and "overlap" not in quiet and "radix-cache" not in quiet
+    repeat = RequestSpec("r09", 9.0, f.scenario.by_id()["r02"].prompt_ids, 8, "p0", 65)
+    assert "prefix=full" not in feats
+    assert trigger_features(dataclasses.replace(f, anomalies=(Anomaly(Oracle.REPLAY, Verdict.CORRUPTION, "r09", "x"),),
+                                                scenario=f.scenario.with_requests([*f.scenario.requests, repeat])))[
+        "prefix=full"] == "r09's whole prompt was sent before it, by r02"
+
+
+def test_matches_fit_into_a_finding_file(tmp_path: Path) -> None:
+    f = finding("reference", faults=("page-boundary-prefix",))
+    triage = Triage(TriageOutcome("baseline", reproduced=1, attempts=1), (), tuple(m.to_json() for m in match(f)))
+    path = write_finding(tmp_path, dataclasses.replace(f, triage=triage))
+    stored = load_finding(path).triage
+    assert stored is not None and stored.known_issues[0]["id"] == "sglang#22819"
+    assert stored.known_issues[0]["link"] == "https://github.com/sgl-project/sglang/issues/22819"
+
+
+def test_doctests() -> None:
+    assert doctest.testmod(known_issues).failed == 0

@@ -1,0 +1,238 @@
+"""Shrink: the sort key, ddmin, the passes and the gate, on fake tests; the CLI's edges for real."""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from servefuzz.anomaly import Anomaly, Oracle, Verdict
+from servefuzz.finding import Finding, TargetInfo, write_finding
+from servefuzz.shrink import Shrinker, Trial, ddmin, main, sort_key, with_lineage
+from servefuzz.workload import PromptBuilder, RequestSpec, Scenario
+
+VOCAB = range(3, 1000)
+
+
+def shared(a: RequestSpec, b: RequestSpec) -> int:
+    """How many leading tokens two prompts really share."""
+    n = 0
+    for x, y in zip(a.prompt_ids, b.prompt_ids):
+        if x != y:
+            break
+        n += 1
+    return n
+
+
+@st.composite
+def scenarios(draw: st.DrawFn) -> Scenario:
+    b = PromptBuilder(draw(st.integers(0, 5)), VOCAB)
+    specs = []
+    for i in range(draw(st.integers(1, 6))):
+        prefix_len = draw(st.sampled_from([0, 0, 1, 63, 64, 65, 128]))
+        prompt_len = prefix_len + draw(st.integers(0 if prefix_len else 1, 70))
+        name = draw(st.sampled_from(["p0", "p1"])) if prefix_len else None
+        specs.append(RequestSpec(
+            f"r{i:02d}", draw(st.sampled_from([0.0, 0.5, 3.0, 40.0])), b.prompt(name, prefix_len, prompt_len),
+            draw(st.integers(1, 40)), name, prefix_len, n=draw(st.integers(1, 3)), stream=draw(st.booleans()),
+        ))
+    return Scenario(1, tuple(specs))
+
+
+# -- the sort key ------------------------------------------------------------------------------
+
+
+@given(scenarios(), scenarios())
+def test_sort_key_is_a_total_order_that_tells_scenarios_apart(a: Scenario, b: Scenario) -> None:
+    ka, kb = sort_key(a), sort_key(b)
+    assert (ka < kb) + (ka == kb) + (ka > kb) == 1
+    assert (ka == kb) == (a.to_json()["requests"] == b.to_json()["requests"])
+
+
+def test_sort_key_ranks_requests_then_prompt_tokens_then_outputs_then_timing() -> None:
+    r = RequestSpec("r01", 5.0, (7,) * 10, 8)
+    base = Scenario(1, (r,))
+    fewer_requests_but_longer = Scenario(1, (dataclasses.replace(r, prompt_ids=(7,) * 500, max_tokens=99),))
+    two = Scenario(1, (r, dataclasses.replace(r, id="r02")))
+    assert sort_key(fewer_requests_but_longer) < sort_key(two)
+    assert sort_key(Scenario(1, (dataclasses.replace(r, prompt_ids=(7,) * 9, max_tokens=99),))) < sort_key(base)
+    assert sort_key(Scenario(1, (dataclasses.replace(r, max_tokens=7, n=3),))) < sort_key(base)
+    assert sort_key(Scenario(1, (dataclasses.replace(r, offset_ms=0.0),))) < sort_key(base)
+
+
+# -- ddmin -------------------------------------------------------------------------------------
+
+
+@given(st.integers(1, 24), st.data())
+def test_ddmin_finds_exactly_the_needed_items_and_never_tests_nothing(size: int, data: st.DataObject) -> None:
+    items = list(range(size))
+    needed = set(data.draw(st.sets(st.sampled_from(items), min_size=1)))
+    tested: list[list[int]] = []
+
+    def test(xs: list[int]) -> bool:
+        tested.append(xs)
+        return needed <= set(xs)
+
+    assert ddmin(items, test) == sorted(needed)
+    assert all(tested)
+
+
+def test_ddmin_result_is_one_minimal_for_an_arbitrary_monotone_test() -> None:
+    rng = random.Random(3)
+    for _ in range(50):
+        groups = [set(rng.sample(range(12), 2)) for _ in range(3)]  # holds if any group is present
+        found = ddmin(list(range(12)), lambda xs, g=groups: any(x <= set(xs) for x in g))
+        assert any(x <= set(found) for x in groups)
+        for i in range(len(found)):  # removing any one item breaks it
+            assert not any(x <= set(found[:i] + found[i + 1:]) for x in groups)
+
+
+# -- the gate and the passes ---------------------------------------------------------------------
+
+
+def page_scenario(prefix: int, page: int = 64) -> Scenario:
+    b = PromptBuilder(9, VOCAB)
+    return Scenario(1, (
+        RequestSpec("r01", 0.0, b.prompt("p0", prefix, prefix + 20), 16, "p0", prefix),
+        RequestSpec("r02", 0.0, b.prompt("p0", prefix, prefix + 30), 16, "p0", prefix),
+        RequestSpec("r03", 10.0, b.prompt(None, 0, 40), 16),
+        RequestSpec("r04", 25.0, b.prompt("p1", 10, 50), 4, "p1", 10),
+    ))
+
+
+def test_prefix_shrinks_by_whole_pages_and_stays_shared_exactly() -> None:
+    # The fake bug: two requests whose prompts really share a whole, non-zero number of pages.
+    def test(c: Scenario) -> Trial:
+        ids = c.by_id()
+        ok = "r01" in ids and "r02" in ids and (n := shared(ids["r01"], ids["r02"])) > 0 and n % 64 == 0
+        return Trial(ok, 1)
+
+    best = Shrinker(page_scenario(192), test, page_size=64).run().best
+    a, b = best.by_id()["r01"], best.by_id()["r02"]
+    assert [r.id for r in best.requests] == ["r01", "r02"]
+    assert a.prefix_len == b.prefix_len == shared(a, b) == 64
+    assert a.prompt_ids[:64] == page_scenario(192).by_id()["r01"].prompt_ids[:64]  # the same named prefix
+
+
+def test_a_prefix_one_past_a_page_keeps_its_remainder() -> None:
+    def test(c: Scenario) -> Trial:
+        ids = c.by_id()
+        return Trial("r01" in ids and "r02" in ids and shared(ids["r01"], ids["r02"]) % 64 == 1, 1)
+
+    best = Shrinker(page_scenario(129), test, page_size=64).run().best
+    assert [r.prefix_len for r in best.requests] == [1, 1]
+
+
+@settings(max_examples=40, deadline=None)
+@given(scenarios(), st.integers(0, 2**16))
+def test_every_candidate_keeps_declared_prefixes_exact(scenario: Scenario, seed: int) -> None:
+    rng = random.Random(seed)
+
+    def exact(c: Scenario) -> None:
+        for a in c.requests:
+            for b in c.requests:
+                if a.id < b.id and a.prefix_name and a.prefix_name == b.prefix_name and a.suffix_len and b.suffix_len:
+                    assert shared(a, b) == min(a.prefix_len, b.prefix_len), (a, b)
+
+    def test(c: Scenario) -> Trial:
+        exact(c)
+        return Trial(rng.random() < 0.5, 1)
+
+    exact(scenario)
+    result = Shrinker(scenario, test, page_size=64, budget=60).run()
+    assert sort_key(result.best) <= sort_key(scenario)
+
+
+def test_the_gate_never_tests_what_is_not_smaller_nor_a_rejected_candidate_twice() -> None:
+    sc = page_scenario(64)
+    calls: list[Scenario] = []
+    s = Shrinker(sc, lambda c: (calls.append(c), Trial(False, 2))[1])
+    assert not s.consider(sc) and not s.consider(sc.with_requests([*sc.requests, RequestSpec("x", 0.0, (5,), 1)]))
+    smaller = sc.subset(["r01"])
+    assert not s.consider(smaller) and not s.consider(smaller)
+    assert calls == [smaller] and s.replays == 2
+
+
+def test_budget_stops_the_search_and_stats_add_up() -> None:
+    sc = page_scenario(128)
+    result = Shrinker(sc, lambda c: Trial(len(c.requests) >= 3, 3), page_size=64, budget=30).run()
+    assert result.stopped_because == "replay budget of 30 spent"
+    assert 30 <= result.replays < 33
+    assert sum(p.replays for p in result.passes) == result.replays
+    assert all(p.accepted <= p.calls for p in result.passes)
+    assert [p.name for p in result.passes][:2] == ["drop_requests", "shrink_max_tokens"]
+
+
+def test_offsets_merge_into_one_burst_and_a_cut_request_keeps_its_length() -> None:
+    b = PromptBuilder(2, VOCAB)
+    sc = Scenario(1, (
+        RequestSpec("r01", 40.0, b.prompt(None, 0, 9), 30, cancel_after_ms=20.0),
+        RequestSpec("r02", 55.0, b.prompt(None, 0, 9), 30),
+    ))
+    best = Shrinker(sc, lambda c: Trial(len(c.requests) == 2, 1)).run().best
+    assert [r.offset_ms for r in best.requests] == [0.0, 0.0]
+    assert [r.max_tokens for r in best.requests] == [30, 1]
+
+
+def test_lineage_tags_each_kind_of_change_once() -> None:
+    b = PromptBuilder(4, VOCAB)
+    before = Scenario(1, (
+        RequestSpec("r01", 9.0, b.prompt("p0", 64, 80), 8, "p0", 64),
+        RequestSpec("r02", 0.0, b.prompt(None, 0, 5), 8, n=3),
+    ))
+    r01, r02 = before.requests[1], before.requests[0]
+    assert (r01.id, r02.id) == ("r01", "r02")
+    after = before.with_requests([
+        dataclasses.replace(r01, prompt_ids=r01.prompt_ids[:70], offset_ms=0.0),
+        dataclasses.replace(r02, n=1, max_tokens=2),
+    ])
+    renamed, ids = with_lineage(before, after)
+    assert ids == {"r01": "r01_sp_so", "r02": "r02_st_sn"}
+    assert {r.id for r in renamed.requests} == {"r01_sp_so", "r02_st_sn"}
+    assert renamed.meta["shrunk_from"] == 2
+
+
+# -- the command line ----------------------------------------------------------------------------
+
+
+def finding_file(tmp_path: Path, url: str) -> Path:
+    b = PromptBuilder(1, VOCAB)
+    sc = Scenario(1, (RequestSpec("r01", 0.0, b.prompt(None, 0, 12), 4), RequestSpec("r02", 1.0, b.prompt(None, 0, 9), 4)))
+    anomaly = Anomaly(Oracle.ISOLATION, Verdict.CORRUPTION, "r02", "r02 differs from alone")
+    target = TargetInfo("reference", url, server_args={"page_size": 64})
+    return write_finding(tmp_path, Finding(3, 1, sc, target, (anomaly,)))
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["missing.json", "--launch", "reference"], "no such finding file"),
+        (["{f}"], "one of the arguments --base-url --launch is required"),
+        (["{f}", "--launch", "reference", "--runs", "2", "--k", "3"], "--k must be between 1 and --runs (2)"),
+        (["{f}", "--launch", "my-server --port 8000"], "neither a preset"),
+        (["{f}", "--launch", "vllm-cpu"], "--launch vllm-cpu needs --model"),
+        (["{f}", "--base-url", "localhost:1"], "--base-url must start with http://"),
+        (["{f}", "--launch", "reference", "--budget", "0"], "expected at least 1"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], args: list[str], message: str
+) -> None:
+    f = finding_file(tmp_path, "http://127.0.0.1:1")
+    assert main([a.replace("{f}", str(f)) for a in args]) == 2
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_a_finding_that_does_not_reproduce_is_left_alone(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], reference_server
+) -> None:
+    url = reference_server()  # a clean engine: nothing reproduces
+    f = finding_file(tmp_path, url)
+    assert main([str(f), "--base-url", url, "--runs", "2"]) == 1
+    assert "did not reproduce in 2 replays" in capsys.readouterr().out
+    assert sorted(p.name for p in tmp_path.iterdir()) == [f.name]

@@ -1,0 +1,159 @@
+"""Triage: flag variants as data, relaunching the reference engine as a finding recorded it, and
+a real matrix over a deterministic planted bug."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+
+from servefuzz.anomaly import Anomaly, Oracle, Verdict
+from servefuzz.confirm import REFERENCE_FLAGS, Launch, Replayer, reference_flags
+from servefuzz.errors import UsageError
+from servefuzz.finding import Finding, TargetInfo, TriageOutcome, load_finding, write_finding
+from servefuzz.launcher import reference_argv
+from servefuzz.reference.faults import FAULTS
+from servefuzz.reference.server_args import ServerArgs, parse_args
+from servefuzz.triage import MATRICES, FlagVariant, main, render_matrix, run_row, runs_for_cure, triage, triaged_name
+from servefuzz.workload import PromptBuilder, RequestSpec, Scenario
+
+# -- variants as data ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "variant, argv, expected",
+    [
+        (FlagVariant("p", "", add=("--page-size", "1")), ["srv", "--page-size", "64", "--x"], ["srv", "--x", "--page-size", "1"]),
+        (FlagVariant("p", "", add=("--page-size", "1")), ["srv", "--page-size=64"], ["srv", "--page-size", "1"]),
+        (FlagVariant("c", "", add=("--chunked-prefill-size", "-1")), ["srv", "--chunked-prefill-size", "-1"],
+         ["srv", "--chunked-prefill-size", "-1"]),
+        (FlagVariant("np", "", add=("-np", "1"), drop=("--parallel",)), ["srv", "--parallel", "8", "-c", "9"],
+         ["srv", "-c", "9", "-np", "1"]),
+        (FlagVariant("v", "", add=("--no-enable-prefix-caching",), drop=("--enable-prefix-caching",)),
+         ["srv", "--enable-prefix-caching", "--block-size", "32"], ["srv", "--block-size", "32", "--no-enable-prefix-caching"]),
+    ],
+)
+def test_a_variant_replaces_values_and_drops_switches(variant: FlagVariant, argv: list[str], expected: list[str]) -> None:
+    assert variant.apply_argv(argv) == expected
+
+
+def test_a_variant_that_is_already_in_the_baseline_changes_nothing() -> None:
+    launch = Launch("vllm", ("python", "-m", "vllm", "--enforce-eager", "--max-num-seqs", "8"), env={"A": "1"})
+    by_name = {v.name: v for v in MATRICES["vllm"]}
+    assert not by_name["--enforce-eager"].changes(launch)
+    assert by_name["--max-num-seqs 1"].changes(launch)
+    assert by_name["VLLM_BATCH_INVARIANT=1"].changes(launch)
+    assert not FlagVariant("e", "", env={"A": "1"}).changes(launch)
+    relaunched = by_name["VLLM_BATCH_INVARIANT=1"].apply(launch)
+    assert relaunched.env == {"A": "1", "VLLM_BATCH_INVARIANT": "1"} and relaunched.argv == launch.argv
+
+
+def test_the_llama_cpp_prompt_cache_variant_is_an_adapter_option() -> None:
+    v = next(v for v in MATRICES["llamacpp"] if v.name == "cache_prompt: false")
+    launch = v.apply(Launch("llamacpp", ("llama-server", "--port", "{port}")))
+    assert launch.target_opts == {"cache_prompt": False} and v.flags == ("cache_prompt=False",)
+
+
+def test_every_reference_variant_is_a_valid_engine_flag_set_and_every_cure_is_there() -> None:
+    base = ServerArgs(page_size=16, max_total_tokens=1024)
+    for v in MATRICES["reference"]:
+        parse_args(v.apply_argv(base.to_argv()))  # raises on a flag the engine does not have
+    names = " | ".join(v.name for v in MATRICES["reference"])
+    for fault in FAULTS.values():
+        assert fault.cure.removeprefix("a larger ") in names, fault.cure
+
+
+def test_reference_flags_list_matches_the_engine() -> None:
+    assert set(REFERENCE_FLAGS) == {f.name for f in dataclasses.fields(ServerArgs)} - {"host", "port", "faults"}
+
+
+def test_the_reference_preset_rebuilds_the_server_a_finding_recorded(reference_server) -> None:
+    flags = ("--page-size", "16", "--max-total-tokens", "4096", "--disable-cuda-graph", "--fault", "stale-padding")
+    with Replayer.at("reference", reference_server(*flags)) as bench:
+        info = bench.info
+    assert parse_args(reference_flags(info)) == parse_args(list(flags))
+    argv = Launch.resolve("reference", finding_with(info)).argv
+    assert list(argv) == reference_argv(reference_flags(info))
+
+
+def test_values_from_a_finding_file_are_never_a_command() -> None:
+    # A finding file is data: only the reference engine's own flags are taken from it, each
+    # value one argument of the engine's own command line, never a shell string.
+    target = TargetInfo("reference", "http://127.0.0.1:1", server_args={
+        "served_model_name": "x; touch /tmp/pwned", "launch": "rm -rf /", "page_size": 16,
+    })
+    argv = Launch.resolve("reference", finding_with(target)).argv
+    assert argv[:3] == tuple(reference_argv()[:3])
+    assert "x; touch /tmp/pwned" in argv and "rm -rf /" not in argv and "--launch" not in argv
+
+
+def test_a_user_command_needs_its_port_and_speaks_the_findings_dialect() -> None:
+    f = finding_with(TargetInfo("sglang", "http://127.0.0.1:1"))
+    launch = Launch.resolve("python -m sglang.launch_server --port {port} --model-path 'my model'", f)
+    assert launch.engine == "sglang" and launch.argv[-1] == "my model"
+    with pytest.raises(UsageError, match="neither a preset"):
+        Launch.resolve("python -m sglang.launch_server", f)
+    with pytest.raises(UsageError, match="needs --model"):
+        Launch.resolve("llama-server", f)
+
+
+@pytest.mark.parametrize("seen, of, runs, expected", [(10, 10, 10, 10), (0, 10, 10, 10), (5, 10, 10, 10), (3, 10, 10, 13),
+                                                      (1, 10, 10, 40), (1, 4, 4, 16)])
+def test_variants_get_enough_replays_for_a_cure_to_mean_something(seen: int, of: int, runs: int, expected: int) -> None:
+    assert runs_for_cure(TriageOutcome("baseline", reproduced=seen, attempts=of), runs) == expected
+
+
+# -- for real --------------------------------------------------------------------------------------
+
+
+def finding_with(target: TargetInfo) -> Finding:
+    b = PromptBuilder(3, range(3, 1000))
+    sc = Scenario(3, (RequestSpec("r01", 0.0, b.prompt(None, 0, 40), 6), RequestSpec("r02", 0.5, b.prompt(None, 0, 30), 4)))
+    return Finding(5, 3, sc, target, (Anomaly(Oracle.ISOLATION, Verdict.CORRUPTION, "r01", "r01 differs from alone"),))
+
+
+def overlap_finding() -> Finding:
+    # One running request at a time: r02 waits for r01's req_to_token row and, with overlap-war
+    # planted, takes it while r01's last decode is in flight. Deterministic, not timing luck.
+    args = {"max_running_requests": 1, "page_size": 64}
+    return finding_with(TargetInfo("reference", "http://127.0.0.1:1", server_args=args, faults=("overlap-war",)))
+
+
+def test_a_matrix_on_a_real_engine_names_the_overlap_scheduler(tmp_path: Path) -> None:
+    finding = overlap_finding()
+    result = triage(finding, Launch.reference(finding.target), runs=2, parallel=2, log_dir=tmp_path)
+    rows = {r.name: r for r in result.variants}
+    assert result.baseline.rate == "2/2"
+    assert rows["--disable-overlap-schedule"].cured and rows["--disable-overlap-schedule"].rate == "0/2"
+    assert rows["--disable-radix-cache"].rate == "2/2" and not rows["--disable-radix-cache"].cured
+    assert rows["--max-running-requests 1"].error == "no change: the baseline already runs this way"
+    assert "overlap scheduler" in result.implicated
+    assert any(m["id"] == "sglang#26380" for m in result.known_issues)
+    text = "\n".join(render_matrix(finding, result))
+    assert "cured by: --disable-overlap-schedule" in text and "known issue sglang#26380" in text
+
+
+def test_a_variant_whose_server_does_not_start_is_reported_not_cured() -> None:
+    finding = overlap_finding()
+    row = run_row(finding, Launch.reference(finding.target), FlagVariant("--page-size 0", "x", add=("--page-size", "0")), runs=1)
+    assert row.error is not None and "--page-size must be >= 1" in row.error and not row.cured
+
+
+def test_triage_command_writes_the_triaged_finding_beside_the_original(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = write_finding(tmp_path, overlap_finding())
+    assert main([str(path), "--launch", "reference", "--runs", "1", "--parallel", "2"]) == 0
+    out = capsys.readouterr().out
+    triaged = load_finding(tmp_path / triaged_name(path))
+    assert triaged.triage is not None and triaged.triage.baseline.rate == "1/1"
+    assert load_finding(path).triage is None  # the original is never touched
+    assert "baseline" in out and "implicated: overlap scheduler" in out and str(tmp_path / triaged_name(path)) in out
+
+
+def test_triage_without_a_launch_is_one_line_and_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = write_finding(tmp_path, overlap_finding())
+    assert main([str(path)]) == 2
+    err = capsys.readouterr().err
+    assert "--launch" in err and err.count("\n") == 1
