@@ -244,7 +244,7 @@ class Launch:
     """A server to start for replays: an argv template with `{port}`, extra environment, the
     dialect to speak to it, and options for that dialect's adapter.
 
-    `with_flags` and `with_env` derive variants of it; triage launches one per flag variant.
+    Triage derives one per flag variant (`with_changes`) and launches each on its own.
     """
 
     engine: str
@@ -252,12 +252,11 @@ class Launch:
     env: Mapping[str, str] = field(default_factory=dict)
     target_opts: Mapping[str, Any] = field(default_factory=dict)
     start_timeout_s: float = 60.0
-    name: str = "command"
 
     @classmethod
     def reference(cls, target: TargetInfo) -> Launch:
         """The embedded reference engine exactly as `target` describes it, faults included."""
-        return cls("reference", tuple(reference_argv(reference_flags(target))), name="reference")
+        return cls("reference", tuple(reference_argv(reference_flags(target))))
 
     @classmethod
     def resolve(cls, spec: str, finding: Finding, *, model: Path | None = None, engine: str | None = None) -> Launch:
@@ -274,7 +273,7 @@ class Launch:
                 raise UsageError(f"vLLM CPU is not installed under {engines.cache_dir()}: run {engines.SETUP_SCRIPT}")
             argv = engines.vllm_argv(model, str(finding.target.server_args.get("dtype") or "float32"),
                                      block_size=finding.target.page_size or 32)
-            return cls("vllm", tuple(argv), engines.vllm_env(), start_timeout_s=engines.VLLM_START_TIMEOUT_S, name=spec)
+            return cls("vllm", tuple(argv), engines.vllm_env(), start_timeout_s=engines.VLLM_START_TIMEOUT_S)
         if spec == "llama-server":
             model = _model(spec, model, "a GGUF file (servefuzz model build DIR makes DIR/tiny.gguf)")
             if not engines.llama_server_built():
@@ -284,7 +283,7 @@ class Launch:
             # an erased prompt to restore. Erasing writes nothing there.
             extra = ["--slot-save-path", tempfile.gettempdir(), "--cache-ram", "0"]
             argv = engines.llama_server_argv(model, slots=int(slots) if isinstance(slots, int) else 8, extra=extra)
-            return cls("llamacpp", tuple(argv), name=spec)
+            return cls("llamacpp", tuple(argv))
         try:
             argv = shlex.split(spec)
         except ValueError as e:
@@ -295,11 +294,10 @@ class Launch:
             raise UsageError(
                 f"--launch {spec!r} is neither a preset ({', '.join(PRESETS)}) nor a command with {{port}}"
             )
-        return cls(engine or finding.target.engine, tuple(argv), name="command")
+        return cls(engine or finding.target.engine, tuple(argv))
 
-    def with_changes(
-        self, argv: Sequence[str], env: Mapping[str, str] = {}, target_opts: Mapping[str, Any] = {}
-    ) -> Launch:
+    def with_changes(self, argv: Sequence[str], env: Mapping[str, str], target_opts: Mapping[str, Any]) -> Launch:
+        """This launch with another command line, and more environment and adapter options."""
         return dataclasses.replace(
             self, argv=tuple(argv), env={**self.env, **env}, target_opts={**self.target_opts, **target_opts}
         )
@@ -346,23 +344,20 @@ class Replayer:
     """
 
     def __init__(
-        self,
-        launch: Launch | None = None,
-        *,
-        engine: str | None = None,
-        url: str | None = None,
-        log_path: Path | None = None,
-        config: RunConfig = RunConfig(),
+        self, launch: Launch | None = None, *, url: str | None = None, engine: str = "sglang", log_path: Path | None = None
     ) -> None:
         if (launch is None) == (url is None):
             raise UsageError("give exactly one of a launch command or a base URL")
         self.launch = launch
-        self.engine = launch.engine if launch is not None else engine or "sglang"
+        self.engine = launch.engine if launch is not None else engine
         self.url = url
+        # Server logs live as long as the Replayer unless the caller wants them kept.
+        self._logs = tempfile.TemporaryDirectory(prefix="servefuzz-replay-") if launch and not log_path else None
+        if self._logs is not None:
+            log_path = Path(self._logs.name) / "server.log"
         self.server = None if launch is None else ServerProcess(
             launch.argv, env=launch.env, start_timeout_s=launch.start_timeout_s, log_path=log_path
         )
-        self.config = config
         self.alone_cache: dict[RequestSpec, RequestRecord] = {}
         self._loop: asyncio.Runner | None = None
         self._runner: Runner | None = None
@@ -371,7 +366,7 @@ class Replayer:
     def at(cls, engine: str, url: str) -> Replayer:
         if not url.startswith(("http://", "https://")):
             raise UsageError(f"--base-url must start with http:// or https://, got {url!r}")
-        return cls(engine=engine, url=url)
+        return cls(url=url, engine=engine)
 
     @property
     def info(self) -> TargetInfo:
@@ -396,6 +391,8 @@ class Replayer:
             self._loop = None
         if self.server is not None:
             self.server.stop()
+        if self._logs is not None:
+            self._logs.cleanup()
 
     def _connect(self) -> None:
         assert self._loop is not None
@@ -403,7 +400,7 @@ class Replayer:
             self.url = self.server.start()
         assert self.url is not None
         opts = {} if self.launch is None else dict(self.launch.target_opts)
-        runner = Runner(make_target(self.engine, self.url, **opts), self.config)
+        runner = Runner(make_target(self.engine, self.url, **opts), RunConfig())
         self._loop.run(runner.__aenter__())
         self._runner = runner
 
@@ -425,7 +422,10 @@ class Replayer:
         rep = self._loop.run(reproduce(self._runner, scenario, expect, runs, stop=stop, alone_cache=self.alone_cache))
         if rep.lost is not None:
             if self.server is None:
-                raise TargetError(f"the server at {self.url} went away: {rep.lost}")
+                raise TargetError(
+                    f"the server at {self.url} went away ({rep.lost}); to go on past a crash, let "
+                    "servefuzz start the server (--launch) so that it can start it again"
+                )
             self.restart()
         return rep
 

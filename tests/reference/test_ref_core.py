@@ -5,6 +5,7 @@ forward. Unit tests pin the mechanisms the fault zoo builds on."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -342,3 +343,26 @@ def test_overlap_fault_needs_an_admission_in_the_finishing_step(model: TinyModel
     assert len(hits) == 1  # exactly one arrival step lines B's admission up with A's last step
     cured = [(0, Request("A", tuple(a), 8), None), (hits[0], Request("B", tuple(b), 8), None)]
     assert fault_run(model, cured, faults=("overlap-war",), disable_overlap_schedule=True) == set()
+
+
+def test_an_engine_failure_ends_every_request_instead_of_hanging_it(model: TinyModel) -> None:
+    engine = Engine(ServerArgs(), model=model)
+    victim = Outcome(Request("victim", tuple(tokens(8, 20)), 1000))
+    done = threading.Event()
+
+    def broken_sink(events: Sequence[Event]) -> None:
+        raise RuntimeError("boom")
+
+    def watching_sink(events: Sequence[Event]) -> None:
+        victim.sink(events)
+        if any(isinstance(e, FinishEvent) for e in events):
+            done.set()
+
+    victim.req.sink = watching_sink
+    engine.start()
+    engine.submit(victim.req)
+    engine.submit(Request("culprit", (5, 6, 7), 4, sink=broken_sink))
+    assert done.wait(timeout=30)
+    assert engine.error is not None and "RuntimeError: boom" in engine.error
+    assert victim.finish[0] == FinishReason("abort", message="internal engine error")
+    engine.stop()

@@ -244,6 +244,71 @@ def test_bad_input_gets_a_clear_400(url: str, path: str, body: Any, message: str
     assert status == 400 and message in out["error"]["message"], out
 
 
+_ODD_VALUES = [None, True, -1, 0, 1.5, 10**30, "x", [], {}, [[1]]]
+_VALID = {
+    "/generate": {
+        "input_ids": [5, 6, 7],
+        "sampling_params": {
+            "temperature": 0.5,
+            "max_new_tokens": 2,
+            "n": 2,
+            "ignore_eos": True,
+            "top_p": 1,
+            "top_k": -1,
+            "sampling_seed": 3,
+        },
+        "return_logprob": True,
+        "top_logprobs_num": 2,
+        "logprob_start_len": -1,
+        "return_text_in_logprobs": False,
+        "stream": False,
+        "rid": "sweep",
+    },
+    "/v1/completions": {
+        "model": "servefuzz-reference",
+        "prompt": [5, 6, 7],
+        "max_tokens": 2,
+        "temperature": 0.5,
+        "top_p": 1,
+        "n": 2,
+        "logprobs": 2,
+        "stream": False,
+        "stream_options": {"include_usage": True},
+        "ignore_eos": True,
+        "seed": 3,
+        "return_token_ids": True,
+        "user": "u",
+        "echo": False,
+    },
+}
+
+
+def _swept(path: str) -> list[tuple[str, dict[str, Any]]]:
+    out = []
+    base = _VALID[path]
+    for key in base:
+        for odd in _ODD_VALUES:
+            out.append((path, {**base, key: odd}))
+    for key in base.get("sampling_params", {}):
+        for odd in _ODD_VALUES:
+            out.append((path, {**base, "sampling_params": {**base["sampling_params"], key: odd}}))
+    return out
+
+
+def test_every_field_with_every_odd_value_gets_200_or_a_clear_4xx(url: str) -> None:
+    cases = _swept("/generate") + _swept("/v1/completions")
+    assert len(cases) == 10 * (8 + 7 + 14)  # every field of both dialects
+    statuses = set()
+    for path, body in cases:
+        status, out = post(url, path, body)
+        statuses.add(status)
+        assert status in (200, 400, 404), (path, body, status, out)
+        if status != 200:
+            assert out["error"]["message"], (path, body)
+    assert statuses == {200, 400, 404}
+    assert get(url, "/health") == (200, "OK\n")
+
+
 _json = st.recursive(
     st.none() | st.booleans() | st.integers(-3, 5000) | st.floats(allow_nan=True) | st.text(max_size=5),
     lambda kids: st.lists(kids, max_size=4) | st.dictionaries(st.text(max_size=8), kids, max_size=4),

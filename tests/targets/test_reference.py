@@ -141,14 +141,19 @@ def test_concurrent_run_matches_each_request_alone(ref: str) -> None:
         for i in range(8)
     )
 
-    async def body(r: Runner) -> tuple[Any, list[RequestRecord]]:
+    async def body(r: Runner) -> tuple[Any, list[RequestRecord], Any]:
         load = await r.run(Scenario(seed=3, requests=specs), run=0, label="load")
-        return load, [await r.run_alone(s, run=0) for s in specs]
+        alone = [await r.run_alone(s, run=0) for s in specs]
+        await r.run_alone(specs[-1], run=0)  # leave its prompt cached, then hit it under load
+        warm = await r.run(Scenario(seed=3, requests=specs), run=1, label="warm")
+        return load, alone, warm
 
-    load, alone = with_runner(ref, "reference", body)
+    load, alone, warm = with_runner(ref, "reference", body)
     assert [r.request_id for r in load.records] == [s.id for s in specs]
     assert all(r.status is Status.OK and r.label == "load" for r in load.records)
     assert all(r.status is Status.OK and r.label == "alone" for r in alone)
     for under_load, by_itself in zip(load.records, alone, strict=True):
         assert [c.token_ids for c in under_load.choices] == [c.token_ids for c in by_itself.choices]
-    assert any(r.cached_tokens for r in load.records)  # the shared prefixes were reused
+    # A warm cache changes nothing either, and it really was hit.
+    assert [[c.token_ids for c in r.choices] for r in warm.records] == [[c.token_ids for c in r.choices] for r in load.records]
+    assert warm.by_id()[specs[-1].id].cached_tokens

@@ -142,7 +142,8 @@ class Seq:
         self.inflight = 0  # scheduled batches holding this sequence, not yet processed
         self.node: RadixNode | None = None  # the radix node this sequence keeps locked
         self.admitted = False
-        self.rng = np.random.default_rng((req.seed, index)) if req.temperature > 0 else None
+        # Any integer seeds a choice's own generator (numpy wants non-negative: fold it).
+        self.rng = np.random.default_rng((req.seed % 2**63, index)) if req.temperature > 0 else None
 
     @property
     def outputs(self) -> int:
