@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import random
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -85,7 +86,11 @@ def test_ddmin_result_is_one_minimal_for_an_arbitrary_monotone_test() -> None:
     rng = random.Random(3)
     for _ in range(50):
         groups = [set(rng.sample(range(12), 2)) for _ in range(3)]  # holds if any group is present
-        found = ddmin(list(range(12)), lambda xs, g=groups: any(x <= set(xs) for x in g))
+
+        def holds(xs: list[int], groups: list[set[int]] = groups) -> bool:
+            return any(g <= set(xs) for g in groups)
+
+        found = ddmin(list(range(12)), holds)
         assert any(x <= set(found) for x in groups)
         for i in range(len(found)):  # removing any one item breaks it
             assert not any(x <= set(found[:i] + found[i + 1:]) for x in groups)
@@ -150,7 +155,12 @@ def test_every_candidate_keeps_declared_prefixes_exact(scenario: Scenario, seed:
 def test_the_gate_never_tests_what_is_not_smaller_nor_a_rejected_candidate_twice() -> None:
     sc = page_scenario(64)
     calls: list[Scenario] = []
-    s = Shrinker(sc, lambda c: (calls.append(c), Trial(False, 2))[1])
+
+    def test(c: Scenario) -> Trial:
+        calls.append(c)
+        return Trial(False, 2)
+
+    s = Shrinker(sc, test)
     assert not s.consider(sc) and not s.consider(sc.with_requests([*sc.requests, RequestSpec("x", 0.0, (5,), 1)]))
     smaller = sc.subset(["r01"])
     assert not s.consider(smaller) and not s.consider(smaller)
@@ -229,7 +239,7 @@ def test_bad_input_is_one_line_and_exit_2(
 
 
 def test_a_finding_that_does_not_reproduce_is_left_alone(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], reference_server
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], reference_server: Callable[..., str]
 ) -> None:
     url = reference_server()  # a clean engine: nothing reproduces
     f = finding_file(tmp_path, url)

@@ -4,10 +4,12 @@ a real matrix over a deterministic planted bug."""
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
+from servefuzz import engines
 from servefuzz.anomaly import Anomaly, Oracle, Verdict
 from servefuzz.confirm import REFERENCE_FLAGS, Launch, Replayer, reference_flags
 from servefuzz.errors import UsageError
@@ -68,7 +70,7 @@ def test_reference_flags_list_matches_the_engine() -> None:
     assert set(REFERENCE_FLAGS) == {f.name for f in dataclasses.fields(ServerArgs)} - {"host", "port", "faults"}
 
 
-def test_the_reference_preset_rebuilds_the_server_a_finding_recorded(reference_server) -> None:
+def test_the_reference_preset_rebuilds_the_server_a_finding_recorded(reference_server: Callable[..., str]) -> None:
     flags = ("--page-size", "16", "--max-total-tokens", "4096", "--disable-cuda-graph", "--fault", "stale-padding")
     with Replayer.at("reference", reference_server(*flags)) as bench:
         info = bench.info
@@ -96,6 +98,15 @@ def test_a_user_command_needs_its_port_and_speaks_the_findings_dialect() -> None
         Launch.resolve("python -m sglang.launch_server", f)
     with pytest.raises(UsageError, match="needs --model"):
         Launch.resolve("llama-server", f)
+
+
+def test_vllm_variants_change_what_the_preset_launches() -> None:
+    base = Launch("vllm", tuple(engines.vllm_argv(Path("m"))), engines.vllm_env())
+    by_name = {v.name: v for v in MATRICES["vllm"]}
+    no_cache = by_name["--no-enable-prefix-caching"].apply(base).argv
+    assert "--no-enable-prefix-caching" in no_cache and "--enable-prefix-caching" not in no_cache
+    assert not by_name["--enforce-eager"].changes(base)  # the preset already runs eager
+    assert by_name["--max-num-seqs 1"].apply(base).argv[-2:] == ("--max-num-seqs", "1")
 
 
 @pytest.mark.parametrize("seen, of, runs, expected", [(10, 10, 10, 10), (0, 10, 10, 10), (5, 10, 10, 10), (3, 10, 10, 13),
@@ -157,3 +168,29 @@ def test_triage_without_a_launch_is_one_line_and_exit_2(tmp_path: Path, capsys: 
     assert main([str(path)]) == 2
     err = capsys.readouterr().err
     assert "--launch" in err and err.count("\n") == 1
+
+
+@pytest.mark.engine
+def test_every_llama_server_variant_starts_and_is_judged(tmp_path: Path) -> None:
+    if not engines.llama_server_built():
+        pytest.skip(f"llama-server is not built under {engines.cache_dir()}: run {engines.SETUP_SCRIPT}")
+    from servefuzz.models import build_models
+
+    gguf = build_models(tmp_path / "models").gguf
+    finding = finding_with(TargetInfo("llamacpp", "http://127.0.0.1:1", server_args={"total_slots": 2}))
+    launch = Launch.resolve("llama-server", finding, model=gguf)
+    assert launch.argv[launch.argv.index("-np") + 1] == "2"
+    result = triage(finding, launch, runs=1, log_dir=tmp_path)
+    assert [r.name for r in result.variants] == ["-np 1", "cache_prompt: false", "--no-cont-batching"]
+    assert all(r.error is None and r.attempts == 1 for r in result.variants), result.variants
+    # A deterministic engine does not show this made-up divergence: the baseline tried 4x as long.
+    assert (result.baseline.rate, result.cures) == ("0/4", ())
+
+
+
+def test_a_baseline_that_cannot_start_is_an_error_not_a_matrix(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = write_finding(tmp_path, overlap_finding())
+    assert main([str(path), "--launch", "python -c 'import sys; sys.exit(3)' {port}"]) == 2
+    err = capsys.readouterr().err
+    assert "the baseline server could not be used" in err and err.count("\n") == 1
+    assert not (tmp_path / triaged_name(path)).exists()

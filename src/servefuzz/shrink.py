@@ -514,8 +514,9 @@ def shrink_finding(
 
 
 def minimal_name(path: Path) -> str:
-    """The minimal finding's file name, beside the original: `finding_00003_123_min.json`."""
-    return f"{path.stem}_min.json"
+    """The minimal finding's file name, beside the original: `finding_00003_123_min.json`
+    (a minimal finding shrunk again keeps its name)."""
+    return f"{path.stem.removesuffix('_min')}_min.json"
 
 
 def render_stats(result: ShrinkResult) -> list[str]:

@@ -23,7 +23,8 @@ The finding with its `Triage` (and the known upstream issues it matches, from
 earlier triage of it; the original file is never touched.
 
 Exit codes of `main`: 0 triaged, 1 the baseline did not reproduce (no variant can cure it),
-2 bad input.
+2 bad input or a baseline server that cannot be started. Rows are reported on stderr as they
+finish; the matrix goes to stdout at the end.
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ from typing import Any
 from servefuzz import known_issues
 from servefuzz.anomaly import Verdict
 from servefuzz.confirm import DEFAULT_RUNS, Expectation, Launch, Replayer
-from servefuzz.errors import ServefuzzError, UsageError
+from servefuzz.errors import ServefuzzError, TargetError, UsageError
 from servefuzz.finding import Finding, Triage, TriageOutcome, load_finding, write_finding
 
 __all__ = [
@@ -236,6 +237,8 @@ def triage(
     # 4x) until it has shown once, since without it no variant can be said to cure anything.
     baseline = run_row(finding, launch, None, runs=_MAX_RUNS_FACTOR * runs, log_dir=log_dir,
                        stop=lambda seen, done: done >= runs and seen > 0)
+    if baseline.error is not None:
+        raise TargetError(f"the baseline server could not be used: {baseline.error}")
     on_row(baseline)
     each = runs_for_cure(baseline, runs)
 
@@ -266,8 +269,9 @@ def runs_for_cure(baseline: TriageOutcome, runs: int) -> int:
 
 
 def triaged_name(path: Path) -> str:
-    """The triaged finding's file name, beside the original: `finding_00003_123_triaged.json`."""
-    return f"{path.stem}_triaged.json"
+    """The triaged finding's file name, beside the original: `finding_00003_123_triaged.json`
+    (a triaged finding triaged again keeps its name)."""
+    return f"{path.stem.removesuffix('_triaged')}_triaged.json"
 
 
 def render_matrix(finding: Finding, result: Triage) -> list[str]:
@@ -294,6 +298,10 @@ def render_matrix(finding: Finding, result: Triage) -> list[str]:
         lines += [f"  + {reason}" for reason in m.get("reasons", ())]
         lines += [f"  - {reason}" for reason in m.get("against", ())]
     return lines
+
+
+def _progress(row: TriageOutcome) -> None:
+    print(f"  {row.name}: {row.error or row.rate}", file=sys.stderr, flush=True)
 
 
 def _slug(name: str) -> str:
@@ -333,7 +341,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = build_parser().parse_args(list(sys.argv[1:] if argv is None else argv))
         finding = load_finding(args.finding)
         launch = Launch.resolve(args.launch, finding, model=args.model, engine=args.engine)
-        result = triage(finding, launch, runs=args.runs, parallel=args.parallel)
+        result = triage(finding, launch, runs=args.runs, parallel=args.parallel, on_row=_progress)
         path = write_finding(args.finding.parent, dataclasses.replace(finding, triage=result),
                              name=triaged_name(args.finding), replace=True)
     except ServefuzzError as e:

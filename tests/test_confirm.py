@@ -1,0 +1,67 @@
+"""Confirm: replaying findings on real servers: the rate, variants, flaky, failures, restarts."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from servefuzz.anomaly import Anomaly, Oracle, Verdict
+from servefuzz.confirm import Expectation, Launch, Replayer, confirmed, render_confirmation
+from servefuzz.finding import Confirmation, Finding, TargetInfo
+from servefuzz.launcher import ServerProcess
+from servefuzz.workload import PromptBuilder, RequestSpec, Scenario
+
+
+def finding(verdict: Verdict, rid: str = "r02", *, target: TargetInfo | None = None) -> Finding:
+    b = PromptBuilder(5, range(3, 1000))
+    sc = Scenario(5, (RequestSpec("r01", 0.0, b.prompt(None, 0, 20), 4), RequestSpec("r02", 1.0, b.prompt(None, 0, 9), 4)))
+    oracle = Oracle.ISOLATION if verdict.is_divergence else Oracle.LIVENESS
+    target = target or TargetInfo("reference", "http://127.0.0.1:1")
+    return Finding(1, 5, sc, target, (Anomaly(oracle, verdict, rid, f"{rid}: {verdict.value}"),))
+
+
+def test_a_divergence_that_does_not_come_back_is_marked_flaky_and_kept(reference_server: Callable[..., str]) -> None:
+    f = finding(Verdict.CORRUPTION)
+    with Replayer.at("reference", reference_server()) as bench:  # a clean engine never diverges
+        rep = bench.reproduce(f.scenario, Expectation.of(f), 3)
+    assert (rep.rate, rep.flaky, rep.confirmation.expected) == ("0/3", True, ("r02",))
+    # One variant, seen in the 3 loaded runs and alone: the counts say so.
+    assert [v.count for v in rep.confirmation.variants["r02"]] == [4]
+    kept = confirmed(f, rep)
+    assert kept.confirmation == rep.confirmation and "flaky: reproduced in 0/3 replays" in kept.notes
+    assert render_confirmation(rep.confirmation)[0] == "reproduced 0/3  (flaky: it did not come back)"
+
+
+def test_a_server_error_comes_back_as_the_same_failure(stub_server: Callable[[str], ServerProcess]) -> None:
+    f = finding(Verdict.SERVER_ERROR, "r01")
+    with Replayer.at("sglang", stub_server("http500").base_url) as bench:
+        rep = bench.reproduce(f.scenario, Expectation.of(f), 2)
+    assert (rep.rate, rep.verdict_of(Expectation.of(f))) == ("2/2", Verdict.SERVER_ERROR)
+
+
+def test_early_stop_spends_only_the_replays_it_needs(reference_server: Callable[..., str]) -> None:
+    f = finding(Verdict.CORRUPTION)
+    with Replayer.at("reference", reference_server()) as bench:
+        rep = bench.reproduce(f.scenario, Expectation.of(f), 10, stop=lambda seen, done: done >= 2)
+    assert rep.attempts == 2
+
+
+def test_a_launched_server_that_dies_is_started_again() -> None:
+    f = finding(Verdict.CORRUPTION)
+    with Replayer(Launch.reference(f.target)) as bench:
+        assert bench.server is not None
+        first = bench.server.pid
+        bench.server.kill()  # as a crash would
+        lost = bench.reproduce(f.scenario, Expectation.of(f), 2)
+        assert lost.lost is not None and bench.server.pid != first and bench.server.alive
+        again = bench.reproduce(f.scenario, Expectation.of(f), 2)
+        assert (again.lost, again.rate) == (None, "0/2")
+
+
+def test_expectation_follows_the_confirmed_requests() -> None:
+    f = finding(Verdict.CORRUPTION, "r01")
+    both = Finding(f.iteration, f.seed, f.scenario, f.target,
+                   (*f.anomalies, Anomaly(Oracle.REPLAY, Verdict.CORRUPTION, "r02", "r02 diverged")),
+                   confirmation=Confirmation(3, 5, {}, expected=("r02",), stable=("r01",)))
+    assert Expectation.of(both).flagged == ("r02",)
+    assert Expectation.of(both).within(f.scenario.subset(["r01"])).flagged == ()
+    assert Expectation.of(both).renamed({"r02": "r02_st"}).flagged == ("r02_st",)
