@@ -213,3 +213,31 @@ def test_benign_numerics_triage_to_deterministic_inference_as_numeric_drift(
     assert triaged.triage is not None and triaged.verdict is Verdict.NUMERIC_DRIFT
     assert "--enable-deterministic-inference" in [v.name for v in triaged.triage.cures], out
     assert "verdict: numeric drift" in out
+
+
+def test_repro_py_of_a_shrunk_finding_confirms_on_the_faulty_engine_only(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 6: the standalone repro.py written for a *shrunk* finding prints CONFIRMED against
+    the faulty engine and NOT REPRODUCED against the one its cure flag cures."""
+    import subprocess
+    import sys
+
+    from servefuzz.report import write_report
+
+    fault = "page-boundary-prefix"
+    flags, scenario = CASES[fault](PromptBuilder(7, range(3, 1024)))
+    path = make_finding(fault, flags, scenario, tmp_path)
+    assert shrink.main([str(path), "--launch", "reference", "--runs", "4", "--k", "3", "--budget", "70"]) == 0
+    capsys.readouterr()
+    minimal = load_finding(tmp_path / shrink.minimal_name(path))
+    assert len(minimal.scenario.requests) <= 3
+    repro = write_report(minimal, tmp_path / "report").repro
+
+    def run_repro(extra: list[str]) -> subprocess.CompletedProcess[str]:
+        with ServerProcess.reference([*flags, "--fault", fault, *extra]) as srv:
+            return subprocess.run([sys.executable, str(repro), "--base-url", srv.base_url, "--runs", "10"],
+                                  capture_output=True, text=True, timeout=180)
+
+    faulty = run_repro([])
+    assert faulty.returncode == 0 and "RESULT: CONFIRMED" in faulty.stdout, faulty.stdout + faulty.stderr
+    cured = run_repro([cure_flag(fault)])
+    assert cured.returncode == 1 and "RESULT: NOT REPRODUCED" in cured.stdout, cured.stdout + cured.stderr
