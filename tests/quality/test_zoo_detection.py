@@ -1,0 +1,44 @@
+"""Issue 5's acceptance, bounded for CI: the default `servefuzz fuzz` finds every zoo fault with
+the right class.
+
+One campaign per fault, exactly as a user runs it (`servefuzz fuzz --fault NAME`: the embedded
+engine with that fault planted, the default strategy mix, stop at the first confirmed finding),
+under a time cap. The right class is `corruption`, or `numeric-drift` for the benign
+batch-variant-numerics, which must never be called corruption. The 5-seed statistics and the
+comparison with anchor batteries are `bench/zoo.py`'s job (docs/benchmarks.md).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from servefuzz.finding import load_finding
+from servefuzz.reference.faults import FAULTS
+
+pytestmark = pytest.mark.slow
+
+CAP_S = 150  # seed 0 finds each fault in about a minute or less on 2 shared cores (bench/zoo.py)
+RIGHT = {f: "numeric-drift" if f == "batch-variant-numerics" else "corruption" for f in FAULTS}
+
+
+@pytest.mark.timeout(CAP_S + 60)
+@pytest.mark.parametrize("fault", sorted(FAULTS))
+def test_the_default_campaign_finds_the_fault_with_the_right_class(fault: str, tmp_path: Path) -> None:
+    out = tmp_path / fault
+    p = subprocess.run(
+        [sys.executable, "-m", "servefuzz", "fuzz", "--fault", fault, "--time", str(CAP_S), "--json", "--out", str(out)],
+        capture_output=True, text=True, timeout=CAP_S + 50, check=False,
+    )
+    assert "Traceback" not in p.stderr, p.stderr[-2000:]
+    summary = json.loads(p.stdout)
+    assert summary["stopped_because"] == "first confirmed finding", summary["stopped_because"]
+    assert RIGHT[fault] in summary["first_confirmed"], summary["first_confirmed"]
+    verdicts = {load_finding(f).verdict.value for f in (out / "findings").glob("finding_*.json")}
+    assert RIGHT[fault] in verdicts
+    if fault == "batch-variant-numerics":
+        assert verdicts == {"numeric-drift"}, verdicts
