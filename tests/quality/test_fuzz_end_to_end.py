@@ -61,9 +61,10 @@ def test_first_command_finds_the_page_boundary_bug_and_replay_confirms_it(tmp_pa
     assert r.returncode == 1 and "RESULT: NOT REPRODUCED" in r.stdout
 
 
+@pytest.mark.timeout(900)
 def test_a_clean_engine_gives_no_finding_over_2000_requests(tmp_path: Path) -> None:
     out = tmp_path / "clean"
-    p = servefuzz("fuzz", "--fault", "none", "--requests", "2000", "--keep-going", "--json", "--out", str(out), timeout=400)
+    p = servefuzz("fuzz", "--fault", "none", "--requests", "2000", "--keep-going", "--json", "--out", str(out), timeout=840)
     summary = json.loads(p.stdout)
     assert summary["requests"] >= 2000
     assert summary["findings"] == [], summary["findings"]
