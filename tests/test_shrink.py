@@ -224,7 +224,7 @@ def finding_file(tmp_path: Path, url: str) -> Path:
         (["{f}"], "one of the arguments --base-url --launch is required"),
         (["{f}", "--launch", "reference", "--runs", "2", "--k", "3"], "--k must be between 1 and --runs (2)"),
         (["{f}", "--launch", "my-server --port 8000"], "neither a preset"),
-        (["{f}", "--launch", "vllm-cpu"], "--launch vllm-cpu needs --model"),
+        (["{f}", "--launch", "vllm-cpu", "--model", "no/such/model"], "--model no/such/model: no such file or folder"),
         (["{f}", "--base-url", "localhost:1"], "--base-url must start with http://"),
         (["{f}", "--launch", "reference", "--budget", "0"], "expected at least 1"),
     ],

@@ -75,7 +75,7 @@ def test_the_reference_preset_rebuilds_the_server_a_finding_recorded(reference_s
     with Replayer.at("reference", reference_server(*flags)) as bench:
         info = bench.info
     assert parse_args(reference_flags(info)) == parse_args(list(flags))
-    argv = Launch.resolve("reference", finding_with(info)).argv
+    argv = Launch.resolve("reference", info).argv
     assert list(argv) == reference_argv(reference_flags(info))
 
 
@@ -85,19 +85,19 @@ def test_values_from_a_finding_file_are_never_a_command() -> None:
     target = TargetInfo("reference", "http://127.0.0.1:1", server_args={
         "served_model_name": "x; touch /tmp/pwned", "launch": "rm -rf /", "page_size": 16,
     })
-    argv = Launch.resolve("reference", finding_with(target)).argv
+    argv = Launch.resolve("reference", target).argv
     assert argv[:3] == tuple(reference_argv()[:3])
     assert "x; touch /tmp/pwned" in argv and "rm -rf /" not in argv and "--launch" not in argv
 
 
 def test_a_user_command_needs_its_port_and_speaks_the_findings_dialect() -> None:
-    f = finding_with(TargetInfo("sglang", "http://127.0.0.1:1"))
+    f = TargetInfo("sglang", "http://127.0.0.1:1")
     launch = Launch.resolve("python -m sglang.launch_server --port {port} --model-path 'my model'", f)
     assert launch.engine == "sglang" and launch.argv[-1] == "my model"
     with pytest.raises(UsageError, match="neither a preset"):
         Launch.resolve("python -m sglang.launch_server", f)
-    with pytest.raises(UsageError, match="needs --model"):
-        Launch.resolve("llama-server", f)
+    with pytest.raises(UsageError, match="no such file"):
+        Launch.resolve("llama-server", f, model=Path("/nonexistent/tiny.gguf"))
 
 
 def test_vllm_variants_change_what_the_preset_launches() -> None:
@@ -180,7 +180,7 @@ def test_every_llama_server_variant_starts_and_is_judged(tmp_path: Path) -> None
 
     gguf = build_models(tmp_path / "models").gguf
     finding = finding_with(TargetInfo("llamacpp", "http://127.0.0.1:1", server_args={"total_slots": 2}))
-    launch = Launch.resolve("llama-server", finding, model=gguf)
+    launch = Launch.resolve("llama-server", finding.target, model=gguf)
     assert launch.argv[launch.argv.index("-np") + 1] == "2"
     result = triage(finding, launch, runs=1, log_dir=tmp_path)
     assert [r.name for r in result.variants] == ["-np 1", "cache_prompt: false", "--no-cont-batching"]

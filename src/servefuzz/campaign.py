@@ -27,6 +27,10 @@ The campaign directory holds everything, written so that `kill -9` loses nothing
 Budgets (time, requests) count the whole campaign, resumed sessions included. The campaign
 stops when one is spent, when the target goes away, or, if asked, at the first confirmed
 finding (optionally only one of given verdicts). The caller watches through `on_event`.
+
+A target that dies mid-campaign is a crash finding. When servefuzz launched the server itself
+the caller passes a `Revival`: the crash finding then carries the server's exit status and the
+tail of its log, the server is started again, and the campaign goes on (up to `max_restarts`).
 """
 
 from __future__ import annotations
@@ -40,7 +44,7 @@ from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from servefuzz.anomaly import Anomaly, Oracle, Verdict, worst
 from servefuzz.corpus import MUTATE_SHARE, Corpus, CorpusEntry, Schedule
@@ -79,6 +83,7 @@ __all__ = [
     "Executed",
     "FindingStore",
     "Judgement",
+    "Revival",
     "check_campaign_dir",
     "confirm",
     "confirmation_of",
@@ -101,6 +106,8 @@ class CampaignConfig:
     as the `slow:` feature). `resume`: continue the campaign in `out_dir`; without it a
     directory that already holds a campaign is refused. `greybox=False` never mutates the
     corpus: every scenario comes fresh from a strategy (how anchor batteries are replayed).
+    `max_restarts`: how many times a launched server that died is started again (a server that
+    dies on every scenario would otherwise be restarted forever).
     """
 
     out_dir: Path
@@ -116,6 +123,7 @@ class CampaignConfig:
     performance: bool = False
     resume: bool = False
     greybox: bool = True
+    max_restarts: int = 5
 
     def __post_init__(self) -> None:
         if self.runs < 2:
@@ -137,6 +145,7 @@ class CampaignState:
     anomalies: Counter[str] = field(default_factory=Counter)
     findings: list[tuple[Path, Finding]] = field(default_factory=list)
     seen: Counter[str] = field(default_factory=Counter)  # signature -> times found
+    restarts: int = 0  # of a launched server that died, this campaign, resumed sessions included
     last: str = ""
 
     @property
@@ -160,6 +169,7 @@ class CampaignResult:
     seen: Mapping[str, int] = field(default_factory=dict)
     # verdict -> (requests, seconds) at its first confirmed finding: the detection-power numbers
     first_confirmed: Mapping[str, tuple[int, float]] = field(default_factory=dict)
+    restarts: int = 0
 
     @property
     def found(self) -> bool:
@@ -173,6 +183,7 @@ class CampaignResult:
             "stopped_because": self.stopped_because,
             "features": self.features,
             "corpus": self.corpus,
+            "restarts": self.restarts,
             "first_confirmed": {v: {"requests": r, "elapsed_s": round(s, 3)} for v, (r, s) in self.first_confirmed.items()},
             "findings": [
                 {
@@ -530,6 +541,18 @@ def _unlink_durably(path: Path) -> None:
         os.close(fd)
 
 
+class Revival(Protocol):
+    """A server servefuzz launched, which the campaign may start again after it dies."""
+
+    def death(self) -> dict[str, Any]:
+        """What the dead server left: its exit status and the tail of its log (JSON-ready)."""
+        ...
+
+    async def revive(self) -> Runner:
+        """Start the server again and return a Runner entered on it; TargetError if it won't."""
+        ...
+
+
 class _Budget:
     def __init__(self, config: CampaignConfig, state: CampaignState) -> None:
         self.config, self.state = config, state
@@ -550,11 +573,13 @@ async def run_campaign(
     *,
     seeds: Sequence[Scenario] = (),
     on_event: Callable[[CampaignState], None] = lambda s: None,
+    revival: Revival | None = None,
 ) -> CampaignResult:
     """Fuzz the runner's target until a budget is spent (or the first confirmed finding).
 
     `strategy`: one strategy or a mix, scheduled by energy; `seeds`: scenarios (e.g. from a
-    trace) run first and kept in the corpus when they reach something new.
+    trace) run first and kept in the corpus when they reach something new; `revival`: how to
+    start the server again when it dies (None: the campaign stops there).
     """
     assert runner.info is not None, "enter the Runner before starting a campaign"
     info = runner.info
@@ -568,6 +593,7 @@ async def run_campaign(
     store = FindingStore(out / "findings", progress.get("seen", {}))
     state = CampaignState(elapsed_before_s=float(progress.get("elapsed_s", 0.0)))
     state.requests = int(progress.get("requests", 0))
+    state.restarts = int(progress.get("restarts", 0))
     first_iteration = max(int(progress.get("next_iteration", 0)), store.latest_iteration + 1,
                           max((e.iteration + 1 for e in corpus.entries), default=0))
     state.iteration = first_iteration
@@ -595,7 +621,7 @@ async def run_campaign(
         write_history_jsonl(out / "histories.jsonl", [*done.loaded, *_alone_as_runs(done.alone, done.cache)])
         verdict = judge(done.loaded, done.alone, cache=done.cache, performance=config.performance)
         if done.lost is not None:
-            verdict = _with_target_lost(verdict, done.lost)
+            verdict = _with_target_lost(verdict, done.lost, {} if revival is None else revival.death())
         for a in verdict.anomalies:
             state.anomalies[a.verdict.value] += 1
         reached = features(scenario, done.loaded, done.alone, verdict.anomalies, shape)
@@ -615,12 +641,26 @@ async def run_campaign(
         _write_json_atomic(out / "progress.json", {
             "next_iteration": state.iteration, "requests": state.requests, "elapsed_s": round(state.elapsed_s, 3),
             "picks": corpus.state_json(), "schedule": schedule.state_json(), "seen": dict(store.counts),
-            "first_confirmed": {v: list(x) for v, x in firsts.items()},
+            "first_confirmed": {v: list(x) for v, x in firsts.items()}, "restarts": state.restarts,
         })  # last of the iteration's writes: what it names is already on disk
         on_event(state)
         if done.lost is not None:
-            stopped = f"target lost: {done.lost}"
-            break
+            if revival is None or state.restarts >= config.max_restarts:
+                stopped = f"target lost: {done.lost}" + ("" if revival is None else f" ({state.restarts} restarts already)")
+                break
+            state.last = f"the server died ({done.lost}); starting it again"
+            on_event(state)
+            try:
+                runner = await revival.revive()
+            except TargetError as e:
+                stopped = f"target lost: {done.lost}; it could not be started again: {e}"
+                break
+            assert runner.info is not None
+            info = runner.info
+            state.restarts += 1
+            state.last = f"the server died ({done.lost}); restarted it at {info.base_url}"
+            on_event(state)
+            continue
         if finding is not None and config.stop_at_first and _confirmed(finding) and (
             not config.stop_verdicts or finding.verdict.value in config.stop_verdicts
         ):
@@ -629,6 +669,7 @@ async def run_campaign(
     return CampaignResult(
         state.iteration - first_iteration, state.requests, state.elapsed_s, tuple(store.findings()), stopped,
         features=state.features, corpus=state.corpus, seen=dict(store.counts), first_confirmed=firsts,
+        restarts=state.restarts,
     )
 
 
@@ -732,12 +773,20 @@ def _read_json(path: Path) -> dict[str, Any]:
     return data if isinstance(data, dict) else {}
 
 
-def _with_target_lost(j: Judgement, why: str) -> Judgement:
-    """A server that stops answering between runs crashed, even if no request saw it die."""
-    if any(a.verdict is Verdict.CRASH for a in j.anomalies):
+def _with_target_lost(j: Judgement, why: str, death: Mapping[str, Any]) -> Judgement:
+    """A server that stops answering between runs crashed, even if no request saw it die.
+
+    `death` (exit status, log tail) joins the evidence of every crash anomaly: what the server
+    said as it died is often the whole story.
+    """
+    crashes = [a for a in j.anomalies if a.verdict is Verdict.CRASH]
+    if not crashes:
+        lost = Anomaly(Oracle.LIVENESS, Verdict.CRASH, "-", f"the server stopped answering: {why}", evidence={"error": why})
+        return Judgement((*j.anomalies, dataclasses.replace(lost, evidence={**lost.evidence, **death})), j.stable)
+    if not death:
         return j
-    lost = Anomaly(Oracle.LIVENESS, Verdict.CRASH, "-", f"the server stopped answering: {why}", evidence={"error": why})
-    return Judgement((*j.anomalies, lost), j.stable)
+    return Judgement(tuple(dataclasses.replace(a, evidence={**a.evidence, **death}) if a.verdict is Verdict.CRASH else a
+                           for a in j.anomalies), j.stable)
 
 
 def _confirmed(f: Finding) -> bool:

@@ -49,10 +49,18 @@ def build_parser() -> argparse.ArgumentParser:
             f"{EMBEDDED_TIME_S:g} s; against a real server the default budget is {REMOTE_TIME_S:g} s."
         ),
     )
-    f.add_argument("--url", help="base URL of the server to fuzz (default: start the embedded reference engine)")
-    f.add_argument("--engine", help="dialect of --url: sglang, openai, reference (default: sglang)")
+    where = f.add_mutually_exclusive_group()
+    where.add_argument("--url", help="base URL of a running server to fuzz (default: start the embedded reference engine)")
+    where.add_argument("--launch", metavar="PRESET",
+                       help="start the server and own it (restarted after a crash): vllm-cpu, llama-server, "
+                            "reference, or your own command with {port}, e.g. \"llama-server -m m.gguf --port {port}\"")
+    f.add_argument("--model", type=Path, metavar="PATH",
+                   help="with a --launch preset: the HF folder (vllm-cpu) or GGUF (llama-server) to serve "
+                        "(default: tiny models servefuzz builds into its cache)")
+    f.add_argument("--engine", help="dialect: sglang, vllm, llamacpp, openai, reference (default: detected)")
     f.add_argument("--fault", action="append", metavar="NAME",
-                   help=f"embedded engine only: plant this zoo fault (repeatable; 'none' for a clean engine; default {EMBEDDED_FAULT})")
+                   help=f"reference engine only: plant this zoo fault (repeatable; 'none' for a clean engine; "
+                        f"default without a target: {EMBEDDED_FAULT})")
     f.add_argument("--requests", type=positive_int, metavar="N", help="stop after about N requests")
     f.add_argument("--time", type=positive_float, metavar="SECONDS", help="stop after SECONDS")
     f.add_argument("--out", type=Path, default=Path("servefuzz-out"), metavar="DIR",
@@ -100,15 +108,17 @@ def _cmd_fuzz(args: argparse.Namespace) -> int:
     from servefuzz.strategies import get_strategies
     from servefuzz.traces import read_trace
 
-    if args.fault and args.url:
-        raise UsageError("--fault plants faults in the embedded engine; it cannot be used with --url")
-    if args.url and not args.url.startswith(("http://", "https://")):
-        raise UsageError(f"--url must start with http:// or https://, got {args.url!r}")
+    if args.fault and (args.url or args.launch not in (None, "reference")):
+        raise UsageError("--fault plants faults in the reference engine; use it without --url, or with --launch reference")
+    # The embedded default shows a bug being found; a reference engine asked for by name is clean.
+    default_faults = (EMBEDDED_FAULT,) if args.url is None and args.launch is None else ("none",)
     opts = FuzzOptions(
         out=args.out,
         url=args.url,
+        launch=args.launch,
+        model=args.model,
         engine=args.engine,
-        faults=tuple(args.fault or (EMBEDDED_FAULT,)),
+        faults=tuple(args.fault or default_faults),
         requests=args.requests,
         time_s=args.time,
         seed=args.seed,
@@ -121,7 +131,7 @@ def _cmd_fuzz(args: argparse.Namespace) -> int:
         slowdowns=args.slowdowns,
     )
     # Validate everything before the banner or any server starts.
-    opts.reference_flags()
+    opts.validate()
     get_strategies(opts.identity()[1])
     check_campaign_dir(opts.out, resume=opts.resume)
     if opts.trace is not None:
@@ -133,7 +143,7 @@ def _cmd_fuzz(args: argparse.Namespace) -> int:
         console = Console(stderr=True)
         if opts.embedded:
             print_banner(console, embedded_banner(opts))
-        target = args.url or "embedded reference engine"
+        target = args.url or (f"a server started with --launch {args.launch}" if args.launch else "embedded reference engine")
         with LiveProgress(console, f"fuzzing {target}") as live:
             result = fuzz(opts, on_event=live.update)
         print_summary(Console(), result)

@@ -1,8 +1,13 @@
 """What each CLI command does, as plain functions the CLI (and tests) call.
 
-These are the edges that put the pieces together: start the embedded reference engine when no
-target is given, open a `Runner`, drive a campaign or a replay, and hand back a result for the
-CLI to print. No argument parsing and no printing of results happens here.
+These are the edges that put the pieces together: start the server (the embedded reference
+engine when no target is given, or what `--launch` names), open a `Runner`, drive a campaign or a
+replay, and hand back a result for the CLI to print. No argument parsing and no printing of
+results happens here.
+
+A server `fuzz` starts is owned by a `LaunchedServer`: its log and `server.json` (pid, port,
+command) live in the campaign directory, and when it dies the campaign records the crash and
+starts it again through it.
 """
 
 from __future__ import annotations
@@ -10,10 +15,14 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
+import os
 from collections.abc import Callable
-from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
+from types import TracebackType
+from typing import Any, Self
+
+import aiohttp
 
 from servefuzz.campaign import (
     CampaignConfig,
@@ -22,18 +31,20 @@ from servefuzz.campaign import (
     check_campaign_dir,
     run_campaign,
 )
-from servefuzz.errors import UsageError
-from servefuzz.finding import Finding, load_finding
+from servefuzz.confirm import Launch
+from servefuzz.errors import LaunchError, TargetError, UsageError
+from servefuzz.finding import Finding, load_finding, redact_argv, redact_text
 from servefuzz.history import RunHistory
 from servefuzz.launcher import ServerProcess
 from servefuzz.replay_report import ReplayResult, replay_result
 from servefuzz.runner import RunConfig, Runner
 from servefuzz.strategies import get_strategies
-from servefuzz.targets import make_target
+from servefuzz.targets import Target, detect_engine, make_target
 from servefuzz.traces import load_trace_seeds
 
 __all__ = [
     "FuzzOptions",
+    "LaunchedServer",
     "EMBEDDED_FAULT",
     "ZOO_SETTINGS",
     "EMBEDDED_TIME_S",
@@ -41,6 +52,7 @@ __all__ = [
     "fuzz",
     "replay",
     "embedded_banner",
+    "open_target",
 ]
 
 # The seed's bug class, planted so that a newcomer's first run shows a finding being made.
@@ -56,14 +68,19 @@ ZOO_SETTINGS: dict[str, tuple[str, ...]] = {"evict-in-use": ("--max-total-tokens
 
 @dataclass(frozen=True)
 class FuzzOptions:
-    """Everything `servefuzz fuzz` can be told. `url=None` means the embedded reference engine.
+    """Everything `servefuzz fuzz` can be told.
 
-    `seed` and `strategy` None mean: 0 and "mix" for a new campaign, the stored ones on
-    `resume`. `trace`: a Mooncake-style JSONL trace whose windows seed the corpus.
+    The target: `url` (a server someone else runs), or `launch` (a preset or a command with
+    `{port}` that servefuzz starts, serving `model`), or neither: the embedded reference engine
+    with `faults` planted. `engine` None: detected from the server's answers. `seed` and
+    `strategy` None mean: 0 and "mix" for a new campaign, the stored ones on `resume`. `trace`:
+    a Mooncake-style JSONL trace whose windows seed the corpus.
     """
 
     out: Path
     url: str | None = None
+    launch: str | None = None
+    model: Path | None = None
     engine: str | None = None
     faults: tuple[str, ...] = (EMBEDDED_FAULT,)
     requests: int | None = None
@@ -79,7 +96,18 @@ class FuzzOptions:
 
     @property
     def embedded(self) -> bool:
-        return self.url is None
+        """No target named: the embedded reference engine, with its planted fault."""
+        return self.url is None and self.launch is None
+
+    def validate(self) -> None:
+        """Refuse contradictory options with one line, before anything starts."""
+        if self.url is not None and self.launch is not None:
+            raise UsageError("give --url (a running server) or --launch (a server to start), not both")
+        if self.url is not None and not self.url.startswith(("http://", "https://")):
+            raise UsageError(f"--url must start with http:// or https://, got {self.url!r}")
+        if self.model is not None and self.launch not in ("vllm-cpu", "llama-server"):
+            raise UsageError("--model names the model a preset serves: use it with --launch vllm-cpu or llama-server")
+        self.reference_flags()
 
     def reference_flags(self) -> list[str]:
         faults = [f for f in self.faults if f != "none"]
@@ -113,7 +141,8 @@ def embedded_banner(opts: FuzzOptions) -> str:
 
 
 def fuzz(opts: FuzzOptions, on_event: Callable[[CampaignState], None] = lambda s: None) -> CampaignResult:
-    """Run one campaign; starts (and stops) the embedded reference engine when `opts.url` is None."""
+    """Run one campaign; starts (and stops) the server unless `opts.url` names a running one."""
+    opts.validate()
     check_campaign_dir(opts.out, resume=opts.resume)
     seed, spec = opts.identity()
     strategies = get_strategies(spec)
@@ -133,20 +162,111 @@ def fuzz(opts: FuzzOptions, on_event: Callable[[CampaignState], None] = lambda s
         performance=opts.slowdowns,
         resume=opts.resume,
     )
-    with ExitStack() as stack:
-        url, engine = opts.url, opts.engine or "sglang"
-        if opts.embedded:
-            opts.out.mkdir(parents=True, exist_ok=True)
-            server = ServerProcess.reference(opts.reference_flags(), log_path=opts.out / "server.log")
-            url, engine = stack.enter_context(server).base_url, "reference"
-        assert url is not None
-        target = make_target(engine, url)
 
-        async def go() -> CampaignResult:
-            async with Runner(target, RunConfig()) as runner:
+    async def go() -> CampaignResult:
+        if opts.url is not None:
+            async with Runner(await open_target(opts.url, opts.engine), RunConfig()) as runner:
                 return await run_campaign(runner, strategies, config, seeds=seeds, on_event=on_event)
+        launch = Launch.resolve(opts.launch or "reference", model=opts.model, engine=opts.engine,
+                                reference_flags=opts.reference_flags())
+        opts.out.mkdir(parents=True, exist_ok=True)
+        async with LaunchedServer(launch, opts.out) as server:
+            return await run_campaign(server.runner, strategies, config, seeds=seeds, on_event=on_event, revival=server)
 
-        return asyncio.run(go())
+    return asyncio.run(go())
+
+
+async def open_target(url: str, engine: str | None, **opts: Any) -> Target:
+    """The adapter for the server at `url`: in `engine`'s dialect, or the one it answers in."""
+    if engine is None:
+        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10)) as session:
+            engine = (await detect_engine(session, url)).engine
+    return make_target(engine, url, **opts)
+
+
+class LaunchedServer:
+    """A server `fuzz` started and owns, with a Runner on it: the campaign's `Revival`.
+
+        async with LaunchedServer(Launch.resolve("vllm-cpu"), out) as server:
+            await run_campaign(server.runner, ..., revival=server)
+
+    The server's output goes to `out/server.log` (every start appends, under a header line);
+    `out/server.json` says which process and port serve now, for a person (or a test) who wants
+    to look at it. Stopping ends the server's whole process group, workers included.
+    """
+
+    def __init__(self, launch: Launch, out: Path) -> None:
+        self.launch = launch
+        self.out = out
+        self.engine = launch.engine or None  # a user's command may leave it to detection
+        self.process = ServerProcess(launch.argv, env=launch.env, start_timeout_s=launch.start_timeout_s,
+                                     log_path=out / "server.log")
+        self._runner: Runner | None = None
+
+    @property
+    def runner(self) -> Runner:
+        if self._runner is None:
+            raise RuntimeError("use the LaunchedServer inside `async with`")
+        return self._runner
+
+    async def __aenter__(self) -> Self:
+        try:
+            await self._start()
+        except BaseException:
+            await self.__aexit__(None, None, None)
+            raise
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self._close_runner()
+        await asyncio.to_thread(self.process.stop)
+
+    async def _start(self) -> None:
+        # Starting takes seconds (vLLM: tens of them); a thread keeps the event loop free.
+        url = await asyncio.to_thread(self.process.start)
+        self._write_state()
+        target = await open_target(url, self.engine, **self.launch.target_opts)
+        self.engine = target.engine
+        runner = Runner(target, RunConfig())
+        await runner.__aenter__()
+        self._runner = runner
+
+    async def _close_runner(self) -> None:
+        if self._runner is not None:
+            await self._runner.__aexit__(None, None, None)
+            self._runner = None
+
+    def death(self) -> dict[str, Any]:
+        return {
+            "exit_code": self.process.returncode,
+            "server_log": str(self.process.log_path),
+            "log_tail": redact_text(self.process.log_tail(20)),
+        }
+
+    async def revive(self) -> Runner:
+        await self._close_runner()
+        await asyncio.to_thread(self.process.stop)  # what is left of the group goes too
+        self.process.restarts += 1
+        try:
+            await self._start()
+        except (LaunchError, TargetError) as e:
+            raise TargetError(str(e)) from None
+        return self.runner
+
+    def _write_state(self) -> None:
+        state = {
+            "pid": self.process.pid,
+            "port": self.process.port,
+            "base_url": self.process.base_url,
+            "argv": redact_argv(self.process.argv),
+            "starts": self.process.restarts + 1,
+            "log": str(self.process.log_path),
+        }
+        tmp = self.out / ".server.json.tmp"
+        tmp.write_text(json.dumps(state, indent=1), encoding="utf-8")
+        os.replace(tmp, self.out / "server.json")
 
 
 def replay(

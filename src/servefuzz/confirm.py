@@ -259,30 +259,47 @@ class Launch:
         return cls("reference", tuple(reference_argv(reference_flags(target))))
 
     @classmethod
-    def resolve(cls, spec: str, finding: Finding, *, model: Path | None = None, engine: str | None = None) -> Launch:
+    def resolve(
+        cls,
+        spec: str,
+        target: TargetInfo | None = None,
+        *,
+        model: Path | None = None,
+        engine: str | None = None,
+        reference_flags: Sequence[str] = (),
+    ) -> Launch:
         """A preset name (`reference`, `vllm-cpu`, `llama-server`) or the user's command with `{port}`.
 
-        Raises UsageError for a command without `{port}`, a preset missing its `--model`, or an
-        engine that `scripts/setup_engines.sh` has not installed.
+        `target`: the server a finding was made on, which the presets rebuild (its faults, dtype,
+        block size, slots); None for a new campaign, which gets `reference_flags` on the
+        reference engine and the presets' defaults elsewhere. A preset without `--model` serves
+        the tiny models servefuzz builds into its cache. Raises UsageError for a command without
+        `{port}`, a model that is not there, or an engine `scripts/setup_engines.sh` has not set up.
         """
         if spec == "reference":
-            return cls.reference(finding.target)
+            if target is not None:
+                return cls.reference(target)
+            return cls("reference", tuple(reference_argv(reference_flags)))
+        args = {} if target is None else target.server_args
         if spec == "vllm-cpu":
-            model = _model(spec, model, "a model folder (servefuzz model build DIR makes DIR/hf-float32)")
+            given = engines.hf_model_dir(model) if model is not None else None
             if not engines.vllm_installed():
                 raise UsageError(f"vLLM CPU is not installed under {engines.cache_dir()}: run {engines.SETUP_SCRIPT}")
-            argv = engines.vllm_argv(model, str(finding.target.server_args.get("dtype") or "float32"),
-                                     block_size=finding.target.page_size or 32)
+            hf_dir = given or engines.hf_model_dir(None)
+            dtype = str(args.get("dtype") or engines.model_dtype(hf_dir))
+            page = target.page_size if target is not None and target.page_size else 32
+            argv = engines.vllm_argv(hf_dir, dtype, block_size=page)
             return cls("vllm", tuple(argv), engines.vllm_env(), start_timeout_s=engines.VLLM_START_TIMEOUT_S)
         if spec == "llama-server":
-            model = _model(spec, model, "a GGUF file (servefuzz model build DIR makes DIR/tiny.gguf)")
+            gguf = engines.gguf_model(model) if model is not None else None
             if not engines.llama_server_built():
                 raise UsageError(f"llama-server is not built under {engines.cache_dir()}: run {engines.SETUP_SCRIPT}")
-            slots = finding.target.server_args.get("total_slots")
+            slots = args.get("total_slots")
             # --slot-save-path mounts the slot erase that flushes; --cache-ram 0 keeps no copy of
             # an erased prompt to restore. Erasing writes nothing there.
             extra = ["--slot-save-path", tempfile.gettempdir(), "--cache-ram", "0"]
-            argv = engines.llama_server_argv(model, slots=int(slots) if isinstance(slots, int) else 8, extra=extra)
+            argv = engines.llama_server_argv(gguf or engines.gguf_model(None),
+                                             slots=int(slots) if isinstance(slots, int) else 8, extra=extra)
             return cls("llamacpp", tuple(argv))
         try:
             argv = shlex.split(spec)
@@ -294,7 +311,8 @@ class Launch:
             raise UsageError(
                 f"--launch {spec!r} is neither a preset ({', '.join(PRESETS)}) nor a command with {{port}}"
             )
-        return cls(engine or finding.target.engine, tuple(argv))
+        # A user's server may take long to load its model; the dialect is detected when not given.
+        return cls(engine or (target.engine if target is not None else ""), tuple(argv), start_timeout_s=600.0)
 
     def with_changes(self, argv: Sequence[str], env: Mapping[str, str], target_opts: Mapping[str, Any]) -> Launch:
         """This launch with another command line, and more environment and adapter options."""
@@ -323,14 +341,6 @@ def reference_flags(target: TargetInfo) -> list[str]:
     for fault in target.faults:
         out += ["--fault", fault]
     return out
-
-
-def _model(preset: str, model: Path | None, what: str) -> Path:
-    if model is None:
-        raise UsageError(f"--launch {preset} needs --model: {what}")
-    if not model.exists():
-        raise UsageError(f"--model {model}: no such file or folder")
-    return model
 
 
 class Replayer:

@@ -14,9 +14,14 @@ The version pins mirror the ones at the top of the setup script (a test keeps th
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
+import tempfile
 from collections.abc import Sequence
 from pathlib import Path
+
+from servefuzz.errors import UsageError
 
 __all__ = [
     "LLAMA_CPP_COMMIT",
@@ -24,9 +29,13 @@ __all__ = [
     "VLLM_START_TIMEOUT_S",
     "VLLM_VERSION",
     "cache_dir",
+    "default_models",
+    "gguf_model",
+    "hf_model_dir",
     "llama_server_argv",
     "llama_server_binary",
     "llama_server_built",
+    "model_dtype",
     "vllm_argv",
     "vllm_env",
     "vllm_installed",
@@ -140,3 +149,66 @@ def llama_server_argv(
         "--no-webui",
         *extra,
     ]
+
+
+# -- models for the presets ------------------------------------------------------------------
+
+
+def default_models() -> Path:
+    """The tiny float32 models (seed 0) in the cache, built on first use: what a preset serves
+    when the user names no `--model`. Built aside and renamed, so a half-built folder is never used."""
+    from servefuzz.models import build_models  # needs the `models` extra; only when used
+
+    root = cache_dir() / "models" / "tiny-seed0"
+    if not (root / ".complete").is_file():
+        root.parent.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix="tiny-", dir=root.parent))
+        build_models(staging, dtype="float32", seed=0)
+        (staging / ".complete").touch()
+        shutil.rmtree(root, ignore_errors=True)
+        staging.rename(root)
+    return root
+
+
+def hf_model_dir(model: Path | None) -> Path:
+    """The Hugging Face folder vLLM should serve: `model` itself, or the `hf-*` folder inside a
+    `servefuzz model build` output, or the default tiny model when `model` is None."""
+    if model is None:
+        return default_models() / "hf-float32"
+    if not model.exists():
+        raise UsageError(f"--model {model}: no such file or folder")
+    if not model.is_dir():
+        raise UsageError(f"--model {model}: vLLM serves a model folder (with config.json), not a file")
+    if (model / "config.json").is_file():
+        return model
+    built = sorted(p.parent for p in model.glob("hf-*/config.json"))
+    if len(built) == 1:
+        return built[0]
+    if built:
+        raise UsageError(f"--model {model} holds {', '.join(p.name for p in built)}: name one of them")
+    raise UsageError(f"--model {model}: not a Hugging Face model folder (no config.json)")
+
+
+def model_dtype(hf_dir: Path) -> str:
+    """The weight type a model folder declares (`dtype`, or the older `torch_dtype`); `auto` when
+    it declares none or cannot be read, which lets vLLM decide."""
+    try:
+        config = json.loads((hf_dir / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return "auto"
+    dtype = config.get("dtype") or config.get("torch_dtype") if isinstance(config, dict) else None
+    return dtype if dtype in ("float32", "bfloat16", "float16") else "auto"
+
+
+def gguf_model(model: Path | None) -> Path:
+    """The GGUF llama-server should serve: `model`, the one `*.gguf` in a folder, or the default."""
+    if model is None:
+        return default_models() / "tiny.gguf"
+    if not model.exists():
+        raise UsageError(f"--model {model}: no such file or folder")
+    if model.is_file():
+        return model
+    found = sorted(model.glob("*.gguf"))
+    if len(found) != 1:
+        raise UsageError(f"--model {model}: expected one .gguf file there, found {len(found)}")
+    return found[0]

@@ -51,6 +51,8 @@ __all__ = [
     "write_finding",
     "load_finding",
     "finding_schema",
+    "redact_argv",
+    "redact_text",
 ]
 
 SCHEMA_VERSION = 1
@@ -526,6 +528,39 @@ def _redact(value: Any) -> Any:
     if isinstance(value, list | tuple):
         return _redact_argv(value)
     return value
+
+
+# The same credentials in free text (a server's log): a flag and its value, a `key: value` or
+# `key=value` pair (quoted or not), or an HTTP bearer token.
+_SECRET_WORD = r"[\w-]*(?:api[_-]?key|secret|password|passwd|authorization|credentials?|cookie|token)(?![\w])"
+_SECRET_TEXT = re.compile(
+    rf"(?i)(?P<flag>--{_SECRET_WORD}(?:=|\s+))(?P<fv>[^\s\"',}}]+)"
+    rf"|(?P<key>[\"']?{_SECRET_WORD}[\"']?\s*[:=]\s*[\"']?)(?P<kv>(?:Bearer\s+)?[^\s\"',}}]+)"
+    r"|(?P<bearer>\bBearer\s+)(?P<bv>\S+)"
+)
+
+
+def redact_text(text: str) -> str:
+    """`text` with credential values replaced, for logs that go into findings.
+
+    >>> redact_text("args: {'api_key': 'sk-1', 'max_tokens': 8} --api-key sk-2 eos_token_id=2")
+    "args: {'api_key': '<redacted>', 'max_tokens': 8} --api-key <redacted> eos_token_id=2"
+    """
+
+    def hide(m: re.Match[str]) -> str:
+        prefix = m.group("flag") or m.group("key") or m.group("bearer")
+        return prefix + REDACTED
+
+    return _SECRET_TEXT.sub(hide, text)
+
+
+def redact_argv(items: Sequence[Any]) -> list[Any]:
+    """`items` with `--api-key VALUE` and `--api-key=VALUE` redacted (argv-like lists).
+
+    >>> redact_argv(["serve", "--api-key", "sk-1", "--token=abc", "--port", "80"])
+    ['serve', '--api-key', '<redacted>', '--token=<redacted>', '--port', '80']
+    """
+    return _redact_argv(items)
 
 
 def _redact_argv(items: Sequence[Any]) -> list[Any]:

@@ -26,6 +26,7 @@ from pathlib import Path
 from types import TracebackType
 
 from servefuzz.errors import LaunchError, UsageError
+from servefuzz.finding import redact_argv
 
 __all__ = ["ServerProcess", "free_port", "reference_argv"]
 
@@ -98,6 +99,11 @@ class ServerProcess:
         return None if self._proc is None else self._proc.pid
 
     @property
+    def returncode(self) -> int | None:
+        """The exit status once the server has ended (negative: killed by that signal)."""
+        return None if self._proc is None else self._proc.poll()
+
+    @property
     def alive(self) -> bool:
         return self._proc is not None and self._proc.poll() is None
 
@@ -118,6 +124,10 @@ class ServerProcess:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         log = open(self.log_path, "ab")  # noqa: SIM115 - closed in stop()
         self._log_file = log
+        # One log for every start: a header says where each begins (credentials left out).
+        stamp = time.strftime("%Y-%m-%d %H:%M:%S")
+        log.write(f"--- servefuzz {stamp}: {shlex.join(map(str, redact_argv(self.argv)))}\n".encode())
+        log.flush()
         env = {**os.environ, **(self._env or {})}
         try:
             self._proc = subprocess.Popen(

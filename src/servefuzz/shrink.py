@@ -557,7 +557,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = build_parser().parse_args(list(sys.argv[1:] if argv is None else argv))
         finding = load_finding(args.finding)
         if args.launch is not None:
-            bench = Replayer(Launch.resolve(args.launch, finding, model=args.model, engine=args.engine))
+            bench = Replayer(Launch.resolve(args.launch, finding.target, model=args.model, engine=args.engine))
         else:
             bench = Replayer.at(args.engine or finding.target.engine, args.base_url)
         with bench:

@@ -326,7 +326,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         args = build_parser().parse_args(list(sys.argv[1:] if argv is None else argv))
         finding = load_finding(args.finding)
-        launch = Launch.resolve(args.launch, finding, model=args.model, engine=args.engine)
+        launch = Launch.resolve(args.launch, finding.target, model=args.model, engine=args.engine)
         result = triage(finding, launch, runs=args.runs, parallel=args.parallel, on_row=_progress)
         path = write_finding(args.finding.parent, dataclasses.replace(finding, triage=result),
                              name=triaged_name(args.finding), replace=True)

@@ -15,11 +15,14 @@ from servefuzz.targets.base import (
     make_target,
     register,
 )
+from servefuzz.targets.detect import Detection, detect_engine
 
 __all__ = [
+    "Detection",
     "Target",
     "TargetInfo",
     "available_engines",
+    "detect_engine",
     "get_target_class",
     "make_target",
     "register",

@@ -1,0 +1,167 @@
+"""`servefuzz fuzz --launch`: a server servefuzz starts, owns, and starts again after a crash;
+and the engine told from the server's own answers when `--engine` is not given.
+
+The crash is real: the test kills the server servefuzz launched (its PID, from the campaign's
+`server.json`) with SIGKILL while the campaign runs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import aiohttp
+import pytest
+
+from servefuzz.commands import FuzzOptions, open_target
+from servefuzz.confirm import Launch
+from servefuzz.errors import TargetError, UsageError
+from servefuzz.finding import load_finding
+from servefuzz.launcher import ServerProcess, free_port, reference_argv
+from servefuzz.targets import detect_engine
+from servefuzz.targets.detect import decide_server_info
+
+
+def _server_json(out: Path) -> dict:
+    return json.loads((out / "server.json").read_text(encoding="utf-8"))
+
+
+def _requests_so_far(out: Path) -> int:
+    try:
+        return int(json.loads((out / "progress.json").read_text(encoding="utf-8"))["requests"])
+    except (OSError, ValueError, KeyError):
+        return 0
+
+
+def test_a_launched_server_killed_mid_campaign_is_a_crash_finding_and_is_started_again(tmp_path: Path) -> None:
+    out = tmp_path / "campaign"
+    campaign = subprocess.Popen(
+        [sys.executable, "-m", "servefuzz", "fuzz", "--launch", "reference", "--keep-going",
+         "--requests", "300", "--json", "--out", str(out)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and _requests_so_far(out) < 30:
+            time.sleep(0.1)
+        first = _server_json(out)
+        assert first["starts"] == 1 and _requests_so_far(out) >= 30, "the campaign got going"
+        os.kill(first["pid"], signal.SIGKILL)  # the reference server is a single process
+        stdout, stderr = campaign.communicate(timeout=240)
+    finally:
+        if campaign.poll() is None:
+            campaign.kill()
+    assert "Traceback" not in stderr, stderr
+    summary = json.loads(stdout)
+    assert summary["restarts"] == 1, summary
+    assert summary["stopped_because"] == "request budget of 300 spent", summary  # it went on
+    second = _server_json(out)
+    assert second["starts"] == 2 and second["pid"] != first["pid"]
+    crashes = [load_finding(Path(f["path"])) for f in summary["findings"] if f["verdict"] == "crash"]
+    assert crashes, summary["findings"]
+    evidence = next(a.evidence for f in crashes for a in f.anomalies if a.verdict.value == "crash")
+    assert evidence["exit_code"] == -signal.SIGKILL
+    assert f"--port {first['port']}" in evidence["log_tail"]  # the dead server's own log
+    log = (out / "server.log").read_text(encoding="utf-8")
+    assert log.count("--- servefuzz ") == 2 and f"listening on {second['base_url']}" in log
+    with pytest.raises(ProcessLookupError):  # stopped at the end: nothing left running
+        os.kill(second["pid"], 0)
+
+
+def test_a_server_that_cannot_start_again_ends_the_campaign_with_why(tmp_path: Path) -> None:
+    # The command works once: it deletes the file it needs, so the restart after the kill fails.
+    flag = tmp_path / "once"
+    flag.write_text("")
+    script = (f"import os,sys,runpy; os.remove({str(flag)!r}); "
+              "sys.argv=['servefuzz.reference',*sys.argv[1:]]; runpy.run_module('servefuzz.reference', run_name='__main__')")
+    cmd = f"{sys.executable} -c \"{script}\" --host 127.0.0.1 --port {{port}}"
+    out = tmp_path / "campaign"
+    campaign = subprocess.Popen(
+        [sys.executable, "-m", "servefuzz", "fuzz", "--launch", cmd, "--keep-going", "--requests", "2000",
+         "--json", "--out", str(out)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and _requests_so_far(out) < 10:
+            time.sleep(0.1)
+        os.kill(_server_json(out)["pid"], signal.SIGKILL)
+        stdout, stderr = campaign.communicate(timeout=120)
+    finally:
+        if campaign.poll() is None:
+            campaign.kill()
+    assert "Traceback" not in stderr, stderr
+    summary = json.loads(stdout)
+    assert summary["restarts"] == 0
+    assert "could not be started again" in summary["stopped_because"], summary
+    assert any(f["verdict"] == "crash" for f in summary["findings"])
+
+
+def test_presets_for_a_new_campaign() -> None:
+    launch = Launch.resolve("reference", reference_flags=["--fault", "overlap-war"])
+    assert launch.engine == "reference" and list(launch.argv) == reference_argv(["--fault", "overlap-war"])
+    own = Launch.resolve("my-server --port {port}")
+    assert own.engine == "" and own.argv == ("my-server", "--port", "{port}")  # "": detect it
+    assert Launch.resolve("my-server --port {port}", engine="vllm").engine == "vllm"
+    with pytest.raises(UsageError, match="neither a preset"):
+        Launch.resolve("vllm")
+    with pytest.raises(UsageError, match="no such file"):
+        Launch.resolve("vllm-cpu", model=Path("/nonexistent/model"))
+
+
+@pytest.mark.parametrize("opts, message", [
+    (dict(url="http://127.0.0.1:1", launch="reference"), "not both"),
+    (dict(url="127.0.0.1:1"), "must start with http"),
+    (dict(model=Path("m")), "use it with --launch vllm-cpu"),
+    (dict(launch="reference", model=Path("m")), "use it with --launch vllm-cpu"),
+])
+def test_contradictory_options_are_refused_before_anything_starts(opts: dict, message: str, tmp_path: Path) -> None:
+    with pytest.raises(UsageError, match=message):
+        FuzzOptions(out=tmp_path, **opts).validate()
+
+
+def test_bad_launch_input_is_one_line_and_a_nonzero_exit(tmp_path: Path) -> None:
+    for args in (["--launch", "no-port-here"], ["--launch", "vllm-cpu", "--fault", "overlap-war"],
+                 ["--launch", "reference", "--model", str(tmp_path / "missing")]):
+        run = subprocess.run([sys.executable, "-m", "servefuzz", "fuzz", "--out", str(tmp_path / "o"), *args],
+                             capture_output=True, text=True, timeout=60)
+        assert run.returncode == 2, (args, run.stderr)
+        assert "Traceback" not in run.stderr and len(run.stderr.strip().splitlines()) == 1, run.stderr
+
+
+# -- engine detection ---------------------------------------------------------------------------
+
+
+async def _detect(url: str) -> str:
+    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=5)) as s:
+        return (await detect_engine(s, url)).engine
+
+
+def test_the_reference_engine_is_told_apart_from_sglang(reference_server: Callable[..., str]) -> None:
+    url = reference_server()
+    assert asyncio.run(_detect(url)) == "reference"
+    assert asyncio.run(open_target(url, None)).engine == "reference"
+    assert asyncio.run(open_target(url, "sglang")).engine == "sglang"  # a given engine is kept
+
+
+def test_an_openai_only_server_is_detected_as_openai(stub_server: Callable[[str], ServerProcess]) -> None:
+    assert asyncio.run(_detect(stub_server("openai").base_url)) == "openai"
+
+
+def test_server_info_shapes_of_each_engine() -> None:
+    # SGLang's /server_info is its ServerArgs plus scheduler state (python/sglang/srt/server_args.py).
+    assert decide_server_info({"model_path": "m", "tp_size": 1, "page_size": 1, "version": "0.5"}) == "sglang"
+    assert decide_server_info({"vllm_config": "model='tiny', ..."}) == "vllm"
+    assert decide_server_info({"version": "stub", "page_size": 16}) is None
+
+
+def test_nothing_listening_is_one_line_saying_so() -> None:
+    with pytest.raises(TargetError, match="connection refused"):
+        asyncio.run(_detect(f"http://127.0.0.1:{free_port()}"))
