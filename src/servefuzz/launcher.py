@@ -167,7 +167,12 @@ class ServerProcess:
         return self.start()
 
     def stop(self, timeout_s: float = 10.0) -> int | None:
-        """End the process group we started: SIGTERM, then SIGKILL. Returns the exit code."""
+        """End the process group we started: SIGTERM, then SIGKILL. Returns the exit code.
+
+        The group outlives its leader when workers take longer to exit (vLLM's engine core) or
+        when the leader was killed alone: whatever is left of it gets SIGKILL, and stop returns
+        only once the group is gone, so a restart never shares the machine with a ghost.
+        """
         proc = self._proc
         if proc is None:
             return None
@@ -178,13 +183,47 @@ class ServerProcess:
             except subprocess.TimeoutExpired:
                 self._signal_group(proc.pid, signal.SIGKILL)
                 proc.wait(timeout=timeout_s)
-        else:
-            # The leader is gone; workers it forked may not be.
-            self._signal_group(proc.pid, signal.SIGKILL)
+        self._end_group(proc.pid, grace_s=timeout_s / 2)
         if self._log_file is not None:
             self._log_file.close()  # type: ignore[attr-defined]
             self._log_file = None
         return proc.returncode
+
+    def _end_group(self, pgid: int, grace_s: float) -> None:
+        """Give the leader's workers `grace_s` to exit after it, then SIGKILL what is left."""
+        deadline = time.monotonic() + grace_s
+        while self._group_exists(pgid):
+            if time.monotonic() >= deadline:
+                self._signal_group(pgid, signal.SIGKILL)
+                deadline = time.monotonic() + grace_s  # killed: now only reaping is left
+                while self._group_exists(pgid) and time.monotonic() < deadline:
+                    time.sleep(0.02)
+                return
+            time.sleep(0.02)
+
+    @staticmethod
+    def _group_exists(pgid: int) -> bool:
+        """Whether a live process is left in the group. A worker orphaned by its leader's death
+        is reparented to init, which may be slow to reap it; a zombie is not alive, so on Linux
+        the group's members are read from /proc and zombies do not count."""
+        try:
+            os.killpg(pgid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True
+        proc = Path("/proc")
+        if not proc.is_dir():
+            return True
+        for stat in proc.glob("[0-9]*/stat"):
+            try:
+                # pid (comm) state ppid pgrp ...: comm may hold spaces, so split after its ')'.
+                fields = stat.read_text().rpartition(")")[2].split()
+            except OSError:
+                continue  # it ended while we looked
+            if len(fields) > 2 and int(fields[2]) == pgid and fields[0] != "Z":
+                return True
+        return False
 
     def kill(self) -> None:
         """Kill the server abruptly (SIGKILL to its group), as a crash would."""

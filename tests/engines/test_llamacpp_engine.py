@@ -13,7 +13,7 @@ import pytest
 from servefuzz.history import RequestRecord, Status
 from servefuzz.launcher import ServerProcess
 from servefuzz.runner import RunConfig, Runner
-from servefuzz.targets import make_target
+from servefuzz.targets import detect_engine, make_target
 from servefuzz.targets.base import Exchange
 from servefuzz.workload import RequestSpec
 
@@ -146,3 +146,11 @@ def test_a_stream_leaves_no_dead_connection_behind(llama_server: ServerProcess) 
             return flushed
 
     assert asyncio.run(main()) == [True] * 12
+
+
+def test_the_engine_is_detected_when_not_named(llama_server: ServerProcess) -> None:
+    async def detect() -> str:
+        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10)) as s:
+            return (await detect_engine(s, llama_server.base_url)).engine
+
+    assert asyncio.run(detect()) == "llamacpp"

@@ -6,6 +6,7 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
+import aiohttp
 import pytest
 
 from servefuzz import engines
@@ -13,7 +14,7 @@ from servefuzz.history import RequestRecord, Status
 from servefuzz.launcher import ServerProcess
 from servefuzz.models import TINY
 from servefuzz.runner import RunConfig, Runner
-from servefuzz.targets import make_target
+from servefuzz.targets import detect_engine, make_target
 from servefuzz.workload import PromptBuilder, RequestSpec, Scenario
 
 pytestmark = pytest.mark.engine
@@ -178,3 +179,11 @@ def test_float32_gives_the_same_tokens_alone_and_in_a_burst(vllm_server: ServerP
         got = by_id[ref.request_id]
         assert ref.status is Status.OK and got.status is Status.OK, (ref.error, got.error)
         assert got.choices[0].token_ids == ref.choices[0].token_ids, ref.request_id
+
+
+def test_the_engine_is_detected_when_not_named(vllm_server: ServerProcess) -> None:
+    async def detect() -> str:
+        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10)) as s:
+            return (await detect_engine(s, vllm_server.base_url)).engine
+
+    assert asyncio.run(detect()) == "vllm"

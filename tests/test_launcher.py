@@ -1,0 +1,87 @@
+"""`ServerProcess` ends everything it started, and nothing else.
+
+The server here is a real one: a tiny HTTP server whose worker (a child in the same process
+group, as vLLM's engine core is) ignores SIGTERM and would outlive its leader.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+from pathlib import Path
+
+import pytest
+
+from servefuzz.errors import LaunchError
+from servefuzz.launcher import ServerProcess
+
+SERVER = """
+import http.server, subprocess, sys
+# A worker that shrugs off SIGTERM, like an engine process busy in native code.
+worker = subprocess.Popen([sys.executable, "-c",
+    "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); print('worker up', flush=True); time.sleep(600)"])
+class Health(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        self.send_response(200); self.end_headers(); self.wfile.write(b"ok")
+    def log_message(self, *a):
+        pass
+print("worker", worker.pid, flush=True)
+http.server.HTTPServer(("127.0.0.1", int(sys.argv[1])), Health).serve_forever()
+"""
+
+
+def _group_exists(pgid: int) -> bool:
+    """A live (not zombie) process in the group, as /proc tells."""
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rpartition(")")[2].split()
+        except OSError:
+            continue
+        if int(fields[2]) == pgid and fields[0] != "Z":
+            return True
+    return False
+
+
+@pytest.fixture()
+def server(tmp_path: Path) -> ServerProcess:
+    script = tmp_path / "server.py"
+    script.write_text(SERVER)
+    return ServerProcess([sys.executable, str(script), "{port}"], log_path=tmp_path / "server.log", start_timeout_s=30)
+
+
+def test_stop_ends_a_worker_that_ignores_sigterm(server: ServerProcess) -> None:
+    server.start()
+    pgid = server.pid
+    assert pgid is not None and _group_exists(pgid)
+    server.stop(timeout_s=2)
+    assert not _group_exists(pgid)
+
+
+def test_a_leader_killed_alone_leaves_workers_that_stop_ends(server: ServerProcess) -> None:
+    server.start()
+    pgid = server.pid
+    assert pgid is not None
+    os.kill(pgid, signal.SIGKILL)  # the crash: only the leader dies
+    server._proc.wait(timeout=10)  # type: ignore[union-attr]
+    assert _group_exists(pgid), "the worker outlived its leader"
+    assert server.returncode == -signal.SIGKILL
+    server.stop(timeout_s=2)
+    assert not _group_exists(pgid)
+
+
+def test_every_start_is_headed_in_the_one_log_and_a_restart_takes_a_new_port(server: ServerProcess) -> None:
+    first = server.start()
+    second = server.restart()
+    server.stop(timeout_s=2)
+    assert first != second and server.restarts == 1
+    assert server.log_path is not None
+    log = server.log_path.read_text()
+    assert log.count("--- servefuzz ") == 2 and sum(line.split()[1:2] != ["up"] for line in log.splitlines() if line.startswith("worker ")) == 2
+
+
+def test_a_command_that_exits_at_once_says_so_with_its_log(tmp_path: Path) -> None:
+    srv = ServerProcess([sys.executable, "-c", "print('no model here'); raise SystemExit(3)", "{port}"],
+                        log_path=tmp_path / "log", start_timeout_s=30)
+    with pytest.raises(LaunchError, match="exited with code 3 .*no model here"):
+        srv.start()
