@@ -6,9 +6,12 @@ group, as vLLM's engine core is) ignores SIGTERM and would outlive its leader.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
+import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -85,3 +88,22 @@ def test_a_command_that_exits_at_once_says_so_with_its_log(tmp_path: Path) -> No
                         log_path=tmp_path / "log", start_timeout_s=30)
     with pytest.raises(LaunchError, match="exited with code 3 .*no model here"):
         srv.start()
+
+
+def test_a_campaign_killed_with_sigkill_leaves_no_server_behind(tmp_path: Path) -> None:
+    out = tmp_path / "campaign"
+    campaign = subprocess.Popen([sys.executable, "-m", "servefuzz", "fuzz", "--time", "60", "--out", str(out), "--json"],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not (out / "server.json").exists():
+            time.sleep(0.05)
+        server = json.loads((out / "server.json").read_text())["pid"]
+        assert _group_exists(server)
+    finally:
+        campaign.kill()
+        campaign.wait(timeout=10)
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline and _group_exists(server):
+        time.sleep(0.05)
+    assert not _group_exists(server), "the server outlived the campaign that started it"

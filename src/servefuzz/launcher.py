@@ -7,10 +7,15 @@
 The process runs in its own session (process group), so stopping it ends the server and any
 workers it forked, and nothing else: we signal only the group we created, found by our child's
 PID. Logs go to a file (a temp file unless given) so a crash can be reported with its tail.
+On Linux the server also gets SIGTERM when servefuzz itself dies (even by `kill -9`), so a
+killed campaign leaves no server behind.
 """
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
+import functools
 import os
 import shlex
 import signal
@@ -29,6 +34,23 @@ from servefuzz.errors import LaunchError, UsageError
 from servefuzz.finding import redact_argv
 
 __all__ = ["ServerProcess", "free_port", "reference_argv"]
+
+_PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+# Loaded here, in the parent: the child between fork and exec should not be loading libraries.
+_LIBC = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True) if sys.platform == "linux" else None
+
+
+def _die_with_parent(parent: int) -> None:
+    """Runs in the child before exec: SIGTERM when the parent goes, however it goes.
+
+    The kernel sends it when the thread that forked the child exits; servefuzz forks from the
+    main thread or from an executor thread that lives until its event loop closes, after the
+    server was stopped. If the parent died before the call, nobody would send it: exit now.
+    """
+    if _LIBC is not None:
+        _LIBC.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+    if os.getppid() != parent:
+        os._exit(1)
 
 
 def free_port() -> int:
@@ -137,6 +159,7 @@ class ServerProcess:
                 stdin=subprocess.DEVNULL,
                 env=env,
                 start_new_session=True,  # own process group: stop() ends exactly what we started
+                preexec_fn=functools.partial(_die_with_parent, os.getpid()),  # noqa: PLW1509 - see there
             )
         except OSError as e:
             raise LaunchError(f"cannot start {self.argv[0]}: {e.strerror or e}") from None
