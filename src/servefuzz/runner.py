@@ -139,8 +139,10 @@ class Runner:
 
     # --- timed runs ----------------------------------------------------------------------------
 
-    async def run(self, scenario: Scenario, *, run: int, label: str = "load") -> RunHistory:
-        """Fire every request of `scenario` at its offset; return when all have ended."""
+    async def run(self, scenario: Scenario, *, run: int, label: str = "load", cold: bool = False) -> RunHistory:
+        """Fire every request of `scenario` at its offset; return when all have ended.
+
+        `cold`: the requests are clean references (see `Exchange.cold`)."""
         started_at = datetime.now(UTC).isoformat(timespec="milliseconds")
         # A garbage collection pauses the loop for up to ~20 ms here, delaying every send due
         # meanwhile. Collect now, outside the timed part, and not during it: what is garbage
@@ -149,12 +151,12 @@ class Runner:
         was_enabled = gc.isenabled()
         gc.disable()
         try:
-            return await self._run(scenario, run, label, started_at)
+            return await self._run(scenario, run, label, started_at, cold)
         finally:
             if was_enabled:
                 gc.enable()
 
-    async def _run(self, scenario: Scenario, run: int, label: str, started_at: str) -> RunHistory:
+    async def _run(self, scenario: Scenario, run: int, label: str, started_at: str, cold: bool) -> RunHistory:
         session = self.session
         t0 = time.perf_counter()
 
@@ -166,7 +168,7 @@ class Runner:
         # (Ctrl-C) cancels its requests too.
         async with asyncio.TaskGroup() as tg:
             tasks = [
-                tg.create_task(self._exchange(session, spec, t0, clock, run, label))
+                tg.create_task(self._exchange(session, spec, t0, clock, run, label, cold))
                 for spec in scenario.requests
             ]
         return RunHistory(
@@ -181,12 +183,13 @@ class Runner:
     ) -> RequestRecord:
         """Send one request with nothing else in flight, on a flushed cache unless told not to.
 
-        A target without a flush (the openai dialect) runs it on whatever cache it has.
+        A target without a flush (the openai dialect) runs it on whatever cache it has. A
+        flushed run is a clean reference, and says so to the adapter (`Exchange.cold`).
         """
         if flush:
             await self.flush()
         alone = Scenario(seed=0, requests=(dataclasses.replace(spec, offset_ms=0.0),))
-        return (await self.run(alone, run=run, label=label)).records[0]
+        return (await self.run(alone, run=run, label=label, cold=flush)).records[0]
 
     async def _wait_until(self, deadline: float) -> None:
         spin_s = self.config.spin_ms / 1000.0
@@ -204,9 +207,10 @@ class Runner:
         clock: Callable[[], float],
         run: int,
         label: str,
+        cold: bool,
     ) -> RequestRecord:
         await self._wait_until(t0 + spec.offset_ms / 1000.0)
-        ex = Exchange(clock=clock)
+        ex = Exchange(clock=clock, cold=cold)
         status, error, http_status = Status.OK, None, None
         cut = asyncio.timeout(None if spec.cancel_after_ms is None else spec.cancel_after_ms / 1000.0)
         sent_ms = clock()

@@ -15,7 +15,7 @@ from servefuzz.launcher import ServerProcess
 from servefuzz.runner import RunConfig, Runner
 from servefuzz.targets import detect_engine, make_target
 from servefuzz.targets.base import Exchange
-from servefuzz.workload import RequestSpec
+from servefuzz.workload import RequestSpec, Scenario
 
 pytestmark = pytest.mark.engine
 
@@ -106,6 +106,13 @@ def test_shared_prefix_is_reused_unless_the_request_says_no(llama_server: Server
     warm = _with_runner(llama_server.base_url, again)
     assert baseline.cached_tokens == 0 and warm.cached_tokens >= len(prefix)
     assert baseline.choices[0].token_ids == warm.choices[0].token_ids == b.choices[0].token_ids
+
+    # The isolation reference is cold by itself: no flush here, and the prompt is in a slot.
+    async def cold(r: Runner) -> RequestRecord:
+        return (await r.run(Scenario(0, (second,)), run=3, label="alone", cold=True)).records[0]
+
+    assert _with_runner(llama_server.base_url, cold).cached_tokens == 0
+    assert _with_runner(llama_server.base_url, again).cached_tokens >= len(prefix)
 
 
 def test_n_is_llamas_own_fork_of_one_prompt(llama_server: ServerProcess) -> None:

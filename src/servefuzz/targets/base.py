@@ -82,9 +82,12 @@ class Exchange:
 
     `clock` gives milliseconds since the start of the run; the adapter calls `token_arrived()`
     when a streamed chunk carries output, so the first-token time is taken on the runner's clock.
+    `cold`: this request is a clean reference (alone, on a flushed cache); an adapter that can
+    also tell the engine not to reuse a cached prompt does so (llama.cpp's `cache_prompt`).
     """
 
     clock: Callable[[], float]
+    cold: bool = False
     first_token_ms: float | None = None
     http_status: int | None = None
     cached_tokens: int | None = None

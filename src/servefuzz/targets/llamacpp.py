@@ -14,8 +14,10 @@ Answer shapes (llama.cpp `tools/server`, `server-task.cpp`):
 n > 1 is llama.cpp's own `n_cmpl`: the prompt is processed once and its state copied into
 n slots, the same fork as SGLang's n (a choice that reads a sibling's KV shows here).
 
-`cache_prompt: false` makes a request ignore and overwrite its slot's cache: the clean
-baseline is `make_target("llamacpp", url, cache_prompt=False)`. `flush_cache` erases every
+`cache_prompt: false` makes a request ignore and overwrite its slot's cache. The clean
+baseline sends it: every `cold` exchange (the isolation reference that `Runner.run_alone` sends
+after a flush), and every request of `make_target("llamacpp", url, cache_prompt=False)`
+(triage's variant). `flush_cache` erases every
 slot (`POST /slots/{id}?action=erase`), which the server allows only when started with
 `--slot-save-path`; otherwise there is no flush. An erase does not empty the RAM prompt cache
 (`--cache-ram`), which can restore an erased prompt: launch with `--cache-ram 0` for a flush
@@ -62,7 +64,9 @@ class LlamaCppTarget(HttpTarget):
         self.cache_prompt = cache_prompt
         self._slots: int | None = None
 
-    def body(self, spec: RequestSpec, *, top_k: int) -> dict[str, Any]:
+    def body(self, spec: RequestSpec, *, top_k: int, cold: bool = False) -> dict[str, Any]:
+        """The `/completion` body; a `cold` request (a clean reference) never reuses a cached
+        prompt, so it is cold even on a server without slot erase (no `--slot-save-path`)."""
         return {
             "prompt": list(spec.prompt_ids),
             "n_predict": spec.max_tokens,
@@ -70,7 +74,7 @@ class LlamaCppTarget(HttpTarget):
             "n_probs": top_k,
             "n_cmpl": spec.n,
             "ignore_eos": spec.ignore_eos,
-            "cache_prompt": self.cache_prompt,
+            "cache_prompt": self.cache_prompt and not cold,
             "return_tokens": True,
             "stream": spec.stream,
         }
@@ -82,7 +86,8 @@ class LlamaCppTarget(HttpTarget):
         # a pooled connection reused for the next request then fails as "server disconnected".
         # Closing it from our side keeps that connection out of the pool.
         headers = {"Connection": "close"} if spec.stream else None
-        async with session.post(self.url("/completion"), json=self.body(spec, top_k=top_k), headers=headers) as resp:
+        async with session.post(self.url("/completion"), json=self.body(spec, top_k=top_k, cold=exchange.cold),
+                                headers=headers) as resp:
             exchange.http_status = resp.status
             if resp.status >= 300:
                 raise BadStatus(resp.status, await resp.text())
