@@ -68,3 +68,20 @@ def test_an_issue_without_triage_or_matches_says_so() -> None:
     text = issue_markdown(seed_like(triage=False), [])
     assert "## Triage matrix" not in text
     assert "No issue of servefuzz's known-issue catalogue matches." in text
+
+
+def test_a_crash_of_a_launched_server_shows_its_exit_status_and_log_tail() -> None:
+    import dataclasses
+
+    from servefuzz.anomaly import Anomaly, Oracle, Verdict
+    from servefuzz.report.html import report_html
+
+    crash = Anomaly(Oracle.LIVENESS, Verdict.CRASH, "r01", "server went away in 1/2 runs",
+                    evidence={"exit_code": -9, "log_tail": "INFO ready\nFATAL <kv pool> exhausted"})
+    finding = dataclasses.replace(seed_like(triage=False), anomalies=(crash,), confirmation=None)
+    text = issue_markdown(finding, ())
+    assert "The server exited with status -9" in text and "FATAL <kv pool> exhausted" in text
+    page = report_html(finding, ())
+    assert "status -9" in page and "FATAL &lt;kv pool&gt; exhausted" in page  # escaped, never markup
+    plain = dataclasses.replace(finding, anomalies=(dataclasses.replace(crash, evidence={}),))
+    assert "exited with status" not in issue_markdown(plain, ())

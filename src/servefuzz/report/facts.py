@@ -31,6 +31,7 @@ __all__ = [
     "triage_rows",
     "diverged_variants",
     "deciding_divergence",
+    "server_death",
     "timeline",
 ]
 
@@ -195,6 +196,16 @@ def deciding_divergence(finding: Finding) -> Divergence | None:
     divergences = [d for a in finding.anomalies for d in a.divergences]
     expected = [d for d in divergences if d.request_id in finding.expected_diverging]
     return min(expected or divergences, key=lambda d: (d.verdict.rank, d.position), default=None)
+
+
+def server_death(finding: Finding) -> tuple[int | None, str] | None:
+    """The exit status and log tail of a server that died, when servefuzz launched it and
+    recorded them with the crash (None otherwise)."""
+    for a in finding.anomalies:
+        if a.verdict.value == "crash" and a.evidence.get("log_tail") is not None:
+            code = a.evidence.get("exit_code")
+            return (code if isinstance(code, int) else None), str(a.evidence["log_tail"])
+    return None
 
 
 @dataclass(frozen=True)

@@ -25,6 +25,7 @@ from servefuzz.report.facts import (
     Bar,
     TraceRow,
     deciding_divergence,
+    server_death,
     diverged_variants,
     repro_command,
     server_command,
@@ -112,7 +113,10 @@ def _evidence(finding: Finding) -> str:
 def _outputs(finding: Finding) -> str:
     variants = diverged_variants(finding)
     if not variants:
-        return f"<p>{_e(finding.headline.summary)}</p>"
+        death = server_death(finding)
+        tail = "" if death is None else (f"<p>The server exited with status {_e(death[0])}; the end of its log:</p>"
+                                         f"<pre>{_e(death[1])}</pre>")
+        return f"<p>{_e(finding.headline.summary)}</p>{tail}"
     return "".join(
         f"<h3>{_e(rid)}</h3><pre>"
         + "\n".join(f"variant {i}: {_e(v.preview(60))}  ({v.count})" for i, v in enumerate(vs, 1))

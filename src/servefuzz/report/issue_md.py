@@ -24,6 +24,7 @@ from servefuzz.finding import Finding
 from servefuzz.known_issues import Match, trigger_features
 from servefuzz.report.facts import (
     deciding_divergence,
+    server_death,
     diverged_variants,
     repro_command,
     server_command,
@@ -137,7 +138,11 @@ def _trace(finding: Finding) -> str:
 def _outputs(finding: Finding) -> str:
     variants = diverged_variants(finding)
     if not variants:
-        return f"### What went wrong\n\n{md(finding.headline.summary)}"
+        out = f"### What went wrong\n\n{md(finding.headline.summary)}"
+        death = server_death(finding)
+        if death is not None:
+            out += f"\n\nThe server exited with status {death[0]}; the end of its log:\n\n" + fence(death[1], "text")
+        return out
     out = ["### Diverged outputs"]
     for rid, vs in variants.items():
         out += [f"**{md(rid)}**", fence(_variant_lines(vs), "text")]
