@@ -41,12 +41,14 @@ from servefuzz.workload import RequestSpec, Scenario
 __all__ = ["boundary_class", "features", "metric_deltas"]
 
 # /metrics counter families, matched on the counter's name (engines name them differently:
-# SGLang `evicted_tokens_total`, vLLM `num_preemptions_total`, ...).
+# vLLM `num_preemptions_total` and `prefix_cache_hits_total`, SGLang `num_retracted_requests_total`
+# and `cached_tokens_total`, llama.cpp `prompt_tokens_cached_total`, the reference engine
+# `evicted_tokens_total` and `cache_hit_tokens_total`).
 _METRIC_FAMILIES = (
     ("evict", ("evict",)),
     ("preempt", ("preempt", "retract")),
     ("abort", ("abort",)),
-    ("cache-hit", ("cache_hit", "prefix_cache_hits")),
+    ("cache-hit", ("cache_hit", "prefix_cache_hits", "cached_tokens_total", "tokens_cached_total")),
 )
 
 

@@ -2,16 +2,19 @@
 
 The reference engine speaks the same dialect and registers as `reference`.
 
-Answer shapes (SGLang `io_struct.GenerateReqInput` and the tokenizer manager's output):
+Answer shapes (SGLang `io_struct.GenerateReqInput` and the tokenizer manager's output; recorded
+examples and their sources are in `tests/targets/data/sglang/`):
 - one dict per choice, a list of them when `sampling_params.n > 1`, each
-  `{"text", "output_ids", "index"?, "meta_info": {...}}`;
+  `{"text", "output_ids", "index"?, "meta_info": {...}}` (`index` only in n > 1 streams);
 - `meta_info.output_token_logprobs`: `[logprob, token_id, text]` per output position;
-  `meta_info.output_top_logprobs`: a list of such triples per position, best first;
+  `meta_info.output_top_logprobs`: a list of such triples per position, best first (or null);
 - `meta_info.finish_reason`: `{"type": "length" | "stop" | "abort", ...}` or null while running;
+  an abort is an error the server reports in-band, never a finished answer;
 - `meta_info.cached_tokens`, `prompt_tokens`, `completion_tokens`;
-- streaming: `data: {...}` lines, then `data: [DONE]`. Depending on server flags the lists in a
-  chunk are cumulative (the default) or only the new part (`--incremental-streaming-output`);
-  `completion_tokens` in the same chunk tells which (see `_merge`).
+- streaming: `data: {...}` lines, then `data: [DONE]`. Depending on server flags each list in a
+  chunk is cumulative (the default) or only the new part (`--incremental-streaming-output`;
+  older `--stream-output` cut only `output_ids`); `completion_tokens` in the same chunk tells
+  which, list by list (see `_merge`).
 
     >>> t = SGLangTarget("http://127.0.0.1:30000")
     >>> spec = RequestSpec("r01", 0.0, (5, 6, 7), max_tokens=4)
@@ -124,15 +127,16 @@ class SGLangTarget(HttpTarget):
         if not isinstance(d, dict):
             raise BadReply(f"/server_info answered a {type(d).__name__}, not an object")
         with reply_shape("/server_info"):
-            # Real SGLang keeps the pool size among runtime state, not among the server args.
-            states = d.get("internal_states") or [{}]
+            # SGLang merges the scheduler's facts into the server args: `max_total_num_tokens` is
+            # the KV pool it sized, while the `max_total_tokens` arg stays null unless set.
+            pool = d.get("max_total_num_tokens")
             return TargetInfo(
                 engine=self.engine,
                 base_url=self.base_url,
                 version=None if d.get("version") is None else str(d["version"]),
                 server_args={k: v for k, v in d.items() if k != "internal_states"},
                 page_size=_opt_int(d.get("page_size")),
-                max_total_tokens=_opt_int(d.get("max_total_tokens", states[0].get("max_total_num_tokens"))),
+                max_total_tokens=_opt_int(d.get("max_total_tokens") if pool is None else pool),
                 vocab_size=_opt_int(d.get("vocab_size")),
                 eos_token_id=_opt_int(d.get("eos_token_id")),
                 faults=tuple(str(f) for f in d.get("faults") or ()),
@@ -152,6 +156,12 @@ def _absorb(exchange: Exchange, item: Any, *, position: int, streamed: bool) -> 
             message = err.get("message", err) if isinstance(err, Mapping) else err
             raise BadStatus(exchange.http_status or 200, f"in-band error: {message}")
         meta = item["meta_info"]
+        reason = meta.get("finish_reason")
+        if isinstance(reason, Mapping) and reason.get("type") == "abort":
+            # The scheduler gave up on the request (too long, out of memory, aborted): what it
+            # sent so far is a cut answer, not a finished one.
+            status = reason.get("status_code") or exchange.http_status or 200
+            raise BadStatus(int(status), f"aborted: {reason.get('message')}")
         draft = exchange.choice(int(item.get("index", position)))
         produced = meta.get("completion_tokens")
         triples = meta.get("output_token_logprobs") or []
@@ -159,21 +169,22 @@ def _absorb(exchange: Exchange, item: Any, *, position: int, streamed: bool) -> 
         if ids is None:  # older SGLang: the ids live only in the logprob triples
             ids = [t[1] for t in triples]
         before = len(draft.token_ids)
-        cumulative = _merge(draft.token_ids, [int(t) for t in ids], produced)
-        _merge(draft.logprobs, [_opt_float(t[0]) for t in triples], produced)
+        whole = _merge(draft.token_ids, [int(t) for t in ids], produced)
+        if triples:  # `--stream-output` cut only the ids; the text goes with the logprob lists
+            whole = _merge(draft.logprobs, [_opt_float(t[0]) for t in triples], produced)
         tops = meta.get("output_top_logprobs") or []
         top = [tuple((int(t[1]), float(t[0])) for t in alts or ()) for alts in tops]
         _merge(draft.top_logprobs, top, produced)
         text = str(item.get("text") or "")
-        draft.text = text if cumulative else draft.text + text
-        reason = meta.get("finish_reason")
+        draft.text = text if whole else draft.text + text
         draft.finish_reason = reason.get("type") if isinstance(reason, Mapping) else reason
         if streamed and len(draft.token_ids) > before:
             exchange.token_arrived()
         cached = meta.get("cached_tokens")
         if cached is not None:
-            # With n > 1 SGLang prefills once and the choices then hit that prefill, so the
-            # smallest count is the one that says what the request itself found in the cache.
+            # With n > 1 each choice reports its own count; the smallest is the most the request
+            # can have found. (Real SGLang first runs a hidden prefill of the prompt and the n
+            # choices then hit it, so there every choice reports about the whole prompt.)
             seen = exchange.cached_tokens
             exchange.cached_tokens = int(cached) if seen is None else min(seen, int(cached))
         if meta.get("prompt_tokens") is not None:
