@@ -258,11 +258,15 @@ def judge(
     `performance`: include the noisy-neighbour oracle's slowdowns.
     """
     replay = replay_consistency(loaded)
-    found: list[Anomaly] = list(replay.anomalies)
     # Loaded runs of one scenario often batch alike, so their jitter can be zero while a request
-    # alone (a batch of one) still rounds differently: isolation is held against the larger of
-    # the two measured jitters, or benign batch numerics would pass for corruption.
-    found += isolation(loaded, alone, noise=max(replay.noise, _isolation_noise(loaded, alone), key=lambda n: n.threshold))
+    # alone (a batch of one) still rounds differently: every oracle is held against the larger of
+    # the two measured jitters, or benign batch numerics would pass for corruption (and one flip
+    # could be drift to one oracle and corruption to another).
+    noise = max(replay.noise, _isolation_noise(loaded, alone), key=lambda n: n.threshold)
+    if noise is not replay.noise:
+        replay = replay_consistency(loaded, noise=noise)
+    found: list[Anomaly] = list(replay.anomalies)
+    found += isolation(loaded, alone, noise=noise)
     found += n_consistency(loaded, replay.noise)
     if cache:
         probed = {r.request_id for r in cache}

@@ -159,3 +159,39 @@ def test_verdict_is_symmetric_and_consistent(pair: tuple[ChoiceRecord, ChoiceRec
     if ab.margin is not None and ab.margin > noise.threshold:
         assert ab.verdict is Verdict.CORRUPTION
 
+
+
+def _top(*pairs: tuple[int, float]) -> tuple[tuple[int, float], ...]:
+    return tuple(pairs)
+
+
+def test_a_flip_within_two_steps_of_a_coarse_logit_grid_is_drift() -> None:
+    # Recorded from vLLM CPU serving a bfloat16 model (docs/engines.md): one run ties two tokens,
+    # the other puts them a whole bf16 step (0.0625 at these logits) apart; every top-k gap is a
+    # multiple of that step.
+    prefix = (1815, 914, 1873)
+    lps = (-1.3453, -2.474, -2.3781)
+    tops = tuple(_top((t, lp), (5, lp - 0.25)) for t, lp in zip(prefix, lps))
+    loaded = ChoiceRecord(0, (*prefix, 1282), (*lps, -2.6498), (*tops, _top(
+        (1282, -2.649848), (1022, -2.712348), (987, -2.712348), (215, -2.712348), (1198, -2.712348))))
+    alone = ChoiceRecord(0, (*prefix, 215), (*lps, -2.6520), (*tops, _top(
+        (215, -2.652012), (1282, -2.652012), (1022, -2.714512), (987, -2.714512), (1198, -2.714512))))
+    d = classify("r01", out(loaded, 0), out(alone, 0, "alone"), QUIET)
+    assert d.verdict is Verdict.NUMERIC_DRIFT, d.reason
+    assert d.margin == pytest.approx(0.0625) and d.threshold == pytest.approx(0.125)
+    assert "2 x the logits' step 0.0625 at this token" in d.reason
+    # The same flip with float32-like gaps (no grid) is held to the measured noise alone.
+    off = ChoiceRecord(0, alone.token_ids, alone.logprobs, (*tops, _top(
+        (215, -2.652012), (1282, -2.652012), (1022, -2.71447), (987, -2.7301), (1198, -2.9))))
+    loose = ChoiceRecord(0, loaded.token_ids, loaded.logprobs, (*tops, _top(
+        (1282, -2.649848), (1022, -2.71227), (987, -2.7311), (215, -2.7401), (1198, -2.81))))
+    assert classify("r01", out(loose, 0), out(off, 0, "alone"), QUIET).verdict is Verdict.CORRUPTION
+
+
+def test_the_grid_never_excuses_a_confident_flip() -> None:
+    # On a coarse grid a flip by whole nats is still corruption: two steps is the most excused.
+    grid = _top((1, -0.5), (2, -1.5), (3, -2.0), (4, -2.25))
+    a = ChoiceRecord(0, (1,), (-0.5,), (grid,))
+    b = ChoiceRecord(0, (2,), (-0.25,), (_top((2, -0.25), (1, -1.25), (3, -2.0), (4, -2.5)),))
+    d = classify("r01", out(a, 0), out(b, 1), QUIET)
+    assert d.verdict is Verdict.CORRUPTION and d.threshold == pytest.approx(0.5)  # step 0.25

@@ -13,6 +13,14 @@ noise sample). threshold = max(NOISE_FLOOR, NOISE_K x p99 of that jitter). NOISE
 logprob gap, 0.001; NOISE_K = 4 leaves room for the p99 of a few hundred samples to understate
 the tail without letting a real corruption (margins of whole nats) pass as drift.
 
+Some engines compute logits on a coarse grid (bfloat16 logits near 8 are whole multiples of
+1/16), so two runs that round one logit differently flip a tie by a whole step, far above any
+measured p99. Where every gap between the top-k logprobs at the flip, in both runs, is a whole
+multiple of one power of two of at least GRID_MIN (`logit_step`), the threshold there is at least
+two such steps: a flip within two steps of the engine's own resolution is a tie it cannot
+represent more finely. Float32 engines show no such grid (their gaps are arbitrary), so the rule
+never applies to them; the same per-position rule holds for the agreeing tokens before the flip.
+
 Verdicts, in the order they are decided:
 - `unclassified`: no token-level evidence (text-only target, one output ended early, or no
   top-k logprobs at the flip), or the margin is within the threshold only because a term is
@@ -22,7 +30,7 @@ Verdicts, in the order they are decided:
   state was off before the tokens showed it).
 - `numeric-drift`: margin <= threshold, with both confidences known exactly.
 
-    >>> from servefuzz.history import ChoiceRecord
+    >>> from servefuzz.history import ChoiceRecord, TopLogprobs
     >>> tie = ((7, -0.6931), (9, -0.6934))
     >>> a = Output(0, "load", ChoiceRecord(0, (5, 7), (-0.1, -0.6931), (((5, -0.1),), tie)))
     >>> b = Output(1, "load", ChoiceRecord(0, (5, 9), (-0.1, -0.6930), (((5, -0.1),), ((9, -0.6930), (7, -0.6933)))))
@@ -39,10 +47,21 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from servefuzz.anomaly import Divergence, FlipSide, Verdict
-from servefuzz.history import ChoiceRecord
+from servefuzz.history import ChoiceRecord, TopLogprobs
 from servefuzz.oracles.outputs import Output
 
-__all__ = ["NOISE_K", "NOISE_MAX_K", "NOISE_FLOOR", "NoiseModel", "measure_noise", "classify", "brief", "fmt_lp"]
+__all__ = [
+    "GRID_MIN",
+    "NOISE_FLOOR",
+    "NOISE_K",
+    "NOISE_MAX_K",
+    "NoiseModel",
+    "brief",
+    "classify",
+    "fmt_lp",
+    "logit_step",
+    "measure_noise",
+]
 
 NOISE_K = 4.0
 # Numeric noise is heavy-tailed (a rare reduction-order change moves a logprob ten times its
@@ -50,6 +69,12 @@ NOISE_K = 4.0
 # jitter seen, so the tail of benign noise is never called corruption.
 NOISE_MAX_K = 2.0
 NOISE_FLOOR = 0.001  # GRIEF's logprob gap: below it no engine's numerics are worth arguing over
+# The finest logit grid the step rule recognises: bfloat16 logits of magnitude 2 or more are at
+# least this coarse; float16 and float32 logits are far finer, so the rule leaves them alone.
+GRID_MIN = 2.0**-6
+_GRIDS = tuple(2.0**-k for k in range(1, 7))  # 0.5 down to GRID_MIN
+# JSON carries float32 logprobs to about 1e-6 at these magnitudes; a gap is on the grid within this.
+_GRID_TOLERANCE = 2e-5
 
 
 @dataclass(frozen=True)
@@ -111,6 +136,34 @@ def measure_noise(stable: Iterable[Sequence[ChoiceRecord]]) -> NoiseModel:
     )
 
 
+def logit_step(*tops: TopLogprobs) -> float:
+    """The coarsest power-of-two step (at least GRID_MIN) that every gap between consecutive
+    top-k logprobs is a whole multiple of; 0.0 when there is none or too few gaps to tell.
+
+    >>> logit_step(((1, -1.0), (2, -1.0625), (3, -1.1875)), ((2, -1.0), (1, -1.03125), (3, -1.125)))
+    0.03125
+    >>> logit_step(((1, -1.0), (2, -1.0631), (3, -1.1875)), ((2, -1.0), (1, -1.0312), (3, -1.125)))
+    0.0
+    """
+    every = [abs(x - y) for top in tops for (_, x), (_, y) in zip(top, top[1:])]
+    gaps = [g for g in every if g > _GRID_TOLERANCE]
+    # A few gaps fit some grid by chance; three float32 gaps all do ~1e-8 of the time. An exact
+    # tie between distinct tokens is itself a sign of coarse logits (float32 ones never tie), so
+    # with a tie two gaps are enough.
+    ties = len(every) - len(gaps)
+    if len(gaps) < (2 if ties else 3):
+        return 0.0
+    for q in _GRIDS:
+        if all(abs(g / q - round(g / q)) * q <= _GRID_TOLERANCE for g in gaps):
+            return q
+    return 0.0
+
+
+def _step_at(a: ChoiceRecord, b: ChoiceRecord, pos: int) -> float:
+    tops = [c.top_logprobs[pos] for c in (a, b) if pos < len(c.top_logprobs)]
+    return logit_step(*tops) if len(tops) == 2 else 0.0
+
+
 def classify(request_id: str, a: Output, b: Output, noise: NoiseModel) -> Divergence:
     """Classify two differing outputs of one request at their first difference.
 
@@ -126,6 +179,11 @@ def classify(request_id: str, a: Output, b: Output, noise: NoiseModel) -> Diverg
     ta, tb = _token_at(ca, pos), _token_at(cb, pos)
     sa, sb = _side(a, pos, ta, tb), _side(b, pos, tb, ta)
     prefix_delta = max(_agreeing_deltas(ca, cb, pos), default=None)
+    step = _step_at(ca, cb, pos)
+    threshold = max(noise.threshold, 2 * step)
+    # The agreeing tokens are held to their own positions' grids: the worst excess over them.
+    excess = max((d for i, d in _agreeing_deltas_at(ca, cb, pos) if d > max(noise.threshold, 2 * _step_at(ca, cb, i))),
+                 default=None)
     if ta is None or tb is None:
         ended, going = (sa, sb) if ta is None else (sb, sa)
         verdict = Verdict.UNCLASSIFIED
@@ -141,7 +199,7 @@ def classify(request_id: str, a: Output, b: Output, noise: NoiseModel) -> Diverg
         # Unknown or bounded terms make the margin a lower bound: enough to prove corruption,
         # never enough to prove a near-tie.
         is_bound = margin is not None and (None in terms or sa.other_is_bound or sb.other_is_bound)
-        verdict, why = _decide(margin, is_bound, prefix_delta, pos, noise)
+        verdict, why = _decide(margin, is_bound, excess, prefix_delta, pos, noise, step)
         reason = f"flip at token {pos}: {_describe(sa, tb)}; {_describe(sb, ta)}; {why} -> {verdict.value}"
     return Divergence(
         request_id=request_id,
@@ -152,7 +210,7 @@ def classify(request_id: str, a: Output, b: Output, noise: NoiseModel) -> Diverg
         reason=reason,
         margin=margin,
         margin_is_bound=is_bound,
-        threshold=noise.threshold,
+        threshold=threshold,
         noise_p99=noise.p99,
         noise_tokens=noise.tokens,
         noise_outputs=noise.outputs,
@@ -176,12 +234,22 @@ def fmt_lp(x: float) -> str:
 
 
 def _decide(
-    margin: float | None, is_bound: bool, prefix_delta: float | None, pos: int, noise: NoiseModel
+    margin: float | None,
+    is_bound: bool,
+    excess: float | None,
+    prefix_delta: float | None,
+    pos: int,
+    noise: NoiseModel,
+    step: float,
 ) -> tuple[Verdict, str]:
-    threshold = noise.threshold
+    threshold = max(noise.threshold, 2 * step)
     if margin is None:
         return Verdict.UNCLASSIFIED, "no top-k logprobs at the flip; cannot tell numerics from corruption"
-    against = f"threshold {fmt_lp(threshold)} ({noise.describe()})"
+    if threshold > noise.threshold:
+        against = (f"threshold {fmt_lp(threshold)} (2 x the logits' step {fmt_lp(step)} at this token: every "
+                   f"top-k gap in both runs is a whole multiple of it, as with bfloat16 logits; {noise.describe()})")
+    else:
+        against = f"threshold {fmt_lp(threshold)} ({noise.describe()})"
     if margin > threshold:
         at_least = "at least " if is_bound else ""
         return Verdict.CORRUPTION, f"margin {at_least}{fmt_lp(margin)} > {against}"
@@ -190,10 +258,10 @@ def _decide(
             f"margin at least {fmt_lp(margin)} <= {against}, but a run's top-k does not reach the "
             "other token (or gives no logprobs), so the true margin is unknown"
         )
-    if prefix_delta is not None and prefix_delta > threshold:
+    if excess is not None:
         return Verdict.CORRUPTION, (
             f"margin {fmt_lp(margin)} <= {against}, but the {pos} agreeing tokens before the flip "
-            f"already differ in logprob by up to {fmt_lp(prefix_delta)}: the state was off before the tokens showed it"
+            f"already differ in logprob by up to {fmt_lp(excess)}: the state was off before the tokens showed it"
         )
     prefix = (
         f"; the {pos} agreeing tokens before it agree within {fmt_lp(prefix_delta)}" if prefix_delta is not None else ""
@@ -241,12 +309,17 @@ def _first_difference(a: Sequence[int] | str, b: Sequence[int] | str) -> int | N
 
 def _agreeing_deltas(a: ChoiceRecord, b: ChoiceRecord, upto: int) -> list[float]:
     """|lpA - lpB| at positions < upto where the tokens agree and both logprobs are known."""
+    return [d for _, d in _agreeing_deltas_at(a, b, upto)]
+
+
+def _agreeing_deltas_at(a: ChoiceRecord, b: ChoiceRecord, upto: int) -> list[tuple[int, float]]:
+    """(position, |lpA - lpB|) at positions < upto where the tokens agree and both are known."""
     n = min(upto, len(a.token_ids), len(b.token_ids), len(a.logprobs), len(b.logprobs))
-    out: list[float] = []
+    out: list[tuple[int, float]] = []
     for i in range(n):
         la, lb = a.logprobs[i], b.logprobs[i]
         if a.token_ids[i] == b.token_ids[i] and la is not None and lb is not None:
-            out.append(abs(la - lb))
+            out.append((i, abs(la - lb)))
     return out
 
 
