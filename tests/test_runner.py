@@ -121,3 +121,32 @@ def test_records_follow_schedule_order_and_carry_times(stub_server: StubFactory)
         assert r.sent_ms is not None and r.end_ms is not None
         assert r.sent_ms >= r.scheduled_ms  # never early
         assert r.end_ms >= r.sent_ms
+
+
+async def _one_answer_per_connection(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    """An HTTP server that promises keep-alive but drops each connection's second request
+    unanswered, as llama.cpp drops a connection after a stream."""
+    answered = False
+    while True:
+        head = await reader.readuntil(b"\r\n\r\n")
+        length = next((int(line.split(b":")[1]) for line in head.split(b"\r\n")
+                       if line.lower().startswith(b"content-length:")), 0)
+        await reader.readexactly(length)
+        if answered:
+            writer.close()
+            return
+        body = b'{"version": "stub", "page_size": 16}' if head.startswith(b"GET /server_info") else b"{}"
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nConnection: keep-alive\r\n"
+                     b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
+        await writer.drain()
+        answered = True
+
+
+def test_a_call_on_a_connection_the_server_dropped_is_made_again_on_a_fresh_one() -> None:
+    async def main() -> tuple[bool, bool]:
+        server = await asyncio.start_server(_one_answer_per_connection, "127.0.0.1", 0)
+        url = f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}"
+        async with server, Runner(make_target("sglang", url)) as r:  # /server_info: connection 1
+            return await r.flush(), await r.flush()  # each first tries the dropped connection
+
+    assert asyncio.run(main()) == (True, True)

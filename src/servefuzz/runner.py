@@ -116,20 +116,28 @@ class Runner:
     # --- calls about the server, outside the timed part --------------------------------------
 
     async def server_info(self) -> TargetInfo:
-        return await self._call("/server_info", self.target.server_info(self.session))
+        return await self._call("/server_info", lambda: self.target.server_info(self.session))
 
     async def flush(self) -> bool:
         """Empty the target's prefix cache; False when the engine has no flush."""
-        return await self._call("/flush_cache", self.target.flush_cache(self.session))
+        return await self._call("/flush_cache", lambda: self.target.flush_cache(self.session))
 
     async def metrics(self) -> dict[str, float]:
-        return await self._call("/metrics", self.target.metrics(self.session))
+        return await self._call("/metrics", lambda: self.target.metrics(self.session))
 
-    async def _call(self, what: str, call: Awaitable[_R]) -> _R:
-        """Await a call about the server; any failure means the target cannot be used."""
+    async def _call(self, what: str, call: Callable[[], Awaitable[_R]]) -> _R:
+        """Await a call about the server; any failure means the target cannot be used.
+
+        A server that closed a pooled keep-alive connection (llama.cpp does after a stream)
+        fails the next call on it as "server disconnected" although it is alive and well: such
+        a call is made once more, on a fresh connection, before the target counts as gone.
+        """
         url = self.target.base_url
         try:
-            return await call
+            try:
+                return await call()
+            except aiohttp.ServerDisconnectedError:
+                return await call()
         except (aiohttp.ClientError, TimeoutError, OSError) as e:
             raise TargetError(f"cannot reach {url}: {describe_error(e)}") from None
         except BadStatus as e:
