@@ -22,7 +22,8 @@ The campaign directory holds everything, written so that `kill -9` loses nothing
 | `progress.json`         | atomically after every iteration          | iteration, totals, schedule, counts    |
 | `corpus/entry_N.json`   | once per kept scenario, atomically        | reloaded: the corpus continues         |
 | `findings/*.json`       | atomically; a smaller duplicate replaces its file only once it is durable | rescanned: the files are the truth |
-| `histories.jsonl`       | appended and fsynced after every execution | appended to                           |
+| `scenarios.jsonl`       | appended and fsynced before each execution | appended to (an iteration cut by a kill runs again: the last line of an iteration counts) |
+| `histories.jsonl`       | appended and fsynced after every execution; each run's `meta.iteration` names its scenario | appended to |
 
 Budgets (time, requests) count the whole campaign, resumed sessions included. The campaign
 stops when one is spent, when the target goes away, or, if asked, at the first confirmed
@@ -619,10 +620,14 @@ async def run_campaign(
         state.last = f"iteration {iteration}: {source}, {len(scenario.requests)} requests"
         on_event(state)
         began = time.monotonic()
+        _append_json_line(out / "scenarios.jsonl", {"iteration": iteration, "origin": origin, "scenario": scenario.to_json()})
         done = await execute(runner, scenario, runs=config.runs, with_alone=config.isolation,
                              probes=probe_targets(scenario, config.cache_probes))
         state.requests += done.requests
-        write_history_jsonl(out / "histories.jsonl", [*done.loaded, *_alone_as_runs(done.alone, done.cache)])
+        write_history_jsonl(out / "histories.jsonl", [
+            dataclasses.replace(h, meta={**h.meta, "iteration": iteration})
+            for h in (*done.loaded, *_alone_as_runs(done.alone, done.cache))
+        ])
         verdict = judge(done.loaded, done.alone, cache=done.cache, performance=config.performance)
         if done.lost is not None:
             verdict = _with_target_lost(verdict, done.lost, {} if revival is None else revival.death())
@@ -800,6 +805,13 @@ def _confirmed(f: Finding) -> bool:
 def _alone_as_runs(alone: Mapping[str, Sequence[RequestRecord]], cache: Sequence[RequestRecord]) -> list[RunHistory]:
     recs = tuple(r for rs in alone.values() for r in rs)
     return [RunHistory(0, label, rs) for label, rs in (("alone", recs), ("cache", tuple(cache))) if rs]
+
+
+def _append_json_line(path: Path, obj: Any) -> None:
+    with open(path, "a", encoding="utf-8") as f:
+        f.write(json.dumps(obj, sort_keys=True) + "\n")
+        f.flush()
+        os.fsync(f.fileno())
 
 
 def _write_json_atomic(path: Path, obj: Any) -> None:

@@ -1,6 +1,7 @@
 """Real engines on 127.0.0.1, serving the tiny models this session builds.
 
-- `tiny_models` -> `ModelPaths` of a float32 model built once per session into a temp dir.
+- `tiny_models` -> `ModelPaths` of a float32 model built once per session into a temp dir;
+  `tiny_bf16_models` the same in bfloat16 (its GGUF is float32 either way).
 - `vllm_server` / `llama_server` -> a `ServerProcess` started once per test module and stopped
   (by its process group) after it; tests read its launch flags back from `argv`.
 
@@ -27,6 +28,11 @@ LLAMA_SLOTS = 4
 @pytest.fixture(scope="session")
 def tiny_models(tmp_path_factory: pytest.TempPathFactory) -> ModelPaths:
     return build_models(tmp_path_factory.mktemp("models"), dtype="float32", seed=0)
+
+
+@pytest.fixture(scope="session")
+def tiny_bf16_models(tmp_path_factory: pytest.TempPathFactory) -> ModelPaths:
+    return build_models(tmp_path_factory.mktemp("models-bf16"), dtype="bfloat16", seed=0)
 
 
 def _serve(srv: ServerProcess) -> Iterator[ServerProcess]:
