@@ -291,7 +291,9 @@ class ChunkBoundary:
 
     The budget is split across one extend batch: a short request first, then one whose length
     makes the batch total a multiple of the budget +-1 (or a few tokens past it), so the long
-    one is cut at the budget with another request beside it. Decoders run throughout.
+    one is cut at the budget with another request beside it. The two are sent at the same
+    instant behind a blocker: a scheduling round between their arrivals would give each its own
+    batch. Decoders run throughout.
     """
 
     name: str = "chunk-boundary"
@@ -308,8 +310,9 @@ class ChunkBoundary:
         total += rng.choice([-1, 0, 1, 1, 2, rng.randint(3, 64)])
         first = rng.randint(16, max(17, min(chunk // 2, room)))
         second = max(1, min(total - first, room))
-        d.add(t + rng.uniform(2, 4), first, rng.randint(8, 32))
-        d.add(t + rng.uniform(4, 6), second, rng.randint(8, 32))
+        at = t + rng.uniform(2, 4)
+        d.add(at, first, rng.randint(8, 32))
+        d.add(at, second, rng.randint(8, 32))
         if rng.random() < 0.3:  # a second long prompt: the first one's tail shares its batch
             d.add(t + rng.uniform(6, 8), min(room, rng.choice(boundary_lengths(chunk, [1]))), 16)
         return d.scenario(self.name, chunk=chunk, batch_total=first + second)

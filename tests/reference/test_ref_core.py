@@ -345,6 +345,26 @@ def test_overlap_fault_needs_an_admission_in_the_finishing_step(model: TinyModel
     assert fault_run(model, cured, faults=("overlap-war",), disable_overlap_schedule=True) == set()
 
 
+CHUNK = 128
+
+
+@pytest.mark.parametrize("short", [1, 3, 40, 64, 100, 127])  # cut chunks of 127 down to 1 token
+def test_chunk_boundary_fault_changes_every_split_beside_another_request(model: TinyModel, short: int) -> None:
+    a, b = tokens(20 + short, short), tokens(21, 300)
+    together = [(0, Request("A", tuple(a), 8), None), (0, Request("B", tuple(b), 8), None)]
+    faulty = {"faults": ("chunk-boundary",), "chunked_prefill_size": CHUNK}
+    assert fault_run(model, together, **faulty) == {"B"}  # B is cut at the budget beside A
+    assert fault_run(model, together[1:], **faulty) == set()  # B alone: split, but alone
+    assert fault_run(model, together, faults=("chunk-boundary",), chunked_prefill_size=-1) == set()
+    # A clean run that leaves B's right KV in the very pages the split gives it must not hide it
+    # (the fault's first form, one entry written one slot off, showed nothing after one).
+    engine = Engine(ServerArgs(**faulty), model=model)  # type: ignore[arg-type]
+    assert_exact(model, run(engine, [(0, Request("A", tuple(a), 8), None), (2, Request("B", tuple(b), 8), None)]))
+    assert engine.flush_now()
+    split = run(engine, together)["B"]
+    assert [s.token_id for s in split.steps[0]] != list(model.generate(b, 8).token_ids)
+
+
 def test_an_engine_failure_ends_every_request_instead_of_hanging_it(model: TinyModel) -> None:
     engine = Engine(ServerArgs(), model=model)
     victim = Outcome(Request("victim", tuple(tokens(8, 20)), 1000))

@@ -71,7 +71,8 @@ FAULTS: dict[str, Fault] = {
             "chunked prefill",
             "a prompt split at the chunked-prefill budget in an extend batch holding more than one request",
             "--chunked-prefill-size -1",
-            "the chunk's last KV entry is written one slot off; the next chunk reads a stale entry",
+            "the chunk's cached keys lag its values by one token: the next chunk and every decode "
+            "step attend over mismatched key/value pairs",
         ),
         Fault(
             "abort-reuse",

@@ -610,13 +610,20 @@ class Engine:
                 values = np.concatenate([prefix_v, v[a:b]])
                 out[a:b] = causal_attention(q[a:b], keys, values, it.start, m.attn_lut)
             for it, a, b in spans:
-                slots = self.rows.table[it.row, it.start : it.end].copy()
+                slots = self.rows.table[it.row, it.start : it.end]
                 if self._has("chunk-boundary") and len(items) > 1 and not it.final:
                     # FAULT chunk-boundary (models SGLang #22291 / PR #17850): a chunk cut at the
-                    # batch's token budget next to other requests writes its last KV entry one
-                    # slot off; that position keeps whatever its slot held before.
-                    slots[-1] = min(slots[-1] + 1, pool.num_slots - 1)
-                pool.write(layer, slots, k[a:b], v[a:b])
+                    # batch's token budget next to other requests takes its keys one row early
+                    # in the batch's ragged K (its values from the right rows), so every later
+                    # read pairs each token's value with the previous token's key, the first
+                    # with the previous request's last key (a > 0: a cut chunk is never first
+                    # in a shared batch). Shifting whole entries would be nearly harmless:
+                    # attention over a cached prefix ignores where an entry sits (RoPE is in
+                    # the key), and a lost entry is one among hundreds.
+                    kv = pool.kv[layer]  # [slot, K|V, head, dim]
+                    kv[slots, 0], kv[slots, 1] = k[a - 1 : b - 1], v[a:b]
+                else:
+                    pool.write(layer, slots, k[a:b], v[a:b])
             h = m.post_attention(layer, h, out)
         last = [b - 1 for it, _, b in spans if it.final]
         return m.logits(h[last])
