@@ -168,3 +168,36 @@ def test_plans_follow_each_engines_adapter() -> None:
     assert llama["body"]["cache_prompt"] is False and llama["body"]["n_cmpl"] == 3 and llama["copies"] == 1
     openai = plan("openai", {})
     assert openai["flush"] is None and openai["requests"][0]["body"]["model"] is None  # asked at run time
+
+
+SGLANG_RECORDED = Path(__file__).parent.parent / "targets" / "data" / "sglang"
+
+
+def _repro_parse(tmp_path: Path, finding: Finding) -> Any:
+    """The rendered repro.py's own `parse`, for a finding made on SGLang."""
+    import importlib.util
+
+    sglang = dataclasses.replace(finding, target=dataclasses.replace(finding.target, engine="sglang"))
+    path = tmp_path / "repro_sglang.py"
+    path.write_text(repro_script(sglang), encoding="utf-8")
+    spec = importlib.util.spec_from_file_location("repro_sglang", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _chunks(name: str) -> list[Any]:
+    lines = (SGLANG_RECORDED / name).read_text(encoding="utf-8").splitlines()
+    return [json.loads(line[5:]) for line in lines if line.startswith("data:") and line[5:].strip() != "[DONE]"]
+
+
+def test_repro_reads_every_sglang_stream_shape_as_the_whole_answer(tmp_path: Path, finding: Finding) -> None:
+    repro = _repro_parse(tmp_path, finding)
+    whole = json.loads((SGLANG_RECORDED / "generate.json").read_text(encoding="utf-8"))
+    expected = {0: (tuple(whole["output_ids"]), whole["text"])}
+    assert repro.FINDING["dialect"] == "sglang"
+    for name in ("generate_stream.txt", "generate_stream_incremental.txt", "generate_stream_legacy.txt"):
+        assert repro.parse(_chunks(name)) == expected, name
+    with pytest.raises(repro.InBandError, match="aborted"):
+        repro.parse(_chunks("generate_stream_abort.txt"))
