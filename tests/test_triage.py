@@ -164,7 +164,7 @@ def test_triage_command_writes_the_triaged_finding_beside_the_original(
     assert main([str(path), "--launch", "reference", "--runs", "1", "--parallel", "2"]) == 0
     out = capsys.readouterr().out
     triaged = load_finding(tmp_path / triaged_name(path))
-    assert triaged.triage is not None and triaged.triage.baseline.rate == "1/1"
+    assert triaged.triage is not None and triaged.triage.baseline.reproduced >= 1  # overlap-war: most replays
     assert load_finding(path).triage is None  # the original is never touched
     assert "baseline" in out and "implicated: overlap scheduler" in out and str(tmp_path / triaged_name(path)) in out
 

@@ -174,11 +174,11 @@ def test_flush_is_refused_while_a_request_runs(url: str) -> None:
 
 def test_a_client_hanging_up_aborts_its_request_and_frees_its_memory(url: str) -> None:
     flush(url)
-    aborted = metric(url, "num_aborted_reqs_total")
+    aborted = metric(url, "num_aborted_requests_total")
     running = stream_until_first_token(url, generate_body(PROMPT, 3000), lambda: metric(url, "num_running_reqs"))
     assert running == 1
     wait_idle(url)
-    assert metric(url, "num_aborted_reqs_total") == aborted + 1
+    assert metric(url, "num_aborted_requests_total") == aborted + 1
     flush(url)
     assert metric(url, "token_usage") == 0.0  # every page came back
 
@@ -210,7 +210,7 @@ def test_metrics_are_prometheus_text_with_sglang_names(url: str) -> None:
         "evicted_tokens_total",
         "num_running_reqs",
         "num_queue_reqs",
-        "num_retracted_reqs_total",
+        "num_retracted_requests_total",
         "generation_tokens_total",
         "cache_hit_rate",
     ):

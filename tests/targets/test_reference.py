@@ -109,10 +109,10 @@ def test_cancelled_request_is_cancelled_and_aborted_by_the_server(ref: str) -> N
     spec = RequestSpec("x", 0.0, PROMPT, max_tokens=3000, stream=True, cancel_after_ms=100)
 
     async def body(r: Runner) -> tuple[RequestRecord, float, float]:
-        before = (await r.metrics())["sglang:num_aborted_reqs_total"]
+        before = (await r.metrics())["sglang:num_aborted_requests_total"]
         rec = await r.run_alone(spec, run=0, flush=False)
         for _ in range(100):  # the server notices the disconnect a moment later
-            after = (await r.metrics())["sglang:num_aborted_reqs_total"]
+            after = (await r.metrics())["sglang:num_aborted_requests_total"]
             if after > before:
                 break
             await asyncio.sleep(0.02)
