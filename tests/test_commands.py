@@ -40,26 +40,32 @@ def _requests_so_far(out: Path) -> int:
         return 0
 
 
-def test_a_launched_server_killed_mid_campaign_is_a_crash_finding_and_is_started_again(tmp_path: Path) -> None:
-    out = tmp_path / "campaign"
+def _kill_server_mid_campaign(out: Path, launch: str, requests: int, after: int) -> tuple[dict, dict]:
+    """Run `fuzz --launch` into `out`, SIGKILL its server once `after` requests are done; the
+    server's first `server.json` and the campaign's `--json` summary."""
     campaign = subprocess.Popen(
-        [sys.executable, "-m", "servefuzz", "fuzz", "--launch", "reference", "--keep-going",
-         "--requests", "300", "--json", "--out", str(out)],
+        [sys.executable, "-m", "servefuzz", "fuzz", "--launch", launch, "--keep-going",
+         "--requests", str(requests), "--json", "--out", str(out)],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )
     try:
         deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and _requests_so_far(out) < 30:
+        while time.monotonic() < deadline and _requests_so_far(out) < after:
             time.sleep(0.1)
         first = _server_json(out)
-        assert first["starts"] == 1 and _requests_so_far(out) >= 30, "the campaign got going"
+        assert first["starts"] == 1 and _requests_so_far(out) >= after, "the campaign got going"
         os.kill(first["pid"], signal.SIGKILL)  # the reference server is a single process
         stdout, stderr = campaign.communicate(timeout=240)
     finally:
         if campaign.poll() is None:
             campaign.kill()
     assert "Traceback" not in stderr, stderr
-    summary = json.loads(stdout)
+    return first, json.loads(stdout)
+
+
+def test_a_launched_server_killed_mid_campaign_is_a_crash_finding_and_is_started_again(tmp_path: Path) -> None:
+    out = tmp_path / "campaign"
+    first, summary = _kill_server_mid_campaign(out, "reference", requests=300, after=30)
     assert summary["restarts"] == 1, summary
     assert summary["stopped_because"] == "request budget of 300 spent", summary  # it went on
     second = _server_json(out)
@@ -82,23 +88,7 @@ def test_a_server_that_cannot_start_again_ends_the_campaign_with_why(tmp_path: P
     script = (f"import os,sys,runpy; os.remove({str(flag)!r}); "
               "sys.argv=['servefuzz.reference',*sys.argv[1:]]; runpy.run_module('servefuzz.reference', run_name='__main__')")
     cmd = f"{sys.executable} -c \"{script}\" --host 127.0.0.1 --port {{port}}"
-    out = tmp_path / "campaign"
-    campaign = subprocess.Popen(
-        [sys.executable, "-m", "servefuzz", "fuzz", "--launch", cmd, "--keep-going", "--requests", "2000",
-         "--json", "--out", str(out)],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )
-    try:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and _requests_so_far(out) < 10:
-            time.sleep(0.1)
-        os.kill(_server_json(out)["pid"], signal.SIGKILL)
-        stdout, stderr = campaign.communicate(timeout=120)
-    finally:
-        if campaign.poll() is None:
-            campaign.kill()
-    assert "Traceback" not in stderr, stderr
-    summary = json.loads(stdout)
+    _, summary = _kill_server_mid_campaign(tmp_path / "campaign", cmd, requests=2000, after=10)
     assert summary["restarts"] == 0
     assert "could not be started again" in summary["stopped_because"], summary
     assert any(f["verdict"] == "crash" for f in summary["findings"])

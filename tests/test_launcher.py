@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from servefuzz.errors import LaunchError
-from servefuzz.launcher import ServerProcess
+from servefuzz.launcher import ServerProcess, group_alive
 
 SERVER = """
 import http.server, subprocess, sys
@@ -34,18 +34,6 @@ http.server.HTTPServer(("127.0.0.1", int(sys.argv[1])), Health).serve_forever()
 """
 
 
-def _group_exists(pgid: int) -> bool:
-    """A live (not zombie) process in the group, as /proc tells."""
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rpartition(")")[2].split()
-        except OSError:
-            continue
-        if int(fields[2]) == pgid and fields[0] != "Z":
-            return True
-    return False
-
-
 @pytest.fixture()
 def server(tmp_path: Path) -> ServerProcess:
     script = tmp_path / "server.py"
@@ -56,9 +44,9 @@ def server(tmp_path: Path) -> ServerProcess:
 def test_stop_ends_a_worker_that_ignores_sigterm(server: ServerProcess) -> None:
     server.start()
     pgid = server.pid
-    assert pgid is not None and _group_exists(pgid)
+    assert pgid is not None and group_alive(pgid)
     server.stop(timeout_s=2)
-    assert not _group_exists(pgid)
+    assert not group_alive(pgid)
 
 
 def test_a_leader_killed_alone_leaves_workers_that_stop_ends(server: ServerProcess) -> None:
@@ -67,10 +55,10 @@ def test_a_leader_killed_alone_leaves_workers_that_stop_ends(server: ServerProce
     assert pgid is not None
     os.kill(pgid, signal.SIGKILL)  # the crash: only the leader dies
     server._proc.wait(timeout=10)  # type: ignore[union-attr]
-    assert _group_exists(pgid), "the worker outlived its leader"
+    assert group_alive(pgid), "the worker outlived its leader"
     assert server.returncode == -signal.SIGKILL
     server.stop(timeout_s=2)
-    assert not _group_exists(pgid)
+    assert not group_alive(pgid)
 
 
 def test_every_start_is_headed_in_the_one_log_and_a_restart_takes_a_new_port(server: ServerProcess) -> None:
@@ -99,11 +87,11 @@ def test_a_campaign_killed_with_sigkill_leaves_no_server_behind(tmp_path: Path) 
         while time.monotonic() < deadline and not (out / "server.json").exists():
             time.sleep(0.05)
         server = json.loads((out / "server.json").read_text())["pid"]
-        assert _group_exists(server)
+        assert group_alive(server)
     finally:
         campaign.kill()
         campaign.wait(timeout=10)
     deadline = time.monotonic() + 20
-    while time.monotonic() < deadline and _group_exists(server):
+    while time.monotonic() < deadline and group_alive(server):
         time.sleep(0.05)
-    assert not _group_exists(server), "the server outlived the campaign that started it"
+    assert not group_alive(server), "the server outlived the campaign that started it"

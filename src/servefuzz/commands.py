@@ -223,9 +223,9 @@ class LaunchedServer:
         await self._close_runner()
         await asyncio.to_thread(self.process.stop)
 
-    async def _start(self) -> None:
+    async def _start(self, *, again: bool = False) -> None:
         # Starting takes seconds (vLLM: tens of them); a thread keeps the event loop free.
-        url = await asyncio.to_thread(self.process.start)
+        url = await asyncio.to_thread(self.process.restart if again else self.process.start)
         self._write_state()
         target = await open_target(url, self.engine, **self.launch.target_opts)
         self.engine = target.engine
@@ -247,10 +247,8 @@ class LaunchedServer:
 
     async def revive(self) -> Runner:
         await self._close_runner()
-        await asyncio.to_thread(self.process.stop)  # what is left of the group goes too
-        self.process.restarts += 1
         try:
-            await self._start()
+            await self._start(again=True)  # what is left of the old group goes first
         except (LaunchError, TargetError) as e:
             raise TargetError(str(e)) from None
         return self.runner

@@ -33,7 +33,7 @@ from types import TracebackType
 from servefuzz.errors import LaunchError, UsageError
 from servefuzz.finding import redact_argv
 
-__all__ = ["ServerProcess", "free_port", "reference_argv"]
+__all__ = ["ServerProcess", "free_port", "group_alive", "reference_argv"]
 
 _PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 # Loaded here, in the parent: the child between fork and exec should not be loading libraries.
@@ -58,6 +58,33 @@ def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+def group_alive(pgid: int) -> bool:
+    """Whether a live process is left in process group `pgid`.
+
+    A worker orphaned by its leader's death is reparented to init, which may be slow to reap
+    it; a zombie is not alive, so on Linux the group's members are read from /proc and zombies
+    do not count.
+    """
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    proc = Path("/proc")
+    if not proc.is_dir():
+        return True
+    for stat in proc.glob("[0-9]*/stat"):
+        try:
+            # pid (comm) state ppid pgrp ...: comm may hold spaces, so split after its ')'.
+            fields = stat.read_text().rpartition(")")[2].split()
+        except OSError:
+            continue  # it ended while we looked
+        if len(fields) > 2 and int(fields[2]) == pgid and fields[0] != "Z":
+            return True
+    return False
 
 
 def reference_argv(flags: Sequence[str] = ()) -> list[str]:
@@ -215,38 +242,14 @@ class ServerProcess:
     def _end_group(self, pgid: int, grace_s: float) -> None:
         """Give the leader's workers `grace_s` to exit after it, then SIGKILL what is left."""
         deadline = time.monotonic() + grace_s
-        while self._group_exists(pgid):
+        while group_alive(pgid):
             if time.monotonic() >= deadline:
                 self._signal_group(pgid, signal.SIGKILL)
                 deadline = time.monotonic() + grace_s  # killed: now only reaping is left
-                while self._group_exists(pgid) and time.monotonic() < deadline:
+                while group_alive(pgid) and time.monotonic() < deadline:
                     time.sleep(0.02)
                 return
             time.sleep(0.02)
-
-    @staticmethod
-    def _group_exists(pgid: int) -> bool:
-        """Whether a live process is left in the group. A worker orphaned by its leader's death
-        is reparented to init, which may be slow to reap it; a zombie is not alive, so on Linux
-        the group's members are read from /proc and zombies do not count."""
-        try:
-            os.killpg(pgid, 0)
-        except ProcessLookupError:
-            return False
-        except PermissionError:
-            return True
-        proc = Path("/proc")
-        if not proc.is_dir():
-            return True
-        for stat in proc.glob("[0-9]*/stat"):
-            try:
-                # pid (comm) state ppid pgrp ...: comm may hold spaces, so split after its ')'.
-                fields = stat.read_text().rpartition(")")[2].split()
-            except OSError:
-                continue  # it ended while we looked
-            if len(fields) > 2 and int(fields[2]) == pgid and fields[0] != "Z":
-                return True
-        return False
 
     def kill(self) -> None:
         """Kill the server abruptly (SIGKILL to its group), as a crash would."""

@@ -20,6 +20,7 @@ import pytest
 
 from servefuzz import engines
 from servefuzz.finding import load_finding
+from servefuzz.launcher import group_alive
 from servefuzz.models import ModelPaths
 
 pytestmark = pytest.mark.engine
@@ -30,18 +31,6 @@ def _read(path: Path) -> dict:
         return json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return {}
-
-
-def _group_alive(pgid: int) -> bool:
-    """A live process in the group, as /proc tells (a zombie waiting for init to reap it is dead)."""
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rpartition(")")[2].split()
-        except OSError:
-            continue
-        if int(fields[2]) == pgid and fields[0] != "Z":
-            return True
-    return False
 
 
 def test_a_killed_vllm_is_a_crash_finding_and_the_campaign_goes_on(tiny_models: ModelPaths, tmp_path: Path) -> None:
@@ -78,4 +67,4 @@ def test_a_killed_vllm_is_a_crash_finding_and_the_campaign_goes_on(tiny_models: 
     assert evidence["log_tail"] and first_log.rstrip().endswith(evidence["log_tail"].splitlines()[-1])
     assert crash.target.engine == "vllm" and crash.target.page_size == 32  # the preset's block size
     # Nothing of either server is left running: the first group was ended before the restart.
-    assert not _group_alive(first["pid"]) and not _group_alive(second["pid"])
+    assert not group_alive(first["pid"]) and not group_alive(second["pid"])

@@ -182,8 +182,8 @@ def classify(request_id: str, a: Output, b: Output, noise: NoiseModel) -> Diverg
     step = _step_at(ca, cb, pos)
     threshold = max(noise.threshold, 2 * step)
     # The agreeing tokens are held to their own positions' grids: the worst excess over them.
-    excess = max((d for i, d in _agreeing_deltas_at(ca, cb, pos) if d > max(noise.threshold, 2 * _step_at(ca, cb, i))),
-                 default=None)
+    excess = max((d for i, d in _agreeing_deltas_at(ca, cb, pos)
+                  if d > noise.threshold and d > 2 * _step_at(ca, cb, i)), default=None)
     if ta is None or tb is None:
         ended, going = (sa, sb) if ta is None else (sb, sa)
         verdict = Verdict.UNCLASSIFIED
@@ -199,7 +199,7 @@ def classify(request_id: str, a: Output, b: Output, noise: NoiseModel) -> Diverg
         # Unknown or bounded terms make the margin a lower bound: enough to prove corruption,
         # never enough to prove a near-tie.
         is_bound = margin is not None and (None in terms or sa.other_is_bound or sb.other_is_bound)
-        verdict, why = _decide(margin, is_bound, excess, prefix_delta, pos, noise, step)
+        verdict, why = _decide(margin, is_bound, excess, prefix_delta, pos, noise, threshold, step)
         reason = f"flip at token {pos}: {_describe(sa, tb)}; {_describe(sb, ta)}; {why} -> {verdict.value}"
     return Divergence(
         request_id=request_id,
@@ -240,9 +240,9 @@ def _decide(
     prefix_delta: float | None,
     pos: int,
     noise: NoiseModel,
+    threshold: float,
     step: float,
 ) -> tuple[Verdict, str]:
-    threshold = max(noise.threshold, 2 * step)
     if margin is None:
         return Verdict.UNCLASSIFIED, "no top-k logprobs at the flip; cannot tell numerics from corruption"
     if threshold > noise.threshold:
