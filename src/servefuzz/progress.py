@@ -1,10 +1,14 @@
 """What a person watching a campaign sees: a live status panel and a final summary table.
 
 This is the only module that imports rich. Machines get `--json` instead and never see it.
+Text that a server or a finding wrote (the last event, a finding's reason, request ids, file
+names) goes to rich as a `Text` of `sanitize.one_line` (never parsed as markup, no control
+character left), or through `sanitize.terminal` where it sits inside a markup string.
 """
 
 from __future__ import annotations
 
+import shlex
 from types import TracebackType
 
 from rich.console import Console
@@ -14,6 +18,7 @@ from rich.table import Table
 from rich.text import Text
 
 from servefuzz.campaign import CampaignResult, CampaignState
+from servefuzz.sanitize import one_line, terminal, visible
 
 __all__ = ["LiveProgress", "print_banner", "print_summary"]
 
@@ -49,21 +54,21 @@ class LiveProgress:
             (f"   (+{repeats} seen again)" if repeats > 0 else "", "dim"),
         )
         if state.last:
-            body.append("\n" + state.last, style="dim")
-        self._live.update(Panel(body, title=self.title, title_align="left"))
+            body.append("\n" + one_line(state.last), style="dim")
+        self._live.update(Panel(body, title=Text(one_line(self.title)), title_align="left"))
         if not self.console.is_terminal and state.last.startswith("finding"):
-            self.console.print(state.last)
+            self.console.print(Text(one_line(state.last)))
 
 
 def print_banner(console: Console, text: str) -> None:
-    console.print(Panel(text, style="yellow", title="servefuzz", title_align="left"))
+    console.print(Panel(Text(visible(text)), style="yellow", title="servefuzz", title_align="left"))
 
 
 def print_summary(console: Console, result: CampaignResult) -> None:
     console.print(
         f"[bold]{result.iterations:,}[/] scenarios, [bold]{result.requests:,}[/] requests in "
         f"{result.elapsed_s:.1f} s; {result.features:,} features, corpus of {result.corpus:,}; "
-        f"stopped: {result.stopped_because}."
+        f"stopped: {terminal(one_line(result.stopped_because))}."
     )
     if not result.findings:
         console.print("[green]No findings.[/]")
@@ -75,7 +80,10 @@ def print_summary(console: Console, result: CampaignResult) -> None:
         style = "red" if f.verdict.value == "corruption" else "yellow"
         rate = f.confirmation.rate if f.confirmation else "-"
         seen = str(result.seen.get(f.signature, 1))
-        table.add_row(path.name, f"[{style}]{f.verdict.value}[/]", rate, seen, ", ".join(f.expected_diverging), f.why)
+        table.add_row(
+            Text(one_line(path.name)), Text(f.verdict.value, style=style), rate, seen,
+            Text(one_line(", ".join(f.expected_diverging))), Text(one_line(f.why)),
+        )
     console.print(table)
     first = result.findings[0][0]
-    console.print(f"Replay one with: [bold]servefuzz replay {first} --base-url URL --runs 10[/]")
+    console.print(f"Replay one with: [bold]servefuzz replay {terminal(shlex.quote(str(first)))} --base-url URL --runs 10[/]")

@@ -2,8 +2,8 @@
 
 `seed_like()` is a reference-engine finding: r02 (prefix_len 64 == page size) diverges with
 three variants, a cancelled bystander, and (by default) a triage matrix in which only
---disable-radix-cache cures it. `hostile=True` puts markup and quotes wherever a finding holds
-free text, to check that reports escape them. `loaded_run` is a run history of a finding's
+--disable-radix-cache cures it. `hostile=True` puts markup and quotes (or `hostile_text`)
+wherever a finding holds free text, to check that reports escape them. `loaded_run` is a run history of a finding's
 scenario, as a campaign's histories.jsonl holds them.
 """
 
@@ -17,9 +17,9 @@ from servefuzz.workload import PromptBuilder, RequestSpec, Scenario
 HOSTILE = "<script>alert(1)</script>|`x```'''\"\"\"\n#"
 
 
-def seed_like(*, triage: bool = True, hostile: bool = False) -> Finding:
+def seed_like(*, triage: bool = True, hostile: bool = False, hostile_text: str = HOSTILE) -> Finding:
     b = PromptBuilder(7, range(3, 1024))
-    victim = "r02" + (HOSTILE if hostile else "")
+    victim = "r02" + (hostile_text if hostile else "")
     specs = (
         RequestSpec("r01", 0.0, b.prompt(None, 0, 128), 32),
         RequestSpec(victim, 45.0, b.prompt("p0", 64, 256), 32, "p0", 64),
@@ -28,7 +28,7 @@ def seed_like(*, triage: bool = True, hostile: bool = False) -> Finding:
         RequestSpec("r05", 400.0, b.prompt(None, 0, 90), 32, cancel_after_ms=30.0),
     )
     # Hostile text leads, so that it survives the 36-character previews of outputs.
-    text = (lambda s: HOSTILE + s) if hostile else (lambda s: s)
+    text = (lambda s: hostile_text + s) if hostile else (lambda s: s)
     variants = (
         Variant(0, (812, 17, 9), text(" u7892_1146 u7892_1086"), 7, tuple(range(7)), "load"),
         Variant(0, (813, 17, 9), " u7892_1446 u7892_144", 2, (7, 8), "load"),

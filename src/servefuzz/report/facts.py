@@ -17,8 +17,22 @@ from dataclasses import dataclass
 from typing import Any
 
 from servefuzz.anomaly import Divergence, Variant
+from servefuzz.engine_flags import (
+    LLAMACPP_FLAGS,
+    REFERENCE_FLAGS,
+    SGLANG_FLAGS,
+    VLLM_FLAGS,
+    Flag,
+    Kind,
+    check_flags,
+    env_name,
+    fault_name,
+    flag_words,
+)
+from servefuzz.errors import UsageError
 from servefuzz.finding import Finding, TargetInfo
 from servefuzz.history import RunHistory
+from servefuzz.sanitize import one_line
 
 __all__ = [
     "DEFAULT_PORTS",
@@ -38,89 +52,71 @@ __all__ = [
 # Where each engine listens by default: the repro command line points there.
 DEFAULT_PORTS = {"sglang": 30000, "reference": 30000, "vllm": 8000, "openai": 8000, "llamacpp": 8080}
 
-# server arg -> launch flag, for the args that decide whether these bugs show (the ones the
-# seeds' bisection varies). Other args are in the report's environment section.
-_SGLANG_FLAGS = (
-    ("context_length", "--context-length"),
-    ("mem_fraction_static", "--mem-fraction-static"),
-    ("page_size", "--page-size"),
-    ("max_total_tokens", "--max-total-tokens"),
-    ("chunked_prefill_size", "--chunked-prefill-size"),
-    ("max_running_requests", "--max-running-requests"),
-    ("attention_backend", "--attention-backend"),
-    ("kv_cache_dtype", "--kv-cache-dtype"),
-    ("tp_size", "--tp-size"),
-    ("disable_radix_cache", "--disable-radix-cache"),
-    ("disable_overlap_schedule", "--disable-overlap-schedule"),
-    ("disable_cuda_graph", "--disable-cuda-graph"),
-    ("enable_deterministic_inference", "--enable-deterministic-inference"),
-)
-_REFERENCE_FLAGS = (
-    ("page_size", "--page-size"),
-    ("max_total_tokens", "--max-total-tokens"),
-    ("chunked_prefill_size", "--chunked-prefill-size"),
-    ("max_running_requests", "--max-running-requests"),
-    ("context_length", "--context-length"),
-    ("model_seed", "--model-seed"),
-    ("disable_radix_cache", "--disable-radix-cache"),
-    ("disable_overlap_schedule", "--disable-overlap-schedule"),
-    ("disable_cuda_graph", "--disable-cuda-graph"),
-    ("enable_deterministic_inference", "--enable-deterministic-inference"),
-)
-_VLLM_FLAGS = (
-    ("max_model_len", "--max-model-len"),
-    ("block_size", "--block-size"),
-    ("enable_prefix_caching", "--enable-prefix-caching"),
-    ("gpu_memory_utilization", "--gpu-memory-utilization"),
-    ("cache_dtype", "--kv-cache-dtype"),
-)
-
-
 def server_command(target: TargetInfo, *, multiline: bool = False) -> str:
     """A shell command that starts a server like the one the finding was made on; `multiline`
-    puts each flag on a line of its own, as the seed report does."""
+    puts each flag on a line of its own, as the seed report does.
+
+    The server args and environment come from the finding, so from the server or whoever wrote
+    the file: flags only through each engine's typed table (`engine_flags`), environment names
+    only when they are variable names, every word shell-quoted. What does not type-check is left
+    out and named in a comment line (its key, never its value), so the block is safe to paste.
+    """
     args = target.server_args
     port = str(DEFAULT_PORTS.get(target.engine, 8000))
-    env = [f"{k}={shlex.quote(str(v))}" for k, v in sorted(target.env.items())]
+    env = {k: str(v) for k, v in sorted(target.env.items()) if env_name(k)}
+    refused = [] if len(env) == len(target.env) else ["environment entries whose names are not variable names"]
     if target.engine == "reference":
-        argv = ["servefuzz", "serve-reference", *_flags(args, _REFERENCE_FLAGS)]
-        argv += [w for fault in target.faults for w in ("--fault", fault)]
+        flags, bad = flag_words(REFERENCE_FLAGS, args)
+        faults = [f for f in target.faults if _is_fault(f)]
+        argv = ["servefuzz", "serve-reference", *flags, *(w for f in faults for w in ("--fault", f))]
+        refused += [*bad, *(["faults not spelled like fault names"] if len(faults) < len(target.faults) else [])]
     elif target.engine == "sglang":
-        model = str(args.get("model_path") or "MODEL")
-        argv = ["python3", "-m", "sglang.launch_server", "--model-path", model, *_flags(args, _SGLANG_FLAGS)]
+        flags, bad = flag_words(SGLANG_FLAGS, args)
+        argv = ["python3", "-m", "sglang.launch_server", "--model-path", _path(args.get("model_path"), "MODEL"), *flags]
+        refused += bad
     elif target.engine == "vllm":
         # The dev mode mounts /reset_prefix_cache, which servefuzz and repro.py flush with.
-        env = ["VLLM_SERVER_DEV_MODE=1", *(e for e in env if not e.startswith("VLLM_SERVER_DEV_MODE="))]
-        model = str(args.get("model") or "MODEL")
-        argv = ["python3", "-m", "vllm.entrypoints.openai.api_server", "--model", model, *_flags(args, _VLLM_FLAGS)]
+        env = {"VLLM_SERVER_DEV_MODE": "1", **{k: v for k, v in env.items() if k != "VLLM_SERVER_DEV_MODE"}}
+        flags, bad = flag_words(VLLM_FLAGS, args)
+        argv = ["python3", "-m", "vllm.entrypoints.openai.api_server", "--model", _path(args.get("model"), "MODEL"), *flags]
+        refused += bad
     elif target.engine == "llamacpp":
-        slots = args.get("total_slots")
-        ctx = args.get("slot_n_ctx")
-        argv = ["llama-server", "-m", str(args.get("model_path") or "MODEL.gguf"), "--host", "127.0.0.1"]
-        if isinstance(slots, int):
-            argv += ["-np", str(slots)]
-            if isinstance(ctx, int):
-                argv += ["-c", str(slots * ctx)]
+        checked = check_flags(LLAMACPP_FLAGS, args)
+        values = {flag.key: value for flag, value in checked.values}
+        argv = ["llama-server", "-m", _path(args.get("model_path"), "MODEL.gguf"), "--host", "127.0.0.1"]
+        if "total_slots" in values:
+            argv += ["-np", str(values["total_slots"])]
+            if "slot_n_ctx" in values:
+                argv += ["-c", str(values["total_slots"] * values["slot_n_ctx"])]
+        refused += [key for key, _ in checked.refused]
     else:
         served = args.get("model")
-        return f"# start the OpenAI-compatible server{f' serving {served}' if served else ''} on port {port}"
+        return f"# start the OpenAI-compatible server{f' serving {one_line(served)}' if served else ''} on port {port}"
     argv += ["--port", port]
-    words = [*env, *(shlex.quote(a) for a in argv)]
+    words = [*(f"{k}={shlex.quote(v)}" for k, v in env.items()), *(shlex.quote(a) for a in argv)]
     if not multiline:
-        return " ".join(words)
-    # A quoted value starts with a quote, so only real flags start a line.
-    return "".join((" \\\n    " if w.startswith("--") and i else " " if i else "") + w for i, w in enumerate(words))
+        command = " ".join(words)
+    else:
+        # A quoted value starts with a quote, so only real flags start a line.
+        command = "".join((" \\\n    " if w.startswith("--") and i else " " if i else "") + w for i, w in enumerate(words))
+    if refused:
+        command += "\n# left out, not valid launch settings: " + ", ".join(refused)
+    return command
 
 
-def _flags(args: Mapping[str, Any], table: Sequence[tuple[str, str]]) -> list[str]:
-    out: list[str] = []
-    for key, flag in table:
-        value = args.get(key)
-        if value is True:
-            out.append(flag)
-        elif value is not None and value is not False:
-            out += [flag, str(value)]
-    return out
+def _path(value: Any, placeholder: str) -> str:
+    try:
+        return str(Flag("model", "-m", Kind.PATH).check(value) or placeholder)
+    except ValueError:
+        return placeholder
+
+
+def _is_fault(name: str) -> bool:
+    try:
+        fault_name(name)
+    except UsageError:
+        return False
+    return True
 
 
 def repro_command(finding: Finding, runs: int = 10) -> str:

@@ -5,7 +5,7 @@ browser. It shows the verdict and its evidence (first divergent position, margin
 a request timeline with the diverging requests in red, divergence by prefix_len modulo the page
 size (a bar chart: all requests in blue, diverging ones in red), the triage matrix (cured rows
 green), the known-issue matches and the request trace. Every string from the finding passes
-through `html.escape`.
+through `sanitize.html_text` (escaped, control characters made visible).
 
     >>> from servefuzz.report.facts import Bar
     >>> svg = timeline_svg([Bar("r01", 0.0, 80.0, True, False), Bar("r02", 10.0, 50.0, False, False)])
@@ -15,7 +15,6 @@ through `html.escape`.
 
 from __future__ import annotations
 
-import html
 from collections.abc import Callable, Sequence
 
 from servefuzz.finding import Finding
@@ -33,6 +32,7 @@ from servefuzz.report.facts import (
     trace_rows,
     triage_rows,
 )
+from servefuzz.sanitize import html_text
 
 __all__ = ["DIVERGED", "STABLE", "ALL", "CURED", "report_html", "timeline_svg", "prefix_mod_svg"]
 
@@ -46,8 +46,8 @@ _DIV_ROW = " class='div'"
 _LABEL_W = 150  # room for request ids left of the timeline
 
 
-def _e(x: object) -> str:
-    return html.escape(str(x), quote=True)
+# Every string from the finding goes through the one sanitizer: escaped, controls made visible.
+_e = html_text
 
 
 def report_html(finding: Finding, matches: Sequence[Match], histories: Sequence[RunHistory] = ()) -> str:

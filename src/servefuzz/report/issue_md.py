@@ -2,20 +2,15 @@
 
 Description, the server command, the repro, the request trace table, the diverged outputs,
 the triage matrix, the known-issue matches and the environment. Everything taken from the
-finding is escaped: table cells and prose through `md`, outputs and commands inside fences
-longer than any backtick run they hold, so a finding cannot inject markup into the issue.
-
-    >>> md("a|b <img src=x> `c`")
-    'a\\\\|b &lt;img src=x&gt; \\\\`c\\\\`'
-    >>> fence("x ``` y", "text").splitlines()[0]
-    '````text'
+finding is escaped by `servefuzz.sanitize`: table cells and prose through `markdown`, code
+spans through `markdown_code`, outputs and commands inside a `fence` longer than any backtick
+run they hold, and no control character anywhere, so a finding cannot inject markup into the
+issue nor escape sequences into the terminal that shows it.
 """
 
 from __future__ import annotations
 
-import html
 import json
-import re
 from collections.abc import Sequence
 
 from servefuzz import __version__
@@ -31,35 +26,11 @@ from servefuzz.report.facts import (
     trace_rows,
     triage_rows,
 )
+from servefuzz.sanitize import fence, visible
+from servefuzz.sanitize import markdown as md
+from servefuzz.sanitize import markdown_code as code
 
-__all__ = ["issue_markdown", "md", "code", "fence"]
-
-_MD_SPECIAL = re.compile(r"([\\`*_{}\[\]|#~])")
-
-
-def md(text: object) -> str:
-    """Text from a finding, safe in markdown prose and table cells (one line)."""
-    one_line = " ".join(str(text).split())
-    return _MD_SPECIAL.sub(r"\\\1", html.escape(one_line, quote=False))
-
-
-def code(text: object) -> str:
-    """Text from a finding as an inline code span it cannot close (markdown shows it verbatim).
-
-    >>> code("a`b")
-    '`` a`b ``'
-    """
-    one_line = " ".join(str(text).split())
-    longest = max((len(run) for run in re.findall(r"`+", one_line)), default=0)
-    ticks = "`" * (longest + 1)
-    return f"{ticks} {one_line} {ticks}" if longest else f"{ticks}{one_line}{ticks}"
-
-
-def fence(body: str, lang: str = "") -> str:
-    """A fenced code block that `body` cannot close."""
-    longest = max((len(run) for run in re.findall(r"`+", body)), default=0)
-    ticks = "`" * max(3, longest + 1)
-    return f"{ticks}{lang}\n{body}\n{ticks}"
+__all__ = ["issue_markdown"]
 
 
 def issue_markdown(finding: Finding, matches: Sequence[Match]) -> str:
@@ -83,7 +54,7 @@ def issue_markdown(finding: Finding, matches: Sequence[Match]) -> str:
     if finding.triage is not None:
         parts += ["## Triage matrix", _triage(finding)]
     parts += ["## Known issues this may be", _matches(matches), "## Environment", _environment(finding)]
-    return "\n\n".join(parts) + "\n"
+    return visible("\n\n".join(parts) + "\n")
 
 
 def _title(finding: Finding) -> str:
