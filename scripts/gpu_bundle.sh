@@ -4,8 +4,10 @@
 #   .gpu/llama.cpp-<commit>.tar.gz  llama.cpp from the llama-cpp-python sdist, trimmed to what a
 #                                   CUDA build of llama-server reads (about 9 MB)
 #   .gpu/tiny.gguf                  the tiny model, from `servefuzz model build` (seed 0)
-#   .gpu/servefuzz-src.tar.gz       a snapshot of src/servefuzz that imports, so the run does not
-#                                   pick up a half-saved file from the shared working tree
+#   .gpu/servefuzz-src.tar.gz       src/servefuzz as committed at SNAPSHOT (default HEAD), never
+#                                   the live working tree, where someone may be mid-edit
+#   .gpu/settle/                    scripts/gpu_settle.py (also as committed) and the finding that
+#                                   issue 15 settles, for scripts/gpu_settle.sh
 #   .gpu/wheels/*.whl               what servefuzz imports and the GPU image lacks (cp312)
 #   .gpu/MANIFEST                   what went in, with checksums
 # .gpu/ is ignored through .git/info/exclude and never committed. Downloads are cached under
@@ -19,6 +21,8 @@ ROOT=$PWD
 GPU=$ROOT/.gpu
 CACHE="${SERVEFUZZ_CACHE:-$HOME/.cache/servefuzz}"
 PYTHON="${SERVEFUZZ_PYTHON:-python3}"
+SNAPSHOT=$(git rev-parse --verify "${SNAPSHOT:-HEAD}^{commit}")
+FINDING=docs/findings/llamacpp-cuda-ub512/finding.json   # issue 15's finding (gpu_settle.sh)
 # The llama.cpp pins live in setup_engines.sh (mirrored in servefuzz.engines); read them there.
 pin() { sed -n "s/^$1=\([0-9A-Za-z.]*\).*/\1/p" scripts/setup_engines.sh; }
 SDIST_VERSION=$(pin LLAMA_CPP_PYTHON_VERSION)
@@ -71,18 +75,25 @@ bundle_sources() {
 
 bundle_model() {
     local tmp=$WORK/model
-    PYTHONPATH="$ROOT/src" "$PYTHON" -m servefuzz model build "$tmp" --seed 0 >/dev/null
+    PYTHONPATH="$WORK/servefuzz" "$PYTHON" -m servefuzz model build "$tmp" --seed 0 >/dev/null   # the snapshot's
     cp "$tmp/tiny.gguf" "$GPU/tiny.gguf"
 }
 
 bundle_servefuzz() {
     local tmp=$WORK/servefuzz
     mkdir "$tmp"
-    tar -C src --exclude=__pycache__ -cf - servefuzz | tar -C "$tmp" -xf -
-    # Refuse a snapshot that does not even start (someone may be mid-edit in the shared tree).
+    # From a commit, not from the working tree: the tree is shared, and a half-edited module
+    # must not reach the device.
+    git archive --format=tar "$SNAPSHOT" src/servefuzz | tar -C "$tmp" -xf - --strip-components=1
     PYTHONPATH="$tmp" "$PYTHON" -m servefuzz --help >/dev/null \
-        || die "the snapshot of src/servefuzz does not import; try again in a moment"
+        || die "src/servefuzz at $SNAPSHOT does not import"
     tar -C "$tmp" --sort=name --owner=0 --group=0 --numeric-owner -czf "$GPU/servefuzz-src.tar.gz" servefuzz
+}
+
+bundle_settle() {
+    mkdir -p "$GPU/settle"
+    git show "$SNAPSHOT:scripts/gpu_settle.py" >"$GPU/settle/gpu_settle.py"
+    git show "$SNAPSHOT:$FINDING" >"$GPU/settle/finding.json"
 }
 
 bundle_wheels() {
@@ -101,7 +112,7 @@ write_manifest() {
     {
         echo "# made by scripts/gpu_bundle.sh on $(date -u +%Y-%m-%dT%H:%M:%SZ)"
         echo "llama.cpp $COMMIT from llama-cpp-python==$SDIST_VERSION (sdist, trimmed)"
-        echo "servefuzz snapshot of $(git rev-parse --short HEAD)$(git diff --quiet HEAD -- src && echo '' || echo ' + uncommitted changes in src/')"
+        echo "servefuzz and gpu_settle.py as committed at $(git rev-parse --short "$SNAPSHOT")"
         (cd "$GPU" && find . -type f ! -name MANIFEST | sort | xargs sha256sum)
     } >"$GPU/MANIFEST"
 }
@@ -113,8 +124,9 @@ exclude_gpu_dir
 rm -rf -- "$GPU"
 mkdir -p "$GPU"
 bundle_sources
-bundle_model
 bundle_servefuzz
+bundle_model
+bundle_settle
 bundle_wheels
 write_manifest
 say "wrote $GPU ($(du -sh "$GPU" | cut -f1)) in $((SECONDS - start)) s"

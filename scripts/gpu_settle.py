@@ -1,0 +1,766 @@
+#!/usr/bin/env python3
+"""Settle issue 15 on a lent GPU: shrink, sweep and sanitize llama.cpp's wrong first token.
+
+Standard library only (it runs under whatever python3 the GPU image has). It drives
+`llama-server` itself over HTTP, so it needs no servefuzz on the device: the finding's requests
+are read from the finding JSON (`scenario.requests`, see docs/architecture.md).
+
+    gpu_settle.py run  --server BIN --gguf tiny.gguf --finding finding.json --work DIR --out OUT
+                       [--until EPOCH] [--stages a,b,...] [--scale 1.0]
+    gpu_settle.py show --work DIR          # the results so far, as markdown
+
+`run` works through the stages in order and keeps its state in DIR/state.json, so a second call
+(a warm machine, the same DIR) resumes where the first stopped at its deadline (--until). Every
+stage writes what it measured into the state as it goes; `show` renders it.
+
+How a run is judged. Each request of a scenario is first run alone on the same server
+(`cache_prompt: false`, slots erased): its reference. In a loaded run, a request is *bad* when
+its first-token logprobs moved from the reference by more than SHIFT_BAD (0.05) over the top-k
+ids both list: position 0 is scored from the prompt alone, before any token could flip, and the
+campaigns' benign jitter there never exceeded 0.0143. A row's rate is k/n: runs with a bad
+request, out of runs made.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import http.client
+import json
+import lzma
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+SHIFT_BAD = 0.05
+TOP_K = 10
+SLOTS = 8
+
+
+def now() -> float:
+    return time.time()
+
+
+def say(*parts: object) -> None:
+    print(f"[settle {time.strftime('%H:%M:%S')}]", *parts, flush=True)
+
+
+# --- the server ---------------------------------------------------------------------------------
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Server:
+    """One llama-server process (optionally under compute-sanitizer), in its own process group."""
+
+    def __init__(self, binary: str, gguf: str, *, slots: int = SLOTS, ctx: int = 8192, flags: list[str] | None = None,
+                 env: dict[str, str] | None = None, log: Path, threads: int = 4, gpu: bool = True,
+                 wrapper: list[str] | None = None, start_timeout: float = 120.0) -> None:
+        self.port = free_port()
+        self.log = log
+        self.slot_dir = log.parent / "slots"
+        self.slot_dir.mkdir(parents=True, exist_ok=True)
+        self.slots = slots
+        # servefuzz.engines.llama_server_argv plus scripts/gpu_run.sh's flags (profile `exact`);
+        # llama.cpp reads its flags in order, so a row's flags (appended) win.
+        self.argv = [
+            binary, "-m", gguf, "--host", "127.0.0.1", "--port", str(self.port),
+            "-np", str(slots), "-c", str(ctx), "--cont-batching", "--cache-prompt", "--metrics", "--slots",
+            "-fa", "off", "-ctk", "f32", "-ctv", "f32", "-t", str(threads), "-tb", str(threads), "--no-webui",
+            *(["-ngl", "99"] if gpu else []), "--slot-save-path", str(self.slot_dir), "--cache-ram", "0",
+            *(flags or []),
+        ]
+        self.wrapper = wrapper or []
+        self.env = {**os.environ, **(env or {})}
+        self.start_timeout = start_timeout
+        self.proc: subprocess.Popen | None = None
+
+    @property
+    def command(self) -> str:
+        envs = " ".join(f"{k}={v}" for k, v in self.env.items() if os.environ.get(k) != v)
+        return (envs + " " if envs else "") + " ".join(self.wrapper + self.argv)
+
+    def __enter__(self) -> "Server":
+        self.log.parent.mkdir(parents=True, exist_ok=True)
+        self._logf = open(self.log, "ab")
+        self.proc = subprocess.Popen(self.wrapper + self.argv, stdout=self._logf, stderr=subprocess.STDOUT,
+                                     env=self.env, start_new_session=True)
+        deadline = now() + self.start_timeout
+        while now() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"llama-server exited with {self.proc.returncode}: {self.tail()}")
+            try:
+                status, _ = http_call(self.port, "GET", "/health", None, timeout=2)
+                if status == 200:
+                    return self
+            except OSError:
+                pass
+            time.sleep(0.2)
+        self.__exit__(None, None, None)
+        raise RuntimeError(f"llama-server did not become healthy in {self.start_timeout:.0f} s: {self.tail()}")
+
+    def __exit__(self, *exc: object) -> None:
+        if self.proc is None:
+            return
+        if self.wrapper:
+            # Stop the server under the sanitizer, not the sanitizer: it then writes its summary.
+            for pid in children(self.proc.pid):
+                try:
+                    os.kill(pid, signal.SIGTERM)
+                except ProcessLookupError:
+                    pass
+            try:
+                self.proc.wait(timeout=90)
+            except subprocess.TimeoutExpired:
+                pass
+        if self.proc.poll() is None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGTERM)
+                self.proc.wait(timeout=15)
+            except (ProcessLookupError, subprocess.TimeoutExpired):
+                pass
+        if self.proc.poll() is None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            self.proc.wait()
+        self._logf.close()
+
+    def tail(self, n: int = 2000) -> str:
+        try:
+            return self.log.read_bytes()[-n:].decode("utf-8", "replace")
+        except OSError:
+            return ""
+
+    def erase(self) -> None:
+        for slot in range(self.slots):
+            http_call(self.port, "POST", f"/slots/{slot}?action=erase", {}, timeout=120)
+
+
+def children(pid: int) -> list[int]:
+    out = []
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        try:
+            out += [int(c) for c in (task / "children").read_text().split()]
+        except OSError:
+            pass
+    return out
+
+
+def http_call(port: int, method: str, path: str, body: object, *, timeout: float) -> tuple[int, bytes]:
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+    try:
+        data = None if body is None else json.dumps(body).encode()
+        conn.request(method, path, body=data, headers={"Content-Type": "application/json"} if data else {})
+        resp = conn.getresponse()
+        return resp.status, resp.read()
+    finally:
+        conn.close()
+
+
+# --- requests and runs --------------------------------------------------------------------------
+
+
+def complete(port: int, req: dict, *, cache_prompt: bool, first_token: threading.Event | None = None,
+             timeout: float = 300.0) -> dict:
+    """POST /completion (streamed when `first_token` is to be signalled); the tokens and top-k."""
+    body = {"prompt": req["prompt"], "n_predict": req["max_tokens"], "temperature": 0.0, "n_probs": TOP_K,
+            "ignore_eos": True, "cache_prompt": cache_prompt, "return_tokens": True, "stream": first_token is not None}
+    if req.get("id_slot") is not None:
+        body["id_slot"] = req["id_slot"]
+    out = {"id": req["id"], "tokens": [], "top": [], "error": None, "t_send": now()}
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+    try:
+        conn.request("POST", "/completion", body=json.dumps(body).encode(), headers={"Content-Type": "application/json"})
+        resp = conn.getresponse()
+        if resp.status != 200:
+            out["error"] = f"HTTP {resp.status}: {resp.read()[:300]!r}"
+            return out
+        if first_token is None:
+            absorb(out, json.loads(resp.read()))
+        else:
+            for raw in resp:
+                line = raw.strip()
+                if not line.startswith(b"data:"):
+                    continue
+                payload = line[5:].strip()
+                if payload == b"[DONE]":
+                    break
+                absorb(out, json.loads(payload))
+                if out["tokens"] and not first_token.is_set():
+                    out["t_first"] = now()
+                    first_token.set()
+    except (OSError, ValueError, http.client.HTTPException) as e:
+        out["error"] = f"{type(e).__name__}: {e}"
+    finally:
+        conn.close()
+        if first_token is not None:
+            first_token.set()  # never leave a waiter hanging
+    out["t_end"] = now()
+    return out
+
+
+def absorb(out: dict, chunk: dict) -> None:
+    # With n_probs every token comes with its top-k (one per streamed chunk, all of them in a
+    # plain reply); a stream's last chunk carries no probabilities, and its `tokens` are not new.
+    for p in chunk.get("completion_probabilities") or []:
+        out["tokens"].append(int(p["id"]))
+        out["top"].append([(int(t["id"]), float(t["logprob"])) for t in p.get("top_logprobs", [])])
+    for key in ("tokens_evaluated", "tokens_cached", "id_slot", "timings", "stop_type"):
+        if key in chunk:
+            out[key] = chunk[key]
+
+
+def run_scenario(srv: Server, reqs: list[dict], *, cache_prompt: bool = True) -> dict[str, dict]:
+    """Send each request at its offset (ms from the start), or once the request it waits for
+    (`after`: ids) has streamed its first token, plus `delay_ms`; all at once otherwise."""
+    events = {r["id"]: threading.Event() for r in reqs}
+    results: dict[str, dict] = {}
+    streamed = {a for r in reqs for a in r.get("after", [])}
+    t0 = now() + 0.05
+
+    def one(r: dict) -> None:
+        for a in r.get("after", []):
+            events[a].wait(timeout=120)
+        wait = t0 + r.get("offset_ms", 0.0) / 1000.0 - now()
+        if r.get("after"):
+            wait = r.get("delay_ms", 0.0) / 1000.0
+        if wait > 0:
+            time.sleep(wait)
+        results[r["id"]] = complete(srv.port, r, cache_prompt=cache_prompt,
+                                    first_token=events[r["id"]] if r["id"] in streamed else None)
+        events[r["id"]].set()
+
+    threads = [threading.Thread(target=one, args=(r,), daemon=True) for r in reqs]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=600)
+    for r in results.values():
+        r["t_send"] -= t0
+        r["t_end"] -= t0
+        if "t_first" in r:
+            r["t_first"] -= t0
+    return results
+
+
+def shift(a: list, b: list) -> float | None:
+    """Largest |logprob change| over the ids two top-k lists share."""
+    da, db = dict(map(tuple, a)), dict(map(tuple, b))
+    common = da.keys() & db.keys()
+    return max((abs(da[t] - db[t]) for t in common), default=None)
+
+
+def judge(run: dict[str, dict], solo: dict[str, dict]) -> dict[str, dict]:
+    """Per request: the first-token shift against its reference, where the tokens first differ,
+    and the largest shift over the positions before that."""
+    verdicts = {}
+    for rid, rec in run.items():
+        ref = solo.get(rid)
+        if rec.get("error") or ref is None or ref.get("error"):
+            verdicts[rid] = {"error": rec.get("error") or (ref or {}).get("error") or "no reference"}
+            continue
+        toks, rtoks = rec["tokens"], ref["tokens"]
+        div = next((i for i, (x, y) in enumerate(zip(toks, rtoks)) if x != y), None)
+        s0 = shift(rec["top"][0], ref["top"][0]) if rec["top"] and ref["top"] else None
+        upto = div if div is not None else min(len(rec["top"]), len(ref["top"]))
+        sp = [shift(rec["top"][i], ref["top"][i]) for i in range(upto)]
+        sp = [s for s in sp if s is not None]
+        verdicts[rid] = {"shift0": s0, "div": div, "shift_max": max(sp, default=None),
+                         "bad": bool((s0 or 0) > SHIFT_BAD or any(s > SHIFT_BAD for s in sp)),
+                         "slot": rec.get("id_slot"), "evaluated": rec.get("tokens_evaluated"),
+                         "cached": rec.get("tokens_cached"), "sig": top_sig(rec["top"][0]) if rec["top"] else None}
+    return verdicts
+
+
+def top_sig(top: list) -> str:
+    """The first position's top-k, bit for bit, as a short hash: equal answers, equal signatures."""
+    return hashlib.sha1(json.dumps(top).encode()).hexdigest()[:10]
+
+
+# --- scenarios ----------------------------------------------------------------------------------
+
+
+def finding_requests(finding: dict) -> list[dict]:
+    return [{"id": r["id"], "prompt": list(r["prompt_ids"]), "max_tokens": int(r["max_tokens"]),
+             "offset_ms": float(r["offset_ms"])} for r in finding["scenario"]["requests"]]
+
+
+def pick(reqs: list[dict], ids: list[str], **over: object) -> list[dict]:
+    by = {r["id"]: r for r in reqs}
+    return [{**by[i], **over} for i in ids]
+
+
+def scenario_library(reqs: list[dict], victim: str) -> dict[str, list[dict]]:
+    """The candidate shrinks of the finding, from largest to smallest (see docs/gpu/issue15.md)."""
+    by = {r["id"]: r for r in reqs}
+    v = by[victim]
+    t_v = v["offset_ms"]
+    before = [r["id"] for r in reqs if r["offset_ms"] <= t_v]
+    others_before = [i for i in before if i != victim]
+    # Requests that have already streamed their first token (so they are decoding) when the
+    # victim is sent: the victim's prompt then shares its batch with their decode tokens.
+    def decoders(ids: list[str], max_tokens: int = 120) -> list[dict]:
+        return [{**by[i], "max_tokens": max(by[i]["max_tokens"], max_tokens), "offset_ms": 0.0} for i in ids]
+
+    lib: dict[str, list[dict]] = {
+        "as-found": reqs,
+        "up-to-victim": pick(reqs, before),
+        "victim-alone-loaded": pick(reqs, [victim], offset_ms=0.0),
+    }
+    for n in (6, 3, 1):
+        bg = others_before[:n]
+        if len(bg) == n:
+            lib[f"decode{n}+victim"] = decoders(bg) + [{**v, "offset_ms": 0.0, "after": bg, "delay_ms": 0.0}]
+    if others_before:
+        # The same two requests with their slots pinned (`id_slot`): the server puts the decode
+        # token first in its batch, and llama.cpp's split of a batch over per-sequence KV streams
+        # (split_equal) takes consecutive sequence ids only, so the victim's first prompt token
+        # joins the decode token's micro-batch only when its slot follows the decoder's.
+        bg = others_before[0]
+        for a, b in ((0, 1), (1, 0), (0, 2), (3, 4)):
+            lib[f"decode1+victim, slots {a},{b}"] = (
+                [{**r, "id_slot": a} for r in decoders([bg])]
+                + [{**v, "offset_ms": 0.0, "after": [bg], "delay_ms": 0.0, "id_slot": b}])
+        prev = others_before[-1]
+        lib["pair-same-instant"] = [{**by[prev], "offset_ms": 0.0}, {**v, "offset_ms": 0.0}]
+        lib["pair-as-timed"] = pick(reqs, [prev, victim])
+    return lib
+
+
+def resize_prompt(reqs: list[dict], victim: str, length: int) -> list[dict]:
+    """The scenario with the victim's prompt cut to, or padded (with the other prompts' tokens)
+    to, `length` tokens."""
+    pool = [t for r in reqs if r["id"] != victim for t in r["prompt"]]
+    out = []
+    for r in reqs:
+        if r["id"] == victim:
+            p = (r["prompt"] + pool)[:length]
+            r = {**r, "prompt": p}
+        out.append(r)
+    return out
+
+
+# --- the measurement of a row -------------------------------------------------------------------
+
+
+class Clock:
+    def __init__(self, until: float) -> None:
+        self.until = until
+
+    def left(self) -> float:
+        return self.until - now()
+
+
+def measure(srv: Server, reqs: list[dict], runs: int, clock: Clock, *, budget: float, raw: list,
+            row: str, keep_raw: bool = True, cache_prompt: bool = True) -> dict:
+    """References alone, then `runs` loaded runs (slots erased before each); stops early when
+    the row's budget or the deadline runs out. Returns the row's counts."""
+    t_start = now()
+    srv.erase()
+    solo = {}
+    for r in reqs:
+        srv.erase()
+        solo[r["id"]] = complete(srv.port, r, cache_prompt=False)
+    if keep_raw:
+        raw.append({"row": row, "kind": "solo", "results": solo})
+    per_run, bad_runs, made = [], 0, 0
+    per_req: dict[str, int] = {}
+    sigs: dict[str, dict[str, int]] = {}
+    for i in range(runs):
+        spent = now() - t_start
+        if clock.left() < 8 or (made and spent + spent / (made + 1) > budget):
+            break
+        srv.erase()
+        res = run_scenario(srv, reqs, cache_prompt=cache_prompt)
+        v = judge(res, solo)
+        made += 1
+        bad = [rid for rid, x in v.items() if x.get("bad")]
+        bad_runs += bool(bad)
+        for rid in bad:
+            per_req[rid] = per_req.get(rid, 0) + 1
+        for rid, x in v.items():
+            if x.get("sig"):
+                sigs.setdefault(rid, {}).setdefault(x["sig"], 0)
+                sigs[rid][x["sig"]] += 1
+        per_run.append({rid: {k: x.get(k) for k in ("shift0", "div", "bad", "slot", "evaluated", "error")}
+                        for rid, x in v.items()})
+        if keep_raw:
+            raw.append({"row": row, "kind": "load", "run": i, "results": res, "verdicts": v})
+    errors = sum(1 for pr in per_run for x in pr.values() if x.get("error"))
+    worst = max((x["shift0"] or 0 for pr in per_run for x in pr.values() if x.get("shift0") is not None), default=0)
+    benign = max((x["shift0"] or 0 for pr in per_run for x in pr.values()
+                  if x.get("shift0") is not None and not x.get("bad")), default=0)
+    return {"row": row, "rate": f"{bad_runs}/{made}", "bad_runs": bad_runs, "runs": made, "per_request": per_req,
+            "worst_shift0": round(worst, 4), "largest_benign_shift0": round(benign, 4), "errors": errors,
+            "variants": {rid: len(s) for rid, s in sigs.items() if len(s) > 1},
+            "seconds": round(now() - t_start, 1), "per_run": per_run}
+
+
+# --- the stages ---------------------------------------------------------------------------------
+
+
+class Settle:
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.args = args
+        self.work = Path(args.work)
+        self.work.mkdir(parents=True, exist_ok=True)
+        self.state_path = self.work / "state.json"
+        self.state = json.loads(self.state_path.read_text()) if self.state_path.exists() else {"stages": {}}
+        self.finding = json.loads(Path(args.finding).read_text())
+        self.reqs = finding_requests(self.finding)
+        self.victim = args.victim
+        self.clock = Clock(args.until)
+        self.raw_path = self.work / "raw.jsonl"
+        self.gpu = not args.cpu
+        self.scale = args.scale
+
+    # helpers
+
+    def save(self) -> None:
+        tmp = self.state_path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(self.state, indent=1))
+        tmp.replace(self.state_path)
+
+    def stage(self, name: str) -> dict:
+        return self.state["stages"].setdefault(name, {"rows": {}, "done": False})
+
+    def n(self, runs: int) -> int:
+        return max(2, int(round(runs * self.scale)))
+
+    def server(self, name: str, *, flags: list[str] | None = None, env: dict | None = None, slots: int = SLOTS,
+               ctx: int = 8192, wrapper: list[str] | None = None, start_timeout: float = 120.0) -> Server:
+        return Server(self.args.server, self.args.gguf, slots=slots, ctx=ctx, flags=flags, env=env,
+                      log=self.work / "logs" / f"{slug(name)}.log", threads=self.args.threads, gpu=self.gpu,
+                      wrapper=wrapper, start_timeout=start_timeout)
+
+    def row(self, stage: str, name: str, reqs: list[dict], runs: int, budget: float, *, flags=None, env=None,
+            slots=SLOTS, ctx=8192, srv: Server | None = None, cache_prompt: bool = True) -> dict | None:
+        """Measure one row unless the state already has it; None when out of time."""
+        st = self.stage(stage)
+        if name in st["rows"]:
+            return st["rows"][name]
+        if self.clock.left() < 20:
+            return None
+        raw: list = []
+        say(f"{stage} / {name}: {len(reqs)} requests, up to {runs} runs, flags {flags or []}, env {env or {}}")
+        try:
+            if srv is None:
+                with self.server(f"{stage}-{name}", flags=flags, env=env, slots=slots, ctx=ctx) as s:
+                    res = measure(s, reqs, runs, self.clock, budget=budget, raw=raw, row=f"{stage}/{name}",
+                                  cache_prompt=cache_prompt)
+                    res["server"] = s.command
+            else:
+                res = measure(srv, reqs, runs, self.clock, budget=budget, raw=raw, row=f"{stage}/{name}",
+                              cache_prompt=cache_prompt)
+                res["server"] = srv.command
+        except Exception as e:  # a row that cannot run is a row with an error, not a lost session
+            res = {"row": name, "error": f"{type(e).__name__}: {e}"[:1500], "rate": "-", "runs": 0, "bad_runs": 0}
+        res.update({"flags": flags or [], "env": env or {}, "slots": slots, "requests": [r["id"] for r in reqs],
+                    "victim_len": next((len(r["prompt"]) for r in reqs if r["id"] == self.victim), None)})
+        say(f"  -> {res.get('rate')} (per request {res.get('per_request')}, worst {res.get('worst_shift0')}, "
+            f"benign max {res.get('largest_benign_shift0')}, {res.get('seconds')} s) {res.get('error') or ''}")
+        with open(self.raw_path, "a") as f:
+            for item in raw:
+                f.write(json.dumps(item) + "\n")
+        if res.get("runs", 0) == 0 and not res.get("error"):
+            return None  # ran out of time before the first run: try again next call
+        st["rows"][name] = res
+        self.save()
+        return res
+
+    # stages
+
+    def s_baseline(self) -> None:
+        self.stage("baseline")["done"] = self.row("baseline", "as-found", self.reqs, self.n(20), 60) is not None
+
+    def s_shrink(self) -> None:
+        lib = scenario_library(self.reqs, self.victim)
+        st = self.stage("shrink")
+        with self.server("shrink") as srv:
+            for name, reqs in lib.items():
+                if name == "as-found":
+                    continue
+                self.row("shrink", name, reqs, self.n(16), 35, srv=srv)
+        st["scenarios"] = {k: v for k, v in lib.items() if k != "as-found"}
+        st["done"] = all(k in st["rows"] for k in st["scenarios"])
+        self.choose()
+
+    def choose(self) -> None:
+        """The smallest candidate that still shows the flip in a quarter of its runs or more."""
+        st = self.stage("shrink")
+        lib = st.get("scenarios", {})
+        ok = []
+        for name, res in st["rows"].items():
+            if res.get("runs") and res["bad_runs"] * 4 >= res["runs"] and name in lib:
+                ok.append((len(lib[name]), -res["bad_runs"] / res["runs"], name))
+        base = self.stage("baseline")["rows"].get("as-found", {})
+        if ok:
+            _, _, name = min(ok)
+            self.state["repro"] = {"name": name, "requests": lib[name]}
+        else:
+            self.state["repro"] = {"name": "as-found", "requests": self.reqs}
+        self.state["repro"]["baseline_rate"] = base.get("rate")
+        say(f"repro: {self.state['repro']['name']} ({len(self.state['repro']['requests'])} requests)")
+        self.save()
+
+    def repro(self) -> list[dict]:
+        if "repro" not in self.state:
+            self.choose()
+        return self.state["repro"]["requests"]
+
+    def s_minimize(self) -> None:
+        """Drop one request at a time from the chosen repro while the flip survives."""
+        st = self.stage("minimize")
+        reqs = self.repro()
+        with self.server("minimize") as srv:
+            changed = True
+            while changed and len(reqs) > 1:
+                changed = False
+                for r in reqs:
+                    if r["id"] == self.victim:
+                        continue
+                    rest = [{**x, **({"after": [a for a in x["after"] if a != r["id"]]} if "after" in x else {})}
+                            for x in reqs if x["id"] != r["id"]]
+                    res = self.row("minimize", "-".join(x["id"] for x in rest), rest, self.n(12), 25, srv=srv)
+                    if res is None:
+                        return
+                    if res.get("runs") and res["bad_runs"] * 4 >= res["runs"]:
+                        reqs, changed = rest, True
+                        break
+        self.state["repro"] = {**self.state["repro"], "name": self.state["repro"]["name"] + " minimized",
+                               "requests": reqs}
+        st["done"] = True
+        self.save()
+
+    def s_confirm(self) -> None:
+        self.stage("confirm")["done"] = self.row("confirm", "repro", self.repro(), self.n(40), 60) is not None
+
+    def sweep_rows(self) -> list[tuple[str, dict]]:
+        rows = [
+            ("as repro", {}),
+            ("GGML_CUDA_DISABLE_GRAPHS=1", {"env": {"GGML_CUDA_DISABLE_GRAPHS": "1"}}),
+            ("-ub 256", {"flags": ["-ub", "256"]}),
+            ("-ub 1024", {"flags": ["-ub", "1024", "-b", "2048"]}),
+            ("-np 2", {"slots": 2}),
+            ("-np 4", {"slots": 4}),
+            ("-ctk f16 -ctv f16", {"flags": ["-ctk", "f16", "-ctv", "f16"]}),
+            ("-fa on", {"flags": ["-fa", "on"]}),
+            ("--kv-unified", {"flags": ["--kv-unified"]}),
+            ("LLAMA_GRAPH_REUSE_DISABLE=1", {"env": {"LLAMA_GRAPH_REUSE_DISABLE": "1"}}),
+            ("CUDA_LAUNCH_BLOCKING=1", {"env": {"CUDA_LAUNCH_BLOCKING": "1"}}),
+            ("GGML_CUDA_DISABLE_GRAPHS=1, -ub 256", {"env": {"GGML_CUDA_DISABLE_GRAPHS": "1"}, "flags": ["-ub", "256"]}),
+        ]
+        return rows
+
+    def length_rows(self) -> list[tuple[str, dict]]:
+        rows = []
+        for length in (500, 512, 513, 514, 520, 569, 768, 1000):
+            rows.append((f"victim prompt {length}", {"length": length}))
+        for length in (256, 257, 300):
+            rows.append((f"-ub 256, victim prompt {length}", {"length": length, "flags": ["-ub", "256"]}))
+        for length in (1024, 1025, 1100):
+            rows.append((f"-ub 1024, victim prompt {length}", {"length": length, "flags": ["-ub", "1024"], "ctx": 16384}))
+        for length in (1024, 1025, 1100, 1537):
+            rows.append((f"-c 16384, victim prompt {length}", {"length": length, "ctx": 16384}))
+        return rows
+
+    def s_sweep(self) -> None:
+        self.sweep("sweep", self.sweep_rows())
+
+    def s_lengths(self) -> None:
+        self.sweep("lengths", self.length_rows())
+
+    def sweep(self, stage: str, rows: list[tuple[str, dict]]) -> None:
+        base = self.repro()
+        for name, spec in rows:
+            reqs = base
+            if "length" in spec:
+                reqs = resize_prompt(base, self.victim, spec["length"])
+            ctx = spec.get("ctx", 8192)
+            slots = spec.get("slots", SLOTS)
+            if any(len(r["prompt"]) + r["max_tokens"] > ctx // slots for r in reqs):
+                reqs = [{**r, "max_tokens": max(1, min(r["max_tokens"], ctx // slots - len(r["prompt"]) - 1))}
+                        for r in reqs]
+            if slots < SLOTS:  # pinned slots must exist
+                reqs = [{**r, "id_slot": r["id_slot"] % slots} if r.get("id_slot") is not None else r for r in reqs]
+            if self.row(stage, name, reqs, self.n(20), 30, flags=spec.get("flags"), env=spec.get("env"),
+                        slots=slots, ctx=ctx) is None and self.clock.left() < 20:
+                return
+        self.stage(stage)["done"] = True
+        self.save()
+
+    def s_sanitize(self) -> None:
+        st = self.stage("sanitize")
+        sanitizer = shutil.which("compute-sanitizer") or next(
+            (str(p) for p in Path("/usr/local/cuda/bin").glob("compute-sanitizer")), None)
+        if not sanitizer:
+            st["error"] = "compute-sanitizer not found"
+            self.save()
+            return
+        st["sanitizer"] = sanitizer
+        reqs = [{**r, "max_tokens": min(r["max_tokens"], 40)} for r in self.repro()]
+        for tool, runs, extra in (("memcheck", 6, ["--leak-check", "no"]), ("initcheck", 4, []),
+                                  ("racecheck", 2, ["--racecheck-report", "all"])):
+            if tool in st["rows"]:
+                continue
+            if self.clock.left() < 60:
+                return
+            log = self.work / "logs" / f"sanitizer-{tool}.txt"
+            wrapper = [sanitizer, "--tool", tool, "--log-file", str(log), "--print-limit", "50", *extra]
+            raw: list = []
+            t0 = now()
+            say(f"sanitize / {tool}")
+            try:
+                with self.server(f"sanitize-{tool}", wrapper=wrapper, start_timeout=300) as srv:
+                    res = measure(srv, reqs, runs, self.clock, budget=min(200, self.clock.left() - 40), raw=raw,
+                                  row=f"sanitize/{tool}")
+            except Exception as e:
+                res = {"error": f"{type(e).__name__}: {e}"[:1500], "rate": "-", "runs": 0, "bad_runs": 0}
+            text = log.read_text(errors="replace") if log.exists() else ""
+            res["sanitizer_summary"] = [line for line in text.splitlines() if "SUMMARY" in line][-3:]
+            res["sanitizer_log_bytes"] = len(text)
+            res["command"] = " ".join(wrapper)
+            res["seconds"] = round(now() - t0, 1)
+            res.pop("per_run", None)
+            say(f"  -> {res.get('rate')} {res['sanitizer_summary']} {res.get('error') or ''}")
+            with open(self.raw_path, "a") as f:
+                for item in raw:
+                    f.write(json.dumps(item) + "\n")
+            st["rows"][tool] = res
+            self.save()
+        st["done"] = True
+        self.save()
+
+    def s_debug(self) -> None:
+        """One server with debug logging (the ubatch splits, CUDA graph warmup and reuse): runs until
+        one bad and one good run have been seen; each run's slice of the log is kept."""
+        st = self.stage("debug")
+        if st.get("done") or self.clock.left() < 40:
+            return
+        reqs = self.repro()
+        log_dir = self.work / "debug"
+        log_dir.mkdir(exist_ok=True)
+        seen = {"bad": 0, "good": 0}
+        try:
+            with self.server("debug", flags=["-v"], env={"LLAMA_BATCH_DEBUG": "1"}) as srv:
+                srv.erase()
+                solo = {}
+                for r in reqs:
+                    srv.erase()
+                    solo[r["id"]] = complete(srv.port, r, cache_prompt=False)
+                for i in range(self.n(16)):
+                    if self.clock.left() < 25 or (seen["bad"] and seen["good"]):
+                        break
+                    srv.erase()
+                    time.sleep(0.3)
+                    start = srv.log.stat().st_size
+                    res = run_scenario(srv, reqs)
+                    time.sleep(0.3)
+                    v = judge(res, solo)
+                    kind = "bad" if any(x.get("bad") for x in v.values()) else "good"
+                    seen[kind] += 1
+                    if seen[kind] <= 1:
+                        with open(srv.log, "rb") as f:
+                            f.seek(start)
+                            (log_dir / f"run{i}-{kind}.log").write_bytes(f.read())
+                        (log_dir / f"run{i}-{kind}.json").write_text(json.dumps(v, indent=1))
+        except Exception as e:
+            st["error"] = f"{type(e).__name__}: {e}"[:1500]
+        st["seen"] = seen
+        st["done"] = True
+        self.save()
+
+    STAGES = ("baseline", "shrink", "minimize", "confirm", "sweep", "sanitize", "debug", "lengths")
+
+    def run(self, stages: list[str]) -> None:
+        for name in stages:
+            if self.clock.left() < 20:
+                say(f"out of time before {name}")
+                break
+            if self.state["stages"].get(name, {}).get("done"):
+                continue
+            t0 = now()
+            getattr(self, f"s_{name}")()
+            say(f"stage {name}: {now() - t0:.0f} s")
+            self.save()
+
+
+def slug(name: str) -> str:
+    return "".join(c if c.isalnum() else "_" for c in name).strip("_")[:80]
+
+
+# --- reporting ----------------------------------------------------------------------------------
+
+
+def render(state: dict) -> str:
+    lines = ["# issue 15: measurements", ""]
+    if "repro" in state:
+        rp = state["repro"]
+        lines += [f"Repro: **{rp['name']}**, {len(rp['requests'])} requests: "
+                  + ", ".join(f"{r['id']} ({len(r['prompt'])} prompt, {r['max_tokens']} out"
+                              + (f", after {'+'.join(r['after'])}" if r.get("after") else f", at {r.get('offset_ms', 0):.1f} ms")
+                              + ")" for r in rp["requests"]), ""]
+    for stage, st in state["stages"].items():
+        lines += [f"## {stage}", ""]
+        if st.get("error"):
+            lines += [f"error: {st['error']}", ""]
+        if st.get("seen"):
+            lines += [f"seen: {st['seen']}", ""]
+        if not st.get("rows"):
+            continue
+        lines += ["| row | rate (runs with a bad request) | bad per request | worst first-token shift | largest benign | "
+                  "first-token variants | s | note |", "|---|---|---|---|---|---|---|---|"]
+        for name, r in st["rows"].items():
+            note = r.get("error") or "; ".join(r.get("sanitizer_summary", []))
+            lines.append(f"| {name} | {r.get('rate')} | {r.get('per_request') or '-'} | {r.get('worst_shift0', '-')} | "
+                         f"{r.get('largest_benign_shift0', '-')} | {r.get('variants') or '-'} | {r.get('seconds', '-')} | "
+                         f"{(note or '')[:300]} |")
+        lines.append("")
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    r = sub.add_parser("run")
+    r.add_argument("--server", required=True)
+    r.add_argument("--gguf", required=True)
+    r.add_argument("--finding", required=True)
+    r.add_argument("--victim", default="r08")
+    r.add_argument("--work", required=True)
+    r.add_argument("--out", required=True)
+    r.add_argument("--until", type=float, default=now() + 540)
+    r.add_argument("--stages", default=",".join(Settle.STAGES))
+    r.add_argument("--scale", type=float, default=1.0, help="multiply every row's number of runs")
+    r.add_argument("--threads", type=int, default=4)
+    r.add_argument("--cpu", action="store_true", help="no -ngl (a dry run against a CPU build)")
+    s = sub.add_parser("show")
+    s.add_argument("--work", required=True)
+    args = ap.parse_args()
+    if args.cmd == "show":
+        print(render(json.loads((Path(args.work) / "state.json").read_text())))
+        return
+    settle = Settle(args)
+    try:
+        settle.run([x for x in args.stages.split(",") if x])
+    finally:
+        out = Path(args.out)
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "settle.md").write_text(render(settle.state))
+        shutil.copy(settle.state_path, out / "state.json") if settle.state_path.exists() else None
+
+
+if __name__ == "__main__":
+    main()
