@@ -6,8 +6,8 @@
 #   .gpu/tiny.gguf                  the tiny model, from `servefuzz model build` (seed 0)
 #   .gpu/servefuzz-src.tar.gz       src/servefuzz as committed at SNAPSHOT (default HEAD), never
 #                                   the live working tree, where someone may be mid-edit
-#   .gpu/settle/                    scripts/gpu_settle.py (also as committed) and the finding that
-#                                   issue 15 settles, for scripts/gpu_settle.sh
+#   .gpu/settle/                    scripts/gpu_settle.py and the finding that issue 15 settles, as
+#                                   committed at SETTLE_REF (default HEAD), for scripts/gpu_settle.sh
 #   .gpu/wheels/*.whl               what servefuzz imports and the GPU image lacks (cp312)
 #   .gpu/MANIFEST                   what went in, with checksums
 # .gpu/ is ignored through .git/info/exclude and never committed. Downloads are cached under
@@ -21,7 +21,8 @@ ROOT=$PWD
 GPU=$ROOT/.gpu
 CACHE="${SERVEFUZZ_CACHE:-$HOME/.cache/servefuzz}"
 PYTHON="${SERVEFUZZ_PYTHON:-python3}"
-SNAPSHOT=$(git rev-parse --verify "${SNAPSHOT:-HEAD}^{commit}")
+SNAPSHOT=$(git rev-parse --verify "${SNAPSHOT:-HEAD}^{commit}")       # a commit whose servefuzz imports
+SETTLE_REF=$(git rev-parse --verify "${SETTLE_REF:-HEAD}^{commit}")
 FINDING=docs/findings/llamacpp-cuda-ub512/finding.json   # issue 15's finding (gpu_settle.sh)
 # The llama.cpp pins live in setup_engines.sh (mirrored in servefuzz.engines); read them there.
 pin() { sed -n "s/^$1=\([0-9A-Za-z.]*\).*/\1/p" scripts/setup_engines.sh; }
@@ -86,14 +87,14 @@ bundle_servefuzz() {
     # must not reach the device.
     git archive --format=tar "$SNAPSHOT" src/servefuzz | tar -C "$tmp" -xf - --strip-components=1
     PYTHONPATH="$tmp" "$PYTHON" -m servefuzz --help >/dev/null \
-        || die "src/servefuzz at $SNAPSHOT does not import"
+        || die "src/servefuzz at $SNAPSHOT does not import (SNAPSHOT=<commit> names one that does)"
     tar -C "$tmp" --sort=name --owner=0 --group=0 --numeric-owner -czf "$GPU/servefuzz-src.tar.gz" servefuzz
 }
 
 bundle_settle() {
     mkdir -p "$GPU/settle"
-    git show "$SNAPSHOT:scripts/gpu_settle.py" >"$GPU/settle/gpu_settle.py"
-    git show "$SNAPSHOT:$FINDING" >"$GPU/settle/finding.json"
+    git show "$SETTLE_REF:scripts/gpu_settle.py" >"$GPU/settle/gpu_settle.py"
+    git show "$SETTLE_REF:$FINDING" >"$GPU/settle/finding.json"
 }
 
 bundle_wheels() {
@@ -112,7 +113,7 @@ write_manifest() {
     {
         echo "# made by scripts/gpu_bundle.sh on $(date -u +%Y-%m-%dT%H:%M:%SZ)"
         echo "llama.cpp $COMMIT from llama-cpp-python==$SDIST_VERSION (sdist, trimmed)"
-        echo "servefuzz and gpu_settle.py as committed at $(git rev-parse --short "$SNAPSHOT")"
+        echo "servefuzz as committed at $(git rev-parse --short "$SNAPSHOT"), gpu_settle.py at $(git rev-parse --short "$SETTLE_REF")"
         (cd "$GPU" && find . -type f ! -name MANIFEST | sort | xargs sha256sum)
     } >"$GPU/MANIFEST"
 }

@@ -41,6 +41,7 @@ from pathlib import Path
 SHIFT_BAD = 0.05
 TOP_K = 10
 SLOTS = 8
+TIMEOUT = {"request": 60.0}  # seconds a request may take; the sanitizer stage raises it
 
 
 def now() -> float:
@@ -173,14 +174,14 @@ def http_call(port: int, method: str, path: str, body: object, *, timeout: float
 
 
 def complete(port: int, req: dict, *, cache_prompt: bool, first_token: threading.Event | None = None,
-             timeout: float = 300.0) -> dict:
+             timeout: float | None = None) -> dict:
     """POST /completion (streamed when `first_token` is to be signalled); the tokens and top-k."""
     body = {"prompt": req["prompt"], "n_predict": req["max_tokens"], "temperature": 0.0, "n_probs": TOP_K,
             "ignore_eos": True, "cache_prompt": cache_prompt, "return_tokens": True, "stream": first_token is not None}
     if req.get("id_slot") is not None:
         body["id_slot"] = req["id_slot"]
     out = {"id": req["id"], "tokens": [], "top": [], "error": None, "t_send": now()}
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout or TIMEOUT["request"])
     try:
         conn.request("POST", "/completion", body=json.dumps(body).encode(), headers={"Content-Type": "application/json"})
         resp = conn.getresponse()
@@ -232,7 +233,7 @@ def run_scenario(srv: Server, reqs: list[dict], *, cache_prompt: bool = True) ->
 
     def one(r: dict) -> None:
         for a in r.get("after", []):
-            events[a].wait(timeout=120)
+            events[a].wait(timeout=TIMEOUT["request"])
         wait = t0 + r.get("offset_ms", 0.0) / 1000.0 - now()
         if r.get("after"):
             wait = r.get("delay_ms", 0.0) / 1000.0
@@ -246,7 +247,7 @@ def run_scenario(srv: Server, reqs: list[dict], *, cache_prompt: bool = True) ->
     for t in threads:
         t.start()
     for t in threads:
-        t.join(timeout=600)
+        t.join(timeout=2 * TIMEOUT["request"] + 10)
     for r in results.values():
         r["t_send"] -= t0
         r["t_end"] -= t0
@@ -618,17 +619,20 @@ class Settle:
             if self.clock.left() < 60:
                 return
             log = self.work / "logs" / f"sanitizer-{tool}.txt"
+            TIMEOUT["request"] = 150.0
             wrapper = [sanitizer, "--tool", tool, "--log-file", str(log), "--print-limit", "50", *extra]
             raw: list = []
             t0 = now()
             say(f"sanitize / {tool}")
             try:
-                with self.server(f"sanitize-{tool}", wrapper=wrapper, start_timeout=300) as srv:
+                with self.server(f"sanitize-{tool}", wrapper=wrapper,
+                                 start_timeout=max(30.0, min(150.0, self.clock.left() - 60))) as srv:
                     res = measure(srv, reqs, runs, self.clock, budget=min(200, self.clock.left() - 40), raw=raw,
                                   row=f"sanitize/{tool}")
             except Exception as e:
                 res = {"error": f"{type(e).__name__}: {e}"[:1500], "rate": "-", "runs": 0, "bad_runs": 0}
             text = log.read_text(errors="replace") if log.exists() else ""
+            TIMEOUT["request"] = 60.0
             res["sanitizer_summary"] = [line for line in text.splitlines() if "SUMMARY" in line][-3:]
             res["sanitizer_log_bytes"] = len(text)
             res["command"] = " ".join(wrapper)
