@@ -184,7 +184,7 @@ requests = st.builds(
     st.none() | st.floats(0, 100, allow_nan=False),
 )  # fmt: skip
 scenarios = st.builds(
-    Scenario, st.integers(0, 2**32), st.lists(requests, max_size=4, unique_by=lambda r: r.id).map(tuple),
+    Scenario, st.integers(0, 2**32), st.lists(requests, min_size=1, max_size=4, unique_by=lambda r: r.id).map(tuple),
     st.dictionaries(st.sampled_from(["page_size", "strategy"]), st.integers(1, 128) | st.text(max_size=5), max_size=2),
 )  # fmt: skip
 sides = st.builds(FlipSide, st.integers(0, 9), st.just("load"), st.integers(0, 3), st.none() | st.integers(0, 99), st.none() | finite, st.none() | finite, st.booleans())

@@ -23,9 +23,12 @@ with one line for a missing, truncated, wrong-schema or newer-schema file.
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
+import stat
 import tempfile
+import urllib.parse
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -53,6 +56,8 @@ __all__ = [
     "finding_schema",
     "redact_argv",
     "redact_text",
+    "public_url",
+    "MAX_FINDING_BYTES",
 ]
 
 SCHEMA_VERSION = 1
@@ -60,10 +65,10 @@ REDACTED = "<redacted>"
 
 # Keys whose values are credentials. Matched on whole `_`-separated words so that `max_tokens`
 # or `tokenizer` survive while `api_key`, `--api-key`, `hf_token` and `authorization` do not.
-# `token` counts only as the last word (`hf_token`, `access_token`), so ids such as
-# `eos_token_id` stay readable.
+# `token` and `key` count only as the last word (`hf_token`, `access_token`, `--key`,
+# `ANTHROPIC_KEY`), so ids such as `eos_token_id` stay readable.
 _SECRET = re.compile(
-    r"(^|_)(api_?key|secret|password|passwd|authorization|auth|credentials?|cookie)(_|$)|(^|_)token$"
+    r"(^|_)(api_?key|secrets?|password|passwd|pass|authorization|auth|credentials?|cookie)(_|$)|(^|_)(token|key)$"
 )
 
 
@@ -73,8 +78,10 @@ class TargetInfo:
 
     `None` where the engine does not tell. `page_size` is the KV page (block) size that
     page-boundary strategies aim at (read from the resolved server args when not given);
-    `faults` are the reference engine's planted bugs (empty for real engines). Credentials are
-    redacted on construction, so a finding never holds one, in memory or on disk.
+    `faults` are the reference engine's planted bugs (empty for real engines). `auth` says that
+    requests carried credentials (an API key, headers), never what they were. Credentials are
+    redacted on construction (server args, environment, and the URL: no `user:password@`, no
+    secret query value), so a finding or a campaign's config.json never holds one.
     """
 
     engine: str
@@ -87,8 +94,10 @@ class TargetInfo:
     max_total_tokens: int | None = None
     vocab_size: int | None = None
     eos_token_id: int | None = None
+    auth: bool = False
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "base_url", public_url(self.base_url))
         object.__setattr__(self, "server_args", _redact(self.server_args))
         object.__setattr__(self, "env", _redact(self.env))
         object.__setattr__(self, "faults", tuple(self.faults))
@@ -110,6 +119,7 @@ class TargetInfo:
             "max_total_tokens": self.max_total_tokens,
             "vocab_size": self.vocab_size,
             "eos_token_id": self.eos_token_id,
+            "auth": self.auth,
         }
 
     @classmethod
@@ -125,6 +135,7 @@ class TargetInfo:
             max_total_tokens=d.get("max_total_tokens"),
             vocab_size=d.get("vocab_size"),
             eos_token_id=d.get("eos_token_id"),
+            auth=bool(d.get("auth", False)),
         )
 
 
@@ -445,25 +456,37 @@ def write_finding(directory: Path | str, finding: Finding, *, name: str | None =
     return path
 
 
+# The largest finding file read: a scenario of a thousand 4,096-token prompts is about 30 MB.
+MAX_FINDING_BYTES = 64 << 20
+# The deepest nesting a finding has is about six (target, server_args, a nested arg); anything
+# far deeper is not a finding, and would exhaust recursion in the validator.
+_MAX_DEPTH = 48
+
+
 def load_finding(path: Path | str) -> Finding:
-    """Read and validate a finding file; any problem is a FindingError with one line."""
+    """Read and validate a finding file; any problem is a FindingError with one line.
+
+    The file comes from anyone, and what it holds is replayed against servers and relaunched, so
+    it is checked before anything runs: a regular file (a FIFO, a device or a directory is
+    refused without blocking on it), at most `MAX_FINDING_BYTES`, UTF-8 JSON with finite numbers
+    only (no NaN or Infinity, no float that overflows), integers within Python's 4,300 digits,
+    nesting no deeper than a finding's, and then the schema's ranges (offsets and cancel times
+    0..1 h, max_tokens and n positive and bounded, token ids 0..2**31-1, a non-empty scenario).
+    """
     path = Path(path)
+    text = _read_regular(path)
     try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise FindingError(f"{path}: no such finding file") from None
-    except IsADirectoryError:
-        raise FindingError(f"{path}: is a directory, not a finding file") from None
-    except UnicodeDecodeError:
-        raise FindingError(f"{path}: not a text file, so not a finding") from None
-    except OSError as e:
-        raise FindingError(f"{path}: cannot read: {e.strerror}") from None
-    try:
-        data = json.loads(text)
+        data = json.loads(text, parse_constant=_no_constant, parse_float=_finite_float)
     except json.JSONDecodeError as e:
         raise FindingError(
             f"{path}: not valid JSON (truncated or damaged?): {e.msg} at line {e.lineno} column {e.colno}"
         ) from None
+    except RecursionError:
+        raise FindingError(f"{path}: not a finding (JSON nested too deeply)") from None
+    except ValueError as e:  # an integer past 4,300 digits, NaN, Infinity, an overflowing float
+        raise FindingError(f"{path}: not a finding ({str(e).split(';')[0]})") from None
+    if _too_deep(data, _MAX_DEPTH):
+        raise FindingError(f"{path}: not a finding (JSON nested deeper than {_MAX_DEPTH} levels)")
     if not isinstance(data, dict) or "schema_version" not in data:
         raise FindingError(f"{path}: not a servefuzz finding (no schema_version)")
     version = data["schema_version"]
@@ -472,15 +495,81 @@ def load_finding(path: Path | str) -> Finding:
             f"{path}: schema_version {version} was written by a newer servefuzz "
             f"(this one reads up to {SCHEMA_VERSION}); upgrade servefuzz to read it"
         )
-    error = jsonschema.exceptions.best_match(_validator().iter_errors(data))
+    try:
+        error = jsonschema.exceptions.best_match(_validator().iter_errors(data))
+    except (RecursionError, ValueError) as e:
+        raise FindingError(f"{path}: does not match the finding schema ({type(e).__name__})") from None
     if error is not None:
         message = " ".join(error.message.split())
         message = message if len(message) <= 160 else message[:157] + "..."
-        raise FindingError(f"{path}: does not match the finding schema at {error.json_path}: {message}")
+        where = error.json_path if len(error.json_path) <= 120 else error.json_path[:117] + "..."
+        raise FindingError(f"{path}: does not match the finding schema at {where}: {message}")
     try:
         return Finding.from_json(data)
-    except (ValueError, KeyError, TypeError) as e:
-        raise FindingError(f"{path}: inconsistent finding: {' '.join(str(e).split())}") from None
+    except (ValueError, KeyError, TypeError, AttributeError, IndexError, OverflowError, RecursionError) as e:
+        reason = " ".join(str(e).split())
+        raise FindingError(f"{path}: inconsistent finding: {reason[:200]}") from None
+
+
+def _read_regular(path: Path) -> str:
+    """The text of `path`, if it is a regular file of at most MAX_FINDING_BYTES.
+
+    Checked with stat before opening, and opened non-blocking: opening a FIFO for reading
+    would otherwise wait for a writer forever. The descriptor is checked again (the name may
+    have been swapped between the two calls).
+    """
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        raise FindingError(f"{path}: no such finding file") from None
+    except OSError as e:
+        raise FindingError(f"{path}: cannot read: {e.strerror}") from None
+    if stat.S_ISDIR(st.st_mode):
+        raise FindingError(f"{path}: is a directory, not a finding file")
+    if not stat.S_ISREG(st.st_mode):
+        raise FindingError(f"{path}: not a regular file (a pipe, socket or device), so not a finding")
+    if st.st_size > MAX_FINDING_BYTES:
+        raise FindingError(f"{path}: {st.st_size} bytes, larger than any finding ({MAX_FINDING_BYTES >> 20} MiB at most)")
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except OSError as e:
+        raise FindingError(f"{path}: cannot read: {e.strerror}") from None
+    with os.fdopen(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+            raise FindingError(f"{path}: not a regular file (a pipe, socket or device), so not a finding")
+        try:
+            raw = f.read(MAX_FINDING_BYTES + 1)
+        except OSError as e:
+            raise FindingError(f"{path}: cannot read: {e.strerror}") from None
+    if len(raw) > MAX_FINDING_BYTES:
+        raise FindingError(f"{path}: larger than any finding ({MAX_FINDING_BYTES >> 20} MiB at most)")
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise FindingError(f"{path}: not a text file, so not a finding") from None
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a number a finding may hold")
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"the number {text[:40]} is out of range")
+    return value
+
+
+def _too_deep(value: Any, limit: int) -> bool:
+    """Whether JSON `value` nests deeper than `limit` (walked without recursion)."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if depth > limit:
+            return True
+        children = item.values() if isinstance(item, dict) else item if isinstance(item, list) else ()
+        stack.extend((c, depth + 1) for c in children if isinstance(c, dict | list))
+    return False
 
 
 @cache
@@ -527,60 +616,110 @@ def _redact(value: Any) -> Any:
         return {k: REDACTED if _is_secret(str(k)) else _redact(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
         return _redact_argv(value)
+    if isinstance(value, str):
+        return redact_text(value)
     return value
 
 
+# A name that holds a credential, in free text: `token`, `key` and the like as its last word
+# (`HF_TOKEN`, `OPENAI_API_KEY`, `--api-key`), `secret` anywhere (`CLIENT_SECRET_ID`).
+_SECRET_WORD = (
+    r"(?:[\w-]*[_-])?"
+    r"(?:(?:api[_-]?key|key|token|password|passwd|authorization|credentials?|cookie)(?![\w-])|secrets?[\w-]*)"
+)
 # The same credentials in free text (a server's log): a flag and its value, a `key: value` or
-# `key=value` pair (quoted or not), or an HTTP bearer token.
-_SECRET_WORD = r"[\w-]*(?:api[_-]?key|secret|password|passwd|authorization|credentials?|cookie|token)(?![\w])"
+# `key=value` pair (quoted or not), an HTTP bearer or basic token, or a URL's `user:password@`.
 _SECRET_TEXT = re.compile(
-    rf"(?i)(?P<flag>--{_SECRET_WORD}(?:=|\s+))(?P<fv>[^\s\"',}}]+)"
-    rf"|(?P<key>[\"']?{_SECRET_WORD}[\"']?\s*[:=]\s*[\"']?)(?P<kv>(?:Bearer\s+)?[^\s\"',}}]+)"
-    r"|(?P<bearer>\bBearer\s+)(?P<bv>\S+)"
+    rf"(?i)(?P<flag>(?<![\w-])--{_SECRET_WORD}(?:=|\s+))(?P<fv>[^\s\"',}}]+)"
+    rf"|(?P<key>(?<![\w-])[\"']?{_SECRET_WORD}[\"']?\s*[:=]\s*[\"']?)(?P<kv>(?:(?:Bearer|Basic)\s+)?[^\s\"',}}]+)"
+    r"|(?P<bearer>\b(?:Bearer|Basic)\s+)(?P<bv>[^\s\"',}]+)"
+    r"|(?P<scheme>\b[a-zA-Z][a-zA-Z0-9+.-]*://)(?P<userinfo>[^/\s@\"'<>]+)@"
 )
 
 
 def redact_text(text: str) -> str:
-    """`text` with credential values replaced, for logs that go into findings.
+    """`text` with credential values replaced, for logs, argv words and URLs that get stored.
 
     >>> redact_text("args: {'api_key': 'sk-1', 'max_tokens': 8} --api-key sk-2 eos_token_id=2")
     "args: {'api_key': '<redacted>', 'max_tokens': 8} --api-key <redacted> eos_token_id=2"
+    >>> redact_text("HF_TOKEN=hf_1 OPENAI_API_KEY=sk-3 url=http://bob:pw@h:1/x Authorization: Bearer t")
+    'HF_TOKEN=<redacted> OPENAI_API_KEY=<redacted> url=http://<redacted>@h:1/x Authorization: <redacted>'
     """
 
     def hide(m: re.Match[str]) -> str:
+        if m.group("scheme"):
+            return m.group("scheme") + REDACTED + "@"
         prefix = m.group("flag") or m.group("key") or m.group("bearer")
         return prefix + REDACTED
 
     return _SECRET_TEXT.sub(hide, text)
 
 
-def redact_argv(items: Sequence[Any]) -> list[Any]:
-    """`items` with `--api-key VALUE` and `--api-key=VALUE` redacted (argv-like lists).
+def public_url(url: str) -> str:
+    """`url` without credentials: no `user:password@`, and the value of a secret query
+    parameter redacted. What TargetInfo (so every finding and config.json) stores.
 
-    >>> redact_argv(["serve", "--api-key", "sk-1", "--token=abc", "--port", "80"])
-    ['serve', '--api-key', '<redacted>', '--token=<redacted>', '--port', '80']
+    >>> public_url("https://bob:pw@example.com:8443/v1?api_key=sk-1&x=2")
+    'https://example.com:8443/v1?api_key=<redacted>&x=2'
+    """
+    try:
+        parts = urllib.parse.urlsplit(url)
+    except ValueError:
+        return redact_text(url)
+    netloc = parts.netloc.rpartition("@")[2]
+    query = "&".join(
+        f"{name}={REDACTED}" if eq and _is_secret(urllib.parse.unquote(name)) else f"{name}{eq}{value}"
+        for name, eq, value in (item.partition("=") for item in parts.query.split("&") if item)
+    )
+    return urllib.parse.urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
+
+
+def redact_argv(items: Sequence[Any]) -> list[Any]:
+    """`items` with credentials redacted in every form an argv holds them.
+
+    >>> redact_argv(["serve", "--api-key", "sk-1", "--token=abc", "--key", "k", "--port", "80"])
+    ['serve', '--api-key', '<redacted>', '--token=<redacted>', '--key', '<redacted>', '--port', '80']
+    >>> redact_argv(["env", "HF_TOKEN=hf1", "MY_SECRET=x", "A=1", "-H", "X-Key: v", "http://u:p@h"])
+    ['env', 'HF_TOKEN=<redacted>', 'MY_SECRET=<redacted>', 'A=1', '-H', 'X-Key: <redacted>', 'http://<redacted>@h']
     """
     return _redact_argv(items)
 
 
+# Flags whose value is a whole HTTP header (`curl -H`, servefuzz's own `--header`): the name
+# stays readable, the value goes, whatever the header is called.
+_HEADER_FLAGS = ("--header", "-H")
+_ENV_WORD = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)=(.*)", re.DOTALL)
+
+
 def _redact_argv(items: Sequence[Any]) -> list[Any]:
-    """Redact `--api-key VALUE` and `--api-key=VALUE` in argv-like lists."""
     out: list[Any] = []
-    hide_next = False
+    hide_next = header_next = False
     for item in items:
-        if hide_next:
-            out.append(REDACTED)
-            hide_next = False
+        if hide_next or header_next:
+            out.append(_redact_header(item) if header_next else REDACTED)
+            hide_next = header_next = False
         elif isinstance(item, str) and item.startswith("-"):
-            name, eq, _ = item.partition("=")
-            if _is_secret(name):
+            name, eq, value = item.partition("=")
+            if name in _HEADER_FLAGS:
+                out.append(f"{name}={_redact_header(value)}" if eq else item)
+                header_next = not eq
+            elif _is_secret(name):
                 out.append(f"{name}={REDACTED}" if eq else item)
                 hide_next = not eq
             else:
-                out.append(item)
+                out.append(redact_text(item))
+        elif isinstance(item, str) and (env := _ENV_WORD.fullmatch(item)) and _is_secret(env.group(1)):
+            out.append(f"{env.group(1)}={REDACTED}")  # `HF_TOKEN=...` before a command
         else:
             out.append(_redact(item))
     return out
+
+
+def _redact_header(value: Any) -> Any:
+    if not isinstance(value, str):
+        return REDACTED
+    name, colon, _ = value.partition(":")
+    return f"{name}: {REDACTED}" if colon else REDACTED
 
 
 def _is_secret(key: str) -> bool:

@@ -279,7 +279,7 @@ def _server_features(finding: Finding) -> dict[str, str]:
     args = finding.target.server_args
     requests = finding.scenario.requests
     budget = args.get("chunked_prefill_size")
-    if isinstance(budget, int) and budget > 0:
+    if isinstance(budget, int) and budget > 0 and requests:  # a finding may come with none
         longest = max(requests, key=lambda r: r.prompt_len)
         if longest.prompt_len > budget:
             feats["chunked-prefill"] = (

@@ -8,8 +8,11 @@ from __future__ import annotations
 
 from servefuzz.targets import llamacpp, openai, sglang, vllm
 from servefuzz.targets.base import (
+    DEFAULT_MAX_RESPONSE_BYTES,
+    DEFAULT_MAX_STREAM_BYTES,
     Target,
     TargetInfo,
+    auth_headers,
     available_engines,
     get_target_class,
     make_target,
@@ -18,9 +21,12 @@ from servefuzz.targets.base import (
 from servefuzz.targets.detect import Detection, detect_engine
 
 __all__ = [
+    "DEFAULT_MAX_RESPONSE_BYTES",
+    "DEFAULT_MAX_STREAM_BYTES",
     "Detection",
     "Target",
     "TargetInfo",
+    "auth_headers",
     "available_engines",
     "detect_engine",
     "get_target_class",

@@ -13,16 +13,37 @@ mid-stream still leaves its partial output behind.
     'http://127.0.0.1:30000'
 
 An adapter signals what went wrong with the answer by raising `BadStatus` (a non-2xx answer) or
-`BadReply` (a 2xx answer it cannot understand); aiohttp's own errors and timeouts pass through.
-The runner turns each into a record status: server misbehaviour is data, not a tool failure.
+`BadReply` (a 2xx answer it cannot understand, `TooLarge` one over the cap); aiohttp's own
+errors and timeouts pass through. The runner turns each into a record status: server
+misbehaviour is data, not a tool failure.
+
+Whatever a server sends is read defensively, here and only here (`HttpTarget.get`/`post`,
+`read_body`, `read_error`, `sse_payloads`, `parse_json`): bytes are decoded with
+`errors="replace"` (a 500 with a non-UTF-8 body keeps its status), every read is bounded
+(`max_response_bytes` for a body or one line of a stream, `max_stream_bytes` for a whole
+stream), and JSON that is not JSON, too deep, holds an integer past Python's 4,300 digits or a
+NaN is one `BadReply`.
+
+Servers behind auth: `make_target(engine, url, headers={"Authorization": "Bearer ..."})` sends
+those headers with every request the adapter makes (answers, flushes, metrics, server info);
+credentials in the URL (`http://user:pw@host`) become a Basic `Authorization` header and leave
+the URL. The adapter keeps them in memory only: `TargetInfo.auth` records *that* auth was
+used, never what.
+
+    >>> t = make_target("sglang", "http://user:pw@127.0.0.1:30000/", headers={"X-Trace": "1"})
+    >>> t.base_url, sorted(t.headers), t.authenticated
+    ('http://127.0.0.1:30000', ['Authorization', 'X-Trace'], True)
 """
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import json
+import math
 import os
-from collections.abc import AsyncIterator, Callable, Iterator
+import urllib.parse
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol, TypeVar, runtime_checkable
 
@@ -31,9 +52,12 @@ import aiohttp
 from servefuzz.errors import UsageError
 from servefuzz.finding import TargetInfo
 from servefuzz.history import ChoiceRecord, TopLogprobs
+from servefuzz.sanitize import one_line
 from servefuzz.workload import RequestSpec
 
 __all__ = [
+    "DEFAULT_MAX_RESPONSE_BYTES",
+    "DEFAULT_MAX_STREAM_BYTES",
     "BadReply",
     "BadStatus",
     "ChoiceDraft",
@@ -41,18 +65,33 @@ __all__ = [
     "HttpTarget",
     "Target",
     "TargetInfo",
+    "TooLarge",
+    "auth_headers",
     "available_engines",
     "describe_error",
     "get_target_class",
     "make_target",
+    "parse_json",
     "parse_prometheus",
+    "read_body",
+    "read_error",
     "register",
     "reply_shape",
+    "split_credentials",
     "sse_payloads",
 ]
 
 # How much of an error body a record keeps: enough to recognise the message, not a whole page.
 _EXCERPT_CHARS = 200
+# How much of an error body is read at all: the excerpt comes from its start.
+_ERROR_READ_BYTES = 64 << 10
+# The most one answer may take: a whole body, or one line of a stream. SGLang's cumulative
+# streams repeat every top-k list so far on each line: 4,096 tokens of top-5 are about 1 MB a
+# line, so 8 MiB leaves room, while a 200 MB line without a newline is refused at once.
+DEFAULT_MAX_RESPONSE_BYTES = 8 << 20
+# The most a whole stream may take. The same cumulative streams total about the square of their
+# length over two lines' worth (25 MB for 512 tokens of top-5): ample room, but bounded.
+DEFAULT_MAX_STREAM_BYTES = 256 << 20
 
 
 @dataclass
@@ -116,16 +155,24 @@ class Exchange:
 
 
 class BadStatus(Exception):
-    """The server answered with a non-2xx status (or reported an error inside a 2xx stream)."""
+    """The server answered with a non-2xx status (or reported an error inside a 2xx stream).
+
+    The excerpt is one line with its control characters made visible (`sanitize.one_line`): it
+    travels into records, anomalies, findings and error lines, all of which a terminal may show.
+    """
 
     def __init__(self, status: int, body: str) -> None:
         self.status = status
-        self.excerpt = " ".join(body.split())[:_EXCERPT_CHARS]
+        self.excerpt = one_line(body)[:_EXCERPT_CHARS]
         super().__init__(f"HTTP {status}: {self.excerpt}" if self.excerpt else f"HTTP {status}")
 
 
 class BadReply(Exception):
     """A 2xx answer that cannot be understood as this dialect."""
+
+
+class TooLarge(BadReply):
+    """An answer (a body, one line of a stream, or a whole stream) past the adapter's cap."""
 
 
 @contextlib.contextmanager
@@ -137,8 +184,8 @@ def reply_shape(what: str) -> Iterator[None]:
     """
     try:
         yield
-    except (KeyError, IndexError, TypeError, ValueError, AttributeError) as e:
-        raise BadReply(f"malformed {what} answer: {type(e).__name__}: {e}") from e
+    except (KeyError, IndexError, TypeError, ValueError, AttributeError, OverflowError, RecursionError) as e:
+        raise BadReply(f"malformed {what} answer: {type(e).__name__}: {one_line(e)[:_EXCERPT_CHARS]}") from e
 
 
 @runtime_checkable
@@ -174,67 +221,239 @@ class Target(Protocol):
 
 
 class HttpTarget:
-    """Plumbing the dialects share: URL handling, JSON GETs, `/health` and `/metrics`."""
+    """Plumbing the dialects share: URL handling, auth headers, bounded reads, JSON GETs,
+    `/health` and `/metrics`.
+
+    Every request an adapter makes goes through `get` or `post`, which add the target's
+    headers; so a server behind auth sees them on every call, and no call can forget them.
+    """
 
     engine: ClassVar[str] = ""
 
-    def __init__(self, base_url: str) -> None:
-        if not base_url.startswith(("http://", "https://")):
-            raise UsageError(f"target URL must start with http:// or https://, got {base_url!r}")
-        self.base_url = base_url.rstrip("/")
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        headers: Mapping[str, str] | None = None,
+        max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
+        max_stream_bytes: int = DEFAULT_MAX_STREAM_BYTES,
+    ) -> None:
+        url, from_url = split_credentials(base_url)
+        self.base_url = url.rstrip("/")
+        given = dict(headers or {})
+        for name, value in given.items():
+            _check_header(name, value)
+        if from_url and not any(k.lower() == "authorization" for k in given):
+            given["Authorization"] = from_url
+        self.headers: Mapping[str, str] = given
+        if max_response_bytes < 1 or max_stream_bytes < max_response_bytes:
+            raise UsageError("max_response_bytes must be >= 1 and max_stream_bytes >= max_response_bytes")
+        self.max_response_bytes = max_response_bytes
+        self.max_stream_bytes = max_stream_bytes
+
+    @property
+    def authenticated(self) -> bool:
+        """Whether requests carry credentials (recorded in `TargetInfo.auth`; never what they are)."""
+        return bool(self.headers)
 
     def url(self, path: str) -> str:
         return self.base_url + path
 
+    def get(self, session: aiohttp.ClientSession, path: str, **kw: Any) -> Any:
+        """`session.get` of `path`, with the target's headers (an async context manager)."""
+        return session.get(self.url(path), headers=self._headers(kw.pop("headers", None)), allow_redirects=False, **kw)
+
+    def post(self, session: aiohttp.ClientSession, path: str, **kw: Any) -> Any:
+        """`session.post` to `path`, with the target's headers (an async context manager).
+
+        Redirects are not followed (a 3xx is an answer like any non-2xx): a server must not send
+        the fuzzer, and its credentials, anywhere else.
+        """
+        return session.post(self.url(path), headers=self._headers(kw.pop("headers", None)), allow_redirects=False, **kw)
+
+    def _headers(self, extra: Mapping[str, str] | None) -> dict[str, str]:
+        return {**self.headers, **(extra or {})}
+
+    async def read(self, resp: aiohttp.ClientResponse) -> bytes:
+        """The whole body of a 2xx answer, at most `max_response_bytes` (else `TooLarge`)."""
+        return await read_body(resp, self.max_response_bytes)
+
     async def get_json(self, session: aiohttp.ClientSession, path: str) -> Any:
-        async with session.get(self.url(path)) as resp:
-            body = await resp.text()
+        async with self.get(session, path) as resp:
             if resp.status >= 300:
-                raise BadStatus(resp.status, body)
-        try:
-            return json.loads(body)
-        except ValueError as e:
-            raise BadReply(f"{path} answered something that is not JSON: {body[:60]!r}") from e
+                raise BadStatus(resp.status, await read_error(resp))
+            raw = await self.read(resp)
+        return parse_json(raw, path)
 
     async def health(self, session: aiohttp.ClientSession) -> bool:
         try:
-            async with session.get(self.url("/health")) as resp:
+            async with self.get(session, "/health") as resp:
                 return resp.status == 200
         except (aiohttp.ClientError, TimeoutError):
             return False
 
     async def metrics(self, session: aiohttp.ClientSession) -> dict[str, float]:
-        async with session.get(self.url("/metrics")) as resp:
+        async with self.get(session, "/metrics") as resp:
             if resp.status == 404:
                 return {}  # metrics switched off (SGLang without --enable-metrics)
-            body = await resp.text()
             if resp.status >= 300:
-                raise BadStatus(resp.status, body)
-        return parse_prometheus(body)
+                raise BadStatus(resp.status, await read_error(resp))
+            body = await self.read(resp)
+        return parse_prometheus(body.decode("utf-8", errors="replace"))
+
+    def stream(self, resp: aiohttp.ClientResponse) -> AsyncIterator[Any]:
+        """The JSON payloads of a server-sent-event answer, within this target's caps."""
+        return sse_payloads(resp, max_line_bytes=self.max_response_bytes, max_total_bytes=self.max_stream_bytes)
 
 
-async def sse_payloads(resp: aiohttp.ClientResponse) -> AsyncIterator[Any]:
+def split_credentials(base_url: str) -> tuple[str, str | None]:
+    """The URL without its `user:password@`, and the Basic Authorization value they spell."""
+    if not isinstance(base_url, str) or not base_url.startswith(("http://", "https://")):
+        raise UsageError(f"target URL must start with http:// or https://, got {one_line(base_url)[:100]!r}")
+    try:
+        parts = urllib.parse.urlsplit(base_url)
+        parts.port  # noqa: B018 - raises ValueError for a port that is not a number
+    except ValueError as e:
+        raise UsageError(f"target URL is not a URL: {e}") from None
+    if parts.query or parts.fragment:
+        raise UsageError("target URL must not have a query or a fragment (give the server's root URL)")
+    if not parts.hostname:
+        raise UsageError("target URL has no host")
+    if parts.username is None and parts.password is None:
+        return base_url, None
+    host = parts.netloc.rpartition("@")[2]
+    user = urllib.parse.unquote(parts.username or "")
+    password = urllib.parse.unquote(parts.password or "")
+    token = base64.b64encode(f"{user}:{password}".encode()).decode("ascii")
+    return urllib.parse.urlunsplit((parts.scheme, host, parts.path, "", "")), f"Basic {token}"
+
+
+def _check_header(name: str, value: str) -> None:
+    # A header is one line: a name of token characters, a value without CR or LF (which would
+    # start another header or the body).
+    if not name or any(c in name for c in ' \t\r\n:"(),/;<=>?@[\\]{}') or not name.isascii() or not name.isprintable():
+        raise UsageError(f"not a valid header name: {one_line(name)[:60]!r}")
+    if any(c in value for c in "\r\n\x00"):
+        raise UsageError(f"the value of header {name} holds a line break")
+
+
+def auth_headers(api_key: str | None = None, headers: Mapping[str, str] | None = None,
+                 header_lines: tuple[str, ...] | list[str] = ()) -> dict[str, str]:
+    """The headers to send to a server behind auth, from what a user gives on the command line.
+
+    `api_key` becomes `Authorization: Bearer KEY`; each of `header_lines` is `Name: value`
+    (as `curl -H` takes it); `headers` are added as they are. A header line that is not
+    `Name: value` is a UsageError with one line (which never repeats the value).
+
+    >>> auth_headers("sk-1", header_lines=["X-Org: lab"])
+    {'Authorization': 'Bearer sk-1', 'X-Org': 'lab'}
+    """
+    out: dict[str, str] = {}
+    if api_key:
+        out["Authorization"] = f"Bearer {api_key}"
+    for line in header_lines:
+        name, colon, value = line.partition(":")
+        if not colon or not name.strip():
+            raise UsageError("--header wants 'Name: value' (a colon between the name and the value)")
+        out[name.strip()] = value.strip()
+    out.update(headers or {})
+    for name, value in out.items():
+        _check_header(name, value)
+    return out
+
+
+async def read_body(resp: aiohttp.ClientResponse, limit: int) -> bytes:
+    """Read a whole body, but never more than `limit` bytes: past it, `TooLarge`.
+
+    The connection of a body left half-read is closed, not reused, when the response is released.
+    """
+    if resp.content_length is not None and resp.content_length > limit:
+        raise TooLarge(f"the answer is {resp.content_length} bytes, over the {_size(limit)} cap (max_response_bytes)")
+    buf = bytearray()
+    async for chunk in resp.content.iter_chunked(64 << 10):
+        buf += chunk
+        if len(buf) > limit:
+            raise TooLarge(f"the answer is over the {_size(limit)} cap (max_response_bytes)")
+    return bytes(buf)
+
+
+async def read_error(resp: aiohttp.ClientResponse) -> str:
+    """The start of an error answer's body as text, whatever its bytes: a non-UTF-8 or endless
+    body still gives its status and an excerpt. A body cut mid-way gives what came."""
+    buf = bytearray()
+    try:
+        async for chunk in resp.content.iter_chunked(16 << 10):
+            buf += chunk
+            if len(buf) >= _ERROR_READ_BYTES:
+                break
+    except (aiohttp.ClientError, TimeoutError):
+        pass  # the status is the news; a body cut short still says what it said so far
+    return bytes(buf[:_ERROR_READ_BYTES]).decode("utf-8", errors="replace")
+
+
+def _refuse_nan(name: str) -> float:
+    if name == "NaN":
+        raise ValueError("NaN is not a number a server may answer")
+    return -math.inf if name.startswith("-") else math.inf
+
+
+def parse_json(raw: bytes | str, what: str) -> Any:
+    """Parse an answer's JSON; anything that is not plain JSON is one `BadReply` naming `what`.
+
+    Non-UTF-8 bytes, a syntax error, nesting deeper than Python's recursion limit, an integer
+    past Python's 4,300-digit limit and NaN all say so in one line; +-Infinity stand (a
+    masked token's logprob is -inf).
+    """
+    if isinstance(raw, bytes | bytearray):
+        raw = bytes(raw).decode("utf-8", errors="replace")
+    try:
+        return json.loads(raw, parse_constant=_refuse_nan)
+    except RecursionError:
+        raise BadReply(f"{what} answered JSON nested too deeply to read") from None
+    except ValueError as e:
+        reason = e.msg if isinstance(e, json.JSONDecodeError) else str(e).split(";")[0]
+        raise BadReply(f"{what} answered something that is not JSON ({reason}): {one_line(raw[:60])!r}") from None
+
+
+async def sse_payloads(
+    resp: aiohttp.ClientResponse,
+    *,
+    max_line_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
+    max_total_bytes: int = DEFAULT_MAX_STREAM_BYTES,
+) -> AsyncIterator[Any]:
     """Yield the JSON payload of each `data:` line of a server-sent-event stream.
 
     Ends at `data: [DONE]` or at the end of the body (`Exchange.require_finished` then tells a
     finished stream from a cut one). Lines are split here rather than with aiohttp's line
-    reader, whose line-length cap a cumulative top-k stream can exceed.
+    reader, whose line-length cap a cumulative top-k stream can exceed. Each byte is scanned
+    for a newline once (a line arriving in many chunks is never rescanned from its start), a
+    line longer than `max_line_bytes` or a stream longer than `max_total_bytes` is `TooLarge`.
     """
     buf = bytearray()
+    total = 0
     async for chunk in resp.content.iter_any():
+        total += len(chunk)
+        if total > max_total_bytes:
+            raise TooLarge(f"the stream is over the {_size(max_total_bytes)} cap (max_stream_bytes)")
+        search = len(buf)  # what came before holds no newline: only the new bytes need a look
         buf += chunk
-        while (nl := buf.find(b"\n")) >= 0:
-            line = bytes(buf[:nl]).strip()
-            del buf[: nl + 1]
+        start = 0
+        while (nl := buf.find(b"\n", search)) >= 0:
+            line = bytes(buf[start:nl]).strip()
+            start = search = nl + 1
             if not line.startswith(b"data:"):
                 continue  # blank separators, comments and `event:` lines carry nothing we use
             data = line[5:].strip()
             if data == b"[DONE]":
                 return
-            try:
-                yield json.loads(data)
-            except ValueError as e:
-                raise BadReply(f"stream chunk is not JSON: {data[:60]!r}") from e
+            yield parse_json(data, "a stream chunk")
+        del buf[:start]
+        if len(buf) > max_line_bytes:
+            raise TooLarge(f"a stream line is over the {_size(max_line_bytes)} cap (max_response_bytes)")
+
+
+def _size(n: int) -> str:
+    return f"{n / (1 << 20):g} MiB" if n >= 1 << 20 else f"{n} bytes"
 
 
 def parse_prometheus(text: str) -> dict[str, float]:
@@ -315,10 +534,13 @@ def get_target_class(engine: str) -> type[Target]:
         raise UsageError(f"unknown engine {engine!r} (known: {', '.join(available_engines())})") from None
 
 
-def make_target(engine: str, base_url: str, **opts: Any) -> Target:
-    """Build the adapter for `engine`; `opts` go to its constructor (e.g. `model=` for openai)."""
+def make_target(
+    engine: str, base_url: str, *, headers: Mapping[str, str] | None = None, **opts: Any
+) -> Target:
+    """Build the adapter for `engine`; `headers` go with every request it makes (auth), `opts`
+    to its constructor (`model=` for openai, `max_response_bytes=`, `max_stream_bytes=`)."""
     cls = get_target_class(engine)
     try:
-        return cls(base_url, **opts)  # type: ignore[call-arg]
+        return cls(base_url, headers=headers, **opts)  # type: ignore[call-arg]
     except TypeError as e:
         raise UsageError(f"bad option for engine {engine!r}: {e}") from None

@@ -17,13 +17,14 @@ shape, so a handful of GETs decide:
     >>> decide_server_info({"vllm_config": "model=tiny"}), decide_server_info({"tp_size": 1})
     ('vllm', 'sglang')
 
-A probe that fails in any way (refused, 404, not JSON) just says "not this one"; only when no
-probe decides does detection fail, with one line naming what was tried.
+A probe that fails in any way (refused, 404, not JSON, not UTF-8, too large) just says "not
+this one"; only when no probe decides does detection fail, with one line naming what was tried.
+A server behind auth gets the same `headers` on every probe as the adapter sends later, and
+answers no probe more than `max_response_bytes`.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -31,7 +32,15 @@ from typing import Any
 import aiohttp
 
 from servefuzz.errors import TargetError
-from servefuzz.targets.base import describe_error
+from servefuzz.targets.base import (
+    DEFAULT_MAX_RESPONSE_BYTES,
+    BadReply,
+    auth_headers,
+    describe_error,
+    parse_json,
+    read_body,
+    split_credentials,
+)
 
 __all__ = ["Detection", "decide_server_info", "detect_engine"]
 
@@ -55,26 +64,41 @@ def decide_server_info(d: Mapping[str, Any]) -> str | None:
     return None
 
 
-async def detect_engine(session: aiohttp.ClientSession, base_url: str) -> Detection:
-    """Probe `base_url` and say which dialect to speak; TargetError when nothing answers usefully."""
-    base = base_url.rstrip("/")
+async def detect_engine(
+    session: aiohttp.ClientSession,
+    base_url: str,
+    *,
+    headers: Mapping[str, str] | None = None,
+    max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
+) -> Detection:
+    """Probe `base_url` and say which dialect to speak; TargetError when nothing answers usefully.
+
+    `headers` (auth) go with every probe; credentials in the URL become a Basic Authorization
+    header, as the adapters make them.
+    """
+    url, from_url = split_credentials(base_url)
+    base = url.rstrip("/")
+    sent = auth_headers(headers={**({"Authorization": from_url} if from_url else {}), **(headers or {})})
     reached = False
 
     async def get(path: str) -> tuple[int, str] | None:
         nonlocal reached
         try:
-            async with session.get(base + path) as resp:
+            async with session.get(base + path, headers=sent, allow_redirects=False) as resp:
                 reached = True
-                return resp.status, await resp.text()
-        except (aiohttp.ClientError, TimeoutError, OSError):
+                if resp.status != 200:
+                    return resp.status, ""
+                body = await read_body(resp, max_response_bytes)
+                return resp.status, body.decode("utf-8", errors="replace")
+        except (aiohttp.ClientError, TimeoutError, OSError, BadReply):
             return None
 
     def obj(answer: tuple[int, str] | None) -> dict[str, Any] | None:
         if answer is None or answer[0] != 200:
             return None
         try:
-            d = json.loads(answer[1])
-        except ValueError:
+            d = parse_json(answer[1], "a probe")
+        except BadReply:
             return None
         return d if isinstance(d, dict) else None
 
@@ -94,7 +118,7 @@ async def detect_engine(session: aiohttp.ClientSession, base_url: str) -> Detect
         return Detection("openai", "/v1/models answered (an OpenAI-compatible server)")
     if not reached:
         try:  # say why, in the words every other connection failure uses
-            async with session.get(base + "/"):
+            async with session.get(base + "/", headers=sent, allow_redirects=False):
                 pass
         except (aiohttp.ClientError, TimeoutError, OSError) as e:
             raise TargetError(f"cannot reach {base}: {describe_error(e)}") from None

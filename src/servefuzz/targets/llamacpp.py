@@ -31,7 +31,6 @@ that leaves nothing behind.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from typing import Any
 
@@ -43,9 +42,10 @@ from servefuzz.targets.base import (
     Exchange,
     HttpTarget,
     TargetInfo,
+    parse_json,
+    read_error,
     register,
     reply_shape,
-    sse_payloads,
 )
 from servefuzz.workload import RequestSpec
 
@@ -59,8 +59,8 @@ _FINISH = {"limit": "length", "eos": "stop", "word": "stop"}
 class LlamaCppTarget(HttpTarget):
     """A llama.cpp server (`llama-server -m model.gguf ...`)."""
 
-    def __init__(self, base_url: str, *, cache_prompt: bool = True) -> None:
-        super().__init__(base_url)
+    def __init__(self, base_url: str, *, cache_prompt: bool = True, **http: Any) -> None:
+        super().__init__(base_url, **http)
         self.cache_prompt = cache_prompt
         self._slots: int | None = None
 
@@ -86,21 +86,18 @@ class LlamaCppTarget(HttpTarget):
         # a pooled connection reused for the next request then fails as "server disconnected".
         # Closing it from our side keeps that connection out of the pool.
         headers = {"Connection": "close"} if spec.stream else None
-        async with session.post(self.url("/completion"), json=self.body(spec, top_k=top_k, cold=exchange.cold),
-                                headers=headers) as resp:
+        async with self.post(session, "/completion", json=self.body(spec, top_k=top_k, cold=exchange.cold),
+                             headers=headers) as resp:
             exchange.http_status = resp.status
             if resp.status >= 300:
-                raise BadStatus(resp.status, await resp.text())
+                raise BadStatus(resp.status, await read_error(resp))
             if spec.stream:
-                async for chunk in sse_payloads(resp):
+                async for chunk in self.stream(resp):
                     _absorb(exchange, chunk, position=0, streamed=True)
                 exchange.require_finished(spec.n)
                 return
-            raw = await resp.read()
-        try:
-            data = json.loads(raw)
-        except ValueError as e:
-            raise BadReply(f"/completion answered something that is not JSON: {raw[:60]!r}") from e
+            raw = await self.read(resp)
+        data = parse_json(raw, "/completion")
         for position, item in enumerate(data if isinstance(data, list) else [data]):
             _absorb(exchange, item, position=position, streamed=False)
 
@@ -108,11 +105,11 @@ class LlamaCppTarget(HttpTarget):
         slots = self._slots if self._slots is not None else await self._total_slots(session)
         for slot in range(slots):
             # A busy slot's erase waits in the server's queue until the slot is free.
-            async with session.post(self.url(f"/slots/{slot}?action=erase")) as resp:
+            async with self.post(session, f"/slots/{slot}?action=erase") as resp:
                 if resp.status in (404, 501):
                     return False  # no --slot-save-path: the server offers no erase
                 if resp.status >= 300:
-                    raise BadStatus(resp.status, await resp.text())
+                    raise BadStatus(resp.status, await read_error(resp))
         return True
 
     async def server_info(self, session: aiohttp.ClientSession) -> TargetInfo:
@@ -127,6 +124,7 @@ class LlamaCppTarget(HttpTarget):
             return TargetInfo(
                 engine=self.engine,
                 base_url=self.base_url,
+                auth=self.authenticated,
                 version=None if props.get("build_info") is None else str(props["build_info"]),
                 server_args={
                     "model_path": props.get("model_path"),

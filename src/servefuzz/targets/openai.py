@@ -18,7 +18,6 @@ The engine has no cache flush in this dialect; `flush_cache` answers False.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
@@ -31,9 +30,10 @@ from servefuzz.targets.base import (
     Exchange,
     HttpTarget,
     TargetInfo,
+    parse_json,
+    read_error,
     register,
     reply_shape,
-    sse_payloads,
 )
 from servefuzz.workload import RequestSpec
 
@@ -50,8 +50,8 @@ class OpenAITarget(HttpTarget):
     # Ask for `return_tokens_as_token_ids` (vLLM accepts it; a strict server may reject it).
     spell_token_ids: ClassVar[bool] = False
 
-    def __init__(self, base_url: str, *, model: str | None = None) -> None:
-        super().__init__(base_url)
+    def __init__(self, base_url: str, *, model: str | None = None, **http: Any) -> None:
+        super().__init__(base_url, **http)
         self.model = model
 
     def body(self, spec: RequestSpec, *, top_k: int, model: str) -> dict[str, Any]:
@@ -77,21 +77,17 @@ class OpenAITarget(HttpTarget):
     ) -> None:
         model = self.model if self.model is not None else await self._first_model(session)
         body = self.body(spec, top_k=top_k, model=model)
-        async with session.post(self.url("/v1/completions"), json=body) as resp:
+        async with self.post(session, "/v1/completions", json=body) as resp:
             exchange.http_status = resp.status
             if resp.status >= 300:
-                raise BadStatus(resp.status, await resp.text())
+                raise BadStatus(resp.status, await read_error(resp))
             if spec.stream:
-                async for chunk in sse_payloads(resp):
+                async for chunk in self.stream(resp):
                     _absorb(exchange, chunk, streamed=True)
                 exchange.require_finished(spec.n)
                 return
-            raw = await resp.read()
-        try:
-            data = json.loads(raw)
-        except ValueError as e:
-            raise BadReply(f"/v1/completions answered something that is not JSON: {raw[:60]!r}") from e
-        _absorb(exchange, data, streamed=False)
+            raw = await self.read(resp)
+        _absorb(exchange, parse_json(raw, "/v1/completions"), streamed=False)
 
     async def flush_cache(self, session: aiohttp.ClientSession) -> bool:
         return False
@@ -105,7 +101,8 @@ class OpenAITarget(HttpTarget):
         if "max_model_len" in entry:  # vLLM's context length
             args["max_model_len"] = entry["max_model_len"]
         return TargetInfo(
-            engine=self.engine, base_url=self.base_url, version=await self._version(session), server_args=args
+            engine=self.engine, base_url=self.base_url, auth=self.authenticated,
+            version=await self._version(session), server_args=args,
         )
 
     async def _first_model(self, session: aiohttp.ClientSession) -> str:

@@ -25,7 +25,6 @@ examples and their sources are in `tests/targets/data/sglang/`):
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import Mapping, Sequence
 from typing import Any, TypeVar
 
@@ -38,9 +37,10 @@ from servefuzz.targets.base import (
     Exchange,
     HttpTarget,
     TargetInfo,
+    parse_json,
+    read_error,
     register,
     reply_shape,
-    sse_payloads,
 )
 from servefuzz.workload import RequestSpec
 
@@ -57,8 +57,8 @@ class SGLangTarget(HttpTarget):
     idle), so a flush is retried `flush_attempts` times, `flush_interval_s` apart.
     """
 
-    def __init__(self, base_url: str, *, flush_attempts: int = 50, flush_interval_s: float = 0.1) -> None:
-        super().__init__(base_url)
+    def __init__(self, base_url: str, *, flush_attempts: int = 50, flush_interval_s: float = 0.1, **http: Any) -> None:
+        super().__init__(base_url, **http)
         self.flush_attempts = flush_attempts
         self.flush_interval_s = flush_interval_s
 
@@ -82,20 +82,17 @@ class SGLangTarget(HttpTarget):
     async def send(
         self, session: aiohttp.ClientSession, spec: RequestSpec, *, top_k: int, exchange: Exchange
     ) -> None:
-        async with session.post(self.url("/generate"), json=self.body(spec, top_k=top_k)) as resp:
+        async with self.post(session, "/generate", json=self.body(spec, top_k=top_k)) as resp:
             exchange.http_status = resp.status
             if resp.status >= 300:
-                raise BadStatus(resp.status, await resp.text())
+                raise BadStatus(resp.status, await read_error(resp))
             if spec.stream:
-                async for chunk in sse_payloads(resp):
+                async for chunk in self.stream(resp):
                     _absorb(exchange, chunk, position=0, streamed=True)
                 exchange.require_finished(spec.n)
                 return
-            raw = await resp.read()
-        try:
-            data = json.loads(raw)
-        except ValueError as e:
-            raise BadReply(f"/generate answered something that is not JSON: {raw[:60]!r}") from e
+            raw = await self.read(resp)
+        data = parse_json(raw, "/generate")
         # n > 1 answers a list, one dict per choice; n == 1 a bare dict.
         for position, item in enumerate(data if isinstance(data, list) else [data]):
             _absorb(exchange, item, position=position, streamed=False)
@@ -105,12 +102,12 @@ class SGLangTarget(HttpTarget):
         for attempt in range(self.flush_attempts):
             if attempt:
                 await asyncio.sleep(self.flush_interval_s)
-            async with session.post(self.url("/flush_cache")) as resp:
+            async with self.post(session, "/flush_cache") as resp:
                 if resp.status == 200:
                     return True
                 if resp.status == 404:
                     return False
-                status, body = resp.status, await resp.text()
+                status, body = resp.status, await read_error(resp)
         excerpt = BadStatus(status, body).excerpt
         raise TargetError(
             f"{self.base_url}/flush_cache still refused after {self.flush_attempts} tries "
@@ -133,6 +130,7 @@ class SGLangTarget(HttpTarget):
             return TargetInfo(
                 engine=self.engine,
                 base_url=self.base_url,
+                auth=self.authenticated,
                 version=None if d.get("version") is None else str(d["version"]),
                 server_args={k: v for k, v in d.items() if k != "internal_states"},
                 page_size=_opt_int(d.get("page_size")),

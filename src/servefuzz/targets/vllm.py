@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import json
+import math
 import re
 from typing import Any, ClassVar
 
@@ -35,6 +35,8 @@ from servefuzz.targets.base import (
     BadStatus,
     Exchange,
     TargetInfo,
+    parse_json,
+    read_error,
     register,
     reply_shape,
 )
@@ -62,8 +64,9 @@ class VLLMTarget(OpenAITarget):
         model: str | None = None,
         flush_attempts: int = 50,
         flush_interval_s: float = 0.1,
+        **http: Any,
     ) -> None:
-        super().__init__(base_url, model=model)
+        super().__init__(base_url, model=model, **http)
         self.flush_attempts = flush_attempts
         self.flush_interval_s = flush_interval_s
 
@@ -90,14 +93,14 @@ class VLLMTarget(OpenAITarget):
         for attempt in range(self.flush_attempts):
             if attempt:
                 await asyncio.sleep(self.flush_interval_s)
-            async with session.post(self.url("/reset_prefix_cache")) as resp:
+            async with self.post(session, "/reset_prefix_cache") as resp:
                 if resp.status == 404:
                     return False  # started without VLLM_SERVER_DEV_MODE=1
-                body = await resp.text()
                 if resp.status >= 300:
-                    raise BadStatus(resp.status, body)
+                    raise BadStatus(resp.status, await read_error(resp))
+                body = parse_json(await self.read(resp), "/reset_prefix_cache")
             with reply_shape("/reset_prefix_cache"):
-                if json.loads(body)["success"]:
+                if body["success"]:
                     return True
         raise TargetError(
             f"{self.base_url}/reset_prefix_cache still answered success=false after "
@@ -106,10 +109,10 @@ class VLLMTarget(OpenAITarget):
 
     async def server_info(self, session: aiohttp.ClientSession) -> TargetInfo:
         base = await super().server_info(session)
-        async with session.get(self.url("/metrics")) as resp:
-            text = await resp.text()
+        async with self.get(session, "/metrics") as resp:
             if resp.status >= 300:
-                raise BadStatus(resp.status, text)
+                raise BadStatus(resp.status, await read_error(resp))
+            text = (await self.read(resp)).decode("utf-8", errors="replace")
         with reply_shape("/metrics"):
             cache = {k: _typed(v) for k, v in info_labels(text, "vllm:cache_config_info").items()}
         if not cache:
@@ -170,12 +173,17 @@ def info_labels(text: str, metric: str) -> dict[str, str]:
 
 
 def _typed(value: str) -> Any:
-    """Label values are strings; give back the ints and booleans they spell."""
+    """Label values are strings; give back the ints, floats and booleans they spell (so that the
+    flags a report rebuilds from them type-check: `gpu_memory_utilization` is a number)."""
     if value in ("True", "False"):
         return value == "True"
-    if value.lstrip("-").isdigit():
+    if value.lstrip("-").isdigit() and len(value) <= 30:
         return int(value)
-    return value
+    try:
+        number = float(value)
+    except ValueError:
+        return value
+    return number if math.isfinite(number) and any(c.isdigit() for c in value) else value
 
 
 def _opt_int(x: Any) -> int | None:
