@@ -29,6 +29,7 @@ __all__ = [
     "RunHistory",
     "write_history_jsonl",
     "read_history_jsonl",
+    "truncate_torn_tail",
 ]
 
 # Top-k alternatives at one output position: ((token_id, logprob), ...), best first.
@@ -161,7 +162,7 @@ def write_history_jsonl(path: Path, histories: Iterable[RunHistory]) -> None:
     """Append histories to a JSONL file (one header line per run, one line per record).
 
     Appending line by line means a campaign killed mid-write loses at most the last line,
-    which the reader skips.
+    which the reader skips; `truncate_torn_tail` removes it before anything is appended again.
     """
     with open(path, "a", encoding="utf-8") as f:
         for h in histories:
@@ -194,8 +195,46 @@ def read_history_jsonl(path: Path) -> list[RunHistory]:
     return runs
 
 
+def truncate_torn_tail(path: Path) -> int:
+    """Cut a torn last line off an append-only JSONL file; return how many bytes went.
+
+    A kill mid-append leaves a last line without its newline. Appending to such a file glues
+    the next line onto the fragment, and a reader then drops both (a run's header included, so
+    its records land under the previous run). Call this when reopening a file for appending
+    (a campaign's `--resume`): the file then ends at its last complete line, made durable.
+    A missing, empty or whole file is left as it is (0).
+    """
+    try:
+        f = open(path, "r+b")  # noqa: SIM115 - closed below
+    except FileNotFoundError:
+        return 0
+    with f:
+        size = f.seek(0, os.SEEK_END)
+        if size == 0:
+            return 0
+        f.seek(size - 1)
+        if f.read(1) == b"\n":
+            return 0
+        # Walk back block by block to the last newline: the fragment is at most one line long.
+        end = size
+        keep = 0
+        while end > 0:
+            start = max(0, end - (64 << 10))
+            f.seek(start)
+            nl = f.read(end - start).rfind(b"\n")
+            if nl >= 0:
+                keep = start + nl + 1
+                break
+            end = start
+        f.truncate(keep)
+        f.flush()
+        os.fsync(f.fileno())
+    return size - keep
+
+
 def _iter_json_lines(path: Path) -> Iterator[dict[str, Any]]:
-    with open(path, encoding="utf-8") as f:
+    # errors="replace": a torn multi-byte character must not make the whole file unreadable.
+    with open(path, encoding="utf-8", errors="replace") as f:
         for line in f:
             try:
                 yield json.loads(line)
