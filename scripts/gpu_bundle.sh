@@ -94,6 +94,7 @@ bundle_servefuzz() {
 bundle_settle() {
     mkdir -p "$GPU/settle"
     git show "$SETTLE_REF:scripts/gpu_settle.py" >"$GPU/settle/gpu_settle.py"
+    git show "$SETTLE_REF:scripts/gpu_patch_trace.py" >"$GPU/settle/gpu_patch_trace.py"
     git show "$SETTLE_REF:$FINDING" >"$GPU/settle/finding.json"
 }
 

@@ -36,7 +36,7 @@ pack() {
     ( cd "$SETTLE" && mkdir -p log-tails && for f in logs/*.log; do
           [[ -f $f ]] && tail -c 200000 "$f" >"log-tails/$(basename "$f")"; done ) || true
     tar -C "$SETTLE" -czf "$OUT/settle.tar.gz" --ignore-failed-read \
-        state.json raw.jsonl.xz log-tails debug $(cd "$SETTLE" && ls logs/sanitizer-*.txt 2>/dev/null) 2>/dev/null || true
+        state.json raw.jsonl.xz log-tails debug $(cd "$SETTLE" && ls logs/sanitizer-*.txt logs/trace-*.txt 2>/dev/null) 2>/dev/null || true
     [[ -f $SETTLE/state.json ]] && cp "$SETTLE/state.json" "$OUT/state.json"
     say "packed: $(cd "$OUT" && du -ch ./* 2>/dev/null | tail -1 | cut -f1) in $OUT; $(( $(date +%s) - START )) s since the start"
 }
@@ -54,8 +54,25 @@ cat "$OUT/machine.txt"
 BIN=$(scripts/gpu_build.sh | tail -1)
 "$BIN" --version 2>&1 | grep -iE 'version|built|CUDA|device' | tee -a "$OUT/machine.txt" || true
 
+# A second binary with the CUDA graph path instrumented (scripts/gpu_patch_trace.py; nothing changes
+# unless its environment variables are set): an incremental rebuild of ggml-cuda.cu in the same
+# build folder. Skipped with TRACE_BUILD=0 or when there is no source tree (LLAMA_SERVER given).
+TRACE_BIN=$W/cache/llama-server-trace
+if [[ ${TRACE_BUILD:-1} == 1 && ! -x $TRACE_BIN && -d $W/src/llama.cpp ]]; then
+    t0=$(date +%s)
+    if python3 .gpu/settle/gpu_patch_trace.py "$W/src/llama.cpp" \
+        && cmake --build "$W/build" --target llama-server -j "${JOBS:-16}" >"$W/build-trace.log" 2>&1; then
+        cp "$W/build/bin/llama-server" "$TRACE_BIN"
+        say "patched (trace) llama-server built in $(( $(date +%s) - t0 )) s"
+    else
+        grep -m5 -B2 -A8 'error' "$W/build-trace.log" || tail -20 "$W/build-trace.log" || true
+        say "the patched build failed; going on without it"
+    fi
+fi
+
 UNTIL=$(( START + ${DEADLINE:-570} - 30 ))   # leave time to pack
 say "settling until $(date -d @"$UNTIL" +%H:%M:%S) ($(( UNTIL - $(date +%s) )) s)"
 python3 .gpu/settle/gpu_settle.py run --server "$BIN" --gguf .gpu/tiny.gguf --finding .gpu/settle/finding.json \
     --work "$SETTLE" --out "$OUT" --until "$UNTIL" --scale "${SCALE:-1}" \
+    $( [[ -x $TRACE_BIN ]] && echo --trace-server "$TRACE_BIN" ) \
     ${STAGES:+--stages "$STAGES"} ${CPU:+--cpu --threads 1}
