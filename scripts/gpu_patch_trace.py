@@ -2,7 +2,8 @@
 """Instrument llama.cpp's CUDA graph path (ggml/src/ggml-cuda/ggml-cuda.cu, pinned 0c1e570) for
 issue 15, behind two environment variables that change nothing when unset:
 
-  GGML_CUDA_GRAPH_TRACE=1      one line per graph compute on stderr: the graph key (first node),
+  GGML_CUDA_GRAPH_TRACE=1      one line per graph compute on stderr (fprintf: llama-server
+                               drops ggml's INFO log lines unless verbose): the graph key (first node),
                                node count, whether the CUDA graph is used / (re)captured, whether
                                the node properties changed, the warmup state, and for every
                                executable update the result of cudaGraphExecUpdate
@@ -27,7 +28,8 @@ EDITS = [
         GGML_LOG_DEBUG("%s: CUDA graph update failed\\n", __func__);
 #endif""",
         """    if (getenv("GGML_CUDA_GRAPH_TRACE")) {
-        GGML_LOG_INFO("cuda-graph-trace: update key=%p stat=%d result=%d\\n", graph_key, (int) stat, (int) result_info.result);
+        fprintf(stderr, "cuda-graph-trace: update key=%p stat=%d result=%d\\n", graph_key, (int) stat, (int) result_info.result);
+        fflush(stderr);
     }
     if (stat == cudaErrorGraphExecUpdateFailure) {
 #ifndef NDEBUG
@@ -51,12 +53,13 @@ EDITS = [
         """    if (getenv("GGML_CUDA_GRAPH_TRACE")) {
 #ifdef USE_CUDA_GRAPH
         ggml_cuda_graph * tg = cuda_ctx->cuda_graph(graph_key);
-        GGML_LOG_INFO("cuda-graph-trace: compute key=%p uid=%llu nodes=%d node0=%s ne0=[%lld,%lld,%lld,%lld] use=%d capture=%d warm=%d instance=%p\\n",
+        fprintf(stderr, "cuda-graph-trace: compute key=%p uid=%llu nodes=%d node0=%s ne0=[%lld,%lld,%lld,%lld] use=%d capture=%d warm=%d instance=%p\\n",
                       graph_key, (unsigned long long) cgraph->uid, cgraph->n_nodes, cgraph->nodes[0]->name,
                       (long long) cgraph->nodes[0]->ne[0], (long long) cgraph->nodes[0]->ne[1],
                       (long long) cgraph->nodes[0]->ne[2], (long long) cgraph->nodes[0]->ne[3],
                       (int) use_cuda_graph, (int) cuda_graph_update_required, (int) tg->warmup_complete,
                       (void *) tg->instance);
+        fflush(stderr);
 #endif
     }
     if (use_cuda_graph && cuda_graph_update_required) {

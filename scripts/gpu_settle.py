@@ -832,6 +832,92 @@ class Settle:
         st["done"] = True
         self.save()
 
+    # --- the history that reproduces (third session) -------------------------------------------
+    #
+    # The recipe above never flipped; the first session's shrink server did, 16/16, and so did
+    # the same sequence replayed on fresh servers (6/6, also under memcheck and initcheck), and
+    # GGML_CUDA_GRAPH_NO_UPDATE=1 cured it (0/18). HISTORY is that sequence, shortened to the
+    # candidates the memcheck replay ran: each row serves it on a fresh server, so its rate is
+    # the rate of the whole sequence under that row's flags.
+
+    HISTORY = ("victim-alone-loaded", "decode1+victim", "decode1+victim, slots 0,1", "decode1+victim, slots 1,0",
+               "decode1+victim, slots 0,2", "decode1+victim, slots 3,4")
+
+    def history_rows(self) -> list[tuple[str, dict]]:
+        return [
+            ("as found (exact profile)", {}),
+            ("trace", {"trace": True, "env": {"GGML_CUDA_GRAPH_TRACE": "1"}}),
+            ("-fa on", {"flags": ["-fa", "on"]}),
+            ("-ctk f16 -ctv f16", {"flags": ["-ctk", "f16", "-ctv", "f16"]}),
+            ("-ub 1024", {"flags": ["-ub", "1024"]}),
+            ("-ub 256", {"flags": ["-ub", "256"]}),
+            ("--kv-unified", {"flags": ["--kv-unified"]}),
+            ("-np 4", {"slots": 4}),
+            ("-np 2", {"slots": 2}),
+            ("GGML_CUDA_PDL=0", {"env": {"GGML_CUDA_PDL": "0"}}),
+            ("victim prompt 513", {"length": 513}),
+            ("victim prompt 600", {"length": 600}),
+            ("victim prompt 500", {"length": 500}),
+            ("victim prompt 1000", {"length": 1000}),
+            ("as found, again", {}),
+            ("GGML_CUDA_GRAPH_NO_UPDATE=1 (patched)", {"trace": True, "env": {"GGML_CUDA_GRAPH_NO_UPDATE": "1"}}),
+        ]
+
+    def history_row(self, name: str, spec: dict, runs: int = 4) -> dict | None:
+        st = self.stage("history")
+        if name in st["rows"]:
+            return st["rows"][name]
+        if self.clock.left() < 25:
+            return None
+        binary = self.args.trace_server if spec.get("trace") else self.args.server
+        if not binary:
+            st["rows"][name] = {"error": "no patched (trace) build", "rate": "-"}
+            return st["rows"][name]
+        reqs = self.reqs if "length" not in spec else resize_prompt(self.reqs, self.victim, spec["length"])
+        lib = scenario_library(reqs, self.victim)
+        slots = spec.get("slots", SLOTS)
+        say(f"history / {name}")
+        t0, per, total_bad, total, raw = now(), {}, 0, 0, []
+        log = self.work / "logs" / f"{slug('history-' + name)}.log"
+        try:
+            with Server(binary, self.args.gguf, slots=slots, flags=spec.get("flags"), env=spec.get("env"), log=log,
+                        threads=self.args.threads, gpu=self.gpu) as srv:
+                for cand in self.HISTORY:
+                    sc = [{**r, "id_slot": r["id_slot"] % slots} if r.get("id_slot") is not None else r for r in lib[cand]]
+                    with open(log, "a") as f:
+                        f.write(f"=== settle: candidate {cand}\n")
+                    res = measure(srv, sc, runs, self.clock, budget=30, raw=raw, row=f"history/{name}/{cand}")
+                    per[cand] = {"rate": res["rate"], "slots": [pr.get(self.victim, {}).get("slot") for pr in res["per_run"]],
+                                 "worst_shift0": res["worst_shift0"]}
+                    total_bad += res["per_request"].get(self.victim, 0)
+                    total += res["runs"]
+        except Exception as e:
+            per["error"] = f"{type(e).__name__}: {e}"[:1500]
+        trace = []
+        if spec.get("trace") and log.exists():
+            trace = [line.strip()[:260] for line in log.read_text(errors="replace").splitlines()
+                     if "cuda-graph-trace" in line or line.startswith("=== settle")]
+            (self.work / "logs" / f"trace-{slug(name)}.txt").write_text("\n".join(trace) + "\n")
+        row = {"rate": f"{total_bad}/{total}", "bad_runs": total_bad, "runs": total, "candidates": per,
+               "flags": spec.get("flags", []), "env": spec.get("env", {}), "slots": slots,
+               "length": spec.get("length", 569), "seconds": round(now() - t0, 1), "trace_lines": len(trace),
+               "error": per.get("error")}
+        say(f"  -> {row['rate']}  " + "; ".join(f"{k}: {v['rate']}" for k, v in per.items() if isinstance(v, dict))
+            + f"  ({row['seconds']} s)")
+        with open(self.raw_path, "a") as f:
+            for item in raw:
+                f.write(json.dumps(item) + "\n")
+        st["rows"][name] = row
+        self.save()
+        return row
+
+    def s_history(self) -> None:
+        rows = self.history_rows()
+        for name, spec in rows:
+            if self.history_row(name, spec) is None:
+                return
+        self.stage("history")["done"] = True
+
     STAGES = ("baseline", "shrink", "minimize", "confirm", "sweep", "sanitize", "debug", "lengths")
 
     def run(self, stages: list[str]) -> None:
@@ -872,6 +958,13 @@ def render(state: dict) -> str:
             continue
         lines += ["| row | rate (runs with a bad request) | bad per request | worst first-token shift | largest benign | "
                   "first-token variants | s | note |", "|---|---|---|---|---|---|---|---|"]
+        if stage == "history":
+            lines[-2:] = ["| row | victim bad / runs (whole sequence) | per candidate | s | note |", "|---|---|---|---|---|"]
+            for name, r in st["rows"].items():
+                cands = "; ".join(f"{k}: {v['rate']}" for k, v in (r.get("candidates") or {}).items() if isinstance(v, dict))
+                lines.append(f"| {name} | {r.get('rate')} | {cands} | {r.get('seconds', '-')} | {(r.get('error') or '')[:200]} |")
+            lines.append("")
+            continue
         if stage.startswith("recipe"):
             lines[-2:] = ["| row | bad / runs | runs in order (slot: g good, B bad) | first-token top-3 seen | s | note |",
                           "|---|---|---|---|---|---|"]
