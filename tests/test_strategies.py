@@ -64,7 +64,9 @@ def test_page_boundary_always_bursts_a_one_page_prefix_behind_a_blocker(seed: in
     blocker = s.by_id()["r01"]  # written first, just before the burst
     assert blocker.prefix_len == 0 and blocker.prompt_len >= 256
     # offsets are rounded to 0.1 ms, so allow for the float error of the difference
-    assert all(0 < r.offset_ms - blocker.offset_ms <= 8 + 1e-9 for r in p0), "the burst lands while the blocker prefills"
+    assert all(6.2 - 1e-9 <= r.offset_ms - blocker.offset_ms <= 14 + 1e-9 for r in p0), "the burst lands while the blocker prefills"
+    offsets = [r.offset_ms for r in p0]
+    assert offsets == sorted(offsets) and len(set(offsets)) == len(offsets), "the burst leaves in order"
     assert all(r.prefix_len % 64 in (0, 1, 63) for r in s.requests if r.prefix_len)
 
 
@@ -132,6 +134,27 @@ def test_long_decodes_have_newcomers_arriving_while_they_run() -> None:
     short = [r for r in s.requests if r.max_tokens <= 16]
     assert len(long) >= 2 and len(short) >= 6
     assert min(r.offset_ms for r in short) >= 10 > max(r.offset_ms for r in long)
+
+
+@pytest.mark.parametrize("limit", [1, 4, 128])
+def test_long_decodes_fill_a_known_concurrency_limit_but_one_row(limit: int) -> None:
+    for seed in range(20):
+        s = LongDecodes().generate(random.Random(seed), TargetShape(page_size=64, max_running_requests=limit), seed=seed)
+        assert s.meta["saturated"] == limit
+        *fillers, victim, newcomer = s.requests
+        assert sum(r.n for r in fillers) == limit - 1 and victim.n == newcomer.n == 1
+        # The victim finishes first; the newcomer waits for its row and covers its whole context.
+        assert all(f.max_tokens > victim.max_tokens for f in fillers)
+        assert newcomer.prompt_len > victim.prompt_len + victim.max_tokens
+        assert [r.offset_ms for r in s.requests] == sorted(r.offset_ms for r in s.requests)
+        assert newcomer.offset_ms - victim.offset_ms >= 1 and all(victim.offset_ms > f.offset_ms for f in fillers)
+
+
+def test_long_decodes_trickle_when_the_limit_is_too_large_to_fill() -> None:
+    s = LongDecodes().generate(random.Random(3), TargetShape(page_size=64, max_running_requests=256), seed=3)
+    assert "gap_ms" in s.meta and "saturated" not in s.meta
+    small_pool = TargetShape(page_size=64, max_running_requests=128, max_total_tokens=4096)
+    assert "saturated" not in LongDecodes().generate(random.Random(3), small_pool, seed=3).meta
 
 
 def test_random_load_respects_the_context() -> None:

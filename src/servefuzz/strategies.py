@@ -25,7 +25,7 @@ few milliseconds earlier, whose prefill keeps the scheduler busy while the burst
 | chunk-boundary  | prompts split at the chunked-prefill budget   | chunk-boundary            |
 | eviction        | load sized past the KV pool                   | evict-in-use              |
 | cancel-storm    | cancel after k tokens, bystanders, retries    | abort-reuse               |
-| long-decode     | decodes finishing while newcomers arrive      | overlap-war               |
+| long-decode     | admissions in a request's last decode step    | overlap-war               |
 | n-mix           | n > 1 choices next to shared prefixes         | (forking bugs)            |
 | random          | unaimed load, as a benchmark tool sends it    | batch-variant-numerics    |
 """
@@ -171,11 +171,20 @@ def _prefix_burst(
     d: Draft, rng: random.Random, prefix: str, prefix_len: int, at_ms: float, size: int, suffix: int
 ) -> None:
     """A blocker, then `size` requests sharing `prefix_len` tokens of `prefix` a few ms later,
-    so that the prefix is allocated and reused inside one scheduling round (the seed's wave 1)."""
+    so that the prefix is allocated and reused inside one scheduling round (the seed's wave 1).
+
+    The burst leaves 6-11 ms after the blocker: a client on a busy machine sends its first
+    request of a run a few ms late (p90 3 ms, up to 6 ms measured on two shared cores), and a
+    burst that caught up with its blocker would reach the scheduler in the round that admits
+    the blocker, one request before the others. Within the burst the requests leave in order,
+    0.3-1 ms apart, so the one that allocates the prefix (the first) is the same in every
+    replay and the others read it in the same round.
+    """
     d.blocker(at_ms)
-    burst = at_ms + rng.uniform(2, 6)
+    t = at_ms + rng.uniform(6, 10)
     for _ in range(size):
-        d.add(burst + rng.uniform(0, 2), prefix_len + rng.randint(1, suffix), 32, prefix=prefix, prefix_len=prefix_len)
+        t += rng.uniform(0.3, 1.0)  # drawn before the length, as ever: seeds keep their scenarios
+        d.add(t, prefix_len + rng.randint(1, suffix), 32, prefix=prefix, prefix_len=prefix_len)
 
 
 @dataclass(frozen=True)
@@ -380,12 +389,32 @@ class CancellationStorm:
 
 @dataclass(frozen=True)
 class LongDecodes:
-    """Long decodes with staggered ends and a trickle of short newcomers around their ends, so
-    that requests are admitted in the very round in which another one's last step runs."""
+    """Requests admitted in the very round in which another one's last decode step runs.
+
+    Two shapes. *Saturated* (when the server says it runs at most R requests at once): one
+    request whose n = R - 1 choices hold every row but one, a short *victim* that takes the
+    last, and a *newcomer* that must wait for a row. The victim finishes first, and the
+    newcomer is admitted exactly when its row comes free, whatever the timing: a server at its
+    concurrency limit recycles a finishing request's row at once, the moment SGLang's overlap
+    race (#18744, PR #26380) needs. The newcomer's prompt outlasts the victim's whole context,
+    so a row handed over too early is overwritten wherever the victim reads it: the finding
+    comes back in every replay. *Trickle* (a server that does not say R, or runs too many at
+    once to fill): long decodes with staggered ends and short newcomers every few ms, so that
+    one is nearly always waiting when a step is scheduled; which request gets hit, and whether
+    any does, follows the timing (measured on the reference engine: 1 to 9 replays in 10).
+    """
 
     name: str = "long-decode"
+    # Rows a saturated scenario may fill: decode batches of this many rows cost the reference
+    # engine about 0.3 s a step on two shared cores; larger limits get the trickle.
+    saturate_max: int = 128
 
     def generate(self, rng: random.Random, shape: TargetShape, *, seed: int) -> Scenario:
+        limit = shape.max_running_requests
+        if limit is not None and 1 <= limit <= self.saturate_max:
+            saturated = self._saturated(rng, shape, seed, limit)
+            if saturated is not None:
+                return saturated
         d = Draft(seed, shape)
         for _ in range(rng.randint(2, 6)):
             d.add(rng.uniform(0, 5), rng.randint(16, 128), rng.randint(48, 256))
@@ -396,6 +425,22 @@ class LongDecodes:
             d.add(t, rng.randint(8, 64), rng.randint(2, 16))
             t += rng.expovariate(1 / gap)
         return d.scenario(self.name, gap_ms=round(gap, 1))
+
+    def _saturated(self, rng: random.Random, shape: TargetShape, seed: int, limit: int) -> Scenario | None:
+        d = Draft(seed, shape)
+        page = shape.page_size or 64
+        fillers = limit - 1
+        if shape.max_total_tokens is not None and (fillers + 4) * 2 * page > shape.max_total_tokens:
+            return None  # the choices alone would press the pool: that is the eviction strategy's job
+        victim_prompt, victim_tokens = rng.randint(8, 64), rng.randint(2, 4)
+        t0 = rng.uniform(0, 10)
+        if fillers:
+            # Long enough to outlive the victim's admission (the next round) and its decode steps.
+            d.add(t0, rng.randint(4, 16), victim_tokens + rng.randint(4, 8), n=fillers)
+        d.add(t0 + rng.uniform(1, 3), victim_prompt, victim_tokens)
+        newcomer = victim_prompt + victim_tokens + rng.randint(8, 64)
+        d.add(t0 + rng.uniform(4, 6), newcomer, rng.randint(2, 8))
+        return d.scenario(self.name, saturated=limit)
 
 
 @dataclass(frozen=True)

@@ -331,6 +331,31 @@ def test_page_boundary_fault_fires_only_at_a_page_multiple(model: TinyModel, sha
     )
 
 
+def test_a_flushed_engine_is_a_fresh_engine_kv_included(model: TinyModel) -> None:
+    engine = Engine(ServerArgs(page_size=16, max_total_tokens=2048), model=model)
+    assert_exact(model, run(engine, [(0, Request("a", tuple(tokens(9, 150)), 20), None)]))
+    assert any(kv.any() for kv in engine.pool.kv), "the run wrote KV"
+    assert engine.flush_now()
+    fresh = Engine(ServerArgs(page_size=16, max_total_tokens=2048), model=model)
+    assert all(np.array_equal(a, b) for a, b in zip(engine.pool.kv, fresh.pool.kv, strict=True))
+    assert engine.pool.alloc(3) == fresh.pool.alloc(3) == [1, 2, 3]
+
+
+def test_page_boundary_fault_comes_back_after_every_flush(model: TinyModel) -> None:
+    """An identical replay after a flush reads the same unwritten page as the first run did:
+    zeros, not the right KV the first run left there (which healed every replay but the first)."""
+    prefix = tokens(4, 64)
+    engine = Engine(ServerArgs(faults=("page-boundary-prefix",)), model=model)
+    outputs = []
+    for _ in range(3):
+        plan = [(0, Request(name, tuple(prefix + tokens(5 + i, 100)), 8), None) for i, name in enumerate("AB")]
+        got = run(engine, plan)
+        outputs.append(tuple(s.token_id for s in got["B"].steps[0]))
+        assert engine.flush_now()
+    assert outputs[0] != tuple(model.generate(prefix + tokens(6, 100), 8).token_ids)
+    assert len(set(outputs)) == 1, "every replay from the flushed state gives the same wrong answer"
+
+
 def test_overlap_fault_needs_an_admission_in_the_finishing_step(model: TinyModel) -> None:
     a, b = tokens(6, 100), tokens(7, 300)
     hits = [
@@ -343,6 +368,25 @@ def test_overlap_fault_needs_an_admission_in_the_finishing_step(model: TinyModel
     assert len(hits) == 1  # exactly one arrival step lines B's admission up with A's last step
     cured = [(0, Request("A", tuple(a), 8), None), (hits[0], Request("B", tuple(b), 8), None)]
     assert fault_run(model, cured, faults=("overlap-war",), disable_overlap_schedule=True) == set()
+
+
+def test_overlap_fault_fires_whatever_the_timing_at_the_concurrency_limit(model: TinyModel) -> None:
+    """A server at --max-running-requests admits a waiting request the moment a row frees, so
+    the early hand-back is always taken: the victim is hit at every arrival step tried."""
+    filler, victim, newcomer = tokens(10, 8), tokens(11, 20), tokens(12, 40)
+
+    def plan(at_victim: int, at_newcomer: int) -> list:
+        return [
+            (0, Request("F", tuple(filler), 8, n=7), None),
+            (at_victim, Request("A", tuple(victim), 3), None),
+            (at_newcomer, Request("B", tuple(newcomer), 4), None),
+        ]
+
+    timings = [(a, a + b) for a in range(3) for b in range(3)]
+    hit = [fault_run(model, plan(*t), faults=("overlap-war",), max_running_requests=8) for t in timings]
+    assert hit == [{"A"}] * len(timings)
+    cured = fault_run(model, plan(1, 2), faults=("overlap-war",), max_running_requests=8, disable_overlap_schedule=True)
+    assert cured == set()
 
 
 CHUNK = 128

@@ -52,6 +52,7 @@ class KVPool:
         self._wide = np.empty((0, 2, n_heads, head_dim), dtype=np.float64)
         self._refs = np.zeros(self.num_pages, dtype=np.int64)
         self._free: list[int] = list(range(1, self.num_pages))  # a sorted list is a valid heap
+        self._touched = 1  # pages [0, _touched) may hold KV written since the last clear
 
     @property
     def usable_pages(self) -> int:
@@ -67,6 +68,7 @@ class KVPool:
             return None
         pages = [heapq.heappop(self._free) for _ in range(n)]
         self._refs[pages] = 1
+        self._touched = max(self._touched, pages[-1] + 1) if pages else self._touched
         return pages
 
     def retain(self, pages: Iterable[int]) -> None:
@@ -90,9 +92,20 @@ class KVPool:
                 heapq.heappush(self._free, p)
 
     def clear(self) -> None:
-        """Every page free again (a flush of an idle engine, as SGLang's allocator clear)."""
+        """Every page free again and zero, as on a fresh start (a flush of an idle engine).
+
+        SGLang's allocator clear frees the pages and leaves their old KV in place; a fresh
+        SGLang starts from zeroed buffers (torch.zeros). Zeroing what was written makes a
+        flushed reference engine bit for bit a freshly started one, so that every replay after
+        a flush starts from one defined state: a bug that reads a page before it is written
+        then reads the same zeros every time, instead of whatever the previous identical
+        replay wrote there (which was the right KV, and hid the bug).
+        """
         self._refs[:] = 0
         self._free = list(range(1, self.num_pages))
+        for kv in self.kv:
+            kv[: self._touched * self.page_size] = 0
+        self._touched = 1  # page 0 (padding) is written by every padded decode
 
     def refcount(self, page: int) -> int:
         return int(self._refs[page])
