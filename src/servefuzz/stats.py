@@ -13,8 +13,9 @@ about such rates, so each claim is made here, with its error rate stated:
 - `fisher_less`: the one-sided Fisher exact p-value that one rate is below another.
 - `CureTest`: triage's rule: "cured" only when the variant never reproduced and is
   significantly below the baseline (p < 0.01); "still there" when it came back.
-- `ShrinkGate`: shrink's rule: a candidate is kept only when it reproduces (the sequential
-  test) at a rate not significantly below the finding's (p >= 0.01).
+- `ShrinkGate`: shrink's rule: a candidate is kept only when its rate is not significantly
+  below the finding's (p >= 0.01) and a sequential test says it reproduces at the finding's
+  level (at most 5% wrong either way).
 - `Trail`: a finding's rates over time; a finding that reproduced and then stops is *flaky*
   (reported with its history, as Hypothesis reports a flaky test, never shrunk into nothing).
 
@@ -433,24 +434,44 @@ class CureTest:
 class ShrinkGate:
     """Shrink's acceptance rule for candidates, against the finding's own rate `reference`.
 
-    A candidate is replayed one run at a time and
+    A smaller candidate is only worth keeping if it reproduces about as often as the finding:
+    one that comes back 6 times in 10 where the finding came back 10 in 10 has lost part of
+    the bug (on the reference engine, a burst without its blocker), and a minimal finding must
+    not be harder to reproduce than the one it came from. So a candidate, replayed one run at
+    a time, is
     - rejected as soon as its rate is significantly below the reference's
-      (`fisher_less(k, n, reference) < alpha`), or the sequential test says "not reproduced";
-    - accepted once the sequential test says "reproduced" (it is then not significantly below);
-    - left undecided at the cap, which is not an acceptance.
+      (`fisher_less(k, n, reference) < alpha`, alpha = 0.01);
+    - kept once a sequential test says it reproduces at the finding's level: Wald's SPRT
+      between `keep` = the finding's rate (at most 0.95) and `drop` = 0.6 x keep, each error
+      at most 5%: a candidate as good as the finding is turned down at most 5% of the time,
+      one at 60% of its rate or less is kept at most 5% of the time;
+    - rejected when that test says "drop", and left undecided at the cap (30 runs), which is
+      not an acceptance: a finding that reproduces too seldom to tell says "undecided".
+
+    Against a finding at 10/10 a candidate that always reproduces is kept after 6 runs; one
+    that never does is dropped after 2.
 
         >>> g = ShrinkGate(Rate(10, 10))
-        >>> g.decide(2, 2), g.decide(0, 3), g.decide(1, 3)
-        ('accept', 'reject', 'undecided')
-        >>> g.more_runs(0, 0), g.more_runs(1, 3)
+        >>> g.decide(6, 6), g.decide(0, 2), g.decide(5, 5), g.decide(4, 5)
+        ('accept', 'reject', 'undecided', 'undecided')
+        >>> g.more_runs(0, 0), g.more_runs(4, 5)
         (2, 2)
+        >>> ShrinkGate(Rate(10, 10)).decide(1, 5)   # 1/5 against 10/10: p = 0.0001
+        'reject'
     """
 
     __slots__ = ("alpha", "reference", "test")
 
-    def __init__(self, reference: Rate, alpha: float = 0.01, test: "SequentialTest | None" = None) -> None:
+    KEEP_MAX = 0.95  # a finding seen 10/10 may still fail now and then: do not demand 100%
+    DROP_FACTOR = 0.6
+    ERROR = 0.05
+
+    def __init__(self, reference: Rate, alpha: float = 0.01, cap: int = 30) -> None:
+        if reference.k == 0:
+            raise ValueError(f"a finding seen {reference.k}/{reference.n} has no rate to keep: it is not reproduced")
         self.reference, self.alpha = reference, alpha
-        self.test = REPRODUCTION if test is None else test
+        keep = min(self.KEEP_MAX, reference.fraction)
+        self.test = SequentialTest(p0=self.DROP_FACTOR * keep, p1=keep, alpha=self.ERROR, beta=self.ERROR, cap=cap)
 
     def p_value(self, k: int, n: int) -> float:
         return fisher_less(k, n, self.reference.k, self.reference.n)
@@ -474,6 +495,10 @@ class ShrinkGate:
             if self.decide(k + m, n + m) != UNDECIDED or self.decide(k, n + m) != UNDECIDED:
                 return m
         return 0
+
+    def describe(self, k: int, n: int) -> str:
+        """`"accept: 6/6 (...) against 10/10 (...), p = 1"`."""
+        return f"{self.decide(k, n)}: {Rate(k, n)} against {self.reference}, p = {self.p_value(k, n):.2g}"
 
 
 class Trail:
