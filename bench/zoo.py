@@ -5,7 +5,7 @@
     python bench/zoo.py --table /tmp/zoo.jsonl            # print the table of a results file
 
 For every zoo fault and seed, each arm gets a fresh reference engine with that one fault planted
-(plus the settings the fault's trigger needs, `commands.ZOO_SETTINGS`) and runs a campaign until
+(plus the settings the fault's trigger needs, `api.ZOO_SETTINGS`) and runs a campaign until
 its first *confirmed* finding of the right class: `numeric-drift` for the benign
 batch-variant-numerics, `corruption` for every other fault. One fault is planted at a time, so
 a finding of the right class is that fault firing. Every arm is judged by the same oracles and
@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from servefuzz.campaign import CampaignConfig, CampaignResult, run_campaign
-from servefuzz.commands import FuzzOptions
+from servefuzz.api import FuzzOptions
 from servefuzz.launcher import ServerProcess
 from servefuzz.reference.faults import FAULTS
 from servefuzz.runner import RunConfig, Runner

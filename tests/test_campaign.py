@@ -18,16 +18,9 @@ from histbuild import flip, rec, run, scored
 
 import servefuzz.campaign as campaign_module
 from servefuzz.anomaly import Anomaly, Oracle, Verdict
-from servefuzz.campaign import (
-    CampaignConfig,
-    FindingStore,
-    Judgement,
-    confirmation_of,
-    derive_seed,
-    finding_size,
-    judge,
-    run_campaign,
-)
+from servefuzz.campaign import CampaignConfig, derive_seed, run_campaign
+from servefuzz.oracles.judge import Expectation, Judgement, judge, reproduction
+from servefuzz.store import FindingStore, finding_size
 from servefuzz.errors import UsageError
 from servefuzz.finding import Confirmation, Finding, TargetInfo
 from servefuzz.runner import Runner
@@ -76,7 +69,7 @@ def test_cache_state_probes_are_judged_against_the_cold_alone_output() -> None:
     replays = [run(2 + i, rec("r01", 2 + i, GOOD)) for i in range(3)]
     again = [rec("r01", 3, GOOD, label="warm"), rec("r01", 3, BAD, label="primed"),
              rec("r01", 4, GOOD, label="warm"), rec("r01", 4, GOOD, label="primed")]
-    c = confirmation_of(Judgement((a,), ()), [*loaded, *replays], replays, alone, cache=again)
+    c = reproduction(Expectation.of_judgement(Judgement((a,), ())), replays, alone, cache=again)
     assert c.rate == "1/3" and c.expected == ("r01",)
 
 
@@ -85,18 +78,18 @@ def test_confirmation_counts_replays_that_differ_from_the_alone_reference() -> N
     alone = {"r02": [rec("r02", 0, GOOD, label="alone")]}
     j = judge(first, alone)
     replays = [run(2 + i, rec("r02", 2 + i, BAD if i % 2 == 0 else GOOD), rec("r01", 2 + i, GOOD)) for i in range(5)]
-    c = confirmation_of(j, [*first, *replays], replays, alone)
+    c = reproduction(Expectation.of_judgement(j), replays, alone)
     assert c.rate == "3/5"
     assert c.expected == ("r02",) and c.stable == ("r01",)
     counts = {v.token_ids: v.count for v in c.variants["r02"]}
-    assert counts == {BAD.token_ids: 5, GOOD.token_ids: 3}  # 2 + 3 under load, 2 + 1 with alone
+    assert counts == {BAD.token_ids: 3, GOOD.token_ids: 3}  # over the replays (3 + 2) and alone (+1)
 
 
 def test_a_finding_that_stops_reproducing_is_kept_with_rate_zero() -> None:
     first = [run(i, rec("r02", i, BAD)) for i in range(2)]
     alone = {"r02": [rec("r02", 0, GOOD, label="alone")]}
     replays = [run(2 + i, rec("r02", 2 + i, GOOD)) for i in range(3)]
-    c = confirmation_of(judge(first, alone), [*first, *replays], replays, alone)
+    c = reproduction(Expectation.of_judgement(judge(first, alone)), replays, alone)
     assert c.rate == "0/3" and c.expected == ("r02",)
 
 
@@ -199,3 +192,29 @@ def test_the_module_docstrings_run() -> None:
     for m in (servefuzz.corpus, servefuzz.feedback, servefuzz.mutators, servefuzz.strategies, servefuzz.traces):
         result = doctest.testmod(m)
         assert result.attempted > 0 and result.failed == 0, m.__name__
+
+
+class _Broken:
+    """A strategy with a bug of ours, as cancel-storm had on llama.cpp's CUDA server."""
+
+    name = "broken"
+
+    def generate(self, rng: object, shape: object, *, seed: int) -> Scenario:
+        raise ValueError("r06/r05: prefix_len 1024 outside the prompt")
+
+
+@pytest.mark.timeout(240)
+def test_a_strategy_that_raises_is_benched_and_the_campaign_goes_on(
+    tmp_path: Path, reference_server: Callable[..., str]
+) -> None:
+    url = reference_server()
+    out = tmp_path / "c"
+    result = _campaign(url, CampaignConfig(out, seed=1, request_budget=40), [_Broken(), RandomLoad()])
+    assert result.stopped_because == "request budget of 40 spent" and result.requests >= 40
+    progress = json.loads((out / "progress.json").read_text())
+    assert progress["benched"] == {"broken": "ValueError: r06/r05: prefix_len 1024 outside the prompt"}
+    # On resume it stays benched; with nothing left to run, the campaign says why it ended.
+    alone = _campaign(url, CampaignConfig(out, seed=1, request_budget=80, resume=True), [_Broken(), RandomLoad()])
+    assert alone.requests >= 80
+    only = _campaign(url, CampaignConfig(tmp_path / "d", seed=1, request_budget=40), [_Broken()])
+    assert only.stopped_because.startswith("every strategy failed: broken: ValueError") and only.requests == 0

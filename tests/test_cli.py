@@ -16,8 +16,8 @@ def servefuzz(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[st
     )
 
 
-def one_error_line(p: subprocess.CompletedProcess[str]) -> str:
-    assert p.returncode == 2, (p.returncode, p.stdout, p.stderr)
+def one_error_line(p: subprocess.CompletedProcess[str], code: int = 2) -> str:
+    assert p.returncode == code, (p.returncode, p.stdout, p.stderr)
     assert "Traceback" not in p.stderr
     lines = [line for line in p.stderr.splitlines() if line.strip()]
     assert len(lines) == 1, p.stderr
@@ -56,7 +56,7 @@ def test_replay_of_a_bad_finding_file_says_why_in_one_line(finding_files: dict[s
 
 
 def test_fuzz_against_an_unreachable_url_says_so(tmp_path: Path) -> None:
-    line = one_error_line(servefuzz("fuzz", "--url", "http://127.0.0.1:9", "--time", "5", "--out", str(tmp_path)))
+    line = one_error_line(servefuzz("fuzz", "--url", "http://127.0.0.1:9", "--time", "5", "--out", str(tmp_path)), 3)
     assert "cannot reach http://127.0.0.1:9" in line
 
 
@@ -78,3 +78,57 @@ def test_bad_fuzz_arguments_get_one_line(args: list[str], words: str, tmp_path: 
 def test_argparse_errors_exit_2_without_traceback() -> None:
     p = servefuzz("fuzz", "--requests", "zero")
     assert p.returncode == 2 and "Traceback" not in p.stderr and "whole number" in p.stderr
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "-1", "0"])
+def test_a_time_budget_must_be_a_finite_positive_number(value: str, tmp_path: Path) -> None:
+    line = one_error_line(servefuzz("fuzz", "--time", value, "--out", str(tmp_path / "c")))
+    assert "--time" in line and "finite number above 0" in line
+
+
+def test_out_naming_a_file_is_refused_in_one_line(tmp_path: Path) -> None:
+    (tmp_path / "f").write_text("x")
+    line = one_error_line(servefuzz("fuzz", "--time", "1", "--out", str(tmp_path / "f")))
+    assert "is a file" in line
+
+
+def test_a_bug_in_servefuzz_exits_4_with_one_line_and_the_traceback_in_a_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A bug cannot be provoked from outside on purpose; plant one in the report writer.
+    import servefuzz.api
+    from servefuzz.cli import main
+
+    def broken(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("planted [/bold] bug")
+
+    monkeypatch.setattr(servefuzz.api, "write_report", broken)
+    assert main(["report", str(_a_finding(tmp_path)), "--out", str(tmp_path / "r")]) == 4
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "internal error: RuntimeError: planted [/bold] bug" in err
+    crash = Path(err.rsplit("traceback in ", 1)[1].strip().rstrip(")"))
+    assert "Traceback" in crash.read_text() and "planted" in crash.read_text()
+    crash.unlink()
+
+
+def _a_finding(tmp_path: Path) -> Path:
+    from servefuzz.anomaly import Anomaly, Oracle, Verdict
+    from servefuzz.finding import Finding, TargetInfo, write_finding
+    from servefuzz.workload import RequestSpec, Scenario
+
+    sc = Scenario(1, (RequestSpec("r01", 0.0, (5, 6), 2),))
+    f = Finding(3, 1, sc, TargetInfo("sglang", "http://127.0.0.1:1"),
+                (Anomaly(Oracle.REPLAY, Verdict.CORRUPTION, "r01", "r01 diverged"),))
+    return write_finding(tmp_path, f)
+
+
+def test_the_public_api_is_exactly_the_documented_names() -> None:
+    import servefuzz
+
+    assert sorted(servefuzz.__all__) == sorted(
+        ["fuzz", "replay", "shrink", "triage", "report", "load_finding", "Finding", "Scenario"]
+    )
+    from servefuzz import Finding, Scenario, fuzz, load_finding, replay, report, shrink, triage
+
+    assert all(callable(f) and not isinstance(f, type(servefuzz)) for f in (fuzz, replay, shrink, triage, report, load_finding))
+    assert Finding.__name__ == "Finding" and Scenario.__name__ == "Scenario"

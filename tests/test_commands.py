@@ -20,8 +20,9 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from servefuzz.commands import FuzzOptions, open_target
-from servefuzz.confirm import Launch
+from servefuzz.api import FuzzOptions
+from servefuzz.launcher import Launch
+from servefuzz.trial import open_target
 from servefuzz.errors import TargetError, UsageError
 from servefuzz.finding import load_finding
 from servefuzz.launcher import ServerProcess, free_port, reference_argv

@@ -30,9 +30,9 @@ from servefuzz.finding import (
     write_finding,
 )
 from servefuzz.known_issues import match
-from servefuzz.report.html import report_html
-from servefuzz.report.issue_md import issue_markdown
-from servefuzz.report.repro import repro_script
+from servefuzz.reports.html import report_html
+from servefuzz.reports.issue_md import issue_markdown
+from servefuzz.reports.repro import repro_script
 from servefuzz.workload import RequestSpec, Scenario
 
 

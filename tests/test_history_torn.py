@@ -6,13 +6,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from servefuzz.durable import truncate_torn_tail
 from servefuzz.history import (
     ChoiceRecord,
     RequestRecord,
     RunHistory,
     Status,
     read_history_jsonl,
-    truncate_torn_tail,
     write_history_jsonl,
 )
 

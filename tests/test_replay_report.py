@@ -8,7 +8,9 @@ from servefuzz import replay_report
 from servefuzz.anomaly import Anomaly, Oracle, Verdict
 from servefuzz.finding import Finding, TargetInfo
 from servefuzz.history import ChoiceRecord, RequestRecord, RunHistory, Status
-from servefuzz.replay_report import render_replay_report, replay_result
+from servefuzz.oracles.judge import Expectation, judge, reproduction
+from servefuzz.replay_report import ReplayResult, render_replay_report
+from servefuzz.replay_report import replay_result as report_of
 from servefuzz.workload import RequestSpec, Scenario
 
 # The seed report's finding_03330: eleven requests, r02 (prefix_len 64) the one that diverges.
@@ -55,6 +57,12 @@ def replay(r02_variant: list[int] | None) -> list[RunHistory]:
     return histories
 
 
+def replay_result(f: Finding, histories: list[RunHistory]) -> ReplayResult:
+    """The report of replays judged the one way every command judges them (no alone references
+    here: each request's reference is its most frequent answer)."""
+    return report_of(f, reproduction(Expectation.of(f), histories, {}), judge(histories, {}))
+
+
 def test_confirmed_report_matches_the_seed_block() -> None:
     result = replay_result(finding(), replay(R02_RUNS))
     assert result.confirmed and result.reproduced == ("r02",)
@@ -79,7 +87,7 @@ def test_confirmed_report_matches_the_seed_block() -> None:
     r01, r01_b_s_s_s_s, r02_b_s_b_s_s_s, r02_b_s_s_s_s, r03, r03_b_s_s_s_s,
     r03_s_s_s_s, r04_b_s_s_s_s, r04_s_b_s_s_s, r04_s_s_s_s
 
-  RESULT: CONFIRMED  (1/1 expected divergences reproduced)
+  RESULT: CONFIRMED  (in 5/10 replays; 1/1 expected divergences reproduced)
 ============================================================
 """
     assert text == expected
@@ -91,7 +99,7 @@ def test_not_reproduced_report() -> None:
     text = render_replay_report(result)
     assert "[DIVERGED — 0/11 requests non-deterministic]" in text
     assert "[STABLE — 11 requests consistent across all runs]" in text
-    assert "RESULT: NOT REPRODUCED  (0/1 expected divergences reproduced)" in text
+    assert "RESULT: NOT REPRODUCED  (in 0/10 replays; 0/1 expected divergences reproduced)" in text
 
 
 def test_unexpected_divergence_is_marked_and_does_not_confirm() -> None:
@@ -125,7 +133,7 @@ def test_crash_finding_confirms_on_a_crash() -> None:
     ]  # fmt: skip
     result = replay_result(f, dead)
     assert result.confirmed
-    assert "RESULT: CONFIRMED  (crash seen again)" in render_replay_report(result)
+    assert "RESULT: CONFIRMED  (in 10/10 replays; crash seen again)" in render_replay_report(result)
     assert not replay_result(f, replay(None)).confirmed
 
 

@@ -13,7 +13,8 @@ from hypothesis import strategies as st
 
 from servefuzz.anomaly import Anomaly, Oracle, Verdict
 from servefuzz.finding import Finding, TargetInfo, write_finding
-from servefuzz.shrink import Shrinker, Trial, ddmin, main, sort_key, with_lineage
+from servefuzz.cli import main as cli
+from servefuzz.shrinker import Shrinker, Trial, ddmin, sort_key, with_lineage
 from servefuzz.workload import PromptBuilder, RequestSpec, Scenario
 
 VOCAB = range(3, 1000)
@@ -233,7 +234,7 @@ def test_bad_input_is_one_line_and_exit_2(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], args: list[str], message: str
 ) -> None:
     f = finding_file(tmp_path, "http://127.0.0.1:1")
-    assert main([a.replace("{f}", str(f)) for a in args]) == 2
+    assert cli(["shrink", *[a.replace("{f}", str(f)) for a in args]]) == 2
     err = capsys.readouterr().err
     assert message in err and err.count("\n") == 1 and "Traceback" not in err
 
@@ -243,6 +244,6 @@ def test_a_finding_that_does_not_reproduce_is_left_alone(
 ) -> None:
     url = reference_server()  # a clean engine: nothing reproduces
     f = finding_file(tmp_path, url)
-    assert main([str(f), "--base-url", url, "--runs", "2"]) == 1
+    assert cli(["shrink", str(f), "--base-url", url, "--runs", "2"]) == 1
     assert "did not reproduce in 2 replays" in capsys.readouterr().out
     assert sorted(p.name for p in tmp_path.iterdir()) == [f.name]

@@ -32,6 +32,7 @@ __all__ = [
     "Divergence",
     "Anomaly",
     "worst",
+    "deciding",
 ]
 
 
@@ -75,6 +76,11 @@ class Oracle(str, enum.Enum):
 def worst(verdicts: Iterable[Verdict]) -> Verdict | None:
     """The most severe verdict, or None for none at all."""
     return min(verdicts, key=lambda v: v.rank, default=None)
+
+
+def deciding(divergences: Iterable[Divergence]) -> Divergence | None:
+    """The divergence that decides: the most severe verdict, then the earliest token."""
+    return min(divergences, key=lambda d: (d.verdict.rank, d.position), default=None)
 
 
 @dataclass(frozen=True)

@@ -129,19 +129,31 @@ class Schedule:
         self.uses: Counter[str] = Counter(uses or {})
         self.gains: Counter[str] = Counter(gains or {})
         self.seconds: Counter[str] = Counter(seconds or {})
+        self.benched: dict[str, str] = {}  # strategy -> the error that benched it
 
     def weight(self, name: str) -> float:
         return (1 + self.gains[name]) / (1 + self.seconds[name] / COST_UNIT_S)
 
+    @property
+    def active(self) -> tuple[str, ...]:
+        return tuple(n for n in self.names if n not in self.benched)
+
+    def bench(self, name: str, error: str) -> None:
+        """Never pick `name` again: its generator raised `error` (a bug of ours, not the target's)."""
+        self.benched[name] = error
+
     def next(
         self, rng: random.Random, iteration: int, corpus: Corpus
     ) -> tuple[Literal["generate"], str] | tuple[Literal["mutate"], CorpusEntry]:
-        if iteration < len(self.names):
+        active = self.active
+        if not active:
+            raise ValueError("every strategy of the schedule is benched")
+        if iteration < len(self.names) and self.names[iteration] in active:
             name = self.names[iteration]
         elif corpus.entries and rng.random() < self.mutate_share:
             return "mutate", corpus.pick(rng)
         else:
-            name = rng.choices(self.names, weights=[self.weight(n) for n in self.names])[0]
+            name = rng.choices(active, weights=[self.weight(n) for n in active])[0]
         self.uses[name] += 1
         return "generate", name
 

@@ -7,7 +7,10 @@ turns any `ServefuzzError` into one clear line and a non-zero exit, never a trac
 
 from __future__ import annotations
 
+import enum
+
 __all__ = [
+    "Exit",
     "ServefuzzError",
     "UsageError",
     "FindingError",
@@ -16,10 +19,26 @@ __all__ = [
 ]
 
 
+class Exit(enum.IntEnum):
+    """What the command line's exit status means, for every command (README: "Exit codes").
+
+    `FOUND` is only ever the answer to the question a command asks (a campaign found
+    something; a replay did not reproduce, a shrink or triage had nothing to work on): never
+    a failure of servefuzz itself, which a CI job would otherwise read as a finding.
+    """
+
+    OK = 0  # fuzz: nothing found; replay: reproduced; shrink, triage, report: done
+    FOUND = 1  # fuzz: found something; replay, shrink, triage: the finding did not come back
+    USAGE = 2  # bad flags, a bad or unreadable finding file, a trace that is not one
+    TARGET = 3  # the server cannot be reached, could not be started, or went away for good
+    INTERNAL = 4  # a bug in servefuzz (the traceback is written to a file, never shown as output)
+    INTERRUPTED = 130  # Ctrl-C; what was written so far is kept
+
+
 class ServefuzzError(Exception):
     """Root of all servefuzz errors. `exit_code` is what the CLI exits with."""
 
-    exit_code: int = 2
+    exit_code: int = Exit.USAGE
 
 
 class UsageError(ServefuzzError):
@@ -33,6 +52,10 @@ class FindingError(ServefuzzError):
 class TargetError(ServefuzzError):
     """The target server cannot be used at all (unreachable, wrong dialect)."""
 
+    exit_code = Exit.TARGET
+
 
 class LaunchError(ServefuzzError):
     """A server the tool launched did not come up healthy."""
+
+    exit_code = Exit.TARGET

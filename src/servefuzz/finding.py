@@ -39,8 +39,10 @@ from typing import Any
 
 import jsonschema
 
-from servefuzz.anomaly import Anomaly, Variant, Verdict, worst
+from servefuzz import durable
+from servefuzz.anomaly import Anomaly, Variant, Verdict, deciding, worst
 from servefuzz.errors import FindingError
+from servefuzz.triggers import load_features, signature_features
 from servefuzz.workload import Scenario
 
 __all__ = [
@@ -329,8 +331,8 @@ class Finding:
     def why(self) -> str:
         """The reason for the verdict: the deciding divergence's reason, or the anomaly's summary."""
         head = self.headline
-        deciding = [d for d in head.divergences if d.verdict is head.verdict]
-        return deciding[0].reason if deciding else head.summary
+        d = deciding(head.divergences)
+        return d.reason if d is not None else head.summary
 
     @property
     def expected_diverging(self) -> tuple[str, ...]:
@@ -341,35 +343,24 @@ class Finding:
         return tuple(dict.fromkeys(ids))
 
     @property
+    def page_size(self) -> int | None:
+        """The KV page size the finding was made with: the server's, else the scenario's."""
+        page = self.target.page_size or self.scenario.meta.get("page_size")
+        return page if isinstance(page, int) and page > 0 else None
+
+    @property
     def signature(self) -> str:
-        """A dedup key: engine, oracle and verdict of the headline anomaly, and trigger features
-        of the requests involved (their prefix length against the page size, n > 1, streaming,
-        aborts elsewhere in the scenario).
+        """A dedup key: engine, oracle and verdict of the headline anomaly, and the trigger
+        features (`servefuzz.triggers.SIGNATURE`) of the requests involved: their prefix length
+        against the page size, n > 1, streaming, aborts elsewhere in the scenario. The known-issue
+        matcher reads the same features.
 
         Two findings with one signature are most likely one bug; the campaign keeps the first.
         """
         head = self.headline
-        specs = self.scenario.by_id()
         involved = self.expected_diverging if head.verdict.is_divergence else (head.request_id,)
-        page = self.target.page_size or self.scenario.meta.get("page_size")
-        features: set[str] = set()
-        for rid in involved:
-            spec = specs.get(rid)
-            if spec is None:
-                continue
-            if spec.prefix_len == 0:
-                features.add("prefix=none")
-            elif not isinstance(page, int) or page <= 0:
-                features.add("prefix=shared")
-            else:
-                features.add("prefix=page-aligned" if spec.prefix_len % page == 0 else "prefix=mid-page")
-            if spec.n > 1:
-                features.add("n>1")
-            if spec.stream:
-                features.add("stream")
-        if any(r.cancelled for r in self.scenario.requests):
-            features.add("aborts")
-        return ":".join([self.target.engine, head.oracle.value, head.verdict.value, ",".join(sorted(features)) or "-"])
+        features = signature_features(load_features(self.scenario, involved, self.page_size))
+        return ":".join([self.target.engine, head.oracle.value, head.verdict.value, ",".join(features) or "-"])
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -447,7 +438,7 @@ def write_finding(directory: Path | str, finding: Finding, *, name: str | None =
             if path.exists():
                 return _keep_existing(path, finding)
             os.replace(tmp, path)
-        _fsync_dir(directory)
+        durable.fsync_dir(directory)
     except OSError as e:
         raise FindingError(f"{path}: cannot write: {e.strerror or e}") from None
     finally:
@@ -600,15 +591,6 @@ def _comparable(f: Finding) -> dict[str, Any]:
     d: dict[str, Any] = json.loads(json.dumps(f.to_json()))
     del d["created_at"]
     return d
-
-
-def _fsync_dir(directory: Path) -> None:
-    # The new name is durable only once the directory entry is on disk.
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def _redact(value: Any) -> Any:

@@ -15,11 +15,12 @@ from __future__ import annotations
 import dataclasses
 import enum
 import json
-import os
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from servefuzz import durable
 
 __all__ = [
     "Status",
@@ -29,7 +30,6 @@ __all__ = [
     "RunHistory",
     "write_history_jsonl",
     "read_history_jsonl",
-    "truncate_torn_tail",
 ]
 
 # Top-k alternatives at one output position: ((token_id, logprob), ...), best first.
@@ -117,12 +117,6 @@ class RequestRecord:
         """How late the request left against its schedule."""
         return None if self.sent_ms is None else self.sent_ms - self.scheduled_ms
 
-    @property
-    def ttft_ms(self) -> float | None:
-        if self.sent_ms is None or self.first_token_ms is None:
-            return None
-        return self.first_token_ms - self.sent_ms
-
     def to_json(self) -> dict[str, Any]:
         d = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
         d["status"] = self.status.value
@@ -162,15 +156,16 @@ def write_history_jsonl(path: Path, histories: Iterable[RunHistory]) -> None:
     """Append histories to a JSONL file (one header line per run, one line per record).
 
     Appending line by line means a campaign killed mid-write loses at most the last line,
-    which the reader skips; `truncate_torn_tail` removes it before anything is appended again.
+    which the reader skips; `durable.truncate_torn_tail` removes it before anything is appended again.
     """
-    with open(path, "a", encoding="utf-8") as f:
-        for h in histories:
-            f.write(json.dumps({"kind": "run", "run": h.run, "label": h.label, "meta": dict(h.meta)}) + "\n")
-            for r in h.records:
-                f.write(json.dumps({"kind": "record", **r.to_json()}) + "\n")
-        f.flush()
-        os.fsync(f.fileno())
+    durable.append_lines(path, (
+        line
+        for h in histories
+        for line in (
+            json.dumps({"kind": "run", "run": h.run, "label": h.label, "meta": dict(h.meta)}),
+            *(json.dumps({"kind": "record", **r.to_json()}) for r in h.records),
+        )
+    ))
 
 
 def read_history_jsonl(path: Path) -> list[RunHistory]:
@@ -193,43 +188,6 @@ def read_history_jsonl(path: Path) -> list[RunHistory]:
             records.append(RequestRecord.from_json(obj))
     flush()
     return runs
-
-
-def truncate_torn_tail(path: Path) -> int:
-    """Cut a torn last line off an append-only JSONL file; return how many bytes went.
-
-    A kill mid-append leaves a last line without its newline. Appending to such a file glues
-    the next line onto the fragment, and a reader then drops both (a run's header included, so
-    its records land under the previous run). Call this when reopening a file for appending
-    (a campaign's `--resume`): the file then ends at its last complete line, made durable.
-    A missing, empty or whole file is left as it is (0).
-    """
-    try:
-        f = open(path, "r+b")  # noqa: SIM115 - closed below
-    except FileNotFoundError:
-        return 0
-    with f:
-        size = f.seek(0, os.SEEK_END)
-        if size == 0:
-            return 0
-        f.seek(size - 1)
-        if f.read(1) == b"\n":
-            return 0
-        # Walk back block by block to the last newline: the fragment is at most one line long.
-        end = size
-        keep = 0
-        while end > 0:
-            start = max(0, end - (64 << 10))
-            f.seek(start)
-            nl = f.read(end - start).rfind(b"\n")
-            if nl >= 0:
-                keep = start + nl + 1
-                break
-            end = start
-        f.truncate(keep)
-        f.flush()
-        os.fsync(f.fileno())
-    return size - keep
 
 
 def _iter_json_lines(path: Path) -> Iterator[dict[str, Any]]:

@@ -32,7 +32,7 @@ from typing import Any
 
 from servefuzz.anomaly import Verdict
 from servefuzz.finding import Finding, Triage, TriageOutcome
-from servefuzz.workload import RequestSpec
+from servefuzz.triggers import FEATURES, load_features
 
 __all__ = [
     "FEATURES",
@@ -45,28 +45,6 @@ __all__ = [
     "trigger_features",
     "match",
 ]
-
-# The trigger features a finding can show, and what each means.
-FEATURES: Mapping[str, str] = {
-    "prefix=page-aligned": "a diverging request's shared prefix is a whole number of KV pages",
-    "prefix=mid-page": "a diverging request's shared prefix ends inside a KV page",
-    "prefix=shared": "a diverging request shares a prefix with other requests",
-    "prefix=none": "a diverging request shares no prefix with any other request",
-    "prefix=full": "a diverging request's whole prompt was sent before (fully cached)",
-    "burst": "a diverging request leaves within a few milliseconds of another one",
-    "concurrent": "more than one request is in flight",
-    "high-concurrency": "32 or more requests leave within one second",
-    "n>1": "a diverging request asks for several choices",
-    "stream": "a diverging request streams",
-    "abort": "a request of the scenario is cancelled mid-flight",
-    "chunked-prefill": "a prompt is longer than the chunked-prefill budget",
-    "eviction": "the scenario needs more KV than the pool holds",
-    "radix-cache": "the server runs SGLang's radix prefix cache",
-    "prefix-caching": "the server caches prompt prefixes (vLLM prefix caching, llama.cpp cache_prompt)",
-    "overlap": "the server runs SGLang's overlap scheduler",
-    "cuda-graph": "the server replays padded CUDA graphs for decode",
-    "deterministic": "the server runs in its deterministic (batch-invariant) mode",
-}
 
 ENGINES = ("sglang", "vllm", "llamacpp")
 
@@ -99,8 +77,6 @@ _SPECIFIC = frozenset(
 # planted fault, a specific trigger feature, or a cure) and this much in all.
 _MIN_SCORE = _W_ENGINE + _W_VERDICT + _W_FEATURE
 
-_BURST_MS = 5.0  # requests this close leave in one scheduling round of a busy server
-_HIGH_CONCURRENCY = 32
 _GENERIC_ENGINES = ("openai",)  # a dialect spoken by many engines: any engine's issue may apply
 
 
@@ -207,67 +183,7 @@ def trigger_features(finding: Finding) -> dict[str, str]:
     """
     head = finding.headline
     involved = finding.expected_diverging if head.verdict.is_divergence else (head.request_id,)
-    specs = finding.scenario.by_id()
-    feats: dict[str, str] = {}
-    for rid in involved:
-        if rid in specs:
-            for feature, reason in _request_features(finding, specs[rid]).items():
-                feats.setdefault(feature, reason)  # the first diverging request tells
-    return {**feats, **_scenario_features(finding), **_server_features(finding)}
-
-
-def _request_features(finding: Finding, spec: RequestSpec) -> dict[str, str]:
-    """Features of one diverging request: its shared prefix against the page, its neighbours."""
-    feats: dict[str, str] = {}
-    rid, requests = spec.id, finding.scenario.requests
-    page = finding.target.page_size or finding.scenario.meta.get("page_size")
-    if spec.prefix_len == 0:
-        feats["prefix=none"] = f"{rid} shares no prefix with other requests"
-    else:
-        feats["prefix=shared"] = f"{rid} shares a {spec.prefix_len}-token prefix with other requests"
-        if isinstance(page, int) and page > 0:
-            if spec.prefix_len % page == 0:
-                feats["prefix=page-aligned"] = (
-                    f"the diverging request {rid}'s prefix_len {spec.prefix_len} is a multiple of the page size {page}"
-                )
-            else:
-                feats["prefix=mid-page"] = (
-                    f"the diverging request {rid}'s prefix_len {spec.prefix_len} ends inside a page of {page} "
-                    f"({_count(spec.prefix_len // page, 'full page')} shared)"
-                )
-    # Its whole prompt sent before it (or with it): the engine can serve it entirely from cache.
-    covered = [
-        r.id for r in requests if r.id != rid and r.offset_ms <= spec.offset_ms and (
-            r.prompt_ids == spec.prompt_ids
-            or (spec.prefix_len == spec.prompt_len and r.prefix_name == spec.prefix_name and r.prefix_len >= spec.prefix_len)
-        )
-    ]
-    if covered:
-        feats["prefix=full"] = f"{rid}'s whole prompt was sent before it, by {covered[0]}"
-    close = [r.id for r in requests if r.id != rid and abs(r.offset_ms - spec.offset_ms) <= _BURST_MS]
-    if close:
-        feats["burst"] = f"{rid} leaves within {_BURST_MS:g} ms of {', '.join(close[:3])}"
-    if spec.n > 1:
-        feats["n>1"] = f"{rid} asks for n={spec.n} choices"
-    if spec.stream:
-        feats["stream"] = f"{rid} streams"
-    return feats
-
-
-def _scenario_features(finding: Finding) -> dict[str, str]:
-    """Features of the whole load: how many requests, how dense, whether some are cut."""
-    feats: dict[str, str] = {}
-    requests = finding.scenario.requests
-    if len(requests) > 1:
-        span = finding.scenario.duration_ms
-        feats["concurrent"] = f"{len(requests)} requests leave " + (f"within {span:.0f} ms" if span >= 0.5 else "at once")
-    busiest = max((sum(1 for r in requests if 0 <= r.offset_ms - s.offset_ms < 1000) for s in requests), default=0)
-    if busiest >= _HIGH_CONCURRENCY:
-        feats["high-concurrency"] = f"{busiest} requests leave within one second"
-    cancelled = [r for r in requests if r.cancelled]
-    if cancelled:
-        feats["abort"] = f"{cancelled[0].id} is cancelled after {cancelled[0].cancel_after_ms:g} ms"
-    return feats
+    return {**load_features(finding.scenario, involved, finding.page_size), **_server_features(finding)}
 
 
 def _server_features(finding: Finding) -> dict[str, str]:
@@ -394,7 +310,3 @@ def _applies(setting: str, outcome: TriageOutcome) -> bool:
     want = setting.split()
     have = [word for flag in outcome.flags for word in flag.replace("=", " ", 1).split()]
     return any(have[i : i + len(want)] == want for i in range(len(have) - len(want) + 1))
-
-
-def _count(n: int, noun: str) -> str:
-    return f"{n} {noun}{'' if n == 1 else 's'}"

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import dataclasses
 import functools
 import os
 import shlex
@@ -27,13 +28,17 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
+from typing import Any
 
+from servefuzz import engines
+from servefuzz.engine_flags import reference_flag_argv
 from servefuzz.errors import LaunchError, UsageError
-from servefuzz.finding import redact_argv
+from servefuzz.finding import TargetInfo, redact_argv
 
-__all__ = ["ServerProcess", "free_port", "group_alive", "reference_argv"]
+__all__ = ["PRESETS", "Launch", "ServerProcess", "free_port", "group_alive", "reference_argv", "reference_flags"]
 
 _PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 # Loaded here, in the parent: the child between fork and exec should not be loading libraries.
@@ -117,17 +122,6 @@ class ServerProcess:
         self._proc: subprocess.Popen[bytes] | None = None
         self._log_file: object | None = None
         self.restarts = 0
-
-    @classmethod
-    def from_command(cls, command: str, **kw: object) -> ServerProcess:
-        """From a user's shell-like string, e.g. `"llama-server -m m.gguf --port {port}"`."""
-        try:
-            argv = shlex.split(command)
-        except ValueError as e:
-            raise UsageError(f"cannot parse launch command: {e}") from None
-        if not any("{port}" in a for a in argv):
-            raise UsageError("launch command must contain {port}")
-        return cls(argv, **kw)  # type: ignore[arg-type]
 
     @classmethod
     def reference(cls, flags: Sequence[str] = (), **kw: object) -> ServerProcess:
@@ -279,3 +273,97 @@ class ServerProcess:
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         self.stop()
+
+
+# -- what to launch ---------------------------------------------------------------------
+
+
+PRESETS = ("reference", "vllm-cpu", "llama-server")
+
+@dataclass(frozen=True)
+class Launch:
+    """A server to start for replays: an argv template with `{port}`, extra environment, the
+    dialect to speak to it, and options for that dialect's adapter.
+
+    Triage derives one per flag variant (`with_changes`) and launches each on its own.
+    """
+
+    engine: str
+    argv: tuple[str, ...]
+    env: Mapping[str, str] = field(default_factory=dict)
+    target_opts: Mapping[str, Any] = field(default_factory=dict)
+    start_timeout_s: float = 60.0
+
+    @classmethod
+    def reference(cls, target: TargetInfo) -> Launch:
+        """The embedded reference engine exactly as `target` describes it, faults included."""
+        return cls("reference", tuple(reference_argv(reference_flags(target))))
+
+    @classmethod
+    def resolve(
+        cls,
+        spec: str,
+        target: TargetInfo | None = None,
+        *,
+        model: Path | None = None,
+        engine: str | None = None,
+        reference_flags: Sequence[str] = (),
+    ) -> Launch:
+        """A preset name (`reference`, `vllm-cpu`, `llama-server`) or the user's command with `{port}`.
+
+        `target`: the server a finding was made on, which the presets rebuild (its faults, dtype,
+        block size, slots); None for a new campaign, which gets `reference_flags` on the
+        reference engine and the presets' defaults elsewhere. A preset without `--model` serves
+        the tiny models servefuzz builds into its cache. Raises UsageError for a command without
+        `{port}`, a model that is not there, or an engine `scripts/setup_engines.sh` has not set up.
+        """
+        if spec == "reference":
+            if target is not None:
+                return cls.reference(target)
+            return cls("reference", tuple(reference_argv(reference_flags)))
+        args = {} if target is None else target.server_args
+        if spec == "vllm-cpu":
+            given = engines.hf_model_dir(model) if model is not None else None
+            if not engines.vllm_installed():
+                raise UsageError(f"vLLM CPU is not installed under {engines.cache_dir()}: run {engines.SETUP_SCRIPT}")
+            hf_dir = given or engines.hf_model_dir(None)
+            dtype = str(args.get("dtype") or engines.model_dtype(hf_dir))
+            page = target.page_size if target is not None and target.page_size else 32
+            argv = engines.vllm_argv(hf_dir, dtype, block_size=page)
+            return cls("vllm", tuple(argv), engines.vllm_env(), start_timeout_s=engines.VLLM_START_TIMEOUT_S)
+        if spec == "llama-server":
+            gguf = engines.gguf_model(model) if model is not None else None
+            if not engines.llama_server_built():
+                raise UsageError(f"llama-server is not built under {engines.cache_dir()}: run {engines.SETUP_SCRIPT}")
+            slots = args.get("total_slots")
+            # --slot-save-path mounts the slot erase that flushes; --cache-ram 0 keeps no copy of
+            # an erased prompt to restore. Erasing writes nothing there.
+            extra = ["--slot-save-path", tempfile.gettempdir(), "--cache-ram", "0"]
+            argv = engines.llama_server_argv(gguf or engines.gguf_model(None),
+                                             slots=int(slots) if isinstance(slots, int) else 8, extra=extra)
+            return cls("llamacpp", tuple(argv))
+        try:
+            argv = shlex.split(spec)
+        except ValueError as e:
+            raise UsageError(f"cannot parse the launch command: {e}") from None
+        if not argv:
+            raise UsageError("--launch needs a preset (reference, vllm-cpu, llama-server) or a command")
+        if not any("{port}" in a for a in argv):
+            raise UsageError(
+                f"--launch {spec!r} is neither a preset ({', '.join(PRESETS)}) nor a command with {{port}}"
+            )
+        # A user's server may take long to load its model; the dialect is detected when not given.
+        return cls(engine or (target.engine if target is not None else ""), tuple(argv), start_timeout_s=600.0)
+
+    def with_changes(self, argv: Sequence[str], env: Mapping[str, str], target_opts: Mapping[str, Any]) -> Launch:
+        """This launch with another command line, and more environment and adapter options."""
+        return dataclasses.replace(
+            self, argv=tuple(argv), env={**self.env, **env}, target_opts={**self.target_opts, **target_opts}
+        )
+
+
+def reference_flags(target: TargetInfo) -> list[str]:
+    """The reference engine's flags that rebuild the server `target` describes, faults
+    included: only through the typed allow-list (`engine_flags`), so a value a hostile server
+    or an edited finding planted is refused with one line, never passed on."""
+    return reference_flag_argv(target.server_args, target.faults)

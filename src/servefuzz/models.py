@@ -21,10 +21,8 @@ The weights, tokenizers and GGUF writer come from the optional `models` extra
 
 from __future__ import annotations
 
-import argparse
 import importlib
 import json
-import sys
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,9 +31,9 @@ from typing import Any
 
 import numpy as np
 
-from servefuzz.errors import ServefuzzError, UsageError
+from servefuzz.errors import UsageError
 
-__all__ = ["DTYPES", "TINY", "ModelPaths", "ModelShape", "build_models", "main"]
+__all__ = ["DTYPES", "TINY", "ModelPaths", "ModelShape", "build_models"]
 
 DTYPES = ("float32", "bfloat16")
 _HF_SPECIALS = ("<s>", "</s>", "<pad>")  # ids 0, 1, 2: the trainer numbers specials first
@@ -315,26 +313,3 @@ def _write_gguf(path: Path, shape: ModelShape, *, seed: int) -> int:
 
 
 # --- command line -----------------------------------------------------------------------------
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """`servefuzz model build DIR [--dtype float32|bfloat16] [--seed N]`; argv is what follows `build`."""
-    parser = argparse.ArgumentParser(
-        prog="servefuzz model build",
-        description="Write a tiny random-weight model for vLLM (DIR/hf-DTYPE/) and llama.cpp (DIR/tiny.gguf).",
-    )
-    parser.add_argument("dir", type=Path, help="output folder (created if missing)")
-    parser.add_argument("--dtype", choices=DTYPES, default="float32", help="weight type of the HF model")
-    parser.add_argument("--seed", type=int, default=0, help="the same seed writes the same model")
-    args = parser.parse_args(argv)
-    try:
-        paths = build_models(args.dir, dtype=args.dtype, seed=args.seed)
-    except ServefuzzError as e:
-        print(f"servefuzz model build: error: {e}", file=sys.stderr)
-        return e.exit_code
-    except OSError as e:
-        print(f"servefuzz model build: error: cannot write {e.filename or args.dir}: {e.strerror or e}", file=sys.stderr)
-        return 2
-    print(f"vLLM model:      {paths.hf_dir}  (vocabulary {paths.hf_vocab_size}, {paths.dtype})")
-    print(f"llama.cpp model: {paths.gguf}  (vocabulary {paths.gguf_vocab_size}, float32)")
-    return 0

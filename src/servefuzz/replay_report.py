@@ -4,23 +4,25 @@ Given a finding and the R histories of replaying its scenario, `replay_result` n
 diverged requests with their output variants and counts, the stable ones, and whether the
 expected divergence reproduced; `render_replay_report` prints it in the shape of the seed
 report's replay block. The CLI prints the text and exits 0 when `confirmed`, 1 otherwise.
+The text holds no control character (`sanitize.visible`) but may hold `[`: print it plainly,
+never through a markup parser.
 
     >>> from servefuzz.anomaly import Anomaly, Oracle, Verdict
-    >>> from servefuzz.finding import Finding, TargetInfo
-    >>> from servefuzz.history import ChoiceRecord, RequestRecord, RunHistory, Status
+    >>> from servefuzz.finding import Confirmation, Finding, TargetInfo
+    >>> from servefuzz.oracles.judge import Judgement
     >>> from servefuzz.workload import RequestSpec, Scenario
     >>> sc = Scenario(1, (RequestSpec("r01", 0.0, (3, 4), 2),))
-    >>> f = Finding(3, 1, sc, TargetInfo("reference", "http://127.0.0.1:1"),
-    ...             (Anomaly(Oracle.REPLAY, Verdict.CORRUPTION, "r01", "r01 diverged"),))
-    >>> runs = [RunHistory(i, "load", (RequestRecord("r01", i, "load", Status.OK, 0.0,
-    ...         choices=(ChoiceRecord(0, (5, i)),)),)) for i in range(3)]
-    >>> r = replay_result(f, runs)
-    >>> r.confirmed, r.reproduced, r.stable
-    (True, ('r01',), ())
+    >>> a = Anomaly(Oracle.REPLAY, Verdict.CORRUPTION, "r01", "r01 diverged")
+    >>> f = Finding(3, 1, sc, TargetInfo("reference", "http://127.0.0.1:1"), (a,))
+    >>> r = replay_result(f, Confirmation(3, 3, {}, ("r01",), ()), Judgement((a,), ()))
+    >>> r.confirmed, r.reproduced, r.rate
+    (True, ('r01',), '3/3')
 
-A replay is CONFIRMED when at least one expected request diverged (these bugs are
-timing-sensitive; the count of reproduced expectations is printed beside it), or, for a finding
-about a crash, hang, 5xx or malformed answer, when the replay shows that same failure again.
+The rule that decides is not here: `servefuzz.oracles.judge.reproduction` measured the
+confirmation (the same rule the campaign confirms with), and this module only renders it. A
+replay is CONFIRMED when the finding came back in at least one replay: an expected request
+answered other than alone on a flushed cache, or, for a crash, hang, 5xx or malformed answer,
+the same failure showed again.
 """
 
 from __future__ import annotations
@@ -29,12 +31,13 @@ import textwrap
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from servefuzz.anomaly import Anomaly, Variant, Verdict
-from servefuzz.finding import Finding
-from servefuzz.history import RunHistory
-from servefuzz.oracles import brief, liveness, replay_consistency
+from servefuzz.anomaly import Anomaly, Variant, Verdict, deciding
+from servefuzz.finding import Confirmation, Finding
+from servefuzz.oracles import brief
+from servefuzz.oracles.judge import Judgement
+from servefuzz.sanitize import visible
 
-__all__ = ["DivergedRequest", "ReplayResult", "replay_result", "render_replay_report"]
+__all__ = ["DivergedRequest", "ReplayResult", "replay_result", "render_replay_report", "render_confirmation"]
 
 _RULE = "=" * 60
 
@@ -64,46 +67,54 @@ class ReplayResult:
     stable: tuple[str, ...]
     undetermined: tuple[str, ...]
     failures: tuple[Anomaly, ...]
+    confirmation: Confirmation
 
     @property
     def reproduced(self) -> tuple[str, ...]:
         return tuple(d.request_id for d in self.diverged if d.expected)
 
     @property
+    def rate(self) -> str:
+        return self.confirmation.rate
+
+    @property
     def confirmed(self) -> bool:
-        if self.expected:
-            return bool(self.reproduced)
-        return any(a.verdict is self.expected_failure for a in self.failures)
+        return self.confirmation.reproduced > 0
 
 
-def replay_result(finding: Finding, histories: Sequence[RunHistory]) -> ReplayResult:
-    """Judge a replay of `finding` from its R run histories (pure)."""
-    outcome = replay_consistency(histories)
-    expected = finding.expected_diverging
+def replay_result(finding: Finding, confirmation: Confirmation, judgement: Judgement) -> ReplayResult:
+    """The replay of `finding` as a report: `confirmation` and `judgement` of its replays (pure)."""
+    expected = finding.expected_diverging if finding.verdict.is_divergence else ()
+    worst_of: dict[str, Anomaly] = {}
+    for a in judgement.divergent:
+        if a.request_id not in worst_of or a.verdict.rank < worst_of[a.request_id].verdict.rank:
+            worst_of[a.request_id] = a
     diverged = tuple(
         DivergedRequest(
-            a.request_id,
-            a.request_id in expected,
-            a.variants,
+            rid,
+            rid in expected,
+            confirmation.variants.get(rid) or a.variants,
             a.verdict,
-            brief(min(a.divergences, key=lambda d: (d.verdict.rank, d.position))),
+            brief(head) if (head := deciding(a.divergences)) else a.summary,
         )
-        for a in outcome.anomalies
+        for rid, a in worst_of.items()
     )
-    # Requests of the scenario that never answered determinately are undetermined too.
-    known = {r.id for r in finding.scenario.requests} | set(outcome.undetermined)
-    undetermined = tuple(sorted(known - {*outcome.diverged, *outcome.stable}))
+    # Requests that never answered determinately twice are neither diverged nor stable.
+    known = {r.id for r in finding.scenario.requests}
+    stable = tuple(sorted((set(judgement.stable) & known) - set(worst_of)))
+    undetermined = tuple(sorted(known - set(worst_of) - set(stable)))
     return ReplayResult(
         finding_name=finding.filename,
         bug=f"{finding.verdict.value} ({finding.signature})",
         expected=expected,
         expected_failure=None if finding.verdict.is_divergence else finding.verdict,
-        runs=len(histories),
+        runs=confirmation.attempts,
         total=len(finding.scenario.requests),
         diverged=diverged,
-        stable=outcome.stable,
+        stable=stable,
         undetermined=undetermined,
-        failures=tuple(liveness(histories)),
+        failures=tuple(a for a in judgement.anomalies if not a.verdict.is_divergence),
+        confirmation=confirmation,
     )
 
 
@@ -138,8 +149,9 @@ def render_replay_report(result: ReplayResult) -> str:
         tally = f"{len(result.reproduced)}/{len(result.expected)} expected divergences reproduced"
     else:
         tally = f"{failure} {'seen' if result.confirmed else 'not seen'} again"
-    lines += ["", f"  RESULT: {verdict}  ({tally})", _RULE]
-    return "\n".join(lines) + "\n"
+    lines += ["", f"  RESULT: {verdict}  (in {result.rate} replays; {tally})", _RULE]
+    # Outputs, ids and error messages are the server's (or the finding's) words: shown, never obeyed.
+    return visible("\n".join(lines) + "\n")
 
 
 def _variant_lines(variants: Sequence[Variant]) -> list[str]:
@@ -159,3 +171,13 @@ def _id_block(ids: Sequence[str]) -> list[str]:
     return textwrap.wrap(
         ", ".join(ids), width=76, initial_indent="    ", subsequent_indent="    ", break_on_hyphens=False
     )
+
+
+def render_confirmation(c: Confirmation) -> list[str]:
+    """The rate and each flagged request's distinct outputs with counts, one line each."""
+    lines = [f"reproduced {c.rate}" + ("  (flaky: it did not come back)" if c.reproduced == 0 else "")]
+    for rid, variants in c.variants.items():
+        total = sum(v.count for v in variants)
+        lines.append(f"  {visible(rid)}: {len(variants)} variant{'s' if len(variants) != 1 else ''}")
+        lines += [f"    {visible(v.preview())}  ({v.count}/{total})" for v in variants]
+    return lines

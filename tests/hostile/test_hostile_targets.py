@@ -20,10 +20,10 @@ from servefuzz.errors import TargetError, UsageError
 from servefuzz.finding import Finding, TargetInfo
 from servefuzz.history import RunHistory, Status
 from servefuzz.oracles.liveness import liveness
-from servefuzz.report.facts import server_command
-from servefuzz.report.html import report_html
-from servefuzz.report.issue_md import issue_markdown
-from servefuzz.report.repro import repro_script
+from servefuzz.reports.facts import server_command
+from servefuzz.reports.html import report_html
+from servefuzz.reports.issue_md import issue_markdown
+from servefuzz.reports.repro import repro_script
 from servefuzz.runner import RunConfig, Runner
 from servefuzz.targets import auth_headers, detect_engine, make_target
 from servefuzz.workload import RequestSpec, Scenario

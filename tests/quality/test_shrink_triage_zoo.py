@@ -22,10 +22,12 @@ from pathlib import Path
 
 import pytest
 
-from servefuzz import shrink, triage
+from servefuzz.cli import main as cli
+from servefuzz.shrinker import minimal_name
+from servefuzz.triager import triaged_name
 from servefuzz.anomaly import Verdict
-from servefuzz.campaign import Executed, execute, judge
-from servefuzz.confirm import Expectation, Replayer, confirmed
+from servefuzz.oracles.judge import Expectation, judge
+from servefuzz.trial import Executed, Replayer, confirmed, execute
 from servefuzz.finding import Finding, TargetInfo, load_finding, write_finding
 from servefuzz.launcher import ServerProcess
 from servefuzz.reference.faults import FAULTS
@@ -161,18 +163,18 @@ def test_shrink_ends_small_and_triage_names_the_cure(fault: str, tmp_path: Path,
     assert len(scenario.requests) >= 6
     path = make_finding(fault, flags, scenario, tmp_path)
 
-    rc = shrink.main([str(path), "--launch", "reference", "--runs", "4", "--k", "3", "--budget", "70", "--confirm-runs", "5"])
+    rc = cli(["shrink", str(path), "--launch", "reference", "--runs", "4", "--k", "3", "--budget", "70", "--confirm-runs", "5"])
     out = capsys.readouterr().out
     assert rc == 0, out
-    minimal = load_finding(tmp_path / shrink.minimal_name(path))
+    minimal = load_finding(tmp_path / minimal_name(path))
     assert len(minimal.scenario.requests) <= 3, out
     assert minimal.verdict is Verdict.CORRUPTION and minimal.target.faults == (fault,)
 
-    min_path = tmp_path / shrink.minimal_name(path)
-    rc = triage.main([str(min_path), "--launch", "reference", "--runs", "3", "--parallel", "2"])
+    min_path = tmp_path / minimal_name(path)
+    rc = cli(["triage", str(min_path), "--launch", "reference", "--runs", "3", "--parallel", "2"])
     out = capsys.readouterr().out
     assert rc == 0, out  # the baseline reproduced
-    triaged = load_finding(tmp_path / triage.triaged_name(min_path))
+    triaged = load_finding(tmp_path / triaged_name(min_path))
     assert triaged.triage is not None
     cures = [" ".join(v.flags) for v in triaged.triage.cures]
     assert any(c.startswith(cure_flag(fault)) for c in cures), out
@@ -206,10 +208,10 @@ def test_benign_numerics_triage_to_deterministic_inference_as_numeric_drift(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     path = drift_finding(tmp_path)
-    rc = triage.main([str(path), "--launch", "reference", "--runs", "3", "--parallel", "2"])
+    rc = cli(["triage", str(path), "--launch", "reference", "--runs", "3", "--parallel", "2"])
     out = capsys.readouterr().out
     assert rc == 0, out
-    triaged = load_finding(tmp_path / triage.triaged_name(path))
+    triaged = load_finding(tmp_path / triaged_name(path))
     assert triaged.triage is not None and triaged.verdict is Verdict.NUMERIC_DRIFT
     assert "--enable-deterministic-inference" in [v.name for v in triaged.triage.cures], out
     assert "verdict: numeric drift" in out
@@ -221,14 +223,14 @@ def test_repro_py_of_a_shrunk_finding_confirms_on_the_faulty_engine_only(tmp_pat
     import subprocess
     import sys
 
-    from servefuzz.report import write_report
+    from servefuzz.reports import write_report
 
     fault = "page-boundary-prefix"
     flags, scenario = CASES[fault](PromptBuilder(7, range(3, 1024)))
     path = make_finding(fault, flags, scenario, tmp_path)
-    assert shrink.main([str(path), "--launch", "reference", "--runs", "4", "--k", "3", "--budget", "70"]) == 0
+    assert cli(["shrink", str(path), "--launch", "reference", "--runs", "4", "--k", "3", "--budget", "70"]) == 0
     capsys.readouterr()
-    minimal = load_finding(tmp_path / shrink.minimal_name(path))
+    minimal = load_finding(tmp_path / minimal_name(path))
     assert len(minimal.scenario.requests) <= 3
     repro = write_report(minimal, tmp_path / "report").repro
 

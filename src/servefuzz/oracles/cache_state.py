@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from servefuzz.anomaly import Anomaly, Oracle, worst
+from servefuzz.anomaly import Anomaly, Oracle, deciding, worst
 from servefuzz.history import RequestRecord
 from servefuzz.oracles.outputs import Output, group_variants, output_key
 from servefuzz.oracles.verdict import NoiseModel, brief, classify, measure_noise
@@ -61,7 +61,8 @@ def _anomaly(rid: str, pairs: list[tuple[Output, Output]], noise: NoiseModel) ->
     divergences = tuple(classify(rid, ref, out, noise) for ref, out in pairs)
     verdict = worst(d.verdict for d in divergences)
     assert verdict is not None  # one divergence per differing pair, and there is one
-    head = min(divergences, key=lambda d: (d.verdict.rank, d.position))
+    head = deciding(divergences)
+    assert head is not None
     states = sorted({out.label for _, out in pairs}, key=CACHE_STATES.index)
     how = " and ".join(_PHRASE[s] for s in states)
     return Anomaly(

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from servefuzz.anomaly import Anomaly, Divergence, Oracle, Variant, worst
+from servefuzz.anomaly import Anomaly, Divergence, Oracle, Variant, deciding, worst
 from servefuzz.history import RequestRecord, RunHistory
 from servefuzz.oracles.outputs import Output, determinate_outputs, group_variants, output_key
 from servefuzz.oracles.verdict import NoiseModel, brief, classify, measure_noise
@@ -86,7 +86,8 @@ def _anomaly(
         divergences.extend(classify(rid, ref, g.outputs[0], noise) for g in groups)
     verdict = worst(d.verdict for d in divergences)
     assert verdict is not None  # every pair holds at least one differing output
-    head = min(divergences, key=lambda d: (d.verdict.rank, d.position))
+    head = deciding(divergences)
+    assert head is not None
     loaded_runs = {o.run for outs in loaded.values() for o in outs}
     bad_runs = {o.run for _, differing in pairs for o in differing}
     summary = (

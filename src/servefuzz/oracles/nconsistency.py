@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from servefuzz.anomaly import Anomaly, Divergence, Oracle, Variant, worst
+from servefuzz.anomaly import Anomaly, Divergence, Oracle, Variant, deciding, worst
 from servefuzz.history import RunHistory
 from servefuzz.oracles.outputs import Output, VariantGroup, group_variants
 from servefuzz.oracles.verdict import NoiseModel, brief, classify, measure_noise
@@ -56,7 +56,8 @@ def _anomaly(rid: str, per_run: list[list[VariantGroup]], checked: int, noise: N
         divergences.extend(classify(rid, ref, g.outputs[0], noise) for g in groups[1:])
     verdict = worst(d.verdict for d in divergences)
     assert verdict is not None  # every split run has at least two variants
-    head = min(divergences, key=lambda d: (d.verdict.rank, d.position))
+    head = deciding(divergences)
+    assert head is not None
     runs = sorted(groups[0].outputs[0].run for groups in per_run)
     summary = f"{rid}: its choices disagree in {len(runs)}/{checked} runs; {verdict.value}: {brief(head)}"
     return Anomaly(

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from servefuzz.anomaly import Anomaly, Divergence, Oracle, Variant, worst
+from servefuzz.anomaly import Anomaly, Divergence, Oracle, Variant, deciding, worst
 from servefuzz.history import RunHistory
 from servefuzz.oracles.outputs import VariantGroup, determinate_outputs, group_variants
 from servefuzz.oracles.verdict import NoiseModel, brief, classify, measure_noise
@@ -79,7 +79,8 @@ def _anomaly(rid: str, per_choice: list[list[VariantGroup]], noise: NoiseModel) 
         divergences.extend(classify(rid, ref, g.outputs[0], noise) for g in groups[1:])
     verdict = worst(d.verdict for d in divergences)
     assert verdict is not None  # every diverging choice has at least two variants
-    head = min(divergences, key=lambda d: (d.verdict.rank, d.position))
+    head = deciding(divergences)
+    assert head is not None
     runs = sum(g.variant.count for g in per_choice[0])
     shape = "; ".join(
         f"choice {groups[0].variant.choice}: {len(groups)} variants ({'/'.join(str(g.variant.count) for g in groups)})"

@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from servefuzz.anomaly import Divergence, Variant
+from servefuzz.anomaly import Divergence, Variant, deciding
 from servefuzz.engine_flags import (
     LLAMACPP_FLAGS,
     REFERENCE_FLAGS,
@@ -191,7 +191,7 @@ def deciding_divergence(finding: Finding) -> Divergence | None:
     expected to diverge (the one the replay checks), else of any request."""
     divergences = [d for a in finding.anomalies for d in a.divergences]
     expected = [d for d in divergences if d.request_id in finding.expected_diverging]
-    return min(expected or divergences, key=lambda d: (d.verdict.rank, d.position), default=None)
+    return deciding(expected or divergences)
 
 
 def server_death(finding: Finding) -> tuple[int | None, str] | None:

@@ -4,29 +4,27 @@
     >>> paths.repro.name, paths.issue.name, paths.html.name                                     # doctest: +SKIP
     ('repro.py', 'issue.md', 'report.html')
 
-`servefuzz report FINDING [--out DIR]` is `main`. The timeline of report.html draws send *and*
+`servefuzz report FINDING [--out DIR]` calls `write_report`. The timeline of report.html draws send *and*
 end times when a run of the finding's scenario is in the campaign's `histories.jsonl` (found
 beside the `findings/` folder, or given with `--histories`); otherwise send times only.
 """
 
 from __future__ import annotations
 
-import argparse
 import os
-import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from servefuzz.errors import ServefuzzError, UsageError
+from servefuzz.errors import UsageError
 from servefuzz.finding import Finding, load_finding
 from servefuzz.history import RunHistory, read_history_jsonl
 from servefuzz.known_issues import match
-from servefuzz.report.html import report_html
-from servefuzz.report.issue_md import issue_markdown
-from servefuzz.report.repro import repro_script
+from servefuzz.reports.html import report_html
+from servefuzz.reports.issue_md import issue_markdown
+from servefuzz.reports.repro import repro_script
 
-__all__ = ["ReportPaths", "write_report", "main"]
+__all__ = ["ReportPaths", "write_report", "histories_for"]
 
 
 @dataclass(frozen=True)
@@ -61,37 +59,7 @@ def write_report(finding: Finding, out_dir: Path | str, histories: Sequence[RunH
     return paths
 
 
-def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="servefuzz report",
-        description="Write repro.py, issue.md and report.html for a finding.",
-    )
-    p.add_argument("finding", type=Path, metavar="FINDING", help="a finding file (findings/finding_*.json)")
-    p.add_argument("--out", type=Path, metavar="DIR", help="where to write (default: <FINDING without .json>-report)")
-    p.add_argument(
-        "--histories", type=Path, metavar="FILE",
-        help="run histories for the timeline (default: the campaign's histories.jsonl, if there is one)",
-    )
-    return p
-
-
-def main(argv: list[str]) -> int:
-    """`servefuzz report`: print the three paths; exit 0, or 2 with one line on stderr."""
-    args = _parser().parse_args(argv)
-    try:
-        finding = load_finding(args.finding)
-        histories = _histories(args.histories, args.finding)
-        out = args.out or args.finding.with_name(args.finding.stem + "-report")
-        paths = write_report(finding, out, histories)
-    except ServefuzzError as e:
-        print(f"servefuzz report: error: {e}", file=sys.stderr)
-        return e.exit_code
-    for path in (paths.repro, paths.issue, paths.html):
-        print(path)
-    return 0
-
-
-def _histories(given: Path | None, finding_path: Path) -> list[RunHistory]:
+def histories_for(finding_path: Path, given: Path | None = None) -> list[RunHistory]:
     """Histories to draw the timeline from: the file given, else the campaign's beside
     `findings/`; none when there is no such file."""
     path = given or finding_path.resolve().parent.parent / "histories.jsonl"

@@ -1,4 +1,4 @@
-"""`servefuzz report FINDING [--out DIR] [--histories FILE]` as `servefuzz.report.main`."""
+"""`servefuzz report FINDING [--out DIR] [--histories FILE]`, through the one command line."""
 
 from __future__ import annotations
 
@@ -13,14 +13,14 @@ from report_findings import loaded_run, seed_like
 
 from servefuzz.finding import write_finding
 from servefuzz.history import write_history_jsonl
-from servefuzz.report import main
+from servefuzz.cli import main as cli
 
 
 def test_writes_the_three_files_and_finds_the_campaigns_histories(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     finding = seed_like()
     path = write_finding(tmp_path / "campaign" / "findings", finding)
     write_history_jsonl(tmp_path / "campaign" / "histories.jsonl", [loaded_run(finding, 4)])
-    assert main([str(path)]) == 0
+    assert cli(["report", str(path)]) == 0
     out = capsys.readouterr().out.split()
     report = path.with_name("finding_03330_2142180798-report")
     assert out == [str(report / "repro.py"), str(report / "issue.md"), str(report / "report.html")]
@@ -33,7 +33,7 @@ def test_out_and_histories_can_be_given(tmp_path: Path, capsys: pytest.CaptureFi
     finding = seed_like()
     path = write_finding(tmp_path, finding)
     write_history_jsonl(tmp_path / "runs.jsonl", [loaded_run(finding, 2)])
-    assert main([str(path), "--out", str(tmp_path / "r"), "--histories", str(tmp_path / "runs.jsonl")]) == 0
+    assert cli(["report", str(path), "--out", str(tmp_path / "r"), "--histories", str(tmp_path / "runs.jsonl")]) == 0
     assert "loaded run 2" in (tmp_path / "r" / "report.html").read_text(encoding="utf-8")
 
 
@@ -47,23 +47,24 @@ def test_a_bad_finding_is_one_line_and_exit_2(
     path = tmp_path / "finding.json"
     if content is not None:
         path.write_text(content, encoding="utf-8")
-    assert main([str(path)]) == 2
+    assert cli(["report", str(path)]) == 2
     err = capsys.readouterr().err
-    assert err.startswith("servefuzz report: error: ") and message in err
+    assert err.startswith("servefuzz: error: ") and message in err
     assert len(err.strip().splitlines()) == 1
     assert not (tmp_path / "finding-report").exists()
 
 
 def test_a_missing_histories_file_is_one_line_and_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = write_finding(tmp_path, seed_like())
-    assert main([str(path), "--histories", str(tmp_path / "nope.jsonl")]) == 2
+    assert cli(["report", str(path), "--histories", str(tmp_path / "nope.jsonl")]) == 2
     err = capsys.readouterr().err
     assert "nope.jsonl: no such histories file" in err and len(err.strip().splitlines()) == 1
 
 
-@pytest.mark.parametrize("module", ["facts", "html", "issue_md", "repro"])
+@pytest.mark.parametrize("module", ["reports.facts", "reports.html", "reports.repro", "sanitize"])
 def test_the_report_modules_examples_hold(module: str) -> None:
-    result = doctest.testmod(importlib.import_module(f"servefuzz.report.{module}"))
+    # issue.md's escaping examples live with the one sanitizer (servefuzz.sanitize) now.
+    result = doctest.testmod(importlib.import_module(f"servefuzz.{module}"))
     assert result.attempted > 0 and result.failed == 0
 
 

@@ -30,12 +30,14 @@ from typing import Any
 
 from servefuzz.errors import UsageError
 from servefuzz.finding import Finding
+from servefuzz.oracles.judge import Expectation
 from servefuzz.runner import RunConfig
 from servefuzz.targets import make_target
 from servefuzz.targets.llamacpp import LlamaCppTarget
 from servefuzz.targets.openai import OpenAITarget
 from servefuzz.targets.sglang import SGLangTarget
 from servefuzz.targets.vllm import VLLMTarget
+from servefuzz.workload import RequestSpec
 
 __all__ = ["replay_plan", "repro_script"]
 
@@ -56,29 +58,45 @@ def replay_plan(finding: Finding) -> dict[str, Any]:
         if isinstance(target, VLLMTarget) and spec.n > 1:
             # vLLM rejects n > 1 at temperature 0; its adapter sends n requests of n = 1.
             copies, spec = spec.n, dataclasses.replace(spec, n=1)
-        if isinstance(target, OpenAITarget):
-            body = target.body(spec, top_k=top_k, model=model or "")
-            body["model"] = model  # None: the script asks /v1/models, as the adapter does
-        elif isinstance(target, SGLangTarget | LlamaCppTarget):
-            body = target.body(spec, top_k=top_k)
-        else:
-            raise UsageError(f"repro.py cannot speak the {info.engine!r} dialect yet")
+        body = _body(target, spec, top_k, model)
         requests.append(
             {"id": spec.id, "offset_ms": spec.offset_ms, "cancel_after_ms": spec.cancel_after_ms, "copies": copies, "body": body}
         )
+    # Requests whose cache-state anomaly reproduces when they are probed warm and primed again;
+    # the priming request is the bare shared prefix, one token long, as `trial` sends it.
+    specs = finding.scenario.by_id()
+    expect = Expectation.of(finding)
+    probes = []
+    for rid in expect.probed:
+        spec = specs[rid]
+        bare = dataclasses.replace(spec, id=f"{spec.id}~prefix", prompt_ids=spec.prompt_ids[: spec.prefix_len],
+                                   max_tokens=1, n=1, stream=False)
+        probes.append({"id": rid, "prime": _body(target, bare, top_k, model)})
     dialect, path, flush = _dialect(target)
     return {
         "name": finding.filename,
         "bug": f"{finding.verdict.value} ({finding.signature})",
-        "expected": list(finding.expected_diverging),
-        "expect_failure": None if finding.verdict.is_divergence else finding.verdict.value,
+        "expected": [] if expect.about_failure else list(expect.flagged),
+        "expect_failure": finding.verdict.value if expect.about_failure else None,
         "base_url": info.base_url,
         "dialect": dialect,
         "path": path,
         "flush": flush,
         "model": model,
         "requests": requests,
+        "probes": probes,
     }
+
+
+def _body(target: object, spec: RequestSpec, top_k: int, model: Any) -> dict[str, Any]:
+    """The exact body servefuzz's adapter sends for `spec`."""
+    if isinstance(target, OpenAITarget):
+        body = target.body(spec, top_k=top_k, model=model or "")
+        body["model"] = model  # None: the script asks /v1/models, as the adapter does
+        return body
+    if isinstance(target, SGLangTarget | LlamaCppTarget):
+        return target.body(spec, top_k=top_k)
+    raise UsageError(f"repro.py cannot speak the {getattr(target, 'engine', '?')!r} dialect yet")
 
 
 def _dialect(target: object) -> tuple[str, str, str | None]:
@@ -97,6 +115,6 @@ def repro_script(finding: Finding) -> str:
     text = json.dumps(replay_plan(finding), ensure_ascii=True, separators=(",", ":"))
     # Adjacent string literals concatenate: the JSON spread over short lines, each one `repr`'d.
     literal = "\n".join("    " + repr(text[i : i + _LINE]) for i in range(0, len(text), _LINE))
-    template = resources.files("servefuzz.report").joinpath("templates/repro.py.tmpl").read_text(encoding="utf-8")
+    template = resources.files("servefuzz.reports").joinpath("templates/repro.py.tmpl").read_text(encoding="utf-8")
     # One substitution pass: values are never scanned for placeholders themselves.
     return string.Template(template).substitute(finding_name=finding.filename, finding_literal=literal)

@@ -7,7 +7,7 @@ size (a bar chart: all requests in blue, diverging ones in red), the triage matr
 green), the known-issue matches and the request trace. Every string from the finding passes
 through `sanitize.html_text` (escaped, control characters made visible).
 
-    >>> from servefuzz.report.facts import Bar
+    >>> from servefuzz.reports.facts import Bar
     >>> svg = timeline_svg([Bar("r01", 0.0, 80.0, True, False), Bar("r02", 10.0, 50.0, False, False)])
     >>> svg.count(DIVERGED), svg.count(STABLE)
     (1, 1)
@@ -20,7 +20,7 @@ from collections.abc import Callable, Sequence
 from servefuzz.finding import Finding
 from servefuzz.history import RunHistory
 from servefuzz.known_issues import Match, trigger_features
-from servefuzz.report.facts import (
+from servefuzz.reports.facts import (
     Bar,
     TraceRow,
     deciding_divergence,

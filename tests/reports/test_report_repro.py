@@ -23,10 +23,11 @@ from typing import Any
 import pytest
 from report_findings import HOSTILE, seed_like
 
-from servefuzz.campaign import execute, judge
+from servefuzz.oracles.judge import judge
+from servefuzz.trial import execute
 from servefuzz.finding import Finding, TargetInfo
 from servefuzz.launcher import ServerProcess, free_port
-from servefuzz.report.repro import replay_plan, repro_script
+from servefuzz.reports.repro import replay_plan, repro_script
 from servefuzz.runner import Runner
 from servefuzz.targets import make_target
 from servefuzz.workload import PromptBuilder, RequestSpec, Scenario
@@ -88,7 +89,7 @@ def test_repro_confirms_on_the_faulty_engine_and_not_on_the_cured_one(script: Pa
     assert p.returncode == 1, p.stdout + p.stderr
     assert "[DIVERGED — 0/4 requests non-deterministic]" in p.stdout
     assert "[STABLE — 4 requests consistent across all runs]" in p.stdout
-    assert "RESULT: NOT REPRODUCED  (0/" in p.stdout
+    assert "RESULT: NOT REPRODUCED  (in 0/3 replays; 0/" in p.stdout
 
 
 def test_the_script_imports_only_the_standard_library(script: Path) -> None:

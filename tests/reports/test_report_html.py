@@ -16,9 +16,9 @@ from png_pixels import hex_rgb, read_png
 from report_findings import loaded_run, seed_like
 
 from servefuzz.known_issues import match
-from servefuzz.report import write_report
-from servefuzz.report.facts import timeline
-from servefuzz.report.html import ALL, CURED, DIVERGED, STABLE, report_html
+from servefuzz.reports import write_report
+from servefuzz.reports.facts import timeline
+from servefuzz.reports.html import ALL, CURED, DIVERGED, STABLE, report_html
 
 CHROMIUM = shutil.which("chromium")
 

@@ -8,7 +8,7 @@ import re
 from report_findings import seed_like
 
 from servefuzz.known_issues import match
-from servefuzz.report.issue_md import issue_markdown
+from servefuzz.reports.issue_md import issue_markdown
 
 
 def test_the_issue_has_the_seed_reports_sections_in_order() -> None:
@@ -74,7 +74,7 @@ def test_a_crash_of_a_launched_server_shows_its_exit_status_and_log_tail() -> No
     import dataclasses
 
     from servefuzz.anomaly import Anomaly, Oracle, Verdict
-    from servefuzz.report.html import report_html
+    from servefuzz.reports.html import report_html
 
     crash = Anomaly(Oracle.LIVENESS, Verdict.CRASH, "r01", "server went away in 1/2 runs",
                     evidence={"exit_code": -9, "log_tail": "INFO ready\nFATAL <kv pool> exhausted"})

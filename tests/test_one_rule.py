@@ -1,0 +1,194 @@
+"""One rule decides whether a finding came back, on every path that asks.
+
+- On recorded histories: the standalone repro.py (standard library only) and
+  `oracles.judge.reproduction` give the same runs and the same diverged requests, for any
+  histories hypothesis makes (alone references or none, cache-state probes, failures).
+- On the reference engine: a corruption finding and a cache-state finding get the same verdict
+  and the same rate from the campaign's confirmation, `servefuzz replay`, shrink's first
+  reproduction and repro.py.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import subprocess
+import sys
+import types
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from servefuzz.anomaly import Anomaly, Oracle, Verdict
+from servefuzz.api import replay
+from servefuzz.campaign import CampaignConfig, run_campaign
+from servefuzz.finding import Confirmation, Finding, TargetInfo, load_finding
+from servefuzz.history import ChoiceRecord, RequestRecord, RunHistory, Status
+from servefuzz.launcher import Launch, ServerProcess
+from servefuzz.oracles.judge import Expectation, reproduction
+from servefuzz.reports import write_report
+from servefuzz.reports.repro import repro_script
+from servefuzz.runner import RunConfig, Runner
+from servefuzz.strategies import Draft, RandomLoad, TargetShape
+from servefuzz.targets import make_target
+from servefuzz.trial import Replayer
+from servefuzz.workload import RequestSpec, Scenario
+
+IDS = ("r01", "r02", "r03")
+
+
+def script_module(finding: Finding) -> types.ModuleType:
+    """repro.py of `finding`, loaded as a module (its main() is not run)."""
+    module = types.ModuleType("repro_under_test")
+    exec(compile(repro_script(finding), "repro.py", "exec"), module.__dict__)
+    return module
+
+
+def outcome(repro: types.ModuleType, r: RequestRecord) -> object:
+    choices = {c.index: (tuple(c.token_ids), c.text) for c in r.choices}
+    return repro.Outcome(r.request_id, r.status.value, choices, r.error or "", r.http_status, r.end_ms or 0.0)
+
+
+def finding_of(oracle: Oracle, verdict: Verdict, flagged: str) -> Finding:
+    specs = tuple(RequestSpec(rid, 0.0, (5, 6, 7, 8), 3, "p" if rid == "r02" else None, 2 if rid == "r02" else 0)
+                  for rid in IDS)
+    return Finding(1, 1, Scenario(1, specs), TargetInfo("sglang", "http://127.0.0.1:1"),
+                   (Anomaly(oracle, verdict, flagged, f"{flagged} flagged"),))
+
+
+answers = st.sampled_from([(5, 6), (5, 7), (9,)])
+statuses = st.sampled_from([Status.OK, Status.OK, Status.OK, Status.TIMEOUT, Status.HTTP_ERROR, Status.CONNECTION_ERROR])
+
+
+@st.composite
+def histories(draw: st.DrawFn) -> tuple[list[RunHistory], dict[str, list[RequestRecord]], list[RequestRecord]]:
+    def record(rid: str, run: int, label: str) -> RequestRecord:
+        status = draw(statuses)
+        choices = (ChoiceRecord(0, draw(answers)),) if status is Status.OK else ()
+        return RequestRecord(rid, run, label, status, 0.0, choices=choices, end_ms=float(draw(st.integers(0, 9))),
+                             http_status=500 if status is Status.HTTP_ERROR else None)
+
+    runs = [RunHistory(k, "load", tuple(record(rid, k, "load") for rid in IDS)) for k in range(draw(st.integers(1, 5)))]
+    alone = {rid: [record(rid, 0, "alone")] for rid in IDS if draw(st.booleans())}
+    probes = [record("r02", k, label) for k in range(len(runs)) for label in ("warm", "primed") if draw(st.booleans())]
+    return runs, alone, probes
+
+
+@pytest.mark.parametrize(
+    "oracle, verdict, flagged",
+    [
+        (Oracle.ISOLATION, Verdict.CORRUPTION, "r01"),
+        (Oracle.CACHE_STATE, Verdict.CORRUPTION, "r02"),
+        (Oracle.LIVENESS, Verdict.HANG, "r03"),
+        (Oracle.LIVENESS, Verdict.SERVER_ERROR, "r01"),
+    ],
+)
+@settings(max_examples=150, deadline=None)
+@given(data=histories())
+def test_repro_py_and_servefuzz_judge_recorded_histories_alike(
+    oracle: Oracle, verdict: Verdict, flagged: str,
+    data: tuple[list[RunHistory], dict[str, list[RequestRecord]], list[RequestRecord]],
+) -> None:
+    runs, alone, probes = data
+    finding = finding_of(oracle, verdict, flagged)
+    ours = reproduction(Expectation.of(finding), runs, alone, cache=probes)
+    repro = script_module(finding)
+    theirs_runs, theirs_diverged = repro.reproduction(
+        [[outcome(repro, r) for r in h.records] for h in runs],
+        {rid: outcome(repro, recs[0]) for rid, recs in alone.items()},
+        [(r.run, outcome(repro, r)) for r in probes],
+    )
+    assert len(theirs_runs) == ours.reproduced
+    if ours.reproduced and not Expectation.of(finding).about_failure:
+        assert tuple(theirs_diverged) == ours.expected
+
+
+# -- on the reference engine --------------------------------------------------------------
+
+
+SHAPE = TargetShape(page_size=64, context_length=4096, vocab=range(3, 1024), max_total_tokens=131072,
+                    chunked_prefill_size=2048, capture_sizes=(1, 2, 4, 8), max_running_requests=128)
+
+
+def page_boundary_scenario() -> Scenario:
+    """SGLang #22819's shape: a blocker, then three requests sharing exactly one page."""
+    d = Draft(7, SHAPE)
+    d.blocker(0)
+    for k in range(3):
+        d.add(4.0 + k * 0.2, 64 + 20 + k, 16, prefix="p0", prefix_len=64)
+    return d.scenario("hand")
+
+
+def abort_reuse_scenario() -> Scenario:
+    """abort-reuse seen by the cache-state probes: r01 caches a one-page prefix and finishes;
+    r02 shares it and is cut after its prefill (the fault frees the shared pages); r03 then
+    takes those pages. The loaded run is right; the warm probe of r01 hits the stale prefix."""
+    d = Draft(11, SHAPE)
+    d.add(0.0, 64 + 8, 2, prefix="p0", prefix_len=64)
+    d.add(60.0, 64 + 30, 400, prefix="p0", prefix_len=64, cancel_after_ms=60.0)
+    d.add(300.0, 600, 4)
+    return d.scenario("hand")
+
+
+def campaign_finding(fault: str, scenario: Scenario, out: Path) -> Finding:
+    config = CampaignConfig(out_dir=out, request_budget=1, stop_at_first=True, confirm_runs=5)
+
+    async def go() -> Finding:
+        with ServerProcess.reference(["--fault", fault]) as server:
+            async with Runner(make_target("reference", server.base_url), RunConfig()) as runner:
+                result = await run_campaign(runner, [RandomLoad()], config, seeds=[scenario])
+        assert result.findings, f"{fault}: the campaign found nothing in the hand-made scenario"
+        return result.findings[0][1]
+
+    return asyncio.run(go())
+
+
+def repro_rate(finding: Finding, out: Path) -> tuple[int, int]:
+    paths = write_report(finding, out)
+    with Replayer(Launch.reference(finding.target)) as bench:  # a fresh server, as issue.md starts it
+        p = subprocess.run([sys.executable, str(paths.repro), "--base-url", str(bench.url), "--runs", "5"],
+                           capture_output=True, text=True, timeout=300)
+    m = re.search(r"RESULT: (?:CONFIRMED|NOT REPRODUCED)\s+\(in (\d+)/(\d+) replays", p.stdout)
+    assert m, (p.stdout, p.stderr)
+    return int(m.group(1)), int(m.group(2))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "fault, scenario, oracle",
+    [
+        ("page-boundary-prefix", page_boundary_scenario(), Oracle.ISOLATION),
+        ("abort-reuse", abort_reuse_scenario(), Oracle.CACHE_STATE),
+    ],
+)
+def test_every_path_gives_one_answer_on_the_reference_engine(
+    tmp_path: Path, fault: str, scenario: Scenario, oracle: Oracle
+) -> None:
+    found = campaign_finding(fault, scenario, tmp_path / "c")
+    assert oracle in {a.oracle for a in found.anomalies}, [a.summary for a in found.anomalies]
+    assert found.confirmation is not None
+    campaign = (found.confirmation.reproduced, found.confirmation.attempts)
+
+    replayed = replay(found, launch="reference", runs=5)
+    with Replayer(Launch.reference(found.target)) as bench:  # what shrink asks first
+        first = bench.reproduce(found.scenario, Expectation.of(found), 5)
+    script = repro_rate(found, tmp_path / "report")
+
+    rates = {"campaign": campaign, "replay": (replayed.confirmation.reproduced, replayed.confirmation.attempts),
+             "shrink": (first.reproduced, first.attempts), "repro.py": script}
+    assert len(set(rates.values())) == 1 and campaign[0] > 0, rates
+    assert first.verdict_of(Expectation.of(found)) is found.verdict
+    assert replayed.confirmed and {d.verdict for d in replayed.diverged if d.expected} == {found.verdict}
+
+
+def test_finding_files_round_trip_through_the_rule(tmp_path: Path) -> None:
+    # A confirmation read back from a file judges like the one written (the rule reads no state).
+    f = finding_of(Oracle.REPLAY, Verdict.CORRUPTION, "r01")
+    confirmed = Finding(f.iteration, f.seed, f.scenario, f.target, f.anomalies,
+                        confirmation=Confirmation(3, 5, {}, ("r01",), ("r02", "r03")))
+    from servefuzz.finding import write_finding
+
+    again = load_finding(write_finding(tmp_path, confirmed))
+    assert Expectation.of(again) == Expectation.of(confirmed)
