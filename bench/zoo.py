@@ -41,8 +41,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from servefuzz.campaign import CampaignConfig, CampaignResult, run_campaign
 from servefuzz.api import FuzzOptions
+from servefuzz.campaign import CampaignConfig, CampaignResult, run_campaign
 from servefuzz.launcher import ServerProcess
 from servefuzz.reference.faults import FAULTS
 from servefuzz.runner import RunConfig, Runner
@@ -107,7 +107,8 @@ class BenchServingLoad:
             dataset = "random"
             for _ in range(self.num_prompts):
                 t += rng.expovariate(self.rate_per_s) * 1000.0
-                lo = lambda n: max(1, int(n * (1 - self.range_ratio)))
+                def lo(n: int) -> int:
+                    return max(1, int(n * (1 - self.range_ratio)))
                 d.add(t, rng.randint(lo(self.input_len), self.input_len), rng.randint(lo(self.output_len), self.output_len))
         else:
             dataset = "generated-shared-prefix"  # groups x prompts, system prompt + question

@@ -11,4 +11,7 @@ if ! command -v chromium >/dev/null; then
   { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium; } \
     || echo "warning: could not install chromium; the report screenshot test will skip" >&2
 fi
+# The code's shape is part of the suite: lint, then strict types on src (pyproject.toml says how).
+python -m ruff check src tests bench
+python -m mypy
 exec python -m pytest -q "$@"

@@ -14,12 +14,14 @@ from servefuzz.anomaly import Anomaly, Divergence, FlipSide, Oracle, Variant, Ve
 ids = st.lists(st.integers(0, 50_000), max_size=6).map(tuple)
 lp = st.none() | st.floats(-30, 0, allow_nan=False)
 variants = st.builds(Variant, st.integers(0, 3), ids, st.text(max_size=20), st.integers(1, 9), ids, st.sampled_from(["", "load", "alone"]))
-sides = st.builds(FlipSide, st.integers(0, 9), st.sampled_from(["load", "alone"]), st.integers(0, 3), st.none() | st.integers(0, 99), lp, lp, st.booleans(), st.none() | st.sampled_from(["length", "stop"]))
+sides = st.builds(FlipSide, st.integers(0, 9), st.sampled_from(["load", "alone"]), st.integers(0, 3),
+                  st.none() | st.integers(0, 99), lp, lp, st.booleans(), st.none() | st.sampled_from(["length", "stop"]))
 divergences = st.builds(
     Divergence, st.text(min_size=1, max_size=8), st.integers(0, 99), sides, sides, st.sampled_from(list(Verdict)),
     st.text(max_size=40), lp, st.booleans(), lp, lp, st.integers(0, 999), st.integers(0, 99), lp, st.sampled_from(["token", "char"]),
 )  # fmt: skip
-json_values = st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=8), lambda kids: st.lists(kids, max_size=3), max_leaves=6)
+json_values = st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=8),
+                           lambda kids: st.lists(kids, max_size=3), max_leaves=6)
 anomalies = st.builds(
     Anomaly, st.sampled_from(list(Oracle)), st.sampled_from(list(Verdict)), st.text(min_size=1, max_size=8), st.text(max_size=40),
     st.lists(variants, max_size=3).map(tuple), st.lists(divergences, max_size=2).map(tuple),

@@ -19,11 +19,11 @@ from histbuild import flip, rec, run, scored
 import servefuzz.campaign as campaign_module
 from servefuzz.anomaly import Anomaly, Oracle, Verdict
 from servefuzz.campaign import CampaignConfig, derive_seed, run_campaign
-from servefuzz.oracles.judge import Expectation, Judgement, judge, reproduction
-from servefuzz.store import FindingStore, finding_size
 from servefuzz.errors import UsageError
 from servefuzz.finding import Confirmation, Finding, TargetInfo
+from servefuzz.oracles.judge import Expectation, Judgement, judge, reproduction
 from servefuzz.runner import Runner
+from servefuzz.store import FindingStore, finding_size
 from servefuzz.strategies import PageBoundaryBursts, RandomLoad
 from servefuzz.targets import make_target
 from servefuzz.workload import RequestSpec, Scenario

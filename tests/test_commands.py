@@ -21,13 +21,12 @@ import aiohttp
 import pytest
 
 from servefuzz.api import FuzzOptions
-from servefuzz.launcher import Launch
-from servefuzz.trial import open_target
 from servefuzz.errors import TargetError, UsageError
 from servefuzz.finding import load_finding
-from servefuzz.launcher import ServerProcess, free_port, reference_argv
+from servefuzz.launcher import Launch, ServerProcess, free_port, reference_argv
 from servefuzz.targets import detect_engine
 from servefuzz.targets.detect import decide_server_info
+from servefuzz.trial import open_target
 
 
 def _server_json(out: Path) -> dict:

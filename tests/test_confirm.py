@@ -5,12 +5,11 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from servefuzz.anomaly import Anomaly, Oracle, Verdict
-from servefuzz.launcher import Launch
+from servefuzz.finding import Confirmation, Finding, TargetInfo
+from servefuzz.launcher import Launch, ServerProcess
 from servefuzz.oracles.judge import Expectation
 from servefuzz.replay_report import render_confirmation
 from servefuzz.trial import Replayer, confirmed
-from servefuzz.finding import Confirmation, Finding, TargetInfo
-from servefuzz.launcher import ServerProcess
 from servefuzz.workload import PromptBuilder, RequestSpec, Scenario
 
 

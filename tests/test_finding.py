@@ -187,7 +187,8 @@ scenarios = st.builds(
     Scenario, st.integers(0, 2**32), st.lists(requests, min_size=1, max_size=4, unique_by=lambda r: r.id).map(tuple),
     st.dictionaries(st.sampled_from(["page_size", "strategy"]), st.integers(1, 128) | st.text(max_size=5), max_size=2),
 )  # fmt: skip
-sides = st.builds(FlipSide, st.integers(0, 9), st.just("load"), st.integers(0, 3), st.none() | st.integers(0, 99), st.none() | finite, st.none() | finite, st.booleans())
+sides = st.builds(FlipSide, st.integers(0, 9), st.just("load"), st.integers(0, 3), st.none() | st.integers(0, 99),
+                  st.none() | finite, st.none() | finite, st.booleans())
 variants = st.builds(Variant, st.integers(0, 3), ids, st.text(max_size=12), st.integers(1, 9), ids, st.sampled_from(["", "load"]))
 findings = st.builds(
     Finding,
@@ -196,11 +197,13 @@ findings = st.builds(
     scenarios,
     st.builds(TargetInfo, st.sampled_from(["sglang", "vllm", "reference"]), st.just("http://127.0.0.1:9"),
               st.none() | st.just("1.0"), st.dictionaries(st.sampled_from(["page_size", "tp", "api_key"]), st.integers(1, 64)),
-              st.dictionaries(st.sampled_from(["A", "HF_TOKEN"]), st.text(max_size=4)), st.lists(st.text(max_size=8), max_size=2).map(tuple)),
+              st.dictionaries(st.sampled_from(["A", "HF_TOKEN"]), st.text(max_size=4)),
+              st.lists(st.text(max_size=8), max_size=2).map(tuple)),
     st.lists(st.builds(
         Anomaly, st.sampled_from(list(Oracle)), st.sampled_from(list(Verdict)), st.text(min_size=1, max_size=6), st.text(max_size=20),
         st.lists(variants, max_size=2).map(tuple),
-        st.lists(st.builds(Divergence, st.just("r01"), st.integers(0, 50), sides, sides, st.sampled_from(list(Verdict)), st.text(max_size=20),
+        st.lists(st.builds(Divergence, st.just("r01"), st.integers(0, 50), sides, sides, st.sampled_from(list(Verdict)),
+                           st.text(max_size=20),
                            st.none() | st.floats(0, 10, allow_nan=False)), max_size=2).map(tuple),
         st.dictionaries(st.text(max_size=5), st.integers() | st.text(max_size=5), max_size=2),
     ), min_size=1, max_size=3).map(tuple),

@@ -12,8 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from servefuzz.anomaly import Anomaly, Oracle, Verdict
-from servefuzz.finding import Finding, TargetInfo, write_finding
 from servefuzz.cli import main as cli
+from servefuzz.finding import Finding, TargetInfo, write_finding
 from servefuzz.shrinker import Shrinker, Trial, ddmin, sort_key, with_lineage
 from servefuzz.workload import PromptBuilder, RequestSpec, Scenario
 

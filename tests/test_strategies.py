@@ -23,6 +23,7 @@ from servefuzz.strategies import (
     TargetShape,
     get_strategies,
 )
+from servefuzz.workload import Scenario
 
 SHAPES = [
     TargetShape(page_size=64, max_total_tokens=131072, chunked_prefill_size=2048),
@@ -41,7 +42,9 @@ def _shared(a: tuple[int, ...], b: tuple[int, ...]) -> int:
 @given(seed=st.integers(0, 2**31 - 1), shape=st.sampled_from(SHAPES), name=st.sampled_from(sorted(STRATEGIES)))
 @settings(max_examples=150, deadline=None)
 def test_every_strategy_makes_valid_reproducible_scenarios_that_fit_the_target(seed: int, shape: TargetShape, name: str) -> None:
-    make = lambda: STRATEGIES[name].generate(random.Random(seed), shape, seed=seed)
+    def make() -> Scenario:
+        return STRATEGIES[name].generate(random.Random(seed), shape, seed=seed)
+
     s = make()
     assert s == make() and s.meta == make().meta, "same seed, same scenario"
     assert s.meta["strategy"] == name and len(s.requests) >= 2

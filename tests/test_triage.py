@@ -11,14 +11,13 @@ import pytest
 from servefuzz import engines
 from servefuzz.anomaly import Anomaly, Oracle, Verdict
 from servefuzz.cli import main as cli
-from servefuzz.launcher import Launch, reference_flags
-from servefuzz.trial import Replayer
 from servefuzz.errors import UsageError
 from servefuzz.finding import Finding, TargetInfo, TriageOutcome, load_finding, write_finding
-from servefuzz.launcher import reference_argv
+from servefuzz.launcher import Launch, reference_argv, reference_flags
 from servefuzz.reference.faults import FAULTS
 from servefuzz.reference.server_args import ServerArgs, parse_args
 from servefuzz.triager import MATRICES, FlagVariant, render_matrix, run_row, runs_for_cure, triage, triaged_name
+from servefuzz.trial import Replayer
 from servefuzz.workload import PromptBuilder, RequestSpec, Scenario
 
 # -- variants as data ----------------------------------------------------------------------------

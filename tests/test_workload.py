@@ -29,7 +29,9 @@ def test_a_prefix_one_past_the_page_keeps_the_named_prefix_continuation_out() ->
 
 
 def test_prompts_are_reproducible_from_the_seed() -> None:
-    make = lambda: [PromptBuilder(9, range(3, 500)).prompt("p", 10, 30) for _ in range(1)]
+    def make() -> list[tuple[int, ...]]:
+        return [PromptBuilder(9, range(3, 500)).prompt("p", 10, 30) for _ in range(1)]
+
     assert make() == make()
 
 

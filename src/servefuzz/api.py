@@ -39,8 +39,8 @@ from servefuzz.shrinker import ShrinkResult, shrink_finding
 from servefuzz.store import check_campaign_dir
 from servefuzz.strategies import get_strategies
 from servefuzz.traces import load_trace_seeds
-from servefuzz.trial import DEFAULT_RUNS, LaunchedServer, Replayer, open_target
 from servefuzz.triager import triage as triage_matrix
+from servefuzz.trial import DEFAULT_RUNS, LaunchedServer, Replayer, open_target
 
 __all__ = [
     "EMBEDDED_FAULT",

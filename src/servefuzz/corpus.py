@@ -30,7 +30,7 @@ the campaign persists it (`to_json` / `from_json`) after every iteration.
 from __future__ import annotations
 
 import random
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -128,7 +128,7 @@ class Schedule:
         self.mutate_share = mutate_share
         self.uses: Counter[str] = Counter(uses or {})
         self.gains: Counter[str] = Counter(gains or {})
-        self.seconds: Counter[str] = Counter(seconds or {})
+        self.seconds: defaultdict[str, float] = defaultdict(float, seconds or {})
         self.benched: dict[str, str] = {}  # strategy -> the error that benched it
 
     def weight(self, name: str) -> float:

@@ -12,7 +12,8 @@ before.
 | `conc:8`                    | peak requests in flight, as a padded size  | batch buckets reached                    |
 | `shrink:8>4`                | a request ending moves the batch down a padded size | stale padding on shrinking batches |
 | `chunk:1+0`, `chunk:over`   | prompts at a chunked-prefill multiple +-1, or past it | chunk-boundary bugs          |
-| `metric:evict:4`            | `/metrics` counter deltas (log2 bucket): evictions, preemptions/retractions, aborts, cache hits | memory pressure, abort paths |
+| `metric:evict:4`            | `/metrics` counter deltas (log2 bucket):   | memory pressure, abort paths             |
+|                             | evictions, preemptions, aborts, cache hits |                                          |
 | `status:cancelled`          | records that did not end OK                | abort, timeout and error paths           |
 | `slow:8x`                   | worst loaded/solo latency ratio (log2)     | latency outliers                         |
 | `n:2`, `stream`             | request shapes                             | forking and streaming paths              |

@@ -1,13 +1,17 @@
 """The campaign directory: everything a campaign writes, written so that `kill -9` loses nothing.
 
-| path                    | written                                   | on resume                              |
-|-------------------------|-------------------------------------------|----------------------------------------|
-| `config.json`           | once, atomically                          | the seed and strategies must match      |
-| `progress.json`         | atomically after every iteration          | iteration, totals, schedule, counts    |
-| `corpus/entry_N.json`   | once per kept scenario, atomically        | reloaded: the corpus continues         |
-| `findings/*.json`       | atomically; a smaller duplicate replaces its file only once it is durable | rescanned: the files are the truth |
-| `scenarios.jsonl`       | appended and fsynced before each execution | appended to (an iteration cut by a kill runs again: the last line of an iteration counts) |
-| `histories.jsonl`       | appended and fsynced after every execution; each run's `meta.iteration` names its scenario | appended to |
+| path                  | written                                       | on resume                          |
+|-----------------------|-----------------------------------------------|------------------------------------|
+| `config.json`         | once, atomically                              | the seed and strategies must match |
+| `progress.json`       | atomically after every iteration              | iteration, totals, schedule, counts|
+| `corpus/entry_N.json` | once per kept scenario, atomically            | reloaded: the corpus continues     |
+| `findings/*.json`     | atomically; a smaller duplicate replaces its  | rescanned: the files are the truth |
+|                       | file only once it is durable                  |                                    |
+| `scenarios.jsonl`     | appended and fsynced before each execution    | a torn last line is cut; appended  |
+|                       |                                               | to (an iteration cut by a kill     |
+|                       |                                               | runs again: its last line counts)  |
+| `histories.jsonl`     | appended and fsynced after every execution;   | a torn last line is cut; appended  |
+|                       | each run's `meta.iteration` names its scenario| to                                 |
 
 Every write goes through `servefuzz.durable`.
 """

@@ -56,6 +56,7 @@ __all__ = [
 ]
 
 DEFAULT_RUNS = 10
+_DEFAULT_CONFIG = RunConfig()  # frozen: one instance serves every default
 
 
 # -- one execution -------------------------------------------------------------------------
@@ -295,7 +296,7 @@ class Replayer:
         engine: str = "sglang",
         log_path: Path | None = None,
         headers: Mapping[str, str] | None = None,
-        config: RunConfig = RunConfig(),
+        config: RunConfig = _DEFAULT_CONFIG,
     ) -> None:
         if (launch is None) == (url is None):
             raise UsageError("give exactly one of a launch command or a base URL")
@@ -317,7 +318,7 @@ class Replayer:
 
     @classmethod
     def at(
-        cls, engine: str, url: str, *, headers: Mapping[str, str] | None = None, config: RunConfig = RunConfig()
+        cls, engine: str, url: str, *, headers: Mapping[str, str] | None = None, config: RunConfig = _DEFAULT_CONFIG
     ) -> Replayer:
         if not url.startswith(("http://", "https://")):
             raise UsageError(f"--base-url must start with http:// or https://, got {url!r}")
@@ -419,7 +420,7 @@ class LaunchedServer:
     """
 
     def __init__(
-        self, launch: Launch, out: Path, *, headers: Mapping[str, str] | None = None, config: RunConfig = RunConfig()
+        self, launch: Launch, out: Path, *, headers: Mapping[str, str] | None = None, config: RunConfig = _DEFAULT_CONFIG
     ) -> None:
         self.launch = launch
         self.out = out

@@ -179,7 +179,7 @@ class PromptBuilder:
             raise ValueError(f"bad lengths: prefix_len={prefix_len} prompt_len={prompt_len}")
         if prefix_len and prefix_name is None:
             raise ValueError("prefix_len > 0 needs a prefix name")
-        head = self.prefix_tokens(prefix_name, prefix_len) if prefix_len else ()
+        head = self.prefix_tokens(prefix_name, prefix_len) if prefix_len and prefix_name is not None else ()
         if prompt_len == prefix_len:
             return head
         used = self._first_suffix.setdefault((prefix_name if prefix_len else None, prefix_len), set())

@@ -13,13 +13,12 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import Hostile
 
 from servefuzz.anomaly import Anomaly, Oracle, Verdict
 from servefuzz.errors import Exit
 from servefuzz.finding import Finding, TargetInfo, write_finding
 from servefuzz.workload import RequestSpec, Scenario
-
-from conftest import Hostile
 
 pytestmark = pytest.mark.slow
 

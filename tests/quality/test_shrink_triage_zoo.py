@@ -22,17 +22,17 @@ from pathlib import Path
 
 import pytest
 
-from servefuzz.cli import main as cli
-from servefuzz.shrinker import minimal_name
-from servefuzz.triager import triaged_name
 from servefuzz.anomaly import Verdict
-from servefuzz.oracles.judge import Expectation, judge
-from servefuzz.trial import Executed, Replayer, confirmed, execute
+from servefuzz.cli import main as cli
 from servefuzz.finding import Finding, TargetInfo, load_finding, write_finding
 from servefuzz.launcher import ServerProcess
+from servefuzz.oracles.judge import Expectation, judge
 from servefuzz.reference.faults import FAULTS
 from servefuzz.runner import Runner
+from servefuzz.shrinker import minimal_name
 from servefuzz.targets import make_target
+from servefuzz.triager import triaged_name
+from servefuzz.trial import Executed, Replayer, confirmed, execute
 from servefuzz.workload import PromptBuilder, RequestSpec, Scenario
 
 pytestmark = pytest.mark.slow

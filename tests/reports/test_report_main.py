@@ -11,9 +11,9 @@ import png_pixels
 import pytest
 from report_findings import loaded_run, seed_like
 
+from servefuzz.cli import main as cli
 from servefuzz.finding import write_finding
 from servefuzz.history import write_history_jsonl
-from servefuzz.cli import main as cli
 
 
 def test_writes_the_three_files_and_finds_the_campaigns_histories(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -23,13 +23,13 @@ from typing import Any
 import pytest
 from report_findings import HOSTILE, seed_like
 
-from servefuzz.oracles.judge import judge
-from servefuzz.trial import execute
 from servefuzz.finding import Finding, TargetInfo
 from servefuzz.launcher import ServerProcess, free_port
+from servefuzz.oracles.judge import judge
 from servefuzz.reports.repro import replay_plan, repro_script
 from servefuzz.runner import Runner
 from servefuzz.targets import make_target
+from servefuzz.trial import execute
 from servefuzz.workload import PromptBuilder, RequestSpec, Scenario
 
 FAULT = ["--fault", "page-boundary-prefix"]

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from servefuzz.errors import UsageError
-from servefuzz.finding import Finding, load_finding
+from servefuzz.finding import Finding
 from servefuzz.history import RunHistory, read_history_jsonl
 from servefuzz.known_issues import match
 from servefuzz.reports.html import report_html

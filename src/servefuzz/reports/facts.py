@@ -12,7 +12,7 @@ issue.md and report.html render these facts; neither computes anything of its ow
 from __future__ import annotations
 
 import shlex
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 

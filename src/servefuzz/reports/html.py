@@ -24,10 +24,10 @@ from servefuzz.reports.facts import (
     Bar,
     TraceRow,
     deciding_divergence,
-    server_death,
     diverged_variants,
     repro_command,
     server_command,
+    server_death,
     timeline,
     trace_rows,
     triage_rows,
@@ -163,7 +163,8 @@ def _axis(span: float, x: Callable[[float], float], y: float) -> str:
     t = 0.0
     while t <= span:
         px = x(t)
-        ticks.append(f"<line x1='{px:.1f}' x2='{px:.1f}' y1='0' y2='{y}' class='grid'/><text x='{px:.1f}' y='{y + 16}' text-anchor='middle'>{t:g} ms</text>")
+        ticks.append(f"<line x1='{px:.1f}' x2='{px:.1f}' y1='0' y2='{y}' class='grid'/>"
+                     f"<text x='{px:.1f}' y='{y + 16}' text-anchor='middle'>{t:g} ms</text>")
         t += step
     return "".join(ticks)
 
@@ -189,7 +190,8 @@ def prefix_mod_svg(rows: Sequence[TraceRow], page: int | None) -> str:
     for n in range(top + 1):
         if top <= 10 or n % max(1, top // 5) == 0:
             y = base - plot_h * n / top
-            parts.append(f"<text x='42' y='{y + 4:.1f}' text-anchor='end'>{n}</text><line x1='50' x2='{_WIDTH - 10}' y1='{y:.1f}' y2='{y:.1f}' class='grid'/>")
+            parts.append(f"<text x='42' y='{y + 4:.1f}' text-anchor='end'>{n}</text>"
+                         f"<line x1='50' x2='{_WIDTH - 10}' y1='{y:.1f}' y2='{y:.1f}' class='grid'/>")
     for i, key in enumerate(keys):
         left = 60 + i * slot
         bar_w = slot * 0.38

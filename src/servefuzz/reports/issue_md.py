@@ -19,10 +19,10 @@ from servefuzz.finding import Finding
 from servefuzz.known_issues import Match, trigger_features
 from servefuzz.reports.facts import (
     deciding_divergence,
-    server_death,
     diverged_variants,
     repro_command,
     server_command,
+    server_death,
     trace_rows,
     triage_rows,
 )
@@ -97,7 +97,8 @@ def _description(finding: Finding) -> str:
 
 
 def _trace(finding: Finding) -> str:
-    rows = ["| request | offset_ms | prompt_len | prefix_len | max_tokens | n | diverged | notes |", "|---|---:|---:|---:|---:|---:|:---:|---|"]
+    rows = ["| request | offset_ms | prompt_len | prefix_len | max_tokens | n | diverged | notes |",
+            "|---|---:|---:|---:|---:|---:|:---:|---|"]
     for r in trace_rows(finding):
         rows.append(
             f"| {md(r.id)} | {r.offset_ms:g} | {r.prompt_len} | {r.prefix_len} | {r.max_tokens} | {r.n} | "
@@ -114,13 +115,13 @@ def _outputs(finding: Finding) -> str:
         if death is not None:
             out += f"\n\nThe server exited with status {death[0]}; the end of its log:\n\n" + fence(death[1], "text")
         return out
-    out = ["### Diverged outputs"]
+    parts = ["### Diverged outputs"]
     for rid, vs in variants.items():
-        out += [f"**{md(rid)}**", fence(_variant_lines(vs), "text")]
+        parts += [f"**{md(rid)}**", fence(_variant_lines(vs), "text")]
     d = deciding_divergence(finding)
     if d is not None:
-        out.append(f"Divergence starts at {md(d.unit)} {d.position} of {md(d.request_id)}: {md(d.reason)}")
-    return "\n\n".join(out)
+        parts.append(f"Divergence starts at {md(d.unit)} {d.position} of {md(d.request_id)}: {md(d.reason)}")
+    return "\n\n".join(parts)
 
 
 def _variant_lines(variants: Sequence[Variant]) -> str:

@@ -49,8 +49,10 @@ def replay_plan(finding: Finding) -> dict[str, Any]:
     info = finding.target
     top_k = RunConfig().top_k  # what the runner asks for, so the server does the same work
     # The llama.cpp adapter takes cache_prompt from its construction; the finding recorded it.
-    opts = {"cache_prompt": info.server_args.get("cache_prompt") is not False} if info.engine == "llamacpp" else {}
-    target = make_target(info.engine, info.base_url, **opts)
+    if info.engine == "llamacpp":
+        target = make_target(info.engine, info.base_url, cache_prompt=info.server_args.get("cache_prompt") is not False)
+    else:
+        target = make_target(info.engine, info.base_url)
     model = info.server_args.get("model")
     requests = []
     for spec in finding.scenario.requests:

@@ -288,7 +288,7 @@ class HttpTarget:
     async def health(self, session: aiohttp.ClientSession) -> bool:
         try:
             async with self.get(session, "/health") as resp:
-                return resp.status == 200
+                return bool(resp.status == 200)
         except (aiohttp.ClientError, TimeoutError):
             return False
 
