@@ -53,7 +53,8 @@ EDITS = [
         """    if (getenv("GGML_CUDA_GRAPH_TRACE")) {
 #ifdef USE_CUDA_GRAPH
         ggml_cuda_graph * tg = cuda_ctx->cuda_graph(graph_key);
-        fprintf(stderr, "cuda-graph-trace: compute key=%p uid=%llu nodes=%d node0=%s ne0=[%lld,%lld,%lld,%lld] use=%d capture=%d warm=%d instance=%p\\n",
+        fprintf(stderr, "cuda-graph-trace: compute key=%p uid=%llu nodes=%d node0=%s ne0=[%lld,%lld,%lld,%lld] "
+                        "use=%d capture=%d warm=%d instance=%p\\n",
                       graph_key, (unsigned long long) cgraph->uid, cgraph->n_nodes, cgraph->nodes[0]->name,
                       (long long) cgraph->nodes[0]->ne[0], (long long) cgraph->nodes[0]->ne[1],
                       (long long) cgraph->nodes[0]->ne[2], (long long) cgraph->nodes[0]->ne[3],

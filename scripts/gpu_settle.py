@@ -27,13 +27,11 @@ import argparse
 import hashlib
 import http.client
 import json
-import lzma
 import os
 import shutil
 import signal
 import socket
 import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
@@ -91,7 +89,7 @@ class Server:
         envs = " ".join(f"{k}={v}" for k, v in self.env.items() if os.environ.get(k) != v)
         return (envs + " " if envs else "") + " ".join(self.wrapper + self.argv)
 
-    def __enter__(self) -> "Server":
+    def __enter__(self) -> Server:
         self.log.parent.mkdir(parents=True, exist_ok=True)
         self._logf = open(self.log, "ab")
         self.proc = subprocess.Popen(self.wrapper + self.argv, stdout=self._logf, stderr=subprocess.STDOUT,
