@@ -74,7 +74,9 @@ class FuzzOptions:
 
     The target: `url` (a server someone else runs), or `launch` (a preset or a command with
     `{port}` that servefuzz starts, serving `model`), or neither: the embedded reference engine
-    with `faults` planted. `engine` None: detected from the server's answers. `seed` and
+    with `faults` planted (None: the embedded default plants EMBEDDED_FAULT, a reference engine
+    launched by name is clean; `--fault` applies to the reference engine only). `engine` None:
+    detected from the server's answers. `seed` and
     `strategy` None mean: 0 and "mix" for a new campaign, the stored ones on `resume`. `trace`:
     a Mooncake-style JSONL trace whose windows seed the corpus.
     """
@@ -84,7 +86,7 @@ class FuzzOptions:
     launch: str | None = None
     model: Path | None = None
     engine: str | None = None
-    faults: tuple[str, ...] = (EMBEDDED_FAULT,)
+    faults: tuple[str, ...] | None = None
     requests: int | None = None
     time_s: float | None = None
     seed: int | None = None
@@ -112,15 +114,24 @@ class FuzzOptions:
             raise UsageError(f"--url must start with http:// or https://, got {self.url!r}")
         if self.model is not None and self.launch not in ("vllm-cpu", "llama-server"):
             raise UsageError("--model names the model a preset serves: use it with --launch vllm-cpu or llama-server")
+        if self.faults is not None and not (self.url is None and self.launch in (None, "reference")):
+            raise UsageError("--fault plants faults in the reference engine; use it without --url, or with --launch reference")
         if self.runs < 2:
             raise UsageError("--runs must be at least 2: replay consistency compares runs")
         self.reference_flags()
         get_strategies(self.identity()[1])
         check_campaign_dir(self.out, resume=self.resume)
 
+    @property
+    def planted(self) -> tuple[str, ...]:
+        """The zoo faults asked for ('none' included), defaults applied."""
+        if self.faults is not None:
+            return self.faults
+        return (EMBEDDED_FAULT,) if self.embedded else ("none",)
+
     def reference_flags(self) -> list[str]:
-        faults = [f for f in self.faults if f != "none"]
-        if "none" in self.faults and faults:
+        faults = [f for f in self.planted if f != "none"]
+        if "none" in self.planted and faults:
             raise UsageError("--fault none cannot be combined with other faults")
         settings = [arg for f in faults for arg in ZOO_SETTINGS.get(f, ())]
         return [arg for f in faults for arg in ("--fault", f)] + settings
@@ -139,7 +150,7 @@ class FuzzOptions:
 
 
 def embedded_banner(opts: FuzzOptions) -> str:
-    faults = [f for f in opts.faults if f != "none"]
+    faults = [f for f in opts.planted if f != "none"]
     if not faults:
         return "No target given: fuzzing the embedded reference engine with no fault planted."
     return (

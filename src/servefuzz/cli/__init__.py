@@ -69,19 +69,15 @@ def _headers(args: argparse.Namespace) -> dict[str, str]:
 def _fuzz(args: argparse.Namespace) -> int:
     from rich.console import Console
 
-    from servefuzz.api import EMBEDDED_FAULT, FuzzOptions, embedded_banner, fuzz
+    from servefuzz.api import FuzzOptions, embedded_banner, fuzz
     from servefuzz.progress import LiveProgress, print_banner, print_summary
     from servefuzz.traces import read_trace
 
-    if args.fault and (args.url or args.launch not in (None, "reference")):
-        raise UsageError("--fault plants faults in the reference engine; use it without --url, or with --launch reference")
     if args.out.exists() and not args.out.is_dir():
         raise UsageError(f"--out {args.out} is a file, not a directory")
-    # The embedded default shows a bug being found; a reference engine asked for by name is clean.
-    default_faults = (EMBEDDED_FAULT,) if args.url is None and args.launch is None else ("none",)
     opts = FuzzOptions(
         out=args.out, url=args.url, launch=args.launch, model=args.model, engine=args.engine,
-        faults=tuple(args.fault or default_faults), requests=args.requests, time_s=args.time, seed=args.seed,
+        faults=tuple(args.fault) if args.fault else None, requests=args.requests, time_s=args.time, seed=args.seed,
         runs=max(2, args.runs), confirm_runs=args.confirm_runs, strategy=args.strategy,
         stop_at_first=args.stop_at_first, resume=args.resume, trace=args.trace, slowdowns=args.slowdowns,
         headers=_headers(args), request_timeout_s=args.request_timeout,
