@@ -15,10 +15,17 @@
 # Every run ends by packing the results into $OUT (summary.md, results.tar.gz and each campaign's
 # histories as campaign-*-histories.jsonl.xz). The work folder
 # (default /tmp/servefuzz-gpu) outlives the call while the machine stays warm, so a follow-up
-# call skips the build and adds to the same results.
+# call skips the build and adds to the same results: a fuzz step whose campaign folder already
+# holds a campaign of the same seed continues it (`servefuzz fuzz --resume`); another seed starts
+# a new campaign in campaign-PROFILE-seedN. The summary reads each campaign's own figures
+# (progress.json, findings/), so a campaign cut short still shows what it did. A servefuzz that
+# exits with anything but 0 (nothing found) or 1 (found something) crashed: its exit status and
+# stderr tail go to the campaign's crash.json and the summary, the remaining steps still run, and
+# gpu_run.sh exits 3 after packing.
 #
 # Knobs (environment): OUT (where results go; the device tool sets it), SERVEFUZZ_GPU_WORK,
-# JOBS=16, SLOTS=8, SEED=0, REPLAY_RUNS=10, MAX_FINDINGS=2 (per campaign), DEADLINE (seconds
+# JOBS=16, SLOTS=8, SEED=0, REPLAY_RUNS=10, MAX_FINDINGS=2 (per campaign), FUZZ_EXTRA (more
+# arguments for `servefuzz fuzz`, word-split), DEADLINE (seconds
 # from the start: campaigns are shortened and triage stops so that the results are packed by
 # then), LLAMA_SERVER (use this binary instead of building one: a dry run on a CPU machine).
 set -euo pipefail
@@ -53,33 +60,9 @@ setup_python() {
 }
 
 build() {
-    if [[ -n ${LLAMA_SERVER:-} ]]; then
-        mkdir -p "$(dirname "$BIN")" && ln -sf "$LLAMA_SERVER" "$BIN"
-        say "using $LLAMA_SERVER, no build"
-        return
-    fi
-    if [[ -x $BIN ]]; then
-        say "llama-server already built: $BIN"
-        return
-    fi
-    local start=$SECONDS src=$W/src
-    rm -rf -- "$src" "$W/build" && mkdir -p "$src"
-    tar -xzf ".gpu/llama.cpp-$COMMIT.tar.gz" -C "$src"
-    # The flags of scripts/setup_engines.sh, plus CUDA for the H200 (sm_90) and no NCCL (one
-    # GPU). The trimmed sources carry no git metadata, so the build is told its commit: the
-    # server then reports the same build_info (b1-<commit>) as the CPU build.
-    cmake -S "$src/llama.cpp" -B "$W/build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
-        -DLLAMA_BUILD_SERVER=ON -DGGML_NATIVE=ON -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF \
-        -DLLAMA_USE_PREBUILT_UI=OFF -DLLAMA_BUILD_UI=OFF -DLLAMA_BUILD_TESTS=OFF \
-        -DLLAMA_BUILD_EXAMPLES=OFF -DBUILD_SHARED_LIBS=OFF \
-        -DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 -DGGML_CUDA_NCCL=OFF \
-        -DLLAMA_BUILD_NUMBER=1 -DLLAMA_BUILD_COMMIT="${COMMIT:0:7}" >"$W/cmake.log" 2>&1 \
-        || { tail -30 "$W/cmake.log"; die "cmake configure failed"; }
-    cmake --build "$W/build" --target llama-server -j "${JOBS:-16}" >"$W/build.log" 2>&1 \
-        || { grep -m5 -B2 -A8 'error' "$W/build.log" || tail -30 "$W/build.log"; die "build failed"; }
-    mkdir -p "$(dirname "$BIN")"
-    cp "$W/build/bin/llama-server" "$BIN"
-    say "llama-server built in $((SECONDS - start)) s ($(du -h "$BIN" | cut -f1))"
+    # scripts/gpu_build.sh: the CUDA build (or LLAMA_SERVER's binary), skipped when already there
+    SERVEFUZZ_GPU_WORK=$W scripts/gpu_build.sh >/dev/null
+    [[ -x $BIN ]] || die "no llama-server at $BIN after the build step"
 }
 
 record_machine() {
@@ -138,17 +121,37 @@ def server(profile: str, log: Path, *, slots: int = SLOTS, flags=(), env=None) -
     return ServerProcess(argv, log_path=log, env=env, start_timeout_s=120)
 
 
+def campaign_dir(profile: str, seed: str) -> tuple[Path, bool]:
+    """Where this profile's campaign of this seed lives, and whether it is to be resumed: the
+    plain folder when it is free or holds this seed, else campaign-PROFILE-seedN."""
+    for out in (RESULTS / f"campaign-{profile}", RESULTS / f"campaign-{profile}-seed{seed}"):
+        config = out / "config.json"
+        if not config.exists() and not (out / "progress.json").exists():
+            return out, False
+        if config.exists() and str(json.loads(config.read_text()).get("seed")) == seed:
+            return out, True
+    raise SystemExit(f"no campaign folder left for profile {profile}, seed {seed}")
+
+
 def fuzz(profile: str, seconds: str) -> None:
-    out = RESULTS / f"campaign-{profile}"
+    seed = os.environ.get("SEED", "0")
+    out, resume = campaign_dir(profile, seed)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "crash.json").unlink(missing_ok=True)
     with server(profile, out / "server.log") as srv:
         cmd = [sys.executable, "-m", "servefuzz", "fuzz", "--url", srv.base_url, "--engine", "llamacpp",
-               "--keep-going", "--time", seconds, "--seed", os.environ.get("SEED", "0"), "--out", str(out), "--json"]
+               "--keep-going", "--time", seconds, "--seed", seed, "--out", str(out), "--json",
+               *(["--resume"] if resume else []), *os.environ.get("FUZZ_EXTRA", "").split()]
         print("$", " ".join(cmd), flush=True)
-        done = subprocess.run(cmd, stdout=subprocess.PIPE, text=True)
+        with open(out / "fuzz.stderr", "a") as err:
+            done = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=err, text=True)
         (out / "fuzz.json").write_text(done.stdout)
         print(done.stdout, flush=True)
-        if done.returncode not in (0, 1):  # 1 means "found something"
-            sys.exit(f"servefuzz fuzz exited with {done.returncode}")
+        if done.returncode not in (0, 1):  # 0: nothing found; 1: found something; anything else: a crash
+            tail = (out / "fuzz.stderr").read_text(errors="replace")[-3000:]
+            (out / "crash.json").write_text(json.dumps({"exit": done.returncode, "command": cmd, "stderr_tail": tail}, indent=2))
+            print(f"CRASH: servefuzz fuzz exited with {done.returncode}; stderr tail:\n{tail}", flush=True)
+            return
         warm_replays(out, srv.base_url)
 
 
@@ -318,6 +321,37 @@ def first_token_shifts(campaign: Path) -> tuple[dict[str, int], list[str]]:
     return buckets, large
 
 
+def campaign_figures(campaign: Path) -> str:
+    """The campaign's own totals (progress.json and its findings folder, written as it goes, so a
+    campaign cut short or crashed still counts), then how its last session ended (fuzz.json,
+    crash.json)."""
+    def read(name: str) -> dict:
+        try:
+            return json.loads((campaign / name).read_text() or "{}")
+        except (OSError, ValueError):
+            return {}
+    progress, last, crash = read("progress.json"), read("fuzz.json"), read("crash.json")
+    findings = len(list((campaign / "findings").glob("finding_*.json")))
+    if progress:
+        text = (f"{progress.get('next_iteration')} scenarios, {progress.get('requests')} requests in "
+                f"{progress.get('elapsed_s')} s of fuzzing; {findings} findings")
+    else:
+        text = f"no progress.json: the campaign ran no scenario; {findings} findings"
+    if crash:
+        return text + f". **servefuzz crashed** (exit {crash.get('exit')}): see crash.json"
+    if last:
+        return text + f" (last session: {last.get('iterations')} scenarios, stopped because {last.get('stopped_because')})"
+    return text + " (last session: no result from servefuzz: cut short)"
+
+
+def crashed() -> None:
+    """Exit 3 when a campaign's last session crashed (the shell then exits 3 after packing)."""
+    bad = [c.name for c in sorted(RESULTS.glob("campaign-*")) if (c / "crash.json").exists()]
+    if bad:
+        print(f"servefuzz crashed in: {', '.join(bad)}", flush=True)
+        sys.exit(3)
+
+
 def summary() -> None:
     """summary.md: each campaign's numbers, and each finding's verdict with its evidence."""
     lines = ["# servefuzz on llama.cpp CUDA: summary", ""]
@@ -325,11 +359,7 @@ def summary() -> None:
     if machine.exists():
         lines += ["```", machine.read_text().strip(), "```", ""]
     for campaign in sorted(RESULTS.glob("campaign-*")):
-        fz = campaign / "fuzz.json"
-        res = json.loads(fz.read_text() or "{}") if fz.exists() else {}
-        lines += [f"## {campaign.name}", "",
-                  f"{res.get('iterations')} scenarios, {res.get('requests')} requests in {res.get('elapsed_s')} s "
-                  f"({res.get('stopped_because')}); {len(res.get('findings', []))} findings", ""]
+        lines += [f"## {campaign.name}", "", campaign_figures(campaign), ""]
         buckets, large = first_token_shifts(campaign)
         if buckets:
             lines += ["First-token logprob shift, loaded vs alone (largest over the shared top-k): "
@@ -366,7 +396,7 @@ def summary() -> None:
     (RESULTS / "summary.md").write_text("\n".join(lines) + "\n")
 
 
-{"fuzz": fuzz, "triage": triage, "summary": summary}[sys.argv[1]](*sys.argv[2:])
+{"fuzz": fuzz, "triage": triage, "summary": summary, "crashed": crashed}[sys.argv[1]](*sys.argv[2:])
 PY
 }
 
@@ -385,4 +415,5 @@ for step in "${@:-build}"; do
         *) die "unknown step $step (build, fuzz:PROFILE:SECONDS, triage, summary)" ;;
     esac
 done
+drive crashed || { say "a servefuzz campaign crashed (see summary.md)"; exit 3; }
 say "done"

@@ -338,10 +338,10 @@ def scenario_library(reqs: list[dict], victim: str) -> dict[str, list[dict]]:
     return lib
 
 
-def resize_prompt(reqs: list[dict], victim: str, length: int) -> list[dict]:
-    """The scenario with the victim's prompt cut to, or padded (with the other prompts' tokens)
-    to, `length` tokens."""
-    pool = [t for r in reqs if r["id"] != victim for t in r["prompt"]]
+def resize_prompt(reqs: list[dict], victim: str, length: int, pool_reqs: list[dict] | None = None) -> list[dict]:
+    """The scenario with the victim's prompt cut to, or padded (with the other prompts' tokens,
+    from `pool_reqs`, by default the scenario's own) to, `length` tokens."""
+    pool = [t for r in (pool_reqs or reqs) if r["id"] != victim for t in r["prompt"]]
     out = []
     for r in reqs:
         if r["id"] == victim:
@@ -586,7 +586,9 @@ class Settle:
         for name, spec in rows:
             reqs = base
             if "length" in spec:
-                reqs = resize_prompt(base, self.victim, spec["length"])
+                # padded from the finding's prompts: the repro's own may be too few (the first
+                # session's rows past 631 tokens were cut to 631 that way)
+                reqs = resize_prompt(base, self.victim, spec["length"], pool_reqs=self.reqs)
             ctx = spec.get("ctx", 8192)
             slots = spec.get("slots", SLOTS)
             if any(len(r["prompt"]) + r["max_tokens"] > ctx // slots for r in reqs):
