@@ -185,10 +185,10 @@ class Truth:
 
     # -- the forward pass -----------------------------------------------------------------------
 
-    def logits(self, ids: Sequence[int]) -> np.ndarray:
+    def logits(self, token_ids: Sequence[int]) -> np.ndarray:
         """float64 logits [len(ids), vocab]: row i predicts the token after ids[i]."""
         s, w = self.spec, self.w
-        ids = np.asarray(list(ids), dtype=np.int64)
+        ids = np.asarray(list(token_ids), dtype=np.int64)
         if ids.size == 0:
             return np.zeros((0, s.vocab))
         if ids.min() < 0 or ids.max() >= s.vocab:
