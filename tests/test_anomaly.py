@@ -39,7 +39,21 @@ def test_severity_order() -> None:
     assert worst([Verdict.NUMERIC_DRIFT, Verdict.UNCLASSIFIED]) is Verdict.UNCLASSIFIED
     assert worst([Verdict.INDETERMINATE, Verdict.NUMERIC_DRIFT]) is Verdict.NUMERIC_DRIFT
     assert worst([]) is None
-    assert {v for v in Verdict if v.is_divergence} == {Verdict.CORRUPTION, Verdict.UNCLASSIFIED, Verdict.NUMERIC_DRIFT}
+    assert {v for v in Verdict if v.is_divergence} == {
+        Verdict.CORRUPTION, Verdict.SUSPECTED_CORRUPTION, Verdict.UNCLASSIFIED, Verdict.NUMERIC_DRIFT}
+
+
+def test_the_ladder_puts_an_unbacked_flip_below_the_loud_failures_and_a_shift_above_drift() -> None:
+    ladder = [Verdict.CORRUPTION, Verdict.MALFORMED, Verdict.SUSPECTED_CORRUPTION, Verdict.UNCLASSIFIED,
+              Verdict.ANOMALOUS_SHIFT, Verdict.NUMERIC_DRIFT]
+    assert sorted(ladder, key=lambda v: v.rank) == ladder
+    assert worst([Verdict.SUSPECTED_CORRUPTION, Verdict.HANG]) is Verdict.HANG
+    assert worst([Verdict.SUSPECTED_CORRUPTION, Verdict.UNCLASSIFIED]) is Verdict.SUSPECTED_CORRUPTION
+    # Backing is the only way between the two corruption verdicts, both ways.
+    assert Verdict.SUSPECTED_CORRUPTION.backed is Verdict.CORRUPTION
+    assert Verdict.CORRUPTION.unbacked is Verdict.SUSPECTED_CORRUPTION
+    assert all(v.backed is v for v in Verdict if v is not Verdict.SUSPECTED_CORRUPTION)
+    assert not Verdict.ANOMALOUS_SHIFT.is_divergence
 
 
 def test_variant_preview() -> None:

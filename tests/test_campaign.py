@@ -38,7 +38,7 @@ def test_a_deterministic_wrong_answer_under_load_is_caught_by_isolation_alone() 
     alone = {"r02": [rec("r02", 0, GOOD, label="alone")], "r01": [rec("r01", 0, GOOD, label="alone")]}
     j = judge(loaded, alone)
     assert [(a.oracle.value, a.request_id, a.verdict) for a in j.anomalies] == [
-        ("isolation", "r02", Verdict.CORRUPTION)
+        ("isolation", "r02", Verdict.SUSPECTED_CORRUPTION)
     ]
 
 
@@ -64,7 +64,7 @@ def test_cache_state_probes_are_judged_against_the_cold_alone_output() -> None:
     alone = {"r01": [rec("r01", 0, GOOD, label="alone")]}
     probes = [rec("r01", 0, GOOD, label="warm"), rec("r01", 0, BAD, label="primed")]
     [a] = judge(loaded, alone, cache=probes).anomalies
-    assert (a.oracle, a.verdict) == (Oracle.CACHE_STATE, Verdict.CORRUPTION)
+    assert (a.oracle, a.verdict) == (Oracle.CACHE_STATE, Verdict.SUSPECTED_CORRUPTION)
     # Confirmation re-probes: replays whose probes flag it again count, loaded replays alone do not.
     replays = [run(2 + i, rec("r01", 2 + i, GOOD)) for i in range(3)]
     again = [rec("r01", 3, GOOD, label="warm"), rec("r01", 3, BAD, label="primed"),

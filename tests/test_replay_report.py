@@ -81,7 +81,7 @@ def test_confirmed_report_matches_the_seed_block() -> None:
       variant 1: ' u7892_1146 u7892_1086 u7892_108 u78...'  (5/10)
       variant 2: ' u7892_1446 u7892_144  u7892_144  u7...'  (3/10)
       variant 3: ' u7892_1446 u7892_1144 u7892_1142 u7...'  (2/10)
-      verdict: corruption (flip at token 1, margin at least 2.9500 > threshold 0.0010)
+      verdict: suspected-corruption (flip at token 1, margin at least 2.9500 > threshold 0.0010)
 
   [STABLE — 10 requests consistent across all runs]
     r01, r01_b_s_s_s_s, r02_b_s_b_s_s_s, r02_b_s_s_s_s, r03, r03_b_s_s_s_s,

@@ -39,27 +39,47 @@ __all__ = [
 class Verdict(str, enum.Enum):
     """What an anomaly is. Members are listed from most to least severe (see `rank`)."""
 
-    CORRUPTION = "corruption"  # a confident flip: the engine computed on wrong state
+    CORRUPTION = "corruption"  # a confident flip that a control (or the exact truth) backs
     CRASH = "crash"  # the server went away mid-run
     HANG = "hang"  # a request got no answer in time
     SERVER_ERROR = "server-error"  # HTTP 5xx
     MALFORMED = "malformed"  # 2xx with a body that could not be understood
+    SUSPECTED_CORRUPTION = "suspected-corruption"  # a confident flip that no control has backed yet
     UNCLASSIFIED = "unclassified"  # a divergence without the logprobs to classify it
+    ANOMALOUS_SHIFT = "anomalous-shift"  # logprobs moved beyond the campaign's noise, no token flipped
     NUMERIC_DRIFT = "numeric-drift"  # a flip at a near-tie, within measured numeric noise
     SLOWDOWN = "slowdown"  # a request's latency inflated by its neighbours past the measured spread
     INDETERMINATE = "indeterminate"  # a connection cut while the server kept serving
 
     @property
     def rank(self) -> int:
-        """0 is the most severe. Corruption leads because silent wrong answers are the product's
-        whole point; loud failures follow because they are certain; a divergence of unknown cause
-        outranks one shown to be benign."""
+        """0 is the most severe. Corruption (backed by a control) leads because silent wrong
+        answers are the product's whole point; loud failures follow because they are certain; a
+        confident flip no control has backed comes next (a strong claim, not yet proven); then a
+        flip of unknown cause, then logprobs that moved past the campaign's noise without a flip
+        (something moved, nothing visible broke), then a flip shown to be benign."""
         return list(Verdict).index(self)
 
     @property
     def is_divergence(self) -> bool:
-        """Whether this verdict classifies two outputs that disagree (rather than a failure)."""
-        return self in (Verdict.CORRUPTION, Verdict.UNCLASSIFIED, Verdict.NUMERIC_DRIFT)
+        """Whether this verdict classifies two outputs that disagree (rather than a failure).
+        An anomalous shift is not one: its outputs agree token for token."""
+        return self in (Verdict.CORRUPTION, Verdict.SUSPECTED_CORRUPTION, Verdict.UNCLASSIFIED, Verdict.NUMERIC_DRIFT)
+
+    @property
+    def unbacked(self) -> Verdict:
+        """What runs alone can say of this verdict: a corruption without its control is a
+        suspected corruption. A replay's judgement is compared with a finding's verdict this way.
+
+        >>> Verdict.CORRUPTION.unbacked.value, Verdict.HANG.unbacked.value
+        ('suspected-corruption', 'hang')
+        """
+        return Verdict.SUSPECTED_CORRUPTION if self is Verdict.CORRUPTION else self
+
+    @property
+    def backed(self) -> Verdict:
+        """This verdict once a control has backed it: a suspected corruption becomes a corruption."""
+        return Verdict.CORRUPTION if self is Verdict.SUSPECTED_CORRUPTION else self
 
 
 class Oracle(str, enum.Enum):

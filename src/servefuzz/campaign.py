@@ -9,8 +9,11 @@ One iteration, all against one target:
 3. `oracles.judge` runs every oracle; `features` (`servefuzz.feedback`) says what the run
    reached, and the corpus keeps the scenario if that includes something new;
 4. an anomaly is confirmed by `trial.reproduce` (`confirm_runs` replays), unless an
-   equal-or-smaller confirmed finding with the same signature is already kept; findings are
-   deduplicated by `Finding.signature` (`servefuzz.store.FindingStore`).
+   equal-or-smaller confirmed finding with the same signature is already kept; a confirmed
+   suspected corruption then gets the content-swap control (`trial.content_swap`, as many
+   replays), which backs it as `corruption` or leaves it suspected, its numbers in the
+   anomaly's evidence; findings are deduplicated by `Finding.signature`
+   (`servefuzz.store.FindingStore`).
 
 The campaign directory holds everything (`servefuzz.store` says what and how). Budgets (time,
 requests) count the whole campaign, resumed sessions included. The campaign stops when one is
@@ -43,6 +46,7 @@ from servefuzz.feedback import features
 from servefuzz.finding import Finding, TargetInfo
 from servefuzz.history import RequestRecord, RunHistory, write_history_jsonl
 from servefuzz.mutators import mutate
+from servefuzz.oracles.controls import MIN_CONTROL_RUNS, back
 from servefuzz.oracles.judge import Expectation, Judgement
 from servefuzz.runner import Runner
 from servefuzz.store import (
@@ -54,7 +58,7 @@ from servefuzz.store import (
     write_json,
 )
 from servefuzz.strategies import DEFAULT_CAPTURE_SIZES, Strategy, TargetShape
-from servefuzz.trial import Executed, execute, probe_targets, reproduce
+from servefuzz.trial import Executed, content_swap, execute, probe_targets, reproduce, suspects
 from servefuzz.workload import Scenario
 
 __all__ = [
@@ -421,12 +425,28 @@ async def _finding_of(
         return provisional
     state.last = f"iteration {iteration}: {len(verdict.anomalies)} anomalies, confirming"
     on_event(state)
-    rep = await reproduce(runner, scenario, Expectation.of_judgement(verdict), config.confirm_runs,
+    expect = Expectation.of_judgement(verdict)
+    rep = await reproduce(runner, scenario, expect, config.confirm_runs,
                           alone=done.alone, first_run=len(done.loaded))
     state.requests += rep.sent
     done.lost = rep.lost
     notes = () if rep.lost is None else (f"confirmation cut short: {rep.lost}",)
-    return Finding(iteration, scenario.seed, scenario, info, verdict.anomalies, confirmation=rep.confirmation,
+    anomalies = verdict.anomalies
+    if rep.lost is None and rep.reproduced and suspects(expect):
+        # A confident flip is only suspected until a control backs it: the content swap keeps
+        # every batch shape and changes only the neighbours' tokens (oracles/controls.py).
+        state.last = f"iteration {iteration}: confirmed {rep.rate}, content-swap control"
+        on_event(state)
+        control = await content_swap(runner, scenario, expect, max(config.confirm_runs, MIN_CONTROL_RUNS),
+                                     original=rep.loaded,
+                                     alone=done.alone, first_run=len(done.loaded) + rep.attempts)
+        state.requests += control.sent
+        done.lost = control.lost
+        if control.lost is None:
+            anomalies = back(anomalies, control.results)
+        else:
+            notes = (*notes, f"content-swap control cut short: {control.lost}")
+    return Finding(iteration, scenario.seed, scenario, info, anomalies, confirmation=rep.confirmation,
                    notes=notes)
 
 

@@ -360,7 +360,7 @@ class Finding:
         head = self.headline
         involved = self.expected_diverging if head.verdict.is_divergence else (head.request_id,)
         features = signature_features(load_features(self.scenario, involved, self.page_size))
-        return ":".join([self.target.engine, head.oracle.value, head.verdict.value, ",".join(features) or "-"])
+        return ":".join([self.target.engine, head.oracle.value, head.verdict.backed.value, ",".join(features) or "-"])
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -377,6 +377,8 @@ class Finding:
             "anomalies": [a.to_json() for a in self.anomalies],
             "confirmation": None if self.confirmation is None else self.confirmation.to_json(),
             "notes": list(self.notes),
+        A suspected corruption keys as a corruption (`Verdict.backed`): a control changes how
+        sure the verdict is, not which bug it is.
             "triage": None if self.triage is None else self.triage.to_json(),
         }
 

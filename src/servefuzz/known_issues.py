@@ -253,7 +253,9 @@ def _judge(issue: KnownIssue, finding: Finding, triage: Triage | None, feats: Ma
     elif engine not in _GENERIC_ENGINES:
         return None
 
-    verdict = finding.verdict
+    # A suspected corruption matches what a corruption matches: the control that would back it
+    # changes how sure the verdict is, not which bug it resembles.
+    verdict = finding.verdict.backed
     benign = issue.verdicts == (Verdict.NUMERIC_DRIFT.value,)
     if verdict is Verdict.NUMERIC_DRIFT and not benign and verdict.value not in issue.verdicts:
         return None  # benign numerics are not a corruption bug

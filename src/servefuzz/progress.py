@@ -77,7 +77,7 @@ def print_summary(console: Console, result: CampaignResult) -> None:
     for col in ("file", "verdict", "rate", "seen", "diverged", "summary"):
         table.add_column(col, overflow="fold")
     for path, f in result.findings:
-        style = "red" if f.verdict.value == "corruption" else "yellow"
+        style = "red" if f.verdict.value in ("corruption", "suspected-corruption") else "yellow"
         rate = f.confirmation.rate if f.confirmation else "-"
         seen = str(result.seen.get(f.signature, 1))
         table.add_row(

@@ -37,6 +37,7 @@ from servefuzz.feedback import metric_deltas
 from servefuzz.finding import Confirmation, Finding, TargetInfo, redact_argv, redact_text
 from servefuzz.history import RequestRecord, RunHistory
 from servefuzz.launcher import Launch, ServerProcess
+from servefuzz.oracles.controls import CONTENT_SWAP, ControlResult, deviating_runs, read_control, swap_content
 from servefuzz.oracles.judge import Expectation, Judgement, judge, reproduction
 from servefuzz.runner import RunConfig, Runner
 from servefuzz.targets import Target, detect_engine, make_target
@@ -44,6 +45,7 @@ from servefuzz.workload import RequestSpec, Scenario
 
 __all__ = [
     "DEFAULT_RUNS",
+    "Control",
     "Executed",
     "Reproduction",
     "Replayer",
@@ -52,6 +54,8 @@ __all__ = [
     "probe_targets",
     "reproduce",
     "confirmed",
+    "content_swap",
+    "suspects",
     "open_target",
 ]
 
@@ -251,6 +255,62 @@ async def reproduce(
         lost=lost,
         sent=sent,
     )
+
+
+# -- controls ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Control:
+    """One control's replays and what they showed, victim by victim (`oracles.controls`)."""
+
+    results: tuple[ControlResult, ...]
+    reproduction: Reproduction
+
+    @property
+    def sent(self) -> int:
+        return self.reproduction.sent
+
+    @property
+    def lost(self) -> str | None:
+        return self.reproduction.lost
+
+
+def suspects(expect: Expectation) -> tuple[str, ...]:
+    """The requests whose confident flip no control has backed yet: what controls are run for."""
+    return tuple(dict.fromkeys(a.request_id for a in expect.anomalies if a.verdict is Verdict.SUSPECTED_CORRUPTION))
+
+
+async def content_swap(
+    runner: Runner,
+    scenario: Scenario,
+    expect: Expectation,
+    runs: int,
+    *,
+    original: Sequence[RunHistory],
+    alone: Mapping[str, Sequence[RequestRecord]] | None = None,
+    memo: dict[RequestSpec, RequestRecord] | None = None,
+    first_run: int = 0,
+    victim: str | None = None,
+) -> Control:
+    """The content-swap control for one suspect (`victim`, default: the first): replay
+    `scenario` with every other request given other tokens of the same shape
+    (`oracles.controls.swap_content`), through `reproduce`, and read the victim's deviations
+    there against those in the `original` replays.
+
+    One victim at a time: two suspects that share a prefix can corrupt each other, so keeping
+    both would keep the dependency the swap is there to remove. `alone`: the victim's reference
+    (its prompt is not changed, so the original one holds); without it `reproduce` measures it."""
+    victim = victim or next(iter(suspects(expect)), None)
+    if victim is None:
+        raise ValueError("the content-swap control needs a suspected corruption to control")
+    vocab = runner.info.vocab_size if runner.info is not None else None
+    swapped = swap_content(scenario, [victim], vocab)
+    only = dataclasses.replace(expect, anomalies=tuple(a for a in expect.anomalies if a.request_id == victim))
+    rep = await reproduce(runner, swapped, only, runs, alone=alone, memo=memo, first_run=first_run)
+    result = read_control(CONTENT_SWAP, victim, original=deviating_runs(victim, original, rep.alone),
+                          control=deviating_runs(victim, rep.loaded, rep.alone))
+    return Control((result,), rep)
 
 
 def confirmed(finding: Finding, rep: Reproduction) -> Finding:

@@ -21,7 +21,7 @@ def test_agreeing_states_are_no_anomaly() -> None:
 def test_a_primed_hit_that_reads_wrong_kv_is_corruption_with_both_sides_as_evidence() -> None:
     recs = [rec("r02", 0, GOOD, label="cold"), rec("r02", 0, GOOD, label="warm"), rec("r02", 0, BAD, label="primed")]
     [a] = cache_state(recs)
-    assert a.oracle is Oracle.CACHE_STATE and a.verdict is Verdict.CORRUPTION and a.request_id == "r02"
+    assert a.oracle is Oracle.CACHE_STATE and a.verdict is Verdict.SUSPECTED_CORRUPTION and a.request_id == "r02"
     assert a.evidence["states"] == ["primed"] and "primed by its bare prefix" in a.summary
     d = a.divergences[0]
     assert d.position == 2 and {d.a.label, d.b.label} == {"cold", "primed"}

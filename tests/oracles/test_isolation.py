@@ -25,7 +25,7 @@ def test_loaded_equal_to_alone_is_no_anomaly() -> None:
 def test_loaded_flip_against_alone_is_corruption() -> None:
     alone = {"r02": [rec("r02", 0, GOOD, label="alone")]}
     (a,) = isolation(loaded(GOOD, BAD, GOOD, BAD), alone)
-    assert (a.oracle, a.verdict, a.request_id) == (Oracle.ISOLATION, Verdict.CORRUPTION, "r02")
+    assert (a.oracle, a.verdict, a.request_id) == (Oracle.ISOLATION, Verdict.SUSPECTED_CORRUPTION, "r02")
     assert [(v.label, v.token_ids, v.count) for v in a.variants] == [
         ("alone", GOOD.token_ids, 1),
         ("load", BAD.token_ids, 2),
@@ -35,7 +35,7 @@ def test_loaded_flip_against_alone_is_corruption() -> None:
     # 60 is below the alone run's top-2, so its side is a bound: at least 3.0 nats.
     assert d.margin == pytest.approx(3.0) and d.margin_is_bound
     assert a.evidence["differing_runs"] == [1, 3]
-    assert a.summary.startswith("r02: 2/4 loaded runs differ from the output alone; corruption")
+    assert a.summary.startswith("r02: 2/4 loaded runs differ from the output alone; suspected-corruption")
 
 
 def test_indeterminate_alone_run_is_not_judged() -> None:

@@ -42,7 +42,7 @@ def test_confident_flip_is_corruption_with_variants_counted() -> None:
     result = replay_consistency(runs_with(outs, jitter=0.0002))
     assert result.diverged == ("r02",)
     (a,) = result.anomalies
-    assert (a.oracle, a.verdict, a.request_id) == (Oracle.REPLAY, Verdict.CORRUPTION, "r02")
+    assert (a.oracle, a.verdict, a.request_id) == (Oracle.REPLAY, Verdict.SUSPECTED_CORRUPTION, "r02")
     assert [(v.token_ids[:2], v.count, v.runs) for v in a.variants] == [
         ((40, 41), 5, (0, 2, 4, 6, 7)),
         ((40, 90), 3, (1, 5, 9)),
@@ -50,7 +50,7 @@ def test_confident_flip_is_corruption_with_variants_counted() -> None:
     ]
     assert [d.position for d in a.divergences] == [1, 1]
     assert [round(d.margin, 4) for d in a.divergences] == [4.19, 3.68]
-    assert a.summary.startswith("r02: choice 0: 3 variants (5/3/2) over 10 runs; corruption: flip at token 1")
+    assert a.summary.startswith("r02: choice 0: 3 variants (5/3/2) over 10 runs; suspected-corruption: flip at token 1")
     assert result.stable == tuple(STABLE_IDS)
 
 
@@ -75,7 +75,7 @@ def test_noise_is_not_measured_on_the_diverging_request() -> None:
     bad = flip(off, 3, chosen=70, lp_chosen=-0.4, other=43, lp_other=-0.7)
     result = replay_consistency(runs_with([R02, bad, R02], jitter=0.0001))
     (a,) = result.anomalies
-    assert a.verdict is Verdict.CORRUPTION
+    assert a.verdict is Verdict.SUSPECTED_CORRUPTION
     assert a.divergences[0].threshold < 0.01
 
 
@@ -115,4 +115,4 @@ def test_given_noise_model_is_used() -> None:
     noisy = NoiseModel(p99=0.1, tokens=10, outputs=2)
     (a,) = replay_consistency(runs_with([R02, v2, R02]), noise=noisy).anomalies
     assert a.divergences[0].threshold == pytest.approx(0.4)
-    assert a.verdict is Verdict.CORRUPTION  # A was sure of 41 by 2.95 nats
+    assert a.verdict is Verdict.SUSPECTED_CORRUPTION  # A was sure of 41 by 2.95 nats

@@ -44,7 +44,7 @@ def test_confident_flip_is_corruption_with_position_and_margin() -> None:
     a = flip(BASE, 2, chosen=13, lp_chosen=-0.05, other=99, lp_other=-3.0, tail=(14, 15))
     b = flip(BASE, 2, chosen=99, lp_chosen=-0.02, other=13, lp_other=-4.0, tail=(7, 8))
     d = classify("r02", out(a, 0), out(b, 1), QUIET)
-    assert d.verdict is Verdict.CORRUPTION
+    assert d.verdict is Verdict.SUSPECTED_CORRUPTION
     assert d.position == 2
     assert (d.a.token, d.b.token) == (13, 99)
     assert (d.a.lp_own, d.a.lp_other, d.b.lp_own, d.b.lp_other) == (-0.05, -3.0, -0.02, -4.0)
@@ -71,7 +71,7 @@ def test_one_confident_run_rules_numerics_out() -> None:
     # A was at a near-tie, B was sure of its own token: B saw different numbers, not jitter.
     a = flip(BASE, 1, chosen=12, lp_chosen=-0.6931, other=77, lp_other=-0.6934)
     b = flip(BASE, 1, chosen=77, lp_chosen=-0.01, other=12, lp_other=-5.0)
-    assert classify("r", out(a), out(b, 1), QUIET).verdict is Verdict.CORRUPTION
+    assert classify("r", out(a), out(b, 1), QUIET).verdict is Verdict.SUSPECTED_CORRUPTION
 
 
 def test_near_tie_after_an_already_deviating_prefix_is_corruption() -> None:
@@ -79,7 +79,7 @@ def test_near_tie_after_an_already_deviating_prefix_is_corruption() -> None:
     a = flip(BASE, 3, chosen=14, lp_chosen=-0.6931, other=77, lp_other=-0.6934)
     b = flip(shifted, 3, chosen=77, lp_chosen=-0.6930, other=14, lp_other=-0.6933)
     d = classify("r", out(a), out(b, 1), QUIET)
-    assert d.verdict is Verdict.CORRUPTION
+    assert d.verdict is Verdict.SUSPECTED_CORRUPTION
     assert d.prefix_delta == pytest.approx(0.4)
     assert "already differ in logprob by up to 0.4000" in d.reason
 
@@ -90,7 +90,7 @@ def test_other_token_below_top_k_gives_a_bound() -> None:
     b = flip(a, 1, chosen=55, lp_chosen=-0.02, other=12, lp_other=-6.0)
     d = classify("r", out(a), out(b, 1), QUIET)
     assert d.a.other_is_bound and d.a.lp_other == pytest.approx(-3.05)
-    assert d.verdict is Verdict.CORRUPTION
+    assert d.verdict is Verdict.SUSPECTED_CORRUPTION
     assert d.margin_is_bound and "at least" in d.reason
 
 
@@ -157,7 +157,7 @@ def test_verdict_is_symmetric_and_consistent(pair: tuple[ChoiceRecord, ChoiceRec
     if ab.verdict is Verdict.NUMERIC_DRIFT:
         assert ab.margin is not None and ab.margin <= ab.threshold and not ab.margin_is_bound
     if ab.margin is not None and ab.margin > noise.threshold:
-        assert ab.verdict is Verdict.CORRUPTION
+        assert ab.verdict is Verdict.SUSPECTED_CORRUPTION
 
 
 
@@ -185,7 +185,7 @@ def test_a_flip_within_two_steps_of_a_coarse_logit_grid_is_drift() -> None:
         (215, -2.652012), (1282, -2.652012), (1022, -2.71447), (987, -2.7301), (1198, -2.9))))
     loose = ChoiceRecord(0, loaded.token_ids, loaded.logprobs, (*tops, _top(
         (1282, -2.649848), (1022, -2.71227), (987, -2.7311), (215, -2.7401), (1198, -2.81))))
-    assert classify("r01", out(loose, 0), out(off, 0, "alone"), QUIET).verdict is Verdict.CORRUPTION
+    assert classify("r01", out(loose, 0), out(off, 0, "alone"), QUIET).verdict is Verdict.SUSPECTED_CORRUPTION
 
 
 def test_the_grid_never_excuses_a_confident_flip() -> None:
@@ -194,4 +194,4 @@ def test_the_grid_never_excuses_a_confident_flip() -> None:
     a = ChoiceRecord(0, (1,), (-0.5,), (grid,))
     b = ChoiceRecord(0, (2,), (-0.25,), (_top((2, -0.25), (1, -1.25), (3, -2.0), (4, -2.5)),))
     d = classify("r01", out(a, 0), out(b, 1), QUIET)
-    assert d.verdict is Verdict.CORRUPTION and d.threshold == pytest.approx(0.5)  # step 0.25
+    assert d.verdict is Verdict.SUSPECTED_CORRUPTION and d.threshold == pytest.approx(0.5)  # step 0.25

@@ -42,6 +42,9 @@ def test_first_command_finds_the_page_boundary_bug_and_replay_confirms_it(tmp_pa
     assert paths, "a finding file was written"
     finding = load_finding(paths[-1])
     assert finding.verdict.value == "corruption", finding.why
+    # corruption is only ever given by a control: the finding names the one that backed it.
+    assert finding.headline.evidence.get("backed_by") == ["content-swap"], finding.headline.evidence
+    assert "backed by the content-swap control" in finding.why
     assert finding.confirmation is not None and finding.confirmation.reproduced > 0
     page = finding.target.page_size
     assert page == 64

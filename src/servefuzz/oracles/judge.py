@@ -25,9 +25,11 @@ from servefuzz.oracles.cache_state import cache_state
 from servefuzz.oracles.isolation import isolation
 from servefuzz.oracles.liveness import liveness
 from servefuzz.oracles.nconsistency import n_consistency
+from servefuzz.oracles.noise import CampaignNoise, pairs
 from servefuzz.oracles.noisy_neighbour import noisy_neighbour
 from servefuzz.oracles.outputs import determinate_outputs, group_variants, output_key
 from servefuzz.oracles.replay import replay_consistency
+from servefuzz.oracles.shift import anomalous_shifts
 from servefuzz.oracles.verdict import NoiseModel, measure_noise
 from servefuzz.workload import Scenario
 
@@ -67,22 +69,33 @@ def judge(
     *,
     cache: Sequence[RequestRecord] = (),
     performance: bool = False,
+    campaign: CampaignNoise | None = None,
 ) -> Judgement:
     """Run every oracle over one scenario's histories.
 
     `alone`: each request's answer alone on a flushed cache (the isolation reference, and the
     cold state of the cache-state oracle); `cache`: warm and primed probe records;
-    `performance`: include the noisy-neighbour oracle's slowdowns.
+    `performance`: include the noisy-neighbour oracle's slowdowns; `campaign`: the benign
+    shifts seen so far (`oracles.noise`): flips are held against its threshold too, and
+    requests that moved beyond it without a flip are `anomalous-shift`s.
     """
-    replay = replay_consistency(loaded)
+    shifts: list[Anomaly] = []
+    if campaign is not None:
+        # Logprobs that moved beyond the campaign's noise without a flip are an anomaly of their
+        # own, and must not lift this scenario's threshold for the real flips beside them.
+        flipped = frozenset(p.request_id for p in pairs(loaded, alone, cache)
+                            if output_key(p.a.choice) != output_key(p.b.choice))
+        shifts = anomalous_shifts(loaded, alone, cache, campaign, skip=flipped)
+    quiet_loaded, quiet_alone = _without({a.request_id for a in shifts}, loaded, alone)
+    replay = replay_consistency(quiet_loaded)
     # Loaded runs of one scenario often batch alike, so their jitter can be zero while a request
     # alone (a batch of one) still rounds differently: every oracle is held against the larger of
     # the two measured jitters, or benign batch numerics would pass for corruption (and one flip
     # could be drift to one oracle and corruption to another).
-    noise = max(replay.noise, _isolation_noise(loaded, alone), key=lambda n: n.threshold)
-    if noise is not replay.noise:
-        replay = replay_consistency(loaded, noise=noise)
-    found: list[Anomaly] = list(replay.anomalies)
+    noise = max(replay.noise, _isolation_noise(quiet_loaded, quiet_alone), key=lambda n: n.threshold)
+    noise = dataclasses.replace(noise, campaign=campaign)
+    replay = replay_consistency(loaded, noise=noise)
+    found: list[Anomaly] = [*replay.anomalies, *shifts]
     found += isolation(loaded, alone, noise=noise)
     found += n_consistency(loaded, replay.noise)
     if cache:
@@ -91,6 +104,16 @@ def judge(
         found += noisy_neighbour(loaded, alone)
     found += liveness([*loaded, *([alone_run(alone)] if alone else [])])
     return Judgement(tuple(found), replay.stable)
+
+
+def _without(
+    drop: set[str], loaded: Sequence[RunHistory], alone: Mapping[str, Sequence[RequestRecord]]
+) -> tuple[Sequence[RunHistory], Mapping[str, Sequence[RequestRecord]]]:
+    """The histories without the `drop`ped requests (what the scenario's noise is measured on)."""
+    if not drop:
+        return loaded, alone
+    kept = [dataclasses.replace(h, records=tuple(r for r in h.records if r.request_id not in drop)) for h in loaded]
+    return kept, {rid: recs for rid, recs in alone.items() if rid not in drop}
 
 
 def _cache_anomalies(
@@ -136,10 +159,13 @@ class Expectation:
 
     @classmethod
     def of(cls, finding: Finding) -> Expectation:
+        """A divergence finding is expected back with its verdict as replays alone can show it
+        (`Verdict.unbacked`): a corruption a control backed comes back as suspected corruption
+        from the oracles, and that is the same finding coming back."""
         if not finding.verdict.is_divergence:
             return cls(finding.verdict, tuple(a for a in finding.anomalies if a.verdict is finding.verdict))
         expected = set(finding.expected_diverging)
-        return cls(finding.verdict, tuple(a for a in finding.anomalies if a.request_id in expected))
+        return cls(finding.verdict.unbacked, tuple(a for a in finding.anomalies if a.request_id in expected))
 
     @classmethod
     def of_judgement(cls, judgement: Judgement) -> Expectation:

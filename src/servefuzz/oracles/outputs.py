@@ -28,10 +28,11 @@ class Output:
     run: int
     label: str
     choice: ChoiceRecord
+    cached: bool = False  # served (in part) from the prefix cache: the noise model buckets by it
 
     @classmethod
     def of(cls, record: RequestRecord, choice: ChoiceRecord) -> Output:
-        return cls(record.run, record.label, choice)
+        return cls(record.run, record.label, choice, bool(record.cached_tokens))
 
 
 @dataclass(frozen=True)

@@ -25,9 +25,11 @@ Verdicts, in the order they are decided:
 - `unclassified`: no token-level evidence (text-only target, one output ended early, or no
   top-k logprobs at the flip), or the margin is within the threshold only because a term is
   unknown or a below-top-k bound. We do not guess.
-- `corruption`: margin > threshold (a lower bound on the margin is enough), or the margin is
-  small but the agreeing tokens before the flip already differ by more than the threshold (the
-  state was off before the tokens showed it).
+- `suspected-corruption`: margin > threshold (a lower bound on the margin is enough), or the
+  margin is small but the agreeing tokens before the flip already differ by more than the
+  threshold (the state was off before the tokens showed it). One pair of runs cannot say more:
+  `corruption` is only ever given by a control that backs the flip (`oracles.controls`), never
+  here.
 - `numeric-drift`: margin <= threshold, with both confidences known exactly.
 
     >>> from servefuzz.history import ChoiceRecord, TopLogprobs
@@ -48,6 +50,7 @@ import numpy as np
 
 from servefuzz.anomaly import Divergence, FlipSide, Verdict
 from servefuzz.history import ChoiceRecord, TopLogprobs
+from servefuzz.oracles.noise import CAMPAIGN_K, CampaignNoise
 from servefuzz.oracles.outputs import Output
 
 __all__ = [
@@ -82,7 +85,10 @@ class NoiseModel:
     """The engine's logprob jitter on agreeing tokens, and the threshold it implies.
 
     `p99` is None when nothing could be measured (no stable outputs with logprobs); the
-    threshold is then the floor alone, and `describe()` says so.
+    threshold is then the floor alone, and `describe()` says so. `campaign`: the benign shifts
+    the whole campaign has seen (`oracles.noise`); a flip is held against the larger of this
+    scenario's threshold and the campaign's at its position, and its reason says where the
+    margin sits among the campaign's shifts.
     """
 
     p99: float | None
@@ -90,6 +96,7 @@ class NoiseModel:
     outputs: int
     k: float = NOISE_K
     max: float | None = None
+    campaign: CampaignNoise | None = None
 
     @property
     def threshold(self) -> float:
@@ -180,10 +187,18 @@ def classify(request_id: str, a: Output, b: Output, noise: NoiseModel) -> Diverg
     sa, sb = _side(a, pos, ta, tb), _side(b, pos, tb, ta)
     prefix_delta = max(_agreeing_deltas(ca, cb, pos), default=None)
     step = _step_at(ca, cb, pos)
-    threshold = max(noise.threshold, 2 * step)
-    # The agreeing tokens are held to their own positions' grids: the worst excess over them.
+    cached = a.cached or b.cached
+    campaign = noise.campaign
+    wide = campaign.threshold(pos, cached) if campaign is not None else 0.0
+    threshold = max(noise.threshold, 2 * step, wide)
+
+    def shift_bar(i: int) -> float:
+        return max(noise.threshold, campaign.threshold(i, cached, "linf") if campaign is not None else 0.0)
+
+    # The agreeing tokens are held to their own positions' grids and the campaign's noise there:
+    # the worst excess over them.
     excess = max((d for i, d in _agreeing_deltas_at(ca, cb, pos)
-                  if d > noise.threshold and d > 2 * _step_at(ca, cb, i)), default=None)
+                  if d > shift_bar(i) and d > 2 * _step_at(ca, cb, i)), default=None)
     if ta is None or tb is None:
         ended, going = (sa, sb) if ta is None else (sb, sa)
         verdict = Verdict.UNCLASSIFIED
@@ -199,7 +214,9 @@ def classify(request_id: str, a: Output, b: Output, noise: NoiseModel) -> Diverg
         # Unknown or bounded terms make the margin a lower bound: enough to prove corruption,
         # never enough to prove a near-tie.
         is_bound = margin is not None and (None in terms or sa.other_is_bound or sb.other_is_bound)
-        verdict, why = _decide(margin, is_bound, excess, prefix_delta, pos, noise, threshold, step)
+        verdict, why = _decide(margin, is_bound, excess, prefix_delta, pos, noise, threshold, step, wide)
+        if campaign is not None and margin is not None:
+            why += f"; {campaign.where(margin, pos, cached)}"
         reason = f"flip at token {pos}: {_describe(sa, tb)}; {_describe(sb, ta)}; {why} -> {verdict.value}"
     return Divergence(
         request_id=request_id,
@@ -242,24 +259,28 @@ def _decide(
     noise: NoiseModel,
     threshold: float,
     step: float,
+    wide: float = 0.0,
 ) -> tuple[Verdict, str]:
     if margin is None:
         return Verdict.UNCLASSIFIED, "no top-k logprobs at the flip; cannot tell numerics from corruption"
-    if threshold > noise.threshold:
+    if wide >= threshold and wide > noise.threshold:
+        against = (f"threshold {fmt_lp(threshold)} ({CAMPAIGN_K:g} x the largest benign top-1/top-2 gap shift the "
+                   f"campaign has seen at this position; this scenario's own: {noise.describe()})")
+    elif threshold > noise.threshold:
         against = (f"threshold {fmt_lp(threshold)} (2 x the logits' step {fmt_lp(step)} at this token: every "
                    f"top-k gap in both runs is a whole multiple of it, as with bfloat16 logits; {noise.describe()})")
     else:
         against = f"threshold {fmt_lp(threshold)} ({noise.describe()})"
     if margin > threshold:
         at_least = "at least " if is_bound else ""
-        return Verdict.CORRUPTION, f"margin {at_least}{fmt_lp(margin)} > {against}"
+        return Verdict.SUSPECTED_CORRUPTION, f"margin {at_least}{fmt_lp(margin)} > {against}"
     if is_bound:
         return Verdict.UNCLASSIFIED, (
             f"margin at least {fmt_lp(margin)} <= {against}, but a run's top-k does not reach the "
             "other token (or gives no logprobs), so the true margin is unknown"
         )
     if excess is not None:
-        return Verdict.CORRUPTION, (
+        return Verdict.SUSPECTED_CORRUPTION, (
             f"margin {fmt_lp(margin)} <= {against}, but the {pos} agreeing tokens before the flip "
             f"already differ in logprob by up to {fmt_lp(excess)}: the state was off before the tokens showed it"
         )

@@ -1,0 +1,212 @@
+"""Controls: experiments whose outcome can back a suspected corruption, and the rule that reads them.
+
+A confident flip between two runs says the engine was sure of two different answers; it does
+not say why. A control changes one thing and watches whether the flip follows:
+
+- *content swap*: every neighbour of the victims keeps its length, offset, max_tokens, n and
+  the prefixes it shares with other neighbours, but its tokens are replaced (a bijection on the
+  vocabulary, so no neighbour shares a token prefix with a victim any more). Batch sizes and
+  arrival times stay as they were, so an engine whose only excuse is batch numerics gives the
+  victim the same answers; a deviation that goes away with the neighbours' content depended on
+  that content: cross-request dependency, with no rounding excuse. (Prefill work can change
+  where a neighbour used to hit the victim's cached prefix: a cache hit is the one shape the
+  swap gives up, and a confident flip that follows a cache hit is corruption too.)
+- *deterministic control*: the same scenario on the engine's batch-invariant mode
+  (`--enable-deterministic-inference` on the reference engine and SGLang). A deviation that
+  survives it is not batch numerics; one it removes is.
+
+The rule is one test for every control (`read_control`): the victim's deviation (an answer
+other than its reference alone) is counted in the original replays and in the control's; the
+control *backs* the flip when it changes the deviation's rate significantly (one-sided Fisher,
+`CONTROL_ALPHA`), in the direction that rules numerics out: gone with the neighbours' content,
+or still there under batch invariance. `back` then turns `suspected-corruption` into
+`corruption` and names the control in the anomaly's evidence; a control that backs nothing is
+kept in the evidence too, because a quiet control is information.
+
+    >>> r = read_control("content-swap", "r02", original=(5, 5), control=(0, 5))
+    >>> r.backs, round(r.p_value, 4)
+    (True, 0.004)
+    >>> read_control("content-swap", "r02", original=(5, 5), control=(5, 5)).backs
+    False
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from servefuzz.anomaly import Anomaly, Verdict
+from servefuzz.history import RequestRecord, RunHistory
+from servefuzz.oracles.outputs import Output, determinate_outputs, group_variants, output_key
+from servefuzz.stats import fisher_less
+from servefuzz.workload import RequestSpec, Scenario
+
+__all__ = [
+    "CONTROL_ALPHA",
+    "MIN_CONTROL_RUNS",
+    "CONTENT_SWAP",
+    "DETERMINISTIC",
+    "ControlResult",
+    "back",
+    "deviating_runs",
+    "read_control",
+    "swap_content",
+]
+
+CONTENT_SWAP = "content-swap"
+DETERMINISTIC = "deterministic"
+# A control backs a flip only when its change is this unlikely by chance: 5/5 against 0/5 is
+# p = 0.004; 3/5 against 0/5 (p = 0.08) is not enough, and the verdict stays suspected.
+CONTROL_ALPHA = 0.05
+# A control runs at least this often: against 2/2 original deviations, 0/5 under the control is
+# p = 0.048, so even the shortest confirmation can be backed; fewer control runs never could.
+MIN_CONTROL_RUNS = 5
+_FIRST_TOKEN = 3  # PromptBuilder's vocabulary starts here: ids below are special tokens
+
+_WHAT = {
+    CONTENT_SWAP: ("the neighbours' prompts replaced by other tokens of the same lengths, offsets and max_tokens",
+                   "the deviation follows the neighbours' content: cross-request dependency, no rounding excuse",
+                   "the deviation stays with the neighbours' content changed: consistent with batch numerics"),
+    DETERMINISTIC: ("the engine's deterministic (batch-invariant) mode",
+                    "the deviation survives batch invariance: not batch numerics",
+                    "batch invariance removes the deviation: batch numerics"),
+}
+
+
+@dataclass(frozen=True)
+class ControlResult:
+    """What one control showed for one victim: deviations in `original` (k, n) runs and in the
+    control's (k, n) runs, the one-sided p-value of the change, and whether it backs the flip."""
+
+    name: str
+    request_id: str
+    original: tuple[int, int]
+    control: tuple[int, int]
+    p_value: float
+    backs: bool
+    summary: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "request_id": self.request_id,
+            "original": list(self.original),
+            "control": list(self.control),
+            "p_value": self.p_value,
+            "backs": self.backs,
+            "summary": self.summary,
+        }
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> ControlResult:
+        o, c = d["original"], d["control"]
+        return cls(str(d["name"]), str(d["request_id"]), (int(o[0]), int(o[1])), (int(c[0]), int(c[1])),
+                   float(d["p_value"]), bool(d["backs"]), str(d["summary"]))
+
+
+def read_control(
+    name: str, request_id: str, *, original: tuple[int, int], control: tuple[int, int], alpha: float = CONTROL_ALPHA
+) -> ControlResult:
+    """The one rule for every control (see the module docstring)."""
+    (ko, no), (kc, nc) = original, control
+    what, yes, no_ = _WHAT[name]
+    if name == CONTENT_SWAP:
+        p = fisher_less(kc, nc, ko, no) if no and nc else 1.0  # gone (or rarer) with the content swapped
+    else:
+        # Survives the control: the deviation shows there at all, and it was not rarer by chance
+        # of a control that should have removed it (any k > 0 of a deterministic engine is telling).
+        p = 0.0 if kc > 0 else 1.0
+    backs = p <= alpha and ko > 0
+    verdict = yes if backs else no_
+    summary = (f"{name} control ({what}): {request_id} deviated in {ko}/{no} original runs and {kc}/{nc} "
+               f"under the control (one-sided p = {p:.3g}); {verdict}")
+    return ControlResult(name, request_id, original, control, p, backs, summary)
+
+
+def deviating_runs(
+    request_id: str, histories: Sequence[RunHistory], alone: Mapping[str, Sequence[RequestRecord]]
+) -> tuple[int, int]:
+    """(runs in which `request_id` answered other than its reference alone, runs with a
+    determinate answer). The reference is the most frequent alone answer (choice by choice)."""
+    refs: dict[int, object] = {}
+    by_choice: dict[int, list[Any]] = {}
+    for r in alone.get(request_id, ()):
+        if r.ok:
+            for c in r.choices:
+                by_choice.setdefault(c.index, []).append(c)
+    for index, choices in by_choice.items():
+        refs[index] = output_key(group_variants(Output(0, "alone", c) for c in choices)[0].outputs[0].choice)
+    table = determinate_outputs(histories)
+    runs: set[int] = set()
+    bad: set[int] = set()
+    for index, outs in table.get(request_id, {}).items():
+        ref = refs.get(index, refs.get(0))
+        for o in outs:
+            runs.add(o.run)
+            if ref is not None and output_key(o.choice) != ref:
+                bad.add(o.run)
+    return len(bad), len(runs)
+
+
+def swap_content(scenario: Scenario, victims: Iterable[str], vocab_size: int | None = None) -> Scenario:
+    """`scenario` with every request but the `victims` given other tokens of the same length.
+
+    One bijection of the vocabulary (a rotation by half of it) maps every neighbour token, so
+    neighbours that shared a prefix still share one, and no neighbour shares a token with a
+    victim at the same position any more. Offsets, max_tokens, n, streaming and cancellation
+    are kept: the batch shapes the engine sees are the original's.
+
+        >>> from servefuzz.workload import RequestSpec, Scenario
+        >>> sc = Scenario(1, (RequestSpec("r01", 0.0, (3, 4, 5), 2), RequestSpec("r02", 1.0, (3, 4, 9), 2)))
+        >>> [r.prompt_ids for r in swap_content(sc, ["r02"], vocab_size=13).requests]
+        [(8, 9, 10), (3, 4, 9)]
+    """
+    keep = set(victims)
+    top = max((t for r in scenario.requests for t in r.prompt_ids), default=_FIRST_TOKEN) + 1
+    span = max((vocab_size or top), top) - _FIRST_TOKEN
+    shift = max(1, span // 2)
+
+    def other(t: int) -> int:
+        return t if t < _FIRST_TOKEN else _FIRST_TOKEN + (t - _FIRST_TOKEN + shift) % span
+
+    def swapped(r: RequestSpec) -> RequestSpec:
+        if r.id in keep:
+            return r
+        name = None if r.prefix_name is None else f"{r.prefix_name}~swapped"
+        return dataclasses.replace(r, prompt_ids=tuple(other(t) for t in r.prompt_ids), prefix_name=name)
+
+    meta = {**scenario.meta, "control": CONTENT_SWAP, "victims": sorted(keep)}
+    return dataclasses.replace(scenario, requests=tuple(swapped(r) for r in scenario.requests), meta=meta)
+
+
+def back(anomalies: Sequence[Anomaly], results: Sequence[ControlResult]) -> tuple[Anomaly, ...]:
+    """The anomalies with the controls' results as evidence: a suspected corruption that a
+    control backs becomes a corruption, its reasons saying which control and why."""
+    by_request: dict[str, list[ControlResult]] = {}
+    for r in results:
+        by_request.setdefault(r.request_id, []).append(r)
+    out = []
+    for a in anomalies:
+        mine = by_request.get(a.request_id, [])
+        if not mine or not a.verdict.is_divergence:
+            out.append(a)
+            continue
+        backing = [r for r in mine if r.backs]
+        evidence = {**a.evidence, "controls": [r.to_json() for r in mine]}
+        if a.verdict is not Verdict.SUSPECTED_CORRUPTION or not backing:
+            out.append(dataclasses.replace(a, evidence=evidence))
+            continue
+        names = ", ".join(r.name for r in backing)
+        clause = f"backed by the {names} control: " + "; ".join(r.summary for r in backing)
+        divergences = tuple(
+            dataclasses.replace(d, verdict=Verdict.CORRUPTION, reason=f"{d.reason.removesuffix(' -> suspected-corruption')}"
+                                f" -> corruption ({clause})")
+            if d.verdict is Verdict.SUSPECTED_CORRUPTION else d
+            for d in a.divergences
+        )
+        summary = a.summary.replace(Verdict.SUSPECTED_CORRUPTION.value, Verdict.CORRUPTION.value, 1)
+        out.append(dataclasses.replace(a, verdict=Verdict.CORRUPTION, summary=f"{summary} (backed by {names})",
+                                       divergences=divergences, evidence={**evidence, "backed_by": [r.name for r in backing]}))
+    return tuple(out)

@@ -1,0 +1,303 @@
+"""The campaign's noise model: how far logprobs move on tokens that agree, over a whole campaign.
+
+A scenario's own noise (`oracles.verdict.measure_noise`) is measured on its stable requests, the
+ones whose batch shapes repeated: by selection it runs low (on an H200, a scenario p99 of 0.0002
+next to benign shifts of 0.013 in the same campaign). Here every agreeing token pair the
+campaign sees (loaded vs loaded, loaded vs alone, cold vs warm and primed) adds two shifts:
+
+- `linf`: the largest |lpA(t) - lpB(t)| over the tokens t in both top-k lists (the top-k L-inf
+  shift), the measure of "the logprobs moved";
+- `gap`: |gapA - gapB|, where gap is the logprob of the top-1 token minus that of the top-2
+  token: how far a near-tie can move. A benign flip needs the gap to move by more than the
+  flip's margin, so the margin is held against the largest gap shift seen.
+
+Shifts are kept by position (0, 1-7, 8-31, 32+: the first token comes from prefill, which
+engines compute with other kernels than decode) and by whether the request was served from the
+prefix cache. Each bucket keeps a count, the exact maximum and a log-spaced histogram (so it is
+bounded, mergeable and persisted as a small file); quantiles are read from the histogram as the
+upper edge of the bin (never below the truth by more than one bin, 12%).
+
+Threshold at a bucket = CAMPAIGN_K x its largest shift, once the bucket holds MIN_SAMPLES; a
+thinner bucket borrows the largest shift over every bucket (a campaign's first minutes should
+not call anything corruption that a later sample would have excused). Requests flagged by any
+oracle never add samples: a corrupted or shifted request is not noise.
+
+    >>> from servefuzz.history import ChoiceRecord
+    >>> a = ChoiceRecord(0, (5, 6), (-0.1, -0.5), (((5, -0.1), (7, -2.0)), ((6, -0.5), (8, -0.9))))
+    >>> b = ChoiceRecord(0, (5, 6), (-0.1, -0.52), (((5, -0.1), (7, -2.01)), ((6, -0.52), (8, -0.9))))
+    >>> [(s.position, round(s.linf, 3), round(s.gap, 3)) for s in pair_shifts(a, b)]
+    [(0, 0.01, 0.01), (1, 0.02, 0.02)]
+    >>> m = CampaignNoise.empty().with_shifts(pair_shifts(a, b) * 40, cached=False)
+    >>> m.samples, round(m.threshold(1, False), 4)
+    (80, 0.04)
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from servefuzz.history import ChoiceRecord, RequestRecord, RunHistory
+from servefuzz.oracles.outputs import Output, determinate_outputs
+
+__all__ = [
+    "BUCKETS",
+    "CAMPAIGN_K",
+    "MIN_SAMPLES",
+    "NOISE_FILE",
+    "CampaignNoise",
+    "Shift",
+    "ShiftHistogram",
+    "Pair",
+    "benign_shifts",
+    "bucket_of",
+    "pair_shifts",
+    "pairs",
+]
+
+NOISE_FILE = "noise.json"
+BUCKETS = ("0", "1-7", "8-31", "32+")
+# Twice the largest benign shift seen, as the scenario's rule (`verdict.NOISE_MAX_K`): the max of
+# a few thousand samples still understates a heavy tail.
+CAMPAIGN_K = 2.0
+MIN_SAMPLES = 30
+# Histogram bins: zero, then 12 per decade from 1e-7 to 100 nats (log-spaced edges).
+_LO, _DECADES, _PER_DECADE = 1e-7, 9, 12
+_EDGES = tuple(_LO * 10 ** (i / _PER_DECADE) for i in range(_DECADES * _PER_DECADE + 1))
+_METRICS = ("linf", "gap")
+
+
+def bucket_of(position: int) -> str:
+    """The position bucket: '0', '1-7', '8-31' or '32+'.
+
+    >>> [bucket_of(p) for p in (0, 1, 7, 8, 31, 32, 900)]
+    ['0', '1-7', '1-7', '8-31', '8-31', '32+', '32+']
+    """
+    return "0" if position == 0 else "1-7" if position < 8 else "8-31" if position < 32 else "32+"
+
+
+@dataclass(frozen=True)
+class Shift:
+    """How one agreeing token moved between two runs (see the module docstring)."""
+
+    position: int
+    linf: float
+    gap: float
+
+
+def pair_shifts(a: ChoiceRecord, b: ChoiceRecord, upto: int | None = None) -> list[Shift]:
+    """The shifts at every position before `upto` (default: the first differing token) where
+    both runs chose the same token and both gave top-k logprobs sharing at least one token."""
+    n = min(len(a.token_ids), len(b.token_ids), len(a.top_logprobs), len(b.top_logprobs))
+    if upto is not None:
+        n = min(n, upto)
+    out: list[Shift] = []
+    for i in range(n):
+        if a.token_ids[i] != b.token_ids[i]:
+            break
+        ta, tb = dict(a.top_logprobs[i]), dict(b.top_logprobs[i])
+        shared = ta.keys() & tb.keys()
+        if not shared:
+            continue
+        linf = max(abs(ta[t] - tb[t]) for t in shared)
+        out.append(Shift(i, linf, abs(_gap(a.top_logprobs[i]) - _gap(b.top_logprobs[i]))))
+    return out
+
+
+def _gap(top: Sequence[tuple[int, float]]) -> float:
+    lps = sorted((lp for _, lp in top), reverse=True)
+    return lps[0] - lps[1] if len(lps) > 1 else 0.0
+
+
+@dataclass(frozen=True)
+class ShiftHistogram:
+    """Count, exact maximum and a log-spaced histogram of one kind of shift in one bucket."""
+
+    count: int = 0
+    max: float = 0.0
+    zeros: int = 0
+    bins: tuple[int, ...] = field(default_factory=lambda: (0,) * len(_EDGES))
+
+    def with_values(self, values: Iterable[float]) -> ShiftHistogram:
+        bins = list(self.bins)
+        count, top, zeros = self.count, self.max, self.zeros
+        for v in values:
+            if not math.isfinite(v):
+                continue
+            count += 1
+            top = max(top, v)
+            if v < _LO:
+                zeros += 1
+            else:
+                bins[min(bisect.bisect_left(_EDGES, v), len(_EDGES) - 1)] += 1
+        return ShiftHistogram(count, top, zeros, tuple(bins))
+
+    def merged(self, other: ShiftHistogram) -> ShiftHistogram:
+        return ShiftHistogram(self.count + other.count, max(self.max, other.max), self.zeros + other.zeros,
+                              tuple(x + y for x, y in zip(self.bins, other.bins, strict=True)))
+
+    def quantile(self, q: float) -> float | None:
+        """The q-quantile, read as the upper edge of its bin (the max caps it); None when empty."""
+        if not self.count:
+            return None
+        rank = math.ceil(q * self.count)
+        seen = self.zeros
+        if seen >= rank:
+            return 0.0
+        for edge, n in zip(_EDGES, self.bins, strict=True):
+            seen += n
+            if seen >= rank:
+                return min(edge, self.max)
+        return self.max
+
+    def to_json(self) -> dict[str, Any]:
+        sparse = {str(i): n for i, n in enumerate(self.bins) if n}
+        return {"count": self.count, "max": self.max, "zeros": self.zeros, "bins": sparse,
+                "p50": self.quantile(0.5), "p99": self.quantile(0.99), "p999": self.quantile(0.999)}
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> ShiftHistogram:
+        bins = [0] * len(_EDGES)
+        for i, n in dict(d.get("bins", {})).items():
+            if 0 <= int(i) < len(bins):
+                bins[int(i)] = int(n)
+        return cls(int(d["count"]), float(d["max"]), int(d.get("zeros", 0)), tuple(bins))
+
+
+def _key(position_bucket: str, cached: bool) -> str:
+    return f"{position_bucket}/{'cached' if cached else 'uncached'}"
+
+
+@dataclass(frozen=True)
+class CampaignNoise:
+    """Benign shifts of one campaign (one target configuration), by bucket and kind."""
+
+    hists: Mapping[str, Mapping[str, ShiftHistogram]] = field(default_factory=dict)  # metric -> key -> hist
+
+    @classmethod
+    def empty(cls) -> CampaignNoise:
+        return cls({m: {} for m in _METRICS})
+
+    @property
+    def samples(self) -> int:
+        return sum(h.count for h in self.hists.get("gap", {}).values())
+
+    def with_shifts(self, shifts: Iterable[Shift], *, cached: bool) -> CampaignNoise:
+        by_key: dict[str, list[Shift]] = {}
+        for s in shifts:
+            by_key.setdefault(_key(bucket_of(s.position), cached), []).append(s)
+        hists = {m: dict(self.hists.get(m, {})) for m in _METRICS}
+        for key, group in by_key.items():
+            for m in _METRICS:
+                values = [s.linf if m == "linf" else s.gap for s in group]
+                hists[m][key] = hists[m].get(key, ShiftHistogram()).with_values(values)
+        return CampaignNoise(hists)
+
+    def merged(self, other: CampaignNoise) -> CampaignNoise:
+        hists: dict[str, dict[str, ShiftHistogram]] = {}
+        for m in _METRICS:
+            mine, theirs = self.hists.get(m, {}), other.hists.get(m, {})
+            hists[m] = {k: mine.get(k, ShiftHistogram()).merged(theirs.get(k, ShiftHistogram()))
+                        for k in {*mine, *theirs}}
+        return CampaignNoise(hists)
+
+    def basis(self, position: int, cached: bool, metric: str = "gap") -> tuple[ShiftHistogram, str]:
+        """The histogram a threshold at this position stands on, and how to name it: the bucket's
+        own once it holds MIN_SAMPLES, else every bucket pooled."""
+        hists = self.hists.get(metric, {})
+        own = hists.get(_key(bucket_of(position), cached))
+        where = f"position {bucket_of(position)}" if bucket_of(position) != "0" else "position 0"
+        if own is not None and own.count >= MIN_SAMPLES:
+            return own, f"{where}{', cached' if cached else ''}"
+        pooled = ShiftHistogram()
+        for h in hists.values():
+            pooled = pooled.merged(h)
+        return pooled, "any position (too few at this one)"
+
+    def threshold(self, position: int, cached: bool, metric: str = "gap") -> float:
+        """CAMPAIGN_K x the largest benign shift there; 0.0 while the campaign has too few
+        samples to say anything (the scenario's own threshold then decides alone)."""
+        hist, _ = self.basis(position, cached, metric)
+        return CAMPAIGN_K * hist.max if hist.count >= MIN_SAMPLES else 0.0
+
+    def where(self, value: float, position: int, cached: bool, *, what: str = "margin", metric: str = "gap") -> str:
+        """Where a margin (or a shift) sits against the benign ones, for verdict lines:
+        'margin 0.3800 = 28x the largest of 4,222 benign shifts at position 0'."""
+        hist, name = self.basis(position, cached, metric)
+        kind = "benign shifts" if metric == "gap" else "benign logprob shifts"
+        if hist.count < MIN_SAMPLES:
+            return f"the campaign has {hist.count:,} benign shifts so far, too few to compare with"
+        if hist.max <= 0:
+            return f"{what} {value:.4f}; all {hist.count:,} {kind} at {name} are zero"
+        return f"{what} {value:.4f} = {value / hist.max:.3g}x the largest of {hist.count:,} {kind} at {name}"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"version": 1, "buckets": list(BUCKETS), "k": CAMPAIGN_K, "min_samples": MIN_SAMPLES,
+                "shifts": {m: {k: h.to_json() for k, h in sorted(self.hists.get(m, {}).items())} for m in _METRICS}}
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> CampaignNoise:
+        shifts = d.get("shifts", {})
+        return cls({m: {str(k): ShiftHistogram.from_json(h) for k, h in dict(shifts.get(m, {})).items()}
+                    for m in _METRICS})
+
+
+@dataclass(frozen=True)
+class Pair:
+    """Two outputs of one request that the campaign compares: `kind` is 'replay' (loaded vs the
+    first loaded run), 'isolation' (loaded vs alone) or 'cache' (a warm or primed probe vs cold)."""
+
+    request_id: str
+    kind: str
+    a: Output
+    b: Output
+
+    @property
+    def cached(self) -> bool:
+        return self.a.cached or self.b.cached
+
+    def shifts(self) -> list[Shift]:
+        return pair_shifts(self.a.choice, self.b.choice)
+
+
+def pairs(
+    loaded: Sequence[RunHistory],
+    alone: Mapping[str, Sequence[RequestRecord]],
+    cache: Sequence[RequestRecord] = (),
+) -> list[Pair]:
+    """Every comparison one execution offers, choice by choice (indeterminate records left out)."""
+    out: list[Pair] = []
+    table = determinate_outputs(loaded)
+    refs = {rid: [Output.of(r, c) for r in recs if r.ok for c in r.choices] for rid, recs in alone.items()}
+    for rid, per_choice in sorted(table.items()):
+        for index, outs in sorted(per_choice.items()):
+            out += [Pair(rid, "replay", outs[0], o) for o in outs[1:]]
+            ref = next((o for o in refs.get(rid, ()) if o.choice.index == index), None)
+            if ref is not None:
+                out += [Pair(rid, "isolation", ref, o) for o in outs]
+    for r in cache:
+        cold = next((o for o in refs.get(r.request_id, ()) if r.ok), None)
+        if cold is not None:
+            out += [Pair(r.request_id, "cache", cold, Output.of(r, c)) for c in r.choices if c.index == cold.choice.index]
+    return out
+
+
+def benign_shifts(
+    loaded: Sequence[RunHistory],
+    alone: Mapping[str, Sequence[RequestRecord]],
+    cache: Sequence[RequestRecord] = (),
+    *,
+    exclude: Iterable[str] = (),
+) -> CampaignNoise:
+    """The shifts one execution adds to the campaign's noise: every agreeing token of every pair,
+    up to the pair's first differing token, except for the `exclude`d requests (those an oracle
+    flagged as anything but numeric drift: corrupted or shifted logprobs are not noise)."""
+    skip = set(exclude)
+    model = CampaignNoise.empty()
+    for p in pairs(loaded, alone, cache):
+        if p.request_id not in skip:
+            model = model.with_shifts(p.shifts(), cached=p.cached)
+    return model

@@ -1,0 +1,128 @@
+"""Controls: each one can fail. The content swap backs a planted cross-request fault and stays quiet
+on batch numerics; `back` turns only a backed suspicion into corruption, and names the control."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+
+import pytest
+
+from servefuzz.anomaly import Anomaly, Divergence, FlipSide, Oracle, Verdict
+from servefuzz.launcher import ServerProcess
+from servefuzz.oracles.controls import CONTENT_SWAP, back, read_control, swap_content
+from servefuzz.oracles.judge import Expectation
+from servefuzz.runner import RunConfig, Runner
+from servefuzz.strategies import Draft, TargetShape
+from servefuzz.targets import make_target
+from servefuzz.trial import Control, content_swap, execute, reproduce
+from servefuzz.workload import Scenario
+
+SHAPE = TargetShape(page_size=64, context_length=4096, vocab=range(3, 1024), max_total_tokens=131072,
+                    chunked_prefill_size=2048, capture_sizes=(1, 2, 4, 8), max_running_requests=128)
+
+
+# -- the rule, pure ------------------------------------------------------------------------
+
+
+def test_a_deviation_that_goes_away_with_the_content_is_backed_one_that_stays_is_not() -> None:
+    assert read_control(CONTENT_SWAP, "r02", original=(5, 5), control=(0, 5)).backs
+    assert read_control(CONTENT_SWAP, "r02", original=(2, 2), control=(0, 5)).backs  # p = 0.048
+    assert not read_control(CONTENT_SWAP, "r02", original=(5, 5), control=(5, 5)).backs
+    # Too few deviations to tell a change from chance: the suspicion stays a suspicion.
+    assert not read_control(CONTENT_SWAP, "r02", original=(2, 5), control=(0, 5)).backs
+    assert not read_control(CONTENT_SWAP, "r02", original=(0, 5), control=(0, 5)).backs
+
+
+def test_swap_keeps_every_shape_and_the_neighbours_shared_prefixes_but_none_with_the_victim() -> None:
+    d = Draft(3, SHAPE)
+    d.blocker(0)
+    for k in range(3):
+        d.add(4.0 + k, 64 + 10 + k, 8, prefix="p0", prefix_len=64)
+    sc = d.scenario("hand")
+    victim = sc.requests[2].id
+    swapped = swap_content(sc, [victim], vocab_size=1024)
+    for old, new in zip(sc.requests, swapped.requests, strict=True):
+        assert (old.id, old.offset_ms, old.max_tokens, old.n, old.prefix_len, len(old.prompt_ids)) == (
+            new.id, new.offset_ms, new.max_tokens, new.n, new.prefix_len, len(new.prompt_ids))
+        if old.id == victim:
+            assert new == old
+        else:
+            assert all(a != b for a, b in zip(old.prompt_ids, new.prompt_ids, strict=True))
+            assert new.prompt_ids[0] != sc.requests[2].prompt_ids[0]  # shares nothing with the victim
+            assert max(new.prompt_ids) < 1024 and min(new.prompt_ids) >= 3
+    others = [r for r in swapped.requests if r.prefix_name and r.id != victim]
+    assert len(others) == 2 and others[0].prompt_ids[:64] == others[1].prompt_ids[:64]
+
+
+def _suspect(rid: str) -> Anomaly:
+    side = FlipSide(0, "alone", 0, 7, -0.01, -5.0)
+    d = Divergence(rid, 1, side, FlipSide(1, "load", 0, 9, -0.02, -4.0), Verdict.SUSPECTED_CORRUPTION,
+                   "flip at token 1: ...; margin 4.9900 > threshold 0.0010 -> suspected-corruption", 4.99, False, 0.001)
+    return Anomaly(Oracle.ISOLATION, Verdict.SUSPECTED_CORRUPTION, rid,
+                   f"{rid}: 5/5 loaded runs differ from the output alone; suspected-corruption: flip at token 1",
+                   divergences=(d,))
+
+
+def test_back_upgrades_only_what_a_control_backs_and_keeps_a_quiet_control_as_evidence() -> None:
+    yes = read_control(CONTENT_SWAP, "r02", original=(5, 5), control=(0, 5))
+    no = read_control(CONTENT_SWAP, "r03", original=(5, 5), control=(5, 5))
+    a, b, c = back([_suspect("r02"), _suspect("r03"), _suspect("r04")], [yes, no])
+    assert a.verdict is Verdict.CORRUPTION and a.divergences[0].verdict is Verdict.CORRUPTION
+    assert a.evidence["backed_by"] == ["content-swap"] and a.evidence["controls"][0]["control"] == [0, 5]
+    assert "backed by the content-swap control" in a.divergences[0].reason
+    assert a.divergences[0].reason.endswith("no rounding excuse)") and "corruption (" in a.divergences[0].reason
+    assert a.summary.startswith("r02: 5/5 loaded runs differ from the output alone; corruption:")
+    assert (b.verdict, b.evidence["controls"][0]["backs"]) == (Verdict.SUSPECTED_CORRUPTION, False)
+    assert c == _suspect("r04")  # no control ran for it
+
+
+# -- on the reference engine ---------------------------------------------------------------
+
+
+def page_boundary_scenario() -> Scenario:
+    """SGLang #22819's shape: a blocker, then three requests sharing exactly one page."""
+    d = Draft(7, SHAPE)
+    d.blocker(0)
+    for k in range(3):
+        d.add(4.0 + k * 0.2, 64 + 20 + k, 16, prefix="p0", prefix_len=64)
+    return d.scenario("hand")
+
+
+def burst_scenario(seed: int) -> Scenario:
+    """Thirty requests within 3 ms: batch sizes change, and with them the benign fault's rounding."""
+    d = Draft(seed, SHAPE)
+    for i in range(30):
+        d.add(float(i % 3), 100, 32)
+    return d.scenario("hand")
+
+
+def control_on(fault: str, scenario: Scenario) -> Control:
+    """Execute, take every diverging request as a suspect (whatever its margin: the question is
+    what the control says of it), confirm with 5 replays, then run the content swap on the first."""
+
+    async def go() -> Control:
+        with ServerProcess.reference(["--fault", fault]) as server:
+            async with Runner(make_target("reference", server.base_url), RunConfig()) as runner:
+                done = await execute(runner, scenario, runs=2, with_alone=True)
+                flagged = [a for a in done.judge().anomalies if a.verdict.is_divergence]
+                assert flagged, f"{fault}: nothing diverged"
+                expect = Expectation(Verdict.SUSPECTED_CORRUPTION, tuple(
+                    dataclasses.replace(a, verdict=Verdict.SUSPECTED_CORRUPTION) for a in flagged))
+                rep = await reproduce(runner, scenario, expect, 5, alone=done.alone, first_run=2)
+                return await content_swap(runner, scenario, expect, 5, original=rep.loaded, alone=done.alone,
+                                          first_run=7)
+
+    return asyncio.run(go())
+
+
+@pytest.mark.timeout(180)
+def test_content_swap_backs_a_stale_prefix_page() -> None:
+    [r] = control_on("page-boundary-prefix", page_boundary_scenario()).results
+    assert r.backs and r.original[0] >= 3 and r.control == (0, 5), r.summary
+
+
+@pytest.mark.timeout(180)
+def test_content_swap_stays_quiet_on_batch_numerics() -> None:
+    [r] = control_on("batch-variant-numerics", burst_scenario(1)).results
+    assert not r.backs and r.original[0] > 0 and r.control[0] > 0, r.summary
