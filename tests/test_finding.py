@@ -230,7 +230,7 @@ def test_a_triaged_finding_round_trips_and_names_its_cure(tmp_path) -> None:
 
     base = make()
     triage = Triage(
-        baseline=TriageOutcome("baseline", reproduced=3, attempts=3),
+        baseline=TriageOutcome("baseline", reproduced=10, attempts=10),
         variants=(
             TriageOutcome("--disable-radix-cache", ("--disable-radix-cache",), component="radix cache", attempts=3),
             TriageOutcome("--disable-cuda-graph", ("--disable-cuda-graph",), component="cuda graph", reproduced=2, attempts=3),

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from servefuzz.anomaly import Anomaly, Oracle, Verdict
 from servefuzz.cli import main as cli
-from servefuzz.finding import Finding, TargetInfo, write_finding
+from servefuzz.finding import Confirmation, Finding, TargetInfo, load_finding, write_finding
 from servefuzz.shrinker import Shrinker, Trial, ddmin, sort_key, with_lineage
 from servefuzz.workload import PromptBuilder, RequestSpec, Scenario
 
@@ -223,7 +223,7 @@ def finding_file(tmp_path: Path, url: str) -> Path:
     [
         (["missing.json", "--launch", "reference"], "no such finding file"),
         (["{f}"], "one of the arguments --base-url --launch is required"),
-        (["{f}", "--launch", "reference", "--runs", "2", "--k", "3"], "--k must be between 1 and --runs (2)"),
+        (["{f}", "--launch", "reference", "--k", "3"], "unrecognized arguments: --k 3"),
         (["{f}", "--launch", "my-server --port 8000"], "neither a preset"),
         (["{f}", "--launch", "vllm-cpu", "--model", "no/such/model"], "--model no/such/model: no such file or folder"),
         (["{f}", "--base-url", "localhost:1"], "--base-url must start with http://"),
@@ -244,6 +244,20 @@ def test_a_finding_that_does_not_reproduce_is_left_alone(
 ) -> None:
     url = reference_server()  # a clean engine: nothing reproduces
     f = finding_file(tmp_path, url)
-    assert cli(["shrink", str(f), "--base-url", url, "--runs", "2"]) == 1
-    assert "did not reproduce in 2 replays" in capsys.readouterr().out
+    assert cli(["shrink", str(f), "--base-url", url]) == 1
+    out = capsys.readouterr().out
+    # Replayed until the sequential test decided (8 clean runs), and said so with the numbers.
+    assert "not reproduced on this server" in out and "0/8 (0%, 95% CI 0-32%): not reproduced" in out
     assert sorted(p.name for p in tmp_path.iterdir()) == [f.name]
+
+
+def test_a_finding_that_stops_reproducing_is_reported_flaky_with_its_history(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], reference_server: Callable[..., str]
+) -> None:
+    url = reference_server()
+    f = load_finding(finding_file(tmp_path, url))
+    seen = dataclasses.replace(f, confirmation=Confirmation(4, 5, {}, ("r02",), ("r01",)))
+    path = write_finding(tmp_path / "seen", seen)
+    assert cli(["shrink", str(path), "--base-url", url]) == 1
+    out = capsys.readouterr().out
+    assert "flaky: it reproduced, then stopped" in out and "when found: 4/5" in out

@@ -12,11 +12,11 @@ from servefuzz import engines
 from servefuzz.anomaly import Anomaly, Oracle, Verdict
 from servefuzz.cli import main as cli
 from servefuzz.errors import UsageError
-from servefuzz.finding import Finding, TargetInfo, TriageOutcome, load_finding, write_finding
+from servefuzz.finding import Finding, TargetInfo, Triage, TriageOutcome, load_finding, write_finding
 from servefuzz.launcher import Launch, reference_argv, reference_flags
 from servefuzz.reference.faults import FAULTS
 from servefuzz.reference.server_args import ServerArgs, parse_args
-from servefuzz.triager import MATRICES, FlagVariant, render_matrix, run_row, runs_for_cure, triage, triaged_name
+from servefuzz.triager import MATRICES, FlagVariant, render_matrix, run_row, triage, triaged_name
 from servefuzz.trial import Replayer
 from servefuzz.workload import PromptBuilder, RequestSpec, Scenario
 
@@ -81,9 +81,12 @@ def test_values_from_a_finding_file_are_never_a_command() -> None:
     target = TargetInfo("reference", "http://127.0.0.1:1", server_args={
         "served_model_name": "x; touch /tmp/pwned", "launch": "rm -rf /", "page_size": 16,
     })
-    argv = Launch.resolve("reference", target).argv
+    with pytest.raises(UsageError, match="served_model_name.*refusing to launch with it"):
+        Launch.resolve("reference", target)  # not a name: refused, never passed on
+    ok = TargetInfo("reference", "http://127.0.0.1:1", server_args={"launch": "rm -rf /", "page_size": 16})
+    argv = Launch.resolve("reference", ok).argv
     assert argv[:3] == tuple(reference_argv()[:3])
-    assert "x; touch /tmp/pwned" in argv and "rm -rf /" not in argv and "--launch" not in argv
+    assert "--page-size=16" in argv and "rm -rf /" not in argv and "--launch" not in argv
 
 
 def test_a_user_command_needs_its_port_and_speaks_the_findings_dialect() -> None:
@@ -105,10 +108,20 @@ def test_vllm_variants_change_what_the_preset_launches() -> None:
     assert by_name["--max-num-seqs 1"].apply(base).argv[-2:] == ("--max-num-seqs", "1")
 
 
-@pytest.mark.parametrize("seen, of, runs, expected", [(10, 10, 10, 10), (0, 10, 10, 10), (5, 10, 10, 10), (3, 10, 10, 13),
-                                                      (1, 10, 10, 40), (1, 4, 4, 16)])
-def test_variants_get_enough_replays_for_a_cure_to_mean_something(seen: int, of: int, runs: int, expected: int) -> None:
-    assert runs_for_cure(TriageOutcome("baseline", reproduced=seen, attempts=of), runs) == expected
+@pytest.mark.parametrize("variant, baseline, decided", [
+    ((0, 3), (10, 10), "cured"),  # p = 0.0035
+    ((0, 20), (1, 20), "undecided"),  # 0/20 against a finding that shows once in 20: no evidence
+    ((0, 20), (1, 5), "undecided"),  # the README walkthrough's old false cure
+    ((1, 10), (10, 10), "reduced"),
+    ((4, 5), (10, 10), "still there"),
+])
+def test_a_cure_is_claimed_only_when_significant(variant: tuple[int, int], baseline: tuple[int, int], decided: str) -> None:
+    row = TriageOutcome("--x", reproduced=variant[0], attempts=variant[1])
+    result = Triage(TriageOutcome("baseline", reproduced=baseline[0], attempts=baseline[1]), (row,))
+    assert result.decision(row)[0] == decided
+    assert (row in result.cures) == (decided == "cured")
+    if decided == "undecided":
+        assert "undecided (0 recurrences" in "\n".join(render_matrix(finding_with(TargetInfo("reference", "http://127.0.0.1:1")), result))
 
 
 # -- for real --------------------------------------------------------------------------------------
@@ -134,11 +147,11 @@ def test_a_matrix_on_a_real_engine_names_the_overlap_scheduler(tmp_path: Path) -
     # overlap-war needs the newcomer admitted while the last decode is in flight: most replays,
     # not every one, on a shared 2-core machine.
     assert result.baseline.reproduced >= 1
-    assert rows["--disable-overlap-schedule"].cured and rows["--disable-overlap-schedule"].reproduced == 0
+    assert rows["--disable-overlap-schedule"] in result.cures and rows["--disable-overlap-schedule"].reproduced == 0
     # A variant off the overlap path ran and was judged; whether it shows the bug in 3 replays
     # is timing (without the radix cache the newcomer is admitted later: about half the time
     # on this machine), which is why the matrix reports rates and not only cures.
-    assert rows["--disable-radix-cache"].error is None and rows["--disable-radix-cache"].attempts >= 3
+    assert rows["--disable-radix-cache"].error is None and rows["--disable-radix-cache"].attempts >= 1
     assert rows["--max-running-requests 1"].error == "no change: the baseline already runs this way"
     assert "overlap scheduler" in result.implicated
     assert any(m["id"] == "sglang#26380" for m in result.known_issues)
@@ -150,14 +163,17 @@ def test_a_matrix_on_a_real_engine_names_the_overlap_scheduler(tmp_path: Path) -
 def test_a_variant_whose_server_does_not_start_is_reported_not_cured() -> None:
     finding = overlap_finding()
     row = run_row(finding, Launch.reference(finding.target), FlagVariant("--page-size 0", "x", add=("--page-size", "0")), runs=1)
-    assert row.error is not None and "--page-size must be >= 1" in row.error and not row.cured
+    assert row.error is not None and "--page-size must be >= 1" in row.error
+    assert Triage(TriageOutcome("baseline", reproduced=5, attempts=5), (row,)).cures == ()
 
 
 def test_triage_command_writes_the_triaged_finding_beside_the_original(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     path = write_finding(tmp_path, overlap_finding())
-    assert cli(["triage", str(path), "--launch", "reference", "--runs", "1", "--parallel", "2"]) == 0
+    # --runs 3: the baseline's 3/3 makes a cure significant after 7 clean runs (p < 0.01); a
+    # single run each could never name one (2/2 against 0/4 is p = 0.07).
+    assert cli(["triage", str(path), "--launch", "reference", "--runs", "3", "--parallel", "2"]) == 0
     out = capsys.readouterr().out
     triaged = load_finding(tmp_path / triaged_name(path))
     assert triaged.triage is not None and triaged.triage.baseline.reproduced >= 1  # overlap-war: most replays
@@ -185,6 +201,7 @@ def test_every_llama_server_variant_starts_and_is_judged(tmp_path: Path) -> None
     result = triage(finding, launch, runs=1, log_dir=tmp_path)
     assert [r.name for r in result.variants] == ["-np 1", "cache_prompt: false", "--no-cont-batching"]
     assert all(r.error is None and r.attempts == 1 for r in result.variants), result.variants
+    assert all(result.decision(r)[0] == "undecided" for r in result.variants)
     # A deterministic engine does not show this made-up divergence: the baseline tried 4x as long.
     assert (result.baseline.rate, result.cures) == ("0/4", ())
 

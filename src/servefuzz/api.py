@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from servefuzz import stats
 from servefuzz.campaign import CampaignConfig, CampaignResult, CampaignState, run_campaign
 from servefuzz.errors import UsageError
 from servefuzz.finding import Finding, TriageOutcome, load_finding
@@ -35,7 +36,7 @@ from servefuzz.oracles.judge import Expectation
 from servefuzz.replay_report import ReplayResult, replay_result
 from servefuzz.reports import ReportPaths, write_report
 from servefuzz.runner import RunConfig, Runner
-from servefuzz.shrinker import ShrinkResult, shrink_finding
+from servefuzz.shrinker import Shrunk, shrink_finding
 from servefuzz.store import check_campaign_dir
 from servefuzz.strategies import get_strategies
 from servefuzz.traces import load_trace_seeds
@@ -249,15 +250,6 @@ def replay(
     return replay_result(found, rep.confirmation, rep.judgement)
 
 
-@dataclass(frozen=True)
-class Shrunk:
-    """What `shrink` made: the minimal finding (None when the finding did not show at all on the
-    server, so there was nothing to shrink) and the search's statistics."""
-
-    finding: Finding | None
-    search: ShrinkResult | None
-
-
 def shrink(
     finding: Finding | str | Path,
     *,
@@ -265,20 +257,18 @@ def shrink(
     launch: str | None = None,
     engine: str | None = None,
     model: Path | None = None,
-    runs: int = 4,
-    k: int = 2,
+    runs: int = stats.REPRODUCTION.cap,
     budget: int | None = 300,
     confirm_runs: int = DEFAULT_RUNS,
     restart: bool = True,
     headers: Mapping[str, str] | None = None,
     request_timeout_s: float = RunConfig.request_timeout_s,
 ) -> Shrunk:
-    """The smallest scenario that still shows the finding (see `servefuzz.shrinker`)."""
+    """The smallest scenario that still shows the finding (see `servefuzz.shrinker`); `runs` caps
+    the replays of the finding's own re-check and of each candidate (each stops once decided)."""
     found = _finding(finding)
     with _bench(found, url, launch, engine, model, headers, request_timeout_s) as bench:
-        minimal, search = shrink_finding(found, bench, runs=runs, k=k, budget=budget, confirm_runs=confirm_runs,
-                                         restart=restart)
-    return Shrunk(minimal, search)
+        return shrink_finding(found, bench, runs=runs, budget=budget, confirm_runs=confirm_runs, restart=restart)
 
 
 def triage(

@@ -39,9 +39,10 @@ from typing import Any
 
 import jsonschema
 
-from servefuzz import durable
+from servefuzz import durable, stats
 from servefuzz.anomaly import Anomaly, Variant, Verdict, deciding, worst
 from servefuzz.errors import FindingError
+from servefuzz.stats import Rate
 from servefuzz.triggers import load_features, signature_features
 from servefuzz.workload import Scenario
 
@@ -173,9 +174,22 @@ class Confirmation:
     def rate(self) -> str:
         return f"{self.reproduced}/{self.attempts}"
 
+    @property
+    def interval(self) -> Rate:
+        """The rate with its Wilson interval (`str` prints "8/10 (80%, 95% CI 49-94%)")."""
+        return Rate(self.reproduced, self.attempts)
+
+    @property
+    def decision(self) -> str:
+        """What the evidence decides (`stats.decide`, a sequential test with 1% error rates):
+        "reproduced", "not reproduced" or "undecided"."""
+        return stats.decide(self.reproduced, self.attempts)
+
     def to_json(self) -> dict[str, Any]:
         return {
             "rate": self.rate,
+            "rate_ci": str(self.interval),  # derived, for readers of the file; recomputed on load
+            "decision": self.decision,
             "expected": list(self.expected),
             "stable": list(self.stable),
             "variants": {rid: [v.to_json() for v in vs] for rid, vs in self.variants.items()},
@@ -224,9 +238,8 @@ class TriageOutcome:
         return f"{self.reproduced}/{self.attempts}"
 
     @property
-    def cured(self) -> bool:
-        """The variant ran and the finding never came back under it."""
-        return self.error is None and self.attempts > 0 and self.reproduced == 0
+    def interval(self) -> Rate:
+        return Rate(self.reproduced, self.attempts)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -235,6 +248,7 @@ class TriageOutcome:
             "env": dict(self.env),
             "component": self.component,
             "rate": self.rate,
+            "rate_ci": str(self.interval),  # derived, for readers of the file
             "error": self.error,
         }
 
@@ -263,12 +277,19 @@ class Triage:
     def __hash__(self) -> int:
         return hash((self.baseline, self.variants))
 
+    def decision(self, row: TriageOutcome) -> tuple[str, float | None]:
+        """What a variant's row says against the baseline (`stats.CureTest`: "cured" only when
+        0/n is significantly below the baseline's rate, p < 0.01), with its p-value; a row
+        that could not run decides nothing."""
+        if row.error is not None or row.attempts == 0 or self.baseline.attempts == 0:
+            return stats.UNDECIDED, None
+        test = stats.CureTest()
+        return test.decide(row.interval, self.baseline.interval), test.p_value(row.interval, self.baseline.interval)
+
     @property
     def cures(self) -> tuple[TriageOutcome, ...]:
-        """The variants that removed the finding, when the baseline still shows it."""
-        if self.baseline.reproduced == 0:
-            return ()
-        return tuple(v for v in self.variants if v.cured)
+        """The variants that removed the finding, significantly (see `decision`)."""
+        return tuple(v for v in self.variants if self.decision(v)[0] == stats.CURED)
 
     @property
     def implicated(self) -> tuple[str, ...]:
@@ -356,6 +377,8 @@ class Finding:
         matcher reads the same features.
 
         Two findings with one signature are most likely one bug; the campaign keeps the first.
+        A suspected corruption keys as a corruption (`Verdict.backed`): a control changes how
+        sure the verdict is, not which bug it is.
         """
         head = self.headline
         involved = self.expected_diverging if head.verdict.is_divergence else (head.request_id,)
@@ -377,8 +400,6 @@ class Finding:
             "anomalies": [a.to_json() for a in self.anomalies],
             "confirmation": None if self.confirmation is None else self.confirmation.to_json(),
             "notes": list(self.notes),
-        A suspected corruption keys as a corruption (`Verdict.backed`): a control changes how
-        sure the verdict is, not which bug it is.
             "triage": None if self.triage is None else self.triage.to_json(),
         }
 

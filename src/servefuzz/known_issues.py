@@ -30,6 +30,7 @@ from functools import cache
 from importlib import resources
 from typing import Any
 
+from servefuzz import stats
 from servefuzz.anomaly import Verdict
 from servefuzz.finding import Finding, Triage, TriageOutcome
 from servefuzz.triggers import FEATURES, load_features
@@ -273,9 +274,13 @@ def _judge(issue: KnownIssue, finding: Finding, triage: Triage | None, feats: Ma
             reasons.append(feats[feature])
 
     for outcome in _judged_variants(triage):
+        assert triage is not None
+        decided = triage.decision(outcome)[0]
+        if decided == stats.UNDECIDED:
+            continue  # neither a cure nor a recurrence: it says nothing either way
         for cure in issue.cures:
             if _applies(cure, outcome):
-                if outcome.cured:
+                if decided == stats.CURED:
                     score += _W_CURE
                     specific = True
                     reasons.append(f"cured by {cure}, as {issue.id} is")
@@ -284,7 +289,7 @@ def _judge(issue: KnownIssue, finding: Finding, triage: Triage | None, feats: Ma
                     against.append(f"still reproduces with {cure} ({outcome.rate}), which cures {issue.id}")
         for flag in issue.not_cured_by:
             if _applies(flag, outcome):
-                if outcome.cured:
+                if decided == stats.CURED:
                     score -= _W_CURE
                     against.append(f"cured by {flag}, which does not cure {issue.id}")
                 else:

@@ -78,7 +78,7 @@ def print_summary(console: Console, result: CampaignResult) -> None:
         table.add_column(col, overflow="fold")
     for path, f in result.findings:
         style = "red" if f.verdict.value in ("corruption", "suspected-corruption") else "yellow"
-        rate = f.confirmation.rate if f.confirmation else "-"
+        rate = str(f.confirmation.interval) if f.confirmation else "-"
         seen = str(result.seen.get(f.signature, 1))
         table.add_row(
             Text(one_line(path.name)), Text(f.verdict.value, style=style), rate, seen,

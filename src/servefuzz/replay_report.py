@@ -31,6 +31,7 @@ import textwrap
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from servefuzz import stats
 from servefuzz.anomaly import Anomaly, Variant, Verdict, deciding
 from servefuzz.finding import Confirmation, Finding
 from servefuzz.oracles import brief
@@ -78,8 +79,13 @@ class ReplayResult:
         return self.confirmation.rate
 
     @property
+    def decision(self) -> str:
+        """What the replays decide (`stats.decide`: a sequential test, each error at most 1%)."""
+        return self.confirmation.decision
+
+    @property
     def confirmed(self) -> bool:
-        return self.confirmation.reproduced > 0
+        return self.decision == stats.REPRODUCED
 
 
 def replay_result(finding: Finding, confirmation: Confirmation, judgement: Judgement) -> ReplayResult:
@@ -144,14 +150,19 @@ def render_replay_report(result: ReplayResult) -> str:
     if result.failures:
         lines += ["", f"  [FAILURES — {len(result.failures)}]"]
         lines += [f"    {a.verdict.value}: {a.summary}" for a in result.failures]
-    verdict = "CONFIRMED" if result.confirmed else "NOT REPRODUCED"
+    verdict = {stats.REPRODUCED: "CONFIRMED", stats.NOT_REPRODUCED: "NOT REPRODUCED"}.get(result.decision, "UNDECIDED")
     if result.expected:
         tally = f"{len(result.reproduced)}/{len(result.expected)} expected divergences reproduced"
     else:
-        tally = f"{failure} {'seen' if result.confirmed else 'not seen'} again"
-    lines += ["", f"  RESULT: {verdict}  (in {result.rate} replays; {tally})", _RULE]
+        tally = f"{failure} {'seen' if result.confirmation.reproduced else 'not seen'} again"
+    lines += ["", f"  RESULT: {verdict}  (in {result.rate} replays; {tally})",
+              f"  RATE   : {stats.REPRODUCTION.describe(*_kn(result))} (sequential test, each error <= 1%)", _RULE]
     # Outputs, ids and error messages are the server's (or the finding's) words: shown, never obeyed.
     return visible("\n".join(lines) + "\n")
+
+
+def _kn(result: ReplayResult) -> tuple[int, int]:
+    return result.confirmation.reproduced, result.confirmation.attempts
 
 
 def _variant_lines(variants: Sequence[Variant]) -> list[str]:

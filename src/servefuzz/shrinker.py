@@ -5,10 +5,13 @@
 
 Shaped after Hypothesis. Every candidate goes through one gate, `Shrinker.consider`, which
 accepts it only if it is strictly smaller than the best scenario so far by `sort_key` *and* the
-test says it still shows the finding. The real test (`reproduction_test`) is confirmation's:
-in at least k of n replays a flagged request answers other than alone on a flushed cache (or the
-same liveness failure comes back), and the oracles give it the finding's verdict, so that a
-corruption never shrinks into numeric drift or the other way round. On a server servefuzz
+test says it still shows the finding. The real test (`reproduction_test`) replays a candidate
+through the one reproduction path (`trial.reproduce`) until `stats.ShrinkGate` decides that it
+reproduces about as often as the finding itself does on this server (a candidate that lost part
+of the bug, 6/10 where the finding showed 10/10, is turned down), and the oracles must give it
+the finding's verdict, so that a corruption never shrinks into numeric drift or the other way
+round. A finding that no longer reproduces is not shrunk: it is reported with its history of
+rates, flaky when it reproduced before (Hypothesis's rule). On a server servefuzz
 launched, a candidate that passes must pass again on a freshly started one (`--no-restart`
 skips that), so that no minimal finding owes its reproduction to damage earlier candidates
 left behind; the minimal finding is confirmed on a fresh server too. Passes only propose
@@ -49,7 +52,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar
 
-from servefuzz.errors import UsageError
+from servefuzz import stats
 from servefuzz.finding import Finding
 from servefuzz.oracles.judge import Expectation
 from servefuzz.trial import DEFAULT_RUNS, Replayer
@@ -68,6 +71,7 @@ __all__ = [
     "with_lineage",
     "minimal_name",
     "reproduction_test",
+    "Shrunk",
     "shrink_finding",
     "render_stats",
 ]
@@ -435,24 +439,25 @@ def with_lineage(original: Scenario, best: Scenario) -> tuple[Scenario, dict[str
 # -- against a server --------------------------------------------------------------------------
 
 
-def reproduction_test(bench: Replayer, expect: Expectation, *, runs: int, k: int, restart: bool = True) -> Test:
-    """The gate's test on a real server: at least `k` of `runs` replays reproduce, with the
-    finding's verdict. Replays stop as soon as the answer is certain.
+def reproduction_test(bench: Replayer, expect: Expectation, gate: stats.ShrinkGate, *, restart: bool = True) -> Test:
+    """The gate's test on a real server: the candidate is replayed one run at a time until
+    `gate` (`stats.ShrinkGate`, against the finding's own rate) decides, and passes when it
+    accepts and the oracles give the flagged requests the finding's verdict (a corruption never
+    shrinks into drift). Undecided at the gate's cap is not a pass.
 
     With `restart`, on a server `bench` launched, a candidate that passes is tested again on a
     fresh server and accepted only if it passes there too: a bug may leave damage that a cache
     flush does not clear (a broken allocator, stale KV in free pages), and a minimal finding must
     not owe its reproduction to what earlier candidates did to the server.
     """
-    if not 1 <= k <= runs:
-        raise UsageError(f"--k must be between 1 and --runs ({runs}), got {k}")
 
     def stop(reproduced: int, done: int) -> bool:
-        return reproduced >= k or runs - done < k - reproduced
+        return bool(gate.decide(reproduced, done) != stats.UNDECIDED)
 
     def passes(candidate: Scenario) -> tuple[bool, int]:
-        rep = bench.reproduce(candidate, expect, runs, stop=stop)
-        return rep.reproduced >= k and rep.verdict_of(expect.within(candidate)) is expect.verdict, rep.attempts
+        rep = bench.reproduce(candidate, expect, gate.test.cap, stop=stop)
+        accepted = gate.decide(rep.reproduced, rep.attempts) == stats.ACCEPT
+        return accepted and rep.verdict_of(expect.within(candidate)) is expect.verdict, rep.attempts
 
     def test(candidate: Scenario) -> Trial:
         if not expect.within(candidate).anomalies:
@@ -467,25 +472,45 @@ def reproduction_test(bench: Replayer, expect: Expectation, *, runs: int, k: int
     return test
 
 
+@dataclass(frozen=True)
+class Shrunk:
+    """What shrinking a finding made: the minimal finding and the search's statistics, or, when
+    the finding no longer reproduces here, neither, with its history of rates (`trail`): a
+    finding that reproduced and then stopped is *flaky*, reported so, never shrunk into nothing."""
+
+    finding: Finding | None
+    search: ShrinkResult | None
+    trail: stats.Trail
+
+
 def shrink_finding(
     finding: Finding,
     bench: Replayer,
     *,
-    runs: int = 4,
-    k: int = 2,
+    runs: int = stats.REPRODUCTION.cap,
     budget: int | None = 300,
     confirm_runs: int = DEFAULT_RUNS,
     restart: bool = True,
-) -> tuple[Finding | None, ShrinkResult | None]:
+) -> Shrunk:
     """Shrink `finding` on `bench`'s server and confirm the minimal scenario `confirm_runs` times.
 
-    Returns (None, None) when the finding does not show there at all in `runs` replays. (It
-    need not pass the gate itself: a smaller scenario may well reproduce more often.)
+    First the finding itself is replayed until the sequential test decides (at most `runs`
+    times): its rate here is what every candidate is held to (`stats.ShrinkGate`). When it is
+    decided "not reproduced", or stays undecided, there is nothing to shrink: `Shrunk.finding`
+    is None and the trail says why (flaky when it had reproduced before).
     """
     expect = Expectation.of(finding)
-    test = reproduction_test(bench, expect, runs=runs, k=k, restart=restart)
-    if bench.reproduce(finding.scenario, expect, runs, stop=lambda seen, done: seen > 0).flaky:
-        return None, None
+    trail = stats.Trail()
+    if finding.confirmation is not None:
+        trail.add("when found", finding.confirmation.interval)
+    first = bench.reproduce(finding.scenario, expect, runs,
+                            stop=lambda seen, done: stats.decide(seen, done) != stats.UNDECIDED)
+    here = stats.Rate(first.reproduced, first.attempts)
+    trail.add("re-checked before shrinking", here)
+    if stats.decide(here.k, here.n) != stats.REPRODUCED:
+        return Shrunk(None, None, trail)
+    gate = stats.ShrinkGate(here, cap=max(runs, 10))
+    test = reproduction_test(bench, expect, gate, restart=restart)
     page = finding.target.page_size or finding.scenario.meta.get("page_size")
     shrinker = Shrinker(finding.scenario, test, page_size=page if isinstance(page, int) else None, budget=budget)
     result = shrinker.run()
@@ -493,21 +518,24 @@ def shrink_finding(
     if restart and bench.can_restart:
         bench.restart()  # the minimal finding's rate is measured on a fresh server
     final = bench.reproduce(scenario, expect.renamed(renames), confirm_runs)
+    trail.add("minimal scenario, confirmed", final.confirmation.interval)
     anomalies = final.judgement.anomalies or expect.renamed(renames).within(scenario).anomalies
     note = (
         f"shrunk from {finding.filename}: {len(finding.scenario.requests)} -> {len(scenario.requests)} requests, "
-        f"{result.replays} replays over {result.rounds} rounds ({result.stopped_because})"
+        f"{result.replays} replays over {result.rounds} rounds ({result.stopped_because}); each candidate held to "
+        f"{here} by the shrink gate"
     )
+    flaky = ["flaky: the minimal scenario did not come back when confirmed"] if final.flaky else []
     minimal = dataclasses.replace(
         finding,
         scenario=scenario,
         target=bench.info,
         anomalies=anomalies,
         confirmation=final.confirmation,
-        notes=(note, *(["flaky: the minimal scenario did not come back when confirmed"] if final.flaky else [])),
+        notes=(note, *flaky),
         triage=None,
     )
-    return minimal, result
+    return Shrunk(minimal, result, trail)
 
 
 def minimal_name(path: Path) -> str:

@@ -1,22 +1,24 @@
 """Triage: which part of the server a finding lives in, found by relaunching it under flag variants.
 
     $ servefuzz triage findings/finding_00003_123_min.json --launch reference
-    variant                            rate   cured  component
-    baseline                           10/10
-    --disable-radix-cache              0/10   yes    radix cache
-    --disable-overlap-schedule         10/10         overlap scheduler
+    variant                     rate (95% CI)                decision             component
+    baseline                    10/10 (100%, 95% CI 72-100%)
+    --disable-radix-cache       0/3 (0%, 95% CI 0-56%)       cured p=0.0035       radix cache
+    --disable-overlap-schedule  1/1 (100%, 95% CI 21-100%)   still there p=1      overlap scheduler
     ...
 
 Each row is a fresh server: first the baseline exactly as launched, then one per variant of
 the engine's matrix (`MATRICES`, data: flags to add, flags to drop, environment, adapter options
-and the component a cure implicates). The finding is replayed under each with confirmation's
-test (`trial.reproduce`); a variant under which it never comes back, while the baseline still
-shows it, is a cure. The baseline gets `runs` replays, more (up to 4x) while the finding has
-not shown at all; so that a cure is not luck, a variant gets `runs` replays or more: enough that
-a finding as frequent as on the baseline would show at least once with 99% probability (at most
-4x `runs`). Rows share the machine when run in parallel, which shifts timing: timing-sensitive
-findings triage most faithfully one row at a time. A variant that would change nothing (the baseline already runs that way)
-is reported, not run. Variants run one after another, or `--parallel N` at a time.
+and the component a cure implicates). The finding is replayed under each with the one
+reproduction path (`trial.reproduce`). Every decision is a test from `servefuzz.stats`: the
+baseline runs at least `runs` times and until the sequential test decides that it reproduces
+(up to 4x); a variant is *cured* only when its 0/n is significantly below the baseline's rate
+(one-sided Fisher exact test, p < 0.01, the p-value printed), *still there* when the finding
+came back, and *undecided* when no number of runs up to the cap could make 0/n significant
+(a baseline of 1/5 cannot vouch for any cure). Rows share the machine when run in parallel,
+which shifts timing: timing-sensitive findings triage most faithfully one row at a time. A
+variant that would change nothing (the baseline already runs that way) is reported, not run.
+Variants run one after another, or `--parallel N` at a time.
 
 The finding with its `Triage` (and the known upstream issues it matches, from
 `servefuzz.known_issues`) is written beside the original as `<name>_triaged.json`, replacing an
@@ -28,14 +30,13 @@ earlier triage of it; the original file is never touched.
 from __future__ import annotations
 
 import dataclasses
-import math
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from servefuzz import known_issues
+from servefuzz import known_issues, stats
 from servefuzz.anomaly import Verdict
 from servefuzz.errors import ServefuzzError, TargetError, UsageError
 from servefuzz.finding import Finding, Triage, TriageOutcome
@@ -48,15 +49,12 @@ __all__ = [
     "MATRICES",
     "matrix_for",
     "run_row",
-    "runs_for_cure",
     "triage",
     "triaged_name",
     "render_matrix",
 ]
 
-# A cure is claimed when the chance that a baseline-frequent finding missed every replay by luck
-# is at most this; variants get at most this many times --runs replays to get there.
-_LUCK = 0.01
+# Rows replay at most this many times --runs to decide.
 _MAX_RUNS_FACTOR = 4
 
 
@@ -230,17 +228,25 @@ def triage(
     plus the known upstream issues the finding matches given this matrix."""
     if runs < 1 or parallel < 1:
         raise UsageError("--runs and --parallel must be at least 1")
-    # A timing-sensitive finding may miss `runs` replays by bad luck; the baseline goes on (up to
-    # 4x) until it has shown once, since without it no variant can be said to cure anything.
+    # The baseline runs at least `runs` times and goes on (up to 4x) until the sequential test
+    # decides that it reproduces: without a baseline that shows the finding, no variant can be
+    # said to cure it, and a weak baseline makes every cure insignificant.
     baseline = run_row(finding, launch, None, runs=_MAX_RUNS_FACTOR * runs, log_dir=log_dir,
-                       stop=lambda seen, done: done >= runs and seen > 0)
+                       stop=lambda seen, done: done >= runs and stats.decide(seen, done) != stats.UNDECIDED)
     if baseline.error is not None:
         raise TargetError(f"the baseline server could not be used: {baseline.error}")
     on_row(baseline)
-    each = runs_for_cure(baseline, runs)
+    test = stats.CureTest(cap=_MAX_RUNS_FACTOR * runs)
+    base = baseline.interval
+    # Runs per row: as many clean runs as make 0/n significant against this baseline; when no
+    # number up to the cap can (a baseline that did not or barely reproduced), `runs`: the row
+    # can then only say "still there" or "undecided", never "cured".
+    each = max(runs, (test.runs_to_cure(base) if baseline.reproduced else None) or runs)
 
     def one(variant: FlagVariant) -> TriageOutcome:
-        row = run_row(finding, launch, variant, runs=each, log_dir=log_dir)
+        # Replays until the row is decided: a recurrence says "still there" at once.
+        row = run_row(finding, launch, variant, runs=each, log_dir=log_dir,
+                      stop=lambda seen, done: test.decide(stats.Rate(seen, done), base) != stats.UNDECIDED)
         on_row(row)
         return row
 
@@ -249,20 +255,6 @@ def triage(
     result = Triage(baseline=baseline, variants=rows)
     matches = known_issues.match(dataclasses.replace(finding, triage=result), result)
     return dataclasses.replace(result, known_issues=tuple(m.to_json() for m in matches))
-
-
-def runs_for_cure(baseline: TriageOutcome, runs: int) -> int:
-    """Replays per variant: enough that a finding reproducing as often as on the baseline would
-    fail to show in all of them with at most 1% probability; at least `runs`, at most 4x.
-
-    >>> runs_for_cure(TriageOutcome("baseline", reproduced=3, attempts=10), 10)
-    13
-    """
-    if not 0 < baseline.reproduced < baseline.attempts:
-        return runs  # always reproduces (any miss is news), or never (nothing can cure it)
-    p = baseline.reproduced / baseline.attempts
-    needed = math.ceil(math.log(_LUCK) / math.log(1 - p))
-    return min(max(runs, needed), _MAX_RUNS_FACTOR * runs)
 
 
 def triaged_name(path: Path) -> str:
@@ -275,21 +267,29 @@ def render_matrix(finding: Finding, result: Triage) -> list[str]:
     """The matrix (variant, rate, cured?, component), what the cures implicate, and known issues."""
     rows = [result.baseline, *result.variants]
     width = max(len(r.name) for r in rows) + 2
-    lines = [f"{'variant':<{width}} {'rate':>7}  {'cured':<5}  component"]
+    lines = [f"{'variant':<{width}} {'rate (95% CI)':<28} {'decision':<20} component"]
     for r in rows:
-        rate = "-" if r.error else r.rate
-        cured = "yes" if r in result.cures else ""
+        rate = "-" if r.error else str(r.interval)
+        if r is result.baseline:
+            decided = ""
+        else:
+            verdict, p = result.decision(r)
+            decided = verdict + ("" if p is None else f" p={p:.2g}")
         tail = f"({r.error})" if r.error else r.component
-        lines.append(f"{r.name:<{width}} {rate:>7}  {cured:<5}  {tail}".rstrip())
+        lines.append(f"{r.name:<{width}} {rate:<28} {decided:<20} {tail}".rstrip())
     kind = "numeric drift (benign batch numerics)" if finding.verdict is Verdict.NUMERIC_DRIFT else finding.verdict.value
     lines.append(f"verdict: {kind}")
     if result.baseline.reproduced == 0:
         lines.append("the baseline did not reproduce the finding, so no variant can be said to cure it")
     elif result.cures:
-        lines.append("cured by: " + ", ".join(r.name for r in result.cures))
+        lines.append("cured by: " + ", ".join(r.name for r in result.cures)
+                     + " (each significantly below the baseline, p < 0.01)")
         lines.append("implicated: " + ", ".join(result.implicated))
     else:
-        lines.append("no variant cured it")
+        undecided = [r.name for r in result.variants if result.decision(r)[0] == stats.UNDECIDED and not r.error]
+        lines.append("no variant cured it significantly" + (
+            f"; undecided (0 recurrences, but too few runs against this baseline to say cured): {', '.join(undecided)}"
+            if undecided else ""))
     for m in result.known_issues:
         lines.append(f"known issue {m['id']}: {m.get('title', '')}")
         lines += [f"  + {reason}" for reason in m.get("reasons", ())]

@@ -9,11 +9,12 @@ from typing import TypeVar
 
 import aiohttp
 import pytest
+from engine_client import alone, flag, with_runner
 
 from servefuzz.history import RequestRecord, Status
 from servefuzz.launcher import ServerProcess
-from servefuzz.runner import RunConfig, Runner
-from servefuzz.targets import detect_engine, make_target
+from servefuzz.runner import Runner
+from servefuzz.targets import make_target
 from servefuzz.targets.base import Exchange
 from servefuzz.workload import RequestSpec, Scenario
 
@@ -22,44 +23,12 @@ pytestmark = pytest.mark.engine
 _R = TypeVar("_R")
 
 
-def _flag(srv: ServerProcess, name: str) -> int:
-    """A launch flag's value, read back from the command line the server was started with."""
-    return int(srv.argv[srv.argv.index(name) + 1])
-
-
 def _with_runner(url: str, body: Callable[[Runner], Awaitable[_R]], **target_opts: object) -> _R:
-    async def main() -> _R:
-        async with Runner(make_target("llamacpp", url, **target_opts), RunConfig(top_k=5)) as r:
-            return await body(r)
-
-    return asyncio.run(main())
+    return with_runner("llamacpp", url, body, **target_opts)
 
 
 def _alone(url: str, *specs: RequestSpec, **target_opts: object) -> list[RequestRecord]:
-    async def body(r: Runner) -> list[RequestRecord]:
-        return [await r.run_alone(s, run=0) for s in specs]
-
-    return _with_runner(url, body, **target_opts)
-
-
-def test_token_id_prompt_gives_exact_ids_with_top_k(llama_server: ServerProcess) -> None:
-    prompt = tuple(range(300, 340))
-    plain, streamed = _alone(
-        llama_server.base_url,
-        RequestSpec("plain", 0.0, prompt, max_tokens=8),
-        RequestSpec("streamed", 0.0, prompt, max_tokens=8, stream=True),
-    )
-    for rec in (plain, streamed):
-        assert rec.status is Status.OK, rec.error
-        assert rec.prompt_tokens == len(prompt)
-        (c,) = rec.choices
-        assert len(c.token_ids) == 8 and c.finish_reason == "length"
-        for token, logprob, top in zip(c.token_ids, c.logprobs, c.top_logprobs, strict=True):
-            assert len(top) == 5
-            assert top[0] == (token, logprob)  # greedy: the chosen token heads its top-k
-            assert token >= 259  # the model's byte and control tokens never win
-    assert plain.choices[0].token_ids == streamed.choices[0].token_ids
-    assert streamed.first_token_ms is not None
+    return alone("llamacpp", url, *specs, **target_opts)
 
 
 def test_server_info_reads_slots_and_vocabulary(llama_server: ServerProcess) -> None:
@@ -67,10 +36,10 @@ def test_server_info_reads_slots_and_vocabulary(llama_server: ServerProcess) -> 
         return r.info
 
     info = _with_runner(llama_server.base_url, body)
-    slots = _flag(llama_server, "-np")
+    slots = flag(llama_server, "-np")
     assert info.server_args["total_slots"] == slots
-    assert info.server_args["context_length"] == _flag(llama_server, "-c") // slots
-    assert info.max_total_tokens == _flag(llama_server, "-c")
+    assert info.server_args["context_length"] == flag(llama_server, "-c") // slots
+    assert info.max_total_tokens == flag(llama_server, "-c")
     assert info.vocab_size == 1024  # the tiny GGUF's vocabulary
     assert info.version is not None and "0c1e570" in info.version
 
@@ -116,7 +85,7 @@ def test_shared_prefix_is_reused_unless_the_request_says_no(llama_server: Server
 
 
 def test_n_is_llamas_own_fork_of_one_prompt(llama_server: ServerProcess) -> None:
-    slots = _flag(llama_server, "-np")
+    slots = flag(llama_server, "-np")
     prompt = tuple(range(700, 760))
     forked, streamed, too_many = _alone(
         llama_server.base_url,
@@ -153,11 +122,3 @@ def test_a_stream_leaves_no_dead_connection_behind(llama_server: ServerProcess) 
             return flushed
 
     assert asyncio.run(main()) == [True] * 12
-
-
-def test_the_engine_is_detected_when_not_named(llama_server: ServerProcess) -> None:
-    async def detect() -> str:
-        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10)) as s:
-            return (await detect_engine(s, llama_server.base_url)).engine
-
-    assert asyncio.run(detect()) == "llamacpp"

@@ -6,15 +6,14 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
-import aiohttp
 import pytest
+from engine_client import alone, flag, with_runner
 
 from servefuzz import engines
 from servefuzz.history import RequestRecord, Status
 from servefuzz.launcher import ServerProcess
 from servefuzz.models import TINY
-from servefuzz.runner import RunConfig, Runner
-from servefuzz.targets import detect_engine, make_target
+from servefuzz.runner import Runner
 from servefuzz.workload import PromptBuilder, RequestSpec, Scenario
 
 pytestmark = pytest.mark.engine
@@ -22,43 +21,12 @@ pytestmark = pytest.mark.engine
 _R = TypeVar("_R")
 
 
-def _flag(srv: ServerProcess, name: str) -> int:
-    """A launch flag's value, read back from the command line the server was started with."""
-    return int(srv.argv[srv.argv.index(name) + 1])
-
-
 def _with_runner(url: str, body: Callable[[Runner], Awaitable[_R]], **target_opts: object) -> _R:
-    async def main() -> _R:
-        async with Runner(make_target("vllm", url, **target_opts), RunConfig(top_k=5, request_timeout_s=300)) as r:
-            return await body(r)
-
-    return asyncio.run(main())
+    return with_runner("vllm", url, body, **target_opts)
 
 
-def _alone(url: str, *specs: RequestSpec) -> list[RequestRecord]:
-    async def body(r: Runner) -> list[RequestRecord]:
-        return [await r.run_alone(s, run=0) for s in specs]
-
-    return _with_runner(url, body)
-
-
-def test_token_id_prompt_gives_exact_ids_with_top_k(vllm_server: ServerProcess) -> None:
-    prompt = tuple(range(300, 340))
-    plain, streamed = _alone(
-        vllm_server.base_url,
-        RequestSpec("plain", 0.0, prompt, max_tokens=8),
-        RequestSpec("streamed", 0.0, prompt, max_tokens=8, stream=True),
-    )
-    for rec in (plain, streamed):
-        assert rec.status is Status.OK, rec.error
-        assert rec.prompt_tokens == len(prompt)
-        (c,) = rec.choices
-        assert len(c.token_ids) == 8 and c.finish_reason == "length"
-        for token, logprob, top in zip(c.token_ids, c.logprobs, c.top_logprobs, strict=True):
-            assert len(top) == 5
-            assert top[0] == (token, logprob)  # greedy: the chosen token heads its top-k
-    assert plain.choices[0].token_ids == streamed.choices[0].token_ids
-    assert streamed.first_token_ms is not None
+def _alone(url: str, *specs: RequestSpec, **target_opts: object) -> list[RequestRecord]:
+    return alone("vllm", url, *specs, **target_opts)
 
 
 def test_a_token_outside_the_vocabulary_is_an_http_error(vllm_server: ServerProcess) -> None:
@@ -72,17 +40,17 @@ def test_block_size_and_pool_size_come_from_metrics(vllm_server: ServerProcess) 
         return r.info
 
     info = _with_runner(vllm_server.base_url, body)
-    assert info.page_size == _flag(vllm_server, "--block-size")
+    assert info.page_size == flag(vllm_server, "--block-size")
     # Keys and values of every layer in float32: the pool holds the bytes given at launch.
     per_token = 2 * TINY.layers * TINY.hidden * 4
-    assert info.max_total_tokens == _flag(vllm_server, "--kv-cache-memory-bytes") // per_token
+    assert info.max_total_tokens == flag(vllm_server, "--kv-cache-memory-bytes") // per_token
     assert info.server_args["enable_prefix_caching"] is True
     assert info.server_args["max_model_len"] == 2048
     assert info.version == engines.VLLM_VERSION
 
 
 def test_shared_prefix_is_cached_and_the_flush_empties_it(vllm_server: ServerProcess) -> None:
-    prefix = tuple(range(500, 500 + 2 * _flag(vllm_server, "--block-size")))  # two whole blocks
+    prefix = tuple(range(500, 500 + 2 * flag(vllm_server, "--block-size")))  # two whole blocks
     first = RequestSpec("first", 0.0, prefix + (7, 8, 9), max_tokens=2, prefix_name="p", prefix_len=len(prefix))
     second = RequestSpec("second", 0.0, prefix + (10, 11), max_tokens=2, prefix_name="p", prefix_len=len(prefix))
 
@@ -179,11 +147,3 @@ def test_float32_gives_the_same_tokens_alone_and_in_a_burst(vllm_server: ServerP
         got = by_id[ref.request_id]
         assert ref.status is Status.OK and got.status is Status.OK, (ref.error, got.error)
         assert got.choices[0].token_ids == ref.choices[0].token_ids, ref.request_id
-
-
-def test_the_engine_is_detected_when_not_named(vllm_server: ServerProcess) -> None:
-    async def detect() -> str:
-        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10)) as s:
-            return (await detect_engine(s, vllm_server.base_url)).engine
-
-    assert asyncio.run(detect()) == "vllm"

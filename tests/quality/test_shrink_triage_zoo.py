@@ -163,7 +163,7 @@ def test_shrink_ends_small_and_triage_names_the_cure(fault: str, tmp_path: Path,
     assert len(scenario.requests) >= 6
     path = make_finding(fault, flags, scenario, tmp_path)
 
-    rc = cli(["shrink", str(path), "--launch", "reference", "--runs", "4", "--k", "3", "--budget", "70", "--confirm-runs", "5"])
+    rc = cli(["shrink", str(path), "--launch", "reference", "--budget", "150", "--confirm-runs", "5"])
     out = capsys.readouterr().out
     assert rc == 0, out
     minimal = load_finding(tmp_path / minimal_name(path))
@@ -228,7 +228,7 @@ def test_repro_py_of_a_shrunk_finding_confirms_on_the_faulty_engine_only(tmp_pat
     fault = "page-boundary-prefix"
     flags, scenario = CASES[fault](PromptBuilder(7, range(3, 1024)))
     path = make_finding(fault, flags, scenario, tmp_path)
-    assert cli(["shrink", str(path), "--launch", "reference", "--runs", "4", "--k", "3", "--budget", "70"]) == 0
+    assert cli(["shrink", str(path), "--launch", "reference", "--budget", "150"]) == 0
     capsys.readouterr()
     minimal = load_finding(tmp_path / minimal_name(path))
     assert len(minimal.scenario.requests) <= 3

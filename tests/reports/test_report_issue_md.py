@@ -27,7 +27,7 @@ def test_the_issue_has_the_seed_reports_sections_in_order() -> None:
         "Known issues this may be",
         "Environment",
     ]
-    assert "- Reproduction rate: 10/10 replays" in text
+    assert "- Reproduction rate: 10/10 (100%, 95% CI 72-100%) of replays (reproduced)" in text
     assert "servefuzz serve-reference \\\n    --page-size 64" in text and "--fault page-boundary-prefix" in text
     assert "python3 repro.py --base-url http://127.0.0.1:30000 --runs 10" in text
 
@@ -42,7 +42,7 @@ def test_trace_outputs_triage_and_matches_say_what_the_finding_says() -> None:
     assert "variant 1: ' u7892_1146 u7892_1086'  (7/10)" in text
     assert "Divergence starts at token 0 of r02" in text
     triage = {line.split("|")[1].strip(): line.split("|")[5].strip() for line in text.splitlines() if line.startswith("| ")}
-    assert triage["no-radix"] == "cured" and triage["no-overlap"] == "reproduces"
+    assert triage["no-radix"] == "cured (p = 0.004)" and triage["no-overlap"] == "still there (p = 1)"
     assert triage["no-cuda-graph"] == "error: server did not start"
     assert "- [sglang\\#22819](https://github.com/sgl-project/sglang/issues/22819)" in text
     assert "cured by --disable-radix-cache, as sglang\\#22819 is" in text

@@ -202,3 +202,13 @@ def test_repro_reads_every_sglang_stream_shape_as_the_whole_answer(tmp_path: Pat
         assert repro.parse(_chunks(name)) == expected, name
     with pytest.raises(repro.InBandError, match="aborted"):
         repro.parse(_chunks("generate_stream_abort.txt"))
+
+
+def test_the_script_decides_with_servefuzz_stats_verbatim(script: Path) -> None:
+    # repro.py keeps a standard-library copy of the rule that turns k of n into a decision:
+    # servefuzz.stats itself, embedded whole, so the two cannot disagree.
+    import inspect
+
+    from servefuzz import stats
+
+    assert inspect.getsource(stats) in script.read_text(encoding="utf-8")

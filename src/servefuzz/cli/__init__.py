@@ -116,15 +116,17 @@ def _shrink(args: argparse.Namespace) -> int:
     from servefuzz.shrinker import minimal_name, render_stats
 
     done = shrink(args.finding, url=args.url, launch=args.launch, engine=args.engine, model=args.model,
-                  runs=args.runs, k=args.k, budget=args.budget, confirm_runs=args.confirm_runs, restart=args.restart,
+                  runs=args.runs, budget=args.budget, confirm_runs=args.confirm_runs, restart=args.restart,
                   headers=_headers(args), request_timeout_s=args.request_timeout)
     if done.finding is None or done.search is None:
-        print(f"{visible(args.finding)}: did not reproduce in {args.runs} replays on this server; nothing to shrink")
+        print(f"{visible(args.finding)}: not reproduced on this server, so there is nothing to shrink")
+        print(visible(str(done.trail)))
         return Exit.FOUND
     path = write_finding(args.finding.parent, done.finding, name=minimal_name(args.finding), replace=True)
     print("\n".join(render_stats(done.search)))
     assert done.finding.confirmation is not None
     print("\n".join(render_confirmation(done.finding.confirmation)))
+    print(visible(str(done.trail)))
     print(f"minimal finding: {visible(path)}")
     return Exit.OK
 
@@ -135,7 +137,7 @@ def _triage(args: argparse.Namespace) -> int:
     from servefuzz.triager import render_matrix, triaged_name
 
     def row_done(row: TriageOutcome) -> None:
-        print(f"  {visible(row.name)}: {one_line(row.error or row.rate)}", file=sys.stderr, flush=True)
+        print(f"  {visible(row.name)}: {one_line(row.error or str(row.interval))}", file=sys.stderr, flush=True)
 
     finding = load_finding(args.finding)
     triaged = triage(finding, launch=args.launch, engine=args.engine, model=args.model, runs=args.runs,

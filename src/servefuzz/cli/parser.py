@@ -142,8 +142,9 @@ def build_parser() -> UsageParser:
                        epilog=EXIT_CODES_HELP)
     s.add_argument("finding", type=Path, metavar="FINDING")
     _server(s, url_required=True)
-    s.add_argument("--runs", type=positive_int, default=4, help="replays per candidate, n (default 4)")
-    s.add_argument("--k", type=positive_int, default=2, help="replays that must reproduce, k of n (default 2)")
+    s.add_argument("--runs", type=positive_int, default=30, metavar="N",
+                   help="at most N replays of the finding's re-check and of each candidate; each stops as soon as "
+                        "the statistics decide (default 30)")
     s.add_argument("--budget", type=positive_int, default=300, help="replays the search may spend (default 300)")
     s.add_argument("--confirm-runs", type=positive_int, default=DEFAULT_RUNS,
                    help=f"replays confirming the minimal scenario (default {DEFAULT_RUNS})")

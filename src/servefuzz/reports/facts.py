@@ -168,9 +168,15 @@ def triage_rows(finding: Finding) -> list[TriageRow]:
     rows = []
     for o in (triage.baseline, *triage.variants):
         cured = o in triage.cures
-        outcome = f"error: {o.error}" if o.error else "cured" if cured else "reproduces" if o.reproduced else "-"
+        if o.error:
+            outcome = f"error: {o.error}"
+        elif o is triage.baseline:
+            outcome = "reproduces" if o.reproduced else "did not reproduce: nothing can be called cured"
+        else:
+            decided, p = triage.decision(o)
+            outcome = decided + ("" if p is None else f" (p = {p:.2g})")
         change = " ".join([*o.flags, *(f"{k}={v}" for k, v in o.env.items())]) or "(unchanged)"
-        rows.append(TriageRow(o.name, change, o.component, o.rate, outcome, cured, o.reproduced > 0))
+        rows.append(TriageRow(o.name, change, o.component, str(o.interval), outcome, cured, o.reproduced > 0))
     return rows
 
 

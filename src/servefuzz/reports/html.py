@@ -81,7 +81,7 @@ def _section(title: str, body: str) -> str:
 
 
 def _header(finding: Finding) -> str:
-    rate = f" · reproduced {finding.confirmation.rate}" if finding.confirmation else ""
+    rate = f" · reproduced {finding.confirmation.interval}" if finding.confirmation else ""
     t = finding.target
     return (
         f"<header><h1>{_e(finding.filename)}</h1>"

@@ -81,7 +81,7 @@ def _description(finding: Finding) -> str:
         "",
     ]
     if finding.confirmation is not None:
-        lines.append(f"- Reproduction rate: {finding.confirmation.rate} replays")
+        lines.append(f"- Reproduction rate: {finding.confirmation.interval} of replays ({finding.confirmation.decision})")
     d = deciding_divergence(finding)
     lines.append(f"- Verdict: {md(finding.verdict.value)} — {md(d.reason if d is not None else finding.why)}")
     if finding.triage is not None:

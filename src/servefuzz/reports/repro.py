@@ -23,11 +23,13 @@ diverge, and how to flush the engine's cache.
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import json
 import string
 from importlib import resources
 from typing import Any
 
+from servefuzz import stats
 from servefuzz.errors import UsageError
 from servefuzz.finding import Finding
 from servefuzz.oracles.judge import Expectation
@@ -119,4 +121,8 @@ def repro_script(finding: Finding) -> str:
     literal = "\n".join("    " + repr(text[i : i + _LINE]) for i in range(0, len(text), _LINE))
     template = resources.files("servefuzz.reports").joinpath("templates/repro.py.tmpl").read_text(encoding="utf-8")
     # One substitution pass: values are never scanned for placeholders themselves.
-    return string.Template(template).substitute(finding_name=finding.filename, finding_literal=literal)
+    # servefuzz.stats is standard-library only and embedded verbatim: the script decides
+    # "reproduced", "not reproduced" or "undecided" exactly as servefuzz does.
+    stats_source = inspect.getsource(stats)
+    return string.Template(template).substitute(finding_name=finding.filename, finding_literal=literal,
+                                                stats_source=stats_source)

@@ -220,6 +220,12 @@ class Target(Protocol):
         """Whether the server says it is healthy (False, not an exception, when unreachable)."""
 
 
+class Absorb(Protocol):
+    """How a dialect folds one answer (or one stream chunk) of a generation into the exchange."""
+
+    def __call__(self, exchange: Exchange, item: Any, *, position: int, streamed: bool) -> None: ...
+
+
 class HttpTarget:
     """Plumbing the dialects share: URL handling, auth headers, bounded reads, JSON GETs,
     `/health` and `/metrics`.
@@ -304,6 +310,34 @@ class HttpTarget:
     def stream(self, resp: aiohttp.ClientResponse) -> AsyncIterator[Any]:
         """The JSON payloads of a server-sent-event answer, within this target's caps."""
         return sse_payloads(resp, max_line_bytes=self.max_response_bytes, max_total_bytes=self.max_stream_bytes)
+
+    async def generate(
+        self,
+        session: aiohttp.ClientSession,
+        path: str,
+        body: Mapping[str, Any],
+        spec: RequestSpec,
+        exchange: Exchange,
+        absorb: Absorb,
+        *,
+        headers: Mapping[str, str] | None = None,
+    ) -> None:
+        """POST a generation request and fold its answer into `exchange` with `absorb`: each
+        stream chunk as it comes, or each item of a whole answer (a list for n > 1, one object
+        for n == 1). A non-2xx answer is `BadStatus` with the server's (bounded) error text."""
+        async with self.post(session, path, json=body, headers=headers) as resp:
+            exchange.http_status = resp.status
+            if resp.status >= 300:
+                raise BadStatus(resp.status, await read_error(resp))
+            if spec.stream:
+                async for chunk in self.stream(resp):
+                    absorb(exchange, chunk, position=0, streamed=True)
+                exchange.require_finished(spec.n)
+                return
+            raw = await self.read(resp)
+        data = parse_json(raw, path)
+        for position, item in enumerate(data if isinstance(data, list) else [data]):
+            absorb(exchange, item, position=position, streamed=False)
 
 
 def split_credentials(base_url: str) -> tuple[str, str | None]:

@@ -42,7 +42,6 @@ from servefuzz.targets.base import (
     Exchange,
     HttpTarget,
     TargetInfo,
-    parse_json,
     read_error,
     register,
     reply_shape,
@@ -86,20 +85,8 @@ class LlamaCppTarget(HttpTarget):
         # a pooled connection reused for the next request then fails as "server disconnected".
         # Closing it from our side keeps that connection out of the pool.
         headers = {"Connection": "close"} if spec.stream else None
-        async with self.post(session, "/completion", json=self.body(spec, top_k=top_k, cold=exchange.cold),
-                             headers=headers) as resp:
-            exchange.http_status = resp.status
-            if resp.status >= 300:
-                raise BadStatus(resp.status, await read_error(resp))
-            if spec.stream:
-                async for chunk in self.stream(resp):
-                    _absorb(exchange, chunk, position=0, streamed=True)
-                exchange.require_finished(spec.n)
-                return
-            raw = await self.read(resp)
-        data = parse_json(raw, "/completion")
-        for position, item in enumerate(data if isinstance(data, list) else [data]):
-            _absorb(exchange, item, position=position, streamed=False)
+        body = self.body(spec, top_k=top_k, cold=exchange.cold)
+        await self.generate(session, "/completion", body, spec, exchange, _absorb, headers=headers)
 
     async def flush_cache(self, session: aiohttp.ClientSession) -> bool:
         slots = self._slots if self._slots is not None else await self._total_slots(session)

@@ -37,7 +37,6 @@ from servefuzz.targets.base import (
     Exchange,
     HttpTarget,
     TargetInfo,
-    parse_json,
     read_error,
     register,
     reply_shape,
@@ -82,20 +81,8 @@ class SGLangTarget(HttpTarget):
     async def send(
         self, session: aiohttp.ClientSession, spec: RequestSpec, *, top_k: int, exchange: Exchange
     ) -> None:
-        async with self.post(session, "/generate", json=self.body(spec, top_k=top_k)) as resp:
-            exchange.http_status = resp.status
-            if resp.status >= 300:
-                raise BadStatus(resp.status, await read_error(resp))
-            if spec.stream:
-                async for chunk in self.stream(resp):
-                    _absorb(exchange, chunk, position=0, streamed=True)
-                exchange.require_finished(spec.n)
-                return
-            raw = await self.read(resp)
-        data = parse_json(raw, "/generate")
         # n > 1 answers a list, one dict per choice; n == 1 a bare dict.
-        for position, item in enumerate(data if isinstance(data, list) else [data]):
-            _absorb(exchange, item, position=position, streamed=False)
+        await self.generate(session, "/generate", self.body(spec, top_k=top_k), spec, exchange, _absorb)
 
     async def flush_cache(self, session: aiohttp.ClientSession) -> bool:
         status, body = 0, ""
