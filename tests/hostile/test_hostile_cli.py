@@ -124,3 +124,13 @@ def test_a_crafted_finding_is_refused_in_one_line(tmp_path: Path) -> None:
         for command in (["replay", str(path), "--base-url", "http://127.0.0.1:9"], ["report", str(path)]):
             p = servefuzz(*command, timeout=30)
             held(p, Exit.USAGE)
+
+
+@pytest.mark.parametrize("mode", ["http500", "badjson", "markup"])
+def test_shrink_on_a_hostile_server_ends_in_a_documented_code(hostile_server: Hostile, mode: str, tmp_path: Path) -> None:
+    spec = RequestSpec("r01", 0.0, tuple(range(3, 40)), 4)
+    target = TargetInfo("sglang", hostile_server(mode))
+    finding = Finding(1, 1, Scenario(1, (spec,)), target, (Anomaly(Oracle.REPLAY, Verdict.CORRUPTION, "r01", "x"),))
+    path = write_finding(tmp_path, finding)
+    p = servefuzz("shrink", str(path), "--base-url", hostile_server(mode), "--runs", "8", "--request-timeout", "3")
+    held(p, Exit.OK, Exit.FOUND, Exit.TARGET)
