@@ -186,7 +186,7 @@ def _id_block(ids: Sequence[str]) -> list[str]:
 
 def render_confirmation(c: Confirmation) -> list[str]:
     """The rate and each flagged request's distinct outputs with counts, one line each."""
-    lines = [f"reproduced {c.rate}" + ("  (flaky: it did not come back)" if c.reproduced == 0 else "")]
+    lines = [f"reproduced {c.interval}: {c.decision}" + ("  (flaky: it did not come back)" if c.reproduced == 0 else "")]
     for rid, variants in c.variants.items():
         total = sum(v.count for v in variants)
         lines.append(f"  {visible(rid)}: {len(variants)} variant{'s' if len(variants) != 1 else ''}")

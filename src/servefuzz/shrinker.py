@@ -54,8 +54,9 @@ from typing import Any, TypeVar
 
 from servefuzz import stats
 from servefuzz.finding import Finding
+from servefuzz.oracles.controls import MIN_CONTROL_RUNS, back
 from servefuzz.oracles.judge import Expectation
-from servefuzz.trial import DEFAULT_RUNS, Replayer
+from servefuzz.trial import DEFAULT_RUNS, Replayer, suspects
 from servefuzz.workload import RequestSpec, Scenario
 
 __all__ = [
@@ -520,6 +521,13 @@ def shrink_finding(
     final = bench.reproduce(scenario, expect.renamed(renames), confirm_runs)
     trail.add("minimal scenario, confirmed", final.confirmation.interval)
     anomalies = final.judgement.anomalies or expect.renamed(renames).within(scenario).anomalies
+    # The control that backed the finding backed its scenario, not this one: a confident flip
+    # of the minimal scenario is suspected again until the content swap backs it anew.
+    minimal_expect = Expectation(expect.verdict, anomalies)
+    if final.reproduced and suspects(minimal_expect):
+        control = bench.content_swap(scenario, minimal_expect, max(confirm_runs, MIN_CONTROL_RUNS), original=final.loaded)
+        if control.lost is None:
+            anomalies = back(anomalies, control.results)
     note = (
         f"shrunk from {finding.filename}: {len(finding.scenario.requests)} -> {len(scenario.requests)} requests, "
         f"{result.replays} replays over {result.rounds} rounds ({result.stopped_because}); each candidate held to "

@@ -270,7 +270,7 @@ def render_matrix(finding: Finding, result: Triage) -> list[str]:
     lines = [f"{'variant':<{width}} {'rate (95% CI)':<28} {'decision':<20} component"]
     for r in rows:
         rate = "-" if r.error else str(r.interval)
-        if r is result.baseline:
+        if r is result.baseline or r.error:
             decided = ""
         else:
             verdict, p = result.decision(r)

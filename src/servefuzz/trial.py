@@ -37,8 +37,16 @@ from servefuzz.feedback import metric_deltas
 from servefuzz.finding import Confirmation, Finding, TargetInfo, redact_argv, redact_text
 from servefuzz.history import RequestRecord, RunHistory
 from servefuzz.launcher import Launch, ServerProcess
-from servefuzz.oracles.controls import CONTENT_SWAP, ControlResult, deviating_runs, read_control, swap_content
+from servefuzz.oracles.controls import (
+    CONTENT_SWAP,
+    DETERMINISTIC,
+    ControlResult,
+    deviating_runs,
+    read_control,
+    swap_content,
+)
 from servefuzz.oracles.judge import Expectation, Judgement, judge, reproduction
+from servefuzz.oracles.noise import CampaignNoise
 from servefuzz.runner import RunConfig, Runner
 from servefuzz.targets import Target, detect_engine, make_target
 from servefuzz.workload import RequestSpec, Scenario
@@ -55,6 +63,8 @@ __all__ = [
     "reproduce",
     "confirmed",
     "content_swap",
+    "deterministic_control",
+    "deterministic_launch",
     "suspects",
     "open_target",
 ]
@@ -84,8 +94,8 @@ class Executed:
     def requests(self) -> int:
         return self.sent
 
-    def judge(self, *, performance: bool = False) -> Judgement:
-        return judge(self.loaded, self.alone, cache=self.cache, performance=performance)
+    def judge(self, *, performance: bool = False, campaign: CampaignNoise | None = None) -> Judgement:
+        return judge(self.loaded, self.alone, cache=self.cache, performance=performance, campaign=campaign)
 
 
 async def _metrics(runner: Runner) -> dict[str, float]:
@@ -201,6 +211,7 @@ async def reproduce(
     alone: Mapping[str, Sequence[RequestRecord]] | None = None,
     memo: dict[RequestSpec, RequestRecord] | None = None,
     first_run: int = 0,
+    noise: CampaignNoise | None = None,
 ) -> Reproduction:
     """Replay `scenario` up to `runs` times under load, each on a flushed cache, and say how
     often `expect` came back (`oracles.reproduction`).
@@ -210,7 +221,8 @@ async def reproduce(
     remembers references across calls, keyed by the exact spec). Requests with a cache-state
     anomaly are probed warm and primed after every loaded run. After each run `stop(reproduced,
     done)` may end the replays early. When the server goes away the replays end and `lost`
-    says why.
+    says why. `noise`: the campaign's noise model (`store.read_noise`), which the judgement's
+    verdicts are held against too (the rate does not depend on it).
     """
     expect = expect.within(scenario)
     specs = scenario.by_id()
@@ -248,7 +260,7 @@ async def reproduce(
             break
     return Reproduction(
         confirmation=reproduction(expect, loaded, refs, cache=cache, lost=lost),
-        judgement=judge(loaded, refs, cache=cache),
+        judgement=judge(loaded, refs, cache=cache, campaign=noise),
         loaded=tuple(loaded),
         alone=refs,
         cache=tuple(cache),
@@ -292,6 +304,7 @@ async def content_swap(
     memo: dict[RequestSpec, RequestRecord] | None = None,
     first_run: int = 0,
     victim: str | None = None,
+    noise: CampaignNoise | None = None,
 ) -> Control:
     """The content-swap control for one suspect (`victim`, default: the first): replay
     `scenario` with every other request given other tokens of the same shape
@@ -307,10 +320,60 @@ async def content_swap(
     vocab = runner.info.vocab_size if runner.info is not None else None
     swapped = swap_content(scenario, [victim], vocab)
     only = dataclasses.replace(expect, anomalies=tuple(a for a in expect.anomalies if a.request_id == victim))
-    rep = await reproduce(runner, swapped, only, runs, alone=alone, memo=memo, first_run=first_run)
+    rep = await reproduce(runner, swapped, only, runs, alone=alone, memo=memo, first_run=first_run, noise=noise)
     result = read_control(CONTENT_SWAP, victim, original=deviating_runs(victim, original, rep.alone),
                           control=deviating_runs(victim, rep.loaded, rep.alone))
     return Control((result,), rep)
+
+
+def deterministic_launch(launch: Launch) -> Launch | None:
+    """The same server in the engine's deterministic (batch-invariant) mode; None where servefuzz
+    knows none. Reference engine and SGLang: `--enable-deterministic-inference`; vLLM:
+    `VLLM_BATCH_INVARIANT=1` (batch-invariant kernels exist on NVIDIA GPUs of compute capability
+    8.0 and up only: elsewhere the control changes nothing and says nothing); llama.cpp, which has
+    no bitwise mode: one slot (`-np 1`), so that nothing is ever batched with the victim."""
+    argv = list(launch.argv)
+    if launch.engine in ("reference", "sglang"):
+        flag = "--enable-deterministic-inference"
+        return launch.with_changes(argv if flag in argv else [*argv, flag], {}, {})
+    if launch.engine == "vllm":
+        return launch.with_changes(argv, {"VLLM_BATCH_INVARIANT": "1"}, {})
+    if launch.engine == "llamacpp":
+        for name in ("-np", "--parallel"):
+            if name in argv[:-1]:
+                argv[argv.index(name) + 1] = "1"
+                return launch.with_changes(argv, {}, {})
+        return launch.with_changes([*argv, "-np", "1"], {}, {})
+    return None
+
+
+def deterministic_control(
+    launch: Launch,
+    scenario: Scenario,
+    expect: Expectation,
+    runs: int,
+    *,
+    original: Reproduction,
+) -> Control:
+    """The deterministic control: replay `scenario` on a fresh server in the engine's
+    deterministic mode (`deterministic_launch`), through `reproduce` (references measured there:
+    the mode may round differently from the original server, consistently), and read each
+    suspect's deviations there against those in the `original` replays. A deviation that
+    survives batch invariance is not batch numerics; one it removes is.
+
+    Raises UsageError where the engine has no deterministic mode servefuzz knows."""
+    det = deterministic_launch(launch)
+    if det is None:
+        raise UsageError(f"no deterministic mode is known for engine {launch.engine or '?'}")
+    victims = suspects(expect) or expect.flagged
+    with Replayer(det) as bench:
+        rep = bench.reproduce(scenario, expect, runs)
+    results = tuple(
+        read_control(DETERMINISTIC, rid, original=deviating_runs(rid, original.loaded, original.alone),
+                     control=deviating_runs(rid, rep.loaded, rep.alone))
+        for rid in victims
+    )
+    return Control(results, rep)
 
 
 def confirmed(finding: Finding, rep: Reproduction) -> Finding:
@@ -373,6 +436,9 @@ class Replayer:
             launch.argv, env=launch.env, start_timeout_s=launch.start_timeout_s, log_path=log_path
         )
         self.memo: dict[RequestSpec, RequestRecord] = {}
+        # The campaign's noise model when the finding came from a campaign directory
+        # (`store.read_noise`): replays' verdicts are held against it as the campaign's were.
+        self.noise: CampaignNoise | None = None
         self._loop: asyncio.Runner | None = None
         self._runner: Runner | None = None
 
@@ -437,7 +503,7 @@ class Replayer:
     ) -> Reproduction:
         """`reproduce` on this server; a launched server that died is started again afterwards."""
         assert self._loop is not None and self._runner is not None, "use the Replayer inside `with`"
-        rep = self._loop.run(reproduce(self._runner, scenario, expect, runs, stop=stop, memo=self.memo))
+        rep = self._loop.run(reproduce(self._runner, scenario, expect, runs, stop=stop, memo=self.memo, noise=self.noise))
         if rep.lost is not None:
             if self.server is None:
                 raise TargetError(
@@ -446,6 +512,13 @@ class Replayer:
                 )
             self.restart()
         return rep
+
+    def content_swap(self, scenario: Scenario, expect: Expectation, runs: int, *, original: Sequence[RunHistory],
+                     victim: str | None = None) -> Control:
+        """`content_swap` on this server (shrink backs its minimal finding with it)."""
+        assert self._loop is not None and self._runner is not None, "use the Replayer inside `with`"
+        return self._loop.run(content_swap(self._runner, scenario, expect, runs, original=original, memo=self.memo,
+                                           victim=victim))
 
     @property
     def can_restart(self) -> bool:
