@@ -184,3 +184,22 @@ def test_the_page_boundary_corruption_hits_the_requests_that_read_a_stale_page(
     post(url, "/generate", generate_body(PREFIX64 + toks(3, 64), 1))
     later = burst(url, [("late", 0, generate_body(PREFIX64 + toks(90, 64), 16))])
     assert later[0].cached_tokens == 64 and wrong_answers(model, later) == {}
+
+
+def test_a_burst_sent_at_once_reproduces_the_page_fault_in_every_replay(
+    reference_server: Server, model: TinyModel
+) -> None:
+    """Two requests sharing exactly one page, sent a millisecond apart to an idle server: the
+    engine takes them in one round (they share an extend batch), and a flush restores the state
+    of a fresh engine (the stale page reads zeros again), so every replay gives the same wrong
+    answer. Before, one replay in four split them into two rounds, and every replay after the
+    first found the right KV left in the stale page."""
+    url = reference_server("--fault", "page-boundary-prefix")
+    pair: Burst = [("A", 0, generate_body(PREFIX64 + toks(70, 1), 8)), ("B", 1, generate_body(PREFIX64 + toks(71, 1), 8))]
+    seen = []
+    for _ in range(5):
+        flush(url)
+        answers = {a.name: a for a in burst(url, pair)}
+        assert set(wrong_answers(model, list(answers.values()))) == {"B"}
+        seen.append(answers["B"].ids)
+    assert len(set(seen)) == 1
