@@ -23,7 +23,7 @@ from servefuzz.errors import UsageError
 from servefuzz.finding import Confirmation, Finding, TargetInfo
 from servefuzz.oracles.judge import Expectation, Judgement, judge, reproduction
 from servefuzz.runner import Runner
-from servefuzz.store import FindingStore, finding_size
+from servefuzz.store import FindingStore, finding_size, read_noise
 from servefuzz.strategies import PageBoundaryBursts, RandomLoad
 from servefuzz.targets import make_target
 from servefuzz.workload import RequestSpec, Scenario
@@ -164,6 +164,9 @@ def test_a_campaign_dedups_keeps_a_corpus_and_resumes_where_it_stopped(
     assert progress["next_iteration"] == first.iterations and progress["requests"] == first.requests
     entries = sorted((out / "corpus").glob("entry_*.json"))
     assert len(entries) == first.corpus >= 2 and first.features > first.corpus
+    # The campaign's noise model is on disk; the reference engine is exact, so every benign shift is 0.
+    noise = read_noise(out)
+    assert noise.samples > 100 and all(h.max == 0.0 for h in noise.hists["linf"].values())
 
     with pytest.raises(UsageError, match="--resume"):
         _campaign(url, CampaignConfig(out, seed=3, request_budget=10), mix)
@@ -173,6 +176,7 @@ def test_a_campaign_dedups_keeps_a_corpus_and_resumes_where_it_stopped(
     more = _campaign(url, CampaignConfig(out, seed=3, request_budget=first.requests + 60, confirm_runs=2,
                                          resume=True), mix)
     assert more.iterations >= 1 and more.requests > first.requests
+    assert read_noise(out).samples > noise.samples  # reloaded and added to, not restarted
     after = json.loads((out / "progress.json").read_text())
     assert after["next_iteration"] == first.iterations + more.iterations
     kept = [json.loads(p.read_text()) for p in sorted((out / "corpus").glob("entry_*.json"))]

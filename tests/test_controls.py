@@ -9,13 +9,21 @@ import dataclasses
 import pytest
 
 from servefuzz.anomaly import Anomaly, Divergence, FlipSide, Oracle, Verdict
-from servefuzz.launcher import ServerProcess
+from servefuzz.launcher import Launch, ServerProcess, reference_argv
 from servefuzz.oracles.controls import CONTENT_SWAP, back, read_control, swap_content
 from servefuzz.oracles.judge import Expectation
 from servefuzz.runner import RunConfig, Runner
 from servefuzz.strategies import Draft, TargetShape
 from servefuzz.targets import make_target
-from servefuzz.trial import Control, content_swap, execute, reproduce
+from servefuzz.trial import (
+    Control,
+    Reproduction,
+    content_swap,
+    deterministic_control,
+    deterministic_launch,
+    execute,
+    reproduce,
+)
 from servefuzz.workload import Scenario
 
 SHAPE = TargetShape(page_size=64, context_length=4096, vocab=range(3, 1024), max_total_tokens=131072,
@@ -97,11 +105,11 @@ def burst_scenario(seed: int) -> Scenario:
     return d.scenario("hand")
 
 
-def control_on(fault: str, scenario: Scenario) -> Control:
+def confirmed_suspects(fault: str, scenario: Scenario, *, swap: bool) -> tuple[Expectation, Reproduction, Control | None]:
     """Execute, take every diverging request as a suspect (whatever its margin: the question is
-    what the control says of it), confirm with 5 replays, then run the content swap on the first."""
+    what a control says of it), confirm with 5 replays, then (`swap`) run the content swap."""
 
-    async def go() -> Control:
+    async def go() -> tuple[Expectation, Reproduction, Control | None]:
         with ServerProcess.reference(["--fault", fault]) as server:
             async with Runner(make_target("reference", server.base_url), RunConfig()) as runner:
                 done = await execute(runner, scenario, runs=2, with_alone=True)
@@ -110,10 +118,24 @@ def control_on(fault: str, scenario: Scenario) -> Control:
                 expect = Expectation(Verdict.SUSPECTED_CORRUPTION, tuple(
                     dataclasses.replace(a, verdict=Verdict.SUSPECTED_CORRUPTION) for a in flagged))
                 rep = await reproduce(runner, scenario, expect, 5, alone=done.alone, first_run=2)
-                return await content_swap(runner, scenario, expect, 5, original=rep.loaded, alone=done.alone,
-                                          first_run=7)
+                if not swap:
+                    return expect, rep, None
+                return expect, rep, await content_swap(runner, scenario, expect, 5, original=rep.loaded,
+                                                       alone=done.alone, first_run=7)
 
     return asyncio.run(go())
+
+
+def control_on(fault: str, scenario: Scenario) -> Control:
+    control = confirmed_suspects(fault, scenario, swap=True)[2]
+    assert control is not None
+    return control
+
+
+def deterministic_on(fault: str, scenario: Scenario) -> Control:
+    expect, rep, _ = confirmed_suspects(fault, scenario, swap=False)
+    launch = Launch("reference", tuple(reference_argv(["--fault", fault])))
+    return deterministic_control(launch, scenario, expect, 5, original=rep)
 
 
 @pytest.mark.timeout(180)
@@ -126,3 +148,26 @@ def test_content_swap_backs_a_stale_prefix_page() -> None:
 def test_content_swap_stays_quiet_on_batch_numerics() -> None:
     [r] = control_on("batch-variant-numerics", burst_scenario(1)).results
     assert not r.backs and r.original[0] > 0 and r.control[0] > 0, r.summary
+
+
+def test_the_deterministic_modes_servefuzz_knows() -> None:
+    ref = deterministic_launch(Launch("reference", ("python", "-m", "servefuzz.reference", "--port", "{port}")))
+    assert ref is not None and ref.argv[-1] == "--enable-deterministic-inference"
+    llama = deterministic_launch(Launch("llamacpp", ("llama-server", "-np", "8", "--port", "{port}")))
+    assert llama is not None and llama.argv == ("llama-server", "-np", "1", "--port", "{port}")
+    vllm = deterministic_launch(Launch("vllm", ("vllm", "serve")))
+    assert vllm is not None and vllm.env["VLLM_BATCH_INVARIANT"] == "1"
+    assert deterministic_launch(Launch("openai", ("server", "{port}"))) is None
+
+
+@pytest.mark.timeout(240)
+def test_the_deterministic_control_cures_batch_numerics() -> None:
+    [r] = deterministic_on("batch-variant-numerics", burst_scenario(1)).results
+    assert not r.backs and r.original[0] > 0 and r.control == (0, 5), r.summary
+    assert "batch invariance removes the deviation" in r.summary
+
+
+@pytest.mark.timeout(240)
+def test_the_deterministic_control_does_not_cure_a_stale_prefix_page() -> None:
+    results = deterministic_on("page-boundary-prefix", page_boundary_scenario()).results
+    assert results and all(r.backs and r.control[0] > 0 for r in results), [r.summary for r in results]

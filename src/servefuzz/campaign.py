@@ -48,6 +48,7 @@ from servefuzz.history import RequestRecord, RunHistory, write_history_jsonl
 from servefuzz.mutators import mutate
 from servefuzz.oracles.controls import MIN_CONTROL_RUNS, back
 from servefuzz.oracles.judge import Expectation, Judgement
+from servefuzz.oracles.noise import CampaignNoise, benign_shifts
 from servefuzz.runner import Runner
 from servefuzz.store import (
     FindingStore,
@@ -55,7 +56,9 @@ from servefuzz.store import (
     finding_size,
     load_entries,
     open_campaign_dir,
+    read_noise,
     write_json,
+    write_noise,
 )
 from servefuzz.strategies import DEFAULT_CAPTURE_SIZES, Strategy, TargetShape
 from servefuzz.trial import Executed, content_swap, execute, probe_targets, reproduce, suspects
@@ -262,6 +265,7 @@ async def run_campaign(
     for name, error in progress.get("benched", {}).items():
         schedule.bench(name, error)
     store = FindingStore(out / "findings", progress.get("seen", {}))
+    noise = read_noise(out)  # the benign shifts of earlier sessions (empty for a new campaign)
     state = CampaignState(elapsed_before_s=float(progress.get("elapsed_s", 0.0)))
     state.requests = int(progress.get("requests", 0))
     state.restarts = int(progress.get("restarts", 0))
@@ -308,7 +312,11 @@ async def run_campaign(
             dataclasses.replace(h, meta={**h.meta, "iteration": iteration})
             for h in (*done.loaded, *_alone_as_runs(done.alone, done.cache))
         ])
-        verdict = done.judge(performance=config.performance)
+        verdict = done.judge(performance=config.performance, campaign=noise)
+        # Every agreeing token pair of this execution is benign noise, except on requests an
+        # oracle flagged as more than drift: judged first, added after, so nothing is its own bar.
+        flagged = {a.request_id for a in verdict.anomalies if a.verdict is not Verdict.NUMERIC_DRIFT}
+        noise = noise.merged(benign_shifts(done.loaded, done.alone, done.cache, exclude=flagged))
         if done.lost is not None:
             verdict = _with_target_lost(verdict, done.lost, {} if revival is None else revival.death())
         for a in verdict.anomalies:
@@ -319,13 +327,15 @@ async def run_campaign(
             write_json(out / "corpus" / f"entry_{entry.id:05d}.json", entry.to_json())
         schedule.credit(str(scenario.meta.get("strategy", origin)), len(entry.new) if entry else 0,
                         time.monotonic() - began)
-        finding = await _finding_of(runner, info, scenario, iteration, done, verdict, config, store, state, on_event)
+        finding = await _finding_of(runner, info, scenario, iteration, done, verdict, config, store, state, on_event,
+                                    noise)
         if finding is not None:
             path, what_happened = store.add(finding)
             if _confirmed(finding) and finding.verdict.value not in firsts:
                 firsts[finding.verdict.value] = (state.requests, state.elapsed_s)
             state.last = f"finding {path.name} ({what_happened}): {finding.verdict.value}, {finding.headline.summary}"
         state.iteration += 1
+        write_noise(out, noise)
         _save_progress(out, state, corpus, schedule, store, firsts)  # last: what it names is on disk
         on_event(state)
         if done.lost is not None:
@@ -411,6 +421,7 @@ async def _finding_of(
     store: FindingStore,
     state: CampaignState,
     on_event: Callable[[CampaignState], None],
+    noise: CampaignNoise | None = None,
 ) -> Finding | None:
     """The finding of one execution, confirmed unless that is known to be wasted effort."""
     if not verdict.anomalies:
@@ -418,6 +429,12 @@ async def _finding_of(
     if done.lost is not None:
         # The target is gone: keep what was seen, unconfirmed, rather than lose it.
         return Finding(iteration, scenario.seed, scenario, info, verdict.anomalies, notes=(f"not confirmed: {done.lost}",))
+    if all(a.verdict is Verdict.ANOMALOUS_SHIFT for a in verdict.anomalies):
+        # The reproduction rule compares tokens, and a shift's tokens agree: replays could only
+        # ever say 0/n. Kept as seen, with its numbers, for a person (or a control) to look at.
+        return Finding(iteration, scenario.seed, scenario, info, verdict.anomalies,
+                       notes=("not confirmed: an anomalous shift is kept as seen (replays compare tokens, and its "
+                              "tokens agree)",))
     provisional = Finding(iteration, scenario.seed, scenario, info, verdict.anomalies)
     kept = store.known(provisional.signature)
     if kept is not None and _confirmed(kept) and finding_size(provisional)[1:] >= finding_size(kept)[1:]:
@@ -427,7 +444,7 @@ async def _finding_of(
     on_event(state)
     expect = Expectation.of_judgement(verdict)
     rep = await reproduce(runner, scenario, expect, config.confirm_runs,
-                          alone=done.alone, first_run=len(done.loaded))
+                          alone=done.alone, first_run=len(done.loaded), noise=noise)
     state.requests += rep.sent
     done.lost = rep.lost
     notes = () if rep.lost is None else (f"confirmation cut short: {rep.lost}",)
@@ -439,7 +456,7 @@ async def _finding_of(
         on_event(state)
         control = await content_swap(runner, scenario, expect, max(config.confirm_runs, MIN_CONTROL_RUNS),
                                      original=rep.loaded,
-                                     alone=done.alone, first_run=len(done.loaded) + rep.attempts)
+                                     alone=done.alone, first_run=len(done.loaded) + rep.attempts, noise=noise)
         state.requests += control.sent
         done.lost = control.lost
         if control.lost is None:

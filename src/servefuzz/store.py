@@ -12,6 +12,8 @@
 |                       |                                               | runs again: its last line counts)  |
 | `histories.jsonl`     | appended and fsynced after every execution;   | a torn last line is cut; appended  |
 |                       | each run's `meta.iteration` names its scenario| to                                 |
+| `noise.json`          | atomically after every iteration (before      | reloaded: the noise model goes on  |
+|                       | progress.json): the campaign's benign shifts  | (replay, shrink, triage read it)   |
 
 Every write goes through `servefuzz.durable`.
 """
@@ -28,6 +30,7 @@ from servefuzz import durable
 from servefuzz.corpus import CorpusEntry
 from servefuzz.errors import FindingError, UsageError
 from servefuzz.finding import Finding, load_finding, write_finding
+from servefuzz.oracles.noise import NOISE_FILE, CampaignNoise
 
 __all__ = [
     "FindingStore",
@@ -38,6 +41,8 @@ __all__ = [
     "read_json",
     "write_json",
     "append_json_line",
+    "read_noise",
+    "write_noise",
 ]
 
 
@@ -160,3 +165,17 @@ def write_json(path: Path, obj: Any) -> None:
 
 def append_json_line(path: Path, obj: Any) -> None:
     durable.append_line(path, json.dumps(obj, sort_keys=True))
+
+
+def read_noise(out: Path) -> CampaignNoise:
+    """The campaign's noise model (`oracles.noise`) from its directory; empty when there is none
+    (a campaign from before the model, or a directory that is not a campaign's)."""
+    data = read_json(out / NOISE_FILE)
+    try:
+        return CampaignNoise.from_json(data) if data else CampaignNoise.empty()
+    except (KeyError, TypeError, ValueError):
+        return CampaignNoise.empty()  # a damaged model only loses the campaign-wide threshold
+
+
+def write_noise(out: Path, model: CampaignNoise) -> None:
+    write_json(out / NOISE_FILE, model.to_json())

@@ -7,7 +7,8 @@ import importlib
 
 import pytest
 
-MODULES = ["", ".outputs", ".verdict", ".replay", ".isolation", ".nconsistency", ".liveness"]
+MODULES = ["", ".outputs", ".verdict", ".replay", ".isolation", ".nconsistency", ".liveness", ".noise", ".shift",
+           ".controls"]
 
 
 @pytest.mark.parametrize("suffix", MODULES)

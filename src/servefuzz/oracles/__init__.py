@@ -4,8 +4,12 @@
     >>> replay_consistency([]).anomalies
     ()
 
-Each divergence is classified by `verdict.classify` (numeric drift or corruption, from the logprob
-margin at the first differing token against the measured noise); see `servefuzz.oracles.verdict`.
+Each divergence is classified by `verdict.classify` (numeric drift or suspected corruption, from
+the logprob margin at the first differing token against the measured noise, the scenario's and
+the campaign's: `servefuzz.oracles.noise`); logprobs that moved beyond the campaign's noise
+without a flip are `anomalous-shift`s (`servefuzz.oracles.shift`); only a control
+(`servefuzz.oracles.controls`) makes a suspected corruption a corruption. docs/verdicts.md has
+the whole rule.
 """
 
 from __future__ import annotations
