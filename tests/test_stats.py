@@ -322,6 +322,8 @@ def test_shrink_gate_keeps_what_reproduces_as_often_and_drops_the_rest() -> None
     assert half.test.p1 == 0.5 and half.decide(0, 3) == UNDECIDED and half.decide(0, 9) == REJECT
     with pytest.raises(ValueError, match="not reproduced"):
         ShrinkGate(Rate(0, 8))
+    # A cap too small to ever keep a candidate is raised to the fewest runs that can.
+    assert ShrinkGate(Rate(2, 2), cap=10).test.cap == 13 and ShrinkGate(Rate(2, 2), cap=10).decide(13, 13) == ACCEPT
 
 
 # -- flaky -----------------------------------------------------------------------------------

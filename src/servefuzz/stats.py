@@ -473,12 +473,16 @@ class ShrinkGate:
     ERROR = 0.05
 
     def __init__(self, reference: Rate, alpha: float = 0.01, cap: int = 30) -> None:
+        """`cap`: runs per candidate at most; raised to the fewest that can keep one (13 against
+        a finding at 100%), since a gate that can only reject would shrink nothing."""
         if reference.k == 0:
             raise ValueError(f"a finding seen {reference.k}/{reference.n} has no rate to keep: it is not reproduced")
         self.reference, self.alpha = reference, alpha
         keep = min(self.KEEP_MAX, reference.fraction)
         drop = keep - min(self.SLACK, self.SLACK_FACTOR * keep)
-        self.test = SequentialTest(p0=drop, p1=keep, alpha=self.ERROR, beta=self.ERROR, cap=cap)
+        test = SequentialTest(p0=drop, p1=keep, alpha=self.ERROR, beta=self.ERROR, cap=1)
+        fewest = next(n for n in range(1, 10_000) if test.decide(n, n) == REPRODUCED)
+        self.test = SequentialTest(p0=drop, p1=keep, alpha=self.ERROR, beta=self.ERROR, cap=max(cap, fewest))
 
     def p_value(self, k: int, n: int) -> float:
         return fisher_less(k, n, self.reference.k, self.reference.n)
