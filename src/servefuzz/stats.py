@@ -267,9 +267,16 @@ class SequentialTest:
         # Only successes, or only failures, decide soonest; solve for each, then make the
         # rounding exact against `decide` itself.
         best = self.cap - n + 1
+
+        def by_successes(m: int) -> bool:
+            return self.decide(k + m, n + m) == REPRODUCED
+
+        def by_failures(m: int) -> bool:
+            return self.decide(k, n + m) == NOT_REPRODUCED
+
         for m, decides in (
-            (math.ceil((self._hi - ratio) / self._succ), lambda m: self.decide(k + m, n + m) == REPRODUCED),
-            (math.ceil((ratio - self._lo) / -self._fail), lambda m: self.decide(k, n + m) == NOT_REPRODUCED),
+            (math.ceil((self._hi - ratio) / self._succ), by_successes),
+            (math.ceil((ratio - self._lo) / -self._fail), by_failures),
         ):
             m = max(1, m)
             while m > 1 and decides(m - 1):
