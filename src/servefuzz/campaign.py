@@ -49,6 +49,8 @@ from servefuzz.mutators import mutate
 from servefuzz.oracles.controls import MIN_CONTROL_RUNS, back
 from servefuzz.oracles.judge import Expectation, Judgement
 from servefuzz.oracles.noise import CampaignNoise, benign_shifts
+from servefuzz.oracles.verdict import NoiseModel
+from servefuzz.oracles.vote import MIN_REFERENCES, Vote, vote
 from servefuzz.runner import Runner
 from servefuzz.store import (
     FindingStore,
@@ -61,7 +63,7 @@ from servefuzz.store import (
     write_noise,
 )
 from servefuzz.strategies import DEFAULT_CAPTURE_SIZES, Strategy, TargetShape
-from servefuzz.trial import Executed, content_swap, execute, probe_targets, reproduce, suspects
+from servefuzz.trial import Executed, Reproduction, content_swap, execute, probe_targets, reproduce, suspects
 from servefuzz.workload import Scenario
 
 __all__ = [
@@ -443,12 +445,18 @@ async def _finding_of(
     state.last = f"iteration {iteration}: {len(verdict.anomalies)} anomalies, confirming"
     on_event(state)
     expect = Expectation.of_judgement(verdict)
-    rep = await reproduce(runner, scenario, expect, config.confirm_runs,
-                          alone=done.alone, first_run=len(done.loaded), noise=noise)
+    # Fresh alone references vote (oracles/vote.py): one stored alone run may itself be the odd one.
+    rep = await reproduce(runner, scenario, expect, config.confirm_runs, alone=done.alone,
+                          first_run=len(done.loaded), noise=noise, references=MIN_REFERENCES)
     state.requests += rep.sent
     done.lost = rep.lost
-    notes = () if rep.lost is None else (f"confirmation cut short: {rep.lost}",)
+    notes: tuple[str, ...] = () if rep.lost is None else (f"confirmation cut short: {rep.lost}",)
     anomalies = verdict.anomalies
+    if rep.lost is None:
+        votes = _votes(scenario, expect, done, rep, noise)
+        anomalies = tuple(dataclasses.replace(a, evidence={**a.evidence, "vote": votes[a.request_id].to_json()})
+                          if a.request_id in votes and a.verdict.is_divergence else a for a in anomalies)
+        notes = tuple(v.summary for v in votes.values())
     if rep.lost is None and rep.reproduced and suspects(expect):
         # A confident flip is only suspected until a control backs it: the content swap keeps
         # every batch shape and changes only the neighbours' tokens (oracles/controls.py).
@@ -456,7 +464,7 @@ async def _finding_of(
         on_event(state)
         control = await content_swap(runner, scenario, expect, max(config.confirm_runs, MIN_CONTROL_RUNS),
                                      original=rep.loaded,
-                                     alone=done.alone, first_run=len(done.loaded) + rep.attempts, noise=noise)
+                                     alone=rep.alone, first_run=len(done.loaded) + rep.attempts, noise=noise)
         state.requests += control.sent
         done.lost = control.lost
         if control.lost is None:
@@ -465,6 +473,23 @@ async def _finding_of(
             notes = (*notes, f"content-swap control cut short: {control.lost}")
     return Finding(iteration, scenario.seed, scenario, info, anomalies, confirmation=rep.confirmation,
                    notes=notes)
+
+
+def _votes(
+    scenario: Scenario, expect: Expectation, done: Executed, rep: Reproduction, noise: CampaignNoise | None
+) -> dict[str, Vote]:
+    """Which run is wrong, for each request with a divergence: the confirmation's fresh alone
+    references vote, the odd runs are named, and recurrences of the first execution's deviant
+    variant are counted and re-judged (with the noise the first execution was judged against)."""
+    order = [s.id for s in scenario.requests if not s.cancelled]
+    before = {rid: prev for prev, rid in zip(order, order[1:], strict=False)}
+    model = NoiseModel(p99=None, tokens=0, outputs=0, campaign=noise)
+    return {
+        rid: vote(rid, done.alone.get(rid, ()), rep.alone.get(rid, ()), rep.loaded, first_loaded=done.loaded,
+                  noise=model, before=before)
+        for rid in dict.fromkeys(a.request_id for a in expect.anomalies if a.verdict.is_divergence)
+        if len(rep.alone.get(rid, ())) >= MIN_REFERENCES
+    }
 
 
 def _sync(state: CampaignState, corpus: Corpus, store: FindingStore) -> None:

@@ -212,6 +212,7 @@ async def reproduce(
     memo: dict[RequestSpec, RequestRecord] | None = None,
     first_run: int = 0,
     noise: CampaignNoise | None = None,
+    references: int = 1,
 ) -> Reproduction:
     """Replay `scenario` up to `runs` times under load, each on a flushed cache, and say how
     often `expect` came back (`oracles.reproduction`).
@@ -222,7 +223,9 @@ async def reproduce(
     anomaly are probed warm and primed after every loaded run. After each run `stop(reproduced,
     done)` may end the replays early. When the server goes away the replays end and `lost`
     says why. `noise`: the campaign's noise model (`store.read_noise`), which the judgement's
-    verdicts are held against too (the rate does not depend on it).
+    verdicts are held against too (the rate does not depend on it). `references` > 1: that many
+    fresh alone references per flagged request (alone#0, alone#1, ...), whatever `alone` holds;
+    the reference is their majority (`oracles.vote` names the odd runs).
     """
     expect = expect.within(scenario)
     specs = scenario.by_id()
@@ -235,6 +238,12 @@ async def reproduce(
     # A liveness finding needs no reference; a request cut on purpose has no reference output.
     wanted = [] if expect.about_failure else [specs[rid] for rid in expect.flagged if not specs[rid].cancelled]
     try:
+        for spec in wanted if references > 1 else ():
+            fresh = []
+            for k in range(references):
+                fresh.append(await runner.run_alone(spec, run=k))  # each on a flushed cache
+                sent += 1
+            refs[spec.id] = tuple(fresh)
         for spec in wanted:
             if refs.get(spec.id):
                 continue

@@ -8,7 +8,7 @@ import importlib
 import pytest
 
 MODULES = ["", ".outputs", ".verdict", ".replay", ".isolation", ".nconsistency", ".liveness", ".noise", ".shift",
-           ".controls"]
+           ".controls", ".vote"]
 
 
 @pytest.mark.parametrize("suffix", MODULES)

@@ -213,7 +213,8 @@ def reproduction(
     """How often `replays` showed the expected finding again. The one rule, used everywhere.
 
     A replay reproduces a divergence when some flagged request answers other than its reference:
-    its answer alone on a flushed cache when there is one, else the most frequent answer over
+    its answer alone on a flushed cache when there is one (the most frequent of several), else
+    the most frequent answer over
     the replays; in a replay's cache-state probes too (`cache`, by run: warm and primed), for a
     request flagged by the cache-state oracle. A slowdown reproduces where the noisy-neighbour
     oracle flags the request again; a
@@ -234,7 +235,10 @@ def reproduction(
         groups = group_variants([*outs, *refs])
         if groups:
             variants[rid] = tuple(g.variant for g in groups)
-            references[rid] = output_key((refs[0] if refs else groups[0].outputs[0]).choice)
+            # Several alone references vote: the most frequent is the reference (first seen on a
+            # tie, so one reference is simply itself).
+            ref = group_variants(refs)[0].outputs[0] if refs else groups[0].outputs[0]
+            references[rid] = output_key(ref.choice)
     diverged_in: dict[str, set[int]] = {rid: set() for rid in flagged}
     # A flagged request reproduces in a run when it answers other than its reference there,
     # under load or in that run's cache-state probes (warm, primed).
