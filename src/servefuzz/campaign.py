@@ -30,6 +30,7 @@ tail of its log, the server is started again, and the campaign goes on (up to `m
 from __future__ import annotations
 
 import dataclasses
+import functools
 import random
 import time
 from collections import Counter
@@ -39,16 +40,17 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from servefuzz import durable
-from servefuzz.anomaly import Anomaly, Oracle, Verdict
+from servefuzz.anomaly import Anomaly, Oracle, Verdict, deciding
 from servefuzz.corpus import MUTATE_SHARE, Corpus, CorpusEntry, Schedule
 from servefuzz.errors import TargetError
 from servefuzz.feedback import features
 from servefuzz.finding import Finding, TargetInfo
 from servefuzz.history import RequestRecord, RunHistory, write_history_jsonl
 from servefuzz.mutators import mutate
-from servefuzz.oracles.controls import MIN_CONTROL_RUNS, back
+from servefuzz.oracles.controls import MIN_CONTROL_RUNS, ControlResult, back, truth_control
 from servefuzz.oracles.judge import Expectation, Judgement
 from servefuzz.oracles.noise import CampaignNoise, benign_shifts
+from servefuzz.oracles.outputs import Output, group_variants
 from servefuzz.oracles.verdict import NoiseModel
 from servefuzz.oracles.vote import MIN_REFERENCES, Vote, vote
 from servefuzz.runner import Runner
@@ -64,6 +66,7 @@ from servefuzz.store import (
 )
 from servefuzz.strategies import DEFAULT_CAPTURE_SIZES, Strategy, TargetShape
 from servefuzz.trial import Executed, Reproduction, content_swap, execute, probe_targets, reproduce, suspects
+from servefuzz.truth import Truth
 from servefuzz.workload import Scenario
 
 __all__ = [
@@ -88,7 +91,9 @@ class CampaignConfig:
     directory that already holds a campaign is refused. `greybox=False` never mutates the
     corpus: every scenario comes fresh from a strategy (how anchor batteries are replayed).
     `max_restarts`: how many times a launched server that died is started again (a server that
-    dies on every scenario would otherwise be restarted forever).
+    dies on every scenario would otherwise be restarted forever). `truth_model`: the GGUF or HF
+    folder the target serves, when servefuzz built it (`servefuzz.truth` computes it exactly): a
+    suspected corruption the content swap left unbacked is then held against the truth too.
     """
 
     out_dir: Path
@@ -105,6 +110,7 @@ class CampaignConfig:
     resume: bool = False
     greybox: bool = True
     max_restarts: int = 5
+    truth_model: Path | None = None
 
     def __post_init__(self) -> None:
         if self.runs < 2:
@@ -471,8 +477,43 @@ async def _finding_of(
             anomalies = back(anomalies, control.results)
         else:
             notes = (*notes, f"content-swap control cut short: {control.lost}")
+    if rep.lost is None and config.truth_model is not None and any(
+            a.verdict is Verdict.SUSPECTED_CORRUPTION for a in anomalies):
+        anomalies = back(anomalies, _truth_results(_truth(config.truth_model), scenario, anomalies, done, rep))
     return Finding(iteration, scenario.seed, scenario, info, anomalies, confirmation=rep.confirmation,
                    notes=notes)
+
+
+@functools.cache
+def _truth(model: Path) -> Truth:
+    return Truth.load(model)  # once per model: a float64 copy of the weights
+
+
+def _truth_results(truth: Truth, scenario: Scenario, anomalies: Sequence[Anomaly], done: Executed,
+                   rep: Reproduction) -> list[ControlResult]:
+    """The truth control for each suspected corruption: the fresh references' majority against
+    the first run that answered otherwise (first execution, then replays)."""
+    specs = scenario.by_id()
+    out = []
+    for a in anomalies:
+        head = deciding(a.divergences)
+        if a.verdict is not Verdict.SUSPECTED_CORRUPTION or head is None or a.request_id not in specs:
+            continue
+        refs = [Output.of(r, c) for r in rep.alone.get(a.request_id, ()) if r.ok for c in r.choices if c.index == 0]
+        if not refs:
+            continue
+        ref = group_variants(refs)[0].outputs[0]
+        others = [Output.of(r, c) for h in (*done.loaded, *rep.loaded) for r in h.records
+                  if r.request_id == a.request_id and r.ok for c in r.choices if c.index == 0]
+        others += [Output.of(r, c) for r in done.alone.get(a.request_id, ()) if r.ok for c in r.choices if c.index == 0]
+        deviant = next((o for o in others if o.choice.token_ids != ref.choice.token_ids and o.choice.top_logprobs), None)
+        if deviant is None or not ref.choice.top_logprobs:
+            continue
+        pos = next((i for i, (x, y) in enumerate(zip(ref.choice.token_ids, deviant.choice.token_ids)) if x != y),
+                   min(len(ref.choice.token_ids), len(deviant.choice.token_ids)) - 1)
+        out.append(truth_control(a.request_id, specs[a.request_id].prompt_ids, (f"alone#{ref.run}", ref.choice),
+                                 (f"{deviant.label}#{deviant.run}", deviant.choice), pos, head.threshold or 0.0, truth))
+    return out
 
 
 def _votes(

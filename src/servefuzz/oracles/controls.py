@@ -38,9 +38,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from servefuzz.anomaly import Anomaly, Verdict
-from servefuzz.history import RequestRecord, RunHistory
+from servefuzz.history import ChoiceRecord, RequestRecord, RunHistory
 from servefuzz.oracles.outputs import Output, determinate_outputs, group_variants, output_key
 from servefuzz.stats import fisher_less
+from servefuzz.truth import Truth
 from servefuzz.workload import RequestSpec, Scenario
 
 __all__ = [
@@ -48,15 +49,23 @@ __all__ = [
     "MIN_CONTROL_RUNS",
     "CONTENT_SWAP",
     "DETERMINISTIC",
+    "TRUTH",
+    "TRUTH_NEAR",
     "ControlResult",
     "back",
     "deviating_runs",
     "read_control",
     "swap_content",
+    "truth_control",
 ]
 
 CONTENT_SWAP = "content-swap"
 DETERMINISTIC = "deterministic"
+TRUTH = "truth"
+# A run this close to the exact float64 forward pass (largest |observed - true| logprob over its
+# top-k, at every position up to the flip) computed what the model computes: float32 engines on a
+# CPU land within ~1e-5, TF32 on a GPU within ~1e-3.
+TRUTH_NEAR = 1e-3
 # A control backs a flip only when its change is this unlikely by chance: 5/5 against 0/5 is
 # p = 0.004; 3/5 against 0/5 (p = 0.08) is not enough, and the verdict stays suspected.
 CONTROL_ALPHA = 0.05
@@ -87,6 +96,10 @@ class ControlResult:
     p_value: float
     backs: bool
     summary: str
+    distances: Mapping[str, float] = dataclasses.field(default_factory=dict)  # the truth's: run -> distance
+
+    def __hash__(self) -> int:
+        return hash((self.name, self.request_id, self.original, self.control, self.backs))
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -97,13 +110,15 @@ class ControlResult:
             "p_value": self.p_value,
             "backs": self.backs,
             "summary": self.summary,
+            "distances": dict(self.distances),
         }
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> ControlResult:
         o, c = d["original"], d["control"]
         return cls(str(d["name"]), str(d["request_id"]), (int(o[0]), int(o[1])), (int(c[0]), int(c[1])),
-                   float(d["p_value"]), bool(d["backs"]), str(d["summary"]))
+                   float(d["p_value"]), bool(d["backs"]), str(d["summary"]),
+                   {str(k): float(v) for k, v in dict(d.get("distances", {})).items()})
 
 
 def read_control(
@@ -210,3 +225,31 @@ def back(anomalies: Sequence[Anomaly], results: Sequence[ControlResult]) -> tupl
         out.append(dataclasses.replace(a, verdict=Verdict.CORRUPTION, summary=f"{summary} (backed by {names})",
                                        divergences=divergences, evidence={**evidence, "backed_by": [r.name for r in backing]}))
     return tuple(out)
+
+
+def truth_control(
+    request_id: str,
+    prompt_ids: Sequence[int],
+    reference: tuple[str, ChoiceRecord],
+    deviant: tuple[str, ChoiceRecord],
+    position: int,
+    threshold: float,
+    truth: Truth,
+) -> ControlResult:
+    """Distance from the exact truth (`servefuzz.truth`), for servefuzz's own models: each run's
+    top-k logprobs against the float64 forward pass, teacher-forced on that run's own tokens, at
+    every position up to and including the flip. Backs the flip when the deviant run is farther
+    from the truth than the flip's threshold while the reference sits within TRUTH_NEAR: the
+    model itself says which run is wrong, and it is not a near-tie either way."""
+    dist = {}
+    for name, c in (reference, deviant):
+        tops = [list(t) for t in c.top_logprobs[: position + 1]]
+        dist[name] = max(truth.deviation(prompt_ids, c.token_ids[: len(tops)], tops), default=0.0)
+    near, far = dist[reference[0]], dist[deviant[0]]
+    backs = near <= TRUTH_NEAR and far > max(threshold, TRUTH_NEAR)
+    verdict = ("the deviant run is off the model's own numbers while the reference is on them: it computed on wrong "
+               "state" if backs else "the truth does not single out the deviant run")
+    summary = (f"truth control (an exact float64 forward pass of the served model): {request_id} {reference[0]} is "
+               f"{near:.2e} from the truth, {deviant[0]} {far:.2e} (up to token {position}; threshold "
+               f"{threshold:.4f}); {verdict}")
+    return ControlResult(TRUTH, request_id, (0, 0), (0, 0), 0.0 if backs else 1.0, backs, summary, dist)
