@@ -61,7 +61,7 @@ def test_first_command_finds_the_page_boundary_bug_and_replay_confirms_it(tmp_pa
     assert "✓ (expected)" in r.stdout
 
     with ServerProcess.reference([]) as clean:
-        r = servefuzz("replay", str(paths[-1]), "--base-url", clean.base_url, "--runs", "3", timeout=120)
+        r = servefuzz("replay", str(paths[-1]), "--base-url", clean.base_url, "--runs", "8", timeout=120)
     assert r.returncode == 1 and "RESULT: NOT REPRODUCED" in r.stdout
 
 

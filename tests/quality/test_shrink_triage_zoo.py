@@ -43,15 +43,17 @@ Case = tuple[list[str], Scenario]
 def page_boundary_prefix(b: PromptBuilder) -> Case:
     # A pool of three pages: two requests sharing exactly one page (64 tokens) wait for a short
     # request to finish, then enter one batch together, the first on the page the short one
-    # freed; the second reads that page before the first has written it.
+    # freed; the second reads that page before the first has written it. They come 30 ms after
+    # the short one: an idle engine waits up to 20 ms for the rest of a burst before its first
+    # round, and the short request must be running on its own by then.
     return ["--max-total-tokens", "256"], Scenario(1, (
         RequestSpec("r01", 0.0, b.prompt(None, 0, 10), 40),
-        RequestSpec("r02", 10.0, b.prompt("p0", 64, 70), 8, "p0", 64),
-        RequestSpec("r03", 10.5, b.prompt("p0", 64, 75), 8, "p0", 64),
-        RequestSpec("r04", 150.0, b.prompt(None, 0, 40), 8),
-        RequestSpec("r05", 160.0, b.prompt(None, 0, 20), 8),
-        RequestSpec("r06", 180.0, b.prompt("p0", 64, 90), 8, "p0", 64),
-        RequestSpec("r07", 200.0, b.prompt(None, 0, 30), 8),
+        RequestSpec("r02", 30.0, b.prompt("p0", 64, 70), 8, "p0", 64),
+        RequestSpec("r03", 30.5, b.prompt("p0", 64, 75), 8, "p0", 64),
+        RequestSpec("r04", 180.0, b.prompt(None, 0, 40), 8),
+        RequestSpec("r05", 190.0, b.prompt(None, 0, 20), 8),
+        RequestSpec("r06", 210.0, b.prompt("p0", 64, 90), 8, "p0", 64),
+        RequestSpec("r07", 230.0, b.prompt(None, 0, 30), 8),
     ))
 
 
