@@ -10,7 +10,7 @@ import pytest
 
 from servefuzz.anomaly import Anomaly, Divergence, FlipSide, Oracle, Verdict
 from servefuzz.launcher import Launch, ServerProcess, reference_argv
-from servefuzz.oracles.controls import CONTENT_SWAP, back, read_control, swap_content
+from servefuzz.oracles.controls import CONTENT_SWAP, FRESH_SERVER, back, read_control, swap_content
 from servefuzz.oracles.judge import Expectation
 from servefuzz.runner import RunConfig, Runner
 from servefuzz.strategies import Draft, TargetShape
@@ -22,6 +22,7 @@ from servefuzz.trial import (
     deterministic_control,
     deterministic_launch,
     execute,
+    fresh_server_control,
     reproduce,
 )
 from servefuzz.workload import Scenario
@@ -31,6 +32,12 @@ SHAPE = TargetShape(page_size=64, context_length=4096, vocab=range(3, 1024), max
 
 
 # -- the rule, pure ------------------------------------------------------------------------
+
+
+def test_a_fresh_server_says_where_a_bug_lives_and_backs_nothing() -> None:
+    needs_history = read_control(FRESH_SERVER, "r02", original=(5, 5), control=(0, 5))
+    assert not needs_history.backs and "needs the traffic that came before it" in needs_history.summary
+    assert "does not need earlier traffic" in read_control(FRESH_SERVER, "r02", original=(5, 5), control=(5, 5)).summary
 
 
 def test_a_deviation_that_goes_away_with_the_content_is_backed_one_that_stays_is_not() -> None:
@@ -171,3 +178,12 @@ def test_the_deterministic_control_cures_batch_numerics() -> None:
 def test_the_deterministic_control_does_not_cure_a_stale_prefix_page() -> None:
     results = deterministic_on("page-boundary-prefix", page_boundary_scenario()).results
     assert results and all(r.backs and r.control[0] > 0 for r in results), [r.summary for r in results]
+
+
+@pytest.mark.timeout(240)
+def test_a_stale_prefix_page_needs_no_earlier_traffic() -> None:
+    expect, rep, _ = confirmed_suspects("page-boundary-prefix", page_boundary_scenario(), swap=False)
+    launch = Launch("reference", tuple(reference_argv(["--fault", "page-boundary-prefix"])))
+    results = fresh_server_control(launch, page_boundary_scenario(), expect, 5, original=rep).results
+    assert results and all(not r.backs and r.control[0] > 0 for r in results), [r.summary for r in results]
+    assert all("does not need earlier traffic" in r.summary for r in results)

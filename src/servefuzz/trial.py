@@ -40,6 +40,7 @@ from servefuzz.launcher import Launch, ServerProcess
 from servefuzz.oracles.controls import (
     CONTENT_SWAP,
     DETERMINISTIC,
+    FRESH_SERVER,
     ControlResult,
     deviating_runs,
     read_control,
@@ -65,6 +66,7 @@ __all__ = [
     "content_swap",
     "deterministic_control",
     "deterministic_launch",
+    "fresh_server_control",
     "suspects",
     "open_target",
 ]
@@ -315,7 +317,8 @@ async def content_swap(
     victim: str | None = None,
     noise: CampaignNoise | None = None,
 ) -> Control:
-    """The content-swap control for one suspect (`victim`, default: the first): replay
+    """The content-swap control for one suspect (`victim`, default: the one that deviated most
+    often in `original`): replay
     `scenario` with every other request given other tokens of the same shape
     (`oracles.controls.swap_content`), through `reproduce`, and read the victim's deviations
     there against those in the `original` replays.
@@ -323,7 +326,10 @@ async def content_swap(
     One victim at a time: two suspects that share a prefix can corrupt each other, so keeping
     both would keep the dependency the swap is there to remove. `alone`: the victim's reference
     (its prompt is not changed, so the original one holds); without it `reproduce` measures it."""
-    victim = victim or next(iter(suspects(expect)), None)
+    # The suspect that deviated most often in the original replays: a flip seen once in the first
+    # execution and never again has nothing for a control to take away.
+    victim = victim or max(suspects(expect), key=lambda rid: deviating_runs(rid, original, alone or {})[0],
+                           default=None)
     if victim is None:
         raise ValueError("the content-swap control needs a suspected corruption to control")
     vocab = runner.info.vocab_size if runner.info is not None else None
@@ -379,6 +385,29 @@ def deterministic_control(
         rep = bench.reproduce(scenario, expect, runs)
     results = tuple(
         read_control(DETERMINISTIC, rid, original=deviating_runs(rid, original.loaded, original.alone),
+                     control=deviating_runs(rid, rep.loaded, rep.alone))
+        for rid in victims
+    )
+    return Control(results, rep)
+
+
+def fresh_server_control(
+    launch: Launch,
+    scenario: Scenario,
+    expect: Expectation,
+    runs: int,
+    *,
+    original: Reproduction,
+) -> Control:
+    """The fresh-versus-warm control: replay `scenario` on a server started for it (`launch`,
+    references measured there) and read each suspect's deviations against those in the
+    `original` replays on the warm server. It backs nothing; it says whether the deviation needs
+    earlier traffic (`oracles.controls.FRESH_SERVER`)."""
+    victims = suspects(expect) or expect.flagged
+    with Replayer(launch) as bench:
+        rep = bench.reproduce(scenario, expect, runs)
+    results = tuple(
+        read_control(FRESH_SERVER, rid, original=deviating_runs(rid, original.loaded, original.alone),
                      control=deviating_runs(rid, rep.loaded, rep.alone))
         for rid in victims
     )

@@ -14,6 +14,9 @@ not say why. A control changes one thing and watches whether the flip follows:
 - *deterministic control*: the same scenario on the engine's batch-invariant mode
   (`--enable-deterministic-inference` on the reference engine and SGLang). A deviation that
   survives it is not batch numerics; one it removes is.
+- *fresh server*: the same scenario on a server started for it. It backs nothing (a bug that
+  needs earlier traffic is a bug all the same) but says whether the deviation needs the traffic
+  that came before it.
 
 The rule is one test for every control (`read_control`): the victim's deviation (an answer
 other than its reference alone) is counted in the original replays and in the control's; the
@@ -49,6 +52,7 @@ __all__ = [
     "MIN_CONTROL_RUNS",
     "CONTENT_SWAP",
     "DETERMINISTIC",
+    "FRESH_SERVER",
     "TRUTH",
     "TRUTH_NEAR",
     "ControlResult",
@@ -61,6 +65,7 @@ __all__ = [
 
 CONTENT_SWAP = "content-swap"
 DETERMINISTIC = "deterministic"
+FRESH_SERVER = "fresh-server"
 TRUTH = "truth"
 # A run this close to the exact float64 forward pass (largest |observed - true| logprob over its
 # top-k, at every position up to the flip) computed what the model computes: float32 engines on a
@@ -81,6 +86,9 @@ _WHAT = {
     DETERMINISTIC: ("the engine's deterministic (batch-invariant) mode",
                     "the deviation survives batch invariance: not batch numerics",
                     "batch invariance removes the deviation: batch numerics"),
+    FRESH_SERVER: ("a freshly started server that has served nothing but this scenario",
+                   "the deviation needs the traffic that came before it on the warm server",
+                   "the deviation does not need earlier traffic"),
 }
 
 
@@ -127,14 +135,17 @@ def read_control(
     """The one rule for every control (see the module docstring)."""
     (ko, no), (kc, nc) = original, control
     what, yes, no_ = _WHAT[name]
-    if name == CONTENT_SWAP:
-        p = fisher_less(kc, nc, ko, no) if no and nc else 1.0  # gone (or rarer) with the content swapped
+    if name in (CONTENT_SWAP, FRESH_SERVER):
+        # gone (or rarer) with the content swapped, or on a server with no history
+        p = fisher_less(kc, nc, ko, no) if no and nc else 1.0
     else:
         # Survives the control: the deviation shows there at all, and it was not rarer by chance
         # of a control that should have removed it (any k > 0 of a deterministic engine is telling).
         p = 0.0 if kc > 0 else 1.0
-    backs = p <= alpha and ko > 0
-    verdict = yes if backs else no_
+    changed = p <= alpha and ko > 0
+    verdict = yes if changed else no_
+    # A fresh server says where the bug lives (does it need history?), not whether it is one.
+    backs = changed and name != FRESH_SERVER
     summary = (f"{name} control ({what}): {request_id} deviated in {ko}/{no} original runs and {kc}/{nc} "
                f"under the control (one-sided p = {p:.3g}); {verdict}")
     return ControlResult(name, request_id, original, control, p, backs, summary)
