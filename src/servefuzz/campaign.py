@@ -49,7 +49,7 @@ from servefuzz.history import RequestRecord, RunHistory, write_history_jsonl
 from servefuzz.mutators import mutate
 from servefuzz.oracles.controls import MIN_CONTROL_RUNS, ControlResult, back, truth_control
 from servefuzz.oracles.judge import Expectation, Judgement
-from servefuzz.oracles.noise import CampaignNoise, benign_shifts
+from servefuzz.oracles.noise import CampaignNoise, benign_shifts, picture
 from servefuzz.oracles.outputs import Output, group_variants
 from servefuzz.oracles.verdict import NoiseModel
 from servefuzz.oracles.vote import MIN_REFERENCES, Vote, vote
@@ -480,6 +480,8 @@ async def _finding_of(
     if rep.lost is None and config.truth_model is not None and any(
             a.verdict is Verdict.SUSPECTED_CORRUPTION for a in anomalies):
         anomalies = back(anomalies, _truth_results(_truth(config.truth_model), scenario, anomalies, done, rep))
+    if rep.lost is None and noise is not None:
+        anomalies = tuple(_with_picture(a, noise, done, rep) for a in anomalies)
     return Finding(iteration, scenario.seed, scenario, info, anomalies, confirmation=rep.confirmation,
                    notes=notes)
 
@@ -487,6 +489,31 @@ async def _finding_of(
 @functools.cache
 def _truth(model: Path) -> Truth:
     return Truth.load(model)  # once per model: a float64 copy of the weights
+
+
+def _reference_and_deviant(rid: str, done: Executed, rep: Reproduction) -> tuple[Output, Output] | None:
+    """The fresh references' majority and the first run that answered otherwise (first
+    execution, then replays), both with top-k logprobs; None when there is no such pair."""
+    refs = [Output.of(r, c) for r in rep.alone.get(rid, ()) if r.ok for c in r.choices if c.index == 0]
+    if not refs:
+        return None
+    ref = group_variants(refs)[0].outputs[0]
+    others = [Output.of(r, c) for h in (*done.loaded, *rep.loaded) for r in h.records
+              if r.request_id == rid and r.ok for c in r.choices if c.index == 0]
+    others += [Output.of(r, c) for r in done.alone.get(rid, ()) if r.ok for c in r.choices if c.index == 0]
+    deviant = next((o for o in others if o.choice.token_ids != ref.choice.token_ids and o.choice.top_logprobs), None)
+    return None if deviant is None or not ref.choice.top_logprobs else (ref, deviant)
+
+
+def _with_picture(a: Anomaly, noise: CampaignNoise, done: Executed, rep: Reproduction) -> Anomaly:
+    """The anomaly with what the report draws (`oracles.noise.picture`) in its evidence."""
+    head = deciding(a.divergences)
+    pair = _reference_and_deviant(a.request_id, done, rep) if head is not None and a.verdict.is_divergence else None
+    if pair is None or head is None:
+        return a
+    ref, dev = pair
+    drawn = picture(noise, ref.choice, dev.choice, cached=ref.cached or dev.cached, margin=head.margin)
+    return dataclasses.replace(a, evidence={**a.evidence, "picture": drawn})
 
 
 def _truth_results(truth: Truth, scenario: Scenario, anomalies: Sequence[Anomaly], done: Executed,
@@ -499,16 +526,10 @@ def _truth_results(truth: Truth, scenario: Scenario, anomalies: Sequence[Anomaly
         head = deciding(a.divergences)
         if a.verdict is not Verdict.SUSPECTED_CORRUPTION or head is None or a.request_id not in specs:
             continue
-        refs = [Output.of(r, c) for r in rep.alone.get(a.request_id, ()) if r.ok for c in r.choices if c.index == 0]
-        if not refs:
+        pair = _reference_and_deviant(a.request_id, done, rep)
+        if pair is None:
             continue
-        ref = group_variants(refs)[0].outputs[0]
-        others = [Output.of(r, c) for h in (*done.loaded, *rep.loaded) for r in h.records
-                  if r.request_id == a.request_id and r.ok for c in r.choices if c.index == 0]
-        others += [Output.of(r, c) for r in done.alone.get(a.request_id, ()) if r.ok for c in r.choices if c.index == 0]
-        deviant = next((o for o in others if o.choice.token_ids != ref.choice.token_ids and o.choice.top_logprobs), None)
-        if deviant is None or not ref.choice.top_logprobs:
-            continue
+        ref, deviant = pair
         pos = next((i for i, (x, y) in enumerate(zip(ref.choice.token_ids, deviant.choice.token_ids)) if x != y),
                    min(len(ref.choice.token_ids), len(deviant.choice.token_ids)) - 1)
         out.append(truth_control(a.request_id, specs[a.request_id].prompt_ids, (f"alone#{ref.run}", ref.choice),

@@ -94,3 +94,20 @@ def test_the_bar_chart_buckets_prefix_length_modulo_the_page_size() -> None:
     assert ">0 (aligned)<" in chart and ">none<" in chart
     # Two buckets (aligned: r02 and r04; none: r01, r03, r05), each a blue and a red bar.
     assert chart.count(f"fill='{ALL}'") == 2 and chart.count(f"fill='{DIVERGED}'") == 2
+
+
+def test_the_margin_is_drawn_against_the_shifts_and_the_campaigns_noise() -> None:
+    import dataclasses
+
+    f = seed_like(triage=False)
+    assert "Where the margin sits" not in report_html(f, match(f))  # nothing to draw: no section
+    drawn = {"positions": [0, 1, 2], "linf": [0.0, 0.002, 0.001], "band": [0.02, 0.02, 0.02], "flip": 3,
+             "margin": 1.47, "threshold": 0.027,
+             "noise": {"where": "position 0 <b>", "count": 4222, "zeros": 10, "bins": {"50": 4000, "70": 212}},
+             "edges": [1e-7, 12]}
+    head = dataclasses.replace(f.anomalies[0], evidence={**f.anomalies[0].evidence, "picture": drawn})
+    page = report_html(dataclasses.replace(f, anomalies=(head, *f.anomalies[1:])), match(f))
+    section = page[page.index("Where the margin sits"):]
+    section = section[: section.index("</section>")]
+    assert section.count("<svg") == 2 and section.count(DIVERGED) == 2  # the margin, in both pictures
+    assert "4222 of them" in section and "position 0 &lt;b&gt;" in section and "<b>" not in section

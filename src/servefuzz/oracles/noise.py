@@ -53,6 +53,7 @@ __all__ = [
     "ShiftHistogram",
     "Pair",
     "benign_shifts",
+    "picture",
     "bucket_of",
     "pair_shifts",
     "pairs",
@@ -301,3 +302,26 @@ def benign_shifts(
         if p.request_id not in skip:
             model = model.with_shifts(p.shifts(), cached=p.cached)
     return model
+
+
+def picture(
+    campaign: CampaignNoise, reference: ChoiceRecord, deviant: ChoiceRecord, *, cached: bool, margin: float | None
+) -> dict[str, Any]:
+    """What the report draws for a finding (JSON-ready, kept in the anomaly's evidence): the
+    deviant run's top-k L-inf shift from the reference at every agreeing position before the
+    flip against the campaign's band there (CAMPAIGN_K x its largest benign shift), the flip's
+    position and margin; and the campaign's gap-shift histogram at the flip's bucket."""
+    shifts = pair_shifts(reference, deviant)
+    flip = next((i for i, (x, y) in enumerate(zip(reference.token_ids, deviant.token_ids)) if x != y),
+                min(len(reference.token_ids), len(deviant.token_ids)))
+    hist, name = campaign.basis(flip, cached)
+    return {
+        "positions": [x.position for x in shifts],
+        "linf": [x.linf for x in shifts],
+        "band": [campaign.threshold(x.position, cached, "linf") for x in shifts],
+        "flip": flip,
+        "margin": margin,
+        "threshold": campaign.threshold(flip, cached),
+        "noise": {"where": name, **hist.to_json()},
+        "edges": [_EDGES[0], _PER_DECADE],  # bin i spans edges[0] * 10**((i-1)/per) .. edges[0] * 10**(i/per)
+    }
