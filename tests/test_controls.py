@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+from pathlib import Path
 
 import pytest
 
 from servefuzz.anomaly import Anomaly, Divergence, FlipSide, Oracle, Verdict
+from servefuzz.finding import Finding
 from servefuzz.launcher import Launch, ServerProcess, reference_argv
 from servefuzz.oracles.controls import CONTENT_SWAP, FRESH_SERVER, back, read_control, swap_content
 from servefuzz.oracles.judge import Expectation
@@ -90,6 +92,11 @@ def test_back_upgrades_only_what_a_control_backs_and_keeps_a_quiet_control_as_ev
     assert a.summary.startswith("r02: 5/5 loaded runs differ from the output alone; corruption:")
     assert (b.verdict, b.evidence["controls"][0]["backs"]) == (Verdict.SUSPECTED_CORRUPTION, False)
     assert c == _suspect("r04")  # no control ran for it
+    # A second control adds to the first's evidence: the quiet swap stays beside the one that backs.
+    det = read_control("deterministic", "r03", original=(5, 5), control=(5, 5))
+    [b2] = back([b], [det])
+    assert b2.verdict is Verdict.CORRUPTION and b2.evidence["backed_by"] == ["deterministic"]
+    assert [x["name"] for x in b2.evidence["controls"]] == ["content-swap", "deterministic"]
 
 
 # -- on the reference engine ---------------------------------------------------------------
@@ -191,3 +198,33 @@ def test_a_stale_prefix_page_needs_no_earlier_traffic() -> None:
     assert strong and all(not r.backs and r.control[0] > 0 for r in strong), [r.summary for r in results]
     assert all("does not need earlier traffic" in r.summary for r in strong)
     assert not any(r.backs for r in results)  # a fresh server never backs
+
+
+@pytest.mark.timeout(300)
+def test_the_campaign_backs_what_the_swap_cannot_with_the_deterministic_control(tmp_path: Path) -> None:
+    # overlap-war: with one running slot, B is admitted while A's last decode is in flight and
+    # takes A's req_to_token row before it is written; its wrong answer does not follow the
+    # neighbour's content (the swap gives the same one: it cannot tell that from numerics), and
+    # batch invariance does not remove it.
+    from servefuzz.campaign import CampaignConfig, run_campaign
+    from servefuzz.strategies import RandomLoad
+
+    flags = ["--fault", "overlap-war", "--max-running-requests", "1"]
+    d = Draft(6, SHAPE)
+    d.add(0.0, 100, 8)
+    d.add(5.0, 300, 8)
+    config = CampaignConfig(tmp_path / "c", request_budget=1, stop_at_first=True,
+                            launch=Launch("reference", tuple(reference_argv(flags))))
+
+    async def go() -> Finding:
+        with ServerProcess.reference(flags) as server:
+            async with Runner(make_target("reference", server.base_url), RunConfig()) as runner:
+                result = await run_campaign(runner, [RandomLoad()], config, seeds=[d.scenario("hand")])
+        assert result.findings, "overlap-war did not show"
+        return result.findings[0][1]
+
+    f = asyncio.run(go())
+    controls = {c["name"]: c for c in f.headline.evidence["controls"]}
+    assert f.verdict is Verdict.CORRUPTION, controls
+    assert not controls["content-swap"]["backs"] and controls["deterministic"]["backs"], controls
+    assert f.headline.evidence["backed_by"] == ["deterministic"]

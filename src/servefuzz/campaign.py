@@ -29,6 +29,7 @@ tail of its log, the server is started again, and the campaign goes on (up to `m
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import functools
 import random
@@ -42,10 +43,11 @@ from typing import Any, Protocol
 from servefuzz import durable
 from servefuzz.anomaly import Anomaly, Oracle, Verdict, deciding
 from servefuzz.corpus import MUTATE_SHARE, Corpus, CorpusEntry, Schedule
-from servefuzz.errors import TargetError
+from servefuzz.errors import LaunchError, TargetError
 from servefuzz.feedback import features
 from servefuzz.finding import Finding, TargetInfo
 from servefuzz.history import RequestRecord, RunHistory, write_history_jsonl
+from servefuzz.launcher import Launch
 from servefuzz.mutators import mutate
 from servefuzz.oracles.controls import MIN_CONTROL_RUNS, ControlResult, back, truth_control
 from servefuzz.oracles.judge import Expectation, Judgement
@@ -65,7 +67,17 @@ from servefuzz.store import (
     write_noise,
 )
 from servefuzz.strategies import DEFAULT_CAPTURE_SIZES, Strategy, TargetShape
-from servefuzz.trial import Executed, Reproduction, content_swap, execute, probe_targets, reproduce, suspects
+from servefuzz.trial import (
+    Executed,
+    Reproduction,
+    content_swap,
+    deterministic_control,
+    deterministic_launch,
+    execute,
+    probe_targets,
+    reproduce,
+    suspects,
+)
 from servefuzz.truth import Truth
 from servefuzz.workload import Scenario
 
@@ -94,6 +106,9 @@ class CampaignConfig:
     dies on every scenario would otherwise be restarted forever). `truth_model`: the GGUF or HF
     folder the target serves, when servefuzz built it (`servefuzz.truth` computes it exactly): a
     suspected corruption the content swap left unbacked is then held against the truth too.
+    `launch`: how the target was started, when servefuzz started it: a suspected corruption the
+    content swap left unbacked then gets the deterministic control (a fresh server in the
+    engine's deterministic mode, `trial.deterministic_control`), where the engine has one.
     """
 
     out_dir: Path
@@ -111,6 +126,7 @@ class CampaignConfig:
     greybox: bool = True
     max_restarts: int = 5
     truth_model: Path | None = None
+    launch: Launch | None = None
 
     def __post_init__(self) -> None:
         if self.runs < 2:
@@ -477,6 +493,21 @@ async def _finding_of(
             anomalies = back(anomalies, control.results)
         else:
             notes = (*notes, f"content-swap control cut short: {control.lost}")
+    if rep.lost is None and config.launch is not None and deterministic_launch(config.launch) is not None and any(
+            a.verdict is Verdict.SUSPECTED_CORRUPTION for a in anomalies):
+        state.last = f"iteration {iteration}: deterministic control on a fresh server"
+        on_event(state)
+        unbacked = dataclasses.replace(expect, anomalies=tuple(
+            a for a in expect.anomalies if any(b.request_id == a.request_id and b.verdict is Verdict.SUSPECTED_CORRUPTION
+                                               for b in anomalies)))
+        try:
+            det = await asyncio.to_thread(deterministic_control, config.launch, scenario, unbacked,
+                                          max(config.confirm_runs, MIN_CONTROL_RUNS), original=rep)
+        except (LaunchError, TargetError) as e:
+            notes = (*notes, f"deterministic control did not run: {e}")
+        else:
+            state.requests += det.sent
+            anomalies = back(anomalies, det.results)
     if rep.lost is None and config.truth_model is not None and any(
             a.verdict is Verdict.SUSPECTED_CORRUPTION for a in anomalies):
         anomalies = back(anomalies, _truth_results(_truth(config.truth_model), scenario, anomalies, done, rep))

@@ -249,7 +249,8 @@ def back(anomalies: Sequence[Anomaly], results: Sequence[ControlResult]) -> tupl
             out.append(a)
             continue
         backing = [r for r in mine if r.backs]
-        evidence = {**a.evidence, "controls": [r.to_json() for r in mine]}
+        # Controls add up: a second control's results join the first's, never replace them.
+        evidence = {**a.evidence, "controls": [*a.evidence.get("controls", ()), *(r.to_json() for r in mine)]}
         if a.verdict is not Verdict.SUSPECTED_CORRUPTION or not backing:
             out.append(dataclasses.replace(a, evidence=evidence))
             continue
@@ -263,7 +264,9 @@ def back(anomalies: Sequence[Anomaly], results: Sequence[ControlResult]) -> tupl
         )
         summary = a.summary.replace(Verdict.SUSPECTED_CORRUPTION.value, Verdict.CORRUPTION.value, 1)
         out.append(dataclasses.replace(a, verdict=Verdict.CORRUPTION, summary=f"{summary} (backed by {names})",
-                                       divergences=divergences, evidence={**evidence, "backed_by": [r.name for r in backing]}))
+                                       divergences=divergences,
+                                       evidence={**evidence, "backed_by": [*a.evidence.get("backed_by", ()),
+                                                                           *(r.name for r in backing)]}))
     return tuple(out)
 
 
