@@ -43,7 +43,7 @@ from typing import Any
 
 from servefuzz.api import FuzzOptions
 from servefuzz.campaign import CampaignConfig, CampaignResult, run_campaign
-from servefuzz.launcher import ServerProcess
+from servefuzz.launcher import Launch, ServerProcess, reference_argv
 from servefuzz.reference.faults import FAULTS
 from servefuzz.runner import RunConfig, Runner
 from servefuzz.strategies import (
@@ -131,9 +131,11 @@ def run_one(arm: str, fault: str, seed: int, cap_s: float, workdir: Path) -> dic
     """One campaign of one arm against one fault; the detection numbers as a JSON-ready row."""
     strategies, greybox = ARMS[arm]
     flags = FuzzOptions(out=workdir, faults=(fault,)).reference_flags()
+    # The launch lets the campaign back a suspect the content swap cannot (overlap-war) with the
+    # deterministic control, on a fresh server of its own.
     config = CampaignConfig(
         out_dir=workdir / f"{arm}-{fault}-{seed}", seed=seed, time_budget_s=cap_s, stop_at_first=True,
-        stop_verdicts=(RIGHT_CLASS[fault],), greybox=greybox,
+        stop_verdicts=(RIGHT_CLASS[fault],), greybox=greybox, launch=Launch("reference", tuple(reference_argv(flags))),
     )
     with ServerProcess.reference(flags, log_path=workdir / "server.log") as srv:
 
