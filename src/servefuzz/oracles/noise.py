@@ -47,6 +47,8 @@ __all__ = [
     "BUCKETS",
     "CAMPAIGN_K",
     "MIN_SAMPLES",
+    "SHIFT_K",
+    "SHIFT_MIN_SAMPLES",
     "NOISE_FILE",
     "CampaignNoise",
     "Shift",
@@ -65,6 +67,11 @@ BUCKETS = ("0", "1-7", "8-31", "32+")
 # a few thousand samples still understates a heavy tail.
 CAMPAIGN_K = 2.0
 MIN_SAMPLES = 30
+# An anomalous shift is a claim, not an excuse: it needs a well-measured bar. Four times the
+# largest of at least a thousand benign shifts (a raised threshold is safe early, an accusation
+# is not: on batch-variant-numerics 30 samples' max understated the benign tail).
+SHIFT_K = 4.0
+SHIFT_MIN_SAMPLES = 1000
 # Histogram bins: zero, then 12 per decade from 1e-7 to 100 nats (log-spaced edges).
 _LO, _DECADES, _PER_DECADE = 1e-7, 9, 12
 _EDGES = tuple(_LO * 10 ** (i / _PER_DECADE) for i in range(_DECADES * _PER_DECADE + 1))
@@ -205,31 +212,34 @@ class CampaignNoise:
                         for k in {*mine, *theirs}}
         return CampaignNoise(hists)
 
-    def basis(self, position: int, cached: bool, metric: str = "gap") -> tuple[ShiftHistogram, str]:
+    def basis(self, position: int, cached: bool, metric: str = "gap",
+              min_samples: int = MIN_SAMPLES) -> tuple[ShiftHistogram, str]:
         """The histogram a threshold at this position stands on, and how to name it: the bucket's
-        own once it holds MIN_SAMPLES, else every bucket pooled."""
+        own once it holds `min_samples`, else every bucket pooled."""
         hists = self.hists.get(metric, {})
         own = hists.get(_key(bucket_of(position), cached))
         where = f"position {bucket_of(position)}" if bucket_of(position) != "0" else "position 0"
-        if own is not None and own.count >= MIN_SAMPLES:
+        if own is not None and own.count >= min_samples:
             return own, f"{where}{', cached' if cached else ''}"
         pooled = ShiftHistogram()
         for h in hists.values():
             pooled = pooled.merged(h)
         return pooled, "any position (too few at this one)"
 
-    def threshold(self, position: int, cached: bool, metric: str = "gap") -> float:
-        """CAMPAIGN_K x the largest benign shift there; 0.0 while the campaign has too few
-        samples to say anything (the scenario's own threshold then decides alone)."""
-        hist, _ = self.basis(position, cached, metric)
-        return CAMPAIGN_K * hist.max if hist.count >= MIN_SAMPLES else 0.0
+    def threshold(self, position: int, cached: bool, metric: str = "gap", *, k: float = CAMPAIGN_K,
+                  min_samples: int = MIN_SAMPLES) -> float:
+        """`k` x the largest benign shift there; 0.0 while the campaign has fewer than
+        `min_samples` (the scenario's own threshold then decides alone)."""
+        hist, _ = self.basis(position, cached, metric, min_samples)
+        return k * hist.max if hist.count >= min_samples else 0.0
 
-    def where(self, value: float, position: int, cached: bool, *, what: str = "margin", metric: str = "gap") -> str:
+    def where(self, value: float, position: int, cached: bool, *, what: str = "margin", metric: str = "gap",
+              min_samples: int = MIN_SAMPLES) -> str:
         """Where a margin (or a shift) sits against the benign ones, for verdict lines:
         'margin 0.3800 = 28x the largest of 4,222 benign shifts at position 0'."""
-        hist, name = self.basis(position, cached, metric)
+        hist, name = self.basis(position, cached, metric, min_samples)
         kind = "benign shifts" if metric == "gap" else "benign logprob shifts"
-        if hist.count < MIN_SAMPLES:
+        if hist.count < min_samples:
             return f"the campaign has {hist.count:,} benign shifts so far, too few to compare with"
         if hist.max <= 0:
             return f"{what} {value:.4f}; all {hist.count:,} {kind} at {name} are zero"

@@ -3,20 +3,20 @@
 A flip is visible; a shift is not, and it is no less a sign that a request was computed on other
 state (on an H200 a request's first-token logprobs moved 0.200 nats, fifteen times the largest
 benign shift of its campaign, and nothing was reported). Each pair of agreeing outputs
-(`oracles.noise.pairs`) is held, position by position, against CAMPAIGN_K x the largest benign
+(`oracles.noise.pairs`) is held, position by position, against SHIFT_K (4) x the largest benign
 top-k L-inf shift the campaign has seen there; beyond it is an `anomalous-shift`, and the request
-never adds to the noise estimate. A campaign with too few samples (`noise.MIN_SAMPLES`) says
-nothing yet.
+never adds to the noise estimate. An accusation needs a well-measured bar: a campaign with fewer
+than `noise.SHIFT_MIN_SAMPLES` (1,000) shifts there (or pooled) says nothing yet.
 
     >>> from servefuzz.history import ChoiceRecord, RequestRecord, RunHistory, Status
     >>> top = lambda lp: (((5, lp), (7, -3.0)),)
     >>> rec = lambda run, label, lp: RequestRecord("r11", run, label, Status.OK, 0.0,
     ...                                            choices=(ChoiceRecord(0, (5,), (lp,), top(lp)),))
-    >>> quiet = CampaignNoise.empty().with_shifts([Shift(0, 0.01, 0.01)] * 40, cached=False)
+    >>> quiet = CampaignNoise.empty().with_shifts([Shift(0, 0.01, 0.01)] * 1000, cached=False)
     >>> [a] = anomalous_shifts([RunHistory(0, "load", (rec(0, "load", -0.3),))], {"r11": [rec(0, "alone", -0.1)]},
     ...                        (), quiet)
     >>> a.verdict.value, a.summary.split("; ")[1]
-    ('anomalous-shift', 'shift 0.2000 = 20x the largest of 40 benign logprob shifts at position 0')
+    ('anomalous-shift', 'shift 0.2000 = 20x the largest of 1,000 benign logprob shifts at position 0')
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from collections.abc import Mapping, Sequence
 
 from servefuzz.anomaly import Anomaly, Oracle, Verdict
 from servefuzz.history import RequestRecord, RunHistory
-from servefuzz.oracles.noise import CampaignNoise, Pair, Shift, pairs
+from servefuzz.oracles.noise import SHIFT_K, SHIFT_MIN_SAMPLES, CampaignNoise, Pair, Shift, pairs
 
 __all__ = ["anomalous_shifts"]
 
@@ -47,14 +47,15 @@ def anomalous_shifts(
         if p.request_id in skip or p.a.choice.token_ids != p.b.choice.token_ids:
             continue
         for s in p.shifts():
-            bar = campaign.threshold(s.position, p.cached, "linf")
+            bar = campaign.threshold(s.position, p.cached, "linf", k=SHIFT_K, min_samples=SHIFT_MIN_SAMPLES)
             if bar > 0 and s.linf > bar:
                 ratio = s.linf / bar
                 if p.request_id not in worst or ratio > worst[p.request_id][0]:
                     worst[p.request_id] = (ratio, p, s, bar)
     found = []
     for rid, (_, p, s, bar) in sorted(worst.items()):
-        where = campaign.where(s.linf, s.position, p.cached, what="shift", metric="linf")
+        where = campaign.where(s.linf, s.position, p.cached, what="shift", metric="linf",
+                               min_samples=SHIFT_MIN_SAMPLES)
         sides = f"{p.a.label}#{p.a.run} vs {p.b.label}#{p.b.run}"
         summary = (f"{rid}: logprobs moved {s.linf:.4f} at token {s.position} with every token the same "
                    f"({p.kind}: {sides}); {where}; threshold {bar:.4f}")
