@@ -151,6 +151,9 @@ def test_long_decodes_fill_a_known_concurrency_limit_but_one_row(limit: int) -> 
         assert newcomer.prompt_len > victim.prompt_len + victim.max_tokens
         assert [r.offset_ms for r in s.requests] == sorted(r.offset_ms for r in s.requests)
         assert newcomer.offset_ms - victim.offset_ms >= 1 and all(victim.offset_ms > f.offset_ms for f in fillers)
+        if fillers:  # the newcomer's row starts with the fillers' cached page
+            assert newcomer.prefix_name == fillers[0].prefix_name == "p0" and newcomer.prefix_len == 64
+            assert newcomer.prompt_ids[:64] == fillers[0].prompt_ids[:64]
 
 
 def test_long_decodes_trickle_when_the_limit_is_too_large_to_fill() -> None:

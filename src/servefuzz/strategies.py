@@ -432,15 +432,20 @@ class LongDecodes:
         fillers = limit - 1
         if shape.max_total_tokens is not None and (fillers + 4) * 2 * page > shape.max_total_tokens:
             return None  # the choices alone would press the pool: that is the eviction strategy's job
-        victim_prompt, victim_tokens = rng.randint(8, 64), rng.randint(2, 4)
+        victim_prompt, victim_tokens = rng.randint(8, 40), rng.randint(2, 4)
         t0 = rng.uniform(0, 10)
         if fillers:
             # Long enough to outlive the victim's admission (the next round) and its decode steps.
-            d.add(t0, rng.randint(4, 16), victim_tokens + rng.randint(4, 8), n=fillers)
+            # Their prompt starts with a page the newcomer shares: when the newcomer takes the
+            # victim's row too early, the victim reads that cached page, real KV of the fillers'
+            # text (not unwritten slots), so what it answers depends on its neighbours' content.
+            d.add(t0, page + rng.randint(1, 8), victim_tokens + rng.randint(4, 8), prefix="p0", prefix_len=page,
+                  n=fillers)
         d.add(t0 + rng.uniform(1, 3), victim_prompt, victim_tokens)
-        newcomer = victim_prompt + victim_tokens + rng.randint(8, 64)
-        d.add(t0 + rng.uniform(4, 6), newcomer, rng.randint(2, 8))
-        return d.scenario(self.name, saturated=limit)
+        newcomer = max(page, victim_prompt + victim_tokens) + rng.randint(8, 64)
+        d.add(t0 + rng.uniform(4, 6), newcomer, rng.randint(2, 8), prefix="p0" if fillers else None,
+              prefix_len=page if fillers else 0)
+        return d.scenario(self.name, saturated=limit, page_size=page)
 
 
 @dataclass(frozen=True)
