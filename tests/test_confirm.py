@@ -30,7 +30,7 @@ def test_a_divergence_that_does_not_come_back_is_marked_flaky_and_kept(reference
     assert [v.count for v in rep.confirmation.variants["r02"]] == [4]
     kept = confirmed(f, rep)
     assert kept.confirmation == rep.confirmation and "flaky: reproduced in 0/3 replays" in kept.notes
-    assert render_confirmation(rep.confirmation)[0] == "reproduced 0/3  (flaky: it did not come back)"
+    assert render_confirmation(rep.confirmation)[0] == "reproduced 0/3 (0%, 95% CI 0-56%): undecided  (flaky: it did not come back)"
 
 
 def test_a_server_error_comes_back_as_the_same_failure(stub_server: Callable[[str], ServerProcess]) -> None:

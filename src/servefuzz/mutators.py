@@ -24,7 +24,7 @@ scenario keeps the names of the mutators applied, oldest first, in `meta["lineag
     >>> s = PageBoundaryBursts().generate(random.Random(3), shape, seed=3)
     >>> m = MUTATORS["shift"].apply(s, random.Random(0), shape)
     >>> sorted(r.id for r in m.requests if r.id.endswith("_s"))
-    ['r05_s']
+    ['r06_s']
 
 Prompts stay bit-exact and shared prefixes stay shared *exactly*: a rebuilt prompt takes its
 prefix from the scenario's own requests and a first suffix token that no request with the same
