@@ -70,18 +70,18 @@ def script(tmp_path: Path, finding: Finding) -> Path:
 
 
 def test_repro_confirms_on_the_faulty_engine_and_not_on_the_cured_one(script: Path, finding: Finding) -> None:
-    assert finding.verdict.value == "corruption"
+    assert finding.verdict.backed.value == "corruption"  # a confident flip; no control has run here
     with ServerProcess.reference(FAULT) as faulty:
         p = run_script(script, "--base-url", faulty.base_url, "--runs", "3")
     assert p.returncode == 0, p.stdout + p.stderr
     lines = p.stdout.splitlines()
     # The seed report's block, line for line.
     assert lines[1] == f"  Finding  : {finding.filename}"
-    assert lines[2] == f"  Bug      : corruption ({finding.signature})"
+    assert lines[2] == f"  Bug      : {finding.verdict.value} ({finding.signature})"
     assert lines[3] == f"  Expect   : {list(finding.expected_diverging)} to diverge"
     assert lines[4] == "  Runs     : 3"
     assert "✓ (expected)" in p.stdout and "variant 2: " in p.stdout
-    assert "RESULT: CONFIRMED" in lines[-2]
+    assert "RESULT: CONFIRMED" in lines[-3] and "RATE   : reproduced: 3/3" in lines[-2]
     assert "[STABLE — " in p.stdout and "r00" in p.stdout.split("[STABLE")[1]
 
     with ServerProcess.reference([]) as clean:  # no fault: the cure
