@@ -84,12 +84,12 @@ def test_repro_confirms_on_the_faulty_engine_and_not_on_the_cured_one(script: Pa
     assert "RESULT: CONFIRMED" in lines[-3] and "RATE   : reproduced: 3/3" in lines[-2]
     assert "[STABLE — " in p.stdout and "r00" in p.stdout.split("[STABLE")[1]
 
-    with ServerProcess.reference([]) as clean:  # no fault: the cure
-        p = run_script(script, "--base-url", clean.base_url, "--runs", "3")
+    with ServerProcess.reference([]) as clean:  # no fault: the cure (8 clean runs decide it)
+        p = run_script(script, "--base-url", clean.base_url, "--runs", "8")
     assert p.returncode == 1, p.stdout + p.stderr
     assert "[DIVERGED — 0/4 requests non-deterministic]" in p.stdout
     assert "[STABLE — 4 requests consistent across all runs]" in p.stdout
-    assert "RESULT: NOT REPRODUCED  (in 0/3 replays; 0/" in p.stdout
+    assert "RESULT: NOT REPRODUCED  (in 0/8 replays; 0/" in p.stdout
 
 
 def test_the_script_imports_only_the_standard_library(script: Path) -> None:
