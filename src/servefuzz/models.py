@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 
 from servefuzz.errors import UsageError
+from servefuzz.truth import GGUF_LAYER_NAMES, GGUF_MODEL_NAMES
 
 __all__ = ["DTYPES", "TINY", "ModelPaths", "ModelShape", "build_models"]
 
@@ -245,27 +246,14 @@ def _write_json(path: Path, obj: Any) -> None:
 
 # --- the GGUF file (llama.cpp) ----------------------------------------------------------------
 
-# Hugging Face tensor names -> GGUF names, per layer and for the whole model.
-_GGUF_LAYER = {
-    "input_layernorm": "attn_norm",
-    "self_attn.q_proj": "attn_q",
-    "self_attn.k_proj": "attn_k",
-    "self_attn.v_proj": "attn_v",
-    "self_attn.o_proj": "attn_output",
-    "post_attention_layernorm": "ffn_norm",
-    "mlp.gate_proj": "ffn_gate",
-    "mlp.up_proj": "ffn_up",
-    "mlp.down_proj": "ffn_down",
-}
-_GGUF_MODEL = {"model.embed_tokens": "token_embd", "model.norm": "output_norm", "lm_head": "output"}
 
 
 def _gguf_name(hf_name: str) -> str:
     stem = hf_name.removesuffix(".weight")
-    if stem in _GGUF_MODEL:
-        return _GGUF_MODEL[stem] + ".weight"
+    if stem in GGUF_MODEL_NAMES:
+        return GGUF_MODEL_NAMES[stem] + ".weight"
     _, _, layer, rest = stem.split(".", 3)  # model.layers.<i>.<rest>
-    return f"blk.{layer}.{_GGUF_LAYER[rest]}.weight"
+    return f"blk.{layer}.{GGUF_LAYER_NAMES[rest]}.weight"
 
 
 def _write_gguf(path: Path, shape: ModelShape, *, seed: int) -> int:

@@ -382,15 +382,7 @@ def deterministic_control(
     det = deterministic_launch(launch)
     if det is None:
         raise UsageError(f"no deterministic mode is known for engine {launch.engine or '?'}")
-    victims = suspects(expect) or expect.flagged
-    with Replayer(det) as bench:
-        rep = bench.reproduce(scenario, expect, runs)
-    results = tuple(
-        read_control(DETERMINISTIC, rid, original=deviating_runs(rid, original.loaded, original.alone),
-                     control=deviating_runs(rid, rep.loaded, rep.alone))
-        for rid in victims
-    )
-    return Control(results, rep)
+    return _on_new_server(DETERMINISTIC, det, scenario, expect, runs, original)
 
 
 def fresh_server_control(
@@ -405,11 +397,19 @@ def fresh_server_control(
     references measured there) and read each suspect's deviations against those in the
     `original` replays on the warm server. It backs nothing; it says whether the deviation needs
     earlier traffic (`oracles.controls.FRESH_SERVER`)."""
+    return _on_new_server(FRESH_SERVER, launch, scenario, expect, runs, original)
+
+
+def _on_new_server(
+    name: str, launch: Launch, scenario: Scenario, expect: Expectation, runs: int, original: Reproduction
+) -> Control:
+    """Replay `scenario` on a server started from `launch` and read each suspect's deviations
+    there against those in the `original` replays (the controls that need their own server)."""
     victims = suspects(expect) or expect.flagged
     with Replayer(launch) as bench:
         rep = bench.reproduce(scenario, expect, runs)
     results = tuple(
-        read_control(FRESH_SERVER, rid, original=deviating_runs(rid, original.loaded, original.alone),
+        read_control(name, rid, original=deviating_runs(rid, original.loaded, original.alone),
                      control=deviating_runs(rid, rep.loaded, rep.alone))
         for rid in victims
     )

@@ -364,7 +364,9 @@ def _read_safetensors(path: Path) -> dict[str, np.ndarray]:
     return out
 
 
-_HF_LAYER = {
+# Hugging Face tensor names -> GGUF names, per layer and for the whole model (models.py writes
+# GGUF files with the same table).
+GGUF_LAYER_NAMES = {
     "input_layernorm": "attn_norm",
     "self_attn.q_proj": "attn_q",
     "self_attn.k_proj": "attn_k",
@@ -375,14 +377,14 @@ _HF_LAYER = {
     "mlp.up_proj": "ffn_up",
     "mlp.down_proj": "ffn_down",
 }
-_HF_MODEL = {"model.embed_tokens": "token_embd", "model.norm": "output_norm", "lm_head": "output"}
+GGUF_MODEL_NAMES = {"model.embed_tokens": "token_embd", "model.norm": "output_norm", "lm_head": "output"}
 
 
 def _HF_TO_GGUF(name: str) -> str:  # noqa: N802 - a table, read as one
     stem = name.removesuffix(".weight")
-    if stem in _HF_MODEL:
-        return _HF_MODEL[stem] + ".weight"
+    if stem in GGUF_MODEL_NAMES:
+        return GGUF_MODEL_NAMES[stem] + ".weight"
     parts = stem.split(".", 3)
-    if len(parts) == 4 and parts[:2] == ["model", "layers"] and parts[3] in _HF_LAYER:
-        return f"blk.{parts[2]}.{_HF_LAYER[parts[3]]}.weight"
+    if len(parts) == 4 and parts[:2] == ["model", "layers"] and parts[3] in GGUF_LAYER_NAMES:
+        return f"blk.{parts[2]}.{GGUF_LAYER_NAMES[parts[3]]}.weight"
     return name  # kept under its own name; a model that needs it fails _required's check
