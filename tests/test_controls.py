@@ -171,6 +171,9 @@ def test_the_deterministic_modes_servefuzz_knows() -> None:
     assert llama is not None and llama.argv == ("llama-server", "-np", "1", "--port", "{port}")
     vllm = deterministic_launch(Launch("vllm", ("vllm", "serve")))
     assert vllm is not None and vllm.env["VLLM_BATCH_INVARIANT"] == "1"
+    # vLLM's batch-invariant kernels are CUDA's: on the CPU the variable would change nothing,
+    # and a control that changes nothing backs every flip.
+    assert deterministic_launch(Launch("vllm", ("vllm", "serve"), device="cpu")) is None
     assert deterministic_launch(Launch("openai", ("server", "{port}"))) is None
 
 

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from servefuzz import stats
+from servefuzz import engines, stats
 from servefuzz.campaign import CampaignConfig, CampaignResult, CampaignState, run_campaign
 from servefuzz.errors import UsageError
 from servefuzz.finding import Finding, TriageOutcome, load_finding
@@ -201,12 +201,26 @@ def fuzz(
                 return await run_campaign(runner, strategies, config, seeds=seeds, on_event=events)
         launch = Launch.resolve(opts.launch or "reference", model=opts.model, engine=opts.engine,
                                 reference_flags=opts.reference_flags())
+        # servefuzz started the server, so its controls may start more: the deterministic
+        # control gets `launch`, and the truth control the model servefuzz built (if it is one).
+        launched = dataclasses.replace(config, launch=launch, truth_model=_built_model(opts.launch, opts.model))
         opts.out.mkdir(parents=True, exist_ok=True)
         run_config = RunConfig(request_timeout_s=opts.request_timeout_s)
         async with LaunchedServer(launch, opts.out, headers=opts.headers, config=run_config) as server:
-            return await run_campaign(server.runner, strategies, config, seeds=seeds, on_event=events, revival=server)
+            return await run_campaign(server.runner, strategies, launched, seeds=seeds, on_event=events, revival=server)
 
     return asyncio.run(go())
+
+
+def _built_model(preset: str | None, model: Path | None) -> Path | None:
+    """The model a preset serves when servefuzz built it (the truth control computes it exactly);
+    None for a user's model, which may be far too big to hold in float64, and for the reference
+    engine, whose numerics are exact already."""
+    if model is not None:
+        return None
+    built = {"vllm-cpu": engines.hf_model_dir, "llama-server": engines.gguf_model}.get(preset or "")
+    path = None if built is None else built(None)
+    return path if path is not None and path.exists() else None
 
 
 def _finding(finding: Finding | str | Path) -> Finding:

@@ -293,6 +293,9 @@ class Launch:
     env: Mapping[str, str] = field(default_factory=dict)
     target_opts: Mapping[str, Any] = field(default_factory=dict)
     start_timeout_s: float = 60.0
+    # What the server computes on, where servefuzz knows it ("cpu" for the CPU presets; "" for a
+    # user's command): engines' deterministic modes exist on some devices only.
+    device: str = ""
 
     @classmethod
     def reference(cls, target: TargetInfo) -> Launch:
@@ -330,7 +333,8 @@ class Launch:
             dtype = str(args.get("dtype") or engines.model_dtype(hf_dir))
             page = target.page_size if target is not None and target.page_size else 32
             argv = engines.vllm_argv(hf_dir, dtype, block_size=page)
-            return cls("vllm", tuple(argv), engines.vllm_env(), start_timeout_s=engines.VLLM_START_TIMEOUT_S)
+            return cls("vllm", tuple(argv), engines.vllm_env(), start_timeout_s=engines.VLLM_START_TIMEOUT_S,
+                       device="cpu")
         if spec == "llama-server":
             gguf = engines.gguf_model(model) if model is not None else None
             if not engines.llama_server_built():
@@ -341,7 +345,7 @@ class Launch:
             extra = ["--slot-save-path", tempfile.gettempdir(), "--cache-ram", "0"]
             argv = engines.llama_server_argv(gguf or engines.gguf_model(None),
                                              slots=int(slots) if isinstance(slots, int) else 8, extra=extra)
-            return cls("llamacpp", tuple(argv))
+            return cls("llamacpp", tuple(argv), device="cpu")
         try:
             argv = shlex.split(spec)
         except ValueError as e:

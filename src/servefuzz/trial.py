@@ -347,13 +347,14 @@ def deterministic_launch(launch: Launch) -> Launch | None:
     """The same server in the engine's deterministic (batch-invariant) mode; None where servefuzz
     knows none. Reference engine and SGLang: `--enable-deterministic-inference`; vLLM:
     `VLLM_BATCH_INVARIANT=1` (batch-invariant kernels exist on NVIDIA GPUs of compute capability
-    8.0 and up only: elsewhere the control changes nothing and says nothing); llama.cpp, which has
-    no bitwise mode: one slot (`-np 1`), so that nothing is ever batched with the victim."""
+    8.0 and up only: on a server known to compute on the CPU there is then no control, since one
+    that changes nothing would back every flip); llama.cpp, which has no bitwise mode: one slot
+    (`-np 1`), so that nothing is ever batched with the victim."""
     argv = list(launch.argv)
     if launch.engine in ("reference", "sglang"):
         flag = "--enable-deterministic-inference"
         return launch.with_changes(argv if flag in argv else [*argv, flag], {}, {})
-    if launch.engine == "vllm":
+    if launch.engine == "vllm" and launch.device != "cpu":
         return launch.with_changes(argv, {"VLLM_BATCH_INVARIANT": "1"}, {})
     if launch.engine == "llamacpp":
         for name in ("-np", "--parallel"):
