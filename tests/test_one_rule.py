@@ -5,7 +5,7 @@
   histories hypothesis makes (alone references or none, cache-state probes, failures).
 - On the reference engine: a corruption finding and a cache-state finding get the same verdict
   and the same rate from the campaign's confirmation, `servefuzz replay`, shrink's first
-  reproduction and repro.py.
+  reproduction and repro.py; a replayed finding file is held to its campaign's noise model.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ import re
 import subprocess
 import sys
 import types
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -24,13 +25,15 @@ from hypothesis import strategies as st
 from servefuzz.anomaly import Anomaly, Oracle, Verdict
 from servefuzz.api import replay
 from servefuzz.campaign import CampaignConfig, run_campaign
-from servefuzz.finding import Confirmation, Finding, TargetInfo, load_finding
+from servefuzz.finding import Confirmation, Finding, TargetInfo, load_finding, write_finding
 from servefuzz.history import ChoiceRecord, RequestRecord, RunHistory, Status
 from servefuzz.launcher import Launch, ServerProcess
 from servefuzz.oracles.judge import Expectation, reproduction
+from servefuzz.oracles.noise import MIN_SAMPLES, NOISE_FILE, CampaignNoise, Shift
 from servefuzz.reports import write_report
 from servefuzz.reports.repro import repro_script
 from servefuzz.runner import RunConfig, Runner
+from servefuzz.store import finding_noise, write_noise
 from servefuzz.strategies import Draft, RandomLoad, TargetShape
 from servefuzz.targets import make_target
 from servefuzz.trial import Replayer
@@ -193,3 +196,31 @@ def test_finding_files_round_trip_through_the_rule(tmp_path: Path) -> None:
 
     again = load_finding(write_finding(tmp_path, confirmed))
     assert Expectation.of(again) == Expectation.of(confirmed)
+
+
+def test_replay_judges_a_campaign_finding_against_the_campaign_noise(
+    tmp_path: Path, reference_server: Callable[..., str]
+) -> None:
+    # The campaign's benign gap shifts reach 5 nats (threshold 10): a flip whose margin sits
+    # below that (page-boundary-prefix's are 1.6-2.1, bounds) is excused by the campaign, and a
+    # replay of its finding file must hold it to the same bar, not to its scenario's 0.001.
+    url = reference_server("--fault", "page-boundary-prefix")
+    scenario = page_boundary_scenario()
+    finding = Finding(1, 1, scenario, TargetInfo("reference", url), tuple(
+        Anomaly(Oracle.ISOLATION, Verdict.SUSPECTED_CORRUPTION, r.id, f"{r.id} flipped") for r in scenario.requests[1:]))
+    campaign = tmp_path / "c"
+    path = write_finding(campaign / "findings", finding)
+    write_noise(campaign, CampaignNoise.empty().with_shifts([Shift(0, 5.0, 5.0)] * MIN_SAMPLES, cached=False))
+
+    def verdicts(given: Finding | Path) -> tuple[set[Verdict], str]:
+        result = replay(given, url=url, runs=2)
+        assert result.confirmed  # the rate does not depend on the noise; the verdict does
+        return {d.verdict for d in result.diverged if d.expected}, result.rate
+
+    with_noise, rate = verdicts(path)
+    assert with_noise and with_noise <= {Verdict.NUMERIC_DRIFT, Verdict.UNCLASSIFIED}, with_noise
+    # A Finding object has no path, so no campaign: the scenario's own noise decides alone.
+    assert verdicts(finding) == ({Verdict.SUSPECTED_CORRUPTION}, rate)
+    (campaign / NOISE_FILE).unlink()
+    assert finding_noise(path) is None
+    assert verdicts(path) == ({Verdict.SUSPECTED_CORRUPTION}, rate)

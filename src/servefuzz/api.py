@@ -11,7 +11,9 @@
 Every function takes keyword arguments only (after the finding), raises `ServefuzzError`
 subclasses for bad input and unusable targets, and prints nothing; the command line
 (`servefuzz.cli`) is a thin layer over them. A finding may be given as a `Finding` or as the
-path of its file. Servers are named the same way everywhere: `url` (a server someone else
+path of its file; replay, shrink and triage judge a finding file in a campaign's `findings/`
+against that campaign's noise model (`noise.json`), as the campaign judged it, and a `Finding`
+object (no path, no campaign) against its scenario's own noise only. Servers are named the same way everywhere: `url` (a server someone else
 runs) or `launch` (a preset, `reference`, `vllm-cpu`, `llama-server`, or a command with
 `{port}`, which servefuzz starts, owns and stops).
 """
@@ -33,11 +35,12 @@ from servefuzz.finding import Finding, TriageOutcome, load_finding
 from servefuzz.history import RunHistory
 from servefuzz.launcher import Launch
 from servefuzz.oracles.judge import Expectation
+from servefuzz.oracles.noise import CampaignNoise
 from servefuzz.replay_report import ReplayResult, replay_result
 from servefuzz.reports import ReportPaths, write_report
 from servefuzz.runner import RunConfig, Runner
 from servefuzz.shrinker import Shrunk, shrink_finding
-from servefuzz.store import check_campaign_dir
+from servefuzz.store import check_campaign_dir, finding_noise
 from servefuzz.strategies import get_strategies
 from servefuzz.traces import load_trace_seeds
 from servefuzz.triager import triage as triage_matrix
@@ -223,24 +226,31 @@ def _built_model(preset: str | None, model: Path | None) -> Path | None:
     return path if path is not None and path.exists() else None
 
 
-def _finding(finding: Finding | str | Path) -> Finding:
-    return finding if isinstance(finding, Finding) else load_finding(finding)
+def _finding(finding: Finding | str | Path) -> tuple[Finding, CampaignNoise | None]:
+    """The finding, and the noise model of the campaign its file belongs to: a replayed finding
+    is judged against the same campaign-wide threshold as when it was found, or a flip the
+    campaign excused could come back as corruption (or the other way). A `Finding` object
+    carries no path, so no campaign: None, and the scenario's own noise decides alone."""
+    if isinstance(finding, Finding):
+        return finding, None
+    return load_finding(finding), finding_noise(Path(finding))
 
 
 def _bench(
     finding: Finding, url: str | None, launch: str | None, engine: str | None, model: Path | None,
     headers: Mapping[str, str] | None,
     request_timeout_s: float,
+    noise: CampaignNoise | None,
 ) -> Replayer:
     """The server a finding is replayed on: one at `url`, or one servefuzz starts from `launch`."""
     if (url is None) == (launch is None):
         raise UsageError("give a server to replay on: --base-url URL or --launch PRESET (one of them)")
+    config = RunConfig(request_timeout_s=request_timeout_s)
     if launch is not None:
         return Replayer(Launch.resolve(launch, finding.target, model=model, engine=engine), headers=headers,
-                        config=RunConfig(request_timeout_s=request_timeout_s))
+                        config=config, noise=noise)
     assert url is not None
-    return Replayer.at(engine or finding.target.engine, url, headers=headers,
-                       config=RunConfig(request_timeout_s=request_timeout_s))
+    return Replayer.at(engine or finding.target.engine, url, headers=headers, config=config, noise=noise)
 
 
 def replay(
@@ -255,11 +265,13 @@ def replay(
     request_timeout_s: float = RunConfig.request_timeout_s,
 ) -> ReplayResult:
     """Replay a finding's scenario `runs` times (each on a flushed cache) and say whether it came
-    back, by the rule the campaign confirmed it with (`oracles.judge.reproduction`)."""
+    back, by the rule the campaign confirmed it with (`oracles.judge.reproduction`); verdicts
+    are held against the campaign's noise model when `finding` is a path in a campaign's
+    `findings/` (not for a `Finding` object, which has no campaign)."""
     if runs < 1:
         raise UsageError("--runs must be at least 1")
-    found = _finding(finding)
-    with _bench(found, url, launch, engine, model, headers, request_timeout_s) as bench:
+    found, noise = _finding(finding)
+    with _bench(found, url, launch, engine, model, headers, request_timeout_s, noise) as bench:
         rep = bench.reproduce(found.scenario, Expectation.of(found), runs)
     return replay_result(found, rep.confirmation, rep.judgement)
 
@@ -279,9 +291,10 @@ def shrink(
     request_timeout_s: float = RunConfig.request_timeout_s,
 ) -> Shrunk:
     """The smallest scenario that still shows the finding (see `servefuzz.shrinker`); `runs` caps
-    the replays of the finding's own re-check and of each candidate (each stops once decided)."""
-    found = _finding(finding)
-    with _bench(found, url, launch, engine, model, headers, request_timeout_s) as bench:
+    the replays of the finding's own re-check and of each candidate (each stops once decided).
+    A finding file's campaign noise model holds every candidate's verdict, as in `replay`."""
+    found, noise = _finding(finding)
+    with _bench(found, url, launch, engine, model, headers, request_timeout_s, noise) as bench:
         return shrink_finding(found, bench, runs=runs, budget=budget, confirm_runs=confirm_runs, restart=restart)
 
 
@@ -295,10 +308,12 @@ def triage(
     parallel: int = 1,
     on_row: Callable[[TriageOutcome], None] | None = None,
 ) -> Finding:
-    """The finding with its flag matrix attached: one fresh server per variant (see `servefuzz.triager`)."""
-    found = _finding(finding)
+    """The finding with its flag matrix attached: one fresh server per variant (see `servefuzz.triager`),
+    every row judged against a finding file's campaign noise model, as in `replay`."""
+    found, noise = _finding(finding)
     start = Launch.resolve(launch, found.target, model=model, engine=engine)
-    result = triage_matrix(found, start, runs=runs, parallel=parallel, on_row=on_row or (lambda row: None))
+    result = triage_matrix(found, start, runs=runs, parallel=parallel, on_row=on_row or (lambda row: None),
+                           noise=noise)
     return dataclasses.replace(found, triage=result)
 
 
@@ -309,4 +324,4 @@ def report(
     histories: list[RunHistory] | None = None,
 ) -> ReportPaths:
     """Write repro.py, issue.md and report.html for the finding into `out`."""
-    return write_report(_finding(finding), out, histories or ())
+    return write_report(_finding(finding)[0], out, histories or ())

@@ -43,6 +43,7 @@ __all__ = [
     "append_json_line",
     "read_noise",
     "write_noise",
+    "finding_noise",
 ]
 
 
@@ -179,3 +180,14 @@ def read_noise(out: Path) -> CampaignNoise:
 
 def write_noise(out: Path, model: CampaignNoise) -> None:
     write_json(out / NOISE_FILE, model.to_json())
+
+
+def finding_noise(path: Path) -> CampaignNoise | None:
+    """The noise model of the campaign a finding file belongs to (`<campaign>/findings/*.json`,
+    a shrunk or triaged one beside it included); None when its directory holds no `noise.json`
+    (a campaign from before the model, or a finding file kept elsewhere): replay, shrink and
+    triage then judge by the scenario's own noise."""
+    findings = Path(path).parent
+    if findings.name != "findings" or not (findings.parent / NOISE_FILE).is_file():
+        return None
+    return read_noise(findings.parent)

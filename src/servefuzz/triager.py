@@ -42,6 +42,7 @@ from servefuzz.errors import ServefuzzError, TargetError, UsageError
 from servefuzz.finding import Finding, Triage, TriageOutcome
 from servefuzz.launcher import Launch
 from servefuzz.oracles.judge import Expectation
+from servefuzz.oracles.noise import CampaignNoise
 from servefuzz.trial import DEFAULT_RUNS, Replayer
 
 __all__ = [
@@ -193,9 +194,11 @@ def run_row(
     runs: int,
     stop: Callable[[int, int], bool] | None = None,
     log_dir: Path | None = None,
+    noise: CampaignNoise | None = None,
 ) -> TriageOutcome:
     """Replay `finding` up to `runs` times (`stop` as in `trial.reproduce`) on a fresh server
-    launched with `variant` (None: the baseline)."""
+    launched with `variant` (None: the baseline), its verdicts held against the campaign's
+    `noise` too (`store.finding_noise`) when the finding has one."""
     name = "baseline" if variant is None else variant.name
     row = TriageOutcome(name) if variant is None else TriageOutcome(
         name, flags=variant.flags, env=variant.env, component=variant.component
@@ -205,7 +208,7 @@ def run_row(
     relaunch = launch if variant is None else variant.apply(launch)
     log = None if log_dir is None else log_dir / f"server-{_slug(name)}.log"
     try:
-        with Replayer(relaunch, log_path=log) as bench:
+        with Replayer(relaunch, log_path=log, noise=noise) as bench:
             rep = bench.reproduce(finding.scenario, Expectation.of(finding), runs, stop=stop)
     except ServefuzzError as e:
         return dataclasses.replace(row, error=str(e))
@@ -223,15 +226,17 @@ def triage(
     parallel: int = 1,
     log_dir: Path | None = None,
     on_row: Callable[[TriageOutcome], None] = lambda row: None,
+    noise: CampaignNoise | None = None,
 ) -> Triage:
     """The baseline and every variant of the launch's engine, `parallel` servers at a time,
-    plus the known upstream issues the finding matches given this matrix."""
+    plus the known upstream issues the finding matches given this matrix. `noise`: the
+    campaign's noise model, which every row's replays are judged against (as `run_row`)."""
     if runs < 1 or parallel < 1:
         raise UsageError("--runs and --parallel must be at least 1")
     # The baseline runs at least `runs` times and goes on (up to 4x) until the sequential test
     # decides that it reproduces: without a baseline that shows the finding, no variant can be
     # said to cure it, and a weak baseline makes every cure insignificant.
-    baseline = run_row(finding, launch, None, runs=_MAX_RUNS_FACTOR * runs, log_dir=log_dir,
+    baseline = run_row(finding, launch, None, runs=_MAX_RUNS_FACTOR * runs, log_dir=log_dir, noise=noise,
                        stop=lambda seen, done: done >= runs and stats.decide(seen, done) != stats.UNDECIDED)
     if baseline.error is not None:
         raise TargetError(f"the baseline server could not be used: {baseline.error}")
@@ -245,7 +250,7 @@ def triage(
 
     def one(variant: FlagVariant) -> TriageOutcome:
         # Replays until the row is decided: a recurrence says "still there" at once.
-        row = run_row(finding, launch, variant, runs=each, log_dir=log_dir,
+        row = run_row(finding, launch, variant, runs=each, log_dir=log_dir, noise=noise,
                       stop=lambda seen, done: test.decide(stats.Rate(seen, done), base) != stats.UNDECIDED)
         on_row(row)
         return row

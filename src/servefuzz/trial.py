@@ -461,6 +461,7 @@ class Replayer:
         log_path: Path | None = None,
         headers: Mapping[str, str] | None = None,
         config: RunConfig = _DEFAULT_CONFIG,
+        noise: CampaignNoise | None = None,
     ) -> None:
         if (launch is None) == (url is None):
             raise UsageError("give exactly one of a launch command or a base URL")
@@ -478,18 +479,19 @@ class Replayer:
         )
         self.memo: dict[RequestSpec, RequestRecord] = {}
         # The campaign's noise model when the finding came from a campaign directory
-        # (`store.read_noise`): replays' verdicts are held against it as the campaign's were.
-        self.noise: CampaignNoise | None = None
+        # (`store.finding_noise`): replays' verdicts are held against it as the campaign's were.
+        self.noise = noise
         self._loop: asyncio.Runner | None = None
         self._runner: Runner | None = None
 
     @classmethod
     def at(
-        cls, engine: str, url: str, *, headers: Mapping[str, str] | None = None, config: RunConfig = _DEFAULT_CONFIG
+        cls, engine: str, url: str, *, headers: Mapping[str, str] | None = None, config: RunConfig = _DEFAULT_CONFIG,
+        noise: CampaignNoise | None = None,
     ) -> Replayer:
         if not url.startswith(("http://", "https://")):
             raise UsageError(f"--base-url must start with http:// or https://, got {url!r}")
-        return cls(url=url, engine=engine, headers=headers, config=config)
+        return cls(url=url, engine=engine, headers=headers, config=config, noise=noise)
 
     @property
     def info(self) -> TargetInfo:
@@ -559,7 +561,7 @@ class Replayer:
         """`content_swap` on this server (shrink backs its minimal finding with it)."""
         assert self._loop is not None and self._runner is not None, "use the Replayer inside `with`"
         return self._loop.run(content_swap(self._runner, scenario, expect, runs, original=original, memo=self.memo,
-                                           victim=victim))
+                                           victim=victim, noise=self.noise))
 
     @property
     def can_restart(self) -> bool:

@@ -133,18 +133,18 @@ def _shrink(args: argparse.Namespace) -> int:
 
 def _triage(args: argparse.Namespace) -> int:
     from servefuzz.api import triage
-    from servefuzz.finding import TriageOutcome, load_finding, write_finding
+    from servefuzz.finding import TriageOutcome, write_finding
     from servefuzz.triager import render_matrix, triaged_name
 
     def row_done(row: TriageOutcome) -> None:
         print(f"  {visible(row.name)}: {one_line(row.error or str(row.interval))}", file=sys.stderr, flush=True)
 
-    finding = load_finding(args.finding)
-    triaged = triage(finding, launch=args.launch, engine=args.engine, model=args.model, runs=args.runs,
+    # The path, not the loaded finding: triage judges it against its campaign's noise model.
+    triaged = triage(args.finding, launch=args.launch, engine=args.engine, model=args.model, runs=args.runs,
                      parallel=args.parallel, on_row=row_done)
     assert triaged.triage is not None
     path = write_finding(args.finding.parent, triaged, name=triaged_name(args.finding), replace=True)
-    print("\n".join(visible(line) for line in render_matrix(finding, triaged.triage)))
+    print("\n".join(visible(line) for line in render_matrix(triaged, triaged.triage)))
     print(f"triaged finding: {visible(path)}")
     return Exit.OK if triaged.triage.baseline.reproduced else Exit.FOUND
 
