@@ -14,9 +14,12 @@ report's `r02_b_s_b_s_s_s` reads the same way.
 | `_p`   | share   | makes a request share another request's prefix (rebuilding its prompt)     |
 | `_c`   | cancel  | cancels a request after a few to a few hundred ms (or un-cancels it)        |
 | `_d`   | drop    | removes one request; no request is left to carry `_d`, so only `meta` records it |
+| `_x`   | cross   | moves one request into another bucket of one `coverage` dimension (n, prompt, prefix, cancel, ...) |
 
 A second copy made by one burst is told apart by a digit: `r02_b`, `r02_b2`. Every mutated
 scenario keeps the names of the mutators applied, oldest first, in `meta["lineage"]`.
+`cross` is not in `MUTATORS` (the default havoc): campaigns that track pairwise coverage add
+it (`mutate(..., extra=(CROSS,))`), so that a mutation can leave its strategy's own axis.
 
     >>> import random
     >>> from servefuzz.strategies import PageBoundaryBursts, TargetShape
@@ -36,13 +39,15 @@ from __future__ import annotations
 import dataclasses
 import math
 import random
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 
+from servefuzz.coverage import CROSSABLE, FeatureSpace, points
+from servefuzz.covering import max_tokens_in, prefix_len_in, prompt_len_in
 from servefuzz.strategies import TILE_SIZES, TargetShape
 from servefuzz.workload import RequestSpec, Scenario, TokenIds
 
-__all__ = ["MUTATORS", "Mutator", "lineage_of", "mutate"]
+__all__ = ["CROSS", "MUTATORS", "Mutator", "cross", "lineage_of", "mutate"]
 
 # How many mutators one call of `mutate` stacks at most (AFL's "havoc" stacking, kept short so
 # that a finding's lineage stays readable).
@@ -255,6 +260,61 @@ def drop(scenario: Scenario, rng: random.Random, shape: TargetShape) -> Scenario
     return _with(scenario, [r for r in scenario.requests if r.id != gone.id], "drop")
 
 
+def cross(scenario: Scenario, rng: random.Random, shape: TargetShape, *, tries: int = 24) -> Scenario | None:
+    """Move one request into another bucket of one dimension of `coverage.CROSSABLE`, every
+    other dimension of every request (the scenario's pool pressure included) kept; None when no
+    try found such a move."""
+    space = FeatureSpace.for_shape(shape)
+    before = points(scenario, shape)
+    spec = rng.choice(scenario.requests)
+    dim = rng.choice([d for d in CROSSABLE if len(space.dimension(d).buckets) > 1])
+    to = rng.choice([b for b in space.dimension(dim).buckets if b != before[spec.id][dim]])
+    rid = _retag(spec, "x", {r.id for r in scenario.requests})
+    for _ in range(tries):
+        new = _crossed(scenario, spec, dim, to, rng, shape)
+        if new is None:
+            continue
+        out = _replace(scenario, spec, dataclasses.replace(new, id=rid), "cross")
+        after = points(out, shape)
+        moved = {d for d in before[spec.id] if before[spec.id][d] != after[rid][d]}
+        others = all(before[r.id] == after[r.id] for r in scenario.requests if r.id != spec.id)
+        if moved == {dim} and others:
+            return out
+    return None
+
+
+def _crossed(scenario: Scenario, spec: RequestSpec, dim: str, to: str, rng: random.Random,
+             shape: TargetShape) -> RequestSpec | None:
+    """One try at `spec` with dimension `dim` in bucket `to` (the caller checks the rest)."""
+    page = shape.page_size or int(scenario.meta.get("page_size") or 64)
+    if dim == "n":
+        return dataclasses.replace(spec, n={"1": 1, "2": 2}.get(to, rng.randint(3, 4)))
+    if dim == "stream":
+        return dataclasses.replace(spec, stream=to == "on")
+    if dim == "sampling":
+        return dataclasses.replace(spec, ignore_eos=to == "ignore-eos")
+    if dim == "cancel":
+        after = {"none": None, "early": rng.uniform(5, 45)}.get(to, rng.uniform(60, 300))
+        return dataclasses.replace(spec, cancel_after_ms=None if after is None else round(after, 1))
+    if dim == "decode":
+        return dataclasses.replace(spec, max_tokens=max_tokens_in(rng, to, spec.prompt_len, page))
+    prompts = _Prompts(scenario, rng, shape)
+    tail = spec.prompt_ids[spec.prefix_len:]
+    if dim == "prompt":
+        length = prompt_len_in(rng, to, page, shape.chunked_prefill_size, _room(shape, spec))
+        if length < spec.prefix_len:
+            return None
+        ids = prompts.build(spec.prefix_name, spec.prefix_len, length, tail)
+        return dataclasses.replace(spec, prompt_ids=ids)
+    # dim == "prefix": share the scenario's first named prefix (or start one) at the new alignment.
+    prefix_len = 0 if to == "none" else prefix_len_in(rng, to, page, spec.prompt_len)
+    name = None if to == "none" else next((r.prefix_name for r in scenario.requests if r.prefix_name), "p0")
+    ids = prompts.build(name, prefix_len, spec.prompt_len, tail)
+    return dataclasses.replace(spec, prompt_ids=ids, prefix_name=name, prefix_len=prefix_len)
+
+
+CROSS = Mutator("cross", "x", cross)
+
 MUTATORS: dict[str, Mutator] = {
     m.name: m
     for m in (
@@ -270,15 +330,17 @@ MUTATORS: dict[str, Mutator] = {
 }
 
 
-def mutate(scenario: Scenario, rng: random.Random, shape: TargetShape, *, seed: int) -> Scenario:
+def mutate(scenario: Scenario, rng: random.Random, shape: TargetShape, *, seed: int,
+           extra: Sequence[Mutator] = ()) -> Scenario:
     """Stack 1 to `MAX_STACK` random mutators on `scenario`; the result carries `seed`.
 
     Mutators that do not apply are skipped; if none applies the result is a shifted copy, so a
-    mutation never returns its parent unchanged.
+    mutation never returns its parent unchanged. `extra` joins the table (the `cross` mutator).
     """
+    table = {**MUTATORS, **{m.name: m for m in extra}}
     out = scenario
     for _ in range(rng.randint(1, MAX_STACK)):
-        m = MUTATORS[rng.choice(sorted(MUTATORS))]
+        m = table[rng.choice(sorted(table))]
         out = m.apply(out, rng, shape) or out
     if out is scenario:
         out = shift(scenario, rng, shape) or scenario

@@ -1,0 +1,428 @@
+"""Pairwise feature coverage: which combinations of two mechanisms the campaign has exercised.
+
+Bugs increasingly sit where two mechanisms meet (prefix cache x cancellation, chunked prefill x
+n > 1, ...). A campaign finds one only if some scenario puts both in play at once, so servefuzz
+measures that: every request is a *point* in a feature space (one bucket per dimension), and
+the campaign's `Coverage` counts, for every pair of buckets of two dimensions (and every triple
+of the cheap dimensions), how many requests exercised it.
+
+| dimension  | buckets                                   | read from                                   |
+|------------|-------------------------------------------|---------------------------------------------|
+| `n`        | 1, 2, 3+                                  | the request (cheap)                         |
+| `prompt`   | sub-page, pages, chunk-edge, past-chunk   | prompt length against page and chunk budget |
+| `prefix`   | none, page-aligned, page-edge, unaligned  | shared prefix length against the page       |
+| `burst`    | alone, first, inside, last                | position among requests <= 12 ms apart      |
+| `cancel`   | none, early, late                         | `cancel_after_ms` below / above 50 ms (cheap)|
+| `pressure` | light, heavy, over                        | KV load against the pool; evictions reported |
+| `stream`   | off, on                                   | the request (cheap)                         |
+| `decode`   | 1, same-page, one-crossing, crossings     | page boundaries its `max_tokens` cross      |
+| `sampling` | ignore-eos, eos                           | the request (cheap; decoding is greedy)     |
+| `batch`    | 1, 2-4, 5-8, 9+                           | rows in flight when it was sent (the server's timeline, first loaded run) |
+| `cache`    | miss, partial, full                       | `cached_tokens` the server reported against the shared pages |
+
+The space depends on the target (`FeatureSpace.for_shape`): a bucket the target cannot reach
+at a bearable cost is left out, and so are its pairs (`pressure` beyond `LOAD_CAP_TOKENS`;
+chunk buckets when the server states no chunked-prefill budget). A few pairs cannot happen at
+all (`IMPOSSIBLE`, each with its reason) and are not counted either. What remains is the total
+that a percentage is of:
+
+    >>> from servefuzz.strategies import TargetShape
+    >>> space = FeatureSpace.for_shape(TargetShape(page_size=16, chunked_prefill_size=128, max_total_tokens=2048))
+    >>> len(space.pairs), len(space.triples)
+    (577, 60)
+    >>> from servefuzz.workload import RequestSpec, Scenario
+    >>> sc = Scenario(1, (RequestSpec("r01", 0.0, tuple(range(3, 23)), 4, "p0", 16, n=2),))
+    >>> p = points(sc, TargetShape(page_size=16, chunked_prefill_size=128, max_total_tokens=2048))["r01"]
+    >>> p["n"], p["prompt"], p["prefix"], p["decode"], p["burst"]
+    ('2', 'pages', 'page-aligned', 'same-page', 'alone')
+    >>> cov = Coverage.empty(space).observe([p])
+    >>> cov.covered, cov.total == 577, "n=2 & prompt=pages" in cov.pairs
+    (36, True, True)
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from servefuzz.history import RunHistory
+from servefuzz.strategies import TargetShape
+from servefuzz.workload import RequestSpec, Scenario
+
+__all__ = [
+    "BURST_GAP_MS",
+    "CROSSABLE",
+    "DIMENSIONS",
+    "IMPOSSIBLE",
+    "LOAD_CAP_TOKENS",
+    "Cell",
+    "Coverage",
+    "Dimension",
+    "FeatureSpace",
+    "Point",
+    "batch_bucket",
+    "cancel_bucket",
+    "decode_bucket",
+    "load_tokens",
+    "n_bucket",
+    "points",
+    "prefix_bucket",
+    "pressure_bucket",
+    "prompt_bucket",
+]
+
+# Requests closer than this to the previous one arrive in one burst: strategies space a burst's
+# requests 0.3-2 ms apart and a blocker 6-11 ms ahead; a scheduler round is longer than either.
+BURST_GAP_MS = 12.0
+# A cancel earlier than this cuts a request in its prefill or first decode steps on a CPU engine.
+EARLY_CANCEL_MS = 50.0
+# The most KV load (prompt + output tokens of a scenario) worth sending to press a pool: the
+# eviction strategy's cap. A pool too big to press within it has no `heavy` or `over` bucket.
+LOAD_CAP_TOKENS = 12288
+# Part of the pool a scenario must fill to count as `heavy`.
+HEAVY_SHARE = 0.25
+
+Source = Literal["request", "scenario", "server"]
+Cell = tuple[str, str]  # (dimension, bucket)
+Point = Mapping[str, str]  # dimension -> bucket, for one request
+
+
+@dataclass(frozen=True)
+class Dimension:
+    """One axis of the space. `source`: what decides its bucket (a request's own fields, the
+    whole scenario, or only what the server reported, which no generator can set directly).
+    `cheap` dimensions cost nothing to vary; their triples are tracked too."""
+
+    name: str
+    buckets: tuple[str, ...]
+    source: Source
+    cheap: bool = False
+
+
+DIMENSIONS: tuple[Dimension, ...] = (
+    Dimension("n", ("1", "2", "3+"), "request", cheap=True),
+    Dimension("prompt", ("sub-page", "pages", "chunk-edge", "past-chunk"), "request"),
+    Dimension("prefix", ("none", "page-aligned", "page-edge", "unaligned"), "request"),
+    Dimension("burst", ("alone", "first", "inside", "last"), "scenario"),
+    Dimension("cancel", ("none", "early", "late"), "request", cheap=True),
+    Dimension("pressure", ("light", "heavy", "over"), "scenario"),
+    Dimension("stream", ("off", "on"), "request", cheap=True),
+    Dimension("decode", ("1", "same-page", "one-crossing", "crossings"), "request"),
+    Dimension("sampling", ("ignore-eos", "eos"), "request", cheap=True),
+    Dimension("batch", ("1", "2-4", "5-8", "9+"), "server"),
+    Dimension("cache", ("miss", "partial", "full"), "server"),
+)
+
+# The dimensions one request's own fields decide: what the `cross` mutator moves.
+CROSSABLE: tuple[str, ...] = ("n", "prompt", "prefix", "cancel", "stream", "decode", "sampling")
+
+# Pairs that cannot happen, whatever the target: never counted in the total.
+IMPOSSIBLE: frozenset[frozenset[Cell]] = frozenset(
+    frozenset(p) for p in (
+        # A prefix of whole pages is at least a page long, so its prompt is too.
+        (("prompt", "sub-page"), ("prefix", "page-aligned")),
+        # With no shared prefix the cache (flushed before each run) holds nothing of the prompt.
+        (("prefix", "none"), ("cache", "partial")),
+        (("prefix", "none"), ("cache", "full")),
+        # A request cut on purpose is indeterminate: its cached_tokens are never read.
+        *((("cancel", c), ("cache", b)) for c in ("early", "late") for b in ("miss", "partial", "full")),
+    )
+)
+
+
+def _key(cells: Sequence[Cell]) -> str:
+    return " & ".join(f"{d}={b}" for d, b in cells)
+
+
+@dataclass(frozen=True)
+class FeatureSpace:
+    """The dimensions as this target can reach them, and the pairs and triples that count."""
+
+    dimensions: tuple[Dimension, ...]
+    pairs: frozenset[str] = field(init=False)
+    triples: frozenset[str] = field(init=False)
+
+    def __post_init__(self) -> None:
+        cells = [[(d.name, b) for b in d.buckets] for d in self.dimensions]
+        pairs = {
+            _key((x, y)) for a, b in itertools.combinations(cells, 2) for x in a for y in b
+            if frozenset((x, y)) not in IMPOSSIBLE
+        }
+        cheap = [[(d.name, b) for b in d.buckets] for d in self.dimensions if d.cheap]
+        triples = {_key(t) for dims in itertools.combinations(cheap, 3) for t in itertools.product(*dims)}
+        object.__setattr__(self, "pairs", frozenset(pairs))
+        object.__setattr__(self, "triples", frozenset(triples))
+
+    @classmethod
+    def for_shape(cls, shape: TargetShape) -> FeatureSpace:
+        """The space on a target of this shape: buckets it cannot reach are left out."""
+        dims = []
+        for d in DIMENSIONS:
+            keep = d.buckets
+            if d.name == "prompt" and not _chunk_reachable(shape):
+                keep = ("sub-page", "pages")
+            if d.name == "pressure":
+                pool = shape.max_total_tokens
+                if pool is None:
+                    keep = ("light",)  # an unknown pool cannot be aimed at
+                elif pool >= LOAD_CAP_TOKENS:
+                    keep = ("light",) if pool * HEAVY_SHARE >= LOAD_CAP_TOKENS else ("light", "heavy")
+            dims.append(Dimension(d.name, keep, d.source, d.cheap))
+        return cls(tuple(dims))
+
+    def dimension(self, name: str) -> Dimension:
+        return next(d for d in self.dimensions if d.name == name)
+
+    def cells_of(self, point: Point) -> tuple[set[str], set[str]]:
+        """The counted pairs and triples one point exercises."""
+        order = [(d.name, point[d.name]) for d in self.dimensions if point.get(d.name) in d.buckets]
+        pairs = {_key(c) for c in itertools.combinations(order, 2)} & self.pairs
+        cheap = [c for c in order if self.dimension(c[0]).cheap]
+        triples = {_key(c) for c in itertools.combinations(cheap, 3)} & self.triples
+        return pairs, triples
+
+    def to_json(self) -> dict[str, Any]:
+        return {d.name: {"buckets": list(d.buckets), "source": d.source, "cheap": d.cheap} for d in self.dimensions}
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> FeatureSpace:
+        known = {x.name for x in DIMENSIONS}
+        return cls(tuple(
+            Dimension(name, tuple(str(b) for b in v["buckets"]), v["source"], bool(v.get("cheap", False)))
+            for name, v in d.items() if name in known
+        ))
+
+
+@dataclass(frozen=True)
+class Coverage:
+    """Which pairs (and cheap triples) of the space were exercised, by how many requests.
+
+    Immutable: `observe` returns the grown record. `pairs` and `triples` map a key such as
+    `"n=2 & prompt=past-chunk"` to its request count; only keys of the space are kept.
+    """
+
+    space: FeatureSpace
+    pairs: Mapping[str, int]
+    triples: Mapping[str, int]
+    requests: int = 0
+
+    @classmethod
+    def empty(cls, space: FeatureSpace) -> Coverage:
+        return cls(space, {}, {}, 0)
+
+    @property
+    def covered(self) -> int:
+        return len(self.pairs)
+
+    @property
+    def total(self) -> int:
+        return len(self.space.pairs)
+
+    @property
+    def fraction(self) -> float:
+        return self.covered / self.total if self.total else 1.0
+
+    def missing(self, sources: Iterable[Source] = ("request", "scenario", "server")) -> frozenset[str]:
+        """Pairs not yet exercised whose both dimensions come from `sources`."""
+        allowed = {d.name for d in self.space.dimensions if d.source in set(sources)}
+        return frozenset(
+            k for k in self.space.pairs - set(self.pairs)
+            if all(c.split("=", 1)[0] in allowed for c in k.split(" & "))
+        )
+
+    def new_pairs(self, pts: Iterable[Point]) -> frozenset[str]:
+        """Pairs these points exercise that no earlier request did."""
+        out: set[str] = set()
+        for p in pts:
+            out |= self.space.cells_of(p)[0]
+        return frozenset(out - set(self.pairs))
+
+    def observe(self, pts: Iterable[Point]) -> Coverage:
+        pairs, triples, n = dict(self.pairs), dict(self.triples), self.requests
+        for p in pts:
+            two, three = self.space.cells_of(p)
+            for k in two:
+                pairs[k] = pairs.get(k, 0) + 1
+            for k in three:
+                triples[k] = triples.get(k, 0) + 1
+            n += 1
+        return Coverage(self.space, pairs, triples, n)
+
+    def summary(self) -> str:
+        """One line for a person: `pairs 412/577 (71%), triples 40/60`."""
+        return (f"pairs {self.covered}/{self.total} ({math.floor(100 * self.fraction)}%), "
+                f"triples {len(self.triples)}/{len(self.space.triples)}")
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "space": self.space.to_json(),
+            "total_pairs": self.total,
+            "covered_pairs": self.covered,
+            "total_triples": len(self.space.triples),
+            "requests": self.requests,
+            "pairs": dict(sorted(self.pairs.items())),
+            "triples": dict(sorted(self.triples.items())),
+        }
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any], space: FeatureSpace | None = None) -> Coverage:
+        """Read a record back; with `space` (the target's, on resume), counts of keys outside
+        it are dropped rather than inflating the percentage."""
+        sp = space or FeatureSpace.from_json(d["space"])
+        return cls(
+            sp,
+            {str(k): int(v) for k, v in d.get("pairs", {}).items() if k in sp.pairs},
+            {str(k): int(v) for k, v in d.get("triples", {}).items() if k in sp.triples},
+            int(d.get("requests", 0)),
+        )
+
+
+# --- buckets -----------------------------------------------------------------------------------
+
+
+def _page(shape: TargetShape, scenario: Scenario | None = None) -> int:
+    meta = scenario.meta.get("page_size") if scenario is not None else None
+    return shape.page_size or (meta if isinstance(meta, int) and meta > 0 else 64)
+
+
+def _chunk_reachable(shape: TargetShape) -> bool:
+    c = shape.chunked_prefill_size
+    return c is not None and c + 2 < shape.pool_tokens - 1
+
+
+def n_bucket(n: int) -> str:
+    return "1" if n == 1 else "2" if n == 2 else "3+"
+
+
+def prompt_bucket(prompt_len: int, page: int, chunk: int | None) -> str:
+    """Against the page, then the chunked-prefill budget (+-1 is its edge).
+
+    >>> [prompt_bucket(n, 16, 128) for n in (15, 16, 127, 129, 130)]
+    ['sub-page', 'pages', 'chunk-edge', 'chunk-edge', 'past-chunk']
+    """
+    if chunk is not None:
+        if abs(prompt_len - chunk) <= 1:
+            return "chunk-edge"
+        if prompt_len > chunk:
+            return "past-chunk"
+    return "sub-page" if prompt_len < page else "pages"
+
+
+def prefix_bucket(prefix_len: int, page: int) -> str:
+    """Against the page: whole pages, a page +-1, or anything else.
+
+    >>> [prefix_bucket(n, 16) for n in (0, 32, 15, 33, 20, 5)]
+    ['none', 'page-aligned', 'page-edge', 'page-edge', 'unaligned', 'unaligned']
+    """
+    if prefix_len == 0:
+        return "none"
+    r = prefix_len % page
+    if r == 0:
+        return "page-aligned"
+    return "page-edge" if (r == 1 and prefix_len > page) or r == page - 1 else "unaligned"
+
+
+def decode_bucket(prompt_len: int, max_tokens: int, page: int) -> str:
+    """How many page boundaries the generated tokens cross (the prompt's last page first fills).
+
+    >>> [decode_bucket(20, m, 16) for m in (1, 12, 13, 28, 29)]
+    ['1', 'same-page', 'one-crossing', 'one-crossing', 'crossings']
+    """
+    if max_tokens == 1:
+        return "1"
+    crossed = (prompt_len + max_tokens - 1) // page - (prompt_len - 1) // page
+    return "same-page" if crossed == 0 else "one-crossing" if crossed == 1 else "crossings"
+
+
+def cancel_bucket(cancel_after_ms: float | None) -> str:
+    if cancel_after_ms is None:
+        return "none"
+    return "early" if cancel_after_ms < EARLY_CANCEL_MS else "late"
+
+
+def load_tokens(scenario: Scenario) -> int:
+    """KV tokens the scenario asks for at most: every prompt and every choice's output."""
+    return sum(r.prompt_len + r.max_tokens * r.n for r in scenario.requests)
+
+
+def pressure_bucket(load: int, pool: int | None, *, reported: bool = False) -> str:
+    """The load against the pool; evictions or preemptions the server reported mean `over`."""
+    if reported or (pool is not None and load > pool):
+        return "over"
+    return "heavy" if pool is not None and load >= HEAVY_SHARE * pool else "light"
+
+
+def batch_bucket(rows: int) -> str:
+    return "1" if rows <= 1 else "2-4" if rows <= 4 else "5-8" if rows <= 8 else "9+"
+
+
+def _burst_positions(requests: Sequence[RequestSpec]) -> dict[str, str]:
+    groups: list[list[RequestSpec]] = []
+    last = -math.inf
+    for r in requests:  # a Scenario keeps them sorted by offset
+        if r.offset_ms - last > BURST_GAP_MS or not groups:
+            groups.append([])
+        groups[-1].append(r)
+        last = r.offset_ms
+    out = {}
+    for g in groups:
+        for i, r in enumerate(g):
+            out[r.id] = "alone" if len(g) == 1 else "first" if i == 0 else "last" if i == len(g) - 1 else "inside"
+    return out
+
+
+def _reported_pressure(loaded: Sequence[RunHistory]) -> bool:
+    for h in loaded:
+        deltas = h.meta.get("metrics", {})
+        if isinstance(deltas, Mapping) and any(
+                v > 0 for k, v in deltas.items() if any(w in k.lower() for w in ("evict", "preempt", "retract"))):
+            return True
+    return False
+
+
+def points(scenario: Scenario, shape: TargetShape, loaded: Sequence[RunHistory] = ()) -> dict[str, Point]:
+    """Each request's bucket in every dimension. Pure. The `server` dimensions (`batch`,
+    `cache`) come from the first loaded run and are left out where it did not report them."""
+    page = _page(shape, scenario)
+    chunk = shape.chunked_prefill_size if _chunk_reachable(shape) else None
+    pressure = pressure_bucket(load_tokens(scenario), shape.max_total_tokens, reported=_reported_pressure(loaded))
+    burst = _burst_positions(scenario.requests)
+    records = {r.request_id: r for r in loaded[0].records} if loaded else {}
+    rows = _rows_at_send(loaded[0], scenario) if loaded else {}
+    out: dict[str, Point] = {}
+    for r in scenario.requests:
+        p = {
+            "n": n_bucket(r.n),
+            "prompt": prompt_bucket(r.prompt_len, page, chunk),
+            "prefix": prefix_bucket(r.prefix_len, page),
+            "burst": burst[r.id],
+            "cancel": cancel_bucket(r.cancel_after_ms),
+            "pressure": pressure,
+            "stream": "on" if r.stream else "off",
+            "decode": decode_bucket(r.prompt_len, r.max_tokens, page),
+            "sampling": "ignore-eos" if r.ignore_eos else "eos",
+        }
+        rec = records.get(r.id)
+        if r.id in rows:
+            p["batch"] = batch_bucket(rows[r.id])
+        if rec is not None and rec.ok and rec.cached_tokens is not None and not r.cancelled:
+            shared = r.prefix_len // page * page
+            c = rec.cached_tokens
+            p["cache"] = "miss" if c == 0 else "partial" if c < shared else "full"
+        out[r.id] = p
+    return out
+
+
+def _rows_at_send(run: RunHistory, scenario: Scenario) -> dict[str, int]:
+    """Rows (choices) in flight when each request was sent, itself included, by the client's
+    clock: what the scheduler had to batch it with."""
+    n = {r.id: r.n for r in scenario.requests}
+    spans = [(r.request_id, r.sent_ms, r.end_ms) for r in run.records
+             if r.sent_ms is not None and r.end_ms is not None and r.request_id in n]
+    return {
+        rid: sum(n[o] for o, s, e in spans if o == rid or s <= sent < e)
+        for rid, sent, _ in spans
+    }

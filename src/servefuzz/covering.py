@@ -1,0 +1,237 @@
+"""A covering-array generator: scenarios built for the feature pairs not yet exercised.
+
+Combinatorial testing tools (AETG, IPOG) build a small set of test rows that together cover
+every pair of parameter values. `PairwiseCover` does the same over `servefuzz.coverage`'s
+feature space, one scenario at a time and greedily: each request is a row; it takes one pair
+the campaign has not covered yet, then fills every other dimension with the bucket that covers
+the most still-missing pairs with the buckets already chosen (pairs this scenario already
+covers count as covered). The scenario's layout fixes the rows' burst positions first and one
+pool-pressure bucket for the whole scenario; the `server` dimensions (batch at admission,
+cache hits) are what the target made of it and are never aimed at directly.
+
+It follows the strategies' conventions (`servefuzz.strategies`): a frozen class with a `name`
+and `generate(rng, shape, seed=...)`, same seed and same coverage, same scenario. The campaign
+hands it the coverage so far (`with_coverage`) before each use; without one it aims at
+everything.
+
+    >>> import random
+    >>> from servefuzz.strategies import TargetShape
+    >>> shape = TargetShape(page_size=16, chunked_prefill_size=128, max_total_tokens=2048, context_length=1024)
+    >>> s = PairwiseCover().generate(random.Random(1), shape, seed=1)
+    >>> s.meta["strategy"], len(s.requests) >= PairwiseCover.rows
+    ('pairwise', True)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from servefuzz.coverage import (
+    BURST_GAP_MS,
+    CROSSABLE,
+    EARLY_CANCEL_MS,
+    HEAVY_SHARE,
+    IMPOSSIBLE,
+    LOAD_CAP_TOKENS,
+    Coverage,
+    FeatureSpace,
+    Point,
+    decode_bucket,
+    points,
+    prefix_bucket,
+    prompt_bucket,
+)
+from servefuzz.strategies import Draft, TargetShape
+from servefuzz.workload import Scenario
+
+__all__ = [
+    "PairwiseCover",
+    "covered_by",
+    "max_tokens_in",
+    "plan_rows",
+    "prefix_len_in",
+    "prompt_len_in",
+    "realize_lengths",
+]
+
+
+
+@dataclass(frozen=True)
+class PairwiseCover:
+    """Scenarios of `rows` requests aimed at the pairs `coverage` lacks (greedy, AETG-like)."""
+
+    name: str = "pairwise"
+    coverage: Coverage | None = None
+    rows: int = 8
+
+    def with_coverage(self, coverage: Coverage) -> PairwiseCover:
+        return dataclasses.replace(self, coverage=coverage)
+
+    def generate(self, rng: random.Random, shape: TargetShape, *, seed: int) -> Scenario:
+        space = FeatureSpace.for_shape(shape)
+        missing = set((self.coverage or Coverage.empty(space)).missing(("request", "scenario")) & space.pairs)
+        layout = _layout(rng, self.rows)
+        pressure = max(sorted(space.dimension("pressure").buckets, key=lambda _: rng.random()),
+                       key=lambda b: sum(1 for k in missing if f"pressure={b}" in k))
+        plans = plan_rows(rng, space, [{"burst": b, "pressure": pressure} for b, _ in layout], missing)
+        d = Draft(seed, shape)
+        page = shape.page_size or 64
+        pool = shape.max_total_tokens
+        # The rows alone must not load the pool past the planned pressure: a row that would is
+        # left out (the first is always sent).
+        limit = {"light": HEAVY_SHARE * pool, "heavy": pool}.get(pressure) if pool is not None else None
+        load = 0
+        for plan, (_, at) in zip(plans, layout, strict=True):
+            n = {"1": 1, "2": 2}.get(plan["n"], rng.randint(3, 4))
+            prompt_len, prefix_len, max_tokens = realize_lengths(rng, shape, plan, n)
+            if d.specs and limit is not None and load + prompt_len + max_tokens * n >= limit:
+                continue
+            load += prompt_len + max_tokens * n
+            cancel = {"none": None, "early": rng.uniform(5, EARLY_CANCEL_MS - 5)}.get(
+                plan["cancel"], rng.uniform(EARLY_CANCEL_MS + 10, 300))
+            spec = d.add(at, prompt_len, max_tokens, prefix="p0", prefix_len=prefix_len, n=n,
+                         stream=plan["stream"] == "on", cancel_after_ms=cancel)
+            if plan["sampling"] == "eos":
+                d.specs[-1] = dataclasses.replace(spec, ignore_eos=False)
+        _press(rng, d, shape, pressure, after_ms=layout[-1][1] + 2 * BURST_GAP_MS, page=page)
+        return d.scenario(self.name, page_size=page, aimed=len(missing))
+
+
+def _layout(rng: random.Random, rows: int) -> list[tuple[str, float]]:
+    """Burst positions and offsets: groups of 1 to 4 requests 0.3-1 ms apart, groups well
+    beyond `BURST_GAP_MS` apart, so that `coverage` reads back the positions planned here."""
+    out: list[tuple[str, float]] = []
+    t = rng.uniform(0, 10)
+    while len(out) < rows:
+        size = min(rng.choice([1, 2, 3, 4]), rows - len(out)) if rows - len(out) > 1 else 1
+        for i in range(size):
+            out.append(("alone" if size == 1 else "first" if i == 0 else "last" if i == size - 1 else "inside", t))
+            t += rng.uniform(0.3, 1.0)
+        t += rng.uniform(3 * BURST_GAP_MS, 12 * BURST_GAP_MS)
+    return [(b, round(at, 1)) for b, at in out]
+
+
+def _cells(key: str) -> list[tuple[str, str]]:
+    return [(c.split("=", 1)[0], c.split("=", 1)[1]) for c in key.split(" & ")]
+
+
+def _gain(space: FeatureSpace, dim: str, bucket: str, fixed: Mapping[str, str], missing: set[str]) -> int:
+    return sum(1 for k in space.cells_of({**fixed, dim: bucket})[0] if k in missing and f"{dim}={bucket}" in k)
+
+
+def _best_bucket(rng: random.Random, space: FeatureSpace, dim: str, fixed: Mapping[str, str], missing: set[str]) -> str:
+    # Never a bucket that makes an impossible pair with one already chosen: it cannot be sent.
+    buckets = [b for b in space.dimension(dim).buckets
+               if not any(frozenset({(dim, b), c}) in IMPOSSIBLE for c in fixed.items())]
+    rng.shuffle(buckets)  # ties go to a random bucket, so equal rows do not repeat one choice
+    return max(buckets, key=lambda b: _gain(space, dim, b, fixed, missing))
+
+
+def plan_rows(rng: random.Random, space: FeatureSpace, fixed_rows: Sequence[Mapping[str, str]],
+              missing: set[str]) -> list[dict[str, str]]:
+    """One bucket per request dimension for each row (the rows' own fixed cells kept): a missing
+    pair that fits the row first, then each other dimension greedily. `missing` shrinks as the
+    rows cover pairs."""
+    rows = []
+    for fixed in fixed_rows:
+        row = dict(fixed)
+        fits = sorted(k for k in missing if all(d in CROSSABLE or row.get(d) == b for d, b in _cells(k))
+                      and all(row.get(d, b) == b for d, b in _cells(k)))
+        if fits:
+            row.update(dict(_cells(rng.choice(fits))))
+        dims = [d for d in CROSSABLE if d not in row]
+        rng.shuffle(dims)
+        for dim in dims:
+            row[dim] = _best_bucket(rng, space, dim, row, missing)
+        missing -= space.cells_of(row)[0]
+        rows.append(row)
+    return rows
+
+
+def realize_lengths(rng: random.Random, shape: TargetShape, plan: Point, n: int, tries: int = 64) -> tuple[int, int, int]:
+    """Prompt, prefix and max_tokens whose buckets are the plan's, where the target allows them
+    (otherwise the closest try: the campaign measures what was sent, not what was planned)."""
+    page = shape.page_size or 64
+    chunk = shape.chunked_prefill_size
+    best: tuple[int, tuple[int, int, int]] = (-1, (1, 0, 1))
+    for _ in range(tries):
+        max_tokens = max_tokens_in(rng, plan["decode"], 0, page)  # a first guess for the room
+        room = max(2, shape.pool_tokens - max(max_tokens, 2 * page) * n - 2)
+        prompt_len = prompt_len_in(rng, plan["prompt"], page, chunk, room)
+        prefix_len = prefix_len_in(rng, plan["prefix"], page, prompt_len)
+        max_tokens = max_tokens_in(rng, plan["decode"], prompt_len, page)
+        got = (prompt_bucket(prompt_len, page, chunk) == plan["prompt"],
+               prefix_bucket(prefix_len, page) == plan["prefix"],
+               decode_bucket(prompt_len, max_tokens, page) == plan["decode"])
+        if sum(got) > best[0]:
+            best = (sum(got), (prompt_len, prefix_len, max_tokens))
+        if all(got):
+            break
+    return best[1]
+
+
+def prompt_len_in(rng: random.Random, bucket: str, page: int, chunk: int | None, room: int) -> int:
+    """A prompt length in `bucket` of `coverage.prompt_bucket` (at most `room` tokens)."""
+    if bucket == "sub-page":
+        return rng.randint(max(1, page // 4), page - 1) if page > 1 else 1
+    if chunk is not None and bucket == "chunk-edge":
+        return min(room, chunk + rng.choice([-1, 0, 1]))
+    if chunk is not None and bucket == "past-chunk":
+        return min(room, rng.randint(chunk + 2, chunk + max(2, chunk // 4)))
+    hi = min(room, (chunk - 2) if chunk else 8 * page, 6 * page)  # "pages": cheap ones mostly
+    return rng.randint(min(page, hi), max(page, hi))
+
+
+def prefix_len_in(rng: random.Random, bucket: str, page: int, prompt_len: int) -> int:
+    """A shared prefix length in `bucket` of `coverage.prefix_bucket`, within the prompt."""
+    pages = max(1, prompt_len // page)
+    k = rng.randint(1, min(pages, 4))
+    if bucket == "none":
+        return 0
+    if bucket == "page-aligned":
+        return min(prompt_len, k * page)
+    if bucket == "page-edge":
+        return max(1, min(prompt_len, k * page + rng.choice([-1, 1])))
+    for _ in range(16):
+        v = rng.randint(1, max(1, prompt_len))
+        if prefix_bucket(v, page) == "unaligned":
+            return v
+    return max(1, prompt_len // 2)
+
+
+def max_tokens_in(rng: random.Random, bucket: str, prompt_len: int, page: int) -> int:
+    """A `max_tokens` in `bucket` of `coverage.decode_bucket` after a prompt of `prompt_len`."""
+    free = (page - prompt_len % page) % page  # slots left in the prompt's last page
+    if bucket == "1":
+        return 1
+    if bucket == "same-page" and free >= 2:
+        return rng.randint(2, free)
+    if bucket in ("same-page", "one-crossing"):
+        return rng.randint(free + 1, free + page) if free + 1 > 1 else rng.randint(2, page)
+    return rng.randint(free + page + 1, free + 2 * page + 8)
+
+
+def _press(rng: random.Random, d: Draft, shape: TargetShape, bucket: str, *, after_ms: float, page: int) -> None:
+    """Plain prompts after the planned rows until the scenario's load reaches `bucket`."""
+    pool = shape.max_total_tokens
+    if bucket == "light" or pool is None:
+        return
+    want = min(LOAD_CAP_TOKENS, int(pool * (1.15 if bucket == "over" else HEAVY_SHARE * 1.2)))
+    used = sum(r.prompt_len + r.max_tokens * r.n for r in d.specs)
+    t = after_ms
+    biggest = max(page, min(shape.pool_tokens - 64, pool // 3, 1024))
+    while used < want:
+        spec = d.add(t, rng.randint(biggest // 3, biggest), rng.randint(8, 48))
+        used += spec.prompt_len + spec.max_tokens
+        t += rng.uniform(0, 0.8 * BURST_GAP_MS)
+
+
+def covered_by(scenarios: Sequence[Scenario], shape: TargetShape) -> Coverage:
+    """The coverage a list of scenarios reaches by their own fields (no server dimensions)."""
+    cov = Coverage.empty(FeatureSpace.for_shape(shape))
+    for s in scenarios:
+        cov = cov.observe(points(s, shape).values())
+    return cov

@@ -1,0 +1,133 @@
+"""Pairwise feature coverage: the space, the record, the covering generator, the cross mutator."""
+
+from __future__ import annotations
+
+import doctest
+import json
+import random
+
+import pytest
+
+import servefuzz.coverage
+import servefuzz.covering
+from servefuzz.coverage import CROSSABLE, Coverage, FeatureSpace, points
+from servefuzz.covering import PairwiseCover, covered_by
+from servefuzz.history import RequestRecord, RunHistory, Status
+from servefuzz.mutators import CROSS, MUTATORS, cross, mutate
+from servefuzz.strategies import STRATEGIES, TargetShape
+from servefuzz.workload import RequestSpec, Scenario
+
+SMALL = TargetShape(page_size=16, chunked_prefill_size=128, max_total_tokens=2048, context_length=1024)
+# The reference engine's defaults: a pool far too big to press within the load cap.
+DEFAULT = TargetShape(page_size=64, chunked_prefill_size=2048, max_total_tokens=131072, context_length=4096)
+
+
+def test_the_module_docstrings_run() -> None:
+    for m in (servefuzz.coverage, servefuzz.covering):
+        result = doctest.testmod(m)
+        assert result.attempted > 0 and result.failed == 0, m.__name__
+
+
+def test_the_space_leaves_out_what_the_target_cannot_reach_and_states_its_total() -> None:
+    small, default = FeatureSpace.for_shape(SMALL), FeatureSpace.for_shape(DEFAULT)
+    assert small.dimension("pressure").buckets == ("light", "heavy", "over")
+    assert default.dimension("pressure").buckets == ("light",)  # 131072 tokens: no pressing within the cap
+    no_chunk = FeatureSpace.for_shape(TargetShape(page_size=16))
+    assert no_chunk.dimension("prompt").buckets == ("sub-page", "pages")
+    assert (len(small.pairs), len(default.pairs), len(no_chunk.pairs)) == (577, 511, 451)
+    assert "prompt=sub-page & prefix=page-aligned" not in small.pairs  # impossible: never counted
+    assert all(k.count(" & ") == 2 for k in small.triples) and len(small.triples) == 60
+
+
+def test_server_dimensions_come_from_what_the_server_reported() -> None:
+    ids = tuple(range(3, 43))
+    sc = Scenario(1, (
+        RequestSpec("r01", 0.0, ids, 4, "p0", 32),
+        RequestSpec("r02", 1.0, ids[:32] + (7, 8), 4, "p0", 32),
+        RequestSpec("r03", 2.0, ids[:32] + (9,), 64, "p0", 32, cancel_after_ms=20.0),
+    ))
+    recs = (
+        RequestRecord("r01", 0, "load", Status.OK, 0.0, sent_ms=0.0, end_ms=9.0, cached_tokens=0),
+        RequestRecord("r02", 0, "load", Status.OK, 1.0, sent_ms=1.0, end_ms=9.0, cached_tokens=32),
+        RequestRecord("r03", 0, "load", Status.CANCELLED, 2.0, sent_ms=2.0, end_ms=20.0, cached_tokens=16),
+    )
+    run = RunHistory(0, "load", recs, meta={"metrics": {"evicted_tokens_total": 64.0}})
+    p = points(sc, SMALL, [run])
+    assert [p[r]["burst"] for r in ("r01", "r02", "r03")] == ["first", "inside", "last"]
+    assert (p["r01"]["cache"], p["r02"]["cache"]) == ("miss", "full")
+    assert "cache" not in p["r03"], "a request cut on purpose is indeterminate"
+    assert [p[r]["batch"] for r in ("r01", "r02", "r03")] == ["1", "2-4", "2-4"]
+    assert {q["pressure"] for q in p.values()} == {"over"}, "evictions reported: the pool was pressed"
+    quiet = points(sc, SMALL)  # without a history: no server dimension, the load alone decides
+    assert {q["pressure"] for q in quiet.values()} == {"light"} and all("cache" not in q for q in quiet.values())
+
+
+def test_the_record_counts_requests_per_pair_and_round_trips() -> None:
+    space = FeatureSpace.for_shape(SMALL)
+    s = STRATEGIES["n-mix"].generate(random.Random(2), SMALL, seed=2)
+    pts = list(points(s, SMALL).values())
+    cov = Coverage.empty(space).observe(pts)
+    assert cov.requests == len(pts) and cov.new_pairs(pts) == frozenset()
+    assert sum(cov.pairs.values()) == sum(len(space.cells_of(p)[0]) for p in pts)
+    again = cov.observe(pts)
+    assert again.covered == cov.covered and all(again.pairs[k] == 2 * v for k, v in cov.pairs.items())
+    back = Coverage.from_json(json.loads(json.dumps(again.to_json())))
+    assert back == again and back.to_json()["total_pairs"] == 577
+    # On a target that cannot reach a bucket, its counts are dropped rather than counted.
+    narrow = FeatureSpace.for_shape(TargetShape(page_size=16))
+    kept = Coverage.from_json(again.to_json(), narrow)
+    assert set(kept.pairs) <= narrow.pairs and kept.covered <= again.covered
+
+
+@pytest.mark.parametrize("shape", [SMALL, DEFAULT], ids=["small-pool", "reference-default"])
+def test_the_generator_covers_every_pair_it_can_aim_at_in_a_few_scenarios(shape: TargetShape) -> None:
+    space = FeatureSpace.for_shape(shape)
+    cov, made = Coverage.empty(space), []
+    for i in range(8):
+        s = PairwiseCover().with_coverage(cov).generate(random.Random(i), shape, seed=i)
+        made.append(s)
+        cov = cov.observe(points(s, shape).values())
+        if not cov.missing(("request", "scenario")):
+            break
+    assert not cov.missing(("request", "scenario")), sorted(cov.missing(("request", "scenario")))[:5]
+    assert covered_by(made, shape).covered == cov.covered
+    # The control: the default mix, in the same number of scenarios, leaves many pairs out.
+    mix = [list(STRATEGIES.values())[i % len(STRATEGIES)].generate(random.Random(i), shape, seed=i)
+           for i in range(len(made))]
+    assert len(covered_by(mix, shape).missing(("request", "scenario"))) > 100
+
+
+def test_the_generator_is_a_function_of_its_seed_and_the_coverage() -> None:
+    cov = covered_by([STRATEGIES["random"].generate(random.Random(0), SMALL, seed=0)], SMALL)
+    a = PairwiseCover(coverage=cov).generate(random.Random(5), SMALL, seed=5)
+    b = PairwiseCover(coverage=cov).generate(random.Random(5), SMALL, seed=5)
+    fresh = PairwiseCover().generate(random.Random(5), SMALL, seed=5)
+    assert a.to_json() == b.to_json() and a.to_json() != fresh.to_json()
+
+
+@pytest.mark.parametrize("shape", [SMALL, DEFAULT], ids=["small-pool", "reference-default"])
+def test_cross_moves_one_request_along_exactly_one_dimension(shape: TargetShape) -> None:
+    applied, dims = 0, set()
+    for i in range(120):
+        s = list(STRATEGIES.values())[i % len(STRATEGIES)].generate(random.Random(i), shape, seed=i)
+        m = cross(s, random.Random(i), shape)
+        if m is None:
+            continue
+        applied += 1
+        before, after = points(s, shape), points(m, shape)
+        moved = [r.id for r in m.requests if r.id.endswith("_x")]
+        assert len(moved) == 1 and m.meta["lineage"] == ["cross"] and len(m.requests) == len(s.requests)
+        old = moved[0].removesuffix("_x")
+        changed = {d for d in before[old] if before[old][d] != after[moved[0]][d]}
+        assert len(changed) == 1 and changed <= set(CROSSABLE), changed
+        dims |= changed
+        assert all(before[r.id] == after[r.id] for r in s.requests if r.id != old)
+    assert applied >= 100 and dims == set(CROSSABLE)
+
+
+def test_cross_joins_the_havoc_only_when_asked() -> None:
+    assert "cross" not in MUTATORS
+    s = STRATEGIES["page-boundary"].generate(random.Random(1), SMALL, seed=1)
+    plain = [mutate(s, random.Random(i), SMALL, seed=i).meta["lineage"] for i in range(60)]
+    crossed = [mutate(s, random.Random(i), SMALL, seed=i, extra=(CROSS,)).meta["lineage"] for i in range(60)]
+    assert not any("cross" in x for x in plain) and any("cross" in x for x in crossed)
