@@ -2,19 +2,28 @@
 
 from __future__ import annotations
 
+import asyncio
 import doctest
+import io
 import json
 import random
+from collections.abc import Callable
+from pathlib import Path
 
 import pytest
+from rich.console import Console
 
 import servefuzz.coverage
 import servefuzz.covering
+from servefuzz.campaign import COVERAGE_FILE, CampaignConfig, CampaignResult, CampaignState, run_campaign
 from servefuzz.coverage import CROSSABLE, Coverage, FeatureSpace, points
 from servefuzz.covering import PairwiseCover, covered_by
 from servefuzz.history import RequestRecord, RunHistory, Status
 from servefuzz.mutators import CROSS, MUTATORS, cross, mutate
-from servefuzz.strategies import STRATEGIES, TargetShape
+from servefuzz.progress import LiveProgress, print_summary
+from servefuzz.runner import Runner
+from servefuzz.strategies import STRATEGIES, RandomLoad, TargetShape
+from servefuzz.targets import make_target
 from servefuzz.workload import RequestSpec, Scenario
 
 SMALL = TargetShape(page_size=16, chunked_prefill_size=128, max_total_tokens=2048, context_length=1024)
@@ -131,3 +140,60 @@ def test_cross_joins_the_havoc_only_when_asked() -> None:
     plain = [mutate(s, random.Random(i), SMALL, seed=i).meta["lineage"] for i in range(60)]
     crossed = [mutate(s, random.Random(i), SMALL, seed=i, extra=(CROSS,)).meta["lineage"] for i in range(60)]
     assert not any("cross" in x for x in plain) and any("cross" in x for x in crossed)
+
+
+# --- a campaign that tracks coverage, against the reference engine -----------------------------
+
+# A small pool and chunk budget: every bucket of the space is reachable in a few cheap scenarios.
+FLAGS = ("--page-size", "16", "--chunked-prefill-size", "128", "--max-total-tokens", "2048", "--context-length", "1024")
+
+
+def _campaign(url: str, config: CampaignConfig) -> CampaignResult:
+    async def go() -> CampaignResult:
+        async with Runner(make_target("reference", url)) as runner:
+            return await run_campaign(runner, [RandomLoad()], config)
+
+    return asyncio.run(go())
+
+
+@pytest.mark.timeout(180)
+def test_a_campaign_keeps_its_coverage_on_disk_grows_it_and_resumes_it(
+    tmp_path: Path, reference_server: Callable[..., str]
+) -> None:
+    url = reference_server(*FLAGS)
+    out = tmp_path / "c"
+    first = _campaign(url, CampaignConfig(out, seed=1, request_budget=30, coverage=True))
+    saved = json.loads((out / COVERAGE_FILE).read_text())
+    assert first.coverage is not None and saved["covered_pairs"] == first.coverage.covered > 0
+    assert saved["total_pairs"] == first.coverage.total == 577
+    sent = [json.loads(line) for line in (out / "scenarios.jsonl").read_text().splitlines()]
+    assert saved["requests"] == sum(len(s["scenario"]["requests"]) for s in sent)
+    assert any("cache=" in k for k in saved["pairs"]), "what the server reported counts too"
+    assert "pairwise" in json.loads((out / "config.json").read_text())["strategies"]
+    kept = [json.loads(p.read_text()) for p in (out / "corpus").glob("entry_*.json")]
+    assert any(f.startswith("pair:") for e in kept for f in e["new"]), "new pairs are feedback"
+
+    more = _campaign(url, CampaignConfig(out, seed=1, request_budget=first.requests + 25, coverage=True, resume=True))
+    assert more.coverage is not None and more.coverage.requests > first.coverage.requests
+    assert more.coverage.covered > first.coverage.covered, "reloaded and grown, not restarted"
+    assert json.loads((out / COVERAGE_FILE).read_text())["covered_pairs"] == more.coverage.covered
+
+    # The control: a campaign without the option tracks nothing of it.
+    plain = _campaign(url, CampaignConfig(tmp_path / "p", seed=1, request_budget=10))
+    assert plain.coverage is None and not (tmp_path / "p" / COVERAGE_FILE).exists()
+    assert "pairwise" not in json.loads((tmp_path / "p" / "config.json").read_text())["strategies"]
+
+
+def test_the_live_panel_and_the_summary_show_coverage_only_when_tracked() -> None:
+    cov = Coverage.empty(FeatureSpace.for_shape(SMALL)).observe([{"n": "2", "stream": "on", "cancel": "none"}])
+    shown = []
+    for tracked in (cov, None):
+        console = Console(file=io.StringIO(), force_terminal=True, color_system=None, width=200)
+        state = CampaignState(coverage=tracked)
+        with LiveProgress(console, "fuzzing") as live:
+            live.update(state)
+        print_summary(console, CampaignResult(1, 2, 3.0, (), "done", coverage=tracked))
+        shown.append(console.file.getvalue())  # type: ignore[attr-defined]
+    assert "coverage pairs 3/577 (0%), triples 1/60" in shown[0], "the live panel"
+    assert "coverage: pairs 3/577 (0%), triples 1/60" in shown[0], "the summary"
+    assert "coverage" not in shown[1]

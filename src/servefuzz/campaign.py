@@ -43,12 +43,14 @@ from typing import Any, Protocol
 from servefuzz import durable
 from servefuzz.anomaly import Anomaly, Oracle, Verdict, deciding
 from servefuzz.corpus import MUTATE_SHARE, Corpus, CorpusEntry, Schedule
+from servefuzz.coverage import Coverage, FeatureSpace, points
+from servefuzz.covering import PairwiseCover
 from servefuzz.errors import LaunchError, TargetError
 from servefuzz.feedback import features
 from servefuzz.finding import Finding, TargetInfo
 from servefuzz.history import RequestRecord, RunHistory, write_history_jsonl
 from servefuzz.launcher import Launch
-from servefuzz.mutators import mutate
+from servefuzz.mutators import CROSS, Mutator, mutate
 from servefuzz.oracles.controls import MIN_CONTROL_RUNS, ControlResult, back, truth_control
 from servefuzz.oracles.judge import Expectation, Judgement
 from servefuzz.oracles.noise import CampaignNoise, benign_shifts, picture
@@ -62,6 +64,7 @@ from servefuzz.store import (
     finding_size,
     load_entries,
     open_campaign_dir,
+    read_json,
     read_noise,
     write_json,
     write_noise,
@@ -82,6 +85,7 @@ from servefuzz.truth import Truth
 from servefuzz.workload import Scenario
 
 __all__ = [
+    "COVERAGE_FILE",
     "CampaignConfig",
     "CampaignResult",
     "CampaignState",
@@ -90,6 +94,11 @@ __all__ = [
     "run_campaign",
     "shape_of",
 ]
+
+
+# The campaign's pairwise coverage (`coverage.Coverage.to_json`), rewritten atomically after
+# every iteration (before progress.json) when `CampaignConfig.coverage` is on.
+COVERAGE_FILE = "coverage.json"
 
 
 @dataclass(frozen=True)
@@ -109,6 +118,10 @@ class CampaignConfig:
     `launch`: how the target was started, when servefuzz started it: a suspected corruption the
     content swap left unbacked then gets the deterministic control (a fresh server in the
     engine's deterministic mode, `trial.deterministic_control`), where the engine has one.
+    `coverage`: track pairwise feature coverage (`servefuzz.coverage`, kept in `coverage.json`):
+    the `pairwise` covering generator joins the mix, the `cross` mutator joins the havoc, and
+    every pair a scenario is first to exercise counts as a new feature (`pair:...`), so it gives
+    the scenario energy and its strategy weight. Off by default until it is measured.
     """
 
     out_dir: Path
@@ -127,6 +140,7 @@ class CampaignConfig:
     max_restarts: int = 5
     truth_model: Path | None = None
     launch: Launch | None = None
+    coverage: bool = False
 
     def __post_init__(self) -> None:
         if self.runs < 2:
@@ -150,6 +164,7 @@ class CampaignState:
     seen: Counter[str] = field(default_factory=Counter)  # signature -> times found
     restarts: int = 0  # of a launched server that died, this campaign, resumed sessions included
     last: str = ""
+    coverage: Coverage | None = None  # pairwise feature coverage, when the campaign tracks it
 
     @property
     def elapsed_s(self) -> float:
@@ -173,6 +188,7 @@ class CampaignResult:
     # verdict -> (requests, seconds) at its first confirmed finding: the detection-power numbers
     first_confirmed: Mapping[str, tuple[int, float]] = field(default_factory=dict)
     restarts: int = 0
+    coverage: Coverage | None = None
 
     @property
     def found(self) -> bool:
@@ -276,6 +292,8 @@ async def run_campaign(
     info = runner.info
     shape = shape_of(info)
     strategies = {s.name: s for s in (strategy if isinstance(strategy, Sequence) else [strategy])}
+    if config.coverage:
+        strategies.setdefault(PairwiseCover.name, PairwiseCover())
     out = config.out_dir
     progress = open_campaign_dir(
         out, resume=config.resume, identity={"seed": config.seed, "strategies": list(strategies)},
@@ -299,6 +317,8 @@ async def run_campaign(
     firsts: dict[str, tuple[int, float]] = {
         v: (int(x[0]), float(x[1])) for v, x in progress.get("first_confirmed", {}).items()
     }
+    if config.coverage:
+        state.coverage = _read_coverage(out, FeatureSpace.for_shape(shape))
     _sync(state, corpus, store)
     budget = _Budget(config, state)
     stopped = ""
@@ -309,8 +329,10 @@ async def run_campaign(
             if iteration < len(seeds):
                 scenario, origin = dataclasses.replace(seeds[iteration], seed=seed), "trace"
             else:
+                if state.coverage is not None and isinstance(pairwise := strategies.get(PairwiseCover.name), PairwiseCover):
+                    strategies[PairwiseCover.name] = pairwise.with_coverage(state.coverage)
                 scenario, origin = _next_scenario(random.Random(seed), iteration - len(seeds), seed, schedule, corpus,
-                                                  strategies, shape)
+                                                  strategies, shape, extra=(CROSS,) if config.coverage else ())
         except _SourceFailed as e:
             # A bug in one of our generators must not end the campaign (nor pass for a finding).
             if e.strategy is not None:
@@ -346,6 +368,13 @@ async def run_campaign(
         for a in verdict.anomalies:
             state.anomalies[a.verdict.value] += 1
         reached = features(scenario, done.loaded, done.alone, verdict.anomalies, shape)
+        if state.coverage is not None:
+            # Every pair this execution exercised is a feature: one no scenario reached before
+            # makes this one new to the corpus, with energy, and credits its strategy.
+            now = points(scenario, shape, done.loaded).values()
+            reached |= {f"pair:{k}" for p in now for k in state.coverage.space.cells_of(p)[0]}
+            state.coverage = state.coverage.observe(now)
+            write_json(out / COVERAGE_FILE, state.coverage.to_json())
         entry = corpus.consider(scenario, reached, origin=origin, iteration=iteration, flagged=bool(verdict.anomalies))
         if entry is not None:
             write_json(out / "corpus" / f"entry_{entry.id:05d}.json", entry.to_json())
@@ -387,7 +416,7 @@ async def run_campaign(
     return CampaignResult(
         state.iteration - first_iteration, state.requests, state.elapsed_s, tuple(store.findings()), stopped,
         features=state.features, corpus=state.corpus, seen=dict(store.counts), first_confirmed=firsts,
-        restarts=state.restarts,
+        restarts=state.restarts, coverage=state.coverage,
     )
 
 
@@ -399,12 +428,13 @@ def _next_scenario(
     corpus: Corpus,
     strategies: Mapping[str, Strategy],
     shape: TargetShape,
+    extra: Sequence[Mutator] = (),
 ) -> tuple[Scenario, str]:
     """The schedule's choice made concrete: a mutated corpus entry or a fresh scenario."""
     _, what = schedule.next(rng, turn, corpus)
     try:
         if isinstance(what, CorpusEntry):
-            return mutate(what.scenario, rng, shape, seed=seed), f"mutate:{what.id}"
+            return mutate(what.scenario, rng, shape, seed=seed, extra=extra), f"mutate:{what.id}"
         return strategies[what].generate(rng, shape, seed=seed), what
     except Exception as e:  # noqa: BLE001 - any bug of a generator; reported, never a finding
         error = f"{type(e).__name__}: {e}"
@@ -583,6 +613,16 @@ def _votes(
         for rid in dict.fromkeys(a.request_id for a in expect.anomalies if a.verdict.is_divergence)
         if len(rep.alone.get(rid, ())) >= MIN_REFERENCES
     }
+
+
+def _read_coverage(out: Path, space: FeatureSpace) -> Coverage:
+    """The coverage of earlier sessions (empty for a new campaign, or a damaged file: only the
+    counts are lost, never the campaign), held to this target's space."""
+    data = read_json(out / COVERAGE_FILE)
+    try:
+        return Coverage.from_json(data, space) if data else Coverage.empty(space)
+    except (KeyError, TypeError, ValueError):
+        return Coverage.empty(space)
 
 
 def _sync(state: CampaignState, corpus: Corpus, store: FindingStore) -> None:

@@ -49,7 +49,9 @@ class LiveProgress:
             ("scenarios ", "dim"), f"{state.iteration:,}   ",
             ("requests ", "dim"), f"{state.requests:,} ({rate:.1f}/s)   ",
             ("features ", "dim"), f"{state.features:,}   ",
-            ("corpus ", "dim"), f"{state.corpus:,}\n",
+            ("corpus ", "dim"), f"{state.corpus:,}",
+            *((("   coverage ", "dim"), state.coverage.summary()) if state.coverage is not None else ()),
+            "\n",
             ("findings ", "dim"), (found, "bold red" if state.findings else "green"),
             (f"   (+{repeats} seen again)" if repeats > 0 else "", "dim"),
         )
@@ -68,6 +70,7 @@ def print_summary(console: Console, result: CampaignResult) -> None:
     console.print(
         f"[bold]{result.iterations:,}[/] scenarios, [bold]{result.requests:,}[/] requests in "
         f"{result.elapsed_s:.1f} s; {result.features:,} features, corpus of {result.corpus:,}; "
+        + (f"coverage: {result.coverage.summary()}; " if result.coverage is not None else "") +
         f"stopped: {terminal(one_line(result.stopped_because))}."
     )
     if not result.findings:
