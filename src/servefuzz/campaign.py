@@ -52,8 +52,8 @@ from servefuzz.history import RequestRecord, RunHistory, write_history_jsonl
 from servefuzz.launcher import Launch
 from servefuzz.mutators import CROSS, Mutator, mutate
 from servefuzz.oracles.controls import MIN_CONTROL_RUNS, ControlResult, back, truth_control
-from servefuzz.oracles.judge import Expectation, Judgement
-from servefuzz.oracles.noise import CampaignNoise, benign_shifts, picture
+from servefuzz.oracles.judge import Expectation, Judgement, learn
+from servefuzz.oracles.noise import CampaignNoise, picture
 from servefuzz.oracles.outputs import Output, group_variants
 from servefuzz.oracles.verdict import NoiseModel
 from servefuzz.oracles.vote import MIN_REFERENCES, Vote, vote
@@ -359,10 +359,7 @@ async def run_campaign(
             for h in (*done.loaded, *_alone_as_runs(done.alone, done.cache))
         ])
         verdict = done.judge(performance=config.performance, campaign=noise)
-        # Every agreeing token pair of this execution is benign noise, except on requests an
-        # oracle flagged as more than drift: judged first, added after, so nothing is its own bar.
-        flagged = {a.request_id for a in verdict.anomalies if a.verdict is not Verdict.NUMERIC_DRIFT}
-        noise = noise.merged(benign_shifts(done.loaded, done.alone, done.cache, exclude=flagged))
+        noise = learn(noise, verdict, done.loaded, done.alone, done.cache)  # judged first, added after
         if done.lost is not None:
             verdict = _with_target_lost(verdict, done.lost, {} if revival is None else revival.death())
         for a in verdict.anomalies:

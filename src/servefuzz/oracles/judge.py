@@ -25,7 +25,7 @@ from servefuzz.oracles.cache_state import cache_state
 from servefuzz.oracles.isolation import isolation
 from servefuzz.oracles.liveness import liveness
 from servefuzz.oracles.nconsistency import n_consistency
-from servefuzz.oracles.noise import CampaignNoise, pairs
+from servefuzz.oracles.noise import CampaignNoise, benign_shifts, pairs
 from servefuzz.oracles.noisy_neighbour import noisy_neighbour
 from servefuzz.oracles.outputs import determinate_outputs, group_variants, output_key
 from servefuzz.oracles.replay import replay_consistency
@@ -37,6 +37,7 @@ __all__ = [
     "Judgement",
     "Expectation",
     "judge",
+    "learn",
     "reproduction",
     "alone_run",
 ]
@@ -104,6 +105,21 @@ def judge(
         found += noisy_neighbour(loaded, alone)
     found += liveness([*loaded, *([alone_run(alone)] if alone else [])])
     return Judgement(tuple(found), replay.stable)
+
+
+def learn(
+    campaign: CampaignNoise,
+    judgement: Judgement,
+    loaded: Sequence[RunHistory],
+    alone: Mapping[str, Sequence[RequestRecord]],
+    cache: Sequence[RequestRecord] = (),
+) -> CampaignNoise:
+    """The campaign's noise model after one execution `judgement` judged: every agreeing token
+    pair of it added, except on requests an oracle flagged as more than drift (corrupted or
+    shifted logprobs are not noise). Judged first, added after, so nothing is its own bar. The
+    campaign learns this way, and so does a re-judging of its stored histories."""
+    flagged = {a.request_id for a in judgement.anomalies if a.verdict is not Verdict.NUMERIC_DRIFT}
+    return campaign.merged(benign_shifts(loaded, alone, cache, exclude=flagged))
 
 
 def _without(
