@@ -29,14 +29,14 @@ that a percentage is of:
     >>> from servefuzz.strategies import TargetShape
     >>> space = FeatureSpace.for_shape(TargetShape(page_size=16, chunked_prefill_size=128, max_total_tokens=2048))
     >>> len(space.pairs), len(space.triples)
-    (577, 60)
+    (573, 60)
     >>> from servefuzz.workload import RequestSpec, Scenario
     >>> sc = Scenario(1, (RequestSpec("r01", 0.0, tuple(range(3, 23)), 4, "p0", 16, n=2),))
     >>> p = points(sc, TargetShape(page_size=16, chunked_prefill_size=128, max_total_tokens=2048))["r01"]
     >>> p["n"], p["prompt"], p["prefix"], p["decode"], p["burst"]
     ('2', 'pages', 'page-aligned', 'same-page', 'alone')
     >>> cov = Coverage.empty(space).observe([p])
-    >>> cov.covered, cov.total == 577, "n=2 & prompt=pages" in cov.pairs
+    >>> cov.covered, cov.total == 573, "n=2 & prompt=pages" in cov.pairs
     (36, True, True)
 """
 
@@ -127,6 +127,12 @@ IMPOSSIBLE: frozenset[frozenset[Cell]] = frozenset(
         # With no shared prefix the cache (flushed before each run) holds nothing of the prompt.
         (("prefix", "none"), ("cache", "partial")),
         (("prefix", "none"), ("cache", "full")),
+        # A prompt shorter than a page holds no full page, and caches keep whole pages.
+        (("prompt", "sub-page"), ("cache", "partial")),
+        (("prompt", "sub-page"), ("cache", "full")),
+        # `batch` counts rows (choices): a request with n > 1 is never alone in its batch.
+        (("n", "2"), ("batch", "1")),
+        (("n", "3+"), ("batch", "1")),
         # A request cut on purpose is indeterminate: its cached_tokens are never read.
         *((("cancel", c), ("cache", b)) for c in ("early", "late") for b in ("miss", "partial", "full")),
     )
@@ -184,15 +190,17 @@ class FeatureSpace:
         triples = {_key(c) for c in itertools.combinations(cheap, 3)} & self.triples
         return pairs, triples
 
-    def to_json(self) -> dict[str, Any]:
-        return {d.name: {"buckets": list(d.buckets), "source": d.source, "cheap": d.cheap} for d in self.dimensions}
+    def to_json(self) -> list[dict[str, Any]]:
+        # A list: the order of the dimensions is the order of the names in every pair's key.
+        return [{"name": d.name, "buckets": list(d.buckets), "source": d.source, "cheap": d.cheap}
+                for d in self.dimensions]
 
     @classmethod
-    def from_json(cls, d: Mapping[str, Any]) -> FeatureSpace:
-        known = {x.name for x in DIMENSIONS}
+    def from_json(cls, d: Sequence[Mapping[str, Any]]) -> FeatureSpace:
+        known = {x.name: x.source for x in DIMENSIONS}
         return cls(tuple(
-            Dimension(name, tuple(str(b) for b in v["buckets"]), v["source"], bool(v.get("cheap", False)))
-            for name, v in d.items() if name in known
+            Dimension(str(v["name"]), tuple(str(b) for b in v["buckets"]), known[v["name"]], bool(v.get("cheap", False)))
+            for v in d if v.get("name") in known
         ))
 
 
@@ -252,7 +260,7 @@ class Coverage:
         return Coverage(self.space, pairs, triples, n)
 
     def summary(self) -> str:
-        """One line for a person: `pairs 412/577 (71%), triples 40/60`."""
+        """One line for a person: `pairs 412/573 (71%), triples 40/60`."""
         return (f"pairs {self.covered}/{self.total} ({math.floor(100 * self.fraction)}%), "
                 f"triples {len(self.triples)}/{len(self.space.triples)}")
 

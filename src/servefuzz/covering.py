@@ -5,9 +5,11 @@ every pair of parameter values. `PairwiseCover` does the same over `servefuzz.co
 feature space, one scenario at a time and greedily: each request is a row; it takes one pair
 the campaign has not covered yet, then fills every other dimension with the bucket that covers
 the most still-missing pairs with the buckets already chosen (pairs this scenario already
-covers count as covered). The scenario's layout fixes the rows' burst positions first and one
-pool-pressure bucket for the whole scenario; the `server` dimensions (batch at admission,
-cache hits) are what the target made of it and are never aimed at directly.
+covers count as covered; ties go to the cheapest bucket where buckets differ in cost). The
+scenario's layout fixes the rows' burst positions first and one pool-pressure bucket for the
+whole scenario; the `server` dimensions (batch at admission, cache hits) are what the target
+made of it, aimed at only indirectly: a *primer* (one page of the shared prefix, sent first)
+makes rows that share more than that page see a partial cache hit.
 
 It follows the strategies' conventions (`servefuzz.strategies`): a frozen class with a `name`
 and `generate(rng, shape, seed=...)`, same seed and same coverage, same scenario. The campaign
@@ -59,6 +61,11 @@ __all__ = [
 
 
 
+# Dimensions whose buckets are listed cheapest first (fewer choices, shorter prompts and
+# decodes): a tie goes to the cheapest, so rows with nothing left to cover cost little.
+_CHEAPEST_FIRST = ("n", "prompt", "decode")
+
+
 @dataclass(frozen=True)
 class PairwiseCover:
     """Scenarios of `rows` requests aimed at the pairs `coverage` lacks (greedy, AETG-like)."""
@@ -83,11 +90,14 @@ class PairwiseCover:
         # The rows alone must not load the pool past the planned pressure: a row that would is
         # left out (the first is always sent).
         limit = {"light": HEAVY_SHARE * pool, "heavy": pool}.get(pressure) if pool is not None else None
-        load = 0
+        # The primer: one page of the shared prefix, cached before the rows arrive, so that a row
+        # sharing more than that page gets a partial cache hit and one sharing just it a full one.
+        primer = d.add(0.0, page + rng.randint(1, 8), 2, prefix="p0", prefix_len=page)
+        load = primer.prompt_len + primer.max_tokens
         for plan, (_, at) in zip(plans, layout, strict=True):
             n = {"1": 1, "2": 2}.get(plan["n"], rng.randint(3, 4))
             prompt_len, prefix_len, max_tokens = realize_lengths(rng, shape, plan, n)
-            if d.specs and limit is not None and load + prompt_len + max_tokens * n >= limit:
+            if len(d.specs) > 1 and limit is not None and load + prompt_len + max_tokens * n >= limit:
                 continue
             load += prompt_len + max_tokens * n
             cancel = {"none": None, "early": rng.uniform(5, EARLY_CANCEL_MS - 5)}.get(
@@ -104,7 +114,7 @@ def _layout(rng: random.Random, rows: int) -> list[tuple[str, float]]:
     """Burst positions and offsets: groups of 1 to 4 requests 0.3-1 ms apart, groups well
     beyond `BURST_GAP_MS` apart, so that `coverage` reads back the positions planned here."""
     out: list[tuple[str, float]] = []
-    t = rng.uniform(0, 10)
+    t = rng.uniform(3 * BURST_GAP_MS, 6 * BURST_GAP_MS)  # after the primer's prefill
     while len(out) < rows:
         size = min(rng.choice([1, 2, 3, 4]), rows - len(out)) if rows - len(out) > 1 else 1
         for i in range(size):
@@ -126,7 +136,8 @@ def _best_bucket(rng: random.Random, space: FeatureSpace, dim: str, fixed: Mappi
     # Never a bucket that makes an impossible pair with one already chosen: it cannot be sent.
     buckets = [b for b in space.dimension(dim).buckets
                if not any(frozenset({(dim, b), c}) in IMPOSSIBLE for c in fixed.items())]
-    rng.shuffle(buckets)  # ties go to a random bucket, so equal rows do not repeat one choice
+    if dim not in _CHEAPEST_FIRST:
+        rng.shuffle(buckets)  # ties go to a random bucket, so equal rows do not repeat one choice
     return max(buckets, key=lambda b: _gain(space, dim, b, fixed, missing))
 
 
@@ -152,11 +163,27 @@ def plan_rows(rng: random.Random, space: FeatureSpace, fixed_rows: Sequence[Mapp
 
 
 def realize_lengths(rng: random.Random, shape: TargetShape, plan: Point, n: int, tries: int = 64) -> tuple[int, int, int]:
-    """Prompt, prefix and max_tokens whose buckets are the plan's, where the target allows them
-    (otherwise the closest try: the campaign measures what was sent, not what was planned)."""
+    """Prompt, prefix and max_tokens whose buckets are the plan's, where the target allows them.
+
+    Some plans cannot be sent although each of their pairs can (a page-edge prefix of a
+    sub-page prompt fills its last page: no same-page decode after it); the prompt then moves
+    to the cheapest bucket that keeps the prefix and decode buckets, else the closest try is
+    taken (the campaign measures what was sent, not what was planned)."""
+    got, lengths = _realize(rng, shape, plan, n, tries)
+    if all(got):
+        return lengths
+    for bucket in FeatureSpace.for_shape(shape).dimension("prompt").buckets:
+        again, other = _realize(rng, shape, {**plan, "prompt": bucket}, n, max(1, tries // 4))
+        if again[1] and again[2]:
+            return other
+    return lengths
+
+
+def _realize(rng: random.Random, shape: TargetShape, plan: Point, n: int,
+             tries: int) -> tuple[tuple[bool, bool, bool], tuple[int, int, int]]:
     page = shape.page_size or 64
     chunk = shape.chunked_prefill_size
-    best: tuple[int, tuple[int, int, int]] = (-1, (1, 0, 1))
+    best: tuple[tuple[bool, bool, bool], tuple[int, int, int]] | None = None
     for _ in range(tries):
         max_tokens = max_tokens_in(rng, plan["decode"], 0, page)  # a first guess for the room
         room = max(2, shape.pool_tokens - max(max_tokens, 2 * page) * n - 2)
@@ -166,11 +193,12 @@ def realize_lengths(rng: random.Random, shape: TargetShape, plan: Point, n: int,
         got = (prompt_bucket(prompt_len, page, chunk) == plan["prompt"],
                prefix_bucket(prefix_len, page) == plan["prefix"],
                decode_bucket(prompt_len, max_tokens, page) == plan["decode"])
-        if sum(got) > best[0]:
-            best = (sum(got), (prompt_len, prefix_len, max_tokens))
+        if best is None or sum(got) > sum(best[0]):
+            best = (got, (prompt_len, prefix_len, max_tokens))
         if all(got):
             break
-    return best[1]
+    assert best is not None  # tries >= 1
+    return best
 
 
 def prompt_len_in(rng: random.Random, bucket: str, page: int, chunk: int | None, room: int) -> int:

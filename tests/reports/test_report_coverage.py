@@ -45,7 +45,7 @@ def test_every_pair_is_one_cell_covered_missing_or_not_counted(tmp_path: Path) -
 
 def test_strings_from_a_hostile_coverage_file_are_escaped() -> None:
     data = Coverage.empty(FeatureSpace.for_shape(SHAPE)).to_json()
-    data["space"]["n"]["buckets"] = ["1", "<script>alert(1)</script>", "\x1b[31mred"]
+    data["space"][0]["buckets"] = ["1", "<script>alert(1)</script>", "\x1b[31mred"]
     data["pairs"] = {"n=<script>alert(1)</script> & stream=on": 2}
     cov = Coverage.from_json(json.loads(json.dumps(data)))
     assert cov.pairs  # the hostile key belongs to the space read from the file
