@@ -12,7 +12,7 @@ import pytest
 from servefuzz.anomaly import Anomaly, Divergence, FlipSide, Oracle, Verdict
 from servefuzz.finding import Finding
 from servefuzz.launcher import Launch, ServerProcess, reference_argv
-from servefuzz.oracles.controls import CONTENT_SWAP, FRESH_SERVER, back, read_control, swap_content
+from servefuzz.oracles.controls import CONTENT_SWAP, FRESH_SERVER, LEAK, back, leak_forensics, read_control, swap_content
 from servefuzz.oracles.judge import Expectation
 from servefuzz.runner import RunConfig, Runner
 from servefuzz.strategies import Draft, TargetShape
@@ -231,3 +231,32 @@ def test_the_campaign_backs_what_the_swap_cannot_with_the_deterministic_control(
     assert f.verdict is Verdict.CORRUPTION, controls
     assert not controls["content-swap"]["backs"] and controls["deterministic"]["backs"], controls
     assert f.headline.evidence["backed_by"] == ["deterministic"]
+
+
+@pytest.mark.timeout(240)
+def test_leak_forensics_fires_on_a_planted_leak_and_stays_quiet_on_numerics_and_a_stale_page() -> None:
+    # No zoo fault copies a neighbour's text (their wrong answers share at most 2 tokens in a row
+    # with any neighbour's, chance level): the leak is planted in real runs of the benign fault.
+    scenario = burst_scenario(1)
+    expect, rep, _ = confirmed_suspects("batch-variant-numerics", scenario, swap=False)
+    quiet = [leak_forensics(rid, scenario, rep.loaded, rep.alone) for rid in expect.flagged]
+    assert sum(r.original[1] for r in quiet) > 0 and not any(r.backs for r in quiet), [r.summary for r in quiet]
+
+    victim = quiet[0].request_id
+    donor = next(rid for rid, recs in rep.alone.items() if rid != victim and len(set(recs[0].choices[0].token_ids)) > 12)
+    stolen = rep.alone[donor][0].choices[0].token_ids
+    history = rep.loaded[0]
+    planted = dataclasses.replace(history, records=tuple(
+        dataclasses.replace(r, choices=(dataclasses.replace(r.choices[0], token_ids=r.choices[0].token_ids[:4] + stolen[:20]),))
+        if r.request_id == victim else r for r in history.records))
+    leak = leak_forensics(victim, scenario, [planted, *rep.loaded[1:]], rep.alone)
+    assert leak.backs and leak.evidence["source"] == f"{donor} continuation", leak.summary
+    assert leak.evidence["run"] == f"load#{history.run}" and leak.evidence["tokens"] >= 12, leak.evidence
+    [backed] = back([_suspect(victim)], [leak])
+    assert backed.verdict is Verdict.CORRUPTION and backed.evidence["backed_by"] == [LEAK]
+
+    # A real cross-request corruption that computes on a stale page copies no one's text: quiet.
+    stale = page_boundary_scenario()
+    expect, rep, _ = confirmed_suspects("page-boundary-prefix", stale, swap=False)
+    results = [leak_forensics(rid, stale, rep.loaded, rep.alone) for rid in expect.flagged]
+    assert any(r.original[1] for r in results) and not any(r.backs for r in results), [r.summary for r in results]

@@ -51,7 +51,7 @@ from servefuzz.finding import Finding, TargetInfo
 from servefuzz.history import RequestRecord, RunHistory, write_history_jsonl
 from servefuzz.launcher import Launch
 from servefuzz.mutators import CROSS, Mutator, mutate
-from servefuzz.oracles.controls import MIN_CONTROL_RUNS, ControlResult, back, truth_control
+from servefuzz.oracles.controls import MIN_CONTROL_RUNS, ControlResult, back, leak_forensics, truth_control
 from servefuzz.oracles.judge import Expectation, Judgement, learn
 from servefuzz.oracles.noise import CampaignNoise, picture
 from servefuzz.oracles.outputs import Output, group_variants
@@ -507,6 +507,11 @@ async def _finding_of(
                           if a.request_id in votes and a.verdict.is_divergence else a for a in anomalies)
         notes = tuple(v.summary for v in votes.values())
     if rep.lost is None and rep.reproduced and suspects(expect):
+        # Leak forensics first: it reads the runs already made (every request's solo answer from
+        # the first execution, the fresh references for the suspects) and costs no replay.
+        refs = {**done.alone, **rep.alone}
+        anomalies = back(anomalies, [leak_forensics(rid, scenario, (*done.loaded, *rep.loaded), refs)
+                                     for rid in suspects(expect)])
         # A confident flip is only suspected until a control backs it: the content swap keeps
         # every batch shape and changes only the neighbours' tokens (oracles/controls.py).
         state.last = f"iteration {iteration}: confirmed {rep.rate}, content-swap control"

@@ -17,6 +17,12 @@ not say why. A control changes one thing and watches whether the flip follows:
 - *fresh server*: the same scenario on a server started for it. It backs nothing (a bug that
   needs earlier traffic is a bug all the same) but says whether the deviation needs the traffic
   that came before it.
+- *leak forensics* (`leak_forensics`, no replay: it reads the runs already made): does the
+  deviant output, from the flip on, repeat another request's solo continuation or its prompt?
+  A run of LEAK_MIN_TOKENS tokens that is another request's and nowhere in the victim's own
+  prompt or reference is that request's content in the victim's answer: a leak, which no
+  rounding writes. It backs; finding nothing says nothing (most corruption computes on wrong
+  state without copying anyone's text).
 
 The rule is one test for every control (`read_control`): the victim's deviation (an answer
 other than its reference alone) is counted in the original replays and in the control's; the
@@ -58,12 +64,15 @@ __all__ = [
     "CONTENT_SWAP",
     "DETERMINISTIC",
     "FRESH_SERVER",
+    "LEAK",
+    "LEAK_MIN_TOKENS",
     "TRUTH",
     "TRUTH_NEAR",
     "ControlResult",
     "back",
     "deviant_outputs",
     "deviating_runs",
+    "leak_forensics",
     "read_control",
     "swap_content",
     "truth_control",
@@ -72,7 +81,14 @@ __all__ = [
 CONTENT_SWAP = "content-swap"
 DETERMINISTIC = "deterministic"
 FRESH_SERVER = "fresh-server"
+LEAK = "leak-forensics"
 TRUTH = "truth"
+# A deviant output repeats another request's content when this many of its tokens in a row, from
+# the flip on, are a run of that request's solo continuation or prompt and appear nowhere in the
+# victim's own prompt or reference. Eight: a chance match in a vocabulary of thousands is
+# negligible, and a short common phrase (four tokens) that two requests of one template both
+# continue with is not a leak.
+LEAK_MIN_TOKENS = 8
 # A run this close to the exact float64 forward pass (largest |observed - true| logprob over its
 # top-k, at every position up to the flip) computed what the model computes: float32 engines on a
 # CPU land within ~1e-5, TF32 on a GPU within ~1e-3.
@@ -111,6 +127,7 @@ class ControlResult:
     backs: bool
     summary: str
     distances: Mapping[str, float] = dataclasses.field(default_factory=dict)  # the truth's: run -> distance
+    evidence: Mapping[str, Any] = dataclasses.field(default_factory=dict)  # leak forensics: what matched where
 
     def __hash__(self) -> int:
         return hash((self.name, self.request_id, self.original, self.control, self.backs))
@@ -125,6 +142,7 @@ class ControlResult:
             "backs": self.backs,
             "summary": self.summary,
             "distances": dict(self.distances),
+            "evidence": dict(self.evidence),
         }
 
     @classmethod
@@ -132,7 +150,8 @@ class ControlResult:
         o, c = d["original"], d["control"]
         return cls(str(d["name"]), str(d["request_id"]), (int(o[0]), int(o[1])), (int(c[0]), int(c[1])),
                    float(d["p_value"]), bool(d["backs"]), str(d["summary"]),
-                   {str(k): float(v) for k, v in dict(d.get("distances", {})).items()})
+                   {str(k): float(v) for k, v in dict(d.get("distances", {})).items()},
+                   dict(d.get("evidence", {})))
 
 
 def read_control(
@@ -296,3 +315,85 @@ def truth_control(
                f"{near:.2e} from the truth, {deviant[0]} {far:.2e} (up to token {position}; threshold "
                f"{threshold:.4f}); {verdict}")
     return ControlResult(TRUTH, request_id, (0, 0), (0, 0), 0.0 if backs else 1.0, backs, summary, dist)
+
+
+def leak_forensics(
+    request_id: str,
+    scenario: Scenario,
+    histories: Sequence[RunHistory],
+    alone: Mapping[str, Sequence[RequestRecord]],
+) -> ControlResult:
+    """Leak forensics for one suspect: does any of its deviant outputs in `histories` (an answer
+    other than its reference alone, the most frequent of `alone[request_id]`), from the flip on,
+    repeat LEAK_MIN_TOKENS or more tokens in a row of another request's solo continuation
+    (`alone`) or of its prompt, tokens that appear nowhere in the suspect's own prompt or
+    reference? The longest such run is the evidence: which run, whose content, where. Pure: it
+    reads runs already made. `original` counts deviant outputs that repeat another's content
+    among the deviant outputs seen.
+
+        >>> from servefuzz.history import RequestRecord, RunHistory, Status
+        >>> from servefuzz.workload import RequestSpec, Scenario
+        >>> def rec(rid, label, ids):
+        ...     return RequestRecord(rid, 0, label, Status.OK, 0.0, choices=(ChoiceRecord(0, tuple(ids)),))
+        >>> sc = Scenario(1, (RequestSpec("r01", 0.0, (3, 4, 5), 12), RequestSpec("r02", 1.0, (6, 7, 8), 12)))
+        >>> alone = {"r01": [rec("r01", "alone", [9] * 12)], "r02": [rec("r02", "alone", range(20, 32))]}
+        >>> leaked = RunHistory(0, "load", (rec("r01", "load", [9, 9, *range(20, 30)]),))
+        >>> r = leak_forensics("r01", sc, [leaked], alone)
+        >>> r.backs, r.evidence["source"], r.evidence["tokens"]
+        (True, 'r02 continuation', 10)
+        >>> leak_forensics("r01", sc, [RunHistory(0, "load", (rec("r01", "load", [9, 9, *range(40, 50)]),))], alone).backs
+        False
+    """
+    k = LEAK_MIN_TOKENS
+    specs = scenario.by_id()
+    mine = [Output.of(r, c) for r in alone.get(request_id, ()) if r.ok for c in r.choices if c.index == 0]
+    reference = group_variants(mine)[0].outputs[0].choice.token_ids if mine else None
+    own = (*specs[request_id].prompt_ids, -1, *(reference or ())) if request_id in specs else tuple(reference or ())
+    own_grams = {own[i:i + k] for i in range(len(own) - k + 1)}
+    # Every k-gram of every other request's solo continuations and prompt, first place kept.
+    sources: list[tuple[str, tuple[int, ...]]] = []
+    for spec in scenario.requests:
+        if spec.id == request_id:
+            continue
+        sources += [(f"{spec.id} continuation", c.token_ids) for r in alone.get(spec.id, ()) if r.ok for c in r.choices]
+        sources.append((f"{spec.id} prompt", spec.prompt_ids))
+    index: dict[tuple[int, ...], tuple[int, int]] = {}
+    for s, (_, tokens) in enumerate(sources):
+        for i in range(len(tokens) - k + 1):
+            index.setdefault(tokens[i:i + k], (s, i))
+    deviants = [o for h in histories for r in h.records if r.request_id == request_id and r.ok
+                for c in r.choices if (o := Output.of(r, c)).choice.token_ids != reference]
+    best: dict[str, Any] = {}
+    matched = 0
+    for o in deviants if reference is not None else ():
+        dev = o.choice.token_ids
+        flip = next((i for i, (x, y) in enumerate(zip(reference or (), dev)) if x != y), min(len(reference or ()), len(dev)))
+        tail = dev[flip:]
+        longest: dict[str, Any] = {}
+        for i in range(len(tail) - k + 1):
+            gram = tail[i:i + k]
+            if gram in own_grams or len(set(gram)) == 1 or gram not in index:
+                continue  # the victim's own text, one token repeated, or no one else's
+            s, at = index[gram]
+            source = sources[s][1]
+            n = k
+            while i + n < len(tail) and at + n < len(source) and tail[i + n] == source[at + n]:
+                n += 1
+            if n > longest.get("tokens", 0):
+                longest = {"run": f"{o.label}#{o.run}", "source": sources[s][0], "at": at, "tokens": n,
+                           "from_token": flip + i, "flip": flip, "match": list(tail[i:i + n])}
+        if longest:
+            matched += 1
+            if longest["tokens"] > best.get("tokens", 0):
+                best = longest
+    what = "the deviant output repeat another request's content from the flip on"
+    if best:
+        verdict = (f"{best['run']} gives {best['tokens']} tokens from token {best['from_token']} on (flip at "
+                   f"{best['flip']}) that are {best['source']} from its token {best['at']}, and none of its own: "
+                   "another request's content in its answer, a leak no rounding writes")
+    else:
+        verdict = (f"no deviant output repeats {k} or more tokens of another request's solo continuation or prompt: "
+                   "no leak of content seen (which rules nothing out)")
+    summary = f"leak forensics (does {what}?): {request_id}: {matched}/{len(deviants)} deviant outputs do; {verdict}"
+    return ControlResult(LEAK, request_id, (matched, len(deviants)), (0, 0), 0.0 if best else 1.0, bool(best), summary,
+                         evidence=best)
