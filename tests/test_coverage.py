@@ -106,6 +106,23 @@ def test_the_generator_covers_every_pair_it_can_aim_at_in_a_few_scenarios(shape:
     assert len(covered_by(mix, shape).missing(("request", "scenario"))) > 100
 
 
+def test_cache_hits_are_aimed_at_through_primers_once_the_target_reports_them() -> None:
+    space = FeatureSpace.for_shape(SMALL)
+    silent = PairwiseCover().generate(random.Random(4), SMALL, seed=4)
+    assert {r.prefix_name for r in silent.requests} <= {"p0", None}, "no cache report yet: no primer"
+    reported = Coverage.empty(space).observe([{"n": "1", "prefix": "none", "cache": "miss"}])
+    primed = 0
+    for seed in range(12):
+        s = PairwiseCover(coverage=reported).generate(random.Random(seed), SMALL, seed=seed)
+        for name in {r.prefix_name for r in s.requests if r.prefix_name and r.prefix_name.startswith("c")}:
+            primer, row = sorted((r for r in s.requests if r.prefix_name == name), key=lambda r: r.offset_ms)
+            shared = row.prefix_len // 16 * 16
+            assert primer.offset_ms < row.offset_ms and primer.max_tokens == 2 and primer.prefix_len % 16 == 0
+            assert primer.prefix_len in (shared, shared - 16) and primer.prefix_len >= 16
+            primed += 1
+    assert primed >= 6
+
+
 def test_the_generator_is_a_function_of_its_seed_and_the_coverage() -> None:
     cov = covered_by([STRATEGIES["random"].generate(random.Random(0), SMALL, seed=0)], SMALL)
     a = PairwiseCover(coverage=cov).generate(random.Random(5), SMALL, seed=5)
@@ -176,6 +193,7 @@ def test_a_campaign_keeps_its_coverage_on_disk_grows_it_and_resumes_it(
     more = _campaign(url, CampaignConfig(out, seed=1, request_budget=first.requests + 25, coverage=True, resume=True))
     assert more.coverage is not None and more.coverage.requests > first.coverage.requests
     assert more.coverage.covered > first.coverage.covered, "reloaded and grown, not restarted"
+    assert any("cache=partial" in k for k in more.coverage.pairs), "the primers gave partial hits"
     assert json.loads((out / COVERAGE_FILE).read_text())["covered_pairs"] == more.coverage.covered
 
     # The control: a campaign without the option tracks nothing of it.

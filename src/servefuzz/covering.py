@@ -8,8 +8,10 @@ the most still-missing pairs with the buckets already chosen (pairs this scenari
 covers count as covered; ties go to the cheapest bucket where buckets differ in cost). The
 scenario's layout fixes the rows' burst positions first and one pool-pressure bucket for the
 whole scenario; the `server` dimensions (batch at admission, cache hits) are what the target
-made of it, aimed at only indirectly: a *primer* (one page of the shared prefix, sent first)
-makes rows that share more than that page see a partial cache hit.
+made of it. `cache` is planned like a request's own field and aimed at through *primers*: a
+row that should see a full hit gets a prefix of its own whose pages a short request sent first
+caches, one that should see a partial hit a primer a page shorter (only once the target has
+reported cached tokens at all); `batch` is not aimed at.
 
 It follows the strategies' conventions (`servefuzz.strategies`): a frozen class with a `name`
 and `generate(rng, shape, seed=...)`, same seed and same coverage, same scenario. The campaign
@@ -61,6 +63,8 @@ __all__ = [
 
 
 
+# What a row plans: its own fields, and the cache hit it should see (aimed at through primers).
+_PLANNED = (*CROSSABLE, "cache")
 # Dimensions whose buckets are listed cheapest first (fewer choices, shorter prompts and
 # decodes): a tie goes to the cheapest, so rows with nothing left to cover cost little.
 _CHEAPEST_FIRST = ("n", "prompt", "decode")
@@ -79,32 +83,53 @@ class PairwiseCover:
 
     def generate(self, rng: random.Random, shape: TargetShape, *, seed: int) -> Scenario:
         space = FeatureSpace.for_shape(shape)
-        missing = set((self.coverage or Coverage.empty(space)).missing(("request", "scenario")) & space.pairs)
+        # Every missing pair but those of `batch` (what the scheduler made of the load: not aimed
+        # at), and those of `cache` until the target has reported a cache hit or miss at all (one
+        # that never reports cached_tokens would have every row spent on pairs it cannot show).
+        cov = self.coverage or Coverage.empty(space)
+        reports = any("cache=" in k for k in cov.pairs)
+        missing = {k for k in cov.missing() if "batch=" not in k and (reports or "cache=" not in k)}
         layout = _layout(rng, self.rows)
         pressure = max(sorted(space.dimension("pressure").buckets, key=lambda _: rng.random()),
                        key=lambda b: sum(1 for k in missing if f"pressure={b}" in k))
-        plans = plan_rows(rng, space, [{"burst": b, "pressure": pressure} for b, _ in layout], missing)
+        plans = plan_rows(rng, space, [{"burst": b, "pressure": pressure} for b, _ in layout], missing,
+                          _PLANNED if reports else CROSSABLE)
         d = Draft(seed, shape)
         page = shape.page_size or 64
         pool = shape.max_total_tokens
         # The rows alone must not load the pool past the planned pressure: a row that would is
         # left out (the first is always sent).
         limit = {"light": HEAVY_SHARE * pool, "heavy": pool}.get(pressure) if pool is not None else None
-        # The primer: one page of the shared prefix, cached before the rows arrive, so that a row
-        # sharing more than that page gets a partial cache hit and one sharing just it a full one.
-        primer = d.add(0.0, page + rng.randint(1, 8), 2, prefix="p0", prefix_len=page)
-        load = primer.prompt_len + primer.max_tokens
+        rows: list[tuple[Point, float, int, tuple[int, int, int]]] = []
+        load = 0
         for plan, (_, at) in zip(plans, layout, strict=True):
             n = {"1": 1, "2": 2}.get(plan["n"], rng.randint(3, 4))
-            prompt_len, prefix_len, max_tokens = realize_lengths(rng, shape, plan, n)
-            if len(d.specs) > 1 and limit is not None and load + prompt_len + max_tokens * n >= limit:
+            lengths = realize_lengths(rng, shape, plan, n)
+            for _ in range(8):  # a partial hit needs two shared pages: one primed, one not
+                if plan.get("cache") != "partial" or lengths[1] >= 2 * page:
+                    break
+                lengths = realize_lengths(rng, shape, plan, n)
+            if rows and limit is not None and load + lengths[0] + lengths[2] * n >= limit:
                 continue
-            load += prompt_len + max_tokens * n
+            load += lengths[0] + lengths[2] * n
+            rows.append((plan, at, n, lengths))
+        # Primers, sent first: a row that should see a full cache hit gets its own prefix, whose
+        # whole pages a primer caches; one that should see a partial hit, a primer one page
+        # shorter. The other rows share one prefix, `p0`, among themselves (and reuse it at once).
+        names = []
+        for i, (row, _, _, (_, prefix_len, _)) in enumerate(rows):
+            primed = prefix_len // page * page - (page if row.get("cache") == "partial" else 0)
+            if row.get("cache") in ("partial", "full") and primed >= page:
+                d.add(0.5 * len(d.specs), primed + rng.randint(1, 8), 2, prefix=f"c{i}", prefix_len=primed)
+                names.append(f"c{i}")
+            else:
+                names.append("p0")
+        for (row, at, n, (prompt_len, prefix_len, max_tokens)), name in zip(rows, names, strict=True):
             cancel = {"none": None, "early": rng.uniform(5, EARLY_CANCEL_MS - 5)}.get(
-                plan["cancel"], rng.uniform(EARLY_CANCEL_MS + 10, 300))
-            spec = d.add(at, prompt_len, max_tokens, prefix="p0", prefix_len=prefix_len, n=n,
-                         stream=plan["stream"] == "on", cancel_after_ms=cancel)
-            if plan["sampling"] == "eos":
+                row["cancel"], rng.uniform(EARLY_CANCEL_MS + 10, 300))
+            spec = d.add(at, prompt_len, max_tokens, prefix=name, prefix_len=prefix_len, n=n,
+                         stream=row["stream"] == "on", cancel_after_ms=cancel)
+            if row["sampling"] == "eos":
                 d.specs[-1] = dataclasses.replace(spec, ignore_eos=False)
         _press(rng, d, shape, pressure, after_ms=layout[-1][1] + 2 * BURST_GAP_MS, page=page)
         return d.scenario(self.name, page_size=page, aimed=len(missing))
@@ -114,7 +139,7 @@ def _layout(rng: random.Random, rows: int) -> list[tuple[str, float]]:
     """Burst positions and offsets: groups of 1 to 4 requests 0.3-1 ms apart, groups well
     beyond `BURST_GAP_MS` apart, so that `coverage` reads back the positions planned here."""
     out: list[tuple[str, float]] = []
-    t = rng.uniform(3 * BURST_GAP_MS, 6 * BURST_GAP_MS)  # after the primer's prefill
+    t = rng.uniform(3 * BURST_GAP_MS, 6 * BURST_GAP_MS)  # after the primers' prefill
     while len(out) < rows:
         size = min(rng.choice([1, 2, 3, 4]), rows - len(out)) if rows - len(out) > 1 else 1
         for i in range(size):
@@ -132,31 +157,36 @@ def _gain(space: FeatureSpace, dim: str, bucket: str, fixed: Mapping[str, str], 
     return sum(1 for k in space.cells_of({**fixed, dim: bucket})[0] if k in missing and f"{dim}={bucket}" in k)
 
 
-def _best_bucket(rng: random.Random, space: FeatureSpace, dim: str, fixed: Mapping[str, str], missing: set[str]) -> str:
+def _best_bucket(rng: random.Random, space: FeatureSpace, dim: str, fixed: Mapping[str, str],
+                 missing: set[str]) -> str | None:
     # Never a bucket that makes an impossible pair with one already chosen: it cannot be sent.
     buckets = [b for b in space.dimension(dim).buckets
                if not any(frozenset({(dim, b), c}) in IMPOSSIBLE for c in fixed.items())]
     if dim not in _CHEAPEST_FIRST:
         rng.shuffle(buckets)  # ties go to a random bucket, so equal rows do not repeat one choice
-    return max(buckets, key=lambda b: _gain(space, dim, b, fixed, missing))
+    # None: every bucket is impossible beside the others (no cache hit on a cancelled request).
+    return max(buckets, key=lambda b: _gain(space, dim, b, fixed, missing)) if buckets else None
 
 
 def plan_rows(rng: random.Random, space: FeatureSpace, fixed_rows: Sequence[Mapping[str, str]],
-              missing: set[str]) -> list[dict[str, str]]:
+              missing: set[str], planned: Sequence[str] = _PLANNED) -> list[dict[str, str]]:
     """One bucket per request dimension for each row (the rows' own fixed cells kept): a missing
     pair that fits the row first, then each other dimension greedily. `missing` shrinks as the
     rows cover pairs."""
     rows = []
     for fixed in fixed_rows:
         row = dict(fixed)
-        fits = sorted(k for k in missing if all(d in CROSSABLE or row.get(d) == b for d, b in _cells(k))
-                      and all(row.get(d, b) == b for d, b in _cells(k)))
+        fits = sorted(k for k in missing if all(d in planned or row.get(d) == b for d, b in _cells(k))
+                      and all(row.get(d, b) == b for d, b in _cells(k))
+                      and not any(frozenset({c, f}) in IMPOSSIBLE for c in _cells(k) for f in row.items()))
         if fits:
             row.update(dict(_cells(rng.choice(fits))))
-        dims = [d for d in CROSSABLE if d not in row]
+        dims = [d for d in planned if d not in row]
         rng.shuffle(dims)
         for dim in dims:
-            row[dim] = _best_bucket(rng, space, dim, row, missing)
+            bucket = _best_bucket(rng, space, dim, row, missing)
+            if bucket is not None:
+                row[dim] = bucket
         missing -= space.cells_of(row)[0]
         rows.append(row)
     return rows
