@@ -22,6 +22,10 @@ one of given verdicts). The caller watches through `on_event`. A strategy that r
 benched for the rest of the campaign (its error kept in `progress.json` and shown), and the
 campaign goes on with the others.
 
+The loop is one for every executor: scenarios run on `Worker`s (`LocalWorker`: the Runner of this
+process; `servefuzz.scaleout`: Ray actors that own their servers), one scenario in flight per
+worker, while the corpus, the feedback, the noise model and the dedup stay here.
+
 A target that dies mid-campaign is a crash finding. When servefuzz launched the server itself
 the caller passes a `Revival`: the crash finding then carries the server's exit status and the
 tail of its log, the server is started again, and the campaign goes on (up to `max_restarts`).
@@ -82,16 +86,21 @@ from servefuzz.trial import (
     suspects,
 )
 from servefuzz.truth import Truth
-from servefuzz.workload import Scenario
+from servefuzz.workload import RequestSpec, Scenario
 
 __all__ = [
     "COVERAGE_FILE",
     "CampaignConfig",
     "CampaignResult",
     "CampaignState",
+    "Confirmed",
+    "LocalWorker",
     "Revival",
+    "Worker",
+    "confirm_finding",
     "derive_seed",
     "run_campaign",
+    "run_campaign_on",
     "shape_of",
 ]
 
@@ -273,6 +282,83 @@ class _Budget:
         return None
 
 
+class Worker(Protocol):
+    """Where the campaign's scenarios run: one server, and what holds it. The campaign loop is
+    one for every executor: `LocalWorker` (the Runner `fuzz` holds, today's path) or a worker on
+    a Ray cluster (`servefuzz.scaleout`). The driver keeps the campaign directory, the corpus,
+    the feedback and the dedup; a worker runs what it is sent and confirms what it saw."""
+
+    @property
+    def name(self) -> str | None:
+        """Written into every history this worker ran (`meta["worker"]`); None for the one local
+        worker, whose histories say nothing more than they always did."""
+        ...
+
+    @property
+    def info(self) -> TargetInfo:
+        """The server this worker holds now."""
+        ...
+
+    @property
+    def revivable(self) -> bool:
+        """Whether `revive` can start its server again (servefuzz launched it)."""
+        ...
+
+    async def execute(self, scenario: Scenario, *, runs: int, with_alone: bool,
+                      probes: Sequence[RequestSpec]) -> Executed:
+        """`trial.execute` on this worker's server."""
+        ...
+
+    async def confirm(self, scenario: Scenario, iteration: int, done: Executed, verdict: Judgement,
+                      config: CampaignConfig, noise: CampaignNoise | None, say: Callable[[str], None]) -> Confirmed:
+        """`confirm_finding` on this worker's server, the one that showed the anomalies."""
+        ...
+
+    async def death(self) -> dict[str, Any]:
+        """What a dead server left (`Revival.death`); empty when servefuzz did not launch it."""
+        ...
+
+    async def revive(self) -> TargetInfo:
+        """Start the server again; TargetError if it won't."""
+        ...
+
+
+class LocalWorker:
+    """The campaign's one worker in this process: a Runner, and the `Revival` of its server when
+    servefuzz launched it."""
+
+    name: str | None = None
+
+    def __init__(self, runner: Runner, revival: Revival | None = None) -> None:
+        self.runner, self.revival = runner, revival
+
+    @property
+    def info(self) -> TargetInfo:
+        assert self.runner.info is not None, "enter the Runner before starting a campaign"
+        return self.runner.info
+
+    @property
+    def revivable(self) -> bool:
+        return self.revival is not None
+
+    async def execute(self, scenario: Scenario, *, runs: int, with_alone: bool,
+                      probes: Sequence[RequestSpec]) -> Executed:
+        return await execute(self.runner, scenario, runs=runs, with_alone=with_alone, probes=probes)
+
+    async def confirm(self, scenario: Scenario, iteration: int, done: Executed, verdict: Judgement,
+                      config: CampaignConfig, noise: CampaignNoise | None, say: Callable[[str], None]) -> Confirmed:
+        return await confirm_finding(self.runner, scenario, iteration, done, verdict, config, noise, say)
+
+    async def death(self) -> dict[str, Any]:
+        return {} if self.revival is None else self.revival.death()
+
+    async def revive(self) -> TargetInfo:
+        if self.revival is None:
+            raise TargetError("this server was not started by servefuzz, so it cannot be started again")
+        self.runner = await self.revival.revive()
+        return self.info
+
+
 async def run_campaign(
     runner: Runner,
     strategy: Strategy | Sequence[Strategy],
@@ -289,7 +375,33 @@ async def run_campaign(
     start the server again when it dies (None: the campaign stops there).
     """
     assert runner.info is not None, "enter the Runner before starting a campaign"
-    info = runner.info
+    return await run_campaign_on([LocalWorker(runner, revival)], strategy, config, seeds=seeds, on_event=on_event)
+
+
+@dataclass(frozen=True)
+class _Outcome:
+    iteration: int
+    finding: Finding | None
+    lost: str | None
+
+
+async def run_campaign_on(
+    workers: Sequence[Worker],
+    strategy: Strategy | Sequence[Strategy],
+    config: CampaignConfig,
+    *,
+    seeds: Sequence[Scenario] = (),
+    on_event: Callable[[CampaignState], None] = lambda s: None,
+) -> CampaignResult:
+    """`run_campaign` on several workers at once: each free worker is sent the next scenario,
+    and what it brings back is judged, learnt from and kept here, one iteration at a time (the
+    event loop runs one completion's bookkeeping to its end before the next). With one worker
+    this is exactly the sequential loop. The target shape comes from the first worker's server
+    (workers serve one launch). A worker whose server died is started again (up to
+    `max_restarts` for the campaign); one that cannot be ends the campaign."""
+    if not workers:
+        raise ValueError("a campaign needs at least one worker")
+    info = workers[0].info
     shape = shape_of(info)
     strategies = {s.name: s for s in (strategy if isinstance(strategy, Sequence) else [strategy])}
     if config.coverage:
@@ -307,7 +419,6 @@ async def run_campaign(
     for name, error in progress.get("benched", {}).items():
         schedule.bench(name, error)
     store = FindingStore(out / "findings", progress.get("seen", {}))
-    noise = read_noise(out)  # the benign shifts of earlier sessions (empty for a new campaign)
     state = CampaignState(elapsed_before_s=float(progress.get("elapsed_s", 0.0)))
     state.requests = int(progress.get("requests", 0))
     state.restarts = int(progress.get("restarts", 0))
@@ -319,102 +430,155 @@ async def run_campaign(
     }
     if config.coverage:
         state.coverage = _read_coverage(out, FeatureSpace.for_shape(shape))
+    # The benign shifts of earlier sessions (empty for a new campaign).
+    run = _Loop(config, state, corpus, schedule, store, read_noise(out), firsts, shape, on_event, first_iteration)
     _sync(state, corpus, store)
     budget = _Budget(config, state)
     stopped = ""
-    while not (stopped := budget.exhausted() or ""):
-        iteration = state.iteration
-        seed = derive_seed(config.seed, iteration)
-        try:
-            if iteration < len(seeds):
-                scenario, origin = dataclasses.replace(seeds[iteration], seed=seed), "trace"
-            else:
-                if state.coverage is not None and isinstance(pairwise := strategies.get(PairwiseCover.name), PairwiseCover):
-                    strategies[PairwiseCover.name] = pairwise.with_coverage(state.coverage)
-                scenario, origin = _next_scenario(random.Random(seed), iteration - len(seeds), seed, schedule, corpus,
-                                                  strategies, shape, extra=(CROSS,) if config.coverage else ())
-        except _SourceFailed as e:
-            # A bug in one of our generators must not end the campaign (nor pass for a finding).
-            if e.strategy is not None:
-                schedule.bench(e.strategy, e.error)
-            state.last = f"iteration {iteration}: {e.source} failed ({e.error})" + (
-                "; benched it" if e.strategy is not None else "")
-            state.iteration += 1
-            _save_progress(out, state, corpus, schedule, store, firsts)
-            on_event(state)
-            if not schedule.active:
-                stopped = "every strategy failed: " + "; ".join(f"{k}: {v}" for k, v in schedule.benched.items())
+    free = list(workers)
+    busy: dict[asyncio.Future[_Outcome], Worker] = {}
+    try:
+        while True:
+            while free and not stopped:
+                if stopped := budget.exhausted() or "":
+                    break
+                iteration = run.dispatched
+                run.dispatched += 1
+                try:
+                    scenario, origin = run.choose(iteration, seeds, strategies)
+                except _SourceFailed as e:
+                    # A bug in one of our generators must not end the campaign (nor pass for a finding).
+                    if e.strategy is not None:
+                        schedule.bench(e.strategy, e.error)
+                    state.last = f"iteration {iteration}: {e.source} failed ({e.error})" + (
+                        "; benched it" if e.strategy is not None else "")
+                    state.iteration = run.dispatched
+                    _save_progress(out, state, corpus, schedule, store, firsts)
+                    on_event(state)
+                    if not schedule.active:
+                        stopped = "every strategy failed: " + "; ".join(f"{k}: {v}" for k, v in schedule.benched.items())
+                    continue
+                worker = free.pop(0)
+                busy[asyncio.ensure_future(run.iterate(worker, iteration, scenario, origin))] = worker
+            if not busy or (stopped and run.halt):
                 break
-            continue
+            finished, _ = await asyncio.wait(busy, return_when=asyncio.FIRST_COMPLETED)
+            for task in sorted(finished, key=lambda t: t.result().iteration):
+                worker, outcome = busy.pop(task), task.result()
+                if outcome.lost is not None:
+                    why = await _revive(worker, outcome.lost, config, state, on_event)
+                    if why:
+                        stopped, run.halt = stopped or why, True
+                    else:
+                        free.append(worker)
+                    continue
+                free.append(worker)
+                finding = outcome.finding
+                if finding is not None and config.stop_at_first and _confirmed(finding) and (
+                    not config.stop_verdicts or finding.verdict.value in config.stop_verdicts
+                ):
+                    stopped, run.halt = stopped or "first confirmed finding", True
+    finally:
+        # Stopped at a finding or a lost target: what other workers still run is not waited for
+        # (a budget, by contrast, lets every scenario already sent finish).
+        for task in busy:
+            task.cancel()
+        await asyncio.gather(*busy, return_exceptions=True)
+    return CampaignResult(
+        state.iteration - first_iteration, state.requests, state.elapsed_s, tuple(store.findings()), stopped,
+        features=state.features, corpus=state.corpus, seen=dict(store.counts), first_confirmed=firsts,
+        restarts=state.restarts, coverage=state.coverage,
+    )
+
+
+async def _revive(worker: Worker, lost: str, config: CampaignConfig, state: CampaignState,
+                  on_event: Callable[[CampaignState], None]) -> str:
+    """Start a worker's dead server again; why the campaign must stop instead ("" when revived)."""
+    if not worker.revivable or state.restarts >= config.max_restarts:
+        return f"target lost: {lost}" + ("" if not worker.revivable else f" ({state.restarts} restarts already)")
+    state.last = f"the server died ({lost}); starting it again"
+    on_event(state)
+    try:
+        info = await worker.revive()
+    except TargetError as e:
+        return f"target lost: {lost}; it could not be started again: {e}"
+    state.restarts += 1
+    state.last = f"the server died ({lost}); restarted it at {info.base_url}"
+    on_event(state)
+    return ""
+
+
+class _Loop:
+    """The campaign's driver-side state, shared by the iterations in flight: choosing the next
+    scenario, and judging, learning from and keeping what a worker brought back."""
+
+    def __init__(self, config: CampaignConfig, state: CampaignState, corpus: Corpus, schedule: Schedule,
+                 store: FindingStore, noise: CampaignNoise, firsts: dict[str, tuple[int, float]], shape: TargetShape,
+                 on_event: Callable[[CampaignState], None], first_iteration: int) -> None:
+        self.config, self.state, self.corpus, self.schedule, self.store = config, state, corpus, schedule, store
+        self.noise, self.firsts, self.shape, self.on_event = noise, firsts, shape, on_event
+        self.dispatched = first_iteration  # the next iteration to send out
+        self.halt = False  # stop without waiting for the iterations in flight
+
+    def choose(self, iteration: int, seeds: Sequence[Scenario], strategies: dict[str, Strategy]) -> tuple[Scenario, str]:
+        seed = derive_seed(self.config.seed, iteration)
+        if iteration < len(seeds):
+            return dataclasses.replace(seeds[iteration], seed=seed), "trace"
+        coverage = self.state.coverage
+        if coverage is not None and isinstance(pairwise := strategies.get(PairwiseCover.name), PairwiseCover):
+            strategies[PairwiseCover.name] = pairwise.with_coverage(coverage)
+        return _next_scenario(random.Random(seed), iteration - len(seeds), seed, self.schedule, self.corpus,
+                              strategies, self.shape, extra=(CROSS,) if self.config.coverage else ())
+
+    async def iterate(self, worker: Worker, iteration: int, scenario: Scenario, origin: str) -> _Outcome:
+        config, state, corpus, store, on_event = self.config, self.state, self.corpus, self.store, self.on_event
+        out = config.out_dir
         source = origin if origin == scenario.meta.get("strategy") else f"{origin} ({scenario.meta.get('strategy', '?')})"
         state.last = f"iteration {iteration}: {source}, {len(scenario.requests)} requests"
         on_event(state)
         began = time.monotonic()
         append_json_line(out / "scenarios.jsonl", {"iteration": iteration, "origin": origin, "scenario": scenario.to_json()})
-        done = await execute(runner, scenario, runs=config.runs, with_alone=config.isolation,
-                             probes=probe_targets(scenario, config.cache_probes))
+        done = await worker.execute(scenario, runs=config.runs, with_alone=config.isolation,
+                                    probes=probe_targets(scenario, config.cache_probes))
         state.requests += done.requests
+        tag = {"iteration": iteration} if worker.name is None else {"iteration": iteration, "worker": worker.name}
         write_history_jsonl(out / "histories.jsonl", [
-            dataclasses.replace(h, meta={**h.meta, "iteration": iteration})
-            for h in (*done.loaded, *_alone_as_runs(done.alone, done.cache))
+            dataclasses.replace(h, meta={**h.meta, **tag}) for h in (*done.loaded, *_alone_as_runs(done.alone, done.cache))
         ])
+        noise = self.noise
         verdict = done.judge(performance=config.performance, campaign=noise)
-        noise = learn(noise, verdict, done.loaded, done.alone, done.cache)  # judged first, added after
+        self.noise = learn(noise, verdict, done.loaded, done.alone, done.cache)  # judged first, added after
         if done.lost is not None:
-            verdict = _with_target_lost(verdict, done.lost, {} if revival is None else revival.death())
+            verdict = _with_target_lost(verdict, done.lost, await worker.death())
         for a in verdict.anomalies:
             state.anomalies[a.verdict.value] += 1
-        reached = features(scenario, done.loaded, done.alone, verdict.anomalies, shape)
+        reached = features(scenario, done.loaded, done.alone, verdict.anomalies, self.shape)
         if state.coverage is not None:
             # Every pair this execution exercised is a feature: one no scenario reached before
             # makes this one new to the corpus, with energy, and credits its strategy.
-            now = points(scenario, shape, done.loaded).values()
+            now = points(scenario, self.shape, done.loaded).values()
             reached |= {f"pair:{k}" for p in now for k in state.coverage.space.cells_of(p)[0]}
             state.coverage = state.coverage.observe(now)
             write_json(out / COVERAGE_FILE, state.coverage.to_json())
         entry = corpus.consider(scenario, reached, origin=origin, iteration=iteration, flagged=bool(verdict.anomalies))
         if entry is not None:
             write_json(out / "corpus" / f"entry_{entry.id:05d}.json", entry.to_json())
-        schedule.credit(str(scenario.meta.get("strategy", origin)), len(entry.new) if entry else 0,
-                        time.monotonic() - began)
-        finding = await _finding_of(runner, info, scenario, iteration, done, verdict, config, store, state, on_event,
-                                    noise)
+        self.schedule.credit(str(scenario.meta.get("strategy", origin)), len(entry.new) if entry else 0,
+                             time.monotonic() - began)
+        finding = await _finding_of(worker, scenario, iteration, done, verdict, config, store, state, on_event,
+                                    self.noise)
         if finding is not None:
+            if worker.name is not None:
+                finding = dataclasses.replace(finding, notes=(*finding.notes, f"found and confirmed on worker {worker.name}"))
             path, what_happened = store.add(finding)
-            if _confirmed(finding) and finding.verdict.value not in firsts:
-                firsts[finding.verdict.value] = (state.requests, state.elapsed_s)
+            if _confirmed(finding) and finding.verdict.value not in self.firsts:
+                self.firsts[finding.verdict.value] = (state.requests, state.elapsed_s)
             state.last = f"finding {path.name} ({what_happened}): {finding.verdict.value}, {finding.headline.summary}"
-        state.iteration += 1
-        write_noise(out, noise)
-        _save_progress(out, state, corpus, schedule, store, firsts)  # last: what it names is on disk
+        state.iteration = max(state.iteration, self.dispatched)
+        write_noise(out, self.noise)
+        _save_progress(out, state, corpus, self.schedule, store, self.firsts)  # last: what it names is on disk
         on_event(state)
-        if done.lost is not None:
-            if revival is None or state.restarts >= config.max_restarts:
-                stopped = f"target lost: {done.lost}" + ("" if revival is None else f" ({state.restarts} restarts already)")
-                break
-            state.last = f"the server died ({done.lost}); starting it again"
-            on_event(state)
-            try:
-                runner = await revival.revive()
-            except TargetError as e:
-                stopped = f"target lost: {done.lost}; it could not be started again: {e}"
-                break
-            assert runner.info is not None
-            info = runner.info
-            state.restarts += 1
-            state.last = f"the server died ({done.lost}); restarted it at {info.base_url}"
-            on_event(state)
-            continue
-        if finding is not None and config.stop_at_first and _confirmed(finding) and (
-            not config.stop_verdicts or finding.verdict.value in config.stop_verdicts
-        ):
-            stopped = "first confirmed finding"
-            break
-    return CampaignResult(
-        state.iteration - first_iteration, state.requests, state.elapsed_s, tuple(store.findings()), stopped,
-        features=state.features, corpus=state.corpus, seen=dict(store.counts), first_confirmed=firsts,
-        restarts=state.restarts, coverage=state.coverage,
-    )
+        return _Outcome(iteration, finding, done.lost)
 
 
 def _next_scenario(
@@ -462,8 +626,7 @@ def _save_progress(
 
 
 async def _finding_of(
-    runner: Runner,
-    info: TargetInfo,
+    worker: Worker,
     scenario: Scenario,
     iteration: int,
     done: Executed,
@@ -474,7 +637,9 @@ async def _finding_of(
     on_event: Callable[[CampaignState], None],
     noise: CampaignNoise | None = None,
 ) -> Finding | None:
-    """The finding of one execution, confirmed unless that is known to be wasted effort."""
+    """The finding of one execution, confirmed (on the worker that saw it) unless that is known
+    to be wasted effort."""
+    info = worker.info
     if not verdict.anomalies:
         return None
     if done.lost is not None:
@@ -491,14 +656,52 @@ async def _finding_of(
     if kept is not None and _confirmed(kept) and finding_size(provisional)[1:] >= finding_size(kept)[1:]:
         # A confirmed, no larger example of this signature is kept: count it, spare the replays.
         return provisional
-    state.last = f"iteration {iteration}: {len(verdict.anomalies)} anomalies, confirming"
+    state.last = f"iteration {iteration}: {len(verdict.anomalies)} anomalies, confirming" + (
+        "" if worker.name is None else f" on worker {worker.name}")
     on_event(state)
+
+    def say(what: str) -> None:
+        state.last = what
+        on_event(state)
+
+    confirmed = await worker.confirm(scenario, iteration, done, verdict, config, noise, say)
+    state.requests += confirmed.sent
+    done.lost = confirmed.lost
+    return confirmed.finding
+
+
+@dataclass(frozen=True)
+class Confirmed:
+    """What confirming one execution's anomalies gave: the finding, the requests its replays and
+    controls sent, and why the server went away during them (None: it did not)."""
+
+    finding: Finding
+    sent: int
+    lost: str | None
+
+
+async def confirm_finding(
+    runner: Runner,
+    scenario: Scenario,
+    iteration: int,
+    done: Executed,
+    verdict: Judgement,
+    config: CampaignConfig,
+    noise: CampaignNoise | None = None,
+    say: Callable[[str], None] = lambda what: None,
+) -> Confirmed:
+    """Confirm an execution's anomalies on the server that showed them (`runner`): replays
+    against fresh alone references that vote, leak forensics and the content-swap control for a
+    suspected corruption, then the deterministic and truth controls where the campaign has them.
+    Touches no campaign state, so that a remote worker can run it (`say`: progress lines)."""
+    assert runner.info is not None, "enter the Runner before confirming on it"
+    info = runner.info
     expect = Expectation.of_judgement(verdict)
     # Fresh alone references vote (oracles/vote.py): one stored alone run may itself be the odd one.
     rep = await reproduce(runner, scenario, expect, config.confirm_runs, alone=done.alone,
                           first_run=len(done.loaded), noise=noise, references=MIN_REFERENCES)
-    state.requests += rep.sent
-    done.lost = rep.lost
+    sent = rep.sent
+    lost = rep.lost
     notes: tuple[str, ...] = () if rep.lost is None else (f"confirmation cut short: {rep.lost}",)
     anomalies = verdict.anomalies
     if rep.lost is None:
@@ -514,21 +717,19 @@ async def _finding_of(
                                      for rid in suspects(expect)])
         # A confident flip is only suspected until a control backs it: the content swap keeps
         # every batch shape and changes only the neighbours' tokens (oracles/controls.py).
-        state.last = f"iteration {iteration}: confirmed {rep.rate}, content-swap control"
-        on_event(state)
+        say(f"iteration {iteration}: confirmed {rep.rate}, content-swap control")
         control = await content_swap(runner, scenario, expect, max(config.confirm_runs, MIN_CONTROL_RUNS),
                                      original=rep.loaded,
                                      alone=rep.alone, first_run=len(done.loaded) + rep.attempts, noise=noise)
-        state.requests += control.sent
-        done.lost = control.lost
+        sent += control.sent
+        lost = control.lost
         if control.lost is None:
             anomalies = back(anomalies, control.results)
         else:
             notes = (*notes, f"content-swap control cut short: {control.lost}")
     if rep.lost is None and config.launch is not None and deterministic_launch(config.launch) is not None and any(
             a.verdict is Verdict.SUSPECTED_CORRUPTION for a in anomalies):
-        state.last = f"iteration {iteration}: deterministic control on a fresh server"
-        on_event(state)
+        say(f"iteration {iteration}: deterministic control on a fresh server")
         unbacked = dataclasses.replace(expect, anomalies=tuple(
             a for a in expect.anomalies if any(b.request_id == a.request_id and b.verdict is Verdict.SUSPECTED_CORRUPTION
                                                for b in anomalies)))
@@ -538,15 +739,15 @@ async def _finding_of(
         except (LaunchError, TargetError) as e:
             notes = (*notes, f"deterministic control did not run: {e}")
         else:
-            state.requests += det.sent
+            sent += det.sent
             anomalies = back(anomalies, det.results)
     if rep.lost is None and config.truth_model is not None and any(
             a.verdict is Verdict.SUSPECTED_CORRUPTION for a in anomalies):
         anomalies = back(anomalies, _truth_results(_truth(config.truth_model), scenario, anomalies, done, rep))
     if rep.lost is None and noise is not None:
         anomalies = tuple(_with_picture(a, noise, done, rep) for a in anomalies)
-    return Finding(iteration, scenario.seed, scenario, info, anomalies, confirmation=rep.confirmation,
-                   notes=notes)
+    finding = Finding(iteration, scenario.seed, scenario, info, anomalies, confirmation=rep.confirmation, notes=notes)
+    return Confirmed(finding, sent, lost)
 
 
 @functools.cache
