@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from servefuzz import engines, stats
-from servefuzz.campaign import CampaignConfig, CampaignResult, CampaignState, run_campaign
+from servefuzz.campaign import CampaignConfig, CampaignResult, CampaignState, run_campaign, run_campaign_on
 from servefuzz.errors import UsageError
 from servefuzz.finding import Finding, TriageOutcome, load_finding
 from servefuzz.history import RunHistory
@@ -104,6 +104,11 @@ class FuzzOptions:
     # Sent with every request (auth: `targets.auth_headers`); never written anywhere.
     headers: Mapping[str, str] = dataclasses.field(default_factory=dict, repr=False)
     request_timeout_s: float = RunConfig.request_timeout_s  # a request unanswered this long is a hang
+    # Scale-out (`servefuzz.scaleout`, the `ray` extra): `workers` Ray actors on the cluster at
+    # `ray` ("local": one started on this machine), each launching and owning its own server.
+    ray: str | None = None
+    workers: int = 1
+    gpus_per_worker: float = 0.0
 
     @property
     def embedded(self) -> bool:
@@ -122,6 +127,12 @@ class FuzzOptions:
             raise UsageError("--fault plants faults in the reference engine; use it without --url, or with --launch reference")
         if self.runs < 2:
             raise UsageError("--runs must be at least 2: replay consistency compares runs")
+        if self.ray is None and (self.workers != 1 or self.gpus_per_worker):
+            raise UsageError("--workers and --gpus-per-worker run workers on Ray: give --ray ADDRESS (or --ray local)")
+        if self.ray is not None and self.url is not None:
+            raise UsageError("--ray workers launch and own their servers: give --launch (or no target), not --url")
+        if self.workers < 1 or self.gpus_per_worker < 0:
+            raise UsageError("--workers must be at least 1 and --gpus-per-worker at least 0")
         self.reference_flags()
         get_strategies(self.identity()[1])
         check_campaign_dir(self.out, resume=self.resume)
@@ -209,6 +220,12 @@ def fuzz(
         launched = dataclasses.replace(config, launch=launch, truth_model=_built_model(opts.launch, opts.model))
         opts.out.mkdir(parents=True, exist_ok=True)
         run_config = RunConfig(request_timeout_s=opts.request_timeout_s)
+        if opts.ray is not None:
+            from servefuzz.scaleout import ray_workers  # the optional extra: imported only when asked for
+
+            async with ray_workers(opts.ray, opts.workers, launch, opts.out, headers=opts.headers, config=run_config,
+                                   gpus_per_worker=opts.gpus_per_worker) as workers:
+                return await run_campaign_on(workers, strategies, launched, seeds=seeds, on_event=events)
         async with LaunchedServer(launch, opts.out, headers=opts.headers, config=run_config) as server:
             return await run_campaign(server.runner, strategies, launched, seeds=seeds, on_event=events, revival=server)
 

@@ -81,6 +81,7 @@ def _fuzz(args: argparse.Namespace) -> int:
         runs=max(2, args.runs), confirm_runs=args.confirm_runs, strategy=args.strategy,
         stop_at_first=args.stop_at_first, resume=args.resume, trace=args.trace, slowdowns=args.slowdowns,
         headers=_headers(args), request_timeout_s=args.request_timeout,
+        ray=args.ray, workers=args.workers, gpus_per_worker=args.gpus_per_worker,
     )
     opts.validate()  # everything is checked before the banner or any server starts
     if opts.trace is not None:
@@ -93,6 +94,8 @@ def _fuzz(args: argparse.Namespace) -> int:
         if opts.embedded:
             print_banner(console, embedded_banner(opts))
         target = args.url or (f"a server started with --launch {args.launch}" if args.launch else "embedded reference engine")
+        if args.ray is not None:
+            target += f" on {args.workers} Ray worker{'s' if args.workers > 1 else ''} ({args.ray})"
         with LiveProgress(console, f"fuzzing {target}") as live:
             result = fuzz(opts, on_event=live.update)
         print_summary(Console(), result)

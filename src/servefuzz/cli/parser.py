@@ -126,6 +126,13 @@ def build_parser() -> UsageParser:
                       help="stop at the first confirmed finding (default on the embedded engine)")
     stop.add_argument("--keep-going", dest="stop_at_first", action="store_false",
                       help="keep fuzzing after a finding until the budget is spent")
+    scale = f.add_argument_group("scale-out on Ray (pip install 'servefuzz[ray]')")
+    scale.add_argument("--ray", metavar="ADDRESS",
+                       help="run the campaign's workers on the Ray cluster at ADDRESS ('local': one started on this "
+                            "machine); each worker launches and owns its own server (--launch, or the embedded engine)")
+    scale.add_argument("--workers", type=positive_int, default=1, metavar="N", help="with --ray: workers (default 1)")
+    scale.add_argument("--gpus-per-worker", type=float, default=0.0, metavar="G",
+                       help="with --ray: GPUs each worker's server holds, as a Ray resource (default 0)")
     f.add_argument("--json", action="store_true", help="print one JSON summary on stdout instead of the display")
     _auth(f)
 

@@ -1,0 +1,184 @@
+"""Campaign workers on a Ray cluster: `fuzz --ray ADDRESS|local --workers N`.
+
+Each worker is a Ray actor that launches and owns one server on its node (`trial.LaunchedServer`,
+GPUs as the Ray resource `num_gpus`), executes the scenarios the driver sends it and confirms
+what it saw there; the driver keeps the one campaign loop (`campaign.run_campaign_on`), the
+campaign directory, the corpus, the feedback and the dedup. Ray is an optional extra
+(`pip install servefuzz[ray]`): only this module imports it, and only `api.fuzz` with `ray=`
+imports this module.
+
+    async with ray_workers("local", 2, Launch.resolve("reference"), out) as workers:
+        result = await run_campaign_on(workers, strategies, config)
+
+A worker's server writes its log beside the campaign (`<out>/workers/<name>/server.log`, and
+`server.json`); on a cluster of several nodes that path is on the worker's node.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+from servefuzz.campaign import CampaignConfig, Confirmed, Worker, confirm_finding
+from servefuzz.errors import LaunchError, TargetError, UsageError
+from servefuzz.finding import TargetInfo
+from servefuzz.launcher import Launch
+from servefuzz.oracles.judge import Judgement
+from servefuzz.oracles.noise import CampaignNoise
+from servefuzz.runner import RunConfig
+from servefuzz.trial import Executed, LaunchedServer, execute
+from servefuzz.workload import RequestSpec, Scenario
+
+__all__ = ["LOCAL", "RayWorker", "ServerActor", "ray_workers"]
+
+# `--ray local`: a Ray cluster of this machine alone, started for the campaign and shut down after.
+LOCAL = "local"
+
+
+def _ray() -> Any:
+    """The ray module, or one line saying how to get it."""
+    try:
+        return importlib.import_module("ray")
+    except ImportError:
+        raise UsageError("--ray needs Ray: pip install 'servefuzz[ray]'") from None
+
+
+class ServerActor:
+    """What runs inside a worker's Ray actor: one launched server and a Runner on it. Every
+    method is async (an async actor: one event loop, the one the Runner's session lives on)."""
+
+    def __init__(self, launch: Launch, log_dir: Path, headers: Mapping[str, str], config: RunConfig) -> None:
+        log_dir.mkdir(parents=True, exist_ok=True)
+        self.server = LaunchedServer(launch, log_dir, headers=headers, config=config)
+        self.started = False
+
+    def _info(self) -> TargetInfo:
+        info = self.server.runner.info
+        assert info is not None
+        return info
+
+    async def start(self) -> TargetInfo:
+        await self.server.__aenter__()
+        self.started = True
+        return self._info()
+
+    async def execute(self, scenario: Scenario, runs: int, with_alone: bool, probes: Sequence[RequestSpec]) -> Executed:
+        return await execute(self.server.runner, scenario, runs=runs, with_alone=with_alone, probes=probes)
+
+    async def confirm(self, scenario: Scenario, iteration: int, done: Executed, verdict: Judgement,
+                      config: CampaignConfig, noise: CampaignNoise | None) -> Confirmed:
+        return await confirm_finding(self.server.runner, scenario, iteration, done, verdict, config, noise)
+
+    async def death(self) -> dict[str, Any]:
+        return self.server.death()
+
+    async def revive(self) -> TargetInfo:
+        await self.server.revive()
+        return self._info()
+
+    async def stop(self) -> None:
+        if self.started:
+            self.started = False
+            await self.server.__aexit__(None, None, None)
+
+
+class RayWorker:
+    """The driver's handle on one worker actor (a `campaign.Worker`)."""
+
+    revivable = True  # the actor launched its server, so it can start it again
+
+    def __init__(self, name: str, actor: Any, info: TargetInfo) -> None:
+        self._name, self.actor, self._info = name, actor, info
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    @property
+    def info(self) -> TargetInfo:
+        return self._info
+
+    async def execute(self, scenario: Scenario, *, runs: int, with_alone: bool,
+                      probes: Sequence[RequestSpec]) -> Executed:
+        done: Executed = await self.actor.execute.remote(scenario, runs, with_alone, list(probes))
+        return done
+
+    async def confirm(self, scenario: Scenario, iteration: int, done: Executed, verdict: Judgement,
+                      config: CampaignConfig, noise: CampaignNoise | None, say: Callable[[str], None]) -> Confirmed:
+        # Progress lines of a remote confirmation stay there: the driver said "confirming on wN".
+        confirmed: Confirmed = await self.actor.confirm.remote(scenario, iteration, done, verdict, config, noise)
+        return confirmed
+
+    async def death(self) -> dict[str, Any]:
+        left: dict[str, Any] = await self.actor.death.remote()
+        return left
+
+    async def revive(self) -> TargetInfo:
+        try:
+            info: TargetInfo = await self.actor.revive.remote()
+        except Exception as e:  # noqa: BLE001 - Ray wraps the actor's TargetError in its own error type
+            raise TargetError(f"worker {self.name}: {_cause(e)}") from None
+        self._info = info
+        return info
+
+
+def _cause(e: BaseException) -> str:
+    """The actor's own error behind Ray's wrapper (`RayTaskError.cause`), as one line."""
+    cause = getattr(e, "cause", None)
+    return str(cause if isinstance(cause, BaseException) else e).strip().splitlines()[-1]
+
+
+@asynccontextmanager
+async def ray_workers(
+    address: str,
+    count: int,
+    launch: Launch,
+    out: Path,
+    *,
+    headers: Mapping[str, str] | None = None,
+    config: RunConfig | None = None,
+    gpus_per_worker: float = 0.0,
+) -> AsyncIterator[list[Worker]]:
+    """`count` workers on the Ray cluster at `address` (`local`: one started on this machine
+    with a CPU per worker, shut down on exit; a cluster already joined in this process is used
+    as it is), each an actor holding `gpus_per_worker` GPUs and one CPU, each with its server
+    started from `launch` and healthy before this yields. Every server is stopped and every
+    actor ended on exit."""
+    if count < 1:
+        raise UsageError("--workers must be at least 1")
+    ray = _ray()
+    owned = not ray.is_initialized()
+    if owned:
+        # No dashboard and no log forwarding: the campaign's own display is the one on the terminal.
+        opts: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False, "configure_logging": False}
+        if address == LOCAL:
+            # Bound to the loopback: the workers' servers are on this machine and so is every actor.
+            ray.init(address=LOCAL, num_cpus=count, _node_ip_address="127.0.0.1", **opts)
+        else:
+            ray.init(address=address, **opts)
+    actor_class = ray.remote(num_cpus=1, num_gpus=gpus_per_worker)(ServerActor)
+    actors = [actor_class.remote(launch, out / "workers" / f"w{i}", dict(headers or {}), config or RunConfig())
+              for i in range(count)]
+    try:
+        # Started side by side: a vLLM server takes tens of seconds to come up.
+        started = await asyncio.gather(*(actor.start.remote() for actor in actors), return_exceptions=True)
+        workers: list[Worker] = []
+        for i, (actor, info) in enumerate(zip(actors, started, strict=True)):
+            if isinstance(info, BaseException):
+                raise LaunchError(f"worker w{i} could not start its server: {_cause(info)}")
+            workers.append(RayWorker(f"w{i}", actor, info))
+        yield workers
+    finally:
+        for actor in actors:
+            try:
+                await actor.stop.remote()
+            except Exception:  # noqa: BLE001, S110 - a dead actor has no server left to stop
+                pass
+            ray.kill(actor)
+        if owned:
+            ray.shutdown()
+

@@ -1,0 +1,96 @@
+"""Scale-out on Ray (`fuzz --ray`, `servefuzz.scaleout`): without the extra nothing changes and
+nothing imports ray; with it, a local Ray cluster of two workers, each owning an embedded
+reference engine on 127.0.0.1, finds the planted fault, keeps one finding per signature and
+names the worker of every history."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from servefuzz.errors import Exit
+
+
+def _python(code: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, timeout=120)
+
+
+def test_without_ray_servefuzz_imports_fuzz_help_works_and_ray_asks_for_the_extra(tmp_path: Path) -> None:
+    # ray blocked as if it were not installed: `import ray` raises ImportError.
+    done = _python(f"""
+        import sys
+        sys.modules["ray"] = None
+        import servefuzz, servefuzz.api, servefuzz.campaign
+        from servefuzz.cli import main
+        try:
+            main(["fuzz", "--help"])
+        except SystemExit as e:
+            print("help exit", e.code)
+        print("code", main(["fuzz", "--ray", "local", "--workers", "2", "--json", "--out", {str(tmp_path / "c")!r}]))
+    """)
+    assert "help exit 0" in done.stdout and "--ray ADDRESS" in done.stdout and "--workers N" in done.stdout
+    assert f"code {int(Exit.USAGE)}" in done.stdout, done.stdout + done.stderr
+    assert "--ray needs Ray: pip install 'servefuzz[ray]'" in done.stderr
+    assert not (tmp_path / "c" / "progress.json").exists(), "nothing of a campaign was started"
+
+
+def test_no_servefuzz_entry_point_imports_ray_unless_asked() -> None:
+    pytest.importorskip("ray")  # the control: ray is there to be imported, and nothing does
+    done = _python("""
+        import sys
+        import servefuzz, servefuzz.api, servefuzz.campaign, servefuzz.cli.parser
+        from servefuzz.cli import main
+        print("before", "ray" in sys.modules)
+        import servefuzz.scaleout
+        servefuzz.scaleout._ray()
+        print("after", "ray" in sys.modules)
+    """)
+    assert "before False" in done.stdout and "after True" in done.stdout, done.stdout + done.stderr
+
+
+def test_workers_without_ray_and_ray_with_a_url_are_refused_in_one_line(tmp_path: Path) -> None:
+    from servefuzz.api import FuzzOptions
+    from servefuzz.errors import UsageError
+
+    with pytest.raises(UsageError, match="--ray"):
+        FuzzOptions(out=tmp_path / "a", workers=2).validate()
+    with pytest.raises(UsageError, match="not --url"):
+        FuzzOptions(out=tmp_path / "b", ray="local", url="http://127.0.0.1:1").validate()
+    FuzzOptions(out=tmp_path / "c", ray="local", workers=2).validate()  # and the right use passes
+
+
+@pytest.mark.timeout(240)
+def test_two_ray_workers_find_the_embedded_fault_once_and_every_history_names_its_worker(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytest.importorskip("ray")
+    # A cluster of this machine alone, on the loopback: no cluster token for Ray to write into $HOME.
+    monkeypatch.setenv("RAY_AUTH_MODE", "disabled")
+    from servefuzz.api import fuzz
+    from servefuzz.finding import load_finding
+
+    out = tmp_path / "c"
+    result = fuzz(out=out, ray="local", workers=2, time_s=80)  # the embedded default: stops at its first finding
+    assert result.stopped_because == "first confirmed finding", result.stopped_because
+    findings = [load_finding(p) for p in sorted((out / "findings").glob("finding_*.json"))]
+    assert findings and len({f.signature for f in findings}) == len(findings), "one finding per signature"
+    confirmed = [f for f in findings if f.confirmation is not None and f.confirmation.reproduced]
+    assert any(f.verdict.value == "corruption" for f in confirmed)
+
+    lines = [json.loads(line) for line in (out / "histories.jsonl").read_text().splitlines()]
+    runs = [r for r in lines if r["kind"] == "run"]
+    workers = Counter(r["meta"].get("worker") for r in runs)
+    assert set(workers) == {"w0", "w1"}, workers  # both ran scenarios, and no history is unnamed
+    by_iteration = {r["meta"]["iteration"]: r["meta"]["worker"] for r in runs}
+    for f in confirmed:
+        # Confirmed on the worker that saw it: its note names the worker that ran its iteration.
+        assert f"found and confirmed on worker {by_iteration[f.iteration]}" in f.notes
+    for name in ("w0", "w1"):
+        assert (out / "workers" / name / "server.log").stat().st_size > 0
+        assert json.loads((out / "workers" / name / "server.json").read_text())["pid"] > 0
