@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import doctest
+import importlib.util
 import io
 import json
 import random
+import sys
 from collections.abc import Callable
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 from rich.console import Console
@@ -21,6 +24,7 @@ from servefuzz.covering import PairwiseCover, covered_by
 from servefuzz.history import RequestRecord, RunHistory, Status
 from servefuzz.mutators import CROSS, MUTATORS, cross, mutate
 from servefuzz.progress import LiveProgress, print_summary
+from servefuzz.reference.faults import FAULTS
 from servefuzz.runner import Runner
 from servefuzz.strategies import STRATEGIES, RandomLoad, TargetShape
 from servefuzz.targets import make_target
@@ -162,7 +166,16 @@ def test_cross_joins_the_havoc_only_when_asked() -> None:
 # --- a campaign that tracks coverage, against the reference engine -----------------------------
 
 # A small pool and chunk budget: every bucket of the space is reachable in a few cheap scenarios.
+BENCH = Path(__file__).resolve().parent.parent / "bench"
 FLAGS = ("--page-size", "16", "--chunked-prefill-size", "128", "--max-total-tokens", "2048", "--context-length", "1024")
+
+
+def _growth() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("coverage_growth", BENCH / "coverage_growth.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def _campaign(url: str, config: CampaignConfig) -> CampaignResult:
@@ -189,17 +202,43 @@ def test_a_campaign_keeps_its_coverage_on_disk_grows_it_and_resumes_it(
     assert "pairwise" in json.loads((out / "config.json").read_text())["strategies"]
     kept = [json.loads(p.read_text()) for p in (out / "corpus").glob("entry_*.json")]
     assert any(f.startswith("pair:") for e in kept for f in e["new"]), "new pairs are feedback"
+    # bench/coverage_growth.py measures any campaign from its logs: the same numbers.
+    [(_, measured)] = _growth().coverage_over_time(out, [1e9])
+    assert measured == first.coverage
 
     more = _campaign(url, CampaignConfig(out, seed=1, request_budget=first.requests + 25, coverage=True, resume=True))
     assert more.coverage is not None and more.coverage.requests > first.coverage.requests
-    assert more.coverage.covered > first.coverage.covered, "reloaded and grown, not restarted"
-    assert any("cache=partial" in k for k in more.coverage.pairs), "the primers gave partial hits"
+    assert all(more.coverage.pairs[k] >= v for k, v in first.coverage.pairs.items()), "reloaded, not restarted"
+    assert sum(more.coverage.pairs.values()) > sum(first.coverage.pairs.values())
     assert json.loads((out / COVERAGE_FILE).read_text())["covered_pairs"] == more.coverage.covered
 
     # The control: a campaign without the option tracks nothing of it.
     plain = _campaign(url, CampaignConfig(tmp_path / "p", seed=1, request_budget=10))
     assert plain.coverage is None and not (tmp_path / "p" / COVERAGE_FILE).exists()
     assert "pairwise" not in json.loads((tmp_path / "p" / "config.json").read_text())["strategies"]
+
+
+def test_primed_rows_see_the_cache_hits_they_were_planned_for(reference_server: Callable[..., str]) -> None:
+    url = reference_server(*FLAGS)
+    reported = Coverage.empty(FeatureSpace.for_shape(SMALL)).observe([{"n": "1", "prefix": "none", "cache": "miss"}])
+
+    async def go() -> list[tuple[str, str | None]]:
+        seen = []
+        async with Runner(make_target("reference", url)) as runner:
+            for seed in range(8):
+                s = PairwiseCover(coverage=reported).generate(random.Random(seed), SMALL, seed=seed)
+                await runner.flush()
+                got = points(s, SMALL, [await runner.run(s, run=0)])
+                for r in s.requests:
+                    primers = [p for p in s.requests if p.prefix_name == r.prefix_name and p.offset_ms < r.offset_ms]
+                    if r.prefix_name and r.prefix_name.startswith("c") and primers and not r.cancelled:
+                        want = "full" if primers[0].prefix_len == r.prefix_len // 16 * 16 else "partial"
+                        seen.append((want, got[r.id].get("cache")))
+        return seen
+
+    seen = asyncio.run(go())
+    assert {w for w, _ in seen} == {"full", "partial"} and len(seen) >= 4
+    assert sum(w == g for w, g in seen) >= 0.8 * len(seen), seen
 
 
 def test_the_live_panel_and_the_summary_show_coverage_only_when_tracked() -> None:
@@ -215,3 +254,18 @@ def test_the_live_panel_and_the_summary_show_coverage_only_when_tracked() -> Non
     assert "coverage pairs 3/573 (0%), triples 1/60" in shown[0], "the live panel"
     assert "coverage: pairs 3/573 (0%), triples 1/60" in shown[0], "the summary"
     assert "coverage" not in shown[1]
+
+
+def test_the_leave_one_out_arms_leave_out_exactly_the_faults_own_strategies() -> None:
+    spec = importlib.util.spec_from_file_location("zoo", BENCH / "zoo.py")
+    assert spec is not None and spec.loader is not None
+    zoo = importlib.util.module_from_spec(spec)
+    sys.modules["zoo"] = zoo  # its dataclasses look their module up
+    try:
+        spec.loader.exec_module(zoo)
+    finally:
+        del sys.modules["zoo"]
+    assert set(zoo.OWN_STRATEGIES) == set(FAULTS)
+    assert all(name in STRATEGIES for names in zoo.OWN_STRATEGIES.values() for name in names)
+    assert {"leave-one-out", "leave-one-out+coverage"} <= set(zoo.ARMS)
+    assert [s.name for s in zoo.ARMS["leave-one-out"][0]] == list(STRATEGIES)  # the default mix, cut per fault
