@@ -195,6 +195,7 @@ def test_a_campaign_keeps_its_coverage_on_disk_grows_it_and_resumes_it(
     first = _campaign(url, CampaignConfig(out, seed=1, request_budget=30, coverage=True))
     saved = json.loads((out / COVERAGE_FILE).read_text())
     assert first.coverage is not None and saved["covered_pairs"] == first.coverage.covered > 0
+    assert first.to_json()["coverage"]["covered_pairs"] == first.coverage.covered  # `fuzz --json`
     assert saved["total_pairs"] == first.coverage.total == 573
     sent = [json.loads(line) for line in (out / "scenarios.jsonl").read_text().splitlines()]
     assert saved["requests"] == sum(len(s["scenario"]["requests"]) for s in sent)
@@ -214,7 +215,7 @@ def test_a_campaign_keeps_its_coverage_on_disk_grows_it_and_resumes_it(
 
     # The control: a campaign without the option tracks nothing of it.
     plain = _campaign(url, CampaignConfig(tmp_path / "p", seed=1, request_budget=10))
-    assert plain.coverage is None and not (tmp_path / "p" / COVERAGE_FILE).exists()
+    assert plain.coverage is None and not (tmp_path / "p" / COVERAGE_FILE).exists() and "coverage" not in plain.to_json()
     assert "pairwise" not in json.loads((tmp_path / "p" / "config.json").read_text())["strategies"]
 
 

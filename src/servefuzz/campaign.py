@@ -204,7 +204,13 @@ class CampaignResult:
         return bool(self.findings)
 
     def to_json(self) -> dict[str, Any]:
+        # Pairwise coverage only when the campaign tracked it: the summary's shape is otherwise unchanged.
+        tracked = {} if self.coverage is None else {"coverage": {
+            "covered_pairs": self.coverage.covered, "total_pairs": self.coverage.total,
+            "covered_triples": len(self.coverage.triples), "total_triples": len(self.coverage.space.triples),
+        }}
         return {
+            **tracked,
             "iterations": self.iterations,
             "requests": self.requests,
             "elapsed_s": round(self.elapsed_s, 3),

@@ -14,6 +14,9 @@
 |                       | each run's `meta.iteration` names its scenario| to                                 |
 | `noise.json`          | atomically after every iteration (before      | reloaded: the noise model goes on  |
 |                       | progress.json): the campaign's benign shifts  | (replay, shrink, triage read it)   |
+| `coverage.json`       | with `CampaignConfig.coverage` only:          | reloaded, held to the target's     |
+|                       | atomically after every iteration (before      | space: the counts go on            |
+|                       | progress.json), `campaign.COVERAGE_FILE`      |                                    |
 
 Every write goes through `servefuzz.durable`.
 """
