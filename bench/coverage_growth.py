@@ -2,7 +2,7 @@
 
     python bench/coverage_growth.py --time 600 --out /tmp/cov-on               # default mix + coverage
     python bench/coverage_growth.py --time 600 --out /tmp/cov-off --no-coverage  # the default mix alone
-    python bench/coverage_growth.py --logs /tmp/cov-off                         # any campaign directory
+    python bench/coverage_growth.py --logs /tmp/cov-off --html /tmp/cov-off.html  # any campaign directory
 
 A run starts a clean reference engine (default flags: the space has 507 pairs there), runs the
 default mix for `--time` seconds, with `CampaignConfig.coverage` on unless `--no-coverage`,
@@ -11,6 +11,7 @@ then prints the coverage at each mark. The numbers are computed from the campaig
 `coverage.points` the campaign uses, so a campaign that did not track coverage is measured the
 same way as one that did, and a finished directory can be measured again. Time is the wall
 clock from the first run's start (one session: a resumed campaign's pause counts too).
+`--html` draws the coverage at the last mark (`reports/coverage_page.py`).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from servefuzz.coverage import Coverage, FeatureSpace, points
 from servefuzz.finding import TargetInfo
 from servefuzz.history import RunHistory, read_history_jsonl
 from servefuzz.launcher import ServerProcess
+from servefuzz.reports.coverage_page import write_coverage_page
 from servefuzz.runner import Runner
 from servefuzz.strategies import get_strategies
 from servefuzz.targets import make_target
@@ -76,6 +78,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--no-coverage", action="store_true", help="the default mix alone (no generator, no cross)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--logs", type=Path, metavar="CAMPAIGN", help="only measure an existing campaign directory")
+    p.add_argument("--html", type=Path, metavar="PAGE", help="write the coverage page of the last mark here")
     args = p.parse_args(argv)
     campaign = args.logs
     if campaign is None:
@@ -91,8 +94,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             result = asyncio.run(go())
         print(f"{result.iterations} scenarios, {result.requests} requests in {result.elapsed_s:.0f} s")
         campaign = args.out
-    for mark, cov in coverage_over_time(campaign, [m for m in MARKS_S if m <= max(args.time, MARKS_S[0])]):
+    marks = coverage_over_time(campaign, [m for m in MARKS_S if m <= max(args.time, MARKS_S[0])])
+    for mark, cov in marks:
         print(f"after {mark / 60:g} min: {cov.summary()} ({cov.requests} scenario requests)")
+    if args.html is not None:
+        print(write_coverage_page(marks[-1][1], args.html, title=campaign.name))
     return 0
 
 

@@ -26,7 +26,7 @@ from servefuzz.mutators import CROSS, MUTATORS, cross, mutate
 from servefuzz.progress import LiveProgress, print_summary
 from servefuzz.reference.faults import FAULTS
 from servefuzz.runner import Runner
-from servefuzz.strategies import STRATEGIES, RandomLoad, TargetShape
+from servefuzz.strategies import STRATEGIES, BatchSweep, TargetShape
 from servefuzz.targets import make_target
 from servefuzz.workload import RequestSpec, Scenario
 
@@ -181,7 +181,7 @@ def _growth() -> ModuleType:
 def _campaign(url: str, config: CampaignConfig) -> CampaignResult:
     async def go() -> CampaignResult:
         async with Runner(make_target("reference", url)) as runner:
-            return await run_campaign(runner, [RandomLoad()], config)
+            return await run_campaign(runner, [BatchSweep()], config)  # cheap: short prompts
 
     return asyncio.run(go())
 
@@ -206,8 +206,10 @@ def test_a_campaign_keeps_its_coverage_on_disk_grows_it_and_resumes_it(
     # bench/coverage_growth.py measures any campaign from its logs: the same numbers.
     [(_, measured)] = _growth().coverage_over_time(out, [1e9])
     assert measured == first.coverage
+    assert _growth().main(["--logs", str(out), "--html", str(tmp_path / "c.html")]) == 0
+    assert f"{first.coverage.covered}/{first.coverage.total} pairs" in (tmp_path / "c.html").read_text()
 
-    more = _campaign(url, CampaignConfig(out, seed=1, request_budget=first.requests + 25, coverage=True, resume=True))
+    more = _campaign(url, CampaignConfig(out, seed=1, request_budget=first.requests + 15, coverage=True, resume=True))
     assert more.coverage is not None and more.coverage.requests > first.coverage.requests
     assert all(more.coverage.pairs[k] >= v for k, v in first.coverage.pairs.items()), "reloaded, not restarted"
     assert sum(more.coverage.pairs.values()) > sum(first.coverage.pairs.values())
