@@ -61,8 +61,6 @@ __all__ = [
     "realize_lengths",
 ]
 
-
-
 # What a row plans: its own fields, and the cache hit it should see (aimed at through primers).
 _PLANNED = (*CROSSABLE, "cache")
 # Dimensions whose buckets are listed cheapest first (fewer choices, shorter prompts and
