@@ -94,3 +94,87 @@ def test_two_ray_workers_find_the_embedded_fault_once_and_every_history_names_it
     for name in ("w0", "w1"):
         assert (out / "workers" / name / "server.log").stat().st_size > 0
         assert json.loads((out / "workers" / name / "server.json").read_text())["pid"] > 0
+
+
+def _descendants(pid: int) -> set[int]:
+    """Every live process below `pid` (from /proc: no psutil here)."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (ValueError, OSError, IndexError):
+            continue
+        children.setdefault(ppid, []).append(int(entry.name))
+    found, todo = set(), [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.add(child)
+            todo.append(child)
+    return found
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""
+
+
+@pytest.mark.timeout(300)
+def test_a_ray_campaign_resumes_after_its_driver_is_killed(tmp_path: Path) -> None:
+    pytest.importorskip("ray")
+    import os
+    import signal
+    import time
+
+    from servefuzz.api import fuzz
+    from servefuzz.finding import load_finding
+
+    out = tmp_path / "c"
+    env = {**os.environ, "RAY_AUTH_MODE": "disabled"}
+    driver = subprocess.Popen([sys.executable, "-m", "servefuzz", "fuzz", "--ray", "local", "--workers", "2", "--keep-going",
+                               "--time", "600", "--json", "--out", str(out)], env=env, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL)
+    below: set[int] = set()
+    servers_left: list[int] = []
+    try:
+        deadline = time.monotonic() + 150
+        while time.monotonic() < deadline:
+            progress = json.loads((out / "progress.json").read_text()) if (out / "progress.json").exists() else {}
+            if progress.get("next_iteration", 0) >= 4 and progress.get("first_confirmed"):
+                break
+            time.sleep(1)
+        else:
+            pytest.fail("the campaign made no confirmed finding in 150 s")
+    finally:
+        below = _descendants(driver.pid)
+        driver.send_signal(signal.SIGKILL)
+        driver.wait()
+        # The actors and their servers die with the driver (servers die with their parent); Ray's
+        # own agents may outlive it: they are this test's to end, by pid.
+        time.sleep(3)
+        servers_left = [pid for pid in below if "servefuzz.reference" in _cmdline(pid)]
+        for pid in below:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+    assert not servers_left, "a worker's server outlived the killed driver"
+    before = json.loads((out / "progress.json").read_text())
+    logged = [json.loads(line)["iteration"] for line in (out / "scenarios.jsonl").read_text().splitlines()]
+    found = {load_finding(p).signature for p in (out / "findings").glob("finding_*.json")}
+    os.environ["RAY_AUTH_MODE"] = "disabled"
+    try:
+        result = fuzz(out=out, ray="local", workers=2, resume=True, stop_at_first=False,
+                      requests=before["requests"] + 40)
+    finally:
+        del os.environ["RAY_AUTH_MODE"]
+    assert result.iterations >= 1 and result.requests > before["requests"]
+    after = [json.loads(line)["iteration"] for line in (out / "scenarios.jsonl").read_text().splitlines()]
+    assert after[: len(logged)] == logged, "what the killed session logged is kept as it was"
+    assert min(after[len(logged):]) == max(logged) + 1 and len(set(after)) == len(after), "no number names two scenarios"
+    files = [load_finding(p) for p in (out / "findings").glob("finding_*.json")]
+    assert found <= {f.signature for f in files} and len({f.signature for f in files}) == len(files)

@@ -36,6 +36,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import functools
+import json
 import random
 import time
 from collections import Counter
@@ -428,8 +429,11 @@ async def run_campaign_on(
     state = CampaignState(elapsed_before_s=float(progress.get("elapsed_s", 0.0)))
     state.requests = int(progress.get("requests", 0))
     state.restarts = int(progress.get("restarts", 0))
+    # A scenario logged but not finished (a kill mid-iteration; with several workers, every one in
+    # flight) keeps its number: the resumed campaign starts after it, so no number names two.
     first_iteration = max(int(progress.get("next_iteration", 0)), store.latest_iteration + 1,
-                          max((e.iteration + 1 for e in corpus.entries), default=0))
+                          max((e.iteration + 1 for e in corpus.entries), default=0),
+                          _last_logged(out / "scenarios.jsonl") + 1)
     state.iteration = first_iteration
     firsts: dict[str, tuple[int, float]] = {
         v: (int(x[0]), float(x[1])) for v, x in progress.get("first_confirmed", {}).items()
@@ -822,6 +826,21 @@ def _votes(
         for rid in dict.fromkeys(a.request_id for a in expect.anomalies if a.verdict.is_divergence)
         if len(rep.alone.get(rid, ())) >= MIN_REFERENCES
     }
+
+
+def _last_logged(path: Path) -> int:
+    """The highest iteration in a scenarios log (-1: none); a line that does not parse is skipped."""
+    last = -1
+    try:
+        with path.open(encoding="utf-8") as f:
+            for line in f:
+                try:
+                    last = max(last, int(json.loads(line)["iteration"]))
+                except (ValueError, KeyError, TypeError):
+                    continue
+    except FileNotFoundError:
+        pass
+    return last
 
 
 def _read_coverage(out: Path, space: FeatureSpace) -> Coverage:
