@@ -178,3 +178,37 @@ def test_a_ray_campaign_resumes_after_its_driver_is_killed(tmp_path: Path) -> No
     assert min(after[len(logged):]) == max(logged) + 1 and len(set(after)) == len(after), "no number names two scenarios"
     files = [load_finding(p) for p in (out / "findings").glob("finding_*.json")]
     assert found <= {f.signature for f in files} and len({f.signature for f in files}) == len(files)
+
+
+@pytest.mark.timeout(240)
+def test_a_lost_ray_worker_is_replaced_and_the_campaign_goes_on(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("ray")
+    import os
+    import signal
+
+    from servefuzz.api import fuzz
+    from servefuzz.campaign import CampaignState
+
+    monkeypatch.setenv("RAY_AUTH_MODE", "disabled")
+    out = tmp_path / "c"
+    killed: list[int] = []
+
+    def kill_w0_once(state: CampaignState) -> None:
+        # Once two scenarios are done, end w0's actor process (its server goes with it).
+        if killed or state.iteration < 2:
+            return
+        server = json.loads((out / "workers" / "w0" / "server.json").read_text())["pid"]
+        actor = int(Path(f"/proc/{server}/stat").read_text().rsplit(")", 1)[1].split()[1])
+        assert "ServerActor" in _cmdline(actor), _cmdline(actor)
+        killed.extend([actor, state.iteration, server])
+        os.kill(actor, signal.SIGKILL)
+
+    result = fuzz(out=out, ray="local", workers=2, faults=("none",), time_s=45, on_event=kill_w0_once)
+    assert killed and result.stopped_because.startswith("time budget"), result.stopped_because
+    assert result.restarts == 1 and not result.findings, "a lost worker is no crash of the target"
+    runs = [json.loads(line)["meta"] for line in (out / "histories.jsonl").read_text().splitlines()
+            if line.startswith('{"kind": "run"')]
+    assert any(m["worker"] == "w0" and m["iteration"] > killed[1] for m in runs), "the new w0 ran scenarios"
+    now = json.loads((out / "workers" / "w0" / "server.json").read_text())
+    assert now["pid"] != killed[2] and now["starts"] == 1, "a new actor started a server of its own"
+    assert not [p for p in killed[:1] if _cmdline(p)], "the lost actor is gone"

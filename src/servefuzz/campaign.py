@@ -98,6 +98,7 @@ __all__ = [
     "LocalWorker",
     "Revival",
     "Worker",
+    "WorkerLost",
     "confirm_finding",
     "derive_seed",
     "run_campaign",
@@ -330,6 +331,12 @@ class Worker(Protocol):
         ...
 
 
+class WorkerLost(Exception):
+    """A worker itself went away (a remote actor's process, or its node), not just its server:
+    what it was running is no evidence about the target, so it is dropped, never a finding. The
+    worker is then revived like one whose server died (a remote one is replaced)."""
+
+
 class LocalWorker:
     """The campaign's one worker in this process: a Runner, and the `Revival` of its server when
     servefuzz launched it."""
@@ -548,8 +555,13 @@ class _Loop:
         on_event(state)
         began = time.monotonic()
         append_json_line(out / "scenarios.jsonl", {"iteration": iteration, "origin": origin, "scenario": scenario.to_json()})
-        done = await worker.execute(scenario, runs=config.runs, with_alone=config.isolation,
-                                    probes=probe_targets(scenario, config.cache_probes))
+        try:
+            done = await worker.execute(scenario, runs=config.runs, with_alone=config.isolation,
+                                        probes=probe_targets(scenario, config.cache_probes))
+        except WorkerLost as e:
+            state.last = f"iteration {iteration}: {e}; dropped"
+            on_event(state)
+            return _Outcome(iteration, None, str(e))
         state.requests += done.requests
         tag = {"iteration": iteration} if worker.name is None else {"iteration": iteration, "worker": worker.name}
         write_history_jsonl(out / "histories.jsonl", [
@@ -575,8 +587,11 @@ class _Loop:
             write_json(out / "corpus" / f"entry_{entry.id:05d}.json", entry.to_json())
         self.schedule.credit(str(scenario.meta.get("strategy", origin)), len(entry.new) if entry else 0,
                              time.monotonic() - began)
-        finding = await _finding_of(worker, scenario, iteration, done, verdict, config, store, state, on_event,
-                                    self.noise)
+        try:
+            finding = await _finding_of(worker, scenario, iteration, done, verdict, config, store, state, on_event,
+                                        self.noise)
+        except WorkerLost as e:
+            finding, done.lost = None, str(e)  # seen, but not confirmed where it was seen: found again later
         if finding is not None:
             if worker.name is not None:
                 finding = dataclasses.replace(finding, notes=(*finding.notes, f"found and confirmed on worker {worker.name}"))

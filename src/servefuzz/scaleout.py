@@ -23,7 +23,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
-from servefuzz.campaign import CampaignConfig, Confirmed, Worker, confirm_finding
+from servefuzz.campaign import CampaignConfig, Confirmed, Worker, WorkerLost, confirm_finding
 from servefuzz.errors import LaunchError, TargetError, UsageError
 from servefuzz.finding import TargetInfo
 from servefuzz.launcher import Launch
@@ -87,12 +87,15 @@ class ServerActor:
 
 
 class RayWorker:
-    """The driver's handle on one worker actor (a `campaign.Worker`)."""
+    """The driver's handle on one worker actor (a `campaign.Worker`). A worker whose actor is
+    lost (its process died, or its node) is replaced by a new actor on `revive`, as a dead
+    server is started again; what the lost one was running is dropped (`campaign.WorkerLost`)."""
 
     revivable = True  # the actor launched its server, so it can start it again
 
-    def __init__(self, name: str, actor: Any, info: TargetInfo) -> None:
-        self._name, self.actor, self._info = name, actor, info
+    def __init__(self, name: str, spawn: Callable[[], Any], actor: Any, info: TargetInfo,
+                 lost: type[BaseException]) -> None:
+        self._name, self.spawn, self.actor, self._info, self._lost = name, spawn, actor, info, lost
 
     @property
     def name(self) -> str:
@@ -104,22 +107,36 @@ class RayWorker:
 
     async def execute(self, scenario: Scenario, *, runs: int, with_alone: bool,
                       probes: Sequence[RequestSpec]) -> Executed:
-        done: Executed = await self.actor.execute.remote(scenario, runs, with_alone, list(probes))
+        try:
+            done: Executed = await self.actor.execute.remote(scenario, runs, with_alone, list(probes))
+        except self._lost as e:
+            raise WorkerLost(f"worker {self.name} was lost: {_cause(e)}") from None
         return done
 
     async def confirm(self, scenario: Scenario, iteration: int, done: Executed, verdict: Judgement,
                       config: CampaignConfig, noise: CampaignNoise | None, say: Callable[[str], None]) -> Confirmed:
         # Progress lines of a remote confirmation stay there: the driver said "confirming on wN".
-        confirmed: Confirmed = await self.actor.confirm.remote(scenario, iteration, done, verdict, config, noise)
+        try:
+            confirmed: Confirmed = await self.actor.confirm.remote(scenario, iteration, done, verdict, config, noise)
+        except self._lost as e:
+            raise WorkerLost(f"worker {self.name} was lost: {_cause(e)}") from None
         return confirmed
 
     async def death(self) -> dict[str, Any]:
-        left: dict[str, Any] = await self.actor.death.remote()
+        try:
+            left: dict[str, Any] = await self.actor.death.remote()
+        except self._lost:
+            return {}  # the actor went with its server: nothing of either is left to read
         return left
 
     async def revive(self) -> TargetInfo:
         try:
-            info: TargetInfo = await self.actor.revive.remote()
+            try:
+                info: TargetInfo = await self.actor.revive.remote()
+            except self._lost:
+                # The actor itself is gone (its server went with it): a new one takes its place.
+                self.actor = self.spawn()
+                info = await self.actor.start.remote()
         except Exception as e:  # noqa: BLE001 - Ray wraps the actor's TargetError in its own error type
             raise TargetError(f"worker {self.name}: {_cause(e)}") from None
         self._info = info
@@ -161,19 +178,24 @@ async def ray_workers(
         else:
             ray.init(address=address, **opts)
     actor_class = ray.remote(num_cpus=1, num_gpus=gpus_per_worker)(ServerActor)
-    actors = [actor_class.remote(launch, out / "workers" / f"w{i}", dict(headers or {}), config or RunConfig())
-              for i in range(count)]
+
+    def spawner(i: int) -> Callable[[], Any]:
+        return lambda: actor_class.remote(launch, out / "workers" / f"w{i}", dict(headers or {}), config or RunConfig())
+
+    spawns = [spawner(i) for i in range(count)]
+    actors = [spawn() for spawn in spawns]
+    workers: list[RayWorker] = []
     try:
         # Started side by side: a vLLM server takes tens of seconds to come up.
         started = await asyncio.gather(*(actor.start.remote() for actor in actors), return_exceptions=True)
-        workers: list[Worker] = []
         for i, (actor, info) in enumerate(zip(actors, started, strict=True)):
             if isinstance(info, BaseException):
                 raise LaunchError(f"worker w{i} could not start its server: {_cause(info)}")
-            workers.append(RayWorker(f"w{i}", actor, info))
-        yield workers
+            workers.append(RayWorker(f"w{i}", spawns[i], actor, info, ray.exceptions.RayActorError))
+        yield list(workers)
     finally:
-        for actor in actors:
+        # The first actors, and the ones that replaced lost ones (a lost actor's stop just fails).
+        for actor in [*actors, *(w.actor for w in workers if not any(w.actor is a for a in actors))]:
             try:
                 await actor.stop.remote()
             except Exception:  # noqa: BLE001, S110 - a dead actor has no server left to stop
