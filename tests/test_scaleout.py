@@ -212,3 +212,26 @@ def test_a_lost_ray_worker_is_replaced_and_the_campaign_goes_on(tmp_path: Path, 
     now = json.loads((out / "workers" / "w0" / "server.json").read_text())
     assert now["pid"] != killed[2] and now["starts"] == 1, "a new actor started a server of its own"
     assert not [p for p in killed[:1] if _cmdline(p)], "the lost actor is gone"
+
+
+def test_the_live_panel_shows_every_remote_worker_and_nothing_more_for_a_local_one() -> None:
+    import io
+    import re
+
+    from rich.console import Console
+
+    from servefuzz.campaign import CampaignState
+    from servefuzz.progress import LiveProgress
+
+    def shown(state: CampaignState) -> str:
+        screen = io.StringIO()
+        with LiveProgress(Console(file=screen, force_terminal=True, width=120), "fuzzing") as live:
+            live.update(state)
+            live._live.refresh()
+        return re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", screen.getvalue())  # the text, without terminal codes
+
+    state = CampaignState(last="iteration 7: random-load, 3 requests")
+    state.workers = {"w1": "iteration 7: random-load, 3 requests", "w0": "iteration 6: confirming 1 anomalies"}
+    remote = shown(state)
+    assert "w0  iteration 6: confirming 1 anomalies" in remote and "w1  iteration 7: random-load" in remote
+    assert "w0" not in shown(CampaignState(last="iteration 7: random-load, 3 requests"))

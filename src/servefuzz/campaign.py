@@ -176,6 +176,7 @@ class CampaignState:
     restarts: int = 0  # of a launched server that died, this campaign, resumed sessions included
     last: str = ""
     coverage: Coverage | None = None  # pairwise feature coverage, when the campaign tracks it
+    workers: dict[str, str] = field(default_factory=dict)  # a named (remote) worker -> what it does now
 
     @property
     def elapsed_s(self) -> float:
@@ -521,6 +522,8 @@ async def _revive(worker: Worker, lost: str, config: CampaignConfig, state: Camp
         return f"target lost: {lost}; it could not be started again: {e}"
     state.restarts += 1
     state.last = f"the server died ({lost}); restarted it at {info.base_url}"
+    if worker.name is not None:
+        state.workers[worker.name] = f"restarted at {info.base_url}"
     on_event(state)
     return ""
 
@@ -552,6 +555,8 @@ class _Loop:
         out = config.out_dir
         source = origin if origin == scenario.meta.get("strategy") else f"{origin} ({scenario.meta.get('strategy', '?')})"
         state.last = f"iteration {iteration}: {source}, {len(scenario.requests)} requests"
+        if worker.name is not None:
+            state.workers[worker.name] = state.last
         on_event(state)
         began = time.monotonic()
         append_json_line(out / "scenarios.jsonl", {"iteration": iteration, "origin": origin, "scenario": scenario.to_json()})
@@ -560,6 +565,7 @@ class _Loop:
                                         probes=probe_targets(scenario, config.cache_probes))
         except WorkerLost as e:
             state.last = f"iteration {iteration}: {e}; dropped"
+            state.workers[str(worker.name)] = "lost; replacing it"
             on_event(state)
             return _Outcome(iteration, None, str(e))
         state.requests += done.requests
@@ -600,6 +606,8 @@ class _Loop:
                 self.firsts[finding.verdict.value] = (state.requests, state.elapsed_s)
             state.last = f"finding {path.name} ({what_happened}): {finding.verdict.value}, {finding.headline.summary}"
         state.iteration = max(state.iteration, self.dispatched)
+        if worker.name is not None:
+            state.workers[worker.name] = f"iteration {iteration} done"
         write_noise(out, self.noise)
         _save_progress(out, state, corpus, self.schedule, store, self.firsts)  # last: what it names is on disk
         on_event(state)
@@ -683,6 +691,8 @@ async def _finding_of(
         return provisional
     state.last = f"iteration {iteration}: {len(verdict.anomalies)} anomalies, confirming" + (
         "" if worker.name is None else f" on worker {worker.name}")
+    if worker.name is not None:
+        state.workers[worker.name] = f"iteration {iteration}: confirming {len(verdict.anomalies)} anomalies"
     on_event(state)
 
     def say(what: str) -> None:

@@ -55,6 +55,9 @@ class LiveProgress:
             ("findings ", "dim"), (found, "bold red" if state.findings else "green"),
             (f"   (+{repeats} seen again)" if repeats > 0 else "", "dim"),
         )
+        for name, doing in sorted(state.workers.items()):  # remote workers only (`fuzz --ray`)
+            body.append("\n" + one_line(name), style="bold")
+            body.append("  " + one_line(doing))
         if state.last:
             body.append("\n" + one_line(state.last), style="dim")
         self._live.update(Panel(body, title=Text(one_line(self.title)), title_align="left"))
