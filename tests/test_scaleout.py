@@ -235,3 +235,35 @@ def test_the_live_panel_shows_every_remote_worker_and_nothing_more_for_a_local_o
     remote = shown(state)
     assert "w0  iteration 6: confirming 1 anomalies" in remote and "w1  iteration 7: random-load" in remote
     assert "w0" not in shown(CampaignState(last="iteration 7: random-load, 3 requests"))
+
+
+@pytest.mark.timeout(300)
+def test_triage_on_ray_runs_every_row_as_a_task_and_names_the_overlap_scheduler(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    ray = pytest.importorskip("ray")
+    from servefuzz.anomaly import Anomaly, Oracle, Verdict
+    from servefuzz.cli import main as cli
+    from servefuzz.finding import Finding, TargetInfo, load_finding, write_finding
+    from servefuzz.triager import triaged_name
+    from servefuzz.workload import PromptBuilder, RequestSpec, Scenario
+
+    monkeypatch.setenv("RAY_AUTH_MODE", "disabled")
+    # The overlap-war finding of tests/test_triage.py: one running request at a time, so r02
+    # takes r01's row while r01's last decode is in flight (deterministic, not timing luck).
+    b = PromptBuilder(3, range(3, 1000))
+    scenario = Scenario(3, (RequestSpec("r01", 0.0, b.prompt(None, 0, 40), 6), RequestSpec("r02", 0.5, b.prompt(None, 0, 30), 4)))
+    target = TargetInfo("reference", "http://127.0.0.1:1", server_args={"max_running_requests": 1, "page_size": 64},
+                        faults=("overlap-war",))
+    path = write_finding(tmp_path, Finding(5, 3, scenario, target,
+                                           (Anomaly(Oracle.ISOLATION, Verdict.CORRUPTION, "r01", "r01 differs from alone"),)))
+    code = cli(["triage", str(path), "--launch", "reference", "--runs", "3", "--parallel", "2", "--ray", "local"])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    triaged = load_finding(tmp_path / triaged_name(path))
+    assert triaged.triage is not None and triaged.triage.baseline.reproduced >= 1
+    rows = {r.name: r for r in triaged.triage.variants}
+    assert rows["--disable-overlap-schedule"] in triaged.triage.cures
+    assert rows["--max-running-requests 1"].error == "no change: the baseline already runs this way"
+    assert "implicated: overlap scheduler" in out
+    assert not ray.is_initialized(), "the local cluster is shut down after the matrix"

@@ -324,13 +324,25 @@ def triage(
     runs: int = DEFAULT_RUNS,
     parallel: int = 1,
     on_row: Callable[[TriageOutcome], None] | None = None,
+    ray: str | None = None,
+    gpus_per_worker: float = 0.0,
 ) -> Finding:
     """The finding with its flag matrix attached: one fresh server per variant (see `servefuzz.triager`),
-    every row judged against a finding file's campaign noise model, as in `replay`."""
+    every row judged against a finding file's campaign noise model, as in `replay`. `ray`: each
+    row a Ray task with its own server on the cluster at that address ("local": one started on
+    this machine), holding `gpus_per_worker` GPUs (`servefuzz.scaleout`, the `ray` extra)."""
+    if ray is None and gpus_per_worker:
+        raise UsageError("--gpus-per-worker runs rows on Ray: give --ray ADDRESS (or --ray local)")
     found, noise = _finding(finding)
     start = Launch.resolve(launch, found.target, model=model, engine=engine)
-    result = triage_matrix(found, start, runs=runs, parallel=parallel, on_row=on_row or (lambda row: None),
-                           noise=noise)
+    rows = on_row or (lambda row: None)
+    if ray is not None:
+        from servefuzz.scaleout import ray_rows  # the optional extra: imported only when asked for
+
+        with ray_rows(ray, parallel, gpus_per_row=gpus_per_worker) as run:
+            result = triage_matrix(found, start, runs=runs, parallel=parallel, on_row=rows, noise=noise, run=run)
+    else:
+        result = triage_matrix(found, start, runs=runs, parallel=parallel, on_row=rows, noise=noise)
     return dataclasses.replace(found, triage=result)
 
 

@@ -18,22 +18,23 @@ from __future__ import annotations
 
 import asyncio
 import importlib
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
+from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Any
 
 from servefuzz.campaign import CampaignConfig, Confirmed, Worker, WorkerLost, confirm_finding
 from servefuzz.errors import LaunchError, TargetError, UsageError
-from servefuzz.finding import TargetInfo
+from servefuzz.finding import Finding, TargetInfo, TriageOutcome
 from servefuzz.launcher import Launch
 from servefuzz.oracles.judge import Judgement
 from servefuzz.oracles.noise import CampaignNoise
 from servefuzz.runner import RunConfig
+from servefuzz.triager import FlagVariant, RowRunner, run_row
 from servefuzz.trial import Executed, LaunchedServer, execute
 from servefuzz.workload import RequestSpec, Scenario
 
-__all__ = ["LOCAL", "RayWorker", "ServerActor", "ray_workers"]
+__all__ = ["LOCAL", "RayWorker", "ServerActor", "ray_rows", "ray_workers"]
 
 # `--ray local`: a Ray cluster of this machine alone, started for the campaign and shut down after.
 LOCAL = "local"
@@ -168,39 +169,72 @@ async def ray_workers(
     if count < 1:
         raise UsageError("--workers must be at least 1")
     ray = _ray()
-    owned = not ray.is_initialized()
-    if owned:
-        # No dashboard and no log forwarding: the campaign's own display is the one on the terminal.
-        opts: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False, "configure_logging": False}
-        if address == LOCAL:
-            # Bound to the loopback: the workers' servers are on this machine and so is every actor.
-            ray.init(address=LOCAL, num_cpus=count, _node_ip_address="127.0.0.1", **opts)
-        else:
-            ray.init(address=address, **opts)
-    actor_class = ray.remote(num_cpus=1, num_gpus=gpus_per_worker)(ServerActor)
+    with _cluster(ray, address, count):
+        actor_class = ray.remote(num_cpus=1, num_gpus=gpus_per_worker)(ServerActor)
 
-    def spawner(i: int) -> Callable[[], Any]:
-        return lambda: actor_class.remote(launch, out / "workers" / f"w{i}", dict(headers or {}), config or RunConfig())
+        def spawner(i: int) -> Callable[[], Any]:
+            return lambda: actor_class.remote(launch, out / "workers" / f"w{i}", dict(headers or {}), config or RunConfig())
 
-    spawns = [spawner(i) for i in range(count)]
-    actors = [spawn() for spawn in spawns]
-    workers: list[RayWorker] = []
+        spawns = [spawner(i) for i in range(count)]
+        actors = [spawn() for spawn in spawns]
+        workers: list[RayWorker] = []
+        try:
+            # Started side by side: a vLLM server takes tens of seconds to come up.
+            started = await asyncio.gather(*(actor.start.remote() for actor in actors), return_exceptions=True)
+            for i, (actor, info) in enumerate(zip(actors, started, strict=True)):
+                if isinstance(info, BaseException):
+                    raise LaunchError(f"worker w{i} could not start its server: {_cause(info)}")
+                workers.append(RayWorker(f"w{i}", spawns[i], actor, info, ray.exceptions.RayActorError))
+            yield list(workers)
+        finally:
+            # The first actors, and the ones that replaced lost ones (a lost actor's stop just fails).
+            for actor in [*actors, *(w.actor for w in workers if not any(w.actor is a for a in actors))]:
+                try:
+                    await actor.stop.remote()
+                except Exception:  # noqa: BLE001, S110 - a dead actor has no server left to stop
+                    pass
+                ray.kill(actor)
+
+
+@contextmanager
+def _cluster(ray: Any, address: str, cpus: int) -> Iterator[None]:
+    """Joined to the Ray cluster at `address` (`local`: one started on this machine with `cpus`
+    CPUs, on the loopback, shut down on exit); a cluster this process already joined is used as
+    it is, and left as it is."""
+    if ray.is_initialized():
+        yield
+        return
+    # No dashboard and no log forwarding: servefuzz's own display is the one on the terminal.
+    opts: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False, "configure_logging": False}
+    if address == LOCAL:
+        # Bound to the loopback: the servers are on this machine and so is every actor.
+        ray.init(address=LOCAL, num_cpus=cpus, _node_ip_address="127.0.0.1", **opts)
+    else:
+        ray.init(address=address, **opts)
     try:
-        # Started side by side: a vLLM server takes tens of seconds to come up.
-        started = await asyncio.gather(*(actor.start.remote() for actor in actors), return_exceptions=True)
-        for i, (actor, info) in enumerate(zip(actors, started, strict=True)):
-            if isinstance(info, BaseException):
-                raise LaunchError(f"worker w{i} could not start its server: {_cause(info)}")
-            workers.append(RayWorker(f"w{i}", spawns[i], actor, info, ray.exceptions.RayActorError))
-        yield list(workers)
+        yield
     finally:
-        # The first actors, and the ones that replaced lost ones (a lost actor's stop just fails).
-        for actor in [*actors, *(w.actor for w in workers if not any(w.actor is a for a in actors))]:
-            try:
-                await actor.stop.remote()
-            except Exception:  # noqa: BLE001, S110 - a dead actor has no server left to stop
-                pass
-            ray.kill(actor)
-        if owned:
-            ray.shutdown()
+        ray.shutdown()
 
+
+@contextmanager
+def ray_rows(address: str, parallel: int, *, gpus_per_row: float = 0.0) -> Iterator[RowRunner]:
+    """Triage rows as Ray tasks (`triage --ray`): each row (`triager.run_row`) runs where the
+    cluster has a CPU and `gpus_per_row` GPUs free, and starts its own server there; the
+    triage's `parallel` threads each wait on one task.
+
+        with ray_rows("local", 2) as run:
+            result = triage(finding, launch, parallel=2, run=run)
+    """
+    ray = _ray()
+    with _cluster(ray, address, parallel):
+        task = ray.remote(num_cpus=1, num_gpus=gpus_per_row)(run_row)
+
+        def run(finding: Finding, launch: Launch, variant: FlagVariant | None, *, runs: int,
+                stop: Callable[[int, int], bool] | None = None, log_dir: Path | None = None,
+                noise: CampaignNoise | None = None) -> TriageOutcome:
+            row: TriageOutcome = ray.get(task.remote(finding, launch, variant, runs=runs, stop=stop, log_dir=log_dir,
+                                                     noise=noise))
+            return row
+
+        yield run

@@ -18,7 +18,8 @@ came back, and *undecided* when no number of runs up to the cap could make 0/n s
 (a baseline of 1/5 cannot vouch for any cure). Rows share the machine when run in parallel,
 which shifts timing: timing-sensitive findings triage most faithfully one row at a time. A
 variant that would change nothing (the baseline already runs that way) is reported, not run.
-Variants run one after another, or `--parallel N` at a time.
+Variants run one after another, or `--parallel N` at a time (`--ray`: each row a Ray task with
+its own server, on whichever node has room).
 
 The finding with its `Triage` (and the known upstream issues it matches, from
 `servefuzz.known_issues`) is written beside the original as `<name>_triaged.json`, replacing an
@@ -34,7 +35,7 @@ from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from servefuzz import known_issues, stats
 from servefuzz.anomaly import Verdict
@@ -48,6 +49,7 @@ from servefuzz.trial import DEFAULT_RUNS, Replayer
 __all__ = [
     "FlagVariant",
     "MATRICES",
+    "RowRunner",
     "matrix_for",
     "run_row",
     "triage",
@@ -218,6 +220,23 @@ def run_row(
     return dataclasses.replace(row, reproduced=rep.reproduced, attempts=rep.attempts, error=error)
 
 
+class RowRunner(Protocol):
+    """Runs one row of the matrix (`run_row`'s signature): here, or elsewhere (`servefuzz.scaleout`
+    runs each row as a Ray task with its own server)."""
+
+    def __call__(
+        self,
+        finding: Finding,
+        launch: Launch,
+        variant: FlagVariant | None,
+        *,
+        runs: int,
+        stop: Callable[[int, int], bool] | None = None,
+        log_dir: Path | None = None,
+        noise: CampaignNoise | None = None,
+    ) -> TriageOutcome: ...
+
+
 def triage(
     finding: Finding,
     launch: Launch,
@@ -227,16 +246,18 @@ def triage(
     log_dir: Path | None = None,
     on_row: Callable[[TriageOutcome], None] = lambda row: None,
     noise: CampaignNoise | None = None,
+    run: RowRunner = run_row,
 ) -> Triage:
     """The baseline and every variant of the launch's engine, `parallel` servers at a time,
     plus the known upstream issues the finding matches given this matrix. `noise`: the
-    campaign's noise model, which every row's replays are judged against (as `run_row`)."""
+    campaign's noise model, which every row's replays are judged against (as `run_row`).
+    `run`: where each row runs (default: a server on this machine)."""
     if runs < 1 or parallel < 1:
         raise UsageError("--runs and --parallel must be at least 1")
     # The baseline runs at least `runs` times and goes on (up to 4x) until the sequential test
     # decides that it reproduces: without a baseline that shows the finding, no variant can be
     # said to cure it, and a weak baseline makes every cure insignificant.
-    baseline = run_row(finding, launch, None, runs=_MAX_RUNS_FACTOR * runs, log_dir=log_dir, noise=noise,
+    baseline = run(finding, launch, None, runs=_MAX_RUNS_FACTOR * runs, log_dir=log_dir, noise=noise,
                        stop=lambda seen, done: done >= runs and stats.decide(seen, done) != stats.UNDECIDED)
     if baseline.error is not None:
         raise TargetError(f"the baseline server could not be used: {baseline.error}")
@@ -250,7 +271,7 @@ def triage(
 
     def one(variant: FlagVariant) -> TriageOutcome:
         # Replays until the row is decided: a recurrence says "still there" at once.
-        row = run_row(finding, launch, variant, runs=each, log_dir=log_dir, noise=noise,
+        row = run(finding, launch, variant, runs=each, log_dir=log_dir, noise=noise,
                       stop=lambda seen, done: test.decide(stats.Rate(seen, done), base) != stats.UNDECIDED)
         on_row(row)
         return row

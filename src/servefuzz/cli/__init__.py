@@ -144,7 +144,7 @@ def _triage(args: argparse.Namespace) -> int:
 
     # The path, not the loaded finding: triage judges it against its campaign's noise model.
     triaged = triage(args.finding, launch=args.launch, engine=args.engine, model=args.model, runs=args.runs,
-                     parallel=args.parallel, on_row=row_done)
+                     parallel=args.parallel, on_row=row_done, ray=args.ray, gpus_per_worker=args.gpus_per_worker)
     assert triaged.triage is not None
     path = write_finding(args.finding.parent, triaged, name=triaged_name(args.finding), replace=True)
     print("\n".join(visible(line) for line in render_matrix(triaged, triaged.triage)))

@@ -170,6 +170,11 @@ def build_parser() -> UsageParser:
     t.add_argument("--model", type=Path, help="model for the vllm-cpu (HF folder) and llama-server (GGUF) presets")
     t.add_argument("--runs", type=positive_int, default=DEFAULT_RUNS, help=f"replays per variant (default {DEFAULT_RUNS})")
     t.add_argument("--parallel", type=positive_int, default=1, help="variants run at once (default 1)")
+    t.add_argument("--ray", metavar="ADDRESS",
+                   help="run each row as a Ray task with its own server on the cluster at ADDRESS ('local': one "
+                        "started on this machine; pip install 'servefuzz[ray]')")
+    t.add_argument("--gpus-per-worker", type=float, default=0.0, metavar="G",
+                   help="with --ray: GPUs each row's server holds, as a Ray resource (default 0)")
 
     o = sub.add_parser("report", help="write repro.py, issue.md and report.html for a finding",
                        description="Write repro.py, issue.md and report.html for a finding.", epilog=EXIT_CODES_HELP)
