@@ -4,7 +4,7 @@
 # outside the checkout (~/.cache/servefuzz, keyed by version) and skips what is already there.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-python -m pip install -q -e '.[test,models]'
+python -m pip install -q -e '.[test,models,ray]'
 ./scripts/setup_engines.sh
 # Headless Chromium renders report.html in the report tests (Debian package, about 20 s).
 if ! command -v chromium >/dev/null; then
@@ -14,4 +14,6 @@ fi
 # The code's shape is part of the suite: lint, then strict types on src (pyproject.toml says how).
 python -m ruff check src tests bench
 python -m mypy
-exec python -m pytest -q "$@"
+# Two workers (pytest-xdist): much of a test's time is a server starting or a campaign waiting on
+# one, so two keep both cores busy; tests/conftest.py keeps the real engines' tests on one worker.
+exec python -m pytest -q -n "${SERVEFUZZ_TEST_WORKERS:-2}" --dist loadgroup "$@"

@@ -25,6 +25,29 @@ import pytest
 from servefuzz.launcher import ServerProcess
 
 STUB = Path(__file__).parent / "targets" / "stub_server.py"
+TESTS = Path(__file__).parent
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the group markers
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Order the suite for two workers (`scripts/test.sh` runs `pytest -n 2 --dist loadgroup`).
+
+    The real engines' tests form one group, run by one worker in order: one vLLM at a time
+    (two would starve each other of the two cores past their start timeout), and a module's
+    server is started once. That group (about a quarter of the suite's time) goes first, then
+    the other slow tests, then the rest: longest first, so the last test to finish is a short
+    one. Without xdist the marker is inert and only the order changes.
+    """
+    for item in items:
+        if TESTS / "engines" in item.path.parents or item.get_closest_marker("engine") is not None:
+            item.add_marker(pytest.mark.xdist_group("engines"))
+
+    def rank(item: pytest.Item) -> int:
+        if item.get_closest_marker("xdist_group") is not None:
+            return 0
+        return 1 if item.get_closest_marker("slow") is not None else 2
+
+    items.sort(key=rank)  # stable: within a rank, files and tests keep their order
 
 
 @pytest.fixture(scope="session")

@@ -272,3 +272,26 @@ def test_the_leave_one_out_arms_leave_out_exactly_the_faults_own_strategies() ->
     assert all(name in STRATEGIES for names in zoo.OWN_STRATEGIES.values() for name in names)
     assert {"leave-one-out", "leave-one-out+coverage"} <= set(zoo.ARMS)
     assert [s.name for s in zoo.ARMS["leave-one-out"][0]] == list(STRATEGIES)  # the default mix, cut per fault
+
+
+@pytest.mark.timeout(180)
+def test_fuzz_coverage_draws_the_page_and_a_campaign_without_it_draws_none(tmp_path: Path) -> None:
+    import subprocess
+
+    def fuzz(out: Path, *extra: str) -> dict[str, object]:
+        p = subprocess.run([sys.executable, "-m", "servefuzz", "fuzz", "--fault", "none", "--requests", "60",
+                            "--keep-going", "--json", "--out", str(out), *extra],
+                           capture_output=True, text=True, timeout=150, check=False)
+        assert p.returncode == 0, p.stderr[-2000:]
+        summary: dict[str, object] = json.loads(p.stdout)
+        return summary
+
+    on = fuzz(tmp_path / "on", "--coverage")
+    cov = on["coverage"]
+    assert isinstance(cov, dict) and 0 < cov["covered_pairs"] <= cov["total_pairs"], cov
+    page = (tmp_path / "on" / "coverage.html").read_text(encoding="utf-8")
+    stored = Coverage.from_json(json.loads((tmp_path / "on" / COVERAGE_FILE).read_text(encoding="utf-8")))
+    assert stored.covered == cov["covered_pairs"] and "<table" in page
+    off = fuzz(tmp_path / "off")
+    assert "coverage" not in off and not (tmp_path / "off" / "coverage.html").exists()
+    assert not (tmp_path / "off" / COVERAGE_FILE).exists()

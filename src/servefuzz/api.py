@@ -38,6 +38,7 @@ from servefuzz.oracles.judge import Expectation
 from servefuzz.oracles.noise import CampaignNoise
 from servefuzz.replay_report import ReplayResult, replay_result
 from servefuzz.reports import ReportPaths, write_report
+from servefuzz.reports.coverage_page import write_coverage_page
 from servefuzz.runner import RunConfig, Runner
 from servefuzz.shrinker import Shrunk, shrink_finding
 from servefuzz.store import check_campaign_dir, finding_noise
@@ -47,6 +48,7 @@ from servefuzz.triager import triage as triage_matrix
 from servefuzz.trial import DEFAULT_RUNS, LaunchedServer, Replayer, open_target
 
 __all__ = [
+    "COVERAGE_PAGE",
     "EMBEDDED_FAULT",
     "EMBEDDED_TIME_S",
     "REMOTE_TIME_S",
@@ -62,6 +64,7 @@ __all__ = [
 ]
 
 # The seed's bug class, planted so that a newcomer's first run shows a finding being made.
+COVERAGE_PAGE = "coverage.html"  # written into the campaign dir at the end of a `coverage` campaign
 EMBEDDED_FAULT = "page-boundary-prefix"
 # The embedded default must end by itself within two minutes, start-up and confirmation included.
 EMBEDDED_TIME_S = 90.0
@@ -101,6 +104,9 @@ class FuzzOptions:
     resume: bool = False
     trace: Path | None = None
     slowdowns: bool = False
+    # Pairwise feature coverage (`servefuzz.coverage`): steers the campaign toward pairs of
+    # feature buckets it has not tried, kept in coverage.json and drawn in coverage.html.
+    coverage: bool = False
     # Sent with every request (auth: `targets.auth_headers`); never written anywhere.
     headers: Mapping[str, str] = dataclasses.field(default_factory=dict, repr=False)
     request_timeout_s: float = RunConfig.request_timeout_s  # a request unanswered this long is a hang
@@ -205,6 +211,7 @@ def fuzz(
         stop_at_first=opts.embedded if opts.stop_at_first is None else opts.stop_at_first,
         performance=opts.slowdowns,
         resume=opts.resume,
+        coverage=opts.coverage,
     )
     events = on_event or (lambda state: None)
 
@@ -229,7 +236,10 @@ def fuzz(
         async with LaunchedServer(launch, opts.out, headers=opts.headers, config=run_config) as server:
             return await run_campaign(server.runner, strategies, launched, seeds=seeds, on_event=events, revival=server)
 
-    return asyncio.run(go())
+    result = asyncio.run(go())
+    if result.coverage is not None:
+        write_coverage_page(result.coverage, opts.out / COVERAGE_PAGE, title=str(opts.out))
+    return result
 
 
 def _built_model(preset: str | None, model: Path | None) -> Path | None:

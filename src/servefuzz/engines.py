@@ -165,8 +165,16 @@ def default_models() -> Path:
         staging = Path(tempfile.mkdtemp(prefix="tiny-", dir=root.parent))
         build_models(staging, dtype="float32", seed=0)
         (staging / ".complete").touch()
-        shutil.rmtree(root, ignore_errors=True)
-        staging.rename(root)
+        if not (root / ".complete").is_file():  # a half-built folder of a process that died
+            shutil.rmtree(root, ignore_errors=True)
+        try:
+            staging.rename(root)
+        except OSError:
+            # Another process (a parallel test worker, a second campaign) built it first: the
+            # models are the same bits (seed 0), so keep theirs.
+            shutil.rmtree(staging, ignore_errors=True)
+            if not (root / ".complete").is_file():
+                raise
     return root
 
 

@@ -17,6 +17,8 @@
 | `coverage.json`       | with `CampaignConfig.coverage` only:          | reloaded, held to the target's     |
 |                       | atomically after every iteration (before      | space: the counts go on            |
 |                       | progress.json), `campaign.COVERAGE_FILE`      |                                    |
+| `coverage.html`       | at the campaign's end, with coverage only     | rewritten at the next end          |
+|                       | (`api.COVERAGE_PAGE`)                         |                                    |
 
 Every write goes through `servefuzz.durable`.
 """

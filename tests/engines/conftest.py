@@ -2,8 +2,9 @@
 
 - `tiny_models` -> `ModelPaths` of a float32 model built once per session into a temp dir;
   `tiny_bf16_models` the same in bfloat16 (its GGUF is float32 either way).
-- `vllm_server` / `llama_server` -> a `ServerProcess` started once per test module and stopped
-  (by its process group) after it; tests read its launch flags back from `argv`.
+- `vllm_server` / `llama_server` -> a `ServerProcess` started once per test session (the
+  engines' tests share one worker: tests/conftest.py) and stopped by its process group at the
+  end; tests read its launch flags back from `argv`, and flush what they need flushed.
 
 An engine that `scripts/setup_engines.sh` has not installed skips its tests with a reason
 saying so; an installed engine that fails to start is an error, never a skip.
@@ -43,7 +44,7 @@ def _serve(srv: ServerProcess) -> Iterator[ServerProcess]:
         srv.stop()
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def vllm_server(tiny_models: ModelPaths, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     if not engines.vllm_installed():
         pytest.skip(f"vLLM CPU is not installed under {engines.cache_dir()}: run {engines.SETUP_SCRIPT}")
@@ -53,7 +54,7 @@ def vllm_server(tiny_models: ModelPaths, tmp_path_factory: pytest.TempPathFactor
                                     start_timeout_s=engines.VLLM_START_TIMEOUT_S))
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def llama_server(tiny_models: ModelPaths, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     if not engines.llama_server_built():
         pytest.skip(f"llama-server is not built under {engines.cache_dir()}: run {engines.SETUP_SCRIPT}")
