@@ -23,7 +23,10 @@ from servefuzz.finding import load_finding
 from servefuzz.launcher import group_alive
 from servefuzz.models import ModelPaths
 
-pytestmark = pytest.mark.engine
+# Two vLLM starts (the first and the restart), each allowed VLLM_START_TIMEOUT_S on a busy
+# machine, and the requests around them: the test's own waits, which the suite's 300 s default
+# would cut short.
+pytestmark = [pytest.mark.engine, pytest.mark.timeout(int(2 * engines.VLLM_START_TIMEOUT_S) + 480)]
 
 
 def _read(path: Path) -> dict:
