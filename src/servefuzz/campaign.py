@@ -56,7 +56,7 @@ from servefuzz.finding import Finding, TargetInfo
 from servefuzz.history import RequestRecord, RunHistory, write_history_jsonl
 from servefuzz.launcher import Launch
 from servefuzz.mutators import CROSS, Mutator, mutate
-from servefuzz.oracles.controls import MIN_CONTROL_RUNS, ControlResult, back, leak_forensics, truth_control
+from servefuzz.oracles.controls import MIN_CONTROL_RUNS, ControlResult, back, leak_forensics, runs_to_see, truth_control
 from servefuzz.oracles.judge import Expectation, Judgement, learn
 from servefuzz.oracles.noise import CampaignNoise, picture
 from servefuzz.oracles.outputs import Output, group_variants
@@ -769,8 +769,9 @@ async def confirm_finding(
             a for a in expect.anomalies if any(b.request_id == a.request_id and b.verdict is Verdict.SUSPECTED_CORRUPTION
                                                for b in anomalies)))
         try:
-            det = await asyncio.to_thread(deterministic_control, config.launch, scenario, unbacked,
-                                          max(config.confirm_runs, MIN_CONTROL_RUNS), original=rep)
+            # A deviation seen rarely needs more runs before its absence there says anything.
+            runs = max(config.confirm_runs, runs_to_see(rep.reproduced, rep.attempts))
+            det = await asyncio.to_thread(deterministic_control, config.launch, scenario, unbacked, runs, original=rep)
         except (LaunchError, TargetError) as e:
             notes = (*notes, f"deterministic control did not run: {e}")
         else:

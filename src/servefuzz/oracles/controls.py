@@ -47,6 +47,7 @@ kept in the evidence too, because a quiet control is information.
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -60,6 +61,8 @@ from servefuzz.workload import RequestSpec, Scenario
 
 __all__ = [
     "CONTROL_ALPHA",
+    "CONTROL_POWER",
+    "MAX_CONTROL_RUNS",
     "MIN_CONTROL_RUNS",
     "CONTENT_SWAP",
     "DETERMINISTIC",
@@ -74,6 +77,7 @@ __all__ = [
     "deviating_runs",
     "leak_forensics",
     "read_control",
+    "runs_to_see",
     "swap_content",
     "truth_control",
 ]
@@ -99,6 +103,11 @@ CONTROL_ALPHA = 0.05
 # A control runs at least this often: against 2/2 original deviations, 0/5 under the control is
 # p = 0.048, so even the shortest confirmation can be backed; fewer control runs never could.
 MIN_CONTROL_RUNS = 5
+# A control that backs on any deviation (the deterministic mode) runs until a deviation as
+# frequent as the original one would show with this probability (`runs_to_see`), up to the cap:
+# a timing bug confirmed in 1 of 5 replays needs 14 runs, not 5, before its absence says anything.
+CONTROL_POWER = 0.95
+MAX_CONTROL_RUNS = 30
 _FIRST_TOKEN = 3  # PromptBuilder's vocabulary starts here: ids below are special tokens
 
 _WHAT = {
@@ -154,6 +163,20 @@ class ControlResult:
                    dict(d.get("evidence", {})))
 
 
+def runs_to_see(k: int, n: int, *, power: float = CONTROL_POWER, least: int = MIN_CONTROL_RUNS,
+                most: int = MAX_CONTROL_RUNS) -> int:
+    """How many runs a control that backs on any deviation needs, so that a deviation at the rate
+    it had (k in n) shows at least once with probability `power`; between `least` and `most`.
+
+    >>> runs_to_see(5, 5), runs_to_see(2, 5), runs_to_see(1, 5), runs_to_see(1, 50)
+    (5, 6, 14, 30)
+    """
+    if n <= 0 or k <= 0 or k >= n:
+        return least
+    need = math.ceil(math.log(1 - power) / math.log(1 - k / n))
+    return max(least, min(most, need))
+
+
 def read_control(
     name: str, request_id: str, *, original: tuple[int, int], control: tuple[int, int], alpha: float = CONTROL_ALPHA
 ) -> ControlResult:
@@ -169,6 +192,13 @@ def read_control(
         p = 0.0 if kc > 0 else 1.0
     changed = p <= alpha and ko > 0
     verdict = yes if changed else no_
+    if name == DETERMINISTIC and not changed and ko > 0 and no:
+        # Absence under the control says "batch numerics" only if the deviation, at its
+        # original rate, would have shown in that many runs.
+        miss = (1 - ko / no) ** nc
+        if miss > alpha:
+            verdict = (f"not seen in {nc} runs, which a deviation at the original rate misses {miss:.0%} of the "
+                       "time: inconclusive")
     # A fresh server says where the bug lives (does it need history?), not whether it is one.
     backs = changed and name != FRESH_SERVER
     under = ("gave one of the same wrong answers in" if name == CONTENT_SWAP else "deviated in")
