@@ -55,7 +55,7 @@ from typing import Any
 from servefuzz.anomaly import Anomaly, Verdict
 from servefuzz.history import ChoiceRecord, RequestRecord, RunHistory
 from servefuzz.oracles.outputs import Output, determinate_outputs, group_variants, output_key
-from servefuzz.stats import fisher_less
+from servefuzz.stats import fisher_less, wilson
 from servefuzz.truth import Truth
 from servefuzz.workload import RequestSpec, Scenario
 
@@ -77,6 +77,7 @@ __all__ = [
     "deviating_runs",
     "leak_forensics",
     "read_control",
+    "rate_floor",
     "runs_to_see",
     "swap_content",
     "truth_control",
@@ -105,9 +106,14 @@ CONTROL_ALPHA = 0.05
 MIN_CONTROL_RUNS = 5
 # A control that backs on any deviation (the deterministic mode) runs until a deviation as
 # frequent as the original one would show with this probability (`runs_to_see`), up to the cap:
-# a timing bug confirmed in 1 of 5 replays needs 14 runs, not 5, before its absence says anything.
+# a timing bug confirmed in 2 of 5 replays needs 20 runs, not 5, before its absence says anything.
 CONTROL_POWER = 0.95
 MAX_CONTROL_RUNS = 30
+# "As frequent as the original one" is the rate the original k of n falls below only 5% of the
+# time (the lower end of a 90% Wilson interval), not k/n: five replays put k/n too high as often
+# as too low, and a control sized on a rate that came out high misses the deviation it looks for
+# (overlap-war confirmed 2/5 was absent from 6 runs sized on 0.4, 2026-11-30).
+RATE_CONFIDENCE = 0.90
 _FIRST_TOKEN = 3  # PromptBuilder's vocabulary starts here: ids below are special tokens
 
 _WHAT = {
@@ -166,15 +172,29 @@ class ControlResult:
 def runs_to_see(k: int, n: int, *, power: float = CONTROL_POWER, least: int = MIN_CONTROL_RUNS,
                 most: int = MAX_CONTROL_RUNS) -> int:
     """How many runs a control that backs on any deviation needs, so that a deviation at the rate
-    it had (k in n) shows at least once with probability `power`; between `least` and `most`.
+    it had (k in n, taken at `rate_floor`) shows at least once with probability `power`; between
+    `least` and `most`.
 
-    >>> runs_to_see(5, 5), runs_to_see(2, 5), runs_to_see(1, 5), runs_to_see(1, 50)
-    (5, 6, 14, 30)
+    >>> runs_to_see(5, 5), runs_to_see(3, 5), runs_to_see(2, 5), runs_to_see(1, 5), runs_to_see(20, 40)
+    (5, 10, 20, 30, 7)
     """
-    if n <= 0 or k <= 0 or k >= n:
+    floor = rate_floor(k, n)
+    if not 0.0 < floor < 1.0:
         return least
-    need = math.ceil(math.log(1 - power) / math.log(1 - k / n))
+    need = math.ceil(math.log(1 - power) / math.log(1 - floor))
     return max(least, min(most, need))
+
+
+def rate_floor(k: int, n: int) -> float:
+    """The deviation rate that k deviations in n runs vouch for: the lower end of the Wilson
+    interval at RATE_CONFIDENCE (0 for no runs or no deviation).
+
+    >>> round(rate_floor(2, 5), 3), round(rate_floor(5, 5), 3), rate_floor(0, 5)
+    (0.143, 0.649, 0.0)
+    """
+    if n <= 0 or k <= 0:
+        return 0.0
+    return wilson(min(k, n), n, RATE_CONFIDENCE)[0]
 
 
 def read_control(
@@ -193,9 +213,9 @@ def read_control(
     changed = p <= alpha and ko > 0
     verdict = yes if changed else no_
     if name == DETERMINISTIC and not changed and ko > 0 and no:
-        # Absence under the control says "batch numerics" only if the deviation, at its
-        # original rate, would have shown in that many runs.
-        miss = (1 - ko / no) ** nc
+        # Absence under the control says "batch numerics" only if the deviation, at the rate
+        # its original runs vouch for, would have shown in that many runs.
+        miss = (1 - rate_floor(ko, no)) ** nc
         if miss > alpha:
             verdict = (f"not seen in {nc} runs, which a deviation at the original rate misses {miss:.0%} of the "
                        "time: inconclusive")
