@@ -170,6 +170,12 @@ def run_one(arm: str, fault: str, seed: int, cap_s: float, workdir: Path) -> dic
         result = asyncio.run(go())
     first = result.first_confirmed.get(RIGHT_CLASS[fault])
     other = sorted({f.verdict.value for _, f in result.findings} - {RIGHT_CLASS[fault]})
+    # Which control made the first finding of the right class a corruption (issue 12), in the
+    # controls' own words: the backing names and the first backing summary.
+    right = [f for _, f in result.findings if f.verdict.value == RIGHT_CLASS[fault]]
+    backing = [a.evidence for a in right[0].anomalies if a.evidence.get("backed_by")] if right else []
+    backed_by = sorted({name for ev in backing for name in ev["backed_by"]})
+    controls = [c.get("summary", "") for ev in backing for c in ev.get("controls", ()) if c.get("backs")]
     return {
         "arm": arm, "fault": fault, "seed": seed, "cap_s": cap_s,
         "found": first is not None,
@@ -177,6 +183,8 @@ def run_one(arm: str, fault: str, seed: int, cap_s: float, workdir: Path) -> dic
         "seconds": None if first is None else round(first[1], 1),
         "total_requests": result.requests,
         "other_verdicts": other,
+        "backed_by": backed_by,
+        "control": controls[0] if controls else None,
         "left_out": list(OWN_STRATEGIES[fault]) if arm.startswith("leave-one-out") else [],
         "pairs": None if result.coverage is None else [result.coverage.covered, result.coverage.total],
     }
