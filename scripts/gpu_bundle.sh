@@ -9,6 +9,9 @@
 #   .gpu/settle/                    scripts/gpu_settle.py and the finding that issue 15 settles, as
 #                                   committed at SETTLE_REF (default HEAD), for scripts/gpu_settle.sh
 #   .gpu/wheels/*.whl               what servefuzz imports and the GPU image lacks (cp312)
+#   .gpu/ray-<version>-cp312.tar.xz the files of the cp312 manylinux Ray wheel (`fuzz --ray`),
+#                                   without what a local cluster never reads (28 MB of xz: the
+#                                   wheel's 79 MB would not fit a call's 64 MiB)
 #   .gpu/MANIFEST                   what went in, with checksums
 # .gpu/ is ignored through .git/info/exclude and never committed. Downloads are cached under
 # ${SERVEFUZZ_CACHE:-~/.cache/servefuzz}, so a second bundle costs a few seconds.
@@ -31,6 +34,13 @@ COMMIT=$(pin LLAMA_CPP_COMMIT)
 # What the GPU image lacks of servefuzz's imports (it has aiohttp, numpy, rich, attrs and
 # typing-extensions); versions are the ones servefuzz is tested with here.
 WHEELS=(jsonschema==4.26.0 jsonschema-specifications==2025.9.1 referencing==0.37.0 rpds-py==0.30.0)
+# Ray, the `[ray]` extra's pin (pyproject.toml). Its other needs (click, filelock, msgpack,
+# packaging, protobuf, pyyaml, requests, aiohttp & co.) are in the GPU image (the device's
+# KINDS.md), jsonschema is in WHEELS. Left out: the Java jars, the dashboard's web build, and the
+# libraries on top of the core (data, train, tune, serve, rllib, llm, air), which
+# `fuzz --ray` and `triage --ray` never import; a local cluster runs without the dashboard.
+RAY_VERSION=$(sed -n 's/^ *"ray==\([0-9.]*\)".*/\1/p' pyproject.toml)
+RAY_TRIM=(jars dashboard/client/build rllib data train tune serve llm air)
 # Left out of the sources: models, docs, tests, benches, examples and every GPU backend but CUDA.
 # Kept: tools/ui (tools/CMakeLists.txt adds it whenever the server is built) and scripts/
 # (ui-assets.cmake runs at build time).
@@ -110,10 +120,30 @@ bundle_wheels() {
     done
 }
 
+bundle_ray() {
+    local cache="$CACHE/downloads/wheels-cp312" tmp=$WORK/ray
+    [[ -n $RAY_VERSION ]] || die "cannot read the ray pin from pyproject.toml"
+    mkdir -p "$cache" "$tmp"
+    if ! compgen -G "$cache/ray-$RAY_VERSION-cp312-*.whl" >/dev/null; then
+        say "downloading the ray $RAY_VERSION cp312 wheel (79 MB)"
+        "$PYTHON" -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
+            --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
+            -d "$cache" "ray==$RAY_VERSION"
+    fi
+    local wheel
+    wheel=$(compgen -G "$cache/ray-$RAY_VERSION-cp312-*.whl" | head -1)
+    (cd "$tmp" && unzip -q "$wheel")
+    for path in "${RAY_TRIM[@]}"; do rm -rf -- "${tmp:?}/ray/$path"; done
+    # xz, not gzip: the three native programs (raylet, gcs_server, _raylet.so; 120 MB) are most of it.
+    tar -C "$tmp" --sort=name --owner=0 --group=0 --numeric-owner --mtime=@0 -cf - . \
+        | xz -T0 -6 >"$GPU/ray-$RAY_VERSION-cp312.tar.xz"
+}
+
 write_manifest() {
     {
         echo "# made by scripts/gpu_bundle.sh on $(date -u +%Y-%m-%dT%H:%M:%SZ)"
         echo "llama.cpp $COMMIT from llama-cpp-python==$SDIST_VERSION (sdist, trimmed)"
+        echo "ray $RAY_VERSION: the cp312 wheel's files without ${RAY_TRIM[*]}"
         echo "servefuzz as committed at $(git rev-parse --short "$SNAPSHOT"), gpu_settle.py at $(git rev-parse --short "$SETTLE_REF")"
         (cd "$GPU" && find . -type f ! -name MANIFEST | sort | xargs sha256sum)
     } >"$GPU/MANIFEST"
@@ -130,5 +160,6 @@ bundle_servefuzz
 bundle_model
 bundle_settle
 bundle_wheels
+[[ ${RAY:-1} == 0 ]] || bundle_ray   # RAY=0: a bundle without Ray (the ray step then fails)
 write_manifest
 say "wrote $GPU ($(du -sh "$GPU" | cut -f1)) in $((SECONDS - start)) s"

@@ -11,6 +11,18 @@
 #   fuzz:PROFILE:SECONDS   serve PROFILE (see PROFILES below) and run `servefuzz fuzz` against it
 #   triage                 replay each distinct finding under the triage matrix, one fresh server
 #                          per row; attach the matrix to a copy of the finding
+#   ray:SECONDS            issue 16's scale-out: `servefuzz fuzz --launch CMD` campaigns of at
+#                          most SECONDS each, one after another with the same seed: the arms of
+#                          ARMS (default `local ray-1 ray-2`: no Ray, `--ray local --workers 1`,
+#                          `--workers 2`, each worker with GPUS_PER_WORKER=1 GPU and its own
+#                          llama-server of the `exact` profile). Per arm: its rates, its wall
+#                          time, the driver's CPU time, and for every server the
+#                          CUDA_VISIBLE_DEVICES it inherited from its actor, the GPU nvidia-smi
+#                          sees it on and each GPU's memory while all of the arm's servers run
+#                          (results/scaleout-*/scaleout.json, the summary's table)
+#   ray-triage             `servefuzz triage --ray local --parallel 2` of one finding (the last
+#                          scale-out run's worst, else issue 15's stored CUDA finding), each row a
+#                          Ray task with its own server on its own GPU (results/ray-triage*/)
 #   summary                nothing but the summary and the pack (on results already there)
 # Every run ends by packing the results into $OUT (summary.md, results.tar.gz and each campaign's
 # histories as campaign-*-histories.jsonl.xz). The work folder
@@ -27,7 +39,9 @@
 # JOBS=16, SLOTS=8, SEED=0, REPLAY_RUNS=10, MAX_FINDINGS=2 (per campaign), FUZZ_EXTRA (more
 # arguments for `servefuzz fuzz`, word-split), DEADLINE (seconds
 # from the start: campaigns are shortened and triage stops so that the results are packed by
-# then), LLAMA_SERVER (use this binary instead of building one: a dry run on a CPU machine).
+# then), LLAMA_SERVER (use this binary instead of building one: a dry run on a CPU machine),
+# ARMS, GPUS_PER_WORKER=1 (0 for a dry run on a CPU machine), TRIAGE_RUNS=5 (the ray steps).
+# The ray steps need Ray: the bundle's .gpu/ray-*-cp312.tar.xz, unpacked into the work folder.
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
@@ -54,6 +68,10 @@ setup_python() {
     if ! python3 -c 'import jsonschema' 2>/dev/null; then
         python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
             --target "$W/site" .gpu/wheels/*.whl
+    fi
+    # Ray (the ray steps) from the bundle's trimmed wheel, unpacked once per machine (about 10 s).
+    if ! python3 -c 'import ray' 2>/dev/null && [[ ! -f $W/site/ray/__init__.py ]] && compgen -G '.gpu/ray-*-cp312.tar.xz' >/dev/null; then
+        mkdir -p "$W/site" && tar -xJf .gpu/ray-*-cp312.tar.xz -C "$W/site"
     fi
     export PYTHONPATH=$W/py:$W/site
     python3 -m servefuzz --version
@@ -91,8 +109,8 @@ pack() {
 
 # The Python half: serving, fuzzing, triage and the summary, through servefuzz's own modules.
 drive() {
-    GGUF=$ROOT/.gpu/tiny.gguf RESULTS=$RESULTS python3 - "$@" <<'PY'
-import asyncio, dataclasses, json, os, subprocess, sys, time
+    ROOT=$ROOT GGUF=$ROOT/.gpu/tiny.gguf RESULTS=$RESULTS python3 - "$@" <<'PY'
+import asyncio, dataclasses, json, os, shlex, signal, subprocess, sys, threading, time
 from pathlib import Path
 
 from servefuzz.engines import llama_server_argv
@@ -104,7 +122,7 @@ from servefuzz.replay_report import render_replay_report, replay_result
 from servefuzz.runner import RunConfig, Runner
 from servefuzz.targets import make_target
 
-GGUF, RESULTS = Path(os.environ["GGUF"]), Path(os.environ["RESULTS"])
+GGUF, RESULTS, ROOT = Path(os.environ["GGUF"]), Path(os.environ["RESULTS"]), Path(os.environ["ROOT"])
 SLOTS, RUNS = int(os.environ.get("SLOTS", "8")), int(os.environ.get("REPLAY_RUNS", "10"))
 # Flags on top of servefuzz.engines.llama_server_argv, which sets `-fa off -ctk f32 -ctv f32`;
 # llama.cpp reads its flags in order, so a later one wins.
@@ -281,6 +299,318 @@ def triage(max_findings: str) -> None:
                 (campaign / "triaged" / path.name).write_text(json.dumps(triaged.to_json(), indent=2))
 
 
+# -- scale-out on Ray (issue 16): `servefuzz fuzz --ray local --workers N`, one server per GPU --
+
+GPUS_PER_WORKER = os.environ.get("GPUS_PER_WORKER", "1")  # 0: a CPU dry run (no GPU to hand out)
+ARM_ARGS = {
+    "local": [],  # no Ray: `servefuzz fuzz --launch` owns one server, the base of the driver's overhead
+    "ray-1": ["--ray", "local", "--workers", "1", "--gpus-per-worker", GPUS_PER_WORKER],
+    "ray-2": ["--ray", "local", "--workers", "2", "--gpus-per-worker", GPUS_PER_WORKER],
+}
+# What one arm costs beyond its --time: Ray's local cluster and the servers start, the last
+# scenario's confirmation, the cluster's shutdown.
+ARM_OVERHEAD_S = 45
+
+
+def launch_command() -> str:
+    """The `exact` profile's server (the fuzz step's) as a `--launch` command with {port}: every
+    worker starts its own."""
+    (RESULTS / "slots").mkdir(exist_ok=True)  # the slot erase writes nothing there: shared is fine
+    extra = ("-ngl", "99", "--slot-save-path", str(RESULTS / "slots"), "--cache-ram", "0", *PROFILES["exact"])
+    return shlex.join(llama_server_argv(GGUF, slots=SLOTS, ctx=8192, threads=4, extra=extra))
+
+
+def nvidia_smi(*query: str) -> list[list[str]]:
+    try:
+        done = subprocess.run(["nvidia-smi", *query, "--format=csv,noheader,nounits"], capture_output=True,
+                              text=True, timeout=20)
+    except (OSError, subprocess.TimeoutExpired):
+        return []
+    return [[c.strip() for c in line.split(",")] for line in done.stdout.splitlines() if line.strip()]
+
+
+def environ_of(pid: int) -> dict[str, str]:
+    try:
+        raw = Path(f"/proc/{pid}/environ").read_bytes()
+    except OSError:
+        return {}
+    return dict(e.split("=", 1) for e in raw.decode(errors="replace").split("\0") if "=" in e)
+
+
+def cpu_seconds(pid: int) -> float | None:
+    """User + system CPU time of one process (not its children), from /proc."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+class Monitor:
+    """Samples, every 2 s while a command runs: each server of the arm (its server.json) with
+    the CUDA_VISIBLE_DEVICES it inherited from its actor, nvidia-smi's processes and memory per
+    GPU, and the driver's CPU time. The point to show: one server per GPU."""
+
+    def __init__(self, out: Path, driver: int) -> None:
+        self.out, self.driver, self.samples = out, driver, []
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self.loop, daemon=True)
+        self.thread.start()
+
+    def loop(self) -> None:
+        while not self.stop.wait(2.0):
+            self.samples.append(self.sample())
+
+    def sample(self) -> dict:
+        gpus = {u: {"index": int(i), "mem_used_mib": int(m), "util": int(g)} for i, u, m, g in
+                (r for r in nvidia_smi("--query-gpu=index,uuid,memory.used,utilization.gpu") if len(r) == 4)}
+        apps = {int(p): {"gpu": gpus.get(u, {}).get("index"), "mem_mib": int(m)} for p, u, m in
+                (r for r in nvidia_smi("--query-compute-apps=pid,gpu_uuid,used_memory") if len(r) == 3)
+                if p.isdigit() and m.isdigit()}
+        servers = {}
+        for state in sorted(self.out.glob("**/server.json")):
+            try:
+                pid = int(json.loads(state.read_text())["pid"])
+            except (OSError, ValueError, KeyError, TypeError):
+                continue
+            env = environ_of(pid)
+            name = state.parent.name if state.parent != self.out else "local"
+            servers[name] = {"pid": pid, "alive": bool(env), "CUDA_VISIBLE_DEVICES": env.get("CUDA_VISIBLE_DEVICES"),
+                             **apps.get(pid, {})}
+        for pid, app in apps.items():  # a server with no server.json (a triage row's): by its GPU process
+            if all(v["pid"] != pid for v in servers.values()):
+                env = environ_of(pid)
+                servers[f"pid{pid}"] = {"pid": pid, "alive": bool(env), "CUDA_VISIBLE_DEVICES": env.get("CUDA_VISIBLE_DEVICES"),
+                                        **app}
+        return {"t": round(time.time(), 1), "driver_cpu_s": cpu_seconds(self.driver), "servers": servers,
+                "gpus": {str(g["index"]): {"mem_used_mib": g["mem_used_mib"], "util": g["util"]} for g in gpus.values()},
+                "gpu_apps": {str(p): a for p, a in apps.items()}}
+
+    def finish(self) -> dict:
+        """The samples, kept in gpu-samples.jsonl, and what they say (`placement`)."""
+        self.stop.set()
+        self.thread.join()
+        with open(self.out / "gpu-samples.jsonl", "w") as f:
+            f.writelines(json.dumps(s) + "\n" for s in self.samples)
+        return placement(self.samples)
+
+
+def placement(samples: list[dict]) -> dict:
+    """What a Monitor's samples say: per server (by its server.json; a GPU process without one,
+    such as a control's or a triage row's fresh server, by its pid) the CUDA_VISIBLE_DEVICES
+    it inherited and the GPUs nvidia-smi saw it on; per GPU its peak memory and mean load while
+    every named server was up; the most GPUs busy at once; the driver's last CPU time."""
+    named = {srv["pid"] for s in samples for n, srv in s["servers"].items() if not n.startswith("pid")}
+    servers: dict[str, dict] = {}
+    for s in samples:
+        for name, srv in s["servers"].items():
+            if name.startswith("pid") and srv["pid"] in named:
+                continue  # a server seen on its GPU before it wrote its server.json
+            seen = servers.setdefault(name, {"pids": set(), "CUDA_VISIBLE_DEVICES": set(), "gpus": set(), "mem_mib": 0})
+            seen["pids"].add(srv["pid"])
+            if srv["CUDA_VISIBLE_DEVICES"] is not None:
+                seen["CUDA_VISIBLE_DEVICES"].add(srv["CUDA_VISIBLE_DEVICES"])
+            if srv.get("gpu") is not None:
+                seen["gpus"].add(srv["gpu"])
+            seen["mem_mib"] = max(seen["mem_mib"], srv.get("mem_mib", 0))
+    names = {n for n in servers if not n.startswith("pid")}
+    full = [s for s in samples if names and all(s["servers"].get(n, {}).get("alive") for n in names)]
+    gpus: dict[str, dict] = {}
+    for s in full:
+        for i, g in s["gpus"].items():
+            row = gpus.setdefault(i, {"mem_used_max_mib": 0, "util": []})
+            row["mem_used_max_mib"] = max(row["mem_used_max_mib"], g["mem_used_mib"])
+            row["util"].append(g["util"])
+    cpu = [s["driver_cpu_s"] for s in samples if s["driver_cpu_s"] is not None]
+    return {
+        "servers": {n: {k: sorted(v) if isinstance(v, set) else v for k, v in seen.items()} for n, seen in servers.items()},
+        "gpus_while_all_up": {i: {"mem_used_max_mib": g["mem_used_max_mib"],
+                                  "util_mean": round(sum(g["util"]) / len(g["util"]), 1)} for i, g in gpus.items()},
+        "samples_all_up": len(full),
+        "most_gpus_busy_at_once": max((len({a["gpu"] for a in s["gpu_apps"].values()}) for s in samples), default=0),
+        "driver_cpu_s": cpu[-1] if cpu else None,
+    }
+
+
+def run_watched(cmd: list[str], out: Path, env: dict[str, str], timeout: float) -> tuple[subprocess.CompletedProcess, float, dict]:
+    """`cmd` with its stderr in out/stderr, watched by a Monitor; its result, wall time and the
+    monitor's summary."""
+    print("$", shlex.join(cmd), flush=True)
+    start = time.monotonic()
+    with open(out / "stderr", "a") as err:
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=err, text=True, env=env, start_new_session=True)
+        watch = Monitor(out, proc.pid)
+        try:
+            stdout, _ = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGINT)  # the CLI stops its servers and the cluster on an interrupt
+            try:
+                stdout, _ = proc.communicate(timeout=60)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                stdout, _ = proc.communicate()
+    wall = time.monotonic() - start
+    return subprocess.CompletedProcess(cmd, proc.returncode, stdout, ""), wall, watch.finish()
+
+
+def ray_env() -> dict[str, str]:
+    # A local Ray cluster writes an auth token under ~/.ray unless told not to (bench/scaleout.py).
+    return {**os.environ, "RAY_AUTH_MODE": "disabled"}
+
+
+def scaleout(seconds: str) -> None:
+    """The arms of ARMS (default local, ray-1, ray-2), one after another with the same seed and
+    budget, each a `servefuzz fuzz` campaign whose servers it launches itself; each arm's
+    figures and GPU placement go to scaleout.json."""
+    arms = os.environ.get("ARMS", "local ray-1 ray-2").split()
+    until = float(os.environ.get("RAY_UNTIL", "inf"))
+    budget = min(float(seconds), (until - time.time()) / len(arms) - ARM_OVERHEAD_S)
+    if budget < 10:
+        print(f"scaleout: no time left for {len(arms)} arms", flush=True)
+        return
+    root = RESULTS / f"scaleout-{int(budget)}s"
+    n = 1
+    while root.exists():
+        n, root = n + 1, RESULTS / f"scaleout-{int(budget)}s-{n + 1}"
+    root.mkdir(parents=True)
+    launch, seed, rows = launch_command(), os.environ.get("SEED", "0"), []
+    # What Ray sees here, before any arm waits on it: an actor asking for a GPU Ray did not
+    # detect would wait for one forever.
+    probe = ("import json, ray; ray.init(address='local', num_cpus=1, include_dashboard=False, log_to_driver=False); "
+             "print(json.dumps({'ray': ray.__version__, **ray.cluster_resources()})); ray.shutdown()")
+    seen = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=ray_env(), timeout=180)
+    print(f"ray sees: {seen.stdout.strip() or seen.stderr.strip()[-2000:]}", flush=True)
+    try:
+        resources = json.loads(seen.stdout.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        resources = {}
+    (root / "ray-resources.json").write_text(json.dumps(resources, indent=1))
+    workers = max((int(a.removeprefix("ray-")) for a in arms if a.startswith("ray-")), default=0)
+    if float(resources.get("GPU", 0)) < workers * float(GPUS_PER_WORKER):
+        (root / "crash.json").write_text(json.dumps({"exit": seen.returncode, "ray_sees": resources,
+                                                     "stderr_tail": seen.stderr[-3000:]}, indent=2))
+        print(f"scaleout: Ray sees fewer GPUs than {workers} workers need; no arm run", flush=True)
+        return
+    for arm in arms:
+        out = root / arm
+        out.mkdir()
+        env = ray_env()
+        if arm == "local" and GPUS_PER_WORKER != "0":
+            env["CUDA_VISIBLE_DEVICES"] = "0"  # one GPU, as a Ray worker gets: llama.cpp would split over all
+        cmd = [sys.executable, "-m", "servefuzz", "fuzz", "--launch", launch, "--engine", "llamacpp", "--keep-going",
+               "--time", f"{budget:g}", "--seed", seed, "--out", str(out), "--json", *ARM_ARGS[arm],
+               *os.environ.get("FUZZ_EXTRA", "").split()]
+        done, wall, placed = run_watched(cmd, out, env, timeout=budget + 240)
+        (out / "fuzz.json").write_text(done.stdout)
+        row = {"arm": arm, "exit": done.returncode, "wall_s": round(wall, 1), **placed}
+        try:
+            s = json.loads(done.stdout)
+        except ValueError:
+            s = None
+        if done.returncode in (0, 1) and s:
+            minutes = max(float(s["elapsed_s"]), 1e-9) / 60
+            row.update(scenarios=s["iterations"], requests=s["requests"], elapsed_s=s["elapsed_s"],
+                       scenarios_per_min=round(s["iterations"] / minutes, 1),
+                       requests_per_min=round(s["requests"] / minutes, 1), findings=len(s.get("findings", [])),
+                       stopped_because=s.get("stopped_because"))
+            if row["driver_cpu_s"] is not None:
+                row["driver_cpu_share"] = round(row["driver_cpu_s"] / wall, 3)
+        else:
+            tail = (out / "stderr").read_text(errors="replace")[-3000:]
+            (out / "crash.json").write_text(json.dumps({"exit": done.returncode, "command": cmd, "stderr_tail": tail}, indent=2))
+            print(f"CRASH: arm {arm} exited {done.returncode}; stderr tail:\n{tail}", flush=True)
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+        (root / "scaleout.json").write_text(json.dumps({"budget_s": budget, "seed": seed, "launch": launch,
+                                                        "gpus_per_worker": GPUS_PER_WORKER, "arms": rows}, indent=1))
+
+
+def ray_triage() -> None:
+    """`servefuzz triage --ray local --parallel 2` of one finding: the worst of the last
+    scale-out run's, else issue 15's stored finding (.gpu/settle/finding.json, made on this CUDA
+    server). Each row a Ray task with its own server, one GPU each."""
+    until = float(os.environ.get("RAY_UNTIL", "inf"))
+    runs = os.environ.get("TRIAGE_RUNS", "5")
+    roots = sorted(RESULTS.glob("scaleout-*"), key=lambda p: p.stat().st_mtime)
+    found = []
+    for root in reversed(roots):
+        for arm in ("ray-2", "ray-1", "local"):
+            if (root / arm / "findings").is_dir():
+                found += [p for p, _ in worst_findings(root / arm, 1)]
+        if found:
+            break
+    source = found[0] if found else ROOT / ".gpu" / "settle" / "finding.json"
+    timeout = until - time.time()
+    if timeout < 60:
+        print("ray-triage: no time left", flush=True)
+        return
+    where = RESULTS / "ray-triage"
+    n = 1
+    while where.exists():
+        n, where = n + 1, RESULTS / f"ray-triage-{n + 1}"
+    where.mkdir(parents=True)
+    finding = where / "finding.json"
+    finding.write_text(source.read_text())
+    cmd = [sys.executable, "-m", "servefuzz", "triage", str(finding), "--launch", launch_command(), "--engine",
+           "llamacpp", "--runs", runs, "--ray", "local", "--parallel", "2", "--gpus-per-worker", GPUS_PER_WORKER]
+    done, wall, placed = run_watched(cmd, where, ray_env(), timeout=timeout)
+    (where / "stdout").write_text(done.stdout)
+    print(done.stdout[-3000:], flush=True)
+    triaged = where / "finding_triaged.json"
+    rows = []
+    if triaged.exists():
+        t = load_finding(triaged).triage
+        if t is not None:
+            rows = [{"row": r.name, "rate": r.rate, "component": r.component, "error": r.error} for r in (t.baseline, *t.variants)]
+    result = {"finding": str(source.relative_to(ROOT) if source.is_relative_to(ROOT) else source),
+              "exit": done.returncode, "wall_s": round(wall, 1), "rows": rows, **placed}
+    (where / "ray-triage.json").write_text(json.dumps(result, indent=1))
+    print(json.dumps(result), flush=True)
+
+
+def scaleout_lines() -> list[str]:
+    """summary.md's part for the scale-out runs and the Ray triage."""
+    lines = []
+    for path in sorted(RESULTS.glob("scaleout-*/scaleout.json")):
+        s = json.loads(path.read_text())
+        lines += [f"## {path.parent.name}: servefuzz fuzz, {s['budget_s']:g} s per arm, seed {s['seed']}, "
+                  f"--gpus-per-worker {s['gpus_per_worker']}", "",
+                  "| arm | exit | scenarios | requests | elapsed s | wall s | scenarios/min | requests/min | findings "
+                  "| driver CPU s | servers: CUDA_VISIBLE_DEVICES -> GPU (peak MiB) | GPUs while all up: peak MiB, mean load % |",
+                  "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+        for r in s["arms"]:
+            samples = path.parent / r["arm"] / "gpu-samples.jsonl"
+            if samples.exists():
+                r = {**r, **placement([json.loads(line) for line in samples.read_text().splitlines() if line])}
+            srv = "; ".join(f"{n}: {','.join(v['CUDA_VISIBLE_DEVICES']) or '-'} -> {v['gpus'] or '-'} ({v['mem_mib']})"
+                            for n, v in r.get("servers", {}).items())
+            gpu = "; ".join(f"{i}: {g['mem_used_max_mib']}, {g['util_mean']}" for i, g in r.get("gpus_while_all_up", {}).items())
+            lines.append(f"| {r['arm']} | {r['exit']} | {r.get('scenarios', '-')} | {r.get('requests', '-')} | "
+                         f"{r.get('elapsed_s', '-')} | {r['wall_s']} | {r.get('scenarios_per_min', '-')} | "
+                         f"{r.get('requests_per_min', '-')} | {r.get('findings', '-')} | {r.get('driver_cpu_s', '-')} | "
+                         f"{srv or '-'} | {gpu or '-'} |")
+        lines.append("")
+        by = {r["arm"]: r for r in s["arms"] if "scenarios_per_min" in r}
+        for a, b in (("ray-2", "ray-1"), ("ray-1", "local")):
+            if a in by and b in by:
+                lines.append(f"- {a} / {b}: {by[a]['scenarios_per_min'] / by[b]['scenarios_per_min']:.2f}x scenarios/min, "
+                             f"{by[a]['requests_per_min'] / by[b]['requests_per_min']:.2f}x requests/min")
+        lines.append("")
+    for path in sorted(RESULTS.glob("ray-triage*/ray-triage.json")):
+        t = json.loads(path.read_text())
+        samples = path.parent / "gpu-samples.jsonl"
+        if samples.exists():
+            t = {**t, **placement([json.loads(line) for line in samples.read_text().splitlines() if line])}
+        lines += [f"## {path.parent.name}: servefuzz triage --ray local --parallel 2 of {t['finding']}", "",
+                  f"exit {t['exit']} in {t['wall_s']} s; servers: "
+                  + ("; ".join(f"{n}: CUDA_VISIBLE_DEVICES {v['CUDA_VISIBLE_DEVICES']} -> GPU {v['gpus']}"
+                               for n, v in t["servers"].items()) or "-")
+                  + f"; at most {t['most_gpus_busy_at_once']} GPUs busy at once", ""]
+        lines += [f"- {r['row']}: {r['rate']} {r['component'] or ''} {r['error'] or ''}".rstrip() for r in t["rows"]]
+        lines.append("")
+    return lines
+
+
 def first_token_shifts(campaign: Path) -> tuple[dict[str, int], list[str]]:
     """How far each loaded request's first-token logprobs sit from the same request alone.
 
@@ -346,7 +676,9 @@ def campaign_figures(campaign: Path) -> str:
 
 def crashed() -> None:
     """Exit 3 when a campaign's last session crashed (the shell then exits 3 after packing)."""
-    bad = [c.name for c in sorted(RESULTS.glob("campaign-*")) if (c / "crash.json").exists()]
+    bad = [str(c.relative_to(RESULTS)) for c in sorted([*RESULTS.glob("campaign-*"), *RESULTS.glob("scaleout-*"),
+                                                          *RESULTS.glob("scaleout-*/*")])
+           if (c / "crash.json").exists()]
     if bad:
         print(f"servefuzz crashed in: {', '.join(bad)}", flush=True)
         sys.exit(3)
@@ -393,10 +725,12 @@ def summary() -> None:
                     lines.append(f"| {row.name} | {row.rate} | {'-' if j is None else f'{j:.2g}'} | "
                                  f"{row.component or '-'} | {row.error or ''} |")
             lines.append("")
+    lines += scaleout_lines()
     (RESULTS / "summary.md").write_text("\n".join(lines) + "\n")
 
 
-{"fuzz": fuzz, "triage": triage, "summary": summary, "crashed": crashed}[sys.argv[1]](*sys.argv[2:])
+{"fuzz": fuzz, "triage": triage, "summary": summary, "crashed": crashed, "scaleout": scaleout,
+ "ray_triage": ray_triage}[sys.argv[1]](*sys.argv[2:])
 PY
 }
 
@@ -412,7 +746,11 @@ for step in "${@:-build}"; do
                   say "fuzzing profile $profile for $seconds s"; drive fuzz "$profile" "$seconds" ;;
         summary) ;;  # only the summary and the pack, which every run ends with (here: on results brought back)
         triage) say "triage"; TRIAGE_UNTIL=$(( $(date +%s) + END - SECONDS - 25 )) drive triage "${MAX_FINDINGS:-2}" ;;
-        *) die "unknown step $step (build, fuzz:PROFILE:SECONDS, triage, summary)" ;;
+        ray:*) say "scale-out on Ray: arms ${ARMS:-local ray-1 ray-2}, at most ${step#ray:} s each"
+               RAY_UNTIL=$(( $(date +%s) + END - SECONDS - 30 )) drive scaleout "${step#ray:}" ;;
+        ray-triage) say "triage on Ray, two rows at once"
+                    RAY_UNTIL=$(( $(date +%s) + END - SECONDS - 30 )) drive ray_triage ;;
+        *) die "unknown step $step (build, fuzz:PROFILE:SECONDS, triage, ray:SECONDS, ray-triage, summary)" ;;
     esac
 done
 drive crashed || { say "a servefuzz campaign crashed (see summary.md)"; exit 3; }
