@@ -275,7 +275,7 @@ def test_the_leave_one_out_arms_leave_out_exactly_the_faults_own_strategies() ->
 
 
 @pytest.mark.timeout(180)
-def test_fuzz_coverage_draws_the_page_and_a_campaign_without_it_draws_none(tmp_path: Path) -> None:
+def test_fuzz_draws_the_coverage_page_by_default_and_no_coverage_draws_none(tmp_path: Path) -> None:
     import subprocess
 
     def fuzz(out: Path, *extra: str) -> dict[str, object]:
@@ -286,12 +286,28 @@ def test_fuzz_coverage_draws_the_page_and_a_campaign_without_it_draws_none(tmp_p
         summary: dict[str, object] = json.loads(p.stdout)
         return summary
 
-    on = fuzz(tmp_path / "on", "--coverage")
+    on = fuzz(tmp_path / "on")  # on by default
     cov = on["coverage"]
     assert isinstance(cov, dict) and 0 < cov["covered_pairs"] <= cov["total_pairs"], cov
     page = (tmp_path / "on" / "coverage.html").read_text(encoding="utf-8")
     stored = Coverage.from_json(json.loads((tmp_path / "on" / COVERAGE_FILE).read_text(encoding="utf-8")))
     assert stored.covered == cov["covered_pairs"] and "<table" in page
-    off = fuzz(tmp_path / "off")
+    off = fuzz(tmp_path / "off", "--no-coverage")
     assert "coverage" not in off and not (tmp_path / "off" / "coverage.html").exists()
     assert not (tmp_path / "off" / COVERAGE_FILE).exists()
+
+
+def test_coverage_is_on_for_the_default_mix_off_for_a_named_strategy_and_kept_on_resume(tmp_path: Path) -> None:
+    from servefuzz.api import FuzzOptions
+
+    assert FuzzOptions(out=tmp_path).uses_coverage()
+    assert FuzzOptions(out=tmp_path, strategy="mix").uses_coverage()
+    assert not FuzzOptions(out=tmp_path, strategy="page-boundary").uses_coverage()
+    assert not FuzzOptions(out=tmp_path, coverage=False).uses_coverage()
+    # On resume the campaign goes on as it was started, and the generator the campaign added
+    # itself is not a strategy to ask for.
+    (tmp_path / "config.json").write_text(json.dumps({"seed": 3, "strategies": ["page-boundary", "pairwise"]}))
+    resumed = FuzzOptions(out=tmp_path, resume=True)
+    assert resumed.uses_coverage() and resumed.identity() == (3, "page-boundary")
+    (tmp_path / "config.json").write_text(json.dumps({"seed": 3, "strategies": ["page-boundary"]}))
+    assert not FuzzOptions(out=tmp_path, resume=True).uses_coverage()

@@ -121,9 +121,9 @@ def build_parser() -> UsageParser:
                    help="Mooncake-style JSONL trace (timestamp, input_length, output_length, hash_ids): seed scenarios")
     f.add_argument("--slowdowns", action="store_true",
                    help="also report noisy-neighbour slowdowns (latency vs. the request alone) as findings")
-    f.add_argument("--coverage", action="store_true",
+    f.add_argument("--coverage", action=argparse.BooleanOptionalAction, default=None,
                    help="steer toward untried pairs of features (n, prompt vs chunk and page, prefix sharing, "
-                        "cancellation, ...); kept in coverage.json, drawn in coverage.html")
+                        "cancellation, ...); kept in coverage.json, drawn in coverage.html (default: on, unless --strategy names one)")
     stop = f.add_mutually_exclusive_group()
     stop.add_argument("--stop-at-first", dest="stop_at_first", action="store_true", default=None,
                       help="stop at the first confirmed finding (default on the embedded engine)")
