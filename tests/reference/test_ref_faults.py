@@ -105,6 +105,13 @@ def many_requests_burst(url: str) -> list[Answer]:
     return burst(url, [(f"N{i}", i % 3, generate_body(toks(60 + i, 100), 32)) for i in range(30)])
 
 
+def finished_then_fresh(url: str) -> list[Answer]:
+    # S finishes while L still runs (its idle slot keeps S's prompt state); then F, whose own
+    # prompt is under one page (a cache miss), arrives fresh.
+    burst(url, [("S", 0, generate_body(toks(80, 40), 4)), ("L", 0, generate_body(toks(81, 40), 32))])
+    return burst(url, [("F", 0, generate_body(toks(82, 40), 12))])
+
+
 # fault -> (flags that set up its trigger, trigger, flags of the cure)
 CASES: dict[str, tuple[list[str], Callable[[str], list[Answer]], list[str]]] = {
     "page-boundary-prefix": ([], page_boundary_burst, ["--disable-radix-cache"]),
@@ -114,6 +121,7 @@ CASES: dict[str, tuple[list[str], Callable[[str], list[Answer]], list[str]]] = {
     "abort-reuse": ([], abort_then_reuse, ["--disable-radix-cache"]),
     "evict-in-use": (["--max-total-tokens", "1024"], pool_pressure_burst, ["--max-total-tokens", "65536"]),
     "batch-variant-numerics": ([], many_requests_burst, ["--enable-deterministic-inference"]),
+    "stale-slot-continuation": ([], finished_then_fresh, ["--disable-radix-cache"]),
 }
 
 

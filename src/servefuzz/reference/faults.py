@@ -92,6 +92,16 @@ FAULTS: dict[str, Fault] = {
             "a running request's pages are freed, reallocated and overwritten under it",
         ),
         Fault(
+            "stale-slot-continuation",
+            "llama.cpp #27148",
+            "server prompt cache (idle slots)",
+            "a request finishes while another is still running, and a later fresh request's own "
+            "prompt misses the cache",
+            "--disable-radix-cache",
+            "the fresh request is served the finished request's prompt state: its answer is that "
+            "request's solo continuation, with cached_tokens = 0",
+        ),
+        Fault(
             "batch-variant-numerics",
             "vLLM #23138, llama.cpp #7052 (benign class)",
             "batch-size-dependent reductions",

@@ -275,6 +275,8 @@ class Engine:
         self.chunked: Seq | None = None  # the one sequence whose prefill continues next batch
         self.inflight: _Batch | None = None  # overlap mode: scheduled, forward not yet run
         self.requests: dict[str, Request] = {}
+        # FAULT stale-slot-continuation: the prompt state a finished request left in its idle slot.
+        self._idle_slot: tuple[int, ...] | None = None
         self.error: str | None = None
         self._events: dict[int, tuple[Request, list[Event]]] = {}
         self._inbox: queue.SimpleQueue[tuple[str, Any]] = queue.SimpleQueue()
@@ -435,6 +437,7 @@ class Engine:
             self.tree.reset()
         self.pool.clear()
         self.rows.clear()
+        self._idle_slot = None
         self._update_gauges()
         return True
 
@@ -521,6 +524,7 @@ class Engine:
         siblings = [x for x in s.req.seqs[1:] if x.state is _State.FORK_PENDING] if fresh else []
         if self.rows.free_rows < 1 + len(siblings):
             return None
+        stale = fresh and self._fault_stale_slot(s)
         prefix: list[int] = []
         node = None
         if self.tree is not None:
@@ -549,11 +553,30 @@ class Engine:
         self.rows.write(s.row, 0, self.pool.slots(s.pages, 0, start))
         s.kv_len, s.state, s.admitted = start, _State.PREFILL, True
         if fresh:
-            s.req.cached_tokens = start
+            s.req.cached_tokens = 0 if stale else start  # the victim's own prompt matched nothing
             self.stats.prompt_tokens += len(s.tokens)
         self.stats.cache_query_tokens += len(s.tokens)
         self.stats.cache_hit_tokens += start
         return self._extend_item(s, end)
+
+    def _fault_stale_slot(self, s: Seq) -> bool:
+        # FAULT stale-slot-continuation (models llama.cpp #27148, the server prompt cache with
+        # --cache-ram / --cache-idle-slots): a request that finished while another was still
+        # running leaves its prompt state in its idle slot; the next fresh request (n = 1) whose
+        # own prompt misses the cache is handed that slot's state instead of a cleared one, so
+        # it decodes the finished request's conversation: its answer is that request's solo
+        # continuation, reported with cached_tokens = 0. Consumed once; flushed with the cache.
+        # Needs prior traffic in the same busy period: a lone request on a flushed server never
+        # sees it. Cured by turning the prompt cache off (--disable-radix-cache).
+        donor = self._idle_slot
+        if donor is None or self.tree is None or s.req.n != 1 or donor == s.req.prompt:
+            return False
+        if len(donor) + s.req.max_new_tokens > self.args.context_length:
+            return False
+        if self.tree.match_prefix(s.tokens, (len(s.tokens) - 1) // self.args.page_size).pages:
+            return False  # a cache hit: the slot is not the one picked
+        s.req.prompt, s.tokens, self._idle_slot = donor, list(donor), None
+        return True
 
     def _extend_item(self, s: Seq, end: int) -> _ExtendItem:
         start = s.kv_len
@@ -809,6 +832,9 @@ class Engine:
 
     def _finish(self, s: Seq, reason: FinishReason) -> None:
         s.state = _State.DONE
+        if (self._has("stale-slot-continuation") and reason.kind != "abort" and s.req.n == 1
+                and len(self.requests) > 1):
+            self._idle_slot = s.req.prompt  # FAULT stale-slot-continuation: the idle slot keeps it
         if s in self.running:
             self.running.remove(s)
         self._event(s.req, FinishEvent(s.index, reason))
