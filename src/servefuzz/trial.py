@@ -97,8 +97,10 @@ class Executed:
     def requests(self) -> int:
         return self.sent
 
-    def judge(self, *, performance: bool = False, campaign: CampaignNoise | None = None) -> Judgement:
-        return judge(self.loaded, self.alone, cache=self.cache, performance=performance, campaign=campaign)
+    def judge(self, *, performance: bool = False, campaign: CampaignNoise | None = None,
+              scenario: Scenario | None = None) -> Judgement:
+        return judge(self.loaded, self.alone, cache=self.cache, performance=performance, campaign=campaign,
+                     scenario=scenario)
 
 
 async def _metrics(runner: Runner) -> dict[str, float]:
@@ -272,7 +274,7 @@ async def reproduce(
             break
     return Reproduction(
         confirmation=reproduction(expect, loaded, refs, cache=cache, lost=lost),
-        judgement=judge(loaded, refs, cache=cache, campaign=noise),
+        judgement=judge(loaded, refs, cache=cache, campaign=noise, scenario=scenario),
         loaded=tuple(loaded),
         alone=refs,
         cache=tuple(cache),

@@ -42,3 +42,30 @@ def test_the_default_campaign_finds_the_fault_with_the_right_class(fault: str, t
     assert RIGHT[fault] in verdicts
     if fault == "batch-variant-numerics":
         assert verdicts == {"numeric-drift"}, verdicts
+
+
+LEAK_CAP_S = 60  # seeds 0-2 found it in 11-28 s at nice 19 on 2 shared cores (docs/fault-zoo.md)
+
+
+@pytest.mark.timeout(LEAK_CAP_S + 60)
+def test_the_default_campaign_finds_the_stale_slot_by_the_leak_it_writes(tmp_path: Path) -> None:
+    """The stale slot hands a fresh request a finished request's state: its answer is that
+    request's solo continuation, and the finding says so (the leak oracle backs it, no control
+    had to run)."""
+    out = tmp_path / "stale-slot"
+    p = subprocess.run(
+        [sys.executable, "-m", "servefuzz", "fuzz", "--fault", "stale-slot-continuation", "--time", str(LEAK_CAP_S),
+         "--json", "--out", str(out)],
+        capture_output=True, text=True, timeout=LEAK_CAP_S + 50, check=False,
+    )
+    assert "Traceback" not in p.stderr, p.stderr[-2000:]
+    summary = json.loads(p.stdout)
+    assert summary["stopped_because"] == "first confirmed finding", summary["stopped_because"]
+    [finding] = [load_finding(f) for f in (out / "findings").glob("finding_*.json")]
+    assert finding.verdict.value == "corruption"
+    leaks = [c for a in finding.anomalies for c in a.evidence.get("controls", ()) if c["name"] == "leak-forensics" and c["backs"]]
+    assert leaks and "leak-forensics" in finding.headline.evidence["backed_by"], finding.headline.evidence
+    leak = leaks[0]["evidence"]
+    other = leak["request"]
+    assert other != leaks[0]["request_id"] and leak["source"] == f"{other} continuation" and leak["at"] == 0, leak
+    assert leak["tokens"] >= 8 and leaks[0]["summary"].startswith("leak: "), leaks[0]["summary"]

@@ -320,18 +320,20 @@ def back(anomalies: Sequence[Anomaly], results: Sequence[ControlResult]) -> tupl
         backing = [r for r in mine if r.backs]
         # Controls add up: a second control's results join the first's, never replace them.
         evidence = {**a.evidence, "controls": [*a.evidence.get("controls", ()), *(r.to_json() for r in mine)]}
-        if a.verdict is not Verdict.SUSPECTED_CORRUPTION or not backing:
+        # A leak backs any divergence, whatever its margin: another request's text in the answer
+        # is no rounding, even where the first flip sat at a near-tie (or had no logprobs).
+        if not backing or (a.verdict is not Verdict.SUSPECTED_CORRUPTION and not any(r.name == LEAK for r in backing)):
             out.append(dataclasses.replace(a, evidence=evidence))
             continue
         names = ", ".join(r.name for r in backing)
         clause = f"backed by the {names} control: " + "; ".join(r.summary for r in backing)
         divergences = tuple(
-            dataclasses.replace(d, verdict=Verdict.CORRUPTION, reason=f"{d.reason.removesuffix(' -> suspected-corruption')}"
+            dataclasses.replace(d, verdict=Verdict.CORRUPTION, reason=f"{d.reason.removesuffix(f' -> {a.verdict.value}')}"
                                 f" -> corruption ({clause})")
-            if d.verdict is Verdict.SUSPECTED_CORRUPTION else d
+            if d.verdict is a.verdict else d
             for d in a.divergences
         )
-        summary = a.summary.replace(Verdict.SUSPECTED_CORRUPTION.value, Verdict.CORRUPTION.value, 1)
+        summary = a.summary.replace(a.verdict.value, Verdict.CORRUPTION.value, 1)
         out.append(dataclasses.replace(a, verdict=Verdict.CORRUPTION, summary=f"{summary} (backed by {names})",
                                        divergences=divergences,
                                        evidence={**evidence, "backed_by": [*a.evidence.get("backed_by", ()),
@@ -369,17 +371,19 @@ def truth_control(
 
 def leak_forensics(
     request_id: str,
-    scenario: Scenario,
+    scenario: Scenario | Mapping[str, Sequence[int]],
     histories: Sequence[RunHistory],
     alone: Mapping[str, Sequence[RequestRecord]],
 ) -> ControlResult:
     """Leak forensics for one suspect: does any of its deviant outputs in `histories` (an answer
     other than its reference alone, the most frequent of `alone[request_id]`), from the flip on,
-    repeat LEAK_MIN_TOKENS or more tokens in a row of another request's solo continuation
-    (`alone`) or of its prompt, tokens that appear nowhere in the suspect's own prompt or
+    repeat LEAK_MIN_TOKENS or more tokens in a row of another request's context: its prompt
+    followed by its solo continuation (`alone`), so that a run from a prompt's tail into its
+    continuation counts, with tokens that appear nowhere in the suspect's own prompt or
     reference? The longest such run is the evidence: which run, whose content, where. Pure: it
-    reads runs already made. `original` counts deviant outputs that repeat another's content
-    among the deviant outputs seen.
+    reads runs already made. `scenario`: the scenario, or its prompts by request id (the judge
+    may know only the records: then the other requests' solo continuations are the sources).
+    `original` counts deviant outputs that repeat another's content among the deviant outputs seen.
 
         >>> from servefuzz.history import RequestRecord, RunHistory, Status
         >>> from servefuzz.workload import RequestSpec, Scenario
@@ -391,24 +395,32 @@ def leak_forensics(
         >>> r = leak_forensics("r01", sc, [leaked], alone)
         >>> r.backs, r.evidence["source"], r.evidence["tokens"]
         (True, 'r02 continuation', 10)
+        >>> r.summary.split(";")[0]
+        'leak: r01 load#0 output = request r02 continuation from its token 0 (output tokens 2-11)'
         >>> leak_forensics("r01", sc, [RunHistory(0, "load", (rec("r01", "load", [9, 9, *range(40, 50)]),))], alone).backs
         False
+        >>> leak_forensics("r01", sc, [RunHistory(0, "load", (rec("r01", "load", [9, 9, 8, *range(20, 29)]),))],
+        ...                alone).evidence["source"]   # the prompt's tail runs on into its continuation
+        'r02 prompt'
     """
     k = LEAK_MIN_TOKENS
-    specs = scenario.by_id()
+    prompts: Mapping[str, Sequence[int]] = (
+        {spec.id: spec.prompt_ids for spec in scenario.requests} if isinstance(scenario, Scenario) else scenario)
     mine = [Output.of(r, c) for r in alone.get(request_id, ()) if r.ok for c in r.choices if c.index == 0]
     reference = group_variants(mine)[0].outputs[0].choice.token_ids if mine else None
-    own = (*specs[request_id].prompt_ids, -1, *(reference or ())) if request_id in specs else tuple(reference or ())
+    own = (*prompts.get(request_id, ()), -1, *(reference or ()))
     own_grams = {own[i:i + k] for i in range(len(own) - k + 1)}
-    # Every k-gram of every other request's solo continuations and prompt, first place kept.
-    sources: list[tuple[str, tuple[int, ...]]] = []
-    for spec in scenario.requests:
-        if spec.id == request_id:
+    # Every k-gram of every other request's context (prompt, then each solo continuation of it),
+    # first place kept; `split` is where the prompt ends in it.
+    sources: list[tuple[str, tuple[int, ...], int]] = []
+    for rid in dict.fromkeys([*prompts, *alone]):
+        if rid == request_id:
             continue
-        sources += [(f"{spec.id} continuation", c.token_ids) for r in alone.get(spec.id, ()) if r.ok for c in r.choices]
-        sources.append((f"{spec.id} prompt", spec.prompt_ids))
+        prompt = tuple(prompts.get(rid, ()))
+        conts = {c.token_ids for r in alone.get(rid, ()) if r.ok for c in r.choices}
+        sources += [(rid, (*prompt, *cont), len(prompt)) for cont in conts] or [(rid, prompt, len(prompt))]
     index: dict[tuple[int, ...], tuple[int, int]] = {}
-    for s, (_, tokens) in enumerate(sources):
+    for s, (_, tokens, _) in enumerate(sources):
         for i in range(len(tokens) - k + 1):
             index.setdefault(tokens[i:i + k], (s, i))
     deviants = [o for h in histories for r in h.records if r.request_id == request_id and r.ok
@@ -425,12 +437,14 @@ def leak_forensics(
             if gram in own_grams or len(set(gram)) == 1 or gram not in index:
                 continue  # the victim's own text, one token repeated, or no one else's
             s, at = index[gram]
-            source = sources[s][1]
+            rid, source, split = sources[s]
             n = k
             while i + n < len(tail) and at + n < len(source) and tail[i + n] == source[at + n]:
                 n += 1
             if n > longest.get("tokens", 0):
-                longest = {"run": f"{o.label}#{o.run}", "source": sources[s][0], "at": at, "tokens": n,
+                where = "continuation" if at >= split else "prompt"
+                longest = {"run": f"{o.label}#{o.run}", "source": f"{rid} {where}", "request": rid,
+                           "at": at - split if at >= split else at, "tokens": n,
                            "from_token": flip + i, "flip": flip, "match": list(tail[i:i + n])}
         if longest:
             matched += 1
@@ -438,12 +452,14 @@ def leak_forensics(
                 best = longest
     what = "the deviant output repeat another request's content from the flip on"
     if best:
-        verdict = (f"{best['run']} gives {best['tokens']} tokens from token {best['from_token']} on (flip at "
-                   f"{best['flip']}) that are {best['source']} from its token {best['at']}, and none of its own: "
-                   "another request's content in its answer, a leak no rounding writes")
+        verdict = (f"leak: {request_id} {best['run']} output = request {best['source']} from its token {best['at']} "
+                   f"(output tokens {best['from_token']}-{best['from_token'] + best['tokens'] - 1}); flip at "
+                   f"{best['flip']}, none of it the request's own: another request's content in its answer, a leak "
+                   "no rounding writes")
+        summary = f"{verdict}; {matched}/{len(deviants)} deviant outputs repeat another request's content"
     else:
         verdict = (f"no deviant output repeats {k} or more tokens of another request's solo continuation or prompt: "
                    "no leak of content seen (which rules nothing out)")
-    summary = f"leak forensics (does {what}?): {request_id}: {matched}/{len(deviants)} deviant outputs do; {verdict}"
+        summary = f"leak forensics (does {what}?): {request_id}: {matched}/{len(deviants)} deviant outputs do; {verdict}"
     return ControlResult(LEAK, request_id, (matched, len(deviants)), (0, 0), 0.0 if best else 1.0, bool(best), summary,
                          evidence=best)

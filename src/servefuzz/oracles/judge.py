@@ -22,6 +22,7 @@ from servefuzz.anomaly import Anomaly, Oracle, Verdict, worst
 from servefuzz.finding import Confirmation, Finding
 from servefuzz.history import RequestRecord, RunHistory
 from servefuzz.oracles.cache_state import cache_state
+from servefuzz.oracles.controls import back, leak_forensics
 from servefuzz.oracles.isolation import isolation
 from servefuzz.oracles.liveness import liveness
 from servefuzz.oracles.nconsistency import n_consistency
@@ -71,6 +72,7 @@ def judge(
     cache: Sequence[RequestRecord] = (),
     performance: bool = False,
     campaign: CampaignNoise | None = None,
+    scenario: Scenario | None = None,
 ) -> Judgement:
     """Run every oracle over one scenario's histories.
 
@@ -78,7 +80,10 @@ def judge(
     cold state of the cache-state oracle); `cache`: warm and primed probe records;
     `performance`: include the noisy-neighbour oracle's slowdowns; `campaign`: the benign
     shifts seen so far (`oracles.noise`): flips are held against its threshold too, and
-    requests that moved beyond it without a flip are `anomalous-shift`s.
+    requests that moved beyond it without a flip are `anomalous-shift`s; `scenario`: its
+    prompts join the leak oracle's sources (without it, the other requests' solo continuations
+    are). A divergence whose deviant output repeats another request's content (`leak`) is
+    `corruption`, backed by the leak itself.
     """
     shifts: list[Anomaly] = []
     if campaign is not None:
@@ -104,7 +109,27 @@ def judge(
     if performance:
         found += noisy_neighbour(loaded, alone)
     found += liveness([*loaded, *([alone_run(alone)] if alone else [])])
-    return Judgement(tuple(found), replay.stable)
+    return Judgement(leak(found, loaded, alone, cache, scenario), replay.stable)
+
+
+def leak(
+    found: Sequence[Anomaly],
+    loaded: Sequence[RunHistory],
+    alone: Mapping[str, Sequence[RequestRecord]],
+    cache: Sequence[RequestRecord] = (),
+    scenario: Scenario | None = None,
+) -> tuple[Anomaly, ...]:
+    """The leak oracle: every divergent request whose deviant output (loaded, or in a cache
+    probe) repeats LEAK_MIN_TOKENS tokens of another request's prompt or solo continuation
+    (`controls.leak_forensics`) becomes `corruption`, the leak its backing control. Only leaks
+    are recorded: finding none says nothing, and the confirmation's forensics say it anyway."""
+    divergent = dict.fromkeys(a.request_id for a in found if a.verdict.is_divergence)
+    if not divergent:
+        return tuple(found)
+    sources: Scenario | Mapping[str, Sequence[int]] = scenario if scenario is not None else {}
+    runs = [*loaded, RunHistory(0, "cache", tuple(cache))] if cache else list(loaded)
+    leaks = [r for rid in divergent if (r := leak_forensics(rid, sources, runs, alone)).backs]
+    return back(found, leaks)
 
 
 def learn(

@@ -1,0 +1,86 @@
+"""The leak oracle in the one judging function: a deviant output that is another request's
+context is `corruption`, backed by the leak; unrelated deviations and numerics-like flips are
+left as the other oracles judged them. Pure: constructed histories."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+
+from servefuzz.anomaly import Verdict
+from servefuzz.history import ChoiceRecord, RequestRecord, RunHistory, Status
+from servefuzz.oracles.controls import LEAK, LEAK_MIN_TOKENS
+from servefuzz.oracles.judge import judge
+from servefuzz.workload import RequestSpec, Scenario
+
+_rng = random.Random(14)
+
+
+def toks(n: int) -> tuple[int, ...]:
+    return tuple(_rng.randrange(3, 1024) for _ in range(n))
+
+
+PROMPTS = {rid: toks(40) for rid in ("r01", "r02", "r03")}
+SOLO = {rid: toks(16) for rid in PROMPTS}
+SCENARIO = Scenario(1, tuple(RequestSpec(rid, float(i), p, 16) for i, (rid, p) in enumerate(PROMPTS.items())))
+
+
+def rec(rid: str, run: int, label: str, ids: Sequence[int]) -> RequestRecord:
+    return RequestRecord(rid, run, label, Status.OK, 0.0, choices=(ChoiceRecord(0, tuple(ids)),))
+
+
+def alone() -> dict[str, list[RequestRecord]]:
+    return {rid: [rec(rid, 0, "alone", ids)] for rid, ids in SOLO.items()}
+
+
+def loaded(**outputs: Sequence[int]) -> list[RunHistory]:
+    """Two loaded runs: run 0 with the given outputs, run 1 with every request's solo answer."""
+    first = tuple(rec(rid, 0, "load", outputs.get(rid, SOLO[rid])) for rid in PROMPTS)
+    return [RunHistory(0, "load", first), RunHistory(1, "load", tuple(rec(rid, 1, "load", SOLO[rid]) for rid in PROMPTS))]
+
+
+def by_request(runs: list[RunHistory], scenario: Scenario | None = SCENARIO) -> dict[str, list[Verdict]]:
+    out: dict[str, list[Verdict]] = {}
+    for a in judge(runs, alone(), scenario=scenario).anomalies:
+        out.setdefault(a.request_id, []).append(a.verdict)
+    return out
+
+
+def test_an_output_that_is_another_requests_continuation_is_a_corruption_backed_by_the_leak() -> None:
+    judgement = judge(loaded(r02=SOLO["r01"]), alone(), scenario=SCENARIO)
+    flagged = [a for a in judgement.anomalies if a.request_id == "r02"]
+    assert flagged and all(a.verdict is Verdict.CORRUPTION for a in flagged), flagged
+    for a in flagged:  # without logprobs the flip alone would be unclassified: the leak decides
+        assert a.evidence["backed_by"] == [LEAK]
+        [leak] = [c for c in a.evidence["controls"] if c["name"] == LEAK]
+        assert leak["evidence"]["source"] == "r01 continuation" and leak["evidence"]["at"] == 0
+        assert leak["evidence"]["tokens"] == 16 and leak["evidence"]["match"] == list(SOLO["r01"])
+        assert leak["summary"].startswith("leak: r02 load#0 output = request r01 continuation from its token 0")
+    assert not any(a.request_id != "r02" for a in judgement.anomalies)
+
+
+def test_an_output_that_continues_another_requests_prompt_tail_is_a_leak_with_or_without_the_scenario() -> None:
+    tail = (*PROMPTS["r03"][-6:], *SOLO["r03"][:6])  # a run from r03's prompt into its answer
+    assert set(by_request(loaded(r01=(*SOLO["r01"][:4], *tail)))["r01"]) == {Verdict.CORRUPTION}
+    # Without the scenario only solo continuations are sources: 6 tokens of r03's answer are too few.
+    assert Verdict.CORRUPTION not in by_request(loaded(r01=(*SOLO["r01"][:4], *tail)), scenario=None)["r01"]
+    assert set(by_request(loaded(r01=SOLO["r03"]), scenario=None)["r01"]) == {Verdict.CORRUPTION}
+
+
+def test_unrelated_deviations_short_matches_and_numerics_like_flips_are_no_leak() -> None:
+    unrelated = (*SOLO["r01"][:3], *toks(13))
+    short = (*SOLO["r01"][:3], *SOLO["r02"][: LEAK_MIN_TOKENS - 1], *toks(6))
+    # Batch numerics flip one token and then often run on with the request's own text.
+    numerics = (*SOLO["r03"][:5], 7, *SOLO["r03"][5:15])
+    verdicts = by_request(loaded(r01=unrelated, r02=short, r03=numerics))
+    assert set(verdicts) == {"r01", "r02", "r03"}, verdicts
+    assert Verdict.CORRUPTION not in {v for vs in verdicts.values() for v in vs}, verdicts
+    # One token repeated is everyone's degenerate loop, not someone's text.
+    loop = {**SOLO, "r02": (5,) * 16}
+    runs = [RunHistory(0, "load", tuple(rec(rid, 0, "load", (5,) * 16 if rid == "r01" else loop[rid]) for rid in loop))]
+    alone_loop = {rid: [rec(rid, 0, "alone", ids)] for rid, ids in loop.items()}
+    assert all(a.verdict is not Verdict.CORRUPTION for a in judge(runs, alone_loop, scenario=SCENARIO).anomalies)
+
+
+def test_agreeing_runs_give_no_anomaly_for_the_leak_oracle_to_read() -> None:
+    assert judge(loaded(), alone(), scenario=SCENARIO).anomalies == ()
