@@ -90,9 +90,10 @@ LEAK = "leak-forensics"
 TRUTH = "truth"
 # A deviant output repeats another request's content when this many of its tokens in a row, from
 # the flip on, are a run of that request's solo continuation or prompt and appear nowhere in the
-# victim's own prompt or reference. Eight: a chance match in a vocabulary of thousands is
-# negligible, and a short common phrase (four tokens) that two requests of one template both
-# continue with is not a leak.
+# victim's own prompt or reference. Eight: in the clean campaigns of seeds 12 and 13 (6,244
+# distinct outputs, bench/leak_chance.py) unrelated requests shared at most 4 tokens in a row
+# by chance (16 outputs), never 5; and a short common phrase that two requests of one template
+# both continue with is not a leak.
 LEAK_MIN_TOKENS = 8
 # A run this close to the exact float64 forward pass (largest |observed - true| logprob over its
 # top-k, at every position up to the flip) computed what the model computes: float32 engines on a
