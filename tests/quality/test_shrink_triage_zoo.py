@@ -117,6 +117,19 @@ def evict_in_use(b: PromptBuilder) -> Case:
     ))
 
 
+def stale_slot_continuation(b: PromptBuilder) -> Case:
+    # r01 finishes while r02 still decodes (its idle slot keeps r01's prompt state); r03 arrives
+    # fresh later, its own prompt under one page: a cache miss, served r01's state.
+    return [], Scenario(7, (
+        RequestSpec("r01", 0.0, b.prompt(None, 0, 30), 8),
+        RequestSpec("r02", 0.5, b.prompt(None, 0, 40), 40),
+        RequestSpec("r03", 150.0, b.prompt(None, 0, 20), 8),
+        RequestSpec("r04", 200.0, b.prompt(None, 0, 50), 8),
+        RequestSpec("r05", 260.0, b.prompt(None, 0, 30), 8),
+        RequestSpec("r06", 300.0, b.prompt(None, 0, 20), 4),
+    ))
+
+
 CASES: dict[str, Callable[[PromptBuilder], Case]] = {
     "page-boundary-prefix": page_boundary_prefix,
     "overlap-war": overlap_war,
@@ -124,6 +137,7 @@ CASES: dict[str, Callable[[PromptBuilder], Case]] = {
     "chunk-boundary": chunk_boundary,
     "abort-reuse": abort_reuse,
     "evict-in-use": evict_in_use,
+    "stale-slot-continuation": stale_slot_continuation,
 }
 
 
