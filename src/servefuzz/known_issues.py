@@ -59,6 +59,7 @@ REFERENCE_FAULTS = (
     "abort-reuse",
     "evict-in-use",
     "batch-variant-numerics",
+    "stale-slot-continuation",
 )
 
 # Weights of the evidence. A cure seen in the triage matrix says the most; the engine (or the
