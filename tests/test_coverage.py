@@ -311,3 +311,13 @@ def test_coverage_is_on_for_the_default_mix_off_for_a_named_strategy_and_kept_on
     assert resumed.uses_coverage() and resumed.identity() == (3, "page-boundary")
     (tmp_path / "config.json").write_text(json.dumps({"seed": 3, "strategies": ["page-boundary"]}))
     assert not FuzzOptions(out=tmp_path, resume=True).uses_coverage()
+
+
+@pytest.mark.parametrize("config", ['{"seed": 0, "strategies": 5}', '{"seed": 0, "strategies": [3]}', "[1]"])
+def test_a_damaged_config_json_is_refused_on_resume_with_one_line(tmp_path: Path, config: str) -> None:
+    from servefuzz.api import FuzzOptions
+    from servefuzz.errors import UsageError
+
+    (tmp_path / "config.json").write_text(config)
+    with pytest.raises(UsageError, match="damaged"):
+        FuzzOptions(out=tmp_path, resume=True).validate()

@@ -186,11 +186,15 @@ class FuzzOptions:
         """The campaign dir's config.json when resuming (empty otherwise, or when unreadable)."""
         if not self.resume:
             return {}
+        path = self.out / "config.json"
         try:
-            stored = json.loads((self.out / "config.json").read_text(encoding="utf-8"))
+            stored = json.loads(path.read_text(encoding="utf-8"))
         except (OSError, ValueError):
             return {}
-        return stored if isinstance(stored, dict) else {}
+        names = stored.get("strategies", []) if isinstance(stored, dict) else None
+        if not isinstance(stored, dict) or not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+            raise UsageError(f"{path} is damaged (its strategies are not a list of names): cannot resume it")
+        return stored
 
 
 def embedded_banner(opts: FuzzOptions) -> str:

@@ -574,7 +574,7 @@ class _Loop:
             dataclasses.replace(h, meta={**h.meta, **tag}) for h in (*done.loaded, *_alone_as_runs(done.alone, done.cache))
         ])
         noise = self.noise
-        verdict = done.judge(performance=config.performance, campaign=noise, scenario=scenario)
+        verdict = done.judge(performance=config.performance, campaign=noise)
         self.noise = learn(noise, verdict, done.loaded, done.alone, done.cache)  # judged first, added after
         if done.lost is not None:
             verdict = _with_target_lost(verdict, done.lost, await worker.death())

@@ -92,15 +92,15 @@ class Executed:
     cache: list[RequestRecord] = field(default_factory=list)
     lost: str | None = None
     sent: int = 0  # requests on the wire, probes' priming requests included
+    scenario: Scenario | None = None  # what ran: its prompts are the leak oracle's sources too
 
     @property
     def requests(self) -> int:
         return self.sent
 
-    def judge(self, *, performance: bool = False, campaign: CampaignNoise | None = None,
-              scenario: Scenario | None = None) -> Judgement:
+    def judge(self, *, performance: bool = False, campaign: CampaignNoise | None = None) -> Judgement:
         return judge(self.loaded, self.alone, cache=self.cache, performance=performance, campaign=campaign,
-                     scenario=scenario)
+                     scenario=self.scenario)
 
 
 async def _metrics(runner: Runner) -> dict[str, float]:
@@ -142,7 +142,7 @@ async def execute(
     state the last loaded run left; primed: flushed, the bare prefix alone, then the request),
     then, if asked, each request alone on a flushed cache (its isolation reference and cold
     state). Requests cancelled on purpose have no alone reference."""
-    done = Executed()
+    done = Executed(scenario=scenario)
     try:
         for i in range(runs):
             await runner.flush()
