@@ -326,6 +326,29 @@ def test_shrink_gate_keeps_what_reproduces_as_often_and_drops_the_rest() -> None
     assert ShrinkGate(Rate(2, 2), cap=10).test.cap == 13 and ShrinkGate(Rate(2, 2), cap=10).decide(13, 13) == ACCEPT
 
 
+def test_the_fresh_server_recheck_rejects_what_needed_the_old_server_and_passes_the_rest_quickly() -> None:
+    rng = random.Random(12)
+    for reference in (Rate(10, 10), Rate(8, 10), Rate(5, 10), Rate(2, 2)):
+        gate = ShrinkGate(reference)
+        planned = gate.recheck_runs
+        # Its plan can reject a candidate that never comes back on the fresh server.
+        assert gate.p_value(0, planned) < gate.alpha and planned <= gate.test.cap
+        for rate, expected in ((0.0, REJECT), (1.0, ACCEPT)):
+            runs_used = []
+            for _ in range(200):
+                k = n = 0
+                while n < planned and gate.recheck(k, n) == UNDECIDED:
+                    k, n = k + (rng.random() < rate), n + 1
+                assert gate.recheck(k, n) == expected, (reference, rate, k, n)
+                runs_used.append(n)
+            if rate == 1.0:  # as good as the finding: decided in at most two runs
+                assert max(runs_used) <= 2, (reference, runs_used)
+    # Against 10/10: a candidate that came back 1 time in 5 on the fresh server owed its rate
+    # to the old one (p = 0.0037); 2 in 5 is not significantly low (p = 0.022).
+    gate = ShrinkGate(Rate(10, 10))
+    assert gate.recheck(1, 5) == REJECT and gate.recheck(2, 5) == ACCEPT and gate.recheck(1, 2) == UNDECIDED
+
+
 # -- flaky -----------------------------------------------------------------------------------
 
 

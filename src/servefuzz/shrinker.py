@@ -448,25 +448,26 @@ def reproduction_test(bench: Replayer, expect: Expectation, gate: stats.ShrinkGa
 
     With `restart`, on a server `bench` launched, a candidate that passes is tested again on a
     fresh server and accepted only if it passes there too: a bug may leave damage that a cache
-    flush does not clear (a broken allocator, stale KV in free pages), and a minimal finding must
-    not owe its reproduction to what earlier candidates did to the server.
+    flush does not clear (a broken allocator, stale KV in free pages; the reference engine's
+    flush leaves its CUDA-graph buffers, which stale-padding reads), and a minimal finding must
+    not owe its reproduction to what earlier candidates did to the server. That re-check is the
+    gate's reject rule alone (`ShrinkGate.recheck`: two runs against a finding at 10/10, where
+    the full gate took 13 again): the candidate's rate was measured already, and the minimal
+    finding is confirmed on a fresh server at the end anyway.
     """
 
-    def stop(reproduced: int, done: int) -> bool:
-        return bool(gate.decide(reproduced, done) != stats.UNDECIDED)
-
-    def passes(candidate: Scenario) -> tuple[bool, int]:
-        rep = bench.reproduce(candidate, expect, gate.test.cap, stop=stop)
-        accepted = gate.decide(rep.reproduced, rep.attempts) == stats.ACCEPT
+    def passes(candidate: Scenario, decide: Callable[[int, int], str], runs: int) -> tuple[bool, int]:
+        rep = bench.reproduce(candidate, expect, runs, stop=lambda k, n: decide(k, n) != stats.UNDECIDED)
+        accepted = decide(rep.reproduced, rep.attempts) == stats.ACCEPT
         return accepted and rep.verdict_of(expect.within(candidate)) is expect.verdict, rep.attempts
 
     def test(candidate: Scenario) -> Trial:
         if not expect.within(candidate).anomalies:
             return Trial(False, 0)  # no flagged request left: it cannot show this finding
-        ok, spent = passes(candidate)
+        ok, spent = passes(candidate, gate.decide, gate.test.cap)
         if ok and restart and bench.can_restart:
             bench.restart()
-            ok, again = passes(candidate)
+            ok, again = passes(candidate, gate.recheck, gate.recheck_runs)
             spent += again
         return Trial(ok, spent)
 

@@ -514,6 +514,41 @@ class ShrinkGate:
                 return m
         return 0
 
+    # The fresh-server re-check: a candidate the gate accepted is replayed on a freshly started
+    # server, where all it must show is that it does not need the old server's state.
+    RECHECK_MIN = 5
+
+    @property
+    def recheck_runs(self) -> int:
+        """How many fresh-server runs the re-check plans: enough that a candidate which never
+        comes back there is rejected (0 of them significantly below the finding's rate), and at
+        least RECHECK_MIN; at most the gate's cap. Against 10/10 that is 5."""
+        fewest = next((n for n in range(1, self.test.cap + 1) if self.p_value(0, n) < self.alpha), self.test.cap)
+        return min(self.test.cap, max(self.RECHECK_MIN, fewest))
+
+    def recheck(self, k: int, n: int) -> str:
+        """ACCEPT, REJECT or UNDECIDED for `k` reproductions in `n` of the re-check's runs.
+
+        The candidate already passed the full gate on the old server, so the fresh server only
+        has to rule out that it owed its rate to damage earlier candidates left behind (such a
+        candidate comes back seldom or never there). The rule is the gate's reject rule alone,
+        over `recheck_runs` runs, curtailed: it accepts as soon as even failing every remaining
+        run could not make the rate significantly low, and rejects as soon as succeeding in every
+        remaining run could not save it. Against 10/10: accepted after 2 reproductions in a row
+        (2/5 has p = 0.022), rejected at 0/4 or 1/5.
+
+            >>> g = ShrinkGate(Rate(10, 10))
+            >>> g.recheck_runs, g.recheck(2, 2), g.recheck(0, 3), g.recheck(0, 4), g.recheck(1, 5)
+            (5, 'accept', 'undecided', 'reject', 'reject')
+        """
+        planned = self.recheck_runs
+        if k and self.p_value(k, planned) >= self.alpha:
+            return ACCEPT
+        best = k + max(0, planned - n)
+        if self.p_value(best, planned) < self.alpha:
+            return REJECT
+        return UNDECIDED
+
     def describe(self, k: int, n: int) -> str:
         """`"accept: 6/6 (...) against 10/10 (...), p = 1"`."""
         return f"{self.decide(k, n)}: {Rate(k, n)} against {self.reference}, p = {self.p_value(k, n):.2g}"
