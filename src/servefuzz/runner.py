@@ -40,9 +40,9 @@ from typing import Self, TypeVar
 
 import aiohttp
 
-from servefuzz.errors import TargetError
+from servefuzz.errors import TargetError, UsageError
 from servefuzz.history import RequestRecord, RunHistory, Status
-from servefuzz.targets.base import BadReply, BadStatus, Exchange, Target, TargetInfo, describe_error
+from servefuzz.targets.base import BadReply, BadStatus, Exchange, Target, TargetInfo, describe_error, supports_salts
 from servefuzz.workload import RequestSpec, Scenario
 
 __all__ = ["RunConfig", "Runner"]
@@ -151,6 +151,11 @@ class Runner:
         """Fire every request of `scenario` at its offset; return when all have ended.
 
         `cold`: the requests are clean references (see `Exchange.cold`)."""
+        salted = next((s.id for s in scenario.requests if s.cache_salt is not None), None)
+        if salted is not None and not supports_salts(self.target):
+            # Refused before anything is sent: the adapter would refuse each salted request, and
+            # a refusal inside a run would be recorded as the server's answer.
+            raise UsageError(f"request {salted} carries a cache salt, and the {self.target.engine} dialect has none")
         started_at = datetime.now(UTC).isoformat(timespec="milliseconds")
         # A garbage collection pauses the loop for up to ~20 ms here, delaying every send due
         # meanwhile. Collect now, outside the timed part, and not during it: what is garbage

@@ -46,6 +46,9 @@ class RequestSpec:
     stream: bool = False
     cancel_after_ms: float | None = None
     ignore_eos: bool = True
+    # The tenant's prefix-cache salt (vLLM's and SGLang's `cache_salt`): requests with different
+    # salts must never share a cached page. None: unsalted, as every request before salts was.
+    cache_salt: str | None = None
 
     def __post_init__(self) -> None:
         if not self.id:
@@ -62,6 +65,8 @@ class RequestSpec:
             raise ValueError(f"{self.id}: n must be >= 1")
         if self.prefix_len and self.prefix_name is None:
             raise ValueError(f"{self.id}: prefix_len > 0 needs a prefix_name")
+        if self.cache_salt is not None and not self.cache_salt:
+            raise ValueError(f"{self.id}: cache_salt must be a non-empty string or None")
 
     @property
     def prompt_len(self) -> int:
@@ -77,8 +82,17 @@ class RequestSpec:
         return self.cancel_after_ms is not None
 
     def to_json(self) -> dict[str, Any]:
+        """JSON-ready; an unsalted request leaves `cache_salt` out, so its JSON (and every
+        finding written before salts) reads the same as ever.
+
+        >>> spec = RequestSpec("r01", 0.0, (5, 6), 2, cache_salt="tenant-a")
+        >>> RequestSpec.from_json(spec.to_json()) == spec, "cache_salt" in RequestSpec("r01", 0.0, (5,), 1).to_json()
+        (True, False)
+        """
         d = dataclasses.asdict(self)
         d["prompt_ids"] = list(self.prompt_ids)
+        if self.cache_salt is None:
+            del d["cache_salt"]
         return d
 
     @classmethod

@@ -129,6 +129,8 @@ def workloads(draw: st.DrawFn) -> list[tuple[int, Request, int | None]]:
             n=draw(st.integers(1, 3)),
             ignore_eos=draw(st.booleans()),
             top_logprobs_num=2,
+            # Tenants: a salt keys the first cached page, and must change no answer.
+            cache_salt=draw(st.sampled_from([None, None, "tenant-a", "tenant-b"])),
         )
         plan.append((draw(st.integers(0, 25)), req, draw(st.one_of(st.none(), st.integers(0, 12)))))
     return plan

@@ -116,6 +116,34 @@ def test_a_repeat_is_served_from_cache_and_metrics_count_it(url: str) -> None:
     assert cold["meta_info"]["cached_tokens"] == 0
 
 
+def cached(url: str, salt: str | None, dialect: str) -> int:
+    """cached_tokens of PROMPT sent with `salt` (SGLang's extra_key, or vLLM's cache_salt)."""
+    if dialect == "sglang":
+        _, a = post(url, "/generate", generate_body(PROMPT, 2, **({"extra_key": salt} if salt else {})))
+        return int(a["meta_info"]["cached_tokens"])
+    body = {"prompt": PROMPT, "max_tokens": 2, "temperature": 0, **({"cache_salt": salt} if salt else {})}
+    _, b = post(url, "/v1/completions", body)
+    return int(b["usage"]["prompt_tokens_details"]["cached_tokens"])
+
+
+@pytest.mark.parametrize("dialect", ["sglang", "openai"])
+def test_a_salt_keys_the_cache_per_tenant(url: str, model: TinyModel, dialect: str) -> None:
+    # The paired assertion: the same salt reuses the tenant's pages (so the cache is on and the
+    # negative half means something), another salt and no salt reuse none of them.
+    flush(url)
+    assert cached(url, "tenant-a", dialect) == 0
+    assert cached(url, "tenant-a", dialect) == 128
+    assert cached(url, "tenant-b", dialect) == 0
+    assert cached(url, None, dialect) == 0
+    assert cached(url, None, dialect) == 128  # unsalted requests share among themselves, as ever
+    assert cached(url, "tenant-b", dialect) == 128
+    # Salted answers are the same exact answers: a salt changes what is shared, never a token.
+    answers = burst(url, [(s, 0, generate_body(PROMPT, 6, extra_key=s)) for s in ("tenant-a", "tenant-c")])
+    assert wrong_answers(model, answers) == {}
+    status, err = post(url, "/v1/completions", {"prompt": PROMPT, "max_tokens": 2, "cache_salt": ""})
+    assert status == 400 and "cache_salt" in err["error"]["message"]
+
+
 def test_server_info_resolves_every_flag_under_its_own_name(reference_server: Callable[..., str]) -> None:
     flags = [
         "--page-size",

@@ -157,3 +157,43 @@ def test_concurrent_run_matches_each_request_alone(ref: str) -> None:
     # A warm cache changes nothing either, and it really was hit.
     assert [[c.token_ids for c in r.choices] for r in warm.records] == [[c.token_ids for c in r.choices] for r in load.records]
     assert warm.by_id()[specs[-1].id].cached_tokens
+
+
+def test_a_salt_travels_with_the_request_and_keys_the_cache(ref: str) -> None:
+    # The SGLang dialect sends the salt as `extra_key` (the vLLM one as `cache_salt`: checked
+    # below, and against vLLM itself in tests/engines). Through the Runner: the same salt reuses
+    # the tenant's two pages, another salt none.
+    def spec(rid: str, salt: str) -> RequestSpec:
+        return RequestSpec(rid, 0.0, PROMPT, 2, cache_salt=salt)
+
+    async def body(r: Runner) -> list[int | None]:
+        await r.flush()
+        out = []
+        for rid, salt in (("a1", "tenant-a"), ("a2", "tenant-a"), ("b1", "tenant-b")):
+            out.append((await r.run_alone(spec(rid, salt), run=0, flush=False)).cached_tokens)
+        return out
+
+    assert with_runner(ref, "reference", body) == [0, 2 * PAGE, 0]
+
+
+def test_a_salted_request_is_refused_where_the_dialect_has_no_salt(ref: str) -> None:
+    from servefuzz.errors import UsageError
+    from servefuzz.targets.base import supports_salts
+
+    salted = RequestSpec("r01", 0.0, (5, 6), 2, cache_salt="tenant-a")
+    assert [supports_salts(make_target(e, "http://127.0.0.1:1")) for e in ("reference", "sglang", "vllm", "openai", "llamacpp")] == [
+        True, True, True, False, False]
+    assert make_target("sglang", "http://127.0.0.1:1").body(salted, top_k=1)["extra_key"] == "tenant-a"
+    assert make_target("vllm", "http://127.0.0.1:1").body(salted, top_k=1, model="m")["cache_salt"] == "tenant-a"
+    assert "cache_salt" not in make_target("vllm", "http://127.0.0.1:1").body(
+        RequestSpec("r01", 0.0, (5, 6), 2), top_k=1, model="m")
+    with pytest.raises(UsageError, match="no cache salt|has none"):
+        make_target("llamacpp", "http://127.0.0.1:1").body(salted, top_k=1)
+
+    # Refused before anything is sent: the plain OpenAI dialect has no salt (it would be sent
+    # unsalted, and test something else), though this server would take one.
+    async def refused(r: Runner) -> None:
+        await r.run(Scenario(0, (salted,)), run=0)
+
+    with pytest.raises(UsageError, match="openai dialect has none"):
+        with_runner(ref, "openai", refused)

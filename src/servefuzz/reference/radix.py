@@ -14,10 +14,22 @@ that eviction, which removes least-recently-used unlocked leaves, leaves it alon
     [1]
     >>> pool.release(pages); tree.evict(2), pool.free_pages   # the tree's references go too
     (2, 15)
+
+A tenant's `salt` (vLLM's and SGLang's `cache_salt`) is hashed into the key of the first page
+only, as vLLM hashes it into the first block: every later key hangs below that page, so two
+salts share no page at all, and one salt (or none) shares as before.
+
+    >>> salted = pool.alloc(1)
+    >>> _ = tree.insert([1, 2, 3, 4, 5], salted, salt="tenant-a")
+    >>> tree.match_prefix([1, 2, 3, 4, 0], 1, salt="tenant-a").pages == salted
+    True
+    >>> tree.match_prefix([1, 2, 3, 4, 0], 1, salt="tenant-b").pages, tree.match_prefix([1, 2, 3, 4, 0], 1).pages
+    ([], [])
 """
 
 from __future__ import annotations
 
+import hashlib
 import heapq
 import itertools
 from collections.abc import Sequence
@@ -25,7 +37,19 @@ from dataclasses import dataclass
 
 from servefuzz.reference.kvpool import KVPool
 
-__all__ = ["PrefixMatch", "RadixCache", "RadixNode"]
+__all__ = ["PrefixMatch", "RadixCache", "RadixNode", "salt_tag"]
+
+
+def salt_tag(salt: str | None) -> tuple[int, ...]:
+    """What a salt adds in front of the first page's key: () for none, else one negative
+    integer from its SHA-256, which no token id (>= 0) can equal.
+
+    >>> salt_tag(None), salt_tag("a") == salt_tag("a"), salt_tag("a") != salt_tag("b"), salt_tag("a")[0] < 0
+    ((), True, True, True)
+    """
+    if salt is None:
+        return ()
+    return (-1 - int.from_bytes(hashlib.sha256(salt.encode()).digest()[:8], "big"),)
 
 
 class RadixNode:
@@ -60,18 +84,31 @@ class RadixCache:
         self._clock = itertools.count(1)
         self.cached_pages = 0
 
-    def _chunk(self, tokens: Sequence[int], i: int) -> tuple[int, ...]:
-        return tuple(tokens[i * self.page_size : (i + 1) * self.page_size])
+    def _chunk(self, tokens: Sequence[int], i: int, salt: str | None = None) -> tuple[int, ...]:
+        page = tuple(tokens[i * self.page_size : (i + 1) * self.page_size])
+        return salt_tag(salt) + page if i == 0 else page
 
-    def match_prefix(self, tokens: Sequence[int], max_pages: int, *, boundary_fast_path: bool = False) -> PrefixMatch:
-        """The longest cached prefix of `tokens`, in whole pages, at most `max_pages` of them.
+    def match_prefix(
+        self,
+        tokens: Sequence[int],
+        max_pages: int,
+        *,
+        salt: str | None = None,
+        boundary_fast_path: bool = False,
+        salt_blind: bool = False,
+    ) -> PrefixMatch:
+        """The longest cached prefix of `tokens` under `salt`, in whole pages, at most
+        `max_pages` of them.
 
         Pages whose KV is not written yet (not `ready`) end the match. `boundary_fast_path` is
-        the planted page-boundary-prefix fault (see faults.py) and is off in a clean engine.
+        the planted page-boundary-prefix fault and `salt_blind` the planted salt-ignored fault
+        (see faults.py); both are off in a clean engine.
         """
         node, path = self.root, []
         for i in range(max_pages):
-            child = node.children.get(self._chunk(tokens, i))
+            child = node.children.get(self._chunk(tokens, i, salt))
+            if child is None and i == 0 and salt_blind:
+                child = self._first_page_any_salt(self._chunk(tokens, 0))
             if child is None:
                 break
             path.append(child)
@@ -90,8 +127,21 @@ class RadixCache:
             n.last_access = tick
         return PrefixMatch([n.page for n in path], path[-1] if path else self.root)
 
-    def insert(self, tokens: Sequence[int], pages: Sequence[int], *, ready: bool = True) -> RadixNode:
-        """Cache the full pages of `tokens` (page i of tokens lives in `pages[i]`).
+    def _first_page_any_salt(self, page: tuple[int, ...]) -> RadixNode | None:
+        # FAULT salt-ignored (models SGLang #37160, where the LMCache lookup drops the salt; the
+        # class of vLLM CVE-2025-46570): when the salted lookup of the first page misses, a second
+        # lookup path keyed on the tokens alone, as an external KV store keyed by token hashes
+        # is, takes that page from whichever tenant cached it. The pages hold the right KV for
+        # these tokens, so the answer is still exact: only cached_tokens and the time to the
+        # first token show another tenant's cache was read.
+        width = len(page)
+        return next((c for k, c in self.root.children.items()
+                     if len(k) - width in (0, 1) and k[len(k) - width:] == page and c.ready), None)
+
+    def insert(
+        self, tokens: Sequence[int], pages: Sequence[int], *, ready: bool = True, salt: str | None = None
+    ) -> RadixNode:
+        """Cache the full pages of `tokens` under `salt` (page i of tokens lives in `pages[i]`).
 
         Pages already cached under the same key stay as they are (the caller keeps its own
         copy and its own reference). Returns the deepest node covering the full pages.
@@ -99,7 +149,7 @@ class RadixCache:
         node = self.root
         tick = next(self._clock)
         for i in range(min(len(tokens) // self.page_size, len(pages))):
-            key = self._chunk(tokens, i)
+            key = self._chunk(tokens, i, salt)
             child = node.children.get(key)
             if child is None:
                 child = RadixNode(key, pages[i], node, ready)

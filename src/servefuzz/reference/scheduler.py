@@ -131,6 +131,7 @@ class Request:
     ignore_eos: bool = True
     top_logprobs_num: int = 0
     seed: int = 0
+    cache_salt: str | None = None  # the tenant's prefix-cache salt: no page is shared across salts
     sink: Callable[[Sequence[Event]], None] | None = None
     cached_tokens: int = 0  # set by the engine when the request is admitted
     seqs: list[Seq] = field(default_factory=list, repr=False)
@@ -529,7 +530,8 @@ class Engine:
         node = None
         if self.tree is not None:
             match = self.tree.match_prefix(
-                s.tokens, (len(s.tokens) - 1) // ps, boundary_fast_path=self._has("page-boundary-prefix")
+                s.tokens, (len(s.tokens) - 1) // ps, salt=s.req.cache_salt,
+                boundary_fast_path=self._has("page-boundary-prefix"),
             )
             prefix, node = match.pages, match.node
         start = len(prefix) * ps
@@ -573,7 +575,7 @@ class Engine:
             return False
         if len(donor) + s.req.max_new_tokens > self.args.context_length:
             return False
-        if self.tree.match_prefix(s.tokens, (len(s.tokens) - 1) // self.args.page_size).pages:
+        if self.tree.match_prefix(s.tokens, (len(s.tokens) - 1) // self.args.page_size, salt=s.req.cache_salt).pages:
             return False  # a cache hit: the slot is not the one picked
         s.req.prompt, s.tokens, self._idle_slot = donor, list(donor), None
         return True
@@ -590,7 +592,7 @@ class Engine:
             # FAULT page-boundary-prefix (models SGLang #22819): the batch's full pages enter
             # the tree at schedule time, before the forward writes their KV (marked not ready;
             # only the faulty fast path in RadixCache.match_prefix accepts them).
-            self.tree.insert(s.tokens[:end], s.pages, ready=False)
+            self.tree.insert(s.tokens[:end], s.pages, ready=False, salt=s.req.cache_salt)
         return _ExtendItem(s, s.row, start, end, np.asarray(s.tokens[start:end], dtype=np.intp), final)
 
     def _schedule_decode(self) -> _DecodeBatch | None:
@@ -812,7 +814,7 @@ class Engine:
         """Put the computed full pages in the radix tree and move this sequence's lock there."""
         if self.tree is None or not s.pages:
             return
-        node = self.tree.insert(s.tokens[:end], s.pages)
+        node = self.tree.insert(s.tokens[:end], s.pages, salt=s.req.cache_salt)
         if node is not s.node and node is not self.tree.root:
             self.tree.lock(node)
             if s.node is not None:

@@ -120,6 +120,17 @@ def _token_ids(v: Any, key: str) -> tuple[int, ...]:
     return tuple(v)
 
 
+def _salt(d: dict[str, Any], key: str) -> str | None:
+    """A tenant's cache salt: absent or null for none, else a non-empty string of at most 1024
+    characters (vLLM's `cache_salt` field bounds)."""
+    v = d.get(key)
+    if v is None:
+        return None
+    if not isinstance(v, str) or not 1 <= len(v) <= 1024:
+        raise BadRequest(f"{key} must be a non-empty string of at most 1024 characters")
+    return v
+
+
 def _only_default(d: dict[str, Any], key: str, allowed: object, what: str) -> None:
     if key in d and d[key] is not None and d[key] != allowed:
         raise BadRequest(f"{key}={d[key]!r} is not supported ({what})")
@@ -243,6 +254,7 @@ _SGLANG_FIELDS = {
     "return_text_in_logprobs",
     "stream",
     "rid",
+    "extra_key",  # SGLang's cache key beside the tokens: what its OpenAI API makes of cache_salt
 }
 _SAMPLING_FIELDS = {"temperature", "max_new_tokens", "n", "ignore_eos", "top_p", "top_k", "sampling_seed"}
 
@@ -282,6 +294,7 @@ async def generate(request: web.Request) -> web.StreamResponse:
             ignore_eos=_bool(sp, "ignore_eos", False),
             top_logprobs_num=top_k,
             seed=_int(sp, "sampling_seed", 0),
+            cache_salt=_salt(body, "extra_key"),
         )
         stream = _bool(body, "stream", False)
     except BadRequest as e:
@@ -423,6 +436,7 @@ _OPENAI_FIELDS = {
     "return_token_ids",
     "user",
     "echo",
+    "cache_salt",
 }
 
 
@@ -477,6 +491,7 @@ async def completions(request: web.Request) -> web.StreamResponse:
             ignore_eos=_bool(body, "ignore_eos", False),
             top_logprobs_num=top_k,
             seed=_int(body, "seed", 0),
+            cache_salt=_salt(body, "cache_salt"),
         )
         stream = _bool(body, "stream", False)
     except BadRequest as e:

@@ -79,6 +79,7 @@ __all__ = [
     "reply_shape",
     "split_credentials",
     "sse_payloads",
+    "supports_salts",
 ]
 
 # How much of an error body a record keeps: enough to recognise the message, not a whole page.
@@ -220,6 +221,15 @@ class Target(Protocol):
         """Whether the server says it is healthy (False, not an exception, when unreachable)."""
 
 
+def supports_salts(target: object) -> bool:
+    """Whether `target` sends `RequestSpec.cache_salt` (a Target without the flag does not).
+
+    >>> supports_salts(make_target("vllm", "http://127.0.0.1:8000")), supports_salts(make_target("llamacpp", "http://127.0.0.1:8080"))
+    (True, False)
+    """
+    return bool(getattr(target, "supports_cache_salt", False))
+
+
 class Absorb(Protocol):
     """How a dialect folds one answer (or one stream chunk) of a generation into the exchange."""
 
@@ -235,6 +245,11 @@ class HttpTarget:
     """
 
     engine: ClassVar[str] = ""
+    # Whether the dialect carries a per-request prefix-cache salt (`RequestSpec.cache_salt`):
+    # vLLM and SGLang do, llama.cpp and the plain OpenAI API have none. Strategies that need one
+    # are not offered where it is False (`strategies.offered`), and a salted request is refused
+    # there (`salt_of`) rather than sent unsalted, which would test another thing.
+    supports_cache_salt: ClassVar[bool] = False
 
     def __init__(
         self,
@@ -264,6 +279,13 @@ class HttpTarget:
 
     def url(self, path: str) -> str:
         return self.base_url + path
+
+    def salt_of(self, spec: RequestSpec) -> str | None:
+        """The salt to send for `spec`; a salted request to a dialect without salts is a
+        `UsageError` (sending it unsalted would quietly test something else)."""
+        if spec.cache_salt is not None and not self.supports_cache_salt:
+            raise UsageError(f"request {spec.id} carries a cache salt, and the {self.engine} dialect has none")
+        return spec.cache_salt
 
     def get(self, session: aiohttp.ClientSession, path: str, **kw: Any) -> Any:
         """`session.get` of `path`, with the target's headers (an async context manager)."""

@@ -56,7 +56,8 @@ _FINISH = {"limit": "length", "eos": "stop", "word": "stop"}
 
 @register("llamacpp")
 class LlamaCppTarget(HttpTarget):
-    """A llama.cpp server (`llama-server -m model.gguf ...`)."""
+    """A llama.cpp server (`llama-server -m model.gguf ...`). It has no per-request cache salt
+    (`supports_cache_salt` stays False): its slots and prompt cache are shared by everyone."""
 
     def __init__(self, base_url: str, *, cache_prompt: bool = True, **http: Any) -> None:
         super().__init__(base_url, **http)
@@ -66,6 +67,7 @@ class LlamaCppTarget(HttpTarget):
     def body(self, spec: RequestSpec, *, top_k: int, cold: bool = False) -> dict[str, Any]:
         """The `/completion` body; a `cold` request (a clean reference) never reuses a cached
         prompt, so it is cold even on a server without slot erase (no `--slot-save-path`)."""
+        self.salt_of(spec)  # llama.cpp has no cache salt: a salted request is refused
         return {
             "prompt": list(spec.prompt_ids),
             "n_predict": spec.max_tokens,

@@ -66,6 +66,9 @@ class OpenAITarget(HttpTarget):
             "ignore_eos": spec.ignore_eos,
             "return_token_ids": True,
         }
+        salt = self.salt_of(spec)
+        if salt is not None:
+            body["cache_salt"] = salt  # vLLM's top-level field (PR #17045); SGLang's OpenAI API too
         if self.spell_token_ids:
             body["return_tokens_as_token_ids"] = True
         if spec.stream:

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping, Sequence
-from typing import Any, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 import aiohttp
 
@@ -61,8 +61,15 @@ class SGLangTarget(HttpTarget):
         self.flush_attempts = flush_attempts
         self.flush_interval_s = flush_interval_s
 
+    # SGLang keys its radix cache on (extra_key, tokens) (PR #30827). Its OpenAI API takes
+    # `cache_salt` and folds it into `extra_key`; the native /generate takes `extra_key` itself
+    # (io_struct.GenerateReqInput has no `cache_salt` field), so the salt travels as that.
+    supports_cache_salt: ClassVar[bool] = True
+
     def body(self, spec: RequestSpec, *, top_k: int) -> dict[str, Any]:
+        salt = self.salt_of(spec)
         return {
+            **({"extra_key": salt} if salt is not None else {}),
             "input_ids": list(spec.prompt_ids),
             "sampling_params": {
                 "temperature": 0.0,

@@ -56,6 +56,9 @@ class VLLMTarget(OpenAITarget):
 
     # vLLM spells top-k keys `token_id:N` on request, which keeps every alternative's id.
     spell_token_ids: ClassVar[bool] = True
+    # `cache_salt` in the /v1/completions body: hashed into the first block's key
+    # (vllm/v1/core/kv_cache_utils.py, 0.32), so different salts never share a cached block.
+    supports_cache_salt: ClassVar[bool] = True
 
     def __init__(
         self,
