@@ -141,6 +141,7 @@ OWN_STRATEGIES: dict[str, tuple[str, ...]] = {
     # while another runs, a later one misses the cache) triggers it; seeds 0-2 of the default mix
     # found it with burst-reuse and page-boundary scenarios within 30 s (docs/fault-zoo.md).
     "stale-slot-continuation": (),
+    "salt-ignored": ("tenant-salt",),
 }
 
 ARMS: dict[str, tuple[tuple[Strategy, ...], bool]] = {

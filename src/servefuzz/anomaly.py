@@ -40,11 +40,17 @@ class Verdict(str, enum.Enum):
     """What an anomaly is. Members are listed from most to least severe (see `rank`)."""
 
     CORRUPTION = "corruption"  # a confident flip that a control (or the exact truth) backs
+    # A tenant read another tenant's cache: the server itself reported cached tokens that no
+    # request of its own salt could have left (oracles/tenancy.py). Its answer may be right.
+    ISOLATION_BREACH = "isolation-breach"
     CRASH = "crash"  # the server went away mid-run
     HANG = "hang"  # a request got no answer in time
     SERVER_ERROR = "server-error"  # HTTP 5xx
     MALFORMED = "malformed"  # 2xx with a body that could not be understood
     SUSPECTED_CORRUPTION = "suspected-corruption"  # a confident flip that no control has backed yet
+    # A cross-tenant probe got its first token sooner than its cold twin by more than the
+    # measured timing noise, with no cached tokens reported: timing alone proves no read.
+    SUSPECTED_ISOLATION_BREACH = "suspected-isolation-breach"
     UNCLASSIFIED = "unclassified"  # a divergence without the logprobs to classify it
     ANOMALOUS_SHIFT = "anomalous-shift"  # logprobs moved beyond the campaign's noise, no token flipped
     NUMERIC_DRIFT = "numeric-drift"  # a flip at a near-tie, within measured numeric noise
@@ -54,7 +60,9 @@ class Verdict(str, enum.Enum):
     @property
     def rank(self) -> int:
         """0 is the most severe. Corruption (backed by a control) leads because silent wrong
-        answers are the product's whole point; loud failures follow because they are certain; a
+        answers are the product's whole point; an isolation breach (one tenant served from
+        another's cache, on the server's own count) is as silent and as certain; loud failures
+        follow because they are certain; a
         confident flip no control has backed comes next (a strong claim, not yet proven); then a
         flip of unknown cause, then logprobs that moved past the campaign's noise without a flip
         (something moved, nothing visible broke), then a flip shown to be benign."""
@@ -91,6 +99,7 @@ class Oracle(str, enum.Enum):
     LIVENESS = "liveness"  # crash, hang, 5xx, malformed
     CACHE_STATE = "cache-state"  # cold vs. self-warmed vs. primed-by-prefix must give one output
     NOISY_NEIGHBOUR = "noisy-neighbour"  # a victim's first-token time against its solo baseline
+    TENANT_ISOLATION = "tenant-isolation"  # a salt must never reuse another salt's cached prefix
 
 
 def worst(verdicts: Iterable[Verdict]) -> Verdict | None:

@@ -50,7 +50,7 @@ from servefuzz.anomaly import Anomaly, Oracle, Verdict, deciding
 from servefuzz.corpus import MUTATE_SHARE, Corpus, CorpusEntry, Schedule
 from servefuzz.coverage import Coverage, FeatureSpace, points
 from servefuzz.covering import PairwiseCover
-from servefuzz.errors import LaunchError, TargetError
+from servefuzz.errors import LaunchError, TargetError, UsageError
 from servefuzz.feedback import features
 from servefuzz.finding import Finding, TargetInfo
 from servefuzz.history import RequestRecord, RunHistory, write_history_jsonl
@@ -74,7 +74,8 @@ from servefuzz.store import (
     write_json,
     write_noise,
 )
-from servefuzz.strategies import DEFAULT_CAPTURE_SIZES, Strategy, TargetShape
+from servefuzz.strategies import DEFAULT_CAPTURE_SIZES, Strategy, TargetShape, offered
+from servefuzz.targets.base import get_target_class, supports_salts
 from servefuzz.trial import (
     Executed,
     Reproduction,
@@ -263,7 +264,16 @@ def shape_of(info: TargetInfo) -> TargetShape:
         chunked_prefill_size=positive("chunked_prefill_size", "max_num_batched_tokens"),
         capture_sizes=capture,
         max_running_requests=positive("max_running_requests", "max_num_seqs"),
+        salts=_sends_salts(info.engine),
     )
+
+
+def _sends_salts(engine: str) -> bool:
+    """Whether this engine's adapter sends cache salts (an unknown engine: no)."""
+    try:
+        return supports_salts(get_target_class(engine))
+    except UsageError:
+        return False
 
 
 class Revival(Protocol):
@@ -418,7 +428,10 @@ async def run_campaign_on(
         raise ValueError("a campaign needs at least one worker")
     info = workers[0].info
     shape = shape_of(info)
-    strategies = {s.name: s for s in (strategy if isinstance(strategy, Sequence) else [strategy])}
+    asked = tuple(strategy) if isinstance(strategy, Sequence) else (strategy,)
+    strategies = {s.name: s for s in offered(asked, shape)}
+    if not strategies:
+        raise UsageError(f"{', '.join(s.name for s in asked)} needs cache salts, and the {info.engine} dialect sends none")
     if config.coverage:
         strategies.setdefault(PairwiseCover.name, PairwiseCover())
     out = config.out_dir

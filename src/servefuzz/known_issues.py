@@ -60,6 +60,7 @@ REFERENCE_FAULTS = (
     "evict-in-use",
     "batch-variant-numerics",
     "stale-slot-continuation",
+    "salt-ignored",
 )
 
 # Weights of the evidence. A cure seen in the triage matrix says the most; the engine (or the

@@ -28,6 +28,10 @@ few milliseconds earlier, whose prefill keeps the scheduler busy while the burst
 | long-decode     | admissions in a request's last decode step    | overlap-war               |
 | n-mix           | n > 1 choices next to shared prefixes         | (forking bugs)            |
 | random          | unaimed load, as a benchmark tool sends it    | batch-variant-numerics    |
+| tenant-salt     | one prefix under two tenants' cache salts     | salt-ignored              |
+
+A strategy that needs something not every target has says so (`needs_salts`); `offered` leaves
+it out of the mix where the target lacks it (tenant-salt where the dialect sends no salt).
 """
 
 from __future__ import annotations
@@ -35,7 +39,7 @@ from __future__ import annotations
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import ClassVar, Protocol
 
 from servefuzz.errors import UsageError
 from servefuzz.workload import PromptBuilder, RequestSpec, Scenario, TokenIds
@@ -58,10 +62,12 @@ __all__ = [
     "RandomLoad",
     "Strategy",
     "TargetShape",
+    "TenantSalt",
     "TileBoundaryPrefixes",
     "boundary_lengths",
     "get_strategies",
     "get_strategy",
+    "offered",
 ]
 
 # Page sizes swept when the server does not say which one it uses.
@@ -86,6 +92,7 @@ class TargetShape:
     chunked_prefill_size: int | None = None
     capture_sizes: tuple[int, ...] = DEFAULT_CAPTURE_SIZES
     max_running_requests: int | None = None
+    salts: bool = False  # the dialect sends per-request cache salts (targets: supports_cache_salt)
 
     @property
     def pages(self) -> tuple[int, ...]:
@@ -138,6 +145,7 @@ class Draft:
         stream: bool = False,
         cancel_after_ms: float | None = None,
         prompt_ids: TokenIds | None = None,
+        cache_salt: str | None = None,
     ) -> RequestSpec:
         """Append one request; `prompt_ids` resends an earlier prompt exactly (a retry)."""
         max_tokens = max(1, min(max_tokens, self.shape.pool_tokens // 2))
@@ -148,7 +156,7 @@ class Draft:
         spec = RequestSpec(
             f"r{len(self.specs) + 1:02d}", round(max(0.0, offset_ms), 1), prompt_ids, max_tokens,
             prefix if prefix_len else None, prefix_len, n=n, stream=stream,
-            cancel_after_ms=None if cancel_after_ms is None else round(cancel_after_ms, 1),
+            cancel_after_ms=None if cancel_after_ms is None else round(cancel_after_ms, 1), cache_salt=cache_salt,
         )
         self.specs.append(spec)
         return spec
@@ -484,17 +492,63 @@ class RandomLoad:
         return d.scenario(self.name)
 
 
+@dataclass(frozen=True)
+class TenantSalt:
+    """Tenant isolation (the paired assertion, `oracles.tenancy`): tenant A primes a long prefix
+    under its salt; then A sends the prefix again (same salt: must reuse), tenant B sends it
+    (another salt: must not), and a third tenant sends a fresh prefix of the same shape, B's cold
+    twin for the timing channel; unsalted background load runs throughout. Salts are drawn per
+    scenario, so no two scenarios' tenants share a cache either."""
+
+    name: str = "tenant-salt"
+    needs_salts: ClassVar[bool] = True
+
+    def generate(self, rng: random.Random, shape: TargetShape, *, seed: int) -> Scenario:
+        page = rng.choice(shape.pages)
+        d = Draft(seed, shape)
+        a, b, c = (f"tenant-{x}-{rng.getrandbits(32):08x}" for x in "abc")
+        # Whole pages, long enough that a hit saves a visible prefill (the timing channel).
+        prefix_len = page * rng.randint(max(2, 128 // page), max(4, 512 // page))
+        prompt = prefix_len + rng.randint(4, 32)
+        d.add(0, prompt, 4, prefix="tenant", prefix_len=prefix_len, stream=True, cache_salt=a)  # cached at its first token
+        for _ in range(rng.randint(2, 5)):
+            d.add(rng.uniform(0, 400), rng.choice([1, 2, 4]) * page + rng.randint(1, page), rng.randint(8, 32))
+        # The prime's prefill is done by then on the engines measured; a probe sent before it is
+        # no opportunity for either half, and the check says so.
+        t = rng.uniform(150, 250)
+        gap = rng.uniform(40, 80)
+        # Streamed: the runner times the first token only where it arrives on its own. The twin
+        # goes first: a later request meets more queued load (a clean engine answered a twin
+        # sent after the probe 39-85 ms later), so the order can only hide a hit, never fake one.
+        d.add(t, prompt, 4, prefix="tenant", prefix_len=prefix_len, stream=True, cache_salt=a)
+        twin = d.add(t + gap, prompt, 4, prefix="cold", prefix_len=prefix_len, stream=True, cache_salt=c)
+        probe = d.add(t + 2 * gap, prompt, 4, prefix="tenant", prefix_len=prefix_len, stream=True, cache_salt=b)
+        return d.scenario(self.name, page_size=page, twins={probe.id: twin.id})
+
+
 STRATEGIES: dict[str, Strategy] = {
     s.name: s
     for s in (
         PageBoundaryBursts(), BatchSweep(), LongDecodes(), CancellationStorm(), BurstReuse(), NChoices(),
-        RandomLoad(), TileBoundaryPrefixes(), ChunkBoundary(), EvictionPressure(),
+        RandomLoad(), TenantSalt(), TileBoundaryPrefixes(), ChunkBoundary(), EvictionPressure(),
     )
 }
 # What `servefuzz fuzz` mixes by default, in the order of its first round: the seed's bug class
 # first, so that the embedded default's first finding is the one-page prefix; then the cheap
-# scenarios before the ones whose long prompts cost seconds per run.
+# scenarios before the ones whose long prompts cost seconds per run (tenant-salt, added last,
+# goes before those: behind them its first scenario came 133 s into seed 0's campaign).
 DEFAULT_MIX: tuple[str, ...] = tuple(STRATEGIES)
+
+
+def offered(strategies: Sequence[Strategy], shape: TargetShape) -> tuple[Strategy, ...]:
+    """The strategies this target can run: those needing cache salts only where it sends them.
+
+    >>> [s.name for s in offered([RandomLoad(), TenantSalt()], TargetShape())]
+    ['random']
+    >>> [s.name for s in offered([RandomLoad(), TenantSalt()], TargetShape(salts=True))]
+    ['random', 'tenant-salt']
+    """
+    return tuple(s for s in strategies if shape.salts or not getattr(s, "needs_salts", False))
 
 
 def get_strategy(name: str) -> Strategy:

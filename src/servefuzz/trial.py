@@ -199,11 +199,15 @@ class Reproduction:
 
     def verdict_of(self, expect: Expectation) -> Verdict | None:
         """The worst verdict the oracles gave the flagged requests (a divergence finding), or the
-        expected failure if it came back (a liveness finding)."""
+        expected failure if it came back (a liveness finding); for any other finding (an
+        isolation breach, a slowdown), the worst its own oracles gave the flagged requests."""
         if expect.about_failure:
             return expect.verdict if self.reproduced else None
         flagged = set(expect.flagged)
-        return worst(a.verdict for a in self.judgement.anomalies if a.request_id in flagged and a.verdict.is_divergence)
+        if expect.verdict.is_divergence:
+            return worst(a.verdict for a in self.judgement.anomalies if a.request_id in flagged and a.verdict.is_divergence)
+        oracles = {a.oracle for a in expect.anomalies}
+        return worst(a.verdict for a in self.judgement.anomalies if a.request_id in flagged and a.oracle in oracles)
 
 
 async def reproduce(

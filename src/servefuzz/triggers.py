@@ -50,6 +50,7 @@ FEATURES: Mapping[str, str] = {
     "overlap": "the server runs SGLang's overlap scheduler",
     "cuda-graph": "the server replays padded CUDA graphs for decode",
     "deterministic": "the server runs in its deterministic (batch-invariant) mode",
+    "cache-salt": "requests of the scenario carry tenants' prefix-cache salts (cache_salt)",
 }
 
 # The features a finding's dedup signature keys on: the shape of the requests that diverged,
@@ -108,6 +109,9 @@ def scenario_features(scenario: Scenario) -> dict[str, str]:
     busiest = max((sum(1 for r in requests if 0 <= r.offset_ms - s.offset_ms < 1000) for s in requests), default=0)
     if busiest >= HIGH_CONCURRENCY:
         feats["high-concurrency"] = f"{busiest} requests leave within one second"
+    salts = sorted({r.cache_salt for r in requests if r.cache_salt is not None})
+    if salts:
+        feats["cache-salt"] = f"{len(salts)} tenant salt{'' if len(salts) == 1 else 's'} among the requests"
     cancelled = [r for r in requests if r.cancelled]
     if cancelled:
         feats["abort"] = f"{cancelled[0].id} is cancelled after {cancelled[0].cancel_after_ms:g} ms"

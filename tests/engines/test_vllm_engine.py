@@ -13,7 +13,9 @@ from servefuzz import engines
 from servefuzz.history import RequestRecord, Status
 from servefuzz.launcher import ServerProcess
 from servefuzz.models import TINY
+from servefuzz.oracles.tenancy import tenant_isolation
 from servefuzz.runner import Runner
+from servefuzz.trial import execute
 from servefuzz.workload import PromptBuilder, RequestSpec, Scenario
 
 pytestmark = pytest.mark.engine
@@ -70,6 +72,39 @@ def test_shared_prefix_is_cached_and_the_flush_empties_it(vllm_server: ServerPro
     assert flushed is True
     assert c.cached_tokens == 0
     assert c.choices[0].token_ids == b.choices[0].token_ids
+
+
+def test_cache_salt_is_real_the_same_salt_reuses_and_another_does_not(vllm_server: ServerProcess) -> None:
+    """vLLM's own cache_salt (hashed into the first block): the paired assertion, alone and then
+    through the tenant-isolation oracle over a timed scenario with unsalted load beside it."""
+    block = flag(vllm_server, "--block-size")
+    prefix = tuple(range(600, 600 + 2 * block))  # two whole blocks
+
+    def spec(rid: str, at: float, salt: str | None, tail: int, prefix_tokens: tuple[int, ...] = prefix) -> RequestSpec:
+        return RequestSpec(rid, at, prefix_tokens + (tail, tail + 1), max_tokens=2, prefix_name="p",
+                           prefix_len=len(prefix_tokens), stream=True, cache_salt=salt)
+
+    cold = tuple(range(800, 800 + 2 * block))  # the twin's prefix: nobody caches it first
+    scenario = Scenario(3, (
+        spec("a1", 0.0, "tenant-a", 7), RequestSpec("bg", 5.0, tuple(range(300, 420)), max_tokens=8),
+        spec("a2", 1000.0, "tenant-a", 9), spec("c1", 1100.0, "tenant-c", 11, cold),
+        spec("b1", 1200.0, "tenant-b", 13), spec("u1", 1300.0, None, 15),
+    ), meta={"page_size": block, "twins": {"b1": "c1"}})
+
+    async def body(r: Runner):
+        assert await r.flush()
+        seq = [await r.run_alone(s, run=0, flush=False) for s in scenario.requests if s.id in ("a1", "a2", "b1", "u1")]
+        return seq, await execute(r, scenario, runs=2, with_alone=False)
+
+    seq, done = _with_runner(vllm_server.base_url, body)
+    # One at a time: tenant A's second request reuses both blocks; B and an unsalted request
+    # send the same prefix and reuse nothing.
+    assert [x.cached_tokens for x in seq] == [0, len(prefix), 0, 0]
+    check = tenant_isolation(scenario, done.loaded)
+    by_id = {x.request_id: x for x in done.loaded[0].records}
+    assert check.anomalies == (), check.anomalies
+    assert check.status == "isolated: 2 same-salt reuses, 4 cross-salt probes with no hit", (
+        check.status, {k: (v.cached_tokens, v.sent_ms, v.first_token_ms) for k, v in by_id.items()})
 
 
 def test_flush_while_a_request_runs_waits_for_it(vllm_server: ServerProcess) -> None:

@@ -26,7 +26,7 @@ from servefuzz.anomaly import Verdict
 from servefuzz.cli import main as cli
 from servefuzz.finding import Finding, TargetInfo, load_finding, write_finding
 from servefuzz.launcher import ServerProcess
-from servefuzz.oracles.judge import Expectation, judge
+from servefuzz.oracles.judge import Expectation
 from servefuzz.reference.faults import FAULTS
 from servefuzz.runner import Runner
 from servefuzz.shrinker import minimal_name
@@ -130,6 +130,24 @@ def stale_slot_continuation(b: PromptBuilder) -> Case:
     ))
 
 
+def salt_ignored(b: PromptBuilder) -> Case:
+    # Tenant A caches a two-page prefix; tenant B sends the same prefix later under its own salt,
+    # among unsalted neighbours: the token-only lookup hands B A's pages (cached_tokens > 0).
+    return [], Scenario(8, (
+        RequestSpec("r01", 0.0, b.prompt("p0", 128, 140), 4, "p0", 128, cache_salt="tenant-a"),
+        RequestSpec("r02", 5.0, b.prompt(None, 0, 60), 16),
+        RequestSpec("r03", 40.0, b.prompt(None, 0, 90), 8),
+        RequestSpec("r04", 200.0, b.prompt("p0", 128, 140), 4, "p0", 128, cache_salt="tenant-b"),
+        RequestSpec("r05", 210.0, b.prompt(None, 0, 30), 8),
+        RequestSpec("r06", 260.0, b.prompt(None, 0, 20), 4),
+    ))
+
+
+# The class each fault's minimal finding must keep: a cross-tenant hit reads right KV, so it is
+# an isolation breach, never a corruption.
+RIGHT: dict[str, Verdict] = {"salt-ignored": Verdict.ISOLATION_BREACH}
+
+
 CASES: dict[str, Callable[[PromptBuilder], Case]] = {
     "page-boundary-prefix": page_boundary_prefix,
     "overlap-war": overlap_war,
@@ -138,6 +156,7 @@ CASES: dict[str, Callable[[PromptBuilder], Case]] = {
     "abort-reuse": abort_reuse,
     "evict-in-use": evict_in_use,
     "stale-slot-continuation": stale_slot_continuation,
+    "salt-ignored": salt_ignored,
 }
 
 
@@ -152,7 +171,7 @@ def make_finding(fault: str, flags: list[str], scenario: Scenario, out: Path) ->
 
     with ServerProcess.reference([*flags, "--fault", fault]) as server:
         info, done = asyncio.run(observe(server.base_url))
-        judgement = judge(done.loaded, done.alone)
+        judgement = done.judge()  # with the scenario, as the campaign judges (salts, leak sources)
         assert judgement.anomalies, f"{fault}: the hand-made scenario did not trigger the fault"
         finding = Finding(0, scenario.seed, scenario, info, judgement.anomalies)
         with Replayer.at("reference", server.base_url) as bench:
@@ -186,7 +205,7 @@ def test_shrink_ends_small_and_triage_names_the_cure(fault: str, tmp_path: Path,
     assert len(minimal.scenario.requests) <= 3, out
     # A confident flip, backed by the content-swap control where the corruption follows the
     # neighbours' content, else honestly "suspected" (docs/verdicts.md): never drift.
-    assert minimal.verdict.backed is Verdict.CORRUPTION and minimal.target.faults == (fault,)
+    assert minimal.verdict.backed is RIGHT.get(fault, Verdict.CORRUPTION) and minimal.target.faults == (fault,)
 
     min_path = tmp_path / minimal_name(path)
     rc = cli(["triage", str(min_path), "--launch", "reference", "--runs", "3", "--parallel", "2"])

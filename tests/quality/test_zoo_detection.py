@@ -23,7 +23,9 @@ from servefuzz.reference.faults import FAULTS
 pytestmark = pytest.mark.slow
 
 CAP_S = 150  # seed 0 finds each fault in about a minute or less on 2 shared cores (bench/zoo.py)
-RIGHT = {f: "numeric-drift" if f == "batch-variant-numerics" else "corruption" for f in FAULTS}
+# A cross-tenant cache hit reads the right KV: its class is an isolation breach (docs/verdicts.md).
+RIGHT = {f: {"batch-variant-numerics": "numeric-drift", "salt-ignored": "isolation-breach"}.get(f, "corruption")
+         for f in FAULTS}
 
 
 @pytest.mark.timeout(CAP_S + 60)

@@ -26,19 +26,21 @@ def toks(seed: int, n: int) -> list[int]:
     return [int(t) for t in np.random.default_rng(seed).integers(3, 1024, n)]
 
 
-def fires(model: TinyModel, url: str, trigger: Callable[[str], list[Answer]], tries: int = 3) -> dict[str, int]:
+def fires(model: TinyModel, url: str, trigger: Callable[[str], list[Answer]], tries: int = 3,
+          judge: Callable[[TinyModel, Sequence[Answer]], dict[str, int]] = wrong_answers) -> dict[str, int]:
     """Wrong answers of the first run (of `tries`) that has any."""
     for _ in range(tries):
         flush(url)
-        wrong = wrong_answers(model, trigger(url))
+        wrong = judge(model, trigger(url))
         if wrong:
             return wrong
     return {}
 
 
-def exact(model: TinyModel, url: str, trigger: Callable[[str], list[Answer]]) -> bool:
+def exact(model: TinyModel, url: str, trigger: Callable[[str], list[Answer]],
+          judge: Callable[[TinyModel, Sequence[Answer]], dict[str, int]] = wrong_answers) -> bool:
     flush(url)
-    return wrong_answers(model, trigger(url)) == {}
+    return judge(model, trigger(url)) == {}
 
 
 # -- the triggers ------------------------------------------------------------------------------
@@ -112,6 +114,25 @@ def finished_then_fresh(url: str) -> list[Answer]:
     return burst(url, [("F", 0, generate_body(toks(82, 40), 12))])
 
 
+def tenant_b_after_tenant_a(url: str) -> list[Answer]:
+    # Tenant A caches a 256-token prefix; tenant B (another salt) sends the same prefix. A clean
+    # engine never lets B see A's pages; the faulty one hands them over on a token-only lookup.
+    burst(url, [("A", 0, generate_body(PREFIX256 + toks(90, 20), 4, extra_key="tenant-a"))])
+    return burst(url, [("B", 0, generate_body(PREFIX256 + toks(91, 20), 8, extra_key="tenant-b"))])
+
+
+def cross_tenant_hits(model: TinyModel, answers: Sequence[Answer]) -> dict[str, int]:
+    """salt-ignored's wrong answers: any cached token at all for tenant B, who never sent the
+    prefix (its answer stays exact, which is checked too)."""
+    assert wrong_answers(model, answers) == {}, "salt-ignored reads the right KV: answers stay exact"
+    return {a.name: a.cached_tokens for a in answers if a.cached_tokens > 0}
+
+
+# What counts as the fault showing: a wrong answer, except where the breach is in the cache
+# state itself (a cross-tenant hit reads correct KV, so only cached_tokens shows it).
+JUDGES: dict[str, Callable[[TinyModel, Sequence[Answer]], dict[str, int]]] = {"salt-ignored": cross_tenant_hits}
+
+
 # fault -> (flags that set up its trigger, trigger, flags of the cure)
 CASES: dict[str, tuple[list[str], Callable[[str], list[Answer]], list[str]]] = {
     "page-boundary-prefix": ([], page_boundary_burst, ["--disable-radix-cache"]),
@@ -122,6 +143,7 @@ CASES: dict[str, tuple[list[str], Callable[[str], list[Answer]], list[str]]] = {
     "evict-in-use": (["--max-total-tokens", "1024"], pool_pressure_burst, ["--max-total-tokens", "65536"]),
     "batch-variant-numerics": ([], many_requests_burst, ["--enable-deterministic-inference"]),
     "stale-slot-continuation": ([], finished_then_fresh, ["--disable-radix-cache"]),
+    "salt-ignored": ([], tenant_b_after_tenant_a, ["--disable-radix-cache"]),
 }
 
 
@@ -134,11 +156,12 @@ def test_fault_fires_under_its_trigger_and_its_cure_removes_it(
     reference_server: Server, model: TinyModel, fault: str
 ) -> None:
     setup, trigger, cure = CASES[fault]
+    judge = JUDGES.get(fault, wrong_answers)
     faulty = reference_server("--fault", fault, *setup)
-    wrong = fires(model, faulty, trigger)
+    wrong = fires(model, faulty, trigger, judge=judge)
     assert wrong, f"{fault} did not fire under its trigger"
     cured = reference_server("--fault", fault, *setup, *cure)
-    assert exact(model, cured, trigger), f"{cure} did not cure {fault}"
+    assert exact(model, cured, trigger, judge=judge), f"{cure} did not cure {fault}"
 
 
 @pytest.mark.parametrize("fault", list(CASES))
@@ -178,7 +201,7 @@ def test_numeric_drift_moves_logprobs_a_little_and_flips_only_near_ties(
 
 def test_clean_server_is_exact_under_every_trigger(reference_server: Server, model: TinyModel) -> None:
     for fault, (setup, trigger, _) in CASES.items():
-        assert exact(model, reference_server(*setup), trigger), fault
+        assert exact(model, reference_server(*setup), trigger, judge=JUDGES.get(fault, wrong_answers)), fault
 
 
 def test_the_page_boundary_corruption_hits_the_requests_that_read_a_stale_page(

@@ -31,6 +31,7 @@ from servefuzz.oracles.noisy_neighbour import noisy_neighbour
 from servefuzz.oracles.outputs import determinate_outputs, group_variants, output_key
 from servefuzz.oracles.replay import replay_consistency
 from servefuzz.oracles.shift import anomalous_shifts
+from servefuzz.oracles.tenancy import breached_in, tenant_isolation
 from servefuzz.oracles.verdict import NoiseModel, measure_noise
 from servefuzz.workload import Scenario
 
@@ -50,6 +51,10 @@ class Judgement:
 
     anomalies: tuple[Anomaly, ...]
     stable: tuple[str, ...]
+    # The tenant-isolation oracle's one line (`oracles.tenancy.TenantCheck.status`): "" without
+    # salts; "isolated: ...", "breach: ..." or "untested: ..." (the cache never showed a
+    # same-salt reuse, so the cross-salt half proved nothing).
+    tenancy: str = ""
 
     @property
     def divergent(self) -> tuple[Anomaly, ...]:
@@ -83,7 +88,9 @@ def judge(
     requests that moved beyond it without a flip are `anomalous-shift`s; `scenario`: its
     prompts join the leak oracle's sources (without it, the other requests' solo continuations
     are). A divergence whose deviant output repeats another request's content (`leak`) is
-    `corruption`, backed by the leak itself.
+    `corruption`, backed by the leak itself. With a scenario whose requests carry cache salts,
+    the tenant-isolation oracle (`oracles.tenancy`) runs too: a request that reports cached
+    tokens no request of its own salt could have left is an `isolation-breach`.
     """
     shifts: list[Anomaly] = []
     if campaign is not None:
@@ -109,7 +116,11 @@ def judge(
     if performance:
         found += noisy_neighbour(loaded, alone)
     found += liveness([*loaded, *([alone_run(alone)] if alone else [])])
-    return Judgement(leak(found, loaded, alone, cache, scenario), replay.stable)
+    tenancy = tenant_isolation(scenario, loaded, cache) if scenario is not None else None
+    if tenancy is not None:
+        found += tenancy.anomalies
+    return Judgement(leak(found, loaded, alone, cache, scenario), replay.stable,
+                     tenancy.status if tenancy is not None else "")
 
 
 def leak(
@@ -258,7 +269,8 @@ def reproduction(
     the most frequent answer over
     the replays; in a replay's cache-state probes too (`cache`, by run: warm and primed), for a
     request flagged by the cache-state oracle. A slowdown reproduces where the noisy-neighbour
-    oracle flags the request again; a
+    oracle flags the request again; an isolation breach where the request again reports more
+    cached tokens than its own salt allows (`oracles.tenancy.breached_in`); a
     liveness failure (crash, hang, 5xx, malformed) where a run shows the same failure again,
     and a crash also when the server went away between runs (`lost`). Variants are counted over
     the replays and the alone references.
@@ -295,6 +307,10 @@ def reproduction(
             for h in replays:
                 if any(x.request_id == a.request_id for x in noisy_neighbour([h], alone)):
                     diverged_in[a.request_id].add(h.run)
+        if a.oracle is Oracle.TENANT_ISOLATION:
+            # A cross-tenant hit comes back where the request again reports more cached tokens
+            # than its own salt allows (or, timing only, beats its cold twin by the threshold).
+            diverged_in[a.request_id].update(h.run for h in replays if breached_in(a, h))
     diverged_in = {rid: runs_ & runs for rid, runs_ in diverged_in.items()}
     reproduced_runs = set().union(*diverged_in.values()) if diverged_in else set()
     expected = tuple(rid for rid in flagged if diverged_in[rid]) or flagged

@@ -102,6 +102,16 @@ FAULTS: dict[str, Fault] = {
             "request's solo continuation, with cached_tokens = 0",
         ),
         Fault(
+            "salt-ignored",
+            "SGLang #37160 (the LMCache path drops cache_salt); vLLM PR #17045 / CVE-2025-46570 class",
+            "radix cache, tenant isolation (cache_salt)",
+            "a tenant's request whose first page misses under its own salt while another tenant "
+            "(or an unsalted request) has that page cached: a second, token-only lookup takes it",
+            "--disable-radix-cache",
+            "a cache hit across tenants: cached_tokens > 0 and a shorter time to first token for a "
+            "salt that never sent the prefix; the answer itself stays exact",
+        ),
+        Fault(
             "batch-variant-numerics",
             "vLLM #23138, llama.cpp #7052 (benign class)",
             "batch-size-dependent reductions",

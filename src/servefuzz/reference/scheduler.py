@@ -531,7 +531,7 @@ class Engine:
         if self.tree is not None:
             match = self.tree.match_prefix(
                 s.tokens, (len(s.tokens) - 1) // ps, salt=s.req.cache_salt,
-                boundary_fast_path=self._has("page-boundary-prefix"),
+                boundary_fast_path=self._has("page-boundary-prefix"), salt_blind=self._has("salt-ignored"),
             )
             prefix, node = match.pages, match.node
         start = len(prefix) * ps

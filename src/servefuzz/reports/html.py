@@ -370,7 +370,8 @@ h1 {{ font-size: 20px; margin: 0 0 4px; }} h2 {{ font-size: 17px; border-bottom:
 h3 {{ font-size: 14px; margin: 12px 0 4px; }}
 .note {{ color: #666; font-size: 12px; }}
 .verdict {{ padding: 2px 8px; border-radius: 4px; color: #fff; background: #666; font-weight: 600; }}
-.v-corruption, .v-crash {{ background: #b0191e; }} .v-suspected-corruption {{ background: #d0641a; }}
+.v-corruption, .v-crash, .v-isolation-breach {{ background: #b0191e; }}
+.v-suspected-corruption, .v-suspected-isolation-breach {{ background: #d0641a; }}
 .v-anomalous-shift {{ background: #8a6d1d; }} .v-numeric-drift {{ background: #3a7d44; }}
 table {{ border-collapse: collapse; }} td, th {{ padding: 3px 8px; text-align: left; vertical-align: top; }}
 table.grid td, table.grid th {{ border: 1px solid #ddd; }} table.kv th {{ color: #555; font-weight: 500; }}
