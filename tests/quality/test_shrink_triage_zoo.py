@@ -280,3 +280,29 @@ def test_repro_py_of_a_shrunk_finding_confirms_on_the_faulty_engine_only(tmp_pat
     assert faulty.returncode == 0 and "RESULT: CONFIRMED" in faulty.stdout, faulty.stdout + faulty.stderr
     cured = run_repro([cure_flag(fault)])
     assert cured.returncode == 1 and "RESULT: NOT REPRODUCED" in cured.stdout, cured.stdout + cured.stderr
+
+
+def test_repro_py_confirms_an_isolation_breach_by_the_cached_tokens_it_reads(tmp_path: Path) -> None:
+    """A cross-tenant hit leaves every answer right: repro.py finds it again by the cached
+    tokens the server reports (the rule of oracles.tenancy.breached_in), CONFIRMED on the faulty
+    engine and NOT REPRODUCED under the cure."""
+    import subprocess
+    import sys
+
+    from servefuzz.reports import write_report
+
+    fault = "salt-ignored"
+    flags, scenario = CASES[fault](PromptBuilder(7, range(3, 1024)))
+    finding = load_finding(make_finding(fault, flags, scenario, tmp_path))
+    assert finding.verdict is Verdict.ISOLATION_BREACH
+    repro = write_report(finding, tmp_path / "report").repro
+
+    def run_repro(extra: list[str]) -> subprocess.CompletedProcess[str]:
+        with ServerProcess.reference([*flags, "--fault", fault, *extra]) as srv:
+            return subprocess.run([sys.executable, str(repro), "--base-url", srv.base_url, "--runs", "8"],
+                                  capture_output=True, text=True, timeout=180)
+
+    faulty = run_repro([])
+    assert faulty.returncode == 0 and "RESULT: CONFIRMED" in faulty.stdout, faulty.stdout + faulty.stderr
+    cured = run_repro([cure_flag(fault)])  # eight clean runs decide "not reproduced"
+    assert cured.returncode == 1 and "RESULT: NOT REPRODUCED" in cured.stdout, cured.stdout + cured.stderr

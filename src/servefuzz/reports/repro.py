@@ -30,6 +30,7 @@ from importlib import resources
 from typing import Any
 
 from servefuzz import stats
+from servefuzz.anomaly import Verdict
 from servefuzz.errors import UsageError
 from servefuzz.finding import Finding
 from servefuzz.oracles.judge import Expectation
@@ -82,6 +83,10 @@ def replay_plan(finding: Finding) -> dict[str, Any]:
         "bug": f"{finding.verdict.value} ({finding.signature})",
         "expected": [] if expect.about_failure else list(expect.flagged),
         "expect_failure": finding.verdict.value if expect.about_failure else None,
+        # An isolation breach comes back where the request again reports more cached tokens
+        # than its own salt allows (oracles.tenancy.breached_in): request id -> that allowance.
+        "expect_cached": {a.request_id: int(a.evidence.get("allowed", 0)) for a in expect.anomalies
+                          if a.verdict is Verdict.ISOLATION_BREACH},
         "base_url": info.base_url,
         "dialect": dialect,
         "path": path,
