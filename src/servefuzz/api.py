@@ -93,6 +93,9 @@ class FuzzOptions:
     url: str | None = None
     launch: str | None = None
     model: Path | None = None
+    # A feature profile of the `launch` preset (`engines.PROFILES`): its flags go on the command
+    # line, its name into config.json and every finding.
+    profile: str | None = None
     engine: str | None = None
     faults: tuple[str, ...] | None = None
     requests: int | None = None
@@ -134,6 +137,8 @@ class FuzzOptions:
             raise UsageError(f"--url must start with http:// or https://, got {self.url!r}")
         if self.model is not None and self.launch not in ("vllm-cpu", "llama-server"):
             raise UsageError("--model names the model a preset serves: use it with --launch vllm-cpu or llama-server")
+        if self.profile is not None:
+            engines.profile(self.launch or "", self.profile)  # the preset has it, or one line
         if self.faults is not None and not (self.url is None and self.launch in (None, "reference")):
             raise UsageError("--fault plants faults in the reference engine; use it without --url, or with --launch reference")
         if self.runs < 2:
@@ -248,7 +253,7 @@ def fuzz(
             async with Runner(target, RunConfig(request_timeout_s=opts.request_timeout_s)) as runner:
                 return await run_campaign(runner, strategies, config, seeds=seeds, on_event=events)
         launch = Launch.resolve(opts.launch or "reference", model=opts.model, engine=opts.engine,
-                                reference_flags=opts.reference_flags())
+                                reference_flags=opts.reference_flags(), profile=opts.profile)
         # servefuzz started the server, so its controls may start more: the deterministic
         # control gets `launch`, and the truth control the model servefuzz built (if it is one).
         launched = dataclasses.replace(config, launch=launch, truth_model=_built_model(opts.launch, opts.model))

@@ -18,18 +18,25 @@ import json
 import os
 import shutil
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from servefuzz.errors import UsageError
 
 __all__ = [
     "LLAMA_CPP_COMMIT",
+    "PROFILES",
     "SETUP_SCRIPT",
     "VLLM_START_TIMEOUT_S",
     "VLLM_VERSION",
     "cache_dir",
+    "Profile",
     "default_models",
+    "flag_pairs",
+    "profile",
+    "with_flags",
+    "without_flags",
     "gguf_model",
     "hf_model_dir",
     "llama_server_argv",
@@ -149,6 +156,157 @@ def llama_server_argv(
         "--no-webui",
         *extra,
     ]
+
+
+# -- feature profiles of the presets ---------------------------------------------------------
+
+
+def _is_flag(token: str) -> bool:
+    # "-1" is a value (--chunked-prefill-size -1); "-np" and "--page-size" are flags.
+    return token.startswith("-") and not token.lstrip("-").replace(".", "", 1).isdigit()
+
+
+def flag_pairs(argv: Sequence[str]) -> list[tuple[str, str | None]]:
+    """(flag, value or None) for each flag of an argv; `--flag=value` counts as the pair.
+
+    >>> flag_pairs(["-np", "8", "--metrics", "--page-size=16"])
+    [('-np', '8'), ('--metrics', None), ('--page-size', '16')]
+    """
+    out: list[tuple[str, str | None]] = []
+    for i, token in enumerate(argv):
+        if not _is_flag(token):
+            continue
+        if "=" in token:
+            flag, _, value = token.partition("=")
+            out.append((flag, value))
+        else:
+            nxt = argv[i + 1] if i + 1 < len(argv) else None
+            out.append((token, nxt if nxt is not None and not _is_flag(nxt) else None))
+    return out
+
+
+def without_flags(argv: Sequence[str], flags: set[str]) -> list[str]:
+    """`argv` without the given flags, each with its value when one follows it."""
+    out: list[str] = []
+    skip = False
+    for i, token in enumerate(argv):
+        if skip:
+            skip = False
+        elif _is_flag(token) and token.partition("=")[0] in flags:
+            nxt = argv[i + 1] if i + 1 < len(argv) else None
+            skip = "=" not in token and nxt is not None and not _is_flag(nxt)
+        else:
+            out.append(token)
+    return out
+
+
+def with_flags(argv: Sequence[str], add: Sequence[str], drop: Sequence[str] = ()) -> list[str]:
+    """`argv` with the flags of `add` (a flag already there gets the new value) and without `drop`.
+
+    >>> with_flags(["srv", "-c", "8192", "--metrics"], ["-c", "1024", "--context-shift"])
+    ['srv', '--metrics', '-c', '1024', '--context-shift']
+    """
+    replaced = {flag for flag, _ in flag_pairs(add)}
+    return without_flags(argv, {*replaced, *drop}) + list(add)
+
+
+@dataclass(frozen=True)
+class Profile:
+    """A named feature setting of a launch preset: the flags that turn the feature on (each
+    replacing the preset's own value of that flag, or added), what it exercises, what it needs
+    beyond the preset, the component a cure by turning it off implicates, and the profile's own
+    switches that triage flips one at a time (`rows`: flag words and the component each names).
+
+    A finding records only the profile's name; replay and triage look the flags up here, so a
+    finding file never puts a flag on a command line.
+    """
+
+    preset: str
+    name: str
+    flags: tuple[str, ...]
+    exercises: str
+    component: str
+    needs: str = ""
+    rows: tuple[tuple[str, str], ...] = ()
+
+    def undo(self, default_argv: Sequence[str]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        """What takes a launch of this profile back to the preset's `default_argv`: the preset's
+        own values of the flags the profile replaced (to add), and the flags it added (to drop).
+
+        >>> p = profile("llama-server", "context-shift")
+        >>> p.undo(["srv", "-c", "8192", "--cache-ram", "0"])
+        (('-c', '8192'), ('--context-shift',))
+        """
+        before = dict(flag_pairs(default_argv))
+        add: list[str] = []
+        drop: list[str] = []
+        for flag, _ in flag_pairs(self.flags):
+            if flag not in before:
+                drop.append(flag)
+                continue
+            value = before[flag]
+            add += [flag] if value is None else [flag, value]
+        return tuple(add), tuple(drop)
+
+
+# Bytes of KV one token of the tiny model takes (2 layers x 4 heads x 64 dims x K and V x float32):
+# the preemption profile sizes its pool in tokens through it.
+_TINY_KV_BYTES_PER_TOKEN = 2 * 4 * 64 * 2 * 4
+
+_PROFILE_ROWS: tuple[Profile, ...] = (
+    Profile("llama-server", "default", (), "the preset as it is: 8 slots, prompt cache in the slots only",
+            "none"),
+    # The RAM prompt cache (--cache-ram, 8192 MiB by default at the pinned commit) and idle-slot
+    # caching (--cache-idle-slots, on by default there, and needing the RAM cache): the preset
+    # turns the RAM cache off so that an erased slot has nothing to restore; this puts both back
+    # at llama.cpp's defaults, said out loud. The llama.cpp #27148 class lives here.
+    Profile("llama-server", "prompt-cache", ("--cache-ram", "8192", "--cache-idle-slots"),
+            "the RAM prompt cache and idle-slot caching at llama.cpp's defaults (llama.cpp #27148)",
+            "RAM prompt cache (--cache-ram, idle slots)",
+            rows=(("--cache-ram 0", "RAM prompt cache"), ("--no-cache-idle-slots", "idle-slot caching"))),
+    Profile("llama-server", "cache-reuse", ("--cache-reuse", "64"),
+            "reusing cached chunks of at least 64 tokens by shifting KV (--cache-reuse)",
+            "KV shifting reuse (--cache-reuse)", rows=(("--cache-reuse 0", "KV shifting reuse"),)),
+    Profile("llama-server", "kv-unified", ("--kv-unified",),
+            "one KV buffer shared by all slots instead of one per slot (--kv-unified)",
+            "unified KV buffer (--kv-unified)"),
+    # 8 slots share -c, so 2048 leaves each 256 tokens: long prompts and generations shift.
+    Profile("llama-server", "context-shift", ("-c", "2048", "--context-shift"),
+            "context shift: a slot that fills its 256 tokens drops its oldest half and goes on",
+            "context shift", rows=(("--no-context-shift", "context shift"),)),
+    Profile("llama-server", "spec-ngram", ("--spec-type", "ngram-simple"),
+            "n-gram speculative decoding (drafts from the request's own tokens, no draft model)",
+            "speculative decoding (n-gram)", rows=(("--spec-type none", "speculative decoding"),)),
+    Profile("vllm-cpu", "default", (), "the preset as it is: a 256 MiB KV pool, prefix caching", "none"),
+    # A pool of 24 blocks of 32 (768 tokens, just over one 512-token sequence) with up to 32
+    # sequences: a few concurrent requests fill it, and the scheduler preempts and recomputes.
+    Profile("vllm-cpu", "preemption",
+            ("--kv-cache-memory-bytes", str(768 * _TINY_KV_BYTES_PER_TOKEN), "--max-model-len", "512",
+             "--max-num-seqs", "32"),
+            "preemption and recompute: a 768-token KV pool (tiny model) shared by up to 32 sequences",
+            "KV pool size (preemption)"),
+    Profile("vllm-cpu", "spec-ngram",
+            ("--speculative-config",
+             '{"method":"ngram","num_speculative_tokens":3,"prompt_lookup_min":2,"prompt_lookup_max":4}'),
+            "n-gram speculative decoding (prompt lookup, 3 tokens drafted per step)",
+            "speculative decoding (n-gram)"),
+)
+
+# By preset, then by name: the one table `--profile` reads.
+PROFILES: Mapping[str, Mapping[str, Profile]] = {
+    preset: {p.name: p for p in _PROFILE_ROWS if p.preset == preset}
+    for preset in dict.fromkeys(p.preset for p in _PROFILE_ROWS)
+}
+
+
+def profile(preset: str, name: str) -> Profile:
+    """The profile `name` of `preset`; UsageError (one line) for a name that is not there."""
+    named = PROFILES.get(preset)
+    if named is None:
+        raise UsageError(f"--profile needs --launch with a preset that has profiles ({', '.join(PROFILES)})")
+    if name not in named:
+        raise UsageError(f"--profile {name[:64]!r} is not a profile of {preset} (its profiles: {', '.join(named)})")
+    return named[name]
 
 
 # -- models for the presets ------------------------------------------------------------------

@@ -98,6 +98,9 @@ class TargetInfo:
     vocab_size: int | None = None
     eos_token_id: int | None = None
     auth: bool = False
+    # The launch preset's feature profile (`engines.PROFILES`) the server ran under, by name;
+    # None when servefuzz did not launch it under one (and in findings older than profiles).
+    profile: str | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "base_url", public_url(self.base_url))
@@ -123,6 +126,7 @@ class TargetInfo:
             "vocab_size": self.vocab_size,
             "eos_token_id": self.eos_token_id,
             "auth": self.auth,
+            **({"profile": self.profile} if self.profile is not None else {}),
         }
 
     @classmethod
@@ -139,6 +143,7 @@ class TargetInfo:
             vocab_size=d.get("vocab_size"),
             eos_token_id=d.get("eos_token_id"),
             auth=bool(d.get("auth", False)),
+            profile=d.get("profile"),
         )
 
 

@@ -296,6 +296,10 @@ class Launch:
     # What the server computes on, where servefuzz knows it ("cpu" for the CPU presets; "" for a
     # user's command): engines' deterministic modes exist on some devices only.
     device: str = ""
+    # The preset's feature profile (`engines.PROFILES`) this launch runs under, and the preset's
+    # command line without it, which triage's drop-the-profile row goes back to.
+    profile: engines.Profile | None = None
+    default_argv: tuple[str, ...] = ()
 
     @classmethod
     def reference(cls, target: TargetInfo) -> Launch:
@@ -311,6 +315,7 @@ class Launch:
         model: Path | None = None,
         engine: str | None = None,
         reference_flags: Sequence[str] = (),
+        profile: str | None = None,
     ) -> Launch:
         """A preset name (`reference`, `vllm-cpu`, `llama-server`) or the user's command with `{port}`.
 
@@ -319,7 +324,31 @@ class Launch:
         reference engine and the presets' defaults elsewhere. A preset without `--model` serves
         the tiny models servefuzz builds into its cache. Raises UsageError for a command without
         `{port}`, a model that is not there, or an engine `scripts/setup_engines.sh` has not set up.
+
+        `profile`: a feature profile of the preset (`engines.PROFILES`), for a new campaign; else
+        a preset rebuilds the finding's own `target.profile`, its name looked up in servefuzz's
+        table (a profile's flags never come from the finding file; an unknown name is refused).
         """
+        name = profile
+        if name is None and target is not None and spec in engines.PROFILES:
+            name = target.profile  # a user's own command is launched as given
+        chosen = engines.profile(spec, name) if name is not None else None
+        launch = cls._resolve(spec, target, model=model, engine=engine, reference_flags=reference_flags)
+        if chosen is None:
+            return launch
+        return dataclasses.replace(launch, argv=tuple(engines.with_flags(launch.argv, chosen.flags)),
+                                   profile=chosen, default_argv=launch.argv)
+
+    @classmethod
+    def _resolve(
+        cls,
+        spec: str,
+        target: TargetInfo | None,
+        *,
+        model: Path | None,
+        engine: str | None,
+        reference_flags: Sequence[str],
+    ) -> Launch:
         if spec == "reference":
             if target is not None:
                 return cls.reference(target)

@@ -39,6 +39,7 @@ from typing import Any, Protocol
 
 from servefuzz import known_issues, stats
 from servefuzz.anomaly import Verdict
+from servefuzz.engines import flag_pairs, with_flags
 from servefuzz.errors import ServefuzzError, TargetError, UsageError
 from servefuzz.finding import Finding, Triage, TriageOutcome
 from servefuzz.launcher import Launch
@@ -80,14 +81,13 @@ class FlagVariant:
     target_opts: Mapping[str, Any] = field(default_factory=dict)
 
     def apply_argv(self, argv: Sequence[str]) -> list[str]:
-        replaced = [flag for flag, _ in _pairs(self.add)]
-        return _without(argv, {*replaced, *self.drop}) + list(self.add)
+        return with_flags(argv, self.add, self.drop)
 
     def changes(self, launch: Launch) -> bool:
         """Whether relaunching `launch` with this variant changes anything at all."""
-        present = _pairs(launch.argv)
+        present = flag_pairs(launch.argv)
         return (
-            any(pair not in present for pair in _pairs(self.add))
+            any(pair not in present for pair in flag_pairs(self.add))
             or any(flag in dict(present) for flag in self.drop)
             or any(launch.env.get(k) != v for k, v in self.env.items())
             or any(launch.target_opts.get(k) != v for k, v in self.target_opts.items())
@@ -100,41 +100,6 @@ class FlagVariant:
     def flags(self) -> tuple[str, ...]:
         """What the triage row records as this variant's flags (known issues match on them)."""
         return self.add + tuple(f"{k}={v}" for k, v in self.target_opts.items())
-
-
-def _is_flag(token: str) -> bool:
-    # "-1" is a value (--chunked-prefill-size -1); "-np" and "--page-size" are flags.
-    return token.startswith("-") and not token.lstrip("-").replace(".", "", 1).isdigit()
-
-
-def _pairs(argv: Sequence[str]) -> list[tuple[str, str | None]]:
-    """(flag, value or None) for each flag of an argv; `--flag=value` counts as the pair."""
-    out: list[tuple[str, str | None]] = []
-    for i, token in enumerate(argv):
-        if not _is_flag(token):
-            continue
-        if "=" in token:
-            flag, _, value = token.partition("=")
-            out.append((flag, value))
-        else:
-            nxt = argv[i + 1] if i + 1 < len(argv) else None
-            out.append((token, nxt if nxt is not None and not _is_flag(nxt) else None))
-    return out
-
-
-def _without(argv: Sequence[str], flags: set[str]) -> list[str]:
-    """`argv` without the given flags, each with its value when one follows it."""
-    out: list[str] = []
-    skip = False
-    for i, token in enumerate(argv):
-        if skip:
-            skip = False
-        elif _is_flag(token) and token.partition("=")[0] in flags:
-            nxt = argv[i + 1] if i + 1 < len(argv) else None
-            skip = "=" not in token and nxt is not None and not _is_flag(nxt)
-        else:
-            out.append(token)
-    return out
 
 
 def _v(name: str, component: str, *, add: tuple[str, ...] | None = None, **kw: Any) -> FlagVariant:
@@ -186,6 +151,7 @@ MATRICES: Mapping[str, tuple[FlagVariant, ...]] = {
 def matrix_for(engine: str) -> tuple[FlagVariant, ...]:
     """The variants for `engine`'s dialect; `openai` servers get none (flags unknown)."""
     return MATRICES.get(engine, ())
+
 
 
 def run_row(

@@ -641,6 +641,10 @@ class LaunchedServer:
         self.engine = target.engine
         runner = Runner(target, self.config)
         await runner.__aenter__()
+        if self.launch.profile is not None and runner.info is not None:
+            # The server cannot say which profile it was launched under: servefuzz says it, so
+            # the campaign's config.json and every finding record it (and replay rebuilds it).
+            runner.info = dataclasses.replace(runner.info, profile=self.launch.profile.name)
         self._runner = runner
 
     async def _close_runner(self) -> None:

