@@ -16,7 +16,7 @@ from servefuzz.finding import Finding, TargetInfo, Triage, TriageOutcome, load_f
 from servefuzz.launcher import Launch, reference_argv, reference_flags
 from servefuzz.reference.faults import FAULTS
 from servefuzz.reference.server_args import ServerArgs, parse_args
-from servefuzz.triager import MATRICES, FlagVariant, render_matrix, run_row, triage, triaged_name
+from servefuzz.triager import MATRICES, FlagVariant, matrix_of, render_matrix, run_row, triage, triaged_name
 from servefuzz.trial import Replayer
 from servefuzz.workload import PromptBuilder, RequestSpec, Scenario
 
@@ -213,3 +213,41 @@ def test_a_baseline_that_cannot_start_is_an_error_not_a_matrix(tmp_path: Path, c
     err = capsys.readouterr().err
     assert "the baseline server could not be used" in err and err.count("\n") == 1
     assert not (tmp_path / triaged_name(path)).exists()
+
+
+# The presets' command lines as far as profiles see them (no engine needed to build them).
+_PRESET_ARGV = {
+    "llama-server": engines.llama_server_argv(Path("m.gguf"), extra=["--cache-ram", "0"]),
+    "vllm-cpu": engines.vllm_argv(Path("hf")),
+}
+
+
+@pytest.mark.parametrize(("preset", "name"), [(p, n) for p, named in engines.PROFILES.items() for n in named])
+def test_a_profile_s_matrix_leads_with_the_row_that_drops_it_back_to_the_preset(preset: str, name: str) -> None:
+    profile = engines.profile(preset, name)
+    default = _PRESET_ARGV[preset]
+    engine = "llamacpp" if preset == "llama-server" else "vllm"
+    launch = Launch(engine, tuple(engines.with_flags(default, profile.flags)), profile=profile, default_argv=tuple(default))
+    rows = matrix_of(launch)
+    plain = matrix_of(Launch(engine, tuple(default)))
+    assert plain == MATRICES[engine]  # without a profile: the engine's matrix, nothing more
+    if not profile.flags:  # `default` is the preset itself: nothing to drop
+        assert rows == plain
+        return
+    back = rows[0]
+    assert back.name == f"no profile {name}" and back.component == profile.component
+    # The row takes the launch back to exactly the preset's flags (order aside).
+    assert sorted(engines.flag_pairs(back.apply_argv(launch.argv)), key=str) == sorted(engines.flag_pairs(default), key=str)
+    assert back.changes(launch) and not back.changes(Launch(engine, tuple(default)))
+    own = rows[1:1 + len(profile.rows)]
+    assert [r.name for r in own] == [words for words, _ in profile.rows] and rows[1 + len(profile.rows):] == plain
+    assert all(r.changes(launch) for r in own)
+
+
+def test_cache_reuse_s_rows_turn_it_off_and_put_the_preset_back() -> None:
+    profile = engines.profile("llama-server", "cache-reuse")
+    default = _PRESET_ARGV["llama-server"]
+    launch = Launch("llamacpp", tuple(engines.with_flags(default, profile.flags)), profile=profile, default_argv=tuple(default))
+    back, off = matrix_of(launch)[:2]
+    assert "--cache-reuse" not in back.apply_argv(launch.argv)
+    assert off.apply_argv(launch.argv)[-2:] == ["--cache-reuse", "0"]

@@ -52,6 +52,8 @@ __all__ = [
     "MATRICES",
     "RowRunner",
     "matrix_for",
+    "matrix_of",
+    "profile_rows",
     "run_row",
     "triage",
     "triaged_name",
@@ -153,6 +155,29 @@ def matrix_for(engine: str) -> tuple[FlagVariant, ...]:
     return MATRICES.get(engine, ())
 
 
+def profile_rows(launch: Launch) -> tuple[FlagVariant, ...]:
+    """For a launch under a feature profile: a row that takes it back to the preset's default
+    (a cure there implicates the profile's feature), then the profile's own switches one at a
+    time (`--cache-reuse 0`). None for a launch without a profile, or under `default`.
+
+    >>> from servefuzz.engines import profile
+    >>> p = profile("llama-server", "cache-reuse")
+    >>> rows = profile_rows(Launch("llamacpp", ("srv", "--cache-reuse", "64"), profile=p, default_argv=("srv",)))
+    >>> [(r.name, r.add, r.drop) for r in rows]
+    [('no profile cache-reuse', (), ('--cache-reuse',)), ('--cache-reuse 0', ('--cache-reuse', '0'), ())]
+    """
+    p = launch.profile
+    if p is None or not p.flags:
+        return ()
+    add, drop = p.undo(launch.default_argv)
+    back = FlagVariant(f"no profile {p.name}", p.component, add=add, drop=drop)
+    return (back, *(_v(words, component) for words, component in p.rows))
+
+
+def matrix_of(launch: Launch) -> tuple[FlagVariant, ...]:
+    """The rows triage relaunches `launch` under: its profile's (`profile_rows`), then its engine's."""
+    return (*profile_rows(launch), *matrix_for(launch.engine))
+
 
 def run_row(
     finding: Finding,
@@ -243,7 +268,7 @@ def triage(
         return row
 
     with ThreadPoolExecutor(max_workers=parallel) as pool:
-        rows = tuple(pool.map(one, matrix_for(launch.engine)))
+        rows = tuple(pool.map(one, matrix_of(launch)))
     result = Triage(baseline=baseline, variants=rows)
     matches = known_issues.match(dataclasses.replace(finding, triage=result), result)
     return dataclasses.replace(result, known_issues=tuple(m.to_json() for m in matches))
