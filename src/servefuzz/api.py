@@ -43,7 +43,7 @@ from servefuzz.reports.coverage_page import write_coverage_page
 from servefuzz.runner import RunConfig, Runner
 from servefuzz.shrinker import Shrunk, shrink_finding
 from servefuzz.store import check_campaign_dir, finding_noise
-from servefuzz.strategies import get_strategies
+from servefuzz.strategies import aimed_first, get_strategies
 from servefuzz.traces import load_trace_seeds
 from servefuzz.triager import triage as triage_matrix
 from servefuzz.trial import DEFAULT_RUNS, LaunchedServer, Replayer, open_target
@@ -229,6 +229,10 @@ def fuzz(
     opts.validate()
     seed, spec = opts.identity()
     strategies = get_strategies(spec)
+    if opts.profile is not None:
+        # The first round meets the profile's feature first (a small pool: eviction first).
+        # Stable, so a resumed campaign's stored order comes out the same.
+        strategies = aimed_first(strategies, engines.profile(opts.launch or "", opts.profile).aims)
     seeds = load_trace_seeds(opts.trace) if opts.trace is not None else ()
     time_s = opts.time_s
     if time_s is None and opts.requests is None:

