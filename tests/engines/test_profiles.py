@@ -8,7 +8,9 @@ spec-ngram) take about a minute each, the most this suite spends on extra vLLM l
 from __future__ import annotations
 
 import json
+import urllib.request
 from pathlib import Path
+from typing import Any
 
 import pytest
 from engine_client import alone
@@ -42,14 +44,28 @@ def _check_flags(launch: Launch, plain: Launch) -> None:
     assert not all(pair in flag_pairs(plain.argv) for pair in wanted), "the profile changes nothing"
 
 
-def _serve_one(launch: Launch, log: Path) -> None:
-    """Start `launch`, send one request alone, and check that it was answered in full."""
+def _serve_one(launch: Launch, log: Path, look: str = "") -> Any:
+    """Start `launch`, send one request alone, check that it was answered in full, and return
+    what the server's `look` endpoint says (None without one)."""
     # A prompt that repeats itself: the n-gram drafters have something to propose from it.
     prompt = tuple(range(10, 40)) * 3
     with ServerProcess(launch.argv, env=launch.env, log_path=log, start_timeout_s=launch.start_timeout_s) as srv:
         (record,) = alone(launch.engine, srv.base_url, RequestSpec("one", 0.0, prompt, max_tokens=8))
+        seen = json.load(urllib.request.urlopen(srv.base_url + look, timeout=10)) if look else None  # noqa: S310 - 127.0.0.1
     assert record.ok, (record.status, record.error, srv.log_tail(5))
     assert len(record.choices[0].token_ids) == 8
+    return seen
+
+
+# What llama-server's /slots says once the feature took hold (the preset: 1024 tokens a slot,
+# no speculation). With --kv-unified a slot may grow to the tiny model's 2048-token context in
+# the shared pool; with -c 2048 over 8 slots each has 256.
+_SLOT_SAYS = {
+    "default": {"n_ctx": 1024, "speculative": False},
+    "kv-unified": {"n_ctx": 2048},
+    "context-shift": {"n_ctx": 256},
+    "spec-ngram": {"speculative": True},
+}
 
 
 @pytest.mark.parametrize("name", [n for n in PROFILES["llama-server"] if n != "default"])
@@ -59,7 +75,9 @@ def test_each_llama_server_profile_starts_and_serves_with_its_flags(
     launch = _launch("llama-server", tiny_models, name)
     assert launch.profile == PROFILES["llama-server"][name]
     _check_flags(launch, _launch("llama-server", tiny_models))
-    _serve_one(launch, tmp_path / "server.log")
+    slot = _serve_one(launch, tmp_path / "server.log", "/slots")[0]
+    said = {**_SLOT_SAYS["default"], **_SLOT_SAYS.get(name, {})}
+    assert {k: slot.get(k) for k in said} == said
 
 
 @pytest.mark.parametrize("name", [n for n in PROFILES["vllm-cpu"] if n != "default"])
