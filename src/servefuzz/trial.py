@@ -448,6 +448,14 @@ async def open_target(
     return make_target(engine, url, headers=headers, **opts)
 
 
+def _say_profile(runner: Runner, launch: Launch | None) -> None:
+    """The server cannot say which feature profile it was launched under: servefuzz says it in
+    the runner's target info, so a campaign's config.json, its findings and a shrunk finding
+    record it (and replay rebuilds it by name)."""
+    if launch is not None and launch.profile is not None and runner.info is not None:
+        runner.info = dataclasses.replace(runner.info, profile=launch.profile.name)
+
+
 class Replayer:
     """Replays scenarios against one server from synchronous code (shrink's gate, triage's rows).
 
@@ -535,6 +543,7 @@ class Replayer:
         self.engine = target.engine
         runner = Runner(target, self.config)
         self._loop.run(runner.__aenter__())
+        _say_profile(runner, self.launch)
         self._runner = runner
 
     def _disconnect(self) -> None:
@@ -641,10 +650,7 @@ class LaunchedServer:
         self.engine = target.engine
         runner = Runner(target, self.config)
         await runner.__aenter__()
-        if self.launch.profile is not None and runner.info is not None:
-            # The server cannot say which profile it was launched under: servefuzz says it, so
-            # the campaign's config.json and every finding record it (and replay rebuilds it).
-            runner.info = dataclasses.replace(runner.info, profile=self.launch.profile.name)
+        _say_profile(runner, self.launch)
         self._runner = runner
 
     async def _close_runner(self) -> None:

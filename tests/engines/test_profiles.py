@@ -119,3 +119,13 @@ def test_a_campaign_under_a_profile_launches_its_flags_records_its_name_and_aims
     assert DEFAULT_MIX[0] != aims[0] and config["strategies"][: len(aims)] == list(aims)
     first = json.loads((out / "scenarios.jsonl").read_text().splitlines()[0])
     assert first["origin"] == aims[0]
+
+
+def test_a_replay_under_a_profile_says_so_in_its_target(tiny_models: ModelPaths) -> None:
+    # What a shrunk finding records as its target (the replay bench's): the profile stays on it.
+    from servefuzz.trial import Replayer
+
+    with Replayer(_launch("llama-server", tiny_models, "kv-unified")) as bench:
+        assert bench.info.profile == "kv-unified"
+    with Replayer(_launch("llama-server", tiny_models)) as bench:
+        assert bench.info.profile is None
