@@ -41,6 +41,7 @@ from servefuzz.replay_report import ReplayResult, replay_result
 from servefuzz.reports import ReportPaths, write_report
 from servefuzz.reports.coverage_page import write_coverage_page
 from servefuzz.runner import RunConfig, Runner
+from servefuzz.sanitize import one_line
 from servefuzz.shrinker import Shrunk, shrink_finding
 from servefuzz.store import check_campaign_dir, finding_noise
 from servefuzz.strategies import aimed_first, get_strategies
@@ -137,8 +138,8 @@ class FuzzOptions:
             raise UsageError(f"--url must start with http:// or https://, got {self.url!r}")
         if self.model is not None and self.launch not in ("vllm-cpu", "llama-server"):
             raise UsageError("--model names the model a preset serves: use it with --launch vllm-cpu or llama-server")
-        if self.profile is not None:
-            engines.profile(self.launch or "", self.profile)  # the preset has it, or one line
+        if self.chosen_profile() is not None:
+            engines.profile(self.launch or "", self.chosen_profile() or "")  # the preset has it, or one line
         if self.faults is not None and not (self.url is None and self.launch in (None, "reference")):
             raise UsageError("--fault plants faults in the reference engine; use it without --url, or with --launch reference")
         if self.runs < 2:
@@ -176,6 +177,16 @@ class FuzzOptions:
         kept = [n for n in stored.get("strategies") or [] if n != PairwiseCover.name]
         spec = self.strategy or ",".join(kept or ["mix"])
         return seed, spec
+
+    def chosen_profile(self) -> str | None:
+        """The feature profile: as given, else (resume) the one the campaign was started under,
+        so a resumed campaign goes on against the same server; a different one is refused."""
+        stored = self._stored().get("target")
+        before = stored.get("profile") if isinstance(stored, dict) else None
+        if self.profile is not None and self.resume and before != self.profile:
+            was = "no profile" if before is None else f"profile {one_line(before)[:64]}"  # the file is anyone's
+            raise UsageError(f"{self.out} was started with {was}; resume it with the same --profile (or none)")
+        return self.profile if self.profile is not None else before if isinstance(before, str) else None
 
     def uses_coverage(self) -> bool:
         """Coverage as given; on resume as the campaign was started; else on for the default mix
@@ -229,10 +240,11 @@ def fuzz(
     opts.validate()
     seed, spec = opts.identity()
     strategies = get_strategies(spec)
-    if opts.profile is not None:
+    profile = opts.chosen_profile()
+    if profile is not None:
         # The first round meets the profile's feature first (a small pool: eviction first).
         # Stable, so a resumed campaign's stored order comes out the same.
-        strategies = aimed_first(strategies, engines.profile(opts.launch or "", opts.profile).aims)
+        strategies = aimed_first(strategies, engines.profile(opts.launch or "", profile).aims)
     seeds = load_trace_seeds(opts.trace) if opts.trace is not None else ()
     time_s = opts.time_s
     if time_s is None and opts.requests is None:
@@ -257,7 +269,7 @@ def fuzz(
             async with Runner(target, RunConfig(request_timeout_s=opts.request_timeout_s)) as runner:
                 return await run_campaign(runner, strategies, config, seeds=seeds, on_event=events)
         launch = Launch.resolve(opts.launch or "reference", model=opts.model, engine=opts.engine,
-                                reference_flags=opts.reference_flags(), profile=opts.profile)
+                                reference_flags=opts.reference_flags(), profile=profile)
         # servefuzz started the server, so its controls may start more: the deterministic
         # control gets `launch`, and the truth control the model servefuzz built (if it is one).
         launched = dataclasses.replace(config, launch=launch, truth_model=_built_model(opts.launch, opts.model))
