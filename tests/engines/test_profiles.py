@@ -119,6 +119,11 @@ def test_a_campaign_under_a_profile_launches_its_flags_records_its_name_and_aims
     assert DEFAULT_MIX[0] != aims[0] and config["strategies"][: len(aims)] == list(aims)
     first = json.loads((out / "scenarios.jsonl").read_text().splitlines()[0])
     assert first["origin"] == aims[0]
+    # Resumed without --profile: the same profile again (and the same strategy order, or the
+    # resume would be refused as another campaign).
+    fuzz(out=out, launch="llama-server", model=tiny_models.gguf, resume=True, requests=8, coverage=False)
+    argv = json.loads((out / "server.json").read_text())["argv"]
+    assert argv[argv.index("--cache-reuse") + 1] == "64"
 
 
 def test_a_replay_under_a_profile_says_so_in_its_target(tiny_models: ModelPaths) -> None:
