@@ -5,6 +5,7 @@ empty scenario); whatever loads renders; and credentials are redacted in every f
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 import math
 import os
@@ -263,3 +264,22 @@ def test_a_stored_url_has_no_credentials(tmp_path: Path) -> None:
     assert "pw-secret" not in text and "alice" not in text
     back = load_finding(tmp_path / "finding_00001_2.json").target
     assert back.auth is True and back.base_url == "http://127.0.0.1:30000"
+
+
+@pytest.mark.parametrize(
+    ("temperature", "seed", "where"),
+    [(-0.5, 1, "temperature"), (1e6, 1, "temperature"), (0.7, -1, "seed"), (0.7, 2**40, "seed"), (0.7, 1.5, "seed")],
+)
+def test_sampling_fields_out_of_range_are_refused(good: Path, temperature: float, seed: float, where: str) -> None:
+    data = json.loads(good.read_text())
+    data["scenario"]["requests"][0] |= {"temperature": temperature, "seed": seed}
+    good.write_text(json.dumps(data))
+    assert where in refused(good, "does not match the finding schema at $.")
+
+
+def test_a_seeded_sampled_request_survives_the_finding_file(tmp_path: Path) -> None:
+    f = finding()
+    sampled = dataclasses.replace(f.scenario.requests[0], temperature=0.9, seed=7)
+    f = dataclasses.replace(f, scenario=f.scenario.with_requests([sampled, *f.scenario.requests[1:]]))
+    back = load_finding(write_finding(tmp_path, f)).scenario.by_id()["r01"]
+    assert (back.temperature, back.seed) == (0.9, 7)

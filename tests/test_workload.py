@@ -68,7 +68,7 @@ def test_bad_request_specs_are_refused(kw: dict, message: str) -> None:
 
 
 def test_unknown_request_fields_in_json_are_refused() -> None:
-    d = RequestSpec("r", 0.0, (5,), 1).to_json() | {"temperature": 0.7}
+    d = RequestSpec("r", 0.0, (5,), 1).to_json() | {"top_p": 0.7}
     with pytest.raises(ValueError, match="unknown request fields"):
         RequestSpec.from_json(d)
 
@@ -77,3 +77,35 @@ def test_duplicate_request_ids_are_refused() -> None:
     r = RequestSpec("r", 0.0, (5,), 1)
     with pytest.raises(ValueError, match="unique"):
         Scenario(0, (r, r))
+
+
+def test_sampling_fields_round_trip_and_greedy_specs_keep_their_old_shape() -> None:
+    seeded = RequestSpec("r", 0.0, (5, 6), 4, n=3, temperature=0.8, seed=1234)
+    d = seeded.to_json()
+    assert (d["temperature"], d["seed"]) == (0.8, 1234)
+    assert RequestSpec.from_json(json.loads(json.dumps(d))) == seeded
+    assert seeded.seeded and seeded.sampled
+    # A greedy spec is written as before the fields existed, and such a file still loads.
+    greedy = RequestSpec("g", 0.0, (5,), 1).to_json()
+    assert "temperature" not in greedy and "seed" not in greedy
+    assert RequestSpec.from_json(greedy) == RequestSpec("g", 0.0, (5,), 1)
+    unseeded = RequestSpec("u", 0.0, (5,), 1, temperature=1)
+    assert unseeded.sampled and not unseeded.seeded and "seed" not in unseeded.to_json()
+    sc = Scenario(0, (seeded, unseeded, RequestSpec("g", 0.0, (5,), 1)))
+    assert (sc.seeded, sc.unseeded) == (frozenset({"r"}), frozenset({"u"}))
+
+
+@pytest.mark.parametrize(
+    ("kw", "match"),
+    [
+        ({"temperature": -0.1}, "temperature"),
+        ({"temperature": float("nan")}, "temperature"),
+        ({"temperature": float("inf")}, "temperature"),
+        ({"temperature": 11.0}, "temperature"),
+        ({"temperature": 1.0, "seed": -1}, "seed"),
+        ({"temperature": 1.0, "seed": 2**31}, "seed"),
+    ],
+)
+def test_sampling_fields_are_range_checked(kw: dict[str, float], match: str) -> None:
+    with pytest.raises(ValueError, match=match):
+        RequestSpec("r", 0.0, (5,), 1, **kw)  # type: ignore[arg-type]

@@ -18,14 +18,20 @@ leading tokens come from the named shared prefix; the rest is a suffix unique to
 from __future__ import annotations
 
 import dataclasses
+import math
 import random
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["RequestSpec", "Scenario", "PromptBuilder", "TokenIds"]
+__all__ = ["MAX_SEED", "MAX_TEMPERATURE", "RequestSpec", "Scenario", "PromptBuilder", "TokenIds"]
 
 TokenIds = tuple[int, ...]
+
+# Sane sampling ranges every adapter can send as they are: llama.cpp reads a seed as uint32 and
+# takes 0xFFFFFFFF for "random", so seeds stay below 2**31; temperatures past 10 are uniform noise.
+MAX_SEED = 2**31 - 1
+MAX_TEMPERATURE = 10.0
 
 
 @dataclass(frozen=True)
@@ -49,6 +55,12 @@ class RequestSpec:
     # The tenant's prefix-cache salt (vLLM's and SGLang's `cache_salt`): requests with different
     # salts must never share a cached page. None: unsalted, as every request before salts was.
     cache_salt: str | None = None
+    # Sampling. At temperature 0 (the default) the request is greedy and every oracle compares
+    # its tokens. Above 0 its tokens are comparable across runs only with a `seed`, on an engine
+    # that promises per-request reproducibility (`Scenario.seeded`, docs/verdicts.md); an unseeded
+    # sampled request is judged for liveness only.
+    temperature: float = 0.0
+    seed: int | None = None
 
     def __post_init__(self) -> None:
         if not self.id:
@@ -67,6 +79,21 @@ class RequestSpec:
             raise ValueError(f"{self.id}: prefix_len > 0 needs a prefix_name")
         if self.cache_salt is not None and not self.cache_salt:
             raise ValueError(f"{self.id}: cache_salt must be a non-empty string or None")
+        if not (math.isfinite(self.temperature) and 0 <= self.temperature <= MAX_TEMPERATURE):
+            raise ValueError(f"{self.id}: temperature must be in 0..{MAX_TEMPERATURE:g}, got {self.temperature}")
+        if self.seed is not None and not 0 <= self.seed <= MAX_SEED:
+            raise ValueError(f"{self.id}: seed must be in 0..{MAX_SEED}, got {self.seed}")
+
+    @property
+    def sampled(self) -> bool:
+        """Whether the engine samples this request's tokens (temperature > 0)."""
+        return self.temperature > 0
+
+    @property
+    def seeded(self) -> bool:
+        """A sampled request with a seed: as reproducible as a greedy one where the engine
+        promises per-request seeds (the same tokens alone and under load)."""
+        return self.sampled and self.seed is not None
 
     @property
     def prompt_len(self) -> int:
@@ -93,6 +120,12 @@ class RequestSpec:
         d["prompt_ids"] = list(self.prompt_ids)
         if self.cache_salt is None:
             del d["cache_salt"]
+        # A greedy request is written as before sampling existed, so its files (and the dedup
+        # signatures and hashes taken over them) stay what they were.
+        if not self.sampled:
+            del d["temperature"]
+        if self.seed is None:
+            del d["seed"]
         return d
 
     @classmethod
@@ -103,6 +136,8 @@ class RequestSpec:
             raise ValueError(f"unknown request fields: {sorted(unknown)}")
         kw = dict(d)
         kw["prompt_ids"] = tuple(int(t) for t in d["prompt_ids"])
+        if "temperature" in kw:
+            kw["temperature"] = float(kw["temperature"])
         return cls(**kw)
 
 
@@ -140,6 +175,16 @@ class Scenario:
     def total_requests(self) -> int:
         """Requests on the wire: a request with n choices is still one request."""
         return len(self.requests)
+
+    @property
+    def seeded(self) -> frozenset[str]:
+        """The seeded sampled requests: their flips are draws, judged by the sampled rule."""
+        return frozenset(r.id for r in self.requests if r.seeded)
+
+    @property
+    def unseeded(self) -> frozenset[str]:
+        """Sampled requests without a seed: no two of their answers need agree (liveness only)."""
+        return frozenset(r.id for r in self.requests if r.sampled and r.seed is None)
 
     @property
     def duration_ms(self) -> float:

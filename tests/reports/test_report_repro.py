@@ -170,6 +170,14 @@ def test_plans_follow_each_engines_adapter() -> None:
     openai = plan("openai", {})
     assert openai["flush"] is None and openai["requests"][0]["body"]["model"] is None  # asked at run time
 
+    # A seeded sampled request keeps its temperature and seed, and vLLM gets its n whole (it
+    # forks n children seeded seed + i, as `servefuzz replay` sends it).
+    sc = Scenario(1, (RequestSpec("r01", 0.0, (5, 6, 7), 4, n=3, temperature=0.8, seed=77),))
+    req = plan("vllm", {"model": "tiny"})["requests"][0]
+    assert req["copies"] == 1 and (req["body"]["n"], req["body"]["temperature"], req["body"]["seed"]) == (3, 0.8, 77)
+    sp = plan("reference", {})["requests"][0]["body"]["sampling_params"]
+    assert (sp["temperature"], sp["sampling_seed"]) == (0.8, 77)
+
 
 SGLANG_RECORDED = Path(__file__).parent.parent / "targets" / "data" / "sglang"
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
@@ -197,3 +198,36 @@ def test_a_salted_request_is_refused_where_the_dialect_has_no_salt(ref: str) -> 
 
     with pytest.raises(UsageError, match="openai dialect has none"):
         with_runner(ref, "openai", refused)
+
+
+def test_a_seeded_sampled_spec_is_sent_as_one_and_both_dialects_draw_the_same(ref: str) -> None:
+    # The adapters send the spec's temperature and seed (SGLang's sampling_seed, OpenAI's seed):
+    # the same seed draws the same tokens in both dialects, another seed other tokens, and the
+    # draws are not the greedy answer.
+    seeded = RequestSpec("s", 0.0, PROMPT, max_tokens=12, n=2, temperature=1.5, seed=42)
+    sg = with_runner(ref, "reference", lambda r: r.run_alone(seeded, run=0), top_k=4)
+    oa = with_runner(ref, "openai", lambda r: r.run_alone(seeded, run=0), top_k=4)
+    assert sg.status is Status.OK and oa.status is Status.OK, (sg.error, oa.error)
+    assert [c.token_ids for c in sg.choices] == [c.token_ids for c in oa.choices]
+    assert sg.choices[0].token_ids != sg.choices[1].token_ids  # choice i draws with (seed, i)
+    other = with_runner(ref, "reference", lambda r: r.run_alone(dataclasses.replace(seeded, seed=43), run=0), top_k=4)
+    greedy = with_runner(ref, "reference", lambda r: r.run_alone(RequestSpec("g", 0.0, PROMPT, 12), run=0), top_k=4)
+    assert other.choices[0].token_ids != sg.choices[0].token_ids != greedy.choices[0].token_ids
+
+
+def test_each_dialect_spells_temperature_and_seed_its_own_way() -> None:
+    from servefuzz.targets.llamacpp import LlamaCppTarget
+    from servefuzz.targets.sglang import SGLangTarget
+    from servefuzz.targets.vllm import VLLMTarget
+
+    spec = RequestSpec("s", 0.0, (5, 6), 3, n=2, temperature=0.7, seed=9)
+    sp = SGLangTarget("http://127.0.0.1:1").body(spec, top_k=2)["sampling_params"]
+    assert (sp["temperature"], sp["sampling_seed"], sp["n"]) == (0.7, 9, 2)
+    oa = VLLMTarget("http://127.0.0.1:1", model="m").body(spec, top_k=2, model="m")
+    assert (oa["temperature"], oa["seed"], oa["n"]) == (0.7, 9, 2)
+    lc = LlamaCppTarget("http://127.0.0.1:1").body(spec, top_k=2)
+    assert (lc["temperature"], lc["seed"], lc["n_cmpl"]) == (0.7, 9, 2)
+    greedy = RequestSpec("g", 0.0, (5, 6), 3)
+    assert "seed" not in VLLMTarget("http://127.0.0.1:1").body(greedy, top_k=2, model="m")
+    assert "sampling_seed" not in SGLangTarget("http://127.0.0.1:1").body(greedy, top_k=2)["sampling_params"]
+    assert "seed" not in LlamaCppTarget("http://127.0.0.1:1").body(greedy, top_k=2)

@@ -60,7 +60,7 @@ def replay_plan(finding: Finding) -> dict[str, Any]:
     requests = []
     for spec in finding.scenario.requests:
         copies = 1
-        if isinstance(target, VLLMTarget) and spec.n > 1:
+        if isinstance(target, VLLMTarget) and spec.n > 1 and not spec.sampled:
             # vLLM rejects n > 1 at temperature 0; its adapter sends n requests of n = 1.
             copies, spec = spec.n, dataclasses.replace(spec, n=1)
         body = _body(target, spec, top_k, model)

@@ -1,7 +1,9 @@
 """What every target adapter is: the `Target` Protocol, its registry and the shared plumbing.
 
 An adapter speaks one engine's HTTP dialect. It turns a `RequestSpec` into a request with the
-exact prompt token ids, temperature 0 and per-token top-k logprobs, and parses the answer into
+exact prompt token ids, the spec's temperature (0, greedy, unless the spec samples) and seed
+(sent only when the spec has one, in the engine's own field: `seed`, SGLang's
+`sampling_params.sampling_seed`), and per-token top-k logprobs, and parses the answer into
 the in-flight `Exchange` that the runner hands it. The runner owns the clock, the deadlines and
 the final `RequestRecord`; the adapter only fills the exchange as data arrives, so a request cut
 mid-stream still leaves its partial output behind.
@@ -203,7 +205,7 @@ class Target(Protocol):
     async def send(
         self, session: aiohttp.ClientSession, spec: RequestSpec, *, top_k: int, exchange: Exchange
     ) -> None:
-        """Send `spec` (temperature 0, exact ids, top-k logprobs) and fill `exchange`."""
+        """Send `spec` (exact ids, its temperature and seed, top-k logprobs) and fill `exchange`."""
 
     async def flush_cache(self, session: aiohttp.ClientSession) -> bool:
         """Empty the prefix cache: True once flushed, False when the engine has no flush.

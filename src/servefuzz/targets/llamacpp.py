@@ -71,13 +71,16 @@ class LlamaCppTarget(HttpTarget):
         return {
             "prompt": list(spec.prompt_ids),
             "n_predict": spec.max_tokens,
-            "temperature": 0.0,  # greedy; the probabilities are still the plain softmax
+            # At 0 greedy (the probabilities are still the plain softmax); above 0 the server's
+            # default sampler chain, then a draw seeded by `seed` (docs/engines.md, Seeds).
+            "temperature": spec.temperature,
             "n_probs": top_k,
             "n_cmpl": spec.n,
             "ignore_eos": spec.ignore_eos,
             "cache_prompt": self.cache_prompt and not cold,
             "return_tokens": True,
             "stream": spec.stream,
+            **({"seed": spec.seed} if spec.seed is not None else {}),
         }
 
     async def send(

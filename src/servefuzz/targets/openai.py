@@ -59,13 +59,15 @@ class OpenAITarget(HttpTarget):
             "model": model,
             "prompt": list(spec.prompt_ids),
             "max_tokens": spec.max_tokens,
-            "temperature": 0.0,
+            "temperature": spec.temperature,
             "n": spec.n,
             "logprobs": top_k,
             "stream": spec.stream,
             "ignore_eos": spec.ignore_eos,
             "return_token_ids": True,
         }
+        if spec.seed is not None:
+            body["seed"] = spec.seed
         salt = self.salt_of(spec)
         if salt is not None:
             body["cache_salt"] = salt  # vLLM's top-level field (PR #17045); SGLang's OpenAI API too

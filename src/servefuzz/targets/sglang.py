@@ -68,15 +68,20 @@ class SGLangTarget(HttpTarget):
 
     def body(self, spec: RequestSpec, *, top_k: int) -> dict[str, Any]:
         salt = self.salt_of(spec)
+        sampling: dict[str, Any] = {
+            "temperature": spec.temperature,
+            "max_new_tokens": spec.max_tokens,
+            "ignore_eos": spec.ignore_eos,
+            "n": spec.n,
+        }
+        if spec.seed is not None:
+            # SGLang's per-request seed (honoured by its seeded sampler; the reference engine
+            # seeds choice i's own generator with (seed, i)).
+            sampling["sampling_seed"] = spec.seed
         return {
             **({"extra_key": salt} if salt is not None else {}),
             "input_ids": list(spec.prompt_ids),
-            "sampling_params": {
-                "temperature": 0.0,
-                "max_new_tokens": spec.max_tokens,
-                "ignore_eos": spec.ignore_eos,
-                "n": spec.n,
-            },
+            "sampling_params": sampling,
             "return_logprob": True,
             "top_logprobs_num": top_k,
             # -1: logprobs of the output only. Asking for prompt logprobs makes SGLang

@@ -12,6 +12,8 @@
   spec with `n > 1` goes out as n concurrent requests of n = 1, one per choice. The server args
   this adapter reports say so (`servefuzz_n_as_requests`): their disagreement means what it
   means for n identical requests in flight together, not for n choices forked from one prefill.
+  A sampled spec goes out with its own n: vLLM forks it into n children, child i seeded with
+  seed + i (`ParentRequest._get_child_sampling_params`), so each choice is a reproducible draw.
 
     >>> t = VLLMTarget("http://127.0.0.1:8000", model="tiny")
     >>> b = t.body(RequestSpec("r01", 0.0, (5, 6), max_tokens=3), top_k=5, model="tiny")
@@ -47,7 +49,7 @@ __all__ = ["VLLMTarget", "info_labels"]
 
 # One `key="value"` pair of a Prometheus label set; a value may hold commas and escaped quotes.
 _LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
-_N_NOTE = "n > 1 is sent as n concurrent requests of n = 1 (vLLM rejects n > 1 at temperature 0)"
+_N_NOTE = "n > 1 at temperature 0 is sent as n concurrent requests of n = 1 (vLLM rejects n > 1 there)"
 
 
 @register("vllm")
@@ -76,7 +78,7 @@ class VLLMTarget(OpenAITarget):
     async def send(
         self, session: aiohttp.ClientSession, spec: RequestSpec, *, top_k: int, exchange: Exchange
     ) -> None:
-        if spec.n == 1:
+        if spec.n == 1 or spec.sampled:
             await super().send(session, spec, top_k=top_k, exchange=exchange)
             return
         one = dataclasses.replace(spec, n=1)
