@@ -61,6 +61,7 @@ REFERENCE_FAULTS = (
     "batch-variant-numerics",
     "stale-slot-continuation",
     "salt-ignored",
+    "shared-sampler-rng",
 )
 
 # Weights of the evidence. A cure seen in the triage matrix says the most; the engine (or the

@@ -42,6 +42,7 @@ FEATURES: Mapping[str, str] = {
     "high-concurrency": "32 or more requests leave within one second",
     "n>1": "a diverging request asks for several choices",
     "stream": "a diverging request streams",
+    "seeded-sampling": "a diverging request samples (temperature > 0) under a per-request seed",
     "abort": "a request of the scenario is cancelled mid-flight",
     "chunked-prefill": "a prompt is longer than the chunked-prefill budget",
     "eviction": "the scenario needs more KV than the pool holds",
@@ -56,7 +57,8 @@ FEATURES: Mapping[str, str] = {
 # The features a finding's dedup signature keys on: the shape of the requests that diverged,
 # and whether anything was cut. (How many requests or how dense is not: a shrunk finding of one
 # bug is denser or sparser than the original and must keep its signature.)
-SIGNATURE = ("prefix=none", "prefix=shared", "prefix=page-aligned", "prefix=mid-page", "n>1", "stream", "abort")
+SIGNATURE = ("prefix=none", "prefix=shared", "prefix=page-aligned", "prefix=mid-page", "n>1", "stream", "abort",
+             "seeded-sampling")
 
 BURST_MS = 5.0  # requests this close leave in one scheduling round of a busy server
 HIGH_CONCURRENCY = 32
@@ -96,6 +98,8 @@ def request_features(scenario: Scenario, spec: RequestSpec, page: int | None) ->
         feats["n>1"] = f"{rid} asks for n={spec.n} choices"
     if spec.stream:
         feats["stream"] = f"{rid} streams"
+    if spec.seeded:
+        feats["seeded-sampling"] = f"{rid} samples at temperature {spec.temperature:g} with seed {spec.seed}"
     return feats
 
 

@@ -17,19 +17,30 @@ from dataclasses import dataclass
 from typing import Any
 
 import aiohttp
+import numpy as np
 
-from servefuzz.reference.model import TinyModel
+from servefuzz.reference.model import LOGIT_UNIT, Generation, TinyModel
 
-__all__ = ["Answer", "burst", "flush", "generate_body", "get", "metric", "post", "wrong_answers"]
+__all__ = ["Answer", "burst", "flush", "generate_body", "get", "metric", "post", "seeded_draw", "wrong_answers"]
 
 
 def generate_body(
-    prompt: Sequence[int], max_new_tokens: int, *, n: int = 1, top_k: int = 2, **extra: Any
+    prompt: Sequence[int],
+    max_new_tokens: int,
+    *,
+    n: int = 1,
+    top_k: int = 2,
+    temperature: float = 0.0,
+    seed: int | None = None,
+    **extra: Any,
 ) -> dict[str, Any]:
-    """An SGLang /generate body at temperature 0 with logprobs."""
+    """An SGLang /generate body with logprobs, at temperature 0 unless told (then with its seed)."""
+    sampling: dict[str, Any] = {"temperature": temperature, "max_new_tokens": max_new_tokens, "n": n, "ignore_eos": True}
+    if seed is not None:
+        sampling["sampling_seed"] = seed
     return {
         "input_ids": list(prompt),
-        "sampling_params": {"temperature": 0, "max_new_tokens": max_new_tokens, "n": n, "ignore_eos": True},
+        "sampling_params": sampling,
         "return_logprob": True,
         "top_logprobs_num": top_k,
         **extra,
@@ -46,6 +57,8 @@ class Answer:
     logprobs: tuple[float, ...]
     top: tuple[tuple[tuple[int, float], ...], ...]
     cached_tokens: int
+    # A sampled choice: (temperature, seed, choice index), the draw its tokens must be.
+    draw: tuple[float, int, int] | None = None
 
 
 def post(base: str, path: str, body: Any, timeout: float = 60) -> tuple[int, Any]:
@@ -86,8 +99,10 @@ def metric(base: str, name: str) -> float:
     raise KeyError(name)
 
 
-def _answers(name: str, prompt: Sequence[int], payload: Any) -> list[Answer]:
+def _answers(name: str, prompt: Sequence[int], payload: Any, sampling: dict[str, Any] | None = None) -> list[Answer]:
     choices = payload if isinstance(payload, list) else [payload]
+    sp = sampling or {}
+    temperature = float(sp.get("temperature", 0))
     out = []
     for i, c in enumerate(choices):
         meta = c["meta_info"]
@@ -99,6 +114,7 @@ def _answers(name: str, prompt: Sequence[int], payload: Any) -> list[Answer]:
                 tuple(lp for lp, _, _ in meta["output_token_logprobs"]),
                 tuple(tuple((t, lp) for lp, t, _ in top) for top in meta.get("output_top_logprobs", [])),
                 meta["cached_tokens"],
+                (temperature, int(sp.get("sampling_seed", 0)), i) if temperature > 0 else None,
             )
         )
     return out
@@ -112,7 +128,7 @@ async def _burst(base: str, requests: Sequence[tuple[str, float, dict[str, Any]]
             async with session.post(base + "/generate", json=body) as resp:
                 payload = await resp.json()
                 assert resp.status == 200, payload
-            return _answers(name, body["input_ids"], payload)
+            return _answers(name, body["input_ids"], payload, body.get("sampling_params"))
 
         results = await asyncio.gather(*(one(*r) for r in requests))
     return [a for answers in results for a in answers]
@@ -123,16 +139,34 @@ def burst(base: str, requests: Sequence[tuple[str, float, dict[str, Any]]]) -> l
     return asyncio.run(_burst(base, requests))
 
 
+def seeded_draw(model: TinyModel, a: Answer, top_k: int) -> Generation:
+    """What a seeded sampled choice *should* have drawn at each step, given its output so far:
+    the Gumbel-max draw over the plain forward's logits at `a.draw`'s temperature, with one
+    Exp(1) noise per vocabulary token per step from the choice's own generator (seed, index).
+    Written here from the sampler's definition, not imported from the engine."""
+    assert a.draw is not None and a.ids
+    temperature, seed, index = a.draw
+    logits = model.forward(list(a.prompt) + list(a.ids[:-1]))[len(a.prompt) - 1 :]
+    rng = np.random.default_rng((seed % 2**63, index))
+    drawn = []
+    for row in logits:
+        z = (row - row.max()) / (LOGIT_UNIT * temperature)
+        drawn.append(int(np.argmax(z - np.log(rng.standard_exponential(len(row))))))
+    steps = model.logprobs(logits, drawn, [top_k] * len(logits))
+    return Generation(tuple(drawn), tuple(steps))
+
+
 def wrong_answers(model: TinyModel, answers: Sequence[Answer]) -> dict[str, int]:
     """Answers that differ from the plain forward of their sequence alone -> first bad step.
 
     The reference is one no-cache forward over prompt + output: at every step, the token the
-    engine produced must be the argmax, with bit-identical logprob and top-k.
+    engine produced must be the argmax (for a sampled choice, its seeded draw: `seeded_draw`),
+    with bit-identical logprob and top-k.
     """
     bad = {}
     for a in answers:
         k = len(a.top[0]) if a.top else 0
-        ref = model.score(a.prompt, a.ids, top_k=k)
+        ref = model.score(a.prompt, a.ids, top_k=k) if a.draw is None else seeded_draw(model, a, k)
         for i, step in enumerate(ref.steps):
             got_top = a.top[i] if a.top else ()
             if (step.token_id, step.logprob, step.top) != (a.ids[i], a.logprobs[i], got_top):

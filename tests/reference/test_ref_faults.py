@@ -133,6 +133,14 @@ def cross_tenant_hits(model: TinyModel, answers: Sequence[Answer]) -> dict[str, 
 JUDGES: dict[str, Callable[[TinyModel, Sequence[Answer]], dict[str, int]]] = {"salt-ignored": cross_tenant_hits}
 
 
+def seeded_burst(url: str) -> list[Answer]:
+    # Three seeded sampled requests sent at once: admitted in one extend batch, they draw their
+    # first token, and every later one, in the same steps. (n = 1: the cure's one running
+    # request refuses more.)
+    reqs: Burst = [(f"S{i}", 0, generate_body(toks(90 + i, 40), 12, temperature=1.0, seed=100 + i)) for i in range(3)]
+    return burst(url, reqs)
+
+
 # fault -> (flags that set up its trigger, trigger, flags of the cure)
 CASES: dict[str, tuple[list[str], Callable[[str], list[Answer]], list[str]]] = {
     "page-boundary-prefix": ([], page_boundary_burst, ["--disable-radix-cache"]),
@@ -144,6 +152,7 @@ CASES: dict[str, tuple[list[str], Callable[[str], list[Answer]], list[str]]] = {
     "batch-variant-numerics": ([], many_requests_burst, ["--enable-deterministic-inference"]),
     "stale-slot-continuation": ([], finished_then_fresh, ["--disable-radix-cache"]),
     "salt-ignored": ([], tenant_b_after_tenant_a, ["--disable-radix-cache"]),
+    "shared-sampler-rng": ([], seeded_burst, ["--max-running-requests", "1"]),
 }
 
 
@@ -178,6 +187,18 @@ def test_fault_is_invisible_to_one_request_alone(reference_server: Server, model
         flush(url)
         answers = burst(url, [("alone", 0, generate_body(prompt, max_new, n=1 if one_slot else n))])
         assert wrong_answers(model, answers) == {}, (fault, len(prompt), n)
+
+
+def test_a_seeded_sampled_request_alone_draws_its_own_noise_whatever_its_n(
+    reference_server: Server, model: TinyModel
+) -> None:
+    # The other zoo faults are held alone at temperature 0 above; this one only touches draws.
+    url = reference_server("--fault", "shared-sampler-rng")
+    for n in (1, 3, 5):
+        flush(url)
+        answers = burst(url, [("alone", 0, generate_body(toks(73, 50), 12, n=n, temperature=0.9, seed=5))])
+        assert len(answers) == n and wrong_answers(model, answers) == {}, n
+    assert len({a.ids for a in answers}) > 1  # five choices, five different draws
 
 
 def test_numeric_drift_moves_logprobs_a_little_and_flips_only_near_ties(

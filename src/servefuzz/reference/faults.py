@@ -112,6 +112,16 @@ FAULTS: dict[str, Fault] = {
             "salt that never sent the prefix; the answer itself stays exact",
         ),
         Fault(
+            "shared-sampler-rng",
+            "vLLM #1595 (fixed by per-request generators, PR #2514)",
+            "sampler (per-request generators)",
+            "choices of more than one sampled request draw in the same step (one request alone, "
+            "whatever its n, keeps its choices' own generators)",
+            "--max-running-requests 1",
+            "a seeded request's tokens depend on which requests sampled beside it: under load it "
+            "answers other than alone with the same seed, with the same logprobs where the tokens agree",
+        ),
+        Fault(
             "batch-variant-numerics",
             "vLLM #23138, llama.cpp #7052 (benign class)",
             "batch-size-dependent reductions",

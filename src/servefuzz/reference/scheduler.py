@@ -756,7 +756,16 @@ class Engine:
         """Each sequence takes its next token from its logits row (and may finish)."""
         if not taking:
             return
-        chosen = [self._choose(s, row) for s, row in taking]
+        rngs = [s.rng for s, _ in taking]
+        if self._has("shared-sampler-rng") and len({id(s.req) for s, _ in taking if s.rng is not None}) > 1:
+            # FAULT shared-sampler-rng (models vLLM #1595, fixed by per-request generators in
+            # PR #2514): when choices of more than one sampled request draw in the same step,
+            # they all draw from one generator (the first's), in batch order, so each one's
+            # noise depends on who else sampled beside it. The choices of one request alone
+            # keep their own generators, as vLLM's n > 1 children (seed + i) do.
+            shared = next(r for r in rngs if r is not None)
+            rngs = [shared if r is not None else None for r in rngs]
+        chosen = [self._choose(s, row, rng) for (s, row), rng in zip(taking, rngs, strict=True)]
         rows = np.stack([row for _, row in taking])
         steps = self.model.logprobs(rows, chosen, [s.req.top_logprobs_num for s, _ in taking])
         for (s, _), tok, step in zip(taking, chosen, steps, strict=True):
@@ -770,12 +779,14 @@ class Engine:
                 self._finish(s, FinishReason("stop", matched=EOS_ID))
 
     @staticmethod
-    def _choose(s: Seq, row: np.ndarray) -> int:
-        if s.rng is None:
+    def _choose(s: Seq, row: np.ndarray, rng: np.random.Generator | None) -> int:
+        if rng is None:
             return TinyModel.greedy(row)
+        # Gumbel-max, as vLLM samples (probs / Exp(1) noise, argmax): the seed fixes one noise
+        # per token, so the draw moves only where the logits move, and only toward a token whose
+        # odds rose (docs/verdicts.md, Seeded sampling).
         z = (row - row.max()) / (LOGIT_UNIT * s.req.temperature)
-        p = np.exp(z)
-        return int(s.rng.choice(len(row), p=p / p.sum()))
+        return int(np.argmax(z - np.log(rng.standard_exponential(len(row)))))
 
     def _fork_pending(self, parent: Seq) -> list[Seq]:
         if parent.index != 0:
