@@ -858,7 +858,7 @@ def _votes(
     variant are counted and re-judged (with the noise the first execution was judged against)."""
     order = [s.id for s in scenario.requests if not s.cancelled]
     before = {rid: prev for prev, rid in zip(order, order[1:], strict=False)}
-    model = NoiseModel(p99=None, tokens=0, outputs=0, campaign=noise)
+    model = NoiseModel(p99=None, tokens=0, outputs=0, campaign=noise, sampled=scenario.seeded)
     return {
         rid: vote(rid, done.alone.get(rid, ()), rep.alone.get(rid, ()), rep.loaded, first_loaded=done.loaded,
                   noise=model, before=before)

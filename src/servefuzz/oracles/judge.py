@@ -92,6 +92,13 @@ def judge(
     the tenant-isolation oracle (`oracles.tenancy`) runs too: a request that reports cached
     tokens no request of its own salt could have left is an `isolation-breach`.
     """
+    every = (loaded, alone, cache)
+    if scenario is not None and scenario.unseeded:
+        # A sampled request without a seed may answer anything each time: nothing to compare
+        # its tokens with, so only liveness sees it.
+        loaded, alone = _without(set(scenario.unseeded), loaded, alone)
+        cache = [r for r in cache if r.request_id not in scenario.unseeded]
+    seeded = scenario.seeded if scenario is not None else frozenset()
     shifts: list[Anomaly] = []
     if campaign is not None:
         # Logprobs that moved beyond the campaign's noise without a flip are an anomaly of their
@@ -106,17 +113,20 @@ def judge(
     # the two measured jitters, or benign batch numerics would pass for corruption (and one flip
     # could be drift to one oracle and corruption to another).
     noise = max(replay.noise, _isolation_noise(quiet_loaded, quiet_alone), key=lambda n: n.threshold)
-    noise = dataclasses.replace(noise, campaign=campaign)
+    noise = dataclasses.replace(noise, campaign=campaign, sampled=seeded)
     replay = replay_consistency(loaded, noise=noise)
     found: list[Anomaly] = [*replay.anomalies, *shifts]
     found += isolation(loaded, alone, noise=noise)
-    found += n_consistency(loaded, replay.noise)
+    # The n choices of a sampled request are n draws: they need not agree with each other.
+    found += n_consistency(_without(set(seeded), loaded, {})[0], replay.noise)
     if cache:
-        found += _cache_anomalies(alone, cache, replay.noise)
+        found += _cache_anomalies(alone, cache, dataclasses.replace(replay.noise, sampled=seeded))
     if performance:
         found += noisy_neighbour(loaded, alone)
-    found += liveness([*loaded, *([alone_run(alone)] if alone else [])])
-    tenancy = tenant_isolation(scenario, loaded, cache) if scenario is not None else None
+    full_loaded, full_alone, full_cache = every
+    found += liveness([*full_loaded, *([alone_run(full_alone)] if full_alone else [])])
+    # Cached tokens say as much about an unseeded draw as about any request.
+    tenancy = tenant_isolation(scenario, full_loaded, full_cache) if scenario is not None else None
     if tenancy is not None:
         found += tenancy.anomalies
     return Judgement(leak(found, loaded, alone, cache, scenario), replay.stable,

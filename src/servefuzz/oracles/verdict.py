@@ -32,6 +32,19 @@ Verdicts, in the order they are decided:
   here.
 - `numeric-drift`: margin <= threshold, with both confidences known exactly.
 
+A request sampled under a seed (`NoiseModel.sampled`) is judged by the sampled rule. Both runs
+drew with the same generator state (same seed, same tokens before the flip), so the draw can
+only change where the distribution moved, and only toward the other run's token. For the
+Gumbel-max samplers of vLLM and the reference engine (token = argmax of logprob + a noise the
+seed fixes) run A drawing a and run B drawing b needs g_b - g_a to lie in a window of width
+`shift` = (lpA(a) - lpA(b)) - (lpB(a) - lpB(b)) (the sum of the two confidences; in raw logprobs,
+the temperature scales window and noise alike): how far the odds of a over b moved toward b.
+`shift` takes the margin's place: numeric drift only when 0 < shift <= threshold (a draw that sat
+within the noise of the a|b boundary, and the smaller the shift the rarer such a flip); a shift
+above the threshold is a distribution that moved beyond noise, and a shift <= 0 (the odds did not
+move toward b, as when the distributions agree bit for bit) means the randomness itself differed:
+both `suspected-corruption`.
+
     >>> from servefuzz.history import ChoiceRecord, TopLogprobs
     >>> tie = ((7, -0.6931), (9, -0.6934))
     >>> a = Output(0, "load", ChoiceRecord(0, (5, 7), (-0.1, -0.6931), (((5, -0.1),), tie)))
@@ -97,6 +110,9 @@ class NoiseModel:
     k: float = NOISE_K
     max: float | None = None
     campaign: CampaignNoise | None = None
+    # The requests sampled under a seed (`Scenario.seeded`): their flips are draws, judged by
+    # `classify`'s sampled rule. It rides here because every oracle hands this model to classify.
+    sampled: frozenset[str] = frozenset()
 
     @property
     def threshold(self) -> float:
@@ -210,11 +226,18 @@ def classify(request_id: str, a: Output, b: Output, noise: NoiseModel) -> Diverg
     else:
         terms = [sa.confidence, sb.confidence]
         known = [t for t in terms if t is not None]
-        margin = max(known) if known else None
+        drawn = request_id in noise.sampled
         # Unknown or bounded terms make the margin a lower bound: enough to prove corruption,
         # never enough to prove a near-tie.
-        is_bound = margin is not None and (None in terms or sa.other_is_bound or sb.other_is_bound)
-        verdict, why = _decide(margin, is_bound, excess, prefix_delta, pos, noise, threshold, step, wide)
+        is_bound = bool(known) and (None in terms or sa.other_is_bound or sb.other_is_bound)
+        if drawn and (len(known) < 2 or is_bound):
+            # A draw below the other run's top-k: the odds shift is unknown (a bound on one side
+            # of a sum bounds nothing), so the visible distribution speaks instead.
+            margin, is_bound = None, False
+            verdict, why = _unseen_draw(_visible_shift(ca, cb, pos), pos, excess, threshold, noise)
+        else:
+            margin = (sum(known) if drawn else max(known)) if known else None
+            verdict, why = _decide(margin, is_bound, excess, prefix_delta, pos, noise, threshold, step, wide, drawn)
         if campaign is not None and margin is not None:
             why += f"; {campaign.where(margin, pos, cached)}"
         reason = f"flip at token {pos}: {_describe(sa, tb)}; {_describe(sb, ta)}; {why} -> {verdict.value}"
@@ -260,9 +283,11 @@ def _decide(
     threshold: float,
     step: float,
     wide: float = 0.0,
+    drawn: bool = False,
 ) -> tuple[Verdict, str]:
     if margin is None:
         return Verdict.UNCLASSIFIED, "no top-k logprobs at the flip; cannot tell numerics from corruption"
+    name = "odds shift" if drawn else "margin"
     if wide >= threshold and wide > noise.threshold:
         against = (f"threshold {fmt_lp(threshold)} ({CAMPAIGN_K:g} x the largest benign top-1/top-2 gap shift the "
                    f"campaign has seen at this position; this scenario's own: {noise.describe()})")
@@ -273,21 +298,66 @@ def _decide(
         against = f"threshold {fmt_lp(threshold)} ({noise.describe()})"
     if margin > threshold:
         at_least = "at least " if is_bound else ""
-        return Verdict.SUSPECTED_CORRUPTION, f"margin {at_least}{fmt_lp(margin)} > {against}"
+        return Verdict.SUSPECTED_CORRUPTION, f"{name} {at_least}{fmt_lp(margin)} > {against}"
     if is_bound:
         return Verdict.UNCLASSIFIED, (
-            f"margin at least {fmt_lp(margin)} <= {against}, but a run's top-k does not reach the "
-            "other token (or gives no logprobs), so the true margin is unknown"
+            f"{name} at least {fmt_lp(margin)} <= {against}, but a run's top-k does not reach the "
+            f"other token (or gives no logprobs), so the true {name} is unknown"
+        )
+    if drawn and margin <= 0:
+        return Verdict.SUSPECTED_CORRUPTION, (
+            f"a seeded draw: the odds of one token over the other moved by {fmt_lp(margin)}, not toward the other "
+            "run's token, so no change of the distribution can move the draw: the randomness itself differed"
         )
     if excess is not None:
         return Verdict.SUSPECTED_CORRUPTION, (
-            f"margin {fmt_lp(margin)} <= {against}, but the {pos} agreeing tokens before the flip "
+            f"{name} {fmt_lp(margin)} <= {against}, but the {pos} agreeing tokens before the flip "
             f"already differ in logprob by up to {fmt_lp(excess)}: the state was off before the tokens showed it"
         )
     prefix = (
         f"; the {pos} agreeing tokens before it agree within {fmt_lp(prefix_delta)}" if prefix_delta is not None else ""
     )
-    return Verdict.NUMERIC_DRIFT, f"margin {fmt_lp(margin)} <= {against}{prefix}"
+    drew = "; a seeded draw that sat within the noise of the boundary between the two tokens" if drawn else ""
+    return Verdict.NUMERIC_DRIFT, f"{name} {fmt_lp(margin)} <= {against}{prefix}{drew}"
+
+
+def _visible_shift(a: ChoiceRecord, b: ChoiceRecord, pos: int) -> tuple[float, int] | None:
+    """The largest |lpA - lpB| over the tokens both runs' top-k report at `pos`, and how many
+    there are; None when they share none."""
+    ta = dict(a.top_logprobs[pos]) if pos < len(a.top_logprobs) else {}
+    tb = dict(b.top_logprobs[pos]) if pos < len(b.top_logprobs) else {}
+    common = ta.keys() & tb.keys()
+    return (max(abs(ta[t] - tb[t]) for t in common), len(common)) if common else None
+
+
+def _unseen_draw(
+    visible: tuple[float, int] | None, pos: int, excess: float | None, threshold: float, noise: NoiseModel
+) -> tuple[Verdict, str]:
+    """A seeded flip whose odds shift is unknown (a drawn token below the other run's top-k):
+    only the two clear cases are decided from the tokens both runs report there."""
+    if visible is None:
+        return Verdict.UNCLASSIFIED, "a seeded draw below top-k, and the runs share no top-k token to compare"
+    shift, count = visible
+    if shift == 0:
+        return Verdict.SUSPECTED_CORRUPTION, (
+            f"a seeded draw: the {count} top-k tokens both runs report agree bit for bit, so the distribution did "
+            "not move, yet the draw did: the randomness itself differed"
+        )
+    if shift > threshold:
+        return Verdict.SUSPECTED_CORRUPTION, (
+            f"a seeded draw: the distribution moved by up to {fmt_lp(shift)} over {count} shared top-k tokens "
+            f"> threshold {fmt_lp(threshold)} ({noise.describe()})"
+        )
+    if excess is not None:
+        return Verdict.SUSPECTED_CORRUPTION, (
+            f"a seeded draw, but the {pos} agreeing tokens before the flip already differ in logprob by up to "
+            f"{fmt_lp(excess)}: the state was off before the tokens showed it"
+        )
+    return Verdict.UNCLASSIFIED, (
+        f"a seeded draw below top-k: the distribution moved by up to {fmt_lp(shift)} <= threshold "
+        f"{fmt_lp(threshold)}, but the odds of the two drawn tokens are not both known, so whether noise can "
+        "explain the flip is unknown"
+    )
 
 
 def _describe(s: FlipSide, other: int | None) -> str:
