@@ -142,7 +142,7 @@ OWN_STRATEGIES: dict[str, tuple[str, ...]] = {
     # found it with burst-reuse and page-boundary scenarios within 30 s (docs/fault-zoo.md).
     "stale-slot-continuation": (),
     "salt-ignored": ("tenant-salt",),
-    "shared-sampler-rng": (),
+    "shared-sampler-rng": ("seeded-sampling",),
 }
 
 ARMS: dict[str, tuple[tuple[Strategy, ...], bool]] = {

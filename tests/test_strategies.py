@@ -20,8 +20,10 @@ from servefuzz.strategies import (
     LongDecodes,
     PageBoundaryBursts,
     RandomLoad,
+    SeededSampling,
     TargetShape,
     get_strategies,
+    offered,
 )
 from servefuzz.workload import Scenario
 
@@ -175,3 +177,26 @@ def test_the_mix_starts_with_the_seed_bug_class_and_names_resolve() -> None:
     assert [s.name for s in get_strategies("random, batch-sweep")] == ["random", "batch-sweep"]
     with pytest.raises(UsageError, match="unknown strategy 'nope'"):
         get_strategies("random,nope")
+
+
+def test_seeded_sampling_sends_seeded_draws_together_and_only_where_seeds_are_promised() -> None:
+    for seed in range(20):
+        s = SeededSampling().generate(random.Random(seed), TargetShape(page_size=16), seed=seed)
+        seeded = [r for r in s.requests if r.seeded]
+        assert len(seeded) >= 3 and len({r.seed for r in seeded}) == len(seeded)  # own seeds
+        assert max(r.offset_ms for r in seeded) <= 8 and min(r.max_tokens for r in seeded) >= 8  # they decode together
+        assert all(0 < r.temperature <= 1 for r in seeded)
+    assert offered([SeededSampling()], TargetShape()) == ()
+    assert offered([SeededSampling()], TargetShape(seeded_sampling=True)) == (SeededSampling(),)
+    shapes = [SeededSampling().generate(random.Random(i), TargetShape(page_size=16), seed=i) for i in range(20)]
+    assert {r.n for s in shapes for r in s.requests} >= {1, 2, 3}
+    assert any(r.prefix_len for s in shapes for r in s.requests)
+
+
+def test_only_engines_that_promise_seeds_get_sampled_traffic() -> None:
+    from servefuzz.campaign import shape_of
+    from servefuzz.finding import TargetInfo
+
+    promised = {e: shape_of(TargetInfo(e, "http://127.0.0.1:1")).seeded_sampling
+                for e in ("reference", "vllm", "llamacpp", "sglang", "openai")}
+    assert promised == {"reference": True, "vllm": True, "llamacpp": False, "sglang": False, "openai": False}

@@ -111,6 +111,10 @@ __all__ = [
 # The campaign's pairwise coverage (`coverage.Coverage.to_json`), rewritten atomically after
 # every iteration (before progress.json) when `CampaignConfig.coverage` is on.
 COVERAGE_FILE = "coverage.json"
+# The dialects whose engines promise a seeded request the same draws alone and under load: vLLM
+# (a generator per seeded request since PR #2514) and the reference engine. llama.cpp promises
+# nothing across slots, and SGLang's seed is not measured here (docs/engines.md, Seeds).
+SEEDED_ENGINES = frozenset({"vllm", "reference"})
 
 
 @dataclass(frozen=True)
@@ -265,6 +269,7 @@ def shape_of(info: TargetInfo) -> TargetShape:
         capture_sizes=capture,
         max_running_requests=positive("max_running_requests", "max_num_seqs"),
         salts=_sends_salts(info.engine),
+        seeded_sampling=info.engine in SEEDED_ENGINES,
     )
 
 

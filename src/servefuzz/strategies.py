@@ -29,9 +29,11 @@ few milliseconds earlier, whose prefill keeps the scheduler busy while the burst
 | n-mix           | n > 1 choices next to shared prefixes         | (forking bugs)            |
 | random          | unaimed load, as a benchmark tool sends it    | batch-variant-numerics    |
 | tenant-salt     | one prefix under two tenants' cache salts     | salt-ignored              |
+| seeded-sampling | seeded draws (temperature > 0) decoding together | shared-sampler-rng     |
 
-A strategy that needs something not every target has says so (`needs_salts`); `offered` leaves
-it out of the mix where the target lacks it (tenant-salt where the dialect sends no salt).
+A strategy that needs something not every target has says so (`needs_salts`, `needs_seeds`);
+`offered` leaves it out of the mix where the target lacks it (tenant-salt where the dialect sends
+no salt, seeded-sampling where the engine promises no per-request seeds).
 """
 
 from __future__ import annotations
@@ -60,6 +62,7 @@ __all__ = [
     "NChoices",
     "PageBoundaryBursts",
     "RandomLoad",
+    "SeededSampling",
     "Strategy",
     "TargetShape",
     "TenantSalt",
@@ -94,6 +97,10 @@ class TargetShape:
     capture_sizes: tuple[int, ...] = DEFAULT_CAPTURE_SIZES
     max_running_requests: int | None = None
     salts: bool = False  # the dialect sends per-request cache salts (targets: supports_cache_salt)
+    # Whether the engine promises a seeded request the same draws alone and under load (vLLM's
+    # per-request generators, the reference engine); llama.cpp makes no such promise across its
+    # slots (docs/engines.md, Seeds), so there sampled traffic would prove nothing.
+    seeded_sampling: bool = False
 
     @property
     def pages(self) -> tuple[int, ...]:
@@ -147,6 +154,8 @@ class Draft:
         cancel_after_ms: float | None = None,
         prompt_ids: TokenIds | None = None,
         cache_salt: str | None = None,
+        temperature: float = 0.0,
+        seed: int | None = None,
     ) -> RequestSpec:
         """Append one request; `prompt_ids` resends an earlier prompt exactly (a retry)."""
         max_tokens = max(1, min(max_tokens, self.shape.pool_tokens // 2))
@@ -158,6 +167,7 @@ class Draft:
             f"r{len(self.specs) + 1:02d}", round(max(0.0, offset_ms), 1), prompt_ids, max_tokens,
             prefix if prefix_len else None, prefix_len, n=n, stream=stream,
             cancel_after_ms=None if cancel_after_ms is None else round(cancel_after_ms, 1), cache_salt=cache_salt,
+            temperature=temperature, seed=seed,
         )
         self.specs.append(spec)
         return spec
@@ -527,11 +537,39 @@ class TenantSalt:
         return d.scenario(self.name, page_size=page, twins={probe.id: twin.id})
 
 
+@dataclass(frozen=True)
+class SeededSampling:
+    """Seeded sampled requests decoding together: each must draw alone what it draws under load.
+
+    A few requests at temperature > 0, each with its own seed, leave within a few milliseconds
+    (so they sample in the same steps), some on a shared prefix, with n of 1 to 3, beside a
+    greedy bystander now and then. Offered only where the engine promises per-request seeds
+    (`needs_seeds`, `TargetShape.seeded_sampling`).
+    """
+
+    name: str = "seeded-sampling"
+    needs_seeds: ClassVar[bool] = True
+
+    def generate(self, rng: random.Random, shape: TargetShape, *, seed: int) -> Scenario:
+        page = rng.choice(shape.pages)
+        d = Draft(seed, shape)
+        prefix_len = rng.choice([page // 2, page, page + rng.randint(1, 16)])
+        for _ in range(rng.randint(3, 6)):
+            shared = rng.random() < 0.5
+            d.add(rng.uniform(0, 8), prefix_len + rng.randint(4, 48), rng.randint(8, 32),
+                  prefix="p0" if shared else None, prefix_len=prefix_len if shared else 0,
+                  n=rng.choice([1, 1, 2, 3]), temperature=rng.choice([0.3, 0.6, 0.8, 1.0]),
+                  seed=rng.randrange(2**31))
+        if rng.random() < 0.5:
+            d.add(rng.uniform(0, 8), rng.randint(16, 64), rng.randint(8, 24))  # a greedy bystander
+        return d.scenario(self.name, page_size=page)
+
+
 STRATEGIES: dict[str, Strategy] = {
     s.name: s
     for s in (
         PageBoundaryBursts(), BatchSweep(), LongDecodes(), CancellationStorm(), BurstReuse(), NChoices(),
-        RandomLoad(), TenantSalt(), TileBoundaryPrefixes(), ChunkBoundary(), EvictionPressure(),
+        RandomLoad(), TenantSalt(), SeededSampling(), TileBoundaryPrefixes(), ChunkBoundary(), EvictionPressure(),
     )
 }
 # What `servefuzz fuzz` mixes by default, in the order of its first round: the seed's bug class
@@ -542,14 +580,18 @@ DEFAULT_MIX: tuple[str, ...] = tuple(STRATEGIES)
 
 
 def offered(strategies: Sequence[Strategy], shape: TargetShape) -> tuple[Strategy, ...]:
-    """The strategies this target can run: those needing cache salts only where it sends them.
+    """The strategies this target can run: those needing cache salts only where it sends them,
+    those needing per-request seeds only where the engine promises them.
 
-    >>> [s.name for s in offered([RandomLoad(), TenantSalt()], TargetShape())]
+    >>> [s.name for s in offered([RandomLoad(), TenantSalt(), SeededSampling()], TargetShape())]
     ['random']
     >>> [s.name for s in offered([RandomLoad(), TenantSalt()], TargetShape(salts=True))]
     ['random', 'tenant-salt']
+    >>> [s.name for s in offered([SeededSampling()], TargetShape(seeded_sampling=True))]
+    ['seeded-sampling']
     """
-    return tuple(s for s in strategies if shape.salts or not getattr(s, "needs_salts", False))
+    return tuple(s for s in strategies if (shape.salts or not getattr(s, "needs_salts", False))
+                 and (shape.seeded_sampling or not getattr(s, "needs_seeds", False)))
 
 
 def get_strategy(name: str) -> Strategy:

@@ -44,6 +44,13 @@ def test_the_default_campaign_finds_the_fault_with_the_right_class(fault: str, t
     assert RIGHT[fault] in verdicts
     if fault == "batch-variant-numerics":
         assert verdicts == {"numeric-drift"}, verdicts
+    if fault == "shared-sampler-rng":
+        # Found by the seeded-sampling rule on seeded draws, and backed by the deterministic
+        # control (the content swap keeps the same wrong draw: the noise follows the batch).
+        found = [load_finding(f) for f in (out / "findings").glob("finding_*.json")]
+        for f in (f for f in found if f.verdict.value == "corruption"):
+            assert "seeded-sampling" in f.signature, f.signature
+            assert "deterministic" in f.headline.evidence["backed_by"], f.headline.evidence
 
 
 LEAK_CAP_S = 60  # seeds 0-2 found it in 11-28 s at nice 19 on 2 shared cores (docs/fault-zoo.md)
