@@ -67,9 +67,11 @@ statuses = st.sampled_from([Status.OK, Status.OK, Status.OK, Status.TIMEOUT, Sta
 
 @st.composite
 def histories(draw: st.DrawFn) -> tuple[list[RunHistory], dict[str, list[RequestRecord]], list[RequestRecord]]:
+    n = draw(st.integers(1, 2))  # two choices: a seeded draw's differ, each held to its own reference
+
     def record(rid: str, run: int, label: str) -> RequestRecord:
         status = draw(statuses)
-        choices = (ChoiceRecord(0, draw(answers)),) if status is Status.OK else ()
+        choices = tuple(ChoiceRecord(i, draw(answers)) for i in range(n)) if status is Status.OK else ()
         return RequestRecord(rid, run, label, status, 0.0, choices=choices, end_ms=float(draw(st.integers(0, 9))),
                              http_status=500 if status is Status.HTTP_ERROR else None)
 
@@ -106,6 +108,23 @@ def test_repro_py_and_servefuzz_judge_recorded_histories_alike(
     assert len(theirs_runs) == ours.reproduced
     if ours.reproduced and not Expectation.of(finding).about_failure:
         assert tuple(theirs_diverged) == ours.expected
+
+
+def test_each_choice_of_a_seeded_draw_is_held_to_its_own_reference() -> None:
+    def rec(run: int, label: str, *choices: tuple[int, ...]) -> RequestRecord:
+        return RequestRecord("r01", run, label, Status.OK, 0.0,
+                             choices=tuple(ChoiceRecord(i, ids) for i, ids in enumerate(choices)))
+
+    finding = finding_of(Oracle.ISOLATION, Verdict.CORRUPTION, "r01")
+    alone = {"r01": [rec(0, "alone", (5, 6), (9,))]}
+    same = [RunHistory(k, "load", (rec(k, "load", (5, 6), (9,)),)) for k in range(3)]
+    moved = [*same[:2], RunHistory(2, "load", (rec(2, "load", (5, 6), (5, 7)),))]
+    repro = script_module(finding)
+    for runs, expected in ((same, 0), (moved, 1)):
+        assert reproduction(Expectation.of(finding), runs, alone).reproduced == expected
+        theirs, _ = repro.reproduction([[outcome(repro, r) for r in h.records] for h in runs],
+                                       {"r01": outcome(repro, alone["r01"][0])})
+        assert len(theirs) == expected
 
 
 # -- on the reference engine --------------------------------------------------------------

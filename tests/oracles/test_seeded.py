@@ -120,3 +120,14 @@ def test_the_oracle_finds_the_shared_generator_and_is_quiet_on_the_clean_and_the
     assert run_and_judge(reference_server(), sc) == []
     assert run_and_judge(reference_server("--fault", "shared-sampler-rng", "--max-running-requests", "1"),
                          Scenario(7, tuple(r for r in sc.requests if r.n == 1))) == []
+
+
+def test_cache_probes_hold_each_draw_to_the_same_choice_of_the_cold_run() -> None:
+    # A seeded n = 2 request: its choices differ, and a warm probe that drew each alike is fine.
+    sc = Scenario(0, (RequestSpec("s", 0.0, (5, 6), 2, n=2, temperature=1.0, seed=3),))
+    alone = {"s": [rec("s", 0, "alone", (1, 2), (3, 4))]}
+    loaded = [RunHistory(r, "load", (rec("s", r, "load", (1, 2), (3, 4)),)) for r in range(2)]
+    warm = [rec("s", 0, "warm", (1, 2), (3, 4))]
+    assert judge(loaded, alone, cache=warm, scenario=sc).anomalies == ()
+    moved = [rec("s", 0, "warm", (1, 2), (3, 5))]
+    assert [a.oracle for a in judge(loaded, alone, cache=moved, scenario=sc).anomalies] == [Oracle.CACHE_STATE]

@@ -45,9 +45,12 @@ def cache_state(records: Iterable[RequestRecord], noise: NoiseModel | None = Non
     for rid, states in sorted(by_request.items()):
         if not states.get("cold"):
             continue
-        ref = states["cold"][0]
+        # Each choice against the cold run's same choice (at temperature 0 they all agree; the
+        # choices of a seeded draw each draw their own), the first where cold has fewer.
+        cold = {o.choice.index: o for o in reversed(states["cold"])}
         for label in CACHE_STATES[1:]:
             for out in states.get(label, []):
+                ref = cold.get(out.choice.index, states["cold"][0])
                 if output_key(out.choice) == output_key(ref.choice):
                     agreeing.append([ref.choice, out.choice])
                 else:

@@ -290,7 +290,7 @@ def reproduction(
     flagged = expect.flagged
     table = determinate_outputs(replays)
     alone_table = determinate_outputs([alone_run(alone)])
-    references: dict[str, object] = {}
+    references: dict[str, dict[int, object]] = {}
     variants = {}
     for rid in flagged:
         outs = [o for per in table.get(rid, {}).values() for o in per]
@@ -298,18 +298,22 @@ def reproduction(
         groups = group_variants([*outs, *refs])
         if groups:
             variants[rid] = tuple(g.variant for g in groups)
-            # Several alone references vote: the most frequent is the reference (first seen on a
-            # tie, so one reference is simply itself).
-            ref = group_variants(refs)[0].outputs[0] if refs else groups[0].outputs[0]
-            references[rid] = output_key(ref.choice)
+            # Several alone references vote, choice by choice: the most frequent is the reference
+            # (first seen on a tie, so one reference is simply itself). At temperature 0 every
+            # choice has the same one; the choices of a seeded draw each have their own.
+            by_choice = alone_table.get(rid, {}) if refs else table.get(rid, {})
+            references[rid] = {i: output_key(group_variants(per)[0].outputs[0].choice)
+                               for i, per in sorted(by_choice.items()) if per}
     diverged_in: dict[str, set[int]] = {rid: set() for rid in flagged}
     # A flagged request reproduces in a run when it answers other than its reference there,
     # under load or in that run's cache-state probes (warm, primed).
     probed = determinate_outputs([RunHistory(0, "cache", tuple(cache))])
     for rid in (r for r in flagged if r in references):  # nothing determinate: nothing to differ from
+        refs_of = references[rid]
         for per in (*table.get(rid, {}).values(), *probed.get(rid, {}).values()):
             for o in per:
-                if output_key(o.choice) != references.get(rid):
+                # A choice the reference lacks is held to its first (temperature 0: all agree).
+                if output_key(o.choice) != refs_of.get(o.choice.index, next(iter(refs_of.values()))):
                     diverged_in[rid].add(o.run)
     runs = {h.run for h in replays}
     for a in expect.anomalies:
