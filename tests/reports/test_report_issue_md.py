@@ -85,3 +85,16 @@ def test_a_crash_of_a_launched_server_shows_its_exit_status_and_log_tail() -> No
     assert "status -9" in page and "FATAL &lt;kv pool&gt; exhausted" in page  # escaped, never markup
     plain = dataclasses.replace(finding, anomalies=(dataclasses.replace(crash, evidence={}),))
     assert "exited with status" not in issue_markdown(plain, ())
+
+
+def test_a_seeded_draw_is_not_called_temperature_0() -> None:
+    import dataclasses
+
+    finding = seed_like()
+    victim = finding.expected_diverging[0]
+    specs = [dataclasses.replace(r, temperature=0.8, seed=7) if r.id == victim else r for r in finding.scenario.requests]
+    sampled = dataclasses.replace(finding, scenario=finding.scenario.with_requests(specs))
+    text = issue_markdown(sampled, [])
+    assert text.startswith("# [Bug] reference: corruption with a fixed seed at temperature 0.8 under concurrent load")
+    assert "identical requests (with a fixed seed at temperature 0.8)" in text
+    assert "temperature-0" not in text

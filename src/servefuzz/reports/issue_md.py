@@ -66,7 +66,17 @@ def _title(finding: Finding) -> str:
     page = finding.target.page_size
     first = specs.get(ids[0]) if ids else None
     where = f" (prefix_len={first.prefix_len}{f', page size {page}' if page else ''})" if first else ""
-    return f"{engine}: {finding.verdict.value} at temperature 0 under concurrent load: {', '.join(ids[:3])}{where} diverges"
+    return f"{engine}: {finding.verdict.value} {_sampling(finding)} under concurrent load: {', '.join(ids[:3])}{where} diverges"
+
+
+def _sampling(finding: Finding) -> str:
+    """How the diverging requests chose their tokens: greedily, or as seeded draws."""
+    specs = finding.scenario.by_id()
+    drawn = [specs[i] for i in finding.expected_diverging if i in specs and specs[i].seeded]
+    if not drawn:
+        return "at temperature 0"
+    temps = sorted({f"{s.temperature:g}" for s in drawn})
+    return f"with a fixed seed at temperature {', '.join(temps)}"
 
 
 def _description(finding: Finding) -> str:
@@ -76,7 +86,7 @@ def _description(finding: Finding) -> str:
     lines = [
         f"servefuzz found a **{md(finding.verdict.value)}** on {md(t.engine)}"
         f"{f' {md(t.version)}' if t.version else ''}: {n} requests were sent at fixed offsets, "
-        f"and identical temperature-0 requests gave different outputs between runs. "
+        f"and identical requests ({_sampling(finding)}) gave different outputs between runs. "
         + (f"Diverging: {md(', '.join(ids))}; every other request is stable." if ids else md(finding.headline.summary)),
         "",
     ]
