@@ -92,7 +92,8 @@ def judge(
     the tenant-isolation oracle (`oracles.tenancy`) runs too: a request that reports cached
     tokens no request of its own salt could have left is an `isolation-breach`.
     """
-    every = (loaded, alone, cache)
+    # Liveness and tenant isolation judge every request, unseeded draws too.
+    every_loaded, every_alone, every_cache = loaded, alone, cache
     if scenario is not None and scenario.unseeded:
         # A sampled request without a seed may answer anything each time: nothing to compare
         # its tokens with, so only liveness sees it.
@@ -123,10 +124,9 @@ def judge(
         found += _cache_anomalies(alone, cache, dataclasses.replace(replay.noise, sampled=seeded))
     if performance:
         found += noisy_neighbour(loaded, alone)
-    full_loaded, full_alone, full_cache = every
-    found += liveness([*full_loaded, *([alone_run(full_alone)] if full_alone else [])])
+    found += liveness([*every_loaded, *([alone_run(every_alone)] if every_alone else [])])
     # Cached tokens say as much about an unseeded draw as about any request.
-    tenancy = tenant_isolation(scenario, full_loaded, full_cache) if scenario is not None else None
+    tenancy = tenant_isolation(scenario, every_loaded, every_cache) if scenario is not None else None
     if tenancy is not None:
         found += tenancy.anomalies
     return Judgement(leak(found, loaded, alone, cache, scenario), replay.stable,
