@@ -143,6 +143,20 @@ def salt_ignored(b: PromptBuilder) -> Case:
     ))
 
 
+def shared_sampler_rng(b: PromptBuilder) -> Case:
+    # Two seeded draws decode in the same steps: with the fault, the second draws from the
+    # first's generator and so leaves the tokens its own seed gives it alone. Greedy
+    # bystanders come later.
+    return [], Scenario(9, (
+        RequestSpec("r01", 0.0, b.prompt(None, 0, 30), 12, temperature=1.0, seed=11),
+        RequestSpec("r02", 0.5, b.prompt(None, 0, 40), 12, temperature=1.0, seed=22),
+        RequestSpec("r03", 150.0, b.prompt(None, 0, 20), 8),
+        RequestSpec("r04", 200.0, b.prompt(None, 0, 50), 8),
+        RequestSpec("r05", 260.0, b.prompt(None, 0, 30), 8),
+        RequestSpec("r06", 300.0, b.prompt(None, 0, 20), 4),
+    ))
+
+
 # The class each fault's minimal finding must keep: a cross-tenant hit reads right KV, so it is
 # an isolation breach, never a corruption.
 RIGHT: dict[str, Verdict] = {"salt-ignored": Verdict.ISOLATION_BREACH}
@@ -157,6 +171,7 @@ CASES: dict[str, Callable[[PromptBuilder], Case]] = {
     "evict-in-use": evict_in_use,
     "stale-slot-continuation": stale_slot_continuation,
     "salt-ignored": salt_ignored,
+    "shared-sampler-rng": shared_sampler_rng,
 }
 
 
