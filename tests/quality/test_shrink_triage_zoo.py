@@ -17,6 +17,8 @@ from __future__ import annotations
 import asyncio
 import random
 import re
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -203,6 +205,21 @@ def cure_flag(fault: str) -> str:
     return found.group()
 
 
+def assert_repro_confirms_only_on_the_faulty_engine(repro: Path, fault: str, flags: list[str], *, runs: int) -> None:
+    """repro.py prints CONFIRMED (exit 0) against an engine with `fault` planted, and NOT
+    REPRODUCED (exit 1) against the same engine with the fault's cure flag."""
+
+    def run_repro(extra: list[str]) -> subprocess.CompletedProcess[str]:
+        with ServerProcess.reference([*flags, "--fault", fault, *extra]) as srv:
+            return subprocess.run([sys.executable, str(repro), "--base-url", srv.base_url, "--runs", str(runs)],
+                                  capture_output=True, text=True, timeout=180)
+
+    faulty = run_repro([])
+    assert faulty.returncode == 0 and "RESULT: CONFIRMED" in faulty.stdout, faulty.stdout + faulty.stderr
+    cured = run_repro([cure_flag(fault)])
+    assert cured.returncode == 1 and "RESULT: NOT REPRODUCED" in cured.stdout, cured.stdout + cured.stderr
+
+
 def test_every_fault_but_the_benign_one_has_a_case() -> None:
     assert set(CASES) == set(FAULTS) - {"batch-variant-numerics"}
 
@@ -272,9 +289,6 @@ def test_benign_numerics_triage_to_deterministic_inference_as_numeric_drift(
 def test_repro_py_of_a_shrunk_finding_confirms_on_the_faulty_engine_only(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """Issue 6: the standalone repro.py written for a *shrunk* finding prints CONFIRMED against
     the faulty engine and NOT REPRODUCED against the one its cure flag cures."""
-    import subprocess
-    import sys
-
     from servefuzz.reports import write_report
 
     fault = "page-boundary-prefix"
@@ -286,24 +300,13 @@ def test_repro_py_of_a_shrunk_finding_confirms_on_the_faulty_engine_only(tmp_pat
     assert len(minimal.scenario.requests) <= 3
     repro = write_report(minimal, tmp_path / "report").repro
 
-    def run_repro(extra: list[str]) -> subprocess.CompletedProcess[str]:
-        with ServerProcess.reference([*flags, "--fault", fault, *extra]) as srv:
-            return subprocess.run([sys.executable, str(repro), "--base-url", srv.base_url, "--runs", "10"],
-                                  capture_output=True, text=True, timeout=180)
-
-    faulty = run_repro([])
-    assert faulty.returncode == 0 and "RESULT: CONFIRMED" in faulty.stdout, faulty.stdout + faulty.stderr
-    cured = run_repro([cure_flag(fault)])
-    assert cured.returncode == 1 and "RESULT: NOT REPRODUCED" in cured.stdout, cured.stdout + cured.stderr
+    assert_repro_confirms_only_on_the_faulty_engine(repro, fault, flags, runs=10)
 
 
 def test_repro_py_confirms_an_isolation_breach_by_the_cached_tokens_it_reads(tmp_path: Path) -> None:
     """A cross-tenant hit leaves every answer right: repro.py finds it again by the cached
     tokens the server reports (the rule of oracles.tenancy.breached_in), CONFIRMED on the faulty
     engine and NOT REPRODUCED under the cure."""
-    import subprocess
-    import sys
-
     from servefuzz.reports import write_report
 
     fault = "salt-ignored"
@@ -312,12 +315,5 @@ def test_repro_py_confirms_an_isolation_breach_by_the_cached_tokens_it_reads(tmp
     assert finding.verdict is Verdict.ISOLATION_BREACH
     repro = write_report(finding, tmp_path / "report").repro
 
-    def run_repro(extra: list[str]) -> subprocess.CompletedProcess[str]:
-        with ServerProcess.reference([*flags, "--fault", fault, *extra]) as srv:
-            return subprocess.run([sys.executable, str(repro), "--base-url", srv.base_url, "--runs", "8"],
-                                  capture_output=True, text=True, timeout=180)
-
-    faulty = run_repro([])
-    assert faulty.returncode == 0 and "RESULT: CONFIRMED" in faulty.stdout, faulty.stdout + faulty.stderr
-    cured = run_repro([cure_flag(fault)])  # eight clean runs decide "not reproduced"
-    assert cured.returncode == 1 and "RESULT: NOT REPRODUCED" in cured.stdout, cured.stdout + cured.stderr
+    # Eight clean runs decide "not reproduced".
+    assert_repro_confirms_only_on_the_faulty_engine(repro, fault, flags, runs=8)
