@@ -56,7 +56,7 @@ ATTN_LUT_ONE = 2**20  # attention weights: exp(-d) * 2**20, integers
 LOGIT_LUT_BITS = 40  # softmax over the vocabulary: exp(-d) * 2**40, integers
 ATTN_SHIFT = 2**8  # integer score differences are bucketed by 256 before the table
 _QUERY_BLOCK = 128  # causal attention handles this many query rows at a time
-_MASKED = -(2.0**46)  # far below any score (|score| < 2**29): its gap lands on the zero weight
+_MASKED_BUCKET = -(2.0**38)  # far below any bucketed score (|score| / 256 < 2**21): lands on the zero weight
 
 
 @dataclass(frozen=True)
@@ -141,13 +141,25 @@ def attend(q: np.ndarray, k: np.ndarray, v: np.ndarray, valid: np.ndarray, lut: 
     get weight 0, so padding the batch to its longest sequence cannot change a bit. Every row
     needs at least one valid key.
     """
-    s = np.where(valid, q @ np.swapaxes(k, -1, -2), _MASKED)
+    s = _bucketed_scores(q, k)
+    np.copyto(s, _MASKED_BUCKET, where=~valid)
+    return _weighted_values(s, v, lut)
+
+
+def _bucketed_scores(q: np.ndarray, k: np.ndarray) -> np.ndarray:
+    # Scores in units of ATTN_SHIFT: q scaled by a power of two first, so every product and
+    # partial sum is still exact (below 2**45 in steps of 1/256) and equals the integer score
+    # divided by ATTN_SHIFT, one pass over the score matrix cheaper than dividing after.
+    return (q * (1.0 / ATTN_SHIFT)) @ np.swapaxes(k, -1, -2)
+
+
+def _weighted_values(s: np.ndarray, v: np.ndarray, lut: np.ndarray) -> np.ndarray:
+    # In place: gap to the row maximum (exact, >= 0), capped at the table's zero entry; its
+    # floor (truncation, since gaps are >= 0) is the bucket of the integer gap // ATTN_SHIFT.
     top = s.max(axis=-1, keepdims=True)
-    # In place: gap to the row maximum (exact integers below 2**47), bucketed, capped.
     np.subtract(top, s, out=s)
-    np.multiply(s, 1.0 / ATTN_SHIFT, out=s)
     np.minimum(s, len(lut) - 1, out=s)
-    w = lut[s.astype(np.intp)]  # truncation is floor here: gaps are >= 0
+    w = lut[s.astype(np.intp)]
     return np.round((w @ v) / w.sum(axis=-1, keepdims=True))  # the row maximum weighs 2**20
 
 
@@ -156,7 +168,9 @@ def causal_attention(q: np.ndarray, keys: np.ndarray, values: np.ndarray, start:
     and values [start+n,H,D] (cached prefix, then the new tokens) -> [n,H,D].
 
     Queries go through in blocks, each against only the keys it may see: memory stays small
-    for long prompts, and since every row is exact, blocking changes no bit.
+    for long prompts, and since every row is exact, blocking changes no bit. A block sees every
+    key before it; only its own square of keys is masked (the causal triangle), so the mask is
+    written on that square alone rather than over the whole block.
     """
     n = len(q)
     out = np.empty_like(q)
@@ -164,9 +178,10 @@ def causal_attention(q: np.ndarray, keys: np.ndarray, values: np.ndarray, start:
     for a in range(0, n, _QUERY_BLOCK):
         b = min(n, a + _QUERY_BLOCK)
         width = start + b
-        valid = (np.arange(width)[None, :] <= (start + np.arange(a, b))[:, None])[None, None]
-        qt = np.swapaxes(q[a:b], 0, 1)[None]
-        out[a:b] = np.swapaxes(attend(qt, kt[:, :, :width], vt[:, :, :width], valid, lut)[0], 0, 1)
+        s = _bucketed_scores(np.swapaxes(q[a:b], 0, 1)[None], kt[:, :, :width])
+        future = np.arange(b - a)[None, :] > np.arange(b - a)[:, None]
+        np.copyto(s[..., start + a : width], _MASKED_BUCKET, where=future)
+        out[a:b] = np.swapaxes(_weighted_values(s, vt[:, :, :width], lut)[0], 0, 1)
     return out
 
 
