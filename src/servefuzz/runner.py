@@ -63,6 +63,12 @@ class RunConfig:
     max_connections: int = 1024
     top_k: int = 5
     spin_ms: float = 1.0
+    # How long an idle pooled connection is kept for reuse. Below the servers' own idle limit
+    # (vLLM's uvicorn closes after 5 s: VLLM_HTTP_TIMEOUT_KEEP_ALIVE): with aiohttp's 15 s, a
+    # request sent just as the server closes the connection fails with "Can not write request
+    # body" before the server ever saw it, and a campaign on vLLM recorded that as an
+    # indeterminate connection cut in a reference run (2026-12-01).
+    keepalive_s: float = 2.0
 
     def __post_init__(self) -> None:
         for name in ("request_timeout_s", "connect_timeout_s"):
@@ -70,8 +76,8 @@ class RunConfig:
                 raise ValueError(f"{name} must be > 0")
         if self.max_connections < 1:
             raise ValueError("max_connections must be >= 1")
-        if self.top_k < 0 or self.spin_ms < 0:
-            raise ValueError("top_k and spin_ms must be >= 0")
+        if self.top_k < 0 or self.spin_ms < 0 or self.keepalive_s < 0:
+            raise ValueError("top_k, spin_ms and keepalive_s must be >= 0")
 
 
 class Runner:
@@ -90,7 +96,9 @@ class Runner:
     async def __aenter__(self) -> Self:
         c = self.config
         self._session = aiohttp.ClientSession(
-            connector=aiohttp.TCPConnector(limit=c.max_connections, limit_per_host=c.max_connections),
+            connector=aiohttp.TCPConnector(
+                limit=c.max_connections, limit_per_host=c.max_connections, keepalive_timeout=c.keepalive_s
+            ),
             timeout=aiohttp.ClientTimeout(total=c.request_timeout_s, sock_connect=c.connect_timeout_s),
         )
         try:
