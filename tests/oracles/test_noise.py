@@ -38,6 +38,10 @@ def test_buckets_thresholds_and_where_a_margin_sits() -> None:
     m = benign(0.0135, 0)
     assert m.samples == 4222 and m.threshold(0, False) == pytest.approx(0.027)
     assert m.where(0.38, 0, False) == "margin 0.3800 = 28.1x the largest of 4,222 benign shifts at position 0"
+    # A shift far below four decimals keeps its digits (a 2026-12-01 llama.cpp finding read
+    # "shift 0.0000 = 4.25x the largest ...", which says nothing).
+    tiny = benign(1e-6, 0)
+    assert tiny.where(4.25e-6, 0, False, what="shift").startswith("shift 4.2e-06 = 4.25x the largest")
     # A bucket with too few samples borrows every bucket's largest; an empty campaign says nothing.
     m = m.with_shifts([Shift(40, 0.5, 0.5)] * (MIN_SAMPLES - 1), cached=False)
     assert m.threshold(40, False) == pytest.approx(1.0) and m.threshold(0, False) == pytest.approx(0.027)

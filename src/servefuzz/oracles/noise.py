@@ -55,6 +55,7 @@ __all__ = [
     "ShiftHistogram",
     "Pair",
     "benign_shifts",
+    "fmt_lp",
     "picture",
     "bucket_of",
     "pair_shifts",
@@ -76,6 +77,12 @@ SHIFT_MIN_SAMPLES = 1000
 _LO, _DECADES, _PER_DECADE = 1e-7, 9, 12
 _EDGES = tuple(_LO * 10 ** (i / _PER_DECADE) for i in range(_DECADES * _PER_DECADE + 1))
 _METRICS = ("linf", "gap")
+
+
+def fmt_lp(x: float) -> str:
+    """A logprob quantity for a verdict line: four decimals, or scientific notation where four
+    decimals would read as zero (a 4e-6 shift printed as 0.0000 looks like no shift at all)."""
+    return f"{x:.4f}" if x == 0 or abs(x) >= 1e-4 else f"{x:.1e}"
 
 
 def bucket_of(position: int) -> str:
@@ -242,8 +249,8 @@ class CampaignNoise:
         if hist.count < min_samples:
             return f"the campaign has {hist.count:,} benign shifts so far, too few to compare with"
         if hist.max <= 0:
-            return f"{what} {value:.4f}; all {hist.count:,} {kind} at {name} are zero"
-        return f"{what} {value:.4f} = {value / hist.max:.3g}x the largest of {hist.count:,} {kind} at {name}"
+            return f"{what} {fmt_lp(value)}; all {hist.count:,} {kind} at {name} are zero"
+        return f"{what} {fmt_lp(value)} = {value / hist.max:.3g}x the largest of {hist.count:,} {kind} at {name}"
 
     def to_json(self) -> dict[str, Any]:
         return {"version": 1, "buckets": list(BUCKETS), "k": CAMPAIGN_K, "min_samples": MIN_SAMPLES,

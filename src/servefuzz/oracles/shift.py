@@ -25,7 +25,7 @@ from collections.abc import Mapping, Sequence
 
 from servefuzz.anomaly import Anomaly, Oracle, Verdict
 from servefuzz.history import RequestRecord, RunHistory
-from servefuzz.oracles.noise import SHIFT_K, SHIFT_MIN_SAMPLES, CampaignNoise, Pair, Shift, pairs
+from servefuzz.oracles.noise import SHIFT_K, SHIFT_MIN_SAMPLES, CampaignNoise, Pair, Shift, fmt_lp, pairs
 
 __all__ = ["anomalous_shifts"]
 
@@ -57,8 +57,8 @@ def anomalous_shifts(
         where = campaign.where(s.linf, s.position, p.cached, what="shift", metric="linf",
                                min_samples=SHIFT_MIN_SAMPLES)
         sides = f"{p.a.label}#{p.a.run} vs {p.b.label}#{p.b.run}"
-        summary = (f"{rid}: logprobs moved {s.linf:.4f} at token {s.position} with every token the same "
-                   f"({p.kind}: {sides}); {where}; threshold {bar:.4f}")
+        summary = (f"{rid}: logprobs moved {fmt_lp(s.linf)} at token {s.position} with every token the same "
+                   f"({p.kind}: {sides}); {where}; threshold {fmt_lp(bar)}")
         found.append(Anomaly(_ORACLE[p.kind], Verdict.ANOMALOUS_SHIFT, rid, summary, evidence={
             "position": s.position, "shift": s.linf, "gap_shift": s.gap, "threshold": bar, "cached": p.cached,
             "compared": p.kind, "a": {"run": p.a.run, "label": p.a.label}, "b": {"run": p.b.run, "label": p.b.label},

@@ -63,7 +63,7 @@ import numpy as np
 
 from servefuzz.anomaly import Divergence, FlipSide, Verdict
 from servefuzz.history import ChoiceRecord, TopLogprobs
-from servefuzz.oracles.noise import CAMPAIGN_K, CampaignNoise
+from servefuzz.oracles.noise import CAMPAIGN_K, CampaignNoise, fmt_lp
 from servefuzz.oracles.outputs import Output
 
 __all__ = [
@@ -266,11 +266,6 @@ def brief(d: Divergence) -> str:
     cmp = ">" if d.margin > d.threshold else "<="
     at_least = "at least " if d.margin_is_bound else ""
     return f"{where}, margin {at_least}{fmt_lp(d.margin)} {cmp} threshold {fmt_lp(d.threshold)}"
-
-
-def fmt_lp(x: float) -> str:
-    """Four decimals, or scientific notation where four decimals would read as zero."""
-    return f"{x:.4f}" if x == 0 or abs(x) >= 1e-4 else f"{x:.1e}"
 
 
 def _decide(
