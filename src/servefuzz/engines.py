@@ -296,6 +296,13 @@ _PROFILE_ROWS: tuple[Profile, ...] = (
              '{"method":"ngram","num_speculative_tokens":3,"prompt_lookup_min":2,"prompt_lookup_max":4}'),
             "n-gram speculative decoding (prompt lookup, 3 tokens drafted per step)",
             "speculative decoding (n-gram)", aims=("batch-sweep", "n-mix")),
+    # A step's token budget of 80 (2.5 blocks of 32): every prompt over 80 tokens is prefilled in
+    # chunks, and the chunk ends fall alternately on and between block boundaries, next to the
+    # decodes that share the step. At the preset's default budget only a burst of long prompts
+    # chunks at all. vLLM wants the budget >= max-num-seqs, hence 32 sequences.
+    Profile("vllm-cpu", "chunked-prefill", ("--max-num-batched-tokens", "80", "--max-num-seqs", "32"),
+            "chunked prefill: an 80-token step budget, so prompts are prefilled 80 tokens a step",
+            "chunked prefill (step token budget)", aims=("chunk-boundary", "page-boundary")),
 )
 
 # By preset, then by name: the one table `--profile` reads.

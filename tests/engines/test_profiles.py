@@ -86,6 +86,17 @@ def test_each_vllm_profile_starts_and_serves_with_its_flags(name: str, tiny_mode
     assert launch.profile == PROFILES["vllm-cpu"][name]
     _check_flags(launch, _launch("vllm-cpu", tiny_models))
     _serve_one(launch, tmp_path / "server.log")
+    said = _VLLM_LOG_SAYS.get(name)
+    if said is not None:
+        assert said in (tmp_path / "server.log").read_text(errors="replace"), said
+
+
+# What vLLM's log says once the feature took hold.
+_VLLM_LOG_SAYS = {
+    "preemption": "CPU KV cache size: 768 tokens",
+    "chunked-prefill": "max_num_batched_tokens=80",
+    "spec-ngram": "method='ngram'",
+}
 
 
 def test_a_finding_s_profile_is_rebuilt_by_name_and_an_unknown_one_is_refused(tiny_models: ModelPaths) -> None:

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from servefuzz import __version__
 from servefuzz.api import EMBEDDED_FAULT, EMBEDDED_TIME_S, REMOTE_TIME_S
+from servefuzz.engines import PROFILES
 from servefuzz.errors import UsageError
 from servefuzz.models import DTYPES
 from servefuzz.trial import DEFAULT_RUNS
@@ -31,6 +32,11 @@ class UsageParser(argparse.ArgumentParser):
 
     def error(self, message: str) -> None:  # type: ignore[override]
         raise UsageError(message)
+
+
+def _profile_names() -> str:
+    """'llama-server: prompt-cache, ...; vllm-cpu: ...', from the one table (defaults left out)."""
+    return "; ".join(f"{preset}: {', '.join(n for n in named if n != 'default')}" for preset, named in PROFILES.items())
 
 
 def positive_int(text: str) -> int:
@@ -104,8 +110,7 @@ def build_parser() -> UsageParser:
                         "(default: tiny models servefuzz builds into its cache)")
     f.add_argument("--profile", metavar="NAME",
                    help="with --launch vllm-cpu or llama-server: run the preset under a feature profile "
-                        "(llama-server: prompt-cache, cache-reuse, kv-unified, context-shift, spec-ngram; "
-                        "vllm-cpu: preemption, spec-ngram; docs/engines.md); recorded in findings, varied by triage")
+                        f"({_profile_names()}; docs/engines.md); recorded in findings, varied by triage")
     f.add_argument("--engine", help="dialect: sglang, vllm, llamacpp, openai, reference (default: detected)")
     f.add_argument("--fault", action="append", metavar="NAME",
                    help=f"reference engine only: plant this zoo fault (repeatable; 'none' for a clean engine; "
