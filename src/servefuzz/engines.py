@@ -40,6 +40,7 @@ __all__ = [
     "gguf_model",
     "hf_model_dir",
     "llama_server_argv",
+    "llama_server_preset_argv",
     "llama_server_binary",
     "llama_server_built",
     "model_dtype",
@@ -156,6 +157,15 @@ def llama_server_argv(
         "--no-webui",
         *extra,
     ]
+
+
+def llama_server_preset_argv(gguf: Path, slots: int = 8) -> list[str]:
+    """The `--launch llama-server` preset: `llama_server_argv` plus what servefuzz needs of it.
+
+    `--slot-save-path` mounts the slot erase that flushes (erasing writes nothing there);
+    `--cache-ram 0` keeps no copy of an erased prompt to restore.
+    """
+    return llama_server_argv(gguf, slots=slots, extra=["--slot-save-path", tempfile.gettempdir(), "--cache-ram", "0"])
 
 
 # -- feature profiles of the presets ---------------------------------------------------------

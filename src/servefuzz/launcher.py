@@ -369,11 +369,8 @@ class Launch:
             if not engines.llama_server_built():
                 raise UsageError(f"llama-server is not built under {engines.cache_dir()}: run {engines.SETUP_SCRIPT}")
             slots = args.get("total_slots")
-            # --slot-save-path mounts the slot erase that flushes; --cache-ram 0 keeps no copy of
-            # an erased prompt to restore. Erasing writes nothing there.
-            extra = ["--slot-save-path", tempfile.gettempdir(), "--cache-ram", "0"]
-            argv = engines.llama_server_argv(gguf or engines.gguf_model(None),
-                                             slots=int(slots) if isinstance(slots, int) else 8, extra=extra)
+            argv = engines.llama_server_preset_argv(gguf or engines.gguf_model(None),
+                                                    slots=int(slots) if isinstance(slots, int) else 8)
             return cls("llamacpp", tuple(argv), device="cpu")
         try:
             argv = shlex.split(spec)

@@ -98,3 +98,24 @@ def test_a_seeded_draw_is_not_called_temperature_0() -> None:
     assert text.startswith("# [Bug] reference: corruption with a fixed seed at temperature 0.8 under concurrent load")
     assert "identical requests (with a fixed seed at temperature 0.8)" in text
     assert "temperature-0" not in text
+
+
+def test_a_finding_made_under_a_profile_gives_the_preset_s_command_with_the_profile_s_flags() -> None:
+    # The server's own answers cannot say that the RAM prompt cache was on or that the numerics
+    # were pinned: a finding made with `--launch llama-server --profile prompt-cache` is started
+    # again with that very command line, taken from servefuzz's table by the recorded name.
+    import dataclasses
+
+    from servefuzz.finding import TargetInfo
+    from servefuzz.reports.facts import server_command
+
+    made = TargetInfo("llamacpp", "http://127.0.0.1:1", server_args={"model_path": "/m/tiny.gguf", "total_slots": 8},
+                      profile="prompt-cache")
+    command = server_command(made)
+    for words in ("-np 8", "-fa off -ctk f32 -ctv f32", "--cache-ram 8192 --cache-idle-slots", "--port 8080"):
+        assert words in command, (words, command)
+    assert command.count("--cache-ram") == 1  # the profile's value replaces the preset's 0
+    plain = server_command(dataclasses.replace(made, profile=None))
+    assert "--cache-ram" not in plain and "-fa" not in plain
+    # A name servefuzz does not know (a crafted file) changes nothing.
+    assert server_command(dataclasses.replace(made, profile="no-such")) == plain

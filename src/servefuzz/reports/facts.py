@@ -14,6 +14,7 @@ from __future__ import annotations
 import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from servefuzz.anomaly import Divergence, Variant, deciding
@@ -29,6 +30,7 @@ from servefuzz.engine_flags import (
     fault_name,
     flag_words,
 )
+from servefuzz.engines import PROFILES, llama_server_preset_argv, with_flags, without_flags
 from servefuzz.errors import UsageError
 from servefuzz.finding import Finding, TargetInfo
 from servefuzz.history import RunHistory
@@ -83,11 +85,23 @@ def server_command(target: TargetInfo, *, multiline: bool = False) -> str:
     elif target.engine == "llamacpp":
         checked = check_flags(LLAMACPP_FLAGS, args)
         values = {flag.key: value for flag, value in checked.values}
-        argv = ["llama-server", "-m", _path(args.get("model_path"), "MODEL.gguf"), "--host", "127.0.0.1"]
-        if "total_slots" in values:
-            argv += ["-np", str(values["total_slots"])]
-            if "slot_n_ctx" in values:
-                argv += ["-c", str(values["total_slots"] * values["slot_n_ctx"])]
+        model = _path(args.get("model_path"), "MODEL.gguf")
+        profile = PROFILES["llama-server"].get(target.profile or "")
+        if profile is not None:
+            # Made by `--launch llama-server --profile NAME`: that exact command line, which the
+            # server's own answers cannot tell (its numerics flags, the RAM cache). The profile's
+            # flags come from servefuzz's own table, looked up by the recorded name.
+            slots = values.get("total_slots")
+            preset = llama_server_preset_argv(Path(model), slots=slots if isinstance(slots, int) else 8)
+            # The slot erase needs a save path; this machine's temporary folder is no one else's.
+            flags = with_flags(preset[1:], [*profile.flags, "--slot-save-path", "/tmp"])
+            argv = ["llama-server", *without_flags(flags, {"--port"})]
+        else:
+            argv = ["llama-server", "-m", model, "--host", "127.0.0.1"]
+            if "total_slots" in values:
+                argv += ["-np", str(values["total_slots"])]
+                if "slot_n_ctx" in values:
+                    argv += ["-c", str(values["total_slots"] * values["slot_n_ctx"])]
         refused += [key for key, _ in checked.refused]
     else:
         served = args.get("model")
