@@ -69,6 +69,12 @@ class Verdict(str, enum.Enum):
         return list(Verdict).index(self)
 
     @property
+    def is_failure(self) -> bool:
+        """Whether this verdict is the server failing requests (the liveness oracle's verdicts)
+        rather than anything about the outputs it gave."""
+        return self in (Verdict.CRASH, Verdict.HANG, Verdict.SERVER_ERROR, Verdict.MALFORMED, Verdict.INDETERMINATE)
+
+    @property
     def is_divergence(self) -> bool:
         """Whether this verdict classifies two outputs that disagree (rather than a failure).
         An anomalous shift is not one: its outputs agree token for token."""

@@ -81,6 +81,9 @@ def test_a_crash_of_a_launched_server_shows_its_exit_status_and_log_tail() -> No
     finding = dataclasses.replace(seed_like(triage=False), anomalies=(crash,), confirmation=None)
     text = issue_markdown(finding, ())
     assert "The server exited with status -9" in text and "FATAL <kv pool> exhausted" in text
+    # A crash is the server failing the requests, not outputs that differ between runs.
+    assert "and the server failed them: server went away in 1/2 runs" in text
+    assert "gave different outputs" not in text
     page = report_html(finding, ())
     assert "status -9" in page and "FATAL &lt;kv pool&gt; exhausted" in page  # escaped, never markup
     plain = dataclasses.replace(finding, anomalies=(dataclasses.replace(crash, evidence={}),))
@@ -119,3 +122,12 @@ def test_a_finding_made_under_a_profile_gives_the_preset_s_command_with_the_prof
     assert "--cache-ram" not in plain and "-fa" not in plain
     # A name servefuzz does not know (a crafted file) changes nothing.
     assert server_command(dataclasses.replace(made, profile="no-such")) == plain
+    # vLLM: the preset's environment and flags, the profile's on top (the crash of docs/findings/
+    # vllm-cpu-seed-chunked-crash needs --max-num-batched-tokens 80 to happen at all).
+    chunked = TargetInfo("vllm", "http://127.0.0.1:1", page_size=32, server_args={"model": "tiny"},
+                         profile="chunked-prefill")
+    command = server_command(chunked)
+    for words in ("VLLM_SERVER_DEV_MODE=1", "--block-size 32", "--max-num-batched-tokens 80 --max-num-seqs 32",
+                  "--port 8000"):
+        assert words in command, (words, command)
+    assert "--max-num-batched-tokens" not in server_command(dataclasses.replace(chunked, profile=None))

@@ -30,7 +30,7 @@ from servefuzz.engine_flags import (
     fault_name,
     flag_words,
 )
-from servefuzz.engines import PROFILES, llama_server_preset_argv, with_flags, without_flags
+from servefuzz.engines import PROFILES, llama_server_preset_argv, vllm_argv, vllm_env, with_flags, without_flags
 from servefuzz.errors import UsageError
 from servefuzz.finding import Finding, TargetInfo
 from servefuzz.history import RunHistory
@@ -76,6 +76,14 @@ def server_command(target: TargetInfo, *, multiline: bool = False) -> str:
         flags, bad = flag_words(SGLANG_FLAGS, args)
         argv = ["python3", "-m", "sglang.launch_server", "--model-path", _path(args.get("model_path"), "MODEL"), *flags]
         refused += bad
+    elif target.engine == "vllm" and (profile := PROFILES["vllm-cpu"].get(target.profile or "")) is not None:
+        # Made by `--launch vllm-cpu --profile NAME`: the preset's command and environment with
+        # the profile's flags from servefuzz's table. The server reports its served name, not
+        # the folder: MODEL_DIR is `servefuzz model build DIR`'s DIR/hf-<dtype>.
+        page = target.page_size if target.page_size else 32
+        preset = vllm_argv(Path("MODEL_DIR"), str(args.get("dtype") or "float32"), block_size=page)
+        argv = ["python3", *without_flags(with_flags(preset[1:], profile.flags), {"--port"})]
+        env = {**vllm_env(), **env}
     elif target.engine == "vllm":
         # The dev mode mounts /reset_prefix_cache, which servefuzz and repro.py flush with.
         env = {"VLLM_SERVER_DEV_MODE": "1", **{k: v for k, v in env.items() if k != "VLLM_SERVER_DEV_MODE"}}

@@ -83,11 +83,14 @@ def _description(finding: Finding) -> str:
     t = finding.target
     n = len(finding.scenario.requests)
     ids = finding.expected_diverging
+    # Liveness findings are about the server, not about outputs that differ between runs.
+    what = (f"and the server failed them: {md(finding.headline.summary)}" if finding.verdict.is_failure else
+            f"and identical requests ({_sampling(finding)}) gave different outputs between runs. "
+            + (f"Diverging: {md(', '.join(ids))}; every other request is stable." if ids
+               else md(finding.headline.summary)))
     lines = [
         f"servefuzz found a **{md(finding.verdict.value)}** on {md(t.engine)}"
-        f"{f' {md(t.version)}' if t.version else ''}: {n} requests were sent at fixed offsets, "
-        f"and identical requests ({_sampling(finding)}) gave different outputs between runs. "
-        + (f"Diverging: {md(', '.join(ids))}; every other request is stable." if ids else md(finding.headline.summary)),
+        f"{f' {md(t.version)}' if t.version else ''}: {n} requests were sent at fixed offsets, " + what,
         "",
     ]
     if finding.confirmation is not None:
