@@ -1,0 +1,1585 @@
+#!/usr/bin/env python3
+"""Standalone reproduction of servefuzz finding finding_00022_860011053.json (standard library only).
+
+Start the server as issue.md says, then:
+
+    python3 repro.py --base-url http://127.0.0.1:30000 --runs 10
+
+First every request expected to diverge is sent once alone on a flushed cache: its reference.
+Then the finding's requests are sent at their recorded offsets, --runs times, each run on a
+flushed cache where the engine has a flush (a request with a cache-state finding is then probed
+warm, and primed by its bare prefix). A run reproduces the finding when an expected request
+answers other than its reference (or, for a crash, hang, 5xx or malformed answer, when the same
+failure shows again; for an isolation breach, when an expected request again reports more
+cached tokens than its own cache salt allows): the rule servefuzz itself confirms with
+(servefuzz.oracles.judge), which a test holds this script to.
+Exit status: 0 CONFIRMED, 1 NOT REPRODUCED or UNDECIDED (servefuzz.stats decides, embedded
+below), 2 bad arguments or no server to talk to.
+
+The finding is data (the JSON text in FINDING, with the exact request bodies servefuzz sends);
+nothing read from it is ever executed.
+"""
+
+import argparse
+import http.client
+import json
+import re
+import socket
+import sys
+import textwrap
+import threading
+import time
+import urllib.parse
+
+# --- servefuzz.stats, verbatim: the rule that turns "k of n runs" into a decision ----------
+"""Rates and every decision made from them: one module owns the rules.
+
+A finding's rate is "k of n replays showed it again". Everything servefuzz claims about a
+finding (reproduced, not reproduced, cured, still there, a shrink candidate kept) is a claim
+about such rates, so each claim is made here, with its error rate stated:
+
+- `Rate`: k of n with its Wilson score interval (95% unless asked), printed as
+  "8/10 (80%, 95% CI 49-94%)".
+- `SequentialTest`: Wald's sequential probability ratio test deciding "reproduced" (the rate is
+  at least p1 = 0.5) against "not reproduced" (at most p0 = 0.05), each wrong at most 1% of the
+  time (alpha = beta = 0.01), replaying one run at a time until the evidence decides or a cap
+  is reached ("undecided").
+- `fisher_less`: the one-sided Fisher exact p-value that one rate is below another.
+- `CureTest`: triage's rule: "cured" only when the variant never reproduced and is
+  significantly below the baseline (p < 0.01); "still there" when it came back.
+- `ShrinkGate`: shrink's rule: a candidate is kept only when its rate is not significantly
+  below the finding's (p >= 0.01) and a sequential test says it reproduces at the finding's
+  level (at most 5% wrong either way).
+- `Trail`: a finding's rates over time; a finding that reproduced and then stops is *flaky*
+  (reported with its history, as Hypothesis reports a flaky test, never shrunk into nothing).
+
+    >>> r = Rate(8, 10)
+    >>> str(r)
+    '8/10 (80%, 95% CI 49-94%)'
+    >>> decide(2, 2), decide(0, 8), decide(1, 3)
+    ('reproduced', 'not reproduced', 'undecided')
+    >>> round(fisher_less(0, 5, 10, 10), 5)     # 0/5 under a flag against 10/10 without it
+    0.00033
+    >>> CureTest().decide(Rate(0, 3), Rate(10, 10)), CureTest().decide(Rate(0, 20), Rate(1, 5))
+    ('cured', 'undecided')
+
+Standard library only (`math`), no imports from servefuzz and no `from __future__` import:
+report/repro.py embeds this module's source verbatim, so the standalone script decides exactly
+as servefuzz does. Annotations beyond builtin names are strings so that the copy runs on older
+Pythons too.
+"""
+
+import math
+
+__all__ = [
+    "ACCEPT",
+    "CURED",
+    "NOT_REPRODUCED",
+    "REDUCED",
+    "REJECT",
+    "REPRODUCED",
+    "REPRODUCTION",
+    "STILL_THERE",
+    "UNDECIDED",
+    "CureTest",
+    "Rate",
+    "SequentialTest",
+    "ShrinkGate",
+    "Trail",
+    "decide",
+    "fisher_less",
+    "more_runs",
+    "wilson",
+    "z_score",
+]
+
+REPRODUCED = "reproduced"
+NOT_REPRODUCED = "not reproduced"
+UNDECIDED = "undecided"
+CURED = "cured"
+REDUCED = "reduced"
+STILL_THERE = "still there"
+ACCEPT = "accept"
+REJECT = "reject"
+
+
+def z_score(confidence: float) -> float:
+    """The two-sided standard normal quantile for `confidence` (1.959964 for 0.95).
+
+    Bisection on erfc: exact to double precision, and `math` is all this module may import.
+    """
+    if not 0.0 < confidence < 1.0:
+        raise ValueError(f"confidence must be in (0, 1), got {confidence!r}")
+    tail = 1.0 - confidence  # P(|Z| > z) = erfc(z / sqrt 2)
+    lo, hi = 0.0, 40.0
+    for _ in range(200):
+        mid = (lo + hi) / 2
+        if math.erfc(mid / math.sqrt(2.0)) > tail:
+            lo = mid
+        else:
+            hi = mid
+    return (lo + hi) / 2
+
+
+def wilson(k: int, n: int, confidence: float = 0.95) -> "tuple[float, float]":
+    """Wilson's score interval for k successes in n trials; (0, 1) when n is 0.
+
+    Unlike the textbook k/n +- z*sqrt(p(1-p)/n), it never leaves [0, 1] and stays honest at
+    0/n and n/n, the rates replays mostly give (0/10 is not "0%, certainly").
+
+        >>> [round(x, 4) for x in wilson(81, 263)]   # Newcombe (1998), Table I
+        [0.2553, 0.3662]
+    """
+    if n == 0:
+        return 0.0, 1.0
+    z = z_score(confidence)
+    p = k / n
+    z2n = z * z / n
+    centre = (p + z2n / 2) / (1 + z2n)
+    half = z * math.sqrt(p * (1 - p) / n + z2n / (4 * n)) / (1 + z2n)
+    # k = 0 and k = n are exact at the ends (the formula gives them up to rounding).
+    low = 0.0 if k == 0 else max(0.0, centre - half)
+    high = 1.0 if k == n else min(1.0, centre + half)
+    return low, high
+
+
+def _pct(x: float) -> str:
+    """A percentage for people: whole numbers, but never "0" or "100" for what is not."""
+    pct = 100.0 * x
+    if 0.0 < pct < 0.5:
+        return f"{pct:.1g}"
+    if 99.5 < pct < 100.0:
+        return f"{100.0 - float(f'{100.0 - pct:.1g}'):g}"
+    return f"{pct:.0f}"
+
+
+class Rate:
+    """`k` of `n` runs showed it; immutable, printed with its interval.
+
+        >>> Rate(0, 10)
+        Rate(0, 10)
+        >>> print(Rate(0, 10), Rate.parse("10/10"), Rate(0, 0), sep="; ")
+        0/10 (0%, 95% CI 0-28%); 10/10 (100%, 95% CI 72-100%); 0/0 (no runs)
+        >>> Rate(1, 5) + Rate(2, 5)
+        Rate(3, 10)
+    """
+
+    __slots__ = ("_k", "_n")
+
+    def __init__(self, k: int, n: int) -> None:
+        if isinstance(k, bool) or isinstance(n, bool) or not isinstance(k, int) or not isinstance(n, int):
+            raise TypeError(f"a rate is two whole numbers, got {k!r}/{n!r}")
+        if not 0 <= k <= n:
+            raise ValueError(f"a rate needs 0 <= k <= n, got {k}/{n}")
+        self._k, self._n = k, n
+
+    @property
+    def k(self) -> int:
+        return self._k
+
+    @property
+    def n(self) -> int:
+        return self._n
+
+    @classmethod
+    def parse(cls, text: str) -> "Rate":
+        """`"8/10"` (what findings stored before rates carried intervals) as a Rate."""
+        k, sep, n = str(text).partition("/")
+        if not sep:
+            raise ValueError(f"a rate looks like 'k/n', got {text!r}")
+        return cls(int(k), int(n))
+
+    @property
+    def fraction(self) -> float:
+        """k / n; NaN for no runs (there is no estimate, and 0 would be a claim)."""
+        return self._k / self._n if self._n else math.nan
+
+    def interval(self, confidence: float = 0.95) -> "tuple[float, float]":
+        return wilson(self._k, self._n, confidence)
+
+    def describe(self, confidence: float = 0.95) -> str:
+        """`"8/10 (80%, 95% CI 49-94%)"`; `str(rate)` is this at 95%."""
+        if self._n == 0:
+            return f"{self._k}/{self._n} (no runs)"
+        low, high = self.interval(confidence)
+        level = f"{100 * confidence:g}%"
+        return f"{self._k}/{self._n} ({_pct(self.fraction)}%, {level} CI {_pct(low)}-{_pct(high)}%)"
+
+    def to_json(self, confidence: float = 0.95) -> "dict[str, object]":
+        """What a finding stores: the counts, and the interval that goes with them."""
+        low, high = self.interval(confidence)
+        return {"k": self._k, "n": self._n, "low": round(low, 4), "high": round(high, 4), "confidence": confidence}
+
+    @classmethod
+    def from_json(cls, data: "dict[str, object]") -> "Rate":
+        return cls(int(data["k"]), int(data["n"]))  # type: ignore[call-overload]
+
+    def __add__(self, other: "Rate") -> "Rate":
+        """Pooled runs of the same scenario on the same server."""
+        if not isinstance(other, Rate):
+            return NotImplemented
+        return Rate(self._k + other._k, self._n + other._n)
+
+    def __str__(self) -> str:
+        return self.describe()
+
+    def __repr__(self) -> str:
+        return f"Rate({self._k}, {self._n})"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Rate) and (self._k, self._n) == (other._k, other._n)
+
+    def __hash__(self) -> int:
+        return hash((Rate, self._k, self._n))
+
+
+class SequentialTest:
+    """Wald's SPRT: does a finding reproduce (rate >= p1) or not (rate <= p0)?
+
+    Hypotheses (defaults): "reproduced" means the rate is at least p1 = 0.5, a finding one can
+    shrink and triage; "not reproduced" means at most p0 = 0.05, the odd coincidence. Each run
+    adds log(p1/p0) to the log likelihood ratio when the finding came back and
+    log((1-p1)/(1-p0)) when not; the test decides "reproduced" once the ratio reaches 1/alpha
+    and "not reproduced" once it falls to beta. With these bounds (rather than Wald's usual
+    (1-beta)/alpha) the error rates are at most alpha and beta exactly, not approximately:
+    P(reproduced | rate <= p0) <= alpha and P(not reproduced | rate >= p1) <= beta. Stopping
+    at `cap` runs only turns decisions into "undecided", so it keeps both bounds. Between p0
+    and p1 (the indifference zone) either answer may come; the rate and its interval are
+    always printed beside the word.
+
+    With the defaults: 2/2 is reproduced, 3/6 too; 0/8 is not reproduced, 1/12 too; a
+    finding that always reproduces is decided in 2 runs, one that never does in 8.
+
+        >>> t = SequentialTest()
+        >>> [t.decide(k, 6) for k in (0, 1, 2, 3)]
+        ['undecided', 'undecided', 'undecided', 'reproduced']
+        >>> t.more_runs(0, 0), t.more_runs(0, 5), t.more_runs(2, 2)
+        (2, 3, 0)
+    """
+
+    __slots__ = ("alpha", "beta", "cap", "p0", "p1", "_fail", "_hi", "_lo", "_succ")
+
+    def __init__(self, p0: float = 0.05, p1: float = 0.5, alpha: float = 0.01, beta: float = 0.01, cap: int = 30) -> None:
+        if not 0.0 < p0 < p1 < 1.0:
+            raise ValueError(f"need 0 < p0 < p1 < 1, got p0={p0}, p1={p1}")
+        if not (0.0 < alpha < 0.5 and 0.0 < beta < 0.5):
+            raise ValueError("alpha and beta must be in (0, 0.5)")
+        if cap < 1:
+            raise ValueError("cap must be at least 1")
+        self.p0, self.p1, self.alpha, self.beta, self.cap = p0, p1, alpha, beta, cap
+        self._succ = math.log(p1 / p0)
+        self._fail = math.log((1.0 - p1) / (1.0 - p0))
+        # A hair of slack so that a ratio landing exactly on a bound (2/2 gives exactly 100
+        # with the defaults) is not lost to rounding.
+        self._hi = math.log(1.0 / alpha) - 1e-9
+        self._lo = math.log(beta) + 1e-9
+
+    def llr(self, k: int, n: int) -> float:
+        """Log likelihood ratio of "reproduces" against "does not", after k of n."""
+        return k * self._succ + (n - k) * self._fail
+
+    def decide(self, k: int, n: int) -> str:
+        """REPRODUCED, NOT_REPRODUCED, or UNDECIDED (not yet, or not within the cap)."""
+        if not 0 <= k <= n:
+            raise ValueError(f"need 0 <= k <= n, got {k}/{n}")
+        ratio = self.llr(k, n)
+        if ratio >= self._hi:
+            return REPRODUCED
+        if ratio <= self._lo:
+            return NOT_REPRODUCED
+        return UNDECIDED
+
+    def more_runs(self, k: int, n: int) -> int:
+        """The fewest further runs after which a decision is possible; 0 when decided, at the
+        cap, or when no decision can come within the cap (replay no more: it is undecided).
+
+        Replaying this many at once never runs past a decision, so callers may batch them.
+        """
+        if self.decide(k, n) != UNDECIDED:
+            return 0
+        ratio = self.llr(k, n)
+        # Only successes, or only failures, decide soonest; solve for each, then make the
+        # rounding exact against `decide` itself.
+        best = self.cap - n + 1
+
+        def by_successes(m: int) -> bool:
+            return self.decide(k + m, n + m) == REPRODUCED
+
+        def by_failures(m: int) -> bool:
+            return self.decide(k, n + m) == NOT_REPRODUCED
+
+        for m, decides in (
+            (math.ceil((self._hi - ratio) / self._succ), by_successes),
+            (math.ceil((ratio - self._lo) / -self._fail), by_failures),
+        ):
+            m = max(1, m)
+            while m > 1 and decides(m - 1):
+                m -= 1
+            while not decides(m):
+                m += 1
+            best = min(best, m)
+        return best if best <= self.cap - n else 0
+
+    def operating_characteristic(self, p: float) -> "tuple[float, float, float, float]":
+        """Exactly, for a finding that reproduces with probability `p` on each run: the
+        probabilities of deciding reproduced, not reproduced and undecided (at the cap), and
+        the expected number of runs.
+
+            >>> a, b, u, runs = SequentialTest().operating_characteristic(0.05)
+            >>> a <= 0.01, round(runs, 1)
+            (True, 10.0)
+        """
+        reproduced = not_reproduced = runs = 0.0
+        alive = {0: 1.0}  # successes -> probability of having reached (k, n) undecided
+        for n in range(1, self.cap + 1):
+            nxt: "dict[int, float]" = {}
+            for k, prob in alive.items():
+                for kk, q in ((k + 1, p), (k, 1.0 - p)):
+                    mass = prob * q
+                    if mass == 0.0:
+                        continue
+                    verdict = self.decide(kk, n)
+                    if verdict == REPRODUCED:
+                        reproduced += mass
+                        runs += mass * n
+                    elif verdict == NOT_REPRODUCED:
+                        not_reproduced += mass
+                        runs += mass * n
+                    else:
+                        nxt[kk] = nxt.get(kk, 0.0) + mass
+            alive = nxt
+        undecided = sum(alive.values())
+        return reproduced, not_reproduced, undecided, runs + undecided * self.cap
+
+    def describe(self, k: int, n: int) -> str:
+        """`"reproduced: 2/2 (100%, 95% CI 34-100%)"`."""
+        return f"{self.decide(k, n)}: {Rate(k, n)}"
+
+    def statement(self) -> str:
+        """The hypotheses and error rates, in one line for reports."""
+        return (
+            f"sequential test (Wald SPRT): reproduced = rate >= {self.p1:g}, not reproduced = rate <= {self.p0:g}; "
+            f"each wrong at most {self.alpha:g} / {self.beta:g} of the time; undecided after {self.cap} runs"
+        )
+
+    def __repr__(self) -> str:
+        return f"SequentialTest(p0={self.p0}, p1={self.p1}, alpha={self.alpha}, beta={self.beta}, cap={self.cap})"
+
+
+REPRODUCTION = SequentialTest()
+
+
+def decide(k: int, n: int) -> str:
+    """`REPRODUCTION.decide`: the default sequential test."""
+    return REPRODUCTION.decide(k, n)
+
+
+def more_runs(k: int, n: int) -> int:
+    """`REPRODUCTION.more_runs`: the default sequential test."""
+    return REPRODUCTION.more_runs(k, n)
+
+
+def fisher_less(k: int, n: int, k_ref: int, n_ref: int) -> float:
+    """One-sided Fisher exact test: the p-value that rate k/n is below rate k_ref/n_ref.
+
+    Given the total number of reproductions (k + k_ref), under equal rates the count falling
+    in the first sample is hypergeometric; the p-value is the chance of k or fewer there.
+    This is scipy's `fisher_exact([[k, n-k], [k_ref, n_ref-k_ref]], alternative="less")`,
+    computed in whole numbers (exact, whatever the counts).
+
+        >>> fisher_less(0, 20, 1, 5)     # 0/20 under a flag against 1/5: no evidence
+        0.2
+    """
+    Rate(k, n), Rate(k_ref, n_ref)  # validates
+    total, hits = n + n_ref, k + k_ref
+    lowest = max(0, hits - n_ref)
+    if k < lowest:
+        return 0.0
+    tail = sum(math.comb(hits, x) * math.comb(total - hits, n - x) for x in range(lowest, min(k, hits) + 1))
+    return min(1.0, tail / math.comb(total, n))
+
+
+class CureTest:
+    """Triage's rule for one flag variant against the baseline (the finding's server as found).
+
+    - "cured": the variant never reproduced in n runs and that is significantly below the
+      baseline: `fisher_less(0, n, baseline) < alpha` (alpha = 0.01).
+    - "still there": it came back under the variant (the finding's own verdict), not
+      significantly less often than at baseline; "reduced": it came back, significantly less.
+    - "undecided": n reached the cap with neither (0/n, but the baseline is too weak for 0/n
+      to mean anything: 0/20 against 1/5 has p = 0.2).
+
+    Checking after every run keeps the stated rate: the test is only ever passed along the
+    all-zero path, at the first n where 0/n would be significant, so it is one test per row.
+    (Over the baseline's own chance, a variant exactly as bad as the baseline is called cured
+    at most 0.55% of the time for baselines of 5, 10 or 20 runs; tests/test_stats.py checks it.)
+
+        >>> t = CureTest()
+        >>> t.runs_to_cure(Rate(10, 10)), t.runs_to_cure(Rate(5, 10)), t.runs_to_cure(Rate(1, 5))
+        (3, 12, None)
+        >>> t.decide(Rate(0, 2), Rate(10, 10)), t.more_runs(Rate(0, 2), Rate(10, 10))
+        ('undecided', 1)
+        >>> t.decide(Rate(4, 5), Rate(10, 10)), t.decide(Rate(1, 10), Rate(10, 10))
+        ('still there', 'reduced')
+    """
+
+    __slots__ = ("_needed", "alpha", "cap")
+
+    def __init__(self, alpha: float = 0.01, cap: int = 40) -> None:
+        if not 0.0 < alpha < 0.5:
+            raise ValueError("alpha must be in (0, 0.5)")
+        self.alpha, self.cap = alpha, cap
+        self._needed: "dict[tuple[int, int], int | None]" = {}
+
+    def p_value(self, variant: Rate, baseline: Rate) -> float:
+        return fisher_less(variant.k, variant.n, baseline.k, baseline.n)
+
+    def runs_to_cure(self, baseline: Rate) -> "int | None":
+        """How many runs without the finding make a cure significant (None: not within the
+        cap; more baseline runs would help)."""
+        key = (baseline.k, baseline.n)
+        if key not in self._needed:
+            self._needed[key] = next(
+                (n for n in range(1, self.cap + 1) if fisher_less(0, n, baseline.k, baseline.n) < self.alpha), None
+            )
+        return self._needed[key]
+
+    def decide(self, variant: Rate, baseline: Rate) -> str:
+        """CURED, REDUCED, STILL_THERE or UNDECIDED (so far, or for good at the cap)."""
+        if variant.k > 0:
+            return REDUCED if self.p_value(variant, baseline) < self.alpha else STILL_THERE
+        needed = self.runs_to_cure(baseline)
+        if needed is not None and variant.n >= needed:
+            return CURED
+        return UNDECIDED
+
+    def more_runs(self, variant: Rate, baseline: Rate) -> int:
+        """Runs the variant's row still needs; 0 once decided or at the cap.
+
+        While a cure is within reach this is exactly the number of runs after which 0/n would
+        be significant (a batch that big decides the row either way). Out of reach, the row
+        runs to the cap to see whether the finding comes back ("still there"), else it ends
+        "undecided" with its numbers.
+        """
+        if self.decide(variant, baseline) != UNDECIDED or variant.n >= self.cap:
+            return 0
+        needed = self.runs_to_cure(baseline)
+        return (needed if needed is not None else self.cap) - variant.n
+
+    def describe(self, variant: Rate, baseline: Rate) -> str:
+        """`"cured: 0/3 (0%, 95% CI 0-56%) against 10/10 (...), p = 0.0035"`."""
+        p = self.p_value(variant, baseline)
+        return f"{self.decide(variant, baseline)}: {variant} against {baseline}, p = {p:.2g}"
+
+
+class ShrinkGate:
+    """Shrink's acceptance rule for candidates, against the finding's own rate `reference`.
+
+    A smaller candidate is only worth keeping if it reproduces about as often as the finding:
+    one that comes back 6 times in 10 where the finding came back 10 in 10 has lost part of
+    the bug (on the reference engine, a burst without its blocker), and a minimal finding must
+    not be harder to reproduce than the one it came from. So a candidate, replayed one run at
+    a time, is
+    - rejected as soon as its rate is significantly below the reference's
+      (`fisher_less(k, n, reference) < alpha`, alpha = 0.01);
+    - kept once a sequential test says it reproduces at the finding's level: Wald's SPRT
+      between `keep` = the finding's rate (at most 0.95) and `drop` = keep - 0.2 (keep x 0.6
+      for a finding rarer than 50%), each error at most 5%: a candidate as good as the
+      finding is turned down at most 5% of the time (some of those end undecided), one that
+      lost 0.2 of its rate is kept at most 5% of the time;
+    - rejected when that test says "drop", and left undecided at the cap (30 runs), which is
+      not an acceptance: a finding that reproduces too seldom to tell says "undecided".
+
+    Against a finding at 10/10 a candidate that always reproduces is kept after 13 runs; one
+    that never does is dropped after 2. (A gentler test, with `drop` at 0.6 x keep, kept a
+    pair of requests sent at once without their blocker that came back 29 times in 40 on a
+    busy machine: the minimal finding then reproduced 5/10 where the original did 10/10.)
+
+        >>> g = ShrinkGate(Rate(10, 10))
+        >>> g.decide(13, 13), g.decide(0, 2), g.decide(12, 12), g.decide(12, 13)
+        ('accept', 'reject', 'undecided', 'undecided')
+        >>> g.more_runs(0, 0), g.more_runs(12, 13)
+        (2, 3)
+        >>> ShrinkGate(Rate(10, 10)).decide(1, 5)   # 1/5 against 10/10: p = 0.0001
+        'reject'
+    """
+
+    __slots__ = ("alpha", "reference", "test")
+
+    KEEP_MAX = 0.95  # a finding seen 10/10 may still fail now and then: do not demand 100%
+    # How much lower a candidate's rate may be before it has lost part of the bug: 0.2, or
+    # 40% of the rate for a rare finding (where 0.2 would be all of it).
+    SLACK = 0.2
+    SLACK_FACTOR = 0.4
+    ERROR = 0.05
+
+    def __init__(self, reference: Rate, alpha: float = 0.01, cap: int = 30) -> None:
+        """`cap`: runs per candidate at most; raised to the fewest that can keep one (13 against
+        a finding at 100%), since a gate that can only reject would shrink nothing."""
+        if reference.k == 0:
+            raise ValueError(f"a finding seen {reference.k}/{reference.n} has no rate to keep: it is not reproduced")
+        self.reference, self.alpha = reference, alpha
+        keep = min(self.KEEP_MAX, reference.fraction)
+        drop = keep - min(self.SLACK, self.SLACK_FACTOR * keep)
+        test = SequentialTest(p0=drop, p1=keep, alpha=self.ERROR, beta=self.ERROR, cap=1)
+        fewest = next(n for n in range(1, 10_000) if test.decide(n, n) == REPRODUCED)
+        self.test = SequentialTest(p0=drop, p1=keep, alpha=self.ERROR, beta=self.ERROR, cap=max(cap, fewest))
+
+    def p_value(self, k: int, n: int) -> float:
+        return fisher_less(k, n, self.reference.k, self.reference.n)
+
+    def decide(self, k: int, n: int) -> str:
+        """ACCEPT, REJECT or UNDECIDED."""
+        if n and self.p_value(k, n) < self.alpha:
+            return REJECT
+        verdict = self.test.decide(k, n)
+        if verdict == REPRODUCED:
+            return ACCEPT
+        if verdict == NOT_REPRODUCED:
+            return REJECT
+        return UNDECIDED
+
+    def more_runs(self, k: int, n: int) -> int:
+        """The fewest further runs after which the gate may decide; 0 when it has or cannot."""
+        if self.decide(k, n) != UNDECIDED:
+            return 0
+        for m in range(1, self.test.cap - n + 1):
+            if self.decide(k + m, n + m) != UNDECIDED or self.decide(k, n + m) != UNDECIDED:
+                return m
+        return 0
+
+    # The fresh-server re-check: a candidate the gate accepted is replayed on a freshly started
+    # server, where all it must show is that it does not need the old server's state.
+    RECHECK_MIN = 5
+
+    @property
+    def recheck_runs(self) -> int:
+        """How many fresh-server runs the re-check plans: enough that a candidate which never
+        comes back there is rejected (0 of them significantly below the finding's rate), and at
+        least RECHECK_MIN; at most the gate's cap. Against 10/10 that is 5."""
+        fewest = next((n for n in range(1, self.test.cap + 1) if self.p_value(0, n) < self.alpha), self.test.cap)
+        return min(self.test.cap, max(self.RECHECK_MIN, fewest))
+
+    def recheck(self, k: int, n: int) -> str:
+        """ACCEPT, REJECT or UNDECIDED for `k` reproductions in `n` of the re-check's runs.
+
+        The candidate already passed the full gate on the old server, so the fresh server only
+        has to rule out that it owed its rate to damage earlier candidates left behind (such a
+        candidate comes back seldom or never there). The rule is the gate's reject rule alone,
+        over `recheck_runs` runs, curtailed: it accepts as soon as even failing every remaining
+        run could not make the rate significantly low, and rejects as soon as succeeding in every
+        remaining run could not save it. Against 10/10: accepted after 2 reproductions in a row
+        (2/5 has p = 0.022), rejected at 0/4 or 1/5.
+
+            >>> g = ShrinkGate(Rate(10, 10))
+            >>> g.recheck_runs, g.recheck(2, 2), g.recheck(0, 3), g.recheck(0, 4), g.recheck(1, 5)
+            (5, 'accept', 'undecided', 'reject', 'reject')
+        """
+        planned = self.recheck_runs
+        if k and self.p_value(k, planned) >= self.alpha:
+            return ACCEPT
+        best = k + max(0, planned - n)
+        if self.p_value(best, planned) < self.alpha:
+            return REJECT
+        return UNDECIDED
+
+    def describe(self, k: int, n: int) -> str:
+        """`"accept: 6/6 (...) against 10/10 (...), p = 1"`."""
+        return f"{self.decide(k, n)}: {Rate(k, n)} against {self.reference}, p = {self.p_value(k, n):.2g}"
+
+
+class Trail:
+    """One finding's rates over time, each labelled by where it was measured.
+
+    Hypothesis's flaky rule: a finding that reproduced and then, replayed from the same state,
+    is decided "not reproduced" is *flaky*. Shrink reports it so, with this history, instead
+    of shrinking it into nothing (every candidate of a finding that no longer reproduces looks
+    as good as the empty one).
+
+        >>> t = Trail()
+        >>> t.add("campaign confirmation", Rate(1, 5)).add("shrink: finding re-checked", Rate(0, 8)).flaky
+        True
+        >>> print(t)
+        flaky: it reproduced, then stopped
+          campaign confirmation: 1/5 (20%, 95% CI 4-62%): undecided
+          shrink: finding re-checked: 0/8 (0%, 95% CI 0-32%): not reproduced
+    """
+
+    __slots__ = ("entries", "test")
+
+    def __init__(self, test: "SequentialTest | None" = None) -> None:
+        self.test = REPRODUCTION if test is None else test
+        self.entries: "list[tuple[str, Rate]]" = []
+
+    def add(self, label: str, rate: Rate) -> "Trail":
+        self.entries.append((label, rate))
+        return self
+
+    @property
+    def last(self) -> str:
+        """The decision of the latest measurement (UNDECIDED when there is none)."""
+        return self.test.decide(self.entries[-1][1].k, self.entries[-1][1].n) if self.entries else UNDECIDED
+
+    @property
+    def flaky(self) -> bool:
+        """It came back at least once before, and the latest replays say it does not."""
+        return self.last == NOT_REPRODUCED and any(rate.k > 0 for _, rate in self.entries[:-1])
+
+    def lines(self) -> "list[str]":
+        return [f"{label}: {rate}: {self.test.decide(rate.k, rate.n)}" for label, rate in self.entries]
+
+    def to_json(self) -> "list[dict[str, object]]":
+        return [{"label": label, **rate.to_json()} for label, rate in self.entries]
+
+    def __str__(self) -> str:
+        head = "flaky: it reproduced, then stopped" if self.flaky else f"history ({self.last})"
+        return "\n".join([head, *("  " + line for line in self.lines())])
+
+# --- the finding ---------------------------------------------------------------------------
+
+FINDING = json.loads(
+    '{"name":"finding_00022_860011053.json","bug":"corruption (llamacpp:replay:corruption:abort,prefi'
+    'x=mid-page,stream)","expected":["r11"],"expect_failure":null,"expect_cached":{},"base_url":"http'
+    '://127.0.0.1:39937","dialect":"llamacpp","path":"/completion","flush":"llamacpp","model":null,"r'
+    'equests":[{"id":"r01","offset_ms":0.0,"cancel_after_ms":null,"copies":1,"body":{"prompt":[810,61'
+    '6,465,559,315,885,224,437,504,880,723,665,311,501,187,324,26,965,176,239,940,427,3,840,748,951,8'
+    '0,554,689,512,270,700,391,512,534,593,527,42,88,710,208,500,98,741,84,501,957,889,942,790,630,74'
+    '1,962,819,272,63,904,493,46,934,950,692,74,739,460,818],"n_predict":2,"temperature":0.0,"n_probs'
+    '":5,"n_cmpl":1,"ignore_eos":true,"cache_prompt":true,"return_tokens":true,"stream":false}},{"id"'
+    ':"r02","offset_ms":0.5,"cancel_after_ms":null,"copies":1,"body":{"prompt":[727,453,248,203,233,3'
+    '8,211,160,748,484,198,97,1018,732,23,698,275,8,597,552,937,958,648,603,327,347,233,516,995,844,4'
+    '89,454,184,967,383,644,314,107,743,298,998,58,711,42,256,368,138,777,270,448,891,42,58,476,150,3'
+    '77,54,162,728,766,611,1004,856,231,476,219,480,245,230,992,324,870,648,670,788,422,102,241,862,6'
+    '53,808,871,129,238,1020,24,451,126,1008,83,871,253,22,44,1013,546,529,841,182,817,834,180,146,61'
+    '2,964,747,819,285,785,48,90,170,786,689,1009,243,212,686,59,336,121,836,355,333,301,494,969,342,'
+    '424,109,17,213],"n_predict":2,"temperature":0.0,"n_probs":5,"n_cmpl":1,"ignore_eos":true,"cache_'
+    'prompt":true,"return_tokens":true,"stream":false}},{"id":"r03","offset_ms":1.0,"cancel_after_ms"'
+    ':null,"copies":1,"body":{"prompt":[983,924,125,874,26,822,548,185,334,124,86,90,716,530,61,152,2'
+    '17,767,315,590,468,543,95,944,548,126,873,418,930,213,195,1014,524,727,572,699,318,857,666,877,2'
+    '65,354,34,156,51,658,972,998,492,264,593,662,164,112,999,646,829,847,28,843,983,963,96,1021,655,'
+    '340,840],"n_predict":2,"temperature":0.0,"n_probs":5,"n_cmpl":1,"ignore_eos":true,"cache_prompt"'
+    ':true,"return_tokens":true,"stream":false}},{"id":"r04","offset_ms":1.5,"cancel_after_ms":null,"'
+    'copies":1,"body":{"prompt":[161,408,398,870,567,566,285,631,434,923,366,526,227,234,358,365,714,'
+    '460,232,904,299,394,966,1018,932,489,702,230,918,408,899,242,85,706,198,28,220,611,899,589,332,5'
+    '91,480,539,505,597,246,879,789,313,118,291,592,895,492,123,849,133,657,953,468,860,772,781,949,4'
+    '03,401],"n_predict":2,"temperature":0.0,"n_probs":5,"n_cmpl":1,"ignore_eos":true,"cache_prompt":'
+    'true,"return_tokens":true,"stream":false}},{"id":"r05","offset_ms":64.4,"cancel_after_ms":22.1,"'
+    'copies":1,"body":{"prompt":[601,597,868,511,617,137,623,637,388,993,221,304,368,157,248,131,506,'
+    '962,326,325,273,810,923,700,1020,744,576,621,175,525,834,56,672,764,80,369,749,914,840,531,153,5'
+    '92,113,816,84,581,334,320,810,532,989,980,69,386,352,747,843,906,24,892,335,559,374],"n_predict"'
+    ':1,"temperature":0.0,"n_probs":5,"n_cmpl":3,"ignore_eos":false,"cache_prompt":true,"return_token'
+    's":true,"stream":true}},{"id":"r06","offset_ms":65.1,"cancel_after_ms":null,"copies":1,"body":{"'
+    'prompt":[810,616,465,559,315,885,224,437,504,880,723,665,311,501,187,324,26,965,176,239,940,427,'
+    '3,840,748,951,80,554,689,512,270,700,391,512,534,593,527,42,88,710,208,500,98,741,84,501,957,889'
+    ',942,790,630,741,962,819,272,63,904,493,46,934,950,692,74,739,330,332,944,112,428,761,312,68,139'
+    ',508,3,517,20,357,771,564,280,536,851,303,307,169,119,711,541,839,691,679,987,423,313,633,785,79'
+    '1,1015,430,550,822,974,1010,278,367,422,216,287,7,665,910,477,150,59,567,873,930,354,66,660,119,'
+    '496,687,938,48,270,278,48,362,262,868,558,280,401,111,813,194,460,741,629,746,732,922,583,696,75'
+    '7,971,558,599,939,779,720,321,110,956,171,842,120,912,847,801,920,843,441,362,563,723,45,733,309'
+    ',473,584,618,801,596,643,577,43,790,377,145,747,690,358,154,675,923,772,279,439,104,756,434,292,'
+    '516,771,805,766,177,419,272,911,778,16,175,443,935,18,174,1015,526,416,365,48,380,656,627,541,64'
+    '9,6,272,708,541,430,95,879,951,799,777,763,777,522,486,411,322,463,686,465,358,178,725,711,470,8'
+    '79,260,929,450,87,445,289,802,247,260,303,94,923,104,505,356,305,129,727,984,325,255,380,513,480'
+    ',345,908,103,878,923,486,652,810,850,160,766,250,407,867,373,532,700,835,13,770,761,205,308,624,'
+    '47],"n_predict":1,"temperature":0.0,"n_probs":5,"n_cmpl":2,"ignore_eos":false,"cache_prompt":tru'
+    'e,"return_tokens":true,"stream":true}},{"id":"r07","offset_ms":66.0,"cancel_after_ms":88.8,"copi'
+    'es":1,"body":{"prompt":[601,597,868,511,617,137,623,637,388,993,221,304,368,157,248,131,506,962,'
+    '326,325,273,810,923,700,1020,744,576,621,175,525,834,56,672,764,80,369,749,914,840,531,153,592,1'
+    '13,816,84,581,334,320,810,532,989,980,69,386,352,412,319,732,271,39],"n_predict":37,"temperature'
+    '":0.0,"n_probs":5,"n_cmpl":1,"ignore_eos":false,"cache_prompt":true,"return_tokens":true,"stream'
+    '":true}},{"id":"r08","offset_ms":66.6,"cancel_after_ms":null,"copies":1,"body":{"prompt":[727,45'
+    '3,248,203,233,38,211,160,748,484,198,97,1018,732,23,698,275,8,597,552,937,958,648,603,327,347,23'
+    '3,516,995,844,489,454,184,967,383,644,314,107,743,298,998,58,711,42,256,368,138,777,270,448,891,'
+    '42,58,476,150,377,54,162,728,766,611,1004,856,231,476,219,480,245,230,992,324,870,648,670,788,42'
+    '2,102,241,862,653,808,871,129,238,1020,24,451,126,1008,83,871,253,22,44,1013,546,529,841,182,817'
+    ',834,180,146,612,964,747,819,285,785,48,90,170,786,689,1009,243,212,686,59,336,121,836,355,333,3'
+    '01,494,969,342,210,675,687,877,868,675,194,149,340,653,57,1002,156,791,296,870,13,631,685,342,19'
+    '5,946,932,63,174,468,459,301,601,799,594,662,276,515,250,308,87,492,1022,576,569,765,54,534,446,'
+    '434,421,857,158,915,603,792,511,180,879,581,780,566,569,70,970,151,655,39,749,662,112,554,921,28'
+    '8,637,275,711,1012,420,202,67,986,701,533,744,335,677,127,869,947,674,968,956,806,1022,383,416,8'
+    '33,588,481,427,153,298,746,262,611,38,934,661,974,550,206,540,305,121,346,557,443,502,646,204,99'
+    '9,278,592,262,408,954,885,530,738,973,72,832,134,972,574,921,111,585,939,292,694,400,208,190,727'
+    ',601,24,187,658,728,400,27,737,661,714,841,112,13,829,869],"n_predict":17,"temperature":0.0,"n_p'
+    'robs":5,"n_cmpl":4,"ignore_eos":false,"cache_prompt":true,"return_tokens":true,"stream":true}},{'
+    '"id":"r09","offset_ms":173.3,"cancel_after_ms":null,"copies":1,"body":{"prompt":[983,924,125,874'
+    ',26,822,548,185,334,124,86,90,716,530,61,152,217,767,315,590,468,543,95,944,548,126,873,418,930,'
+    '213,195,1014,524,727,572,699,318,857,666,877,265,354,34,156,51,658,972,998,492,264,593,662,164,1'
+    '12,999,646,829,847,28,843,983,963,96,1021,272,374,239,412,234,664,602,925,813,1007,99,38,293,535'
+    ',920,649,535,233,745,603,354,646,720,610,181,448,458,197,758,648,498,846,810,940,548,164,424,544'
+    ',187,208,1018,167,778,879,345,920,452,522,16,518,71,84,710,141,156,482,328,214,232,803,246,826,1'
+    '007,572,448,652,521,214,641,600,506,292,603,422,513,845,28,666,55,573,1017,458,235,410,692,940,8'
+    '81,649,657,254,460,822,156,631,942,955,682,421,706,358,674,923,101,204,288,765,884,539,177,42,93'
+    '6,465,32,966,1004,790,992,310,92,474,203,839,320,48,96,487,250,309,640,450,10,993,853,735,84,383'
+    ',910,812,854,823,823,848,884,780,461,668,411,642,777,170,653,57,583,914,761,789,984,90,358,315,4'
+    '97,1009,269,581,938,116,918,668,350,436,130,746,570,418,71,739,208,175,11,556,945,904,4,175,187,'
+    '353,697,753,506,121,104,239,49,38,1011,699,151,827,541,395,596,592,204,890,345,367,519,918,46,94'
+    '2,626,345,884,58,364,260,773,261,854,843,326,791,717,783,911,831,698,910,722,483,796,273,351,363'
+    ',237,178,939,47],"n_predict":79,"temperature":0.0,"n_probs":5,"n_cmpl":2,"ignore_eos":true,"cach'
+    'e_prompt":true,"return_tokens":true,"stream":false}},{"id":"r10","offset_ms":173.7,"cancel_after'
+    '_ms":43.5,"copies":1,"body":{"prompt":[601,597,868,511,617,137,623,637,388,993,221,304,368,157,2'
+    '48,131,506,962,326,325,273,810,923,700,1020,744,576,621,175,525,834,56,672,764,80,369,749,914,84'
+    '0,531,153,592,113,816,84,581,334,320,810,532,989,980,69,386,352,747,843,906,24,892,335,559,374,1'
+    '016,1006,224,540,624,8,619,41,410,888,739,624,283,820,186,501,523,938,580,44,1012,302,952,573,67'
+    '2,82,665,216,647,721,833,831,730,659,253,765,778,13,851,124,121,690,246,178,131,441,1009,319,408'
+    ',77,829,993,696,112,708,126,674,540,1018,894,264,974,1014,68,477,988,781,184,47,351,501,418,843,'
+    '833,727,524,969,1012,945,941,529,1017,61,87,203,1012,540,922,424,230,267,866,698,522,589,692,89,'
+    '787,615,80,65,656,151,471,10,475,384,485,149,337,988,156,545,367,343,998,733,565,473,137,125,634'
+    ',94,69],"n_predict":7,"temperature":0.0,"n_probs":5,"n_cmpl":3,"ignore_eos":true,"cache_prompt":'
+    'true,"return_tokens":true,"stream":false}},{"id":"r11","offset_ms":174.0,"cancel_after_ms":null,'
+    '"copies":1,"body":{"prompt":[161,408,398,870,567,566,285,631,434,923,366,526,227,234,358,365,714'
+    ',460,232,904,299,394,966,1018,932,489,702,230,918,408,899,242,85,706,198,28,220,611,899,589,332,'
+    '591,480,539,505,597,246,879,789,313,118,291,592,895,492,123,849,133,657,953,468,860,772,781,493,'
+    '445,737,424,443,594,386,837,846,236,116,952,22,204,1022,835,242,667,714,636,397,497,948,140,898,'
+    '490,289,680,220,709,104,729,395,556,476,837,318,51,364,409,442,896,409,620,862,940,948,198,523,6'
+    '55,6,768,636,748,902,924,26,68,464,659,883,541,714,385,152,638,583,849,147,390,205,837,526,975,1'
+    '34,195,158,932,528,97,50,621,588,427,802,540,806,798,460,1004,814,449,54,23,255,437,882,429,79,6'
+    '74,755,981,845,140,307,748,200,911,791,929,205,610,64,575,399,359,747,137,688,929,285,448,138,68'
+    '1,495,604,815,897,87,652,329,319,158,577,536,872,522,182,404,26,693,468,664,66,171,701,219,783,5'
+    '62,287,708,982,741,657,588,162,278,29,591,495,422,626,410,609,654,510,677,131,116,797,269,565,92'
+    ',321,814,643,47,23,597,639,411,107,758,784,724,965,675,775,813,934,253,71,902,334,49,76,192,936,'
+    '12,762,969,335,987,729,636,991,855,346,367,593,319,978,358,751,43,581,260,661,308,653,595,433,69'
+    ',941,150,350,723,282,745,51,140,416,282,723,513,207,814,242,57,219,209,127,475,540,433,927,489,4'
+    '07,416,396,311,73,108,583,273,360,1018,278,239,308,375,113,890,757,938,878,655,810,875,440,144,8'
+    '49,228,904,122,578,279,502,919,908,90,163,529,130,260,585,728,462,773,392,67,309,695,977,120,83,'
+    '701,287,233],"n_predict":124,"temperature":0.0,"n_probs":5,"n_cmpl":1,"ignore_eos":false,"cache_'
+    'prompt":true,"return_tokens":true,"stream":true}},{"id":"r12_l","offset_ms":174.4,"cancel_after_'
+    'ms":182.1,"copies":1,"body":{"prompt":[601,597,868,511,617,137,623,637,388,993,221,304,368,157,2'
+    '48,131,506,962,326,325,273,810,923,700,1020,744,576,621,175,525,834,56,672,764,80,369,749,914,84'
+    '0,531,153,592,113,816,84,581,334,320,810,532,989,980,69,386,352,747,843,906,24,892,335,559,374],'
+    '"n_predict":1,"temperature":0.0,"n_probs":5,"n_cmpl":2,"ignore_eos":false,"cache_prompt":true,"r'
+    'eturn_tokens":true,"stream":false}},{"id":"r13","offset_ms":198.4,"cancel_after_ms":null,"copies'
+    '":1,"body":{"prompt":[149,497,235,602,936,978,165,391,516,53,470,768,6,797,297,594,930,278,247,9'
+    '23,619,286,191,186,345,193,441,691,806,397,124,125,573,522,535,862,637,391,623,756,811,834,93,60'
+    '9,130,171,56,100,719,90,526,914,388,877,525,618,642,308,799,174,746,845,183,68,794,821,663,947,2'
+    '57,264,900,238,222,109,893,17,762,769,919,31,894,10,923,927,366,786,406,570,757,328,166,802,22,6'
+    '70,656,959,447,601,723,1014,686,615,939,783,277,166,388,463,705,647,323,225,200,150,474,548,558,'
+    '893,768,714,498,546,935,713,440,591,754,955,818,841,34,937,119,103,191,672,840,357,332,893,853,9'
+    '10,737,714,208,240,340,735,164,68,379,610,471,930,406,214,899,953,235,180,984,500,921,189,818,43'
+    '2,1011,250,871,902,738,608,287,1020,736,278,216,172,503,70,237,167,79,880,560,780,377,816,390,37'
+    '1,119,376,874,384,226,97,627,52,944,680,14,36,487,586,572,252,694,92,681,164,51,476,205,77,60,99'
+    '7,57,106,353,300,101,676,645,499,296,463,724,538,585,200,46,715,856,483,15,901,709,363,1016,832,'
+    '630,855,30,745,872,645,398,430,122,258,210,807,25,178,365,128,767,773,960,920,20,798,581,709,961'
+    ',631,636,45,718,963,582,167,238,935,128,8,231,523,709,708,129,654,507,499,432,631,327,189,430,85'
+    '0,898,692,365,398,585,587,454,888,663,655,871,906,1021,899,241,527,352,986,917,278,452,541,211,5'
+    '45,36,489,548,32,459,969,935,626,918,242,301,912,854,534,81,642,613,558,462,480,365,600,629,471,'
+    '877,979,1011,120,392,243,82,427,131,283,1008,400,117,698,718,114,459,491,274,505,363,906,866,102'
+    '0,412,688,356,391,576,778,26,796,677,862,909,817,419,1014,858,544,326,560,103,501,733,968,201,28'
+    '4,898,557,482,519,381,1002,905,612,79,459,952,765,439,963,666,619,869,406,392,618,107,679,42,920'
+    ',589,583,280,516,316,145,155,853,742,331,681,757,614,377,622,286,538,602,29,909,999,466,871,522,'
+    '446,417,491,979,245,787,69,1022,988,215,968,187,28,527,618,612,735,806,555,271,187,779,371,581,2'
+    '13,933,532,170,480,826,252,482,52,1014,478,455,441,141,646,372,305,602,215,99,104,213,107,863,63'
+    '4,236,701,85,811,839,440,888,982,402,473,85,622,6,857,70,618,666,546,43,88,965,944,479,629,93,10'
+    '09,345,365,634,255,966,456,10,439,412,270,334,25,512,979,404,674,716,827,110,411,440,976,890,518'
+    ',969,523,216,259,403,68,1017,106,944,24,904,700,295,533,552,73,887,128,957,351,648,247,530,777,5'
+    '25,965,766,283,767,445,877,557,397,1008,803,497,299,616,312,139,975,583,565,760,883,560,718,45,6'
+    '09,258,41,540,695,932,773,805,601,362,782,272,244,1012,4,25,575,711,229,904,782,561,435,52,677,6'
+    '96,359,651,166,835,995,854,943,980,818,870,453,152,877,323,1017,875,313,521,150,475,805,506,866,'
+    '373,494,565,717,671,334,824,130,49,328,748,101,217,867,88,75,413,566,566,616,157,561,123,781,602'
+    ',260,540,925,6,988,779,806,337,784,964,465,106,532,689,184,213,874,181,388,874,744,194,341,851,7'
+    '89,854,352,176,607,279,586,692,575,750,422,450,771,318,514,722,277,99,992,789,843,654,571,666,69'
+    '3,967,176,321,342,763,648,231,125,545,885,566,815,977,650,861,946,1008,112,187,691,376,278,4,736'
+    ',776,84,977,605,131,716,226,721,797,236,555,306,905,637,314,937,432,346,874,491,288,701,751,733,'
+    '149,178,476,395,907,644,361,635,503,963,361,667,996,334,425,184,20,866,702,582,1014,508,778,728,'
+    '412,628,832,455,273,102,478,3,92,216,161,415,484,82,97,729,683,956,1002,751,494,705,869,140,832,'
+    '604,547,188,893,914,798,593,562,1017,836,960,93,451,387,13,518,228,385,108,184,659,685,639,455,9'
+    '13,270,787,139,7,684,1022,409,553,917,941,880,600,795,658,909,279,216,806,665,901],"n_predict":1'
+    '1,"temperature":0.0,"n_probs":5,"n_cmpl":1,"ignore_eos":true,"cache_prompt":true,"return_tokens"'
+    ':true,"stream":false}},{"id":"r14","offset_ms":199.2,"cancel_after_ms":null,"copies":1,"body":{"'
+    'prompt":[692,828,725,848,742,440,931,113,254,448,462,936,180,902,428,1016,461,279,859,303,125,37'
+    '9,866,403,454,316,521,977,412,614,312,158,167,237,544,855,170,268,76,739,414,390,79,28,370,605,2'
+    '52,1012,87,978,878,837,77,65,816,28,371,645,965,945,36,880,367,32,82,971,57,667,357,337,42,373,7'
+    '25,110,375,480,372,834,246,779,591,863,382,504,505,278,15,189,52,476,823,745,143,609,322,729,787'
+    ',101,714,382,553,330,1005,157,671,346,247,189,252,301,677,576,475,309,970,768,425,497,650,956,19'
+    '7,93,878,35,418,954,236,970,514,968,63,737,516,153,413,243,913,212,89,793,87,234,369,156,1011,86'
+    '4,917,159,813,769,324,247,822,950,413,784,662,880,179,390,35,158,778,475,970,167,809,456,746,584'
+    ',757,317,372,333,155,568,723,372,188,94,643,473,559,205,504,334,229,972,525,412,591,41,338,258,1'
+    '03,570,691,329,273,693,529,594,48,243,746,452,615,989,537,198,946,234,904,371,516,150,809,1013,5'
+    '53,547,352,638,330,469,577,544,370,166,1003,327,424,538,849,22,655,463,507,36,129,18,770,865,831'
+    ',342,919,724,367,171,555,379,800,791,577,36,70,294,641,736,337,427,805,198,153,266,951,819,618,7'
+    '22,280,762,438,713,578,821,189,964,905,858,708,927,877,981,619,159,73,167,766,920,479,8,623,39,4'
+    '04,119,814,998,259,650,420,306,72,184,88,373,761,388,848,561,479,863,469,582,406,916,294,844,889'
+    ',952,807,449,146,654,135,395,416,813,212,195,407,680,453,959,111,767,539,662,429,264,19,253,948,'
+    '960,965,192,584,848,454,380,276,255,134,133,494,14,203,354,678,581,170,176,988,665,404,810,496,1'
+    '13,459,627,11,761,29,359,104,817,938,502,952,567,153,644,250,131,997,524,647,324,131,887,536,952'
+    ',942,498,952,795,384,638,252,587,648,965,991,435,557,76,991,857,176,342,168,288,248,104,599,422,'
+    '705,1021,406,51,183,762,357,83,582,171,621,697,469,917,991,752,369,195,614,36,907,347,463,1002,5'
+    '53,891,711,245,1011,785,657,983,996,182,276,121,959,796,375,41,139,245,736,685,323,855,679,666,3'
+    '9,340,306,801,710,523,368,111,562,887,252,662,901,474,317,574,846,761,267,838,169,368,597,372,37'
+    '9,88,650,241,1008,841,1002,219,280,91,191,49,340,811,650,584,658,501,94,940,129,497,232,693,501,'
+    '667,431,54,92,260,696,994,864,653,683,467,103,1010,202,382,920,991,952,796,113,214,627,909,516,6'
+    '97,172,496,24,571,628,966,547,472,182,796,1014,277,765,644,131,574,165,546,979,231,389,204,650,2'
+    '00,278,861,853,616,214,853,96,148,436,453,355,601,908,29,676,610,587,15,159,888,496,904,661,485,'
+    '248,427,215,750,978,849,249,644,739,24,833,804,381,10,222,486,169,388,57,96,799,175,809,550,38,4'
+    '89,19,484,539,766,830,20,736,895,296,710,599,158,1008,896,823,545,892,352,79,382,446,485,552,998'
+    ',713,405,93,771,4,217,826,909,823,879,681,796,556,724,822,37,1018,678,838,479,409,184,552,495,89'
+    '8,513,645,996,649,863,5,973,447,569,301,321,510,109,451,487,721,1014,810,256,137,263,287,149,418'
+    ',534,654,831,230,309,1001,372,39,394,688,542,714,301,518,390,575,372,247,940,908,781,220,372,288'
+    ',520,1013,529,887,801,575,770,733,890,152,781,682,488,748,860,743,903,944,5,322,478,661,860,902,'
+    '508,982,421,236,384,775,825,123,782,176,578,445,739,563,394,338,268,104,672,978,435,280,617,294,'
+    '532,392,1004,78,13,905,685,168,240,395,529,35,27,734,486,566,795,74,654,811,961,142,564,172,947,'
+    '406,519,761,82,893,753,321,113,918,1011,975,557,345,123,770,514,509,6,114,212,283,579,869,73,954'
+    ',549,492,769,419,324,126,390,381,548,16,305,41,570,847,90,691,378,521,868,47,307,172,246,384,391'
+    ',169,235,751,281,351,262,140,838,207,107,372,630,182,434,677,806,695,461,383,996,768,989,140,593'
+    ',747,520,293],"n_predict":34,"temperature":0.0,"n_probs":5,"n_cmpl":1,"ignore_eos":true,"cache_p'
+    'rompt":true,"return_tokens":true,"stream":false}},{"id":"r15","offset_ms":201.3,"cancel_after_ms'
+    '":null,"copies":1,"body":{"prompt":[383,616,596,829,911,299,691,464,1020,127,134,351,480,227,144'
+    ',661,986,194,858,821,891,428,282,316,63,858,970,684,866,865,821,185,123,11,694,567,132,642,525,3'
+    '35,974,460,528,41,697,410,577,377,1018,692,1021,497,76,175,887,714,55,925,614,111,35,558,355,95,'
+    '161,946,804,490,502,201,26,724,61,102,996,481,387,149,24,470,7,9,595,918,298,62,972,943,548,502,'
+    '160,852,197,655,798,103,241,847,353,230,996,281,654,829,421,884,105,234,629,56,877,360,496,888,8'
+    '82,799,314,223,942,837,729,389,657,656,930,19,600,760,826,335,262,304,861,641,508,739,299,336,18'
+    '0,969,240,109,771,258,272,46,190,310,173,831,412,911,300,56,448,296,572,420,112,621,743,549,192,'
+    '693,577,704,473,478,954,123,189,485,694,516,810,453,289,216,529,208,996,190,40,439,600,960,132,5'
+    '13,629,522,162,496,550,266,338,168,625,546,985,543,719,683,193,625,905,810,267,961,620,261,717,9'
+    '78,389,572,626,399,342,516,110,718,367,565,144,81,402,722,950,215,660,247,673,957,192,365,844,73'
+    ',541,536,49,110,254,190,704,43,855,202,99,626,814,21,351,308,734,370,231,343,900,791,123,777,235'
+    ',393,937,803,420,326,421,579,525,717,370,217,452,530,612,38,87,730,542,346,1019,896,598,342,405,'
+    '492,590,238,548,894,293,162,506,935,755,716,625,437,889,493,99,673,346,577,942,903,90,969,85,659'
+    ',1007,209,11,777,960,676,10,7,204,367,941,412,397,171,500,85,313,487,500,799,411,911,708,947,463'
+    ',949,901,1014,374,565,644,434,694,491,169,840,91,346,476,562,134,194,666,674,690,423,454,272,617'
+    ',406,142,251,873,91,466,243,201,846,666,329,66,288,459,749,414,99,466,191,283,708,815,932,613,21'
+    '4,1007,186,53,374,529,97,740,1003,464,77,558,317,171,686,38,132,266,68,525,610,823,521,281,577,8'
+    '33,519,306,354,611,977,292,38,463,497,553,95,589,703,987,872,769,543,139,75,627,206,545,101,142,'
+    '15,766,818,632,342,154,421,946,648,426,242,1002,529,295,760,418,658,552,942,722,372,184,653,379,'
+    '343,524,478,600,804,807,100,470,585,703,444,605,364,265,309,369,322,354,584,833,641,859,973,285,'
+    '67,133,234,384,353,551,11,304,774,785,697,613,838,566,595,984,930,24,348,252,367,515,861,412,109'
+    ',756,635,640,630,257,508,590,506,838,593,64,560,934,801,965,635,29,589,912,856,571,289,782,965,9'
+    '02,983,110,15,941,199,988,409,654,993,907,79,242,582,458,552,959,400,765,753,282,205,220,53,58,4'
+    '80,713,392,642,618,52,166,125,965,742,461,809,163,428,28,130,731,589,69,767,608,675,751,926,946,'
+    '437,308,619,329,857,972,148,518,567,192,964,188,583,111,809,296,933,841,219,467,479,909,766,765,'
+    '827,655,253,1000,18,43,606,571,233,154,142,580,1018,18,391,346,244,854,705,896,156,469,399,346,7'
+    '23,241,325,627,830,591,271,749,783,838,338,849,229,343,847,275,406,199,540,658,673,554,496,391,3'
+    '43,586,236,329,77,797,687,720,171,259,820,690,268,363,958,606,229,214,775,93,934,996,331,789,195'
+    ',118,59,856,55,379,716,98,83,641,126,431,641,597,548,456,579,733,574,507,438,522,11,355,743,801,'
+    '500,775,774,437,259,526,400,535,781,295,878,980,345,478,205,398,235,689,156,263,974,380,706,729,'
+    '613,969,74,710,217,411,593,251,58,872,338,777,870,800,143,396,605,917,607,871,522,1001,948,436,1'
+    '019,592,780,119,66,535,285,122,476,36,299,314,772,56,638,810,790,1000,549,442,325,302,938,656,79'
+    '3,72,251,934,877,200,367,134,321,364,585,772,178,159,330,975,1012,335,775,534,276,270,31,385,530'
+    ',894,284,328,410,1000,393,867,790,719,761,93,256,945,538,114,457,778,78,892,964,906,69,141,940,7'
+    '73,636,13,404,754,740,278,18,143,628,674,1019,73,916,21,893],"n_predict":44,"temperature":0.0,"n'
+    '_probs":5,"n_cmpl":1,"ignore_eos":true,"cache_prompt":true,"return_tokens":true,"stream":false}}'
+    ',{"id":"r16","offset_ms":207.8,"cancel_after_ms":null,"copies":1,"body":{"prompt":[820,279,752,5'
+    '05,868,974,936,992,356,327,608,484,216,719,593,644,304,430,1010,646,435,93,1018,454,337,531,233,'
+    '441,588,556,946,74,1017,194,67,560,860,732,611,875,447,547,935,192,390,397,405,38,57,426,863,760'
+    ',355,695,73,549,1002,478,935,728,462,356,157,88,142,427,405,241,326,631,245,501,550,716,88,234,5'
+    '90,17,430,649,674,42,540,906,444,247,835,679,698,730,634,16,772,118,917,67,225,995,572,159,938,7'
+    '74,980,33,91,172,250,852,271,657,648,598,469,418,269,921,354,367,172,28,811,173,591,835,584,952,'
+    '188,95,833,108,901,770,988,618,832,860,232,42,848,632,333,398,543,295,857,452,938,772,731,812,48'
+    ',146,528,780,358,503,250,116,879,484,689,276,221,113,89,85,623,559,596,4,386,271,518,281,267,621'
+    ',416,450,469,354,329,445,432,833,547,861,11,450,609,462,61,222,279,317,430,844,235,1022,176,466,'
+    '938,747,142,644,639,955,388,964,968,279,534,313,795,13,72,919,86,64,705,234,181,180,658,510,503,'
+    '35,262,462,195,643,514,288,421,159,970,425,329,777,443,207,608,153,291,641,320,39,946,100,981,11'
+    '5,741,927,268,735,506,248,615,771,217,431,911,829,404,594,444,144,369,168,899,9,363,104,654,808,'
+    '649,880,589,836,398,535,670,514,747,749,95,382,553,909,918,410,224,181,657,665,939,769,737,971,1'
+    '19,540,541,55,215,871,621,365,996,914,1009,788,312,92,461,617,895,539,351,502,789,502,595,8,714,'
+    '308,803,428,708,341,177,416,575,370,286,590,27,707,1015,651,760,119,773,323,623,755,30,807,989,2'
+    '09,329,459,435,332,147,88,159,7,235,704,88,839,873,135,283,623,918,618,209,938,460,783,511,875,4'
+    '9,746,106,56,426,690,644,320,208,934,699,313,904,899,234,472,887,530,539,407,781,173,831,812,574'
+    ',602,170,346,471,315,302,418,574,419,884,875,1012,104,259,241,817,36,709,425,581,637,634,439,53,'
+    '792,339,1011,639,583,39,863,655,290,152,811,482,188,620,774,513,274,156,98,273,933,236,259,959,4'
+    '56,760,95,435,661,611,373,605,663,120,194,520,404,87,38,151,192,238,267,520,34,165,813,862,838,4'
+    '72,833,375,992,940,664,467,562,849,83,726,409,506,300,374,542,767,709,47,170,565,154,437,602,768'
+    ',290,41,762,479,325,79,365,892,128,936,1014,550,389,523,865,872,926,617,184,536,68,1016,841,244,'
+    '690,759,289,1007,568,602,435,414,484,78,911,703,8,808,498,124,191,254,835,449,217,94,707,238,904'
+    ',421,830,120,550,989,117,376,686,891,389,489,330,173,16,13,499,927,890,439,421,153,532,393,106,4'
+    '05,67,25,173,673,561,155,39,585,178,186,838,371,202,472,146,387,190,359,333,114,563,808,980,788,'
+    '662,55,550,736,213,1013,379,967,736,612,894,15,495,652,707,39,650,153,397,160,954,690,662,183,10'
+    '08,510,665,977,992,59,611,975,650,895,484,281,507,908,135,588,539,601,678,1003,713,469,917,637,1'
+    '52,832,105,280,718,701,754,339,910,323,864,128,839,848,121,705,718,30,411,157,602,3,144,415,888,'
+    '181,471,802,965,528,940,543,792,493,178,908,832,294,941,16,701,161,648,620,733,535,532,379,536,6'
+    '7,210,688,4,979,367,867,356,796,782,172,606,682,485,145,684,609,660,523,177,985,38,28,929,261,65'
+    '3,73,226,623,439,338,327,756,871,376,659,466,270,652,349,300,600,756,941,459,684,528,24,533,290,'
+    '538,880,827,190,761,153,274,19,46,201,445,748,612,288,335,966,319,521,655,160,614,88,800,827,155'
+    ',8,554,234,65,784,1014,617,614,436,62,7,954,219,110,490,866,47,1023,95,148,707,891,17,476,668,27'
+    '0,905,378,807,680,659,453,986,111,496,326,54,596,891,127,890,647,449,994,911,247,489,857,657,253'
+    ',120,903,862,254,908,284,601,296,147,672,843,464,147,144,922,233,162,176,358,926,765,651,195,481'
+    ',610,24,825,680,515,681,813,107,823,828,72,175,230,785,509,987,664,452,321,160,701,167,153,690,3'
+    '2,988,951,792,863,89,556,599,504,894,19,520,284,925,238,102,255,127,615,583,551,662,501,405,333,'
+    '97,423,991,286,395,245,941,554,698,670,496,1022,259,131,924,932,532,912,279,422,387,605,145,847,'
+    '859,723,242,898,493,804,106,289,911,122,80,265,249,773,370,833,589,195,169,444],"n_predict":12,"'
+    'temperature":0.0,"n_probs":5,"n_cmpl":1,"ignore_eos":true,"cache_prompt":true,"return_tokens":tr'
+    'ue,"stream":false}},{"id":"r17","offset_ms":208.4,"cancel_after_ms":null,"copies":1,"body":{"pro'
+    'mpt":[442,413,585,116,967,897,266,444,911,622,245,646,940,701,261,486,639,985,695,473,525,326,57'
+    '3,667,607,504,478,184,862,629,475,165,858,780,587,615,576,687,115,816,416,242,160,411,167,1007,8'
+    '99,453,998,947,792,245,948,765,374,234,91,166,125,539,184,773,681,471,682,889,230,180,273,447,20'
+    '2,409,1013,411,430,875,627,1015,370,488,327,1012,324,119,483,939,412,466,134,988,979,233,229,237'
+    ',430,119,1001,95,484,339,948,586,696,625,270,526,879,715,243,197,119,899,664,373,14,559,990,949,'
+    '775,1004,22,829,354,365,875,836,432,577,622,54,855,769,926,329,858,233,90,653,570,884,534,170,91'
+    '7,922,863,790,558,866,730,129,606,886,436,296,938,150,1020,847,588,91,769,916,485,17,438,242,410'
+    ',61,549,73,866,167,84,1004,798,161,878,21,538,509,398,348,248,188,313,942,17,507,300,95,689,245,'
+    '121,33,84,118,871,564,665,813,635,709,761,272,898,719,725,603,535,876,910,563,594,992,712,841,51'
+    '9,760,332,113,164,101,192,789,58,575,854,30,332,376,59,100,102,570,1004,354,508,319,196,547,255,'
+    '56,948,960,289,963,736,714,285,306,261,982,311,501,264,66,977,856,981,90,157,432,133,306,392,619'
+    ',606,34,538,547,101,195,800,1014,257,804,389,377,593,42,230,975,923,788,788,712,724,431,559,604,'
+    '41,392,746,300,172,629,449,860,244,82,443,362,848,439,787,515,556,539,994,589,833,488,600,946,95'
+    '6,734,44,49,5,921,59,819,297,282,664,340,194,225,190,109,368,921,307,821,159,512,835,794,865,883'
+    ',594,934,852,937,753,104,1009,71,454,595,335,780,18,883,7,49,772,731,336,160,563,838,522,860,890'
+    ',315,833,487,28,592,604,276,278,228,744,900,97,439,13,509,745,643,72,294,229,435,264,381,109,620'
+    ',341,850,867,575,723,932,377,753,692,609,283,982,636,589,561,494,335,480,969,18,234,460,88,482,9'
+    '55,673,945,409,59,834,150,657,291,197,286,67,127,85,608,839,572,377,475,858,109,808,918,152,527,'
+    '1001,401,373,576,786,245,714,981,467,938,538,590,283,627,594,625,404,656,470,294,747,913,628,100'
+    '1,1018,56,389,509,625],"n_predict":37,"temperature":0.0,"n_probs":5,"n_cmpl":1,"ignore_eos":true'
+    ',"cache_prompt":true,"return_tokens":true,"stream":false}},{"id":"r18","offset_ms":208.4,"cancel'
+    '_after_ms":null,"copies":1,"body":{"prompt":[613,814,528,232,722,115,941,692,100,163,233,416,641'
+    ',856,802,908,544,403,959,217,544,880,505,44,642,805,421,860,828,7,674,855,335,237,453,232,1021,5'
+    '39,985,667,669,794,3,982,503,804,983,702,563,769,599,834,91,768,727,180,311,52,562,346,672,191,8'
+    '09,664,424,535,367,883,325,562,906,934,462,473,553,545,627,131,542,70,212,601,906,242,727,76,799'
+    ',999,685,974,744,579,224,562,947,711,964,143,104,259,835,638,700,273,170,458,10,969,826,1022,749'
+    ',198,473,312,660,135,605,622,41,154,282,672,903,298,22,653,369,841,193,947,238,281,550,833,934,2'
+    '4,425,580,563,1010,435,327,108,827,702,203,806,772,739,745,518,107,824,659,651,957,720,969,53,53'
+    '0,775,591,60,374,725,406,917,616,26,91,945,9,766,468,1003,412,987,779,787,36,645,717,334,927,789'
+    ',959,934,288,439,201,924,361,435,618,824,467,408,773,399,450,364,863,921,479,470,489,681,413,699'
+    ',958,37,360,344,153,173,128,224,233,18,880,602,241,410,837,512,847,946,99,103,166,984,571,807,20'
+    '4,408,763,749,860,344,3,734,339,976,682,836,614,612,265,611,438,795,224,412,46,208,445,739,455,7'
+    '07,709,1000,613,424,460,279,267,300,408,131,473,586,115,841,458,828,540,920,647,163,786,217,930,'
+    '4,280,890,492,485,1000,235,588,405,798,614,795,971,649,855,827,480,950,423,1003,920,988,147,113,'
+    '226,414,459,762,28,105,490,486,826,374,924,892,831,959,878,471,398,172,103,704,683,233,284,404,1'
+    '012,138,881,280,370,311,523,423,1010,40,702,208,417,57,18,990,80,702,289,380,533,207,29,325,777,'
+    '351,554,903,739,650,593,234,895,250,26,879,661,1001,787,97,269,70,347,704,434,434,943,900,51,519'
+    ',897,637,139,274,333,196,979,445,505,119,985,269,727,312,620,687,102,972,166,35,15,291,867,137,5'
+    '07,770,367,990,951,404,311,277,823,685,10,864,972,236,583,248,509,238,323,574,71,1011,969,928,74'
+    '7,979,16,349,680,618,881,915,346,1010,709,559,687,283,94,974,458,355,960,526,712,1011,22,830,607'
+    ',822,682,995,212,547,753,369,877,1002,484,937,823,534,447,135,860,409,464,114,158,739,941,420,90'
+    '9,730,305,614,424,166,603,490,174,565,973,217,748,778,698,829,239,482,899,936,261,1007,6,18,498,'
+    '710,687,372,869,396,224,844,939,158,117,850,700,477,357,842,390,493,288,993,327,163,447,73,513,1'
+    '89,196,227,753,79,686,935,650,189,257,753,234,932,762,906,602,760,402,372,918,675,308,624,356,53'
+    '2,117,340,522,571,345,514,70,432,547,906,1001,67,162,408,690,691,598,30,475,113,783,454,700,151,'
+    '462,327,534,932,213,822,334,885,451,9,292,157,520,552,88,419,11,571,512,816,973,824,896,508,33,5'
+    '66,556,110,94,892,388,39,608,983,462,908,675,574,692,215,715,97,614,484,790,46,242,650,803,805,3'
+    '15,151,970,106,412,456,341,730,506,1004,859,150,565,887,583,925,1022,456,632,904,192,115,537,353'
+    ',480,623,269,68,373,240,977,806,929,373,551,282,867,249,963,147,505,531,108,567,143,716,841,730,'
+    '726,457,868,711,265,467,972,653,721,601,614,121,98,347,398,62,60,282,578,862,95,923,768,703,46,5'
+    '85,441,77,101],"n_predict":38,"temperature":0.0,"n_probs":5,"n_cmpl":1,"ignore_eos":true,"cache_'
+    'prompt":true,"return_tokens":true,"stream":false}},{"id":"r19","offset_ms":209.8,"cancel_after_m'
+    's":null,"copies":1,"body":{"prompt":[870,833,583,657,1014,830,704,311,507,843,871,168,355,312,61'
+    '5,481,701,384,548,101,827,289,316,72,344,328,942,559,900,793,851,501,74,871,453,692,250,21,961,3'
+    '60,346,263,14,43,478,110,472,868,957,810,421,154,732,16,684,667,715,885,608,17,306,708,454,817,1'
+    '03,171,784,718,814,556,592,123,802,921,548,185,1012,319,915,478,333,1005,335,168,432,405,515,335'
+    ',66,36,553,258,31,940,34,531,728,242,319,983,960,461,218,244,770,928,762,698,634,1006,340,693,41'
+    ',748,977,777,327,283,55,580,825,878,529,623,407,944,381,711,174,823,469,529,434,175,725,30,359,5'
+    '16,74,11,19,266,263,630,285,266,449,749,224,842,15,828,402,584,1022,959,383,718,796,329,635,201,'
+    '454,508,962,637,474,339,496,298,983,61,964,205,656,364,608,978,895,56,398,947,258,458,445,141,31'
+    '2,1018,129,823,247,724,41,1014,792,372,212,594,752,923,226,154,236,269,701,54,799,809,616,962,77'
+    '1,754,759,405,369,891,851,742,110,336,424,983,571,724,844,207,18,722,903,838,428,142,182,665,114'
+    ',792,220,383,989,609,856,377,289,200,634,95,616,783,1007,873,177,790,351,26,250,149,489,1008,119'
+    ',348,914,165,461,76,853,389,40,816,413,19,234,143,799,1023,556,136,509,122,198,967,76,374,339,54'
+    '9,871,875,85,602,362,491,754,925,610,161,590,699,842,942,7,412,1007,774,473,67,597,120,830,387,9'
+    '85,816,762,125,537,683,591,619,714,1004,114,972,520,546,833,143,944,169,972,896,905,396,228,24,4'
+    '08,592,189,61,180,1001,347,544,194,468,849,959,156,897,837,456,194,859,1015,744,483,362,953,559,'
+    '279,416,993,687,433,465,219,734,553,38,771,583,147,613,496,899,464,45,312,563,172,139,123,808,22'
+    '0,907,329,587,17,537,316,83,48,732,457,518,195,132,820,715,594,129,873,234,806,473,49,676,421,45'
+    '2,596,161,508,529,746,803,158,283,107,162,404,95,401,995,924,360,359,716,845,447,906,105,630,719'
+    ',562,300,47,595,721,723,607,932,595,343,221,324,112,834,828,187,773,121,52,170,566,448,1002,948,'
+    '614,920,635,335,364,393,1006,746,559,516,936,318,345,859,32,734,80,906,1011],"n_predict":41,"tem'
+    'perature":0.0,"n_probs":5,"n_cmpl":1,"ignore_eos":true,"cache_prompt":true,"return_tokens":true,'
+    '"stream":false}},{"id":"r20","offset_ms":213.2,"cancel_after_ms":null,"copies":1,"body":{"prompt'
+    '":[332,75,425,616,683,188,196,730,317,521,919,577,42,388,288,783,741,881,330,135,378,171,400,291'
+    ',454,479,488,235,579,226,346,122,709,426,899,952,96,531,156,383,1014,775,585,804,232,365,879,252'
+    ',1004,220,385,812,251,932,873,22,300,1002,835,428,711,1021,777,225,260,176,255,665,471,763,1001,'
+    '857,440,267,635,524,212,559,578,795,425,901,261,236,155,293,174,778,164,72,81,410,77,745,82,660,'
+    '525,953,311,957,435,554,854,620,404,616,745,869,146,996,747,832,146,817,515,825,729,244,406,187,'
+    '652,632,636,81,591,60,998,499,903,1020,323,225,343,983,153,410,93,407,422,91,34,999,80,239,344,3'
+    '53,495,946,232,832,796,756,790,114,697,891,969,336,532,521,323,541,120,145,450,968,207,600,114,8'
+    '2,875,547,478,431,411,74,701,110,889,138,712,245,963,81,684,633,834,394,801,808,515,599,974,149,'
+    '761,235,584,141,503,530,357,217,1014,85,794,265,924,848,21,610,23,100,84,177,298,261,155,167,557'
+    ',432,10,501,690,426,866,815,168,142,676,61,980,621,382,168,316,567,769,33,480,617,344,175,943,82'
+    '3,764,599,858,658,28,555,62,361,34,759,152,916,825,22,522,465,812,894,1020,906,110,838,107,287,7'
+    '94,664,490,784,68,739,443,283,3,32,403,13,557,525,403,350,737,963,760,235,393,705,540,186,506,45'
+    '5,629,595,563,893,643,892,91,751,58,284,153,645,48,687,404,1010,481,1014,781,965,1002,440,550,90'
+    '8,914,345,144,918,177,461,487,914,591,448,981,35,636,928,128,686,356,348,656,815,960,914,450,512'
+    ',649,409,798,624,475,971,649,960,185,824,7,541,465,194,291,222,423,850,340,386,973,70,555,318,65'
+    '0,766,922,762,869,346,946,655,897,333,424,395,575,412,207,201,655,763,185,531,804,750,910,964,46'
+    '2,468,502,349,722,326,263,834,622,884,261,127,142,927,502,174,182,204,95,849,728,325,173,333,934'
+    ',148,874,594,183,206,813,1011,213,599,349,602,587,978,761,890,254,70,114,484,357,68,532,579,896,'
+    '968,910,869,379,970,745,66,976,511,57,616,173,856,657,464,627,946,28,481,34,78,141,966,575,473,4'
+    '73,535,175,216,933,569,262,507,315,607,424,935,354,850,960,320,515,563,642,879,649,845,558,431,1'
+    '24,422,325,802,623,665,932,825,525,636,746,593,525,933,452,805,895,38,211,779,708,331,129,507,51'
+    ',472,70,805,45,519,973,947,632,60,1010,490,412,308,743,857,811,196,1010,38,243,483,659,957,68,39'
+    '2,246,265,614,71,443,758,609,728,305,91,520,308,603,271,636,242,886,95,5,384,410,593,103,427,282'
+    ',592,334,569,171,391,553,228,77,319,974,218,216,413,237,379,57,728,119,216,303,797,323,706,608,2'
+    '42,71,126,838,693,586,287,990,735,77,908,979,901,411,263,446,768,778,290,433,655,361,437,110,294'
+    ',373,195,134,286,107,148,577,760,523,714,401,905,636,611,943,71,782,330,74,409,746,455,434,743,7'
+    '22,25,754,401,721,498,842,231,289,1017,618,708,637,443,1012,81,315,689,175,240,870,1020,496,61,3'
+    '46,285,430,666,622,149,809,747,583,940,390,722,527,214,823,804,983,305,779,613,369,377,112,789,3'
+    '06,54,113,372,472,779,298,41,170,1012,220,346,647,29,25,33,729,498,569,7,461,553,642,894,605,95,'
+    '891,16,754,137,1009,293,797,767,253,151,278,866,578,653,212,495,443,727,411,95,192,566,407,677,5'
+    '15,142,141,487,859,537,127,568,639,371,814,898,789,557,61,625,177,428,534,911,699,132,155,14,868'
+    ',427,11,451,290,279,471,461,329,397,885,473,674,108,118,823,636,162,102,465,232,234,454,645,424,'
+    '777,508,276,723,307,610,988,537,993,465,226,481,325,13,65,791,1016,119,796,853,401,764,356,11,85'
+    '0,94,37,162,1011,344,786,1019,80,152,399,309,69,676,923,432,26,712,293,961,578,463,870,818,30,67'
+    '4,375,503,452,118,196,384,262,844,489,255,563,363,905,441,165,641,372,243,31,145,24,605,327,379,'
+    '753,516,82,210,1016,879,528,215,715,888,421,510,435,439,554,768,733,871,952,109,1006,394,5,366,8'
+    '68],"n_predict":37,"temperature":0.0,"n_probs":5,"n_cmpl":1,"ignore_eos":true,"cache_prompt":tru'
+    'e,"return_tokens":true,"stream":false}},{"id":"r21","offset_ms":214.5,"cancel_after_ms":null,"co'
+    'pies":1,"body":{"prompt":[1009,260,65,792,519,616,178,336,782,61,315,167,36,407,979,640,264,359,'
+    '861,465,667,13,442,485,986,334,980,709,716,775,796,880,829,326,566,347,395,486,284,969,381,266,6'
+    '91,464,988,351,1005,355,5,555,13,527,128,388,601,95,624,909,282,77,334,63,892,173,966,158,202,21'
+    '0,928,157,801,111,828,634,73,345,241,759,141,1019,892,727,106,924,879,302,781,968,71,438,900,756'
+    ',318,815,566,943,343,818,762,549,31,56,985,313,425,307,157,571,74,266,393,610,396,20,532,173,721'
+    ',310,115,255,133,838,401,92,990,248,571,105,598,479,1019,663,219,575,188,212,192,359,554,709,823'
+    ',609,324,250,768,863,674,791,93,225,8,367,842,839,405,41,872,830,109,222,1013,659,812,702,86,798'
+    ',856,236,347,398,4,717,331,860,980,405,862,654,140,279,920,784,390,706,817,65,433,316,138,573,28'
+    '3,631,625,199,257,88,127,19,556,986,759,975,1023,277,927,289,983,528,809,972,859,571,477,435,566'
+    ',632,234,209,322,338,229,381,798,527,831,906,682,677,244,147,14,210,388,466,304,108,868,615,811,'
+    '533,926,633,183,344,706,1003,297,986,838,660,45,752,800,629,251,77,271,478,893,1004,426,290,591,'
+    '86,825,451,609,892,567,927,874,884,128,123,763,645,967,600,785,736,362,673,448,284,568,405,195,5'
+    '21,58,161,1010,106,450,1007,181,803,437,730,738,410,554,188,1011,1007,259,519,1018,830,457,859,9'
+    '22,426,983,538,226,858,739,472,787,313,1010,852,34,445,492,424,122,217,458,368,339,846,457,15,36'
+    '3,492,721,358,593,983,33,505,118,902,1016,343,465,858,861,684,220,880,865,531,144,516,853,293,37'
+    '9,1008,820,769,573,245,228,384,291,1012,731,15,807,922,396,715,593,886,723,552,14,69,348,550,148'
+    ',974,218,255,175,639,524,292,365,784,695,595,284,594,469,216,164,69,834,1004,247,729,78,1010,355'
+    ',949,276,956,585,84,133,637,706,578,723,489,416,34,484,18,471,795,874,554,243,919,271,243,532,88'
+    '8,358,702,400,369,911,61,825,56,644,836,767,15,850,272,510,648,489,679,523,128,649,782,428,983,7'
+    '87,759,586,827,231,183,468,932,994,603,398,734,487,573,319,928,711,94,809,370,175,73,388,327,101'
+    '1,1009,204,42,889,952,449,415,631,937,698,565,886,25,635,739,871,345,649,877,679,297,393,89,807,'
+    '212,510,840,364,124,944,941,489,19,292,402,16,293,448,465,332,783,873,375,808,261,708,631,384,90'
+    '9,509,795,57,939,577,779,447,493,315,848,373,986,140,850,256,347,811,1010,13,697,656,557,826,978'
+    ',572,535,636,892,415,201,932,633,703,50,507,816,632,261,219,68,269,189,393,36,799,182,832,255,51'
+    '0,720,261,247,36,929,534,983,251,949,719,15,229,562,168,347,557,285,444,760,1020,94,1014,466,431'
+    ',795,35,306,365,536,492,637,443,958,602,67,733,756,361,268,496,330,933,96,797,627,527,813,183,40'
+    '7,266,773,455,592,640,705,344,224,25,87,657,345,890,663,771,81,167,517,414,220,572,619,808,424,1'
+    '46,290,265,385,919,111,562,865,54,679,646,547,725,280,499,942,869,559,900,796,994,475,767,581,40'
+    '5,933,172,313,303,803,265,438,685,876,863,737,930,667,412,544,510,200,442,839,425,825,998,21,44,'
+    '529,23,577,40,777,371,478,741,3,908,421,658,113,218,30,847,762,547,924,611,682,679,749,705,561,1'
+    '17,728,230,38,40,919,202,763,152,566,445,928,651,318,842,342,997,581,666,416,1018,580,935,277,91'
+    '9,643,953,163,408,632,613,543,126,1010,178,300,886,382,533,43,432,944,880,238,152,430,119,578,88'
+    '5,700,209,107,570,843,650,167,306,368,25,21,50,982,643,536,73,613,381,91,344,963,637,69,391,278,'
+    '633,428,107,265,973,578,654,537,970,571,840,970,229,476,350,572,782,733,426,640,898,53,353,924,7'
+    '59,250,233,757,919,442,858,937,684,918,774,323,589,279,314,696,470,948,177,90,739,957,822,574,15'
+    '8,930,588,170,206,690,189,404,648,239,994,416,787,641,396,742,249,753,508,52,956,788,864,825,520'
+    ',855,50,521,366,474,922,758,809,614,1017,261,483,603,551,759,468,242,778,352,161,772,507,209,851'
+    ',738,122,711,243,704,216,240,381,569,576,941,69,718,448,48,986,917,196,915,145,537,883,145,999,4'
+    '60,799,722,486,350,752,63,886,134,325,741,986,777,339,292,452,603,200,828,345,291,596,193,338,12'
+    '3,609,188,837,214,15],"n_predict":13,"temperature":0.0,"n_probs":5,"n_cmpl":1,"ignore_eos":true,'
+    '"cache_prompt":true,"return_tokens":true,"stream":false}}],"probes":[]}'
+)
+
+RULE = "=" * 60
+
+# Characters that act on a terminal instead of showing (C0 but tab and newline, DEL, C1, bidi
+# controls, line separators, lone surrogates): servefuzz.sanitize.visible's set, which a test
+# keeps equal to this one. Whatever the server answers is printed with them made visible.
+INVISIBLE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069\ud800-\udfff]")
+
+
+def visible(text):
+    """`text` with every control character written as its escape (ESC becomes the text \\x1b)."""
+    def escape(m):
+        code = ord(m.group())
+        return "\\x%02x" % code if code < 0x100 else "\\u%04x" % code
+    return INVISIBLE.sub(escape, str(text))
+
+
+class ReproError(Exception):
+    """The server cannot be used at all; main() prints one line and exits 2."""
+
+
+class Outcome:
+    """How one request ended: a status, its choices {index: (token ids, text)}, an error."""
+
+    def __init__(self, rid, status, choices=None, error="", http_status=None, end=0.0, cached=None):
+        self.rid, self.status, self.error, self.http_status = rid, status, error, http_status
+        self.choices = choices or {}
+        self.end = end
+        self.cached = cached  # the prompt tokens the server says it served from its cache
+
+
+class Server:
+    """The target: where it is, how long to wait, and how to empty its prefix cache."""
+
+    def __init__(self, base_url, timeout_s):
+        url = urllib.parse.urlsplit(base_url)
+        if url.scheme not in ("http", "https") or not url.hostname:
+            raise ReproError("--base-url must look like http://127.0.0.1:30000, got %r" % base_url)
+        self.base_url, self.url, self.timeout_s = base_url.rstrip("/"), url, timeout_s
+
+    def connection(self, timeout_s=None):
+        cls = http.client.HTTPSConnection if self.url.scheme == "https" else http.client.HTTPConnection
+        return cls(self.url.hostname, self.url.port, timeout=timeout_s or self.timeout_s)
+
+    def call(self, method, path):
+        """One small request outside the timed part: (status, text)."""
+        conn = self.connection(30)
+        try:
+            conn.request(method, self.url.path.rstrip("/") + path)
+            resp = conn.getresponse()
+            return resp.status, resp.read().decode("utf-8", "replace")
+        except (OSError, http.client.HTTPException) as e:
+            raise ReproError("cannot reach %s: %s" % (self.base_url, str(e) or type(e).__name__))
+        finally:
+            conn.close()
+
+    def call_json(self, method, path):
+        status, text = self.call(method, path)
+        try:
+            return status, json.loads(text) if status == 200 else None
+        except ValueError:
+            raise ReproError("%s%s answered something that is not JSON: %r" % (self.base_url, path, text[:60]))
+
+    def flush(self):
+        """Empty the prefix cache; False when the engine offers no flush. Busy servers refuse
+        a flush while requests run, so it is retried for a few seconds."""
+        kind = FINDING["flush"]
+        if kind is None:
+            return False
+        if kind == "llamacpp":
+            status, props = self.call_json("GET", "/props")
+            slots = props.get("total_slots", 0) if isinstance(props, dict) else 0
+            for slot in range(slots):
+                status, _ = self.call("POST", "/slots/%d?action=erase" % slot)
+                if status in (404, 501):
+                    return False  # started without --slot-save-path
+            return bool(slots)
+        path = "/flush_cache" if kind == "sglang" else "/reset_prefix_cache"
+        for _ in range(50):
+            if kind == "sglang":
+                status, _ = self.call("POST", path)
+                done = status == 200
+            else:
+                status, reply = self.call_json("POST", path)
+                done = isinstance(reply, dict) and reply.get("success") is True
+            if status == 404:
+                return False
+            if done:
+                return True
+            time.sleep(0.1)
+        raise ReproError("%s%s still refused after 50 tries (HTTP %d)" % (self.base_url, path, status))
+
+
+def first_model(server):
+    status, models = server.call_json("GET", "/v1/models")
+    try:
+        return models["data"][0]["id"]
+    except (TypeError, KeyError, IndexError):
+        raise ReproError("%s/v1/models (HTTP %d) names no model; pass --model" % (server.base_url, status))
+
+
+# --- one request -------------------------------------------------------------------------
+
+
+class Exchange:
+    """One request on its own connection: `send` writes it (at its offset, from the dispatcher),
+    `answer` reads the reply (on a thread of its own). Every way it can end becomes an Outcome."""
+
+    def __init__(self, server, req, model, t0):
+        self.server, self.req, self.t0 = server, req, t0
+        body = dict(req["body"])
+        if "model" in body:
+            body["model"] = model
+        self.body = body
+        self.conn = server.connection()
+        self.cut = threading.Event()
+        self.timer = None
+        self.outcome = None
+
+    def send(self):
+        if self.req["cancel_after_ms"] is not None:
+            # Cut the connection at the deadline, as servefuzz does: the server sees the client go.
+            self.timer = threading.Timer(self.req["cancel_after_ms"] / 1000.0, self.cut_connection)
+            self.timer.start()
+        try:
+            path = self.server.url.path.rstrip("/") + FINDING["path"]
+            self.conn.request("POST", path, body=json.dumps(self.body).encode(),
+                              headers={"Content-Type": "application/json"})
+        except (OSError, http.client.HTTPException) as e:
+            self.outcome = self.ended("cancelled" if self.cut.is_set() else "connection_error", str(e) or type(e).__name__)
+
+    def answer(self):
+        if self.outcome is None:
+            self.outcome = self.read()
+        if self.timer is not None:
+            self.timer.cancel()
+        self.conn.close()
+
+    def read(self):
+        try:
+            resp = self.conn.getresponse()
+            if resp.status >= 300:
+                text = resp.read().decode("utf-8", "replace")
+                return self.ended("http_error", "HTTP %d: %s" % (resp.status, text[:200]), resp.status)
+            chunks = stream_chunks(resp) if self.body.get("stream") else [json.loads(resp.read())]
+            if self.cut.is_set():
+                return self.ended("cancelled", "cut by the client")
+            return Outcome(self.req["id"], "ok", choices=parse(chunks), http_status=resp.status, end=clock(self.t0),
+                           cached=cached_tokens(chunks))
+        except InBandError as e:
+            return self.ended("http_error", "in-band error: %s" % e)
+        except socket.timeout:
+            return self.ended("cancelled" if self.cut.is_set() else "timeout", "no answer in time")
+        except (OSError, http.client.HTTPException) as e:
+            return self.ended("cancelled" if self.cut.is_set() else "connection_error", str(e) or type(e).__name__)
+        except (ValueError, KeyError, TypeError, IndexError, AttributeError) as e:
+            status = "cancelled" if self.cut.is_set() else "malformed"
+            return self.ended(status, "%s: %s" % (type(e).__name__, e))
+
+    def ended(self, status, error, http_status=None):
+        return Outcome(self.req["id"], status, error=error, http_status=http_status, end=clock(self.t0))
+
+    def cut_connection(self):
+        self.cut.set()
+        if self.conn.sock is not None:
+            try:
+                self.conn.sock.shutdown(socket.SHUT_RDWR)  # wakes the reading thread up
+            except OSError:
+                pass
+
+
+def stream_chunks(resp):
+    chunks = []
+    for line in resp:
+        line = line.strip()
+        if line.startswith(b"data:"):
+            payload = line[5:].strip()
+            if payload and payload != b"[DONE]":
+                chunks.append(json.loads(payload))
+    return chunks
+
+
+class InBandError(Exception):
+    """An error the server reported inside a 200 answer."""
+
+
+def parse(chunks):
+    """{choice index: (token ids, text)} from the answer (or its stream chunks)."""
+    ids, texts = {}, {}
+    for chunk in chunks:
+        if isinstance(chunk, dict) and "error" in chunk:
+            raise InBandError(json.dumps(chunk["error"])[:200])
+        dialect = FINDING["dialect"]
+        if dialect == "openai":
+            for c in chunk.get("choices") or ():
+                i = int(c["index"])
+                new = c.get("token_ids")
+                if new is None:  # token ids spelled "token_id:N" (vLLM's return_tokens_as_token_ids)
+                    new = [int(t.split(":", 1)[1]) for t in (c.get("logprobs") or {}).get("tokens") or ()]
+                ids.setdefault(i, []).extend(int(t) for t in new)
+                texts[i] = texts.get(i, "") + (c.get("text") or "")
+            continue
+        for position, item in enumerate(chunk if isinstance(chunk, list) else [chunk]):
+            if "error" in item:
+                raise InBandError(json.dumps(item["error"])[:200])
+            i = int(item.get("index", position))
+            if dialect == "llamacpp":
+                ids.setdefault(i, []).extend(int(t) for t in item.get("tokens") or ())
+                texts[i] = texts.get(i, "") + (item.get("content") or "")
+                continue
+            meta = item["meta_info"]  # sglang: a chunk is cumulative unless it is shorter
+            reason = meta.get("finish_reason")
+            if isinstance(reason, dict) and reason.get("type") == "abort":
+                raise InBandError("aborted: %s" % reason.get("message"))  # a cut answer, not a finished one
+            lps = meta.get("output_token_logprobs")
+            new = item.get("output_ids")
+            if new is None:
+                new = [t[1] for t in lps or ()]
+            new = [int(t) for t in new]
+            produced = meta.get("completion_tokens")
+            whole = produced is None or len(new) == produced
+            if whole:
+                ids[i] = new
+            else:
+                ids.setdefault(i, []).extend(new)
+            # The older --stream-output cut only output_ids: the text goes with the logprob lists.
+            if lps:
+                whole = produced is None or len(lps) == produced
+            texts[i] = (item.get("text") or "") if whole else texts.get(i, "") + (item.get("text") or "")
+    return {i: (tuple(ids[i]), texts.get(i, "")) for i in ids}
+
+
+def cached_tokens(chunks):
+    """The cached prompt tokens the answer reports (the last report wins), or None."""
+    found = None
+    for chunk in chunks:
+        if not isinstance(chunk, (dict, list)):
+            continue
+        if FINDING["dialect"] == "openai":
+            usage = chunk.get("usage") if isinstance(chunk, dict) else None
+            details = (usage or {}).get("prompt_tokens_details") or {}
+            if details.get("cached_tokens") is not None:
+                found = int(details["cached_tokens"])
+            continue
+        for item in chunk if isinstance(chunk, list) else [chunk]:
+            meta = item.get("meta_info") if isinstance(item, dict) else None
+            if isinstance(meta, dict) and meta.get("cached_tokens") is not None:
+                found = int(meta["cached_tokens"]) if found is None else min(found, int(meta["cached_tokens"]))
+    return found
+
+
+def clock(t0):
+    return (time.perf_counter() - t0) * 1000.0
+
+
+# --- one run -----------------------------------------------------------------------------
+
+
+def run_requests(server, requests, model):
+    """Send every request at its offset_ms, in the finding's order (so requests due at the same
+    moment leave in the order servefuzz sent them), and read all answers concurrently."""
+    t0 = time.perf_counter()
+    sent = []  # (request, its exchanges: one per copy)
+    readers = []
+    for req in requests:
+        delay = t0 + req["offset_ms"] / 1000.0 - time.perf_counter()
+        if delay > 0:
+            time.sleep(delay)
+        # A request with copies > 1 (n > 1 on vLLM, which rejects it at temperature 0) goes out
+        # as that many requests at once; copy k is choice k.
+        copies = [Exchange(server, req, model, t0) for _ in range(req["copies"])]
+        for ex in copies:
+            ex.send()
+            reader = threading.Thread(target=ex.answer, daemon=True)
+            reader.start()
+            readers.append(reader)
+        sent.append((req, copies))
+    for reader in readers:
+        reader.join()
+    return [merge(req, [ex.outcome for ex in copies]) for req, copies in sent]
+
+
+def merge(req, outcomes):
+    if len(outcomes) == 1:
+        return outcomes[0]
+    bad = [o for o in outcomes if o.status != "ok"]
+    if bad:
+        return bad[0]
+    choices = {k: o.choices[0] for k, o in enumerate(outcomes)}
+    cached = [o.cached for o in outcomes if o.cached is not None]
+    return Outcome(req["id"], "ok", choices=choices, end=max(o.end for o in outcomes), cached=min(cached) if cached else None)
+
+
+# --- judging -----------------------------------------------------------------------------
+
+
+def judge(runs):
+    """Requests that diverged (with their variants), stayed stable, or could not be judged."""
+    table = {}  # rid -> choice -> [(key, ids, text)]
+    for outcomes in runs:
+        for o in outcomes:
+            if o.status == "ok":
+                for i, (ids, text) in o.choices.items():
+                    table.setdefault(o.rid, {}).setdefault(i, []).append((ids or text, ids, text))
+    diverged, stable, undetermined = [], [], []
+    for rid in sorted({o.rid for outcomes in runs for o in outcomes}):
+        per_choice = table.get(rid, {})
+        if not per_choice or min(len(v) for v in per_choice.values()) < 2:
+            undetermined.append(rid)
+            continue
+        variants = {i: group(outs) for i, outs in sorted(per_choice.items())}
+        if all(len(v) == 1 for v in variants.values()):
+            stable.append(rid)
+        else:
+            diverged.append((rid, {i: v for i, v in variants.items() if len(v) > 1}))
+    return diverged, stable, undetermined
+
+
+def group(outs):
+    """[(ids, text, count)], most frequent first, ties in the order first seen."""
+    counts, first = {}, {}
+    for key, ids, text in outs:
+        counts[key] = counts.get(key, 0) + 1
+        first.setdefault(key, (ids, text))
+    return sorted(((first[k][0], first[k][1], c) for k, c in counts.items()), key=lambda v: -v[2])
+
+
+def failures(runs):
+    """Crash, hang, 5xx and malformed answers, as servefuzz's liveness oracle names them."""
+    seen = {}
+    for outcomes in runs:
+        considered = sorted((o for o in outcomes if o.status != "cancelled"), key=lambda o: o.end)
+        tail = []
+        for o in reversed(considered):
+            if o.status != "connection_error":
+                break
+            tail.insert(0, o)
+        if len(tail) >= 2 or (tail and len(tail) == len(considered)):
+            seen.setdefault(("crash", tail[0].rid), []).append(tail[0].error)
+        for o in outcomes:
+            kind = {"timeout": "hang", "malformed": "malformed"}.get(o.status)
+            if o.status == "http_error" and (o.http_status is None or o.http_status >= 500):
+                kind = "server-error"
+            if kind:
+                seen.setdefault((kind, o.rid), []).append(o.error)
+    return seen
+
+
+def preview(ids, text, width=36):
+    if text:
+        cut = text[:width] + ("..." if len(text) > width else "")
+        return "'" + cut.replace("\\", "\\\\").replace("'", "\\'").replace("\n", "\\n") + "'"
+    shown = ", ".join(str(t) for t in ids[:8])
+    return "[%s%s]" % (shown, ", ..." if len(ids) > 8 else "")
+
+
+def first_difference(a, b):
+    return next((k for k, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+
+
+def id_block(ids):
+    if not ids:
+        return []
+    return textwrap.wrap(", ".join(ids), width=76, initial_indent="    ", subsequent_indent="    ",
+                         break_on_hyphens=False)
+
+
+def reproduction(runs, alone, probes=()):
+    """(runs that reproduced the finding, requests that diverged in some run): the rule of
+    servefuzz.oracles.judge.reproduction. `runs` are the loaded runs' outcomes, `alone` each
+    expected request's reference outcome by id, `probes` [(run index, outcome)] of the
+    cache-state probes."""
+    expected = FINDING["expected"]
+    failure = FINDING["expect_failure"]
+    if failure is not None:
+        hits = {k for k, run in enumerate(runs) if any(kind == failure for kind, _ in failures([run]))}
+        return hits, []
+    # Each choice has its own reference: at temperature 0 they all agree; the choices of a
+    # seeded draw each draw their own.
+    references = {}
+    for rid in expected:
+        ref = alone.get(rid)
+        if ref is not None and ref.status == "ok" and ref.choices:
+            references[rid] = {i: answer(c) for i, c in sorted(ref.choices.items())}
+            continue
+        # No reference alone: the most frequent answer over the runs stands in, choice by
+        # choice (ties to the first seen).
+        per_choice = {}
+        for run in runs:
+            for o in run:
+                if o.rid == rid and o.status == "ok":
+                    for i, choice in o.choices.items():
+                        per_choice.setdefault(i, []).append(answer(choice))
+        if per_choice:
+            references[rid] = {i: max(keys, key=keys.count) for i, keys in sorted(per_choice.items())}
+    hits, diverged = set(), []
+    allowed = FINDING.get("expect_cached") or {}
+    for k, run in enumerate(runs):
+        for o in run:
+            if o.rid in allowed and o.status == "ok" and o.cached is not None and o.cached > allowed[o.rid]:
+                hits.add(k)
+                if o.rid not in diverged:
+                    diverged.append(o.rid)
+    for k, o in [(k, o) for k, run in enumerate(runs) for o in run] + list(probes):
+        if o.rid in references and o.status == "ok" and k < len(runs):
+            refs = references[o.rid]
+            first = next(iter(refs.values()))  # a choice the reference lacks is held to its first
+            if any(answer(choice) != refs.get(i, first) for i, choice in o.choices.items()):
+                hits.add(k)
+                if o.rid not in diverged:
+                    diverged.append(o.rid)
+    return hits, [rid for rid in expected if rid in diverged]
+
+
+def answer(choice):
+    """What two answers are compared by: the token ids, or the text when an engine gives none."""
+    ids, text = choice
+    return ("ids", tuple(ids)) if ids else ("text", text)
+
+
+def report(runs, alone, probes, n_runs):
+    """The replay block of servefuzz's report (and of the seed report it is shaped after)."""
+    expected = FINDING["expected"]
+    references = [o for o in alone.values()]
+    diverged, stable, undetermined = judge(runs + ([references] if references else []))
+    seen = failures(runs)
+    failure = FINDING["expect_failure"]
+    hits, reproduced = reproduction(runs, alone, probes)
+    lines = [
+        RULE,
+        "  Finding  : %s" % FINDING["name"],
+        "  Bug      : %s" % FINDING["bug"],
+        "  Expect   : %s" % ("%s to diverge" % expected if expected else "%s again" % failure),
+        "  Runs     : %d" % n_runs,
+        RULE,
+        "",
+        "  [DIVERGED \u2014 %d/%d requests non-deterministic]" % (len(diverged), len(FINDING["requests"])),
+    ]
+    for rid, per_choice in diverged:
+        lines += ["", "    %s  %s" % (rid, "\u2713 (expected)" if rid in expected else "(unexpected)")]
+        for i, variants in per_choice.items():
+            total = sum(v[2] for v in variants)
+            prefix = "choice %d " % i if len(per_choice) > 1 or i else ""
+            for k, (ids, text, count) in enumerate(variants, 1):
+                lines.append("      %svariant %d: %s  (%d/%d)" % (prefix, k, preview(ids, text), count, total))
+            unit = "token" if variants[0][0] else "character"  # text-only engines give no ids
+            where = min(first_difference(variants[0][0] or variants[0][1], v[0] or v[1]) for v in variants[1:])
+            lines.append("      first difference at %s %d" % (unit, where))
+    lines += ["", "  [STABLE \u2014 %d requests consistent across all runs]" % len(stable)] + id_block(stable)
+    if undetermined:
+        lines += ["", "  [UNDETERMINED \u2014 %d requests without two determinate answers]" % len(undetermined)]
+        lines += id_block(undetermined)
+    if seen:
+        lines += ["", "  [FAILURES \u2014 %d]" % len(seen)]
+        for (kind, rid), errors in sorted(seen.items()):
+            lines.append("    %s: %s in %d/%d runs (%s)" % (kind, rid, len(errors), len(runs), (errors[0] or "")[:80]))
+    k, n = len(hits), max(len(runs), len(hits))
+    decision = decide(k, n)
+    confirmed = decision == REPRODUCED
+    if expected:
+        tally = "%d/%d expected divergences reproduced" % (len(reproduced), len(expected))
+    else:
+        tally = "%s %s again" % (failure, "seen" if hits else "not seen")
+    result = {REPRODUCED: "CONFIRMED", NOT_REPRODUCED: "NOT REPRODUCED"}.get(decision, "UNDECIDED")
+    lines += ["", "  RESULT: %s  (in %d/%d replays; %s)" % (result, k, n, tally),
+              "  RATE   : %s (sequential test, each error <= 1%%)" % REPRODUCTION.describe(k, n), RULE]
+    return visible("\n".join(lines) + "\n"), confirmed
+
+
+# --- main --------------------------------------------------------------------------------
+
+
+def positive_int(text):
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError("expected a whole number, got %r" % text)
+    if value < 1:
+        raise argparse.ArgumentTypeError("expected at least 1, got %d" % value)
+    return value
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description="Replay servefuzz finding %s." % FINDING["name"])
+    p.add_argument("--base-url", default=FINDING["base_url"], help="server to replay against (default %(default)s)")
+    p.add_argument("--runs", type=positive_int, default=10, help="loaded runs (default 10)")
+    p.add_argument("--timeout", type=positive_int, default=120, help="seconds to wait for one answer (default 120)")
+    p.add_argument("--model", help="model name for /v1/completions (default: the finding's, else the server's first)")
+    args = p.parse_args(argv)
+    requests = FINDING["requests"]
+    by_id = {r["id"]: r for r in requests}
+    runs, alone, probes = [], {}, []
+    try:
+        server = Server(args.base_url, args.timeout)
+        model = args.model or FINDING["model"]
+        if model is None and any("model" in r["body"] for r in requests):
+            model = first_model(server)
+        if not server.flush():
+            print("repro.py: note: this engine offers no cache flush; the runs share its cache", file=sys.stderr)
+        for rid in FINDING["expected"] if FINDING["expect_failure"] is None else ():
+            req = by_id.get(rid)
+            if req is not None and req["cancel_after_ms"] is None:
+                server.flush()
+                alone[rid] = run_requests(server, [dict(req, offset_ms=0.0)], model)[0]
+        for i in range(args.runs):
+            server.flush()
+            runs.append(run_requests(server, requests, model))
+            for probe in FINDING["probes"]:
+                # warm: again, right after the loaded run; primed: flush, bare prefix, again
+                req = dict(by_id[probe["id"]], offset_ms=0.0, cancel_after_ms=None)
+                probes.append((i, run_requests(server, [req], model)[0]))
+                server.flush()
+                run_requests(server, [dict(req, id=req["id"] + "~prefix", body=probe["prime"], copies=1)], model)
+                probes.append((i, run_requests(server, [req], model)[0]))
+            print("run %d/%d done" % (i + 1, args.runs), file=sys.stderr)
+    except ReproError as e:
+        if not runs:
+            print("repro.py: error: %s" % visible(e), file=sys.stderr)
+            return 2
+        # The server went away mid-replay (a crash finding does exactly that): judge what ran.
+        print("repro.py: %s; judging the %d runs that ended" % (visible(e), len(runs)), file=sys.stderr)
+    text, confirmed = report(runs, alone, probes, args.runs)
+    sys.stdout.write(text)
+    return 0 if confirmed else 1
+
+
+if __name__ == "__main__":
+    if hasattr(sys.stdout, "reconfigure"):
+        sys.stdout.reconfigure(errors="replace")  # the report's dashes and ticks on any terminal
+    sys.exit(main())
