@@ -143,6 +143,7 @@ OWN_STRATEGIES: dict[str, tuple[str, ...]] = {
     "stale-slot-continuation": (),
     "salt-ignored": ("tenant-salt",),
     "shared-sampler-rng": ("seeded-sampling",),
+    "bitmask-row-skip": ("structured-burst",),
 }
 
 ARMS: dict[str, tuple[tuple[Strategy, ...], bool]] = {

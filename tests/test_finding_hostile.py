@@ -283,3 +283,20 @@ def test_a_seeded_sampled_request_survives_the_finding_file(tmp_path: Path) -> N
     f = dataclasses.replace(f, scenario=f.scenario.with_requests([sampled, *f.scenario.requests[1:]]))
     back = load_finding(write_finding(tmp_path, f)).scenario.by_id()["r01"]
     assert (back.temperature, back.seed) == (0.9, 7)
+
+
+@pytest.mark.parametrize("choices", [["a\"; rm -rf ~"], ["$(id)"], ["x" * 65], [], ["a"] * 17, ["a", "a"], "ab"])
+def test_a_hostile_choice_constraint_is_refused(good: Path, choices: object) -> None:
+    # A finding's choices go into a GBNF grammar, a regex and JSON: only letters, digits and
+    # spaces, bounded in size and count, ever load.
+    data = json.loads(good.read_text())
+    data["scenario"]["requests"][0] |= {"choices": choices, "ignore_eos": False}
+    good.write_text(json.dumps(data))
+    assert "choices" in refused(good, "does not match the finding schema at $.")
+
+
+def test_a_constrained_request_survives_the_finding_file(tmp_path: Path) -> None:
+    f = finding()
+    bound = dataclasses.replace(f.scenario.requests[0], ignore_eos=False, choices=(" w5 w7", " w9"))
+    f = dataclasses.replace(f, scenario=f.scenario.with_requests([bound, *f.scenario.requests[1:]]))
+    assert load_finding(write_finding(tmp_path, f)).scenario.by_id()["r01"].choices == (" w5 w7", " w9")

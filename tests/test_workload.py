@@ -109,3 +109,36 @@ def test_sampling_fields_round_trip_and_greedy_specs_keep_their_old_shape() -> N
 def test_sampling_fields_are_range_checked(kw: dict[str, float], match: str) -> None:
     with pytest.raises(ValueError, match=match):
         RequestSpec("r", 0.0, (5,), 1, **kw)  # type: ignore[arg-type]
+
+
+def test_a_choice_constraint_round_trips_and_an_unconstrained_spec_keeps_its_old_shape() -> None:
+    bound = RequestSpec("c", 0.0, (5, 6), 8, ignore_eos=False, choices=(" w5 w7", "yes"))
+    d = bound.to_json()
+    assert d["choices"] == [" w5 w7", "yes"]
+    assert RequestSpec.from_json(json.loads(json.dumps(d))) == bound
+    assert Scenario(0, (bound, RequestSpec("f", 1.0, (5,), 1))).constrained == {"c": (" w5 w7", "yes")}
+    assert "choices" not in RequestSpec("f", 0.0, (5,), 1).to_json()
+
+
+@pytest.mark.parametrize(
+    ("kw", "message"),
+    [
+        ({"choices": ()}, "1..16 distinct"),
+        ({"choices": tuple(f"c{i}" for i in range(17))}, "1..16 distinct"),
+        ({"choices": ("a", "a")}, "1..16 distinct"),
+        ({"choices": ('say "x"',)}, "letters, digits or spaces"),
+        ({"choices": ("a\nb",)}, "letters, digits or spaces"),
+        ({"choices": ("x" * 65,)}, "letters, digits or spaces"),
+        ({"choices": ("",)}, "letters, digits or spaces"),
+        ({"choices": ("ok",), "ignore_eos": True}, "ignore_eos False"),
+    ],
+)
+def test_bad_choice_constraints_are_refused(kw: dict, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        RequestSpec("c", 0.0, (5,), 4, **({"ignore_eos": False} | kw))
+
+
+def test_choices_in_json_must_be_a_list() -> None:
+    d = RequestSpec("c", 0.0, (5,), 4, ignore_eos=False, choices=("ab",)).to_json() | {"choices": "ab"}
+    with pytest.raises(ValueError, match="list of strings"):
+        RequestSpec.from_json(d)

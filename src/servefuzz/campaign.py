@@ -75,7 +75,7 @@ from servefuzz.store import (
     write_noise,
 )
 from servefuzz.strategies import DEFAULT_CAPTURE_SIZES, Strategy, TargetShape, offered
-from servefuzz.targets.base import get_target_class, supports_salts
+from servefuzz.targets.base import get_target_class, supports_choices, supports_salts
 from servefuzz.trial import (
     Executed,
     Reproduction,
@@ -268,15 +268,17 @@ def shape_of(info: TargetInfo) -> TargetShape:
         chunked_prefill_size=positive("chunked_prefill_size", "max_num_batched_tokens"),
         capture_sizes=capture,
         max_running_requests=positive("max_running_requests", "max_num_seqs"),
-        salts=_sends_salts(info.engine),
+        salts=_sends(info.engine, supports_salts),
         seeded_sampling=info.engine in SEEDED_ENGINES,
+        choices=_sends(info.engine, supports_choices),
     )
 
 
-def _sends_salts(engine: str) -> bool:
-    """Whether this engine's adapter sends cache salts (an unknown engine: no)."""
+def _sends(engine: str, supports: Callable[[object], bool]) -> bool:
+    """Whether this engine's adapter sends a field (`supports`: `targets.base.supports_salts`,
+    `supports_choices`); an unknown engine: no."""
     try:
-        return supports_salts(get_target_class(engine))
+        return supports(get_target_class(engine))
     except UsageError:
         return False
 
@@ -436,7 +438,8 @@ async def run_campaign_on(
     asked = tuple(strategy) if isinstance(strategy, Sequence) else (strategy,)
     strategies = {s.name: s for s in offered(asked, shape)}
     if not strategies:
-        raise UsageError(f"{', '.join(s.name for s in asked)} needs cache salts, and the {info.engine} dialect sends none")
+        raise UsageError(f"{', '.join(s.name for s in asked)} needs what the {info.engine} dialect lacks "
+                         "(cache salts, per-request seeds or choice constraints)")
     if config.coverage:
         strategies.setdefault(PairwiseCover.name, PairwiseCover())
     out = config.out_dir
@@ -594,6 +597,9 @@ class _Loop:
         noise = self.noise
         verdict = done.judge(performance=config.performance, campaign=noise)
         self.noise = learn(noise, verdict, done.loaded, done.alone, done.cache)  # judged first, added after
+        if verdict.constraint:
+            # A constraint broken alone too backs no finding (oracles.constraint); kept, not dropped.
+            append_json_line(out / "constraints.jsonl", {"iteration": iteration, "lines": list(verdict.constraint)})
         if done.lost is not None:
             verdict = _with_target_lost(verdict, done.lost, await worker.death())
         for a in verdict.anomalies:

@@ -62,6 +62,7 @@ REFERENCE_FAULTS = (
     "stale-slot-continuation",
     "salt-ignored",
     "shared-sampler-rng",
+    "bitmask-row-skip",
 )
 
 # Weights of the evidence. A cure seen in the triage matrix says the most; the engine (or the

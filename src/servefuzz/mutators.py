@@ -292,6 +292,8 @@ def _crossed(scenario: Scenario, spec: RequestSpec, dim: str, to: str, rng: rand
     if dim == "stream":
         return dataclasses.replace(spec, stream=to == "on")
     if dim == "sampling":
+        if spec.choices is not None:
+            return None  # a constrained request ends at its EOS (RequestSpec): no other bucket
         return dataclasses.replace(spec, ignore_eos=to == "ignore-eos")
     if dim == "cancel":
         after = {"none": None, "early": rng.uniform(5, 45)}.get(to, rng.uniform(60, 300))

@@ -30,10 +30,12 @@ few milliseconds earlier, whose prefill keeps the scheduler busy while the burst
 | random          | unaimed load, as a benchmark tool sends it    | batch-variant-numerics    |
 | tenant-salt     | one prefix under two tenants' cache salts     | salt-ignored              |
 | seeded-sampling | seeded draws (temperature > 0) decoding together | shared-sampler-rng     |
+| structured-burst | constrained requests decoding together       | bitmask-row-skip          |
 
-A strategy that needs something not every target has says so (`needs_salts`, `needs_seeds`);
-`offered` leaves it out of the mix where the target lacks it (tenant-salt where the dialect sends
-no salt, seeded-sampling where the engine promises no per-request seeds).
+A strategy that needs something not every target has says so (`needs_salts`, `needs_seeds`,
+`needs_choices`); `offered` leaves it out of the mix where the target lacks it (tenant-salt where
+the dialect sends no salt, seeded-sampling where the engine promises no per-request seeds,
+structured-burst where the dialect sends no choice constraint).
 """
 
 from __future__ import annotations
@@ -44,7 +46,7 @@ from dataclasses import dataclass
 from typing import ClassVar, Protocol
 
 from servefuzz.errors import UsageError
-from servefuzz.workload import PromptBuilder, RequestSpec, Scenario, TokenIds
+from servefuzz.workload import PromptBuilder, RequestSpec, Scenario, TokenIds, choice_text
 
 __all__ = [
     "COMMON_PAGE_SIZES",
@@ -63,6 +65,7 @@ __all__ = [
     "PageBoundaryBursts",
     "RandomLoad",
     "SeededSampling",
+    "StructuredBurst",
     "Strategy",
     "TargetShape",
     "TenantSalt",
@@ -101,6 +104,7 @@ class TargetShape:
     # per-request generators, the reference engine); llama.cpp makes no such promise across its
     # slots (docs/engines.md, Seeds), so there sampled traffic would prove nothing.
     seeded_sampling: bool = False
+    choices: bool = False  # the dialect sends choice constraints (targets: supports_choice_constraint)
 
     @property
     def pages(self) -> tuple[int, ...]:
@@ -156,6 +160,7 @@ class Draft:
         cache_salt: str | None = None,
         temperature: float = 0.0,
         seed: int | None = None,
+        choices: tuple[str, ...] | None = None,
     ) -> RequestSpec:
         """Append one request; `prompt_ids` resends an earlier prompt exactly (a retry)."""
         max_tokens = max(1, min(max_tokens, self.shape.pool_tokens // 2))
@@ -167,7 +172,7 @@ class Draft:
             f"r{len(self.specs) + 1:02d}", round(max(0.0, offset_ms), 1), prompt_ids, max_tokens,
             prefix if prefix_len else None, prefix_len, n=n, stream=stream,
             cancel_after_ms=None if cancel_after_ms is None else round(cancel_after_ms, 1), cache_salt=cache_salt,
-            temperature=temperature, seed=seed,
+            temperature=temperature, seed=seed, choices=choices, ignore_eos=choices is None,
         )
         self.specs.append(spec)
         return spec
@@ -565,11 +570,46 @@ class SeededSampling:
         return d.scenario(self.name, page_size=page)
 
 
+@dataclass(frozen=True)
+class StructuredBurst:
+    """Structured outputs decoding together (vLLM #19493: one step's grammar bitmask across
+    rows): three to six requests, each constrained to its own two to five choices (now and then
+    two share one), leave within a few milliseconds, some on a shared prefix, n of 1 or 2, beside
+    an unconstrained neighbour or two. Every answer must be one of its own choices
+    (`oracles.constraint`). Choices are spelt ' w<t>' per token (`workload.choice_text`): the
+    reference engine reads them as those tokens, a real engine as plain text. Offered only where
+    the dialect sends a constraint (`needs_choices`)."""
+
+    name: str = "structured-burst"
+    needs_choices: ClassVar[bool] = True
+
+    def generate(self, rng: random.Random, shape: TargetShape, *, seed: int) -> Scenario:
+        page = rng.choice(shape.pages)
+        d = Draft(seed, shape)
+        prefix_len = rng.choice([page // 2, page, page + rng.randint(1, 16)])
+
+        def constraint() -> tuple[str, ...]:
+            words = {choice_text(rng.choice(shape.vocab) for _ in range(rng.randint(1, 3))) for _ in range(rng.randint(2, 5))}
+            return tuple(sorted(words))
+
+        last = constraint()
+        for _ in range(rng.randint(3, 6)):
+            shared = rng.random() < 0.5
+            last = last if rng.random() < 0.2 else constraint()
+            # Room to finish: a real engine's tokenizer may spell one ' w<t>' word in a few tokens.
+            d.add(rng.uniform(0, 8), prefix_len + rng.randint(4, 48), 24,
+                  prefix="p0" if shared else None, prefix_len=prefix_len if shared else 0,
+                  n=rng.choice([1, 1, 1, 2]), choices=last)
+        for _ in range(rng.randint(0, 2)):
+            d.add(rng.uniform(0, 8), rng.randint(16, 64), rng.randint(8, 24))  # unconstrained neighbours
+        return d.scenario(self.name, page_size=page)
+
+
 STRATEGIES: dict[str, Strategy] = {
     s.name: s
     for s in (
         PageBoundaryBursts(), BatchSweep(), LongDecodes(), CancellationStorm(), BurstReuse(), NChoices(),
-        RandomLoad(), TenantSalt(), SeededSampling(), TileBoundaryPrefixes(), ChunkBoundary(), EvictionPressure(),
+        RandomLoad(), TenantSalt(), SeededSampling(), StructuredBurst(), TileBoundaryPrefixes(), ChunkBoundary(), EvictionPressure(),
     )
 }
 # What `servefuzz fuzz` mixes by default, in the order of its first round: the seed's bug class
@@ -581,7 +621,8 @@ DEFAULT_MIX: tuple[str, ...] = tuple(STRATEGIES)
 
 def offered(strategies: Sequence[Strategy], shape: TargetShape) -> tuple[Strategy, ...]:
     """The strategies this target can run: those needing cache salts only where it sends them,
-    those needing per-request seeds only where the engine promises them.
+    those needing per-request seeds only where the engine promises them, those needing choice
+    constraints only where the dialect sends them.
 
     >>> [s.name for s in offered([RandomLoad(), TenantSalt(), SeededSampling()], TargetShape())]
     ['random']
@@ -589,9 +630,12 @@ def offered(strategies: Sequence[Strategy], shape: TargetShape) -> tuple[Strateg
     ['random', 'tenant-salt']
     >>> [s.name for s in offered([SeededSampling()], TargetShape(seeded_sampling=True))]
     ['seeded-sampling']
+    >>> [[s.name for s in offered([StructuredBurst()], TargetShape(choices=c))] for c in (False, True)]
+    [[], ['structured-burst']]
     """
     return tuple(s for s in strategies if (shape.salts or not getattr(s, "needs_salts", False))
-                 and (shape.seeded_sampling or not getattr(s, "needs_seeds", False)))
+                 and (shape.seeded_sampling or not getattr(s, "needs_seeds", False))
+                 and (shape.choices or not getattr(s, "needs_choices", False)))
 
 
 def get_strategy(name: str) -> Strategy:

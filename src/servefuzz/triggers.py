@@ -43,6 +43,7 @@ FEATURES: Mapping[str, str] = {
     "n>1": "a diverging request asks for several choices",
     "stream": "a diverging request streams",
     "seeded-sampling": "a diverging request samples (temperature > 0) under a per-request seed",
+    "structured-output": "a diverging request is constrained to a set of choices (structured output)",
     "abort": "a request of the scenario is cancelled mid-flight",
     "chunked-prefill": "a prompt is longer than the chunked-prefill budget",
     "eviction": "the scenario needs more KV than the pool holds",
@@ -58,7 +59,7 @@ FEATURES: Mapping[str, str] = {
 # and whether anything was cut. (How many requests or how dense is not: a shrunk finding of one
 # bug is denser or sparser than the original and must keep its signature.)
 SIGNATURE = ("prefix=none", "prefix=shared", "prefix=page-aligned", "prefix=mid-page", "n>1", "stream", "abort",
-             "seeded-sampling")
+             "seeded-sampling", "structured-output")
 
 BURST_MS = 5.0  # requests this close leave in one scheduling round of a busy server
 HIGH_CONCURRENCY = 32
@@ -100,6 +101,8 @@ def request_features(scenario: Scenario, spec: RequestSpec, page: int | None) ->
         feats["stream"] = f"{rid} streams"
     if spec.seeded:
         feats["seeded-sampling"] = f"{rid} samples at temperature {spec.temperature:g} with seed {spec.seed}"
+    if spec.choices is not None:
+        feats["structured-output"] = f"{rid} is constrained to {len(spec.choices)} choices"
     return feats
 
 

@@ -20,11 +20,23 @@ from __future__ import annotations
 import dataclasses
 import math
 import random
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["MAX_SEED", "MAX_TEMPERATURE", "RequestSpec", "Scenario", "PromptBuilder", "TokenIds"]
+__all__ = [
+    "CHOICE_TEXT",
+    "MAX_CHOICES",
+    "MAX_SEED",
+    "MAX_TEMPERATURE",
+    "RequestSpec",
+    "Scenario",
+    "PromptBuilder",
+    "TokenIds",
+    "accepts",
+    "choice_text",
+]
 
 TokenIds = tuple[int, ...]
 
@@ -32,6 +44,37 @@ TokenIds = tuple[int, ...]
 # takes 0xFFFFFFFF for "random", so seeds stay below 2**31; temperatures past 10 are uniform noise.
 MAX_SEED = 2**31 - 1
 MAX_TEMPERATURE = 10.0
+
+# A choice constraint (`RequestSpec.choices`) is what every engine here can express identically:
+# vLLM's `structured_outputs.choice`, a llama.cpp GBNF alternation of string literals, an SGLang
+# regex alternation. Its strings are held to letters, digits and spaces (1-64 of them, at most 16
+# choices) so that no engine's grammar language needs an escape and no finding can smuggle one
+# in; the reference engine reads each choice in its own spelling, ' w<t>' per token
+# (`choice_text`), so one constraint means the same text on every engine.
+MAX_CHOICES = 16
+CHOICE_TEXT = re.compile(r"[A-Za-z0-9 ]{1,64}")
+
+
+def choice_text(token_ids: Iterable[int]) -> str:
+    """A choice spelt as the reference engine writes these tokens: ' w<t>' per token.
+
+    >>> choice_text([17, 903])
+    ' w17 w903'
+    """
+    return "".join(f" w{t}" for t in token_ids)
+
+
+def accepts(choices: Sequence[str], text: str, *, finished: bool) -> bool:
+    """Whether an output `text` satisfies its choice constraint: exactly one of the choices when
+    the engine ended it (`finished`: a stop, EOS or grammar end), a prefix of one when it was cut
+    at max_tokens (the constraint had no room to finish; nothing it produced broke it).
+
+    >>> accepts((" w5 w7", " w9"), " w5 w7", finished=True), accepts((" w5 w7", " w9"), " w5", finished=True)
+    (True, False)
+    >>> accepts((" w5 w7", " w9"), " w5", finished=False), accepts((" w5 w7", " w9"), " w8", finished=False)
+    (True, False)
+    """
+    return text in choices if finished else any(c.startswith(text) for c in choices)
 
 
 @dataclass(frozen=True)
@@ -61,6 +104,10 @@ class RequestSpec:
     # sampled request is judged for liveness only.
     temperature: float = 0.0
     seed: int | None = None
+    # Structured output: the answer must be exactly one of these strings (`accepts`). None:
+    # unconstrained. A constrained request stops at its end of sequence (ignore_eos False): the
+    # engines end a finished grammar with EOS, which ignore_eos would refuse or step past.
+    choices: tuple[str, ...] | None = None
 
     def __post_init__(self) -> None:
         if not self.id:
@@ -83,6 +130,13 @@ class RequestSpec:
             raise ValueError(f"{self.id}: temperature must be in 0..{MAX_TEMPERATURE:g}, got {self.temperature}")
         if self.seed is not None and not 0 <= self.seed <= MAX_SEED:
             raise ValueError(f"{self.id}: seed must be in 0..{MAX_SEED}, got {self.seed}")
+        if self.choices is not None:
+            if not 1 <= len(self.choices) <= MAX_CHOICES or len(set(self.choices)) != len(self.choices):
+                raise ValueError(f"{self.id}: choices must be 1..{MAX_CHOICES} distinct strings")
+            if not all(isinstance(c, str) and CHOICE_TEXT.fullmatch(c) for c in self.choices):
+                raise ValueError(f"{self.id}: a choice must be 1-64 letters, digits or spaces")
+            if self.ignore_eos:
+                raise ValueError(f"{self.id}: a constrained request must stop at its EOS (ignore_eos False)")
 
     @property
     def sampled(self) -> bool:
@@ -126,6 +180,10 @@ class RequestSpec:
             del d["temperature"]
         if self.seed is None:
             del d["seed"]
+        if self.choices is None:
+            del d["choices"]  # an unconstrained request reads as it always did
+        else:
+            d["choices"] = list(self.choices)
         return d
 
     @classmethod
@@ -138,6 +196,10 @@ class RequestSpec:
         kw["prompt_ids"] = tuple(int(t) for t in d["prompt_ids"])
         if "temperature" in kw:
             kw["temperature"] = float(kw["temperature"])
+        if kw.get("choices") is not None:
+            if not isinstance(kw["choices"], list | tuple):
+                raise ValueError(f"choices must be a list of strings, got {type(kw['choices']).__name__}")
+            kw["choices"] = tuple(kw["choices"])
         return cls(**kw)
 
 
@@ -185,6 +247,11 @@ class Scenario:
     def unseeded(self) -> frozenset[str]:
         """Sampled requests without a seed: no two of their answers need agree (liveness only)."""
         return frozenset(r.id for r in self.requests if r.sampled and r.seed is None)
+
+    @property
+    def constrained(self) -> dict[str, tuple[str, ...]]:
+        """The constrained requests and their choices (the constraint oracle's subjects)."""
+        return {r.id: r.choices for r in self.requests if r.choices is not None}
 
     @property
     def duration_ms(self) -> float:

@@ -159,6 +159,20 @@ def shared_sampler_rng(b: PromptBuilder) -> Case:
     ))
 
 
+def bitmask_row_skip(b: PromptBuilder) -> Case:
+    # Two constrained requests decode in the same steps: with the fault the second's mask misses
+    # the upper half of the vocabulary, so it answers outside its own choices (which lie in the
+    # lower half) whenever its best token lies up there. Free neighbours come later.
+    return [], Scenario(10, (
+        RequestSpec("r01", 0.0, b.prompt(None, 0, 30), 8, ignore_eos=False, choices=(" w5 w7", " w9", " w11 w12")),
+        RequestSpec("r02", 0.5, b.prompt(None, 0, 40), 8, ignore_eos=False, choices=(" w20", " w21 w22", " w23")),
+        RequestSpec("r03", 150.0, b.prompt(None, 0, 20), 8),
+        RequestSpec("r04", 200.0, b.prompt(None, 0, 50), 8),
+        RequestSpec("r05", 260.0, b.prompt(None, 0, 30), 8),
+        RequestSpec("r06", 300.0, b.prompt(None, 0, 20), 4),
+    ))
+
+
 # The class each fault's minimal finding must keep: a cross-tenant hit reads right KV, so it is
 # an isolation breach, never a corruption.
 RIGHT: dict[str, Verdict] = {"salt-ignored": Verdict.ISOLATION_BREACH}
@@ -174,6 +188,7 @@ CASES: dict[str, Callable[[PromptBuilder], Case]] = {
     "stale-slot-continuation": stale_slot_continuation,
     "salt-ignored": salt_ignored,
     "shared-sampler-rng": shared_sampler_rng,
+    "bitmask-row-skip": bitmask_row_skip,
 }
 
 
@@ -216,7 +231,7 @@ def assert_repro_confirms_only_on_the_faulty_engine(repro: Path, fault: str, fla
 
     faulty = run_repro([])
     assert faulty.returncode == 0 and "RESULT: CONFIRMED" in faulty.stdout, faulty.stdout + faulty.stderr
-    cured = run_repro([cure_flag(fault)])
+    cured = run_repro(cure_flag(fault).split())  # "--max-running-requests 1" is two words
     assert cured.returncode == 1 and "RESULT: NOT REPRODUCED" in cured.stdout, cured.stdout + cured.stderr
 
 
@@ -317,3 +332,26 @@ def test_repro_py_confirms_an_isolation_breach_by_the_cached_tokens_it_reads(tmp
 
     # Eight clean runs decide "not reproduced".
     assert_repro_confirms_only_on_the_faulty_engine(repro, fault, flags, runs=8)
+
+
+def test_repro_py_sends_the_constraint_and_names_the_answers_that_break_it(tmp_path: Path) -> None:
+    """A bitmask-row-skip finding: repro.py sends each request's choices in the engine's own
+    field (the reference engine would answer unconstrained without them, and never reproduce),
+    is CONFIRMED on the faulty engine and NOT REPRODUCED under the cure, and on the faulty one
+    lists the answers outside their own choices."""
+    from servefuzz.reports import write_report
+    from servefuzz.reports.repro import replay_plan
+
+    fault = "bitmask-row-skip"
+    flags, scenario = CASES[fault](PromptBuilder(7, range(3, 1024)))
+    finding = load_finding(make_finding(fault, flags, scenario, tmp_path))
+    repro = write_report(finding, tmp_path / "report").repro
+    plan = replay_plan(finding)
+    sent = {r["id"]: r["body"]["sampling_params"].get("regex") for r in plan["requests"]}
+    assert sent["r01"] == "( w5 w7| w9| w11 w12)" and plan["choices"]["r01"] == [" w5 w7", " w9", " w11 w12"]
+
+    assert_repro_confirms_only_on_the_faulty_engine(repro, fault, flags, runs=8)
+    with ServerProcess.reference([*flags, "--fault", fault]) as srv:
+        out = subprocess.run([sys.executable, str(repro), "--base-url", srv.base_url, "--runs", "3"],
+                             capture_output=True, text=True, timeout=180).stdout
+    assert "answers outside their own choices]" in out and "is none of its choices" in out, out

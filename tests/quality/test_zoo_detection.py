@@ -51,6 +51,12 @@ def test_the_default_campaign_finds_the_fault_with_the_right_class(fault: str, t
         for f in (f for f in found if f.verdict.value == "corruption"):
             assert "seeded-sampling" in f.signature, f.signature
             assert "deterministic" in f.headline.evidence["backed_by"], f.headline.evidence
+    if fault == "bitmask-row-skip":
+        # Found on constrained requests and backed by the broken constraint itself.
+        found = [load_finding(f) for f in (out / "findings").glob("finding_*.json")]
+        for f in (f for f in found if f.verdict.value == "corruption"):
+            assert "structured-output" in f.signature, f.signature
+            assert "constraint" in f.headline.evidence["backed_by"], f.headline.evidence
 
 
 LEAK_CAP_S = 60  # seeds 0-2 found it in 11-28 s at nice 19 on 2 shared cores (docs/fault-zoo.md)

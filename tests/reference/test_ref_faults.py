@@ -16,7 +16,7 @@ import pytest
 from refclient import Answer, burst, flush, generate_body, metric, post, wrong_answers
 
 from servefuzz.reference.faults import FAULTS
-from servefuzz.reference.model import TinyModel
+from servefuzz.reference.model import EOS_ID, TinyModel
 
 Server = Callable[..., str]
 Burst = list[tuple[str, float, dict[str, Any]]]
@@ -141,6 +141,59 @@ def seeded_burst(url: str) -> list[Answer]:
     return burst(url, reqs)
 
 
+# Each constrained request of the structured burst: its choices, as token ids.
+CHOICES: dict[str, tuple[tuple[int, ...], ...]] = {
+    f"G{i}": tuple(tuple(int(t) for t in np.random.default_rng(200 + 10 * i + k).integers(3, 512, 1 + k % 3))
+                   for k in range(3))
+    for i in range(4)
+}
+
+
+def constrained_body(name: str, prompt: list[int]) -> dict[str, Any]:
+    """A /generate body constrained to `CHOICES[name]`: the regex the SGLang adapter sends."""
+    body = generate_body(prompt, 8)
+    regex = "(" + "|".join("".join(f" w{t}" for t in ch) for ch in CHOICES[name]) + ")"
+    body["sampling_params"].update(regex=regex, ignore_eos=False)
+    return body
+
+
+def structured_burst(url: str) -> list[Answer]:
+    # Four constrained requests sent at once decode in the same steps (their choices lie in the
+    # low half of the vocabulary, so an unmasked upper token shows), with a free neighbour.
+    reqs: Burst = [(name, 0, constrained_body(name, toks(210 + i, 30))) for i, name in enumerate(CHOICES)]
+    reqs.append(("free", 0, generate_body(toks(220, 30), 8)))
+    return burst(url, reqs)
+
+
+def broken_constraints(model: TinyModel, answers: Sequence[Answer]) -> dict[str, int]:
+    """Constrained answers that are not the masked greedy answer -> first bad step: at every
+    step the token must be the argmax of the plain forward over the tokens that continue some
+    choice (EOS once a choice is whole), written here from the constraint's definition. Free
+    answers are held to the plain forward (`wrong_answers`)."""
+    def choices(a: Answer) -> tuple[tuple[int, ...], ...] | None:
+        return CHOICES.get(a.name.split("#")[0])  # choice i of an n > 1 request is 'name#i'
+
+    bad = wrong_answers(model, [a for a in answers if choices(a) is None])
+    for a in answers:
+        mine = choices(a)
+        if mine is None:
+            continue
+        logits = model.forward(list(a.prompt) + list(a.ids[:-1]))[len(a.prompt) - 1 :]
+        for i, row in enumerate(logits):
+            allowed = {ch[i] for ch in mine if len(ch) > i and ch[:i] == a.ids[:i]}
+            allowed |= {EOS_ID for ch in mine if ch == a.ids[:i]}
+            if a.ids[i] != max(sorted(allowed), key=lambda t: row[t]):
+                bad[a.name] = i
+                break
+        else:
+            if a.ids[-1] != EOS_ID:
+                bad[a.name] = len(a.ids)  # a constrained answer ends at EOS (max_new_tokens 8 is room)
+    return bad
+
+
+# A constrained answer is right when it is the masked greedy answer, not the plain one.
+JUDGES["bitmask-row-skip"] = broken_constraints
+
 # fault -> (flags that set up its trigger, trigger, flags of the cure)
 CASES: dict[str, tuple[list[str], Callable[[str], list[Answer]], list[str]]] = {
     "page-boundary-prefix": ([], page_boundary_burst, ["--disable-radix-cache"]),
@@ -153,6 +206,7 @@ CASES: dict[str, tuple[list[str], Callable[[str], list[Answer]], list[str]]] = {
     "stale-slot-continuation": ([], finished_then_fresh, ["--disable-radix-cache"]),
     "salt-ignored": ([], tenant_b_after_tenant_a, ["--disable-radix-cache"]),
     "shared-sampler-rng": ([], seeded_burst, ["--max-running-requests", "1"]),
+    "bitmask-row-skip": ([], structured_burst, ["--max-running-requests", "1"]),
 }
 
 
@@ -199,6 +253,19 @@ def test_a_seeded_sampled_request_alone_draws_its_own_noise_whatever_its_n(
         answers = burst(url, [("alone", 0, generate_body(toks(73, 50), 12, n=n, temperature=0.9, seed=5))])
         assert len(answers) == n and wrong_answers(model, answers) == {}, n
     assert len({a.ids for a in answers}) > 1  # five choices, five different draws
+
+
+def test_a_constrained_request_alone_keeps_its_constraint_whatever_its_n(
+    reference_server: Server, model: TinyModel
+) -> None:
+    # The n choices of one request are rows of one request: the fault masks every one of them.
+    url = reference_server("--fault", "bitmask-row-skip")
+    for n in (1, 3):
+        flush(url)
+        body = constrained_body("G1", toks(74, 40))
+        body["sampling_params"]["n"] = n
+        answers = burst(url, [("G1", 0, body)])
+        assert len(answers) == n and broken_constraints(model, answers) == {}, n
 
 
 def test_numeric_drift_moves_logprobs_a_little_and_flips_only_near_ties(

@@ -231,3 +231,35 @@ def test_each_dialect_spells_temperature_and_seed_its_own_way() -> None:
     assert "seed" not in VLLMTarget("http://127.0.0.1:1").body(greedy, top_k=2, model="m")
     assert "sampling_seed" not in SGLangTarget("http://127.0.0.1:1").body(greedy, top_k=2)["sampling_params"]
     assert "seed" not in LlamaCppTarget("http://127.0.0.1:1").body(greedy, top_k=2)
+
+
+def test_each_dialect_spells_a_choice_constraint_its_own_way() -> None:
+    from servefuzz.errors import UsageError
+    from servefuzz.targets.llamacpp import LlamaCppTarget
+    from servefuzz.targets.openai import OpenAITarget
+    from servefuzz.targets.sglang import SGLangTarget
+    from servefuzz.targets.vllm import VLLMTarget
+
+    spec = RequestSpec("c", 0.0, (5, 6), 8, ignore_eos=False, choices=(" w5 w7", " w9"))
+    sp = SGLangTarget("http://127.0.0.1:1").body(spec, top_k=2)["sampling_params"]
+    assert (sp["regex"], sp["ignore_eos"]) == ("( w5 w7| w9)", False)
+    oa = VLLMTarget("http://127.0.0.1:1", model="m").body(spec, top_k=2, model="m")
+    assert (oa["structured_outputs"], oa["ignore_eos"]) == ({"choice": [" w5 w7", " w9"]}, False)
+    lc = LlamaCppTarget("http://127.0.0.1:1").body(spec, top_k=2)
+    assert (lc["grammar"], lc["ignore_eos"]) == ('root ::= " w5 w7" | " w9"', False)
+    with pytest.raises(UsageError, match="openai dialect has none"):
+        OpenAITarget("http://127.0.0.1:1").body(spec, top_k=2, model="m")
+    free = RequestSpec("f", 0.0, (5, 6), 3)
+    assert "regex" not in SGLangTarget("http://127.0.0.1:1").body(free, top_k=2)["sampling_params"]
+    assert "structured_outputs" not in VLLMTarget("http://127.0.0.1:1").body(free, top_k=2, model="m")
+    assert "grammar" not in LlamaCppTarget("http://127.0.0.1:1").body(free, top_k=2)
+
+
+def test_a_constrained_spec_answers_one_of_its_choices_and_the_text_reads_as_it(ref: str) -> None:
+    # The reference engine reads the SGLang adapter's regex as token choices; its text leaves
+    # out the EOS that ended the answer, as SGLang's does, so the answer reads as its choice.
+    choices = (" w5 w7", " w900", " w11 w12 w13")
+    bound = RequestSpec("c", 0.0, PROMPT, max_tokens=8, n=2, ignore_eos=False, choices=choices)
+    got = with_runner(ref, "reference", lambda r: r.run_alone(bound, run=0), top_k=2)
+    assert got.status is Status.OK, got.error
+    assert all(c.text in choices and c.finish_reason == "stop" for c in got.choices), got.choices

@@ -64,6 +64,7 @@ __all__ = [
     "CONTROL_POWER",
     "MAX_CONTROL_RUNS",
     "MIN_CONTROL_RUNS",
+    "CONSTRAINT",
     "CONTENT_SWAP",
     "DETERMINISTIC",
     "FRESH_SERVER",
@@ -83,6 +84,9 @@ __all__ = [
     "truth_control",
 ]
 
+# A structured-output answer outside its own constraint under load, inside it alone
+# (`oracles.constraint`): proof by the answer itself, as a leak is.
+CONSTRAINT = "constraint"
 CONTENT_SWAP = "content-swap"
 DETERMINISTIC = "deterministic"
 FRESH_SERVER = "fresh-server"
@@ -322,8 +326,10 @@ def back(anomalies: Sequence[Anomaly], results: Sequence[ControlResult]) -> tupl
         # Controls add up: a second control's results join the first's, never replace them.
         evidence = {**a.evidence, "controls": [*a.evidence.get("controls", ()), *(r.to_json() for r in mine)]}
         # A leak backs any divergence, whatever its margin: another request's text in the answer
-        # is no rounding, even where the first flip sat at a near-tie (or had no logprobs).
-        if not backing or (a.verdict is not Verdict.SUSPECTED_CORRUPTION and not any(r.name == LEAK for r in backing)):
+        # is no rounding, even where the first flip sat at a near-tie (or had no logprobs). So
+        # does an answer outside its own constraint (`oracles.constraint`): no rounding unmasks.
+        if not backing or (a.verdict is not Verdict.SUSPECTED_CORRUPTION
+                           and not any(r.name in (LEAK, CONSTRAINT) for r in backing)):
             out.append(dataclasses.replace(a, evidence=evidence))
             continue
         names = ", ".join(r.name for r in backing)

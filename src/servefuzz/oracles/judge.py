@@ -22,6 +22,7 @@ from servefuzz.anomaly import Anomaly, Oracle, Verdict, worst
 from servefuzz.finding import Confirmation, Finding
 from servefuzz.history import RequestRecord, RunHistory
 from servefuzz.oracles.cache_state import cache_state
+from servefuzz.oracles.constraint import constraint_check
 from servefuzz.oracles.controls import back, leak_forensics
 from servefuzz.oracles.isolation import isolation
 from servefuzz.oracles.liveness import liveness
@@ -55,6 +56,10 @@ class Judgement:
     # salts; "isolated: ...", "breach: ..." or "untested: ..." (the cache never showed a
     # same-salt reuse, so the cross-salt half proved nothing).
     tenancy: str = ""
+    # The constraint oracle's lines (`oracles.constraint.ConstraintCheck.status`): one per
+    # constrained request that broke its constraint alone too (an engine bug, not a concurrency
+    # one, so it backs no finding; the campaign keeps these lines in constraints.jsonl).
+    constraint: tuple[str, ...] = ()
 
     @property
     def divergent(self) -> tuple[Anomaly, ...]:
@@ -129,8 +134,16 @@ def judge(
     tenancy = tenant_isolation(scenario, every_loaded, every_cache) if scenario is not None else None
     if tenancy is not None:
         found += tenancy.anomalies
+    # Constrained answers are held to their constraints over the compared histories: an
+    # unseeded draw's answer may be anything in its constraint, never outside it, but with no
+    # divergence to back its violation is named in the status lines instead.
+    bound = constraint_check(scenario, every_loaded, every_alone, every_cache)
+    compared = {r.request_id for h in loaded for r in h.records}
+    status = bound.status + tuple(f"{r.request_id} (an unseeded draw, compared by no token oracle): {r.summary}"
+                                  for r in bound.results if r.request_id not in compared)
+    found = list(back(found, bound.results))
     return Judgement(leak(found, loaded, alone, cache, scenario), replay.stable,
-                     tenancy.status if tenancy is not None else "")
+                     tenancy.status if tenancy is not None else "", status)
 
 
 def leak(

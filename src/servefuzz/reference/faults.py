@@ -122,6 +122,16 @@ FAULTS: dict[str, Fault] = {
             "answers other than alone with the same seed, with the same logprobs where the tokens agree",
         ),
         Fault(
+            "bitmask-row-skip",
+            "vLLM #19493 (fixed by PR #19565)",
+            "structured outputs (grammar bitmask across rows)",
+            "rows of more than one constrained request take tokens in the same step (one request "
+            "alone, whatever its n, masks every row)",
+            "--max-running-requests 1",
+            "a later constrained row's mask covers the low half of the vocabulary only: its answer "
+            "breaks its own constraint under load and keeps it alone",
+        ),
+        Fault(
             "batch-variant-numerics",
             "vLLM #23138, llama.cpp #7052 (benign class)",
             "batch-size-dependent reductions",

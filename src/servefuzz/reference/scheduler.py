@@ -132,6 +132,10 @@ class Request:
     top_logprobs_num: int = 0
     seed: int = 0
     cache_salt: str | None = None  # the tenant's prefix-cache salt: no page is shared across salts
+    # Structured output: the answer must be one of these token sequences (a `regex` alternation
+    # of choices in the engine's own spelling, ' w<t>' per token: `server._choices`). Each step a
+    # row may take only a token that continues some choice, or EOS once it has spelt one whole.
+    choices: tuple[tuple[int, ...], ...] | None = None
     sink: Callable[[Sequence[Event]], None] | None = None
     cached_tokens: int = 0  # set by the engine when the request is admitted
     seqs: list[Seq] = field(default_factory=list, repr=False)
@@ -315,6 +319,12 @@ class Engine:
             raise RequestError("temperature must be a finite number >= 0")
         if not 0 <= req.top_logprobs_num <= c.vocab_size:
             raise RequestError(f"top_logprobs_num must be in 0..{c.vocab_size}")
+        if req.choices is not None:
+            if req.ignore_eos:
+                raise RequestError("a constrained request ends at its EOS: ignore_eos must be false")
+            bad = next((t for ch in req.choices for t in ch if not EOS_ID < t < c.vocab_size), None)
+            if bad is not None:
+                raise RequestError(f"choice token {bad} is not an ordinary token of [3, {c.vocab_size})")
 
     def submit(self, req: Request) -> None:
         self._inbox.put(("submit", req))
@@ -765,7 +775,20 @@ class Engine:
             # keep their own generators, as vLLM's n > 1 children (seed + i) do.
             shared = next(r for r in rngs if r is not None)
             rngs = [shared if r is not None else None for r in rngs]
-        chosen = [self._choose(s, row, rng) for (s, row), rng in zip(taking, rngs, strict=True)]
+        masks = [self._grammar_mask(s) for s, _ in taking]
+        bound = [s.req for (s, _), m in zip(taking, masks, strict=True) if m is not None]
+        if self._has("bitmask-row-skip") and len({id(r) for r in bound}) > 1:
+            # FAULT bitmask-row-skip (models vLLM #19493, fixed by PR #19565): when rows of more
+            # than one constrained request take tokens in one step, the bitmask of every row
+            # after the first request's is applied to the low half of the vocabulary only (its
+            # upper words are left all ones), so a row whose best token lies up there takes it
+            # whatever its grammar says. One request alone, whatever its n, masks every row.
+            half = self.model.config.vocab_size // 2
+            for k, ((s, _), m) in enumerate(zip(taking, masks, strict=True)):
+                if m is not None and s.req is not bound[0]:
+                    masks[k] = np.concatenate([m[:half], np.ones(len(m) - half, dtype=bool)])
+        chosen = [self._choose(s, row if m is None else np.where(m, row, -np.inf), rng)
+                  for (s, row), rng, m in zip(taking, rngs, masks, strict=True)]
         rows = np.stack([row for _, row in taking])
         steps = self.model.logprobs(rows, chosen, [s.req.top_logprobs_num for s, _ in taking])
         for (s, _), tok, step in zip(taking, chosen, steps, strict=True):
@@ -777,6 +800,24 @@ class Engine:
                 self._finish(s, FinishReason("length", length=s.outputs))
             elif tok == EOS_ID and not req.ignore_eos:
                 self._finish(s, FinishReason("stop", matched=EOS_ID))
+
+    def _grammar_mask(self, s: Seq) -> np.ndarray | None:
+        """The tokens a constrained row may take next (None: unconstrained): the next token of
+        every choice its output so far begins, and EOS where it has spelt one whole. An output
+        no choice begins (only a fault makes one) may take only EOS: it ends there."""
+        if s.req.choices is None:
+            return None
+        out = tuple(s.tokens[len(s.req.prompt):])
+        mask = np.zeros(self.model.config.vocab_size, dtype=bool)
+        for ch in s.req.choices:
+            if ch[: len(out)] == out:
+                if len(ch) > len(out):
+                    mask[ch[len(out)]] = True
+                else:
+                    mask[EOS_ID] = True
+        if not mask.any():
+            mask[EOS_ID] = True
+        return mask
 
     @staticmethod
     def _choose(s: Seq, row: np.ndarray, rng: np.random.Generator | None) -> int:

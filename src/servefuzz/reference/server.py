@@ -21,6 +21,7 @@ import asyncio
 import ctypes
 import dataclasses
 import json
+import re
 import signal
 import socket
 import sys
@@ -129,6 +130,25 @@ def _salt(d: dict[str, Any], key: str) -> str | None:
     if not isinstance(v, str) or not 1 <= len(v) <= 1024:
         raise BadRequest(f"{key} must be a non-empty string of at most 1024 characters")
     return v
+
+
+# The one regex shape this engine constrains by: an alternation of choices in its own spelling,
+# ' w<t>' per token (what servefuzz's SGLang adapter sends: `targets.sglang.choice_regex`).
+_CHOICE_REGEX = re.compile(r"\(((?: w\d{1,6})+(?:\|(?: w\d{1,6})+){0,15})\)")
+_CHOICE_WORD = re.compile(r" w(\d+)")
+
+
+def _choices(d: dict[str, Any], key: str) -> tuple[tuple[int, ...], ...] | None:
+    """A `regex` constraint as token-id choices: only `( w5 w7| w9)`, at most 16 choices; any
+    other regex is refused (this engine has no tokenizer to run a general one over)."""
+    v = d.get(key)
+    if v is None:
+        return None
+    m = _CHOICE_REGEX.fullmatch(v) if isinstance(v, str) else None
+    if m is None:
+        raise BadRequest(f"{key}: this engine constrains only by an alternation of ' w<id>' choices, "
+                         "like '( w5 w7| w9)'")
+    return tuple(tuple(int(t) for t in _CHOICE_WORD.findall(alt)) for alt in m.group(1).split("|"))
 
 
 def _only_default(d: dict[str, Any], key: str, allowed: object, what: str) -> None:
@@ -256,7 +276,14 @@ _SGLANG_FIELDS = {
     "rid",
     "extra_key",  # SGLang's cache key beside the tokens: what its OpenAI API makes of cache_salt
 }
-_SAMPLING_FIELDS = {"temperature", "max_new_tokens", "n", "ignore_eos", "top_p", "top_k", "sampling_seed"}
+_SAMPLING_FIELDS = {"temperature", "max_new_tokens", "n", "ignore_eos", "top_p", "top_k", "sampling_seed", "regex"}
+
+
+def _text(c: _Choice) -> str:
+    """A choice's text. The EOS that ended it is left out, as SGLang and vLLM leave it out
+    (skip_special_tokens): a constrained answer then reads exactly as its choice."""
+    ended = c.finish is not None and c.finish.kind == "stop" and c.ids and c.ids[-1] == EOS_ID
+    return detokenize(c.ids[:-1] if ended else c.ids)
 
 
 def _lp_triple(lp: float, tok: int, text: bool) -> list[Any]:
@@ -295,6 +322,7 @@ async def generate(request: web.Request) -> web.StreamResponse:
             top_logprobs_num=top_k,
             seed=_int(sp, "sampling_seed", 0),
             cache_salt=_salt(body, "extra_key"),
+            choices=_choices(sp, "regex"),
         )
         stream = _bool(body, "stream", False)
     except BadRequest as e:
@@ -314,7 +342,7 @@ async def generate(request: web.Request) -> web.StreamResponse:
             meta["output_token_logprobs"] = [_lp_triple(s.logprob, s.token_id, as_text) for s in c.steps]
             if top_k > 0:
                 meta["output_top_logprobs"] = [[_lp_triple(lp, tok, as_text) for tok, lp in s.top] for s in c.steps]
-        out: dict[str, Any] = {"text": detokenize(c.ids), "output_ids": list(c.ids), "meta_info": meta}
+        out: dict[str, Any] = {"text": _text(c), "output_ids": list(c.ids), "meta_info": meta}
         if req.n > 1:
             out["index"] = i
         return out

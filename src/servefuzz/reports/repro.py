@@ -87,6 +87,9 @@ def replay_plan(finding: Finding) -> dict[str, Any]:
         # than its own salt allows (oracles.tenancy.breached_in): request id -> that allowance.
         "expect_cached": {a.request_id: int(a.evidence.get("allowed", 0)) for a in expect.anomalies
                           if a.verdict is Verdict.ISOLATION_BREACH},
+        # Structured outputs: each constrained request's choices, which the script checks every
+        # answer against (an answer that is no prefix of any choice broke its own constraint).
+        "choices": {rid: list(choices) for rid, choices in finding.scenario.constrained.items()},
         "base_url": info.base_url,
         "dialect": dialect,
         "path": path,

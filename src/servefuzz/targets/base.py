@@ -82,6 +82,7 @@ __all__ = [
     "split_credentials",
     "sse_payloads",
     "supports_salts",
+    "supports_choices",
 ]
 
 # How much of an error body a record keeps: enough to recognise the message, not a whole page.
@@ -232,6 +233,15 @@ def supports_salts(target: object) -> bool:
     return bool(getattr(target, "supports_cache_salt", False))
 
 
+def supports_choices(target: object) -> bool:
+    """Whether `target` sends `RequestSpec.choices` (a structured-output constraint).
+
+    >>> supports_choices(make_target("vllm", "http://127.0.0.1:8000")), supports_choices(make_target("openai", "http://127.0.0.1:8080"))
+    (True, False)
+    """
+    return bool(getattr(target, "supports_choice_constraint", False))
+
+
 class Absorb(Protocol):
     """How a dialect folds one answer (or one stream chunk) of a generation into the exchange."""
 
@@ -252,6 +262,10 @@ class HttpTarget:
     # are not offered where it is False (`strategies.offered`), and a salted request is refused
     # there (`salt_of`) rather than sent unsalted, which would test another thing.
     supports_cache_salt: ClassVar[bool] = False
+    # Whether the dialect carries a choice constraint (`RequestSpec.choices`): vLLM
+    # (`structured_outputs.choice`), llama.cpp (a GBNF `grammar`) and SGLang (a `regex`) do; the
+    # plain OpenAI API has no such field. Refused where False (`choices_of`), like a salt.
+    supports_choice_constraint: ClassVar[bool] = False
 
     def __init__(
         self,
@@ -288,6 +302,13 @@ class HttpTarget:
         if spec.cache_salt is not None and not self.supports_cache_salt:
             raise UsageError(f"request {spec.id} carries a cache salt, and the {self.engine} dialect has none")
         return spec.cache_salt
+
+    def choices_of(self, spec: RequestSpec) -> tuple[str, ...] | None:
+        """The choices to constrain `spec` to; a constrained request to a dialect without
+        constraints is a `UsageError` (sent unconstrained, its answer would prove nothing)."""
+        if spec.choices is not None and not self.supports_choice_constraint:
+            raise UsageError(f"request {spec.id} carries a choice constraint, and the {self.engine} dialect has none")
+        return spec.choices
 
     def get(self, session: aiohttp.ClientSession, path: str, **kw: Any) -> Any:
         """`session.get` of `path`, with the target's headers (an async context manager)."""

@@ -31,8 +31,8 @@ that leaves nothing behind.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import Any, ClassVar
 
 import aiohttp
 
@@ -48,16 +48,29 @@ from servefuzz.targets.base import (
 )
 from servefuzz.workload import RequestSpec
 
-__all__ = ["LlamaCppTarget"]
+__all__ = ["LlamaCppTarget", "gbnf_choice"]
 
 # llama.cpp's stop types, spelled as the other dialects spell finish reasons.
 _FINISH = {"limit": "length", "eos": "stop", "word": "stop"}
 
 
+def gbnf_choice(choices: Sequence[str]) -> str:
+    """A GBNF grammar whose language is exactly `choices`. They hold only letters, digits and
+    spaces (`workload.CHOICE_TEXT`), so each is a literal as it stands, with nothing to escape.
+
+    >>> gbnf_choice([" w5 w7", " w9"])
+    'root ::= " w5 w7" | " w9"'
+    """
+    return "root ::= " + " | ".join(f'"{c}"' for c in choices)
+
+
 @register("llamacpp")
 class LlamaCppTarget(HttpTarget):
     """A llama.cpp server (`llama-server -m model.gguf ...`). It has no per-request cache salt
-    (`supports_cache_salt` stays False): its slots and prompt cache are shared by everyone."""
+    (`supports_cache_salt` stays False): its slots and prompt cache are shared by everyone.
+    A choice constraint goes as a GBNF `grammar` (`gbnf_choice`)."""
+
+    supports_choice_constraint: ClassVar[bool] = True
 
     def __init__(self, base_url: str, *, cache_prompt: bool = True, **http: Any) -> None:
         super().__init__(base_url, **http)
@@ -81,6 +94,7 @@ class LlamaCppTarget(HttpTarget):
             "return_tokens": True,
             "stream": spec.stream,
             **({"seed": spec.seed} if spec.seed is not None else {}),
+            **({"grammar": gbnf_choice(choices)} if (choices := self.choices_of(spec)) is not None else {}),
         }
 
     async def send(

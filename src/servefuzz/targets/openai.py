@@ -71,6 +71,11 @@ class OpenAITarget(HttpTarget):
         salt = self.salt_of(spec)
         if salt is not None:
             body["cache_salt"] = salt  # vLLM's top-level field (PR #17045); SGLang's OpenAI API too
+        choices = self.choices_of(spec)
+        if choices is not None:
+            # vLLM's structured outputs (vllm/entrypoints/openai/completion/protocol.py, 0.32):
+            # the completion's text must be exactly one of the strings.
+            body["structured_outputs"] = {"choice": list(choices)}
         if self.spell_token_ids:
             body["return_tokens_as_token_ids"] = True
         if spec.stream:

@@ -43,7 +43,7 @@ from servefuzz.targets.base import (
 )
 from servefuzz.workload import RequestSpec
 
-__all__ = ["ReferenceTarget", "SGLangTarget"]
+__all__ = ["ReferenceTarget", "SGLangTarget", "choice_regex"]
 
 _E = TypeVar("_E")
 
@@ -65,6 +65,7 @@ class SGLangTarget(HttpTarget):
     # `cache_salt` and folds it into `extra_key`; the native /generate takes `extra_key` itself
     # (io_struct.GenerateReqInput has no `cache_salt` field), so the salt travels as that.
     supports_cache_salt: ClassVar[bool] = True
+    supports_choice_constraint: ClassVar[bool] = True
 
     def body(self, spec: RequestSpec, *, top_k: int) -> dict[str, Any]:
         salt = self.salt_of(spec)
@@ -78,6 +79,12 @@ class SGLangTarget(HttpTarget):
             # SGLang's per-request seed (honoured by its seeded sampler; the reference engine
             # seeds choice i's own generator with (seed, i)).
             sampling["sampling_seed"] = spec.seed
+        choices = self.choices_of(spec)
+        if choices is not None:
+            # SGLang constrains by a regex over the whole output; the choices hold only letters,
+            # digits and spaces, so the alternation of them needs no escape. The reference engine
+            # reads exactly this shape (`reference.server`).
+            sampling["regex"] = choice_regex(choices)
         return {
             **({"extra_key": salt} if salt is not None else {}),
             "input_ids": list(spec.prompt_ids),
@@ -143,6 +150,15 @@ class SGLangTarget(HttpTarget):
 @register("reference")
 class ReferenceTarget(SGLangTarget):
     """servefuzz's embedded reference engine: the SGLang dialect, plus faults in `/server_info`."""
+
+
+def choice_regex(choices: Sequence[str]) -> str:
+    """The regex whose full matches are exactly `choices` (letters, digits, spaces: no escapes).
+
+    >>> choice_regex([" w5 w7", " w9"])
+    '( w5 w7| w9)'
+    """
+    return "(" + "|".join(choices) + ")"
 
 
 def _absorb(exchange: Exchange, item: Any, *, position: int, streamed: bool) -> None:

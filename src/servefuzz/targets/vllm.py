@@ -61,6 +61,8 @@ class VLLMTarget(OpenAITarget):
     # `cache_salt` in the /v1/completions body: hashed into the first block's key
     # (vllm/v1/core/kv_cache_utils.py, 0.32), so different salts never share a cached block.
     supports_cache_salt: ClassVar[bool] = True
+    # `structured_outputs={"choice": [...]}` (the grammar bitmask of vLLM #19493 / PR #19565).
+    supports_choice_constraint: ClassVar[bool] = True
 
     def __init__(
         self,
