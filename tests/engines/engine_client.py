@@ -1,16 +1,20 @@
-"""Talking to a real engine in a test: the runner on its adapter, one request alone, a flag read back."""
+"""Talking to a real engine in a test: the runner on its adapter, one request alone, a flag read back,
+and the structured-output scenario both engines are held to."""
 
 from __future__ import annotations
 
 import asyncio
+import random
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
-from servefuzz.history import RequestRecord
+from servefuzz.history import RequestRecord, Status
 from servefuzz.launcher import ServerProcess
+from servefuzz.oracles.constraint import keeps
 from servefuzz.runner import RunConfig, Runner
 from servefuzz.targets import make_target
-from servefuzz.workload import RequestSpec
+from servefuzz.trial import Executed
+from servefuzz.workload import PromptBuilder, RequestSpec, Scenario, choice_text
 
 _R = TypeVar("_R")
 
@@ -34,3 +38,30 @@ def alone(engine: str, url: str, *specs: RequestSpec, **target_opts: object) -> 
         return [await r.run_alone(s, run=0) for s in specs]
 
     return with_runner(engine, url, body, **target_opts)
+
+
+def structured_scenario(vocab: range) -> Scenario:
+    """Five constrained requests with their own choices (two share one), some on a shared
+    prefix, one with n = 2, leaving within a few ms beside two free neighbours: the shape of
+    the structured-burst strategy, fixed so the test asks the same thing every time."""
+    builder = PromptBuilder(seed=19, vocab=vocab)
+    pick = random.Random(19)
+    constraints = [tuple(sorted({choice_text(pick.choice(range(3, 1000)) for _ in range(pick.randint(1, 2)))
+                                 for _ in range(3)})) for _ in range(4)]
+    specs = [
+        RequestSpec(f"c{i}", float(i), builder.prompt("p" if i % 2 else None, 48 if i % 2 else 0, 70 + 5 * i),
+                    max_tokens=24, prefix_name="p" if i % 2 else None, prefix_len=48 if i % 2 else 0,
+                    n=2 if i == 2 else 1, ignore_eos=False, choices=constraints[min(i, 3)])
+        for i in range(5)
+    ]
+    specs += [RequestSpec(f"free{i}", 1.5 + i, builder.prompt(None, 0, 60), max_tokens=12) for i in range(2)]
+    return Scenario(seed=19, requests=tuple(specs))
+
+
+def broken_constraints(scenario: Scenario, done: Executed) -> list[str]:
+    """Every constrained answer, alone and under load, that is not one of its own choices."""
+    bound = scenario.constrained
+    seen = [*(r for h in done.loaded for r in h.records), *(r for recs in done.alone.values() for r in recs)]
+    assert all(r.status is Status.OK for r in seen if r.request_id in bound), [r.error for r in seen if not r.ok]
+    return [f"{r.label} {r.request_id}: {c.text!r} ({c.finish_reason})" for r in seen if r.request_id in bound
+            for c in r.choices if not keeps(bound[r.request_id], c)]

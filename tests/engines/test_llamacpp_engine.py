@@ -9,13 +9,16 @@ from typing import TypeVar
 
 import aiohttp
 import pytest
-from engine_client import alone, flag, with_runner
+from engine_client import alone, broken_constraints, flag, structured_scenario, with_runner
 
+from servefuzz.anomaly import Verdict
 from servefuzz.history import RequestRecord, Status
 from servefuzz.launcher import ServerProcess
+from servefuzz.oracles.judge import judge
 from servefuzz.runner import Runner
 from servefuzz.targets import make_target
 from servefuzz.targets.base import Exchange
+from servefuzz.trial import execute
 from servefuzz.workload import RequestSpec, Scenario
 
 pytestmark = pytest.mark.engine
@@ -160,3 +163,20 @@ def test_seeds_reproduce_alone_and_what_parallel_slots_do_with_them(llama_server
     assert pair.status is Status.OK and len(pair.choices) == 2, pair.error
     assert pair.choices[1].token_ids == six.choices[0].token_ids != pair.choices[0].token_ids  # child 1: seed + 1
     assert same == [len(specs)] * len(bursts)
+
+
+def test_grammar_constrained_requests_keep_their_constraints_alone_and_under_load(llama_server: ServerProcess) -> None:
+    """llama.cpp's GBNF `grammar` across its parallel slots: constrained requests with different
+    grammars decoding together, beside free neighbours, each answer exactly one of its own
+    choices alone and under load (docs/engines.md, Structured outputs)."""
+    scenario = structured_scenario(range(3, 1000))
+
+    async def body(r: Runner):
+        done = await execute(r, scenario, runs=2, with_alone=True)
+        return done, judge(done.loaded, done.alone, scenario=scenario)
+
+    done, judgement = _with_runner(llama_server.base_url, body)
+    assert broken_constraints(scenario, done) == []
+    assert judgement.constraint == () and Verdict.CORRUPTION not in {a.verdict for a in judgement.anomalies}
+    assert all(c.finish_reason == "stop" for recs in done.alone.values() for r in recs for c in r.choices
+               if r.request_id in scenario.constrained)
