@@ -144,6 +144,8 @@ OWN_STRATEGIES: dict[str, tuple[str, ...]] = {
     "salt-ignored": ("tenant-salt",),
     "shared-sampler-rng": ("seeded-sampling",),
     "bitmask-row-skip": ("structured-burst",),
+    # The only strategy that sends requests under adapters: leave-one-out cannot find it.
+    "lora-prefix-shared": ("lora-alternation",),
 }
 
 ARMS: dict[str, tuple[tuple[Strategy, ...], bool]] = {

@@ -29,7 +29,8 @@ _KINDS = {bool: Kind.BOOL, int: Kind.INT, str: Kind.NAME}
 
 def test_the_reference_table_is_the_engines_flags_with_their_types() -> None:
     hints = typing.get_type_hints(ServerArgs)
-    fields = {f.name for f in dataclasses.fields(ServerArgs)} - {"host", "port", "faults"}
+    # --fault and --lora repeat: they are rebuilt beside the table (fault_name, NAME=SEED checks).
+    fields = {f.name for f in dataclasses.fields(ServerArgs)} - {"host", "port", "faults", "lora"}
     assert {f.key for f in REFERENCE_FLAGS} == fields
     for flag in REFERENCE_FLAGS:
         assert flag.kind is _KINDS[hints[flag.key]], flag.key
@@ -40,7 +41,7 @@ def test_the_reference_table_is_the_engines_flags_with_their_types() -> None:
 
 def test_the_argv_rebuilds_the_server_exactly() -> None:
     args = ServerArgs(page_size=16, chunked_prefill_size=-1, disable_cuda_graph=True, served_model_name="m-1.b",
-                      faults=tuple(sorted(FAULTS))[:2])
+                      faults=tuple(sorted(FAULTS))[:2], lora=(("lora-a", 1), ("lora-b", 2)))
     argv = reference_flag_argv(args.to_json(), args.faults)
     assert all(w.startswith("--") for w in argv)  # --flag=value: no word can be read as an option
     assert parse_args(argv) == dataclasses.replace(args, host="127.0.0.1", port=30000)
@@ -58,6 +59,9 @@ def test_the_argv_rebuilds_the_server_exactly() -> None:
         ({"page_size": 10**5000}, (), "expected a value in 1.."),
         ({"served_model_name": "--host=0.0.0.0"}, (), "not starting with -"),
         ({"served_model_name": "a b"}, (), "expected a name"),
+        ({"lora": ["--host=0.0.0.0"]}, (), "server arg lora: expected a list of NAME=SEED"),
+        ({"lora": ["../x=1"]}, (), "server arg lora: expected a list of NAME=SEED"),
+        ({"lora": "a=1"}, (), "server arg lora: expected a list of NAME=SEED"),
         ({"model_seed": 1.5}, (), "expected an integer"),
         ({}, ("--host=0.0.0.0",), "fault '--host=0.0.0.0': not a fault name"),
         ({}, ("overlap-war x",), "not a fault name"),

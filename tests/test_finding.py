@@ -269,3 +269,27 @@ def test_a_finding_records_its_launch_profile_and_older_findings_load_without_on
     with pytest.raises(FindingError) as e:
         load_finding(path)
     assert "\n" not in str(e.value)
+
+
+def test_a_finding_records_each_requests_adapter_and_refuses_a_path_in_its_place(tmp_path: Path) -> None:
+    plain = make()
+    sc = plain.scenario
+    adapted = dataclasses.replace(
+        plain,
+        scenario=Scenario(sc.seed, (dataclasses.replace(sc.requests[0], adapter="lora-a"), *sc.requests[1:]), sc.meta),
+        target=dataclasses.replace(plain.target, adapters=("lora-a", "lora-b")),
+    )
+    back = load_finding(write_finding(tmp_path / "a", adapted))
+    assert back == adapted and back.scenario.requests[0].adapter == "lora-a"
+    assert back.target.adapters == ("lora-a", "lora-b")
+    # Every finding before adapters has neither key, and loads with none.
+    path = write_finding(tmp_path / "o", plain)
+    data = json.loads(path.read_text())
+    assert "adapters" not in data["target"] and all("adapter" not in r for r in data["scenario"]["requests"])
+    # A name read from a finding is untrusted: a path (or anything past the charset) is refused.
+    for bad in ("../../etc/passwd", "/tmp/x", "a b", "x" * 65):
+        data["scenario"]["requests"][0]["adapter"] = bad
+        path.write_text(json.dumps(data))
+        with pytest.raises(FindingError) as e:
+            load_finding(path)
+        assert "\n" not in str(e.value)

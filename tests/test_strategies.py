@@ -18,6 +18,7 @@ from servefuzz.strategies import (
     ChunkBoundary,
     EvictionPressure,
     LongDecodes,
+    LoraAlternation,
     PageBoundaryBursts,
     RandomLoad,
     SeededSampling,
@@ -28,7 +29,7 @@ from servefuzz.strategies import (
 from servefuzz.workload import Scenario
 
 SHAPES = [
-    TargetShape(page_size=64, max_total_tokens=131072, chunked_prefill_size=2048),
+    TargetShape(page_size=64, max_total_tokens=131072, chunked_prefill_size=2048, adapters=("lora-a", "lora-b")),
     TargetShape(page_size=16, context_length=2048, max_total_tokens=4096, chunked_prefill_size=512),
     TargetShape(),  # a server that says nothing about itself
 ]
@@ -200,3 +201,26 @@ def test_only_engines_that_promise_seeds_get_sampled_traffic() -> None:
     promised = {e: shape_of(TargetInfo(e, "http://127.0.0.1:1")).seeded_sampling
                 for e in ("reference", "vllm", "llamacpp", "sglang", "openai")}
     assert promised == {"reference": True, "vllm": True, "llamacpp": False, "sglang": False, "openai": False}
+
+
+def test_lora_alternation_alternates_adapters_over_shared_prefixes_only_where_adapters_are_served() -> None:
+    from servefuzz.campaign import shape_of
+    from servefuzz.finding import TargetInfo
+
+    shape = TargetShape(page_size=16, adapters=("lora-a", "lora-b", "lora-c"))
+    for seed in range(20):
+        s = LoraAlternation().generate(random.Random(seed), shape, seed=seed)
+        assert all(r.prefix_len > 0 for r in s.requests)
+        by_prefix: dict[str | None, set[str | None]] = {}
+        for r in s.requests:
+            by_prefix.setdefault(r.prefix_name, set()).add(r.adapter)
+        # Some prefix is sent under more than one adapter (or an adapter and the base model),
+        # and at most two adapters take part, plus the base model.
+        assert any(len(adapters) > 1 for adapters in by_prefix.values()), seed
+        assert len({r.adapter for r in s.requests} - {None}) <= 2
+    assert offered([LoraAlternation()], TargetShape()) == ()
+    assert offered([LoraAlternation()], shape) == (LoraAlternation(),)
+    # Adapters come from what the server lists, and only where the dialect names them.
+    served = {e: shape_of(TargetInfo(e, "http://127.0.0.1:1", adapters=("lora-a",))).adapters
+              for e in ("reference", "vllm", "openai", "llamacpp")}
+    assert served == {"reference": ("lora-a",), "vllm": ("lora-a",), "openai": (), "llamacpp": ()}

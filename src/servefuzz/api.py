@@ -74,7 +74,11 @@ EMBEDDED_TIME_S = 90.0
 REMOTE_TIME_S = 600.0
 # Engine settings a zoo fault needs to be reachable at all, as its trigger says (eviction needs
 # a pool small enough to fill); the embedded engine gets them when that fault is planted.
-ZOO_SETTINGS: dict[str, tuple[str, ...]] = {"evict-in-use": ("--max-total-tokens", "4096")}
+ZOO_SETTINGS: dict[str, tuple[str, ...]] = {
+    "evict-in-use": ("--max-total-tokens", "4096"),
+    # LoRA faults need adapters to alternate: two, as the lora-alternation strategy uses.
+    "lora-prefix-shared": ("--lora", "lora-a=1", "--lora", "lora-b=2"),
+}
 
 
 @dataclass(frozen=True, kw_only=True)

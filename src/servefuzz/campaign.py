@@ -75,7 +75,7 @@ from servefuzz.store import (
     write_noise,
 )
 from servefuzz.strategies import DEFAULT_CAPTURE_SIZES, Strategy, TargetShape, offered
-from servefuzz.targets.base import get_target_class, supports_choices, supports_salts
+from servefuzz.targets.base import get_target_class, supports_choices, supports_lora, supports_salts
 from servefuzz.trial import (
     Executed,
     Reproduction,
@@ -271,6 +271,7 @@ def shape_of(info: TargetInfo) -> TargetShape:
         salts=_sends(info.engine, supports_salts),
         seeded_sampling=info.engine in SEEDED_ENGINES,
         choices=_sends(info.engine, supports_choices),
+        adapters=info.adapters if _sends_adapters(info.engine) else (),
     )
 
 
@@ -279,6 +280,14 @@ def _sends(engine: str, supports: Callable[[object], bool]) -> bool:
     `supports_choices`); an unknown engine: no."""
     try:
         return supports(get_target_class(engine))
+    except UsageError:
+        return False
+
+
+def _sends_adapters(engine: str) -> bool:
+    """Whether this engine's adapter names LoRA adapters per request (an unknown engine: no)."""
+    try:
+        return supports_lora(get_target_class(engine))
     except UsageError:
         return False
 
@@ -438,8 +447,10 @@ async def run_campaign_on(
     asked = tuple(strategy) if isinstance(strategy, Sequence) else (strategy,)
     strategies = {s.name: s for s in offered(asked, shape)}
     if not strategies:
-        raise UsageError(f"{', '.join(s.name for s in asked)} needs what the {info.engine} dialect lacks "
-                         "(cache salts, per-request seeds or choice constraints)")
+        raise UsageError(
+            f"{', '.join(s.name for s in asked)} needs what this {info.engine} target lacks "
+            "(cache salts, per-request seeds, choice constraints or LoRA adapters)"
+        )
     if config.coverage:
         strategies.setdefault(PairwiseCover.name, PairwiseCover())
     out = config.out_dir

@@ -285,4 +285,22 @@ def reference_flag_argv(server_args: Mapping[str, Any], faults: Iterable[Any]) -
     if checked.refused:
         raise UsageError(f"{checked.why()}; refusing to launch with it")
     argv = [w for flag, value in checked.values for w in flag.words(value, joined=True)]
-    return argv + [f"--fault={fault_name(f)}" for f in faults]
+    return argv + [f"--lora={lora}" for lora in _loras(server_args.get("lora"))] + [f"--fault={fault_name(f)}" for f in faults]
+
+
+# The reference engine's LoRA adapters, as its /server_info lists them: `NAME=SEED`, the name in
+# the charset a request may carry (workload.ADAPTER_NAME), the seed an integer.
+_LORA = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}=[0-9]{1,9}")
+
+
+def _loras(value: Any) -> list[str]:
+    """`--lora` values (repeatable, so not a row of the table), each checked whole.
+
+    >>> _loras(["lora-a=1"]), _loras(None)
+    (['lora-a=1'], [])
+    """
+    if value is None:
+        return []
+    if not isinstance(value, list) or len(value) > 64 or not all(isinstance(v, str) and _LORA.fullmatch(v) for v in value):
+        raise UsageError(f"server arg lora: expected a list of NAME=SEED, got {_show(value)}; refusing to launch with it")
+    return list(value)

@@ -44,7 +44,7 @@ from servefuzz.anomaly import Anomaly, Variant, Verdict, deciding, worst
 from servefuzz.errors import FindingError
 from servefuzz.stats import Rate
 from servefuzz.triggers import load_features, signature_features
-from servefuzz.workload import Scenario
+from servefuzz.workload import ADAPTER_NAME, Scenario
 
 __all__ = [
     "SCHEMA_VERSION",
@@ -101,9 +101,14 @@ class TargetInfo:
     # The launch preset's feature profile (`engines.PROFILES`) the server ran under, by name;
     # None when servefuzz did not launch it under one (and in findings older than profiles).
     profile: str | None = None
+    # The LoRA adapters the server says it serves, by name. A server's word is untrusted: names
+    # outside `workload.ADAPTER_NAME` are dropped, so a request can only ever carry a safe one.
+    adapters: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "base_url", public_url(self.base_url))
+        object.__setattr__(self, "adapters", tuple(dict.fromkeys(
+            a for a in self.adapters if isinstance(a, str) and ADAPTER_NAME.fullmatch(a)))[:64])
         object.__setattr__(self, "server_args", _redact(self.server_args))
         object.__setattr__(self, "env", _redact(self.env))
         object.__setattr__(self, "faults", tuple(self.faults))
@@ -127,6 +132,7 @@ class TargetInfo:
             "eos_token_id": self.eos_token_id,
             "auth": self.auth,
             **({"profile": self.profile} if self.profile is not None else {}),
+            **({"adapters": list(self.adapters)} if self.adapters else {}),
         }
 
     @classmethod
@@ -144,6 +150,7 @@ class TargetInfo:
             eos_token_id=d.get("eos_token_id"),
             auth=bool(d.get("auth", False)),
             profile=d.get("profile"),
+            adapters=tuple(d.get("adapters", ())),
         )
 
 

@@ -63,6 +63,7 @@ REFERENCE_FAULTS = (
     "salt-ignored",
     "shared-sampler-rng",
     "bitmask-row-skip",
+    "lora-prefix-shared",
 )
 
 # Weights of the evidence. A cure seen in the triage matrix says the most; the engine (or the

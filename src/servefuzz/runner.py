@@ -42,7 +42,17 @@ import aiohttp
 
 from servefuzz.errors import TargetError, UsageError
 from servefuzz.history import RequestRecord, RunHistory, Status
-from servefuzz.targets.base import BadReply, BadStatus, Exchange, Target, TargetInfo, describe_error, supports_choices, supports_salts
+from servefuzz.targets.base import (
+    BadReply,
+    BadStatus,
+    Exchange,
+    Target,
+    TargetInfo,
+    describe_error,
+    supports_choices,
+    supports_lora,
+    supports_salts,
+)
 from servefuzz.workload import RequestSpec, Scenario
 
 __all__ = ["RunConfig", "Runner"]
@@ -167,6 +177,11 @@ class Runner:
         bound = next((s.id for s in scenario.requests if s.choices is not None), None)
         if bound is not None and not supports_choices(self.target):
             raise UsageError(f"request {bound} carries a choice constraint, and the {self.target.engine} dialect has none")
+        adapted = next((s for s in scenario.requests if s.adapter is not None), None)
+        if adapted is not None and not supports_lora(self.target):
+            raise UsageError(
+                f"request {adapted.id} runs under LoRA adapter {adapted.adapter}, and the {self.target.engine} dialect has none"
+            )
         started_at = datetime.now(UTC).isoformat(timespec="milliseconds")
         # A garbage collection pauses the loop for up to ~20 ms here, delaying every send due
         # meanwhile. Collect now, outside the timed part, and not during it: what is garbage

@@ -31,11 +31,13 @@ few milliseconds earlier, whose prefill keeps the scheduler busy while the burst
 | tenant-salt     | one prefix under two tenants' cache salts     | salt-ignored              |
 | seeded-sampling | seeded draws (temperature > 0) decoding together | shared-sampler-rng     |
 | structured-burst | constrained requests decoding together       | bitmask-row-skip          |
+| lora-alternation | adapters (and base) alternating over shared prefixes | lora-prefix-shared   |
 
 A strategy that needs something not every target has says so (`needs_salts`, `needs_seeds`,
-`needs_choices`); `offered` leaves it out of the mix where the target lacks it (tenant-salt where
-the dialect sends no salt, seeded-sampling where the engine promises no per-request seeds,
-structured-burst where the dialect sends no choice constraint).
+`needs_choices`, `needs_adapters`); `offered` leaves it out of the mix where the target lacks it
+(tenant-salt where the dialect sends no salt, seeded-sampling where the engine promises no
+per-request seeds, structured-burst where the dialect sends no choice constraint,
+lora-alternation where the server lists no LoRA adapter).
 """
 
 from __future__ import annotations
@@ -60,6 +62,7 @@ __all__ = [
     "ChunkBoundary",
     "Draft",
     "EvictionPressure",
+    "LoraAlternation",
     "LongDecodes",
     "NChoices",
     "PageBoundaryBursts",
@@ -105,6 +108,8 @@ class TargetShape:
     # slots (docs/engines.md, Seeds), so there sampled traffic would prove nothing.
     seeded_sampling: bool = False
     choices: bool = False  # the dialect sends choice constraints (targets: supports_choice_constraint)
+    # The LoRA adapters the server serves (TargetInfo.adapters) where its dialect names them.
+    adapters: tuple[str, ...] = ()
 
     @property
     def pages(self) -> tuple[int, ...]:
@@ -161,6 +166,7 @@ class Draft:
         temperature: float = 0.0,
         seed: int | None = None,
         choices: tuple[str, ...] | None = None,
+        adapter: str | None = None,
     ) -> RequestSpec:
         """Append one request; `prompt_ids` resends an earlier prompt exactly (a retry)."""
         max_tokens = max(1, min(max_tokens, self.shape.pool_tokens // 2))
@@ -172,7 +178,7 @@ class Draft:
             f"r{len(self.specs) + 1:02d}", round(max(0.0, offset_ms), 1), prompt_ids, max_tokens,
             prefix if prefix_len else None, prefix_len, n=n, stream=stream,
             cancel_after_ms=None if cancel_after_ms is None else round(cancel_after_ms, 1), cache_salt=cache_salt,
-            temperature=temperature, seed=seed, choices=choices, ignore_eos=choices is None,
+            temperature=temperature, seed=seed, choices=choices, ignore_eos=choices is None, adapter=adapter,
         )
         self.specs.append(spec)
         return spec
@@ -605,11 +611,44 @@ class StructuredBurst:
         return d.scenario(self.name, page_size=page)
 
 
+@dataclass(frozen=True)
+class LoraAlternation:
+    """Rapid alternation of LoRA adapters and the base model over shared prefixes (vLLM #38606:
+    7-9 of 10 runs diverged there). Waves of requests leave a few milliseconds apart, each wave
+    on one or two prefixes of whole pages (and +1), each request under an adapter or the base
+    model chosen in turn, so that an adapter's request meets pages another adapter computed for
+    the same tokens, in the same batch and in the next one. Each request's answer alone, under
+    its own adapter, is the reference. Offered only where the server lists adapters
+    (`needs_adapters`, `TargetShape.adapters`).
+    """
+
+    name: str = "lora-alternation"
+    needs_adapters: ClassVar[bool] = True
+
+    def generate(self, rng: random.Random, shape: TargetShape, *, seed: int) -> Scenario:
+        page = rng.choice(shape.pages)
+        d = Draft(seed, shape)
+        # Two adapters at most and the base: the alternation, not the number of adapters, is
+        # what the cousin needs (and a server holds few at once: vLLM's --max-loras).
+        cast: list[str | None] = [None, *rng.sample(shape.adapters, min(2, len(shape.adapters)))]
+        prefixes = {f"p{i}": page * rng.randint(1, max(1, 256 // page)) + rng.choice([0, 0, 1]) for i in range(2)}
+        t, turn = 0.0, rng.randrange(len(cast))
+        for _ in range(rng.randint(2, 4)):
+            for _ in range(rng.randint(2, 4)):
+                name = rng.choice(list(prefixes))
+                d.add(t + rng.uniform(0, 3), prefixes[name] + rng.randint(4, 24), rng.randint(6, 16),
+                      prefix=name, prefix_len=prefixes[name], adapter=cast[turn % len(cast)])
+                turn += 1
+            t += rng.uniform(20, 120)  # the next wave meets pages the last one cached
+        return d.scenario(self.name, page_size=page)
+
+
 STRATEGIES: dict[str, Strategy] = {
     s.name: s
     for s in (
         PageBoundaryBursts(), BatchSweep(), LongDecodes(), CancellationStorm(), BurstReuse(), NChoices(),
-        RandomLoad(), TenantSalt(), SeededSampling(), StructuredBurst(), TileBoundaryPrefixes(), ChunkBoundary(), EvictionPressure(),
+        RandomLoad(), TenantSalt(), SeededSampling(), StructuredBurst(), LoraAlternation(), TileBoundaryPrefixes(),
+        ChunkBoundary(), EvictionPressure(),
     )
 }
 # What `servefuzz fuzz` mixes by default, in the order of its first round: the seed's bug class
@@ -622,7 +661,8 @@ DEFAULT_MIX: tuple[str, ...] = tuple(STRATEGIES)
 def offered(strategies: Sequence[Strategy], shape: TargetShape) -> tuple[Strategy, ...]:
     """The strategies this target can run: those needing cache salts only where it sends them,
     those needing per-request seeds only where the engine promises them, those needing choice
-    constraints only where the dialect sends them.
+    constraints only where the dialect sends them, those needing LoRA adapters only where the
+    server lists some.
 
     >>> [s.name for s in offered([RandomLoad(), TenantSalt(), SeededSampling()], TargetShape())]
     ['random']
@@ -632,10 +672,14 @@ def offered(strategies: Sequence[Strategy], shape: TargetShape) -> tuple[Strateg
     ['seeded-sampling']
     >>> [[s.name for s in offered([StructuredBurst()], TargetShape(choices=c))] for c in (False, True)]
     [[], ['structured-burst']]
+    >>> lora = [LoraAlternation()]
+    >>> [s.name for s in offered(lora, TargetShape())], [s.name for s in offered(lora, TargetShape(adapters=("a",)))]
+    ([], ['lora-alternation'])
     """
     return tuple(s for s in strategies if (shape.salts or not getattr(s, "needs_salts", False))
                  and (shape.seeded_sampling or not getattr(s, "needs_seeds", False))
-                 and (shape.choices or not getattr(s, "needs_choices", False)))
+                 and (shape.choices or not getattr(s, "needs_choices", False))
+                 and (shape.adapters or not getattr(s, "needs_adapters", False)))
 
 
 def get_strategy(name: str) -> Strategy:

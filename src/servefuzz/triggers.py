@@ -53,13 +53,16 @@ FEATURES: Mapping[str, str] = {
     "cuda-graph": "the server replays padded CUDA graphs for decode",
     "deterministic": "the server runs in its deterministic (batch-invariant) mode",
     "cache-salt": "requests of the scenario carry tenants' prefix-cache salts (cache_salt)",
+    "lora": "requests of the scenario run under LoRA adapters",
 }
 
 # The features a finding's dedup signature keys on: the shape of the requests that diverged,
-# and whether anything was cut. (How many requests or how dense is not: a shrunk finding of one
-# bug is denser or sparser than the original and must keep its signature.)
+# whether anything was cut, and whether LoRA adapters were in play (a LoRA finding is another bug
+# than a base-model one of the same shape; scenarios without adapters keep their signatures).
+# (How many requests or how dense is not: a shrunk finding of one bug is denser or sparser than
+# the original and must keep its signature.)
 SIGNATURE = ("prefix=none", "prefix=shared", "prefix=page-aligned", "prefix=mid-page", "n>1", "stream", "abort",
-             "seeded-sampling", "structured-output")
+             "seeded-sampling", "structured-output", "lora")
 
 BURST_MS = 5.0  # requests this close leave in one scheduling round of a busy server
 HIGH_CONCURRENCY = 32
@@ -119,6 +122,11 @@ def scenario_features(scenario: Scenario) -> dict[str, str]:
     salts = sorted({r.cache_salt for r in requests if r.cache_salt is not None})
     if salts:
         feats["cache-salt"] = f"{len(salts)} tenant salt{'' if len(salts) == 1 else 's'} among the requests"
+    adapters = sorted({r.adapter for r in requests if r.adapter is not None})
+    if adapters:
+        base = sum(1 for r in requests if r.adapter is None)
+        feats["lora"] = f"{len(adapters)} LoRA adapter{'' if len(adapters) == 1 else 's'} ({', '.join(adapters)})" + (
+            f" and {_count(base, 'base-model request')}" if base else "")
     cancelled = [r for r in requests if r.cancelled]
     if cancelled:
         feats["abort"] = f"{cancelled[0].id} is cancelled after {cancelled[0].cancel_after_ms:g} ms"

@@ -36,6 +36,7 @@ __all__ = [
     "TokenIds",
     "accepts",
     "choice_text",
+    "ADAPTER_NAME",
 ]
 
 TokenIds = tuple[int, ...]
@@ -44,6 +45,9 @@ TokenIds = tuple[int, ...]
 # takes 0xFFFFFFFF for "random", so seeds stay below 2**31; temperatures past 10 are uniform noise.
 MAX_SEED = 2**31 - 1
 MAX_TEMPERATURE = 10.0
+# A LoRA adapter's name as a request carries it: a bounded charset, so that a name read from a
+# finding can never be a path, a URL or markup (finding.schema.json holds the same pattern).
+ADAPTER_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 
 # A choice constraint (`RequestSpec.choices`) is what every engine here can express identically:
 # vLLM's `structured_outputs.choice`, a llama.cpp GBNF alternation of string literals, an SGLang
@@ -108,6 +112,10 @@ class RequestSpec:
     # unconstrained. A constrained request stops at its end of sequence (ignore_eos False): the
     # engines end a finished grammar with EOS, which ignore_eos would refuse or step past.
     choices: tuple[str, ...] | None = None
+    # The LoRA adapter the request runs under, by the name the server registered it under
+    # (vLLM's `--lora-modules NAME=PATH`, the reference engine's `--lora NAME=SEED`, llama-server's
+    # adapter file stem); None: the base model, as every request before adapters was.
+    adapter: str | None = None
 
     def __post_init__(self) -> None:
         if not self.id:
@@ -137,6 +145,8 @@ class RequestSpec:
                 raise ValueError(f"{self.id}: a choice must be 1-64 letters, digits or spaces")
             if self.ignore_eos:
                 raise ValueError(f"{self.id}: a constrained request must stop at its EOS (ignore_eos False)")
+        if self.adapter is not None and not ADAPTER_NAME.fullmatch(self.adapter):
+            raise ValueError(f"{self.id}: adapter must be a name of 1-64 letters, digits, '.', '_' or '-'")
 
     @property
     def sampled(self) -> bool:
@@ -184,6 +194,8 @@ class RequestSpec:
             del d["choices"]  # an unconstrained request reads as it always did
         else:
             d["choices"] = list(self.choices)
+        if self.adapter is None:
+            del d["adapter"]
         return d
 
     @classmethod

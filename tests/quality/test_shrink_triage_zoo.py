@@ -173,6 +173,19 @@ def bitmask_row_skip(b: PromptBuilder) -> Case:
     ))
 
 
+def lora_prefix_shared(b: PromptBuilder) -> Case:
+    # r01 caches a two-page prefix under lora-a; r04 sends the same prefix later under lora-b,
+    # among base-model neighbours: the adapter-blind lookup hands r04 lora-a's pages.
+    return ["--lora", "lora-a=1", "--lora", "lora-b=2"], Scenario(10, (
+        RequestSpec("r01", 0.0, b.prompt("p0", 128, 140), 4, "p0", 128, adapter="lora-a"),
+        RequestSpec("r02", 5.0, b.prompt(None, 0, 60), 16),
+        RequestSpec("r03", 40.0, b.prompt(None, 0, 90), 8),
+        RequestSpec("r04", 200.0, b.prompt("p0", 128, 140), 8, "p0", 128, adapter="lora-b"),
+        RequestSpec("r05", 210.0, b.prompt(None, 0, 30), 8),
+        RequestSpec("r06", 260.0, b.prompt(None, 0, 20), 4),
+    ))
+
+
 # The class each fault's minimal finding must keep: a cross-tenant hit reads right KV, so it is
 # an isolation breach, never a corruption.
 RIGHT: dict[str, Verdict] = {"salt-ignored": Verdict.ISOLATION_BREACH}
@@ -189,6 +202,7 @@ CASES: dict[str, Callable[[PromptBuilder], Case]] = {
     "salt-ignored": salt_ignored,
     "shared-sampler-rng": shared_sampler_rng,
     "bitmask-row-skip": bitmask_row_skip,
+    "lora-prefix-shared": lora_prefix_shared,
 }
 
 

@@ -21,7 +21,7 @@ import numpy as np
 
 from servefuzz.reference.model import LOGIT_UNIT, Generation, TinyModel
 
-__all__ = ["Answer", "burst", "flush", "generate_body", "get", "metric", "post", "seeded_draw", "wrong_answers"]
+__all__ = ["LORAS", "LORA_FLAGS", "Answer", "burst", "flush", "generate_body", "get", "metric", "post", "seeded_draw", "wrong_answers"]
 
 
 def generate_body(
@@ -47,6 +47,11 @@ def generate_body(
     }
 
 
+# The adapters the LoRA tests serve (`--lora NAME=SEED`), and the seed that makes each one.
+LORAS = {"lora-a": 1, "lora-b": 2}
+LORA_FLAGS = [f for name, seed in LORAS.items() for f in ("--lora", f"{name}={seed}")]
+
+
 @dataclass(frozen=True)
 class Answer:
     """One choice of one /generate answer."""
@@ -59,6 +64,7 @@ class Answer:
     cached_tokens: int
     # A sampled choice: (temperature, seed, choice index), the draw its tokens must be.
     draw: tuple[float, int, int] | None = None
+    adapter: str | None = None  # the LoRA adapter (a LORAS name) it ran under
 
 
 def post(base: str, path: str, body: Any, timeout: float = 60) -> tuple[int, Any]:
@@ -99,7 +105,9 @@ def metric(base: str, name: str) -> float:
     raise KeyError(name)
 
 
-def _answers(name: str, prompt: Sequence[int], payload: Any, sampling: dict[str, Any] | None = None) -> list[Answer]:
+def _answers(
+    name: str, prompt: Sequence[int], payload: Any, sampling: dict[str, Any] | None = None, adapter: str | None = None
+) -> list[Answer]:
     choices = payload if isinstance(payload, list) else [payload]
     sp = sampling or {}
     temperature = float(sp.get("temperature", 0))
@@ -115,6 +123,7 @@ def _answers(name: str, prompt: Sequence[int], payload: Any, sampling: dict[str,
                 tuple(tuple((t, lp) for lp, t, _ in top) for top in meta.get("output_top_logprobs", [])),
                 meta["cached_tokens"],
                 (temperature, int(sp.get("sampling_seed", 0)), i) if temperature > 0 else None,
+                adapter,
             )
         )
     return out
@@ -128,7 +137,7 @@ async def _burst(base: str, requests: Sequence[tuple[str, float, dict[str, Any]]
             async with session.post(base + "/generate", json=body) as resp:
                 payload = await resp.json()
                 assert resp.status == 200, payload
-            return _answers(name, body["input_ids"], payload, body.get("sampling_params"))
+            return _answers(name, body["input_ids"], payload, body.get("sampling_params"), body.get("lora_path"))
 
         results = await asyncio.gather(*(one(*r) for r in requests))
     return [a for answers in results for a in answers]
@@ -166,7 +175,9 @@ def wrong_answers(model: TinyModel, answers: Sequence[Answer]) -> dict[str, int]
     bad = {}
     for a in answers:
         k = len(a.top[0]) if a.top else 0
-        ref = model.score(a.prompt, a.ids, top_k=k) if a.draw is None else seeded_draw(model, a, k)
+        # Under an adapter, the plain forward runs on the adapter's merged weights.
+        m = model if a.adapter is None else model.with_lora(LORAS[a.adapter])
+        ref = m.score(a.prompt, a.ids, top_k=k) if a.draw is None else seeded_draw(m, a, k)
         for i, step in enumerate(ref.steps):
             got_top = a.top[i] if a.top else ()
             if (step.token_id, step.logprob, step.top) != (a.ids[i], a.logprobs[i], got_top):

@@ -69,13 +69,19 @@ def run(engine: Engine, plan: Sequence[tuple[int, Request, int | None]]) -> dict
     return out
 
 
+# Adapters every engine of the property test serves; requests run under one of them or the base.
+LORAS = (("lora-a", 1), ("lora-b", 2))
+
+
 def assert_exact(model: TinyModel, outcomes: dict[str, Outcome], aborted: set[str] = frozenset()) -> None:
+    adapted = {name: model.with_lora(seed) for name, seed in LORAS}
     for rid, o in outcomes.items():
         assert set(o.finish) == set(range(o.req.n)), f"{rid}: every choice must finish"
+        m = model if o.req.adapter is None else adapted[o.req.adapter]
         for i in range(o.req.n):
             steps = o.steps.get(i, [])
             tokens = [s.token_id for s in steps]
-            ref = model.score(o.req.prompt, tokens, top_k=o.req.top_logprobs_num)
+            ref = m.score(o.req.prompt, tokens, top_k=o.req.top_logprobs_num)
             assert list(ref.steps) == steps, f"{rid}#{i} differs from the single-sequence forward"
             reason = o.finish[i]
             if reason.kind == "abort":
@@ -111,6 +117,7 @@ def engine_args(draw: st.DrawFn) -> ServerArgs:
         disable_radix_cache=draw(st.booleans()),
         disable_overlap_schedule=draw(st.booleans()),
         disable_cuda_graph=draw(st.booleans()),
+        lora=LORAS,
     )
 
 
@@ -131,6 +138,9 @@ def workloads(draw: st.DrawFn) -> list[tuple[int, Request, int | None]]:
             top_logprobs_num=2,
             # Tenants: a salt keys the first cached page, and must change no answer.
             cache_salt=draw(st.sampled_from([None, None, "tenant-a", "tenant-b"])),
+            # Adapters: mixed in one batch and over shared prefixes, and each answer must be its
+            # own adapter's plain forward.
+            adapter=draw(st.sampled_from([None, None, "lora-a", "lora-b"])),
         )
         plan.append((draw(st.integers(0, 25)), req, draw(st.one_of(st.none(), st.integers(0, 12)))))
     return plan

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from refclient import Answer, burst, flush, generate_body, metric, post, wrong_answers
+from refclient import LORA_FLAGS, Answer, burst, flush, generate_body, metric, post, wrong_answers
 
 from servefuzz.reference.faults import FAULTS
 from servefuzz.reference.model import EOS_ID, TinyModel
@@ -194,6 +194,15 @@ def broken_constraints(model: TinyModel, answers: Sequence[Answer]) -> dict[str,
 # A constrained answer is right when it is the masked greedy answer, not the plain one.
 JUDGES["bitmask-row-skip"] = broken_constraints
 
+
+def alternating_adapters(url: str) -> list[Answer]:
+    # lora-a computes and caches a 256-token prefix; then lora-b and the base model send the
+    # same prefix at once. A clean engine keys the cached pages on the adapter too: no hit.
+    burst(url, [("A", 0, generate_body(PREFIX256 + toks(95, 20), 4, lora_path="lora-a"))])
+    return burst(url, [("B", 0, generate_body(PREFIX256 + toks(96, 20), 8, lora_path="lora-b")),
+                       ("base", 0, generate_body(PREFIX256 + toks(97, 20), 8))])
+
+
 # fault -> (flags that set up its trigger, trigger, flags of the cure)
 CASES: dict[str, tuple[list[str], Callable[[str], list[Answer]], list[str]]] = {
     "page-boundary-prefix": ([], page_boundary_burst, ["--disable-radix-cache"]),
@@ -207,6 +216,7 @@ CASES: dict[str, tuple[list[str], Callable[[str], list[Answer]], list[str]]] = {
     "salt-ignored": ([], tenant_b_after_tenant_a, ["--disable-radix-cache"]),
     "shared-sampler-rng": ([], seeded_burst, ["--max-running-requests", "1"]),
     "bitmask-row-skip": ([], structured_burst, ["--max-running-requests", "1"]),
+    "lora-prefix-shared": (LORA_FLAGS, alternating_adapters, ["--disable-radix-cache"]),
 }
 
 
@@ -322,3 +332,21 @@ def test_a_burst_sent_at_once_reproduces_the_page_fault_in_every_replay(
         assert set(wrong_answers(model, list(answers.values()))) == {"B"}
         seen.append(answers["B"].ids)
     assert len(set(seen)) == 1
+
+
+def test_an_adapter_changes_the_answer_and_is_exact_alone_under_the_lora_fault(
+    reference_server: Server, model: TinyModel
+) -> None:
+    # lora-prefix-shared needs a page another adapter cached: each adapter alone on a flushed
+    # server (n = 1 and n = 3, whose choices share their own prompt pages) is its own forward.
+    url = reference_server("--fault", "lora-prefix-shared", *LORA_FLAGS)
+    prompt = PREFIX256 + toks(98, 30)
+    seen = {}
+    for adapter in (None, "lora-a", "lora-b"):
+        for n in (1, 3):
+            flush(url)
+            body = generate_body(prompt, 12, n=n, **({"lora_path": adapter} if adapter else {}))
+            answers = burst(url, [("alone", 0, body)])
+            assert wrong_answers(model, answers) == {}, (adapter, n)
+        seen[adapter] = answers[0].ids
+    assert len(set(seen.values())) == 3, "each adapter's greedy answer differs from the others' and the base's"

@@ -406,3 +406,16 @@ def test_the_server_still_serves_after_the_fuzzing(url: str, model: TinyModel) -
     assert get(url, "/health") == (200, "OK\n")
     answers = burst(url, [("after", 0, generate_body(PROMPT, 4))])
     assert wrong_answers(model, answers) == {}
+
+
+def test_an_unknown_adapter_is_refused_in_one_line_and_the_adapters_are_listed(reference_server: Callable[..., str]) -> None:
+    url = reference_server("--lora", "lora-a=1")
+    status, body = post(url, "/generate", {"input_ids": [5, 6, 7], "sampling_params": {"max_new_tokens": 2}, "lora_path": "nope"})
+    assert status == 400 and "no such LoRA adapter" in json.dumps(body) and "nope" not in json.dumps(body)
+    status, _ = post(url, "/v1/completions", {"prompt": [5, 6, 7], "max_tokens": 2, "model": "nope"})
+    assert status == 404
+    models = json.loads(get(url, "/v1/models")[1])["data"]
+    assert [(m["id"], m.get("parent")) for m in models] == [("servefuzz-reference", None), ("lora-a", "servefuzz-reference")]
+    assert json.loads(get(url, "/server_info")[1])["lora"] == ["lora-a=1"]
+    status, body = post(url, "/generate", {"input_ids": [5, 6, 7], "sampling_params": {"max_new_tokens": 2}, "lora_path": "lora-a"})
+    assert status == 200 and len(body["output_ids"]) == 2

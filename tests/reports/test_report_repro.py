@@ -178,6 +178,14 @@ def test_plans_follow_each_engines_adapter() -> None:
     sp = plan("reference", {})["requests"][0]["body"]["sampling_params"]
     assert (sp["temperature"], sp["sampling_seed"]) == (0.8, 77)
 
+    # A request under a LoRA adapter names it as each dialect does: vLLM's model (which the
+    # script's --model must not replace, hence the entry's "adapter"), SGLang's lora_path.
+    sc = Scenario(1, (RequestSpec("r01", 0.0, (5, 6, 7), 4, adapter="lora-a"), RequestSpec("r02", 0.0, (5, 6, 8), 4)))
+    under, base = plan("vllm", {"model": "tiny"})["requests"]
+    assert (under["body"]["model"], under["adapter"], base["body"]["model"]) == ("lora-a", "lora-a", "tiny") and "adapter" not in base
+    under, base = plan("reference", {})["requests"]
+    assert under["body"]["lora_path"] == "lora-a" and "lora_path" not in base["body"]
+
 
 SGLANG_RECORDED = Path(__file__).parent.parent / "targets" / "data" / "sglang"
 

@@ -263,3 +263,32 @@ def test_a_constrained_spec_answers_one_of_its_choices_and_the_text_reads_as_it(
     got = with_runner(ref, "reference", lambda r: r.run_alone(bound, run=0), top_k=2)
     assert got.status is Status.OK, got.error
     assert all(c.text in choices and c.finish_reason == "stop" for c in got.choices), got.choices
+def test_an_adapter_travels_with_the_request_in_each_dialect(reference_server: Callable[..., str]) -> None:
+    from servefuzz.errors import UsageError
+    from servefuzz.targets.base import supports_lora
+
+    url = reference_server("--page-size", str(PAGE), "--lora", "lora-a=1", "--lora", "lora-b=2")
+    info = with_runner(url, "reference", lambda r: r.server_info())
+    assert info.adapters == ("lora-a", "lora-b")
+    base, under_a = RequestSpec("b", 0.0, PROMPT, 8), RequestSpec("a", 0.0, PROMPT, 8, adapter="lora-a")
+    sg_base = with_runner(url, "reference", lambda r: r.run_alone(base, run=0), top_k=2)
+    sg_a = with_runner(url, "reference", lambda r: r.run_alone(under_a, run=0), top_k=2)
+    # The OpenAI dialect names an adapter as the request's model, as vLLM does: the same answer.
+    async def as_model_lora_a() -> RequestRecord:
+        async with Runner(make_target("openai", url, model="lora-a"), RunConfig(top_k=2)) as r:
+            return await r.run_alone(base, run=0)
+
+    oa_a = asyncio.run(as_model_lora_a())
+    assert sg_a.status is Status.OK and oa_a.status is Status.OK, (sg_a.error, oa_a.error)
+    assert sg_a.choices[0].token_ids == oa_a.choices[0].token_ids != sg_base.choices[0].token_ids
+    assert [supports_lora(make_target(e, "http://127.0.0.1:1")) for e in ("reference", "sglang", "vllm", "openai")] == [
+        True, True, True, False]
+    assert make_target("vllm", "http://127.0.0.1:1").body(under_a, top_k=1, model="m")["model"] == "lora-a"
+    assert make_target("sglang", "http://127.0.0.1:1").body(under_a, top_k=1)["lora_path"] == "lora-a"
+    assert "lora_path" not in make_target("sglang", "http://127.0.0.1:1").body(base, top_k=1)
+
+    async def refused(r: Runner) -> None:
+        await r.run(Scenario(0, (under_a,)), run=0)
+
+    with pytest.raises(UsageError, match="openai dialect has none"):
+        with_runner(url, "openai", refused)

@@ -132,6 +132,16 @@ FAULTS: dict[str, Fault] = {
             "breaks its own constraint under load and keeps it alone",
         ),
         Fault(
+            "lora-prefix-shared",
+            "vLLM #38606 (rapid LoRA alternation over shared prefixes diverges)",
+            "radix cache x LoRA (the prefix-cache key)",
+            "a request under one LoRA adapter (or the base model) whose prefix pages another "
+            "adapter's request cached: the lookup keys on the tokens alone and takes them",
+            "--disable-radix-cache",
+            "the request decodes over KV computed under the other adapter: its answer differs "
+            "from its answer alone, with cached_tokens > 0",
+        ),
+        Fault(
             "batch-variant-numerics",
             "vLLM #23138, llama.cpp #7052 (benign class)",
             "batch-size-dependent reductions",

@@ -25,6 +25,7 @@ lookup tables of integer weights indexed by integer score differences.
 
 from __future__ import annotations
 
+import copy
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -44,6 +45,7 @@ __all__ = [
     "attend",
     "causal_attention",
     "detokenize",
+    "lora_deltas",
 ]
 
 PAD_ID, BOS_ID, EOS_ID = 0, 1, 2
@@ -185,6 +187,28 @@ def causal_attention(q: np.ndarray, keys: np.ndarray, values: np.ndarray, start:
     return out
 
 
+LORA_RANK = 8
+LORA_TARGETS = ("wq", "wv")  # the q and v projections, as PEFT's default target_modules
+
+
+def lora_deltas(config: ModelConfig, seed: int) -> list[dict[str, np.ndarray]]:
+    """A random LoRA adapter for `config`: per layer, delta = A @ B (rank `LORA_RANK`) for each
+    of `LORA_TARGETS`, drawn from `seed` alone, integer-valued so that the adapted weights stay
+    exact. Each delta's spread (~34) is about the base v projection's (32): strong enough that
+    an adapter's greedy answers differ from the base model's from the first token or so (tested),
+    as a trained adapter's do.
+    """
+    rng = np.random.default_rng((0x10BA, seed))
+    d = config.d_model
+    out = []
+    for _ in range(config.n_layers):
+        out.append({
+            name: np.round(rng.normal(0.0, 4.0, (d, LORA_RANK))) @ np.round(rng.normal(0.0, 3.0, (LORA_RANK, d)))
+            for name in LORA_TARGETS
+        })
+    return out
+
+
 class TinyModel:
     """Seeded random weights, integer-valued; see the module docstring for the fixed point."""
 
@@ -234,6 +258,17 @@ class TinyModel:
         self.shift_qkv = self.shift_1 = self.shift_2 = 9
         self.shift_o = 7
         self.shift_logit = 5
+
+    def with_lora(self, seed: int) -> TinyModel:
+        """The same model under the adapter `lora_deltas(config, seed)`: its q and v weights
+        merged with the deltas, everything else shared. Merging is exact here (integer weights),
+        so it is bit for bit what x @ W + (x @ A) @ B computes."""
+        adapted = copy.copy(self)
+        adapted.layers = [
+            {**w, **{name: w[name] + delta[name] for name in LORA_TARGETS}}
+            for w, delta in zip(self.layers, lora_deltas(self.config, seed), strict=True)
+        ]
+        return adapted
 
     # -- building blocks (shared by the reference forward and the serving engine) -------------
 

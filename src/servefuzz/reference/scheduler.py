@@ -136,6 +136,7 @@ class Request:
     # of choices in the engine's own spelling, ' w<t>' per token: `server._choices`). Each step a
     # row may take only a token that continues some choice, or EOS once it has spelt one whole.
     choices: tuple[tuple[int, ...], ...] | None = None
+    adapter: str | None = None  # the LoRA adapter (a `--lora` name) it runs under; None: the base model
     sink: Callable[[Sequence[Event]], None] | None = None
     cached_tokens: int = 0  # set by the engine when the request is admitted
     seqs: list[Seq] = field(default_factory=list, repr=False)
@@ -268,6 +269,8 @@ class Engine:
     def __init__(self, args: ServerArgs, model: TinyModel | None = None) -> None:
         self.args = args
         self.model = model or TinyModel(ModelConfig(seed=args.model_seed, context_length=args.context_length))
+        # Adapters are loaded at start, as vLLM's --lora-modules and SGLang's --lora-paths are.
+        self.loras = {name: self.model.with_lora(seed) for name, seed in args.lora}
         c = self.model.config
         self.pool = KVPool(c.n_layers, c.n_heads, c.head_dim, args.max_total_tokens, args.page_size)
         self.rows = ReqToTokenPool(args.max_running_requests, args.context_length)
@@ -289,6 +292,21 @@ class Engine:
 
     def _has(self, fault: str) -> bool:
         return self.args.has_fault(fault)
+
+    def _cache_key(self, req: Request) -> str | None:
+        """What the radix tree keys a request's first page on beside its tokens: its tenant's
+        salt and its adapter. Pages computed under one adapter hold that adapter's KV (its v
+        projection, and every layer after the first), so no other adapter, nor the base model,
+        may read them: vLLM puts the LoRA name in every block hash's extra keys for this."""
+        if req.adapter is None or self._has("lora-prefix-shared"):
+            # FAULT lora-prefix-shared (models vLLM #38606, prefix-cache block visibility x
+            # LoRA): the lookup's key is the tokens (and salt) alone, so a request under one
+            # adapter hits pages another adapter, or the base model, computed for the same
+            # prefix and decodes over KV it would never have made. Needs a page cached by an
+            # earlier request under another adapter: one request alone on a flushed server
+            # never sees it. Cured by --disable-radix-cache (no tree, no lookup).
+            return req.cache_salt
+        return f"{req.cache_salt or ''}\x00lora:{req.adapter}"
 
     # -- thread-safe side ----------------------------------------------------------------------
 
@@ -325,6 +343,8 @@ class Engine:
             bad = next((t for ch in req.choices for t in ch if not EOS_ID < t < c.vocab_size), None)
             if bad is not None:
                 raise RequestError(f"choice token {bad} is not an ordinary token of [3, {c.vocab_size})")
+        if req.adapter is not None and req.adapter not in self.loras:
+            raise RequestError(f"no such LoRA adapter; this server has: {', '.join(self.loras) or 'none'} (--lora)")
 
     def submit(self, req: Request) -> None:
         self._inbox.put(("submit", req))
@@ -540,7 +560,7 @@ class Engine:
         node = None
         if self.tree is not None:
             match = self.tree.match_prefix(
-                s.tokens, (len(s.tokens) - 1) // ps, salt=s.req.cache_salt,
+                s.tokens, (len(s.tokens) - 1) // ps, salt=self._cache_key(s.req),
                 boundary_fast_path=self._has("page-boundary-prefix"), salt_blind=self._has("salt-ignored"),
             )
             prefix, node = match.pages, match.node
@@ -585,7 +605,7 @@ class Engine:
             return False
         if len(donor) + s.req.max_new_tokens > self.args.context_length:
             return False
-        if self.tree.match_prefix(s.tokens, (len(s.tokens) - 1) // self.args.page_size, salt=s.req.cache_salt).pages:
+        if self.tree.match_prefix(s.tokens, (len(s.tokens) - 1) // self.args.page_size, salt=self._cache_key(s.req)).pages:
             return False  # a cache hit: the slot is not the one picked
         s.req.prompt, s.tokens, self._idle_slot = donor, list(donor), None
         return True
@@ -602,7 +622,7 @@ class Engine:
             # FAULT page-boundary-prefix (models SGLang #22819): the batch's full pages enter
             # the tree at schedule time, before the forward writes their KV (marked not ready;
             # only the faulty fast path in RadixCache.match_prefix accepts them).
-            self.tree.insert(s.tokens[:end], s.pages, ready=False, salt=s.req.cache_salt)
+            self.tree.insert(s.tokens[:end], s.pages, ready=False, salt=self._cache_key(s.req))
         return _ExtendItem(s, s.row, start, end, np.asarray(s.tokens[start:end], dtype=np.intp), final)
 
     def _schedule_decode(self) -> _DecodeBatch | None:
@@ -653,6 +673,18 @@ class Engine:
         n_requests = len({id(it.seq.req) for it in batch.items})
         return logits + batch_variant_offsets(n_requests, logits.shape[1])
 
+    def _qkv(
+        self, layer: int, h: np.ndarray, positions: np.ndarray, adapters: Sequence[str | None]
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """q, k, v of a batch whose rows run under different adapters (as punica's batched
+        LoRA kernels serve mixed batches): each adapter's rows go through its own weights.
+        Every row's projection depends on that row alone, so this is what each row alone gets."""
+        q, k, v = self.model.qkv(layer, h, positions)
+        for name in dict.fromkeys(a for a in adapters if a is not None):
+            rows = np.flatnonzero([a == name for a in adapters])
+            q[rows], k[rows], v[rows] = self.loras[name].qkv(layer, h[rows], positions[rows])
+        return q, k, v
+
     def _forward_extend(self, batch: _ExtendBatch) -> np.ndarray:
         m, pool = self.model, self.pool
         items = batch.items
@@ -661,8 +693,9 @@ class Engine:
         bounds = np.cumsum([0] + [it.end - it.start for it in items])
         spans = list(zip(items, bounds[:-1], bounds[1:]))
         h = m.embed(ids)
+        adapters = [it.seq.req.adapter for it in items for _ in range(it.end - it.start)]
         for layer in range(m.config.n_layers):
-            q, k, v = m.qkv(layer, h, positions)
+            q, k, v = self._qkv(layer, h, positions, adapters)
             out = np.empty_like(q)
             for it, a, b in spans:
                 # Prefix KV is gathered from the pool through the row, read now; the new tokens'
@@ -710,8 +743,10 @@ class Engine:
         h = m.embed(ids)
         width = int(lens.max())
         valid = (np.arange(width)[None, :] < lens[:, None])[:, None, None, :]
+        # Padding rows (past `raw`) run the base model; a padded row's output is never read.
+        adapters = [it.seq.req.adapter for it in items] + [None] * (len(ids) - raw)
         for layer in range(m.config.n_layers):
-            q, k, v = m.qkv(layer, h, positions)
+            q, k, v = self._qkv(layer, h, positions, adapters)
             pool.write(layer, slots, k, v)  # a paged decode kernel writes its token, then reads the row
             keys, values = pool.gather(layer, self.rows.table[rows, :width])  # row read at execution time
             keys, values = np.swapaxes(keys, 1, 2), np.swapaxes(values, 1, 2)  # [B, H, width, D]
@@ -866,7 +901,7 @@ class Engine:
         """Put the computed full pages in the radix tree and move this sequence's lock there."""
         if self.tree is None or not s.pages:
             return
-        node = self.tree.insert(s.tokens[:end], s.pages, salt=s.req.cache_salt)
+        node = self.tree.insert(s.tokens[:end], s.pages, salt=self._cache_key(s.req))
         if node is not s.node and node is not self.tree.root:
             self.tree.lock(node)
             if s.node is not None:

@@ -151,6 +151,18 @@ def _choices(d: dict[str, Any], key: str) -> tuple[tuple[int, ...], ...] | None:
     return tuple(tuple(int(t) for t in _CHOICE_WORD.findall(alt)) for alt in m.group(1).split("|"))
 
 
+def _adapter(v: Any) -> str | None:
+    """SGLang's `lora_path`: absent or null for the base model, else one adapter's name (a list
+    of one, as SGLang's batched form, is taken too). Whether it exists, the engine checks."""
+    if isinstance(v, list) and len(v) == 1:
+        v = v[0]
+    if v is None:
+        return None
+    if not isinstance(v, str) or not 1 <= len(v) <= 64:
+        raise BadRequest("lora_path must be one adapter name")
+    return v
+
+
 def _only_default(d: dict[str, Any], key: str, allowed: object, what: str) -> None:
     if key in d and d[key] is not None and d[key] != allowed:
         raise BadRequest(f"{key}={d[key]!r} is not supported ({what})")
@@ -275,6 +287,7 @@ _SGLANG_FIELDS = {
     "stream",
     "rid",
     "extra_key",  # SGLang's cache key beside the tokens: what its OpenAI API makes of cache_salt
+    "lora_path",  # SGLang's per-request adapter: a --lora NAME (never a path here)
 }
 _SAMPLING_FIELDS = {"temperature", "max_new_tokens", "n", "ignore_eos", "top_p", "top_k", "sampling_seed", "regex"}
 
@@ -323,6 +336,7 @@ async def generate(request: web.Request) -> web.StreamResponse:
             seed=_int(sp, "sampling_seed", 0),
             cache_salt=_salt(body, "extra_key"),
             choices=_choices(sp, "regex"),
+            adapter=_adapter(body.get("lora_path")),
         )
         stream = _bool(body, "stream", False)
     except BadRequest as e:
@@ -494,8 +508,9 @@ async def completions(request: web.Request) -> web.StreamResponse:
         body = await _json_object(request)
         _reject_unknown(body, _OPENAI_FIELDS, "the request")
         model = body.get("model", name)
-        if model != name:
-            raise BadRequest(f"The model `{model}` does not exist.", 404)
+        # As vLLM does, a LoRA adapter is a model of its own: `model` names it.
+        if model != name and not (isinstance(model, str) and model in engine.loras):
+            raise BadRequest("The model does not exist.", 404)
         if "prompt" not in body:
             raise BadRequest("prompt is required")
         prompt = _token_ids(body["prompt"], "prompt")
@@ -520,6 +535,7 @@ async def completions(request: web.Request) -> web.StreamResponse:
             top_logprobs_num=top_k,
             seed=_int(body, "seed", 0),
             cache_salt=_salt(body, "cache_salt"),
+            adapter=None if model == name else str(model),
         )
         stream = _bool(body, "stream", False)
     except BadRequest as e:
@@ -580,7 +596,9 @@ async def models(request: web.Request) -> web.Response:
         "owned_by": "servefuzz",
         "max_model_len": engine.args.context_length,
     }
-    return web.json_response({"object": "list", "data": [card]})
+    # As vLLM lists them: each LoRA adapter a model of its own, its base model as `parent`.
+    loras = [{**card, "id": name, "parent": card["id"]} for name in engine.loras]
+    return web.json_response({"object": "list", "data": [card, *loras]})
 
 
 # -- wiring ----------------------------------------------------------------------------------

@@ -8,12 +8,21 @@ relaunch an engine exactly as it found it (`--fault` repeats; its key is `faults
     (16, ('stale-padding',), ['--page-size', '16', '--fault', 'stale-padding'])
     >>> parse_args(a.to_argv()) == a
     True
+
+`--lora NAME=SEED` (repeatable) serves a LoRA adapter: random low-rank deltas on the q and v
+projections drawn from SEED (`model.lora_deltas`), requested by NAME (`lora_path` in /generate,
+`model` in /v1/completions). Its key in /server_info is `lora`, a list of `NAME=SEED`.
+
+    >>> b = parse_args(["--lora", "lora-a=1", "--lora", "lora-b=2"])
+    >>> b.lora, b.to_argv(), parse_args(b.to_argv()) == b
+    ((('lora-a', 1), ('lora-b', 2)), ['--lora', 'lora-a=1', '--lora', 'lora-b=2'], True)
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -24,6 +33,9 @@ __all__ = ["CAPTURE_BATCH_SIZES", "ArgsError", "ServerArgs", "build_parser", "pa
 
 # Decode batch sizes "captured as CUDA graphs": a decode batch is padded up to the next one.
 CAPTURE_BATCH_SIZES = (1, 2, 4, 8, *range(16, 257, 8))
+# An adapter's name: the charset the fuzzer's requests may carry (servefuzz.workload.ADAPTER_NAME;
+# the engine imports nothing from the fuzzer, so the rule is stated again here).
+_LORA_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 
 
 class ArgsError(ValueError):
@@ -46,6 +58,7 @@ class ServerArgs:
     disable_cuda_graph: bool = False
     enable_deterministic_inference: bool = False
     faults: tuple[str, ...] = ()
+    lora: tuple[tuple[str, int], ...] = ()  # (name, seed) of each adapter served
 
     def __post_init__(self) -> None:
         if self.page_size < 1:
@@ -63,6 +76,15 @@ class ServerArgs:
         for name in self.faults:
             if name not in FAULTS:
                 raise ArgsError(f"unknown fault {name!r}; known: {', '.join(sorted(FAULTS))}")
+        # /server_info lists adapters as NAME=SEED: take that form back too, so that a client
+        # relaunches from what the server reports (as it does with every other flag).
+        object.__setattr__(self, "lora", tuple(
+            _lora_flag(x) if isinstance(x, str) else (str(x[0]), int(x[1])) for x in self.lora))
+        names = [n for n, _ in self.lora]
+        if len(set(names)) != len(names):
+            raise ArgsError("--lora names must be distinct")
+        if names == [self.served_model_name] or self.served_model_name in names:
+            raise ArgsError("a --lora name must differ from --served-model-name")
 
     def has_fault(self, name: str) -> bool:
         assert name in FAULTS, name
@@ -71,6 +93,7 @@ class ServerArgs:
     def to_json(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)
         d["faults"] = list(self.faults)
+        d["lora"] = [f"{n}={seed}" for n, seed in self.lora]
         return d
 
     def to_argv(self) -> list[str]:
@@ -84,6 +107,9 @@ class ServerArgs:
             if f.name == "faults":
                 for name in value:
                     out += ["--fault", name]
+            elif f.name == "lora":
+                for name, seed in value:
+                    out += ["--lora", f"{name}={seed}"]
             elif isinstance(value, bool):
                 out.append(flag)
             else:
@@ -130,7 +156,29 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="NAME",
         help=f"plant a bug (repeatable): {', '.join(FAULTS)}",
     )
+    p.add_argument(
+        "--lora",
+        action="append",
+        default=[],
+        type=_lora_arg,
+        metavar="NAME=SEED",
+        help="serve a random LoRA adapter (q and v deltas drawn from SEED) under NAME (repeatable)",
+    )
     return p
+
+
+def _lora_arg(value: str) -> tuple[str, int]:
+    try:
+        return _lora_flag(value)
+    except ArgsError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def _lora_flag(value: str) -> tuple[str, int]:
+    name, sep, seed = value.partition("=")
+    if not sep or not _LORA_NAME.fullmatch(name) or not (seed.isascii() and seed.isdigit()):
+        raise ArgsError(f"--lora takes NAME=SEED (NAME of letters, digits, '.', '_', '-'), got {value!r}")
+    return name, int(seed)
 
 
 def parse_args(argv: Sequence[str]) -> ServerArgs:
@@ -138,4 +186,5 @@ def parse_args(argv: Sequence[str]) -> ServerArgs:
     ns = build_parser().parse_args(list(argv))
     kw = vars(ns)
     kw["faults"] = tuple(dict.fromkeys(kw["faults"]))  # repeated names collapse, order kept
+    kw["lora"] = tuple(kw["lora"])
     return ServerArgs(**kw)

@@ -64,9 +64,10 @@ def replay_plan(finding: Finding) -> dict[str, Any]:
             # vLLM rejects n > 1 at temperature 0; its adapter sends n requests of n = 1.
             copies, spec = spec.n, dataclasses.replace(spec, n=1)
         body = _body(target, spec, top_k, model)
-        requests.append(
-            {"id": spec.id, "offset_ms": spec.offset_ms, "cancel_after_ms": spec.cancel_after_ms, "copies": copies, "body": body}
-        )
+        entry = {"id": spec.id, "offset_ms": spec.offset_ms, "cancel_after_ms": spec.cancel_after_ms, "copies": copies, "body": body}
+        if spec.adapter is not None:
+            entry["adapter"] = spec.adapter  # the body names it; the script's --model must not replace it
+        requests.append(entry)
     # Requests whose cache-state anomaly reproduces when they are probed warm and primed again;
     # the priming request is the bare shared prefix, one token long, as `trial` sends it.
     specs = finding.scenario.by_id()
@@ -104,7 +105,8 @@ def _body(target: object, spec: RequestSpec, top_k: int, model: Any) -> dict[str
     """The exact body servefuzz's adapter sends for `spec`."""
     if isinstance(target, OpenAITarget):
         body = target.body(spec, top_k=top_k, model=model or "")
-        body["model"] = model  # None: the script asks /v1/models, as the adapter does
+        # None: the script asks /v1/models, as the adapter does. A LoRA adapter is the model.
+        body["model"] = spec.adapter or model
         return body
     if isinstance(target, SGLangTarget | LlamaCppTarget):
         return target.body(spec, top_k=top_k)

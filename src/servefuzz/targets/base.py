@@ -81,6 +81,7 @@ __all__ = [
     "reply_shape",
     "split_credentials",
     "sse_payloads",
+    "supports_lora",
     "supports_salts",
     "supports_choices",
 ]
@@ -242,6 +243,15 @@ def supports_choices(target: object) -> bool:
     return bool(getattr(target, "supports_choice_constraint", False))
 
 
+def supports_lora(target: object) -> bool:
+    """Whether `target` sends `RequestSpec.adapter` (a Target without the flag does not).
+
+    >>> supports_lora(make_target("vllm", "http://127.0.0.1:8000")), supports_lora(make_target("openai", "http://127.0.0.1:8000"))
+    (True, False)
+    """
+    return bool(getattr(target, "supports_lora", False))
+
+
 class Absorb(Protocol):
     """How a dialect folds one answer (or one stream chunk) of a generation into the exchange."""
 
@@ -266,6 +276,11 @@ class HttpTarget:
     # (`structured_outputs.choice`), llama.cpp (a GBNF `grammar`) and SGLang (a `regex`) do; the
     # plain OpenAI API has no such field. Refused where False (`choices_of`), like a salt.
     supports_choice_constraint: ClassVar[bool] = False
+    # Whether the dialect names a per-request LoRA adapter (`RequestSpec.adapter`): vLLM (the
+    # request's `model`), SGLang and the reference engine (`lora_path`), llama.cpp (`lora`). As
+    # with salts, a request under an adapter is refused where it is False (`adapter_of`), since
+    # sent to the base model it would test another thing.
+    supports_lora: ClassVar[bool] = False
 
     def __init__(
         self,
@@ -309,6 +324,12 @@ class HttpTarget:
         if spec.choices is not None and not self.supports_choice_constraint:
             raise UsageError(f"request {spec.id} carries a choice constraint, and the {self.engine} dialect has none")
         return spec.choices
+
+    def adapter_of(self, spec: RequestSpec) -> str | None:
+        """The adapter to name for `spec`; one for a dialect without LoRA is a `UsageError`."""
+        if spec.adapter is not None and not self.supports_lora:
+            raise UsageError(f"request {spec.id} runs under LoRA adapter {spec.adapter}, and the {self.engine} dialect has none")
+        return spec.adapter
 
     def get(self, session: aiohttp.ClientSession, path: str, **kw: Any) -> Any:
         """`session.get` of `path`, with the target's headers (an async context manager)."""

@@ -56,7 +56,8 @@ class OpenAITarget(HttpTarget):
 
     def body(self, spec: RequestSpec, *, top_k: int, model: str) -> dict[str, Any]:
         body: dict[str, Any] = {
-            "model": model,
+            # vLLM serves a LoRA adapter under its own model name (`--lora-modules NAME=PATH`).
+            "model": self.adapter_of(spec) or model,
             "prompt": list(spec.prompt_ids),
             "max_tokens": spec.max_tokens,
             "temperature": spec.temperature,

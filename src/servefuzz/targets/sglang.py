@@ -66,6 +66,9 @@ class SGLangTarget(HttpTarget):
     # (io_struct.GenerateReqInput has no `cache_salt` field), so the salt travels as that.
     supports_cache_salt: ClassVar[bool] = True
     supports_choice_constraint: ClassVar[bool] = True
+    # SGLang's native /generate names a request's adapter in `lora_path` (the NAME of
+    # `--lora-paths NAME=PATH`); the reference engine takes the same field.
+    supports_lora: ClassVar[bool] = True
 
     def body(self, spec: RequestSpec, *, top_k: int) -> dict[str, Any]:
         salt = self.salt_of(spec)
@@ -85,8 +88,10 @@ class SGLangTarget(HttpTarget):
             # digits and spaces, so the alternation of them needs no escape. The reference engine
             # reads exactly this shape (`reference.server`).
             sampling["regex"] = choice_regex(choices)
+        adapter = self.adapter_of(spec)
         return {
             **({"extra_key": salt} if salt is not None else {}),
+            **({"lora_path": adapter} if adapter is not None else {}),
             "input_ids": list(spec.prompt_ids),
             "sampling_params": sampling,
             "return_logprob": True,
@@ -144,6 +149,7 @@ class SGLangTarget(HttpTarget):
                 vocab_size=_opt_int(d.get("vocab_size")),
                 eos_token_id=_opt_int(d.get("eos_token_id")),
                 faults=tuple(str(f) for f in d.get("faults") or ()),
+                adapters=_adapter_names(d),
             )
 
 
@@ -223,3 +229,26 @@ def _opt_int(x: Any) -> int | None:
 
 def _opt_float(x: Any) -> float | None:
     return None if x is None else float(x)
+
+
+def _adapter_names(server_info: Mapping[str, Any]) -> tuple[str, ...]:
+    """The LoRA adapters a server's args name: SGLang's `lora_paths` (`NAME=PATH` strings, a
+    name -> path object, or `{"lora_name": ...}` entries) or the reference engine's `lora`
+    (`NAME=SEED`). Names only: a path is never kept (TargetInfo drops unsafe names).
+
+    >>> _adapter_names({"lora_paths": ["a=/x", {"lora_name": "b"}], "lora": ["c=7"]}), _adapter_names({})
+    (('a', 'b', 'c'), ())
+    """
+    names: list[str] = []
+    for key in ("lora_paths", "lora"):
+        entries = server_info.get(key) or ()
+        if isinstance(entries, Mapping):
+            entries = list(entries)
+        if not isinstance(entries, list | tuple):
+            continue
+        for e in entries:
+            if isinstance(e, Mapping):
+                e = e.get("lora_name")
+            if isinstance(e, str):
+                names.append(e.split("=", 1)[0])
+    return tuple(names)

@@ -63,6 +63,9 @@ class VLLMTarget(OpenAITarget):
     supports_cache_salt: ClassVar[bool] = True
     # `structured_outputs={"choice": [...]}` (the grammar bitmask of vLLM #19493 / PR #19565).
     supports_choice_constraint: ClassVar[bool] = True
+    # A LoRA adapter is a model of its own in /v1/completions (`"model": NAME`, served under
+    # `--enable-lora --lora-modules NAME=PATH`); /v1/models lists it with its base as `parent`.
+    supports_lora: ClassVar[bool] = True
 
     def __init__(
         self,
@@ -129,8 +132,10 @@ class VLLMTarget(OpenAITarget):
         pool = _opt_int(cache.get("kv_cache_size_tokens"))
         if pool is None and block_size is not None and blocks is not None:
             pool = block_size * blocks
+        adapters = tuple(str(m["id"]) for m in await self._models(session) if m.get("parent"))
         return dataclasses.replace(
             base,
+            adapters=adapters,
             server_args={**base.server_args, **cache, "servefuzz_n_as_requests": _N_NOTE},
             page_size=block_size,
             max_total_tokens=pool,
