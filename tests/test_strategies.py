@@ -223,4 +223,4 @@ def test_lora_alternation_alternates_adapters_over_shared_prefixes_only_where_ad
     # Adapters come from what the server lists, and only where the dialect names them.
     served = {e: shape_of(TargetInfo(e, "http://127.0.0.1:1", adapters=("lora-a",))).adapters
               for e in ("reference", "vllm", "openai", "llamacpp")}
-    assert served == {"reference": ("lora-a",), "vllm": ("lora-a",), "openai": (), "llamacpp": ()}
+    assert served == {"reference": ("lora-a",), "vllm": ("lora-a",), "openai": (), "llamacpp": ("lora-a",)}

@@ -14,6 +14,7 @@ The version pins mirror the ones at the top of the setup script (a test keeps th
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shutil
@@ -21,8 +22,12 @@ import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from servefuzz.errors import UsageError
+
+if TYPE_CHECKING:
+    from servefuzz.models import AdapterPaths
 
 __all__ = [
     "LLAMA_CPP_COMMIT",
@@ -196,16 +201,20 @@ def flag_pairs(argv: Sequence[str]) -> list[tuple[str, str | None]]:
 
 
 def without_flags(argv: Sequence[str], flags: set[str]) -> list[str]:
-    """`argv` without the given flags, each with its value when one follows it."""
+    """`argv` without the given flags, each with every value that follows it (vLLM's
+    `--lora-modules A=P B=Q` takes several).
+
+    >>> without_flags(["srv", "--lora-modules", "a=/p", "b=/q", "--metrics"], {"--lora-modules"})
+    ['srv', '--metrics']
+    """
     out: list[str] = []
-    skip = False
-    for i, token in enumerate(argv):
-        if skip:
-            skip = False
-        elif _is_flag(token) and token.partition("=")[0] in flags:
-            nxt = argv[i + 1] if i + 1 < len(argv) else None
-            skip = "=" not in token and nxt is not None and not _is_flag(nxt)
-        else:
+    dropping = False
+    for token in argv:
+        if _is_flag(token):
+            dropping = token.partition("=")[0] in flags
+            if not dropping:
+                out.append(token)
+        elif not dropping:
             out.append(token)
     return out
 
@@ -240,6 +249,9 @@ class Profile:
     needs: str = ""
     rows: tuple[tuple[str, str], ...] = ()
     aims: tuple[str, ...] = ()
+    # The profile serves servefuzz's tiny LoRA adapters: `profile` adds the flags that load
+    # them (`adapter_flags`), built into the cache on first use, since their paths are the cache's.
+    adapters: bool = False
 
     def undo(self, default_argv: Sequence[str]) -> tuple[tuple[str, ...], tuple[str, ...]]:
         """What takes a launch of this profile back to the preset's `default_argv`: the preset's
@@ -313,6 +325,14 @@ _PROFILE_ROWS: tuple[Profile, ...] = (
     Profile("vllm-cpu", "chunked-prefill", ("--max-num-batched-tokens", "80", "--max-num-seqs", "32"),
             "chunked prefill: an 80-token step budget, so prompts are prefilled 80 tokens a step",
             "chunked prefill (step token budget)", aims=("chunk-boundary", "page-boundary")),
+    # servefuzz's two tiny adapters (models.ADAPTERS), loaded at start; requests alternate
+    # between them and the base model (vLLM #38606, SGLang #27097 class).
+    Profile("llama-server", "lora", (),
+            "two LoRA adapters (rank 8, q and v), at scale 0 unless a request names one (lora: [{id, scale}])",
+            "LoRA adapters (--lora-scaled)", aims=("lora-alternation",), adapters=True),
+    Profile("vllm-cpu", "lora", (),
+            "two LoRA adapters (rank 8, q and v) served as models lora-a and lora-b (punica on CPU)",
+            "LoRA adapters (--enable-lora)", aims=("lora-alternation",), adapters=True),
 )
 
 # By preset, then by name: the one table `--profile` reads.
@@ -329,7 +349,31 @@ def profile(preset: str, name: str) -> Profile:
         raise UsageError(f"--profile needs --launch with a preset that has profiles ({', '.join(PROFILES)})")
     if name not in named:
         raise UsageError(f"--profile {name[:64]!r} is not a profile of {preset} (its profiles: {', '.join(named)})")
-    return named[name]
+    chosen = named[name]
+    if chosen.adapters:
+        return dataclasses.replace(chosen, flags=chosen.flags + adapter_flags(preset))
+    return chosen
+
+
+def adapter_flags(preset: str, root: Path | None = None) -> tuple[str, ...]:
+    """The flags that load servefuzz's tiny adapters into `preset`: those under `root` (a
+    `servefuzz model build` DIR/lora; nothing is built, as a report shows them), else the
+    default models' (`default_adapters`, built on first use).
+
+    vLLM: `--enable-lora` with the rank and count they need, each adapter a model of its own
+    (`--lora-modules NAME=PATH`, one flag holding both: vLLM keeps only the last flag given).
+    llama-server: `--lora-scaled FILE:0,...` loads each at scale 0, so a request that names no
+    adapter runs the base model (`--lora` loads at scale 1 and `--lora-init-without-apply` does
+    not change what the server's slots apply at this commit, docs/engines.md); the adapter's
+    name is its file's stem, as `/lora-adapters` lists the path.
+    """
+    from servefuzz.models import ADAPTERS, adapter_paths
+
+    paths = default_adapters() if root is None else adapter_paths(root)
+    if preset == "vllm-cpu":
+        return ("--enable-lora", "--max-lora-rank", "8", "--max-loras", str(len(ADAPTERS)),
+                "--lora-modules", *(f"{name}={path}" for name, path in zip(ADAPTERS, paths.hf, strict=True)))
+    return ("--lora-scaled", ",".join(f"{path}:0" for path in paths.gguf))
 
 
 # -- models for the presets ------------------------------------------------------------------
@@ -357,6 +401,28 @@ def default_models() -> Path:
             if not (root / ".complete").is_file():
                 raise
     return root
+
+
+def default_adapters() -> AdapterPaths:
+    """servefuzz's tiny LoRA adapters for the default models (seed 0) in the cache, built on first
+    use beside them (the models' own folder predates adapters and stays as it is)."""
+    from servefuzz.models import adapter_paths, build_adapters  # needs the `models` extra; only when used
+
+    root = cache_dir() / "models" / "tiny-seed0-lora"
+    if not (root / ".complete").is_file():
+        root.parent.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix="lora-", dir=root.parent))
+        build_adapters(staging, seed=0)
+        (staging / ".complete").touch()
+        if not (root / ".complete").is_file():
+            shutil.rmtree(root, ignore_errors=True)
+        try:
+            staging.rename(root)
+        except OSError:
+            shutil.rmtree(staging, ignore_errors=True)  # another process built the same bits first
+            if not (root / ".complete").is_file():
+                raise
+    return adapter_paths(root)
 
 
 def hf_model_dir(model: Path | None) -> Path:

@@ -15,6 +15,11 @@ text on their own (llama.cpp then misaligns `completion_probabilities` with the 
 rows of the output layer are zero, so their logit is 0 while the ordinary tokens' best logit is
 several units above it: they never win a greedy step and rarely reach the top-k.
 
+`build_models` also writes two tiny random LoRA adapters (`build_adapters`: rank 8 on the q and v
+projections, deterministic from the seed), `lora/lora-a/` and `lora/lora-b/` in PEFT's layout
+for vLLM (`--lora-modules lora-a=PATH`) and `lora/lora-a.gguf`, `lora/lora-b.gguf` for
+llama-server (`--lora PATH`), so that requests can alternate between adapters and the base model.
+
 The weights, tokenizers and GGUF writer come from the optional `models` extra
 (`pip install 'servefuzz[models]'`: tokenizers, safetensors, gguf), imported only when used.
 """
@@ -34,7 +39,7 @@ import numpy as np
 from servefuzz.errors import UsageError
 from servefuzz.truth import GGUF_LAYER_NAMES, GGUF_MODEL_NAMES
 
-__all__ = ["DTYPES", "TINY", "ModelPaths", "ModelShape", "build_models"]
+__all__ = ["ADAPTERS", "DTYPES", "TINY", "AdapterPaths", "ModelPaths", "ModelShape", "adapter_paths", "build_adapters", "build_models"]
 
 DTYPES = ("float32", "bfloat16")
 _HF_SPECIALS = ("<s>", "</s>", "<pad>")  # ids 0, 1, 2: the trainer numbers specials first
@@ -66,6 +71,22 @@ class ModelShape:
 TINY = ModelShape()
 
 
+# The adapters `build_adapters` writes, by the names the engines serve them under.
+ADAPTERS = ("lora-a", "lora-b")
+_LORA_RANK = 8
+_LORA_ALPHA = 16.0  # PEFT scales B @ A by alpha / rank: 2 here
+_LORA_TARGETS = ("q_proj", "v_proj")  # PEFT's default for llama
+
+
+@dataclass(frozen=True)
+class AdapterPaths:
+    """Where `build_adapters` put each adapter: PEFT folders (vLLM) and GGUF files (llama.cpp),
+    in the order of `ADAPTERS`."""
+
+    hf: tuple[Path, ...]
+    gguf: tuple[Path, ...]
+
+
 @dataclass(frozen=True)
 class ModelPaths:
     """Where `build_models` put things, and the vocabulary size of each model."""
@@ -75,6 +96,7 @@ class ModelPaths:
     dtype: str
     hf_vocab_size: int
     gguf_vocab_size: int
+    adapters: AdapterPaths | None = None
 
 
 def build_models(out_dir: Path, *, dtype: str = "float32", seed: int = 0) -> ModelPaths:
@@ -91,7 +113,85 @@ def build_models(out_dir: Path, *, dtype: str = "float32", seed: int = 0) -> Mod
     hf_vocab = _write_hf(hf_dir, TINY, dtype=dtype, seed=seed)
     gguf_path = out_dir / "tiny.gguf"
     gguf_vocab = _write_gguf(gguf_path, TINY, seed=seed)
-    return ModelPaths(hf_dir, gguf_path, dtype, hf_vocab, gguf_vocab)
+    adapters = build_adapters(out_dir / "lora", seed=seed)
+    return ModelPaths(hf_dir, gguf_path, dtype, hf_vocab, gguf_vocab, adapters)
+
+
+def build_adapters(out_dir: Path, *, seed: int = 0) -> AdapterPaths:
+    """Write each of `ADAPTERS` for the `TINY` shape: `out_dir/NAME/` (adapter_config.json and
+    adapter_model.safetensors, PEFT's layout) and `out_dir/NAME.gguf` (llama.cpp's LoRA GGUF).
+
+    The two formats hold the same matrices. The base models differ between the engines (their own
+    weights and vocabularies), so an adapter means something different on each; what matters is
+    that on each engine every adapter answers other than the base model (tested). The deltas
+    B @ A * alpha / rank have about the base projections' spread, as strong as a trained
+    adapter's can be, so that a request's adapter decides its greedy answer.
+    """
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise UsageError(f"cannot create {out_dir}: {e.strerror or e}") from None
+    paths = adapter_paths(out_dir)
+    for index, (folder, gguf_path) in enumerate(zip(paths.hf, paths.gguf, strict=True)):
+        pairs = _lora_pairs(np.random.default_rng([seed, 3 + index]), TINY)
+        folder.mkdir(exist_ok=True)
+        _write_json(folder / "adapter_config.json", {
+            "peft_type": "LORA",
+            "task_type": "CAUSAL_LM",
+            "base_model_name_or_path": None,
+            "r": _LORA_RANK,
+            "lora_alpha": _LORA_ALPHA,
+            "lora_dropout": 0.0,
+            "bias": "none",
+            "target_modules": list(_LORA_TARGETS),
+            "fan_in_fan_out": False,
+            "use_rslora": False,
+            "use_dora": False,
+        })
+        tensors = {f"base_model.model.{module}.lora_{ab}.weight": m
+                   for module, (a, b) in pairs.items() for ab, m in (("A", a), ("B", b))}
+        _save_safetensors(folder / "adapter_model.safetensors", tensors, "float32")
+        _write_lora_gguf(gguf_path, pairs)
+    return paths
+
+
+def adapter_paths(out_dir: Path) -> AdapterPaths:
+    """Where `build_adapters` puts each adapter under `out_dir` (nothing is built here)."""
+    return AdapterPaths(tuple(out_dir / n for n in ADAPTERS), tuple(out_dir / f"{n}.gguf" for n in ADAPTERS))
+
+
+def _lora_pairs(rng: np.random.Generator, shape: ModelShape) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """Module (HF name, without `.weight`) -> (A [rank, in], B [out, rank]), PEFT's shapes."""
+    h = shape.hidden
+    out = {}
+    for i in range(shape.layers):
+        for target in _LORA_TARGETS:
+            a = np.asarray(rng.standard_normal((_LORA_RANK, h)) / np.sqrt(h), dtype=np.float32)
+            # Spread of (B @ A) * alpha / rank = sqrt(rank) * 0.18 * (1 / sqrt(h)) * 2 ~ 1 / sqrt(h):
+            # the base projections' own (`_weights`).
+            b = np.asarray(rng.standard_normal((h, _LORA_RANK)) * 0.18, dtype=np.float32)
+            out[f"model.layers.{i}.self_attn.{target}"] = (a, b)
+    return out
+
+
+def _write_lora_gguf(path: Path, pairs: dict[str, tuple[np.ndarray, np.ndarray]]) -> None:
+    """llama.cpp's LoRA GGUF, as its convert_lora_to_gguf.py writes one: general.type "adapter",
+    adapter.type "lora", adapter.lora.alpha, and per target `blk.N.attn_q.weight.lora_a` (A) and
+    `.lora_b` (B). llama.cpp checks A against the base tensor's input size, B against its output
+    size, and A's rank against B's (llama-adapter.cpp)."""
+    gguf = _extra("gguf")
+    w = gguf.GGUFWriter(str(path), "llama")
+    w.add_type(gguf.GGUFType.ADAPTER)
+    w.add_string(gguf.Keys.Adapter.TYPE, "lora")
+    w.add_float32(gguf.Keys.Adapter.LORA_ALPHA, _LORA_ALPHA)
+    for module, (a, b) in pairs.items():
+        base = _gguf_name(module + ".weight")
+        w.add_tensor(base + ".lora_a", a)
+        w.add_tensor(base + ".lora_b", b)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
 
 
 # --- the shared pieces ----------------------------------------------------------------------

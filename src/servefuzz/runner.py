@@ -182,6 +182,16 @@ class Runner:
             raise UsageError(
                 f"request {adapted.id} runs under LoRA adapter {adapted.adapter}, and the {self.target.engine} dialect has none"
             )
+        served = () if self.info is None else self.info.adapters
+        missing = next((s for s in scenario.requests if s.adapter is not None and s.adapter not in served), None)
+        if missing is not None and self.info is not None:
+            # Refused before anything is sent, as above: the server would refuse each such request,
+            # and its refusal would be recorded as its answer (a relaunch without the adapters, a
+            # finding replayed against another server).
+            raise UsageError(
+                f"request {missing.id} runs under LoRA adapter {missing.adapter}, which this server does not serve "
+                f"(it serves: {', '.join(served) or 'none'})"
+            )
         started_at = datetime.now(UTC).isoformat(timespec="milliseconds")
         # A garbage collection pauses the loop for up to ~20 ms here, delaying every send due
         # meanwhile. Collect now, outside the timed part, and not during it: what is garbage

@@ -99,6 +99,32 @@ def test_gguf_is_a_llama_with_a_sentencepiece_vocabulary(built: dict[str, ModelP
     assert not head[:259].any() and all(head[i].any() for i in range(259, 1024))
 
 
+def _adapter_bytes(p: ModelPaths) -> list[bytes]:
+    """Every adapter file's bytes, in a fixed order (the folders' files by name, then the GGUFs)."""
+    assert p.adapters is not None
+    return [f.read_bytes() for d in p.adapters.hf for f in sorted(d.iterdir())] + [f.read_bytes() for f in p.adapters.gguf]
+
+
+def test_adapters_are_peft_folders_and_lora_ggufs_deterministic_from_the_seed(built: dict[str, ModelPaths]) -> None:
+    a, b, other = (built[k].adapters for k in ("a", "b", "seed1"))
+    assert a is not None and b is not None and other is not None
+    assert [d.name for d in a.hf] == [f.stem for f in a.gguf] == list(models.ADAPTERS)
+    assert _adapter_bytes(built["a"]) == _adapter_bytes(built["b"]) != _adapter_bytes(built["seed1"])
+    config = json.loads((a.hf[0] / "adapter_config.json").read_text())
+    assert (config["peft_type"], config["r"], config["lora_alpha"], config["target_modules"]) == ("LORA", 8, 16.0, ["q_proj", "v_proj"])
+    tensors = load_file(str(a.hf[0] / "adapter_model.safetensors"))
+    assert tensors["base_model.model.model.layers.1.self_attn.v_proj.lora_A.weight"].shape == (8, TINY.hidden)
+    assert tensors["base_model.model.model.layers.1.self_attn.v_proj.lora_B.weight"].shape == (TINY.hidden, 8)
+    assert len(tensors) == 2 * 2 * TINY.layers  # A and B, q and v, each layer
+    reader = gguf.GGUFReader(str(a.gguf[0]))
+    said = {k: reader.get_field(k).contents() for k in ("general.type", "adapter.type", "adapter.lora.alpha")}
+    assert said == {"general.type": "adapter", "adapter.type": "lora", "adapter.lora.alpha": 16.0}
+    shapes = {t.name: tuple(int(x) for x in t.shape) for t in reader.tensors}  # ggml order: [in, out]
+    assert shapes["blk.0.attn_q.weight.lora_a"] == (TINY.hidden, 8) and shapes["blk.0.attn_q.weight.lora_b"] == (8, TINY.hidden)
+    # The base models' bytes do not depend on the adapters (their own random streams).
+    assert _files(built["a"]) == _files(built["b"])
+
+
 def test_cli_builds_and_says_where(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert cli(["model", "build", str(tmp_path / "m"), "--dtype", "bfloat16", "--seed", "4"]) == 0
     out = capsys.readouterr().out

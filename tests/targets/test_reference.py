@@ -292,3 +292,13 @@ def test_an_adapter_travels_with_the_request_in_each_dialect(reference_server: C
 
     with pytest.raises(UsageError, match="openai dialect has none"):
         with_runner(url, "openai", refused)
+
+
+def test_a_scenario_under_an_adapter_the_server_does_not_serve_is_refused_before_sending(ref: str) -> None:
+    from servefuzz.errors import UsageError
+
+    async def refused(r: Runner) -> None:
+        await r.run(Scenario(0, (RequestSpec("r01", 0.0, (5, 6), 2, adapter="lora-a"),)), run=0)
+
+    with pytest.raises(UsageError, match="which this server does not serve \\(it serves: none\\)"):
+        with_runner(ref, "reference", refused)

@@ -173,6 +173,9 @@ def _model(args: argparse.Namespace) -> int:
         raise UsageError(f"cannot write {e.filename or args.dir}: {e.strerror or e}") from None
     print(f"vLLM model:      {visible(paths.hf_dir)}  (vocabulary {paths.hf_vocab_size}, {paths.dtype})")
     print(f"llama.cpp model: {visible(paths.gguf)}  (vocabulary {paths.gguf_vocab_size}, float32)")
+    if paths.adapters is not None:
+        hf = ", ".join(visible(p) for p in paths.adapters.hf)
+        print(f"LoRA adapters:   {hf} (vLLM); {', '.join(visible(p) for p in paths.adapters.gguf)} (llama.cpp)")
     return Exit.OK
 
 

@@ -30,7 +30,16 @@ from servefuzz.engine_flags import (
     fault_name,
     flag_words,
 )
-from servefuzz.engines import PROFILES, llama_server_preset_argv, vllm_argv, vllm_env, with_flags, without_flags
+from servefuzz.engines import (
+    PROFILES,
+    Profile,
+    adapter_flags,
+    llama_server_preset_argv,
+    vllm_argv,
+    vllm_env,
+    with_flags,
+    without_flags,
+)
 from servefuzz.errors import UsageError
 from servefuzz.finding import Finding, TargetInfo
 from servefuzz.history import RunHistory
@@ -82,7 +91,7 @@ def server_command(target: TargetInfo, *, multiline: bool = False) -> str:
         # the folder: MODEL_DIR is `servefuzz model build DIR`'s DIR/hf-<dtype>.
         page = target.page_size if target.page_size else 32
         preset = vllm_argv(Path("MODEL_DIR"), str(args.get("dtype") or "float32"), block_size=page)
-        argv = ["python3", *without_flags(with_flags(preset[1:], profile.flags), {"--port"})]
+        argv = ["python3", *without_flags(with_flags(preset[1:], _profile_flags("vllm-cpu", profile)), {"--port"})]
         env = {**vllm_env(), **env}
     elif target.engine == "vllm":
         # The dev mode mounts /reset_prefix_cache, which servefuzz and repro.py flush with.
@@ -102,7 +111,7 @@ def server_command(target: TargetInfo, *, multiline: bool = False) -> str:
             slots = values.get("total_slots")
             preset = llama_server_preset_argv(Path(model), slots=slots if isinstance(slots, int) else 8)
             # The slot erase needs a save path; this machine's temporary folder is no one else's.
-            flags = with_flags(preset[1:], [*profile.flags, "--slot-save-path", "/tmp"])
+            flags = with_flags(preset[1:], [*_profile_flags("llama-server", profile), "--slot-save-path", "/tmp"])
             argv = ["llama-server", *without_flags(flags, {"--port"})]
         else:
             argv = ["llama-server", "-m", model, "--host", "127.0.0.1"]
@@ -267,3 +276,9 @@ def timeline(finding: Finding, histories: Sequence[RunHistory] = ()) -> tuple[li
         else "scheduled send times only: no run of this scenario was found beside the finding"
     )
     return bars, source
+
+
+def _profile_flags(preset: str, profile: Profile) -> tuple[str, ...]:
+    """A profile's flags as its launch has them; a LoRA profile's adapters as LORA_DIR/NAME
+    (LORA_DIR: `servefuzz model build DIR`'s DIR/lora), since their real paths are the cache's."""
+    return profile.flags + (adapter_flags(preset, Path("LORA_DIR")) if profile.adapters else ())

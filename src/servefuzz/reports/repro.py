@@ -53,7 +53,9 @@ def replay_plan(finding: Finding) -> dict[str, Any]:
     top_k = RunConfig().top_k  # what the runner asks for, so the server does the same work
     # The llama.cpp adapter takes cache_prompt from its construction; the finding recorded it.
     if info.engine == "llamacpp":
-        target = make_target(info.engine, info.base_url, cache_prompt=info.server_args.get("cache_prompt") is not False)
+        # Adapters by id: the finding lists them in the order /lora-adapters gave them.
+        target = make_target(info.engine, info.base_url, cache_prompt=info.server_args.get("cache_prompt") is not False,
+                             adapters=info.adapters)
     else:
         target = make_target(info.engine, info.base_url)
     model = info.server_args.get("model")

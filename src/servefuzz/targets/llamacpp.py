@@ -32,10 +32,12 @@ that leaves nothing behind.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from pathlib import PurePath
 from typing import Any, ClassVar
 
 import aiohttp
 
+from servefuzz.errors import UsageError
 from servefuzz.targets.base import (
     BadReply,
     BadStatus,
@@ -72,16 +74,30 @@ class LlamaCppTarget(HttpTarget):
 
     supports_choice_constraint: ClassVar[bool] = True
 
-    def __init__(self, base_url: str, *, cache_prompt: bool = True, **http: Any) -> None:
+    # A request names adapters by id in `lora: [{"id": i, "scale": s}]` (those it leaves out run
+    # at scale 0); servefuzz calls adapter i by its file's stem, as `/lora-adapters` lists it.
+    supports_lora: ClassVar[bool] = True
+
+    def __init__(
+        self, base_url: str, *, cache_prompt: bool = True, adapters: Sequence[str] | None = None, **http: Any
+    ) -> None:
+        """`adapters`: the adapters' names in id order where already known (a finding's), else
+        read from `/lora-adapters` before the first request that needs them."""
         super().__init__(base_url, **http)
         self.cache_prompt = cache_prompt
         self._slots: int | None = None
+        self._lora_ids: dict[str, int] | None = None if adapters is None else {n: i for i, n in enumerate(adapters)}
 
     def body(self, spec: RequestSpec, *, top_k: int, cold: bool = False) -> dict[str, Any]:
         """The `/completion` body; a `cold` request (a clean reference) never reuses a cached
         prompt, so it is cold even on a server without slot erase (no `--slot-save-path`)."""
         self.salt_of(spec)  # llama.cpp has no cache salt: a salted request is refused
+        adapter = self.adapter_of(spec)
+        # A base-model request names no adapter, as most clients send it: it runs under the
+        # server's own scales (0 under the lora profile, `engines.adapter_flags`).
+        lora = {} if adapter is None else {"lora": [{"id": self._lora_id(adapter), "scale": 1.0}]}
         return {
+            **lora,
             "prompt": list(spec.prompt_ids),
             "n_predict": spec.max_tokens,
             # At 0 greedy (the probabilities are still the plain softmax); above 0 the server's
@@ -104,6 +120,8 @@ class LlamaCppTarget(HttpTarget):
         # a pooled connection reused for the next request then fails as "server disconnected".
         # Closing it from our side keeps that connection out of the pool.
         headers = {"Connection": "close"} if spec.stream else None
+        if spec.adapter is not None and self._lora_ids is None:
+            await self._adapters(session)
         body = self.body(spec, top_k=top_k, cold=exchange.cold)
         await self.generate(session, "/completion", body, spec, exchange, _absorb, headers=headers)
 
@@ -118,9 +136,28 @@ class LlamaCppTarget(HttpTarget):
                     raise BadStatus(resp.status, await read_error(resp))
         return True
 
+    def _lora_id(self, name: str) -> int:
+        if self._lora_ids is None or name not in self._lora_ids:
+            raise UsageError(f"this llama-server has no LoRA adapter named {name} (started without it in --lora?)")
+        return self._lora_ids[name]
+
+    async def _adapters(self, session: aiohttp.ClientSession) -> tuple[str, ...]:
+        """The adapters' names (their files' stems) in id order, from `/lora-adapters`; none
+        where the server has no such endpoint or loaded none."""
+        try:
+            listed = await self.get_json(session, "/lora-adapters")
+        except BadStatus:
+            listed = []
+        with reply_shape("/lora-adapters"):
+            entries = [e for e in listed if isinstance(e, Mapping)] if isinstance(listed, list) else []
+            names = {int(e["id"]): PurePath(str(e.get("path", ""))).stem for e in entries}
+        self._lora_ids = {name: i for i, name in names.items()}
+        return tuple(name for _, name in sorted(names.items()))
+
     async def server_info(self, session: aiohttp.ClientSession) -> TargetInfo:
         props = await self.get_json(session, "/props")
         models = await self.get_json(session, "/v1/models")
+        adapters = await self._adapters(session)
         with reply_shape("/props"):
             settings = props["default_generation_settings"]
             slots = int(props["total_slots"])
@@ -142,6 +179,7 @@ class LlamaCppTarget(HttpTarget):
                 },
                 max_total_tokens=slot_ctx * slots,
                 vocab_size=None if meta.get("n_vocab") is None else int(meta["n_vocab"]),
+                adapters=adapters,
             )
 
     async def _total_slots(self, session: aiohttp.ClientSession) -> int:
