@@ -131,3 +131,15 @@ def test_a_finding_made_under_a_profile_gives_the_preset_s_command_with_the_prof
                   "--port 8000"):
         assert words in command, (words, command)
     assert "--max-num-batched-tokens" not in server_command(dataclasses.replace(chunked, profile=None))
+
+
+def test_a_finding_made_under_the_lora_profile_names_the_adapters_where_model_build_writes_them() -> None:
+    # Their real paths are servefuzz's cache; the report names them under `servefuzz model build
+    # DIR`'s DIR/lora, as it names the model MODEL_DIR, and builds nothing.
+    from servefuzz.finding import TargetInfo
+    from servefuzz.reports.facts import server_command
+
+    llama = server_command(TargetInfo("llamacpp", "http://127.0.0.1:1", server_args={"total_slots": 8}, profile="lora"))
+    assert "--lora-scaled LORA_DIR/lora-a.gguf:0,LORA_DIR/lora-b.gguf:0" in llama, llama
+    vllm = server_command(TargetInfo("vllm", "http://127.0.0.1:1", page_size=32, server_args={"model": "tiny"}, profile="lora"))
+    assert "--enable-lora --max-lora-rank 8 --max-loras 2 --lora-modules lora-a=LORA_DIR/lora-a lora-b=LORA_DIR/lora-b" in vllm, vllm
