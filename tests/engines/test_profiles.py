@@ -1,8 +1,8 @@
 """The launch presets' feature profiles (`engines.PROFILES`): each one starts and serves a request
 on the real engine, with its flags on the command line, and the flags are there only with it.
 
-One launch per profile: llama-server's take a few seconds each; vLLM's two (preemption and
-spec-ngram) take about a minute each, the most this suite spends on extra vLLM launches.
+One launch per profile: llama-server's take a few seconds each; vLLM's three (preemption,
+spec-ngram, chunked-prefill) about a minute each. The lora profiles launch in test_lora.py.
 """
 
 from __future__ import annotations
