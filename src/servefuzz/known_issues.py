@@ -76,8 +76,12 @@ _W_VERDICT = 2
 _W_SPECIFIC = 2
 _W_FEATURE = 1
 _W_NOT_CURED = 1
+# The surfaces few issues share (adapters, tenants' salts, seeded draws, constraints) single an
+# issue out as much as a page-aligned prefix does: a LoRA finding on llama.cpp with the #26207
+# trigger matched nothing while they counted as common features (2026-12-01).
 _SPECIFIC = frozenset(
-    {"prefix=page-aligned", "prefix=mid-page", "prefix=full", "chunked-prefill", "eviction", "abort", "high-concurrency", "n>1"}
+    {"prefix=page-aligned", "prefix=mid-page", "prefix=full", "chunked-prefill", "eviction", "abort", "high-concurrency", "n>1",
+     "lora", "cache-salt", "seeded-sampling", "structured-output"}
 )
 # Engine and verdict class alone fit too many issues: a match also needs specific evidence (the
 # planted fault, a specific trigger feature, or a cure) and this much in all.
