@@ -122,4 +122,7 @@ def test_the_walkthrough_on_a_timing_dependent_fault_never_claims_a_false_cure(t
         assert pv is not None and pv < 0.01
         assert row.name in CURES[fault], (row, p.stdout)
     if not triaged.triage.cures:
-        assert "no variant cured it significantly" in p.stdout
+        # A timing-dependent baseline may also fail to come back on the triage's own server:
+        # that is said too, and it is no cure either.
+        assert ("no variant cured it significantly" in p.stdout
+                or "the baseline did not reproduce the finding" in p.stdout), p.stdout
