@@ -24,7 +24,7 @@ from servefuzz.finding import Confirmation, Finding, TargetInfo
 from servefuzz.oracles.judge import Expectation, Judgement, judge, reproduction
 from servefuzz.runner import Runner
 from servefuzz.store import FindingStore, finding_size, read_noise
-from servefuzz.strategies import PageBoundaryBursts, RandomLoad
+from servefuzz.strategies import EvictionPressure, PageBoundaryBursts, RandomLoad
 from servefuzz.targets import make_target
 from servefuzz.workload import RequestSpec, Scenario
 
@@ -228,3 +228,25 @@ def test_a_strategy_that_raises_is_benched_and_the_campaign_goes_on(
     assert alone.requests >= 80
     only = _campaign(url, CampaignConfig(tmp_path / "d", seed=1, request_budget=40), [_Broken()])
     assert only.stopped_because.startswith("every strategy failed: broken: ValueError") and only.requests == 0
+
+
+@pytest.mark.timeout(240)
+def test_the_first_round_starts_where_the_targets_shape_points(
+    tmp_path: Path, reference_server: Callable[..., str]
+) -> None:
+    """A small pool (4,096 tokens: one full-context request) runs eviction first, then the
+    profile-less order asked; the default engine's shape points nowhere, so the order asked holds."""
+    mix = [PageBoundaryBursts(), RandomLoad(), EvictionPressure()]
+    small = _campaign(reference_server("--max-total-tokens", "4096"),
+                      CampaignConfig(tmp_path / "small", seed=2, request_budget=1), mix)
+    default = _campaign(reference_server(), CampaignConfig(tmp_path / "default", seed=2, request_budget=1), mix)
+    for result, out, first in ((small, tmp_path / "small", "eviction"), (default, tmp_path / "default", "page-boundary")):
+        assert result.iterations == 1
+        order = json.loads((out / "config.json").read_text())["strategies"]
+        logged = json.loads((out / "scenarios.jsonl").read_text().splitlines()[0])
+        assert order[0] == first and logged["origin"] == first, (order, logged)
+    # A profile's aims still come before the shape's.
+    aimed = _campaign(reference_server("--max-total-tokens", "4096"),
+                      CampaignConfig(tmp_path / "aimed", seed=2, request_budget=1, aims=("random",)), mix)
+    assert aimed.iterations == 1
+    assert json.loads((tmp_path / "aimed" / "config.json").read_text())["strategies"] == ["random", "eviction", "page-boundary"]

@@ -44,7 +44,7 @@ from servefuzz.runner import RunConfig, Runner
 from servefuzz.sanitize import one_line
 from servefuzz.shrinker import Shrunk, shrink_finding
 from servefuzz.store import check_campaign_dir, finding_noise
-from servefuzz.strategies import aimed_first, get_strategies
+from servefuzz.strategies import get_strategies
 from servefuzz.traces import load_trace_seeds
 from servefuzz.triager import triage as triage_matrix
 from servefuzz.trial import DEFAULT_RUNS, LaunchedServer, Replayer, open_target
@@ -245,10 +245,7 @@ def fuzz(
     seed, spec = opts.identity()
     strategies = get_strategies(spec)
     profile = opts.chosen_profile()
-    if profile is not None:
-        # The first round meets the profile's feature first (a small pool: eviction first).
-        # Stable, so a resumed campaign's stored order comes out the same.
-        strategies = aimed_first(strategies, engines.profile(opts.launch or "", profile).aims)
+    aims = () if profile is None else engines.profile(opts.launch or "", profile).aims
     seeds = load_trace_seeds(opts.trace) if opts.trace is not None else ()
     time_s = opts.time_s
     if time_s is None and opts.requests is None:
@@ -264,6 +261,7 @@ def fuzz(
         performance=opts.slowdowns,
         resume=opts.resume,
         coverage=opts.uses_coverage(),
+        aims=aims,
     )
     events = on_event or (lambda state: None)
 

@@ -74,7 +74,7 @@ from servefuzz.store import (
     write_json,
     write_noise,
 )
-from servefuzz.strategies import DEFAULT_CAPTURE_SIZES, Strategy, TargetShape, offered
+from servefuzz.strategies import DEFAULT_CAPTURE_SIZES, Strategy, TargetShape, aimed_first, offered, shape_aims
 from servefuzz.targets.base import get_target_class, supports_choices, supports_lora, supports_salts
 from servefuzz.trial import (
     Executed,
@@ -134,6 +134,8 @@ class CampaignConfig:
     `launch`: how the target was started, when servefuzz started it: a suspected corruption the
     content swap left unbacked then gets the deterministic control (a fresh server in the
     engine's deterministic mode, `trial.deterministic_control`), where the engine has one.
+    `aims`: strategies the first round runs first (a feature profile's `Profile.aims`), ahead of
+    those the target's shape points at (`strategies.shape_aims`: eviction first on a small pool).
     `coverage`: track pairwise feature coverage (`servefuzz.coverage`, kept in `coverage.json`):
     the `pairwise` covering generator joins the mix, the `cross` mutator joins the havoc, and
     every pair a scenario is first to exercise counts as a new feature (`pair:...`), so it gives
@@ -157,6 +159,7 @@ class CampaignConfig:
     truth_model: Path | None = None
     launch: Launch | None = None
     coverage: bool = False
+    aims: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.runs < 2:
@@ -445,7 +448,10 @@ async def run_campaign_on(
     info = workers[0].info
     shape = shape_of(info)
     asked = tuple(strategy) if isinstance(strategy, Sequence) else (strategy,)
-    strategies = {s.name: s for s in offered(asked, shape)}
+    # The first round meets what the target was set up to exercise first: the profile's feature,
+    # then its shape's (stable, so the rest keep the order asked, and a resumed campaign against
+    # the same target computes the same order, which its identity holds).
+    strategies = {s.name: s for s in aimed_first(offered(asked, shape), (*config.aims, *shape_aims(shape)))}
     if not strategies:
         raise UsageError(
             f"{', '.join(s.name for s in asked)} needs what this {info.engine} target lacks "

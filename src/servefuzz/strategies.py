@@ -78,6 +78,7 @@ __all__ = [
     "get_strategies",
     "get_strategy",
     "offered",
+    "shape_aims",
 ]
 
 # Page sizes swept when the server does not say which one it uses.
@@ -697,6 +698,32 @@ def get_strategies(spec: str) -> tuple[Strategy, ...]:
     return tuple(get_strategy(n) for n in dict.fromkeys(names))
 
 
+def shape_aims(shape: TargetShape) -> tuple[str, ...]:
+    """The strategies a target's shape points at, for the first round: `lora-alternation` where
+    adapters are served; `eviction` where the paged pool holds fewer than four full-context
+    requests (a few long requests make it evict, and a small pool is what a user who sets one
+    means to test); `chunk-boundary` where the step's prefill budget is at most a quarter of the
+    context (an ordinary long prompt is split). The embedded default (a 131,072-token pool, a
+    2,048-token budget for 4,096 tokens of context) points at none, so its first round keeps
+    the default mix's order.
+
+    >>> shape_aims(TargetShape(page_size=64, max_total_tokens=131072, chunked_prefill_size=2048))
+    ()
+    >>> shape_aims(TargetShape(page_size=64, max_total_tokens=4096, chunked_prefill_size=512, adapters=("a",)))
+    ('lora-alternation', 'eviction', 'chunk-boundary')
+    >>> shape_aims(TargetShape(max_total_tokens=4096))  # no pages: one slot per request (llama-server)
+    ()
+    """
+    aims: list[str] = []
+    if shape.adapters:
+        aims.append(LoraAlternation.name)
+    if shape.page_size and shape.max_total_tokens is not None and shape.max_total_tokens < 4 * shape.context_length:
+        aims.append(EvictionPressure.name)
+    if shape.chunked_prefill_size is not None and 4 * shape.chunked_prefill_size <= shape.context_length:
+        aims.append(ChunkBoundary.name)
+    return tuple(aims)
+
+
 def aimed_first(strategies: Sequence[Strategy], aims: Sequence[str]) -> tuple[Strategy, ...]:
     """`strategies` with those named in `aims` first, in the order of `aims`, the rest as they
     were: the campaign's first round runs each strategy once in this order, so a target whose
@@ -705,5 +732,5 @@ def aimed_first(strategies: Sequence[Strategy], aims: Sequence[str]) -> tuple[St
     >>> [s.name for s in aimed_first(get_strategies("page-boundary,burst-reuse,eviction"), ("eviction", "n-mix"))]
     ['eviction', 'page-boundary', 'burst-reuse']
     """
-    rank = {name: i for i, name in enumerate(aims)}
+    rank = {name: i for i, name in enumerate(dict.fromkeys(aims))}  # a name aimed twice: its first place
     return tuple(sorted(strategies, key=lambda s: rank.get(s.name, len(rank))))
