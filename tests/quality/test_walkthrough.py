@@ -98,8 +98,11 @@ CURES = {
 @pytest.mark.timeout(1800)
 @pytest.mark.parametrize("fault", sorted(CURES))
 def test_the_walkthrough_on_a_timing_dependent_fault_never_claims_a_false_cure(tmp_path: Path, fault: str) -> None:
-    p = run(["servefuzz", "fuzz", "--fault", fault], tmp_path, timeout=300)
-    assert p.returncode == 1, p.stderr[-2000:]
+    # Found in 17 s at the median on a quiet machine (docs/benchmarks.md); the default 90 s is
+    # stretched so that two cores busy with the rest of the suite do not turn a slow find into a
+    # failure of what this test is about (shrink and triage).
+    p = run(["servefuzz", "fuzz", "--fault", fault, "--time", "240"], tmp_path, timeout=400)
+    assert p.returncode == 1, p.stdout[-2000:] + p.stderr[-2000:]
     findings = tmp_path / "servefuzz-out" / "findings"
     found = sorted(findings.glob("finding_*.json"))[0]
     shrink_cmd, triage_cmd, _ = readme_commands()
@@ -114,7 +117,7 @@ def test_the_walkthrough_on_a_timing_dependent_fault_never_claims_a_false_cure(t
         return
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-2000:]
     p = run(filled(triage_cmd, found.stem), findings)
-    assert p.returncode in (0, 1), p.stderr[-2000:]
+    assert p.returncode in (0, 1), p.stdout[-3000:] + p.stderr[-2000:]
     triaged = load_finding(findings / f"{found.stem}_min_triaged.json")
     assert triaged.triage is not None
     for row in triaged.triage.cures:
