@@ -21,8 +21,14 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 
 from servefuzz.launcher import ServerProcess
+
+# Tests do not time things: Hypothesis's 200 ms deadline per example failed property tests on
+# two cores busy with the suite's servers (the batch-sweep and chunk-boundary strategy tests).
+settings.register_profile("servefuzz", deadline=None)
+settings.load_profile("servefuzz")
 
 STUB = Path(__file__).parent / "targets" / "stub_server.py"
 TESTS = Path(__file__).parent
