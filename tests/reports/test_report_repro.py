@@ -15,6 +15,7 @@ import ast
 import asyncio
 import dataclasses
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -71,17 +72,19 @@ def script(tmp_path: Path, finding: Finding) -> Path:
 
 def test_repro_confirms_on_the_faulty_engine_and_not_on_the_cured_one(script: Path, finding: Finding) -> None:
     assert finding.verdict.backed.value == "corruption"  # a confident flip; no control has run here
+    # Five runs, of which three decide it: the burst lands in one extend batch nearly always,
+    # but two cores busy with the rest of the suite have split it once (then that run is exact).
     with ServerProcess.reference(FAULT) as faulty:
-        p = run_script(script, "--base-url", faulty.base_url, "--runs", "3")
+        p = run_script(script, "--base-url", faulty.base_url, "--runs", "5")
     assert p.returncode == 0, p.stdout + p.stderr
     lines = p.stdout.splitlines()
     # The seed report's block, line for line.
     assert lines[1] == f"  Finding  : {finding.filename}"
     assert lines[2] == f"  Bug      : {finding.verdict.value} ({finding.signature})"
     assert lines[3] == f"  Expect   : {list(finding.expected_diverging)} to diverge"
-    assert lines[4] == "  Runs     : 3"
+    assert lines[4] == "  Runs     : 5"
     assert "✓ (expected)" in p.stdout and "variant 2: " in p.stdout
-    assert "RESULT: CONFIRMED" in lines[-3] and "RATE   : reproduced: 3/3" in lines[-2]
+    assert "RESULT: CONFIRMED" in lines[-3] and re.search(r"RATE   : reproduced: [345]/5", lines[-2]), p.stdout
     assert "[STABLE — " in p.stdout and "r00" in p.stdout.split("[STABLE")[1]
 
     with ServerProcess.reference([]) as clean:  # no fault: the cure (8 clean runs decide it)
