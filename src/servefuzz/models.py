@@ -20,6 +20,11 @@ projections, deterministic from the seed), `lora/lora-a/` and `lora/lora-b/` in 
 for vLLM (`--lora-modules lora-a=PATH`) and `lora/lora-a.gguf`, `lora/lora-b.gguf` for
 llama-server (`--lora PATH`), so that requests can alternate between adapters and the base model.
 
+It writes a draft model for llama-server's draft-model speculative decoding too (`build_draft`:
+`draft/tiny-draft.gguf`, `-md PATH`): the GGUF's own vocabulary and weights with seeded noise, so
+that its greedy guesses are the target's often but not always and the verify step both accepts
+and rejects drafts.
+
 The weights, tokenizers and GGUF writer come from the optional `models` extra
 (`pip install 'servefuzz[models]'`: tokenizers, safetensors, gguf), imported only when used.
 """
@@ -39,7 +44,21 @@ import numpy as np
 from servefuzz.errors import UsageError
 from servefuzz.truth import GGUF_LAYER_NAMES, GGUF_MODEL_NAMES
 
-__all__ = ["ADAPTERS", "DTYPES", "TINY", "AdapterPaths", "ModelPaths", "ModelShape", "adapter_paths", "build_adapters", "build_models"]
+__all__ = [
+    "ADAPTERS",
+    "DRAFT_GGUF",
+    "DRAFT_NOISE",
+    "DTYPES",
+    "TINY",
+    "AdapterPaths",
+    "ModelPaths",
+    "ModelShape",
+    "adapter_paths",
+    "build_adapters",
+    "build_draft",
+    "build_models",
+    "draft_path",
+]
 
 DTYPES = ("float32", "bfloat16")
 _HF_SPECIALS = ("<s>", "</s>", "<pad>")  # ids 0, 1, 2: the trainer numbers specials first
@@ -97,6 +116,13 @@ class ModelPaths:
     hf_vocab_size: int
     gguf_vocab_size: int
     adapters: AdapterPaths | None = None
+    draft: Path | None = None
+
+
+# The draft model `build_draft` writes (llama-server `-md`), and the noise it adds to each of the
+# target's weight tensors, as a fraction of that tensor's standard deviation. MEASURED_BELOW
+DRAFT_GGUF = "tiny-draft.gguf"
+DRAFT_NOISE = 0.06
 
 
 def build_models(out_dir: Path, *, dtype: str = "float32", seed: int = 0) -> ModelPaths:
@@ -114,7 +140,34 @@ def build_models(out_dir: Path, *, dtype: str = "float32", seed: int = 0) -> Mod
     gguf_path = out_dir / "tiny.gguf"
     gguf_vocab = _write_gguf(gguf_path, TINY, seed=seed)
     adapters = build_adapters(out_dir / "lora", seed=seed)
-    return ModelPaths(hf_dir, gguf_path, dtype, hf_vocab, gguf_vocab, adapters)
+    draft = build_draft(out_dir / "draft", seed=seed)
+    return ModelPaths(hf_dir, gguf_path, dtype, hf_vocab, gguf_vocab, adapters, draft)
+
+
+def build_draft(out_dir: Path, *, seed: int = 0) -> Path:
+    """Write `out_dir/tiny-draft.gguf` (`draft_path`): a draft model for the GGUF `build_models`
+    writes with the same seed, for llama-server's `-md`.
+
+    It is that GGUF with the same vocabulary, token types and specials (llama.cpp refuses a draft
+    whose vocabulary differs from the target's) and the same weights plus seeded Gaussian noise,
+    `DRAFT_NOISE` times each tensor's own spread (the norms stay ones, the quiet tokens' output
+    rows stay zero, so a draft never proposes a token the target cannot pick). The noise comes
+    from its own random stream, so the target's bytes are what they were; the same seed gives
+    the same bytes. A draft that always agreed with the target would never exercise the
+    rejection path, one that never agreed would never extend a slot's KV by accepted tokens.
+    """
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise UsageError(f"cannot create {out_dir}: {e.strerror or e}") from None
+    path = draft_path(out_dir)
+    _write_gguf(path, TINY, seed=seed, noise=(np.random.default_rng([seed, 5]), DRAFT_NOISE))
+    return path
+
+
+def draft_path(out_dir: Path) -> Path:
+    """Where `build_draft` puts the draft model under `out_dir` (nothing is built here)."""
+    return out_dir / DRAFT_GGUF
 
 
 def build_adapters(out_dir: Path, *, seed: int = 0) -> AdapterPaths:
@@ -356,8 +409,12 @@ def _gguf_name(hf_name: str) -> str:
     return f"blk.{layer}.{GGUF_LAYER_NAMES[rest]}.weight"
 
 
-def _write_gguf(path: Path, shape: ModelShape, *, seed: int) -> int:
-    """A SentencePiece-style vocabulary: <unk>, <s>, </s>, the 256 byte tokens, then word pieces."""
+def _write_gguf(path: Path, shape: ModelShape, *, seed: int,
+                noise: tuple[np.random.Generator, float] | None = None) -> int:
+    """A SentencePiece-style vocabulary: <unk>, <s>, </s>, the 256 byte tokens, then word pieces.
+
+    `noise` (a random stream and a scale): the draft model's weights, each tensor but the norms
+    plus that many of its own standard deviations of Gaussian noise (`build_draft`)."""
     gguf = _extra("gguf")
     rng = np.random.default_rng([seed, 2])
     types = gguf.TokenType
@@ -371,7 +428,7 @@ def _write_gguf(path: Path, shape: ModelShape, *, seed: int) -> int:
     scores = [0.0] * len(quiet) + [-float(i) for i in range(len(pieces))]  # earlier pieces merge first
 
     w = gguf.GGUFWriter(str(path), "llama")
-    w.add_name("servefuzz-tiny")
+    w.add_name("servefuzz-tiny" if noise is None else "servefuzz-tiny-draft")
     w.add_context_length(shape.context)
     w.add_embedding_length(shape.hidden)
     w.add_block_count(shape.layers)
@@ -392,6 +449,12 @@ def _write_gguf(path: Path, shape: ModelShape, *, seed: int) -> int:
     w.add_eos_token_id(2)
     w.add_add_bos_token(False)  # prompts are exact token ids; nothing is to be slipped in front
     for name, array in _weights(rng, shape, len(tokens), quiet).items():
+        if noise is not None and not name.endswith("norm.weight"):
+            source, scale = noise
+            moved = array + np.float32(scale * float(array.std())) * source.standard_normal(array.shape, dtype=np.float32)
+            if name == "lm_head.weight":
+                moved[quiet] = 0.0  # the specials and byte tokens stay unpickable
+            array = np.asarray(moved, dtype=np.float32)
         w.add_tensor(_gguf_name(name), array)
     w.write_header_to_file()
     w.write_kv_data_to_file()

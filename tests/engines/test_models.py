@@ -125,10 +125,39 @@ def test_adapters_are_peft_folders_and_lora_ggufs_deterministic_from_the_seed(bu
     assert _files(built["a"]) == _files(built["b"])
 
 
+def test_the_draft_is_the_gguf_s_vocabulary_with_noisy_weights_deterministic_from_the_seed(built: dict[str, ModelPaths]) -> None:
+    # llama-server takes a draft (-md) only with the target's vocabulary; the same seed writes the
+    # same bytes, and the target's bytes do not depend on the draft (its own random stream).
+    drafts = {k: built[k].draft for k in ("a", "b", "seed1")}
+    assert all(d is not None and d.name == models.DRAFT_GGUF and d.parent.name == "draft" for d in drafts.values())
+    a, b, other = (d.read_bytes() for d in drafts.values() if d is not None)
+    assert a == b != other
+    target, draft = (gguf.GGUFReader(str(p)) for p in (built["a"].gguf, drafts["a"]))
+    for key in ("tokenizer.ggml.tokens", "tokenizer.ggml.scores", "tokenizer.ggml.token_type", "tokenizer.ggml.model",
+                "tokenizer.ggml.bos_token_id", "tokenizer.ggml.eos_token_id", "tokenizer.ggml.add_bos_token",
+                "llama.block_count", "llama.embedding_length", "llama.context_length"):
+        assert draft.get_field(key).contents() == target.get_field(key).contents(), key
+    assert draft.get_field("general.name").contents() == "servefuzz-tiny-draft"
+    t = {x.name: np.asarray(x.data) for x in target.tensors}
+    d = {x.name: np.asarray(x.data) for x in draft.tensors}
+    assert t.keys() == d.keys()
+    for name, weights in t.items():
+        if name.endswith("norm.weight"):
+            assert np.array_equal(d[name], weights), name
+            continue
+        # Noise of DRAFT_NOISE times the tensor's own spread: close, never equal.
+        spread = float((d[name] - weights).std()) / float(weights.std())
+        assert abs(spread - models.DRAFT_NOISE) < 0.2 * models.DRAFT_NOISE, (name, spread)
+    head = d["output.weight"].reshape(-1, TINY.hidden)
+    assert not head[:259].any() and all(head[i].any() for i in range(259, head.shape[0]))  # quiet tokens stay quiet
+    assert _files(built["a"]) == _files(built["b"])
+
+
 def test_cli_builds_and_says_where(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert cli(["model", "build", str(tmp_path / "m"), "--dtype", "bfloat16", "--seed", "4"]) == 0
     out = capsys.readouterr().out
     assert str(tmp_path / "m" / "hf-bfloat16") in out and str(tmp_path / "m" / "tiny.gguf") in out
+    assert str(tmp_path / "m" / "draft" / "tiny-draft.gguf") in out
 
 
 def test_cli_bad_input_is_one_line_and_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -176,6 +176,8 @@ def _model(args: argparse.Namespace) -> int:
     if paths.adapters is not None:
         hf = ", ".join(visible(p) for p in paths.adapters.hf)
         print(f"LoRA adapters:   {hf} (vLLM); {', '.join(visible(p) for p in paths.adapters.gguf)} (llama.cpp)")
+    if paths.draft is not None:
+        print(f"draft model:     {visible(paths.draft)}  (llama.cpp -md, the GGUF's vocabulary)")
     return Exit.OK
 
 

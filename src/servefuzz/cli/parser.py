@@ -196,7 +196,8 @@ def build_parser() -> UsageParser:
                    help="run histories for the timeline (default: the campaign's histories.jsonl, if there is one)")
 
     m = sub.add_parser("model", help="build tiny random-weight models for real engines (no hub needed)",
-                       description="Write a tiny random-weight model for vLLM (DIR/hf-DTYPE/) and llama.cpp (DIR/tiny.gguf).")
+                       description="Write a tiny random-weight model for vLLM (DIR/hf-DTYPE/) and llama.cpp (DIR/tiny.gguf), "
+                                   "two LoRA adapters (DIR/lora/) and a draft model for llama.cpp (DIR/draft/tiny-draft.gguf).")
     m.add_argument("action", choices=["build"], help="build: write an HF model folder and a GGUF into DIR")
     m.add_argument("dir", type=Path, help="output folder (created if missing)")
     m.add_argument("--dtype", choices=DTYPES, default="float32", help="weight type of the HF model")
