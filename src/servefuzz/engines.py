@@ -37,7 +37,9 @@ __all__ = [
     "VLLM_VERSION",
     "cache_dir",
     "Profile",
+    "default_draft",
     "default_models",
+    "draft_flags",
     "flag_pairs",
     "profile",
     "with_flags",
@@ -252,6 +254,9 @@ class Profile:
     # The profile serves servefuzz's tiny LoRA adapters: `profile` adds the flags that load
     # them (`adapter_flags`), built into the cache on first use, since their paths are the cache's.
     adapters: bool = False
+    # The profile serves servefuzz's tiny draft model: `profile` adds the flag that loads it
+    # (`draft_flags`), built into the cache on first use, for the same reason.
+    draft: bool = False
 
     def undo(self, default_argv: Sequence[str]) -> tuple[tuple[str, ...], tuple[str, ...]]:
         """What takes a launch of this profile back to the preset's `default_argv`: the preset's
@@ -305,6 +310,16 @@ _PROFILE_ROWS: tuple[Profile, ...] = (
             "n-gram speculative decoding (drafts from the request's own tokens, no draft model)",
             "speculative decoding (n-gram)", rows=(("--spec-type none", "speculative decoding"),),
             aims=("batch-sweep", "n-mix")),  # drafts accepted and rejected across batch sizes
+    # A draft model (models.build_draft: the tiny GGUF's weights with seeded noise) proposes up to
+    # 4 tokens a step for every slot, batched in its own context beside the target's; the
+    # target verifies them in one batch and keeps its KV up to the first rejected token.
+    # `--spec-type draft-simple` is needed at this commit: `-md` alone loads the draft but leaves
+    # the speculative types at `none`. `--spec-type none` keeps the draft loaded and drafts nothing.
+    Profile("llama-server", "spec-draft", ("--spec-type", "draft-simple", "--spec-draft-n-max", "4"),
+            "draft-model speculative decoding: a tiny noisy copy of the model drafts up to 4 tokens a step",
+            "speculative decoding (draft model)", rows=(("--spec-type none", "speculative decoding"),),
+            # drafts kept and thrown away as the batch shrinks, across n > 1, beside newcomers
+            aims=("batch-sweep", "n-mix", "long-decode"), draft=True),
     Profile("vllm-cpu", "default", (), "the preset as it is: a 256 MiB KV pool, prefix caching", "none"),
     # A pool of 24 blocks of 32 (768 tokens, just over one 512-token sequence) with up to 32
     # sequences: a few concurrent requests fill it, and the scheduler preempts and recomputes.
@@ -352,6 +367,8 @@ def profile(preset: str, name: str) -> Profile:
     chosen = named[name]
     if chosen.adapters:
         return dataclasses.replace(chosen, flags=chosen.flags + adapter_flags(preset))
+    if chosen.draft:
+        return dataclasses.replace(chosen, flags=chosen.flags + draft_flags())
     return chosen
 
 
@@ -374,6 +391,15 @@ def adapter_flags(preset: str, root: Path | None = None) -> tuple[str, ...]:
         return ("--enable-lora", "--max-lora-rank", "8", "--max-loras", str(len(ADAPTERS)),
                 "--lora-modules", *(f"{name}={path}" for name, path in zip(ADAPTERS, paths.hf, strict=True)))
     return ("--lora-scaled", ",".join(f"{path}:0" for path in paths.gguf))
+
+
+def draft_flags(root: Path | None = None) -> tuple[str, ...]:
+    """The flag that loads servefuzz's tiny draft model into llama-server (`-md FILE`): the one
+    under `root` (a `servefuzz model build` DIR/draft; nothing is built, as a report shows it),
+    else the default models' (`default_draft`, built on first use)."""
+    from servefuzz.models import draft_path
+
+    return ("-md", str(default_draft() if root is None else draft_path(root)))
 
 
 # -- models for the presets ------------------------------------------------------------------
@@ -423,6 +449,28 @@ def default_adapters() -> AdapterPaths:
             if not (root / ".complete").is_file():
                 raise
     return adapter_paths(root)
+
+
+def default_draft() -> Path:
+    """servefuzz's tiny draft model for the default GGUF (seed 0) in the cache, built on first use
+    beside it (`tiny-seed0-draft/`; the models' own folder predates the draft and stays as it is)."""
+    from servefuzz.models import build_draft, draft_path  # needs the `models` extra; only when used
+
+    root = cache_dir() / "models" / "tiny-seed0-draft"
+    if not (root / ".complete").is_file():
+        root.parent.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix="draft-", dir=root.parent))
+        build_draft(staging, seed=0)
+        (staging / ".complete").touch()
+        if not (root / ".complete").is_file():
+            shutil.rmtree(root, ignore_errors=True)
+        try:
+            staging.rename(root)
+        except OSError:
+            shutil.rmtree(staging, ignore_errors=True)  # another process built the same bits first
+            if not (root / ".complete").is_file():
+                raise
+    return draft_path(root)
 
 
 def hf_model_dir(model: Path | None) -> Path:

@@ -120,7 +120,11 @@ class ModelPaths:
 
 
 # The draft model `build_draft` writes (llama-server `-md`), and the noise it adds to each of the
-# target's weight tensors, as a fraction of that tensor's standard deviation. MEASURED_BELOW
+# target's weight tensors, as a fraction of that tensor's standard deviation. At 0.06 the draft's
+# greedy token is the target's at 78% of positions (float64, teacher-forced, 288 positions; 91%
+# at 0.03, 64% at 0.10, 7% at 0.5), and llama-server 0c1e57098 under the spec-draft profile
+# (4 tokens drafted a step) accepts 57% of drafted tokens (258 of 453, eight 48-token answers;
+# `timings.draft_n_accepted / draft_n`): often, but far from always.
 DRAFT_GGUF = "tiny-draft.gguf"
 DRAFT_NOISE = 0.06
 

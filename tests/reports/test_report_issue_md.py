@@ -143,3 +143,19 @@ def test_a_finding_made_under_the_lora_profile_names_the_adapters_where_model_bu
     assert "--lora-scaled LORA_DIR/lora-a.gguf:0,LORA_DIR/lora-b.gguf:0" in llama, llama
     vllm = server_command(TargetInfo("vllm", "http://127.0.0.1:1", page_size=32, server_args={"model": "tiny"}, profile="lora"))
     assert "--enable-lora --max-lora-rank 8 --max-loras 2 --lora-modules lora-a=LORA_DIR/lora-a lora-b=LORA_DIR/lora-b" in vllm, vllm
+
+
+def test_a_finding_made_under_the_spec_draft_profile_names_the_draft_where_model_build_writes_it() -> None:
+    # The draft's real path is servefuzz's cache: the report names it under `servefuzz model build
+    # DIR`'s DIR/draft (DRAFT_DIR), as the lora profile names LORA_DIR, and builds nothing.
+    from servefuzz.engines import cache_dir
+    from servefuzz.finding import TargetInfo
+    from servefuzz.reports.facts import server_command
+
+    made = TargetInfo("llamacpp", "http://127.0.0.1:1", server_args={"model_path": "/m/tiny.gguf", "total_slots": 8},
+                      profile="spec-draft")
+    command = server_command(made)
+    for words in ("-np 8", "-fa off -ctk f32 -ctv f32", "--spec-type draft-simple --spec-draft-n-max 4",
+                  "-md DRAFT_DIR/tiny-draft.gguf", "--port 8080"):
+        assert words in command, (words, command)
+    assert str(cache_dir()) not in command

@@ -34,6 +34,7 @@ from servefuzz.engines import (
     PROFILES,
     Profile,
     adapter_flags,
+    draft_flags,
     llama_server_preset_argv,
     vllm_argv,
     vllm_env,
@@ -280,5 +281,7 @@ def timeline(finding: Finding, histories: Sequence[RunHistory] = ()) -> tuple[li
 
 def _profile_flags(preset: str, profile: Profile) -> tuple[str, ...]:
     """A profile's flags as its launch has them; a LoRA profile's adapters as LORA_DIR/NAME
-    (LORA_DIR: `servefuzz model build DIR`'s DIR/lora), since their real paths are the cache's."""
-    return profile.flags + (adapter_flags(preset, Path("LORA_DIR")) if profile.adapters else ())
+    (LORA_DIR: `servefuzz model build DIR`'s DIR/lora) and a draft profile's draft model as
+    DRAFT_DIR/tiny-draft.gguf (DRAFT_DIR: its DIR/draft), since their real paths are the cache's."""
+    return (profile.flags + (adapter_flags(preset, Path("LORA_DIR")) if profile.adapters else ())
+            + (draft_flags(Path("DRAFT_DIR")) if profile.draft else ()))
