@@ -58,13 +58,14 @@ def _serve_one(launch: Launch, log: Path, look: str = "") -> Any:
 
 
 # What llama-server's /slots says once the feature took hold (the preset: 1024 tokens a slot,
-# no speculation). With --kv-unified a slot may grow to the tiny model's 2048-token context in
+# no speculation; -md alone would not change that at this commit). With --kv-unified a slot may grow to the tiny model's 2048-token context in
 # the shared pool; with -c 2048 over 8 slots each has 256.
 _SLOT_SAYS = {
     "default": {"n_ctx": 1024, "speculative": False},
     "kv-unified": {"n_ctx": 2048},
     "context-shift": {"n_ctx": 256},
     "spec-ngram": {"speculative": True},
+    "spec-draft": {"speculative": True},  # held to its draft in test_spec_draft.py
 }
 
 
