@@ -40,6 +40,7 @@ __all__ = [
     "default_draft",
     "default_models",
     "draft_flags",
+    "draft_for",
     "flag_pairs",
     "profile",
     "with_flags",
@@ -357,8 +358,11 @@ PROFILES: Mapping[str, Mapping[str, Profile]] = {
 }
 
 
-def profile(preset: str, name: str) -> Profile:
-    """The profile `name` of `preset`; UsageError (one line) for a name that is not there."""
+def profile(preset: str, name: str, *, model: Path | None = None) -> Profile:
+    """The profile `name` of `preset`; UsageError (one line) for a name that is not there.
+
+    `model`: the `--model` the preset serves, for a profile whose flags name a file that must
+    match it (the draft model: `draft_for`); None for the default models."""
     named = PROFILES.get(preset)
     if named is None:
         raise UsageError(f"--profile needs --launch with a preset that has profiles ({', '.join(PROFILES)})")
@@ -368,7 +372,7 @@ def profile(preset: str, name: str) -> Profile:
     if chosen.adapters:
         return dataclasses.replace(chosen, flags=chosen.flags + adapter_flags(preset))
     if chosen.draft:
-        return dataclasses.replace(chosen, flags=chosen.flags + draft_flags())
+        return dataclasses.replace(chosen, flags=chosen.flags + ("-md", str(draft_for(model))))
     return chosen
 
 
@@ -391,6 +395,26 @@ def adapter_flags(preset: str, root: Path | None = None) -> tuple[str, ...]:
         return ("--enable-lora", "--max-lora-rank", "8", "--max-loras", str(len(ADAPTERS)),
                 "--lora-modules", *(f"{name}={path}" for name, path in zip(ADAPTERS, paths.hf, strict=True)))
     return ("--lora-scaled", ",".join(f"{path}:0" for path in paths.gguf))
+
+
+def draft_for(model: Path | None) -> Path:
+    """The draft model for the GGUF `--model` names (None: the default models, `default_draft`):
+    the one `servefuzz model build` wrote beside it (DIR/draft/tiny-draft.gguf next to
+    DIR/tiny.gguf). UsageError (one line) when there is none: a draft must share the model's
+    vocabulary, and llama-server given one that does not starts anyway and drafts nothing
+    ("the target and draft vocabs are not compatible", `/slots` speculative false)."""
+    from servefuzz.models import draft_path
+
+    if model is None:
+        return default_draft()
+    gguf = gguf_model(model)
+    if gguf == cache_dir() / "models" / "tiny-seed0" / "tiny.gguf":
+        return default_draft()  # the cache's models predate the draft, which is built beside them
+    beside = draft_path(gguf.parent / "draft")
+    if not beside.is_file():
+        raise UsageError(f"--model {model}: no draft model beside it ({beside}); the spec-draft profile needs the "
+                         "one `servefuzz model build` writes with it")
+    return beside
 
 
 def draft_flags(root: Path | None = None) -> tuple[str, ...]:

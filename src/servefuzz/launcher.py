@@ -332,7 +332,7 @@ class Launch:
         name = profile
         if name is None and target is not None and spec in engines.PROFILES:
             name = target.profile  # a user's own command is launched as given
-        chosen = engines.profile(spec, name) if name is not None else None
+        chosen = engines.profile(spec, name, model=model) if name is not None else None
         launch = cls._resolve(spec, target, model=model, engine=engine, reference_flags=reference_flags)
         if chosen is None:
             return launch

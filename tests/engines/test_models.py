@@ -153,6 +153,25 @@ def test_the_draft_is_the_gguf_s_vocabulary_with_noisy_weights_deterministic_fro
     assert _files(built["a"]) == _files(built["b"])
 
 
+def test_the_spec_draft_profile_takes_the_draft_built_beside_its_model_or_refuses(
+    built: dict[str, ModelPaths], tmp_path: Path
+) -> None:
+    from servefuzz import engines
+
+    assert engines.draft_for(built["seed1"].gguf) == built["seed1"].draft
+    assert engines.draft_for(built["seed1"].gguf.parent) == built["seed1"].draft  # a model build folder
+    flags = engines.profile("llama-server", "spec-draft", model=built["a"].gguf).flags
+    assert flags[flags.index("-md") + 1] == str(built["a"].draft)
+    # A GGUF with no draft beside it: refused in one line, not launched to draft nothing (a
+    # draft of another vocabulary starts, says the vocabularies differ, and turns speculation off).
+    lone = tmp_path / "lone" / "tiny.gguf"
+    lone.parent.mkdir()
+    lone.write_bytes(built["seed1"].gguf.read_bytes())
+    with pytest.raises(UsageError, match="no draft model beside it") as e:
+        engines.profile("llama-server", "spec-draft", model=lone)
+    assert "\n" not in str(e.value)
+
+
 def test_cli_builds_and_says_where(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert cli(["model", "build", str(tmp_path / "m"), "--dtype", "bfloat16", "--seed", "4"]) == 0
     out = capsys.readouterr().out

@@ -58,8 +58,9 @@ def _serve_one(launch: Launch, log: Path, look: str = "") -> Any:
 
 
 # What llama-server's /slots says once the feature took hold (the preset: 1024 tokens a slot,
-# no speculation; -md alone would not change that at this commit). With --kv-unified a slot may grow to the tiny model's 2048-token context in
-# the shared pool; with -c 2048 over 8 slots each has 256.
+# no speculation; -md alone would not change that at this commit). With --kv-unified a slot may
+# grow to the tiny model's 2048-token context in the shared pool; with -c 2048 over 8 slots each
+# has 256.
 _SLOT_SAYS = {
     "default": {"n_ctx": 1024, "speculative": False},
     "kv-unified": {"n_ctx": 2048},
@@ -76,7 +77,7 @@ def test_each_llama_server_profile_starts_and_serves_with_its_flags(
     name: str, tiny_models: ModelPaths, tmp_path: Path
 ) -> None:
     launch = _launch("llama-server", tiny_models, name)
-    assert launch.profile == engines.profile("llama-server", name)  # spec-draft's with its -md added
+    assert launch.profile == engines.profile("llama-server", name, model=tiny_models.gguf)  # spec-draft's: its -md added
     _check_flags(launch, _launch("llama-server", tiny_models))
     slot = _serve_one(launch, tmp_path / "server.log", "/slots")[0]
     said = {**_SLOT_SAYS["default"], **_SLOT_SAYS.get(name, {})}

@@ -20,7 +20,7 @@ import pytest
 from servefuzz import engines
 from servefuzz.engines import PROFILES, flag_pairs
 from servefuzz.launcher import Launch, ServerProcess
-from servefuzz.models import DRAFT_GGUF, ModelPaths
+from servefuzz.models import ModelPaths
 
 pytestmark = pytest.mark.engine
 
@@ -49,8 +49,8 @@ def test_the_draft_is_lossless_at_temperature_0_and_its_drafts_are_both_kept_and
     launch = Launch.resolve("llama-server", None, model=tiny_models.gguf, profile="spec-draft")
     assert launch.profile is not None and launch.profile.name == "spec-draft"
     pairs = dict(flag_pairs(launch.argv))
-    # The cache's draft (seed 0, as the session's models), by the flag the profile table adds.
-    assert pairs["--spec-type"] == "draft-simple" and Path(pairs["-md"] or "").name == DRAFT_GGUF
+    # The draft `servefuzz model build` wrote beside the session's model, by the flag the profile adds.
+    assert pairs["--spec-type"] == "draft-simple" and pairs["-md"] == str(tiny_models.draft)
     assert launch.profile.flags[:4] == PROFILES["llama-server"]["spec-draft"].flags
     plain = [_complete(llama_server.base_url, p)["tokens"] for p in PROMPTS]
     with ServerProcess(launch.argv, env=launch.env, log_path=tmp_path / "server.log") as srv:
