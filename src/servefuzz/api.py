@@ -143,7 +143,8 @@ class FuzzOptions:
         if self.model is not None and self.launch not in ("vllm-cpu", "llama-server"):
             raise UsageError("--model names the model a preset serves: use it with --launch vllm-cpu or llama-server")
         if self.chosen_profile() is not None:
-            engines.profile(self.launch or "", self.chosen_profile() or "")  # the preset has it, or one line
+            # the preset has it (and, for spec-draft, a draft for --model), or one line
+            engines.profile(self.launch or "", self.chosen_profile() or "", model=self.model)
         if self.faults is not None and not (self.url is None and self.launch in (None, "reference")):
             raise UsageError("--fault plants faults in the reference engine; use it without --url, or with --launch reference")
         if self.runs < 2:
@@ -245,7 +246,7 @@ def fuzz(
     seed, spec = opts.identity()
     strategies = get_strategies(spec)
     profile = opts.chosen_profile()
-    aims = () if profile is None else engines.profile(opts.launch or "", profile).aims
+    aims = () if profile is None else engines.profile(opts.launch or "", profile, model=opts.model).aims
     seeds = load_trace_seeds(opts.trace) if opts.trace is not None else ()
     time_s = opts.time_s
     if time_s is None and opts.requests is None:

@@ -256,7 +256,8 @@ class Profile:
     # them (`adapter_flags`), built into the cache on first use, since their paths are the cache's.
     adapters: bool = False
     # The profile serves servefuzz's tiny draft model: `profile` adds the flag that loads it
-    # (`draft_flags`), built into the cache on first use, for the same reason.
+    # (`-md`, the draft `draft_for` finds for the launch's model; the default models' is built
+    # into the cache on first use), for the same reason.
     draft: bool = False
 
     def undo(self, default_argv: Sequence[str]) -> tuple[tuple[str, ...], tuple[str, ...]]:
