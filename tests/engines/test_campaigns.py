@@ -4,8 +4,8 @@ Each test runs the real CLI in a subprocess, with a preset that starts the engin
 and then reads what the campaign left in its directory: the findings (`findings/*.json`), the
 per-request histories (`histories.jsonl`) and the scenarios it kept (`corpus/`).
 
-- vLLM, float32: 500 requests aimed at shared prefixes on block boundaries give no corruption,
-  and the requests that share a prefix really hit the prefix cache.
+- vLLM, float32 (the session's server, by URL): 500 requests aimed at shared prefixes on block
+  boundaries give no corruption, and the requests that share a prefix really hit the prefix cache.
 - vLLM, bfloat16: batching flips greedy tokens at bf16 ties; every such divergence is labelled
   `numeric-drift`, with the near-tie margins as evidence.
 - llama-server with 8 slots, float32: no corruption, the slots' prompt cache is hit, and any
@@ -32,6 +32,7 @@ from servefuzz import engines
 from servefuzz.anomaly import Divergence, Verdict
 from servefuzz.finding import Finding, load_finding
 from servefuzz.history import RequestRecord, read_history_jsonl
+from servefuzz.launcher import ServerProcess
 from servefuzz.models import ModelPaths
 from servefuzz.workload import Scenario
 
@@ -114,16 +115,16 @@ def _assert_all_drift(findings: list[Finding]) -> int:
     return seen
 
 
-def test_vllm_float32_shares_block_aligned_prefixes_without_corruption(tiny_models: ModelPaths, tmp_path: Path) -> None:
-    if not engines.vllm_installed():
-        pytest.skip(f"vLLM CPU is not installed under {engines.cache_dir()}: run {engines.SETUP_SCRIPT}")
+def test_vllm_float32_shares_block_aligned_prefixes_without_corruption(vllm_server: ServerProcess, tmp_path: Path) -> None:
+    # The session's server (float32, the preset's flags but 64-token blocks), by URL: a vLLM start
+    # costs about a minute here, and `--launch vllm-cpu` is driven by test_vllm_restart.py.
     out = tmp_path / "campaign"
-    _fuzz(out, "--launch", "vllm-cpu", "--model", str(tiny_models.hf_dir), "--seed", "1",
-          "--strategy", "page-boundary,burst-reuse,tile-boundary")
+    _fuzz(out, "--url", vllm_server.base_url, "--seed", "1", "--strategy", "page-boundary,burst-reuse,tile-boundary")
     findings = _assert_no_corruption(out)
     assert not [d for f in findings for d in _divergences(f)], "float32 vLLM is batch-invariant here"
     block = json.loads((out / "config.json").read_text(encoding="utf-8"))["target"]["page_size"]
-    assert block == 32  # the preset's block size, read back from vLLM's /metrics
+    argv = list(vllm_server.argv)
+    assert block == int(argv[argv.index("--block-size") + 1])  # read back from vLLM's /metrics
     shared = _shared_prefix_records(out)
     # The prefixes sit on block boundaries, and the requests sharing them found them cached.
     assert any(n % block == 0 for n, _ in shared), sorted({n for n, _ in shared})

@@ -1,12 +1,13 @@
 """The launch presets' feature profiles (`engines.PROFILES`): each one starts and serves a request
 on the real engine, with its flags on the command line, and the flags are there only with it.
 
-One launch per profile: llama-server's take a few seconds each; vLLM's three (preemption,
-spec-ngram, chunked-prefill) about a minute each. The lora profiles launch in test_lora.py.
+One launch per llama-server profile (a few seconds each); one vLLM launch for its three
+(preemption, spec-ngram, chunked-prefill) together, since each vLLM start costs about a minute. The lora profiles launch in test_lora.py.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import urllib.request
 from pathlib import Path
@@ -16,7 +17,7 @@ import pytest
 from engine_client import alone
 
 from servefuzz import engines
-from servefuzz.engines import PROFILES, flag_pairs
+from servefuzz.engines import PROFILES, flag_pairs, with_flags
 from servefuzz.errors import UsageError
 from servefuzz.finding import TargetInfo
 from servefuzz.launcher import Launch, ServerProcess
@@ -84,15 +85,28 @@ def test_each_llama_server_profile_starts_and_serves_with_its_flags(
     assert {k: slot.get(k) for k in said} == said
 
 
-@pytest.mark.parametrize("name", [n for n in PROFILES["vllm-cpu"] if n not in ("default", "lora")])
-def test_each_vllm_profile_starts_and_serves_with_its_flags(name: str, tiny_models: ModelPaths, tmp_path: Path) -> None:
-    launch = _launch("vllm-cpu", tiny_models, name)
-    assert launch.profile == PROFILES["vllm-cpu"][name]
-    _check_flags(launch, _launch("vllm-cpu", tiny_models))
-    _serve_one(launch, tmp_path / "server.log")
-    said = _VLLM_LOG_SAYS.get(name)
-    if said is not None:
-        assert said in (tmp_path / "server.log").read_text(errors="replace"), said
+# One vLLM start for the three profiles together (each start costs about a minute on two busy
+# cores; one each took three): every profile's flags are on its own launch's command line
+# (`_check_flags`), and the server started with all of them at once serves a request and says
+# in its log that each feature took hold. Their flags compose: preemption sizes the pool and the
+# context, chunked-prefill the step's budget, spec-ngram the drafter, and both that set a
+# sequence count agree on 32.
+_VLLM_PROFILES = [n for n in PROFILES["vllm-cpu"] if n not in ("default", "lora")]
+
+
+def test_the_vllm_profiles_start_and_serve_with_their_flags(tiny_models: ModelPaths, tmp_path: Path) -> None:
+    plain = _launch("vllm-cpu", tiny_models)
+    together = plain
+    for name in _VLLM_PROFILES:
+        launch = _launch("vllm-cpu", tiny_models, name)
+        assert launch.profile == engines.profile("vllm-cpu", name)
+        _check_flags(launch, plain)
+        together = dataclasses.replace(together, argv=tuple(with_flags(together.argv, launch.profile.flags)))
+    _serve_one(together, tmp_path / "server.log")
+    log = (tmp_path / "server.log").read_text(errors="replace")
+    assert set(_VLLM_LOG_SAYS) == set(_VLLM_PROFILES)
+    for name, said in _VLLM_LOG_SAYS.items():
+        assert said in log, (name, said)
 
 
 # What vLLM's log says once the feature took hold.

@@ -2,7 +2,7 @@
 
 - the README's first command finds the planted page-boundary bug by itself, and the finding's
   diverging request has prefix_len equal to the page size; `servefuzz replay` confirms it;
-- a clean engine yields no finding over 2,000 requests;
+- a clean engine yields no finding over 1,000 requests;
 - the benign batch-variant fault is called numeric drift, never corruption;
 - a server killed mid-campaign becomes a crash finding, and no finding already written is lost.
 """
@@ -65,12 +65,15 @@ def test_first_command_finds_the_page_boundary_bug_and_replay_confirms_it(tmp_pa
     assert r.returncode == 1 and "RESULT: NOT REPRODUCED" in r.stdout
 
 
-@pytest.mark.timeout(900)
-def test_a_clean_engine_gives_no_finding_over_2000_requests(tmp_path: Path) -> None:
+# 1,000 requests: the whole default mix twice over with its cache probes and controls, in about
+# two minutes. The 10-minute clean campaigns (1,175 and 2,072 requests, docs/engines.md and
+# docs/benchmarks.md) are run by hand; this keeps the claim in every test run at half their size.
+@pytest.mark.timeout(600)
+def test_a_clean_engine_gives_no_finding_over_1000_requests(tmp_path: Path) -> None:
     out = tmp_path / "clean"
-    p = servefuzz("fuzz", "--fault", "none", "--requests", "2000", "--keep-going", "--json", "--out", str(out), timeout=840)
+    p = servefuzz("fuzz", "--fault", "none", "--requests", "1000", "--keep-going", "--json", "--out", str(out), timeout=540)
     summary = json.loads(p.stdout)
-    assert summary["requests"] >= 2000
+    assert summary["requests"] >= 1000
     assert summary["findings"] == [], summary["findings"]
     assert p.returncode == 0
     assert not findings_in(out)
