@@ -6,7 +6,7 @@ for llama.cpp (the same architecture with a SentencePiece-style vocabulary). Bot
 deterministic functions of the seed, so a finding recorded against them replays anywhere.
 
     >>> paths = build_models(Path("models"), dtype="float32", seed=0)  # doctest: +SKIP
-    >>> paths.hf_dir.name, paths.gguf.name, paths.hf_vocab_size
+    >>> paths.hf_dir.name, paths.gguf.name, paths.hf_vocab_size  # doctest: +SKIP
     ('hf-float32', 'tiny.gguf', 2048)
 
 Random weights pick arbitrary tokens. Two kinds of token would make the engines' answers hard to
