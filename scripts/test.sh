@@ -14,6 +14,7 @@ fi
 # The code's shape is part of the suite: lint, then strict types on src (pyproject.toml says how).
 python -m ruff check src tests bench
 python -m mypy
-# Two workers (pytest-xdist): much of a test's time is a server starting or a campaign waiting on
-# one, so two keep both cores busy; tests/conftest.py keeps the real engines' tests on one worker.
-exec python -m pytest -q -n "${SERVEFUZZ_TEST_WORKERS:-2}" --dist loadgroup "$@"
+# Three workers (pytest-xdist) on two cores: much of a test's time is a server starting or a
+# campaign waiting on one; two workers kept 1.36 cores busy, three keep 1.8 (docs/benchmarks.md).
+# tests/conftest.py keeps the real engines' tests on one worker.
+exec python -m pytest -q -n "${SERVEFUZZ_TEST_WORKERS:-3}" --dist loadgroup "$@"

@@ -36,7 +36,7 @@ TESTS = Path(__file__).parent
 
 @pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the group markers
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Order the suite for two workers (`scripts/test.sh` runs `pytest -n 2 --dist loadgroup`).
+    """Order the suite for the workers (`scripts/test.sh` runs `pytest -n 3 --dist loadgroup`).
 
     The real engines' tests form one group, run by one worker in order: one vLLM at a time
     (two would starve each other of the two cores past their start timeout), and a module's
