@@ -222,3 +222,23 @@ def test_matches_fit_into_a_finding_file(tmp_path: Path) -> None:
 
 def test_doctests() -> None:
     assert doctest.testmod(known_issues).failed == 0
+
+
+def test_the_vllm_lora_finding_matches_both_lora_issues_by_what_its_triage_showed() -> None:
+    """servefuzz's vLLM CPU LoRA finding, shrunk and triaged (docs/findings/vllm-cpu-lora-base-rows):
+    still there with prefix caching and chunked prefill off, which is what a reviewer of vLLM
+    #38606 saw; the punica-path issue (#50602) matches on LoRA and concurrency. Cured by prefix
+    caching off instead, the #38606 match would carry that against it."""
+    found = load_finding(Path(__file__).parents[1] / "docs/findings/vllm-cpu-lora-base-rows/finding_min_triaged.json")
+    assert found.triage is not None
+    matches = {m.issue.id: m for m in match(found, found.triage)}
+    assert set(matches) == {"vllm#38606", "vllm#50602"}
+    assert "still reproduces with --no-enable-prefix-caching (1/1), as vllm#38606 does" in matches["vllm#38606"].reasons
+    assert not matches["vllm#38606"].against
+
+    def outcome(flag: str, reproduced: int) -> TriageOutcome:
+        return TriageOutcome(flag, (flag,), reproduced=reproduced, attempts=7)
+
+    cured = Triage(TriageOutcome("baseline", reproduced=3, attempts=3), (outcome("--no-enable-prefix-caching", 0),))
+    other = {m.issue.id: m for m in match(found, cured)}
+    assert "cured by --no-enable-prefix-caching, which does not cure vllm#38606" in other["vllm#38606"].against
