@@ -19,7 +19,7 @@ import json
 import os
 import shutil
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -430,16 +430,14 @@ def draft_flags(root: Path | None = None) -> tuple[str, ...]:
 # -- models for the presets ------------------------------------------------------------------
 
 
-def default_models() -> Path:
-    """The tiny float32 models (seed 0) in the cache, built on first use: what a preset serves
-    when the user names no `--model`. Built aside and renamed, so a half-built folder is never used."""
-    from servefuzz.models import build_models  # needs the `models` extra; only when used
-
-    root = cache_dir() / "models" / "tiny-seed0"
+def _built_once(name: str, build: Callable[[Path], object]) -> Path:
+    """`cache_dir()/models/NAME`, built by `build(folder)` on first use: built aside and renamed,
+    so a half-built folder is never used; the `.complete` mark says it was finished."""
+    root = cache_dir() / "models" / name
     if not (root / ".complete").is_file():
         root.parent.mkdir(parents=True, exist_ok=True)
-        staging = Path(tempfile.mkdtemp(prefix="tiny-", dir=root.parent))
-        build_models(staging, dtype="float32", seed=0)
+        staging = Path(tempfile.mkdtemp(prefix=f"{name}-", dir=root.parent))
+        build(staging)
         (staging / ".complete").touch()
         if not (root / ".complete").is_file():  # a half-built folder of a process that died
             shutil.rmtree(root, ignore_errors=True)
@@ -447,11 +445,19 @@ def default_models() -> Path:
             staging.rename(root)
         except OSError:
             # Another process (a parallel test worker, a second campaign) built it first: the
-            # models are the same bits (seed 0), so keep theirs.
+            # builds are the same bits (seed 0), so keep theirs.
             shutil.rmtree(staging, ignore_errors=True)
             if not (root / ".complete").is_file():
                 raise
     return root
+
+
+def default_models() -> Path:
+    """The tiny float32 models (seed 0) in the cache, built on first use: what a preset serves
+    when the user names no `--model`."""
+    from servefuzz.models import build_models  # needs the `models` extra; only when used
+
+    return _built_once("tiny-seed0", lambda folder: build_models(folder, dtype="float32", seed=0))
 
 
 def default_adapters() -> AdapterPaths:
@@ -459,21 +465,7 @@ def default_adapters() -> AdapterPaths:
     use beside them (the models' own folder predates adapters and stays as it is)."""
     from servefuzz.models import adapter_paths, build_adapters  # needs the `models` extra; only when used
 
-    root = cache_dir() / "models" / "tiny-seed0-lora"
-    if not (root / ".complete").is_file():
-        root.parent.mkdir(parents=True, exist_ok=True)
-        staging = Path(tempfile.mkdtemp(prefix="lora-", dir=root.parent))
-        build_adapters(staging, seed=0)
-        (staging / ".complete").touch()
-        if not (root / ".complete").is_file():
-            shutil.rmtree(root, ignore_errors=True)
-        try:
-            staging.rename(root)
-        except OSError:
-            shutil.rmtree(staging, ignore_errors=True)  # another process built the same bits first
-            if not (root / ".complete").is_file():
-                raise
-    return adapter_paths(root)
+    return adapter_paths(_built_once("tiny-seed0-lora", lambda folder: build_adapters(folder, seed=0)))
 
 
 def default_draft() -> Path:
@@ -481,21 +473,7 @@ def default_draft() -> Path:
     beside it (`tiny-seed0-draft/`; the models' own folder predates the draft and stays as it is)."""
     from servefuzz.models import build_draft, draft_path  # needs the `models` extra; only when used
 
-    root = cache_dir() / "models" / "tiny-seed0-draft"
-    if not (root / ".complete").is_file():
-        root.parent.mkdir(parents=True, exist_ok=True)
-        staging = Path(tempfile.mkdtemp(prefix="draft-", dir=root.parent))
-        build_draft(staging, seed=0)
-        (staging / ".complete").touch()
-        if not (root / ".complete").is_file():
-            shutil.rmtree(root, ignore_errors=True)
-        try:
-            staging.rename(root)
-        except OSError:
-            shutil.rmtree(staging, ignore_errors=True)  # another process built the same bits first
-            if not (root / ".complete").is_file():
-                raise
-    return draft_path(root)
+    return draft_path(_built_once("tiny-seed0-draft", lambda folder: build_draft(folder, seed=0)))
 
 
 def hf_model_dir(model: Path | None) -> Path:
