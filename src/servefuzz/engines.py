@@ -373,7 +373,7 @@ def profile(preset: str, name: str, *, model: Path | None = None) -> Profile:
     if chosen.adapters:
         return dataclasses.replace(chosen, flags=chosen.flags + adapter_flags(preset))
     if chosen.draft:
-        return dataclasses.replace(chosen, flags=chosen.flags + ("-md", str(draft_for(model))))
+        return dataclasses.replace(chosen, flags=chosen.flags + draft_flags(draft_for(model).parent))
     return chosen
 
 
@@ -418,13 +418,12 @@ def draft_for(model: Path | None) -> Path:
     return beside
 
 
-def draft_flags(root: Path | None = None) -> tuple[str, ...]:
-    """The flag that loads servefuzz's tiny draft model into llama-server (`-md FILE`): the one
-    under `root` (a `servefuzz model build` DIR/draft; nothing is built, as a report shows it),
-    else the default models' (`default_draft`, built on first use)."""
+def draft_flags(root: Path) -> tuple[str, ...]:
+    """The flag that loads servefuzz's tiny draft model under `root` (a `servefuzz model build`
+    DIR/draft) into llama-server: `-md FILE`. Nothing is built here."""
     from servefuzz.models import draft_path
 
-    return ("-md", str(default_draft() if root is None else draft_path(root)))
+    return ("-md", str(draft_path(root)))
 
 
 # -- models for the presets ------------------------------------------------------------------
