@@ -334,9 +334,9 @@ def test_a_burst_sent_at_once_reproduces_the_page_fault_in_every_replay(
     one_round: list[tuple[int, ...]] = []
     for _ in range(12):
         flush(url)
-        steps = metric(url, "forward_steps_total")
+        before = metric(url, "forward_steps_total")
         answers = {a.name: a for a in burst(url, pair)}
-        steps = metric(url, "forward_steps_total") - steps
+        steps = metric(url, "forward_steps_total") - before
         wrong = set(wrong_answers(model, list(answers.values())))
         if steps == 8:
             assert wrong == {"B"}
