@@ -4,13 +4,18 @@
 # outside the checkout (~/.cache/servefuzz, keyed by version) and skips what is already there.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# The engines first, in the background: on a fresh machine their setup is minutes of compiling,
+# while servefuzz's own install and Chromium's are mostly downloads.
+./scripts/setup_engines.sh &
+engines=$!
+trap 'wait' EXIT   # whatever fails below, the engines' setup is not left running on its own
 python -m pip install -q -e '.[test,models,ray]'
-./scripts/setup_engines.sh
 # Headless Chromium renders report.html in the report tests (Debian package, about 20 s).
 if ! command -v chromium >/dev/null; then
   { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium; } \
     || echo "warning: could not install chromium; the report screenshot test will skip" >&2
 fi
+wait "$engines" || { echo "test.sh: the engines' setup failed (see above)" >&2; exit 1; }
 # The code's shape is part of the suite: lint, then strict types on src (pyproject.toml says how).
 python -m ruff check src tests bench
 python -m mypy

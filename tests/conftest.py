@@ -34,24 +34,35 @@ STUB = Path(__file__).parent / "targets" / "stub_server.py"
 TESTS = Path(__file__).parent
 
 
+def engine_group(item: pytest.Item) -> str | None:
+    """The xdist group of a real engine's test: "vllm" for vLLM's, "engines" for the others
+    (llama-server's, the tiny models'); None for a test that starts no real engine."""
+    if TESTS / "engines" not in item.path.parents and item.get_closest_marker("engine") is None:
+        return None
+    return "vllm" if "vllm" in item.nodeid.lower() else "engines"
+
+
 @pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the group markers
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Order the suite for the workers (`scripts/test.sh` runs `pytest -n 3 --dist loadgroup`).
 
-    The real engines' tests form one group, run by one worker in order: one vLLM at a time
-    (two would starve each other of the two cores past their start timeout), and a module's
-    server is started once. That group (about a quarter of the suite's time) goes first, then
-    the other slow tests, then the rest: longest first, so the last test to finish is a short
-    one. Without xdist the marker is inert and only the order changes.
+    The real engines' tests form two groups, each run by one worker in order: vLLM's, so that
+    one vLLM runs at a time (two starting together on two cores also run every other test
+    slower) and the session's server is started once; and the rest (llama-server, the tiny
+    models), which start in seconds. The vLLM group (the longest, about ten minutes) goes first,
+    then the other group, then the other slow tests, then the rest: longest first, so the last
+    test to finish is a short one. Without xdist the marker is inert and only the order changes.
     """
     for item in items:
-        if TESTS / "engines" in item.path.parents or item.get_closest_marker("engine") is not None:
-            item.add_marker(pytest.mark.xdist_group("engines"))
+        group = engine_group(item)
+        if group is not None:
+            item.add_marker(pytest.mark.xdist_group(group))
 
     def rank(item: pytest.Item) -> int:
-        if item.get_closest_marker("xdist_group") is not None:
-            return 0
-        return 1 if item.get_closest_marker("slow") is not None else 2
+        group = engine_group(item)
+        if group is not None:
+            return 0 if group == "vllm" else 1
+        return 2 if item.get_closest_marker("slow") is not None else 3
 
     items.sort(key=rank)  # stable: within a rank, files and tests keep their order
 

@@ -6,8 +6,8 @@ per-request histories (`histories.jsonl`) and the scenarios it kept (`corpus/`).
 
 - vLLM, float32 (the session's server, by URL): 500 requests aimed at shared prefixes on block
   boundaries give no corruption, and the requests that share a prefix really hit the prefix cache.
-- vLLM, bfloat16: batching flips greedy tokens at bf16 ties; every such divergence is labelled
-  `numeric-drift`, with the near-tie margins as evidence.
+- vLLM, bfloat16 (250 requests, its own launch): batching flips greedy tokens at bf16 ties;
+  every such divergence is labelled `numeric-drift`, with the near-tie margins as evidence.
 - llama-server with 8 slots, float32: no corruption, the slots' prompt cache is hit, and any
   divergence llama.cpp shows is numeric drift.
 
@@ -44,10 +44,10 @@ CAMPAIGN_TIMEOUT_S = 540
 pytestmark = [pytest.mark.engine, pytest.mark.timeout(CAMPAIGN_TIMEOUT_S + 60)]
 
 
-def _fuzz(out: Path, *args: str) -> dict[str, Any]:
+def _fuzz(out: Path, *args: str, requests: int = REQUESTS) -> dict[str, Any]:
     """Run one campaign through the CLI; its `--json` summary. Exit 1 only says it found something."""
     proc = subprocess.Popen(
-        [sys.executable, "-m", "servefuzz", "fuzz", "--out", str(out), "--requests", str(REQUESTS),
+        [sys.executable, "-m", "servefuzz", "fuzz", "--out", str(out), "--requests", str(requests),
          "--keep-going", "--json", *args],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )
@@ -63,7 +63,7 @@ def _fuzz(out: Path, *args: str) -> dict[str, Any]:
                 proc.kill()
     assert proc.returncode in (0, 1) and "Traceback" not in stderr, stderr[-3000:]
     summary = json.loads(stdout)
-    assert summary["requests"] >= REQUESTS and summary["restarts"] == 0, summary
+    assert summary["requests"] >= requests and summary["restarts"] == 0, summary
     return summary
 
 
@@ -139,8 +139,9 @@ def test_vllm_bfloat16_divergences_are_numeric_drift(tiny_bf16_models: ModelPath
         pytest.skip(f"vLLM CPU is not installed under {engines.cache_dir()}: run {engines.SETUP_SCRIPT}")
     out = tmp_path / "campaign"
     # The whole mix: the flips come late in long decodes (tokens 12 to 160), which the
-    # boundary strategies' 32-token answers do not reach.
-    _fuzz(out, "--launch", "vllm-cpu", "--model", str(tiny_bf16_models.hf_dir), "--seed", "2")
+    # boundary strategies' 32-token answers do not reach. 250 requests, not 500: a flip within
+    # the budget is luck either way (below), and this launch is the suite's longest test.
+    _fuzz(out, "--launch", "vllm-cpu", "--model", str(tiny_bf16_models.hf_dir), "--seed", "2", requests=250)
     findings = _findings(out)
     # Batch numerics never rise above anomalous-shift (docs/verdicts.md): a flip is drift, a
     # logprob move without one at most an anomalous shift; neither is ever called corruption.
