@@ -194,9 +194,10 @@ class Runner:
             )
         started_at = datetime.now(UTC).isoformat(timespec="milliseconds")
         # A garbage collection pauses the loop for up to ~20 ms here, delaying every send due
-        # meanwhile. Collect now, outside the timed part, and not during it: what is garbage
-        # only by cycle waits until the run ends, which bounds it by the scenario's size.
-        gc.collect()
+        # meanwhile: none during the run. What is garbage only by cycle waits until the run ends,
+        # which bounds it by the scenario's size, and the collector's next turn after it frees it.
+        # (No full collection before each run: it walks the whole heap, and it was 60% of a
+        # campaign's client CPU and more in a process that holds much, such as a test worker.)
         was_enabled = gc.isenabled()
         gc.disable()
         try:
