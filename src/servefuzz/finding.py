@@ -55,6 +55,7 @@ __all__ = [
     "Triage",
     "Finding",
     "write_finding",
+    "derived_name",
     "load_finding",
     "finding_schema",
     "redact_argv",
@@ -487,6 +488,26 @@ MAX_FINDING_BYTES = 64 << 20
 # The deepest nesting a finding has is about six (target, server_args, a nested arg); anything
 # far deeper is not a finding, and would exhaust recursion in the validator.
 _MAX_DEPTH = 48
+
+
+def derived_name(path: Path, kind: str) -> str:
+    """The file name for what `kind` (shrink's "min", triage's "triaged") makes of the finding
+    at `path`, beside it. Made from a file of its own kind, it takes the next number, so the
+    finding it was made from is never written over:
+
+    >>> derived_name(Path("finding_00003_123.json"), "min")
+    'finding_00003_123_min.json'
+    >>> derived_name(Path("finding_00003_123_min.json"), "min")
+    'finding_00003_123_min2.json'
+    >>> derived_name(Path("finding_00003_123_min2.json"), "min")
+    'finding_00003_123_min3.json'
+    >>> derived_name(Path("finding_00003_123_min.json"), "triaged")
+    'finding_00003_123_min_triaged.json'
+    """
+    made = re.fullmatch(rf"(.*)_{re.escape(kind)}(\d*)", path.stem)
+    if made is None:
+        return f"{path.stem}_{kind}.json"
+    return f"{made[1]}_{kind}{int(made[2] or 1) + 1}.json"
 
 
 def load_finding(path: Path | str) -> Finding:

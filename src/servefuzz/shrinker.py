@@ -53,7 +53,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from servefuzz import stats
-from servefuzz.finding import Finding
+from servefuzz.finding import Finding, derived_name
 from servefuzz.oracles.controls import MIN_CONTROL_RUNS, back
 from servefuzz.oracles.judge import Expectation
 from servefuzz.trial import DEFAULT_RUNS, Replayer, suspects
@@ -552,8 +552,8 @@ def shrink_finding(
 
 def minimal_name(path: Path) -> str:
     """The minimal finding's file name, beside the original: `finding_00003_123_min.json`
-    (a minimal finding shrunk again keeps its name)."""
-    return f"{path.stem.removesuffix('_min')}_min.json"
+    (a minimal finding shrunk again: `..._min2.json`, so that the one it came from stays)."""
+    return derived_name(path, "min")
 
 
 def render_stats(result: ShrinkResult) -> list[str]:

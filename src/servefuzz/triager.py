@@ -41,7 +41,7 @@ from servefuzz import known_issues, stats
 from servefuzz.anomaly import Verdict
 from servefuzz.engines import flag_pairs, with_flags
 from servefuzz.errors import ServefuzzError, TargetError, UsageError
-from servefuzz.finding import Finding, Triage, TriageOutcome
+from servefuzz.finding import Finding, Triage, TriageOutcome, derived_name
 from servefuzz.launcher import Launch
 from servefuzz.oracles.judge import Expectation
 from servefuzz.oracles.noise import CampaignNoise
@@ -276,8 +276,8 @@ def triage(
 
 def triaged_name(path: Path) -> str:
     """The triaged finding's file name, beside the original: `finding_00003_123_triaged.json`
-    (a triaged finding triaged again keeps its name)."""
-    return f"{path.stem.removesuffix('_triaged')}_triaged.json"
+    (a triaged finding triaged again: `..._triaged2.json`, so that its first matrix stays)."""
+    return derived_name(path, "triaged")
 
 
 def render_matrix(finding: Finding, result: Triage) -> list[str]:

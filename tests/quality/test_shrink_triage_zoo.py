@@ -325,9 +325,18 @@ def test_repro_py_of_a_shrunk_finding_confirms_on_the_faulty_engine_only(tmp_pat
     path = make_finding(fault, flags, scenario, tmp_path)
     assert cli(["shrink", str(path), "--launch", "reference", "--budget", "150"]) == 0
     capsys.readouterr()
-    minimal = load_finding(tmp_path / minimal_name(path))
+    min_path = tmp_path / minimal_name(path)
+    minimal = load_finding(min_path)
     assert len(minimal.scenario.requests) <= 3
     repro = write_report(minimal, tmp_path / "report").repro
+
+    # Shrunk again, the minimal finding is written beside itself, never over itself: the
+    # finding a shrink starts from is never lost, even when the new one's evidence is weaker.
+    kept = min_path.read_bytes()
+    assert cli(["shrink", str(min_path), "--launch", "reference", "--budget", "20"]) == 0
+    capsys.readouterr()
+    assert min_path.read_bytes() == kept and load_finding(tmp_path / minimal_name(min_path)).scenario.requests
+    assert minimal_name(min_path).endswith("_min2.json")
 
     assert_repro_confirms_only_on_the_faulty_engine(repro, fault, flags, runs=10)
 
