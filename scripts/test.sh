@@ -21,5 +21,5 @@ python -m ruff check src tests bench
 python -m mypy
 # Three workers (pytest-xdist) on two cores: much of a test's time is a server starting or a
 # campaign waiting on one; two workers kept 1.36 cores busy, three keep 1.8 (docs/benchmarks.md).
-# tests/conftest.py keeps the real engines' tests on one worker.
+# tests/conftest.py keeps vLLM's tests on one worker and the other engines' tests on another.
 exec python -m pytest -q -n "${SERVEFUZZ_TEST_WORKERS:-3}" --dist loadgroup "$@"
