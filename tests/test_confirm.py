@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
+from pathlib import Path
 
 from servefuzz.anomaly import Anomaly, Oracle, Verdict
 from servefuzz.finding import Confirmation, Finding, TargetInfo
 from servefuzz.launcher import Launch, ServerProcess
 from servefuzz.oracles.judge import Expectation
 from servefuzz.replay_report import render_confirmation
+from servefuzz.triager import run_row
 from servefuzz.trial import Replayer, confirmed
 from servefuzz.workload import PromptBuilder, RequestSpec, Scenario
+
+STUB = Path(__file__).parent / "targets" / "stub_server.py"
 
 
 def finding(verdict: Verdict, rid: str = "r02", *, target: TargetInfo | None = None) -> Finding:
@@ -57,6 +62,24 @@ def test_a_launched_server_that_dies_is_started_again() -> None:
         assert lost.lost is not None and bench.server.pid != first and bench.server.alive
         again = bench.reproduce(f.scenario, Expectation.of(f), 2)
         assert (again.lost, again.rate) == (None, "0/2")
+
+
+def test_a_crash_comes_back_on_a_fresh_server_each_run_until_the_runs_are_spent(tmp_path: Path) -> None:
+    """A crash ends the server it comes back on: the replays go on, each on a fresh server, so
+    3 runs are 3 attempts (3/3), not the one a dead server allows; a triage row gets the same.
+    A divergence finding is not carried past a crash: its one replay ends there."""
+    launch = Launch("sglang", (sys.executable, str(STUB), "--mode", "crash", "--port", "{port}"))
+    crash = finding(Verdict.CRASH, "r01", target=TargetInfo("sglang", "http://127.0.0.1:1"))
+    with Replayer(launch) as bench:
+        assert bench.server is not None
+        rep = bench.reproduce(crash.scenario, Expectation.of(crash), 3)
+        assert (rep.rate, len(rep.loaded), rep.verdict_of(Expectation.of(crash))) == ("3/3", 3, Verdict.CRASH)
+        assert bench.server.alive  # started again after the last crash, for whatever comes next
+        wrong = finding(Verdict.CORRUPTION, "r01", target=crash.target)
+        once = bench.reproduce(wrong.scenario, Expectation.of(wrong), 3)
+        assert once.lost is not None and once.attempts <= 1
+    row = run_row(crash, launch, None, runs=3, log_dir=tmp_path)
+    assert (row.reproduced, row.attempts, row.error) == (3, 3, None)
 
 
 def test_expectation_follows_the_confirmed_requests() -> None:

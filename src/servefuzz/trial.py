@@ -456,6 +456,30 @@ def _say_profile(runner: Runner, launch: Launch | None) -> None:
         runner.info = dataclasses.replace(runner.info, profile=launch.profile.name)
 
 
+def _joined(parts: Sequence[Reproduction], scenario: Scenario, noise: CampaignNoise | None) -> Reproduction:
+    """One failure finding's replays over several servers (each stretch but the last ended by
+    the crash it reproduced), as one Reproduction: the stretches' rates added, one judgement."""
+    loaded = tuple(h for p in parts for h in p.loaded)
+    cache = tuple(r for p in parts for r in p.cache)
+    first = parts[0].confirmation
+    confirmation = Confirmation(
+        reproduced=sum(p.reproduced for p in parts),
+        attempts=sum(p.attempts for p in parts),
+        variants={},  # a failure finding's rate has no output variants (`oracles.judge.reproduction`)
+        expected=first.expected,
+        stable=tuple(sorted({rid for p in parts for rid in p.confirmation.stable})),
+    )
+    return Reproduction(
+        confirmation=confirmation,
+        judgement=judge(list(loaded), {}, cache=list(cache), campaign=noise, scenario=scenario),
+        loaded=loaded,
+        alone=parts[-1].alone,
+        cache=cache,
+        lost=parts[-1].lost,
+        sent=sum(p.sent for p in parts),
+    )
+
+
 class Replayer:
     """Replays scenarios against one server from synchronous code (shrink's gate, triage's rows).
 
@@ -559,17 +583,36 @@ class Replayer:
         *,
         stop: Callable[[int, int], bool] | None = None,
     ) -> Reproduction:
-        """`reproduce` on this server; a launched server that died is started again afterwards."""
-        assert self._loop is not None and self._runner is not None, "use the Replayer inside `with`"
-        rep = self._loop.run(reproduce(self._runner, scenario, expect, runs, stop=stop, memo=self.memo, noise=self.noise))
-        if rep.lost is not None:
-            if self.server is None:
-                raise TargetError(
-                    f"the server at {self.url} went away ({rep.lost}); to go on past a crash, let "
-                    "servefuzz start the server (--launch) so that it can start it again"
-                )
-            self.restart()
-        return rep
+        """`reproduce` on this server; a launched server that died is started again afterwards.
+
+        A crash that comes back ends the server it came back on. For a failure finding the
+        replays then go on, each stretch on a fresh server, until `runs` are spent or `stop`
+        says so: its rate counts `runs` attempts, not the one a dead server allows (a triage
+        row would otherwise compare a crash's 1/1 with its cures' 0/3, and decide nothing).
+        """
+        assert self._loop is not None, "use the Replayer inside `with`"
+        parts: list[Reproduction] = []
+        while True:
+            assert self._runner is not None
+            found, done = sum(p.reproduced for p in parts), sum(p.attempts for p in parts)
+            later = None if stop is None else (lambda r, d, f=found, n=done: stop(r + f, d + n))
+            rep = self._loop.run(reproduce(self._runner, scenario, expect, runs - done, stop=later, memo=self.memo,
+                                           noise=self.noise, first_run=done))
+            parts.append(rep)
+            if rep.lost is not None:
+                if self.server is None:
+                    raise TargetError(
+                        f"the server at {self.url} went away ({rep.lost}); to go on past a crash, let "
+                        "servefuzz start the server (--launch) so that it can start it again"
+                    )
+                self.restart()
+            found, done = found + rep.reproduced, done + rep.attempts
+            if (rep.lost is None or not expect.about_failure or rep.attempts == 0 or done >= runs
+                    or (stop is not None and stop(found, done))):
+                break
+        if self.server is not None and not self.server.alive:
+            self.restart()  # it died in the last run, which no later request noticed: the next caller gets a live one
+        return parts[0] if len(parts) == 1 else _joined(parts, scenario, self.noise)
 
     def content_swap(self, scenario: Scenario, expect: Expectation, runs: int, *, original: Sequence[RunHistory],
                      victim: str | None = None) -> Control:

@@ -10,6 +10,8 @@ Modes (what `/generate` does; `/health` always answers 200):
 - `delta`:   answers like SGLang with `--incremental-streaming-output`: each stream chunk holds
              only the new token (ids, logprob triples, text); without streaming, one dict per
              choice in a list (as for `n > 1`). Output token i (from 1) of choice c is 10*c + i.
+- `crash`:   the process exits (status 3) on the first `/generate`, as a server that crashes
+             on a request does; `/flush_cache` answers 200 so that replays get that far.
 - `openai`:  `/v1/completions` answering 3 tokens (ids 40, 41, 42; texts "a", "b", "c") in the
              style the request's `model` names: `ids` (a `token_ids` list, text keys),
              `prefixed` (vLLM's `token_id:N` spelling only) or `text` (strings only). Streams
@@ -22,10 +24,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 
 from aiohttp import web
 
-MODES = ("http500", "garbage", "down", "hang", "delta", "openai")
+MODES = ("http500", "garbage", "down", "hang", "delta", "openai", "crash")
 
 
 def make_app(mode: str) -> web.Application:
@@ -44,6 +47,8 @@ def make_app(mode: str) -> web.Application:
 
     async def generate(request: web.Request) -> web.StreamResponse:
         body = await request.json()
+        if mode == "crash":
+            os._exit(3)
         if mode in ("http500", "down"):
             return web.Response(status=500, text="Internal Server Error: boom")
         if mode == "garbage":
@@ -144,6 +149,9 @@ def make_app(mode: str) -> web.Application:
         await resp.write(b"data: [DONE]\n\n")
         return resp
 
+    async def flush_cache(_: web.Request) -> web.Response:
+        return web.Response(text="Cache flushed.")
+
     async def models(_: web.Request) -> web.Response:
         return web.json_response({"object": "list", "data": [{"id": "ids", "max_model_len": 2048}]})
 
@@ -158,6 +166,8 @@ def make_app(mode: str) -> web.Application:
             web.post("/generate", generate),
         ]
     )
+    if mode == "crash":
+        app.add_routes([web.post("/flush_cache", flush_cache)])
     return app
 
 
