@@ -639,45 +639,45 @@ class Trail:
 
 FINDING = json.loads(
     '{"name":"finding_00009_1230445750.json","bug":"crash (vllm:liveness:crash:-)","expected":[],"exp'
-    'ect_failure":"crash","expect_cached":{},"base_url":"http://127.0.0.1:39917","dialect":"openai","'
-    'path":"/v1/completions","flush":"vllm","model":"tiny","requests":[{"id":"r01","offset_ms":1.7,"c'
-    'ancel_after_ms":null,"copies":1,"body":{"model":"tiny","prompt":[953,279,377,767,682,489,400,663'
-    ',214,280,863,645,1022,502,905,831,848,348,786,118,531,690,613,694,383,96,521,986,538,395,605,620'
-    ',757,961,13,375,406,271,680,657,990,145,991,892,345,207,331,880,172,434,722,1002,921,607,164,963'
-    ',608,540,159,516,597,898,991,975,733,599,238,170,158,523,441,435,353,302,396,972,685,493,874,3,7'
-    '54,243,429,916,829,13,733,743],"max_tokens":23,"temperature":0.3,"n":2,"logprobs":5,"stream":fal'
-    'se,"ignore_eos":true,"return_token_ids":true,"seed":1593974209,"return_tokens_as_token_ids":true'
-    '}},{"id":"r06","offset_ms":3.3,"cancel_after_ms":null,"copies":1,"body":{"model":"tiny","prompt"'
-    ':[187,949,633,461,140,134,233,808,744,286,556,753,314,189,210,412,585,683,211,613,944,724,255,45'
-    '3,515,888,514,996,104,903,692,966,943,776,538,120,305,821,222,738,873,488,761,653,833,296,531,18'
-    '6],"max_tokens":30,"temperature":0.3,"n":1,"logprobs":5,"stream":false,"ignore_eos":true,"return'
-    '_token_ids":true,"seed":1115803607,"return_tokens_as_token_ids":true}},{"id":"r04","offset_ms":3'
-    '.4,"cancel_after_ms":null,"copies":1,"body":{"model":"tiny","prompt":[494,28,249,696,336,260,143'
-    ',891,675,375,620,467,418,423,922,155,316,921,659,705,517,298,937,711,522,340,1020,30,480,192,719'
-    ',12,450,936,758,547,254,388,965,987,345,837,387,512,67,519,849,120,224,138,311,743,804,359,885,5'
-    '56,428,450,443,926,129,550,425,924,538,531,445,737,302,1011,773,806,301,522,682,562,991,586,166,'
-    '328,794,865,134,420,349],"max_tokens":13,"temperature":0.6,"n":1,"logprobs":5,"stream":false,"ig'
-    'nore_eos":true,"return_token_ids":true,"seed":704329595,"return_tokens_as_token_ids":true}},{"id'
-    '":"r05","offset_ms":3.4,"cancel_after_ms":null,"copies":1,"body":{"model":"tiny","prompt":[953,2'
-    '79,377,767,682,489,400,663,214,280,863,645,1022,502,905,831,848,348,786,118,531,690,613,694,383,'
-    '96,521,986,538,395,605,620,757,961,13,375,406,271,680,657,990,145,991,892,60,1021,512,656,175,17'
-    '2,947,855,577,813,669,528,784,312,468,989,319,32,3,58,421,384,439,883,556],"max_tokens":17,"temp'
-    'erature":1.0,"n":3,"logprobs":5,"stream":false,"ignore_eos":true,"return_token_ids":true,"seed":'
-    '2751408,"return_tokens_as_token_ids":true}},{"id":"r03","offset_ms":5.1,"cancel_after_ms":null,"'
-    'copies":1,"body":{"model":"tiny","prompt":[953,279,377,767,682,489,400,663,214,280,863,645,1022,'
-    '502,905,831,848,348,786,118,531,690,613,694,383,96,521,986,538,395,605,620,757,961,13,375,406,27'
-    '1,680,657,990,145,991,892,757,871,198,697,213,76,658,715,311,531,581,849],"max_tokens":13,"tempe'
-    'rature":0.6,"n":2,"logprobs":5,"stream":false,"ignore_eos":true,"return_token_ids":true,"seed":1'
-    '376237833,"return_tokens_as_token_ids":true}},{"id":"r07","offset_ms":5.9,"cancel_after_ms":null'
-    ',"copies":1,"body":{"model":"tiny","prompt":[352,101,539,779,588,470,637,871,836,60,788,778,441,'
-    '943,610,403,59,972,275,32,821,671,900],"max_tokens":10,"temperature":0.0,"n":1,"logprobs":5,"str'
-    'eam":false,"ignore_eos":true,"return_token_ids":true,"return_tokens_as_token_ids":true}},{"id":"'
-    'r02","offset_ms":7.7,"cancel_after_ms":null,"copies":1,"body":{"model":"tiny","prompt":[953,279,'
-    '377,767,682,489,400,663,214,280,863,645,1022,502,905,831,848,348,786,118,531,690,613,694,383,96,'
-    '521,986,538,395,605,620,757,961,13,375,406,271,680,657,990,145,991,892,54,120,269,109,592,760,62'
-    '2,118,77,852,63,318,204,872,465,620,416,180,98,363,812,973,425,793,278,658,492,473],"max_tokens"'
-    ':26,"temperature":0.8,"n":1,"logprobs":5,"stream":false,"ignore_eos":true,"return_token_ids":tru'
-    'e,"seed":1693425861,"return_tokens_as_token_ids":true}}],"probes":[]}'
+    'ect_failure":"crash","expect_cached":{},"choices":{},"base_url":"http://127.0.0.1:39917","dialec'
+    't":"openai","path":"/v1/completions","flush":"vllm","model":"tiny","requests":[{"id":"r01","offs'
+    'et_ms":1.7,"cancel_after_ms":null,"copies":1,"body":{"model":"tiny","prompt":[953,279,377,767,68'
+    '2,489,400,663,214,280,863,645,1022,502,905,831,848,348,786,118,531,690,613,694,383,96,521,986,53'
+    '8,395,605,620,757,961,13,375,406,271,680,657,990,145,991,892,345,207,331,880,172,434,722,1002,92'
+    '1,607,164,963,608,540,159,516,597,898,991,975,733,599,238,170,158,523,441,435,353,302,396,972,68'
+    '5,493,874,3,754,243,429,916,829,13,733,743],"max_tokens":23,"temperature":0.3,"n":2,"logprobs":5'
+    ',"stream":false,"ignore_eos":true,"return_token_ids":true,"seed":1593974209,"return_tokens_as_to'
+    'ken_ids":true}},{"id":"r06","offset_ms":3.3,"cancel_after_ms":null,"copies":1,"body":{"model":"t'
+    'iny","prompt":[187,949,633,461,140,134,233,808,744,286,556,753,314,189,210,412,585,683,211,613,9'
+    '44,724,255,453,515,888,514,996,104,903,692,966,943,776,538,120,305,821,222,738,873,488,761,653,8'
+    '33,296,531,186],"max_tokens":30,"temperature":0.3,"n":1,"logprobs":5,"stream":false,"ignore_eos"'
+    ':true,"return_token_ids":true,"seed":1115803607,"return_tokens_as_token_ids":true}},{"id":"r04",'
+    '"offset_ms":3.4,"cancel_after_ms":null,"copies":1,"body":{"model":"tiny","prompt":[494,28,249,69'
+    '6,336,260,143,891,675,375,620,467,418,423,922,155,316,921,659,705,517,298,937,711,522,340,1020,3'
+    '0,480,192,719,12,450,936,758,547,254,388,965,987,345,837,387,512,67,519,849,120,224,138,311,743,'
+    '804,359,885,556,428,450,443,926,129,550,425,924,538,531,445,737,302,1011,773,806,301,522,682,562'
+    ',991,586,166,328,794,865,134,420,349],"max_tokens":13,"temperature":0.6,"n":1,"logprobs":5,"stre'
+    'am":false,"ignore_eos":true,"return_token_ids":true,"seed":704329595,"return_tokens_as_token_ids'
+    '":true}},{"id":"r05","offset_ms":3.4,"cancel_after_ms":null,"copies":1,"body":{"model":"tiny","p'
+    'rompt":[953,279,377,767,682,489,400,663,214,280,863,645,1022,502,905,831,848,348,786,118,531,690'
+    ',613,694,383,96,521,986,538,395,605,620,757,961,13,375,406,271,680,657,990,145,991,892,60,1021,5'
+    '12,656,175,172,947,855,577,813,669,528,784,312,468,989,319,32,3,58,421,384,439,883,556],"max_tok'
+    'ens":17,"temperature":1.0,"n":3,"logprobs":5,"stream":false,"ignore_eos":true,"return_token_ids"'
+    ':true,"seed":2751408,"return_tokens_as_token_ids":true}},{"id":"r03","offset_ms":5.1,"cancel_aft'
+    'er_ms":null,"copies":1,"body":{"model":"tiny","prompt":[953,279,377,767,682,489,400,663,214,280,'
+    '863,645,1022,502,905,831,848,348,786,118,531,690,613,694,383,96,521,986,538,395,605,620,757,961,'
+    '13,375,406,271,680,657,990,145,991,892,757,871,198,697,213,76,658,715,311,531,581,849],"max_toke'
+    'ns":13,"temperature":0.6,"n":2,"logprobs":5,"stream":false,"ignore_eos":true,"return_token_ids":'
+    'true,"seed":1376237833,"return_tokens_as_token_ids":true}},{"id":"r07","offset_ms":5.9,"cancel_a'
+    'fter_ms":null,"copies":1,"body":{"model":"tiny","prompt":[352,101,539,779,588,470,637,871,836,60'
+    ',788,778,441,943,610,403,59,972,275,32,821,671,900],"max_tokens":10,"temperature":0.0,"n":1,"log'
+    'probs":5,"stream":false,"ignore_eos":true,"return_token_ids":true,"return_tokens_as_token_ids":t'
+    'rue}},{"id":"r02","offset_ms":7.7,"cancel_after_ms":null,"copies":1,"body":{"model":"tiny","prom'
+    'pt":[953,279,377,767,682,489,400,663,214,280,863,645,1022,502,905,831,848,348,786,118,531,690,61'
+    '3,694,383,96,521,986,538,395,605,620,757,961,13,375,406,271,680,657,990,145,991,892,54,120,269,1'
+    '09,592,760,622,118,77,852,63,318,204,872,465,620,416,180,98,363,812,973,425,793,278,658,492,473]'
+    ',"max_tokens":26,"temperature":0.8,"n":1,"logprobs":5,"stream":false,"ignore_eos":true,"return_t'
+    'oken_ids":true,"seed":1693425861,"return_tokens_as_token_ids":true}}],"probes":[]}'
 )
 
 RULE = "=" * 60
@@ -790,7 +790,7 @@ class Exchange:
     def __init__(self, server, req, model, t0):
         self.server, self.req, self.t0 = server, req, t0
         body = dict(req["body"])
-        if "model" in body:
+        if "model" in body and req.get("adapter") is None:  # under a LoRA adapter, the adapter is the model
             body["model"] = model
         self.body = body
         self.conn = server.connection()
@@ -1093,6 +1093,22 @@ def reproduction(runs, alone, probes=()):
     return hits, [rid for rid in expected if rid in diverged]
 
 
+def violations(runs, alone):
+    """[(request id, where, text)] of every answer that is no prefix of any of its request's
+    choices: it broke its own structured-output constraint whatever the engine's numerics (a
+    strict prefix that stopped early is let pass here; servefuzz's oracle, which reads the
+    finish reason, holds a finished answer to a whole choice)."""
+    bound = FINDING.get("choices") or {}
+    seen = [("alone", o) for o in alone.values()] + [("run %d" % k, o) for k, run in enumerate(runs) for o in run]
+    found = []
+    for where, o in seen:
+        if o.rid in bound and o.status == "ok":
+            for i, (_, text) in sorted(o.choices.items()):
+                if not any(c.startswith(text) for c in bound[o.rid]):
+                    found.append((o.rid, where if not i else "%s/c%d" % (where, i), text))
+    return found
+
+
 def answer(choice):
     """What two answers are compared by: the token ids, or the text when an engine gives none."""
     ids, text = choice
@@ -1135,6 +1151,11 @@ def report(runs, alone, probes, n_runs):
         lines += ["", "  [FAILURES \u2014 %d]" % len(seen)]
         for (kind, rid), errors in sorted(seen.items()):
             lines.append("    %s: %s in %d/%d runs (%s)" % (kind, rid, len(errors), len(runs), (errors[0] or "")[:80]))
+    broken = violations(runs, alone)
+    if FINDING.get("choices"):
+        lines += ["", "  [CONSTRAINTS — %d answers outside their own choices]" % len(broken)]
+        for rid, where, text in broken[:20]:
+            lines.append("    %s (%s): %s is none of its choices" % (rid, where, preview((), text)))
     k, n = len(hits), max(len(runs), len(hits))
     decision = decide(k, n)
     confirmed = decision == REPRODUCED
