@@ -40,6 +40,7 @@ __all__ = [
     "default_draft",
     "default_models",
     "draft_flags",
+    "adapters_for",
     "draft_for",
     "flag_pairs",
     "profile",
@@ -362,8 +363,9 @@ PROFILES: Mapping[str, Mapping[str, Profile]] = {
 def profile(preset: str, name: str, *, model: Path | None = None) -> Profile:
     """The profile `name` of `preset`; UsageError (one line) for a name that is not there.
 
-    `model`: the `--model` the preset serves, for a profile whose flags name a file that must
-    match it (the draft model: `draft_for`); None for the default models."""
+    `model`: the `--model` the preset serves, for a profile whose flags name files that must
+    match it (the adapters: `adapters_for`; the draft model: `draft_for`); None for the default
+    models."""
     named = PROFILES.get(preset)
     if named is None:
         raise UsageError(f"--profile needs --launch with a preset that has profiles ({', '.join(PROFILES)})")
@@ -371,7 +373,7 @@ def profile(preset: str, name: str, *, model: Path | None = None) -> Profile:
         raise UsageError(f"--profile {name[:64]!r} is not a profile of {preset} (its profiles: {', '.join(named)})")
     chosen = named[name]
     if chosen.adapters:
-        return dataclasses.replace(chosen, flags=chosen.flags + adapter_flags(preset))
+        return dataclasses.replace(chosen, flags=chosen.flags + adapter_flags(preset, adapters_for(preset, model)))
     if chosen.draft:
         return dataclasses.replace(chosen, flags=chosen.flags + draft_flags(draft_for(model).parent))
     return chosen
@@ -396,6 +398,26 @@ def adapter_flags(preset: str, root: Path | None = None) -> tuple[str, ...]:
         return ("--enable-lora", "--max-lora-rank", "8", "--max-loras", str(len(ADAPTERS)),
                 "--lora-modules", *(f"{name}={path}" for name, path in zip(ADAPTERS, paths.hf, strict=True)))
     return ("--lora-scaled", ",".join(f"{path}:0" for path in paths.gguf))
+
+
+def adapters_for(preset: str, model: Path | None) -> Path | None:
+    """The adapters' folder for the model `--model` names (None: the default models', which
+    `adapter_flags` builds on first use): the DIR/lora that `servefuzz model build` wrote beside
+    DIR's model. UsageError (one line) when there are none: an adapter must fit its model's
+    shapes, and one made for another model stops the server's start, or loads and means nothing."""
+    from servefuzz.models import adapter_paths
+
+    if model is None:
+        return None
+    served = gguf_model(model) if preset == "llama-server" else hf_model_dir(model)
+    if served.parent == cache_dir() / "models" / "tiny-seed0":
+        return None  # the cache's models predate the adapters, which are built beside them
+    root = served.parent / "lora"
+    paths = adapter_paths(root)
+    if not all(p.exists() for p in (paths.gguf if preset == "llama-server" else paths.hf)):
+        raise UsageError(f"--model {model}: no adapters beside it ({root}); the lora profile needs the ones "
+                         "`servefuzz model build` writes with it")
+    return root
 
 
 def draft_for(model: Path | None) -> Path:

@@ -15,7 +15,7 @@ from safetensors.numpy import load_file
 from servefuzz import models
 from servefuzz.cli import main as cli
 from servefuzz.errors import UsageError
-from servefuzz.models import TINY, ModelPaths, build_models
+from servefuzz.models import ADAPTERS, TINY, ModelPaths, build_models
 
 
 @pytest.fixture(scope="module")
@@ -169,6 +169,29 @@ def test_the_spec_draft_profile_takes_the_draft_built_beside_its_model_or_refuse
     lone.write_bytes(built["seed1"].gguf.read_bytes())
     with pytest.raises(UsageError, match="no draft model beside it") as e:
         engines.profile("llama-server", "spec-draft", model=lone)
+    assert "\n" not in str(e.value)
+
+
+def test_the_lora_profile_takes_the_adapters_built_beside_its_model_or_refuses(
+    built: dict[str, ModelPaths], tmp_path: Path
+) -> None:
+    from servefuzz import engines
+
+    seed1 = built["seed1"]
+    assert seed1.adapters is not None
+    flags = engines.profile("llama-server", "lora", model=seed1.gguf).flags
+    assert flags[flags.index("--lora-scaled") + 1] == ",".join(f"{p}:0" for p in seed1.adapters.gguf)
+    flags = engines.profile("vllm-cpu", "lora", model=seed1.hf_dir.parent).flags  # a model build folder
+    assert flags[flags.index("--lora-modules") + 1:] == tuple(
+        f"{name}={path}" for name, path in zip(ADAPTERS, seed1.adapters.hf, strict=True))
+    # No --model: the cache's default models' adapters, never those of a model given elsewhere.
+    assert str(seed1.gguf.parent) not in " ".join(engines.profile("llama-server", "lora").flags)
+    # A GGUF with no adapters beside it: refused in one line (another model's adapters would not fit).
+    lone = tmp_path / "lone" / "tiny.gguf"
+    lone.parent.mkdir()
+    lone.write_bytes(seed1.gguf.read_bytes())
+    with pytest.raises(UsageError, match="no adapters beside it") as e:
+        engines.profile("llama-server", "lora", model=lone)
     assert "\n" not in str(e.value)
 
 
