@@ -49,17 +49,17 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     The real engines' tests form two groups, each run by one worker in order: vLLM's, so that
     one vLLM runs at a time (two starting together on two cores also run every other test
     slower) and the session's server is started once; and the rest (llama-server, the tiny
-    models), which start in seconds. The vLLM group (the longest, about ten minutes) goes first,
+    models), which start in seconds. The vLLM group (the longest, about seven minutes) goes first,
     then the other group, then the other slow tests, then the rest: longest first, so the last
     test to finish is a short one. Without xdist the marker is inert and only the order changes.
     """
+    groups = {item.nodeid: engine_group(item) for item in items}
     for item in items:
-        group = engine_group(item)
-        if group is not None:
-            item.add_marker(pytest.mark.xdist_group(group))
+        if groups[item.nodeid] is not None:
+            item.add_marker(pytest.mark.xdist_group(groups[item.nodeid]))
 
     def rank(item: pytest.Item) -> int:
-        group = engine_group(item)
+        group = groups[item.nodeid]
         if group is not None:
             return 0 if group == "vllm" else 1
         return 2 if item.get_closest_marker("slow") is not None else 3

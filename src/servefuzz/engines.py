@@ -410,7 +410,7 @@ def adapters_for(preset: str, model: Path | None) -> Path | None:
     if model is None:
         return None
     served = gguf_model(model) if preset == "llama-server" else hf_model_dir(model)
-    if served.parent == cache_dir() / "models" / "tiny-seed0":
+    if served.parent == _cached(_DEFAULT_MODELS):
         return None  # the cache's models predate the adapters, which are built beside them
     root = served.parent / "lora"
     paths = adapter_paths(root)
@@ -431,7 +431,7 @@ def draft_for(model: Path | None) -> Path:
     if model is None:
         return default_draft()
     gguf = gguf_model(model)
-    if gguf == cache_dir() / "models" / "tiny-seed0" / "tiny.gguf":
+    if gguf.parent == _cached(_DEFAULT_MODELS):
         return default_draft()  # the cache's models predate the draft, which is built beside them
     beside = draft_path(gguf.parent / "draft")
     if not beside.is_file():
@@ -451,10 +451,18 @@ def draft_flags(root: Path) -> tuple[str, ...]:
 # -- models for the presets ------------------------------------------------------------------
 
 
+_DEFAULT_MODELS = "tiny-seed0"  # the cache's folder of the default models (`default_models`)
+
+
+def _cached(name: str) -> Path:
+    """`cache_dir()/models/NAME`, where `_built_once` builds NAME (nothing is built here)."""
+    return cache_dir() / "models" / name
+
+
 def _built_once(name: str, build: Callable[[Path], object]) -> Path:
     """`cache_dir()/models/NAME`, built by `build(folder)` on first use: built aside and renamed,
     so a half-built folder is never used; the `.complete` mark says it was finished."""
-    root = cache_dir() / "models" / name
+    root = _cached(name)
     if not (root / ".complete").is_file():
         root.parent.mkdir(parents=True, exist_ok=True)
         staging = Path(tempfile.mkdtemp(prefix=f"{name}-", dir=root.parent))
@@ -478,7 +486,7 @@ def default_models() -> Path:
     when the user names no `--model`."""
     from servefuzz.models import build_models  # needs the `models` extra; only when used
 
-    return _built_once("tiny-seed0", lambda folder: build_models(folder, dtype="float32", seed=0))
+    return _built_once(_DEFAULT_MODELS, lambda folder: build_models(folder, dtype="float32", seed=0))
 
 
 def default_adapters() -> AdapterPaths:

@@ -592,9 +592,9 @@ class Replayer:
         """
         assert self._loop is not None, "use the Replayer inside `with`"
         parts: list[Reproduction] = []
+        found = done = 0  # over the stretches so far
         while True:
             assert self._runner is not None
-            found, done = sum(p.reproduced for p in parts), sum(p.attempts for p in parts)
             later = None if stop is None else (lambda r, d, f=found, n=done: stop(r + f, d + n))
             rep = self._loop.run(reproduce(self._runner, scenario, expect, runs - done, stop=later, memo=self.memo,
                                            noise=self.noise, first_run=done))
@@ -606,7 +606,8 @@ class Replayer:
                         "servefuzz start the server (--launch) so that it can start it again"
                     )
                 self.restart()
-            found, done = found + rep.reproduced, done + rep.attempts
+            found += rep.reproduced
+            done += rep.attempts
             if (rep.lost is None or not expect.about_failure or rep.attempts == 0 or done >= runs
                     or (stop is not None and stop(found, done))):
                 break
