@@ -103,8 +103,8 @@ def rejudge(out: Path, name: str | None = None) -> Rejudged:
     n = 0
     for ex in executions(out):
         n += 1
-        verdict = judge(ex.loaded, ex.alone, cache=ex.cache, performance=performance, campaign=noise)
-        noise = learn(noise, verdict, ex.loaded, ex.alone, ex.cache)
+        verdict = judge(ex.loaded, ex.alone, cache=ex.cache, performance=performance, campaign=noise, scenario=ex.scenario)
+        noise = learn(noise, verdict, ex.loaded, ex.alone, ex.cache, ex.scenario)
         anomalies.update(a.verdict.value for a in verdict.anomalies)
         if verdict.anomalies:
             found = Finding(ex.iteration, ex.scenario.seed, ex.scenario, target, verdict.anomalies)

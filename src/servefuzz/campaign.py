@@ -56,8 +56,20 @@ from servefuzz.finding import Finding, TargetInfo
 from servefuzz.history import RequestRecord, RunHistory, write_history_jsonl
 from servefuzz.launcher import Launch
 from servefuzz.mutators import CROSS, Mutator, mutate
-from servefuzz.oracles.controls import MIN_CONTROL_RUNS, ControlResult, back, leak_forensics, runs_to_see, truth_control
-from servefuzz.oracles.judge import Expectation, Judgement, learn
+from servefuzz.oracles.controls import (
+    MIN_CONTROL_RUNS,
+    TRUTH_NEAR,
+    ControlResult,
+    OwnContinuation,
+    back,
+    leak_forensics,
+    leak_span,
+    own_by_truth,
+    runs_to_see,
+    truth_control,
+    with_own_check,
+)
+from servefuzz.oracles.judge import Expectation, Judgement, leak_min_tokens, learn
 from servefuzz.oracles.noise import CampaignNoise, picture
 from servefuzz.oracles.outputs import Output, group_variants
 from servefuzz.oracles.verdict import NoiseModel
@@ -83,6 +95,7 @@ from servefuzz.trial import (
     deterministic_control,
     deterministic_launch,
     execute,
+    own_continuation,
     probe_targets,
     reproduce,
     suspects,
@@ -613,7 +626,7 @@ class _Loop:
         ])
         noise = self.noise
         verdict = done.judge(performance=config.performance, campaign=noise)
-        self.noise = learn(noise, verdict, done.loaded, done.alone, done.cache)  # judged first, added after
+        self.noise = learn(noise, verdict, done.loaded, done.alone, done.cache, scenario)  # judged first, added after
         if verdict.constraint:
             # A constraint broken alone too backs no finding (oracles.constraint); kept, not dropped.
             append_json_line(out / "constraints.jsonl", {"iteration": iteration, "lines": list(verdict.constraint)})
@@ -772,6 +785,9 @@ async def confirm_finding(
     Touches no campaign state, so that a remote worker can run it (`say`: progress lines)."""
     assert runner.info is not None, "enter the Runner before confirming on it"
     info = runner.info
+    # The leaks are judged again below, with fresh references and the forced check: start from
+    # the anomalies as they were before the judgement's unchecked leak oracle backed any.
+    verdict = dataclasses.replace(verdict, anomalies=verdict.before_leaks, unleaked=None)
     expect = Expectation.of_judgement(verdict)
     # Fresh alone references vote (oracles/vote.py): one stored alone run may itself be the odd one.
     rep = await reproduce(runner, scenario, expect, config.confirm_runs, alone=done.alone,
@@ -785,12 +801,17 @@ async def confirm_finding(
         anomalies = tuple(dataclasses.replace(a, evidence={**a.evidence, "vote": votes[a.request_id].to_json()})
                           if a.request_id in votes and a.verdict.is_divergence else a for a in anomalies)
         notes = tuple(v.summary for v in votes.values())
-    if rep.lost is None and rep.reproduced and suspects(expect):
+    if rep.lost is None and rep.reproduced:
         # Leak forensics first: it reads the runs already made (every request's solo answer from
-        # the first execution, the fresh references for the suspects) and costs no replay.
-        refs = {**done.alone, **rep.alone}
-        anomalies = back(anomalies, [leak_forensics(rid, scenario, (*done.loaded, *rep.loaded), refs)
-                                     for rid in suspects(expect)])
+        # the first execution, the fresh references for the suspects) and costs no replay but
+        # the forced check's, for every divergent request (a leak can back a near-tie flip).
+        leaks, forced = await _checked_leaks(runner, scenario, anomalies, done, rep, config, noise)
+        sent += forced
+        anomalies = back(anomalies, leaks)
+        expect = dataclasses.replace(expect, anomalies=tuple(
+            a for a in expect.anomalies if any(b.request_id == a.request_id and b.verdict is Verdict.SUSPECTED_CORRUPTION
+                                               for b in anomalies)))
+    if rep.lost is None and rep.reproduced and suspects(expect):
         # A confident flip is only suspected until a control backs it: the content swap keeps
         # every batch shape and changes only the neighbours' tokens (oracles/controls.py).
         say(f"iteration {iteration}: confirmed {rep.rate}, content-swap control")
@@ -825,6 +846,50 @@ async def confirm_finding(
         anomalies = tuple(_with_picture(a, noise, done, rep) for a in anomalies)
     finding = Finding(iteration, scenario.seed, scenario, info, anomalies, confirmation=rep.confirmation, notes=notes)
     return Confirmed(finding, sent, lost)
+
+
+async def _checked_leaks(runner: Runner, scenario: Scenario, anomalies: Sequence[Anomaly], done: Executed,
+                         rep: Reproduction, config: CampaignConfig,
+                         noise: CampaignNoise | None) -> tuple[list[ControlResult], int]:
+    """Leak forensics for every divergent request over the first execution and the replays, each
+    candidate with its forced check (`oracles.controls.OwnContinuation`): on the exact truth
+    where servefuzz built the model, else on the engine alone. Returns the results and the
+    requests the forced checks sent."""
+    refs = {**done.alone, **rep.alone}
+    runs = (*done.loaded, *rep.loaded)
+    divergent = {a.request_id: a for a in anomalies if a.verdict.is_divergence}
+    k = leak_min_tokens(refs, scenario, noise, skip=divergent)
+    specs = scenario.by_id()
+    out: list[ControlResult] = []
+    sent = 0
+    for rid, a in divergent.items():
+        found = leak_forensics(rid, scenario, runs, refs, min_tokens=k)
+        span = leak_span(found)
+        if not found.backs or span is None or rid not in specs:
+            out.append(found)
+            continue
+        head = deciding(a.divergences)
+        tolerance = max(head.threshold or 0.0 if head is not None else 0.0, TRUTH_NEAR)
+        spec = specs[rid]
+        check: OwnContinuation | None = None
+        if config.truth_model is not None and spec.adapter is None:
+            truth = _truth(config.truth_model)
+            output = [int(t) for t in found.evidence["output"]]
+            # The engine's own distance from the truth on its reference widens the tolerance: a
+            # bf16 engine's argmax may be the truth's second choice at a gap it cannot resolve.
+            pair = _reference_and_deviant(rid, done, rep)
+            if pair is not None:
+                ref = pair[0].choice
+                tops = [list(t) for t in ref.top_logprobs[:span[1]]]
+                tolerance = max(tolerance, 2 * max(truth.deviation(spec.prompt_ids, ref.token_ids[:len(tops)], tops),
+                                                   default=0.0))
+            check = own_by_truth(truth, spec.prompt_ids, output, span, tolerance)
+        else:
+            check, n = await own_continuation(runner, spec, found, tolerance,
+                                              run=len(done.loaded) + rep.attempts + sent)
+            sent += n
+        out.append(with_own_check(found, check))
+    return out, sent
 
 
 @functools.cache

@@ -42,8 +42,10 @@ from servefuzz.oracles.controls import (
     DETERMINISTIC,
     FRESH_SERVER,
     ControlResult,
+    OwnContinuation,
     deviant_outputs,
     deviating_runs,
+    leak_span,
     read_control,
     swap_content,
 )
@@ -55,6 +57,7 @@ from servefuzz.workload import RequestSpec, Scenario
 
 __all__ = [
     "DEFAULT_RUNS",
+    "FORCED_ROUNDS",
     "Control",
     "Executed",
     "Reproduction",
@@ -68,6 +71,7 @@ __all__ = [
     "deterministic_control",
     "deterministic_launch",
     "fresh_server_control",
+    "own_continuation",
     "suspects",
     "open_target",
 ]
@@ -347,6 +351,61 @@ async def content_swap(
     result = read_control(CONTENT_SWAP, victim, original=deviating_runs(victim, original, rep.alone),
                           control=deviating_runs(victim, rep.loaded, rep.alone, among=wrong))
     return Control((result,), rep)
+
+
+# The forced check on an engine re-forces the victim's deviant output at each near-tie it meets
+# (a tie flips either way, and the next prefill then follows the other branch); a real leak shows
+# a clear miss within a round or two, and an attractor run sits on few ties. Past this many
+# rounds the check says nothing, and the candidate backs only what it would unchecked.
+FORCED_ROUNDS = 6
+
+
+async def own_continuation(
+    runner: Runner, spec: RequestSpec, leak: ControlResult, tolerance: float, *, run: int
+) -> tuple[OwnContinuation | None, int]:
+    """The forced check of a candidate leak on the engine (`oracles.controls.OwnContinuation`),
+    and the requests it sent: the victim's prompt with its deviant output up to the first
+    matched token forced, alone on a flushed cache, greedy for the rest of the match. Every
+    matched token it writes again is the victim's own; at a token it does not, the deviant token
+    is the victim's own only when it sits within `tolerance` (the flip's noise threshold) of
+    the engine's choice there, and then it is forced too and the check goes on. None: nothing to
+    say (a sampled or constrained request, whose forced prompt would not be its own state; an
+    answer that failed or came back short; ties past FORCED_ROUNDS)."""
+    span = leak_span(leak)
+    if span is None or spec.temperature > 0 or spec.choices is not None:
+        return None, 0
+    output = tuple(int(t) for t in leak.evidence["output"])
+    start, end = span
+    t, own, sent = start, 0, 0
+    for _ in range(FORCED_ROUNDS):
+        forced = dataclasses.replace(spec, id=f"{spec.id}~forced", prompt_ids=(*spec.prompt_ids, *output[:t]),
+                                     max_tokens=end - t, n=1, ignore_eos=True, cancel_after_ms=None)
+        record = await runner.run_alone(forced, run=run)
+        sent += 1
+        if not record.ok or not record.choices:
+            return None, sent
+        c = record.choices[0]
+        j = 0
+        while t < end and j < len(c.token_ids) and c.token_ids[j] == output[t]:
+            own, t, j = own + 1, t + 1, j + 1
+        if t >= end:
+            return OwnContinuation("engine", end - start, own, tolerance), sent
+        if j >= len(c.token_ids) or j >= len(c.top_logprobs):
+            return None, sent
+        top = dict(c.top_logprobs[j])
+        best = max(top.values(), default=None)
+        if best is None:
+            return None, sent
+        mine = top.get(output[t])
+        if mine is None:
+            bound = best - min(top.values())  # the deviant token is below the whole top-k
+            if bound > tolerance:
+                return OwnContinuation("engine", end - start, own, tolerance, first_other=t), sent
+            return None, sent
+        if best - mine > tolerance:
+            return OwnContinuation("engine", end - start, own, tolerance, first_other=t, gap=best - mine), sent
+        own, t = own + 1, t + 1  # a near-tie: the victim's own context might write it; force it
+    return None, sent
 
 
 def deterministic_launch(launch: Launch) -> Launch | None:

@@ -1,15 +1,17 @@
 """The leak oracle in the one judging function: a deviant output that is another request's
-context is `corruption`, backed by the leak; unrelated deviations and numerics-like flips are
-left as the other oracles judged them. Pure: constructed histories."""
+context is a candidate leak, which backs a flip above the noise, or any flip once the forced
+check shows a token the victim's own context would not write; unrelated deviations and
+numerics-like flips are left as the other oracles judged them. Pure: constructed histories."""
 
 from __future__ import annotations
 
+import dataclasses
 import random
 from collections.abc import Sequence
 
 from servefuzz.anomaly import Verdict
 from servefuzz.history import ChoiceRecord, RequestRecord, RunHistory, Status
-from servefuzz.oracles.controls import LEAK, LEAK_MIN_TOKENS
+from servefuzz.oracles.controls import LEAK, LEAK_MIN_TOKENS, OwnContinuation, back, leak_forensics, with_own_check
 from servefuzz.oracles.judge import judge
 from servefuzz.workload import RequestSpec, Scenario
 
@@ -46,25 +48,44 @@ def by_request(runs: list[RunHistory], scenario: Scenario | None = SCENARIO) -> 
     return out
 
 
-def test_an_output_that_is_another_requests_continuation_is_a_corruption_backed_by_the_leak() -> None:
+def test_an_output_that_is_another_requests_continuation_is_a_candidate_the_forced_check_decides() -> None:
     judgement = judge(loaded(r02=SOLO["r01"]), alone(), scenario=SCENARIO)
     flagged = [a for a in judgement.anomalies if a.request_id == "r02"]
-    assert flagged and all(a.verdict is Verdict.CORRUPTION for a in flagged), flagged
-    for a in flagged:  # without logprobs the flip alone would be unclassified: the leak decides
-        assert a.evidence["backed_by"] == [LEAK]
+    # Without logprobs the flip is unclassified, and an unchecked candidate backs only a flip
+    # above the noise: the judgement records it and leaves the verdict alone.
+    assert flagged and all(a.verdict is Verdict.UNCLASSIFIED for a in flagged), flagged
+    for a in flagged:
+        assert "backed_by" not in a.evidence
         [leak] = [c for c in a.evidence["controls"] if c["name"] == LEAK]
         assert leak["evidence"]["source"] == "r01 continuation" and leak["evidence"]["at"] == 0
         assert leak["evidence"]["tokens"] == 16 and leak["evidence"]["match"] == list(SOLO["r01"])
         assert leak["summary"].startswith("leak: r02 load#0 output = request r01 continuation from its token 0")
     assert not any(a.request_id != "r02" for a in judgement.anomalies)
+    assert judgement.unleaked is not None and all("controls" not in a.evidence for a in judgement.unleaked)
+    candidate = leak_forensics("r02", SCENARIO, loaded(r02=SOLO["r01"]), alone())
+    # The forced check finds a token the victim's own context would not write: a leak, whatever the flip.
+    proven = with_own_check(candidate, OwnContinuation("engine", 15, 2, 0.01, first_other=3, gap=2.5))
+    backed = back(judgement.unleaked, [proven])
+    assert all(a.verdict is Verdict.CORRUPTION and a.evidence["backed_by"] == [LEAK] for a in backed if a.request_id == "r02")
+    # Its own context writes every matched token: no leak, even above the noise.
+    struck = with_own_check(candidate, OwnContinuation("engine", 15, 15, 0.01))
+    assert not struck.backs and struck.summary.startswith("no leak: ")
+    suspected = [dataclasses.replace(a, verdict=Verdict.SUSPECTED_CORRUPTION) for a in judgement.unleaked]
+    assert all(a.verdict is Verdict.SUSPECTED_CORRUPTION for a in back(suspected, [struck]))
+    # Unchecked, a candidate backs a flip that is already above the noise.
+    assert all(a.verdict is Verdict.CORRUPTION for a in back(suspected, [candidate]))
 
 
-def test_an_output_that_continues_another_requests_prompt_tail_is_a_leak_with_or_without_the_scenario() -> None:
+def test_an_output_that_continues_another_requests_prompt_tail_is_a_candidate_with_or_without_the_scenario() -> None:
+    def sources(runs: list[RunHistory], scenario: Scenario | None = SCENARIO) -> set[str]:
+        return {c["evidence"]["source"] for a in judge(runs, alone(), scenario=scenario).anomalies
+                for c in a.evidence.get("controls", ()) if c["name"] == LEAK and c["backs"]}
+
     tail = (*PROMPTS["r03"][-6:], *SOLO["r03"][:6])  # a run from r03's prompt into its answer
-    assert set(by_request(loaded(r01=(*SOLO["r01"][:4], *tail)))["r01"]) == {Verdict.CORRUPTION}
+    assert sources(loaded(r01=(*SOLO["r01"][:4], *tail))) == {"r03 prompt"}
     # Without the scenario only solo continuations are sources: 6 tokens of r03's answer are too few.
-    assert Verdict.CORRUPTION not in by_request(loaded(r01=(*SOLO["r01"][:4], *tail)), scenario=None)["r01"]
-    assert set(by_request(loaded(r01=SOLO["r03"]), scenario=None)["r01"]) == {Verdict.CORRUPTION}
+    assert sources(loaded(r01=(*SOLO["r01"][:4], *tail)), scenario=None) == set()
+    assert sources(loaded(r01=SOLO["r03"]), scenario=None) == {"r03 continuation"}
 
 
 def test_unrelated_deviations_short_matches_and_numerics_like_flips_are_no_leak() -> None:

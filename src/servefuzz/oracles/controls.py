@@ -19,10 +19,17 @@ not say why. A control changes one thing and watches whether the flip follows:
   that came before it.
 - *leak forensics* (`leak_forensics`, no replay: it reads the runs already made): does the
   deviant output, from the flip on, repeat another request's solo continuation or its prompt?
-  A run of LEAK_MIN_TOKENS tokens that is another request's and nowhere in the victim's own
-  prompt or reference is that request's content in the victim's answer: a leak, which no
-  rounding writes. It backs; finding nothing says nothing (most corruption computes on wrong
-  state without copying anyone's text).
+  A run of `leak_tokens` tokens (twice the longest run unrelated requests of this campaign
+  shared by chance, `chance_run`, and never fewer than LEAK_MIN_TOKENS) that is another
+  request's and nowhere in the victim's own prompt or reference is a *candidate* leak. A small
+  model has attractor runs: once a tie flip lands on one token, the same dozen tokens follow
+  whatever came before, in any request that reaches them. So a candidate is a leak only when the
+  victim's own context could not have written it (`OwnContinuation`, the *forced check*: the
+  victim's prompt with its deviant output forced up to each matched token, on the exact truth
+  where servefuzz built the model, else on the engine alone): some matched token is one the
+  victim's own context would not give. Without a forced check a candidate backs only a flip
+  already above the noise threshold (`back`). Finding nothing says nothing (most corruption
+  computes on wrong state without copying anyone's text).
 
 The rule is one test for every control (`read_control`): the victim's deviation (an answer
 other than its reference alone) is counted in the original replays and in the control's; the
@@ -73,7 +80,14 @@ __all__ = [
     "TRUTH",
     "TRUTH_NEAR",
     "ControlResult",
+    "OwnContinuation",
     "back",
+    "chance_run",
+    "leak_span",
+    "leak_tokens",
+    "own_by_truth",
+    "proves_leak",
+    "with_own_check",
     "deviant_outputs",
     "deviating_runs",
     "leak_forensics",
@@ -92,13 +106,17 @@ DETERMINISTIC = "deterministic"
 FRESH_SERVER = "fresh-server"
 LEAK = "leak-forensics"
 TRUTH = "truth"
-# A deviant output repeats another request's content when this many of its tokens in a row, from
-# the flip on, are a run of that request's solo continuation or prompt and appear nowhere in the
-# victim's own prompt or reference. Eight: in the clean campaigns of seeds 12 and 13 (6,244
-# distinct outputs, bench/leak_chance.py) unrelated requests shared at most 4 tokens in a row
-# by chance (16 outputs), never 5; and a short common phrase that two requests of one template
-# both continue with is not a leak.
+# A deviant output repeats another request's content when at least this many of its tokens in a
+# row, from the flip on, are a run of that request's solo continuation or prompt and appear
+# nowhere in the victim's own prompt or reference. Eight is the floor: in the clean reference
+# engine campaigns of seeds 12 and 13 (6,244 distinct outputs, bench/leak_chance.py) unrelated
+# requests shared at most 4 tokens in a row by chance, never 5. That was one model; a campaign
+# measures its own (`chance_run`) and asks twice what it saw (`leak_tokens`): the bf16 tiny
+# model on vLLM shares 13-token attractor runs between unrelated requests.
 LEAK_MIN_TOKENS = 8
+# Chance runs are looked up by grams of this length: shorter runs never move `leak_tokens` off
+# its floor, and longer grams would miss the 3- and 4-token runs the floor was measured on.
+_CHANCE_GRAM = 3
 # A run this close to the exact float64 forward pass (largest |observed - true| logprob over its
 # top-k, at every position up to the flip) computed what the model computes: float32 engines on a
 # CPU land within ~1e-5, TF32 on a GPU within ~1e-3.
@@ -325,11 +343,13 @@ def back(anomalies: Sequence[Anomaly], results: Sequence[ControlResult]) -> tupl
         backing = [r for r in mine if r.backs]
         # Controls add up: a second control's results join the first's, never replace them.
         evidence = {**a.evidence, "controls": [*a.evidence.get("controls", ()), *(r.to_json() for r in mine)]}
-        # A leak backs any divergence, whatever its margin: another request's text in the answer
-        # is no rounding, even where the first flip sat at a near-tie (or had no logprobs). So
-        # does an answer outside its own constraint (`oracles.constraint`): no rounding unmasks.
+        # An answer outside its own constraint (`oracles.constraint`) backs any divergence,
+        # whatever its margin: no rounding unmasks a token. A leak does so only when the forced
+        # check showed tokens the victim's own context would not write (`proves_leak`): at a
+        # near-tie, a tiny model's attractor run after the flip repeats other requests' text by
+        # itself, so an unchecked leak backs only a flip already above the noise.
         if not backing or (a.verdict is not Verdict.SUSPECTED_CORRUPTION
-                           and not any(r.name in (LEAK, CONSTRAINT) for r in backing)):
+                           and not any(r.name == CONSTRAINT or proves_leak(r) for r in backing)):
             out.append(dataclasses.replace(a, evidence=evidence))
             continue
         names = ", ".join(r.name for r in backing)
@@ -381,16 +401,21 @@ def leak_forensics(
     scenario: Scenario | Mapping[str, Sequence[int]],
     histories: Sequence[RunHistory],
     alone: Mapping[str, Sequence[RequestRecord]],
+    *,
+    min_tokens: int = LEAK_MIN_TOKENS,
 ) -> ControlResult:
     """Leak forensics for one suspect: does any of its deviant outputs in `histories` (an answer
     other than its reference alone, the most frequent of `alone[request_id]`), from the flip on,
-    repeat LEAK_MIN_TOKENS or more tokens in a row of another request's context: its prompt
+    repeat `min_tokens` (`leak_tokens` of the campaign's chance runs) or more tokens in a row of
+    another request's context: its prompt
     followed by its solo continuation (`alone`), so that a run from a prompt's tail into its
     continuation counts, with tokens that appear nowhere in the suspect's own prompt or
     reference? The longest such run is the evidence: which run, whose content, where. Pure: it
     reads runs already made. `scenario`: the scenario, or its prompts by request id (the judge
     may know only the records: then the other requests' solo continuations are the sources).
     `original` counts deviant outputs that repeat another's content among the deviant outputs seen.
+    What it finds is a candidate: `with_own_check` says whether the victim's own context could
+    have written it, and `back` decides by both.
 
         >>> from servefuzz.history import RequestRecord, RunHistory, Status
         >>> from servefuzz.workload import RequestSpec, Scenario
@@ -410,7 +435,7 @@ def leak_forensics(
         ...                alone).evidence["source"]   # the prompt's tail runs on into its continuation
         'r02 prompt'
     """
-    k = LEAK_MIN_TOKENS
+    k = max(min_tokens, LEAK_MIN_TOKENS)
     prompts: Mapping[str, Sequence[int]] = (
         {spec.id: spec.prompt_ids for spec in scenario.requests} if isinstance(scenario, Scenario) else scenario)
     mine = [Output.of(r, c) for r in alone.get(request_id, ()) if r.ok for c in r.choices if c.index == 0]
@@ -452,7 +477,8 @@ def leak_forensics(
                 where = "continuation" if at >= split else "prompt"
                 longest = {"run": f"{o.label}#{o.run}", "source": f"{rid} {where}", "request": rid,
                            "at": at - split if at >= split else at, "tokens": n,
-                           "from_token": flip + i, "flip": flip, "match": list(tail[i:i + n])}
+                           "from_token": flip + i, "flip": flip, "match": list(tail[i:i + n]),
+                           "min_tokens": k, "output": list(dev)}
         if longest:
             matched += 1
             if longest["tokens"] > best.get("tokens", 0):
@@ -461,8 +487,8 @@ def leak_forensics(
     if best:
         verdict = (f"leak: {request_id} {best['run']} output = request {best['source']} from its token {best['at']} "
                    f"(output tokens {best['from_token']}-{best['from_token'] + best['tokens'] - 1}); flip at "
-                   f"{best['flip']}, none of it the request's own: another request's content in its answer, a leak "
-                   "no rounding writes")
+                   f"{best['flip']}; {best['tokens']} tokens in a row (a leak needs {k}) of another request's "
+                   "content, none of it in the request's own prompt or reference")
         summary = f"{verdict}; {matched}/{len(deviants)} deviant outputs repeat another request's content"
     else:
         verdict = (f"no deviant output repeats {k} or more tokens of another request's solo continuation or prompt: "
@@ -470,3 +496,170 @@ def leak_forensics(
         summary = f"leak forensics (does {what}?): {request_id}: {matched}/{len(deviants)} deviant outputs do; {verdict}"
     return ControlResult(LEAK, request_id, (matched, len(deviants)), (0, 0), 0.0 if best else 1.0, bool(best), summary,
                          evidence=best)
+
+
+# -- is a candidate leak the victim's own continuation? ------------------------------------------
+
+
+def leak_tokens(chance: int) -> int:
+    """How many tokens in a row a leak needs on a target whose unrelated requests shared `chance`
+    in a row by chance (`chance_run`): twice that, never fewer than LEAK_MIN_TOKENS. Twice, as the
+    floor is twice the longest chance run of the reference engine's clean campaigns.
+
+    >>> leak_tokens(0), leak_tokens(4), leak_tokens(13)
+    (8, 8, 26)
+    """
+    return max(LEAK_MIN_TOKENS, 2 * chance)
+
+
+def chance_run(
+    prompts: Mapping[str, Sequence[int]],
+    alone: Mapping[str, Sequence[RequestRecord]],
+    *,
+    skip: Collection[str] = (),
+) -> int:
+    """The longest run of tokens (at least `_CHANCE_GRAM`, else 0) that one request's answer
+    alone shares with another request's context (its prompt, then its answer alone) in one
+    scenario, where neither can have caused the other: what chance (a model's attractor runs,
+    a template both continue alike) writes on this target. `skip`: requests an oracle flagged
+    (their answers may hold real leaks). Two requests whose prompts end alike (the last
+    LEAK_MIN_TOKENS tokens) may rightly answer alike and are not compared, and a run of one
+    token repeated is no evidence of anything, as in `leak_forensics`.
+
+        >>> from servefuzz.history import RequestRecord, Status
+        >>> def alone_(rid, ids):
+        ...     return [RequestRecord(rid, 0, "alone", Status.OK, 0.0, choices=(ChoiceRecord(0, tuple(ids)),))]
+        >>> attractor = [672, 845, 1037, 987, 1018, 31]
+        >>> answers = {"r1": alone_("r1", [5, 9, *attractor]), "r2": alone_("r2", [7, *attractor, 44])}
+        >>> chance_run({"r1": (3, 4), "r2": (6, 8)}, answers)
+        6
+        >>> chance_run({"r1": (3, 4), "r2": (3, 4)}, answers)   # one context: alike by right
+        0
+        >>> chance_run({"r1": (3, 4), "r2": (6, 8)}, answers, skip={"r1", "r2"})
+        0
+    """
+    g = _CHANCE_GRAM
+    answers = {rid: group_variants(Output(0, "alone", c) for r in recs if r.ok for c in r.choices if c.index == 0)
+               for rid, recs in alone.items()}
+    refs = {rid: groups[0].outputs[0].choice.token_ids for rid, groups in answers.items() if groups}
+    contexts = {rid: (*prompts.get(rid, ()), -1, *refs.get(rid, ())) for rid in dict.fromkeys([*prompts, *refs])}
+    tail = {rid: tuple(prompts.get(rid, ()))[-LEAK_MIN_TOKENS:] for rid in contexts}
+    index: dict[tuple[int, ...], list[tuple[str, int]]] = {}
+    for rid, ctx in contexts.items():
+        for i in range(len(ctx) - g + 1):
+            index.setdefault(ctx[i:i + g], []).append((rid, i))
+    longest = 0
+    for rid, ref in refs.items():
+        if rid in skip:
+            continue
+        for i in range(len(ref) - g + 1):
+            for other, at in index.get(ref[i:i + g], ()):
+                if other == rid or (tail[rid] and tail[other] == tail[rid]):
+                    continue
+                ctx = contexts[other]
+                n = g
+                while i + n < len(ref) and at + n < len(ctx) and ref[i + n] == ctx[at + n]:
+                    n += 1
+                if n > longest and len(set(ref[i:i + n])) > 1:
+                    longest = n
+    return longest
+
+
+def leak_span(result: ControlResult) -> tuple[int, int] | None:
+    """The output positions [start, end) a candidate leak's forced check looks at: its matched
+    tokens after the flip (the flipped token itself is forced, as the victim's own draw; it is
+    the flip's margin, not the leak, that says whether that draw was benign)."""
+    e = result.evidence
+    if result.name != LEAK or not e or "output" not in e:
+        return None
+    start = max(int(e["from_token"]), int(e["flip"]) + 1)
+    end = int(e["from_token"]) + int(e["tokens"])
+    return (start, end) if start < end else None
+
+
+@dataclass(frozen=True)
+class OwnContinuation:
+    """The forced check of a candidate leak: at each matched token, teacher-forced on the
+    victim's own prompt and its deviant output up to there, is that token what the victim's own
+    context gives (its logprob within `tolerance` of the best there)? `how`: the exact truth
+    ('truth') or the engine alone ('engine'). `first_other`: the first matched position where
+    it is not, and `gap`, how far below the best it sat; None when every checked token was the
+    context's own, which explains the run without any other request."""
+
+    how: str
+    checked: int
+    own: int
+    tolerance: float
+    first_other: int | None = None
+    gap: float | None = None
+
+    @property
+    def explains(self) -> bool:
+        """Whether the victim's own context writes every checked token: then nothing leaked."""
+        return self.first_other is None
+
+    @property
+    def summary(self) -> str:
+        source = "the exact truth" if self.how == "truth" else "the engine alone"
+        if self.explains:
+            return (f"forced check ({source}): all {self.checked} matched tokens are what the victim's own context "
+                    f"gives with its deviant output forced (within {self.tolerance:.4f}): its own continuation, "
+                    "not a leak")
+        gap = "outside the top-k" if self.gap is None else f"{self.gap:.4f} below the best"
+        return (f"forced check ({source}): output token {self.first_other} is not what the victim's own context "
+                f"gives ({gap}, tolerance {self.tolerance:.4f}; {self.own} of {self.checked} checked were): "
+                "written from another request's state")
+
+    def to_json(self) -> dict[str, Any]:
+        return {"how": self.how, "checked": self.checked, "own": self.own, "tolerance": self.tolerance,
+                "first_other": self.first_other, "gap": self.gap}
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> OwnContinuation:
+        return cls(str(d["how"]), int(d["checked"]), int(d["own"]), float(d["tolerance"]),
+                   None if d.get("first_other") is None else int(d["first_other"]),
+                   None if d.get("gap") is None else float(d["gap"]))
+
+
+def with_own_check(result: ControlResult, check: OwnContinuation | None) -> ControlResult:
+    """A candidate leak with its forced check: struck (backs nothing) when the victim's own
+    context explains the run; a proven leak (`proves_leak`) when it does not. No check: as found.
+
+        >>> r = ControlResult(LEAK, "r1", (1, 1), (0, 0), 0.0, True, "leak: ...")
+        >>> with_own_check(r, OwnContinuation("truth", 12, 12, 0.25)).backs
+        False
+        >>> proves_leak(with_own_check(r, OwnContinuation("truth", 12, 3, 0.25, first_other=9, gap=4.1)))
+        True
+        >>> proves_leak(r)      # unchecked: backs only a flip already above the noise (`back`)
+        False
+    """
+    if check is None or result.name != LEAK or not result.backs:
+        return result
+    evidence = {**result.evidence, "own_check": check.to_json()}
+    if check.explains:
+        return dataclasses.replace(result, backs=False, p_value=1.0, evidence=evidence,
+                                   summary=f"no leak: {result.summary.removeprefix('leak: ')}; {check.summary}")
+    return dataclasses.replace(result, evidence=evidence, summary=f"{result.summary}; {check.summary}")
+
+
+def proves_leak(result: ControlResult) -> bool:
+    """Whether a leak result backs whatever the flip's margin: a forced check ran and found a
+    matched token the victim's own context would not give."""
+    check = result.evidence.get("own_check") if result.name == LEAK and result.backs else None
+    return check is not None and OwnContinuation.from_json(check).first_other is not None
+
+
+def own_by_truth(
+    truth: Truth, prompt_ids: Sequence[int], output: Sequence[int], span: tuple[int, int], tolerance: float
+) -> OwnContinuation:
+    """The forced check on the exact truth: one teacher-forced float64 pass over the victim's
+    prompt and its deviant `output`, each token of `span` held against the best token there."""
+    start, end = span
+    positions = truth.logprobs(prompt_ids, output[:end], top_k=1)
+    own = 0
+    for t in range(start, end):
+        gap = positions[t].top[0][1] - positions[t].logprob
+        if gap > tolerance:
+            return OwnContinuation("truth", end - start, own, tolerance, first_other=t, gap=gap)
+        own += 1
+    return OwnContinuation("truth", end - start, own, tolerance)

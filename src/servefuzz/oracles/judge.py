@@ -15,15 +15,26 @@ showed a finding again (through `servefuzz.trial`, which runs them). Both are pu
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
-from servefuzz.anomaly import Anomaly, Oracle, Verdict, worst
+from servefuzz.anomaly import Anomaly, Oracle, Verdict, deciding, worst
 from servefuzz.finding import Confirmation, Finding
 from servefuzz.history import RequestRecord, RunHistory
 from servefuzz.oracles.cache_state import cache_state
 from servefuzz.oracles.constraint import constraint_check
-from servefuzz.oracles.controls import back, leak_forensics
+from servefuzz.oracles.controls import (
+    LEAK,
+    TRUTH_NEAR,
+    ControlResult,
+    back,
+    chance_run,
+    leak_forensics,
+    leak_span,
+    leak_tokens,
+    own_by_truth,
+    with_own_check,
+)
 from servefuzz.oracles.isolation import isolation
 from servefuzz.oracles.liveness import liveness
 from servefuzz.oracles.nconsistency import n_consistency
@@ -34,13 +45,16 @@ from servefuzz.oracles.replay import replay_consistency
 from servefuzz.oracles.shift import anomalous_shifts
 from servefuzz.oracles.tenancy import breached_in, tenant_isolation
 from servefuzz.oracles.verdict import NoiseModel, measure_noise
+from servefuzz.truth import Truth
 from servefuzz.workload import Scenario
 
 __all__ = [
     "Judgement",
     "Expectation",
     "judge",
+    "leak_min_tokens",
     "learn",
+    "rejudged_leaks",
     "reproduction",
     "alone_run",
 ]
@@ -60,6 +74,14 @@ class Judgement:
     # constrained request that broke its constraint alone too (an engine bug, not a concurrency
     # one, so it backs no finding; the campaign keeps these lines in constraints.jsonl).
     constraint: tuple[str, ...] = ()
+    # The anomalies before the leak oracle backed any: the confirmation judges leaks again with
+    # what only it has (fresh references, the forced check), and must not inherit the unchecked
+    # judgement's. None: no leak backed anything (`anomalies` are the same).
+    unleaked: tuple[Anomaly, ...] | None = None
+
+    @property
+    def before_leaks(self) -> tuple[Anomaly, ...]:
+        return self.anomalies if self.unleaked is None else self.unleaked
 
     @property
     def divergent(self) -> tuple[Anomaly, ...]:
@@ -142,8 +164,22 @@ def judge(
     status = bound.status + tuple(f"{r.request_id} (an unseeded draw, compared by no token oracle): {r.summary}"
                                   for r in bound.results if r.request_id not in compared)
     found = list(back(found, bound.results))
-    return Judgement(leak(found, loaded, alone, cache, scenario), replay.stable,
-                     tenancy.status if tenancy is not None else "", status)
+    leaked = leak(found, loaded, alone, cache, scenario, campaign)
+    return Judgement(leaked, replay.stable, tenancy.status if tenancy is not None else "", status,
+                     unleaked=None if leaked == tuple(found) else tuple(found))
+
+
+def leak_min_tokens(
+    alone: Mapping[str, Sequence[RequestRecord]],
+    scenario: Scenario | None,
+    campaign: CampaignNoise | None,
+    skip: Collection[str] = (),
+) -> int:
+    """How long a run must be to be a candidate leak here: `controls.leak_tokens` of the longest
+    chance run the campaign has seen and this scenario's own unflagged requests show."""
+    prompts = {spec.id: spec.prompt_ids for spec in scenario.requests} if scenario is not None else {}
+    here = chance_run(prompts, alone, skip=skip)
+    return leak_tokens(max(here, campaign.chance_run if campaign is not None else 0))
 
 
 def leak(
@@ -152,17 +188,21 @@ def leak(
     alone: Mapping[str, Sequence[RequestRecord]],
     cache: Sequence[RequestRecord] = (),
     scenario: Scenario | None = None,
+    campaign: CampaignNoise | None = None,
 ) -> tuple[Anomaly, ...]:
     """The leak oracle: every divergent request whose deviant output (loaded, or in a cache
-    probe) repeats LEAK_MIN_TOKENS tokens of another request's prompt or solo continuation
-    (`controls.leak_forensics`) becomes `corruption`, the leak its backing control. Only leaks
+    probe) repeats `leak_min_tokens` tokens of another request's prompt or solo continuation
+    (`controls.leak_forensics`) is a candidate leak, kept in its evidence. No forced check runs
+    here (it needs the model or the engine), so a candidate backs only a flip already above the
+    noise threshold (`controls.back`); the confirmation checks every candidate. Only candidates
     are recorded: finding none says nothing, and the confirmation's forensics say it anyway."""
     divergent = dict.fromkeys(a.request_id for a in found if a.verdict.is_divergence)
     if not divergent:
         return tuple(found)
     sources: Scenario | Mapping[str, Sequence[int]] = scenario if scenario is not None else {}
     runs = [*loaded, RunHistory(0, "cache", tuple(cache))] if cache else list(loaded)
-    leaks = [r for rid in divergent if (r := leak_forensics(rid, sources, runs, alone)).backs]
+    k = leak_min_tokens(alone, scenario, campaign, skip=divergent)
+    leaks = [r for rid in divergent if (r := leak_forensics(rid, sources, runs, alone, min_tokens=k)).backs]
     return back(found, leaks)
 
 
@@ -172,13 +212,20 @@ def learn(
     loaded: Sequence[RunHistory],
     alone: Mapping[str, Sequence[RequestRecord]],
     cache: Sequence[RequestRecord] = (),
+    scenario: Scenario | None = None,
 ) -> CampaignNoise:
     """The campaign's noise model after one execution `judgement` judged: every agreeing token
     pair of it added, except on requests an oracle flagged as more than drift (corrupted or
-    shifted logprobs are not noise). Judged first, added after, so nothing is its own bar. The
+    shifted logprobs are not noise), and the longest chance run between its requests' answers
+    alone (`controls.chance_run`; `scenario` gives the prompts). Judged first, added after, so nothing is its own bar. The
     campaign learns this way, and so does a re-judging of its stored histories."""
     flagged = {a.request_id for a in judgement.anomalies if a.verdict is not Verdict.NUMERIC_DRIFT}
-    return campaign.merged(benign_shifts(loaded, alone, cache, exclude=flagged))
+    learned = campaign.merged(benign_shifts(loaded, alone, cache, exclude=flagged))
+    # Chance runs are measured on answers no oracle questioned: a drifting request's alone answer
+    # is its reference, and only divergent outputs (never measured here) can hold a leak.
+    prompts = {spec.id: spec.prompt_ids for spec in scenario.requests} if scenario is not None else {}
+    diverged = {a.request_id for a in judgement.anomalies if a.verdict.is_divergence and a.verdict is not Verdict.NUMERIC_DRIFT}
+    return learned.with_chance_run(chance_run(prompts, alone, skip=diverged))
 
 
 def _without(
@@ -363,3 +410,77 @@ def _liveness_reproduction(expect: Expectation, replays: Sequence[RunHistory], l
         expected=expect.flagged,
         stable=tuple(sorted(everyone - set(expect.flagged))),
     )
+
+
+# -- stored findings under the leak rule ---------------------------------------------------------
+
+
+def rejudged_leaks(finding: Finding, truth: Truth | None = None) -> Finding:
+    """A stored finding under today's leak rule (docs/verdicts.md, *Leaks*): every anomaly a leak
+    backed is judged again from what the file holds. Its deviant output comes from the leak's
+    evidence or the anomaly's variants; with `truth` (the model servefuzz built and the target
+    served) the forced check runs on it; without one, an unchecked leak backs only a flip above
+    the noise. A leak the forced check explains backs nothing, and the anomaly falls back to
+    what its flip's margin says (`numeric-drift` for a near-tie) unless another control backs it.
+    Pure; the file is not rewritten."""
+    specs = finding.scenario.by_id()
+    out = []
+    for a in finding.anomalies:
+        backed = [str(b) for b in a.evidence.get("backed_by", ())]
+        if LEAK not in backed:
+            out.append(a)
+            continue
+        leaks = [ControlResult.from_json(c) for c in a.evidence.get("controls", ()) if c["name"] == LEAK and c["backs"]]
+        base = _without_leak(a, [b for b in backed if b != LEAK])
+        checked = []
+        for r in leaks:
+            r = _with_deviant_output(r, a)
+            span = leak_span(r)
+            spec = specs.get(a.request_id)
+            head = deciding(a.divergences)
+            if truth is not None and span is not None and spec is not None and spec.adapter is None \
+                    and "own_check" not in r.evidence:
+                tolerance = max(head.threshold or 0.0 if head is not None else 0.0, TRUTH_NEAR)
+                r = with_own_check(r, own_by_truth(truth, spec.prompt_ids, [int(t) for t in r.evidence["output"]],
+                                                   span, tolerance))
+            checked.append(r)
+        out.append(back([base], checked)[0])
+    return dataclasses.replace(finding, anomalies=tuple(out))
+
+
+def _with_deviant_output(leak_result: ControlResult, a: Anomaly) -> ControlResult:
+    """The leak with the whole deviant output in its evidence (files from before it was kept
+    there: the variant that holds the match where the leak says it starts)."""
+    e = leak_result.evidence
+    if "output" in e or "match" not in e:
+        return leak_result
+    match, start = [int(t) for t in e["match"]], int(e["from_token"])
+    output = next((v.token_ids for v in a.variants if list(v.token_ids[start:start + len(match)]) == match), None)
+    if output is None:
+        return leak_result
+    return dataclasses.replace(leak_result, evidence={**e, "output": list(output)})
+
+
+def _without_leak(a: Anomaly, still_backed_by: Sequence[str]) -> Anomaly:
+    """The anomaly as it was before a leak backed it: the leak's results out of its evidence, and,
+    when no other control backs it, the verdict its flip's margin gives."""
+    evidence = {k: v for k, v in a.evidence.items() if k != "backed_by"}
+    evidence["controls"] = [c for c in a.evidence.get("controls", ()) if c["name"] != LEAK]
+    if still_backed_by:
+        return dataclasses.replace(a, evidence={**evidence, "backed_by": list(still_backed_by)})
+    head = deciding(a.divergences)
+    if head is None or head.margin is None:
+        verdict = Verdict.UNCLASSIFIED
+    elif head.margin <= (head.threshold or 0.0) and not head.margin_is_bound:
+        verdict = Verdict.NUMERIC_DRIFT
+    else:
+        verdict = Verdict.SUSPECTED_CORRUPTION
+
+    def undo(reason: str) -> str:
+        cut = reason.find(f" -> {Verdict.CORRUPTION.value} (")
+        return (reason[:cut] if cut >= 0 else reason) + f" -> {verdict.value}"
+
+    divergences = tuple(dataclasses.replace(d, verdict=verdict, reason=undo(d.reason)) if d.verdict is Verdict.CORRUPTION
+                        else d for d in a.divergences)
+    summary = a.summary.replace(f" (backed by {LEAK})", "").replace(Verdict.CORRUPTION.value, verdict.value, 1)
+    return dataclasses.replace(a, verdict=verdict, summary=summary, divergences=divergences, evidence=evidence)

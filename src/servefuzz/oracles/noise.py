@@ -35,6 +35,7 @@ oracle never add samples: a corrupted or shifted request is not noise.
 from __future__ import annotations
 
 import bisect
+import dataclasses
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -191,6 +192,9 @@ class CampaignNoise:
     """Benign shifts of one campaign (one target configuration), by bucket and kind."""
 
     hists: Mapping[str, Mapping[str, ShiftHistogram]] = field(default_factory=dict)  # metric -> key -> hist
+    # The longest run of tokens unrelated requests' answers shared by chance so far
+    # (`controls.chance_run`): what a leak must beat on this target (`controls.leak_tokens`).
+    chance_run: int = 0
 
     @classmethod
     def empty(cls) -> CampaignNoise:
@@ -209,7 +213,11 @@ class CampaignNoise:
             for m in _METRICS:
                 values = [s.linf if m == "linf" else s.gap for s in group]
                 hists[m][key] = hists[m].get(key, ShiftHistogram()).with_values(values)
-        return CampaignNoise(hists)
+        return CampaignNoise(hists, self.chance_run)
+
+    def with_chance_run(self, run: int) -> CampaignNoise:
+        """The model with a chance run seen (the longest is kept)."""
+        return dataclasses.replace(self, chance_run=max(self.chance_run, run))
 
     def merged(self, other: CampaignNoise) -> CampaignNoise:
         hists: dict[str, dict[str, ShiftHistogram]] = {}
@@ -217,7 +225,7 @@ class CampaignNoise:
             mine, theirs = self.hists.get(m, {}), other.hists.get(m, {})
             hists[m] = {k: mine.get(k, ShiftHistogram()).merged(theirs.get(k, ShiftHistogram()))
                         for k in {*mine, *theirs}}
-        return CampaignNoise(hists)
+        return CampaignNoise(hists, max(self.chance_run, other.chance_run))
 
     def basis(self, position: int, cached: bool, metric: str = "gap",
               min_samples: int = MIN_SAMPLES) -> tuple[ShiftHistogram, str]:
@@ -254,13 +262,14 @@ class CampaignNoise:
 
     def to_json(self) -> dict[str, Any]:
         return {"version": 1, "buckets": list(BUCKETS), "k": CAMPAIGN_K, "min_samples": MIN_SAMPLES,
-                "shifts": {m: {k: h.to_json() for k, h in sorted(self.hists.get(m, {}).items())} for m in _METRICS}}
+                "shifts": {m: {k: h.to_json() for k, h in sorted(self.hists.get(m, {}).items())} for m in _METRICS},
+                "chance_run": self.chance_run}
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> CampaignNoise:
         shifts = d.get("shifts", {})
         return cls({m: {str(k): ShiftHistogram.from_json(h) for k, h in dict(shifts.get(m, {})).items()}
-                    for m in _METRICS})
+                    for m in _METRICS}, int(d.get("chance_run", 0)))  # noise.json from before it: none seen
 
 
 @dataclass(frozen=True)
