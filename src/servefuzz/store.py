@@ -23,7 +23,9 @@
 |                       | (`campaign_lock`), with the holder's pid      | holder's death (`kill -9` too)     |
 |                       |                                               | frees it: taken over, never stale  |
 
-Every write goes through `servefuzz.durable`.
+Every write goes through `servefuzz.durable`: a full disk ends the campaign with one line
+(`DiskFullError`, exit 5) and leaves every file above whole, so `--resume` goes on once there is
+room again.
 """
 
 from __future__ import annotations
@@ -165,7 +167,8 @@ def campaign_lock(out: Path) -> Iterator[None]:
     inherited (Python's default), so a launched server that outlives us cannot keep it held.
     """
     out.mkdir(parents=True, exist_ok=True)
-    fd = os.open(out / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+    with durable.reporting_full_disk(out):
+        fd = os.open(out / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
     try:
         for attempt in range(_LOCK_TRIES):
             try:
@@ -175,7 +178,7 @@ def campaign_lock(out: Path) -> Iterator[None]:
                 if attempt == _LOCK_TRIES - 1:
                     raise UsageError(_busy(out)) from None
                 time.sleep(0.05)  # perhaps only `check_not_in_use`'s moment-long look, not a campaign
-        with contextlib.suppress(OSError):  # the pid is for the refusal's message only
+        with contextlib.suppress(OSError):  # the pid is for the refusal's message only; a full disk may refuse it
             os.ftruncate(fd, 0)
             os.pwrite(fd, f"{os.getpid()}\n".encode("ascii"), 0)
         yield
