@@ -250,3 +250,38 @@ def test_the_first_round_starts_where_the_targets_shape_points(
                       CampaignConfig(tmp_path / "aimed", seed=2, request_budget=1, aims=("random",)), mix)
     assert aimed.iterations == 1
     assert json.loads((tmp_path / "aimed" / "config.json").read_text())["strategies"] == ["random", "eviction", "page-boundary"]
+
+
+def test_a_campaign_dir_is_held_by_one_campaign_and_a_killed_holders_lock_is_free(tmp_path: Path) -> None:
+    import os
+    import signal
+    import subprocess
+
+    from servefuzz.store import campaign_lock, check_not_in_use
+
+    out = tmp_path / "campaign"
+    check_not_in_use(out)  # nothing there yet: nothing to refuse, nothing created
+    assert not out.exists()
+    with campaign_lock(out):
+        with pytest.raises(UsageError, match=f"in use by another servefuzz campaign \\(pid {os.getpid()}\\)"):
+            check_not_in_use(out)
+        with pytest.raises(UsageError, match="in use"), campaign_lock(out):
+            pass  # a second holder, even in this process
+    with campaign_lock(out):  # released at the end of the block
+        pass
+
+    # A holder killed with SIGKILL releases it: the kernel closes its descriptor.
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import sys, time; from pathlib import Path; from servefuzz.store import campaign_lock\n"
+         f"with campaign_lock(Path({str(out)!r})):\n    print('held', flush=True); time.sleep(120)"],
+        stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        with pytest.raises(UsageError, match=f"pid {holder.pid}"):
+            check_not_in_use(out)
+    finally:
+        os.kill(holder.pid, signal.SIGKILL)
+        holder.wait(timeout=10)
+    check_not_in_use(out)
+    with campaign_lock(out):
+        pass

@@ -148,3 +148,65 @@ def test_a_profile_the_preset_does_not_have_is_refused_in_one_line(args: list[st
     line = one_error_line(servefuzz("fuzz", *args, "--time", "1", "--out", str(tmp_path / "c")))
     assert said in line
     assert not (tmp_path / "c").exists()  # refused before anything started
+
+
+def test_every_exit_code_is_in_the_readme_table_and_the_help() -> None:
+    from servefuzz.cli.parser import EXIT_CODES_HELP
+    from servefuzz.errors import Exit
+
+    readme = (Path(__file__).parent.parent / "README.md").read_text(encoding="utf-8")
+    table = readme.split("## Exit codes", 1)[1].split("\n## ", 1)[0]
+    rows = {line.split("|")[1].strip() for line in table.splitlines() if line.startswith("| ")}
+    assert {str(int(code)) for code in Exit} <= rows
+    assert all(f"{int(code)} " in EXIT_CODES_HELP for code in Exit if code)
+    assert int(Exit.DISK) == 5 and "SIGTERM" in table
+
+
+def test_the_resume_line_repeats_every_flag_given_but_credentials_and_parses_back(tmp_path: Path) -> None:
+    from servefuzz.cli.parser import build_parser, resume_argv
+
+    parser = build_parser()
+    given = ["fuzz", "--launch", "my-engine --port {port}", "--eng", "sglang", "--fault", "a", "--fault", "b",
+             "--time", "120", "--requests", "9", "--out", "rel/dir", "--keep-going", "--no-coverage", "--seed", "3",
+             "--api-key", "sk-secret", "--header", "X-Token: hunter2", "--request-timeout", "2.5", "--json"]
+    args = parser.parse_args(given)
+    words = resume_argv(args)
+    assert words[:4] == ["fuzz", "--resume", "--out", str(Path("rel/dir").absolute())]
+    assert "sk-secret" not in " ".join(words) and "hunter2" not in " ".join(words)
+    assert words[words.index("--time") + 1] == "120"  # as typed, not 120.0
+    again = vars(parser.parse_args(words))
+    expected = {**vars(args), "resume": True, "out": Path("rel/dir").absolute(), "api_key": None, "header": []}
+    assert again == expected
+    assert resume_argv(parser.parse_args(["fuzz"]))[4:] == []  # nothing given, nothing repeated
+
+
+def test_an_interrupt_is_one_line_naming_it_and_exit_130(monkeypatch: pytest.MonkeyPatch,
+                                                         capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    import servefuzz.api
+    from servefuzz.cli import main
+
+    def interrupted(*args: object, **kwargs: object) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(servefuzz.api, "fuzz", interrupted)
+    assert main(["fuzz", "--json", "--time", "5", "--out", str(tmp_path / "c")]) == 130
+    err = capsys.readouterr().err
+    assert err == ("servefuzz: stopped by SIGINT (Ctrl-C); what was written so far is kept; continue with: "
+                   f"servefuzz fuzz --resume --out {tmp_path / 'c'} --time 5 --json\n")
+
+
+def test_a_full_disk_outside_the_durable_writes_is_still_exit_5_never_a_bug(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    import errno
+
+    import servefuzz.api
+    from servefuzz.cli import main
+
+    def full(*args: object, **kwargs: object) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device", str(tmp_path / "somewhere"))
+
+    monkeypatch.setattr(servefuzz.api, "write_report", full)
+    assert main(["report", str(_a_finding(tmp_path)), "--out", str(tmp_path / "r")]) == 5
+    err = capsys.readouterr().err
+    assert err == f"servefuzz: error: no space left on the device writing {tmp_path / 'somewhere'}\n"

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from servefuzz import finding
 from servefuzz.anomaly import Anomaly, Divergence, FlipSide, Oracle, Variant, Verdict
-from servefuzz.errors import FindingError
+from servefuzz.errors import DiskFullError, FindingError
 from servefuzz.finding import (
     SCHEMA_VERSION,
     Confirmation,
@@ -83,7 +83,8 @@ def test_failed_write_leaves_nothing_behind(tmp_path: Path, monkeypatch: pytest.
         raise OSError(28, "No space left on device")
 
     monkeypatch.setattr(os, "fsync", disk_full)  # fault injection: the disk fills mid-write
-    with pytest.raises(FindingError, match=r"finding_00002_\d+\.json: cannot write: No space left on device"):
+    # The machine's state, not a bad finding: its own error and exit code (errors.Exit.DISK).
+    with pytest.raises(DiskFullError, match=r"no space left on the device writing .*finding_00002_\d+\.json \("):
         write_finding(tmp_path, make(iteration=2))
     monkeypatch.undo()
     assert sorted(p.name for p in tmp_path.iterdir()) == [kept.name]

@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from servefuzz.durable import truncate_torn_tail
 from servefuzz.history import (
     ChoiceRecord,
@@ -68,3 +70,36 @@ def test_a_file_that_is_one_torn_line_becomes_empty_and_a_long_fragment_goes_who
     fragment = b'{"x": "' + b"a" * 300_000  # longer than one block of the backwards search
     path.write_bytes(b'{"a": 1}\n' + fragment)
     assert truncate_torn_tail(path) == len(fragment) and path.read_bytes() == b'{"a": 1}\n'
+
+
+def test_an_append_that_runs_out_of_space_takes_back_its_part_and_says_so(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A full disk takes the first part of a write and refuses the rest: the lines that went in
+    # part are taken back, so the file still ends at its last whole line.
+    import errno
+    import os
+
+    from servefuzz.errors import DiskFullError, Exit
+
+    path = tmp_path / "histories.jsonl"
+    write_history_jsonl(path, [run(0, 1)])
+    whole = path.read_bytes()
+    real_write = os.write
+
+    def full(fd: int, data: bytes) -> int:
+        if not os.path.samestat(os.fstat(fd), os.stat(path)):
+            return real_write(fd, data)
+        if len(data) > 40:
+            return real_write(fd, bytes(data)[:40])  # room for a fragment
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(os, "write", full)  # durable writes through os.write
+    try:
+        write_history_jsonl(path, [run(1, 2)])
+    except DiskFullError as e:
+        assert e.exit_code == Exit.DISK and f"writing {path} (" in str(e) and "free there" in str(e)
+    else:
+        raise AssertionError("a full disk must be said")
+    monkeypatch.undo()
+    assert path.read_bytes() == whole
+    write_history_jsonl(path, [run(1, 2)])
+    assert [h.meta["iteration"] for h in read_history_jsonl(path)] == [1, 2]

@@ -43,7 +43,7 @@ from servefuzz.reports.coverage_page import write_coverage_page
 from servefuzz.runner import RunConfig, Runner
 from servefuzz.sanitize import one_line
 from servefuzz.shrinker import Shrunk, shrink_finding
-from servefuzz.store import check_campaign_dir, finding_noise
+from servefuzz.store import campaign_lock, check_campaign_dir, check_not_in_use, finding_noise
 from servefuzz.strategies import get_strategies
 from servefuzz.traces import load_trace_seeds
 from servefuzz.triager import triage as triage_matrix
@@ -158,6 +158,7 @@ class FuzzOptions:
         self.reference_flags()
         get_strategies(self.identity()[1])
         check_campaign_dir(self.out, resume=self.resume)
+        check_not_in_use(self.out)
 
     @property
     def planted(self) -> tuple[str, ...]:
@@ -287,9 +288,12 @@ def fuzz(
         async with LaunchedServer(launch, opts.out, headers=opts.headers, config=run_config) as server:
             return await run_campaign(server.runner, strategies, launched, seeds=seeds, on_event=events, revival=server)
 
-    result = asyncio.run(go())
-    if result.coverage is not None:
-        write_coverage_page(result.coverage, opts.out / COVERAGE_PAGE, title=str(opts.out))
+    # One campaign in a directory at a time, from before its server starts (whose log and
+    # server.json live there too) to the coverage page.
+    with campaign_lock(opts.out):
+        result = asyncio.run(go())
+        if result.coverage is not None:
+            write_coverage_page(result.coverage, opts.out / COVERAGE_PAGE, title=str(opts.out))
     return result
 
 

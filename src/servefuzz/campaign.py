@@ -477,7 +477,7 @@ async def run_campaign_on(
         out, resume=config.resume, identity={"seed": config.seed, "strategies": list(strategies)},
         settings={"runs": config.runs, "confirm_runs": config.confirm_runs, "target": info.to_json()},
     )
-    for log in ("scenarios.jsonl", "histories.jsonl"):
+    for log in ("scenarios.jsonl", "histories.jsonl", "constraints.jsonl"):
         durable.truncate_torn_tail(out / log)  # a kill mid-append must not glue the next line on
     corpus = Corpus(load_entries(out / "corpus"), {int(k): v for k, v in progress.get("picks", {}).items()})
     schedule = Schedule(tuple(strategies), **progress.get("schedule", {}),

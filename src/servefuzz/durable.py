@@ -5,16 +5,79 @@ everywhere: `write_atomic` (a temp file in the same folder, fsynced, renamed int
 folder fsynced), `append_lines` (lines appended, then fsynced) and `unlink` (removed, and the
 removal made durable). A finding is written by `finding.write_finding`, which links its temp
 file into place so as never to replace another finding, and makes that durable with
-`fsync_dir`. They import nothing from servefuzz.
+`fsync_dir`. They import nothing from servefuzz but its errors.
+
+A full disk is the machine's state, not a bug of ours: a write that fails for want of space
+raises `DiskFullError` (one line naming the file and the space left, `Exit.DISK`), and leaves
+what was there before whole: an append takes back the part of its lines that went, an atomic
+write removes its temp file. `reporting_full_disk` is that translation, for writers of their own.
 """
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import os
-from collections.abc import Iterable
+import shutil
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
-__all__ = ["write_atomic", "append_line", "append_lines", "truncate_torn_tail", "unlink", "fsync_dir"]
+from servefuzz.errors import DiskFullError
+
+__all__ = [
+    "write_atomic",
+    "append_line",
+    "append_lines",
+    "truncate_torn_tail",
+    "unlink",
+    "fsync_dir",
+    "disk_full",
+    "reporting_full_disk",
+    "is_disk_full",
+]
+
+# No room: the filesystem is full, or the user's share of it (a quota) is.
+_FULL = frozenset({errno.ENOSPC, errno.EDQUOT})
+
+
+def is_disk_full(e: BaseException) -> bool:
+    return isinstance(e, OSError) and e.errno in _FULL
+
+
+def _size(n: int) -> str:
+    if n < 1024:
+        return f"{n} bytes"
+    value, unit = n / 1024, "KiB"
+    for bigger in ("MiB", "GiB", "TiB"):
+        if value < 1024:
+            break
+        value, unit = value / 1024, bigger
+    return f"{value:.1f} {unit}"
+
+
+def disk_full(path: Path | str, size: int | None = None) -> DiskFullError:
+    """The one line for a write of `path` (`size` bytes, when known) that found no room, with
+    the room its filesystem has left now (once the failed write is taken back), so the user
+    sees how much to free."""
+    path = Path(path)
+    where = path if path.is_dir() else path.parent
+    try:
+        free = f"{_size(shutil.disk_usage(where).free)} free there"
+    except OSError:
+        free = "its free space unknown"
+    what = "" if size is None else f"{_size(size)}, "
+    return DiskFullError(f"no space left on the device writing {path} ({what}{free}); what was written before is kept")
+
+
+@contextlib.contextmanager
+def reporting_full_disk(path: Path | str, size: int | None = None) -> Iterator[None]:
+    """Turn a write's ENOSPC/EDQUOT inside the block into `disk_full(path, size)`; other errors pass."""
+    try:
+        yield
+    except OSError as e:
+        if e.errno not in _FULL:
+            raise
+        raise disk_full(path, size) from None
 
 
 def fsync_dir(directory: Path) -> None:
@@ -29,12 +92,18 @@ def fsync_dir(directory: Path) -> None:
 def write_atomic(path: Path, text: str) -> None:
     """Replace `path` with `text`: readers see the old file or the new one, never a part."""
     tmp = path.with_name(f".{path.name}.tmp")
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-    fsync_dir(path.parent)
+    with reporting_full_disk(path, len(text.encode("utf-8"))):
+        try:
+            with open(tmp, "w", encoding="utf-8") as f:
+                f.write(text)
+                f.flush()
+                os.fsync(f.fileno())
+        except OSError:
+            with contextlib.suppress(OSError):
+                tmp.unlink()  # a half-written temp file would only hold on to the space that ran out
+            raise
+        os.replace(tmp, path)
+        fsync_dir(path.parent)
 
 
 def append_line(path: Path, line: str) -> None:
@@ -43,12 +112,27 @@ def append_line(path: Path, line: str) -> None:
 
 
 def append_lines(path: Path, lines: Iterable[str]) -> None:
-    """Append lines (newlines added), then fsync once: a kill can only tear the last line."""
-    with open(path, "a", encoding="utf-8") as f:
-        for line in lines:
-            f.write(line.rstrip("\n") + "\n")
-        f.flush()
-        os.fsync(f.fileno())
+    """Append lines (newlines added), then fsync once: a kill can only tear the last line.
+
+    A write that fails (a full disk: `DiskFullError`) takes back what of these lines went, so
+    the file still ends at its last whole line and the next append is not glued onto a fragment.
+    """
+    data = "".join(line.rstrip("\n") + "\n" for line in lines).encode("utf-8")
+    with reporting_full_disk(path, len(data)):
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o666)
+        try:
+            start = os.lseek(fd, 0, os.SEEK_END)
+            try:
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(fd, view):]  # a full disk first takes part of a write
+                os.fsync(fd)
+            except OSError:
+                with contextlib.suppress(OSError):  # shrinking needs no space; resume cuts a tail anyway
+                    os.ftruncate(fd, start)
+                raise
+        finally:
+            os.close(fd)
 
 
 def unlink(path: Path) -> None:

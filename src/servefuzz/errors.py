@@ -16,6 +16,7 @@ __all__ = [
     "FindingError",
     "TargetError",
     "LaunchError",
+    "DiskFullError",
 ]
 
 
@@ -32,7 +33,13 @@ class Exit(enum.IntEnum):
     USAGE = 2  # bad flags, a bad or unreadable finding file, a trace that is not one
     TARGET = 3  # the server cannot be reached, could not be started, or went away for good
     INTERNAL = 4  # a bug in servefuzz (the traceback is written to a file, never shown as output)
-    INTERRUPTED = 130  # Ctrl-C; what was written so far is kept
+    # The disk (or the quota) under a file servefuzz writes is full: the machine's state, not a bug
+    # of ours (4) nor bad input (2). What was written before is kept whole, so once there is room
+    # `fuzz --resume` goes on.
+    DISK = 5
+    # Ctrl-C, or SIGTERM (a job scheduler's stop, `kill`): one exit status for "stopped from
+    # outside", the shell's 128 + SIGINT; what was written so far is kept.
+    INTERRUPTED = 130
 
 
 class ServefuzzError(Exception):
@@ -59,3 +66,9 @@ class LaunchError(ServefuzzError):
     """A server the tool launched did not come up healthy."""
 
     exit_code = Exit.TARGET
+
+
+class DiskFullError(ServefuzzError):
+    """A write failed because its filesystem is full (ENOSPC) or the user's quota is (EDQUOT)."""
+
+    exit_code = Exit.DISK

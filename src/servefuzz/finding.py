@@ -448,6 +448,8 @@ def write_finding(directory: Path | str, finding: Finding, *, name: str | None =
     try:
         directory.mkdir(parents=True, exist_ok=True)
     except OSError as e:
+        if durable.is_disk_full(e):  # the machine's state, not a bad finding: its own line and exit code
+            raise durable.disk_full(directory) from None
         raise FindingError(f"{directory}: cannot create the findings directory: {e.strerror}") from None
     name = name or finding.filename
     path = directory / name
@@ -457,6 +459,8 @@ def write_finding(directory: Path | str, finding: Finding, *, name: str | None =
     try:
         fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=directory)
     except OSError as e:
+        if durable.is_disk_full(e):
+            raise durable.disk_full(directory) from None
         raise FindingError(f"{directory}: cannot write a finding there: {e.strerror}") from None
     try:
         with os.fdopen(fd, "wb") as f:
@@ -476,6 +480,8 @@ def write_finding(directory: Path | str, finding: Finding, *, name: str | None =
             os.replace(tmp, path)
         durable.fsync_dir(directory)
     except OSError as e:
+        if durable.is_disk_full(e):
+            raise durable.disk_full(path) from None
         raise FindingError(f"{path}: cannot write: {e.strerror or e}") from None
     finally:
         if os.path.exists(tmp):

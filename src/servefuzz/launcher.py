@@ -33,7 +33,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from servefuzz import engines
+from servefuzz import durable, engines
 from servefuzz.engine_flags import reference_flag_argv
 from servefuzz.errors import LaunchError, UsageError
 from servefuzz.finding import TargetInfo, redact_argv
@@ -169,8 +169,9 @@ class ServerProcess:
         self._log_file = log
         # One log for every start: a header says where each begins (credentials left out).
         stamp = time.strftime("%Y-%m-%d %H:%M:%S")
-        log.write(f"--- servefuzz {stamp}: {shlex.join(map(str, redact_argv(self.argv)))}\n".encode())
-        log.flush()
+        with durable.reporting_full_disk(self.log_path):
+            log.write(f"--- servefuzz {stamp}: {shlex.join(map(str, redact_argv(self.argv)))}\n".encode())
+            log.flush()
         env = {**os.environ, **(self._env or {})}
         try:
             self._proc = subprocess.Popen(

@@ -19,15 +19,24 @@
 |                       | progress.json), `campaign.COVERAGE_FILE`      |                                    |
 | `coverage.html`       | at the campaign's end, with coverage only     | rewritten at the next end          |
 |                       | (`api.COVERAGE_PAGE`)                         |                                    |
+| `campaign.lock`       | `flock`ed while a campaign runs here          | refused while another holds it; a  |
+|                       | (`campaign_lock`), with the holder's pid      | holder's death (`kill -9` too)     |
+|                       |                                               | frees it: taken over, never stale  |
 
-Every write goes through `servefuzz.durable`.
+Every write goes through `servefuzz.durable`: a full disk ends the campaign with one line
+(`DiskFullError`, exit 5) and leaves every file above whole, so `--resume` goes on once there is
+room again.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
+import os
+import time
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -40,7 +49,10 @@ from servefuzz.oracles.noise import NOISE_FILE, CampaignNoise
 __all__ = [
     "FindingStore",
     "finding_size",
+    "LOCK_FILE",
+    "campaign_lock",
     "check_campaign_dir",
+    "check_not_in_use",
     "open_campaign_dir",
     "load_entries",
     "read_json",
@@ -123,6 +135,71 @@ def check_campaign_dir(out: Path, *, resume: bool) -> bool:
     if existing and not resume:
         raise UsageError(f"{out} already holds a campaign; continue it with --resume, or choose another --out")
     return existing
+
+
+# One campaign writes a directory at a time. The lock is `flock` on this file rather than a pid
+# file: the kernel drops it when its holder's last descriptor closes, however the holder ends
+# (`kill -9`, an OOM kill, a power cut), so it can never go stale and never needs a liveness
+# guess (a pid checked alive can be a reused pid). The file stays: removing it while another
+# process waits to open it would let two campaigns hold locks on two different files.
+LOCK_FILE = "campaign.lock"
+_LOCK_TRIES = 10  # half a second of asking before a holder is taken for a campaign
+
+
+def _busy(out: Path) -> str:
+    """The one line for a campaign directory another campaign holds."""
+    try:
+        pid = (out / LOCK_FILE).read_text(encoding="ascii").strip()
+    except (OSError, UnicodeDecodeError):
+        pid = ""
+    holder = f" (pid {pid})" if pid.isdigit() else ""
+    return (f"{out} is in use by another servefuzz campaign{holder}; wait for it to end (or stop it), "
+            "or choose another --out")
+
+
+@contextlib.contextmanager
+def campaign_lock(out: Path) -> Iterator[None]:
+    """Hold `out` for one campaign for the block: a campaign already running there is refused
+    (UsageError, one line naming its pid), one killed any way at all is not (see LOCK_FILE).
+
+    Taken by `api.fuzz` before the server starts, since the server's log and `server.json` are
+    the directory's too, and held until the coverage page is written. The descriptor is not
+    inherited (Python's default), so a launched server that outlives us cannot keep it held.
+    """
+    out.mkdir(parents=True, exist_ok=True)
+    with durable.reporting_full_disk(out):
+        fd = os.open(out / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        for attempt in range(_LOCK_TRIES):
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if attempt == _LOCK_TRIES - 1:
+                    raise UsageError(_busy(out)) from None
+                time.sleep(0.05)  # perhaps only `check_not_in_use`'s moment-long look, not a campaign
+        with contextlib.suppress(OSError):  # the pid is for the refusal's message only; a full disk may refuse it
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, f"{os.getpid()}\n".encode("ascii"), 0)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
+
+
+def check_not_in_use(out: Path) -> None:
+    """Refuse `out` (UsageError) if a campaign holds it now: checked with the other options,
+    before a banner or a server, so that the refusal is the only line. Creates nothing; the
+    campaign's own `campaign_lock` is what excludes (this only answers early)."""
+    try:
+        fd = os.open(out / LOCK_FILE, os.O_RDONLY)
+    except OSError:
+        return  # no lock file: no campaign has run here (or it cannot be read: the lock will say)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        raise UsageError(_busy(out)) from None
+    finally:
+        os.close(fd)
 
 
 def open_campaign_dir(out: Path, *, resume: bool, identity: Mapping[str, Any], settings: Mapping[str, Any]) -> dict[str, Any]:

@@ -4,19 +4,29 @@ One error handler for every subcommand: a `ServefuzzError` is one line on stderr
 `exit_code`; anything else is a bug of servefuzz: one line naming the file its traceback was
 written to, and `Exit.INTERNAL` (never `Exit.FOUND`, which a CI job reads as a finding). The
 exit codes are `servefuzz.errors.Exit`.
+
+SIGTERM (a scheduler's stop, `kill PID`) stops a command the way Ctrl-C does: the campaign's
+task is cancelled, so a server servefuzz started is stopped before it exits, and the command
+ends with one line naming the signal and `Exit.INTERRUPTED`. A campaign stopped so, or by a
+full disk, also prints the exact command that continues it.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
+import shlex
+import signal
 import sys
 import tempfile
 import traceback
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from types import FrameType
 
-from servefuzz.errors import Exit, ServefuzzError, UsageError
+from servefuzz.durable import disk_full, is_disk_full
+from servefuzz.errors import DiskFullError, Exit, ServefuzzError, UsageError
 from servefuzz.sanitize import one_line, visible
 
 __all__ = ["main"]
@@ -24,6 +34,8 @@ __all__ = ["main"]
 
 def main(argv: Sequence[str] | None = None) -> int:
     args_list = list(sys.argv[1:] if argv is None else argv)
+    args: argparse.Namespace | None = None
+    stop = _Stop()
     try:
         if args_list and args_list[0] == "serve-reference":
             # A program apart with its own flags (SGLang's); it imports nothing of the fuzzer.
@@ -38,15 +50,71 @@ def main(argv: Sequence[str] | None = None) -> int:
         if handler is None:
             parser.print_help(sys.stderr)
             return Exit.USAGE
-        return int(handler(args))
+        with stop.on_sigterm():
+            return int(handler(args))
+    except DiskFullError as e:
+        print(f"servefuzz: error: {one_line(e)}{_resume_hint(args, 'free some space, then continue with')}",
+              file=sys.stderr)
+        return int(e.exit_code)
     except ServefuzzError as e:
         print(f"servefuzz: error: {one_line(e)}", file=sys.stderr)
         return int(e.exit_code)
     except KeyboardInterrupt:
-        print("servefuzz: interrupted; findings written so far are kept", file=sys.stderr)
+        print(f"servefuzz: stopped by {stop.signal}; what was written so far is kept"
+              f"{_resume_hint(args, 'continue with')}", file=sys.stderr)
         return Exit.INTERRUPTED
+    except OSError as e:
+        if not is_disk_full(e):
+            return _internal_error(e)
+        # A write the durable primitives do not make (one of a library's): the machine, still.
+        where = f" writing {e.filename}" if e.filename else ""
+        print(f"servefuzz: error: no space left on the device{where}{_resume_hint(args, 'free some space, then continue with')}",
+              file=sys.stderr)
+        return Exit.DISK
     except Exception as e:  # noqa: BLE001 - the last line of defence: a bug must not look like a finding
         return _internal_error(e)
+
+
+class _Stop:
+    """Which signal stopped the command, for its last line: a KeyboardInterrupt is Ctrl-C's
+    unless SIGTERM raised it."""
+
+    def __init__(self) -> None:
+        self.signal = "SIGINT (Ctrl-C)"
+
+    @contextlib.contextmanager
+    def on_sigterm(self) -> Iterator[None]:
+        """SIGTERM goes the way of Ctrl-C for the block (the previous handler is put back)."""
+        try:
+            before = signal.signal(signal.SIGTERM, self._sigterm)
+        except ValueError:  # not the main thread (main() called from a library's thread): left as it is
+            yield
+            return
+        try:
+            yield
+        finally:
+            signal.signal(signal.SIGTERM, before)
+
+    def _sigterm(self, signum: int, frame: FrameType | None) -> None:
+        self.signal = "SIGTERM"
+        sigint = signal.getsignal(signal.SIGINT)
+        if callable(sigint) and sigint is not signal.default_int_handler:
+            # asyncio.run's own Ctrl-C handler: it cancels the campaign's task, which unwinds at
+            # its next await (every file whole, the launched server stopped) and then raises
+            # KeyboardInterrupt out of asyncio.run.
+            sigint(signal.SIGINT, frame)
+            return
+        # No event loop running (or Ctrl-C ignored, as in a background job): stop here.
+        raise KeyboardInterrupt
+
+
+def _resume_hint(args: argparse.Namespace | None, lead: str) -> str:
+    """'; LEAD: servefuzz fuzz --resume --out DIR ...' for a campaign cut short; '' otherwise."""
+    if args is None or args.command != "fuzz":
+        return ""
+    from servefuzz.cli.parser import resume_argv
+
+    return f"; {lead}: {one_line(shlex.join(['servefuzz', *resume_argv(args)]))}"
 
 
 def _internal_error(e: BaseException) -> int:
@@ -170,6 +238,8 @@ def _model(args: argparse.Namespace) -> int:
     try:
         paths = build_models(args.dir, dtype=args.dtype, seed=args.seed)
     except OSError as e:
+        if is_disk_full(e):
+            raise disk_full(e.filename or args.dir) from None
         raise UsageError(f"cannot write {e.filename or args.dir}: {e.strerror or e}") from None
     print(f"vLLM model:      {visible(paths.hf_dir)}  (vocabulary {paths.hf_vocab_size}, {paths.dtype})")
     print(f"llama.cpp model: {visible(paths.gguf)}  (vocabulary {paths.gguf_vocab_size}, float32)")

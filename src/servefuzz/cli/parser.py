@@ -18,12 +18,13 @@ from servefuzz.errors import UsageError
 from servefuzz.models import DTYPES
 from servefuzz.trial import DEFAULT_RUNS
 
-__all__ = ["UsageParser", "build_parser", "positive_int", "positive_float", "EXIT_CODES_HELP"]
+__all__ = ["UsageParser", "build_parser", "positive_int", "positive_float", "resume_argv", "EXIT_CODES_HELP"]
 
 EXIT_CODES_HELP = (
     "exit codes: 0 nothing found (fuzz) / reproduced or done (other commands); 1 found something "
     "(fuzz) / did not reproduce (replay, shrink, triage); 2 bad usage or input; 3 server "
-    "unreachable or could not be started; 4 internal error (a bug in servefuzz); 130 interrupted"
+    "unreachable or could not be started; 4 internal error (a bug in servefuzz); 5 out of disk space "
+    "(what was written is kept); 130 interrupted (Ctrl-C or SIGTERM)"
 )
 
 
@@ -82,24 +83,8 @@ def _server(p: argparse.ArgumentParser, *, url_required: bool = False, url_flag:
     _auth(p)
 
 
-def build_parser() -> UsageParser:
-    p = UsageParser(prog="servefuzz", description="Find the bugs LLM serving engines show only under concurrent load.",
-                    epilog=EXIT_CODES_HELP)
-    p.add_argument("--version", action="version", version=f"servefuzz {__version__}")
-    sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=UsageParser)
-
-    f = sub.add_parser(
-        "fuzz",
-        help="run a fuzzing campaign (no --url: against the embedded reference engine)",
-        description=(
-            "Generate timed multi-request workloads, run them, and write a finding for every "
-            "divergence, crash or hang. Exit 1 when something was found, 0 when not. "
-            f"Without --url it starts the embedded reference engine with the planted fault "
-            f"{EMBEDDED_FAULT}, stops at the first confirmed finding, and spends at most "
-            f"{EMBEDDED_TIME_S:g} s; against a real server the default budget is {REMOTE_TIME_S:g} s."
-        ),
-        epilog=EXIT_CODES_HELP,
-    )
+def _fuzz_flags(f: argparse.ArgumentParser) -> None:
+    """`servefuzz fuzz`'s flags (also read by `resume_argv`, so the two cannot drift apart)."""
     where = f.add_mutually_exclusive_group()
     where.add_argument("--url", help="base URL of a running server to fuzz (default: start the embedded reference engine)")
     where.add_argument("--launch", metavar="PRESET",
@@ -147,6 +132,27 @@ def build_parser() -> UsageParser:
                        help="with --ray: GPUs each worker's server holds, as a Ray resource (default 0)")
     f.add_argument("--json", action="store_true", help="print one JSON summary on stdout instead of the display")
     _auth(f)
+
+
+def build_parser() -> UsageParser:
+    p = UsageParser(prog="servefuzz", description="Find the bugs LLM serving engines show only under concurrent load.",
+                    epilog=EXIT_CODES_HELP)
+    p.add_argument("--version", action="version", version=f"servefuzz {__version__}")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=UsageParser)
+
+    f = sub.add_parser(
+        "fuzz",
+        help="run a fuzzing campaign (no --url: against the embedded reference engine)",
+        description=(
+            "Generate timed multi-request workloads, run them, and write a finding for every "
+            "divergence, crash or hang. Exit 1 when something was found, 0 when not. "
+            f"Without --url it starts the embedded reference engine with the planted fault "
+            f"{EMBEDDED_FAULT}, stops at the first confirmed finding, and spends at most "
+            f"{EMBEDDED_TIME_S:g} s; against a real server the default budget is {REMOTE_TIME_S:g} s."
+        ),
+        epilog=EXIT_CODES_HELP,
+    )
+    _fuzz_flags(f)
 
     r = sub.add_parser("replay", help="replay a finding against a server and say whether it reproduces",
                        description="Replay FINDING --runs times; exit 0 when CONFIRMED, 1 when NOT REPRODUCED.",
@@ -208,3 +214,41 @@ def build_parser() -> UsageParser:
     sub.add_parser("serve-reference", add_help=False, help="start the embedded reference engine "
                    "(see: servefuzz serve-reference --help)")
     return p
+
+
+# Never printed: credentials (given again by the user, or from $SERVEFUZZ_API_KEY), and what the
+# resume line sets itself.
+_NOT_REPEATED = frozenset({"help", "out", "resume", "api_key", "header"})
+
+
+def resume_argv(args: argparse.Namespace) -> list[str]:
+    """The `servefuzz fuzz` arguments that continue the campaign `args` started: `--resume
+    --out DIR` (absolute), then every other flag given, as given (the same target, and budgets
+    that count the whole campaign), except credentials, which are never printed."""
+    words = ["fuzz", "--resume", "--out", str(Path(args.out).absolute())]
+    flags = UsageParser(prog="servefuzz fuzz", add_help=False)
+    _fuzz_flags(flags)
+    for action in flags._actions:  # argparse has no public list of its flags
+        if not action.option_strings or action.dest in _NOT_REPEATED:
+            continue
+        value = getattr(args, action.dest, action.default)
+        if value == action.default:
+            continue
+        flag = action.option_strings[0]
+        if isinstance(action, argparse.BooleanOptionalAction):
+            words.append(flag if value else action.option_strings[1])
+        elif action.nargs == 0:  # store_true, store_false: the flag whose constant this is
+            if value == action.const:
+                words.append(flag)
+        elif isinstance(value, list):  # repeatable (--fault)
+            words += [w for v in value for w in (flag, _word(v))]
+        else:
+            words += [flag, _word(value)]
+    return words
+
+
+def _word(value: object) -> str:
+    """A flag's value as it would be typed: `--time 120`, not `--time 120.0`."""
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from servefuzz import durable
 from servefuzz.errors import UsageError
 from servefuzz.finding import Finding
 from servefuzz.history import RunHistory, read_history_jsonl
@@ -55,6 +56,8 @@ def write_report(finding: Finding, out_dir: Path | str, histories: Sequence[RunH
             path.write_text(text, encoding="utf-8")
         os.chmod(paths.repro, 0o755)
     except OSError as e:
+        if durable.is_disk_full(e):
+            raise durable.disk_full(out) from None
         raise UsageError(f"{out}: cannot write the report there: {e.strerror or e}") from None
     return paths
 
