@@ -168,8 +168,15 @@ def test_a_campaign_dedups_keeps_a_corpus_and_resumes_where_it_stopped(
     assert sum(first.seen.values()) >= len(files)
     progress = json.loads((out / "progress.json").read_text())
     assert progress["next_iteration"] == first.iterations and progress["requests"] == first.requests
-    entries = sorted((out / "corpus").glob("entry_*.json"))
-    assert len(entries) == first.corpus >= 2 and first.features > first.corpus
+    # How many scenarios enter depends on timing (batch features), so the test checks what must hold:
+    # the first always enters, each entry on disk names only features no earlier entry reached.
+    entries = [json.loads(p.read_text()) for p in sorted((out / "corpus").glob("entry_*.json"))]
+    assert len(entries) == first.corpus >= 1 and first.features >= len(entries[0]["features"]) > 0
+    reached: set[str] = set()
+    for e in entries:
+        assert e["new"] and not set(e["new"]) & reached and set(e["new"]) <= set(e["features"])
+        reached |= set(e["features"])
+    assert len(reached) == first.features
     # The campaign's noise model is on disk; the reference engine is exact, so every benign shift is 0.
     noise = read_noise(out)
     assert noise.samples > 100 and all(h.max == 0.0 for h in noise.hists["linf"].values())
