@@ -77,7 +77,7 @@ from servefuzz.oracles.noise import CampaignNoise, picture
 from servefuzz.oracles.outputs import Output, group_variants
 from servefuzz.oracles.verdict import NoiseModel
 from servefuzz.oracles.vote import MIN_REFERENCES, Vote, vote
-from servefuzz.runner import Runner
+from servefuzz.runner import DeadlinePassed, Runner
 from servefuzz.store import (
     FindingStore,
     append_json_line,
@@ -939,9 +939,12 @@ async def _checked_leaks(runner: Runner, scenario: Scenario, anomalies: Sequence
                 tolerance = max(tolerance, 2 * max(truth.deviation(spec.prompt_ids, ref.token_ids[:len(tops)], tops),
                                                    default=0.0))
             check = own_by_truth(truth, spec.prompt_ids, output, span, tolerance)
-        else:
-            check, n = await own_continuation(runner, spec, found, tolerance,
-                                              run=len(done.loaded) + rep.attempts + sent)
+        elif runner.stopped is None:
+            try:
+                check, n = await own_continuation(runner, spec, found, tolerance,
+                                                  run=len(done.loaded) + rep.attempts + sent)
+            except DeadlinePassed:
+                check, n = None, 0  # cut at the budget: unchecked, it backs only a flip above the noise
             sent += n
         out.append(with_own_check(found, check))
     return out, sent
