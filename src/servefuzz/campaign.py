@@ -18,7 +18,10 @@ One iteration, all against one target:
 The campaign directory holds everything (`servefuzz.store` says what and how). Budgets (time,
 requests) count the whole campaign, resumed sessions included. The campaign stops when one is
 spent, when the target goes away, or, if asked, at the first confirmed finding (optionally only
-one of given verdicts). The caller watches through `on_event`. A strategy that raises is
+one of given verdicts). A time budget is a deadline: at it, requests in flight are cut and
+recorded as indeterminate, nothing new starts (no reference, probe or replay), the iteration in
+flight is judged and kept on what it has, and the campaign ends within `BUDGET_GRACE_S` of it
+whatever the server does. The caller watches through `on_event`. A strategy that raises is
 benched for the rest of the campaign (its error kept in `progress.json` and shown), and the
 campaign goes on with the others.
 
@@ -74,7 +77,7 @@ from servefuzz.oracles.noise import CampaignNoise, picture
 from servefuzz.oracles.outputs import Output, group_variants
 from servefuzz.oracles.verdict import NoiseModel
 from servefuzz.oracles.vote import MIN_REFERENCES, Vote, vote
-from servefuzz.runner import Runner
+from servefuzz.runner import DeadlinePassed, Runner
 from servefuzz.store import (
     FindingStore,
     append_json_line,
@@ -104,6 +107,7 @@ from servefuzz.truth import Truth
 from servefuzz.workload import RequestSpec, Scenario
 
 __all__ = [
+    "BUDGET_GRACE_S",
     "COVERAGE_FILE",
     "CampaignConfig",
     "CampaignResult",
@@ -128,6 +132,14 @@ COVERAGE_FILE = "coverage.json"
 # (a generator per seeded request since PR #2514) and the reference engine. llama.cpp promises
 # nothing across slots, and SGLang's seed is not measured here (docs/engines.md, Seeds).
 SEEDED_ENGINES = frozenset({"vllm", "reference"})
+# How long past its time budget a campaign may still run. At the budget the runner cuts every
+# request in flight (recorded as cancelled: indeterminate) and starts nothing more, so what is
+# left is the iteration's own bookkeeping: judging what it has, appending its histories, writing
+# corpus, coverage and progress (pure computation and a few fsyncs: well under a second even for
+# the largest scenario on a busy 2-core machine). 5 s is that many times over, and small beside
+# any budget worth setting; past it the loop cancels whatever it still waits for (a remote
+# worker's scenario, which no local deadline cuts) and ends, unrecorded, rather than wait.
+BUDGET_GRACE_S = 5.0
 
 
 @dataclass(frozen=True)
@@ -355,6 +367,12 @@ class Worker(Protocol):
         """Whether `revive` can start its server again (servefuzz launched it)."""
         ...
 
+    def stop_at(self, when: float | None, why: str) -> None:
+        """The campaign's deadline (`time.monotonic()` on the driver; None: none): from then on
+        this worker's server is sent nothing new and what is in flight is cut (`Runner.stop_at`).
+        A worker that cannot honour it is cut by the driver at `when + BUDGET_GRACE_S`."""
+        ...
+
     async def execute(self, scenario: Scenario, *, runs: int, with_alone: bool,
                       probes: Sequence[RequestSpec]) -> Executed:
         """`trial.execute` on this worker's server."""
@@ -388,6 +406,11 @@ class LocalWorker:
 
     def __init__(self, runner: Runner, revival: Revival | None = None) -> None:
         self.runner, self.revival = runner, revival
+        self._stop: tuple[float | None, str] = (None, "")
+
+    def stop_at(self, when: float | None, why: str) -> None:
+        self._stop = (when, why)
+        self.runner.stop_at(when, why)
 
     @property
     def info(self) -> TargetInfo:
@@ -413,6 +436,7 @@ class LocalWorker:
         if self.revival is None:
             raise TargetError("this server was not started by servefuzz, so it cannot be started again")
         self.runner = await self.revival.revive()
+        self.runner.stop_at(*self._stop)  # the new Runner keeps the campaign's deadline
         return self.info
 
 
@@ -503,6 +527,14 @@ async def run_campaign_on(
     run = _Loop(config, state, corpus, schedule, store, read_noise(out), firsts, shape, on_event, first_iteration)
     _sync(state, corpus, store)
     budget = _Budget(config, state)
+    # The time budget as a deadline on this clock: every worker's runner cuts at it, and the loop
+    # stops waiting for any worker BUDGET_GRACE_S after it (counted across sessions, as the budget).
+    deadline, spent = None, ""
+    if config.time_budget_s is not None:
+        deadline = state.started + config.time_budget_s - state.elapsed_before_s
+        spent = f"time budget of {config.time_budget_s:g} s spent"  # as `_Budget` says it
+    for w in workers:
+        w.stop_at(deadline, spent)
     stopped = ""
     free = list(workers)
     busy: dict[asyncio.Future[_Outcome], Worker] = {}
@@ -531,9 +563,19 @@ async def run_campaign_on(
                 busy[asyncio.ensure_future(run.iterate(worker, iteration, scenario, origin))] = worker
             if not busy or (stopped and run.halt):
                 break
-            finished, _ = await asyncio.wait(busy, return_when=asyncio.FIRST_COMPLETED)
+            wait = None if deadline is None else max(0.0, deadline + BUDGET_GRACE_S - time.monotonic())
+            finished, _ = await asyncio.wait(busy, timeout=wait, return_when=asyncio.FIRST_COMPLETED)
+            if not finished:
+                # The grace is spent too: what is still in flight is cancelled (in `finally`),
+                # its scenario logged in scenarios.jsonl and nothing else of it kept.
+                stopped, run.halt = f"{budget.exhausted() or spent}; {len(busy)} scenario(s) still in flight cut", True
+                break
             for task in sorted(finished, key=lambda t: t.result().iteration):
                 worker, outcome = busy.pop(task), task.result()
+                if outcome.lost is not None and (over := budget.exhausted()) is not None:
+                    # No restart past the budget: it would outlast the grace, for nothing.
+                    stopped = stopped or over
+                    continue
                 if outcome.lost is not None:
                     why = await _revive(worker, outcome.lost, config, state, on_event)
                     if why:
@@ -549,7 +591,8 @@ async def run_campaign_on(
                     stopped, run.halt = stopped or "first confirmed finding", True
     finally:
         # Stopped at a finding or a lost target: what other workers still run is not waited for
-        # (a budget, by contrast, lets every scenario already sent finish).
+        # (a budget, by contrast, lets every scenario already sent finish: cut at its deadline,
+        # it does so at once, and what does not is cancelled BUDGET_GRACE_S after it).
         for task in busy:
             task.cancel()
         await asyncio.gather(*busy, return_exceptions=True)
@@ -729,9 +772,11 @@ async def _finding_of(
     info = worker.info
     if not verdict.anomalies:
         return None
-    if done.lost is not None:
-        # The target is gone: keep what was seen, unconfirmed, rather than lose it.
-        return Finding(iteration, scenario.seed, scenario, info, verdict.anomalies, notes=(f"not confirmed: {done.lost}",))
+    if done.lost is not None or done.cut is not None:
+        # The target is gone, or the budget is spent: keep what was seen, unconfirmed, rather
+        # than lose it (requests cut at the budget are indeterminate and back no anomaly).
+        return Finding(iteration, scenario.seed, scenario, info, verdict.anomalies,
+                       notes=(f"not confirmed: {done.lost or done.cut}",))
     if all(a.verdict is Verdict.ANOMALOUS_SHIFT for a in verdict.anomalies):
         # The reproduction rule compares tokens, and a shift's tokens agree: replays could only
         # ever say 0/n. Kept as seen, with its numbers, for a person (or a control) to look at.
@@ -792,6 +837,11 @@ async def confirm_finding(
     # Fresh alone references vote (oracles/vote.py): one stored alone run may itself be the odd one.
     rep = await reproduce(runner, scenario, expect, config.confirm_runs, alone=done.alone,
                           first_run=len(done.loaded), noise=noise, references=MIN_REFERENCES)
+    if rep.cut is not None:
+        # The budget ran out mid-confirmation: a rate of the runs that fitted would be a rate of
+        # the budget, not of the bug. Kept as seen, unconfirmed, as a lost target's is.
+        return Confirmed(Finding(iteration, scenario.seed, scenario, info, verdict.anomalies,
+                                 notes=(f"not confirmed: {rep.cut}",)), rep.sent, rep.lost)
     sent = rep.sent
     lost = rep.lost
     notes: tuple[str, ...] = () if rep.lost is None else (f"confirmation cut short: {rep.lost}",)
@@ -820,11 +870,16 @@ async def confirm_finding(
                                      alone=rep.alone, first_run=len(done.loaded) + rep.attempts, noise=noise)
         sent += control.sent
         lost = control.lost
-        if control.lost is None:
+        if control.lost is None and control.cut is None:
             anomalies = back(anomalies, control.results)
         else:
-            notes = (*notes, f"content-swap control cut short: {control.lost}")
-    if rep.lost is None and config.launch is not None and deterministic_launch(config.launch) is not None and any(
+            notes = (*notes, f"content-swap control cut short: {control.lost or control.cut}")
+    if (why := runner.stopped) is not None and rep.lost is None and any(
+            a.verdict is Verdict.SUSPECTED_CORRUPTION for a in anomalies):
+        # Past the deadline no control starts (the deterministic one starts a whole server).
+        notes = (*notes, f"no further control: {why}")
+    if rep.lost is None and runner.stopped is None and config.launch is not None and deterministic_launch(
+            config.launch) is not None and any(
             a.verdict is Verdict.SUSPECTED_CORRUPTION for a in anomalies):
         say(f"iteration {iteration}: deterministic control on a fresh server")
         unbacked = dataclasses.replace(expect, anomalies=tuple(
@@ -839,7 +894,7 @@ async def confirm_finding(
         else:
             sent += det.sent
             anomalies = back(anomalies, det.results)
-    if rep.lost is None and config.truth_model is not None and any(
+    if rep.lost is None and runner.stopped is None and config.truth_model is not None and any(
             a.verdict is Verdict.SUSPECTED_CORRUPTION for a in anomalies):
         anomalies = back(anomalies, _truth_results(_truth(config.truth_model), scenario, anomalies, done, rep))
     if rep.lost is None and noise is not None:
@@ -884,9 +939,12 @@ async def _checked_leaks(runner: Runner, scenario: Scenario, anomalies: Sequence
                 tolerance = max(tolerance, 2 * max(truth.deviation(spec.prompt_ids, ref.token_ids[:len(tops)], tops),
                                                    default=0.0))
             check = own_by_truth(truth, spec.prompt_ids, output, span, tolerance)
-        else:
-            check, n = await own_continuation(runner, spec, found, tolerance,
-                                              run=len(done.loaded) + rep.attempts + sent)
+        elif runner.stopped is None:
+            try:
+                check, n = await own_continuation(runner, spec, found, tolerance,
+                                                  run=len(done.loaded) + rep.attempts + sent)
+            except DeadlinePassed:
+                check, n = None, 0  # cut at the budget: unchecked, it backs only a flip above the noise
             sent += n
         out.append(with_own_check(found, check))
     return out, sent

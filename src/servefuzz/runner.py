@@ -17,8 +17,16 @@ How a request ends, and what its record says:
 | no complete answer within `request_timeout_s`  | TIMEOUT            |
 | refused, reset, cut mid-answer, server died    | CONNECTION_ERROR   |
 | cut on purpose at `cancel_after_ms`            | CANCELLED          |
+| cut (or never sent) at the runner's `stop_at`  | CANCELLED          |
 
-The last three are indeterminate: partial output is kept, but never counts as corruption.
+The last four are indeterminate: partial output is kept, but never counts as corruption.
+
+Deadlines: `request_timeout_s` bounds each request as a whole, from the moment it is handed to
+aiohttp to its last byte (a server that drips its answer a byte a second is cut there like one
+that never answers). `stop_at(when, why)` sets one deadline for everything the runner does (the
+campaign's time budget): a request still in flight then is cut and recorded as CANCELLED, one
+not yet sent is recorded unsent, and a run or a call about the server begun after it (or cut by
+it) raises `DeadlinePassed`, so that the caller stops where it is instead of waiting.
 
 Timing: each request is handed to aiohttp at its offset from the start of the run. The runner
 sleeps until `spin_ms` before the offset and then spins, because the event loop's timer
@@ -55,7 +63,7 @@ from servefuzz.targets.base import (
 )
 from servefuzz.workload import RequestSpec, Scenario
 
-__all__ = ["RunConfig", "Runner"]
+__all__ = ["DeadlinePassed", "RunConfig", "Runner"]
 
 _R = TypeVar("_R")
 
@@ -90,6 +98,13 @@ class RunConfig:
             raise ValueError("top_k, spin_ms and keepalive_s must be >= 0")
 
 
+class DeadlinePassed(Exception):
+    """The runner's `stop_at` deadline has passed: it starts nothing more, and a call about the
+    server in flight at it was cut. Not a `ServefuzzError`: a campaign stops at its budget here,
+    and one that escapes to the command line is a bug of ours (exit 4), never a finding or a
+    bad flag. The message says why the deadline was set."""
+
+
 class Runner:
     """Runs scenarios against one target; an async context manager owning one HTTP session.
 
@@ -102,6 +117,25 @@ class Runner:
         self.config = config
         self._session: aiohttp.ClientSession | None = None
         self.info: TargetInfo | None = None
+        self._stop_at: float | None = None  # time.monotonic(); None: no deadline
+        self._stop_why = ""
+
+    def stop_at(self, when: float | None, why: str) -> None:
+        """From `when` (a `time.monotonic()` instant; None: never) on, start nothing and cut what
+        is in flight; `why` goes into the cut records and the `DeadlinePassed` raised."""
+        self._stop_at, self._stop_why = when, why
+
+    @property
+    def stopped(self) -> str | None:
+        """Why the runner starts nothing more (its deadline has passed); None while it may."""
+        return self._stop_why if self._stop_at is not None and time.monotonic() >= self._stop_at else None
+
+    def _deadline(self) -> float | None:
+        """The `stop_at` deadline on the event loop's clock (what `asyncio.timeout_at` reads),
+        which need not be `time.monotonic()` itself (another loop may count from elsewhere)."""
+        if self._stop_at is None:
+            return None
+        return asyncio.get_running_loop().time() + (self._stop_at - time.monotonic())
 
     async def __aenter__(self) -> Self:
         c = self.config
@@ -146,6 +180,24 @@ class Runner:
     async def _call(self, what: str, call: Callable[[], Awaitable[_R]]) -> _R:
         """Await a call about the server; any failure means the target cannot be used.
 
+        Past the `stop_at` deadline the call is not made, and one in flight at it is cut: both
+        raise `DeadlinePassed` (the server is not at fault, so it is no `TargetError`).
+        """
+        if (why := self.stopped) is not None:
+            raise DeadlinePassed(why)
+        cut = asyncio.timeout_at(self._deadline())
+        try:
+            async with cut:
+                return await self._call_once(what, call)
+        except TimeoutError:
+            # _call_once turns every timeout of its own into a TargetError: this one is the deadline's.
+            if cut.expired():
+                raise DeadlinePassed(self._stop_why) from None
+            raise
+
+    async def _call_once(self, what: str, call: Callable[[], Awaitable[_R]]) -> _R:
+        """`_call` without the deadline.
+
         A server that closed a pooled keep-alive connection (llama.cpp does after a stream)
         fails the next call on it as "server disconnected" although it is alive and well: such
         a call is made once more, on a fresh connection, before the target counts as gone.
@@ -168,7 +220,10 @@ class Runner:
     async def run(self, scenario: Scenario, *, run: int, label: str = "load", cold: bool = False) -> RunHistory:
         """Fire every request of `scenario` at its offset; return when all have ended.
 
-        `cold`: the requests are clean references (see `Exchange.cold`)."""
+        `cold`: the requests are clean references (see `Exchange.cold`). Past the `stop_at`
+        deadline nothing is sent: `DeadlinePassed`."""
+        if (why := self.stopped) is not None:
+            raise DeadlinePassed(why)
         salted = next((s.id for s in scenario.requests if s.cache_salt is not None), None)
         if salted is not None and not supports_salts(self.target):
             # Refused before anything is sent: the adapter would refuse each salted request, and
@@ -259,17 +314,38 @@ class Runner:
         label: str,
         cold: bool,
     ) -> RequestRecord:
-        await self._wait_until(t0 + spec.offset_ms / 1000.0)
         ex = Exchange(clock=clock, cold=cold)
+        loop = asyncio.get_running_loop()
+        stop = self._deadline()
+        due = t0 + spec.offset_ms / 1000.0
+        if stop is None or loop.time() + (due - time.perf_counter()) < stop:
+            await self._wait_until(due)
+        if stop is not None and max(loop.time(), loop.time() + (due - time.perf_counter())) >= stop:
+            # Due at or after the deadline: never sent, and said so at once (nothing to wait for).
+            return RequestRecord(request_id=spec.id, run=run, label=label, status=Status.CANCELLED,
+                                 scheduled_ms=spec.offset_ms, end_ms=clock(), error=f"not sent: {self._stop_why}")
         status, error, http_status = Status.OK, None, None
+        # One deadline for the whole request, first byte to last: the server's answer and the
+        # adapter's work on it (a vllm n > 1 is n requests). aiohttp's own total timeout is the
+        # same length and stays as a backstop; either way the request ends in TIMEOUT.
+        own = loop.time() + self.config.request_timeout_s
+        by_stop = stop is not None and stop < own
+        whole = asyncio.timeout_at(stop if stop is not None and by_stop else own)
         cut = asyncio.timeout(None if spec.cancel_after_ms is None else spec.cancel_after_ms / 1000.0)
         sent_ms = clock()
         try:
-            async with cut:
-                await self.target.send(session, spec, top_k=self.config.top_k, exchange=ex)
+            async with whole:
+                async with cut:
+                    await self.target.send(session, spec, top_k=self.config.top_k, exchange=ex)
         except TimeoutError as e:  # before ClientError: aiohttp's timeouts are both
-            status = Status.CANCELLED if cut.expired() else Status.TIMEOUT
-            error = "cancelled by the client" if cut.expired() else describe_error(e)
+            if cut.expired():
+                status, error = Status.CANCELLED, "cancelled by the client"
+            elif whole.expired() and by_stop:
+                status, error = Status.CANCELLED, f"cut: {self._stop_why}"
+            elif whole.expired():
+                status, error = Status.TIMEOUT, f"no complete answer within {self.config.request_timeout_s:g} s"
+            else:
+                status, error = Status.TIMEOUT, describe_error(e)
         except BadStatus as e:
             status, error, http_status = Status.HTTP_ERROR, str(e), e.status
         except BadReply as e:

@@ -106,6 +106,11 @@ class RayWorker:
     def info(self) -> TargetInfo:
         return self._info
 
+    def stop_at(self, when: float | None, why: str) -> None:
+        """Nothing here: `when` is on the driver's clock, and the actor's runner keeps none. The
+        driver cancels a scenario still in flight `campaign.BUDGET_GRACE_S` after the deadline
+        (what the actor was running then is not recorded), so the budget holds all the same."""
+
     async def execute(self, scenario: Scenario, *, runs: int, with_alone: bool,
                       probes: Sequence[RequestSpec]) -> Executed:
         try:

@@ -51,7 +51,7 @@ from servefuzz.oracles.controls import (
 )
 from servefuzz.oracles.judge import Expectation, Judgement, judge, reproduction
 from servefuzz.oracles.noise import CampaignNoise
-from servefuzz.runner import RunConfig, Runner
+from servefuzz.runner import DeadlinePassed, RunConfig, Runner
 from servefuzz.targets import Target, detect_engine, make_target
 from servefuzz.workload import RequestSpec, Scenario
 
@@ -87,7 +87,8 @@ _DEFAULT_CONFIG = RunConfig()  # frozen: one instance serves every default
 class Executed:
     """The histories of one scenario's execution, as far as it got.
 
-    Filled in place, so that when the target goes away mid-way (`lost` says why) everything
+    Filled in place, so that when the target goes away mid-way (`lost` says why), or the
+    runner's deadline cuts it short (`cut` says why: the campaign's time budget), everything
     recorded before that is still here to be judged and kept.
     """
 
@@ -95,6 +96,7 @@ class Executed:
     alone: dict[str, list[RequestRecord]] = field(default_factory=dict)
     cache: list[RequestRecord] = field(default_factory=list)
     lost: str | None = None
+    cut: str | None = None
     sent: int = 0  # requests on the wire, probes' priming requests included
     scenario: Scenario | None = None  # what ran: its prompts are the leak oracle's sources too
 
@@ -118,11 +120,13 @@ async def _probe(runner: Runner, spec: RequestSpec, run: int, done: Executed) ->
     """The cache-state probes of one request: warm (again, no flush) and primed (flush, bare
     prefix alone, then the request)."""
     done.cache.append(await runner.run_alone(spec, run=run, label="warm", flush=False))
+    done.sent += 1
     bare = dataclasses.replace(spec, id=f"{spec.id}~prefix", prompt_ids=spec.prompt_ids[: spec.prefix_len],
                                max_tokens=1, n=1, stream=False)
     await runner.run_alone(bare, run=run, label="prime")
+    done.sent += 1
     done.cache.append(await runner.run_alone(spec, run=run, label="primed", flush=False))
-    done.sent += 3
+    done.sent += 1
 
 
 def probe_targets(scenario: Scenario, count: int) -> list[RequestSpec]:
@@ -145,16 +149,18 @@ async def execute(
     `/metrics` in each run's `meta["metrics"]`), then the cache-state `probes` (warm: in the
     state the last loaded run left; primed: flushed, the bare prefix alone, then the request),
     then, if asked, each request alone on a flushed cache (its isolation reference and cold
-    state). Requests cancelled on purpose have no alone reference."""
+    state). Requests cancelled on purpose have no alone reference. At the runner's deadline
+    (`Runner.stop_at`) it stops where it is: `cut` says why."""
     done = Executed(scenario=scenario)
     try:
         for i in range(runs):
             await runner.flush()
             before = await _metrics(runner)
             h = await runner.run(scenario, run=first_run + i, label="load")
-            delta = metric_deltas(before, await _metrics(runner))
-            done.loaded.append(dataclasses.replace(h, meta={**h.meta, "metrics": delta}))
+            done.loaded.append(h)  # kept even when the deadline takes the metrics after it
             done.sent += scenario.total_requests
+            delta = metric_deltas(before, await _metrics(runner))
+            done.loaded[-1] = dataclasses.replace(h, meta={**h.meta, "metrics": delta})
         # Probed in the state the last loaded run left (warm: no flush), then primed: every
         # execution, first or replay, probes the same state, so what a replay re-checks is
         # what the first execution saw.
@@ -167,6 +173,8 @@ async def execute(
                     done.sent += 1
     except TargetError as e:
         done.lost = str(e)
+    except DeadlinePassed as e:
+        done.cut = str(e)
     return done
 
 
@@ -184,6 +192,9 @@ class Reproduction:
     cache: tuple[RequestRecord, ...] = ()
     lost: str | None = None
     sent: int = 0
+    # Why the runner's deadline ended the replays early (the campaign's time budget): the rate
+    # then counts only the runs that were not cut, and a campaign keeps its finding unconfirmed.
+    cut: str | None = None
 
     @property
     def reproduced(self) -> int:
@@ -235,7 +246,8 @@ async def reproduce(
     remembers references across calls, keyed by the exact spec). Requests with a cache-state
     anomaly are probed warm and primed after every loaded run. After each run `stop(reproduced,
     done)` may end the replays early. When the server goes away the replays end and `lost`
-    says why. `noise`: the campaign's noise model (`store.read_noise`), which the judgement's
+    says why; at the runner's deadline they end too, and `cut` says why (a cut run is left
+    out). `noise`: the campaign's noise model (`store.read_noise`), which the judgement's
     verdicts are held against too (the rate does not depend on it). `references` > 1: that many
     fresh alone references per flagged request (alone#0, alone#1, ...), whatever `alone` holds;
     the reference is their majority (`oracles.vote` names the odd runs).
@@ -247,6 +259,7 @@ async def reproduce(
     loaded: list[RunHistory] = []
     cache: list[RequestRecord] = []
     lost: str | None = None
+    cut: str | None = None
     sent = 0
     # A liveness finding needs no reference; a request cut on purpose has no reference output.
     wanted = [] if expect.about_failure else [specs[rid] for rid in expect.flagged if not specs[rid].cancelled]
@@ -270,8 +283,15 @@ async def reproduce(
             refs[spec.id] = (record,)
     except TargetError as e:
         lost = str(e)
-    for i in range(runs if lost is None else 0):
+    except DeadlinePassed as e:
+        cut = str(e)
+    for i in range(runs if lost is None and cut is None else 0):
         step = await execute(runner, scenario, runs=1, with_alone=False, first_run=first_run + i, probes=probes)
+        if step.cut is not None:
+            # The deadline cut this run (or its probes): what it shows is ours, not the server's.
+            cut = step.cut
+            sent += step.sent
+            break
         loaded += step.loaded
         cache += step.cache
         sent += step.sent
@@ -288,6 +308,7 @@ async def reproduce(
         cache=tuple(cache),
         lost=lost,
         sent=sent,
+        cut=cut,
     )
 
 
@@ -308,6 +329,10 @@ class Control:
     @property
     def lost(self) -> str | None:
         return self.reproduction.lost
+
+    @property
+    def cut(self) -> str | None:
+        return self.reproduction.cut
 
 
 def suspects(expect: Expectation) -> tuple[str, ...]:

@@ -30,6 +30,7 @@ Modes (what differs from a well-behaved server; `ok` is the control that misbeha
 | oversized   | /generate answers 12 MiB: one body, or one stream line without a newline           |
 | flood       | /generate streams small lines forever (each one valid)                             |
 | hang        | every second /generate never answers                                               |
+| drip        | /generate sends its headers at once, then its answer one byte a second              |
 | hanginfo    | /server_info never answers                                                         |
 | deepinfo    | /server_info is JSON nested 100,000 deep                                           |
 | bigint      | /server_info holds an integer of 5,000 digits                                      |
@@ -60,7 +61,7 @@ HOSTILE_TEXT = (
 TOKEN = "sekrit"
 MODES = (
     "ok", "markup", "http500", "nonutf8", "nonutf8-ok", "badjson", "nan", "wrongshape", "truncated",
-    "oversized", "flood", "hang", "hanginfo", "deepinfo", "bigint", "plant", "auth", "flushfail", "redirect", "canned",
+    "oversized", "flood", "hang", "drip", "hanginfo", "deepinfo", "bigint", "plant", "auth", "flushfail", "redirect", "canned",
 )  # fmt: skip
 OVERSIZED_BYTES = 12 << 20
 PLANTED: dict[str, Any] = {
@@ -189,6 +190,8 @@ def make_app(root_mode: str | None = None) -> web.Application:
             return await truncated(request, stream, body)
         if mode == "flood":
             return await flood(request, body)
+        if mode == "drip":
+            return await drip(request, stream, _dumps(answer(body)))
         text = HOSTILE_TEXT if mode == "markup" else "tok"
         payload = _dumps(answer(body, text=text))
         if mode == "nan":
@@ -262,6 +265,21 @@ def make_app(root_mode: str | None = None) -> web.Application:
                 await resp.write(line * 64)
         except (ConnectionResetError, ConnectionError):
             return resp
+
+    async def drip(request: web.Request, stream: bool, payload: bytes) -> web.StreamResponse:
+        # Every read gets a byte within a second, so only a deadline on the whole request (not
+        # one on the gaps between reads) ever ends it: a 1 KB answer takes 17 minutes.
+        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream" if stream else "application/json"})
+        await resp.prepare(request)
+        whole = b"data: " + payload + b"\n\ndata: [DONE]\n\n" if stream else payload
+        try:
+            for i in range(len(whole)):
+                await resp.write(whole[i : i + 1])
+                await asyncio.sleep(1.0)
+            await resp.write_eof()
+        except (ConnectionResetError, ConnectionError):
+            pass  # the client gave up, as it should
+        return resp
 
     app = web.Application()
     app.add_routes([web.get("/stats", stats_handler), web.route("*", "/{tail:.*}", dispatch)])

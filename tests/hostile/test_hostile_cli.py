@@ -10,14 +10,17 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 from conftest import Hostile
 
 from servefuzz.anomaly import Anomaly, Oracle, Verdict
+from servefuzz.campaign import BUDGET_GRACE_S
 from servefuzz.errors import Exit
-from servefuzz.finding import Finding, TargetInfo, write_finding
+from servefuzz.finding import Finding, TargetInfo, load_finding, write_finding
+from servefuzz.history import Status, read_history_jsonl
 from servefuzz.workload import RequestSpec, Scenario
 
 pytestmark = pytest.mark.slow
@@ -49,6 +52,41 @@ def test_fuzz_survives_a_hostile_server_and_shows_its_text_inert(hostile_server:
     held(p, Exit.OK, Exit.FOUND, Exit.TARGET)
     if p.returncode == Exit.FOUND:
         assert list((tmp_path / "c" / "findings").glob("finding_*.json"))
+
+
+# Starting the command is outside the budget: the interpreter, the imports and the target's
+# /server_info, on a shared 2-core machine. The budget and its grace are the campaign's own.
+STARTUP_SLACK_S = 20.0
+
+
+@pytest.mark.parametrize(("mode", "timeout", "code"), [
+    # Every answer comes a byte a second, so every request outlives its 2 s: a hang, as
+    # --request-timeout defines it; the budget leaves no time to replay it, so it is kept unconfirmed.
+    ("drip", "2", Exit.FOUND),
+    # Every other request never ends, and the default request timeout (120 s) is far past the
+    # budget: those requests are cut at the budget, indeterminate, and nothing is found.
+    ("hang", None, Exit.OK),
+])  # fmt: skip
+def test_a_campaign_ends_within_its_budget_and_grace_whatever_the_server_does(
+        hostile_server: Hostile, mode: str, timeout: str | None, code: int, tmp_path: Path) -> None:
+    budget = 6
+    out = tmp_path / "c"
+    began = time.monotonic()
+    p = servefuzz("fuzz", "--url", hostile_server(mode), "--engine", "sglang", "--time", str(budget), "--json",
+                  "--out", str(out), *(["--request-timeout", timeout] if timeout else []), timeout=120)
+    took = time.monotonic() - began
+    held(p, code)
+    assert took < budget + BUDGET_GRACE_S + STARTUP_SLACK_S, f"{mode}: {took:.1f} s for a {budget} s budget"
+    summary = json.loads(p.stdout)
+    assert summary["stopped_because"] == f"time budget of {budget} s spent"
+    assert summary["elapsed_s"] < budget + BUDGET_GRACE_S
+    records = [r for h in read_history_jsonl(out / "histories.jsonl") for r in h.records]
+    cut = [r for r in records if r.error in (f"cut: time budget of {budget} s spent", f"not sent: time budget of {budget} s spent")]
+    assert cut and all(r.status is Status.CANCELLED and r.indeterminate for r in cut), "in flight at the budget: cut, recorded"
+    findings = [load_finding(f) for f in (out / "findings").glob("finding_*.json")]
+    assert all(f.verdict is Verdict.HANG and f.confirmation is None for f in findings), [f.verdict for f in findings]
+    assert all(f"not confirmed: time budget of {budget} s spent" in f.notes for f in findings)
+    assert bool(findings) == (code == Exit.FOUND)
 
 
 @pytest.mark.parametrize("mode", ["hanginfo", "deepinfo", "bigint"])

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import re
+import time
 from collections.abc import Awaitable
 from typing import Any, TypeVar
 
@@ -24,7 +25,7 @@ from servefuzz.reports.facts import server_command
 from servefuzz.reports.html import report_html
 from servefuzz.reports.issue_md import issue_markdown
 from servefuzz.reports.repro import repro_script
-from servefuzz.runner import RunConfig, Runner
+from servefuzz.runner import DeadlinePassed, RunConfig, Runner
 from servefuzz.targets import auth_headers, detect_engine, make_target
 from servefuzz.workload import RequestSpec, Scenario
 
@@ -164,6 +165,56 @@ def test_a_server_that_hangs_on_some_requests_leaves_timeouts_not_a_hang(hostile
     seen = statuses(histories)
     assert Status.TIMEOUT in seen and Status.OK in seen
     assert any(a.verdict is Verdict.HANG for a in liveness(histories))
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_request_timeout_bounds_the_whole_answer_not_each_read(hostile_server, stream: bool) -> None:
+    # The drip server sends its headers at once and then a byte a second: no read ever waits
+    # long, so only a deadline on the whole request ends it (its whole answer takes minutes).
+    timeout_s = 2.0
+
+    async def one() -> tuple[float, Any]:
+        async with Runner(make_target("sglang", hostile_server("drip")), RunConfig(request_timeout_s=timeout_s)) as r:
+            began = time.monotonic()
+            rec = await r.run_alone(RequestSpec("r01", 0.0, (5, 6, 7), 3, stream=stream), run=0)
+            return time.monotonic() - began, rec
+
+    took, rec = guarded(one())
+    assert rec.status is Status.TIMEOUT and rec.indeterminate, rec
+    assert timeout_s - 0.1 < took < timeout_s + 1.0, took
+    assert rec.error == f"no complete answer within {timeout_s:g} s"
+
+
+def test_the_runner_deadline_cuts_what_is_in_flight_and_starts_nothing_after(hostile_server) -> None:
+    # Every other request of the hang server never ends; the request timeout is far off. The
+    # deadline (a campaign's budget) cuts those in flight as indeterminate, not as hangs, records
+    # a request due after it unsent, and refuses the next run and the next call about the server.
+    late = RequestSpec("r03", 3000.0, (5, 6, 8), 3)
+
+    async def go() -> tuple[float, RunHistory, list[str]]:
+        async with Runner(make_target("sglang", hostile_server("hang")), RunConfig(request_timeout_s=60.0)) as r:
+            began = time.monotonic()
+            r.stop_at(began + 1.5, "time budget of 1.5 s spent")
+            h = await r.run(dataclasses.replace(scenario(False), requests=(*scenario(False).requests, late)), run=0)
+            took = time.monotonic() - began
+            refused = []
+            for call in (r.run(scenario(False), run=1), r.flush(), r.metrics()):
+                with pytest.raises(DeadlinePassed) as e:
+                    await call
+                refused.append(str(e.value))
+            return took, h, refused
+
+    took, h, refused = guarded(go())
+    assert 1.4 < took < 2.5, took
+    by = h.by_id()
+    # r01 and r02 are consecutive calls, so one of them hangs (which one: the session's count).
+    (hung,) = [r for r in (by["r01"], by["r02"]) if not r.ok]
+    assert hung.status is Status.CANCELLED and hung.error == "cut: time budget of 1.5 s spent"
+    assert 1400 < (hung.end_ms or 0) < 2000
+    assert by["r03"].status is Status.CANCELLED and by["r03"].sent_ms is None
+    assert by["r03"].error == "not sent: time budget of 1.5 s spent"
+    assert not liveness([h]), "a request cut at the deadline is no hang"
+    assert refused == ["time budget of 1.5 s spent"] * 3
 
 
 @pytest.mark.parametrize(
