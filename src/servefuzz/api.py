@@ -34,7 +34,7 @@ from servefuzz.covering import PairwiseCover
 from servefuzz.errors import UsageError
 from servefuzz.finding import Finding, TriageOutcome, load_finding
 from servefuzz.history import RunHistory
-from servefuzz.launcher import Launch
+from servefuzz.launcher import Launch, preset_of
 from servefuzz.oracles.judge import Expectation
 from servefuzz.oracles.noise import CampaignNoise
 from servefuzz.replay_report import ReplayResult, replay_result
@@ -140,11 +140,11 @@ class FuzzOptions:
             raise UsageError("give --url (a running server) or --launch (a server to start), not both")
         if self.url is not None and not self.url.startswith(("http://", "https://")):
             raise UsageError(f"--url must start with http:// or https://, got {self.url!r}")
-        if self.model is not None and self.launch not in ("vllm-cpu", "llama-server"):
-            raise UsageError("--model names the model a preset serves: use it with --launch vllm-cpu or llama-server")
+        if self.model is not None and preset_of(self.launch or "") not in ("vllm-cpu", "llama-server", "sglang-cpu"):
+            raise UsageError("--model names the model a preset serves: use it with --launch vllm-cpu, llama-server or sglang-cpu")
         if self.chosen_profile() is not None:
             # the preset has it (and, for spec-draft, a draft for --model), or one line
-            engines.profile(self.launch or "", self.chosen_profile() or "", model=self.model)
+            engines.profile(preset_of(self.launch or "") or self.launch or "", self.chosen_profile() or "", model=self.model)
         if self.faults is not None and not (self.url is None and self.launch in (None, "reference")):
             raise UsageError("--fault plants faults in the reference engine; use it without --url, or with --launch reference")
         if self.runs < 2:
@@ -303,7 +303,8 @@ def _built_model(preset: str | None, model: Path | None) -> Path | None:
     engine, whose numerics are exact already."""
     if model is not None:
         return None
-    built = {"vllm-cpu": engines.hf_model_dir, "llama-server": engines.gguf_model}.get(preset or "")
+    built = {"vllm-cpu": engines.hf_model_dir, "llama-server": engines.gguf_model,
+             "sglang-cpu": engines.hf_model_dir}.get(preset_of(preset or "") or "")
     path = None if built is None else built(None)
     return path if path is not None and path.exists() else None
 

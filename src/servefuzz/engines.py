@@ -35,6 +35,14 @@ __all__ = [
     "SETUP_SCRIPT",
     "VLLM_START_TIMEOUT_S",
     "VLLM_VERSION",
+    "SGLANG_START_TIMEOUT_S",
+    "SGLANG_VERSIONS",
+    "sglang_argv",
+    "sglang_env",
+    "sglang_installed",
+    "sglang_python",
+    "sglang_version",
+    "standin_path",
     "cache_dir",
     "Profile",
     "default_draft",
@@ -64,6 +72,12 @@ LLAMA_CPP_COMMIT = "0c1e57098"
 # vLLM imports torch and transformers in three processes before /health answers: 20-50 s on an
 # idle 2-core machine, more when other work shares the cores.
 VLLM_START_TIMEOUT_S = 300.0
+# SGLang on CPU: the newest on PyPI first (what `--launch sglang-cpu` runs), then the version
+# of the seed report (sgl-project/sglang#22819), as `--launch sglang-cpu@0.5.10.post1`.
+SGLANG_VERSIONS = ("0.5.23", "0.5.10.post1")
+# Its four processes import torch, transformers and SGLang's model zoo before /health answers:
+# 48-79 s measured here under load (../shared/notes/sglang-cpu.md).
+SGLANG_START_TIMEOUT_S = 300.0
 SETUP_SCRIPT = "scripts/setup_engines.sh"
 
 
@@ -96,6 +110,80 @@ def vllm_installed() -> bool:
 
 def llama_server_built() -> bool:
     return (_llama_dir() / ".complete").is_file()
+
+
+def _sglang_dir(version: str) -> Path:
+    return cache_dir() / f"sglang-cpu-{version}"
+
+
+def sglang_version(asked: str | None) -> str:
+    """The SGLang version a `sglang-cpu[@VERSION]` preset means: the newest set up by default;
+    UsageError for one `scripts/setup_engines.sh` does not install."""
+    if asked is None:
+        return SGLANG_VERSIONS[0]
+    if asked not in SGLANG_VERSIONS:
+        raise UsageError(f"sglang-cpu@{asked}: the versions set up here are {', '.join(SGLANG_VERSIONS)}")
+    return asked
+
+
+def sglang_python(version: str) -> Path:
+    return _sglang_dir(version) / "venv" / "bin" / "python"
+
+
+def sglang_installed(version: str) -> bool:
+    return (_sglang_dir(version) / ".complete").is_file()
+
+
+def standin_path() -> Path:
+    """The folder holding servefuzz's stand-in `sgl_kernel` package (and its check): put on the
+    PYTHONPATH of SGLang's processes only, never of servefuzz's own."""
+    return Path(__file__).resolve().parent / "standins"
+
+
+def sglang_argv(
+    model_dir: Path,
+    version: str,
+    *,
+    dtype: str = "float32",
+    page_size: int = 1,
+    max_total_tokens: int = 8192,
+    seed: int = 0,
+    extra: Sequence[str] = (),
+) -> list[str]:
+    """SGLang's server on 127.0.0.1:{port}, on the CPU, serving `model_dir`.
+
+    Its generic torch paths (`torch_native` attention, `pytorch` sampling): the scheduler, radix
+    cache, paged KV pool, chunked prefill and overlap scheduler are SGLang's own. `--dtype` is
+    always given: `auto` casts a float32 model to float16. `--max-total-tokens` sizes the KV pool
+    exactly; `--skip-server-warmup` saves a minute and leaves the cache empty.
+    """
+    return [
+        str(sglang_python(version)), "-m", "sglang.launch_server",
+        "--model-path", str(model_dir),
+        "--host", "127.0.0.1", "--port", "{port}",
+        "--device", "cpu",
+        "--attention-backend", "torch_native", "--sampling-backend", "pytorch",
+        "--grammar-backend", "none",
+        "--disable-cuda-graph", "--skip-server-warmup",
+        "--dtype", dtype,
+        "--max-total-tokens", str(max_total_tokens),
+        "--mem-fraction-static", "0.1",
+        "--page-size", str(page_size),
+        "--random-seed", str(seed),
+        *extra,
+    ]
+
+
+def sglang_env(threads: int = 1) -> dict[str, str]:
+    """Environment SGLang needs here: its CPU engine, and servefuzz's stand-in kernel package
+    first on the path of every process it spawns."""
+    path = os.environ.get("PYTHONPATH", "")
+    return {
+        "SGLANG_USE_CPU_ENGINE": "1",
+        "PYTHONPATH": str(standin_path()) + (os.pathsep + path if path else ""),
+        "HF_HUB_OFFLINE": "1",
+        "OMP_NUM_THREADS": str(threads),
+    }
 
 
 def vllm_argv(
@@ -343,6 +431,26 @@ _PROFILE_ROWS: tuple[Profile, ...] = (
     Profile("vllm-cpu", "chunked-prefill", ("--max-num-batched-tokens", "80", "--max-num-seqs", "32"),
             "chunked prefill: an 80-token step budget, so prompts are prefilled 80 tokens a step",
             "chunked prefill (step token budget)", aims=("chunk-boundary", "page-boundary")),
+    Profile("sglang-cpu", "default", (),
+            "the preset as it is: page size 1, radix cache, overlap scheduler, an 8192-token KV pool", "none"),
+    # The seed report's block size (sgl-project/sglang#22819): the radix cache then matches
+    # prefixes in whole pages of 64, and prompts end on, before and after page boundaries.
+    Profile("sglang-cpu", "page-64", ("--page-size", "64"),
+            "a paged KV pool of 64-token pages (the seed report's block size): prefixes reused page by page",
+            "paged KV (page size)", rows=(("--page-size 16", "paged KV (page size)"),),
+            aims=("page-boundary", "burst-reuse", "tile-boundary")),
+    # Prefill in 64-token chunks: every prompt over 64 tokens spans steps, next to decodes.
+    Profile("sglang-cpu", "chunked", ("--chunked-prefill-size", "64"),
+            "chunked prefill: prompts prefilled 64 tokens a step",
+            "chunked prefill", aims=("chunk-boundary", "page-boundary")),
+    # 1024 tokens of KV for up to 32 requests: a few long ones fill it, and the scheduler
+    # retracts running requests and evicts the radix tree (retraction under memory pressure).
+    Profile("sglang-cpu", "tiny-pool", ("--max-total-tokens", "1024", "--max-running-requests", "32"),
+            "retraction and eviction: a 1024-token KV pool shared by up to 32 requests",
+            "KV pool size (retraction, eviction)", aims=("eviction", "cancel-storm")),
+    Profile("sglang-cpu", "no-overlap", ("--disable-overlap-schedule",),
+            "the scheduler without its overlap of CPU scheduling and the forward pass",
+            "overlap scheduler", aims=("batch-sweep", "burst-reuse")),
     # servefuzz's two tiny adapters (models.ADAPTERS), loaded at start; requests alternate
     # between them and the base model (vLLM #38606, SGLang #27097 class).
     Profile("llama-server", "lora", (),

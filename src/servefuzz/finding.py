@@ -76,6 +76,10 @@ _SECRET = re.compile(
 )
 
 
+# The stand-ins servefuzz ships (a finding file names only these; anything else is dropped).
+KNOWN_STANDINS = frozenset({"sgl_kernel"})
+
+
 @dataclass(frozen=True)
 class TargetInfo:
     """What a server says about itself, as adapters read it and findings record it.
@@ -105,6 +109,10 @@ class TargetInfo:
     # The LoRA adapters the server says it serves, by name. A server's word is untrusted: names
     # outside `workload.ADAPTER_NAME` are dropped, so a request can only ever carry a safe one.
     adapters: tuple[str, ...] = ()
+    # The stand-in packages servefuzz put on the server's path in place of the engine's own
+    # (`sgl_kernel` for SGLang on a CPU host: src/servefuzz/standins), by name; said by
+    # servefuzz, never by the server. Empty when the server ran only its own code.
+    standins: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "base_url", public_url(self.base_url))
@@ -113,6 +121,7 @@ class TargetInfo:
         object.__setattr__(self, "server_args", _redact(self.server_args))
         object.__setattr__(self, "env", _redact(self.env))
         object.__setattr__(self, "faults", tuple(self.faults))
+        object.__setattr__(self, "standins", tuple(s for s in self.standins if s in KNOWN_STANDINS))
         if self.page_size is None:
             object.__setattr__(self, "page_size", _page_size_of(self.server_args))
 
@@ -134,6 +143,7 @@ class TargetInfo:
             "auth": self.auth,
             **({"profile": self.profile} if self.profile is not None else {}),
             **({"adapters": list(self.adapters)} if self.adapters else {}),
+            **({"standins": list(self.standins)} if self.standins else {}),
         }
 
     @classmethod
@@ -152,6 +162,7 @@ class TargetInfo:
             auth=bool(d.get("auth", False)),
             profile=d.get("profile"),
             adapters=tuple(d.get("adapters", ())),
+            standins=tuple(d.get("standins", ())),
         )
 
 

@@ -38,7 +38,7 @@ from servefuzz.engine_flags import reference_flag_argv
 from servefuzz.errors import LaunchError, UsageError
 from servefuzz.finding import TargetInfo, redact_argv
 
-__all__ = ["PRESETS", "Launch", "ServerProcess", "free_port", "group_alive", "reference_argv", "reference_flags"]
+__all__ = ["PRESETS", "Launch", "preset_of", "ServerProcess", "free_port", "group_alive", "reference_argv", "reference_flags"]
 
 _PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 # Loaded here, in the parent: the child between fork and exec should not be loading libraries.
@@ -279,7 +279,18 @@ class ServerProcess:
 # -- what to launch ---------------------------------------------------------------------
 
 
-PRESETS = ("reference", "vllm-cpu", "llama-server")
+PRESETS = ("reference", "vllm-cpu", "llama-server", "sglang-cpu")
+
+
+def preset_of(spec: str) -> str | None:
+    """The preset a `--launch` value names (`sglang-cpu@0.5.10.post1` is `sglang-cpu` at a
+    version), or None for a command of the user's own.
+
+    >>> preset_of("sglang-cpu@0.5.10.post1"), preset_of("vllm-cpu"), preset_of("my-server --port {port}")
+    ('sglang-cpu', 'vllm-cpu', None)
+    """
+    name = spec.partition("@")[0] if "@" in spec and " " not in spec else spec
+    return name if name in PRESETS else None
 
 @dataclass(frozen=True)
 class Launch:
@@ -301,6 +312,8 @@ class Launch:
     # command line without it, which triage's drop-the-profile row goes back to.
     profile: engines.Profile | None = None
     default_argv: tuple[str, ...] = ()
+    # The stand-in packages the launch puts on the server's path (`TargetInfo.standins`).
+    standins: tuple[str, ...] = ()
 
     @classmethod
     def reference(cls, target: TargetInfo) -> Launch:
@@ -318,7 +331,8 @@ class Launch:
         reference_flags: Sequence[str] = (),
         profile: str | None = None,
     ) -> Launch:
-        """A preset name (`reference`, `vllm-cpu`, `llama-server`) or the user's command with `{port}`.
+        """A preset name (`reference`, `vllm-cpu`, `llama-server`, `sglang-cpu[@VERSION]`) or the
+        user's command with `{port}`.
 
         `target`: the server a finding was made on, which the presets rebuild (its faults, dtype,
         block size, slots); None for a new campaign, which gets `reference_flags` on the
@@ -331,9 +345,10 @@ class Launch:
         table (a profile's flags never come from the finding file; an unknown name is refused).
         """
         name = profile
-        if name is None and target is not None and spec in engines.PROFILES:
+        preset = preset_of(spec) or spec
+        if name is None and target is not None and preset in engines.PROFILES:
             name = target.profile  # a user's own command is launched as given
-        chosen = engines.profile(spec, name, model=model) if name is not None else None
+        chosen = engines.profile(preset, name, model=model) if name is not None else None
         launch = cls._resolve(spec, target, model=model, engine=engine, reference_flags=reference_flags)
         if chosen is None:
             return launch
@@ -365,6 +380,18 @@ class Launch:
             argv = engines.vllm_argv(hf_dir, dtype, block_size=page)
             return cls("vllm", tuple(argv), engines.vllm_env(), start_timeout_s=engines.VLLM_START_TIMEOUT_S,
                        device="cpu")
+        if preset_of(spec) == "sglang-cpu":
+            version = engines.sglang_version(spec.partition("@")[2] or None)
+            given = engines.hf_model_dir(model) if model is not None else None
+            if not engines.sglang_installed(version):
+                raise UsageError(f"SGLang CPU {version} is not installed under {engines.cache_dir()}: "
+                                 f"run {engines.SETUP_SCRIPT} sglang")
+            hf_dir = given or engines.hf_model_dir(None)
+            dtype = str(args.get("dtype") or engines.model_dtype(hf_dir))
+            page = target.page_size if target is not None and target.page_size else 1
+            argv = engines.sglang_argv(hf_dir, version, dtype="float32" if dtype == "auto" else dtype, page_size=page)
+            return cls("sglang", tuple(argv), engines.sglang_env(), start_timeout_s=engines.SGLANG_START_TIMEOUT_S,
+                       device="cpu", standins=("sgl_kernel",))
         if spec == "llama-server":
             gguf = engines.gguf_model(model) if model is not None else None
             if not engines.llama_server_built():
@@ -378,7 +405,7 @@ class Launch:
         except ValueError as e:
             raise UsageError(f"cannot parse the launch command: {e}") from None
         if not argv:
-            raise UsageError("--launch needs a preset (reference, vllm-cpu, llama-server) or a command")
+            raise UsageError(f"--launch needs a preset ({', '.join(PRESETS)}) or a command")
         if not any("{port}" in a for a in argv):
             raise UsageError(
                 f"--launch {spec!r} is neither a preset ({', '.join(PRESETS)}) nor a command with {{port}}"

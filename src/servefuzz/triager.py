@@ -81,6 +81,9 @@ class FlagVariant:
     drop: tuple[str, ...] = ()
     env: Mapping[str, str] = field(default_factory=dict)
     target_opts: Mapping[str, Any] = field(default_factory=dict)
+    # The variant starts only on a GPU (a CUDA kernel backend, a deterministic mode with GPU
+    # kernels only): left out of the matrix of a launch known to compute on the CPU.
+    gpu_only: bool = False
 
     def apply_argv(self, argv: Sequence[str]) -> list[str]:
         return with_flags(argv, self.add, self.drop)
@@ -118,11 +121,13 @@ MATRICES: Mapping[str, tuple[FlagVariant, ...]] = {
            env={"SGLANG_RADIX_DISABLE_REUSE": "1"}),
         _v("--disable-overlap-schedule", "overlap scheduler"),
         _v("--disable-cuda-graph", "CUDA-graph decode (padding)"),
-        _v("--attention-backend triton", "attention backend kernels"),
+        _v("--attention-backend triton", "attention backend kernels", gpu_only=True),
         _v("--chunked-prefill-size -1", "chunked prefill"),
         _v("--page-size 1", "paged KV (page size)"),
         _v("--max-running-requests 1", "continuous batching (concurrency)"),
-        _v("--enable-deterministic-inference", "batch-variant numerics"),
+        # On CPU SGLang refuses it: "only ['ascend', 'fa3', 'fa4', 'flashinfer', 'intel_xpu',
+        # 'triton'] attention backends are supported for deterministic inference" (0.5.23).
+        _v("--enable-deterministic-inference", "batch-variant numerics", gpu_only=True),
     ),
     "vllm": (
         _v("--no-enable-prefix-caching", "prefix caching", drop=("--enable-prefix-caching",)),
@@ -175,8 +180,10 @@ def profile_rows(launch: Launch) -> tuple[FlagVariant, ...]:
 
 
 def matrix_of(launch: Launch) -> tuple[FlagVariant, ...]:
-    """The rows triage relaunches `launch` under: its profile's (`profile_rows`), then its engine's."""
-    return (*profile_rows(launch), *matrix_for(launch.engine))
+    """The rows triage relaunches `launch` under: its profile's (`profile_rows`), then its
+    engine's, less those that start only on a GPU when the launch is known to compute on the CPU."""
+    rows = (*profile_rows(launch), *matrix_for(launch.engine))
+    return tuple(r for r in rows if not (r.gpu_only and launch.device == "cpu"))
 
 
 def run_row(
@@ -307,6 +314,12 @@ def render_matrix(finding: Finding, result: Triage) -> list[str]:
         lines.append("no variant cured it significantly" + (
             f"; undecided (0 recurrences, but too few runs against this baseline to say cured): {', '.join(undecided)}"
             if undecided else ""))
+    if "sgl_kernel" in finding.target.standins:
+        # The stand-in sits inside the state under test (standins/sgl_kernel): say where it does.
+        lines.append("stand-in: the server ran with servefuzz's sgl_kernel in place of SGLang's kernel package; "
+                     "its KV-slot write and KV row move (speculative decoding and pool moves only) are checked "
+                     "against SGLang's own kernels, its speculative-decoding helpers refuse to run; "
+                     "calls, if any: server.log ('servefuzz stand-in') and DIR/standin_calls.jsonl")
     for m in result.known_issues:
         lines.append(f"known issue {m['id']}: {m.get('title', '')}")
         lines += [f"  + {reason}" for reason in m.get("reasons", ())]

@@ -435,12 +435,15 @@ async def own_continuation(
 
 def deterministic_launch(launch: Launch) -> Launch | None:
     """The same server in the engine's deterministic (batch-invariant) mode; None where servefuzz
-    knows none. Reference engine and SGLang: `--enable-deterministic-inference`; vLLM:
+    knows none. Reference engine and SGLang: `--enable-deterministic-inference` (SGLang's refuses
+    to start with its CPU attention backend, so on the CPU there is none); vLLM:
     `VLLM_BATCH_INVARIANT=1` (batch-invariant kernels exist on NVIDIA GPUs of compute capability
     8.0 and up only: on a server known to compute on the CPU there is then no control, since one
     that changes nothing would back every flip); llama.cpp, which has no bitwise mode: one slot
     (`-np 1`), so that nothing is ever batched with the victim."""
     argv = list(launch.argv)
+    if launch.engine == "sglang" and launch.device == "cpu":
+        return None  # measured: SGLang's deterministic mode refuses its CPU attention backend
     if launch.engine in ("reference", "sglang"):
         flag = "--enable-deterministic-inference"
         return launch.with_changes(argv if flag in argv else [*argv, flag], {}, {})
@@ -532,12 +535,17 @@ async def open_target(
     return make_target(engine, url, headers=headers, **opts)
 
 
-def _say_profile(runner: Runner, launch: Launch | None) -> None:
-    """The server cannot say which feature profile it was launched under: servefuzz says it in
-    the runner's target info, so a campaign's config.json, its findings and a shrunk finding
-    record it (and replay rebuilds it by name)."""
-    if launch is not None and launch.profile is not None and runner.info is not None:
+def _say_launch(runner: Runner, launch: Launch | None) -> None:
+    """The server cannot say which feature profile it was launched under, or that servefuzz put
+    stand-ins on its path: servefuzz says both in the runner's target info, so a campaign's
+    config.json, its findings and a shrunk finding record them (and replay rebuilds the profile
+    by name)."""
+    if launch is None or runner.info is None:
+        return
+    if launch.profile is not None:
         runner.info = dataclasses.replace(runner.info, profile=launch.profile.name)
+    if launch.standins:
+        runner.info = dataclasses.replace(runner.info, standins=launch.standins)
 
 
 def _joined(parts: Sequence[Reproduction], scenario: Scenario, noise: CampaignNoise | None) -> Reproduction:
@@ -651,7 +659,7 @@ class Replayer:
         self.engine = target.engine
         runner = Runner(target, self.config)
         self._loop.run(runner.__aenter__())
-        _say_profile(runner, self.launch)
+        _say_launch(runner, self.launch)
         self._runner = runner
 
     def _disconnect(self) -> None:
@@ -727,6 +735,10 @@ class Replayer:
             raise TargetError(f"the server could not be started again: {e}") from None
 
 
+# Beside server.log: one JSON line per call of a stand-in's helper (`Launch.standins`).
+STANDIN_LOG = "standin_calls.jsonl"
+
+
 class LaunchedServer:
     """A server `fuzz` started and owns, with a Runner on it: the campaign's `Revival`.
 
@@ -746,7 +758,10 @@ class LaunchedServer:
         self.headers = dict(headers or {})
         self.config = config
         self.engine = launch.engine or None  # a user's command may leave it to detection
-        self.process = ServerProcess(launch.argv, env=launch.env, start_timeout_s=launch.start_timeout_s,
+        # A stand-in logs every call of its helpers there (standins/sgl_kernel): the record of
+        # whether a campaign's path ran through servefuzz's code rather than the engine's.
+        env = {**launch.env, "SERVEFUZZ_STANDIN_LOG": str(out / STANDIN_LOG)} if launch.standins else launch.env
+        self.process = ServerProcess(launch.argv, env=env, start_timeout_s=launch.start_timeout_s,
                                      log_path=out / "server.log")
         self._runner: Runner | None = None
 
@@ -778,7 +793,7 @@ class LaunchedServer:
         self.engine = target.engine
         runner = Runner(target, self.config)
         await runner.__aenter__()
-        _say_profile(runner, self.launch)
+        _say_launch(runner, self.launch)
         self._runner = runner
 
     async def _close_runner(self) -> None:

@@ -2,7 +2,7 @@
 
 - `tiny_models` -> `ModelPaths` of a float32 model built once per session into a temp dir;
   `tiny_bf16_models` the same in bfloat16 (its GGUF is float32 either way).
-- `vllm_server` / `llama_server` -> a `ServerProcess` started once per test session (the
+- `vllm_server` / `llama_server` / `sglang_server` -> a `ServerProcess` started once per test session (the
   engines' tests share one worker: tests/conftest.py) and stopped by its process group at the
   end; tests read its launch flags back from `argv`, and flush what they need flushed.
 
@@ -65,3 +65,19 @@ def llama_server(tiny_models: ModelPaths, tmp_path_factory: pytest.TempPathFacto
         tiny_models.gguf, slots=LLAMA_SLOTS, extra=["--slot-save-path", str(tmp), "--cache-ram", "0"]
     )
     yield from _serve(ServerProcess(argv, log_path=tmp / "server.log", start_timeout_s=60))
+
+
+# SGLang's page size for these tests: not its default (1), so a page size read back from
+# /server_info can only equal it by being read correctly, and cached counts round to pages.
+SGLANG_PAGE = 16
+
+
+@pytest.fixture(scope="session")
+def sglang_server(tiny_models: ModelPaths, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    version = engines.SGLANG_VERSIONS[0]
+    if not engines.sglang_installed(version):
+        pytest.skip(f"SGLang CPU {version} is not installed under {engines.cache_dir()}: run {engines.SETUP_SCRIPT}")
+    argv = engines.sglang_argv(tiny_models.hf_dir, version, page_size=SGLANG_PAGE)
+    log = tmp_path_factory.mktemp("sglang") / "server.log"
+    yield from _serve(ServerProcess(argv, env=engines.sglang_env(), log_path=log,
+                                    start_timeout_s=engines.SGLANG_START_TIMEOUT_S))

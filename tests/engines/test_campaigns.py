@@ -32,7 +32,7 @@ from servefuzz import engines
 from servefuzz.anomaly import Divergence, Verdict
 from servefuzz.finding import Finding, load_finding
 from servefuzz.history import RequestRecord, read_history_jsonl
-from servefuzz.launcher import ServerProcess
+from servefuzz.launcher import ServerProcess, group_alive
 from servefuzz.models import ModelPaths
 from servefuzz.workload import Scenario
 
@@ -165,3 +165,29 @@ def test_llama_server_slots_share_prompts_without_corruption(tiny_models: ModelP
     assert hits, f"none of {len(shared)} shared-prefix requests found its prefix in a slot"
     # A slot reuses the common prefix to the token, at lengths that no block size divides.
     assert any(r.cached_tokens == n and n % 16 for n, r in hits), [(n, r.cached_tokens) for n, r in hits]
+
+
+def test_sglang_cpu_preset_shares_page_aligned_prefixes_without_corruption_and_leaves_nothing_running(
+        tmp_path: Path) -> None:
+    """`--launch sglang-cpu --profile page-64`: SGLang's own radix cache and paged pool at the
+    seed report's page size, float32. No corruption or suspicion, prefixes reused in whole pages,
+    and the server's whole process group gone when the command has returned."""
+    version = engines.SGLANG_VERSIONS[0]
+    if not engines.sglang_installed(version):
+        pytest.skip(f"SGLang CPU {version} is not installed under {engines.cache_dir()}: run {engines.SETUP_SCRIPT}")
+    out = tmp_path / "campaign"
+    _fuzz(out, "--launch", "sglang-cpu", "--profile", "page-64", "--seed", "2",
+          "--strategy", "page-boundary,burst-reuse,tile-boundary", requests=200)
+    findings = _assert_no_corruption(out)
+    assert not [a for f in findings for a in f.anomalies if a.verdict is Verdict.SUSPECTED_CORRUPTION]
+    assert not [d for f in findings for d in _divergences(f)], "float32 SGLang on CPU gives the same tokens batched"
+    target = json.loads((out / "config.json").read_text(encoding="utf-8"))["target"]
+    assert (target["engine"], target["version"], target["page_size"], target["profile"]) == ("sglang", version, 64, "page-64")
+    assert target["standins"] == ["sgl_kernel"]
+    # Text serving on a plain llama never calls the stand-in's helpers (speculative decoding and
+    # pool moves do): the campaign ran SGLang's own code paths only.
+    assert not (out / "standin_calls.jsonl").exists(), (out / "standin_calls.jsonl").read_text()[:500]
+    hits = [r for _, r in _shared_prefix_records(out) if (r.cached_tokens or 0) > 0]
+    assert hits and all(r.cached_tokens % 64 == 0 for r in hits)  # the radix tree matches whole pages
+    server = json.loads((out / "server.json").read_text(encoding="utf-8"))
+    assert not group_alive(server["pid"]), "SGLang's processes outlived the campaign"

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from servefuzz import engines
+from servefuzz.errors import UsageError
 from servefuzz.launcher import ServerProcess
 
 SCRIPT = Path(__file__).resolve().parents[2] / engines.SETUP_SCRIPT
@@ -24,6 +25,8 @@ def _pin(name: str) -> str:
 def test_pins_match_the_setup_script() -> None:
     assert _pin("VLLM_VERSION") == engines.VLLM_VERSION
     assert _pin("LLAMA_CPP_COMMIT") == engines.LLAMA_CPP_COMMIT
+    line = re.search(r"^SGLANG_VERSIONS=\((.*)\)", SCRIPT.read_text(), re.MULTILINE)
+    assert line and tuple(line.group(1).split()) == engines.SGLANG_VERSIONS
 
 
 def test_cache_paths_follow_servefuzz_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -51,6 +54,20 @@ def test_launch_commands_carry_the_flags_and_a_port_to_fill(tmp_path: Path) -> N
     assert llama.argv[llama.argv.index("--host") + 1] == "127.0.0.1"
     assert llama.argv[-2:] == ["--cache-ram", "0"]
     assert engines.vllm_env()["VLLM_SERVER_DEV_MODE"] == "1"
+    sglang = ServerProcess(engines.sglang_argv(tmp_path / "hf", engines.SGLANG_VERSIONS[1], page_size=64))
+    assert sglang.argv[0] == str(engines.sglang_python(engines.SGLANG_VERSIONS[1]))
+    assert sglang.argv[sglang.argv.index("--port") + 1] == "{port}"
+    assert sglang.argv[sglang.argv.index("--host") + 1] == "127.0.0.1"
+    assert sglang.argv[sglang.argv.index("--page-size") + 1] == "64"
+    assert sglang.argv[sglang.argv.index("--dtype") + 1] == "float32"  # never auto: it casts float32 to float16
+    assert engines.sglang_env()["SGLANG_USE_CPU_ENGINE"] == "1"
+
+
+def test_a_sglang_version_not_set_up_is_one_line() -> None:
+    assert engines.sglang_version(None) == engines.SGLANG_VERSIONS[0]
+    assert engines.sglang_version("0.5.10.post1") == "0.5.10.post1"
+    with pytest.raises(UsageError, match=r"sglang-cpu@0.4.0: the versions set up here are 0.5.23, 0.5.10.post1"):
+        engines.sglang_version("0.4.0")
 
 
 @pytest.mark.parametrize("module", ["servefuzz.engines", "servefuzz.targets.vllm", "servefuzz.targets.llamacpp"])
