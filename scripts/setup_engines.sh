@@ -122,6 +122,19 @@ print(" ".join(found.get(n, n) for n in sorted(wanted)))
 PY
 }
 
+# pip's lines that say nothing here: this machine's index config names folders it lacks, and
+# pip's closing complaint that SGLang's CUDA requirements are missing is expected. pip's own
+# exit status is kept.
+PIP_NOISE="is ignored: it is neither|^sglang .* requires |dependency resolver does not currently"
+quiet_pip() {
+    local status
+    set +e
+    "$@" 2>&1 | grep -vE "$PIP_NOISE"
+    status=${PIPESTATUS[0]}
+    set -e
+    return "$status"
+}
+
 setup_sglang() {
     local version=$1 dir="$CACHE/sglang-cpu-$1"
     begin_step "$dir" || { say "SGLang CPU $version already installed"; return; }
@@ -129,19 +142,17 @@ setup_sglang() {
     local start=$SECONDS py="$dir/venv/bin/python"
     say "installing SGLang $version (CPU) into $dir/venv"
     "$PYTHON" -m venv "$dir/venv"
-    "$py" -m pip install -q "torch==$TORCH_VERSION+cpu" packaging
+    quiet_pip "$py" -m pip install -q "torch==$TORCH_VERSION+cpu" packaging
     [[ -n $("$py" -m pip list 2>/dev/null | grep -E "^torch +$TORCH_VERSION\+cpu") ]] \
         || die "torch $TORCH_VERSION+cpu not found by pip (set PIP_EXTRA_INDEX_URL=https://download.pytorch.org/whl/cpu)"
-    "$py" -m pip install -q --no-deps "sglang==$version"
+    quiet_pip "$py" -m pip install -q --no-deps "sglang==$version"
     local pins
     pins=$(sglang_pins "$py") || die "cannot read SGLang $version's requirements"
-    # pip's closing complaint that SGLang's CUDA requirements are missing is expected: filtered.
     # shellcheck disable=SC2086  # the pins are words on purpose
-    "$py" -m pip install -q $pins "triton==$TRITON_VERSION" "torch==$TORCH_VERSION+cpu" 2>&1 \
-        | grep -vE "^sglang .* requires |dependency resolver does not currently|is ignored: it is neither" || true
+    quiet_pip "$py" -m pip install -q $pins "triton==$TRITON_VERSION" "torch==$TORCH_VERSION+cpu"
     # torchvision without its dependencies: its C extension does not load against the CPU
     # torch, and the stand-in folder's sitecustomize declares the two operators its import needs.
-    "$py" -m pip install -q --no-deps "torchvision==$TORCHVISION_VERSION"
+    quiet_pip "$py" -m pip install -q --no-deps "torchvision==$TORCHVISION_VERSION"
     SGLANG_USE_CPU_ENGINE=1 PYTHONPATH="$STANDINS" "$py" -c "import sglang.srt.managers.scheduler" \
         || die "SGLang $version installed but its scheduler does not import; see the messages above"
     touch "$dir/.complete"

@@ -72,7 +72,7 @@ def llama_server(tiny_models: ModelPaths, tmp_path_factory: pytest.TempPathFacto
 SGLANG_PAGE = 16
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")  # one module uses it: stopped when it is done, its 2 GiB freed
 def sglang_server(tiny_models: ModelPaths, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     version = engines.SGLANG_VERSIONS[0]
     if not engines.sglang_installed(version):
