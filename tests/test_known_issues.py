@@ -242,3 +242,35 @@ def test_the_vllm_lora_finding_matches_both_lora_issues_by_what_its_triage_showe
     cured = Triage(TriageOutcome("baseline", reproduced=3, attempts=3), (outcome("--no-enable-prefix-caching", 0),))
     other = {m.issue.id: m for m in match(found, cured)}
     assert "cured by --no-enable-prefix-caching, which does not cure vllm#38606" in other["vllm#38606"].against
+
+
+def test_the_sglang_salt_finding_is_the_fix_its_version_predates() -> None:
+    """servefuzz's SGLang 0.5.10.post1 finding (docs/findings/sglang-cpu-salt-dropped): a salted
+    request served from another salt's prefix. Two catalogue issues share its features; its
+    version predates #23300's fix (0.5.11), which puts that one first. The same finding on a
+    version with the fix says so against it, and a version of no known order says nothing."""
+    found = load_finding(Path(__file__).parents[1] / "docs/findings/sglang-cpu-salt-dropped/finding.json")
+    assert found.target.version == "0.5.10.post1" and found.page_size == 1
+    first, *rest = match(found)
+    assert first.issue.id == "sglang#23300" and not first.against
+    assert "sglang 0.5.10.post1 predates the fix, first released in 0.5.11" in first.reasons
+    assert "sglang#22819" not in ids(rest)  # a page of one token aligns every prefix: no evidence
+
+    def on(version: str | None) -> dict[str, known_issues.Match]:
+        moved = dataclasses.replace(found, target=dataclasses.replace(found.target, version=version))
+        return {m.issue.id: m for m in match(moved)}
+
+    fixed = on("0.5.23")["sglang#23300"]
+    assert fixed.score == first.score - 4
+    assert fixed.against == ("sglang 0.5.23 already has the fix (released in 0.5.11): it would be a regression",)
+    for unordered in ("0.6.0rc1", None):
+        m = on(unordered)["sglang#23300"]
+        assert m.score == first.score - 2 and not any("the fix" in r for r in (*m.reasons, *m.against))
+
+
+def test_a_fixed_in_that_is_no_release_number_is_refused() -> None:
+    text = (Path(known_issues.__file__).parent / "data" / "known_issues.json").read_text(encoding="utf-8")
+    data = json.loads(text)
+    data["issues"][0]["fixed_in"] = "soon"
+    with pytest.raises(ValueError, match="sglang#22819: fixed_in 'soon' is not a release number"):
+        parse_catalogue(data)

@@ -32,6 +32,9 @@ SHAPES = [
     TargetShape(page_size=64, max_total_tokens=131072, chunked_prefill_size=2048, adapters=("lora-a", "lora-b")),
     TargetShape(page_size=16, context_length=2048, max_total_tokens=4096, chunked_prefill_size=512),
     TargetShape(),  # a server that says nothing about itself
+    # SGLang's default: pages of one token, a small prefill budget, salts (eviction, cancel-storm
+    # and pairwise raised on it in a campaign, 2026-12-02).
+    TargetShape(page_size=1, max_total_tokens=8192, chunked_prefill_size=64, salts=True),
 ]
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import doctest
 
 from hypothesis import given, settings
@@ -27,7 +28,7 @@ def findings(draw: st.DrawFn) -> Finding:
             "p" if prefix_len else None, prefix_len, n=draw(st.sampled_from([1, 1, 2])), stream=draw(st.booleans()),
             cancel_after_ms=draw(st.sampled_from([None, None, 20.0])),
         ))
-    page = draw(st.sampled_from([None, 16, 64]))
+    page = draw(st.sampled_from([None, 1, 16, 64]))
     verdict = draw(st.sampled_from([Verdict.CORRUPTION, Verdict.NUMERIC_DRIFT, Verdict.HANG]))
     rid = draw(st.sampled_from([s.id for s in specs]))
     target = TargetInfo("reference", "http://127.0.0.1:1", server_args={"page_size": page} if page else {})
@@ -55,6 +56,10 @@ def test_a_shared_prefix_is_named_by_its_place_in_the_page_when_the_page_is_know
                       (Anomaly(Oracle.REPLAY, Verdict.CORRUPTION, "r02", "x"),))
     assert known.signature.endswith(":prefix=page-aligned")
     assert unknown.signature.endswith(":prefix=shared")
+    # A page of one token (SGLang's default) aligns every prefix: it names none.
+    token = dataclasses.replace(known, target=TargetInfo("reference", "http://127.0.0.1:1", server_args={"page_size": 1}))
+    assert token.signature.endswith(":prefix=shared")
+    assert not {"prefix=page-aligned", "prefix=mid-page"} & set(trigger_features(token))
 
 
 def test_docstring_examples() -> None:

@@ -93,7 +93,7 @@ class PairwiseCover:
         plans = plan_rows(rng, space, [{"burst": b, "pressure": pressure} for b, _ in layout], missing,
                           _PLANNED if reports else CROSSABLE)
         d = Draft(seed, shape)
-        page = shape.page_size or 64
+        page = shape.unit
         pool = shape.max_total_tokens
         # The rows alone must not load the pool past the planned pressure: a row that would is
         # left out (the first is always sent).
@@ -209,7 +209,7 @@ def realize_lengths(rng: random.Random, shape: TargetShape, plan: Point, n: int,
 
 def _realize(rng: random.Random, shape: TargetShape, plan: Point, n: int,
              tries: int) -> tuple[tuple[bool, bool, bool], tuple[int, int, int]]:
-    page = shape.page_size or 64
+    page = shape.unit
     chunk = shape.chunked_prefill_size
     best: tuple[tuple[bool, bool, bool], tuple[int, int, int]] | None = None
     for _ in range(tries):

@@ -24,6 +24,7 @@ finding cannot show (speculative decoding, an fp8 KV cache) stays in the issue's
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
@@ -45,6 +46,7 @@ __all__ = [
     "parse_catalogue",
     "trigger_features",
     "match",
+    "release_key",
 ]
 
 ENGINES = ("sglang", "vllm", "llamacpp")
@@ -76,6 +78,9 @@ _W_VERDICT = 2
 _W_SPECIFIC = 2
 _W_FEATURE = 1
 _W_NOT_CURED = 1
+# The finding's engine version against the release that fixed the issue: before it, the issue
+# may be there; at or after it, only a regression could be it.
+_W_VERSION = 2
 # The surfaces few issues share (adapters, tenants' salts, seeded draws, constraints) single an
 # issue out as much as a page-aligned prefix does: a LoRA finding on llama.cpp with the #26207
 # trigger matched nothing while they counted as common features (2026-12-01).
@@ -98,7 +103,8 @@ class KnownIssue:
     a bare `--chunked-prefill-size` stands for any value) or `KEY=VALUE` environment settings;
     `not_cured_by` lists ones reported *not* to remove it. `verdicts` are the finding verdicts
     its symptom shows as; `upstream_for_faults` the reference engine faults that model it.
-    `caveats` says what the sources did not verify.
+    `caveats` says what the sources did not verify. `fixed_in` names the first release with
+    the fix (`0.5.11`, llama.cpp's `b5123`), where one is known; `versions` says the rest in words.
     """
 
     id: str
@@ -117,6 +123,7 @@ class KnownIssue:
     upstream_for_faults: tuple[str, ...] = ()
     related: tuple[str, ...] = ()
     caveats: str = ""
+    fixed_in: str = ""
 
     def __post_init__(self) -> None:
         for name in ("features", "cures", "not_cured_by", "verdicts", "upstream_for_faults", "related"):
@@ -132,6 +139,8 @@ class KnownIssue:
             problems.append(f"link {self.link!r} is not a GitHub address")
         if not self.verdicts:
             problems.append("no verdicts")
+        if self.fixed_in and release_key(self.fixed_in) is None:
+            problems.append(f"fixed_in {self.fixed_in!r} is not a release number")
         if problems:
             raise ValueError(f"known issue {self.id}: {'; '.join(problems)}")
 
@@ -276,6 +285,17 @@ def _judge(issue: KnownIssue, finding: Finding, triage: Triage | None, feats: Ma
         specific = specific or benign  # few issues are benign numerics: that verdict singles them out
         reasons.append(f"verdict {verdict.value} matches its symptom ({', '.join(issue.verdicts)})")
 
+    version = finding.target.version
+    if issue.fixed_in and version and (have := release_key(version)) is not None:
+        fix = release_key(issue.fixed_in)
+        assert fix is not None  # checked when the catalogue was read
+        if have < fix:
+            score += _W_VERSION
+            reasons.append(f"{engine} {version} predates the fix, first released in {issue.fixed_in}")
+        else:
+            score -= _W_VERSION
+            against.append(f"{engine} {version} already has the fix (released in {issue.fixed_in}): it would be a regression")
+
     for feature in issue.features:
         if feature in feats:
             score += _W_SPECIFIC if feature in _SPECIFIC else _W_FEATURE
@@ -308,6 +328,24 @@ def _judge(issue: KnownIssue, finding: Finding, triage: Triage | None, feats: Ma
     if not specific or score < _MIN_SCORE:
         return None
     return Match(issue, score, tuple(reasons), tuple(against))
+
+
+_RELEASE = re.compile(r"v?b?(\d+(?:\.\d+)*)(?:\.?post(\d+))?")
+
+
+def release_key(version: str) -> tuple[tuple[int, ...], int] | None:
+    """`version` as a key that sorts releases in order (`0.5.10.post1` < `0.5.11`, `b998` <
+    `b5123`), or None for what has no known order: a pre-release, a local build, a commit.
+
+    >>> release_key("0.5.10.post1") < release_key("0.5.11") < release_key("0.5.23")
+    True
+    >>> release_key("b11434"), release_key("0.6.0rc1"), release_key("0c1e57098")
+    (((11434,), 0), None, None)
+    """
+    m = _RELEASE.fullmatch(version.strip())
+    if m is None:
+        return None
+    return tuple(int(x) for x in m.group(1).split(".")), int(m.group(2) or 0)
 
 
 def _judged_variants(triage: Triage | None) -> tuple[TriageOutcome, ...]:

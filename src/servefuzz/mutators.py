@@ -286,7 +286,7 @@ def cross(scenario: Scenario, rng: random.Random, shape: TargetShape, *, tries: 
 def _crossed(scenario: Scenario, spec: RequestSpec, dim: str, to: str, rng: random.Random,
              shape: TargetShape) -> RequestSpec | None:
     """One try at `spec` with dimension `dim` in bucket `to` (the caller checks the rest)."""
-    page = shape.page_size or int(scenario.meta.get("page_size") or 64)
+    page = shape.unit if shape.page_size else int(scenario.meta.get("page_size") or 64)
     if dim == "n":
         return dataclasses.replace(spec, n={"1": 1, "2": 2}.get(to, rng.randint(3, 4)))
     if dim == "stream":

@@ -114,7 +114,14 @@ class TargetShape:
 
     @property
     def pages(self) -> tuple[int, ...]:
-        return (self.page_size,) if self.page_size else COMMON_PAGE_SIZES
+        """The page sizes to aim lengths at: the server's, or the common ones where it gives none
+        worth aiming at (unknown, or one token: SGLang's default, whose pages have no inside)."""
+        return (self.page_size,) if self.page_size and self.page_size > 1 else COMMON_PAGE_SIZES
+
+    @property
+    def unit(self) -> int:
+        """The one length unit where a strategy needs a single one: the page, else 64."""
+        return self.page_size if self.page_size and self.page_size > 1 else 64
 
     @property
     def pool_tokens(self) -> int:
@@ -459,7 +466,7 @@ class LongDecodes:
 
     def _saturated(self, rng: random.Random, shape: TargetShape, seed: int, limit: int) -> Scenario | None:
         d = Draft(seed, shape)
-        page = shape.page_size or 64
+        page = shape.unit
         fillers = limit - 1
         if shape.max_total_tokens is not None and (fillers + 4) * 2 * page > shape.max_total_tokens:
             return None  # the choices alone would press the pool: that is the eviction strategy's job

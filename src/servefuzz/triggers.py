@@ -76,7 +76,8 @@ def request_features(scenario: Scenario, spec: RequestSpec, page: int | None) ->
         feats["prefix=none"] = f"{rid} shares no prefix with other requests"
     else:
         feats["prefix=shared"] = f"{rid} shares a {spec.prefix_len}-token prefix with other requests"
-        if isinstance(page, int) and page > 0:
+        # A page of one token (SGLang's default) makes every prefix "aligned": that says nothing.
+        if isinstance(page, int) and page > 1:
             if spec.prefix_len % page == 0:
                 feats["prefix=page-aligned"] = (
                     f"the diverging request {rid}'s prefix_len {spec.prefix_len} is a multiple of the page size {page}"
@@ -147,7 +148,7 @@ def load_features(scenario: Scenario, involved: Iterable[str], page: int | None)
 
 def signature_features(feats: Mapping[str, str]) -> list[str]:
     """The signature's part of `feats`, sorted; a shared prefix placed against the page says
-    more than "shared", so "shared" stands alone only when the page size is unknown."""
+    more than "shared", so "shared" stands alone only when the page size is unknown (or one)."""
     kept = [f for f in SIGNATURE if f in feats]
     if "prefix=page-aligned" in kept or "prefix=mid-page" in kept:
         kept.remove("prefix=shared")

@@ -61,9 +61,10 @@ class SGLangTarget(HttpTarget):
         self.flush_attempts = flush_attempts
         self.flush_interval_s = flush_interval_s
 
-    # SGLang keys its radix cache on (extra_key, tokens) (PR #30827). Its OpenAI API takes
-    # `cache_salt` and folds it into `extra_key`; the native /generate takes `extra_key` itself
-    # (io_struct.GenerateReqInput has no `cache_salt` field), so the salt travels as that.
+    # SGLang keys its radix cache on (extra_key, tokens) since PR #10317. The native /generate
+    # takes `extra_key` in every version servefuzz installs (0.5.10.post1's has no `cache_salt`),
+    # so the salt travels as that. Up to 0.5.10.post1 the scheduler dropped the key (sglang#23300,
+    # fixed in 0.5.11): a breach there is that bug, and the catalogue says so.
     supports_cache_salt: ClassVar[bool] = True
     supports_choice_constraint: ClassVar[bool] = True
     # SGLang's native /generate names a request's adapter in `lora_path` (the NAME of
