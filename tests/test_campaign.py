@@ -4,6 +4,7 @@ survives being reopened. The last tests drive real campaigns against the referen
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import doctest
 import json
 import sys
@@ -134,6 +135,31 @@ def test_reopening_rescans_the_files_and_resolves_a_kill_between_replacement_and
     assert not big.exists() and small.exists(), "the larger one goes once its replacement is on disk"
     assert again.kept[hang(2, 2).signature][0] == small and again.counts[hang(2, 2).signature] == 7
     assert again.latest_iteration == 2 and (tmp_path / "finding_99999_1.json").exists()
+
+
+def test_only_findings_beyond_benign_numerics_count_as_found(tmp_path: Path) -> None:
+    """`fuzz` exits 1 on `found`: benign numerics are listed but are, by their verdict, no bug."""
+    def drift(f: Finding) -> Finding:
+        return dataclasses.replace(f, anomalies=(Anomaly(Oracle.REPLAY, Verdict.NUMERIC_DRIFT, "r00", "a near-tie"),))
+
+    def result(*found: Finding) -> campaign_module.CampaignResult:
+        return campaign_module.CampaignResult(1, 10, 1.0, tuple((tmp_path / f.filename, f) for f in found), "time")
+
+    assert not result().found and not result(drift(hang(1, 2))).found
+    assert result(drift(hang(1, 2)), hang(2, 2)).found and result(hang(2, 2)).found
+
+
+def test_reopening_leaves_what_shrink_and_triage_wrote_beside_a_finding(tmp_path: Path) -> None:
+    """A shrunk or triaged copy shares the original's signature and may be smaller: the store
+    once deduped it against the original on a resume, deleting the original."""
+    store = FindingStore(tmp_path)
+    original, _ = store.add(hang(1, 6))
+    derived = [original.with_name(original.stem + tail) for tail in ("_min.json", "_triaged.json", "_min_triaged.json")]
+    for path in derived:
+        path.write_text(json.dumps(hang(1, 2).to_json()))
+    again = FindingStore(tmp_path)
+    assert original.exists() and all(p.exists() for p in derived)
+    assert again.kept[hang(1, 6).signature][0] == original and again.counts[hang(1, 6).signature] == 1
 
 
 # --- real campaigns against the reference engine ----------------------------------------------

@@ -91,5 +91,7 @@ def print_summary(console: Console, result: CampaignResult) -> None:
             Text(one_line(", ".join(f.expected_diverging))), Text(one_line(f.why)),
         )
     console.print(table)
+    if not result.found:
+        console.print("[green]Benign numerics only[/] (numeric-drift: flips at near-ties within the measured noise); exit 0.")
     first = result.findings[0][0]
     console.print(f"Replay one with: [bold]servefuzz replay {terminal(shlex.quote(str(first)))} --base-url URL --runs 10[/]")

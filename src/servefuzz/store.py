@@ -34,6 +34,7 @@ import contextlib
 import fcntl
 import json
 import os
+import re
 import time
 from collections import Counter
 from collections.abc import Iterator, Mapping
@@ -72,10 +73,18 @@ def finding_size(f: Finding) -> tuple[int, int, int]:
     return (0 if confirmed else 1, len(f.scenario.requests), tokens)
 
 
+# The names the store writes (`Finding.filename`). What shrink and triage write beside them
+# (`finding_00003_123_min.json`) shares the signature and may be smaller: counted as the store's
+# own, a resume deleted the original finding (2026-12-02).
+_OWN_NAME = re.compile(r"finding_\d{5,}_-?\d+\.json")
+
+
 class FindingStore:
     """The findings directory, deduplicated by `Finding.signature`.
 
-    The first finding of a signature is written as a new file; later ones only count, unless
+    The store owns the files it names (`finding_<iteration>_<seed>.json`); others beside them
+    (shrink's, triage's) it leaves alone. The first finding of a signature is written as a new
+    file; later ones only count, unless
     smaller by `finding_size`, in which case the smaller one is written (atomically, fsynced)
     and only then the old file removed. Opening a directory rescans it: the files are the
     truth, so a finding written just before a `kill -9` is never lost or written twice, and of
@@ -90,6 +99,8 @@ class FindingStore:
         self.counts: Counter[str] = Counter()
         self.latest_iteration = -1
         for path in sorted(directory.glob("finding_*.json")):
+            if not _OWN_NAME.fullmatch(path.name):
+                continue  # shrink's `_min`, triage's `_triaged`: the user's files, never deduped away
             try:
                 f = load_finding(path)
             except FindingError:
