@@ -154,7 +154,8 @@ def sglang_argv(
 
     Its generic torch paths (`torch_native` attention, `pytorch` sampling): the scheduler, radix
     cache, paged KV pool, chunked prefill and overlap scheduler are SGLang's own. `--dtype` is
-    always given: `auto` casts a float32 model to float16. `--max-total-tokens` sizes the KV pool
+    always given: SGLang's `auto` casts a float32 model to float16, so `auto` (a model that
+    declares no type, `model_dtype`) is served as float32. `--max-total-tokens` sizes the KV pool
     exactly; `--skip-server-warmup` saves a minute and leaves the cache empty.
     """
     return [
@@ -165,7 +166,7 @@ def sglang_argv(
         "--attention-backend", "torch_native", "--sampling-backend", "pytorch",
         "--grammar-backend", "none",
         "--disable-cuda-graph", "--skip-server-warmup",
-        "--dtype", dtype,
+        "--dtype", "float32" if dtype == "auto" else dtype,
         "--max-total-tokens", str(max_total_tokens),
         "--mem-fraction-static", "0.1",
         "--page-size", str(page_size),

@@ -365,12 +365,16 @@ class Launch:
         engine: str | None,
         reference_flags: Sequence[str],
     ) -> Launch:
-        if spec == "reference":
+        preset = preset_of(spec)
+        version = spec.partition("@")[2] if preset is not None else ""
+        if version and preset != "sglang-cpu":
+            raise UsageError(f"--launch {preset} takes no @VERSION: servefuzz installs one version of it")
+        if preset == "reference":
             if target is not None:
                 return cls.reference(target)
             return cls("reference", tuple(reference_argv(reference_flags)))
         args = {} if target is None else target.server_args
-        if spec == "vllm-cpu":
+        if preset == "vllm-cpu":
             given = engines.hf_model_dir(model) if model is not None else None
             if not engines.vllm_installed():
                 raise UsageError(f"vLLM CPU is not installed under {engines.cache_dir()}: run {engines.SETUP_SCRIPT}")
@@ -380,8 +384,8 @@ class Launch:
             argv = engines.vllm_argv(hf_dir, dtype, block_size=page)
             return cls("vllm", tuple(argv), engines.vllm_env(), start_timeout_s=engines.VLLM_START_TIMEOUT_S,
                        device="cpu")
-        if preset_of(spec) == "sglang-cpu":
-            version = engines.sglang_version(spec.partition("@")[2] or None)
+        if preset == "sglang-cpu":
+            version = engines.sglang_version(version or None)
             given = engines.hf_model_dir(model) if model is not None else None
             if not engines.sglang_installed(version):
                 raise UsageError(f"SGLang CPU {version} is not installed under {engines.cache_dir()}: "
@@ -389,10 +393,10 @@ class Launch:
             hf_dir = given or engines.hf_model_dir(None)
             dtype = str(args.get("dtype") or engines.model_dtype(hf_dir))
             page = target.page_size if target is not None and target.page_size else 1
-            argv = engines.sglang_argv(hf_dir, version, dtype="float32" if dtype == "auto" else dtype, page_size=page)
+            argv = engines.sglang_argv(hf_dir, version, dtype=dtype, page_size=page)
             return cls("sglang", tuple(argv), engines.sglang_env(), start_timeout_s=engines.SGLANG_START_TIMEOUT_S,
                        device="cpu", standins=("sgl_kernel",))
-        if spec == "llama-server":
+        if preset == "llama-server":
             gguf = engines.gguf_model(model) if model is not None else None
             if not engines.llama_server_built():
                 raise UsageError(f"llama-server is not built under {engines.cache_dir()}: run {engines.SETUP_SCRIPT}")

@@ -79,19 +79,29 @@ def print_summary(console: Console, result: CampaignResult) -> None:
     if not result.findings:
         console.print("[green]No findings.[/]")
         return
-    table = Table(title="Findings (one per signature, smallest example kept)", title_justify="left")
-    for col in ("file", "verdict", "rate", "seen", "diverged", "summary"):
-        table.add_column(col, overflow="fold")
-    for path, f in result.findings:
-        style = "red" if f.verdict.value in ("corruption", "suspected-corruption") else "yellow"
-        rate = str(f.confirmation.interval) if f.confirmation else "-"
-        seen = str(result.seen.get(f.signature, 1))
-        table.add_row(
-            Text(one_line(path.name)), Text(f.verdict.value, style=style), rate, seen,
-            Text(one_line(", ".join(f.expected_diverging))), Text(one_line(f.why)),
-        )
+    # One line a finding, in 80 columns: the reason is cut to the room left (its whole text is
+    # in the file, and `servefuzz replay` prints it).
+    rows = [
+        (Text(one_line(path.name)),
+         Text(f.verdict.value, style="red" if f.verdict.value in ("corruption", "suspected-corruption") else "yellow"),
+         Text(f.confirmation.rate if f.confirmation else "-"), Text(str(result.seen.get(f.signature, 1))),
+         Text(one_line(f.why)))
+        for path, f in result.findings
+    ]
+    heads = ("file", "verdict", "rate", "seen", "why")
+    fixed = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(heads[:-1])]
+    room = max(12, console.width - sum(fixed) - 2 * len(heads))  # a two-space gap after each column
+    table = Table(title="Findings (one per signature, smallest example kept)", title_justify="left",
+                  box=None, pad_edge=False, padding=(0, 2, 0, 0), header_style="bold")
+    for head, width in zip(heads[:-1], fixed):
+        table.add_column(head, no_wrap=True, min_width=width, justify="left" if head in ("file", "verdict") else "right")
+    table.add_column(heads[-1], no_wrap=True, overflow="ellipsis", max_width=room)
+    for row in rows:
+        table.add_row(*row)
     console.print(table)
     if not result.found:
         console.print("[green]Benign numerics only[/] (numeric-drift: flips at near-ties within the measured noise); exit 0.")
     first = result.findings[0][0]
-    console.print(f"Replay one with: [bold]servefuzz replay {terminal(shlex.quote(str(first)))} --base-url URL --runs 10[/]")
+    # soft_wrap: a command cut by a hard newline could not be pasted back
+    console.print(f"Replay one with: [bold]servefuzz replay {terminal(shlex.quote(str(first)))} --base-url URL --runs 10[/]",
+                  soft_wrap=True)

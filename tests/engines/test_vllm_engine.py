@@ -8,7 +8,7 @@ from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
 import pytest
-from engine_client import alone, broken_constraints, flag, structured_scenario, with_runner
+from engine_client import alone, alone_and_in_a_burst, broken_constraints, flag, structured_scenario, with_runner
 
 from servefuzz import engines
 from servefuzz.anomaly import Verdict
@@ -161,30 +161,11 @@ def test_cutting_an_expanded_request_cuts_all_its_parts(vllm_server: ServerProce
 
 
 def test_float32_gives_the_same_tokens_alone_and_in_a_burst(vllm_server: ServerProcess) -> None:
-    builder = PromptBuilder(seed=3, vocab=range(3, 2000))
     # Shared prefixes around the block boundary, where a prefix-reuse bug would show.
     shapes = [(0, 40), (63, 90), (64, 90), (65, 100), (64, 130), (128, 150), (127, 140), (128, 200)]
-    specs = tuple(
-        RequestSpec(f"r{i:02d}", float(i), builder.prompt("p", prefix_len=pl, prompt_len=n),
-                    max_tokens=12, prefix_name="p" if pl else None, prefix_len=pl)
-        for i, (pl, n) in enumerate(shapes * 2)  # every shape twice: the twin can hit the cache
-    )
-
-    async def body(r: Runner):
-        alone = [await r.run_alone(s, run=0) for s in specs]
-        await r.flush()
-        burst = await r.run(Scenario(seed=3, requests=specs), run=1)
-        return alone, burst.records
-
-    alone, burst = _with_runner(vllm_server.base_url, body)
-    # The burst was one: most requests were in flight before the first answer came back.
-    first_end = min(rec.end_ms for rec in burst)
-    assert sum(rec.sent_ms < first_end for rec in burst) >= len(burst) // 2
-    by_id = {rec.request_id: rec for rec in burst}
-    for ref in alone:
-        got = by_id[ref.request_id]
-        assert ref.status is Status.OK and got.status is Status.OK, (ref.error, got.error)
-        assert got.choices[0].token_ids == ref.choices[0].token_ids, ref.request_id
+    solo, burst = alone_and_in_a_burst("vllm", vllm_server.base_url, shapes, max_tokens=12)
+    for ref in solo:
+        assert burst[ref.request_id].choices[0].token_ids == ref.choices[0].token_ids, ref.request_id
 
 
 def test_seeded_draws_are_the_same_alone_and_under_load(vllm_server: ServerProcess) -> None:
