@@ -14,6 +14,7 @@ from pathlib import Path
 from servefuzz import __version__
 from servefuzz.api import EMBEDDED_FAULT, EMBEDDED_TIME_S, REMOTE_TIME_S
 from servefuzz.engines import PROFILES
+from servefuzz.launcher import PRESETS
 from servefuzz.errors import UsageError
 from servefuzz.models import DTYPES
 from servefuzz.trial import DEFAULT_RUNS
@@ -33,6 +34,10 @@ class UsageParser(argparse.ArgumentParser):
 
     def error(self, message: str) -> None:  # type: ignore[override]
         raise UsageError(message)
+
+
+# The presets as --launch takes them; sglang-cpu also at a version set up here (sglang-cpu@0.5.10.post1).
+_PRESETS = ", ".join(f"{p}[@VERSION]" if p == "sglang-cpu" else p for p in PRESETS)
 
 
 def _profile_names() -> str:
@@ -76,10 +81,10 @@ def _server(p: argparse.ArgumentParser, *, url_required: bool = False, url_flag:
     where = p.add_mutually_exclusive_group(required=url_required)
     where.add_argument(url_flag, dest="url", metavar="URL", help="a running server, e.g. http://127.0.0.1:30000")
     where.add_argument("--launch", metavar="PRESET",
-                       help="start the server and own it: reference, vllm-cpu, llama-server, or your command with {port}")
+                       help=f"start the server and own it: {_PRESETS}, or your command with {{port}}")
     p.add_argument("--engine", help="dialect: sglang, vllm, llamacpp, openai, reference (default: the finding's)")
     p.add_argument("--model", type=Path, metavar="PATH",
-                   help="with a --launch preset: the HF folder (vllm-cpu) or GGUF (llama-server) to serve")
+                   help="with a --launch preset: the HF folder (vllm-cpu, sglang-cpu) or GGUF (llama-server) to serve")
     _auth(p)
 
 
@@ -88,13 +93,13 @@ def _fuzz_flags(f: argparse.ArgumentParser) -> None:
     where = f.add_mutually_exclusive_group()
     where.add_argument("--url", help="base URL of a running server to fuzz (default: start the embedded reference engine)")
     where.add_argument("--launch", metavar="PRESET",
-                       help="start the server and own it (restarted after a crash): vllm-cpu, llama-server, "
-                            "reference, or your own command with {port}, e.g. \"llama-server -m m.gguf --port {port}\"")
+                       help=f"start the server and own it (restarted after a crash): {_PRESETS}, "
+                            "or your own command with {port}, e.g. \"llama-server -m m.gguf --port {port}\"")
     f.add_argument("--model", type=Path, metavar="PATH",
-                   help="with a --launch preset: the HF folder (vllm-cpu) or GGUF (llama-server) to serve "
+                   help="with a --launch preset: the HF folder (vllm-cpu, sglang-cpu) or GGUF (llama-server) to serve "
                         "(default: tiny models servefuzz builds into its cache)")
     f.add_argument("--profile", metavar="NAME",
-                   help="with --launch vllm-cpu or llama-server: run the preset under a feature profile "
+                   help="with a --launch preset: run it under a feature profile "
                         f"({_profile_names()}; docs/engines.md); recorded in findings, varied by triage")
     f.add_argument("--engine", help="dialect: sglang, vllm, llamacpp, openai, reference (default: detected)")
     f.add_argument("--fault", action="append", metavar="NAME",
@@ -183,7 +188,7 @@ def build_parser() -> UsageParser:
                        epilog=EXIT_CODES_HELP)
     t.add_argument("finding", type=Path, metavar="FINDING")
     t.add_argument("--launch", required=True, metavar="PRESET",
-                   help="reference, vllm-cpu, llama-server, or your own command with {port}")
+                   help=f"{_PRESETS}, or your own command with {{port}}")
     t.add_argument("--engine", help="dialect of a --launch command (default: the finding's engine)")
     t.add_argument("--model", type=Path, help="model for the vllm-cpu (HF folder) and llama-server (GGUF) presets")
     t.add_argument("--runs", type=positive_int, default=DEFAULT_RUNS, help=f"replays per variant (default {DEFAULT_RUNS})")
