@@ -227,12 +227,13 @@ def test_doctests() -> None:
 def test_the_vllm_lora_finding_matches_both_lora_issues_by_what_its_triage_showed() -> None:
     """servefuzz's vLLM CPU LoRA finding, shrunk and triaged (docs/findings/vllm-cpu-lora-base-rows):
     still there with prefix caching and chunked prefill off, which is what a reviewer of vLLM
-    #38606 saw; the punica-path issue (#50602) matches on LoRA and concurrency. Cured by prefix
-    caching off instead, the #38606 match would carry that against it."""
+    #38606 saw; the punica-path issue (#50602) matches on LoRA and concurrency, and so does the
+    CPU -1-index fix (#48421, the next test). Cured by prefix caching off instead, the #38606
+    match would carry that against it."""
     found = load_finding(Path(__file__).parents[1] / "docs/findings/vllm-cpu-lora-base-rows/finding_min_triaged.json")
     assert found.triage is not None
     matches = {m.issue.id: m for m in match(found, found.triage)}
-    assert set(matches) == {"vllm#38606", "vllm#50602"}
+    assert set(matches) == {"vllm#38606", "vllm#50602", "vllm#48421"}
     assert "still reproduces with --no-enable-prefix-caching (1/1), as vllm#38606 does" in matches["vllm#38606"].reasons
     assert not matches["vllm#38606"].against
 
@@ -242,6 +243,29 @@ def test_the_vllm_lora_finding_matches_both_lora_issues_by_what_its_triage_showe
     cured = Triage(TriageOutcome("baseline", reproduced=3, attempts=3), (outcome("--no-enable-prefix-caching", 0),))
     other = {m.issue.id: m for m in match(found, cured)}
     assert "cured by --no-enable-prefix-caching, which does not cure vllm#38606" in other["vllm#38606"].against
+
+
+def test_the_vllm_lora_finding_is_the_cpu_lora_index_fix_its_version_predates() -> None:
+    """The same finding (vLLM CPU 0.32.0): a base-model row batched beside a LoRA row read the last
+    adapter slot through its -1 LoRA index, which vLLM PR #48421 clamps and masks in the punica
+    torch ops, as 0.33.0's lora_ops.py does. That entry ranks first, on the version, LoRA and the
+    batch, and the two rows that did not cure the finding; on 0.33.0 it would be a regression."""
+    found = load_finding(Path(__file__).parents[1] / "docs/findings/vllm-cpu-lora-base-rows/finding_min_triaged.json")
+    assert found.target.version == "0.32.0"
+    matches = match(found)
+    first = matches[0]
+    assert ids(matches) == ["vllm#48421", "vllm#38606", "vllm#50602"] and not first.against
+    assert first.score > matches[1].score
+    assert first.issue.fixed_in == "0.33.0" and first.issue.upstream_for_faults == ()  # no zoo fault models it
+    for reason in ("vllm 0.32.0 predates the fix, first released in 0.33.0",
+                   "1 LoRA adapter (lora-b) and 1 base-model request",
+                   "still reproduces with --no-enable-prefix-caching (1/1), as vllm#48421 does",
+                   "still reproduces with --no-enable-chunked-prefill (1/1), as vllm#48421 does"):
+        assert reason in first.reasons
+    fixed = dataclasses.replace(found, target=dataclasses.replace(found.target, version="0.33.0"))
+    again = next(m for m in match(fixed) if m.issue.id == "vllm#48421")
+    assert again.score == first.score - 4
+    assert again.against == ("vllm 0.33.0 already has the fix (released in 0.33.0): it would be a regression",)
 
 
 def test_the_sglang_salt_finding_is_the_fix_its_version_predates() -> None:
