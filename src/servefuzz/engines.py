@@ -37,6 +37,7 @@ __all__ = [
     "VLLM_VERSION",
     "SGLANG_START_TIMEOUT_S",
     "SGLANG_VERSIONS",
+    "SGLANG_INTERPRETED",
     "sglang_argv",
     "sglang_env",
     "sglang_installed",
@@ -179,15 +180,25 @@ def sglang_argv(
     ]
 
 
-def sglang_env(threads: int = 1) -> dict[str, str]:
-    """Environment SGLang needs here: its CPU engine, and servefuzz's stand-in kernel package
-    first on the path of every process it spawns."""
+# SGLang versions whose own Triton kernels run on the CPU only under Triton's interpreter, and
+# those kernels: 0.5.10.post1's paged allocator is Triton alone (page sizes above 1 died at
+# start: "0 active drivers"); interpreted, it is SGLang's code run element by element, checked
+# against SGLang's torch version of it (standins/check_standins.py). At page size 1 no Triton
+# kernel runs, so the variable changes nothing there.
+SGLANG_INTERPRETED: dict[str, tuple[str, ...]] = {"0.5.10.post1": ("alloc_extend_kernel", "alloc_decode_kernel")}
+
+
+def sglang_env(version: str | None = None, threads: int = 1) -> dict[str, str]:
+    """Environment SGLang `version` needs here: its CPU engine, servefuzz's stand-in kernel
+    package first on the path of every process it spawns, and Triton's interpreter where the
+    version's kernels need it (`SGLANG_INTERPRETED`)."""
     path = os.environ.get("PYTHONPATH", "")
     return {
         "SGLANG_USE_CPU_ENGINE": "1",
         "PYTHONPATH": str(standin_path()) + (os.pathsep + path if path else ""),
         "HF_HUB_OFFLINE": "1",
         "OMP_NUM_THREADS": str(threads),
+        **({"TRITON_INTERPRET": "1"} if version in SGLANG_INTERPRETED else {}),
     }
 
 

@@ -76,8 +76,10 @@ _SECRET = re.compile(
 )
 
 
-# The stand-ins servefuzz ships (a finding file names only these; anything else is dropped).
-KNOWN_STANDINS = frozenset({"sgl_kernel"})
+# What ran in place of the engine's own machinery (a finding file names only these; anything else
+# is dropped): servefuzz's stand-in `sgl_kernel`, and Triton's interpreter running SGLang's own
+# kernels on a CPU (engines.SGLANG_INTERPRETED).
+KNOWN_STANDINS = frozenset({"sgl_kernel", "triton-interpreter"})
 
 
 @dataclass(frozen=True)

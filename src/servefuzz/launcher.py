@@ -394,8 +394,9 @@ class Launch:
             dtype = str(args.get("dtype") or engines.model_dtype(hf_dir))
             page = target.page_size if target is not None and target.page_size else 1
             argv = engines.sglang_argv(hf_dir, version, dtype=dtype, page_size=page)
-            return cls("sglang", tuple(argv), engines.sglang_env(), start_timeout_s=engines.SGLANG_START_TIMEOUT_S,
-                       device="cpu", standins=("sgl_kernel",))
+            interpreted = ("triton-interpreter",) if version in engines.SGLANG_INTERPRETED else ()
+            return cls("sglang", tuple(argv), engines.sglang_env(version), start_timeout_s=engines.SGLANG_START_TIMEOUT_S,
+                       device="cpu", standins=("sgl_kernel", *interpreted))
         if preset == "llama-server":
             gguf = engines.gguf_model(model) if model is not None else None
             if not engines.llama_server_built():

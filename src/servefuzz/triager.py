@@ -320,6 +320,9 @@ def render_matrix(finding: Finding, result: Triage) -> list[str]:
                      "its KV-slot write and KV row move (speculative decoding and pool moves only) are checked "
                      "against SGLang's own kernels, its speculative-decoding helpers refuse to run; "
                      "calls, if any: server.log ('servefuzz stand-in') and DIR/standin_calls.jsonl")
+    if "triton-interpreter" in finding.target.standins:
+        lines.append("interpreter: SGLang's own paged-allocator kernels ran under Triton's interpreter (a CPU has no "
+                     "Triton driver), checked against SGLang's torch version of them; at page size 1 they do not run")
     for m in result.known_issues:
         lines.append(f"known issue {m['id']}: {m.get('title', '')}")
         lines += [f"  + {reason}" for reason in m.get("reasons", ())]

@@ -79,5 +79,5 @@ def sglang_server(tiny_models: ModelPaths, tmp_path_factory: pytest.TempPathFact
         pytest.skip(f"SGLang CPU {version} is not installed under {engines.cache_dir()}: run {engines.SETUP_SCRIPT}")
     argv = engines.sglang_argv(tiny_models.hf_dir, version, page_size=SGLANG_PAGE)
     log = tmp_path_factory.mktemp("sglang") / "server.log"
-    yield from _serve(ServerProcess(argv, env=engines.sglang_env(), log_path=log,
+    yield from _serve(ServerProcess(argv, env=engines.sglang_env(version), log_path=log,
                                     start_timeout_s=engines.SGLANG_START_TIMEOUT_S))

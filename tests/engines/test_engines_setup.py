@@ -63,6 +63,9 @@ def test_launch_commands_carry_the_flags_and_a_port_to_fill(tmp_path: Path) -> N
     undeclared = engines.sglang_argv(tmp_path / "hf", engines.SGLANG_VERSIONS[0], dtype="auto")
     assert undeclared[undeclared.index("--dtype") + 1] == "float32"
     assert engines.sglang_env()["SGLANG_USE_CPU_ENGINE"] == "1"
+    # Triton's interpreter only where the version's own kernels need it (0.5.10.post1's allocator).
+    assert engines.sglang_env("0.5.10.post1")["TRITON_INTERPRET"] == "1"
+    assert "TRITON_INTERPRET" not in engines.sglang_env("0.5.23")
 
 
 def test_a_sglang_version_not_set_up_is_one_line() -> None:

@@ -23,7 +23,11 @@ pytestmark = pytest.mark.engine
 CHECK = engines.standin_path() / "check_standins.py"
 HELPERS = {"assign_req_to_token_pool_cpu", "copy_all_layer_kv_cache_cpu"}
 USED = {"0.5.23": HELPERS, "0.5.10.post1": set()}
-MUTATED = {"assign-start+1": "assign_req_to_token_pool_cpu", "copy-src+1": "copy_all_layer_kv_cache_cpu"}
+MUTATED = {"assign-start+1": "assign_req_to_token_pool_cpu", "copy-src+1": "copy_all_layer_kv_cache_cpu",
+           "alloc-free+1": "alloc_extend_kernel"}
+# SGLang's own kernels the launcher runs under Triton's interpreter (engines.SGLANG_INTERPRETED),
+# each checked against SGLang's torch version of it.
+INTERPRETED = {"0.5.23": set(), "0.5.10.post1": {"alloc_extend_kernel"}}
 
 
 @pytest.mark.timeout(900)
@@ -32,7 +36,7 @@ def test_the_standins_do_what_sglangs_own_kernels_do_and_a_one_slot_change_is_ca
     if not engines.sglang_installed(version):
         pytest.skip(f"SGLang CPU {version} is not installed under {engines.cache_dir()}: run {engines.SETUP_SCRIPT}")
     p = subprocess.run([str(engines.sglang_python(version)), str(CHECK), "--mutants", "--cases", "60"],
-                       env={**os.environ, **engines.sglang_env()}, capture_output=True, text=True, timeout=880)
+                       env={**os.environ, **engines.sglang_env(version)}, capture_output=True, text=True, timeout=880)
     assert p.stdout.strip(), p.stderr[-2000:]
     out = json.loads(p.stdout.strip().splitlines()[-1])
     assert out["sglang"] == version and "error" not in out, out
@@ -43,7 +47,11 @@ def test_the_standins_do_what_sglangs_own_kernels_do_and_a_one_slot_change_is_ca
     checks = {c["fn"]: c for c in out["checks"]}
     assert set(checks) == used
     assert all(c["cases"] == 60 and c["failed"] == 0 for c in checks.values()), checks
-    assert set(out["mutants"]) == {m for m, fn in MUTATED.items() if fn in used}
+    interpreted = {c["fn"]: c for c in out["interpreted"]}
+    assert set(interpreted) == INTERPRETED[version]
+    assert all(c["cases"] == 60 and c["failed"] == 0 for c in interpreted.values()), interpreted
+    assert set(interpreted) <= set(engines.SGLANG_INTERPRETED.get(version, ()))
+    assert set(out["mutants"]) == {m for m, fn in MUTATED.items() if fn in used | set(interpreted)}
     for name, found in out["mutants"].items():
         failed = {c["fn"]: c["failed"] for c in found}
         target = MUTATED[name]

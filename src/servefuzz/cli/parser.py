@@ -14,8 +14,8 @@ from pathlib import Path
 from servefuzz import __version__
 from servefuzz.api import EMBEDDED_FAULT, EMBEDDED_TIME_S, REMOTE_TIME_S
 from servefuzz.engines import PROFILES
-from servefuzz.launcher import PRESETS
 from servefuzz.errors import UsageError
+from servefuzz.launcher import PRESETS
 from servefuzz.models import DTYPES
 from servefuzz.trial import DEFAULT_RUNS
 

@@ -3,7 +3,7 @@
 Runs in an SGLang venv with this folder on PYTHONPATH, as the server does (`python
 check_standins.py [--mutants] [--cases N]`), never in servefuzz's: it imports SGLang, which
 imports the stand-in. It prints one JSON object: `{"sglang": VERSION, "checks": [{"fn",
-"reference", "cases", "failed", "first_failure"}], "mutants": {NAME: checks}}` and exits 0 when
+"reference", "cases", "failed", "first_failure"}], "mutants": {NAME: checks}, "interpreted": checks}` and exits 0 when
 every case agrees, 1 when one does not, 2 when a reference cannot run. Only the helpers this
 SGLang imports are checked (`used`: SGLang 0.5.10.post1 computes with none of them on the CPU).
 
@@ -12,6 +12,11 @@ CPU (TRITON_INTERPRET=1: the kernel's own code, element by element), and its tor
 where it has one. Inputs are random but in the range SGLang passes: distinct rows and target
 slots, lengths that cross the kernels' 32-slot blocks, empty ranges, source and target rows
 that overlap, every dtype the callers use.
+
+Where the launcher runs one of SGLang's own Triton kernels under Triton's interpreter instead
+(`engines.SGLANG_INTERPRETED`: 0.5.10.post1's paged allocator), `interpreted` holds that kernel,
+interpreted, against SGLang's own torch version of it (and `--mutants` feeds it a free list one
+page late, which must fail).
 
 `--mutants` also checks copies of the stand-in changed by one slot (`MUTANTS` says what each
 changes), each of which must fail: the check shows that it fails when the stand-in is wrong.
@@ -39,7 +44,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))  # the stand-in, as the
 import sgl_kernel  # noqa: E402
 import torch  # noqa: E402
 
-__all__ = ["MUTANTS", "main"]
+__all__ = ["MUTANTS", "MUTATED", "main"]
 
 
 def _assign_off_by_one(req_pool_indices: Any, req_to_token: Any, start_offset: Any, end_offset: Any,
@@ -60,6 +65,10 @@ MUTANTS: dict[str, tuple[str, Callable[..., None]]] = {
     "assign-start+1": ("assign_req_to_token_pool_cpu", _assign_off_by_one),
     "copy-src+1": ("copy_all_layer_kv_cache_cpu", _copy_off_by_one),
 }
+
+
+# Each mutant and the function whose check must catch it.
+MUTATED = {**{name: fn for name, (fn, _) in MUTANTS.items()}, "alloc-free+1": "alloc_extend_kernel"}
 
 
 def _pow2(n: int) -> int:
@@ -165,6 +174,52 @@ def _pool_args(buffers: list[Any]) -> tuple[Any, Any]:
             torch.tensor([b.stride(0) * b.dtype.itemsize for b in buffers]))
 
 
+def _alloc_case(rng: random.Random) -> dict[str, Any]:
+    """A batch as the paged allocator gets it: each request's cached prefix ends at `last_loc`
+    (inside its last prefix page), its new tokens go to the partial page, whole free pages, then
+    a partial one; the free list holds distinct pages none of the prefixes use."""
+    page = rng.choice((2, 16, 64))
+    bs = rng.randint(1, 8)
+    prefix = [rng.choice((0, page, rng.randint(0, 4 * page))) for _ in range(bs)]
+    seq = [p + rng.randint(1, 5 * page) for p in prefix]
+    new_pages = sum(-(-s // page) - -(-p // page) for p, s in zip(prefix, seq))
+    pages = rng.sample(range(1, 2 * (new_pages + bs) + 8), new_pages + bs)
+    held, free = pages[:bs], pages[bs:]  # each request's last prefix page, and the free list
+    last = [h * page + (p - 1) % page if p else -1 for h, p in zip(held, prefix)]
+    as_t = lambda xs: torch.tensor(xs, dtype=torch.int64)  # noqa: E731
+    return {"page": page, "prefix": as_t(prefix), "seq": as_t(seq), "last": as_t(last), "free": as_t(free),
+            "tokens": sum(seq) - sum(prefix)}
+
+
+def check_interpreted_allocator(cases: int, seed: int, *, mutant: bool = False) -> dict[str, Any] | None:
+    """Where this SGLang's paged allocator is a Triton kernel only (0.5.10.post1: it dies on a
+    CPU without the interpreter), the launcher runs it under Triton's interpreter: the kernel
+    `alloc_extend_kernel`, interpreted, against SGLang's own torch version `alloc_extend_naive`
+    (its NPU path). None where the version has no such kernel. `mutant`: the interpreted kernel
+    reads the free list one page late, which the check must catch."""
+    try:
+        from sglang.srt.mem_cache.allocator import alloc_extend_kernel as kernel
+        from sglang.srt.mem_cache.allocator import alloc_extend_naive as naive
+    except ImportError:
+        return None
+    rng = random.Random(seed)
+    failed, first = 0, None
+    for i in range(cases):
+        c = _alloc_case(rng)
+        theirs = torch.full((c["tokens"],), -7, dtype=torch.int64)
+        interpreted = theirs.clone()
+        naive(c["prefix"], c["seq"], c["last"], c["free"], theirs, c["page"], "cpu")
+        bs = int(c["prefix"].numel())
+        free = torch.roll(c["free"], 1) if mutant else c["free"]
+        kernel[(bs,)](c["prefix"], c["seq"], c["last"], free, interpreted, _pow2(bs), c["page"])
+        if not torch.equal(theirs, interpreted):
+            failed += 1
+            if first is None:
+                first = {"case": i, "page": c["page"], "prefix": c["prefix"].tolist(), "seq": c["seq"].tolist()}
+    return {"fn": "alloc_extend_kernel", "reference": "allocator.alloc_extend_naive (torch)",
+            "cases": cases, "failed": failed, "first_failure": first}
+
+
 CHECKS: dict[str, Callable[[Callable[..., None], int, int], dict[str, Any]]] = {
     "assign_req_to_token_pool_cpu": check_assign,
     "copy_all_layer_kv_cache_cpu": check_copy,
@@ -212,9 +267,14 @@ def main(argv: list[str] | None = None) -> int:
     except ImportError as e:  # this SGLang has no such reference: the check cannot speak for it
         print(json.dumps({"sglang": sglang.__version__, "error": f"{type(e).__name__}: {e}"}))
         return 2
-    print(json.dumps({"sglang": sglang.__version__, "used": sorted(used), "checks": checks, "mutants": mutants}))
-    faithful = all(c["failed"] == 0 for c in checks)
-    caught = all(any(c["fn"] == MUTANTS[name][0] and c["failed"] > 0 for c in found) for name, found in mutants.items())
+    allocator = check_interpreted_allocator(args.cases, args.seed)
+    interpreted = [allocator] if allocator is not None else []
+    if allocator is not None and args.mutants:
+        mutants["alloc-free+1"] = [check_interpreted_allocator(args.cases, args.seed, mutant=True)]
+    print(json.dumps({"sglang": sglang.__version__, "used": sorted(used), "checks": checks, "mutants": mutants,
+                      "interpreted": interpreted}))
+    faithful = all(c["failed"] == 0 for c in (*checks, *interpreted))
+    caught = all(any(c["fn"] == MUTATED[name] and c["failed"] > 0 for c in found) for name, found in mutants.items())
     return 0 if faithful and caught else 1
 
 
