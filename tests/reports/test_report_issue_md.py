@@ -4,9 +4,11 @@ that a finding's free text cannot break."""
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 from report_findings import seed_like
 
+from servefuzz.finding import load_finding
 from servefuzz.known_issues import match
 from servefuzz.reports.issue_md import issue_markdown
 
@@ -15,8 +17,9 @@ def test_the_issue_has_the_seed_reports_sections_in_order() -> None:
     finding = seed_like()
     text = issue_markdown(finding, match(finding))
     headings = re.findall(r"^#+ (.*)$", text, flags=re.MULTILINE)
-    assert headings[0].startswith("[Bug] reference: corruption at temperature 0")
-    assert "prefix\\_len=64, page size 64" in headings[0]
+    # What went wrong and how the requests were sent, from the trace: never "under concurrent load".
+    assert headings[0] == ("[Bug] reference 0.1.0: r02 at temperature 0 answers otherwise than alone "
+                           "(5 requests over 400 ms, prefix\\_len=64, page size 64)")
     assert headings[1:] == [
         "Describe the bug",
         "Reproduction",
@@ -28,6 +31,12 @@ def test_the_issue_has_the_seed_reports_sections_in_order() -> None:
         "Environment",
     ]
     assert "- Reproduction rate: 10/10 (100%, 95% CI 72-100%) of replays (reproduced)" in text
+    assert "**Expected:** r02 gives the output it gives when sent alone to the idle server (at temperature 0" in text
+    assert "**Actual:** sent with the others, r02 answered otherwise from token 0 on (10/10 replays)" in text
+    # servefuzz's own reasoning is there, folded away below the outputs.
+    folded = text.index("<details><summary>servefuzz's evidence</summary>")
+    assert text.index("margin 4.1500 &gt; threshold 0.0040") > folded > text.index("### Diverged outputs")
+    assert "concurrent load" not in text
     assert "servefuzz serve-reference \\\n    --page-size 64" in text and "--fault page-boundary-prefix" in text
     assert "python3 repro.py --base-url http://127.0.0.1:30000 --runs 10" in text
 
@@ -82,8 +91,9 @@ def test_a_crash_of_a_launched_server_shows_its_exit_status_and_log_tail() -> No
     text = issue_markdown(finding, ())
     assert "The server exited with status -9" in text and "FATAL <kv pool> exhausted" in text
     # A crash is the server failing the requests, not outputs that differ between runs.
-    assert "and the server failed them: server went away in 1/2 runs" in text
-    assert "gave different outputs" not in text
+    assert "**Expected:** every request is answered" in text
+    assert "**Actual:** server went away in 1/2 runs" in text
+    assert "answered otherwise" not in text
     page = report_html(finding, ())
     assert "status -9" in page and "FATAL &lt;kv pool&gt; exhausted" in page  # escaped, never markup
     plain = dataclasses.replace(finding, anomalies=(dataclasses.replace(crash, evidence={}),))
@@ -98,8 +108,8 @@ def test_a_seeded_draw_is_not_called_temperature_0() -> None:
     specs = [dataclasses.replace(r, temperature=0.8, seed=7) if r.id == victim else r for r in finding.scenario.requests]
     sampled = dataclasses.replace(finding, scenario=finding.scenario.with_requests(specs))
     text = issue_markdown(sampled, [])
-    assert text.startswith("# [Bug] reference: corruption with a fixed seed at temperature 0.8 under concurrent load")
-    assert "identical requests (with a fixed seed at temperature 0.8)" in text
+    assert text.startswith("# [Bug] reference 0.1.0: r02 with a fixed seed at temperature 0.8 answers otherwise than alone")
+    assert "when sent alone to the idle server (with a fixed seed at temperature 0.8" in text
     assert "temperature-0" not in text
 
 
@@ -159,3 +169,16 @@ def test_a_finding_made_under_the_spec_draft_profile_names_the_draft_where_model
                   "-md DRAFT_DIR/tiny-draft.gguf", "--port 8080"):
         assert words in command, (words, command)
     assert str(cache_dir()) not in command
+
+
+def test_an_isolation_breach_says_which_salt_was_served_whose_prefix() -> None:
+    """servefuzz's SGLang 0.5.10.post1 finding (docs/findings/sglang-cpu-salt-dropped): the
+    expected and actual are the cached-token counts, the salts and the request that cached it."""
+    found = load_finding(Path(__file__).parents[2] / "docs/findings/sglang-cpu-salt-dropped/finding_min_triaged.json")
+    text = issue_markdown(found, match(found))
+    assert text.startswith("# [Bug] sglang 0.5.10.post1: a request under cache\\_salt 'tenant-b-2f620a50' is served "
+                           "a prefix cached under another salt (2 requests over 136 ms)")
+    assert "reports at most 0 cached prompt tokens" in text
+    assert ("**Actual:** it reported 315 cached tokens: the prefix that r04\\_st\\_sp had put in the cache under "
+            "cache_salt `tenant-a-0ccdc7e2` (10/10 replays).") in text
+    assert "answers otherwise" not in text and "concurrent load" not in text

@@ -26,7 +26,7 @@ def test_writes_the_three_files_and_finds_the_campaigns_histories(tmp_path: Path
     assert out == [str(report / "repro.py"), str(report / "issue.md"), str(report / "report.html")]
     assert os.access(report / "repro.py", os.X_OK)
     assert "send and end times of loaded run 4" in (report / "report.html").read_text(encoding="utf-8")
-    assert (report / "issue.md").read_text(encoding="utf-8").startswith("# [Bug] reference: corruption")
+    assert (report / "issue.md").read_text(encoding="utf-8").startswith("# [Bug] reference 0.1.0: r02 at temperature 0")
 
 
 def test_out_and_histories_can_be_given(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -1,7 +1,9 @@
 """issue.md: a bug report ready to file, in the shape of the seed report (SGLang #22819).
 
-Description, the server command, the repro, the request trace table, the diverged outputs,
-the triage matrix, the known-issue matches and the environment. Everything taken from the
+A title that names what went wrong and how the requests were sent (how many, how far apart:
+"concurrent" is never claimed from the trace alone), expected and actual in plain words,
+the server command, the repro, the request trace table, the diverged outputs, servefuzz's own
+evidence folded away, the triage matrix, the known-issue matches and the environment. Everything taken from the
 finding is escaped by `servefuzz.sanitize`: table cells and prose through `markdown`, code
 spans through `markdown_code`, outputs and commands inside a `fence` longer than any backtick
 run they hold, and no control character anywhere, so a finding cannot inject markup into the
@@ -29,6 +31,7 @@ from servefuzz.reports.facts import (
 from servefuzz.sanitize import fence, visible
 from servefuzz.sanitize import markdown as md
 from servefuzz.sanitize import markdown_code as code
+from servefuzz.triggers import BURST_MS
 
 __all__ = ["issue_markdown"]
 
@@ -50,6 +53,7 @@ def issue_markdown(finding: Finding, matches: Sequence[Match]) -> str:
         f"## Detail of {md(finding.filename)}",
         _trace(finding),
         _outputs(finding),
+        _evidence(finding),
     ]
     if finding.triage is not None:
         parts += ["## Triage matrix", _triage(finding)]
@@ -59,14 +63,34 @@ def issue_markdown(finding: Finding, matches: Sequence[Match]) -> str:
 
 def _title(finding: Finding) -> str:
     ids = finding.expected_diverging
-    engine = finding.target.engine
+    t = finding.target
+    engine = f"{t.engine} {t.version}" if t.version else t.engine
+    sent = _arrival(finding)
+    if finding.verdict.is_failure:
+        return f"{engine}: {finding.verdict.value} ({sent}): {finding.headline.summary}"
+    if finding.verdict.value == "isolation-breach":
+        salt = finding.headline.evidence.get("salt")
+        return (f"{engine}: a request under cache_salt {salt!r} is served a prefix cached under another salt ({sent})"
+                if salt else f"{engine}: isolation-breach ({sent}): {finding.headline.summary}")
     if not finding.verdict.is_divergence:
-        return f"{engine}: {finding.verdict.value} under concurrent load ({finding.headline.summary})"
+        return f"{engine}: {finding.verdict.value} ({sent}): {finding.headline.summary}"
     specs = finding.scenario.by_id()
-    page = finding.target.page_size
+    page = t.page_size
     first = specs.get(ids[0]) if ids else None
-    where = f" (prefix_len={first.prefix_len}{f', page size {page}' if page else ''})" if first else ""
-    return f"{engine}: {finding.verdict.value} {_sampling(finding)} under concurrent load: {', '.join(ids[:3])}{where} diverges"
+    where = f", prefix_len={first.prefix_len}{f', page size {page}' if page else ''}" if first else ""
+    who = ", ".join(ids[:3]) or "a request"
+    return f"{engine}: {who} {_sampling(finding)} answers otherwise than alone ({sent}{where})"
+
+
+def _arrival(finding: Finding) -> str:
+    """How the requests were sent, from the trace: how many, and over how long."""
+    offsets = sorted(r.offset_ms for r in finding.scenario.requests)
+    if len(offsets) <= 1:
+        return "a single request"
+    spread = offsets[-1] - offsets[0]
+    if spread <= BURST_MS:
+        return f"{len(offsets)} requests at once"
+    return f"{len(offsets)} requests over {spread:.0f} ms"
 
 
 def _sampling(finding: Finding) -> str:
@@ -81,22 +105,18 @@ def _sampling(finding: Finding) -> str:
 
 def _description(finding: Finding) -> str:
     t = finding.target
-    n = len(finding.scenario.requests)
-    ids = finding.expected_diverging
-    # Liveness findings are about the server, not about outputs that differ between runs.
-    what = (f"and the server failed them: {md(finding.headline.summary)}" if finding.verdict.is_failure else
-            f"and identical requests ({_sampling(finding)}) gave different outputs between runs. "
-            + (f"Diverging: {md(', '.join(ids))}; every other request is stable." if ids
-               else md(finding.headline.summary)))
+    expected, actual = _expected_actual(finding)
     lines = [
-        f"servefuzz found a **{md(finding.verdict.value)}** on {md(t.engine)}"
-        f"{f' {md(t.version)}' if t.version else ''}: {n} requests were sent at fixed offsets, " + what,
+        f"On {md(t.engine)}{f' {md(t.version)}' if t.version else ''}, servefuzz sent {md(_arrival(finding))} "
+        "at fixed offsets (the trace below) and replayed them, each run on a flushed cache.",
+        "",
+        f"**Expected:** {expected}",
+        "",
+        f"**Actual:** {actual}",
         "",
     ]
     if finding.confirmation is not None:
         lines.append(f"- Reproduction rate: {finding.confirmation.interval} of replays ({finding.confirmation.decision})")
-    d = deciding_divergence(finding)
-    lines.append(f"- Verdict: {md(finding.verdict.value)} — {md(d.reason if d is not None else finding.why)}")
     if finding.triage is not None:
         cures = finding.triage.cures
         lines.append(
@@ -104,9 +124,45 @@ def _description(finding: Finding) -> str:
         )
         if finding.triage.implicated:
             lines.append(f"- Implicated component: {md(', '.join(finding.triage.implicated))}")
-    lines += ["", "Trigger features:", ""]
-    lines += [f"- {md(reason)} ({code(feature)})" for feature, reason in trigger_features(finding).items()]
     return "\n".join(lines)
+
+
+def _expected_actual(finding: Finding) -> tuple[str, str]:
+    """What the user of the engine could expect, and what it did, in plain words (markdown)."""
+    head = finding.headline
+    ids = finding.expected_diverging
+    rate = f" ({finding.confirmation.rate} replays)" if finding.confirmation is not None else ""
+    if finding.verdict.is_failure:
+        return "every request is answered (or refused with a 4xx).", md(head.summary) + rate
+    e = head.evidence
+    hits = e.get("hits")
+    if finding.verdict.value == "isolation-breach" and isinstance(hits, list) and hits and isinstance(hits[0], dict):
+        hit = hits[0]
+        expected = (f"{md(head.request_id)}, sent under cache_salt {code(str(e.get('salt')))}, reports at most "
+                    f"{md(str(e.get('allowed')))} cached prompt tokens: requests under other salts must not share "
+                    "its prefix cache.")
+        actual = (f"it reported {md(str(hit.get('cached_tokens')))} cached tokens: the prefix that "
+                  f"{md(str(hit.get('source')))} had put in the cache under cache_salt "
+                  f"{code(str(hit.get('source_salt')))}{rate}.")
+        return expected, actual
+    if finding.verdict.is_divergence and ids:
+        who = md(", ".join(ids))
+        d = deciding_divergence(finding)
+        at = f" from {md(d.unit)} {d.position} on" if d is not None else ""
+        return (f"{who} gives the output it gives when sent alone to the idle server ({_sampling(finding)}, "
+                "the output is fixed: the same prompt and settings alone give it every time).",
+                f"sent with the others, {who} answered otherwise{at}{rate}; the outputs are below.")
+    return "the requests behave as each does alone.", md(head.summary) + rate
+
+
+def _evidence(finding: Finding) -> str:
+    """servefuzz's own reasoning (verdict, the margin against the measured noise, trigger
+    features), folded away: a maintainer needs the expected and actual first."""
+    d = deciding_divergence(finding)
+    lines = [f"- Verdict: {md(finding.verdict.value)} — {md(d.reason if d is not None else finding.why)}", "",
+             "Trigger features:", ""]
+    lines += [f"- {md(reason)} ({code(feature)})" for feature, reason in trigger_features(finding).items()]
+    return "<details><summary>servefuzz's evidence</summary>\n\n" + "\n".join(lines) + "\n\n</details>"
 
 
 def _trace(finding: Finding) -> str:
@@ -133,7 +189,7 @@ def _outputs(finding: Finding) -> str:
         parts += [f"**{md(rid)}**", fence(_variant_lines(vs), "text")]
     d = deciding_divergence(finding)
     if d is not None:
-        parts.append(f"Divergence starts at {md(d.unit)} {d.position} of {md(d.request_id)}: {md(d.reason)}")
+        parts.append(f"Divergence starts at {md(d.unit)} {d.position} of {md(d.request_id)}.")
     return "\n\n".join(parts)
 
 
