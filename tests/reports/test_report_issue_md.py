@@ -182,3 +182,6 @@ def test_an_isolation_breach_says_which_salt_was_served_whose_prefix() -> None:
     assert ("**Actual:** it reported 315 cached tokens: the prefix that r04\\_st\\_sp had put in the cache under "
             "cache_salt `tenant-a-0ccdc7e2` (10/10 replays).") in text
     assert "answers otherwise" not in text and "concurrent load" not in text
+    # The preset's command as it ran on the CPU: its environment, the stand-in's folder, its flags.
+    assert "SGLANG_USE_CPU_ENGINE=1 TRITON_INTERPRET=1 PYTHONPATH=STANDINS_DIR python3 -m sglang.launch_server" in text
+    assert "--device cpu" in text and "--model-path MODEL_DIR" in text and "--page-size 1" in text

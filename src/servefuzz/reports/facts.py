@@ -36,6 +36,8 @@ from servefuzz.engines import (
     adapter_flags,
     draft_flags,
     llama_server_preset_argv,
+    sglang_argv,
+    sglang_env,
     vllm_argv,
     vllm_env,
     with_flags,
@@ -82,6 +84,19 @@ def server_command(target: TargetInfo, *, multiline: bool = False) -> str:
         faults = [f for f in target.faults if _is_fault(f)]
         argv = ["servefuzz", "serve-reference", *flags, *(w for f in faults for w in ("--fault", f))]
         refused += [*bad, *(["faults not spelled like fault names"] if len(faults) < len(target.faults) else [])]
+    elif target.engine == "sglang" and "sgl_kernel" in target.standins:
+        # Made by `--launch sglang-cpu`: the preset's command and environment (the CPU engine,
+        # the stand-in kernel package on PYTHONPATH, Triton's interpreter where the version needs
+        # it) with the profile's flags from servefuzz's table; MODEL_DIR is `servefuzz model
+        # build DIR`'s DIR/hf-float32, STANDINS_DIR servefuzz's src/servefuzz/standins.
+        page = target.page_size if target.page_size else 1
+        preset = sglang_argv(Path("MODEL_DIR"), "", dtype=str(args.get("dtype") or "float32"), page_size=page)
+        profile = PROFILES["sglang-cpu"].get(target.profile or "")
+        flags = with_flags(preset[1:], _profile_flags("sglang-cpu", profile)) if profile is not None else preset[1:]
+        argv = ["python3", *without_flags(flags, {"--port"})]
+        cpu = sglang_env(target.version)
+        cpu = {k: v for k, v in cpu.items() if k in ("SGLANG_USE_CPU_ENGINE", "TRITON_INTERPRET")}
+        env = {**cpu, "PYTHONPATH": "STANDINS_DIR", **{k: v for k, v in env.items() if k != "PYTHONPATH"}}
     elif target.engine == "sglang":
         flags, bad = flag_words(SGLANG_FLAGS, args)
         argv = ["python3", "-m", "sglang.launch_server", "--model-path", _path(args.get("model_path"), "MODEL"), *flags]

@@ -1,0 +1,1228 @@
+#!/usr/bin/env python3
+"""Standalone reproduction of servefuzz finding finding_00026_1542094601.json (standard library only).
+
+Start the server as issue.md says, then:
+
+    python3 repro.py --base-url http://127.0.0.1:30000 --runs 10
+
+First every request expected to diverge is sent once alone on a flushed cache: its reference.
+Then the finding's requests are sent at their recorded offsets, --runs times, each run on a
+flushed cache where the engine has a flush (a request with a cache-state finding is then probed
+warm, and primed by its bare prefix). A run reproduces the finding when an expected request
+answers other than its reference (or, for a crash, hang, 5xx or malformed answer, when the same
+failure shows again; for an isolation breach, when an expected request again reports more
+cached tokens than its own cache salt allows): the rule servefuzz itself confirms with
+(servefuzz.oracles.judge), which a test holds this script to.
+Exit status: 0 CONFIRMED, 1 NOT REPRODUCED or UNDECIDED (servefuzz.stats decides, embedded
+below), 2 bad arguments or no server to talk to.
+
+The finding is data (the JSON text in FINDING, with the exact request bodies servefuzz sends);
+nothing read from it is ever executed.
+"""
+
+import argparse
+import http.client
+import json
+import re
+import socket
+import sys
+import textwrap
+import threading
+import time
+import urllib.parse
+
+# --- servefuzz.stats, verbatim: the rule that turns "k of n runs" into a decision ----------
+"""Rates and every decision made from them: one module owns the rules.
+
+A finding's rate is "k of n replays showed it again". Everything servefuzz claims about a
+finding (reproduced, not reproduced, cured, still there, a shrink candidate kept) is a claim
+about such rates, so each claim is made here, with its error rate stated:
+
+- `Rate`: k of n with its Wilson score interval (95% unless asked), printed as
+  "8/10 (80%, 95% CI 49-94%)".
+- `SequentialTest`: Wald's sequential probability ratio test deciding "reproduced" (the rate is
+  at least p1 = 0.5) against "not reproduced" (at most p0 = 0.05), each wrong at most 1% of the
+  time (alpha = beta = 0.01), replaying one run at a time until the evidence decides or a cap
+  is reached ("undecided").
+- `fisher_less`: the one-sided Fisher exact p-value that one rate is below another.
+- `CureTest`: triage's rule: "cured" only when the variant never reproduced and is
+  significantly below the baseline (p < 0.01); "still there" when it came back.
+- `ShrinkGate`: shrink's rule: a candidate is kept only when its rate is not significantly
+  below the finding's (p >= 0.01) and a sequential test says it reproduces at the finding's
+  level (at most 5% wrong either way).
+- `Trail`: a finding's rates over time; a finding that reproduced and then stops is *flaky*
+  (reported with its history, as Hypothesis reports a flaky test, never shrunk into nothing).
+
+    >>> r = Rate(8, 10)
+    >>> str(r)
+    '8/10 (80%, 95% CI 49-94%)'
+    >>> decide(2, 2), decide(0, 8), decide(1, 3)
+    ('reproduced', 'not reproduced', 'undecided')
+    >>> round(fisher_less(0, 5, 10, 10), 5)     # 0/5 under a flag against 10/10 without it
+    0.00033
+    >>> CureTest().decide(Rate(0, 3), Rate(10, 10)), CureTest().decide(Rate(0, 20), Rate(1, 5))
+    ('cured', 'undecided')
+
+Standard library only (`math`), no imports from servefuzz and no `from __future__` import:
+report/repro.py embeds this module's source verbatim, so the standalone script decides exactly
+as servefuzz does. Annotations beyond builtin names are strings so that the copy runs on older
+Pythons too.
+"""
+
+import math
+
+__all__ = [
+    "ACCEPT",
+    "CURED",
+    "NOT_REPRODUCED",
+    "REDUCED",
+    "REJECT",
+    "REPRODUCED",
+    "REPRODUCTION",
+    "STILL_THERE",
+    "UNDECIDED",
+    "CureTest",
+    "Rate",
+    "SequentialTest",
+    "ShrinkGate",
+    "Trail",
+    "decide",
+    "fisher_less",
+    "more_runs",
+    "wilson",
+    "z_score",
+]
+
+REPRODUCED = "reproduced"
+NOT_REPRODUCED = "not reproduced"
+UNDECIDED = "undecided"
+CURED = "cured"
+REDUCED = "reduced"
+STILL_THERE = "still there"
+ACCEPT = "accept"
+REJECT = "reject"
+
+
+def z_score(confidence: float) -> float:
+    """The two-sided standard normal quantile for `confidence` (1.959964 for 0.95).
+
+    Bisection on erfc: exact to double precision, and `math` is all this module may import.
+    """
+    if not 0.0 < confidence < 1.0:
+        raise ValueError(f"confidence must be in (0, 1), got {confidence!r}")
+    tail = 1.0 - confidence  # P(|Z| > z) = erfc(z / sqrt 2)
+    lo, hi = 0.0, 40.0
+    for _ in range(200):
+        mid = (lo + hi) / 2
+        if math.erfc(mid / math.sqrt(2.0)) > tail:
+            lo = mid
+        else:
+            hi = mid
+    return (lo + hi) / 2
+
+
+def wilson(k: int, n: int, confidence: float = 0.95) -> "tuple[float, float]":
+    """Wilson's score interval for k successes in n trials; (0, 1) when n is 0.
+
+    Unlike the textbook k/n +- z*sqrt(p(1-p)/n), it never leaves [0, 1] and stays honest at
+    0/n and n/n, the rates replays mostly give (0/10 is not "0%, certainly").
+
+        >>> [round(x, 4) for x in wilson(81, 263)]   # Newcombe (1998), Table I
+        [0.2553, 0.3662]
+    """
+    if n == 0:
+        return 0.0, 1.0
+    z = z_score(confidence)
+    p = k / n
+    z2n = z * z / n
+    centre = (p + z2n / 2) / (1 + z2n)
+    half = z * math.sqrt(p * (1 - p) / n + z2n / (4 * n)) / (1 + z2n)
+    # k = 0 and k = n are exact at the ends (the formula gives them up to rounding).
+    low = 0.0 if k == 0 else max(0.0, centre - half)
+    high = 1.0 if k == n else min(1.0, centre + half)
+    return low, high
+
+
+def _pct(x: float) -> str:
+    """A percentage for people: whole numbers, but never "0" or "100" for what is not."""
+    pct = 100.0 * x
+    if 0.0 < pct < 0.5:
+        return f"{pct:.1g}"
+    if 99.5 < pct < 100.0:
+        return f"{100.0 - float(f'{100.0 - pct:.1g}'):g}"
+    return f"{pct:.0f}"
+
+
+class Rate:
+    """`k` of `n` runs showed it; immutable, printed with its interval.
+
+        >>> Rate(0, 10)
+        Rate(0, 10)
+        >>> print(Rate(0, 10), Rate.parse("10/10"), Rate(0, 0), sep="; ")
+        0/10 (0%, 95% CI 0-28%); 10/10 (100%, 95% CI 72-100%); 0/0 (no runs)
+        >>> Rate(1, 5) + Rate(2, 5)
+        Rate(3, 10)
+    """
+
+    __slots__ = ("_k", "_n")
+
+    def __init__(self, k: int, n: int) -> None:
+        if isinstance(k, bool) or isinstance(n, bool) or not isinstance(k, int) or not isinstance(n, int):
+            raise TypeError(f"a rate is two whole numbers, got {k!r}/{n!r}")
+        if not 0 <= k <= n:
+            raise ValueError(f"a rate needs 0 <= k <= n, got {k}/{n}")
+        self._k, self._n = k, n
+
+    @property
+    def k(self) -> int:
+        return self._k
+
+    @property
+    def n(self) -> int:
+        return self._n
+
+    @classmethod
+    def parse(cls, text: str) -> "Rate":
+        """`"8/10"` (what findings stored before rates carried intervals) as a Rate."""
+        k, sep, n = str(text).partition("/")
+        if not sep:
+            raise ValueError(f"a rate looks like 'k/n', got {text!r}")
+        return cls(int(k), int(n))
+
+    @property
+    def fraction(self) -> float:
+        """k / n; NaN for no runs (there is no estimate, and 0 would be a claim)."""
+        return self._k / self._n if self._n else math.nan
+
+    def interval(self, confidence: float = 0.95) -> "tuple[float, float]":
+        return wilson(self._k, self._n, confidence)
+
+    def describe(self, confidence: float = 0.95) -> str:
+        """`"8/10 (80%, 95% CI 49-94%)"`; `str(rate)` is this at 95%."""
+        if self._n == 0:
+            return f"{self._k}/{self._n} (no runs)"
+        low, high = self.interval(confidence)
+        level = f"{100 * confidence:g}%"
+        return f"{self._k}/{self._n} ({_pct(self.fraction)}%, {level} CI {_pct(low)}-{_pct(high)}%)"
+
+    def to_json(self, confidence: float = 0.95) -> "dict[str, object]":
+        """What a finding stores: the counts, and the interval that goes with them."""
+        low, high = self.interval(confidence)
+        return {"k": self._k, "n": self._n, "low": round(low, 4), "high": round(high, 4), "confidence": confidence}
+
+    @classmethod
+    def from_json(cls, data: "dict[str, object]") -> "Rate":
+        return cls(int(data["k"]), int(data["n"]))  # type: ignore[call-overload]
+
+    def __add__(self, other: "Rate") -> "Rate":
+        """Pooled runs of the same scenario on the same server."""
+        if not isinstance(other, Rate):
+            return NotImplemented
+        return Rate(self._k + other._k, self._n + other._n)
+
+    def __str__(self) -> str:
+        return self.describe()
+
+    def __repr__(self) -> str:
+        return f"Rate({self._k}, {self._n})"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Rate) and (self._k, self._n) == (other._k, other._n)
+
+    def __hash__(self) -> int:
+        return hash((Rate, self._k, self._n))
+
+
+class SequentialTest:
+    """Wald's SPRT: does a finding reproduce (rate >= p1) or not (rate <= p0)?
+
+    Hypotheses (defaults): "reproduced" means the rate is at least p1 = 0.5, a finding one can
+    shrink and triage; "not reproduced" means at most p0 = 0.05, the odd coincidence. Each run
+    adds log(p1/p0) to the log likelihood ratio when the finding came back and
+    log((1-p1)/(1-p0)) when not; the test decides "reproduced" once the ratio reaches 1/alpha
+    and "not reproduced" once it falls to beta. With these bounds (rather than Wald's usual
+    (1-beta)/alpha) the error rates are at most alpha and beta exactly, not approximately:
+    P(reproduced | rate <= p0) <= alpha and P(not reproduced | rate >= p1) <= beta. Stopping
+    at `cap` runs only turns decisions into "undecided", so it keeps both bounds. Between p0
+    and p1 (the indifference zone) either answer may come; the rate and its interval are
+    always printed beside the word.
+
+    With the defaults: 2/2 is reproduced, 3/6 too; 0/8 is not reproduced, 1/12 too; a
+    finding that always reproduces is decided in 2 runs, one that never does in 8.
+
+        >>> t = SequentialTest()
+        >>> [t.decide(k, 6) for k in (0, 1, 2, 3)]
+        ['undecided', 'undecided', 'undecided', 'reproduced']
+        >>> t.more_runs(0, 0), t.more_runs(0, 5), t.more_runs(2, 2)
+        (2, 3, 0)
+    """
+
+    __slots__ = ("alpha", "beta", "cap", "p0", "p1", "_fail", "_hi", "_lo", "_succ")
+
+    def __init__(self, p0: float = 0.05, p1: float = 0.5, alpha: float = 0.01, beta: float = 0.01, cap: int = 30) -> None:
+        if not 0.0 < p0 < p1 < 1.0:
+            raise ValueError(f"need 0 < p0 < p1 < 1, got p0={p0}, p1={p1}")
+        if not (0.0 < alpha < 0.5 and 0.0 < beta < 0.5):
+            raise ValueError("alpha and beta must be in (0, 0.5)")
+        if cap < 1:
+            raise ValueError("cap must be at least 1")
+        self.p0, self.p1, self.alpha, self.beta, self.cap = p0, p1, alpha, beta, cap
+        self._succ = math.log(p1 / p0)
+        self._fail = math.log((1.0 - p1) / (1.0 - p0))
+        # A hair of slack so that a ratio landing exactly on a bound (2/2 gives exactly 100
+        # with the defaults) is not lost to rounding.
+        self._hi = math.log(1.0 / alpha) - 1e-9
+        self._lo = math.log(beta) + 1e-9
+
+    def llr(self, k: int, n: int) -> float:
+        """Log likelihood ratio of "reproduces" against "does not", after k of n."""
+        return k * self._succ + (n - k) * self._fail
+
+    def decide(self, k: int, n: int) -> str:
+        """REPRODUCED, NOT_REPRODUCED, or UNDECIDED (not yet, or not within the cap)."""
+        if not 0 <= k <= n:
+            raise ValueError(f"need 0 <= k <= n, got {k}/{n}")
+        ratio = self.llr(k, n)
+        if ratio >= self._hi:
+            return REPRODUCED
+        if ratio <= self._lo:
+            return NOT_REPRODUCED
+        return UNDECIDED
+
+    def more_runs(self, k: int, n: int) -> int:
+        """The fewest further runs after which a decision is possible; 0 when decided, at the
+        cap, or when no decision can come within the cap (replay no more: it is undecided).
+
+        Replaying this many at once never runs past a decision, so callers may batch them.
+        """
+        if self.decide(k, n) != UNDECIDED:
+            return 0
+        ratio = self.llr(k, n)
+        # Only successes, or only failures, decide soonest; solve for each, then make the
+        # rounding exact against `decide` itself.
+        best = self.cap - n + 1
+
+        def by_successes(m: int) -> bool:
+            return self.decide(k + m, n + m) == REPRODUCED
+
+        def by_failures(m: int) -> bool:
+            return self.decide(k, n + m) == NOT_REPRODUCED
+
+        for m, decides in (
+            (math.ceil((self._hi - ratio) / self._succ), by_successes),
+            (math.ceil((ratio - self._lo) / -self._fail), by_failures),
+        ):
+            m = max(1, m)
+            while m > 1 and decides(m - 1):
+                m -= 1
+            while not decides(m):
+                m += 1
+            best = min(best, m)
+        return best if best <= self.cap - n else 0
+
+    def operating_characteristic(self, p: float) -> "tuple[float, float, float, float]":
+        """Exactly, for a finding that reproduces with probability `p` on each run: the
+        probabilities of deciding reproduced, not reproduced and undecided (at the cap), and
+        the expected number of runs.
+
+            >>> a, b, u, runs = SequentialTest().operating_characteristic(0.05)
+            >>> a <= 0.01, round(runs, 1)
+            (True, 10.0)
+        """
+        reproduced = not_reproduced = runs = 0.0
+        alive = {0: 1.0}  # successes -> probability of having reached (k, n) undecided
+        for n in range(1, self.cap + 1):
+            nxt: "dict[int, float]" = {}
+            for k, prob in alive.items():
+                for kk, q in ((k + 1, p), (k, 1.0 - p)):
+                    mass = prob * q
+                    if mass == 0.0:
+                        continue
+                    verdict = self.decide(kk, n)
+                    if verdict == REPRODUCED:
+                        reproduced += mass
+                        runs += mass * n
+                    elif verdict == NOT_REPRODUCED:
+                        not_reproduced += mass
+                        runs += mass * n
+                    else:
+                        nxt[kk] = nxt.get(kk, 0.0) + mass
+            alive = nxt
+        undecided = sum(alive.values())
+        return reproduced, not_reproduced, undecided, runs + undecided * self.cap
+
+    def describe(self, k: int, n: int) -> str:
+        """`"reproduced: 2/2 (100%, 95% CI 34-100%)"`."""
+        return f"{self.decide(k, n)}: {Rate(k, n)}"
+
+    def statement(self) -> str:
+        """The hypotheses and error rates, in one line for reports."""
+        return (
+            f"sequential test (Wald SPRT): reproduced = rate >= {self.p1:g}, not reproduced = rate <= {self.p0:g}; "
+            f"each wrong at most {self.alpha:g} / {self.beta:g} of the time; undecided after {self.cap} runs"
+        )
+
+    def __repr__(self) -> str:
+        return f"SequentialTest(p0={self.p0}, p1={self.p1}, alpha={self.alpha}, beta={self.beta}, cap={self.cap})"
+
+
+REPRODUCTION = SequentialTest()
+
+
+def decide(k: int, n: int) -> str:
+    """`REPRODUCTION.decide`: the default sequential test."""
+    return REPRODUCTION.decide(k, n)
+
+
+def more_runs(k: int, n: int) -> int:
+    """`REPRODUCTION.more_runs`: the default sequential test."""
+    return REPRODUCTION.more_runs(k, n)
+
+
+def fisher_less(k: int, n: int, k_ref: int, n_ref: int) -> float:
+    """One-sided Fisher exact test: the p-value that rate k/n is below rate k_ref/n_ref.
+
+    Given the total number of reproductions (k + k_ref), under equal rates the count falling
+    in the first sample is hypergeometric; the p-value is the chance of k or fewer there.
+    This is scipy's `fisher_exact([[k, n-k], [k_ref, n_ref-k_ref]], alternative="less")`,
+    computed in whole numbers (exact, whatever the counts).
+
+        >>> fisher_less(0, 20, 1, 5)     # 0/20 under a flag against 1/5: no evidence
+        0.2
+    """
+    Rate(k, n), Rate(k_ref, n_ref)  # validates
+    total, hits = n + n_ref, k + k_ref
+    lowest = max(0, hits - n_ref)
+    if k < lowest:
+        return 0.0
+    tail = sum(math.comb(hits, x) * math.comb(total - hits, n - x) for x in range(lowest, min(k, hits) + 1))
+    return min(1.0, tail / math.comb(total, n))
+
+
+class CureTest:
+    """Triage's rule for one flag variant against the baseline (the finding's server as found).
+
+    - "cured": the variant never reproduced in n runs and that is significantly below the
+      baseline: `fisher_less(0, n, baseline) < alpha` (alpha = 0.01).
+    - "still there": it came back under the variant (the finding's own verdict), not
+      significantly less often than at baseline; "reduced": it came back, significantly less.
+    - "undecided": n reached the cap with neither (0/n, but the baseline is too weak for 0/n
+      to mean anything: 0/20 against 1/5 has p = 0.2).
+
+    Checking after every run keeps the stated rate: the test is only ever passed along the
+    all-zero path, at the first n where 0/n would be significant, so it is one test per row.
+    (Over the baseline's own chance, a variant exactly as bad as the baseline is called cured
+    at most 0.55% of the time for baselines of 5, 10 or 20 runs; tests/test_stats.py checks it.)
+
+        >>> t = CureTest()
+        >>> t.runs_to_cure(Rate(10, 10)), t.runs_to_cure(Rate(5, 10)), t.runs_to_cure(Rate(1, 5))
+        (3, 12, None)
+        >>> t.decide(Rate(0, 2), Rate(10, 10)), t.more_runs(Rate(0, 2), Rate(10, 10))
+        ('undecided', 1)
+        >>> t.decide(Rate(4, 5), Rate(10, 10)), t.decide(Rate(1, 10), Rate(10, 10))
+        ('still there', 'reduced')
+    """
+
+    __slots__ = ("_needed", "alpha", "cap")
+
+    def __init__(self, alpha: float = 0.01, cap: int = 40) -> None:
+        if not 0.0 < alpha < 0.5:
+            raise ValueError("alpha must be in (0, 0.5)")
+        self.alpha, self.cap = alpha, cap
+        self._needed: "dict[tuple[int, int], int | None]" = {}
+
+    def p_value(self, variant: Rate, baseline: Rate) -> float:
+        return fisher_less(variant.k, variant.n, baseline.k, baseline.n)
+
+    def runs_to_cure(self, baseline: Rate) -> "int | None":
+        """How many runs without the finding make a cure significant (None: not within the
+        cap; more baseline runs would help)."""
+        key = (baseline.k, baseline.n)
+        if key not in self._needed:
+            self._needed[key] = next(
+                (n for n in range(1, self.cap + 1) if fisher_less(0, n, baseline.k, baseline.n) < self.alpha), None
+            )
+        return self._needed[key]
+
+    def decide(self, variant: Rate, baseline: Rate) -> str:
+        """CURED, REDUCED, STILL_THERE or UNDECIDED (so far, or for good at the cap)."""
+        if variant.k > 0:
+            return REDUCED if self.p_value(variant, baseline) < self.alpha else STILL_THERE
+        needed = self.runs_to_cure(baseline)
+        if needed is not None and variant.n >= needed:
+            return CURED
+        return UNDECIDED
+
+    def more_runs(self, variant: Rate, baseline: Rate) -> int:
+        """Runs the variant's row still needs; 0 once decided or at the cap.
+
+        While a cure is within reach this is exactly the number of runs after which 0/n would
+        be significant (a batch that big decides the row either way). Out of reach, the row
+        runs to the cap to see whether the finding comes back ("still there"), else it ends
+        "undecided" with its numbers.
+        """
+        if self.decide(variant, baseline) != UNDECIDED or variant.n >= self.cap:
+            return 0
+        needed = self.runs_to_cure(baseline)
+        return (needed if needed is not None else self.cap) - variant.n
+
+    def describe(self, variant: Rate, baseline: Rate) -> str:
+        """`"cured: 0/3 (0%, 95% CI 0-56%) against 10/10 (...), p = 0.0035"`."""
+        p = self.p_value(variant, baseline)
+        return f"{self.decide(variant, baseline)}: {variant} against {baseline}, p = {p:.2g}"
+
+
+class ShrinkGate:
+    """Shrink's acceptance rule for candidates, against the finding's own rate `reference`.
+
+    A smaller candidate is only worth keeping if it reproduces about as often as the finding:
+    one that comes back 6 times in 10 where the finding came back 10 in 10 has lost part of
+    the bug (on the reference engine, a burst without its blocker), and a minimal finding must
+    not be harder to reproduce than the one it came from. So a candidate, replayed one run at
+    a time, is
+    - rejected as soon as its rate is significantly below the reference's
+      (`fisher_less(k, n, reference) < alpha`, alpha = 0.01);
+    - kept once a sequential test says it reproduces at the finding's level: Wald's SPRT
+      between `keep` = the finding's rate (at most 0.95) and `drop` = keep - 0.2 (keep x 0.6
+      for a finding rarer than 50%), each error at most 5%: a candidate as good as the
+      finding is turned down at most 5% of the time (some of those end undecided), one that
+      lost 0.2 of its rate is kept at most 5% of the time;
+    - rejected when that test says "drop", and left undecided at the cap (30 runs), which is
+      not an acceptance: a finding that reproduces too seldom to tell says "undecided".
+
+    Against a finding at 10/10 a candidate that always reproduces is kept after 13 runs; one
+    that never does is dropped after 2. (A gentler test, with `drop` at 0.6 x keep, kept a
+    pair of requests sent at once without their blocker that came back 29 times in 40 on a
+    busy machine: the minimal finding then reproduced 5/10 where the original did 10/10.)
+
+        >>> g = ShrinkGate(Rate(10, 10))
+        >>> g.decide(13, 13), g.decide(0, 2), g.decide(12, 12), g.decide(12, 13)
+        ('accept', 'reject', 'undecided', 'undecided')
+        >>> g.more_runs(0, 0), g.more_runs(12, 13)
+        (2, 3)
+        >>> ShrinkGate(Rate(10, 10)).decide(1, 5)   # 1/5 against 10/10: p = 0.0001
+        'reject'
+    """
+
+    __slots__ = ("alpha", "reference", "test")
+
+    KEEP_MAX = 0.95  # a finding seen 10/10 may still fail now and then: do not demand 100%
+    # How much lower a candidate's rate may be before it has lost part of the bug: 0.2, or
+    # 40% of the rate for a rare finding (where 0.2 would be all of it).
+    SLACK = 0.2
+    SLACK_FACTOR = 0.4
+    ERROR = 0.05
+
+    def __init__(self, reference: Rate, alpha: float = 0.01, cap: int = 30) -> None:
+        """`cap`: runs per candidate at most; raised to the fewest that can keep one (13 against
+        a finding at 100%), since a gate that can only reject would shrink nothing."""
+        if reference.k == 0:
+            raise ValueError(f"a finding seen {reference.k}/{reference.n} has no rate to keep: it is not reproduced")
+        self.reference, self.alpha = reference, alpha
+        keep = min(self.KEEP_MAX, reference.fraction)
+        drop = keep - min(self.SLACK, self.SLACK_FACTOR * keep)
+        test = SequentialTest(p0=drop, p1=keep, alpha=self.ERROR, beta=self.ERROR, cap=1)
+        fewest = next(n for n in range(1, 10_000) if test.decide(n, n) == REPRODUCED)
+        self.test = SequentialTest(p0=drop, p1=keep, alpha=self.ERROR, beta=self.ERROR, cap=max(cap, fewest))
+
+    def p_value(self, k: int, n: int) -> float:
+        return fisher_less(k, n, self.reference.k, self.reference.n)
+
+    def decide(self, k: int, n: int) -> str:
+        """ACCEPT, REJECT or UNDECIDED."""
+        if n and self.p_value(k, n) < self.alpha:
+            return REJECT
+        verdict = self.test.decide(k, n)
+        if verdict == REPRODUCED:
+            return ACCEPT
+        if verdict == NOT_REPRODUCED:
+            return REJECT
+        return UNDECIDED
+
+    def more_runs(self, k: int, n: int) -> int:
+        """The fewest further runs after which the gate may decide; 0 when it has or cannot."""
+        if self.decide(k, n) != UNDECIDED:
+            return 0
+        for m in range(1, self.test.cap - n + 1):
+            if self.decide(k + m, n + m) != UNDECIDED or self.decide(k, n + m) != UNDECIDED:
+                return m
+        return 0
+
+    # The fresh-server re-check: a candidate the gate accepted is replayed on a freshly started
+    # server, where all it must show is that it does not need the old server's state.
+    RECHECK_MIN = 5
+
+    @property
+    def recheck_runs(self) -> int:
+        """How many fresh-server runs the re-check plans: enough that a candidate which never
+        comes back there is rejected (0 of them significantly below the finding's rate), and at
+        least RECHECK_MIN; at most the gate's cap. Against 10/10 that is 5."""
+        fewest = next((n for n in range(1, self.test.cap + 1) if self.p_value(0, n) < self.alpha), self.test.cap)
+        return min(self.test.cap, max(self.RECHECK_MIN, fewest))
+
+    def recheck(self, k: int, n: int) -> str:
+        """ACCEPT, REJECT or UNDECIDED for `k` reproductions in `n` of the re-check's runs.
+
+        The candidate already passed the full gate on the old server, so the fresh server only
+        has to rule out that it owed its rate to damage earlier candidates left behind (such a
+        candidate comes back seldom or never there). The rule is the gate's reject rule alone,
+        over `recheck_runs` runs, curtailed: it accepts as soon as even failing every remaining
+        run could not make the rate significantly low, and rejects as soon as succeeding in every
+        remaining run could not save it. Against 10/10: accepted after 2 reproductions in a row
+        (2/5 has p = 0.022), rejected at 0/4 or 1/5.
+
+            >>> g = ShrinkGate(Rate(10, 10))
+            >>> g.recheck_runs, g.recheck(2, 2), g.recheck(0, 3), g.recheck(0, 4), g.recheck(1, 5)
+            (5, 'accept', 'undecided', 'reject', 'reject')
+        """
+        planned = self.recheck_runs
+        if k and self.p_value(k, planned) >= self.alpha:
+            return ACCEPT
+        best = k + max(0, planned - n)
+        if self.p_value(best, planned) < self.alpha:
+            return REJECT
+        return UNDECIDED
+
+    def describe(self, k: int, n: int) -> str:
+        """`"accept: 6/6 (...) against 10/10 (...), p = 1"`."""
+        return f"{self.decide(k, n)}: {Rate(k, n)} against {self.reference}, p = {self.p_value(k, n):.2g}"
+
+
+class Trail:
+    """One finding's rates over time, each labelled by where it was measured.
+
+    Hypothesis's flaky rule: a finding that reproduced and then, replayed from the same state,
+    is decided "not reproduced" is *flaky*. Shrink reports it so, with this history, instead
+    of shrinking it into nothing (every candidate of a finding that no longer reproduces looks
+    as good as the empty one).
+
+        >>> t = Trail()
+        >>> t.add("campaign confirmation", Rate(1, 5)).add("shrink: finding re-checked", Rate(0, 8)).flaky
+        True
+        >>> print(t)
+        flaky: it reproduced, then stopped
+          campaign confirmation: 1/5 (20%, 95% CI 4-62%): undecided
+          shrink: finding re-checked: 0/8 (0%, 95% CI 0-32%): not reproduced
+    """
+
+    __slots__ = ("entries", "test")
+
+    def __init__(self, test: "SequentialTest | None" = None) -> None:
+        self.test = REPRODUCTION if test is None else test
+        self.entries: "list[tuple[str, Rate]]" = []
+
+    def add(self, label: str, rate: Rate) -> "Trail":
+        self.entries.append((label, rate))
+        return self
+
+    @property
+    def last(self) -> str:
+        """The decision of the latest measurement (UNDECIDED when there is none)."""
+        return self.test.decide(self.entries[-1][1].k, self.entries[-1][1].n) if self.entries else UNDECIDED
+
+    @property
+    def flaky(self) -> bool:
+        """It came back at least once before, and the latest replays say it does not."""
+        return self.last == NOT_REPRODUCED and any(rate.k > 0 for _, rate in self.entries[:-1])
+
+    def lines(self) -> "list[str]":
+        return [f"{label}: {rate}: {self.test.decide(rate.k, rate.n)}" for label, rate in self.entries]
+
+    def to_json(self) -> "list[dict[str, object]]":
+        return [{"label": label, **rate.to_json()} for label, rate in self.entries]
+
+    def __str__(self) -> str:
+        head = "flaky: it reproduced, then stopped" if self.flaky else f"history ({self.last})"
+        return "\n".join([head, *("  " + line for line in self.lines())])
+
+# --- the finding ---------------------------------------------------------------------------
+
+FINDING = json.loads(
+    '{"name":"finding_00026_1542094601.json","bug":"isolation-breach (sglang:tenant-isolation:isolati'
+    'on-breach:prefix=shared,stream)","expected":["r06_st_sp"],"expect_failure":null,"expect_cached":'
+    '{"r06_st_sp":0},"choices":{},"base_url":"http://127.0.0.1:48131","dialect":"sglang","path":"/gen'
+    'erate","flush":"sglang","model":null,"requests":[{"id":"r04_st_sp","offset_ms":227.3,"cancel_aft'
+    'er_ms":null,"copies":1,"body":{"extra_key":"tenant-a-0ccdc7e2","input_ids":[37,54,192,1015,379,1'
+    '0,61,572,689,941,584,325,944,375,893,932,187,454,545,794,398,716,810,124,608,462,488,540,134,10,'
+    '430,66,808,388,257,398,167,647,220,483,266,653,965,719,256,269,430,450,737,781,133,930,233,613,2'
+    '77,653,608,377,436,181,833,6,796,886,639,546,505,686,558,101,424,364,132,23,33,8,527,118,936,156'
+    ',62,548,491,460,344,841,265,539,354,874,34,273,290,172,139,969,192,516,377,156,396,771,383,698,6'
+    '48,750,952,267,792,171,470,626,208,241,416,795,903,519,779,423,360,518,777,296,450,574,521,197,8'
+    '87,458,119,935,883,24,40,346,965,955,530,688,424,757,511,764,20,68,108,31,908,567,106,88,352,622'
+    ',887,518,99,35,638,977,138,166,727,1022,221,21,40,99,1021,921,264,939,893,27,597,645,912,520,189'
+    ',492,879,838,253,142,936,856,564,585,255,151,760,195,557,236,642,412,959,536,139,922,246,811,225'
+    ',384,648,87,127,680,535,864,758,373,256,715,884,340,217,845,163,633,461,415,764,833,520,101,1012'
+    ',339,991,805,592,902,744,109,73,955,964,407,116,743,690,256,507,109,415,935,204,161,572,343,759,'
+    '164,706,406,140,289,90,511,346,305,1014,910,904,236,1009,221,94,501,489,581,483,241,818,373,476,'
+    '483,205,689,560,911,411,140,220,354,210,590,211,407,966,522,959,731,654,188,721,65,712,927,816,6'
+    '64,36,957,891,71,113,707,538,349,367,701,33,831,822,613,500,329],"sampling_params":{"temperature'
+    '":0.0,"max_new_tokens":1,"ignore_eos":true,"n":1},"return_logprob":true,"top_logprobs_num":5,"lo'
+    'gprob_start_len":-1,"stream":true}},{"id":"r06_st_sp","offset_ms":363.1,"cancel_after_ms":null,"'
+    'copies":1,"body":{"extra_key":"tenant-b-2f620a50","input_ids":[37,54,192,1015,379,10,61,572,689,'
+    '941,584,325,944,375,893,932,187,454,545,794,398,716,810,124,608,462,488,540,134,10,430,66,808,38'
+    '8,257,398,167,647,220,483,266,653,965,719,256,269,430,450,737,781,133,930,233,613,277,653,608,37'
+    '7,436,181,833,6,796,886,639,546,505,686,558,101,424,364,132,23,33,8,527,118,936,156,62,548,491,4'
+    '60,344,841,265,539,354,874,34,273,290,172,139,969,192,516,377,156,396,771,383,698,648,750,952,26'
+    '7,792,171,470,626,208,241,416,795,903,519,779,423,360,518,777,296,450,574,521,197,887,458,119,93'
+    '5,883,24,40,346,965,955,530,688,424,757,511,764,20,68,108,31,908,567,106,88,352,622,887,518,99,3'
+    '5,638,977,138,166,727,1022,221,21,40,99,1021,921,264,939,893,27,597,645,912,520,189,492,879,838,'
+    '253,142,936,856,564,585,255,151,760,195,557,236,642,412,959,536,139,922,246,811,225,384,648,87,1'
+    '27,680,535,864,758,373,256,715,884,340,217,845,163,633,461,415,764,833,520,101,1012,339,991,805,'
+    '592,902,744,109,73,955,964,407,116,743,690,256,507,109,415,935,204,161,572,343,759,164,706,406,1'
+    '40,289,90,511,346,305,1014,910,904,236,1009,221,94,501,489,581,483,241,818,373,476,483,205,689,5'
+    '60,911,411,140,220,354,210,590,211,407,966,522,959,731,654,188,721,65,712,927,816,664,36,957,891'
+    ',71,113,707,538,349,367,701,33,831,822,613,500,329],"sampling_params":{"temperature":0.0,"max_ne'
+    'w_tokens":1,"ignore_eos":true,"n":1},"return_logprob":true,"top_logprobs_num":5,"logprob_start_l'
+    'en":-1,"stream":true}}],"probes":[]}'
+)
+
+RULE = "=" * 60
+
+# Characters that act on a terminal instead of showing (C0 but tab and newline, DEL, C1, bidi
+# controls, line separators, lone surrogates): servefuzz.sanitize.visible's set, which a test
+# keeps equal to this one. Whatever the server answers is printed with them made visible.
+INVISIBLE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069\ud800-\udfff]")
+
+
+def visible(text):
+    """`text` with every control character written as its escape (ESC becomes the text \\x1b)."""
+    def escape(m):
+        code = ord(m.group())
+        return "\\x%02x" % code if code < 0x100 else "\\u%04x" % code
+    return INVISIBLE.sub(escape, str(text))
+
+
+class ReproError(Exception):
+    """The server cannot be used at all; main() prints one line and exits 2."""
+
+
+class Outcome:
+    """How one request ended: a status, its choices {index: (token ids, text)}, an error."""
+
+    def __init__(self, rid, status, choices=None, error="", http_status=None, end=0.0, cached=None):
+        self.rid, self.status, self.error, self.http_status = rid, status, error, http_status
+        self.choices = choices or {}
+        self.end = end
+        self.cached = cached  # the prompt tokens the server says it served from its cache
+
+
+class Server:
+    """The target: where it is, how long to wait, and how to empty its prefix cache."""
+
+    def __init__(self, base_url, timeout_s):
+        url = urllib.parse.urlsplit(base_url)
+        if url.scheme not in ("http", "https") or not url.hostname:
+            raise ReproError("--base-url must look like http://127.0.0.1:30000, got %r" % base_url)
+        self.base_url, self.url, self.timeout_s = base_url.rstrip("/"), url, timeout_s
+
+    def connection(self, timeout_s=None):
+        cls = http.client.HTTPSConnection if self.url.scheme == "https" else http.client.HTTPConnection
+        return cls(self.url.hostname, self.url.port, timeout=timeout_s or self.timeout_s)
+
+    def call(self, method, path):
+        """One small request outside the timed part: (status, text)."""
+        conn = self.connection(30)
+        try:
+            conn.request(method, self.url.path.rstrip("/") + path)
+            resp = conn.getresponse()
+            return resp.status, resp.read().decode("utf-8", "replace")
+        except (OSError, http.client.HTTPException) as e:
+            raise ReproError("cannot reach %s: %s" % (self.base_url, str(e) or type(e).__name__))
+        finally:
+            conn.close()
+
+    def call_json(self, method, path):
+        status, text = self.call(method, path)
+        try:
+            return status, json.loads(text) if status == 200 else None
+        except ValueError:
+            raise ReproError("%s%s answered something that is not JSON: %r" % (self.base_url, path, text[:60]))
+
+    def flush(self):
+        """Empty the prefix cache; False when the engine offers no flush. Busy servers refuse
+        a flush while requests run, so it is retried for a few seconds."""
+        kind = FINDING["flush"]
+        if kind is None:
+            return False
+        if kind == "llamacpp":
+            status, props = self.call_json("GET", "/props")
+            slots = props.get("total_slots", 0) if isinstance(props, dict) else 0
+            for slot in range(slots):
+                status, _ = self.call("POST", "/slots/%d?action=erase" % slot)
+                if status in (404, 501):
+                    return False  # started without --slot-save-path
+            return bool(slots)
+        path = "/flush_cache" if kind == "sglang" else "/reset_prefix_cache"
+        for _ in range(50):
+            if kind == "sglang":
+                status, _ = self.call("POST", path)
+                done = status == 200
+            else:
+                status, reply = self.call_json("POST", path)
+                done = isinstance(reply, dict) and reply.get("success") is True
+            if status == 404:
+                return False
+            if done:
+                return True
+            time.sleep(0.1)
+        raise ReproError("%s%s still refused after 50 tries (HTTP %d)" % (self.base_url, path, status))
+
+
+def first_model(server):
+    status, models = server.call_json("GET", "/v1/models")
+    try:
+        return models["data"][0]["id"]
+    except (TypeError, KeyError, IndexError):
+        raise ReproError("%s/v1/models (HTTP %d) names no model; pass --model" % (server.base_url, status))
+
+
+# --- one request -------------------------------------------------------------------------
+
+
+class Exchange:
+    """One request on its own connection: `send` writes it (at its offset, from the dispatcher),
+    `answer` reads the reply (on a thread of its own). Every way it can end becomes an Outcome."""
+
+    def __init__(self, server, req, model, t0):
+        self.server, self.req, self.t0 = server, req, t0
+        body = dict(req["body"])
+        if "model" in body and req.get("adapter") is None:  # under a LoRA adapter, the adapter is the model
+            body["model"] = model
+        self.body = body
+        self.conn = server.connection()
+        self.cut = threading.Event()
+        self.timer = None
+        self.outcome = None
+
+    def send(self):
+        if self.req["cancel_after_ms"] is not None:
+            # Cut the connection at the deadline, as servefuzz does: the server sees the client go.
+            self.timer = threading.Timer(self.req["cancel_after_ms"] / 1000.0, self.cut_connection)
+            self.timer.start()
+        try:
+            path = self.server.url.path.rstrip("/") + FINDING["path"]
+            self.conn.request("POST", path, body=json.dumps(self.body).encode(),
+                              headers={"Content-Type": "application/json"})
+        except (OSError, http.client.HTTPException) as e:
+            self.outcome = self.ended("cancelled" if self.cut.is_set() else "connection_error", str(e) or type(e).__name__)
+
+    def answer(self):
+        if self.outcome is None:
+            self.outcome = self.read()
+        if self.timer is not None:
+            self.timer.cancel()
+        self.conn.close()
+
+    def read(self):
+        try:
+            resp = self.conn.getresponse()
+            if resp.status >= 300:
+                text = resp.read().decode("utf-8", "replace")
+                return self.ended("http_error", "HTTP %d: %s" % (resp.status, text[:200]), resp.status)
+            chunks = stream_chunks(resp) if self.body.get("stream") else [json.loads(resp.read())]
+            if self.cut.is_set():
+                return self.ended("cancelled", "cut by the client")
+            return Outcome(self.req["id"], "ok", choices=parse(chunks), http_status=resp.status, end=clock(self.t0),
+                           cached=cached_tokens(chunks))
+        except InBandError as e:
+            return self.ended("http_error", "in-band error: %s" % e)
+        except socket.timeout:
+            return self.ended("cancelled" if self.cut.is_set() else "timeout", "no answer in time")
+        except (OSError, http.client.HTTPException) as e:
+            return self.ended("cancelled" if self.cut.is_set() else "connection_error", str(e) or type(e).__name__)
+        except (ValueError, KeyError, TypeError, IndexError, AttributeError) as e:
+            status = "cancelled" if self.cut.is_set() else "malformed"
+            return self.ended(status, "%s: %s" % (type(e).__name__, e))
+
+    def ended(self, status, error, http_status=None):
+        return Outcome(self.req["id"], status, error=error, http_status=http_status, end=clock(self.t0))
+
+    def cut_connection(self):
+        self.cut.set()
+        if self.conn.sock is not None:
+            try:
+                self.conn.sock.shutdown(socket.SHUT_RDWR)  # wakes the reading thread up
+            except OSError:
+                pass
+
+
+def stream_chunks(resp):
+    chunks = []
+    for line in resp:
+        line = line.strip()
+        if line.startswith(b"data:"):
+            payload = line[5:].strip()
+            if payload and payload != b"[DONE]":
+                chunks.append(json.loads(payload))
+    return chunks
+
+
+class InBandError(Exception):
+    """An error the server reported inside a 200 answer."""
+
+
+def parse(chunks):
+    """{choice index: (token ids, text)} from the answer (or its stream chunks)."""
+    ids, texts = {}, {}
+    for chunk in chunks:
+        if isinstance(chunk, dict) and "error" in chunk:
+            raise InBandError(json.dumps(chunk["error"])[:200])
+        dialect = FINDING["dialect"]
+        if dialect == "openai":
+            for c in chunk.get("choices") or ():
+                i = int(c["index"])
+                new = c.get("token_ids")
+                if new is None:  # token ids spelled "token_id:N" (vLLM's return_tokens_as_token_ids)
+                    new = [int(t.split(":", 1)[1]) for t in (c.get("logprobs") or {}).get("tokens") or ()]
+                ids.setdefault(i, []).extend(int(t) for t in new)
+                texts[i] = texts.get(i, "") + (c.get("text") or "")
+            continue
+        for position, item in enumerate(chunk if isinstance(chunk, list) else [chunk]):
+            if "error" in item:
+                raise InBandError(json.dumps(item["error"])[:200])
+            i = int(item.get("index", position))
+            if dialect == "llamacpp":
+                ids.setdefault(i, []).extend(int(t) for t in item.get("tokens") or ())
+                texts[i] = texts.get(i, "") + (item.get("content") or "")
+                continue
+            meta = item["meta_info"]  # sglang: a chunk is cumulative unless it is shorter
+            reason = meta.get("finish_reason")
+            if isinstance(reason, dict) and reason.get("type") == "abort":
+                raise InBandError("aborted: %s" % reason.get("message"))  # a cut answer, not a finished one
+            lps = meta.get("output_token_logprobs")
+            new = item.get("output_ids")
+            if new is None:
+                new = [t[1] for t in lps or ()]
+            new = [int(t) for t in new]
+            produced = meta.get("completion_tokens")
+            whole = produced is None or len(new) == produced
+            if whole:
+                ids[i] = new
+            else:
+                ids.setdefault(i, []).extend(new)
+            # The older --stream-output cut only output_ids: the text goes with the logprob lists.
+            if lps:
+                whole = produced is None or len(lps) == produced
+            texts[i] = (item.get("text") or "") if whole else texts.get(i, "") + (item.get("text") or "")
+    return {i: (tuple(ids[i]), texts.get(i, "")) for i in ids}
+
+
+def cached_tokens(chunks):
+    """The cached prompt tokens the answer reports (the last report wins), or None."""
+    found = None
+    for chunk in chunks:
+        if not isinstance(chunk, (dict, list)):
+            continue
+        if FINDING["dialect"] == "openai":
+            usage = chunk.get("usage") if isinstance(chunk, dict) else None
+            details = (usage or {}).get("prompt_tokens_details") or {}
+            if details.get("cached_tokens") is not None:
+                found = int(details["cached_tokens"])
+            continue
+        for item in chunk if isinstance(chunk, list) else [chunk]:
+            meta = item.get("meta_info") if isinstance(item, dict) else None
+            if isinstance(meta, dict) and meta.get("cached_tokens") is not None:
+                found = int(meta["cached_tokens"]) if found is None else min(found, int(meta["cached_tokens"]))
+    return found
+
+
+def clock(t0):
+    return (time.perf_counter() - t0) * 1000.0
+
+
+# --- one run -----------------------------------------------------------------------------
+
+
+def run_requests(server, requests, model):
+    """Send every request at its offset_ms, in the finding's order (so requests due at the same
+    moment leave in the order servefuzz sent them), and read all answers concurrently."""
+    t0 = time.perf_counter()
+    sent = []  # (request, its exchanges: one per copy)
+    readers = []
+    for req in requests:
+        delay = t0 + req["offset_ms"] / 1000.0 - time.perf_counter()
+        if delay > 0:
+            time.sleep(delay)
+        # A request with copies > 1 (n > 1 on vLLM, which rejects it at temperature 0) goes out
+        # as that many requests at once; copy k is choice k.
+        copies = [Exchange(server, req, model, t0) for _ in range(req["copies"])]
+        for ex in copies:
+            ex.send()
+            reader = threading.Thread(target=ex.answer, daemon=True)
+            reader.start()
+            readers.append(reader)
+        sent.append((req, copies))
+    for reader in readers:
+        reader.join()
+    return [merge(req, [ex.outcome for ex in copies]) for req, copies in sent]
+
+
+def merge(req, outcomes):
+    if len(outcomes) == 1:
+        return outcomes[0]
+    bad = [o for o in outcomes if o.status != "ok"]
+    if bad:
+        return bad[0]
+    choices = {k: o.choices[0] for k, o in enumerate(outcomes)}
+    cached = [o.cached for o in outcomes if o.cached is not None]
+    return Outcome(req["id"], "ok", choices=choices, end=max(o.end for o in outcomes), cached=min(cached) if cached else None)
+
+
+# --- judging -----------------------------------------------------------------------------
+
+
+def judge(runs):
+    """Requests that diverged (with their variants), stayed stable, or could not be judged."""
+    table = {}  # rid -> choice -> [(key, ids, text)]
+    for outcomes in runs:
+        for o in outcomes:
+            if o.status == "ok":
+                for i, (ids, text) in o.choices.items():
+                    table.setdefault(o.rid, {}).setdefault(i, []).append((ids or text, ids, text))
+    diverged, stable, undetermined = [], [], []
+    for rid in sorted({o.rid for outcomes in runs for o in outcomes}):
+        per_choice = table.get(rid, {})
+        if not per_choice or min(len(v) for v in per_choice.values()) < 2:
+            undetermined.append(rid)
+            continue
+        variants = {i: group(outs) for i, outs in sorted(per_choice.items())}
+        if all(len(v) == 1 for v in variants.values()):
+            stable.append(rid)
+        else:
+            diverged.append((rid, {i: v for i, v in variants.items() if len(v) > 1}))
+    return diverged, stable, undetermined
+
+
+def group(outs):
+    """[(ids, text, count)], most frequent first, ties in the order first seen."""
+    counts, first = {}, {}
+    for key, ids, text in outs:
+        counts[key] = counts.get(key, 0) + 1
+        first.setdefault(key, (ids, text))
+    return sorted(((first[k][0], first[k][1], c) for k, c in counts.items()), key=lambda v: -v[2])
+
+
+def failures(runs):
+    """Crash, hang, 5xx and malformed answers, as servefuzz's liveness oracle names them."""
+    seen = {}
+    for outcomes in runs:
+        considered = sorted((o for o in outcomes if o.status != "cancelled"), key=lambda o: o.end)
+        tail = []
+        for o in reversed(considered):
+            if o.status != "connection_error":
+                break
+            tail.insert(0, o)
+        if len(tail) >= 2 or (tail and len(tail) == len(considered)):
+            seen.setdefault(("crash", tail[0].rid), []).append(tail[0].error)
+        for o in outcomes:
+            kind = {"timeout": "hang", "malformed": "malformed"}.get(o.status)
+            if o.status == "http_error" and (o.http_status is None or o.http_status >= 500):
+                kind = "server-error"
+            if kind:
+                seen.setdefault((kind, o.rid), []).append(o.error)
+    return seen
+
+
+def preview(ids, text, width=36):
+    if text:
+        cut = text[:width] + ("..." if len(text) > width else "")
+        return "'" + cut.replace("\\", "\\\\").replace("'", "\\'").replace("\n", "\\n") + "'"
+    shown = ", ".join(str(t) for t in ids[:8])
+    return "[%s%s]" % (shown, ", ..." if len(ids) > 8 else "")
+
+
+def first_difference(a, b):
+    return next((k for k, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+
+
+def id_block(ids):
+    if not ids:
+        return []
+    return textwrap.wrap(", ".join(ids), width=76, initial_indent="    ", subsequent_indent="    ",
+                         break_on_hyphens=False)
+
+
+def reproduction(runs, alone, probes=()):
+    """(runs that reproduced the finding, requests that diverged in some run): the rule of
+    servefuzz.oracles.judge.reproduction. `runs` are the loaded runs' outcomes, `alone` each
+    expected request's reference outcome by id, `probes` [(run index, outcome)] of the
+    cache-state probes."""
+    expected = FINDING["expected"]
+    failure = FINDING["expect_failure"]
+    if failure is not None:
+        hits = {k for k, run in enumerate(runs) if any(kind == failure for kind, _ in failures([run]))}
+        return hits, []
+    # Each choice has its own reference: at temperature 0 they all agree; the choices of a
+    # seeded draw each draw their own.
+    references = {}
+    for rid in expected:
+        ref = alone.get(rid)
+        if ref is not None and ref.status == "ok" and ref.choices:
+            references[rid] = {i: answer(c) for i, c in sorted(ref.choices.items())}
+            continue
+        # No reference alone: the most frequent answer over the runs stands in, choice by
+        # choice (ties to the first seen).
+        per_choice = {}
+        for run in runs:
+            for o in run:
+                if o.rid == rid and o.status == "ok":
+                    for i, choice in o.choices.items():
+                        per_choice.setdefault(i, []).append(answer(choice))
+        if per_choice:
+            references[rid] = {i: max(keys, key=keys.count) for i, keys in sorted(per_choice.items())}
+    hits, diverged = set(), []
+    allowed = FINDING.get("expect_cached") or {}
+    for k, run in enumerate(runs):
+        for o in run:
+            if o.rid in allowed and o.status == "ok" and o.cached is not None and o.cached > allowed[o.rid]:
+                hits.add(k)
+                if o.rid not in diverged:
+                    diverged.append(o.rid)
+    for k, o in [(k, o) for k, run in enumerate(runs) for o in run] + list(probes):
+        if o.rid in references and o.status == "ok" and k < len(runs):
+            refs = references[o.rid]
+            first = next(iter(refs.values()))  # a choice the reference lacks is held to its first
+            if any(answer(choice) != refs.get(i, first) for i, choice in o.choices.items()):
+                hits.add(k)
+                if o.rid not in diverged:
+                    diverged.append(o.rid)
+    return hits, [rid for rid in expected if rid in diverged]
+
+
+def violations(runs, alone):
+    """[(request id, where, text)] of every answer that is no prefix of any of its request's
+    choices: it broke its own structured-output constraint whatever the engine's numerics (a
+    strict prefix that stopped early is let pass here; servefuzz's oracle, which reads the
+    finish reason, holds a finished answer to a whole choice)."""
+    bound = FINDING.get("choices") or {}
+    seen = [("alone", o) for o in alone.values()] + [("run %d" % k, o) for k, run in enumerate(runs) for o in run]
+    found = []
+    for where, o in seen:
+        if o.rid in bound and o.status == "ok":
+            for i, (_, text) in sorted(o.choices.items()):
+                if not any(c.startswith(text) for c in bound[o.rid]):
+                    found.append((o.rid, where if not i else "%s/c%d" % (where, i), text))
+    return found
+
+
+def answer(choice):
+    """What two answers are compared by: the token ids, or the text when an engine gives none."""
+    ids, text = choice
+    return ("ids", tuple(ids)) if ids else ("text", text)
+
+
+def report(runs, alone, probes, n_runs):
+    """The replay block of servefuzz's report (and of the seed report it is shaped after)."""
+    expected = FINDING["expected"]
+    references = [o for o in alone.values()]
+    diverged, stable, undetermined = judge(runs + ([references] if references else []))
+    seen = failures(runs)
+    failure = FINDING["expect_failure"]
+    hits, reproduced = reproduction(runs, alone, probes)
+    lines = [
+        RULE,
+        "  Finding  : %s" % FINDING["name"],
+        "  Bug      : %s" % FINDING["bug"],
+        "  Expect   : %s" % ("%s to diverge" % expected if expected else "%s again" % failure),
+        "  Runs     : %d" % n_runs,
+        RULE,
+        "",
+        "  [DIVERGED \u2014 %d/%d requests non-deterministic]" % (len(diverged), len(FINDING["requests"])),
+    ]
+    for rid, per_choice in diverged:
+        lines += ["", "    %s  %s" % (rid, "\u2713 (expected)" if rid in expected else "(unexpected)")]
+        for i, variants in per_choice.items():
+            total = sum(v[2] for v in variants)
+            prefix = "choice %d " % i if len(per_choice) > 1 or i else ""
+            for k, (ids, text, count) in enumerate(variants, 1):
+                lines.append("      %svariant %d: %s  (%d/%d)" % (prefix, k, preview(ids, text), count, total))
+            unit = "token" if variants[0][0] else "character"  # text-only engines give no ids
+            where = min(first_difference(variants[0][0] or variants[0][1], v[0] or v[1]) for v in variants[1:])
+            lines.append("      first difference at %s %d" % (unit, where))
+    lines += ["", "  [STABLE \u2014 %d requests consistent across all runs]" % len(stable)] + id_block(stable)
+    if undetermined:
+        lines += ["", "  [UNDETERMINED \u2014 %d requests without two determinate answers]" % len(undetermined)]
+        lines += id_block(undetermined)
+    if seen:
+        lines += ["", "  [FAILURES \u2014 %d]" % len(seen)]
+        for (kind, rid), errors in sorted(seen.items()):
+            lines.append("    %s: %s in %d/%d runs (%s)" % (kind, rid, len(errors), len(runs), (errors[0] or "")[:80]))
+    broken = violations(runs, alone)
+    if FINDING.get("choices"):
+        lines += ["", "  [CONSTRAINTS — %d answers outside their own choices]" % len(broken)]
+        for rid, where, text in broken[:20]:
+            lines.append("    %s (%s): %s is none of its choices" % (rid, where, preview((), text)))
+    k, n = len(hits), max(len(runs), len(hits))
+    decision = decide(k, n)
+    confirmed = decision == REPRODUCED
+    if expected:
+        tally = "%d/%d expected divergences reproduced" % (len(reproduced), len(expected))
+    else:
+        tally = "%s %s again" % (failure, "seen" if hits else "not seen")
+    result = {REPRODUCED: "CONFIRMED", NOT_REPRODUCED: "NOT REPRODUCED"}.get(decision, "UNDECIDED")
+    lines += ["", "  RESULT: %s  (in %d/%d replays; %s)" % (result, k, n, tally),
+              "  RATE   : %s (sequential test, each error <= 1%%)" % REPRODUCTION.describe(k, n), RULE]
+    return visible("\n".join(lines) + "\n"), confirmed
+
+
+# --- main --------------------------------------------------------------------------------
+
+
+def positive_int(text):
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError("expected a whole number, got %r" % text)
+    if value < 1:
+        raise argparse.ArgumentTypeError("expected at least 1, got %d" % value)
+    return value
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description="Replay servefuzz finding %s." % FINDING["name"])
+    p.add_argument("--base-url", default=FINDING["base_url"], help="server to replay against (default %(default)s)")
+    p.add_argument("--runs", type=positive_int, default=10, help="loaded runs (default 10)")
+    p.add_argument("--timeout", type=positive_int, default=120, help="seconds to wait for one answer (default 120)")
+    p.add_argument("--model", help="model name for /v1/completions (default: the finding's, else the server's first)")
+    args = p.parse_args(argv)
+    requests = FINDING["requests"]
+    by_id = {r["id"]: r for r in requests}
+    runs, alone, probes = [], {}, []
+    try:
+        server = Server(args.base_url, args.timeout)
+        model = args.model or FINDING["model"]
+        if model is None and any("model" in r["body"] for r in requests):
+            model = first_model(server)
+        if not server.flush():
+            print("repro.py: note: this engine offers no cache flush; the runs share its cache", file=sys.stderr)
+        for rid in FINDING["expected"] if FINDING["expect_failure"] is None else ():
+            req = by_id.get(rid)
+            if req is not None and req["cancel_after_ms"] is None:
+                server.flush()
+                alone[rid] = run_requests(server, [dict(req, offset_ms=0.0)], model)[0]
+        for i in range(args.runs):
+            server.flush()
+            runs.append(run_requests(server, requests, model))
+            for probe in FINDING["probes"]:
+                # warm: again, right after the loaded run; primed: flush, bare prefix, again
+                req = dict(by_id[probe["id"]], offset_ms=0.0, cancel_after_ms=None)
+                probes.append((i, run_requests(server, [req], model)[0]))
+                server.flush()
+                run_requests(server, [dict(req, id=req["id"] + "~prefix", body=probe["prime"], copies=1)], model)
+                probes.append((i, run_requests(server, [req], model)[0]))
+            print("run %d/%d done" % (i + 1, args.runs), file=sys.stderr)
+    except ReproError as e:
+        if not runs:
+            print("repro.py: error: %s" % visible(e), file=sys.stderr)
+            return 2
+        # The server went away mid-replay (a crash finding does exactly that): judge what ran.
+        print("repro.py: %s; judging the %d runs that ended" % (visible(e), len(runs)), file=sys.stderr)
+    text, confirmed = report(runs, alone, probes, args.runs)
+    sys.stdout.write(text)
+    return 0 if confirmed else 1
+
+
+if __name__ == "__main__":
+    if hasattr(sys.stdout, "reconfigure"):
+        sys.stdout.reconfigure(errors="replace")  # the report's dashes and ticks on any terminal
+    sys.exit(main())
