@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 from report_findings import HOSTILE, seed_like
 
-from servefuzz.finding import Finding, TargetInfo
+from servefuzz.finding import Finding, TargetInfo, load_finding
 from servefuzz.launcher import ServerProcess, free_port
 from servefuzz.oracles.judge import judge
 from servefuzz.reports.repro import replay_plan, repro_script
@@ -231,3 +231,22 @@ def test_the_script_decides_with_servefuzz_stats_verbatim(script: Path) -> None:
     from servefuzz import stats
 
     assert inspect.getsource(stats) in script.read_text(encoding="utf-8")
+
+
+def test_an_isolation_breachs_script_looks_for_the_cached_count_and_finds_it_only_where_salts_leak(tmp_path: Path) -> None:
+    """The SGLang finding's own repro.py (docs/findings/sglang-cpu-salt-dropped), SGLang's
+    /generate dialect, against the reference engine, which speaks it: with the planted fault that
+    models sglang#23300 (salt-ignored) it confirms, on a clean one it does not; both say what they
+    looked for, a cached-token count, not a divergence."""
+    found = load_finding(Path(__file__).parents[2] / "docs/findings/sglang-cpu-salt-dropped/finding_min_triaged.json")
+    path = tmp_path / "repro.py"
+    path.write_text(repro_script(found), encoding="utf-8")
+    with ServerProcess.reference(["--fault", "salt-ignored"]) as leaky:
+        p = run_script(path, "--base-url", leaky.base_url, "--runs", "4")
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "  Expect   : ['r06_st_sp'] to report cached tokens its own cache salt does not allow" in p.stdout
+    assert "RESULT: CONFIRMED  (in 4/4 replays; 1/1 expected breaches reproduced)" in p.stdout, p.stdout
+    with ServerProcess.reference([]) as clean:
+        p = run_script(path, "--base-url", clean.base_url, "--runs", "8")  # 8 clean runs decide it
+    assert p.returncode == 1, p.stdout + p.stderr
+    assert "RESULT: NOT REPRODUCED  (in 0/8 replays; 0/1 expected breaches reproduced)" in p.stdout, p.stdout
