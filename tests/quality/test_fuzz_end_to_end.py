@@ -83,9 +83,10 @@ def test_batch_variant_numerics_is_labelled_numeric_drift(tmp_path: Path) -> Non
     out = tmp_path / "drift"
     p = servefuzz("fuzz", "--fault", "batch-variant-numerics", "--time", "60", "--json", "--out", str(out), timeout=200)
     summary = json.loads(p.stdout)
-    assert p.returncode == 1 and summary["findings"], "the drift must be seen to be classified"
+    assert summary["findings"], "the drift must be seen to be classified"
     verdicts = {load_finding(f).verdict.value for f in findings_in(out)}
     assert verdicts == {"numeric-drift"}, verdicts
+    assert p.returncode == 0  # benign numerics only: listed, and no "found" for a CI job to fail on
     finding = load_finding(findings_in(out)[0])
     assert "margin" in finding.why and "threshold" in finding.why
 

@@ -1111,6 +1111,14 @@ def answer(choice):
     return ("ids", tuple(ids)) if ids else ("text", text)
 
 
+def expectation(expected, failure):
+    """What the replay looks for, in words: an isolation breach is a cached-token count, not a
+    divergence of outputs."""
+    if FINDING.get("expect_cached"):
+        return "%s to report cached tokens its own cache salt does not allow" % expected
+    return "%s to diverge" % expected if expected else "%s again" % failure
+
+
 def report(runs, alone, probes, n_runs):
     """The replay block of servefuzz's report (and of the seed report it is shaped after)."""
     expected = FINDING["expected"]
@@ -1123,7 +1131,7 @@ def report(runs, alone, probes, n_runs):
         RULE,
         "  Finding  : %s" % FINDING["name"],
         "  Bug      : %s" % FINDING["bug"],
-        "  Expect   : %s" % ("%s to diverge" % expected if expected else "%s again" % failure),
+        "  Expect   : %s" % expectation(expected, failure),
         "  Runs     : %d" % n_runs,
         RULE,
         "",
@@ -1156,7 +1164,8 @@ def report(runs, alone, probes, n_runs):
     decision = decide(k, n)
     confirmed = decision == REPRODUCED
     if expected:
-        tally = "%d/%d expected divergences reproduced" % (len(reproduced), len(expected))
+        what = "breaches" if FINDING.get("expect_cached") else "divergences"
+        tally = "%d/%d expected %s reproduced" % (len(reproduced), len(expected), what)
     else:
         tally = "%s %s again" % (failure, "seen" if hits else "not seen")
     result = {REPRODUCED: "CONFIRMED", NOT_REPRODUCED: "NOT REPRODUCED"}.get(decision, "UNDECIDED")
