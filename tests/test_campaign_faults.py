@@ -177,3 +177,38 @@ def test_a_full_disk_is_one_line_exit_5_keeps_every_file_whole_and_resume_goes_o
     finally:
         if subprocess.run(["umount", str(small)], capture_output=True, check=False).returncode != 0:
             subprocess.run(["umount", "-l", str(small)], capture_output=True, check=False)
+
+
+def test_a_background_job_s_ignored_sigint_is_python_s_handler_while_a_command_runs() -> None:
+    """A shell starts `servefuzz fuzz ... &` with SIGINT ignored; asyncio.run then installs no
+    handler of its own and SIGTERM raised KeyboardInterrupt inside whatever ran, once an aiohttp
+    task, whose traceback reached stderr (CI, 2026-12-02). For the command's run the default
+    handler is back, so asyncio.run installs its own; afterwards the ignore is restored."""
+    from servefuzz.cli import _Stop
+
+    before = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        with _Stop().on_sigterm():
+            assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+        assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+    finally:
+        signal.signal(signal.SIGINT, before)
+
+
+def test_sigint_stops_a_campaign_started_as_a_background_job(tmp_path: Path) -> None:
+    """`kill -INT` reaches a campaign a shell started in the background (SIGINT ignored): it
+    stops the way Ctrl-C does, with one line and exit 130."""
+    out = tmp_path / "campaign"
+    proc = subprocess.Popen(servefuzz("fuzz", *CLEAN, "--time", "300", "--json", "--out", str(out)),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
+    try:
+        deadline = time.monotonic() + 120
+        while not (out / "progress.json").exists() and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.1)
+        proc.send_signal(signal.SIGINT)
+        _, stderr = proc.communicate(timeout=30)
+    finally:
+        stop(proc)
+    assert proc.returncode == Exit.INTERRUPTED, (proc.returncode, stderr)
+    assert one_line(stderr).startswith("servefuzz: stopped by SIGINT (Ctrl-C); what was written so far is kept")

@@ -90,10 +90,20 @@ class _Stop:
         except ValueError:  # not the main thread (main() called from a library's thread): left as it is
             yield
             return
+        # A shell starts a background job with SIGINT ignored, and asyncio.run then installs no
+        # Ctrl-C handler: SIGTERM had to raise KeyboardInterrupt wherever the loop was, and one
+        # raised inside an aiohttp task left "Task exception was never retrieved" and a traceback
+        # on stderr (CI, 2026-12-02). With Python's own handler back for the block, asyncio.run
+        # installs its handler, and both signals cancel the campaign at an await.
+        ignored = signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+        if ignored:
+            signal.signal(signal.SIGINT, signal.default_int_handler)
         try:
             yield
         finally:
             signal.signal(signal.SIGTERM, before)
+            if ignored:
+                signal.signal(signal.SIGINT, signal.SIG_IGN)
 
     def _sigterm(self, signum: int, frame: FrameType | None) -> None:
         self.signal = "SIGTERM"
