@@ -13,6 +13,15 @@
 #                                   without what a local cluster never reads (28 MB of xz: the
 #                                   wheel's 79 MB would not fit a call's 64 MiB)
 #   .gpu/MANIFEST                   what went in, with checksums
+#
+# Or, with engines named (`scripts/gpu_bundle.sh vllm@0.26.0`, `sglang@0.5.17`), a bundle to run
+# that engine's launch preset (`--launch vllm-gpu`, `--launch sglang-gpu`) instead of llama.cpp:
+#   .gpu/engines/NAME-gpu-VERSION.tar.xz  the engine's wheels as scripts/gpu-engines/NAME-VERSION.txt
+#                                   pins them (sha256), installed into site/ and trimmed to what a
+#                                   dense model on an H200 (sm_90) loads (vLLM about 46 MB, SGLang 36)
+#   .gpu/models/                    `servefuzz model build` (seed 0): its hf-float32 folder
+#   .gpu/servefuzz-src.tar.gz, .gpu/wheels/, .gpu/MANIFEST as above; no llama.cpp, no Ray
+# One engine per bundle: a device call carries at most 64 MiB, the working tree included.
 # .gpu/ is ignored through .git/info/exclude and never committed. Downloads are cached under
 # ${SERVEFUZZ_CACHE:-~/.cache/servefuzz}, so a second bundle costs a few seconds.
 #
@@ -149,12 +158,104 @@ write_manifest() {
     } >"$GPU/MANIFEST"
 }
 
+# -- engine bundles (vllm@VERSION, sglang@VERSION) -----------------------------------------
+# The image's Python (3.12) and glibc (2.39): pip matches a manylinux tag exactly, so every one
+# up to it is named.
+GPU_PLATFORM=(--python-version 3.12 --implementation cp --only-binary=:all: --platform any
+              --platform manylinux2014_x86_64 --platform manylinux1_x86_64)
+for glibc in $(seq 17 39); do GPU_PLATFORM+=(--platform "manylinux_2_${glibc}_x86_64"); done
+
+# What a dense model served on sm_90 never loads, per engine (measured on the H200: the server
+# starts and serves without them, ../shared/notes/gpu-engines.md):
+trim_vllm() {
+    local site=$1
+    # FlashAttention 2 (FA3 is Hopper's), the MoE, FlashMLA and QuTLASS kernels, the JIT sources
+    # of DeepGEMM and the sm_100 FMHA, and the optional Rust front end.
+    rm -f "$site"/vllm/vllm_flash_attn/_vllm_fa2_C.abi3.so "$site"/vllm/_moe_C_stable_libtorch.abi3.so \
+          "$site"/vllm/_flashmla_C.abi3.so "$site"/vllm/_flashmla_extension_C.abi3.so \
+          "$site"/vllm/_qutlass_C.abi3.so "$site"/vllm/vllm-rs
+    rm -rf "$site"/vllm/third_party/deep_gemm "$site"/vllm/third_party/fmha_sm100
+    "$PYTHON" scripts/gpu_prune_fatbin.py "$site/vllm/_C_stable_libtorch.abi3.so" "$WORK/pruned.so" 90
+    mv "$WORK/pruned.so" "$site/vllm/_C_stable_libtorch.abi3.so"
+}
+trim_sglang() {
+    local site=$1
+    # The preset runs Triton attention: the kernel package's FA3 (1.1 GB), FlashMLA, InfLLM (a
+    # cp310 build) and sm_100 ops are never loaded; xgrammar's static library is for linking.
+    rm -f "$site"/sgl_kernel/flash_ops.abi3.so "$site"/sgl_kernel/flashmla_ops.abi3.so \
+          "$site"/sgl_kernel/infllm_ops.*.so
+    rm -rf "$site"/sgl_kernel/sm100 "$site"/xgrammar/lib
+    strip --strip-unneeded "$site"/xgrammar/libxgrammar_bindings.so   # its debug info: 51 of 53 MB
+    "$PYTHON" scripts/gpu_prune_fatbin.py "$site/sgl_kernel/sm90/common_ops.abi3.so" "$WORK/pruned.so" 90
+    mv "$WORK/pruned.so" "$site/sgl_kernel/sm90/common_ops.abi3.so"
+}
+
+bundle_engine() {
+    local name=${1%@*} version=${1#*@}
+    local lock=scripts/gpu-engines/$name-$version.txt
+    # Built once per lock file, pruner and trim step, then copied: xz -9 of 340 MB takes 4 minutes here.
+    local key built
+    key=$({ cat "$lock" scripts/gpu_prune_fatbin.py; declare -f "trim_$name"; } | sha256sum | cut -c1-12)
+    built="$CACHE/gpu-engines/$name-gpu-$version-$key.tar.xz"
+    mkdir -p "$GPU/engines"
+    if [[ ! -f $built ]]; then
+        local wheels="$CACHE/downloads/gpu-$name-$version" site=$WORK/$name/site
+        mkdir -p "$wheels" "$(dirname "$built")"
+        say "downloading $name $version's wheels (hashes in $lock)"
+        "$PYTHON" -m pip download -q --no-deps --require-hashes "${GPU_PLATFORM[@]}" -d "$wheels" -r "$lock"
+        local files=()
+        while read -r spec _; do
+            [[ $spec == \#* || -z $spec ]] && continue
+            local pkg=${spec%%==*} ver=${spec#*==} found
+            found=$(compgen -G "$wheels/${pkg//-/_}-$ver-*.whl" || compgen -G "$wheels/$pkg-$ver-*.whl") \
+                || die "no wheel for $spec in $wheels"
+            files+=("$(head -1 <<<"$found")")
+        done <"$lock"
+        "$PYTHON" -m pip install -q --no-index --no-deps --no-compile "${GPU_PLATFORM[@]}" --target "$site" "${files[@]}"
+        rm -rf -- "$site/bin"
+        "trim_$name" "$site"
+        say "packing $name $version ($(du -sh "$site" | cut -f1) unpacked; xz -9 takes a few minutes)"
+        tar -C "$WORK/$name" --sort=name --owner=0 --group=0 --numeric-owner --mtime=@0 -cf - site \
+            | xz -9 -T0 >"$built.part"
+        mv "$built.part" "$built"
+    fi
+    cp "$built" "$GPU/engines/$name-gpu-$version.tar.xz"
+    ENGINE_LINES+=("$name $version: the wheels of $lock (sha256-pinned), trimmed, as $(basename "$built")")
+}
+
+bundle_hf_model() {
+    PYTHONPATH="$WORK/servefuzz" "$PYTHON" -m servefuzz model build "$WORK/model" --seed 0 >/dev/null   # the snapshot's
+    mkdir -p "$GPU/models"
+    cp -r "$WORK/model/hf-float32" "$GPU/models/"
+}
+
+# Each engine named has a lock file, before anything is downloaded or .gpu/ emptied.
+for engine in "$@"; do
+    [[ $engine == *@* && -f scripts/gpu-engines/${engine%@*}-${engine#*@}.txt ]] \
+        || die "unknown engine $engine (known: $(cd scripts/gpu-engines && ls | sed 's/-\([0-9]\)/@\1/; s/\.txt$//' | tr '\n' ' '))"
+done
+
 start=$SECONDS
 WORK=$(mktemp -d)
 trap 'rm -rf -- "$WORK"' EXIT
 exclude_gpu_dir
 rm -rf -- "$GPU"
 mkdir -p "$GPU"
+if (($#)); then
+    ENGINE_LINES=()
+    bundle_servefuzz
+    bundle_hf_model
+    bundle_wheels
+    for engine in "$@"; do bundle_engine "$engine"; done
+    {
+        echo "# made by scripts/gpu_bundle.sh $* on $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+        printf '%s\n' "${ENGINE_LINES[@]}"
+        echo "servefuzz as committed at $(git rev-parse --short "$SNAPSHOT"); models: servefuzz model build --seed 0"
+        (cd "$GPU" && find . -type f ! -name MANIFEST | sort | xargs sha256sum)
+    } >"$GPU/MANIFEST"
+    say "wrote $GPU ($(du -sh "$GPU" | cut -f1)) in $((SECONDS - start)) s"
+    exit 0
+fi
 bundle_sources
 bundle_servefuzz
 bundle_model

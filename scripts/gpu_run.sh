@@ -24,6 +24,18 @@
 #                          scale-out run's worst, else issue 15's stored CUDA finding), each row a
 #                          Ray task with its own server on its own GPU (results/ray-triage*/)
 #   summary                nothing but the summary and the pack (on results already there)
+#   launch:PRESET:PROFILE:SECONDS
+#                          `servefuzz fuzz --launch PRESET --profile PROFILE` for SECONDS: an
+#                          engine of a bundle made by `scripts/gpu_bundle.sh vllm@0.26.0` (or
+#                          sglang@0.5.17), unpacked into the engine cache on first use, started,
+#                          owned and restarted by servefuzz as on the CPU (`vllm-gpu`,
+#                          `sglang-gpu`); its controls run there too. In campaign-PRESET-PROFILE
+#   STEP+STEP              the steps at once (two engines side by side on the one GPU), e.g.
+#                          launch:vllm-gpu:default:400+launch:sglang-gpu:default:400
+#
+# An engine bundle's device calls, back to back while the machine stays warm (30 s):
+#   scripts/gpu_bundle.sh vllm@0.26.0     # here
+#   device run, carry .gpu: DEADLINE=570 scripts/gpu_run.sh launch:vllm-gpu:default:420 2>&1 | tee $OUT/log
 # Every run ends by packing the results into $OUT (summary.md, results.tar.gz and each campaign's
 # histories as campaign-*-histories.jsonl.xz). The work folder
 # (default /tmp/servefuzz-gpu) outlives the call while the machine stays warm, so a follow-up
@@ -75,6 +87,31 @@ setup_python() {
     fi
     export PYTHONPATH=$W/py:$W/site
     python3 -m servefuzz --version
+    unpack_engines
+}
+
+# An engine bundle's site/ into the engine cache, where the `vllm-gpu` / `sglang-gpu` presets
+# look (servefuzz.engines.gpu_installed), with the interpreter it was built for; the bundled
+# model where the presets' default model lives, as `servefuzz model build --seed 0` made it
+# (so the truth control knows it is servefuzz's own). Once per machine: the cache outlives a call.
+unpack_engines() {
+    local bundle name dir
+    for bundle in .gpu/engines/*-gpu-*.tar.xz; do
+        [[ -f $bundle ]] || continue
+        name=$(basename "$bundle" .tar.xz)
+        dir=$SERVEFUZZ_CACHE/$name
+        [[ -f $dir/.complete ]] && continue
+        rm -rf -- "$dir" && mkdir -p "$dir"
+        tar -xJf "$bundle" -C "$dir"
+        command -v python3 >"$dir/python"
+        touch "$dir/.complete"
+        say "unpacked $name into $dir"
+    done
+    local models=$SERVEFUZZ_CACHE/models/tiny-seed0
+    if [[ -d .gpu/models/hf-float32 && ! -f $models/.complete ]]; then
+        rm -rf -- "$models" && mkdir -p "$models"
+        cp -r .gpu/models/hf-float32 "$models/" && touch "$models/.complete"
+    fi
 }
 
 build() {
@@ -87,10 +124,24 @@ record_machine() {
     {
         nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1 || true
         nvcc --version 2>&1 | tail -1 || true
-        "$BIN" --version 2>&1 | grep -iE 'version|built|CUDA|device' || true
+        [[ -x $BIN ]] && { "$BIN" --version 2>&1 | grep -iE 'version|built|CUDA|device' || true; }
         python3 --version
+        python3 -c 'import torch; print("torch", torch.__version__)' 2>/dev/null || true
+        local engine
+        for engine in "$SERVEFUZZ_CACHE"/*-gpu-*/.complete; do
+            [[ -f $engine ]] && echo "engine: $(basename "$(dirname "$engine")")"
+        done
+        return 0
     } >"$RESULTS/machine.txt"
     cat "$RESULTS/machine.txt"
+}
+
+# The bundle as gpu_bundle.sh wrote it: every file its MANIFEST lists, by checksum (a dry run on
+# a CPU machine stops here when something is missing or changed).
+check_manifest() {
+    [[ -f .gpu/MANIFEST ]] || die ".gpu/MANIFEST is missing: run scripts/gpu_bundle.sh"
+    (cd .gpu && grep -v '^#' MANIFEST | grep '  \./' | sha256sum --quiet -c -) || die ".gpu/ does not match its MANIFEST"
+    say "bundle: $(head -1 .gpu/MANIFEST | sed 's/^# //'); $(grep -c '  \./' .gpu/MANIFEST) files match the manifest"
 }
 
 pack() {
@@ -171,6 +222,28 @@ def fuzz(profile: str, seconds: str) -> None:
             print(f"CRASH: servefuzz fuzz exited with {done.returncode}; stderr tail:\n{tail}", flush=True)
             return
         warm_replays(out, srv.base_url)
+
+
+def launched(preset: str, profile: str, seconds: str) -> None:
+    """`servefuzz fuzz --launch PRESET --profile PROFILE`: servefuzz starts the engine, owns it
+    (restarts it after a crash) and runs its controls on fresh servers of the same preset."""
+    seed = os.environ.get("SEED", "0")
+    out, resume = campaign_dir(f"{preset}-{profile}", seed)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "crash.json").unlink(missing_ok=True)
+    (out / "launched.json").write_text(json.dumps({"preset": preset, "profile": profile}))
+    cmd = [sys.executable, "-m", "servefuzz", "fuzz", "--launch", preset, "--profile", profile, "--keep-going",
+           "--time", seconds, "--seed", seed, "--out", str(out), "--json",
+           *(["--resume"] if resume else []), *os.environ.get("FUZZ_EXTRA", "").split()]
+    print("$", " ".join(cmd), flush=True)
+    with open(out / "fuzz.stderr", "a") as err:
+        done = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=err, text=True)
+    (out / "fuzz.json").write_text(done.stdout)
+    print(f"{preset}/{profile}: exit {done.returncode}; {done.stdout[-1500:]}", flush=True)
+    if done.returncode not in (0, 1):
+        tail = (out / "fuzz.stderr").read_text(errors="replace")[-3000:]
+        (out / "crash.json").write_text(json.dumps({"exit": done.returncode, "command": cmd, "stderr_tail": tail}, indent=2))
+        print(f"CRASH: servefuzz fuzz exited with {done.returncode}; stderr tail:\n{tail}", flush=True)
 
 
 def warm_replays(campaign: Path, url: str) -> None:
@@ -267,6 +340,8 @@ def jitter(runs: list[RunHistory]) -> float:
 def triage(max_findings: str) -> None:
     until = float(os.environ.get("TRIAGE_UNTIL", "inf"))
     for campaign in sorted(RESULTS.glob("campaign-*")):
+        if (campaign / "launched.json").exists():
+            continue  # an engine preset's campaign: `servefuzz triage --launch PRESET` has its matrix
         profile = campaign.name.removeprefix("campaign-")
         done = {load_finding(p).signature for p in (campaign / "triaged").glob("finding_*.json")}
         for path, finding in worst_findings(campaign, int(max_findings), skip=done):
@@ -686,7 +761,7 @@ def crashed() -> None:
 
 def summary() -> None:
     """summary.md: each campaign's numbers, and each finding's verdict with its evidence."""
-    lines = ["# servefuzz on llama.cpp CUDA: summary", ""]
+    lines = ["# servefuzz on the GPU: summary", ""]
     machine = RESULTS / "machine.txt"
     if machine.exists():
         lines += ["```", machine.read_text().strip(), "```", ""]
@@ -729,29 +804,49 @@ def summary() -> None:
     (RESULTS / "summary.md").write_text("\n".join(lines) + "\n")
 
 
-{"fuzz": fuzz, "triage": triage, "summary": summary, "crashed": crashed, "scaleout": scaleout,
+{"fuzz": fuzz, "launched": launched, "triage": triage, "summary": summary, "crashed": crashed, "scaleout": scaleout,
  "ray_triage": ray_triage}[sys.argv[1]](*sys.argv[2:])
 PY
 }
 
+check_manifest
 setup_python
+[[ -f $RESULTS/machine.txt ]] || record_machine >/dev/null
 trap pack EXIT   # whatever happens, bring back what there is
-for step in "${@:-build}"; do
+# A server's start (1.5-2 min for an engine) comes before the campaign's --time.
+ENGINE_START_S=150
+one_step() {
+    local step=$1
     case $step in
         build) build; record_machine ;;
         fuzz:*:*) IFS=: read -r _ profile seconds <<<"$step"
                   # Leave time for the last scenario's confirmation, the warm replays and the pack.
                   seconds=$(( seconds < END - SECONDS - 80 ? seconds : END - SECONDS - 80 ))
-                  if (( seconds < 10 )); then say "no time left to fuzz $profile"; continue; fi
+                  if (( seconds < 10 )); then say "no time left to fuzz $profile"; return; fi
                   say "fuzzing profile $profile for $seconds s"; drive fuzz "$profile" "$seconds" ;;
+        launch:*:*:*) IFS=: read -r _ preset profile seconds <<<"$step"
+                  local left=$(( END - SECONDS - 80 - ENGINE_START_S ))
+                  seconds=$(( seconds < left ? seconds : left ))
+                  if (( seconds < 10 )); then say "no time left to fuzz $preset/$profile"; return; fi
+                  say "fuzzing $preset, profile $profile, for $seconds s"; drive launched "$preset" "$profile" "$seconds" ;;
         summary) ;;  # only the summary and the pack, which every run ends with (here: on results brought back)
         triage) say "triage"; TRIAGE_UNTIL=$(( $(date +%s) + END - SECONDS - 25 )) drive triage "${MAX_FINDINGS:-2}" ;;
         ray:*) say "scale-out on Ray: arms ${ARMS:-local ray-1 ray-2}, at most ${step#ray:} s each"
                RAY_UNTIL=$(( $(date +%s) + END - SECONDS - 30 )) drive scaleout "${step#ray:}" ;;
         ray-triage) say "triage on Ray, two rows at once"
                     RAY_UNTIL=$(( $(date +%s) + END - SECONDS - 30 )) drive ray_triage ;;
-        *) die "unknown step $step (build, fuzz:PROFILE:SECONDS, triage, ray:SECONDS, ray-triage, summary)" ;;
+        *) die "unknown step $step (build, fuzz:PROFILE:SECONDS, launch:PRESET:PROFILE:SECONDS, triage, ray:SECONDS, ray-triage, summary; STEP+STEP at once)" ;;
     esac
+}
+for step in "${@:-build}"; do
+    if [[ $step == *+* ]]; then
+        IFS=+ read -ra parts <<<"$step"
+        pids=()
+        for part in "${parts[@]}"; do one_step "$part" & pids+=($!); done
+        for pid in "${pids[@]}"; do wait "$pid" || say "a step of $step failed"; done
+    else
+        one_step "$step"
+    fi
 done
 drive crashed || { say "a servefuzz campaign crashed (see summary.md)"; exit 3; }
 say "done"

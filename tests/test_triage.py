@@ -220,8 +220,11 @@ _PRESET_ARGV = {
     "llama-server": engines.llama_server_argv(Path("m.gguf"), extra=["--cache-ram", "0"]),
     "vllm-cpu": engines.vllm_argv(Path("hf")),
     "sglang-cpu": engines.sglang_argv(Path("hf"), engines.SGLANG_VERSIONS[0]),
+    "vllm-gpu": engines.vllm_gpu_argv("python3", Path("hf")),
+    "sglang-gpu": engines.sglang_gpu_argv("python3", Path("hf")),
 }
-_PRESET_ENGINE = {"llama-server": "llamacpp", "vllm-cpu": "vllm", "sglang-cpu": "sglang"}
+_PRESET_ENGINE = {"llama-server": "llamacpp", "vllm-cpu": "vllm", "sglang-cpu": "sglang", "vllm-gpu": "vllm",
+                  "sglang-gpu": "sglang"}
 
 
 @pytest.mark.parametrize(("preset", "name"), [(p, n) for p, named in engines.PROFILES.items() for n in named])

@@ -142,8 +142,9 @@ class FuzzOptions:
             raise UsageError(f"--url must start with http:// or https://, got {self.url!r}")
         if self.launch is not None:
             preset_version(self.launch)  # a version the preset cannot take, or not set up here
-        if self.model is not None and preset_of(self.launch or "") not in ("vllm-cpu", "llama-server", "sglang-cpu"):
-            raise UsageError("--model names the model a preset serves: use it with --launch vllm-cpu, llama-server or sglang-cpu")
+        if self.model is not None and preset_of(self.launch or "") in (None, "reference"):
+            raise UsageError("--model names the model a preset serves: use it with --launch vllm-cpu, llama-server, "
+                             "sglang-cpu, vllm-gpu or sglang-gpu")
         if self.chosen_profile() is not None:
             # the preset has it (and, for spec-draft, a draft for --model), or one line
             engines.profile(preset_of(self.launch or "") or self.launch or "", self.chosen_profile() or "", model=self.model)
@@ -307,7 +308,8 @@ def _built_model(preset: str | None, model: Path | None) -> Path | None:
     if model is not None:
         return None
     built = {"vllm-cpu": engines.hf_model_dir, "llama-server": engines.gguf_model,
-             "sglang-cpu": engines.hf_model_dir}.get(preset_of(preset or "") or "")
+             "sglang-cpu": engines.hf_model_dir, "vllm-gpu": engines.hf_model_dir,
+             "sglang-gpu": engines.hf_model_dir}.get(preset_of(preset or "") or "")
     path = None if built is None else built(None)
     return path if path is not None and path.exists() else None
 

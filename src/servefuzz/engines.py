@@ -55,6 +55,14 @@ __all__ = [
     "profile",
     "with_flags",
     "without_flags",
+    "GPU_START_TIMEOUT_S",
+    "GPU_VERSIONS",
+    "gpu_env",
+    "gpu_installed",
+    "gpu_python",
+    "gpu_version",
+    "sglang_gpu_argv",
+    "vllm_gpu_argv",
     "gguf_model",
     "hf_model_dir",
     "llama_server_argv",
@@ -281,6 +289,107 @@ def llama_server_preset_argv(gguf: Path, slots: int = 8) -> list[str]:
     return llama_server_argv(gguf, slots=slots, extra=["--slot-save-path", tempfile.gettempdir(), "--cache-ram", "0"])
 
 
+# -- the GPU engines (the lent H200) -----------------------------------------------------------
+#
+# No registry there: `scripts/gpu_bundle.sh vllm@0.26.0` (or `sglang@0.5.17`) packs the engine's
+# wheels, pinned by sha256 and trimmed to sm_90, and `scripts/gpu_run.sh` unpacks them into
+# `cache_dir()/PRESET-VERSION/site`, recording there the interpreter whose torch they were
+# built against (the image's: Python 3.12, torch 2.11.0+cu130). Each is the newest release that
+# pins that torch (../shared/notes/gpu-engines.md).
+GPU_VERSIONS: Mapping[str, tuple[str, ...]] = {"vllm-gpu": ("0.26.0",), "sglang-gpu": ("0.5.17",)}
+# Loading, then CUDA-graph capture: 80-134 s measured on the H200 for the tiny model.
+GPU_START_TIMEOUT_S = 420.0
+
+
+def _gpu_dir(preset: str, version: str) -> Path:
+    return cache_dir() / f"{preset}-{version}"
+
+
+def gpu_version(preset: str, asked: str | None) -> str:
+    """The version a `vllm-gpu[@VERSION]` / `sglang-gpu[@VERSION]` preset means: the bundled one
+    by default; UsageError (one line) for one servefuzz has no bundle of."""
+    known = GPU_VERSIONS[preset]
+    if asked is None:
+        return known[0]
+    if asked not in known:
+        raise UsageError(f"{preset}@{asked}: the versions scripts/gpu_bundle.sh bundles are {', '.join(known)}")
+    return asked
+
+
+def gpu_installed(preset: str, version: str) -> bool:
+    """Whether `scripts/gpu_run.sh` unpacked this engine here (its marker file is there)."""
+    return (_gpu_dir(preset, version) / ".complete").is_file()
+
+
+def gpu_python(preset: str, version: str) -> str:
+    """The interpreter the bundle was unpacked for (written by gpu_run.sh beside `site/`)."""
+    return (_gpu_dir(preset, version) / "python").read_text(encoding="utf-8").strip()
+
+
+def gpu_env(preset: str, version: str) -> dict[str, str]:
+    """Environment of a GPU engine's processes: its bundle first on their path (never on
+    servefuzz's own), no hub; vLLM's sampler without FlashInfer (not in the bundle), its
+    internal sockets on 127.0.0.1 and `/reset_prefix_cache` mounted."""
+    path = os.environ.get("PYTHONPATH", "")
+    env = {
+        "PYTHONPATH": str(_gpu_dir(preset, version) / "site") + (os.pathsep + path if path else ""),
+        "HF_HUB_OFFLINE": "1",
+    }
+    if preset == "vllm-gpu":
+        env |= {"VLLM_USE_FLASHINFER_SAMPLER": "0", "VLLM_HOST_IP": "127.0.0.1", "VLLM_SERVER_DEV_MODE": "1",
+                "VLLM_NO_USAGE_STATS": "1"}
+    return env
+
+
+def vllm_gpu_argv(
+    python: str,
+    model_dir: Path,
+    dtype: str = "bfloat16",
+    *,
+    block_size: int = 16,
+    max_model_len: int = 2048,
+    seed: int = 0,
+) -> list[str]:
+    """vLLM's OpenAI server on a GPU with its defaults as users serve: CUDA graphs and
+    torch.compile, chunked prefill, prefix caching, block size 16, bfloat16. A sixth of the
+    H200's memory (about 21 GiB) leaves room for a control's second server beside it."""
+    return [
+        python, "-m", "vllm.entrypoints.openai.api_server",
+        "--host", "127.0.0.1", "--port", "{port}",
+        "--model", str(model_dir), "--served-model-name", "tiny",
+        "--dtype", dtype,
+        "--max-model-len", str(max_model_len),
+        "--enable-prefix-caching",
+        "--block-size", str(block_size),
+        "--gpu-memory-utilization", "0.15",
+        "--enable-prompt-tokens-details",
+        "--seed", str(seed),
+    ]
+
+
+def sglang_gpu_argv(
+    python: str,
+    model_dir: Path,
+    *,
+    page_size: int = 1,
+    seed: int = 0,
+) -> list[str]:
+    """SGLang's server on a GPU: radix cache, overlap scheduler, CUDA graphs and chunked prefill
+    at its defaults, page size 1 (its default), Triton attention (the bundle leaves FA3 out) and
+    torch sampling. Always bfloat16: at float32 sgl-kernel's CUDA rmsnorm fails the first
+    forward ("failed to dispatch data type Float", measured)."""
+    return [
+        python, "-m", "sglang.launch_server",
+        "--model-path", str(model_dir),
+        "--host", "127.0.0.1", "--port", "{port}",
+        "--attention-backend", "triton", "--sampling-backend", "pytorch",
+        "--dtype", "bfloat16",
+        "--mem-fraction-static", "0.2",
+        "--page-size", str(page_size),
+        "--random-seed", str(seed),
+    ]
+
+
 # -- feature profiles of the presets ---------------------------------------------------------
 
 
@@ -465,6 +574,25 @@ _PROFILE_ROWS: tuple[Profile, ...] = (
             "retraction and eviction: a 1024-token KV pool shared by up to 32 requests",
             "KV pool size (retraction, eviction)", aims=("eviction", "cancel-storm")),
     Profile("sglang-cpu", "no-overlap", ("--disable-overlap-schedule",),
+            "the scheduler without its overlap of CPU scheduling and the forward pass",
+            "overlap scheduler", aims=("batch-sweep", "burst-reuse")),
+    # On the H200 (scripts/gpu_run.sh): bfloat16 with every GPU default on is what users serve;
+    # float32 and eager mode take one mechanism out at a time.
+    Profile("vllm-gpu", "default", (),
+            "vLLM's GPU defaults: bfloat16, CUDA graphs, chunked prefill, prefix caching, block size 16", "none"),
+    Profile("vllm-gpu", "float32", ("--dtype", "float32"),
+            "float32 weights and KV: batch numerics a thousand times finer than bfloat16's",
+            "bfloat16 numerics", aims=("batch-sweep", "burst-reuse")),
+    Profile("vllm-gpu", "eager", ("--enforce-eager",),
+            "no CUDA graphs and no torch.compile: every step launched eagerly",
+            "CUDA graphs / torch.compile", aims=("batch-sweep",)),
+    Profile("sglang-gpu", "default", (),
+            "SGLang's GPU defaults: bfloat16, page size 1, radix cache, overlap scheduler, CUDA graphs", "none"),
+    Profile("sglang-gpu", "page-64", ("--page-size", "64"),
+            "a paged KV pool of 64-token pages (the seed report's block size): prefixes reused page by page",
+            "paged KV (page size)", rows=(("--page-size 16", "paged KV (page size)"),),
+            aims=("page-boundary", "burst-reuse", "tile-boundary")),
+    Profile("sglang-gpu", "no-overlap", ("--disable-overlap-schedule",),
             "the scheduler without its overlap of CPU scheduling and the forward pass",
             "overlap scheduler", aims=("batch-sweep", "burst-reuse")),
     # servefuzz's two tiny adapters (models.ADAPTERS), loaded at start; requests alternate

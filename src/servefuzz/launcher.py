@@ -39,7 +39,7 @@ from servefuzz.errors import LaunchError, UsageError
 from servefuzz.finding import TargetInfo, redact_argv
 
 __all__ = [
-    "PRESETS", "Launch", "preset_of", "preset_version", "ServerProcess", "free_port", "group_alive", "reference_argv",
+    "PRESETS", "VERSIONED_PRESETS", "Launch", "preset_of", "preset_version", "ServerProcess", "free_port", "group_alive", "reference_argv",
     "reference_flags",
 ]
 
@@ -282,7 +282,9 @@ class ServerProcess:
 # -- what to launch ---------------------------------------------------------------------
 
 
-PRESETS = ("reference", "vllm-cpu", "llama-server", "sglang-cpu")
+PRESETS = ("reference", "vllm-cpu", "llama-server", "sglang-cpu", "vllm-gpu", "sglang-gpu")
+# The presets that take `@VERSION` (the others install one version of their engine).
+VERSIONED_PRESETS = ("sglang-cpu", *engines.GPU_VERSIONS)
 
 
 def preset_of(spec: str) -> str | None:
@@ -305,9 +307,11 @@ def preset_version(spec: str) -> tuple[str | None, str]:
     """
     preset = preset_of(spec)
     version = spec.partition("@")[2] if preset is not None else ""
-    if version and preset != "sglang-cpu":
+    if version and preset not in VERSIONED_PRESETS:
         raise UsageError(f"--launch {preset} takes no @VERSION: servefuzz installs one version of it")
-    if version:
+    if version and preset is not None and preset in engines.GPU_VERSIONS:
+        engines.gpu_version(preset, version)  # one line naming the versions bundled
+    elif version:
         engines.sglang_version(version)  # one line naming the versions set up here
     return preset, version
 
@@ -351,8 +355,9 @@ class Launch:
         reference_flags: Sequence[str] = (),
         profile: str | None = None,
     ) -> Launch:
-        """A preset name (`reference`, `vllm-cpu`, `llama-server`, `sglang-cpu[@VERSION]`) or the
-        user's command with `{port}`.
+        """A preset name (`reference`, `vllm-cpu`, `llama-server`, `sglang-cpu[@VERSION]`, and on
+        the GPU machine `vllm-gpu[@VERSION]`, `sglang-gpu[@VERSION]`) or the user's command with
+        `{port}`.
 
         `target`: the server a finding was made on, which the presets rebuild (its faults, dtype,
         block size, slots); None for a new campaign, which gets `reference_flags` on the
@@ -414,6 +419,8 @@ class Launch:
             interpreted = ("triton-interpreter",) if version in engines.SGLANG_INTERPRETED else ()
             return cls("sglang", tuple(argv), engines.sglang_env(version), start_timeout_s=engines.SGLANG_START_TIMEOUT_S,
                        device="cpu", standins=("sgl_kernel", *interpreted))
+        if preset is not None and preset in engines.GPU_VERSIONS:
+            return cls._gpu(preset, engines.gpu_version(preset, version or None), target, model)
         if preset == "llama-server":
             gguf = engines.gguf_model(model) if model is not None else None
             if not engines.llama_server_built():
@@ -434,6 +441,24 @@ class Launch:
             )
         # A user's server may take long to load its model; the dialect is detected when not given.
         return cls(engine or (target.engine if target is not None else ""), tuple(argv), start_timeout_s=600.0)
+
+    @classmethod
+    def _gpu(cls, preset: str, version: str, target: TargetInfo | None, model: Path | None) -> Launch:
+        """`vllm-gpu` / `sglang-gpu`: the engine scripts/gpu_run.sh unpacked on the GPU machine,
+        serving `model` (default: the tiny model in the cache) in bfloat16 unless the finding's
+        server ran another type."""
+        if not engines.gpu_installed(preset, version):
+            raise UsageError(f"{preset} {version} is not unpacked under {engines.cache_dir()}: on the GPU machine, "
+                             "scripts/gpu_run.sh does it from scripts/gpu_bundle.sh's bundle")
+        hf_dir = engines.hf_model_dir(model)
+        python, env = engines.gpu_python(preset, version), engines.gpu_env(preset, version)
+        page = target.page_size if target is not None and target.page_size else None
+        if preset == "vllm-gpu":
+            dtype = str((target.server_args.get("dtype") if target is not None else None) or "bfloat16")
+            argv = engines.vllm_gpu_argv(python, hf_dir, dtype if dtype != "auto" else "bfloat16", block_size=page or 16)
+            return cls("vllm", tuple(argv), env, start_timeout_s=engines.GPU_START_TIMEOUT_S, device="cuda")
+        argv = engines.sglang_gpu_argv(python, hf_dir, page_size=page or 1)
+        return cls("sglang", tuple(argv), env, start_timeout_s=engines.GPU_START_TIMEOUT_S, device="cuda")
 
     def with_changes(self, argv: Sequence[str], env: Mapping[str, str], target_opts: Mapping[str, Any]) -> Launch:
         """This launch with another command line, and more environment and adapter options."""

@@ -15,7 +15,7 @@ from servefuzz import __version__
 from servefuzz.api import EMBEDDED_FAULT, EMBEDDED_TIME_S, REMOTE_TIME_S
 from servefuzz.engines import PROFILES
 from servefuzz.errors import UsageError
-from servefuzz.launcher import PRESETS
+from servefuzz.launcher import PRESETS, VERSIONED_PRESETS
 from servefuzz.models import DTYPES
 from servefuzz.trial import DEFAULT_RUNS
 
@@ -37,7 +37,7 @@ class UsageParser(argparse.ArgumentParser):
 
 
 # The presets as --launch takes them; sglang-cpu also at a version set up here (sglang-cpu@0.5.10.post1).
-_PRESETS = ", ".join(f"{p}[@VERSION]" if p == "sglang-cpu" else p for p in PRESETS)
+_PRESETS = ", ".join(f"{p}[@VERSION]" if p in VERSIONED_PRESETS else p for p in PRESETS)
 
 
 def _profile_names() -> str:

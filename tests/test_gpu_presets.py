@@ -1,0 +1,109 @@
+"""The GPU presets (`vllm-gpu`, `sglang-gpu`): what gpu_run.sh unpacks is where the presets look,
+the commands are the engines' GPU defaults, their controls and triage rows exist on a GPU, and
+the bundles' pins agree with engines.GPU_VERSIONS. The engines themselves run only on the lent
+H200 (docs/gpu/); here the commands are built, not started."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from servefuzz import engines
+from servefuzz.errors import UsageError
+from servefuzz.launcher import Launch, preset_version
+from servefuzz.triager import matrix_of
+from servefuzz.trial import deterministic_launch
+
+ROOT = Path(__file__).resolve().parents[1]
+LOCKS = ROOT / "scripts" / "gpu-engines"
+
+
+def _unpack(cache: Path, preset: str, version: str) -> None:
+    """What scripts/gpu_run.sh's unpack_engines leaves: site/, the interpreter, the marker."""
+    where = cache / f"{preset}-{version}"
+    (where / "site").mkdir(parents=True)
+    (where / "python").write_text("/usr/bin/python3\n")
+    (where / ".complete").touch()
+
+
+@pytest.fixture
+def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("SERVEFUZZ_CACHE", str(tmp_path))
+    monkeypatch.delenv("PYTHONPATH", raising=False)
+    return tmp_path
+
+
+def test_a_preset_not_unpacked_is_one_line(cache: Path) -> None:
+    for preset in engines.GPU_VERSIONS:
+        with pytest.raises(UsageError, match=rf"{preset} \S+ is not unpacked under .*gpu_run.sh"):
+            Launch.resolve(preset, model=cache)
+    with pytest.raises(UsageError, match=r"vllm-gpu@0.1: the versions scripts/gpu_bundle.sh bundles are 0.26.0"):
+        preset_version("vllm-gpu@0.1")
+    assert preset_version("sglang-gpu@0.5.17") == ("sglang-gpu", "0.5.17")
+
+
+def test_vllm_gpu_serves_the_gpu_defaults_from_the_bundle(cache: Path) -> None:
+    _unpack(cache, "vllm-gpu", "0.26.0")
+    model = cache / "hf"
+    model.mkdir()
+    (model / "config.json").write_text("{}")
+    launch = Launch.resolve("vllm-gpu", model=model)
+    argv = list(launch.argv)
+    assert (launch.engine, launch.device, argv[0]) == ("vllm", "cuda", "/usr/bin/python3")
+    assert argv[argv.index("--dtype") + 1] == "bfloat16"  # what users serve, whatever the model declares
+    assert argv[argv.index("--host") + 1] == "127.0.0.1" and argv[argv.index("--port") + 1] == "{port}"
+    assert "--enforce-eager" not in argv  # CUDA graphs and torch.compile stay on
+    assert {"--enable-prefix-caching", "--enable-prompt-tokens-details"} <= set(argv)
+    # The bundle on the server's path only, first; FlashInfer's sampler is not in it.
+    assert launch.env["PYTHONPATH"] == str(cache / "vllm-gpu-0.26.0" / "site")
+    assert launch.env["VLLM_USE_FLASHINFER_SAMPLER"] == "0" and launch.env["VLLM_HOST_IP"] == "127.0.0.1"
+    # Its control exists on a GPU (batch-invariant kernels), and so do the GPU-only rows.
+    det = deterministic_launch(launch)
+    assert det is not None and det.env["VLLM_BATCH_INVARIANT"] == "1"
+    f32 = Launch.resolve("vllm-gpu", model=model, profile="float32")
+    assert f32.argv[f32.argv.index("--dtype") + 1] == "float32" and list(f32.argv).count("--dtype") == 1
+    rows = [r.name for r in matrix_of(f32)]
+    assert rows[0] == "no profile float32" and "--enforce-eager" in rows
+
+
+def test_sglang_gpu_serves_bfloat16_with_triton_attention(cache: Path) -> None:
+    _unpack(cache, "sglang-gpu", "0.5.17")
+    model = cache / "hf"
+    model.mkdir()
+    (model / "config.json").write_text('{"dtype": "float32"}')
+    launch = Launch.resolve("sglang-gpu", model=model, profile="page-64")
+    argv = list(launch.argv)
+    assert (launch.engine, launch.device) == ("sglang", "cuda")
+    assert argv[argv.index("--dtype") + 1] == "bfloat16"  # float32 fails sgl-kernel's CUDA rmsnorm
+    assert argv[argv.index("--attention-backend") + 1] == "triton"
+    assert argv[argv.index("--page-size") + 1] == "64" and argv.count("--page-size") == 1
+    assert "--device" not in argv and "SGLANG_USE_CPU_ENGINE" not in launch.env
+    det = deterministic_launch(launch)
+    assert det is not None and "--enable-deterministic-inference" in det.argv  # refused on CPU, runs here
+    rows = [r.name for r in matrix_of(launch)]
+    assert {"--enable-deterministic-inference", "--attention-backend triton", "--page-size 16"} <= set(rows)
+
+
+def test_the_bundles_pins_follow_engines() -> None:
+    """Every GPU version servefuzz offers has a lock file, and every line of it is pinned by hash:
+    `pip download --require-hashes` then refuses a wheel that changed."""
+    locks = {p.stem for p in LOCKS.glob("*.txt")}
+    offered = {f"{preset.removesuffix('-gpu')}-{v}" for preset, vs in engines.GPU_VERSIONS.items() for v in vs}
+    assert locks == offered
+    for lock in LOCKS.glob("*.txt"):
+        lines = [line for line in lock.read_text().splitlines() if line and not line.startswith("#")]
+        name = lock.stem.rsplit("-", 1)[0]
+        assert any(line.startswith(f"{name}==") for line in lines), f"{lock.name} does not pin {name} itself"
+        for line in lines:
+            assert re.fullmatch(r"[a-z0-9.-]+==[0-9A-Za-z.+]+ --hash=sha256:[0-9a-f]{64}", line), line
+
+
+def test_an_engine_the_bundler_does_not_know_is_one_line() -> None:
+    done = subprocess.run([str(ROOT / "scripts" / "gpu_bundle.sh"), "vllm@9.9.9"], capture_output=True, text=True,
+                          env={"PATH": "/usr/bin:/bin", "HOME": "/nonexistent", "SERVEFUZZ_CACHE": "/nonexistent"},
+                          timeout=120)
+    assert done.returncode == 1
+    assert "error: unknown engine vllm@9.9.9 (known: sglang@0.5.17 vllm@0.26.0" in done.stderr
