@@ -351,8 +351,11 @@ def vllm_gpu_argv(
     seed: int = 0,
 ) -> list[str]:
     """vLLM's OpenAI server on a GPU with its defaults as users serve: CUDA graphs and
-    torch.compile, chunked prefill, prefix caching, block size 16, bfloat16. A sixth of the
-    H200's memory (about 21 GiB) leaves room for a control's second server beside it."""
+    torch.compile, chunked prefill, prefix caching, block size 16, bfloat16. The KV pool is sized
+    exactly (`--kv-cache-memory-bytes`, 1 GiB: half a million tokens of the tiny model): sized
+    from `--gpu-memory-utilization` instead, a server profiling its memory while another starts
+    beside it (a control's, a second campaign's) counts the other's and fails ("Available KV
+    cache memory: -0.56 GiB", measured on the H200)."""
     return [
         python, "-m", "vllm.entrypoints.openai.api_server",
         "--host", "127.0.0.1", "--port", "{port}",
@@ -362,6 +365,7 @@ def vllm_gpu_argv(
         "--enable-prefix-caching",
         "--block-size", str(block_size),
         "--gpu-memory-utilization", "0.15",
+        "--kv-cache-memory-bytes", str(1 << 30),
         "--enable-prompt-tokens-details",
         "--seed", str(seed),
     ]
