@@ -726,6 +726,26 @@ def first_token_shifts(campaign: Path) -> tuple[dict[str, int], list[str]]:
     return buckets, large
 
 
+def noise_lines(campaign: Path) -> list[str]:
+    """The campaign's noise model (noise.json) as a table: per position bucket and cache state,
+    how far logprobs of agreeing tokens moved between runs (linf: the largest over the top-k;
+    gap: the top-1/top-2 gap's shift, the one a flip's margin is held to)."""
+    try:
+        shifts = json.loads((campaign / "noise.json").read_text())["shifts"]
+    except (OSError, ValueError, KeyError):
+        return []
+    order = lambda k: (int(k.split("/")[0].split("-")[0].rstrip("+")), k)
+    keys = sorted({k for v in shifts.values() for k in v}, key=order)
+    out = ["Noise the campaign measured on agreeing tokens (noise.json): count, p99 and max per position bucket", "",
+           "| position/cache | tokens | linf p99 | linf max | gap p99 | gap max |", "|---|---|---|---|---|---|"]
+    for k in keys:
+        linf, gap = shifts.get("linf", {}).get(k, {}), shifts.get("gap", {}).get(k, {})
+        f = lambda h, q: "-" if h.get(q) is None else f"{h[q]:.2g}"
+        out.append(f"| {k} | {linf.get('count', gap.get('count', '-'))} | {f(linf, 'p99')} | {f(linf, 'max')} | "
+                   f"{f(gap, 'p99')} | {f(gap, 'max')} |")
+    return [*out, ""]
+
+
 def campaign_figures(campaign: Path) -> str:
     """The campaign's own totals (progress.json and its findings folder, written as it goes, so a
     campaign cut short or crashed still counts), then how its last session ended (fuzz.json,
@@ -772,6 +792,7 @@ def summary() -> None:
             lines += ["First-token logprob shift, loaded vs alone (largest over the shared top-k): "
                       + ", ".join(f"{k}: {v}" for k, v in buckets.items()), ""]
             lines += [f"- {line}" for line in large] + ([""] if large else [])
+        lines += noise_lines(campaign)
         warm_file = campaign / "warm-replays.json"
         warm_rates = json.loads(warm_file.read_text()) if warm_file.exists() else {}
         for path in sorted((campaign / "findings").glob("finding_*.json")):
