@@ -52,7 +52,8 @@
 # arguments for `servefuzz fuzz`, word-split), DEADLINE (seconds
 # from the start: campaigns are shortened and triage stops so that the results are packed by
 # then), LLAMA_SERVER (use this binary instead of building one: a dry run on a CPU machine),
-# ARMS, GPUS_PER_WORKER=1 (0 for a dry run on a CPU machine), TRIAGE_RUNS=5 (the ray steps).
+# ARMS, GPUS_PER_WORKER=1 (0 for a dry run on a CPU machine), TRIAGE_RUNS=5 (the ray steps),
+# STAGGER_S=0 (seconds between the starts of the steps of one STEP+STEP).
 # The ray steps need Ray: the bundle's .gpu/ray-*-cp312.tar.xz, unpacked into the work folder.
 set -euo pipefail
 
@@ -863,7 +864,10 @@ for step in "${@:-build}"; do
     if [[ $step == *+* ]]; then
         IFS=+ read -ra parts <<<"$step"
         pids=()
-        for part in "${parts[@]}"; do one_step "$part" & pids+=($!); done
+        # STAGGER_S apart: engines that size their memory from what is free when they start
+        # (SGLang's --mem-fraction-static) must not profile while another is loading.
+        delay=0
+        for part in "${parts[@]}"; do (sleep "$delay"; one_step "$part") & pids+=($!); delay=$(( delay + ${STAGGER_S:-0} )); done
         for pid in "${pids[@]}"; do wait "$pid" || say "a step of $step failed"; done
     else
         one_step "$step"

@@ -477,6 +477,10 @@ class Profile:
     # (`-md`, the draft `draft_for` finds for the launch's model; the default models' is built
     # into the cache on first use), for the same reason.
     draft: bool = False
+    # Environment of the server's processes the profile sets (NAME, VALUE): a mode an engine
+    # turns on by variable only (vLLM's batch invariance). Triage's drop-the-profile row only
+    # undoes flags, so a profile of variables alone gets no such row.
+    env: tuple[tuple[str, str], ...] = ()
 
     def undo(self, default_argv: Sequence[str]) -> tuple[tuple[str, ...], tuple[str, ...]]:
         """What takes a launch of this profile back to the preset's `default_argv`: the preset's
@@ -590,6 +594,13 @@ _PROFILE_ROWS: tuple[Profile, ...] = (
     Profile("vllm-gpu", "eager", ("--enforce-eager",),
             "no CUDA graphs and no torch.compile: every step launched eagerly",
             "CUDA graphs / torch.compile", aims=("batch-sweep",)),
+    # The deterministic control as a whole campaign: with batch-invariant kernels (compute
+    # capability 9.0 and up) a request's tokens no longer depend on its batch, so the bf16
+    # divergences of `default` that were batch numerics must be gone here; what is left is not.
+    Profile("vllm-gpu", "batch-invariant", (),
+            "batch-invariant kernels (VLLM_BATCH_INVARIANT=1): outputs independent of the batch",
+            "batch numerics (batch-invariant mode)", aims=("batch-sweep", "burst-reuse"),
+            env=(("VLLM_BATCH_INVARIANT", "1"),)),
     Profile("sglang-gpu", "default", (),
             "SGLang's GPU defaults: bfloat16, page size 1, radix cache, overlap scheduler, CUDA graphs", "none"),
     Profile("sglang-gpu", "page-64", ("--page-size", "64"),
@@ -599,6 +610,11 @@ _PROFILE_ROWS: tuple[Profile, ...] = (
     Profile("sglang-gpu", "no-overlap", ("--disable-overlap-schedule",),
             "the scheduler without its overlap of CPU scheduling and the forward pass",
             "overlap scheduler", aims=("batch-sweep", "burst-reuse")),
+    # SGLang's deterministic control as a whole campaign (batch-invariant kernels; Triton
+    # attention is one of the backends it takes).
+    Profile("sglang-gpu", "deterministic", ("--enable-deterministic-inference",),
+            "deterministic inference (batch-invariant kernels): outputs independent of the batch",
+            "batch numerics (deterministic inference)", aims=("batch-sweep", "burst-reuse")),
     # servefuzz's two tiny adapters (models.ADAPTERS), loaded at start; requests alternate
     # between them and the base model (vLLM #38606, SGLang #27097 class).
     Profile("llama-server", "lora", (),

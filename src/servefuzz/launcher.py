@@ -378,7 +378,7 @@ class Launch:
         if chosen is None:
             return launch
         return dataclasses.replace(launch, argv=tuple(engines.with_flags(launch.argv, chosen.flags)),
-                                   profile=chosen, default_argv=launch.argv)
+                                   env={**launch.env, **dict(chosen.env)}, profile=chosen, default_argv=launch.argv)
 
     @classmethod
     def _resolve(
