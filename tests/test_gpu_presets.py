@@ -67,6 +67,11 @@ def test_vllm_gpu_serves_the_gpu_defaults_from_the_bundle(cache: Path) -> None:
     assert f32.argv[f32.argv.index("--dtype") + 1] == "float32" and list(f32.argv).count("--dtype") == 1
     rows = [r.name for r in matrix_of(f32)]
     assert rows[0] == "no profile float32" and "--enforce-eager" in rows
+    # The deterministic control as a campaign: the profile sets the variable, and only on the
+    # server's environment; the command line stays the default's.
+    inv = Launch.resolve("vllm-gpu", model=model, profile="batch-invariant")
+    assert inv.env["VLLM_BATCH_INVARIANT"] == "1" and inv.argv == launch.argv
+    assert "VLLM_BATCH_INVARIANT" not in launch.env and inv.env["PYTHONPATH"] == launch.env["PYTHONPATH"]
 
 
 def test_sglang_gpu_serves_bfloat16_with_triton_attention(cache: Path) -> None:
@@ -85,6 +90,12 @@ def test_sglang_gpu_serves_bfloat16_with_triton_attention(cache: Path) -> None:
     assert det is not None and "--enable-deterministic-inference" in det.argv  # refused on CPU, runs here
     rows = [r.name for r in matrix_of(launch)]
     assert {"--enable-deterministic-inference", "--attention-backend triton", "--page-size 16"} <= set(rows)
+    # The pool is capped, so that servers started side by side cannot starve one another's
+    # memory profile (the cap decides, not --mem-fraction-static).
+    assert argv[argv.index("--max-total-tokens") + 1] == str(1 << 18)
+    assert float(argv[argv.index("--mem-fraction-static") + 1]) >= 0.5
+    det_profile = Launch.resolve("sglang-gpu", model=model, profile="deterministic")
+    assert list(det_profile.argv).count("--enable-deterministic-inference") == 1
 
 
 def test_the_bundles_pins_follow_engines() -> None:

@@ -381,14 +381,22 @@ def sglang_gpu_argv(
     """SGLang's server on a GPU: radix cache, overlap scheduler, CUDA graphs and chunked prefill
     at its defaults, page size 1 (its default), Triton attention (the bundle leaves FA3 out) and
     torch sampling. Always bfloat16: at float32 sgl-kernel's CUDA rmsnorm fails the first
-    forward ("failed to dispatch data type Float", measured)."""
+    forward ("failed to dispatch data type Float", measured).
+
+    The KV pool is capped at 256Ki tokens (512 MiB of the tiny model in bfloat16). SGLang sizes it
+    as the memory free after loading less `(1 - mem_fraction_static)` of what was free before
+    (its `kv_cache_configurator`): at 0.2, a second server loading in between leaves that
+    negative and the scheduler raises (read in 0.5.17's code; what was seen on the H200: of two
+    SGLang servers started side by side, one died before `/health`, "Received sigquit from a
+    child process"). At 0.8 the slack is a fifth of the GPU, and the cap, not the fraction,
+    decides the pool."""
     return [
         python, "-m", "sglang.launch_server",
         "--model-path", str(model_dir),
         "--host", "127.0.0.1", "--port", "{port}",
         "--attention-backend", "triton", "--sampling-backend", "pytorch",
         "--dtype", "bfloat16",
-        "--mem-fraction-static", "0.2",
+        "--mem-fraction-static", "0.8", "--max-total-tokens", str(1 << 18),
         "--page-size", str(page_size),
         "--random-seed", str(seed),
     ]

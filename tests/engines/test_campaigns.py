@@ -117,7 +117,7 @@ def _assert_all_drift(findings: list[Finding]) -> int:
 
 def test_vllm_float32_shares_block_aligned_prefixes_without_corruption(vllm_server: ServerProcess, tmp_path: Path) -> None:
     # The session's server (float32, the preset's flags but 64-token blocks), by URL: a vLLM start
-    # costs about a minute here, and `--launch vllm-cpu` is driven by test_vllm_restart.py.
+    # costs about a minute here, and `--launch vllm-cpu` is driven by test_engine_restart.py.
     out = tmp_path / "campaign"
     _fuzz(out, "--url", vllm_server.base_url, "--seed", "1", "--strategy", "page-boundary,burst-reuse,tile-boundary")
     findings = _assert_no_corruption(out)
