@@ -126,7 +126,7 @@ def test_the_public_api_is_exactly_the_documented_names() -> None:
     import servefuzz
 
     assert sorted(servefuzz.__all__) == sorted(
-        ["fuzz", "replay", "shrink", "triage", "report", "load_finding", "Finding", "Scenario"]
+        ["__version__", "fuzz", "replay", "shrink", "triage", "report", "load_finding", "Finding", "Scenario"]
     )
     from servefuzz import Finding, Scenario, fuzz, load_finding, replay, report, shrink, triage
 

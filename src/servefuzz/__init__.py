@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-__version__ = "0.1.0"
+from servefuzz._version import __version__
 
-__all__ = ["fuzz", "replay", "shrink", "triage", "report", "load_finding", "Finding", "Scenario"]
+__all__ = ["__version__", "fuzz", "replay", "shrink", "triage", "report", "load_finding", "Finding", "Scenario"]
 
 if TYPE_CHECKING:
     from servefuzz.api import fuzz, replay, report, shrink, triage
