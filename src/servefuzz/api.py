@@ -23,7 +23,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -461,7 +461,7 @@ def report(
     finding: Finding | str | Path,
     *,
     out: str | Path,
-    histories: list[RunHistory] | None = None,
+    histories: Sequence[RunHistory] | None = None,
 ) -> ReportPaths:
     """Write repro.py, issue.md and report.html for the finding into `out`."""
     return write_report(_finding(finding)[0], out, histories or ())
