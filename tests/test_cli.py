@@ -122,18 +122,6 @@ def _a_finding(tmp_path: Path) -> Path:
     return write_finding(tmp_path, f)
 
 
-def test_the_public_api_is_exactly_the_documented_names() -> None:
-    import servefuzz
-
-    assert sorted(servefuzz.__all__) == sorted(
-        ["fuzz", "replay", "shrink", "triage", "report", "load_finding", "Finding", "Scenario"]
-    )
-    from servefuzz import Finding, Scenario, fuzz, load_finding, replay, report, shrink, triage
-
-    assert all(callable(f) and not isinstance(f, type(servefuzz)) for f in (fuzz, replay, shrink, triage, report, load_finding))
-    assert Finding.__name__ == "Finding" and Scenario.__name__ == "Scenario"
-
-
 @pytest.mark.parametrize(
     ("args", "said"),
     [

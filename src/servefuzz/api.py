@@ -23,7 +23,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -237,14 +237,54 @@ def fuzz(
     options: FuzzOptions | None = None,
     /,
     *,
+    out: str | Path = FuzzOptions.out,
+    url: str | None = FuzzOptions.url,
+    launch: str | None = FuzzOptions.launch,
+    model: str | Path | None = FuzzOptions.model,
+    profile: str | None = FuzzOptions.profile,
+    engine: str | None = FuzzOptions.engine,
+    faults: tuple[str, ...] | None = FuzzOptions.faults,
+    requests: int | None = FuzzOptions.requests,
+    time_s: float | None = FuzzOptions.time_s,
+    seed: int | None = FuzzOptions.seed,
+    runs: int = FuzzOptions.runs,
+    confirm_runs: int = FuzzOptions.confirm_runs,
+    strategy: str | None = FuzzOptions.strategy,
+    stop_at_first: bool | None = FuzzOptions.stop_at_first,
+    resume: bool = FuzzOptions.resume,
+    trace: str | Path | None = FuzzOptions.trace,
+    slowdowns: bool = FuzzOptions.slowdowns,
+    coverage: bool | None = FuzzOptions.coverage,
+    headers: Mapping[str, str] | None = None,
+    request_timeout_s: float = FuzzOptions.request_timeout_s,
+    ray: str | None = FuzzOptions.ray,
+    workers: int = FuzzOptions.workers,
+    gpus_per_worker: float = FuzzOptions.gpus_per_worker,
     on_event: Callable[[CampaignState], None] | None = None,
-    **fields: Any,
 ) -> CampaignResult:
-    """Run one campaign: `fuzz(out=..., launch="vllm-cpu", time_s=60)` (the fields of
-    `FuzzOptions`), or `fuzz(FuzzOptions(...))`. Starts and stops the server unless `url`
-    names a running one; with neither, fuzzes the embedded reference engine."""
-    opts = dataclasses.replace(options, **fields) if options is not None else FuzzOptions(**fields)
-    if isinstance(opts.out, str):
+    """Run one campaign: `fuzz(out=..., launch="vllm-cpu", time_s=60)`, or `fuzz(FuzzOptions(...))`.
+    The keywords are the fields of `FuzzOptions`, with its defaults (`headers` None: none sent),
+    and mean what its fields mean; give either an options object or keywords, not both
+    (`dataclasses.replace(options, ...)` changes one). Starts and stops the server unless `url`
+    names a running one; with neither, fuzzes the embedded reference engine. `on_event` is
+    called with the campaign's state after every iteration."""
+    given = FuzzOptions(
+        out=Path(out), url=url, launch=launch, model=None if model is None else Path(model), profile=profile,
+        engine=engine, faults=faults, requests=requests, time_s=time_s, seed=seed, runs=runs,
+        confirm_runs=confirm_runs, strategy=strategy, stop_at_first=stop_at_first, resume=resume,
+        trace=None if trace is None else Path(trace), slowdowns=slowdowns, coverage=coverage,
+        headers={} if headers is None else headers, request_timeout_s=request_timeout_s, ray=ray,
+        workers=workers, gpus_per_worker=gpus_per_worker,
+    )
+    opts = given
+    if options is not None:
+        defaults = FuzzOptions()
+        mixed = [f.name for f in dataclasses.fields(FuzzOptions) if getattr(given, f.name) != getattr(defaults, f.name)]
+        if mixed:
+            raise UsageError(f"fuzz() takes a FuzzOptions or keywords, not both (got {', '.join(mixed)} besides the "
+                             "options): change the options with dataclasses.replace(options, ...)")
+        opts = options
+    if isinstance(opts.out, str):  # a FuzzOptions built by hand with a string for a path
         opts = dataclasses.replace(opts, out=Path(opts.out))
     opts.validate()
     seed, spec = opts.identity()
@@ -421,7 +461,7 @@ def report(
     finding: Finding | str | Path,
     *,
     out: str | Path,
-    histories: list[RunHistory] | None = None,
+    histories: Sequence[RunHistory] | None = None,
 ) -> ReportPaths:
     """Write repro.py, issue.md and report.html for the finding into `out`."""
     return write_report(_finding(finding)[0], out, histories or ())

@@ -11,7 +11,7 @@ import argparse
 import math
 from pathlib import Path
 
-from servefuzz import __version__
+from servefuzz._version import __version__
 from servefuzz.api import EMBEDDED_FAULT, EMBEDDED_TIME_S, REMOTE_TIME_S
 from servefuzz.engines import PROFILES
 from servefuzz.errors import UsageError

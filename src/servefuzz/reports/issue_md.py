@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 
-from servefuzz import __version__
+from servefuzz._version import __version__
 from servefuzz.anomaly import Variant
 from servefuzz.finding import Finding
 from servefuzz.known_issues import Match, trigger_features
