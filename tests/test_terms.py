@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import ast
 import doctest
+import re
+from pathlib import Path
 
 from hypothesis import given
 from hypothesis import strategies as st
@@ -21,6 +24,7 @@ from servefuzz.terms import (
     page_unit,
 )
 
+ROOT = Path(__file__).resolve().parent.parent
 tokens = st.lists(st.integers(0, 3), max_size=8)
 
 
@@ -79,3 +83,28 @@ def test_no_page_known_is_measured_against_the_assumed_page() -> None:
     assert page_unit(None) == page_unit(1) == terms.ASSUMED_PAGE
     assert page_unit(1, 16) == 16
 
+
+def _source_files() -> list[Path]:
+    src = ROOT / "src" / "servefuzz"
+    # The reference engine is a program apart (it imports nothing of servefuzz), the stand-ins
+    # run in another interpreter: neither speaks servefuzz's vocabulary.
+    return [p for p in [*src.rglob("*.py"), *(ROOT / "scripts").glob("*.py")]
+            if not {"reference", "standins"} & set(p.relative_to(ROOT).parts)]
+
+
+def test_no_second_definition() -> None:
+    """No module outside terms.py writes its own first difference, common prefix or burst gap."""
+    loop = re.compile(r"enumerate\(zip\([^)]*\)\)\s+if\s+\w+\s*!=\s*\w+")
+    burst = re.compile(r"BURST\w*\s*=\s*[\d.]+")
+    offenders = []
+    for path in _source_files():
+        if path.name == "terms.py":
+            continue
+        text = path.read_text(encoding="utf-8")
+        if loop.search(text) or burst.search(text):
+            offenders.append(str(path.relative_to(ROOT)))
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, ast.FunctionDef) and node.name.lstrip("_") in (
+                    "first_difference", "common", "common_prefix", "burst_positions", "prefix_class"):
+                offenders.append(f"{path.relative_to(ROOT)}:{node.name}")
+    assert offenders == []
