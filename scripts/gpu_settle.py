@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Settle issue 15 on a lent GPU: shrink, sweep and sanitize llama.cpp's wrong first token.
 
-Standard library only (it runs under whatever python3 the GPU image has). It drives
-`llama-server` itself over HTTP, so it needs no servefuzz on the device: the finding's requests
+It drives `llama-server` itself over HTTP (standard library only) and judges with servefuzz's
+own oracles, so it runs under whatever python3 the GPU image has with the bundle's servefuzz on
+its PYTHONPATH (scripts/gpu_settle.sh puts it there, as gpu_run.sh does). The finding's requests
 are read from the finding JSON (`scenario.requests`, see docs/architecture.md).
 
     gpu_settle.py run  --server BIN --gguf tiny.gguf --finding finding.json --work DIR --out OUT
@@ -13,12 +14,16 @@ are read from the finding JSON (`scenario.requests`, see docs/architecture.md).
 (a warm machine, the same DIR) resumes where the first stopped at its deadline (--until). Every
 stage writes what it measured into the state as it goes; `show` renders it.
 
-How a run is judged. Each request of a scenario is first run alone on the same server
-(`cache_prompt: false`, slots erased): its reference. In a loaded run, a request is *bad* when
-its first-token logprobs moved from the reference by more than SHIFT_BAD (0.05) over the top-k
-ids both list: position 0 is scored from the prompt alone, before any token could flip, and the
-campaigns' benign jitter there never exceeded 0.0143. A row's rate is k/n: runs with a bad
-request, out of runs made.
+How a run is judged: as the campaign judges it, by servefuzz's oracles, never by a rule of this
+script's own. Each request of a scenario is first run alone on the same server (`cache_prompt:
+false`, slots erased): its reference. A loaded run's records and the references go to
+`servefuzz.oracles.isolation`, and a request is *bad* when it flags the request with a
+suspected corruption: a token that differs from the reference (`servefuzz.terms.
+first_difference`) by a margin beyond the measured noise (`servefuzz.oracles.verdict`). What
+is reported beside it are the oracles' measures too: the first difference, and the top-k
+logprob shifts before it (`servefuzz.oracles.noise.pair_shifts`), at position 0 (scored from
+the prompt alone, before any token could flip) and at most. A row's rate is k/n: runs with a
+bad request, out of runs made.
 """
 
 from __future__ import annotations
@@ -36,7 +41,12 @@ import threading
 import time
 from pathlib import Path
 
-SHIFT_BAD = 0.05
+from servefuzz.anomaly import Verdict
+from servefuzz.history import ChoiceRecord, RequestRecord, RunHistory, Status
+from servefuzz.oracles import isolation
+from servefuzz.oracles.noise import pair_shifts
+from servefuzz.terms import first_difference
+
 TOP_K = 10
 SLOTS = 8
 TIMEOUT = {"request": 60.0}  # seconds a request may take; the sanitizer stage raises it
@@ -254,30 +264,40 @@ def run_scenario(srv: Server, reqs: list[dict], *, cache_prompt: bool = True) ->
     return results
 
 
-def shift(a: list, b: list) -> float | None:
-    """Largest |logprob change| over the ids two top-k lists share."""
-    da, db = dict(map(tuple, a)), dict(map(tuple, b))
-    common = da.keys() & db.keys()
-    return max((abs(da[t] - db[t]) for t in common), default=None)
+def record(res: dict, run: int, label: str) -> RequestRecord:
+    """One result of `complete` as the oracles read a request: its tokens, each one's logprob
+    (from its own top-k; None where the token is outside it) and the top-k."""
+    if res.get("error"):
+        return RequestRecord(res["id"], run, label, Status.HTTP_ERROR, 0.0, error=str(res["error"]))
+    tops = tuple(tuple((int(t), float(lp)) for t, lp in top) for top in res["top"])
+    own = tuple(dict(top).get(tok) for tok, top in zip(res["tokens"], tops))
+    return RequestRecord(res["id"], run, label, Status.OK, 0.0,
+                         choices=(ChoiceRecord(0, tuple(res["tokens"]), own, tops),))
 
 
 def judge(run: dict[str, dict], solo: dict[str, dict]) -> dict[str, dict]:
-    """Per request: the first-token shift against its reference, where the tokens first differ,
-    and the largest shift over the positions before that."""
+    """Per request, by the oracles (`servefuzz.oracles.isolation` against its reference alone):
+    bad when they flag it as a suspected corruption; their verdict, the first difference, and
+    the top-k shift at position 0 and at most before the first difference."""
+    judged = {rid: rec for rid, rec in run.items()
+              if not rec.get("error") and rid in solo and not solo[rid].get("error")}
+    loaded = RunHistory(0, "load", tuple(record(rec, 0, "load") for rec in judged.values()))
+    flagged = {a.request_id: a for a in isolation([loaded], {rid: [record(solo[rid], 0, "alone")] for rid in judged})}
     verdicts = {}
     for rid, rec in run.items():
         ref = solo.get(rid)
-        if rec.get("error") or ref is None or ref.get("error"):
+        if rid not in judged:
             verdicts[rid] = {"error": rec.get("error") or (ref or {}).get("error") or "no reference"}
             continue
-        toks, rtoks = rec["tokens"], ref["tokens"]
-        div = next((i for i, (x, y) in enumerate(zip(toks, rtoks)) if x != y), None)
-        s0 = shift(rec["top"][0], ref["top"][0]) if rec["top"] and ref["top"] else None
-        upto = div if div is not None else min(len(rec["top"]), len(ref["top"]))
-        sp = [shift(rec["top"][i], ref["top"][i]) for i in range(upto)]
-        sp = [s for s in sp if s is not None]
-        verdicts[rid] = {"shift0": s0, "div": div, "shift_max": max(sp, default=None),
-                         "bad": bool((s0 or 0) > SHIFT_BAD or any(s > SHIFT_BAD for s in sp)),
+        assert ref is not None
+        a, b = record(rec, 0, "load").choices[0], record(ref, 0, "alone").choices[0]
+        shifts = pair_shifts(a, b)
+        anomaly = flagged.get(rid)
+        verdicts[rid] = {"shift0": next((s.linf for s in shifts if s.position == 0), None),
+                         "div": first_difference(rec["tokens"], ref["tokens"]),
+                         "shift_max": max((s.linf for s in shifts), default=None),
+                         "verdict": anomaly.verdict.value if anomaly is not None else None,
+                         "bad": anomaly is not None and anomaly.verdict is Verdict.SUSPECTED_CORRUPTION,
                          "slot": rec.get("id_slot"), "evaluated": rec.get("tokens_evaluated"),
                          "cached": rec.get("tokens_cached"), "sig": top_sig(rec["top"][0]) if rec["top"] else None}
     return verdicts
@@ -393,7 +413,7 @@ def measure(srv: Server, reqs: list[dict], runs: int, clock: Clock, *, budget: f
             if x.get("sig"):
                 sigs.setdefault(rid, {}).setdefault(x["sig"], 0)
                 sigs[rid][x["sig"]] += 1
-        per_run.append({rid: {k: x.get(k) for k in ("shift0", "div", "bad", "slot", "evaluated", "error")}
+        per_run.append({rid: {k: x.get(k) for k in ("shift0", "div", "verdict", "bad", "slot", "evaluated", "error")}
                         for rid, x in v.items()})
         if keep_raw:
             raw.append({"row": row, "kind": "load", "run": i, "results": res, "verdicts": v})
@@ -779,8 +799,9 @@ class Settle:
                 continue
             if rid not in first:
                 first[rid] = res
-            s0 = shift(res["top"][0], first[rid]["top"][0]) or 0.0
-            is_bad = s0 > SHIFT_BAD
+            v = judge({rid: res}, {rid: first[rid]})[rid]  # the oracles, against its first run
+            s0 = v.get("shift0") or 0.0
+            is_bad = bool(v.get("bad"))
             judged += rid == self.victim
             bad += is_bad and rid == self.victim
             shifts.append(round(s0, 4))

@@ -27,8 +27,20 @@ export PYTHONUNBUFFERED=1
 say() { printf '[gpu_settle %(%H:%M:%S)T] %s\n' -1 "$*"; }
 
 [[ -f .gpu/settle/finding.json && -f .gpu/tiny.gguf ]] || { say "error: .gpu/ lacks the bundle (scripts/gpu_bundle.sh)"; exit 2; }
+[[ -f .gpu/servefuzz-src.tar.gz ]] || { say "error: .gpu/ lacks servefuzz-src.tar.gz (scripts/gpu_bundle.sh)"; exit 2; }
 [[ ${FRESH:-0} == 1 ]] && rm -rf -- "$SETTLE"
 mkdir -p "$SETTLE" "$OUT"
+
+# servefuzz's oracles judge every run (gpu_settle.py imports them): the bundle's snapshot, and
+# the wheels only for what this python3 lacks, set up as scripts/gpu_run.sh sets them up.
+rm -rf -- "$W/py" && mkdir -p "$W/py"
+tar -xzf .gpu/servefuzz-src.tar.gz -C "$W/py"
+if ! python3 -c 'import numpy, jsonschema' 2>/dev/null; then
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+        --target "$W/site" .gpu/wheels/*.whl
+fi
+export PYTHONPATH=$W/py:$W/site
+python3 -c 'import servefuzz.oracles' || { say "error: the bundle's servefuzz does not import"; exit 2; }
 
 pack() {
     # Files come back only under 16 MiB each and at most 8 of them.

@@ -91,6 +91,7 @@ from servefuzz.store import (
 )
 from servefuzz.strategies import DEFAULT_CAPTURE_SIZES, Strategy, TargetShape, aimed_first, offered, shape_aims
 from servefuzz.targets.base import get_target_class, supports_choices, supports_lora, supports_salts
+from servefuzz.terms import first_difference
 from servefuzz.trial import (
     Executed,
     Reproduction,
@@ -999,8 +1000,11 @@ def _truth_results(truth: Truth, scenario: Scenario, anomalies: Sequence[Anomaly
         if pair is None:
             continue
         ref, deviant = pair
-        pos = next((i for i, (x, y) in enumerate(zip(ref.choice.token_ids, deviant.choice.token_ids)) if x != y),
-                   min(len(ref.choice.token_ids), len(deviant.choice.token_ids)) - 1)
+        # Up to and including the first difference: where one output is a prefix of the other,
+        # the position where the shorter one stopped and the longer one went on.
+        pos = first_difference(ref.choice.token_ids, deviant.choice.token_ids)
+        if pos is None:
+            continue  # the same tokens: the truth has no flip to judge
         out.append(truth_control(a.request_id, specs[a.request_id].prompt_ids, (f"alone#{ref.run}", ref.choice),
                                  (f"{deviant.label}#{deviant.run}", deviant.choice), pos, head.threshold or 0.0, truth))
     return out

@@ -11,7 +11,7 @@ of the cheap dimensions), how many requests exercised it.
 | `n`        | 1, 2, 3+                                  | the request (cheap)                         |
 | `prompt`   | sub-page, pages, chunk-edge, past-chunk   | prompt length against page and chunk budget |
 | `prefix`   | none, page-aligned, page-edge, unaligned  | shared prefix length against the page       |
-| `burst`    | alone, first, inside, last                | position among requests <= 12 ms apart      |
+| `burst`    | alone, first, inside, last                | position in its burst (`terms.bursts`)      |
 | `cancel`   | none, early, late                         | `cancel_after_ms` below / above 50 ms (cheap)|
 | `pressure` | light, heavy, over                        | KV load against the pool; evictions reported |
 | `stream`   | off, on                                   | the request (cheap)                         |
@@ -50,10 +50,10 @@ from typing import Any, Literal
 
 from servefuzz.history import RunHistory
 from servefuzz.strategies import TargetShape
-from servefuzz.workload import RequestSpec, Scenario
+from servefuzz.terms import burst_positions, page_class, page_edge, page_unit
+from servefuzz.workload import Scenario
 
 __all__ = [
-    "BURST_GAP_MS",
     "CROSSABLE",
     "DIMENSIONS",
     "IMPOSSIBLE",
@@ -74,9 +74,6 @@ __all__ = [
     "prompt_bucket",
 ]
 
-# Requests closer than this to the previous one arrive in one burst: strategies space a burst's
-# requests 0.3-2 ms apart and a blocker 6-11 ms ahead; a scheduler round is longer than either.
-BURST_GAP_MS = 12.0
 # A cancel earlier than this cuts a request in its prefill or first decode steps on a CPU engine.
 EARLY_CANCEL_MS = 50.0
 # The most KV load (prompt + output tokens of a scenario) worth sending to press a pool: the
@@ -292,8 +289,10 @@ class Coverage:
 
 
 def _page(shape: TargetShape, scenario: Scenario | None = None) -> int:
+    """The unit lengths are measured against (`terms.page_unit`): the server's page, else the one
+    the scenario recorded, else the strategies' unit, the same page `covering` plans rows with."""
     meta = scenario.meta.get("page_size") if scenario is not None else None
-    return shape.page_size or (meta if isinstance(meta, int) and meta > 0 else 64)
+    return page_unit(shape.page_size, meta if isinstance(meta, int) else None)
 
 
 def _chunk_reachable(shape: TargetShape) -> bool:
@@ -320,17 +319,17 @@ def prompt_bucket(prompt_len: int, page: int, chunk: int | None) -> str:
 
 
 def prefix_bucket(prefix_len: int, page: int) -> str:
-    """Against the page: whole pages, a page +-1, or anything else.
+    """Against the page (`terms.page_class`, `terms.page_edge`): whole pages, a page +-1, or
+    anything else (also where no page is known: no length is on a boundary then).
 
     >>> [prefix_bucket(n, 16) for n in (0, 32, 15, 33, 20, 5)]
     ['none', 'page-aligned', 'page-edge', 'page-edge', 'unaligned', 'unaligned']
     """
     if prefix_len == 0:
         return "none"
-    r = prefix_len % page
-    if r == 0:
+    if page_class(prefix_len, page) == "aligned":
         return "page-aligned"
-    return "page-edge" if (r == 1 and prefix_len > page) or r == page - 1 else "unaligned"
+    return "page-edge" if page_edge(prefix_len, page) else "unaligned"
 
 
 def decode_bucket(prompt_len: int, max_tokens: int, page: int) -> str:
@@ -367,21 +366,6 @@ def batch_bucket(rows: int) -> str:
     return "1" if rows <= 1 else "2-4" if rows <= 4 else "5-8" if rows <= 8 else "9+"
 
 
-def _burst_positions(requests: Sequence[RequestSpec]) -> dict[str, str]:
-    groups: list[list[RequestSpec]] = []
-    last = -math.inf
-    for r in requests:  # a Scenario keeps them sorted by offset
-        if r.offset_ms - last > BURST_GAP_MS or not groups:
-            groups.append([])
-        groups[-1].append(r)
-        last = r.offset_ms
-    out = {}
-    for g in groups:
-        for i, r in enumerate(g):
-            out[r.id] = "alone" if len(g) == 1 else "first" if i == 0 else "last" if i == len(g) - 1 else "inside"
-    return out
-
-
 def _reported_pressure(loaded: Sequence[RunHistory]) -> bool:
     for h in loaded:
         deltas = h.meta.get("metrics", {})
@@ -397,7 +381,7 @@ def points(scenario: Scenario, shape: TargetShape, loaded: Sequence[RunHistory] 
     page = _page(shape, scenario)
     chunk = shape.chunked_prefill_size if _chunk_reachable(shape) else None
     pressure = pressure_bucket(load_tokens(scenario), shape.max_total_tokens, reported=_reported_pressure(loaded))
-    burst = _burst_positions(scenario.requests)
+    burst = dict(zip((r.id for r in scenario.requests), burst_positions([r.offset_ms for r in scenario.requests])))
     records = {r.request_id: r for r in loaded[0].records} if loaded else {}
     rows = _rows_at_send(loaded[0], scenario) if loaded else {}
     out: dict[str, Point] = {}

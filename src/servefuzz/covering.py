@@ -34,7 +34,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from servefuzz.coverage import (
-    BURST_GAP_MS,
     CROSSABLE,
     EARLY_CANCEL_MS,
     HEAVY_SHARE,
@@ -49,6 +48,7 @@ from servefuzz.coverage import (
     prompt_bucket,
 )
 from servefuzz.strategies import Draft, TargetShape
+from servefuzz.terms import BURST_GAP_MS
 from servefuzz.workload import Scenario
 
 __all__ = [

@@ -37,6 +37,7 @@ from servefuzz.anomaly import Anomaly
 from servefuzz.history import RequestRecord, RunHistory
 from servefuzz.oracles import latency_ms
 from servefuzz.strategies import TargetShape
+from servefuzz.terms import page_boundary, page_unit
 from servefuzz.workload import RequestSpec, Scenario
 
 __all__ = ["boundary_class", "features", "metric_deltas"]
@@ -54,13 +55,13 @@ _METRIC_FAMILIES = (
 
 
 def boundary_class(length: int, unit: int, *, cap: int = 4) -> str:
-    """`length` against multiples of `unit`: `2p-1` for 2*unit-1, `mid` when not within 1.
+    """`length` against multiples of `unit` (`terms.page_boundary`): `2p-1` for 2*unit-1, `mid`
+    when not within 1 of a positive multiple.
 
     >>> [boundary_class(n, 64) for n in (64, 127, 129, 100, 1000)]
     ['1p+0', '2p-1', '2p+1', 'mid', 'mid']
     """
-    m = round(length / unit)
-    d = length - m * unit
+    m, d = page_boundary(length, unit)
     if m < 1 or abs(d) > 1:
         return "mid"
     return f"{min(m, cap)}{'+' if m >= cap else ''}p{d:+d}"
@@ -84,7 +85,8 @@ def features(
 ) -> frozenset[str]:
     """The features one execution reached. Pure. Metric deltas are read from each loaded run's
     `meta["metrics"]` (counter name -> increase), where the campaign puts them."""
-    page = shape.page_size or scenario.meta.get("page_size") or 64
+    meta = scenario.meta.get("page_size")
+    page = page_unit(shape.page_size, meta if isinstance(meta, int) else None)  # as coverage measures
     specs = scenario.by_id()
     out: set[str] = set()
     for spec in scenario.requests:
@@ -93,7 +95,7 @@ def features(
         for rec in h.records:
             sent = specs.get(rec.request_id)
             if sent is not None and rec.ok and rec.cached_tokens is not None:
-                out.add(f"cache:{_prefix_class(sent, page)}:{_cache_relation(sent, rec.cached_tokens, page)}")
+                out.add(f"cache:{_prefix_place(sent, page)}:{_cache_relation(sent, rec.cached_tokens, page)}")
             if not rec.ok:
                 out.add(f"status:{rec.status.value}")
         out |= _batch_features(h.records, shape.capture_sizes)
@@ -105,12 +107,12 @@ def features(
     return frozenset(out)
 
 
-def _prefix_class(spec: RequestSpec, page: int) -> str:
+def _prefix_place(spec: RequestSpec, page: int) -> str:
     return boundary_class(spec.prefix_len, page) if spec.prefix_len else "none"
 
 
 def _request_features(spec: RequestSpec, page: int, chunk: int | None) -> set[str]:
-    out = {f"prefix:{_prefix_class(spec, page)}"} if spec.prefix_len else set()
+    out = {f"prefix:{_prefix_place(spec, page)}"} if spec.prefix_len else set()
     if chunk:
         where = boundary_class(spec.prompt_len, chunk, cap=2)
         if where != "mid":

@@ -48,6 +48,7 @@ from dataclasses import dataclass
 from typing import ClassVar, Protocol
 
 from servefuzz.errors import UsageError
+from servefuzz.terms import known_page, page_unit
 from servefuzz.workload import PromptBuilder, RequestSpec, Scenario, TokenIds, choice_text
 
 __all__ = [
@@ -116,12 +117,14 @@ class TargetShape:
     def pages(self) -> tuple[int, ...]:
         """The page sizes to aim lengths at: the server's, or the common ones where it gives none
         worth aiming at (unknown, or one token: SGLang's default, whose pages have no inside)."""
-        return (self.page_size,) if self.page_size and self.page_size > 1 else COMMON_PAGE_SIZES
+        page = known_page(self.page_size)
+        return (page,) if page is not None else COMMON_PAGE_SIZES
 
     @property
     def unit(self) -> int:
-        """The one length unit where a strategy needs a single one: the page, else 64."""
-        return self.page_size if self.page_size and self.page_size > 1 else 64
+        """The one length unit where a strategy needs a single one: the page, else 64
+        (`terms.page_unit`, the unit coverage and feedback measure against too)."""
+        return page_unit(self.page_size)
 
     @property
     def pool_tokens(self) -> int:

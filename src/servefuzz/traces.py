@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from servefuzz.errors import UsageError
+from servefuzz.terms import common_prefix
 from servefuzz.workload import RequestSpec, Scenario
 
 __all__ = ["TraceRow", "load_trace_seeds", "read_trace", "trace_scenarios"]
@@ -99,7 +100,7 @@ def trace_scenarios(
                 ids += blocks[h]
             filler = random.Random(f"trace-fill:{w}:{i}")
             ids += [vocab[filler.randrange(len(vocab))] for _ in range(max(0, length - len(ids)))]
-            shared = max((_common(r.hash_ids, o.hash_ids) for o in chunk if o is not r), default=0)
+            shared = max((common_prefix(r.hash_ids, o.hash_ids) for o in chunk if o is not r), default=0)
             prefix_len = min(shared * block, length)
             specs.append(RequestSpec(
                 f"t{i + 1:02d}", round((r.timestamp_ms - t0) * squeeze, 1), tuple(ids[:length]),
@@ -112,12 +113,3 @@ def trace_scenarios(
 def load_trace_seeds(path: Path, **kw: Any) -> tuple[Scenario, ...]:
     """`trace_scenarios` of the trace file at `path` (keyword arguments passed on)."""
     return tuple(trace_scenarios(read_trace(path), **kw))
-
-
-def _common(a: Sequence[int], b: Sequence[int]) -> int:
-    n = 0
-    for x, y in zip(a, b):
-        if x != y:
-            break
-        n += 1
-    return n

@@ -15,14 +15,14 @@ server's settings), so that the two can never describe one finding differently.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 
+from servefuzz.terms import BURST_GAP_MS, bursts, page_class
 from servefuzz.workload import RequestSpec, Scenario
 
 __all__ = [
     "FEATURES",
     "SIGNATURE",
-    "BURST_MS",
     "HIGH_CONCURRENCY",
     "request_features",
     "scenario_features",
@@ -37,7 +37,7 @@ FEATURES: Mapping[str, str] = {
     "prefix=shared": "a diverging request shares a prefix with other requests",
     "prefix=none": "a diverging request shares no prefix with any other request",
     "prefix=full": "a diverging request's whole prompt was sent before (fully cached)",
-    "burst": "a diverging request leaves within a few milliseconds of another one",
+    "burst": f"a diverging request leaves in one burst with others (each at most {BURST_GAP_MS:g} ms after the one before)",
     "concurrent": "more than one request is in flight",
     "high-concurrency": "32 or more requests leave within one second",
     "n>1": "a diverging request asks for several choices",
@@ -64,7 +64,6 @@ FEATURES: Mapping[str, str] = {
 SIGNATURE = ("prefix=none", "prefix=shared", "prefix=page-aligned", "prefix=mid-page", "n>1", "stream", "abort",
              "seeded-sampling", "structured-output", "lora")
 
-BURST_MS = 5.0  # requests this close leave in one scheduling round of a busy server
 HIGH_CONCURRENCY = 32
 
 
@@ -76,17 +75,18 @@ def request_features(scenario: Scenario, spec: RequestSpec, page: int | None) ->
         feats["prefix=none"] = f"{rid} shares no prefix with other requests"
     else:
         feats["prefix=shared"] = f"{rid} shares a {spec.prefix_len}-token prefix with other requests"
-        # A page of one token (SGLang's default) makes every prefix "aligned": that says nothing.
-        if isinstance(page, int) and page > 1:
-            if spec.prefix_len % page == 0:
-                feats["prefix=page-aligned"] = (
-                    f"the diverging request {rid}'s prefix_len {spec.prefix_len} is a multiple of the page size {page}"
-                )
-            else:
-                feats["prefix=mid-page"] = (
-                    f"the diverging request {rid}'s prefix_len {spec.prefix_len} ends inside a page of {page} "
-                    f"({_count(spec.prefix_len // page, 'full page')} shared)"
-                )
+        # `terms.page_class`: no page known, or a page of one token (SGLang's default), on which
+        # every prefix is "aligned", says nothing; "shared" then stands alone.
+        where = page_class(spec.prefix_len, page if isinstance(page, int) else None)
+        if where == "aligned":
+            feats["prefix=page-aligned"] = (
+                f"the diverging request {rid}'s prefix_len {spec.prefix_len} is a multiple of the page size {page}"
+            )
+        elif where == "mid-page" and isinstance(page, int):
+            feats["prefix=mid-page"] = (
+                f"the diverging request {rid}'s prefix_len {spec.prefix_len} ends inside a page of {page} "
+                f"({_count(spec.prefix_len // page, 'full page')} shared)"
+            )
     # Its whole prompt sent before it (or with it): the engine can serve it entirely from cache.
     covered = [
         r.id for r in requests if r.id != rid and r.offset_ms <= spec.offset_ms and (
@@ -96,9 +96,9 @@ def request_features(scenario: Scenario, spec: RequestSpec, page: int | None) ->
     ]
     if covered:
         feats["prefix=full"] = f"{rid}'s whole prompt was sent before it, by {covered[0]}"
-    close = [r.id for r in requests if r.id != rid and abs(r.offset_ms - spec.offset_ms) <= BURST_MS]
+    close = _burst_of(requests, rid)
     if close:
-        feats["burst"] = f"{rid} leaves within {BURST_MS:g} ms of {', '.join(close[:3])}"
+        feats["burst"] = f"{rid} leaves in one burst with {', '.join(close[:3])} (gaps of {BURST_GAP_MS:g} ms at most)"
     if spec.n > 1:
         feats["n>1"] = f"{rid} asks for n={spec.n} choices"
     if spec.stream:
@@ -153,6 +153,15 @@ def signature_features(feats: Mapping[str, str]) -> list[str]:
     if "prefix=page-aligned" in kept or "prefix=mid-page" in kept:
         kept.remove("prefix=shared")
     return sorted(kept)
+
+
+def _burst_of(requests: Sequence[RequestSpec], rid: str) -> list[str]:
+    """The other requests of `rid`'s burst (`terms.bursts`): they reach the scheduler with it."""
+    for group in bursts([r.offset_ms for r in requests]):
+        ids = [requests[i].id for i in group]
+        if rid in ids:
+            return [i for i in ids if i != rid]
+    return []
 
 
 def _count(n: int, noun: str) -> str:

@@ -63,6 +63,7 @@ from servefuzz.anomaly import Anomaly, Verdict
 from servefuzz.history import ChoiceRecord, RequestRecord, RunHistory
 from servefuzz.oracles.outputs import Output, determinate_outputs, group_variants, output_key
 from servefuzz.stats import fisher_less, wilson
+from servefuzz.terms import common_prefix
 from servefuzz.truth import Truth
 from servefuzz.workload import RequestSpec, Scenario
 
@@ -461,7 +462,7 @@ def leak_forensics(
     matched = 0
     for o in deviants if reference is not None else ():
         dev = o.choice.token_ids
-        flip = next((i for i, (x, y) in enumerate(zip(reference or (), dev)) if x != y), min(len(reference or ()), len(dev)))
+        flip = common_prefix(reference or (), dev)  # a deviant differs from its reference: their first difference
         tail = dev[flip:]
         longest: dict[str, Any] = {}
         for i in range(len(tail) - k + 1):

@@ -43,6 +43,7 @@ from typing import Any
 
 from servefuzz.history import ChoiceRecord, RequestRecord, RunHistory
 from servefuzz.oracles.outputs import Output, determinate_outputs
+from servefuzz.terms import common_prefix
 
 __all__ = [
     "BUCKETS",
@@ -338,8 +339,7 @@ def picture(
     flip against the campaign's band there (CAMPAIGN_K x its largest benign shift), the flip's
     position and margin; and the campaign's gap-shift histogram at the flip's bucket."""
     shifts = pair_shifts(reference, deviant)
-    flip = next((i for i, (x, y) in enumerate(zip(reference.token_ids, deviant.token_ids)) if x != y),
-                min(len(reference.token_ids), len(deviant.token_ids)))
+    flip = common_prefix(reference.token_ids, deviant.token_ids)  # their first difference (the end if equal)
     hist, name = campaign.basis(flip, cached)
     return {
         "positions": [x.position for x in shifts],

@@ -45,6 +45,7 @@ from dataclasses import dataclass
 
 from servefuzz.anomaly import Anomaly, Oracle, Verdict
 from servefuzz.history import RequestRecord, RunHistory
+from servefuzz.terms import common_prefix
 from servefuzz.workload import RequestSpec, Scenario
 
 __all__ = [
@@ -207,15 +208,6 @@ def _context(spec: RequestSpec, record: RequestRecord) -> tuple[int, ...]:
     return spec.prompt_ids + tuple(answer)
 
 
-def _common(a: Sequence[int], b: Sequence[int]) -> int:
-    n = 0
-    for x, y in zip(a, b, strict=False):
-        if x != y:
-            break
-        n += 1
-    return n
-
-
 def _allowed(
     spec: RequestSpec, specs: Mapping[str, RequestSpec], ctx: Mapping[str, tuple[int, ...]], *, include_self: bool
 ) -> tuple[str | None, int]:
@@ -226,7 +218,7 @@ def _allowed(
         other = specs[rid]
         if other.cache_salt != spec.cache_salt or (rid == spec.id and not include_self):
             continue
-        common = _common(tokens, spec.prompt_ids)
+        common = common_prefix(tokens, spec.prompt_ids)
         if common > best[1]:
             best = (rid, common)
     return best
@@ -245,7 +237,7 @@ def _earlier(spec: RequestSpec, run: RunHistory, specs: Mapping[str, RequestSpec
         done = r.first_token_ms if r.first_token_ms is not None else r.end_ms
         if other is None or other.id == spec.id or not r.ok or done is None or done >= mine.sent_ms:
             continue
-        if (other.cache_salt == spec.cache_salt) == same and _common(other.prompt_ids, spec.prompt_ids) >= page:
+        if (other.cache_salt == spec.cache_salt) == same and common_prefix(other.prompt_ids, spec.prompt_ids) >= page:
             out.append(other.id)
     return out
 

@@ -65,6 +65,7 @@ from servefuzz.anomaly import Divergence, FlipSide, Verdict
 from servefuzz.history import ChoiceRecord, TopLogprobs
 from servefuzz.oracles.noise import CAMPAIGN_K, CampaignNoise, fmt_lp
 from servefuzz.oracles.outputs import Output
+from servefuzz.terms import first_difference
 
 __all__ = [
     "GRID_MIN",
@@ -196,7 +197,7 @@ def classify(request_id: str, a: Output, b: Output, noise: NoiseModel) -> Diverg
     ca, cb = a.choice, b.choice
     if not ca.token_ids and not cb.token_ids:
         return _text_only(request_id, a, b)
-    pos = _first_difference(ca.token_ids, cb.token_ids)
+    pos = first_difference(ca.token_ids, cb.token_ids)
     if pos is None:
         raise ValueError(f"{request_id}: outputs are equal; nothing to classify")
     ta, tb = _token_at(ca, pos), _token_at(cb, pos)
@@ -386,13 +387,6 @@ def _token_at(c: ChoiceRecord, pos: int) -> int | None:
     return c.token_ids[pos] if pos < len(c.token_ids) else None
 
 
-def _first_difference(a: Sequence[int] | str, b: Sequence[int] | str) -> int | None:
-    for i, (x, y) in enumerate(zip(a, b)):
-        if x != y:
-            return i
-    return None if len(a) == len(b) else min(len(a), len(b))
-
-
 def _agreeing_deltas(a: ChoiceRecord, b: ChoiceRecord, upto: int) -> list[float]:
     """|lpA - lpB| at positions < upto where the tokens agree and both logprobs are known."""
     return [d for _, d in _agreeing_deltas_at(a, b, upto)]
@@ -410,7 +404,7 @@ def _agreeing_deltas_at(a: ChoiceRecord, b: ChoiceRecord, upto: int) -> list[tup
 
 
 def _text_only(request_id: str, a: Output, b: Output) -> Divergence:
-    pos = _first_difference(a.choice.text, b.choice.text)
+    pos = first_difference(a.choice.text, b.choice.text)
     if pos is None:
         raise ValueError(f"{request_id}: outputs are equal; nothing to classify")
     sa = FlipSide(a.run, a.label, a.choice.index, None, finish_reason=a.choice.finish_reason)

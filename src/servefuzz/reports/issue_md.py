@@ -31,7 +31,7 @@ from servefuzz.reports.facts import (
 from servefuzz.sanitize import fence, visible
 from servefuzz.sanitize import markdown as md
 from servefuzz.sanitize import markdown_code as code
-from servefuzz.triggers import BURST_MS
+from servefuzz.terms import BURST_GAP_MS
 
 __all__ = ["issue_markdown"]
 
@@ -88,7 +88,7 @@ def _arrival(finding: Finding) -> str:
     if len(offsets) <= 1:
         return "a single request"
     spread = offsets[-1] - offsets[0]
-    if spread <= BURST_MS:
+    if spread <= BURST_GAP_MS:  # at most one burst gap from first to last
         return f"{len(offsets)} requests at once"
     return f"{len(offsets)} requests over {spread:.0f} ms"
 

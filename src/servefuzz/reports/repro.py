@@ -29,7 +29,7 @@ import string
 from importlib import resources
 from typing import Any
 
-from servefuzz import stats
+from servefuzz import stats, terms
 from servefuzz.anomaly import Verdict
 from servefuzz.errors import UsageError
 from servefuzz.finding import Finding
@@ -136,5 +136,7 @@ def repro_script(finding: Finding) -> str:
     # servefuzz.stats is standard-library only and embedded verbatim: the script decides
     # "reproduced", "not reproduced" or "undecided" exactly as servefuzz does.
     stats_source = inspect.getsource(stats)
+    # So is servefuzz.terms.first_difference: the script names the token servefuzz would.
+    first_difference_source = inspect.getsource(terms.first_difference)
     return string.Template(template).substitute(finding_name=finding.filename, finding_literal=literal,
-                                                stats_source=stats_source)
+                                                stats_source=stats_source, first_difference_source=first_difference_source)
