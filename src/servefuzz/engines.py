@@ -609,6 +609,13 @@ _PROFILE_ROWS: tuple[Profile, ...] = (
             "batch-invariant kernels (VLLM_BATCH_INVARIANT=1): outputs independent of the batch",
             "batch numerics (batch-invariant mode)", aims=("batch-sweep", "burst-reuse"),
             env=(("VLLM_BATCH_INVARIANT", "1"),)),
+    # Batch invariance without CUDA graphs: on the H200 `batch-invariant` left decode tokens
+    # differing alone vs loaded (docs/gpu/vllm.md); this takes the graphs' padded decode
+    # batches out of that mode.
+    Profile("vllm-gpu", "batch-invariant-eager", ("--enforce-eager",),
+            "batch-invariant kernels with every step launched eagerly (no CUDA graphs, no torch.compile)",
+            "CUDA graphs under batch invariance", aims=("batch-sweep", "burst-reuse"),
+            env=(("VLLM_BATCH_INVARIANT", "1"),)),
     Profile("sglang-gpu", "default", (),
             "SGLang's GPU defaults: bfloat16, page size 1, radix cache, overlap scheduler, CUDA graphs", "none"),
     Profile("sglang-gpu", "page-64", ("--page-size", "64"),
