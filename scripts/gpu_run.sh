@@ -836,7 +836,7 @@ setup_python
 [[ -f $RESULTS/machine.txt ]] || record_machine >/dev/null
 trap pack EXIT   # whatever happens, bring back what there is
 # A server's start (1.5-2 min for an engine) comes before the campaign's --time.
-ENGINE_START_S=150
+ENGINE_START_S=${ENGINE_START_S:-150}
 one_step() {
     local step=$1
     case $step in

@@ -616,6 +616,14 @@ _PROFILE_ROWS: tuple[Profile, ...] = (
             "batch-invariant kernels with every step launched eagerly (no CUDA graphs, no torch.compile)",
             "CUDA graphs under batch invariance", aims=("batch-sweep", "burst-reuse"),
             env=(("VLLM_BATCH_INVARIANT", "1"),)),
+    # ... and with Triton attention instead of FlashAttention 3: vllm#47069 / #51902 place the
+    # batch dependence that survives batch invariance on Hopper in FA3's kernel choice (a decode
+    # row takes another specialization once a prefill joins its batch) and report Triton
+    # attention stable; eager, since graphs changed nothing there.
+    Profile("vllm-gpu", "batch-invariant-triton", ("--attention-backend", "TRITON_ATTN", "--enforce-eager"),
+            "batch-invariant kernels with Triton attention instead of FlashAttention 3, eager",
+            "FlashAttention 3 under batch invariance", aims=("batch-sweep", "burst-reuse"),
+            env=(("VLLM_BATCH_INVARIANT", "1"),)),
     Profile("sglang-gpu", "default", (),
             "SGLang's GPU defaults: bfloat16, page size 1, radix cache, overlap scheduler, CUDA graphs", "none"),
     Profile("sglang-gpu", "page-64", ("--page-size", "64"),
