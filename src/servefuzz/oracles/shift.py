@@ -8,6 +8,12 @@ top-k L-inf shift the campaign has seen there; beyond it is an `anomalous-shift`
 never adds to the noise estimate. An accusation needs a well-measured bar: a campaign with fewer
 than `noise.SHIFT_MIN_SAMPLES` (1,000) shifts there (or pooled) says nothing yet.
 
+Where the logits lie on a coarse grid (bfloat16: `verdict.logit_step`), the bar is at least two
+of its steps, as it is for a flip: one logit rounded the other way moves its logprob by a whole
+step, so a campaign whose benign shifts are nearly all exact zeros would otherwise call the
+first one-step rounding it meets dozens of times its noise (SGLang on the H200: a 0.0616 shift,
+one step of 1/16, judged "85x the largest benign shift", docs/gpu/sglang.md).
+
     >>> from servefuzz.history import ChoiceRecord, RequestRecord, RunHistory, Status
     >>> top = lambda lp: (((5, lp), (7, -3.0)),)
     >>> rec = lambda run, label, lp: RequestRecord("r11", run, label, Status.OK, 0.0,
@@ -17,6 +23,15 @@ than `noise.SHIFT_MIN_SAMPLES` (1,000) shifts there (or pooled) says nothing yet
     ...                        (), quiet)
     >>> a.verdict.value, a.summary.split("; ")[1]
     ('anomalous-shift', 'shift 0.2000 = 20x the largest of 1,000 benign logprob shifts at position 0')
+
+    On a bfloat16 grid of 1/16, one step is rounding and three are not:
+
+    >>> grid = lambda lp: (((5, lp), (7, lp - 0.0625), (9, lp - 0.25)),)
+    >>> on = lambda run, label, lp: RequestRecord("r11", run, label, Status.OK, 0.0,
+    ...                                           choices=(ChoiceRecord(0, (5,), (lp,), grid(lp)),))
+    >>> [len(anomalous_shifts([RunHistory(0, "load", (on(0, "load", -1.0 - d),))], {"r11": [on(0, "alone", -1.0)]},
+    ...                        (), quiet)) for d in (0.0625, 0.1875)]
+    [0, 1]
 """
 
 from __future__ import annotations
@@ -26,6 +41,7 @@ from collections.abc import Mapping, Sequence
 from servefuzz.anomaly import Anomaly, Oracle, Verdict
 from servefuzz.history import RequestRecord, RunHistory
 from servefuzz.oracles.noise import SHIFT_K, SHIFT_MIN_SAMPLES, CampaignNoise, Pair, Shift, fmt_lp, pairs
+from servefuzz.oracles.verdict import step_at
 
 __all__ = ["anomalous_shifts"]
 
@@ -48,7 +64,7 @@ def anomalous_shifts(
             continue
         for s in p.shifts():
             bar = campaign.threshold(s.position, p.cached, "linf", k=SHIFT_K, min_samples=SHIFT_MIN_SAMPLES)
-            if bar > 0 and s.linf > bar:
+            if bar > 0 and s.linf > max(bar, 2 * step_at(p.a.choice, p.b.choice, s.position)):
                 ratio = s.linf / bar
                 if p.request_id not in worst or ratio > worst[p.request_id][0]:
                     worst[p.request_id] = (ratio, p, s, bar)

@@ -78,6 +78,7 @@ __all__ = [
     "fmt_lp",
     "logit_step",
     "measure_noise",
+    "step_at",
 ]
 
 NOISE_K = 4.0
@@ -183,7 +184,8 @@ def logit_step(*tops: TopLogprobs) -> float:
     return 0.0
 
 
-def _step_at(a: ChoiceRecord, b: ChoiceRecord, pos: int) -> float:
+def step_at(a: ChoiceRecord, b: ChoiceRecord, pos: int) -> float:
+    """`logit_step` of two outputs' top-k at token `pos`; 0.0 where either has none there."""
     tops = [c.top_logprobs[pos] for c in (a, b) if pos < len(c.top_logprobs)]
     return logit_step(*tops) if len(tops) == 2 else 0.0
 
@@ -203,7 +205,7 @@ def classify(request_id: str, a: Output, b: Output, noise: NoiseModel) -> Diverg
     ta, tb = _token_at(ca, pos), _token_at(cb, pos)
     sa, sb = _side(a, pos, ta, tb), _side(b, pos, tb, ta)
     prefix_delta = max(_agreeing_deltas(ca, cb, pos), default=None)
-    step = _step_at(ca, cb, pos)
+    step = step_at(ca, cb, pos)
     cached = a.cached or b.cached
     campaign = noise.campaign
     wide = campaign.threshold(pos, cached) if campaign is not None else 0.0
@@ -215,7 +217,7 @@ def classify(request_id: str, a: Output, b: Output, noise: NoiseModel) -> Diverg
     # The agreeing tokens are held to their own positions' grids and the campaign's noise there:
     # the worst excess over them.
     excess = max((d for i, d in _agreeing_deltas_at(ca, cb, pos)
-                  if d > shift_bar(i) and d > 2 * _step_at(ca, cb, i)), default=None)
+                  if d > shift_bar(i) and d > 2 * step_at(ca, cb, i)), default=None)
     if ta is None or tb is None:
         ended, going = (sa, sb) if ta is None else (sb, sa)
         verdict = Verdict.UNCLASSIFIED
