@@ -133,6 +133,16 @@ def test_numeric_drift_matches_only_the_benign_entries() -> None:
     assert ids(match(f)) == ["vllm#23138"]
 
 
+def test_drift_under_batch_invariance_is_the_batch_invariance_bug_and_only_there() -> None:
+    """vllm#51902 `requires` the batch-invariant mode: the same drift without it is numerics."""
+    plain = finding("vllm", verdict=Verdict.NUMERIC_DRIFT, args={"enable_prefix_caching": True})
+    assert "vllm#51902" not in ids(match(plain))
+    invariant = dataclasses.replace(plain, target=dataclasses.replace(plain.target, env={"VLLM_BATCH_INVARIANT": "1"}))
+    found = match(invariant)
+    assert ids(found)[0] == "vllm#51902"
+    assert "the server ran with VLLM_BATCH_INVARIANT=1" in found[0].reasons
+
+
 def test_the_triage_matrix_decides_between_sglang_issues() -> None:
     def outcome(name: str, flag: str, reproduced: int) -> TriageOutcome:
         return TriageOutcome(name, (flag,), reproduced=reproduced, attempts=5)

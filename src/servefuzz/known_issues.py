@@ -105,6 +105,8 @@ class KnownIssue:
     its symptom shows as; `upstream_for_faults` the reference engine faults that model it.
     `caveats` says what the sources did not verify. `fixed_in` names the first release with
     the fix (`0.5.11`, llama.cpp's `b5123`), where one is known; `versions` says the rest in words.
+    `requires` are features without which a finding cannot be it (a batch-invariance bug needs a
+    server in its batch-invariant mode: elsewhere the same drift is only numerics).
     """
 
     id: str
@@ -124,12 +126,13 @@ class KnownIssue:
     related: tuple[str, ...] = ()
     caveats: str = ""
     fixed_in: str = ""
+    requires: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
-        for name in ("features", "cures", "not_cured_by", "verdicts", "upstream_for_faults", "related"):
+        for name in ("features", "cures", "not_cured_by", "verdicts", "upstream_for_faults", "related", "requires"):
             object.__setattr__(self, name, tuple(getattr(self, name)))
         problems = [
-            *(f"unknown feature {f!r}" for f in self.features if f not in FEATURES),
+            *(f"unknown feature {f!r}" for f in (*self.features, *self.requires) if f not in FEATURES),
             *(f"unknown verdict {v!r}" for v in self.verdicts if v not in {x.value for x in Verdict}),
             *(f"unknown fault {f!r}" for f in self.upstream_for_faults if f not in REFERENCE_FAULTS),
         ]
@@ -257,6 +260,8 @@ def match(finding: Finding, triage: Triage | None = None, catalogue: Sequence[Kn
 
 def _judge(issue: KnownIssue, finding: Finding, triage: Triage | None, feats: Mapping[str, str]) -> Match | None:
     engine = finding.target.engine
+    if any(f not in feats for f in issue.requires):
+        return None
     score, reasons, against = 0, [], []
     specific = False
     if engine == "reference":

@@ -543,7 +543,10 @@ def _say_launch(runner: Runner, launch: Launch | None) -> None:
     if launch is None or runner.info is None:
         return
     if launch.profile is not None:
-        runner.info = dataclasses.replace(runner.info, profile=launch.profile.name)
+        # The profile's own variables (a mode turned on by one, as VLLM_BATCH_INVARIANT) are part
+        # of what the server ran as: the known-issue matcher reads them there.
+        runner.info = dataclasses.replace(runner.info, profile=launch.profile.name,
+                                          env={**runner.info.env, **dict(launch.profile.env)})
     if launch.standins:
         runner.info = dataclasses.replace(runner.info, standins=launch.standins)
 
