@@ -80,6 +80,8 @@ _SECRET = re.compile(
 # is dropped): servefuzz's stand-in `sgl_kernel`, and Triton's interpreter running SGLang's own
 # kernels on a CPU (engines.SGLANG_INTERPRETED).
 KNOWN_STANDINS = frozenset({"sgl_kernel", "triton-interpreter"})
+# What a launch preset's server computes on (`launcher.Launch.device`).
+DEVICES = frozenset({"cpu", "cuda"})
 
 
 @dataclass(frozen=True)
@@ -115,9 +117,14 @@ class TargetInfo:
     # (`sgl_kernel` for SGLang on a CPU host: src/servefuzz/standins), by name; said by
     # servefuzz, never by the server. Empty when the server ran only its own code.
     standins: tuple[str, ...] = ()
+    # What the server computed on when servefuzz launched it from a preset ("cpu", "cuda"), so
+    # a report rebuilds the right preset's command (`vllm-gpu`, not `vllm-cpu`); "" when unknown.
+    device: str = ""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "base_url", public_url(self.base_url))
+        if self.device not in DEVICES:
+            object.__setattr__(self, "device", "")  # a finding file's word, kept only when known
         object.__setattr__(self, "adapters", tuple(dict.fromkeys(
             a for a in self.adapters if isinstance(a, str) and ADAPTER_NAME.fullmatch(a)))[:64])
         object.__setattr__(self, "server_args", _redact(self.server_args))
@@ -146,6 +153,7 @@ class TargetInfo:
             **({"profile": self.profile} if self.profile is not None else {}),
             **({"adapters": list(self.adapters)} if self.adapters else {}),
             **({"standins": list(self.standins)} if self.standins else {}),
+            **({"device": self.device} if self.device else {}),
         }
 
     @classmethod
@@ -165,6 +173,7 @@ class TargetInfo:
             profile=d.get("profile"),
             adapters=tuple(d.get("adapters", ())),
             standins=tuple(d.get("standins", ())),
+            device=str(d.get("device", "")),
         )
 
 

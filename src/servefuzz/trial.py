@@ -536,8 +536,9 @@ async def open_target(
 
 
 def _say_launch(runner: Runner, launch: Launch | None) -> None:
-    """The server cannot say which feature profile it was launched under, or that servefuzz put
-    stand-ins on its path: servefuzz says both in the runner's target info, so a campaign's
+    """The server cannot say which feature profile it was launched under, what device its preset
+    computes on, or that servefuzz put stand-ins on its path: servefuzz says these in the runner's
+    target info, so a campaign's
     config.json, its findings and a shrunk finding record them (and replay rebuilds the profile
     by name)."""
     if launch is None or runner.info is None:
@@ -549,6 +550,8 @@ def _say_launch(runner: Runner, launch: Launch | None) -> None:
                                           env={**runner.info.env, **dict(launch.profile.env)})
     if launch.standins:
         runner.info = dataclasses.replace(runner.info, standins=launch.standins)
+    if launch.device:
+        runner.info = dataclasses.replace(runner.info, device=launch.device)
 
 
 def _joined(parts: Sequence[Reproduction], scenario: Scenario, noise: CampaignNoise | None) -> Reproduction:

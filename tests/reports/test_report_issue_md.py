@@ -143,6 +143,30 @@ def test_a_finding_made_under_a_profile_gives_the_preset_s_command_with_the_prof
     assert "--max-num-batched-tokens" not in server_command(dataclasses.replace(chunked, profile=None))
 
 
+def test_a_finding_made_on_the_gpu_gives_the_gpu_preset_s_command_with_the_profile_s_variables() -> None:
+    # `--launch vllm-gpu --profile batch-invariant` records device "cuda": the report rebuilds the
+    # GPU preset (bf16, its exact KV pool) with the profile's VLLM_BATCH_INVARIANT=1, never the
+    # CPU preset of the same engine and profile name.
+    import dataclasses
+
+    from servefuzz.finding import TargetInfo
+    from servefuzz.reports.facts import server_command
+
+    gpu = TargetInfo("vllm", "http://127.0.0.1:1", page_size=16, server_args={"dtype": "bfloat16"},
+                     profile="batch-invariant", device="cuda")
+    command = server_command(gpu)
+    for words in ("VLLM_BATCH_INVARIANT=1", "--dtype bfloat16", "--kv-cache-memory-bytes 1073741824",
+                  "--block-size 16", "--port 8000"):
+        assert words in command, (words, command)
+    assert "PYTHONPATH" not in command and "VLLM_CPU" not in command
+    assert "VLLM_BATCH_INVARIANT" not in server_command(dataclasses.replace(gpu, profile="default"))
+    sglang = server_command(TargetInfo("sglang", "http://127.0.0.1:1", profile="deterministic", device="cuda"))
+    assert "--attention-backend triton" in sglang and sglang.count("--enable-deterministic-inference") == 1
+    # A device the finding file makes up is no device: the plain vLLM command comes back.
+    forged = TargetInfo.from_json({**gpu.to_json(), "device": "tpu; rm -rf /"})
+    assert forged.device == "" and "VLLM_BATCH_INVARIANT" not in server_command(forged)
+
+
 def test_a_finding_made_under_the_lora_profile_names_the_adapters_where_model_build_writes_them() -> None:
     # Their real paths are servefuzz's cache; the report names them under `servefuzz model build
     # DIR`'s DIR/lora, as it names the model MODEL_DIR, and builds nothing.

@@ -38,8 +38,10 @@ from servefuzz.engines import (
     llama_server_preset_argv,
     sglang_argv,
     sglang_env,
+    sglang_gpu_argv,
     vllm_argv,
     vllm_env,
+    vllm_gpu_argv,
     with_flags,
     without_flags,
 )
@@ -84,6 +86,24 @@ def server_command(target: TargetInfo, *, multiline: bool = False) -> str:
         faults = [f for f in target.faults if _is_fault(f)]
         argv = ["servefuzz", "serve-reference", *flags, *(w for f in faults for w in ("--fault", f))]
         refused += [*bad, *(["faults not spelled like fault names"] if len(faults) < len(target.faults) else [])]
+    elif target.engine in ("vllm", "sglang") and target.device == "cuda":
+        # Made by `--launch vllm-gpu` / `sglang-gpu`: the GPU preset's command with the profile's
+        # flags and variables from servefuzz's table. The bundle's path was the GPU machine's
+        # own: an engine installed with pip needs none (MODEL_DIR as above).
+        preset_name = f"{target.engine}-gpu"
+        page = target.page_size or (16 if target.engine == "vllm" else 1)
+        if target.engine == "vllm":
+            dtype = str(args.get("dtype") or "bfloat16")
+            preset = vllm_gpu_argv("python3", Path("MODEL_DIR"), dtype if dtype != "auto" else "bfloat16",
+                                   block_size=page)
+            env = {"VLLM_SERVER_DEV_MODE": "1", **{k: v for k, v in env.items() if k != "VLLM_SERVER_DEV_MODE"}}
+        else:
+            preset = sglang_gpu_argv("python3", Path("MODEL_DIR"), page_size=page)
+        profile = PROFILES[preset_name].get(target.profile or "")
+        flags = with_flags(preset[1:], profile.flags) if profile is not None else preset[1:]
+        argv = ["python3", *without_flags(flags, {"--port"})]
+        if profile is not None:
+            env = {**env, **dict(profile.env)}
     elif target.engine == "sglang" and "sgl_kernel" in target.standins:
         # Made by `--launch sglang-cpu`: the preset's command and environment (the CPU engine,
         # the stand-in kernel package on PYTHONPATH, Triton's interpreter where the version needs
