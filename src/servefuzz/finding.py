@@ -137,6 +137,25 @@ class TargetInfo:
     def __hash__(self) -> int:
         return hash((self.engine, self.base_url, self.version, self.faults, self.page_size))
 
+    @property
+    def deterministic(self) -> str | None:
+        """The server's deterministic (batch-invariant) mode, in words, when it ran in one; None
+        otherwise. Under it a request's output is promised not to depend on its batch, so even
+        a near-tie flip (`numeric-drift`) breaks the engine's own contract.
+
+        >>> TargetInfo("vllm", "http://127.0.0.1:1", env={"VLLM_BATCH_INVARIANT": "1"}).deterministic
+        'VLLM_BATCH_INVARIANT=1'
+        >>> TargetInfo("sglang", "http://127.0.0.1:1", server_args={"enable_deterministic_inference": True}).deterministic
+        '--enable-deterministic-inference'
+        >>> TargetInfo("vllm", "http://127.0.0.1:1").deterministic is None
+        True
+        """
+        if self.env.get("VLLM_BATCH_INVARIANT") == "1":
+            return "VLLM_BATCH_INVARIANT=1"
+        if self.engine in ("sglang", "reference") and self.server_args.get("enable_deterministic_inference") is True:
+            return "--enable-deterministic-inference"
+        return None
+
     def to_json(self) -> dict[str, Any]:
         return {
             "engine": self.engine,

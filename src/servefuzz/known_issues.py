@@ -230,19 +230,16 @@ def _server_features(finding: Finding) -> dict[str, str]:
     if finding.target.engine in ("sglang", "reference"):
         if args.get("disable_radix_cache") is False:
             feats["radix-cache"] = "the server ran with the radix cache on"
-        deterministic = args.get("enable_deterministic_inference") is True
-        if args.get("disable_overlap_schedule") is False and not deterministic:
+        if args.get("disable_overlap_schedule") is False and finding.target.deterministic is None:
             feats["overlap"] = "the server ran with the overlap scheduler on"
         if args.get("disable_cuda_graph") is False:
             feats["cuda-graph"] = "the server ran with (padded) CUDA-graph decode on"
-        if deterministic:
-            feats["deterministic"] = "the server ran with --enable-deterministic-inference"
     if args.get("enable_prefix_caching") is True:
         feats["prefix-caching"] = "the server ran with prefix caching on"
     if args.get("cache_prompt") is True:
         feats["prefix-caching"] = "requests were sent with cache_prompt=true"
-    if finding.target.env.get("VLLM_BATCH_INVARIANT") == "1":
-        feats["deterministic"] = "the server ran with VLLM_BATCH_INVARIANT=1"
+    if (mode := finding.target.deterministic) is not None:
+        feats["deterministic"] = f"the server ran with {mode}"
     return feats
 
 

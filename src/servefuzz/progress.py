@@ -101,6 +101,10 @@ def print_summary(console: Console, result: CampaignResult) -> None:
     console.print(table)
     if not result.found:
         console.print("[green]Benign numerics only[/] (numeric-drift: flips at near-ties within the measured noise); exit 0.")
+    elif (promised := next((f.target.deterministic for _, f in result.findings
+                            if f.verdict.value == "numeric-drift" and f.target.deterministic), None)) is not None:
+        console.print(f"The server ran with {terminal(promised)}, its deterministic mode: outputs that depend on "
+                      "the batch at all, near-tie flips included, break what that mode promises; exit 1.")
     first = result.findings[0][0]
     # soft_wrap: a command cut by a hard newline could not be pasted back
     console.print(f"Replay one with: [bold]servefuzz replay {terminal(shlex.quote(str(first)))} --base-url URL --runs 10[/]",
