@@ -229,6 +229,27 @@ def test_a_campaign_dedups_keeps_a_corpus_and_resumes_where_it_stopped(
     assert len(names) == len(set(names))
 
 
+@pytest.mark.timeout(240)
+def test_a_worker_confirms_with_only_what_confirmation_reads(
+    tmp_path: Path, reference_server: Callable[..., str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The loop hands a worker ConfirmConfig, built from the campaign's config, never the whole of it.
+    from servefuzz import confirm
+
+    asked: list[object] = []
+
+    async def recording(*args: object, **kwargs: object) -> confirm.Confirmed:
+        asked.append(args[5])
+        return await confirm.confirm_finding(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(campaign_module, "confirm_finding", recording)
+    url = reference_server("--fault", "page-boundary-prefix")
+    config = CampaignConfig(tmp_path / "c", seed=3, request_budget=150, confirm_runs=2, stop_at_first=True)
+    result = _campaign(url, config, [PageBoundaryBursts()])
+    assert result.stopped_because == "first confirmed finding"
+    assert asked and set(asked) == {confirm.ConfirmConfig(runs=2, truth_model=None, launch=None)}
+
+
 def test_the_module_docstrings_run() -> None:
     import servefuzz.corpus
     import servefuzz.feedback

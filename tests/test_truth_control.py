@@ -58,9 +58,9 @@ def test_a_flip_at_a_true_near_tie_is_not_backed(truth: Truth) -> None:
 
 
 def test_the_campaign_holds_an_unbacked_suspect_to_the_truth(truth: Truth) -> None:
-    # What the campaign's confirmation does when it knows the served model (CampaignConfig.truth_model):
+    # What the campaign's confirmation does when it knows the served model (ConfirmConfig.truth_model):
     # the fresh references' majority against the first run that answered otherwise.
-    from servefuzz.campaign import _truth_results
+    from servefuzz.confirm import _truth_results
     from servefuzz.finding import Confirmation
     from servefuzz.history import RequestRecord, RunHistory, Status
     from servefuzz.oracles.judge import judge

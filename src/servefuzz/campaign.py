@@ -8,12 +8,11 @@ One iteration, all against one target:
    flushed cache and probes a request with a shared prefix warm and primed;
 3. `oracles.judge` runs every oracle; `features` (`servefuzz.feedback`) says what the run
    reached, and the corpus keeps the scenario if that includes something new;
-4. an anomaly is confirmed by `trial.reproduce` (`confirm_runs` replays), unless an
-   equal-or-smaller confirmed finding with the same signature is already kept; a confirmed
-   suspected corruption then gets the content-swap control (`trial.content_swap`, as many
-   replays), which backs it as `corruption` or leaves it suspected, its numbers in the
-   anomaly's evidence; findings are deduplicated by `Finding.signature`
-   (`servefuzz.store.FindingStore`).
+4. an anomaly is confirmed (`servefuzz.confirm`: `confirm_runs` replays against fresh alone
+   references that vote, the leak check, the content-swap, deterministic and truth controls),
+   unless an equal-or-smaller confirmed finding with the same signature is already kept; the
+   worker that showed it confirms it, given only `confirm.ConfirmConfig`; findings are
+   deduplicated by `Finding.signature` (`servefuzz.store.FindingStore`).
 
 The campaign directory holds everything (`servefuzz.store` says what and how). Budgets (time,
 requests) count the whole campaign, resumed sessions included. The campaign stops when one is
@@ -38,7 +37,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import functools
 import json
 import random
 import time
@@ -49,35 +47,20 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from servefuzz import durable
-from servefuzz.anomaly import Anomaly, Oracle, Verdict, deciding
+from servefuzz.anomaly import Anomaly, Oracle, Verdict
+from servefuzz.confirm import ConfirmConfig, Confirmed, confirm_finding
 from servefuzz.corpus import MUTATE_SHARE, Corpus, CorpusEntry, Schedule
 from servefuzz.coverage import Coverage, FeatureSpace, points
 from servefuzz.covering import PairwiseCover
-from servefuzz.errors import LaunchError, TargetError, UsageError
+from servefuzz.errors import TargetError, UsageError
 from servefuzz.feedback import features
 from servefuzz.finding import Finding, TargetInfo
 from servefuzz.history import RequestRecord, RunHistory, write_history_jsonl
 from servefuzz.launcher import Launch
 from servefuzz.mutators import CROSS, Mutator, mutate
-from servefuzz.oracles.controls import (
-    MIN_CONTROL_RUNS,
-    TRUTH_NEAR,
-    ControlResult,
-    OwnContinuation,
-    back,
-    leak_forensics,
-    leak_span,
-    own_by_truth,
-    runs_to_see,
-    truth_control,
-    with_own_check,
-)
-from servefuzz.oracles.judge import Expectation, Judgement, leak_min_tokens, learn
-from servefuzz.oracles.noise import CampaignNoise, picture
-from servefuzz.oracles.outputs import Output, group_variants
-from servefuzz.oracles.verdict import NoiseModel
-from servefuzz.oracles.vote import MIN_REFERENCES, Vote, vote
-from servefuzz.runner import DeadlinePassed, Runner
+from servefuzz.oracles.judge import Judgement, learn
+from servefuzz.oracles.noise import CampaignNoise
+from servefuzz.runner import Runner
 from servefuzz.store import (
     FindingStore,
     append_json_line,
@@ -91,20 +74,7 @@ from servefuzz.store import (
 )
 from servefuzz.strategies import DEFAULT_CAPTURE_SIZES, Strategy, TargetShape, aimed_first, offered, shape_aims
 from servefuzz.targets.base import get_target_class, supports_choices, supports_lora, supports_salts
-from servefuzz.terms import first_difference
-from servefuzz.trial import (
-    Executed,
-    Reproduction,
-    content_swap,
-    deterministic_control,
-    deterministic_launch,
-    execute,
-    own_continuation,
-    probe_targets,
-    reproduce,
-    suspects,
-)
-from servefuzz.truth import Truth
+from servefuzz.trial import Executed, execute, probe_targets
 from servefuzz.workload import RequestSpec, Scenario
 
 __all__ = [
@@ -113,12 +83,10 @@ __all__ = [
     "CampaignConfig",
     "CampaignResult",
     "CampaignState",
-    "Confirmed",
     "LocalWorker",
     "Revival",
     "Worker",
     "WorkerLost",
-    "confirm_finding",
     "derive_seed",
     "run_campaign",
     "run_campaign_on",
@@ -160,6 +128,7 @@ class CampaignConfig:
     `launch`: how the target was started, when servefuzz started it: a suspected corruption the
     content swap left unbacked then gets the deterministic control (a fresh server in the
     engine's deterministic mode, `trial.deterministic_control`), where the engine has one.
+    Confirmation reads `confirm_runs`, `truth_model` and `launch` alone, as `confirm.ConfirmConfig`.
     `aims`: strategies the first round runs first (a feature profile's `Profile.aims`), ahead of
     those the target's shape points at (`strategies.shape_aims`: eviction first on a small pool).
     `coverage`: track pairwise feature coverage (`servefuzz.coverage`, kept in `coverage.json`):
@@ -386,8 +355,8 @@ class Worker(Protocol):
         ...
 
     async def confirm(self, scenario: Scenario, iteration: int, done: Executed, verdict: Judgement,
-                      config: CampaignConfig, noise: CampaignNoise | None, say: Callable[[str], None]) -> Confirmed:
-        """`confirm_finding` on this worker's server, the one that showed the anomalies."""
+                      config: ConfirmConfig, noise: CampaignNoise | None, say: Callable[[str], None]) -> Confirmed:
+        """`confirm.confirm_finding` on this worker's server, the one that showed the anomalies."""
         ...
 
     async def death(self) -> dict[str, Any]:
@@ -433,7 +402,7 @@ class LocalWorker:
         return await execute(self.runner, scenario, runs=runs, with_alone=with_alone, probes=probes)
 
     async def confirm(self, scenario: Scenario, iteration: int, done: Executed, verdict: Judgement,
-                      config: CampaignConfig, noise: CampaignNoise | None, say: Callable[[str], None]) -> Confirmed:
+                      config: ConfirmConfig, noise: CampaignNoise | None, say: Callable[[str], None]) -> Confirmed:
         return await confirm_finding(self.runner, scenario, iteration, done, verdict, config, noise, say)
 
     async def death(self) -> dict[str, Any]:
@@ -805,229 +774,11 @@ async def _finding_of(
         state.last = what
         on_event(state)
 
-    confirmed = await worker.confirm(scenario, iteration, done, verdict, config, noise, say)
+    settings = ConfirmConfig(runs=config.confirm_runs, truth_model=config.truth_model, launch=config.launch)
+    confirmed = await worker.confirm(scenario, iteration, done, verdict, settings, noise, say)
     state.requests += confirmed.sent
     done.lost = confirmed.lost
     return confirmed.finding
-
-
-@dataclass(frozen=True)
-class Confirmed:
-    """What confirming one execution's anomalies gave: the finding, the requests its replays and
-    controls sent, and why the server went away during them (None: it did not)."""
-
-    finding: Finding
-    sent: int
-    lost: str | None
-
-
-async def confirm_finding(
-    runner: Runner,
-    scenario: Scenario,
-    iteration: int,
-    done: Executed,
-    verdict: Judgement,
-    config: CampaignConfig,
-    noise: CampaignNoise | None = None,
-    say: Callable[[str], None] = lambda what: None,
-) -> Confirmed:
-    """Confirm an execution's anomalies on the server that showed them (`runner`): replays
-    against fresh alone references that vote, leak forensics and the content-swap control for a
-    suspected corruption, then the deterministic and truth controls where the campaign has them.
-    Touches no campaign state, so that a remote worker can run it (`say`: progress lines)."""
-    assert runner.info is not None, "enter the Runner before confirming on it"
-    info = runner.info
-    # The leaks are judged again below, with fresh references and the forced check: start from
-    # the anomalies as they were before the judgement's unchecked leak oracle backed any.
-    verdict = dataclasses.replace(verdict, anomalies=verdict.before_leaks, unleaked=None)
-    expect = Expectation.of_judgement(verdict)
-    # Fresh alone references vote (oracles/vote.py): one stored alone run may itself be the odd one.
-    rep = await reproduce(runner, scenario, expect, config.confirm_runs, alone=done.alone,
-                          first_run=len(done.loaded), noise=noise, references=MIN_REFERENCES)
-    if rep.cut is not None:
-        # The budget ran out mid-confirmation: a rate of the runs that fitted would be a rate of
-        # the budget, not of the bug. Kept as seen, unconfirmed, as a lost target's is.
-        return Confirmed(Finding(iteration, scenario.seed, scenario, info, verdict.anomalies,
-                                 notes=(f"not confirmed: {rep.cut}",)), rep.sent, rep.lost)
-    sent = rep.sent
-    lost = rep.lost
-    notes: tuple[str, ...] = () if rep.lost is None else (f"confirmation cut short: {rep.lost}",)
-    anomalies = verdict.anomalies
-    if rep.lost is None:
-        votes = _votes(scenario, expect, done, rep, noise)
-        anomalies = tuple(dataclasses.replace(a, evidence={**a.evidence, "vote": votes[a.request_id].to_json()})
-                          if a.request_id in votes and a.verdict.is_divergence else a for a in anomalies)
-        notes = tuple(v.summary for v in votes.values())
-    if rep.lost is None and rep.reproduced:
-        # Leak forensics first: it reads the runs already made (every request's solo answer from
-        # the first execution, the fresh references for the suspects) and costs no replay but
-        # the forced check's, for every divergent request (a leak can back a near-tie flip).
-        leaks, forced = await _checked_leaks(runner, scenario, anomalies, done, rep, config, noise)
-        sent += forced
-        anomalies = back(anomalies, leaks)
-        expect = dataclasses.replace(expect, anomalies=tuple(
-            a for a in expect.anomalies if any(b.request_id == a.request_id and b.verdict is Verdict.SUSPECTED_CORRUPTION
-                                               for b in anomalies)))
-    if rep.lost is None and rep.reproduced and suspects(expect):
-        # A confident flip is only suspected until a control backs it: the content swap keeps
-        # every batch shape and changes only the neighbours' tokens (oracles/controls.py).
-        say(f"iteration {iteration}: confirmed {rep.rate}, content-swap control")
-        control = await content_swap(runner, scenario, expect, max(config.confirm_runs, MIN_CONTROL_RUNS),
-                                     original=rep.loaded,
-                                     alone=rep.alone, first_run=len(done.loaded) + rep.attempts, noise=noise)
-        sent += control.sent
-        lost = control.lost
-        if control.lost is None and control.cut is None:
-            anomalies = back(anomalies, control.results)
-        else:
-            notes = (*notes, f"content-swap control cut short: {control.lost or control.cut}")
-    if (why := runner.stopped) is not None and rep.lost is None and any(
-            a.verdict is Verdict.SUSPECTED_CORRUPTION for a in anomalies):
-        # Past the deadline no control starts (the deterministic one starts a whole server).
-        notes = (*notes, f"no further control: {why}")
-    if rep.lost is None and runner.stopped is None and config.launch is not None and deterministic_launch(
-            config.launch) is not None and any(
-            a.verdict is Verdict.SUSPECTED_CORRUPTION for a in anomalies):
-        say(f"iteration {iteration}: deterministic control on a fresh server")
-        unbacked = dataclasses.replace(expect, anomalies=tuple(
-            a for a in expect.anomalies if any(b.request_id == a.request_id and b.verdict is Verdict.SUSPECTED_CORRUPTION
-                                               for b in anomalies)))
-        try:
-            # A deviation seen rarely needs more runs before its absence there says anything.
-            runs = max(config.confirm_runs, runs_to_see(rep.reproduced, rep.attempts))
-            det = await asyncio.to_thread(deterministic_control, config.launch, scenario, unbacked, runs, original=rep)
-        except (LaunchError, TargetError) as e:
-            notes = (*notes, f"deterministic control did not run: {e}")
-        else:
-            sent += det.sent
-            anomalies = back(anomalies, det.results)
-    if rep.lost is None and runner.stopped is None and config.truth_model is not None and any(
-            a.verdict is Verdict.SUSPECTED_CORRUPTION for a in anomalies):
-        anomalies = back(anomalies, _truth_results(_truth(config.truth_model), scenario, anomalies, done, rep))
-    if rep.lost is None and noise is not None:
-        anomalies = tuple(_with_picture(a, noise, done, rep) for a in anomalies)
-    finding = Finding(iteration, scenario.seed, scenario, info, anomalies, confirmation=rep.confirmation, notes=notes)
-    return Confirmed(finding, sent, lost)
-
-
-async def _checked_leaks(runner: Runner, scenario: Scenario, anomalies: Sequence[Anomaly], done: Executed,
-                         rep: Reproduction, config: CampaignConfig,
-                         noise: CampaignNoise | None) -> tuple[list[ControlResult], int]:
-    """Leak forensics for every divergent request over the first execution and the replays, each
-    candidate with its forced check (`oracles.controls.OwnContinuation`): on the exact truth
-    where servefuzz built the model, else on the engine alone. Returns the results and the
-    requests the forced checks sent."""
-    refs = {**done.alone, **rep.alone}
-    runs = (*done.loaded, *rep.loaded)
-    divergent = {a.request_id: a for a in anomalies if a.verdict.is_divergence}
-    k = leak_min_tokens(refs, scenario, noise, skip=divergent)
-    specs = scenario.by_id()
-    out: list[ControlResult] = []
-    sent = 0
-    for rid, a in divergent.items():
-        found = leak_forensics(rid, scenario, runs, refs, min_tokens=k)
-        span = leak_span(found)
-        if not found.backs or span is None or rid not in specs:
-            out.append(found)
-            continue
-        head = deciding(a.divergences)
-        tolerance = max(head.threshold or 0.0 if head is not None else 0.0, TRUTH_NEAR)
-        spec = specs[rid]
-        check: OwnContinuation | None = None
-        if config.truth_model is not None and spec.adapter is None:
-            truth = _truth(config.truth_model)
-            output = [int(t) for t in found.evidence["output"]]
-            # The engine's own distance from the truth on its reference widens the tolerance: a
-            # bf16 engine's argmax may be the truth's second choice at a gap it cannot resolve.
-            pair = _reference_and_deviant(rid, done, rep)
-            if pair is not None:
-                ref = pair[0].choice
-                tops = [list(t) for t in ref.top_logprobs[:span[1]]]
-                tolerance = max(tolerance, 2 * max(truth.deviation(spec.prompt_ids, ref.token_ids[:len(tops)], tops),
-                                                   default=0.0))
-            check = own_by_truth(truth, spec.prompt_ids, output, span, tolerance)
-        elif runner.stopped is None:
-            try:
-                check, n = await own_continuation(runner, spec, found, tolerance,
-                                                  run=len(done.loaded) + rep.attempts + sent)
-            except DeadlinePassed:
-                check, n = None, 0  # cut at the budget: unchecked, it backs only a flip above the noise
-            sent += n
-        out.append(with_own_check(found, check))
-    return out, sent
-
-
-@functools.cache
-def _truth(model: Path) -> Truth:
-    return Truth.load(model)  # once per model: a float64 copy of the weights
-
-
-def _reference_and_deviant(rid: str, done: Executed, rep: Reproduction) -> tuple[Output, Output] | None:
-    """The fresh references' majority and the first run that answered otherwise (first
-    execution, then replays), both with top-k logprobs; None when there is no such pair."""
-    refs = [Output.of(r, c) for r in rep.alone.get(rid, ()) if r.ok for c in r.choices if c.index == 0]
-    if not refs:
-        return None
-    ref = group_variants(refs)[0].outputs[0]
-    others = [Output.of(r, c) for h in (*done.loaded, *rep.loaded) for r in h.records
-              if r.request_id == rid and r.ok for c in r.choices if c.index == 0]
-    others += [Output.of(r, c) for r in done.alone.get(rid, ()) if r.ok for c in r.choices if c.index == 0]
-    deviant = next((o for o in others if o.choice.token_ids != ref.choice.token_ids and o.choice.top_logprobs), None)
-    return None if deviant is None or not ref.choice.top_logprobs else (ref, deviant)
-
-
-def _with_picture(a: Anomaly, noise: CampaignNoise, done: Executed, rep: Reproduction) -> Anomaly:
-    """The anomaly with what the report draws (`oracles.noise.picture`) in its evidence."""
-    head = deciding(a.divergences)
-    pair = _reference_and_deviant(a.request_id, done, rep) if head is not None and a.verdict.is_divergence else None
-    if pair is None or head is None:
-        return a
-    ref, dev = pair
-    drawn = picture(noise, ref.choice, dev.choice, cached=ref.cached or dev.cached, margin=head.margin)
-    return dataclasses.replace(a, evidence={**a.evidence, "picture": drawn})
-
-
-def _truth_results(truth: Truth, scenario: Scenario, anomalies: Sequence[Anomaly], done: Executed,
-                   rep: Reproduction) -> list[ControlResult]:
-    """The truth control for each suspected corruption: the fresh references' majority against
-    the first run that answered otherwise (first execution, then replays)."""
-    specs = scenario.by_id()
-    out = []
-    for a in anomalies:
-        head = deciding(a.divergences)
-        if a.verdict is not Verdict.SUSPECTED_CORRUPTION or head is None or a.request_id not in specs:
-            continue
-        if specs[a.request_id].adapter is not None:
-            continue  # the truth computes the base model: under an adapter it says nothing
-        pair = _reference_and_deviant(a.request_id, done, rep)
-        if pair is None:
-            continue
-        ref, deviant = pair
-        # Up to and including the first difference: where one output is a prefix of the other,
-        # the position where the shorter one stopped and the longer one went on.
-        pos = first_difference(ref.choice.token_ids, deviant.choice.token_ids)
-        if pos is None:
-            continue  # the same tokens: the truth has no flip to judge
-        out.append(truth_control(a.request_id, specs[a.request_id].prompt_ids, (f"alone#{ref.run}", ref.choice),
-                                 (f"{deviant.label}#{deviant.run}", deviant.choice), pos, head.threshold or 0.0, truth))
-    return out
-
-
-def _votes(
-    scenario: Scenario, expect: Expectation, done: Executed, rep: Reproduction, noise: CampaignNoise | None
-) -> dict[str, Vote]:
-    """Which run is wrong, for each request with a divergence: the confirmation's fresh alone
-    references vote, the odd runs are named, and recurrences of the first execution's deviant
-    variant are counted and re-judged (with the noise the first execution was judged against)."""
-    order = [s.id for s in scenario.requests if not s.cancelled]
-    before = {rid: prev for prev, rid in zip(order, order[1:], strict=False)}
-    model = NoiseModel(p99=None, tokens=0, outputs=0, campaign=noise, sampled=scenario.seeded)
-    return {
-        rid: vote(rid, done.alone.get(rid, ()), rep.alone.get(rid, ()), rep.loaded, first_loaded=done.loaded,
-                  noise=model, before=before)
-        for rid in dict.fromkeys(a.request_id for a in expect.anomalies if a.verdict.is_divergence)
-        if len(rep.alone.get(rid, ())) >= MIN_REFERENCES
-    }
 
 
 def _last_logged(path: Path) -> int:

@@ -23,7 +23,8 @@ from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Any
 
-from servefuzz.campaign import CampaignConfig, Confirmed, Worker, WorkerLost, confirm_finding
+from servefuzz.campaign import Worker, WorkerLost
+from servefuzz.confirm import ConfirmConfig, Confirmed, confirm_finding
 from servefuzz.errors import LaunchError, TargetError, UsageError
 from servefuzz.finding import Finding, TargetInfo, TriageOutcome
 from servefuzz.launcher import Launch
@@ -71,7 +72,7 @@ class ServerActor:
         return await execute(self.server.runner, scenario, runs=runs, with_alone=with_alone, probes=probes)
 
     async def confirm(self, scenario: Scenario, iteration: int, done: Executed, verdict: Judgement,
-                      config: CampaignConfig, noise: CampaignNoise | None) -> Confirmed:
+                      config: ConfirmConfig, noise: CampaignNoise | None) -> Confirmed:
         return await confirm_finding(self.server.runner, scenario, iteration, done, verdict, config, noise)
 
     async def death(self) -> dict[str, Any]:
@@ -120,7 +121,7 @@ class RayWorker:
         return done
 
     async def confirm(self, scenario: Scenario, iteration: int, done: Executed, verdict: Judgement,
-                      config: CampaignConfig, noise: CampaignNoise | None, say: Callable[[str], None]) -> Confirmed:
+                      config: ConfirmConfig, noise: CampaignNoise | None, say: Callable[[str], None]) -> Confirmed:
         # Progress lines of a remote confirmation stay there: the driver said "confirming on wN".
         try:
             confirmed: Confirmed = await self.actor.confirm.remote(scenario, iteration, done, verdict, config, noise)
