@@ -12,6 +12,7 @@ ONE_SLOT = Deterministic("one slot (-np 1)", slots=("-np", "--parallel"))
 SPEC = EngineSpec(
     "llamacpp",
     default_port=8080,
+    # `seeds` False: llama.cpp promises nothing across slots.
     choices=True,  # a GBNF `grammar`
     adapters=True,  # `lora: [{id, scale}]`
     cache_prompt=True,

@@ -23,6 +23,8 @@ SPEC = EngineSpec(
     "sglang",
     default_port=30000,
     salts=True,  # `extra_key`, what SGLang's own OpenAI layer makes of `cache_salt`
+    # `seeds` False: its `sampling_params.sampling_seed` is sent, but its promise is not measured
+    # here (docs/engines.md, Seeds).
     choices=True,  # a `regex` alternation
     adapters=True,  # `lora_path`
     deterministic=DETERMINISTIC,

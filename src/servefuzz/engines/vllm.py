@@ -14,7 +14,9 @@ SPEC = EngineSpec(
     "vllm",
     default_port=8000,
     salts=True,  # `cache_salt`
-    seeds=True,  # `seed`; a sampled n > 1 seeds child i with seed + i
+    # `seed`: the same draws alone and under load (a generator per seeded request since PR #2514);
+    # a sampled n > 1 seeds child i with seed + i.
+    seeds=True,
     choices=True,  # `structured_outputs.choice`
     adapters=True,  # an adapter is the request's `model`
     deterministic=BATCH_INVARIANT,
