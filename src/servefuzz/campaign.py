@@ -52,6 +52,7 @@ from servefuzz.confirm import ConfirmConfig, Confirmed, confirm_finding
 from servefuzz.corpus import MUTATE_SHARE, Corpus, CorpusEntry, Schedule
 from servefuzz.coverage import Coverage, FeatureSpace, points
 from servefuzz.covering import PairwiseCover
+from servefuzz.engines.registry import spec_of
 from servefuzz.errors import TargetError, UsageError
 from servefuzz.feedback import features
 from servefuzz.finding import Finding, TargetInfo
@@ -73,7 +74,6 @@ from servefuzz.store import (
     write_noise,
 )
 from servefuzz.strategies import DEFAULT_CAPTURE_SIZES, Strategy, TargetShape, aimed_first, offered, shape_aims
-from servefuzz.targets.base import get_target_class, supports_choices, supports_lora, supports_salts
 from servefuzz.trial import Executed, execute, probe_targets
 from servefuzz.workload import RequestSpec, Scenario
 
@@ -97,10 +97,6 @@ __all__ = [
 # The campaign's pairwise coverage (`coverage.Coverage.to_json`), rewritten atomically after
 # every iteration (before progress.json) when `CampaignConfig.coverage` is on.
 COVERAGE_FILE = "coverage.json"
-# The dialects whose engines promise a seeded request the same draws alone and under load: vLLM
-# (a generator per seeded request since PR #2514) and the reference engine. llama.cpp promises
-# nothing across slots, and SGLang's seed is not measured here (docs/engines.md, Seeds).
-SEEDED_ENGINES = frozenset({"vllm", "reference"})
 # How long past its time budget a campaign may still run. At the budget the runner cuts every
 # request in flight (recorded as cancelled: indeterminate) and starts nothing more, so what is
 # left is the iteration's own bookkeeping: judging what it has, appending its histories, writing
@@ -254,6 +250,7 @@ def derive_seed(campaign_seed: int, iteration: int) -> int:
 def shape_of(info: TargetInfo) -> TargetShape:
     """What the strategies may assume about this target (SGLang's and vLLM's names for it)."""
     args = info.server_args
+    spec = spec_of(info.engine)
 
     def positive(*keys: str) -> int | None:
         for k in keys:
@@ -272,28 +269,12 @@ def shape_of(info: TargetInfo) -> TargetShape:
         chunked_prefill_size=positive("chunked_prefill_size", "max_num_batched_tokens"),
         capture_sizes=capture,
         max_running_requests=positive("max_running_requests", "max_num_seqs"),
-        salts=_sends(info.engine, supports_salts),
-        seeded_sampling=info.engine in SEEDED_ENGINES,
-        choices=_sends(info.engine, supports_choices),
-        adapters=info.adapters if _sends_adapters(info.engine) else (),
+        # What the engine's dialect sends and promises, from its spec (an unknown engine: none).
+        salts=spec.salts,
+        seeded_sampling=spec.seeds,
+        choices=spec.choices,
+        adapters=info.adapters if spec.adapters else (),
     )
-
-
-def _sends(engine: str, supports: Callable[[object], bool]) -> bool:
-    """Whether this engine's adapter sends a field (`supports`: `targets.base.supports_salts`,
-    `supports_choices`); an unknown engine: no."""
-    try:
-        return supports(get_target_class(engine))
-    except UsageError:
-        return False
-
-
-def _sends_adapters(engine: str) -> bool:
-    """Whether this engine's adapter names LoRA adapters per request (an unknown engine: no)."""
-    try:
-        return supports_lora(get_target_class(engine))
-    except UsageError:
-        return False
 
 
 class Revival(Protocol):

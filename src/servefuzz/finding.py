@@ -41,6 +41,7 @@ import jsonschema
 
 from servefuzz import durable, stats
 from servefuzz.anomaly import Anomaly, Variant, Verdict, deciding, worst
+from servefuzz.engines.registry import deterministic_mode
 from servefuzz.errors import FindingError
 from servefuzz.stats import Rate
 from servefuzz.triggers import load_features, signature_features
@@ -150,11 +151,7 @@ class TargetInfo:
         >>> TargetInfo("vllm", "http://127.0.0.1:1").deterministic is None
         True
         """
-        if self.env.get("VLLM_BATCH_INVARIANT") == "1":
-            return "VLLM_BATCH_INVARIANT=1"
-        if self.engine in ("sglang", "reference") and self.server_args.get("enable_deterministic_inference") is True:
-            return "--enable-deterministic-inference"
-        return None
+        return deterministic_mode(self.engine, self.server_args, self.env)
 
     def to_json(self) -> dict[str, Any]:
         return {

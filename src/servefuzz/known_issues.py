@@ -33,6 +33,8 @@ from typing import Any
 
 from servefuzz import stats
 from servefuzz.anomaly import Verdict
+from servefuzz.engines.registry import SPECS, spec_of
+from servefuzz.engines.spec import IssueMatch
 from servefuzz.finding import Finding, Triage, TriageOutcome
 from servefuzz.triggers import FEATURES, load_features
 
@@ -49,7 +51,8 @@ __all__ = [
     "release_key",
 ]
 
-ENGINES = ("sglang", "vllm", "llamacpp")
+# The catalogue's engine keys, one per engine spec that has one.
+ENGINES = tuple(s.issue_key for s in SPECS.values() if s.issue_key)
 
 # The reference engine's fault zoo (servefuzz.reference.faults.FAULTS, which the fuzzer does not
 # import: the reference engine is a program apart). A test keeps the two lists equal.
@@ -91,8 +94,6 @@ _SPECIFIC = frozenset(
 # Engine and verdict class alone fit too many issues: a match also needs specific evidence (the
 # planted fault, a specific trigger feature, or a cure) and this much in all.
 _MIN_SCORE = _W_ENGINE + _W_VERDICT + _W_FEATURE
-
-_GENERIC_ENGINES = ("openai",)  # a dialect spoken by many engines: any engine's issue may apply
 
 
 @dataclass(frozen=True)
@@ -227,13 +228,9 @@ def _server_features(finding: Finding) -> dict[str, str]:
     need = sum((r.prompt_len + r.max_tokens) * r.n for r in requests)
     if isinstance(pool, int) and 0 < pool < need:
         feats["eviction"] = f"the scenario needs up to {need} tokens of KV, more than the pool's {pool}"
-    if finding.target.engine in ("sglang", "reference"):
-        if args.get("disable_radix_cache") is False:
-            feats["radix-cache"] = "the server ran with the radix cache on"
-        if args.get("disable_overlap_schedule") is False and finding.target.deterministic is None:
-            feats["overlap"] = "the server ran with the overlap scheduler on"
-        if args.get("disable_cuda_graph") is False:
-            feats["cuda-graph"] = "the server ran with (padded) CUDA-graph decode on"
+    for shown in spec_of(finding.target.engine).arg_features:  # SGLang's (and the reference engine's) args
+        if args.get(shown.key) is shown.value and not (shown.unless_deterministic and finding.target.deterministic is not None):
+            feats[shown.feature] = shown.says
     if args.get("enable_prefix_caching") is True:
         feats["prefix-caching"] = "the server ran with prefix caching on"
     if args.get("cache_prompt") is True:
@@ -257,21 +254,22 @@ def match(finding: Finding, triage: Triage | None = None, catalogue: Sequence[Kn
 
 def _judge(issue: KnownIssue, finding: Finding, triage: Triage | None, feats: Mapping[str, str]) -> Match | None:
     engine = finding.target.engine
+    spec = spec_of(engine)
     if any(f not in feats for f in issue.requires):
         return None
     score, reasons, against = 0, [], []
     specific = False
-    if engine == "reference":
+    if spec.issue_match is IssueMatch.FAULTS:
         planted = [f for f in finding.target.faults if f in issue.upstream_for_faults]
         if not planted:
             return None
         score += _W_FAULT
         specific = True
         reasons.append(f"the planted fault {planted[0]} is the reference engine's model of {issue.id}")
-    elif engine == issue.engine:
+    elif spec.issue_match is IssueMatch.ENGINE and spec.issue_key == issue.engine:
         score += _W_ENGINE
         reasons.append(f"engine {engine} matches")
-    elif engine not in _GENERIC_ENGINES:
+    elif spec.issue_match is not IssueMatch.ANY:
         return None
 
     # A suspected corruption matches what a corruption matches: the control that would back it

@@ -32,6 +32,7 @@ import aiohttp
 
 from servefuzz import durable
 from servefuzz.anomaly import Verdict, worst
+from servefuzz.engines.registry import spec_of
 from servefuzz.errors import LaunchError, TargetError, UsageError
 from servefuzz.feedback import metric_deltas
 from servefuzz.finding import Confirmation, Finding, TargetInfo, redact_argv, redact_text
@@ -441,21 +442,9 @@ def deterministic_launch(launch: Launch) -> Launch | None:
     8.0 and up only: on a server known to compute on the CPU there is then no control, since one
     that changes nothing would back every flip); llama.cpp, which has no bitwise mode: one slot
     (`-np 1`), so that nothing is ever batched with the victim."""
-    argv = list(launch.argv)
-    if launch.engine == "sglang" and launch.device == "cpu":
-        return None  # measured: SGLang's deterministic mode refuses its CPU attention backend
-    if launch.engine in ("reference", "sglang"):
-        flag = "--enable-deterministic-inference"
-        return launch.with_changes(argv if flag in argv else [*argv, flag], {}, {})
-    if launch.engine == "vllm" and launch.device != "cpu":
-        return launch.with_changes(argv, {"VLLM_BATCH_INVARIANT": "1"}, {})
-    if launch.engine == "llamacpp":
-        for name in ("-np", "--parallel"):
-            if name in argv[:-1]:
-                argv[argv.index(name) + 1] = "1"
-                return launch.with_changes(argv, {}, {})
-        return launch.with_changes([*argv, "-np", "1"], {}, {})
-    return None
+    mode = spec_of(launch.engine).deterministic  # the spec says how (`engines.spec.Deterministic`)
+    changed = None if mode is None else mode.launch(launch.argv, launch.device)
+    return None if changed is None else launch.with_changes(changed[0], changed[1], {})
 
 
 def deterministic_control(

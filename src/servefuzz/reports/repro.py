@@ -31,6 +31,7 @@ from typing import Any
 
 from servefuzz import stats, terms
 from servefuzz.anomaly import Verdict
+from servefuzz.engines.registry import spec_of
 from servefuzz.errors import UsageError
 from servefuzz.finding import Finding
 from servefuzz.oracles.judge import Expectation
@@ -52,7 +53,7 @@ def replay_plan(finding: Finding) -> dict[str, Any]:
     info = finding.target
     top_k = RunConfig().top_k  # what the runner asks for, so the server does the same work
     # The llama.cpp adapter takes cache_prompt from its construction; the finding recorded it.
-    if info.engine == "llamacpp":
+    if spec_of(info.engine).cache_prompt:
         # Adapters by id: the finding lists them in the order /lora-adapters gave them.
         target = make_target(info.engine, info.base_url, cache_prompt=info.server_args.get("cache_prompt") is not False,
                              adapters=info.adapters)

@@ -1,4 +1,5 @@
-"""Where `scripts/setup_engines.sh` put the real engines, and how to launch them.
+"""The engines: one spec each (`spec_of`, one module per engine in this package), where
+`scripts/setup_engines.sh` put the real engines, and how to launch them.
 
 The launch commands are argv templates with `{port}` left for `ServerProcess` to fill:
 
@@ -24,12 +25,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from servefuzz.engines.registry import SPECS, spec_of
+from servefuzz.engines.spec import EngineSpec
 from servefuzz.errors import UsageError
 
 if TYPE_CHECKING:
     from servefuzz.models import AdapterPaths
 
 __all__ = [
+    "EngineSpec",
+    "SPECS",
+    "spec_of",
     "LLAMA_CPP_COMMIT",
     "PROFILES",
     "SETUP_SCRIPT",
@@ -146,7 +152,7 @@ def sglang_installed(version: str) -> bool:
 def standin_path() -> Path:
     """The folder holding servefuzz's stand-in `sgl_kernel` package (and its check): put on the
     PYTHONPATH of SGLang's processes only, never of servefuzz's own."""
-    return Path(__file__).resolve().parent / "standins"
+    return Path(__file__).resolve().parent.parent / "standins"
 
 
 def sglang_argv(

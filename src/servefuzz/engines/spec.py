@@ -1,0 +1,123 @@
+"""What servefuzz knows of one engine, in one record: `EngineSpec`.
+
+Each engine has its module in this package (`vllm`, `sglang`, `llamacpp`, `reference`,
+`openai`) holding its `SPEC`; `registry.spec_of(name)` finds it. Code outside this package and
+`targets/` asks the spec and never compares an engine's name (tests/test_engine_names.py).
+
+Pure data: nothing here imports the rest of servefuzz, so every layer may ask.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+__all__ = ["ArgFeature", "Deterministic", "EngineSpec", "IssueMatch"]
+
+
+class IssueMatch(enum.Enum):
+    """Which known issues (`known_issues`) a finding of the engine may be."""
+
+    ENGINE = "engine"  # the catalogue's issues of its own key (`EngineSpec.issue_key`)
+    FAULTS = "faults"  # only those its planted faults model (the reference engine)
+    ANY = "any"  # a dialect many engines speak: any engine's issue may apply
+    NONE = "none"  # an engine servefuzz does not know: none
+
+
+@dataclass(frozen=True)
+class ArgFeature:
+    """A trigger feature a recorded server's args show: `key` at `value` means `feature`, in
+    the words `says`; `unless_deterministic`: not under the engine's deterministic mode (which
+    turns the mechanism off)."""
+
+    feature: str
+    key: str
+    value: object
+    says: str
+    unless_deterministic: bool = False
+
+
+@dataclass(frozen=True)
+class Deterministic:
+    """An engine's deterministic control: how a launch turns it on, how a finding names it and
+    how a recorded server shows it ran in it.
+
+    `flag`: a flag the launch adds (once); `env`: variables it sets; `slots`: the flags that set
+    the parallel slots (llama.cpp, which has no bitwise mode: one slot, so nothing is ever
+    batched with the victim), the first given the value 1, else the first added; `on_cpu`: the
+    mode exists on a server known to compute on the CPU (a control that changes nothing would
+    back every flip); `server_arg`: the recorded server arg that is True under it.
+
+    >>> Deterministic("one slot", slots=("-np", "--parallel")).launch(["srv", "--parallel", "8"], "cpu")
+    (['srv', '--parallel', '1'], {})
+    >>> Deterministic("V=1", env=(("V", "1"),), on_cpu=False).launch(["srv"], "cpu") is None
+    True
+    """
+
+    says: str
+    flag: str = ""
+    env: tuple[tuple[str, str], ...] = ()
+    slots: tuple[str, ...] = ()
+    on_cpu: bool = True
+    server_arg: str = ""
+
+    def launch(self, argv: Sequence[str], device: str) -> tuple[list[str], dict[str, str]] | None:
+        """(argv, environment to add) of the same server in this mode; None where it has none."""
+        if device == "cpu" and not self.on_cpu:
+            return None
+        out = list(argv)
+        if self.slots:
+            for name in self.slots:
+                if name in out[:-1]:
+                    out[out.index(name) + 1] = "1"
+                    return out, {}
+            return [*out, self.slots[0], "1"], {}
+        if self.flag and self.flag not in out:
+            out.append(self.flag)
+        return out, dict(self.env)
+
+    def set_by_env(self, env: Mapping[str, str]) -> bool:
+        """Whether `env` (a recorded server's) turns this mode on."""
+        return bool(self.env) and all(env.get(k) == v for k, v in self.env)
+
+    def set_by_args(self, server_args: Mapping[str, object]) -> bool:
+        """Whether the recorded server args say the server ran in this mode."""
+        return bool(self.server_arg) and server_args.get(self.server_arg) is True
+
+
+@dataclass(frozen=True)
+class EngineSpec:
+    """One engine, as servefuzz knows it. `name` is its dialect key (`--engine`, the
+    adapter's registry name, `TargetInfo.engine`).
+
+    Capabilities, one name each (the adapters' `supports_*` mirror them, a test holds them
+    together): `salts` (per-request prefix-cache salts), `seeds` (per-request seeds it promises
+    to honour), `choices` (choice constraints: grammar, regex or structured outputs), `adapters`
+    (a request may name a LoRA adapter), `cache_prompt` (a request says whether it may reuse a
+    cached prompt: llama.cpp's `cache_prompt`, an option the adapter is built with).
+
+    `deterministic`: its deterministic control (None: servefuzz knows none). `issue_key`: its
+    engine key in the known-issue catalogue, `issue_match` which issues its findings may be,
+    `arg_features` the trigger features its recorded server args show. `default_port`: where
+    it listens by default (a report's repro command points there). `cpu_preset`/`gpu_preset`:
+    the `--launch` presets that start it ("" for none), whose command a report rebuilds.
+    """
+
+    name: str
+    default_port: int
+    salts: bool = False
+    seeds: bool = False
+    choices: bool = False
+    adapters: bool = False
+    cache_prompt: bool = False
+    deterministic: Deterministic | None = None
+    issue_key: str = ""
+    issue_match: IssueMatch = IssueMatch.ENGINE
+    arg_features: tuple[ArgFeature, ...] = ()
+    cpu_preset: str = ""
+    gpu_preset: str = ""
+
+    def preset(self, device: str) -> str:
+        """The preset that starts it on `device` ("cuda": the GPU preset where it has one)."""
+        return self.gpu_preset if device == "cuda" and self.gpu_preset else self.cpu_preset

@@ -1,0 +1,150 @@
+"""No engine's name is compared outside the engines package and `targets/` (issue 25: an engine
+is one spec, and nothing else in the code says its name).
+
+Read with `ast`: a comparison (`==`, `!=`, `in`, `not in`, `is`) with an engine's name as a
+literal (alone or in a tuple, list or set), a `case "vllm":`, a lookup by a literal name
+(`table["sglang"]`, `table.get("llamacpp")`) and a set of names (a membership table) fail here.
+Code elsewhere asks `servefuzz.engines.registry.spec_of(engine)`. The spec's capabilities are the
+adapters' own, one name each: a test holds them together.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from servefuzz.engines.registry import SPECS, spec_of
+from servefuzz.targets import available_engines, get_target_class
+
+ROOT = Path(__file__).resolve().parent.parent
+SRC = ROOT / "src" / "servefuzz"
+NAMES = frozenset(SPECS)
+# Where names may be said: the specs themselves, the dialect adapters, the reference engine (a
+# program apart, which speaks its dialects by name) and the stand-ins (code for another interpreter).
+ALLOWED_DIRS = ("engines", "targets", "reference", "standins")
+# (module path, function, literal): why it stays. Every entry must still be needed.
+ALLOW: dict[tuple[str, str, str], str] = {
+    ("launcher.py", "Launch._resolve", "reference"):
+        "the `reference` --launch preset's name (a preset, not an engine): presets move into the spec next",
+    ("api.py", "FuzzOptions.validate", "reference"):
+        "the `reference` --launch preset's name (--model and --fault against a preset): as above",
+}
+
+
+def _names_in(node: ast.AST) -> Iterator[str]:
+    """Engine-name literals `node` is or directly holds (a tuple, list or set display)."""
+    if isinstance(node, ast.Constant) and node.value in NAMES:
+        yield node.value
+    elif isinstance(node, ast.Tuple | ast.List | ast.Set):
+        for elt in node.elts:
+            if isinstance(elt, ast.Constant) and elt.value in NAMES:
+                yield elt.value
+
+
+def _pattern_names(pattern: ast.pattern) -> Iterator[str]:
+    if isinstance(pattern, ast.MatchValue):
+        yield from _names_in(pattern.value)
+    elif isinstance(pattern, ast.MatchOr):
+        for p in pattern.patterns:
+            yield from _pattern_names(p)
+
+
+def said_names(tree: ast.AST) -> Iterator[tuple[int, str, str, str]]:
+    """(line, enclosing function, literal, what) for each place `tree` dispatches on a name."""
+    def walk(node: ast.AST, where: str) -> Iterator[tuple[int, str, str, str]]:
+        for child in ast.iter_child_nodes(node):
+            inner = where
+            if isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+                inner = f"{where}.{child.name}" if where else child.name
+            if isinstance(child, ast.Compare):
+                for side in (child.left, *child.comparators):
+                    for name in _names_in(side):
+                        yield child.lineno, inner, name, "compared"
+            elif isinstance(child, ast.match_case):
+                for name in _pattern_names(child.pattern):
+                    yield child.pattern.lineno, inner, name, "matched"
+            elif isinstance(child, ast.Subscript):
+                for name in _names_in(child.slice):
+                    yield child.lineno, inner, name, "looked up"
+            elif (isinstance(child, ast.Call) and isinstance(child.func, ast.Attribute)
+                  and child.func.attr in ("get", "pop", "setdefault") and child.args):
+                for name in _names_in(child.args[0]):
+                    yield child.lineno, inner, name, "looked up"
+            elif isinstance(child, ast.Set) or (isinstance(child, ast.Call) and isinstance(child.func, ast.Name)
+                                               and child.func.id in ("set", "frozenset") and child.args):
+                elts = child if isinstance(child, ast.Set) else child.args[0]
+                for name in _names_in(elts):
+                    yield child.lineno, inner, name, "in a set of names"
+            yield from walk(child, inner)
+
+    yield from walk(tree, "")
+
+
+def offences(src: Path) -> tuple[list[str], set[tuple[str, str, str]]]:
+    """What says an engine's name outside the allowed places, and the allow-list entries used."""
+    found: list[str] = []
+    used: set[tuple[str, str, str]] = set()
+    for path in sorted(src.rglob("*.py")):
+        rel = path.relative_to(src).as_posix()
+        if rel.split("/")[0] in ALLOWED_DIRS:
+            continue
+        for line, where, name, what in said_names(ast.parse(path.read_text(encoding="utf-8"))):
+            key = (rel, where, name)
+            if key in ALLOW:
+                used.add(key)
+                continue
+            found.append(f"src/servefuzz/{rel}:{line} ({where or 'module'}): {name!r} {what}; ask spec_of(engine)")
+    return found, used
+
+
+def test_no_engine_name_is_compared_outside_the_engines_package_and_targets() -> None:
+    found, used = offences(SRC)
+    assert found == []
+    assert set(ALLOW) - used == set(), "allow-list entries no longer needed: remove them"
+
+
+@pytest.mark.parametrize(
+    "code, what",
+    [
+        ('def f(t):\n    return t.engine == "vllm"\n', "compared"),
+        ('def f(t):\n    return t.engine != "llamacpp"\n', "compared"),
+        ('def f(t):\n    return t.engine in ("sglang", "reference")\n', "compared"),
+        ('def f(e):\n    return e not in ["openai"]\n', "compared"),
+        ('def f(e):\n    match e:\n        case "sglang" | "x":\n            return 1\n', "matched"),
+        ('def f(t):\n    return PORTS["vllm"]\n', "looked up"),
+        ('def f(t):\n    return PORTS.get("llamacpp", 8000)\n', "looked up"),
+        ('SEEDED = frozenset({"vllm", "reference"})\n', "in a set of names"),
+    ],
+)
+def test_the_check_catches_a_planted_comparison(tmp_path: Path, code: str, what: str) -> None:
+    (tmp_path / "mod.py").write_text(code)
+    (tmp_path / "targets").mkdir()
+    (tmp_path / "targets" / "ok.py").write_text(code)  # the adapters may say names
+    found, _ = offences(tmp_path)
+    assert len(found) >= 1 and all(f.startswith("src/servefuzz/mod.py:") for f in found) and what in found[0], found
+
+
+def test_a_name_said_otherwise_is_no_offence(tmp_path: Path) -> None:
+    (tmp_path / "mod.py").write_text('def f(url):\n    return make_target("vllm", url), {"vllm": 1}, spec_of("sglang")\n')
+    assert offences(tmp_path)[0] == []
+
+
+@pytest.mark.parametrize("engine", available_engines())
+def test_the_spec_has_the_adapters_capabilities(engine: str) -> None:
+    """One name each: the spec's salts, choices and adapters are what the adapter sends."""
+    spec, adapter = spec_of(engine), get_target_class(engine)
+    assert spec.name == engine
+    assert (spec.salts, spec.choices, spec.adapters) == (
+        getattr(adapter, "supports_cache_salt", False),
+        getattr(adapter, "supports_choice_constraint", False),
+        getattr(adapter, "supports_lora", False),
+    )
+
+
+def test_an_unknown_engine_is_a_generic_openai_server() -> None:
+    spec = spec_of("my-engine")
+    assert spec.name == "my-engine" and spec.default_port == 8000 and spec.deterministic is None
+    assert not (spec.salts or spec.seeds or spec.choices or spec.adapters or spec.cache_prompt)
