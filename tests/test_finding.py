@@ -294,3 +294,17 @@ def test_a_finding_records_each_requests_adapter_and_refuses_a_path_in_its_place
         with pytest.raises(FindingError) as e:
             load_finding(path)
         assert "\n" not in str(e.value)
+
+
+def test_a_finding_made_by_a_preset_records_its_device_and_loads_back(tmp_path: Path) -> None:
+    """`TargetInfo.device` is written by every preset launch: the schema must take it (a campaign
+    of `--launch sglang-cpu` once wrote findings that `load_finding` then refused)."""
+    import dataclasses
+
+    source = Path(__file__).parents[1] / "docs/findings/sglang-cpu-salt-dropped/finding.json"
+    made = load_finding(source)
+    for device in ("cpu", "cuda"):
+        f = dataclasses.replace(made, target=dataclasses.replace(made.target, device=device))
+        path = tmp_path / f"{device}.json"
+        path.write_text(json.dumps(f.to_json()), encoding="utf-8")
+        assert load_finding(path).target.device == device
