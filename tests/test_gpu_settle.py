@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 from types import ModuleType
 
 import pytest
+from scriptload import load_script
 
 from servefuzz.anomaly import Verdict
 from servefuzz.oracles import isolation
@@ -17,12 +16,7 @@ SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "gpu_settle.py"
 
 @pytest.fixture(scope="module")
 def settle() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("gpu_settle", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["gpu_settle"] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_script(SCRIPT)
 
 
 def result(rid: str, tokens: list[int], tops: list[list[tuple[int, float]]], **extra: object) -> dict:

@@ -6,11 +6,11 @@ bar accused (14.8x the largest of 211) is no longer one under the 1,000-sample b
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 import tarfile
 from pathlib import Path
 from types import ModuleType
+
+from scriptload import load_script
 
 from servefuzz.store import read_noise
 
@@ -19,12 +19,7 @@ DATA = BENCH / "data" / "vllm-bf16"
 
 
 def bench_module() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("rejudge_campaign", BENCH / "rejudge_campaign.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
+    return load_script(BENCH / "rejudge_campaign.py")
 
 
 def campaign(name: str, into: Path) -> Path:

@@ -4,22 +4,17 @@ first run, the replays, the alone references, the cache probes and, as the remai
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from pathlib import Path
 from types import ModuleType
+
+from scriptload import load_script
 
 BENCH = Path(__file__).resolve().parent.parent / "bench"
 
 
 def bench_module() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("request_mix", BENCH / "request_mix.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclass looks its module up there
-    spec.loader.exec_module(module)
-    return module
+    return load_script(BENCH / "request_mix.py")
 
 
 def test_the_mix_counts_each_kind_and_leaves_the_rest_to_confirmation(tmp_path: Path) -> None:
