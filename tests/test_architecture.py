@@ -45,8 +45,10 @@ def modules(src: Path, package: str) -> Iterator[tuple[str, Path]]:
         yield ".".join(parts), path
 
 
-def imports_of(path: Path, name: str, package: str) -> set[str]:
-    """Every servefuzz module `path` imports (relative imports resolved)."""
+def imports_of(path: Path, name: str, package: str, known: set[str] | None = None) -> set[str]:
+    """Every servefuzz module `path` imports (relative imports resolved). Given the `known`
+    modules, `from pkg import x` is an import of the module `pkg.x` when there is one and of
+    `pkg` itself (its `__init__`) otherwise; without them, of both."""
     found: set[str] = set()
     is_pkg = path.name == "__init__.py"
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
@@ -58,8 +60,10 @@ def imports_of(path: Path, name: str, package: str) -> set[str]:
                 anchor = name.split(".") if is_pkg else name.split(".")[:-1]
                 anchor = anchor[: len(anchor) - node.level + 1]
                 base = ".".join([*anchor, *([base] if base else [])])
-            found.add(base)
-            found |= {f"{base}.{a.name}" for a in node.names}  # `from pkg import module`
+            subs = {f"{base}.{a.name}" for a in node.names}  # `from pkg import module`
+            found |= subs if known is None else subs & known
+            if known is None or not subs <= known:
+                found.add(base)
     return {m for m in found if m == package or m.startswith(package + ".")}
 
 
@@ -84,6 +88,17 @@ def layer_of(module: str, table: list[tuple[str, list[str]]], package: str) -> i
     return None if best is None else best[1]
 
 
+def entry_of(module: str, entries: list[str], package: str) -> int:
+    """The index, within its layer's row, of the entry that holds `module` (most specific)."""
+    rel = module[len(package) + 1:] if module != package else package
+    best = (-1, -1)
+    for i, entry in enumerate(entries):
+        pkg = entry.rstrip("/").replace("/", ".")
+        if rel == pkg or (entry.endswith("/") and rel.startswith(pkg + ".")) or (entry == package == module):
+            best = max(best, (len(pkg), i))
+    return best[1]
+
+
 def violations(src: Path, package: str, table: list[tuple[str, list[str]]], apart: str,
                foreign: str = "") -> list[str]:
     """What breaks the table: unplaced modules, upward imports, cycles, crossings of `apart`,
@@ -94,8 +109,10 @@ def violations(src: Path, package: str, table: list[tuple[str, list[str]]], apar
     graph: dict[str, set[str]] = {}
     for name, path in mods.items():
         # Every import runs the root package's __init__ first; it is the public facade and
-        # loads nothing eagerly, so naming it (`from servefuzz import engines`) is no edge.
-        targets = {t for t in imports_of(path, name, package) if t in known and t not in (name, package)}
+        # loads nothing eagerly, so naming a submodule through it (`from servefuzz import
+        # engines`) is no edge to it; taking one of its own names (`from servefuzz import fuzz`)
+        # is, and the facade sits in the edges layer.
+        targets = {t for t in imports_of(path, name, package, known) if t in known and t != name}
         graph[name] = targets
         if foreign and (name == foreign or name.startswith(foreign + ".")):
             problems += [f"{name} (for another interpreter) imports {t}" for t in sorted(imports_of(path, name, package))]
@@ -121,6 +138,12 @@ def violations(src: Path, package: str, table: list[tuple[str, list[str]]], apar
             theirs = layer_of(t, table, package)
             if theirs is not None and theirs > mine:
                 problems.append(f"{name} ({table[mine][0]}) imports {t} ({table[theirs][0]}): an upward import")
+            elif theirs == mine and (a := entry_of(name, table[mine][1], package)) < (
+                    b := entry_of(t, table[mine][1], package)):
+                # Within a layer the table's order is the direction: a module imports only what
+                # its row lists before it (inside one package entry the cycle check holds).
+                problems.append(f"{name} imports {t}, listed after it in the {table[mine][0]} layer "
+                                f"({table[mine][1][a]} before {table[mine][1][b]}): against the row's order")
     for (layer, entries) in table:
         for entry in entries:
             mod = package if entry == package else f"{package}.{entry.rstrip('/').replace('/', '.')}"
@@ -183,13 +206,19 @@ def write(root: Path, files: Mapping[str, str]) -> None:
         ({"pkg/rec.py": "from pkg import logic\n", "pkg/logic.py": "from pkg import rec\n"}, "import cycle"),
         ({"pkg/far/shim.py": "from pkg.rec import R\n"}, "pkg.far.shim (for another interpreter) imports pkg.rec"),
         ({"pkg/loop.py": "import pkg.far.shim\n"}, "pkg.loop imports pkg.far.shim, which is for another interpreter"),
+        # Within a layer: the row lists rec before clock, so clock may import rec, not the reverse.
+        ({"pkg/rec.py": "from pkg.clock import T\n"}, "pkg.rec imports pkg.clock, listed after it in the data layer"),
+        # The root's own names are the facade's, in the edges layer; a submodule named through it is not.
+        ({"pkg/logic.py": "from pkg import go\n"}, "pkg.logic (logic) imports pkg (edges): an upward import"),
+        ({"pkg/cli.py": "from pkg import go\n"}, "pkg.cli imports pkg, listed after it in the edges layer"),
     ],
 )
 def test_the_check_fails_on_a_planted_violation(tmp_path: Path, files: dict[str, str], complaint: str) -> None:
     base = {"pkg/__init__.py": "", "pkg/rec.py": "", "pkg/logic.py": "from pkg.rec import R\n", "pkg/loop.py": "",
             "pkg/cli.py": "import pkg.ref.eng\n", "pkg/ref/__init__.py": "", "pkg/ref/eng.py": "",
-            "pkg/far/shim.py": "import torch\n"}  # for another interpreter: in no layer, imports none of pkg
-    table = [("data", ["rec"]), ("logic", ["logic"]), ("I/O", ["loop"]), ("edges", ["cli", "pkg"])]
+            "pkg/far/shim.py": "import torch\n",  # for another interpreter: in no layer, imports none of pkg
+            "pkg/clock.py": "from pkg.rec import R\n", "pkg/api.py": "from pkg import rec, cli\n"}
+    table = [("data", ["rec", "clock"]), ("logic", ["logic"]), ("I/O", ["loop"]), ("edges", ["cli", "api", "pkg"])]
     write(tmp_path, base)
     assert violations(tmp_path, "pkg", table, "pkg.ref", "pkg.far") == []  # the clean tree passes
     write(tmp_path, files)

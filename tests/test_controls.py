@@ -18,9 +18,11 @@ from servefuzz.oracles.controls import (
     FRESH_SERVER,
     LEAK,
     MAX_CONTROL_RUNS,
+    MIN_CONTROL_RUNS,
     back,
     leak_forensics,
     read_control,
+    runs_to_refute,
     runs_to_see,
     swap_content,
 )
@@ -293,6 +295,32 @@ def test_a_rare_deviation_absent_under_the_deterministic_control_is_inconclusive
     assert runs_to_see(1, 5) == MAX_CONTROL_RUNS and "inconclusive" in rare.summary, rare.summary
     # Sized on the rate's lower bound, not on k/n: 2/5 gets 20 runs where 0.4 would ask for 6.
     assert runs_to_see(2, 5) == 20 and runs_to_see(5, 5) == 5 and runs_to_see(0, 5) == 5
+
+
+def test_a_rarely_reproduced_flip_gets_a_content_swap_long_enough_to_back_it() -> None:
+    # overlap-war confirmed 2 of 5 on a loaded CI machine: five swapped runs without the wrong
+    # answer are p = 0.22 and leave it suspected; runs_to_refute(2, 5) of them back it, and one
+    # run fewer would not.
+    assert not read_control(CONTENT_SWAP, "r1", original=(2, 5), control=(0, 5)).backs
+    need = runs_to_refute(2, 5)
+    assert read_control(CONTENT_SWAP, "r1", original=(2, 5), control=(0, need)).backs
+    assert not read_control(CONTENT_SWAP, "r1", original=(2, 5), control=(0, need - 1)).backs
+    # The wrong answer coming back under the swap still keeps the flip with the numerics.
+    assert not read_control(CONTENT_SWAP, "r1", original=(2, 5), control=(3, need)).backs
+    # A flip seen every time needs no more than the floor; one seen once cannot be backed at all,
+    # so it gets no more than the floor either (the deterministic control may still back it).
+    assert runs_to_refute(5, 5) == 5 and runs_to_refute(1, 5) == MIN_CONTROL_RUNS
+    assert not read_control(CONTENT_SWAP, "r1", original=(1, 5), control=(0, MAX_CONTROL_RUNS)).backs
+
+
+def test_a_control_over_a_deviation_that_never_recurred_says_nothing() -> None:
+    # Seen in a seed-3 overlap-war campaign: a flip that came back 0/5 times in the replays got
+    # the deterministic control, deviated 1/5 there, and read "batch numerics". With nothing in
+    # the original runs, no control backs it or explains it away.
+    for name in (DETERMINISTIC, CONTENT_SWAP):
+        r = read_control(name, "r1", original=(0, 5), control=(1, 5))
+        assert not r.backs and "inconclusive" in r.summary and "batch numerics" not in r.summary, r.summary
+    assert "batch numerics" in read_control(DETERMINISTIC, "r1", original=(5, 5), control=(0, 5)).summary
 
 
 def test_the_controls_doctests_run() -> None:

@@ -165,7 +165,7 @@ async def confirm_finding(
             a.verdict is Verdict.SUSPECTED_CORRUPTION for a in anomalies):
         # Past the deadline no control starts (the deterministic one starts a whole server).
         notes = (*notes, f"no further control: {why}")
-    if rep.lost is None and runner.stopped is None and config.launch is not None and deterministic_launch(
+    if rep.lost is None and rep.reproduced and runner.stopped is None and config.launch is not None and deterministic_launch(
             config.launch) is not None and any(
             a.verdict is Verdict.SUSPECTED_CORRUPTION for a in anomalies):
         say(f"iteration {iteration}: deterministic control on a fresh server")

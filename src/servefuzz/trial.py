@@ -48,6 +48,7 @@ from servefuzz.oracles.controls import (
     deviating_runs,
     leak_span,
     read_control,
+    runs_to_refute,
     swap_content,
 )
 from servefuzz.oracles.judge import Expectation, Judgement, judge, reproduction
@@ -362,13 +363,18 @@ async def content_swap(
 
     One victim at a time: two suspects that share a prefix can corrupt each other, so keeping
     both would keep the dependency the swap is there to remove. `alone`: the victim's reference
-    (its prompt is not changed, so the original one holds); without it `reproduce` measures it."""
+    (its prompt is not changed, so the original one holds); without it `reproduce` measures it.
+    `runs` is a floor: given `alone`, the control runs as often as `runs_to_refute` asks for the
+    victim's original rate, so that a rarely reproduced flip can still be backed."""
     # The suspect that deviated most often in the original replays: a flip seen once in the first
     # execution and never again has nothing for a control to take away.
     victim = victim or max(suspects(expect), key=lambda rid: deviating_runs(rid, original, alone or {})[0],
                            default=None)
     if victim is None:
         raise ValueError("the content-swap control needs a suspected corruption to control")
+    if alone is not None:
+        # Enough runs that the deviation's absence there can back the flip at its original rate.
+        runs = max(runs, runs_to_refute(*deviating_runs(victim, original, alone)))
     vocab = runner.info.vocab_size if runner.info is not None else None
     swapped = swap_content(scenario, [victim], vocab)
     only = dataclasses.replace(expect, anomalies=tuple(a for a in expect.anomalies if a.request_id == victim))

@@ -39,7 +39,7 @@ def test_the_default_campaign_finds_the_fault_with_the_right_class(fault: str, t
     assert "Traceback" not in p.stderr, p.stderr[-2000:]
     summary = json.loads(p.stdout)
     assert summary["stopped_because"] == "first confirmed finding", summary["stopped_because"]
-    assert RIGHT[fault] in summary["first_confirmed"], summary["first_confirmed"]
+    assert RIGHT[fault] in summary["first_confirmed"], (summary["first_confirmed"], _controls(out))
     verdicts = {load_finding(f).verdict.value for f in (out / "findings").glob("finding_*.json")}
     assert RIGHT[fault] in verdicts
     if fault == "batch-variant-numerics":
@@ -57,6 +57,18 @@ def test_the_default_campaign_finds_the_fault_with_the_right_class(fault: str, t
         for f in (f for f in found if f.verdict.value == "corruption"):
             assert "structured-output" in f.signature, f.signature
             assert "constraint" in f.headline.evidence["backed_by"], f.headline.evidence
+
+
+def _controls(out: Path) -> list[str]:
+    """What each confirmed finding's confirmation and controls said: what a wrong class needs
+    to be explained (a CI run once stopped at a suspected corruption, and nothing said why)."""
+    said = []
+    for path in sorted((out / "findings").glob("finding_*.json")):
+        f = load_finding(path)
+        if f.confirmation is not None and f.confirmation.reproduced:
+            said += [f"{path.name}: {f.verdict.value}, {f.confirmation.rate}", *f.notes]
+            said += [c["summary"] for a in f.anomalies for c in a.evidence.get("controls", ())]
+    return said
 
 
 LEAK_CAP_S = 60  # seeds 0-2 found it in 11-28 s at nice 19 on 2 shared cores (docs/fault-zoo.md)

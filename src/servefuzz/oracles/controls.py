@@ -94,6 +94,7 @@ __all__ = [
     "leak_forensics",
     "read_control",
     "rate_floor",
+    "runs_to_refute",
     "runs_to_see",
     "swap_content",
     "truth_control",
@@ -209,6 +210,28 @@ def runs_to_see(k: int, n: int, *, power: float = CONTROL_POWER, least: int = MI
     return max(least, min(most, need))
 
 
+def runs_to_refute(k: int, n: int, *, alpha: float = CONTROL_ALPHA, least: int = MIN_CONTROL_RUNS,
+                   most: int = MAX_CONTROL_RUNS) -> int:
+    """How many runs a control that backs on a deviation's absence (the content swap) needs, so
+    that none of the original deviations (k in n) coming back there is significant at `alpha`;
+    between `least` and `most`, and `least` when even `most` could not (one deviation in five:
+    more runs would not back it either).
+
+    Five runs refute 5/5 but not 2/5 (p = 0.22): a timing bug that reproduced 2 of 5 times on a
+    loaded machine stays suspected after a five-run swap, however real it is (overlap-war in CI,
+    2026-12-02).
+
+    >>> runs_to_refute(5, 5), runs_to_refute(3, 5), runs_to_refute(2, 5), runs_to_refute(1, 5)
+    (5, 7, 16, 5)
+    """
+    if k <= 0 or n <= 0:
+        return least
+    for runs in range(least, most + 1):
+        if fisher_less(0, runs, min(k, n), n) <= alpha:
+            return runs
+    return least
+
+
 def rate_floor(k: int, n: int) -> float:
     """The deviation rate that k deviations in n runs vouch for: the lower end of the Wilson
     interval at RATE_CONFIDENCE (0 for no runs or no deviation).
@@ -243,6 +266,10 @@ def read_control(
         if miss > alpha:
             verdict = (f"not seen in {nc} runs, which a deviation at the original rate misses {miss:.0%} of the "
                        "time: inconclusive")
+    if ko == 0:
+        # The deviation never came back in the original replays: a control has nothing to take
+        # away, and its own runs, deviating or not, say nothing about the first execution's flip.
+        verdict = "the deviation did not recur in the original runs: nothing to control, inconclusive"
     # A fresh server says where the bug lives (does it need history?), not whether it is one.
     backs = changed and name != FRESH_SERVER
     under = ("gave one of the same wrong answers in" if name == CONTENT_SWAP else "deviated in")
