@@ -181,7 +181,7 @@ def test_the_deterministic_modes_servefuzz_knows() -> None:
     ref = deterministic_launch(Launch("reference", ("python", "-m", "servefuzz.reference", "--port", "{port}")))
     assert ref is not None and ref.argv[-1] == "--enable-deterministic-inference"
     llama = deterministic_launch(Launch("llamacpp", ("llama-server", "-np", "8", "--port", "{port}")))
-    assert llama is not None and llama.argv == ("llama-server", "-np", "1", "--port", "{port}")
+    assert llama is not None and llama.argv == ("llama-server", "--port", "{port}", "-np", "1")
     vllm = deterministic_launch(Launch("vllm", ("vllm", "serve")))
     assert vllm is not None and vllm.env["VLLM_BATCH_INVARIANT"] == "1"
     # vLLM's batch-invariant kernels are CUDA's: on the CPU the variable would change nothing,

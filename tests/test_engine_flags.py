@@ -10,16 +10,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from servefuzz.engine_flags import (
-    FLAG_TABLES,
-    REFERENCE_FLAGS,
-    VLLM_FLAGS,
-    Kind,
-    env_name,
-    flag_words,
-    reference_flag_argv,
-    typed_value,
-)
+from servefuzz.engine_flags import Kind, env_name, flag_words, typed_value
+from servefuzz.engines.llamacpp import FLAGS as LLAMACPP_FLAGS
+from servefuzz.engines.reference import FLAGS as REFERENCE_FLAGS
+from servefuzz.engines.reference import relaunch_argv as reference_flag_argv
+from servefuzz.engines.registry import SPECS
+from servefuzz.engines.vllm import FLAGS as VLLM_FLAGS
 from servefuzz.errors import UsageError
 from servefuzz.reference.faults import FAULTS
 from servefuzz.reference.server_args import ServerArgs, build_parser, parse_args
@@ -124,13 +120,16 @@ def test_report_words_leave_out_what_does_not_type_check() -> None:
 
 
 def test_a_single_relaunch_value_is_typed() -> None:
-    assert typed_value("vllm", {"dtype": "float32"}, "dtype") == "float32"
-    assert typed_value("llamacpp", {"total_slots": 4}, "total_slots") == 4
+    assert typed_value(VLLM_FLAGS, {"dtype": "float32"}, "dtype") == "float32"
+    assert typed_value(LLAMACPP_FLAGS, {"total_slots": 4}, "total_slots") == 4
     with pytest.raises(UsageError, match="server arg dtype: expected one of auto"):
-        typed_value("vllm", {"dtype": "--host=0.0.0.0"}, "dtype")
+        typed_value(VLLM_FLAGS, {"dtype": "--host=0.0.0.0"}, "dtype")
     with pytest.raises(UsageError, match="expected an integer"):
-        typed_value("llamacpp", {"total_slots": "8; rm"}, "total_slots")
-    assert set(FLAG_TABLES) == {"reference", "sglang", "vllm", "llamacpp"}
+        typed_value(LLAMACPP_FLAGS, {"total_slots": "8; rm"}, "total_slots")
+    with pytest.raises(UsageError, match="not a known launch setting"):
+        typed_value(LLAMACPP_FLAGS, {"host": "0.0.0.0"}, "host")
+    # Every engine servefuzz launches has its table in its spec; the openai dialect has none.
+    assert {name for name, spec in SPECS.items() if spec.flags} == {"reference", "sglang", "vllm", "llamacpp"}
 
 
 def test_environment_names() -> None:

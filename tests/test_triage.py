@@ -16,7 +16,7 @@ from servefuzz.finding import Finding, TargetInfo, Triage, TriageOutcome, load_f
 from servefuzz.launcher import Launch, reference_argv, reference_flags
 from servefuzz.reference.faults import FAULTS
 from servefuzz.reference.server_args import ServerArgs, parse_args
-from servefuzz.triager import MATRICES, FlagVariant, matrix_of, render_matrix, run_row, triage, triaged_name
+from servefuzz.triager import FlagVariant, matrix_for, matrix_of, render_matrix, run_row, triage, triaged_name
 from servefuzz.trial import Replayer, deterministic_launch
 from servefuzz.workload import PromptBuilder, RequestSpec, Scenario
 
@@ -42,7 +42,7 @@ def test_a_variant_replaces_values_and_drops_switches(variant: FlagVariant, argv
 
 def test_a_variant_that_is_already_in_the_baseline_changes_nothing() -> None:
     launch = Launch("vllm", ("python", "-m", "vllm", "--enforce-eager", "--max-num-seqs", "8"), env={"A": "1"})
-    by_name = {v.name: v for v in MATRICES["vllm"]}
+    by_name = {v.name: v for v in matrix_for("vllm")}
     assert not by_name["--enforce-eager"].changes(launch)
     assert by_name["--max-num-seqs 1"].changes(launch)
     assert by_name["VLLM_BATCH_INVARIANT=1"].changes(launch)
@@ -52,16 +52,16 @@ def test_a_variant_that_is_already_in_the_baseline_changes_nothing() -> None:
 
 
 def test_the_llama_cpp_prompt_cache_variant_is_an_adapter_option() -> None:
-    v = next(v for v in MATRICES["llamacpp"] if v.name == "cache_prompt: false")
+    v = next(v for v in matrix_for("llamacpp") if v.name == "cache_prompt: false")
     launch = v.apply(Launch("llamacpp", ("llama-server", "--port", "{port}")))
     assert launch.target_opts == {"cache_prompt": False} and v.flags == ("cache_prompt=False",)
 
 
 def test_every_reference_variant_is_a_valid_engine_flag_set_and_every_cure_is_there() -> None:
     base = ServerArgs(page_size=16, max_total_tokens=1024)
-    for v in MATRICES["reference"]:
+    for v in matrix_for("reference"):
         parse_args(v.apply_argv(base.to_argv()))  # raises on a flag the engine does not have
-    names = " | ".join(v.name for v in MATRICES["reference"])
+    names = " | ".join(v.name for v in matrix_for("reference"))
     for fault in FAULTS.values():
         assert fault.cure.removeprefix("a larger ") in names, fault.cure
 
@@ -101,7 +101,7 @@ def test_a_user_command_needs_its_port_and_speaks_the_findings_dialect() -> None
 
 def test_vllm_variants_change_what_the_preset_launches() -> None:
     base = Launch("vllm", tuple(engines.vllm_argv(Path("m"))), engines.vllm_env())
-    by_name = {v.name: v for v in MATRICES["vllm"]}
+    by_name = {v.name: v for v in matrix_for("vllm")}
     no_cache = by_name["--no-enable-prefix-caching"].apply(base).argv
     assert "--no-enable-prefix-caching" in no_cache and "--enable-prefix-caching" not in no_cache
     assert not by_name["--enforce-eager"].changes(base)  # the preset already runs eager
@@ -235,7 +235,7 @@ def test_a_profile_s_matrix_leads_with_the_row_that_drops_it_back_to_the_preset(
     launch = Launch(engine, tuple(engines.with_flags(default, profile.flags)), profile=profile, default_argv=tuple(default))
     rows = matrix_of(launch)
     plain = matrix_of(Launch(engine, tuple(default)))
-    assert plain == MATRICES[engine]  # without a profile: the engine's matrix, nothing more
+    assert plain == matrix_for(engine)  # without a profile: the engine's matrix, nothing more
     if not profile.flags:  # `default` is the preset itself: nothing to drop
         assert rows == plain
         return

@@ -1,4 +1,4 @@
-"""The typed allow-list of each engine's launch flags: the only way a server argument becomes argv.
+"""The typed allow-list of launch flags: the only way a server argument becomes argv.
 
 A finding's `server_args` are copied from the server's own `/server_info`, so a hostile server
 writes them; a finding file can be edited by anyone. Turning such a value into a command line
@@ -9,12 +9,19 @@ rendering of a value of that type (an int printed by Python, a bool as the bare 
 from a fixed alphabet that cannot start with `-`). Keys outside the table are facts about the
 server (vocabulary, version, bind address), never flags.
 
-    >>> reference_flag_argv({"page_size": 16, "disable_cuda_graph": True, "vocab_size": 1024}, ("overlap-war",))
-    ['--page-size=16', '--disable-cuda-graph', '--fault=overlap-war']
-    >>> reference_flag_argv({"disable_radix_cache": "--host=0.0.0.0"}, ())
+    >>> table = (Flag("page_size", "--page-size", Kind.INT, minimum=1),
+    ...          Flag("disable_radix_cache", "--disable-radix-cache", Kind.BOOL))
+    >>> flag_argv(table, {"page_size": 16, "disable_radix_cache": True, "vocab_size": 1024})
+    ['--page-size=16', '--disable-radix-cache']
+    >>> flag_argv(table, {"disable_radix_cache": "--host=0.0.0.0"})
     Traceback (most recent call last):
     ...
     servefuzz.errors.UsageError: server arg disable_radix_cache: expected true or false, got '--host=0.0.0.0'; refusing to launch with it
+
+Each engine's table is its spec's (`EngineSpec.flags`, in its module of `servefuzz.engines`),
+as are the rows of its triage matrix (`EngineSpec.triage`, `FlagVariant`s). This module holds
+the rule they are read by, and the one rule by which servefuzz edits a command line
+(`flag_pairs`, `with_flags`, `without_flags`).
 
 Launch argv uses the `--flag=value` form, so that no value, whatever it holds, can be read as an
 option of its own. Reports (`flag_words`) show the `--flag value` form, each word shell-quoted by
@@ -26,26 +33,28 @@ from __future__ import annotations
 import enum
 import math
 import re
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol, Self, TypeVar
 
 from servefuzz.errors import UsageError
 
 __all__ = [
     "Kind",
     "Flag",
-    "REFERENCE_FLAGS",
-    "SGLANG_FLAGS",
-    "VLLM_FLAGS",
-    "LLAMACPP_FLAGS",
-    "FLAG_TABLES",
     "Checked",
+    "FlagVariant",
+    "Relaunchable",
     "check_flags",
+    "flag_argv",
+    "flag_pairs",
     "flag_words",
-    "reference_flag_argv",
+    "variant",
+    "with_flags",
+    "without_flags",
     "fault_name",
     "env_name",
+    "show",
     "typed_value",
 ]
 
@@ -90,36 +99,36 @@ class Flag:
         if self.kind is Kind.BOOL:
             if value is True or value is False:
                 return value
-            raise ValueError(f"expected true or false, got {_show(value)}")
+            raise ValueError(f"expected true or false, got {show(value)}")
         if self.kind is Kind.INT:
             if not isinstance(value, int) or isinstance(value, bool):
-                raise ValueError(f"expected an integer, got {_show(value)}")
+                raise ValueError(f"expected an integer, got {show(value)}")
             self._bounds(value)
             return value
         if self.kind is Kind.FLOAT:
             if not isinstance(value, int | float) or isinstance(value, bool) or not math.isfinite(value):
-                raise ValueError(f"expected a finite number, got {_show(value)}")
+                raise ValueError(f"expected a finite number, got {show(value)}")
             self._bounds(value)
             return float(value)
         if not isinstance(value, str):
-            raise ValueError(f"expected a string, got {_show(value)}")
+            raise ValueError(f"expected a string, got {show(value)}")
         if self.kind is Kind.CHOICE:
             if value not in self.choices:
-                raise ValueError(f"expected one of {', '.join(self.choices)}, got {_show(value)}")
+                raise ValueError(f"expected one of {', '.join(self.choices)}, got {show(value)}")
             return value
         if self.kind is Kind.NAME:
             if not _NAME.fullmatch(value):
-                raise ValueError(f"expected a name (letters, digits, _.:/+-, not starting with -), got {_show(value)}")
+                raise ValueError(f"expected a name (letters, digits, _.:/+-, not starting with -), got {show(value)}")
             return value
         if not value or value.startswith("-") or len(value) > 4096 or not value.isprintable():
-            raise ValueError(f"expected a path not starting with -, got {_show(value)}")
+            raise ValueError(f"expected a path not starting with -, got {show(value)}")
         return value
 
     def _bounds(self, value: float) -> None:
         low = self.minimum if self.minimum is not None else -_INT_LIMIT
         high = self.maximum if self.maximum is not None else _INT_LIMIT
         if not low <= value <= high:
-            raise ValueError(f"expected a value in {low:g}..{high:g}, got {_show(value)}")
+            raise ValueError(f"expected a value in {low:g}..{high:g}, got {show(value)}")
 
     def words(self, value: Any, *, joined: bool) -> list[str]:
         """The argv words of a checked value: `--flag=value` when `joined`, else `--flag value`."""
@@ -132,71 +141,135 @@ class Flag:
         return [f"{self.flag}={text}"] if joined else [self.flag, text]
 
 
-def _show(value: Any) -> str:
+def show(value: Any) -> str:
     if isinstance(value, int) and not isinstance(value, bool) and abs(value) > 10**18:
         return f"an integer of {value.bit_length()} bits"  # repr of a huge one raises, or floods
     text = repr(value)
     return text if len(text) <= 60 else text[:57] + "..."
 
 
-# The embedded reference engine (servefuzz.reference.server_args.ServerArgs, minus host and port,
-# which servefuzz always sets itself, and faults, which `--fault` carries). The fuzzer does not
-# import the engine, a program apart; tests/test_engine_flags.py keeps this table equal to it.
-REFERENCE_FLAGS: tuple[Flag, ...] = (
-    Flag("page_size", "--page-size", Kind.INT, minimum=1),
-    Flag("max_total_tokens", "--max-total-tokens", Kind.INT, minimum=2),
-    Flag("chunked_prefill_size", "--chunked-prefill-size", Kind.INT, minimum=-1),
-    Flag("max_running_requests", "--max-running-requests", Kind.INT, minimum=1),
-    Flag("context_length", "--context-length", Kind.INT, minimum=2, maximum=32768),
-    Flag("model_seed", "--model-seed", Kind.INT, minimum=0),
-    Flag("served_model_name", "--served-model-name", Kind.NAME),
-    Flag("disable_radix_cache", "--disable-radix-cache", Kind.BOOL),
-    Flag("disable_overlap_schedule", "--disable-overlap-schedule", Kind.BOOL),
-    Flag("disable_cuda_graph", "--disable-cuda-graph", Kind.BOOL),
-    Flag("enable_deterministic_inference", "--enable-deterministic-inference", Kind.BOOL),
-)
+# -- the argv edit rule: every change to a command line goes through these -----------------
 
-# SGLang (`python -m sglang.launch_server`): the args that decide whether these bugs show (the
-# ones the seeds' bisection varies); the others are in a report's environment section.
-SGLANG_FLAGS: tuple[Flag, ...] = (
-    Flag("context_length", "--context-length", Kind.INT, minimum=1),
-    Flag("mem_fraction_static", "--mem-fraction-static", Kind.FLOAT, minimum=0.0, maximum=1.0),
-    Flag("page_size", "--page-size", Kind.INT, minimum=1),
-    Flag("max_total_tokens", "--max-total-tokens", Kind.INT, minimum=1),
-    Flag("chunked_prefill_size", "--chunked-prefill-size", Kind.INT, minimum=-1),
-    Flag("max_running_requests", "--max-running-requests", Kind.INT, minimum=1),
-    Flag("attention_backend", "--attention-backend", Kind.NAME),
-    Flag("kv_cache_dtype", "--kv-cache-dtype", Kind.NAME),
-    Flag("tp_size", "--tp-size", Kind.INT, minimum=1),
-    Flag("disable_radix_cache", "--disable-radix-cache", Kind.BOOL),
-    Flag("disable_overlap_schedule", "--disable-overlap-schedule", Kind.BOOL),
-    Flag("disable_cuda_graph", "--disable-cuda-graph", Kind.BOOL),
-    Flag("enable_deterministic_inference", "--enable-deterministic-inference", Kind.BOOL),
-)
 
-# vLLM's OpenAI server. Prefix caching is on by default in vLLM V1, so off is said out loud.
-VLLM_FLAGS: tuple[Flag, ...] = (
-    Flag("dtype", "--dtype", Kind.CHOICE, choices=("auto", "half", "float16", "bfloat16", "float", "float32")),
-    Flag("max_model_len", "--max-model-len", Kind.INT, minimum=1),
-    Flag("block_size", "--block-size", Kind.INT, minimum=1),
-    Flag("enable_prefix_caching", "--enable-prefix-caching", Kind.BOOL, off="--no-enable-prefix-caching"),
-    Flag("gpu_memory_utilization", "--gpu-memory-utilization", Kind.FLOAT, minimum=0.0, maximum=1.0),
-    Flag("cache_dtype", "--kv-cache-dtype", Kind.NAME),
-)
+def _is_flag(token: str) -> bool:
+    # "-1" is a value (--chunked-prefill-size -1); "-np" and "--page-size" are flags.
+    return token.startswith("-") and not token.lstrip("-").replace(".", "", 1).isdigit()
 
-# llama.cpp's server: what the adapter reads from /props and a relaunch needs.
-LLAMACPP_FLAGS: tuple[Flag, ...] = (
-    Flag("total_slots", "-np", Kind.INT, minimum=1, maximum=4096),
-    Flag("slot_n_ctx", "-c", Kind.INT, minimum=1),
-)
 
-# Every engine's table by engine name (the openai dialect describes any server, so it has none).
-FLAG_TABLES: Mapping[str, tuple[Flag, ...]] = {
-    "reference": REFERENCE_FLAGS,
-    "sglang": SGLANG_FLAGS,
-    "vllm": VLLM_FLAGS,
-    "llamacpp": LLAMACPP_FLAGS,
-}
+def flag_pairs(argv: Sequence[str]) -> list[tuple[str, str | None]]:
+    """(flag, value or None) for each flag of an argv; `--flag=value` counts as the pair.
+
+    >>> flag_pairs(["-np", "8", "--metrics", "--page-size=16"])
+    [('-np', '8'), ('--metrics', None), ('--page-size', '16')]
+    """
+    out: list[tuple[str, str | None]] = []
+    for i, token in enumerate(argv):
+        if not _is_flag(token):
+            continue
+        if "=" in token:
+            flag, _, value = token.partition("=")
+            out.append((flag, value))
+        else:
+            nxt = argv[i + 1] if i + 1 < len(argv) else None
+            out.append((token, nxt if nxt is not None and not _is_flag(nxt) else None))
+    return out
+
+
+def without_flags(argv: Sequence[str], flags: set[str]) -> list[str]:
+    """`argv` without the given flags, each with every value that follows it (vLLM's
+    `--lora-modules A=P B=Q` takes several).
+
+    >>> without_flags(["srv", "--lora-modules", "a=/p", "b=/q", "--metrics"], {"--lora-modules"})
+    ['srv', '--metrics']
+    """
+    out: list[str] = []
+    dropping = False
+    for token in argv:
+        if _is_flag(token):
+            dropping = token.partition("=")[0] in flags
+            if not dropping:
+                out.append(token)
+        elif not dropping:
+            out.append(token)
+    return out
+
+
+def with_flags(argv: Sequence[str], add: Sequence[str], drop: Sequence[str] = ()) -> list[str]:
+    """`argv` with the flags of `add` (a flag already there gets the new value) and without `drop`.
+
+    >>> with_flags(["srv", "-c", "8192", "--metrics"], ["-c", "1024", "--context-shift"])
+    ['srv', '--metrics', '-c', '1024', '--context-shift']
+    """
+    replaced = {flag for flag, _ in flag_pairs(add)}
+    return without_flags(argv, {*replaced, *drop}) + list(add)
+
+
+class Relaunchable(Protocol):
+    """What a variant relaunches: a launch's argv, environment and adapter options
+    (`launcher.Launch`, which this layer does not import)."""
+
+    @property
+    def argv(self) -> Sequence[str]: ...
+
+    @property
+    def env(self) -> Mapping[str, str]: ...
+
+    @property
+    def target_opts(self) -> Mapping[str, Any]: ...
+
+    def with_changes(self, argv: Sequence[str], env: Mapping[str, str], target_opts: Mapping[str, Any]) -> Self: ...
+
+
+_L = TypeVar("_L", bound=Relaunchable)
+
+
+@dataclass(frozen=True)
+class FlagVariant:
+    """One way of relaunching a server, a row of an engine's triage matrix
+    (`EngineSpec.triage`): argv tokens to add (a flag already there gets the new value),
+    switches to drop, environment to set, adapter options, and the component a cure by this
+    variant implicates.
+
+    >>> v = FlagVariant("-np 1", "parallel slots", add=("-np", "1"), drop=("--cont-batching",))
+    >>> v.apply_argv(["llama-server", "-np", "8", "--cont-batching", "--port", "{port}"])
+    ['llama-server', '--port', '{port}', '-np', '1']
+    """
+
+    name: str
+    component: str
+    add: tuple[str, ...] = ()
+    drop: tuple[str, ...] = ()
+    env: Mapping[str, str] = field(default_factory=dict)
+    target_opts: Mapping[str, Any] = field(default_factory=dict)
+    # The variant starts only on a GPU (a CUDA kernel backend, a deterministic mode with GPU
+    # kernels only): left out of the matrix of a launch known to compute on the CPU.
+    gpu_only: bool = False
+
+    def apply_argv(self, argv: Sequence[str]) -> list[str]:
+        return with_flags(argv, self.add, self.drop)
+
+    def changes(self, launch: Relaunchable) -> bool:
+        """Whether relaunching `launch` with this variant changes anything at all."""
+        present = flag_pairs(launch.argv)
+        return (
+            any(pair not in present for pair in flag_pairs(self.add))
+            or any(flag in dict(present) for flag in self.drop)
+            or any(launch.env.get(k) != v for k, v in self.env.items())
+            or any(launch.target_opts.get(k) != v for k, v in self.target_opts.items())
+        )
+
+    def apply(self, launch: _L) -> _L:
+        return launch.with_changes(self.apply_argv(launch.argv), self.env, self.target_opts)
+
+    @property
+    def flags(self) -> tuple[str, ...]:
+        """What the triage row records as this variant's flags (known issues match on them)."""
+        return self.add + tuple(f"{k}={v}" for k, v in self.target_opts.items())
+
+
+def variant(name: str, component: str, *, add: tuple[str, ...] | None = None, **kw: Any) -> FlagVariant:
+    """A variant named by its flags (`"--page-size 1"` adds exactly that) unless told otherwise."""
+    return FlagVariant(name, component, add=tuple(name.split()) if add is None else add, **kw)
 
 
 @dataclass(frozen=True)
@@ -232,35 +305,48 @@ def check_flags(table: Sequence[Flag], server_args: Mapping[str, Any]) -> Checke
 def flag_words(table: Sequence[Flag], server_args: Mapping[str, Any]) -> tuple[list[str], tuple[str, ...]]:
     """For reports: the `--flag value` words of the values that type-check, and the refused keys.
 
-    >>> flag_words(SGLANG_FLAGS, {"page_size": 64, "disable_radix_cache": "yes", "tp_size": 1})
-    (['--page-size', '64', '--tp-size', '1'], ('disable_radix_cache',))
+    >>> table = (Flag("page_size", "--page-size", Kind.INT, minimum=1),
+    ...          Flag("disable_radix_cache", "--disable-radix-cache", Kind.BOOL))
+    >>> flag_words(table, {"page_size": 64, "disable_radix_cache": "yes", "tp_size": 1})
+    (['--page-size', '64'], ('disable_radix_cache',))
     """
     checked = check_flags(table, server_args)
     words = [w for flag, value in checked.values for w in flag.words(value, joined=False)]
     return words, tuple(key for key, _ in checked.refused)
 
 
-def typed_value(engine: str, server_args: Mapping[str, Any], key: str) -> Any:
-    """One server arg of `engine`, checked against its table (None when absent); a value of the
+def typed_value(table: Sequence[Flag], server_args: Mapping[str, Any], key: str) -> Any:
+    """One server arg, checked against its engine's `table` (None when absent); a value of the
     wrong type is a UsageError. For code that relaunches an engine from a finding (vLLM's dtype,
     llama.cpp's slots) and passes a single value on.
 
-    >>> typed_value("vllm", {"dtype": "bfloat16"}, "dtype"), typed_value("llamacpp", {}, "total_slots")
-    ('bfloat16', None)
+    >>> slots = (Flag("total_slots", "-np", Kind.INT, minimum=1),)
+    >>> typed_value(slots, {"total_slots": 4}, "total_slots"), typed_value(slots, {}, "total_slots")
+    (4, None)
     """
-    table = {f.key: f for f in FLAG_TABLES.get(engine, ())}
-    if key not in table:
-        raise UsageError(f"{key} is not a known launch setting of {engine}")
+    flags = {f.key: f for f in table}
+    if key not in flags:
+        raise UsageError(f"{key} is not a known launch setting")
     try:
-        return table[key].check(server_args.get(key))
+        return flags[key].check(server_args.get(key))
     except ValueError as e:
         raise UsageError(f"server arg {key}: {e}; refusing to launch with it") from None
+
+
+def flag_argv(table: Sequence[Flag], server_args: Mapping[str, Any]) -> list[str]:
+    """The `--flag=value` argv of the keys of `table` that `server_args` holds; each value must
+    have its flag's type (a UsageError with one line otherwise). Keys that are not flags
+    (vocabulary, version, the bind address) are left out."""
+    checked = check_flags(table, server_args)
+    if checked.refused:
+        raise UsageError(f"{checked.why()}; refusing to launch with it")
+    return [w for flag, value in checked.values for w in flag.words(value, joined=True)]
 
 
 def fault_name(name: Any) -> str:
     """A planted fault's name, if it is spelled like one (lower-case words and hyphens)."""
     if not isinstance(name, str) or not _FAULT.fullmatch(name) or len(name) > 64:
-        raise UsageError(f"fault {_show(name)}: not a fault name (lower-case words joined by -); refusing to launch with it")
+        raise UsageError(f"fault {show(name)}: not a fault name (lower-case words joined by -); refusing to launch with it")
     return name
 
 
@@ -272,35 +358,3 @@ def env_name(key: Any) -> bool:
     (True, False)
     """
     return isinstance(key, str) and _ENV_NAME.fullmatch(key) is not None
-
-
-def reference_flag_argv(server_args: Mapping[str, Any], faults: Iterable[Any]) -> list[str]:
-    """The reference engine's flags that rebuild a server with these args and planted faults.
-
-    Only the keys of `REFERENCE_FLAGS` are read; each value must have its flag's type (a
-    UsageError with one line otherwise), and goes out in the `--flag=value` form. Keys that
-    are not flags (vocabulary, version, the bind address) are left out.
-    """
-    checked = check_flags(REFERENCE_FLAGS, server_args)
-    if checked.refused:
-        raise UsageError(f"{checked.why()}; refusing to launch with it")
-    argv = [w for flag, value in checked.values for w in flag.words(value, joined=True)]
-    return argv + [f"--lora={lora}" for lora in _loras(server_args.get("lora"))] + [f"--fault={fault_name(f)}" for f in faults]
-
-
-# The reference engine's LoRA adapters, as its /server_info lists them: `NAME=SEED`, the name in
-# the charset a request may carry (workload.ADAPTER_NAME), the seed an integer.
-_LORA = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}=[0-9]{1,9}")
-
-
-def _loras(value: Any) -> list[str]:
-    """`--lora` values (repeatable, so not a row of the table), each checked whole.
-
-    >>> _loras(["lora-a=1"]), _loras(None)
-    (['lora-a=1'], [])
-    """
-    if value is None:
-        return []
-    if not isinstance(value, list) or len(value) > 64 or not all(isinstance(v, str) and _LORA.fullmatch(v) for v in value):
-        raise UsageError(f"server arg lora: expected a list of NAME=SEED, got {_show(value)}; refusing to launch with it")
-    return list(value)

@@ -34,7 +34,7 @@ from types import TracebackType
 from typing import Any
 
 from servefuzz import durable, engines
-from servefuzz.engine_flags import reference_flag_argv
+from servefuzz.engines.reference import relaunch_argv
 from servefuzz.errors import LaunchError, UsageError
 from servefuzz.finding import TargetInfo, redact_argv
 
@@ -471,4 +471,4 @@ def reference_flags(target: TargetInfo) -> list[str]:
     """The reference engine's flags that rebuild the server `target` describes, faults
     included: only through the typed allow-list (`engine_flags`), so a value a hostile server
     or an edited finding planted is refused with one line, never passed on."""
-    return reference_flag_argv(target.server_args, target.faults)
+    return relaunch_argv(target.server_args, target.faults)

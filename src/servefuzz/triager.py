@@ -8,8 +8,8 @@
     ...
 
 Each row is a fresh server: first the baseline exactly as launched, then one per variant of
-the engine's matrix (`MATRICES`, data: flags to add, flags to drop, environment, adapter options
-and the component a cure implicates). The finding is replayed under each with the one
+the engine's matrix (its spec's `triage`, data: flags to add, flags to drop, environment,
+adapter options and the component a cure implicates). The finding is replayed under each with the one
 reproduction path (`trial.reproduce`). Every decision is a test from `servefuzz.stats`: the
 baseline runs at least `runs` times and until the sequential test decides that it reproduces
 (up to 4x); a variant is *cured* only when its 0/n is significantly below the baseline's rate
@@ -31,15 +31,15 @@ earlier triage of it; the original file is never touched.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
 
 from servefuzz import known_issues, stats
 from servefuzz.anomaly import Verdict
-from servefuzz.engines import flag_pairs, with_flags
+from servefuzz.engine_flags import FlagVariant, variant
+from servefuzz.engines.registry import spec_of
 from servefuzz.errors import ServefuzzError, TargetError, UsageError
 from servefuzz.finding import Finding, Triage, TriageOutcome, derived_name
 from servefuzz.launcher import Launch
@@ -49,7 +49,6 @@ from servefuzz.trial import DEFAULT_RUNS, Replayer
 
 __all__ = [
     "FlagVariant",
-    "MATRICES",
     "RowRunner",
     "matrix_for",
     "matrix_of",
@@ -64,101 +63,10 @@ __all__ = [
 _MAX_RUNS_FACTOR = 4
 
 
-@dataclass(frozen=True)
-class FlagVariant:
-    """One way of relaunching a server: argv tokens to add (a flag already there gets the new
-    value), switches to drop, environment to set, adapter options, and the component a cure
-    by this variant implicates.
-
-    >>> v = FlagVariant("-np 1", "parallel slots", add=("-np", "1"), drop=("--cont-batching",))
-    >>> v.apply_argv(["llama-server", "-np", "8", "--cont-batching", "--port", "{port}"])
-    ['llama-server', '--port', '{port}', '-np', '1']
-    """
-
-    name: str
-    component: str
-    add: tuple[str, ...] = ()
-    drop: tuple[str, ...] = ()
-    env: Mapping[str, str] = field(default_factory=dict)
-    target_opts: Mapping[str, Any] = field(default_factory=dict)
-    # The variant starts only on a GPU (a CUDA kernel backend, a deterministic mode with GPU
-    # kernels only): left out of the matrix of a launch known to compute on the CPU.
-    gpu_only: bool = False
-
-    def apply_argv(self, argv: Sequence[str]) -> list[str]:
-        return with_flags(argv, self.add, self.drop)
-
-    def changes(self, launch: Launch) -> bool:
-        """Whether relaunching `launch` with this variant changes anything at all."""
-        present = flag_pairs(launch.argv)
-        return (
-            any(pair not in present for pair in flag_pairs(self.add))
-            or any(flag in dict(present) for flag in self.drop)
-            or any(launch.env.get(k) != v for k, v in self.env.items())
-            or any(launch.target_opts.get(k) != v for k, v in self.target_opts.items())
-        )
-
-    def apply(self, launch: Launch) -> Launch:
-        return launch.with_changes(self.apply_argv(launch.argv), self.env, self.target_opts)
-
-    @property
-    def flags(self) -> tuple[str, ...]:
-        """What the triage row records as this variant's flags (known issues match on them)."""
-        return self.add + tuple(f"{k}={v}" for k, v in self.target_opts.items())
-
-
-def _v(name: str, component: str, *, add: tuple[str, ...] | None = None, **kw: Any) -> FlagVariant:
-    """A variant named by its flags (`"--page-size 1"` adds exactly that) unless told otherwise."""
-    return FlagVariant(name, component, add=tuple(name.split()) if add is None else add, **kw)
-
-
-# Per engine (dialect), the variants and what a cure by each implicates: the bisection plan of
-# the SGLang survey, the flags that cured the upstream reports, and each engine's own switches.
-MATRICES: Mapping[str, tuple[FlagVariant, ...]] = {
-    "sglang": (
-        _v("--disable-radix-cache", "radix cache (prefix reuse)"),
-        # No SGLANG_RADIX_DISABLE_REUSE row: no release reads the variable (PR #24877 closed
-        # unmerged; neither 0.5.10.post1 nor 0.5.23 names it, read 2026-12-02), so the row changed
-        # nothing and its "still there" read as "not a reuse bug" on a salt-isolation finding.
-        _v("--disable-overlap-schedule", "overlap scheduler"),
-        _v("--disable-cuda-graph", "CUDA-graph decode (padding)"),
-        _v("--attention-backend triton", "attention backend kernels", gpu_only=True),
-        _v("--chunked-prefill-size -1", "chunked prefill"),
-        _v("--page-size 1", "paged KV (page size)"),
-        _v("--max-running-requests 1", "continuous batching (concurrency)"),
-        # On CPU SGLang refuses it: "only ['ascend', 'fa3', 'fa4', 'flashinfer', 'intel_xpu',
-        # 'triton'] attention backends are supported for deterministic inference" (0.5.23).
-        _v("--enable-deterministic-inference", "batch-variant numerics", gpu_only=True),
-    ),
-    "vllm": (
-        _v("--no-enable-prefix-caching", "prefix caching", drop=("--enable-prefix-caching",)),
-        _v("--enforce-eager", "CUDA graphs / torch.compile"),
-        _v("--max-num-seqs 1", "continuous batching (concurrency)"),
-        _v("--no-enable-chunked-prefill", "chunked prefill", drop=("--enable-chunked-prefill",)),
-        _v("VLLM_BATCH_INVARIANT=1", "batch-variant numerics", add=(), env={"VLLM_BATCH_INVARIANT": "1"}),
-    ),
-    "llamacpp": (
-        _v("-np 1", "parallel slots (batching)", drop=("--parallel",)),
-        _v("cache_prompt: false", "prompt cache (slot reuse)", add=(), target_opts={"cache_prompt": False}),
-        _v("--no-cont-batching", "continuous batching", drop=("--cont-batching", "-cb")),
-    ),
-    # The reference engine's own flags; each planted fault's cure is among them.
-    "reference": (
-        _v("--disable-radix-cache", "radix cache (prefix reuse)"),
-        _v("--disable-overlap-schedule", "overlap scheduler"),
-        _v("--disable-cuda-graph", "CUDA-graph decode (padding)"),
-        _v("--chunked-prefill-size -1", "chunked prefill"),
-        _v("--page-size 1", "paged KV (page size)"),
-        _v("--max-running-requests 1", "continuous batching (concurrency)"),
-        _v("--max-total-tokens 131072", "KV pool size (eviction)"),
-        _v("--enable-deterministic-inference", "batch-variant numerics"),
-    ),
-}
-
-
 def matrix_for(engine: str) -> tuple[FlagVariant, ...]:
-    """The variants for `engine`'s dialect; `openai` servers get none (flags unknown)."""
-    return MATRICES.get(engine, ())
+    """The variants for `engine`'s dialect (its spec's `triage`); `openai` servers get none
+    (flags unknown)."""
+    return spec_of(engine).triage
 
 
 def profile_rows(launch: Launch) -> tuple[FlagVariant, ...]:
@@ -177,7 +85,7 @@ def profile_rows(launch: Launch) -> tuple[FlagVariant, ...]:
         return ()
     add, drop = p.undo(launch.default_argv)
     back = FlagVariant(f"no profile {p.name}", p.component, add=add, drop=drop)
-    return (back, *(_v(words, component) for words, component in p.rows))
+    return (back, *(variant(words, component) for words, component in p.rows))
 
 
 def matrix_of(launch: Launch) -> tuple[FlagVariant, ...]:

@@ -16,7 +16,7 @@ import pytest
 from hostile_server import HOSTILE_TEXT, TOKEN
 
 from servefuzz.anomaly import Anomaly, Oracle, Variant, Verdict
-from servefuzz.engine_flags import reference_flag_argv
+from servefuzz.engines.reference import relaunch_argv as reference_flag_argv
 from servefuzz.errors import TargetError, UsageError
 from servefuzz.finding import Finding, TargetInfo
 from servefuzz.history import RunHistory, Status

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from servefuzz.engine_flags import flag_pairs, with_flags, without_flags  # the one argv rule, re-exported
 from servefuzz.engines.registry import SPECS, spec_of
 from servefuzz.engines.spec import EngineSpec
 from servefuzz.errors import UsageError
@@ -409,59 +410,6 @@ def sglang_gpu_argv(
 
 
 # -- feature profiles of the presets ---------------------------------------------------------
-
-
-def _is_flag(token: str) -> bool:
-    # "-1" is a value (--chunked-prefill-size -1); "-np" and "--page-size" are flags.
-    return token.startswith("-") and not token.lstrip("-").replace(".", "", 1).isdigit()
-
-
-def flag_pairs(argv: Sequence[str]) -> list[tuple[str, str | None]]:
-    """(flag, value or None) for each flag of an argv; `--flag=value` counts as the pair.
-
-    >>> flag_pairs(["-np", "8", "--metrics", "--page-size=16"])
-    [('-np', '8'), ('--metrics', None), ('--page-size', '16')]
-    """
-    out: list[tuple[str, str | None]] = []
-    for i, token in enumerate(argv):
-        if not _is_flag(token):
-            continue
-        if "=" in token:
-            flag, _, value = token.partition("=")
-            out.append((flag, value))
-        else:
-            nxt = argv[i + 1] if i + 1 < len(argv) else None
-            out.append((token, nxt if nxt is not None and not _is_flag(nxt) else None))
-    return out
-
-
-def without_flags(argv: Sequence[str], flags: set[str]) -> list[str]:
-    """`argv` without the given flags, each with every value that follows it (vLLM's
-    `--lora-modules A=P B=Q` takes several).
-
-    >>> without_flags(["srv", "--lora-modules", "a=/p", "b=/q", "--metrics"], {"--lora-modules"})
-    ['srv', '--metrics']
-    """
-    out: list[str] = []
-    dropping = False
-    for token in argv:
-        if _is_flag(token):
-            dropping = token.partition("=")[0] in flags
-            if not dropping:
-                out.append(token)
-        elif not dropping:
-            out.append(token)
-    return out
-
-
-def with_flags(argv: Sequence[str], add: Sequence[str], drop: Sequence[str] = ()) -> list[str]:
-    """`argv` with the flags of `add` (a flag already there gets the new value) and without `drop`.
-
-    >>> with_flags(["srv", "-c", "8192", "--metrics"], ["-c", "1024", "--context-shift"])
-    ['srv', '--metrics', '-c', '1024', '--context-shift']
-    """
-    replaced = {flag for flag, _ in flag_pairs(add)}
-    return without_flags(argv, {*replaced, *drop}) + list(add)
 
 
 @dataclass(frozen=True)

@@ -2,10 +2,45 @@
 
 from __future__ import annotations
 
+import re
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from servefuzz.engine_flags import Flag, FlagVariant, Kind, fault_name, flag_argv, show, variant
 from servefuzz.engines.sglang import SERVER_ARG_FEATURES
 from servefuzz.engines.spec import Deterministic, EngineSpec, IssueMatch
+from servefuzz.errors import UsageError
 
-__all__ = ["SPEC"]
+__all__ = ["FLAGS", "SPEC", "TRIAGE", "relaunch_argv"]
+
+# The embedded reference engine (servefuzz.reference.server_args.ServerArgs, minus host and port,
+# which servefuzz always sets itself, and faults, which `--fault` carries). The fuzzer does not
+# import the engine, a program apart; tests/test_engine_flags.py keeps this table equal to it.
+FLAGS: tuple[Flag, ...] = (
+    Flag("page_size", "--page-size", Kind.INT, minimum=1),
+    Flag("max_total_tokens", "--max-total-tokens", Kind.INT, minimum=2),
+    Flag("chunked_prefill_size", "--chunked-prefill-size", Kind.INT, minimum=-1),
+    Flag("max_running_requests", "--max-running-requests", Kind.INT, minimum=1),
+    Flag("context_length", "--context-length", Kind.INT, minimum=2, maximum=32768),
+    Flag("model_seed", "--model-seed", Kind.INT, minimum=0),
+    Flag("served_model_name", "--served-model-name", Kind.NAME),
+    Flag("disable_radix_cache", "--disable-radix-cache", Kind.BOOL),
+    Flag("disable_overlap_schedule", "--disable-overlap-schedule", Kind.BOOL),
+    Flag("disable_cuda_graph", "--disable-cuda-graph", Kind.BOOL),
+    Flag("enable_deterministic_inference", "--enable-deterministic-inference", Kind.BOOL),
+)
+
+# Triage's rows: the reference engine's own flags; each planted fault's cure is among them.
+TRIAGE: tuple[FlagVariant, ...] = (
+    variant("--disable-radix-cache", "radix cache (prefix reuse)"),
+    variant("--disable-overlap-schedule", "overlap scheduler"),
+    variant("--disable-cuda-graph", "CUDA-graph decode (padding)"),
+    variant("--chunked-prefill-size -1", "chunked prefill"),
+    variant("--page-size 1", "paged KV (page size)"),
+    variant("--max-running-requests 1", "continuous batching (concurrency)"),
+    variant("--max-total-tokens 131072", "KV pool size (eviction)"),
+    variant("--enable-deterministic-inference", "batch-variant numerics"),
+)
 
 SPEC = EngineSpec(
     "reference",
@@ -19,5 +54,40 @@ SPEC = EngineSpec(
                                 server_arg="enable_deterministic_inference"),
     issue_match=IssueMatch.FAULTS,  # a finding is an issue only where a planted fault models it
     arg_features=SERVER_ARG_FEATURES,
+    flags=FLAGS,
+    triage=TRIAGE,
     cpu_preset="reference",
 )
+
+
+def relaunch_argv(server_args: Mapping[str, Any], faults: Iterable[Any]) -> list[str]:
+    """The reference engine's flags that rebuild a server with these args and planted faults
+    (`engine_flags.flag_argv` over `FLAGS`, then its repeatable `--lora` and `--fault`).
+
+    >>> relaunch_argv({"page_size": 16, "disable_cuda_graph": True, "vocab_size": 1024}, ("overlap-war",))
+    ['--page-size=16', '--disable-cuda-graph', '--fault=overlap-war']
+    >>> relaunch_argv({"disable_radix_cache": "--host=0.0.0.0"}, ())
+    Traceback (most recent call last):
+    ...
+    servefuzz.errors.UsageError: server arg disable_radix_cache: expected true or false, got '--host=0.0.0.0'; refusing to launch with it
+    """
+    argv = flag_argv(FLAGS, server_args)
+    return argv + [f"--lora={lora}" for lora in _loras(server_args.get("lora"))] + [f"--fault={fault_name(f)}" for f in faults]
+
+
+# Its LoRA adapters, as its /server_info lists them: `NAME=SEED`, the name in the charset a
+# request may carry (workload.ADAPTER_NAME), the seed an integer.
+_LORA = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}=[0-9]{1,9}")
+
+
+def _loras(value: Any) -> list[str]:
+    """`--lora` values (repeatable, so not a row of the table), each checked whole.
+
+    >>> _loras(["lora-a=1"]), _loras(None)
+    (['lora-a=1'], [])
+    """
+    if value is None:
+        return []
+    if not isinstance(value, list) or len(value) > 64 or not all(isinstance(v, str) and _LORA.fullmatch(v) for v in value):
+        raise UsageError(f"server arg lora: expected a list of NAME=SEED, got {show(value)}; refusing to launch with it")
+    return list(value)

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from servefuzz.engine_flags import Flag, FlagVariant, Kind, variant
 from servefuzz.engines.spec import ArgFeature, Deterministic, EngineSpec
 
-__all__ = ["DETERMINISTIC", "SERVER_ARG_FEATURES", "SPEC"]
+__all__ = ["DETERMINISTIC", "FLAGS", "SERVER_ARG_FEATURES", "SPEC", "TRIAGE"]
 
 # SGLang's deterministic inference (batch-invariant kernels) refuses to start with its CPU
 # attention backend (measured): on the CPU there is none.
@@ -19,6 +20,42 @@ SERVER_ARG_FEATURES = (
     ArgFeature("cuda-graph", "disable_cuda_graph", False, "the server ran with (padded) CUDA-graph decode on"),
 )
 
+# SGLang (`python -m sglang.launch_server`): the args that decide whether these bugs show (the
+# ones the seeds' bisection varies); the others are in a report's environment section.
+FLAGS: tuple[Flag, ...] = (
+    Flag("context_length", "--context-length", Kind.INT, minimum=1),
+    Flag("mem_fraction_static", "--mem-fraction-static", Kind.FLOAT, minimum=0.0, maximum=1.0),
+    Flag("page_size", "--page-size", Kind.INT, minimum=1),
+    Flag("max_total_tokens", "--max-total-tokens", Kind.INT, minimum=1),
+    Flag("chunked_prefill_size", "--chunked-prefill-size", Kind.INT, minimum=-1),
+    Flag("max_running_requests", "--max-running-requests", Kind.INT, minimum=1),
+    Flag("attention_backend", "--attention-backend", Kind.NAME),
+    Flag("kv_cache_dtype", "--kv-cache-dtype", Kind.NAME),
+    Flag("tp_size", "--tp-size", Kind.INT, minimum=1),
+    Flag("disable_radix_cache", "--disable-radix-cache", Kind.BOOL),
+    Flag("disable_overlap_schedule", "--disable-overlap-schedule", Kind.BOOL),
+    Flag("disable_cuda_graph", "--disable-cuda-graph", Kind.BOOL),
+    Flag("enable_deterministic_inference", "--enable-deterministic-inference", Kind.BOOL),
+)
+
+# Triage's rows and what a cure by each implicates: the bisection plan of the SGLang survey and
+# the flags that cured the upstream reports.
+TRIAGE: tuple[FlagVariant, ...] = (
+    variant("--disable-radix-cache", "radix cache (prefix reuse)"),
+    # No SGLANG_RADIX_DISABLE_REUSE row: no release reads the variable (PR #24877 closed
+    # unmerged; neither 0.5.10.post1 nor 0.5.23 names it, read 2026-12-02), so the row changed
+    # nothing and its "still there" read as "not a reuse bug" on a salt-isolation finding.
+    variant("--disable-overlap-schedule", "overlap scheduler"),
+    variant("--disable-cuda-graph", "CUDA-graph decode (padding)"),
+    variant("--attention-backend triton", "attention backend kernels", gpu_only=True),
+    variant("--chunked-prefill-size -1", "chunked prefill"),
+    variant("--page-size 1", "paged KV (page size)"),
+    variant("--max-running-requests 1", "continuous batching (concurrency)"),
+    # On CPU SGLang refuses it: "only ['ascend', 'fa3', 'fa4', 'flashinfer', 'intel_xpu',
+    # 'triton'] attention backends are supported for deterministic inference" (0.5.23).
+    variant("--enable-deterministic-inference", "batch-variant numerics", gpu_only=True),
+)
+
 SPEC = EngineSpec(
     "sglang",
     default_port=30000,
@@ -30,6 +67,8 @@ SPEC = EngineSpec(
     deterministic=DETERMINISTIC,
     issue_key="sglang",
     arg_features=SERVER_ARG_FEATURES,
+    flags=FLAGS,
+    triage=TRIAGE,
     cpu_preset="sglang-cpu",
     gpu_preset="sglang-gpu",
 )

@@ -4,7 +4,8 @@ Each engine has its module in this package (`vllm`, `sglang`, `llamacpp`, `refer
 `openai`) holding its `SPEC`; `registry.spec_of(name)` finds it. Code outside this package and
 `targets/` asks the spec and never compares an engine's name (tests/test_engine_names.py).
 
-Pure data: nothing here imports the rest of servefuzz, so every layer may ask.
+Pure data: nothing here imports more of servefuzz than the flag rule (`engine_flags`), so
+every layer but the ground floor may ask.
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ from __future__ import annotations
 import enum
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+
+from servefuzz.engine_flags import Flag, FlagVariant, with_flags
 
 __all__ = ["ArgFeature", "Deterministic", "EngineSpec", "IssueMatch"]
 
@@ -66,15 +69,11 @@ class Deterministic:
         """(argv, environment to add) of the same server in this mode; None where it has none."""
         if device == "cpu" and not self.on_cpu:
             return None
-        out = list(argv)
         if self.slots:
-            for name in self.slots:
-                if name in out[:-1]:
-                    out[out.index(name) + 1] = "1"
-                    return out, {}
-            return [*out, self.slots[0], "1"], {}
-        if self.flag and self.flag not in out:
-            out.append(self.flag)
+            # The slots flag the argv already spells (or the first), set to 1 by the one rule.
+            given = [name for name in self.slots if name in argv[:-1]]
+            return with_flags(argv, (given[0] if given else self.slots[0], "1")), {}
+        out = list(argv) if not self.flag or self.flag in argv else with_flags(argv, (self.flag,))
         return out, dict(self.env)
 
     def set_by_env(self, env: Mapping[str, str]) -> bool:
@@ -99,7 +98,10 @@ class EngineSpec:
 
     `deterministic`: its deterministic control (None: servefuzz knows none). `issue_key`: its
     engine key in the known-issue catalogue, `issue_match` which issues its findings may be,
-    `arg_features` the trigger features its recorded server args show. `default_port`: where
+    `arg_features` the trigger features its recorded server args show. `flags`: the typed
+    allow-list of its launch flags (`engine_flags`: the only way a recorded server arg becomes
+    argv); `triage`: its triage matrix, each row a relaunch and the component a cure implicates.
+    `default_port`: where
     it listens by default (a report's repro command points there). `cpu_preset`/`gpu_preset`:
     the `--launch` presets that start it ("" for none), whose command a report rebuilds.
     """
@@ -115,6 +117,8 @@ class EngineSpec:
     issue_key: str = ""
     issue_match: IssueMatch = IssueMatch.ENGINE
     arg_features: tuple[ArgFeature, ...] = ()
+    flags: tuple[Flag, ...] = ()
+    triage: tuple[FlagVariant, ...] = ()
     cpu_preset: str = ""
     gpu_preset: str = ""
 

@@ -2,13 +2,33 @@
 
 from __future__ import annotations
 
+from servefuzz.engine_flags import Flag, FlagVariant, Kind, variant
 from servefuzz.engines.spec import Deterministic, EngineSpec
 
-__all__ = ["BATCH_INVARIANT", "SPEC"]
+__all__ = ["BATCH_INVARIANT", "FLAGS", "SPEC", "TRIAGE"]
 
 # Batch-invariant kernels exist on NVIDIA GPUs of compute capability 8.0 and up only: a server
 # known to compute on the CPU has no such mode.
 BATCH_INVARIANT = Deterministic("VLLM_BATCH_INVARIANT=1", env=(("VLLM_BATCH_INVARIANT", "1"),), on_cpu=False)
+
+# vLLM's OpenAI server. Prefix caching is on by default in vLLM V1, so off is said out loud.
+FLAGS: tuple[Flag, ...] = (
+    Flag("dtype", "--dtype", Kind.CHOICE, choices=("auto", "half", "float16", "bfloat16", "float", "float32")),
+    Flag("max_model_len", "--max-model-len", Kind.INT, minimum=1),
+    Flag("block_size", "--block-size", Kind.INT, minimum=1),
+    Flag("enable_prefix_caching", "--enable-prefix-caching", Kind.BOOL, off="--no-enable-prefix-caching"),
+    Flag("gpu_memory_utilization", "--gpu-memory-utilization", Kind.FLOAT, minimum=0.0, maximum=1.0),
+    Flag("cache_dtype", "--kv-cache-dtype", Kind.NAME),
+)
+
+# Triage's rows and what a cure by each implicates.
+TRIAGE: tuple[FlagVariant, ...] = (
+    variant("--no-enable-prefix-caching", "prefix caching", drop=("--enable-prefix-caching",)),
+    variant("--enforce-eager", "CUDA graphs / torch.compile"),
+    variant("--max-num-seqs 1", "continuous batching (concurrency)"),
+    variant("--no-enable-chunked-prefill", "chunked prefill", drop=("--enable-chunked-prefill",)),
+    variant("VLLM_BATCH_INVARIANT=1", "batch-variant numerics", add=(), env={"VLLM_BATCH_INVARIANT": "1"}),
+)
 
 SPEC = EngineSpec(
     "vllm",
@@ -20,6 +40,8 @@ SPEC = EngineSpec(
     choices=True,  # `structured_outputs.choice`
     adapters=True,  # an adapter is the request's `model`
     deterministic=BATCH_INVARIANT,
+    flags=FLAGS,
+    triage=TRIAGE,
     issue_key="vllm",
     cpu_preset="vllm-cpu",
     gpu_preset="vllm-gpu",

@@ -19,10 +19,6 @@ from typing import Any
 
 from servefuzz.anomaly import Divergence, Variant, deciding
 from servefuzz.engine_flags import (
-    LLAMACPP_FLAGS,
-    REFERENCE_FLAGS,
-    SGLANG_FLAGS,
-    VLLM_FLAGS,
     Flag,
     Kind,
     check_flags,
@@ -45,7 +41,11 @@ from servefuzz.engines import (
     with_flags,
     without_flags,
 )
+from servefuzz.engines.llamacpp import FLAGS as LLAMACPP_FLAGS
+from servefuzz.engines.reference import FLAGS as REFERENCE_FLAGS
 from servefuzz.engines.registry import SPECS, spec_of
+from servefuzz.engines.sglang import FLAGS as SGLANG_FLAGS
+from servefuzz.engines.vllm import FLAGS as VLLM_FLAGS
 from servefuzz.errors import UsageError
 from servefuzz.finding import Finding, TargetInfo
 from servefuzz.history import RunHistory
