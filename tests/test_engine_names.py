@@ -17,7 +17,10 @@ from pathlib import Path
 import pytest
 
 from servefuzz.engines.registry import SPECS, spec_of
-from servefuzz.targets import available_engines, get_target_class
+from servefuzz.errors import UsageError
+from servefuzz.targets import available_engines, make_target
+from servefuzz.targets.base import unsupported
+from servefuzz.workload import RequestSpec
 
 ROOT = Path(__file__).resolve().parent.parent
 SRC = ROOT / "src" / "servefuzz"
@@ -133,15 +136,22 @@ def test_a_name_said_otherwise_is_no_offence(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("engine", available_engines())
-def test_the_spec_has_the_adapters_capabilities(engine: str) -> None:
-    """One name each: the spec's salts, choices and adapters are what the adapter sends."""
-    spec, adapter = spec_of(engine), get_target_class(engine)
+def test_every_adapter_has_a_spec_and_refuses_what_its_spec_cannot_send(engine: str) -> None:
+    """One name each, decided once: an adapter's capabilities are its spec's, and a request
+    asking for one it lacks is refused with the same line by the runner and by the adapter."""
+    spec, target = spec_of(engine), make_target(engine, "http://127.0.0.1:1")
     assert spec.name == engine
-    assert (spec.salts, spec.choices, spec.adapters) == (
-        getattr(adapter, "supports_cache_salt", False),
-        getattr(adapter, "supports_choice_constraint", False),
-        getattr(adapter, "supports_lora", False),
-    )
+    asks = {"salts": RequestSpec("r1", 0.0, (5, 6), 4, cache_salt="t"),
+            "choices": RequestSpec("r1", 0.0, (5, 6), 4, choices=("a", "b"), ignore_eos=False),
+            "adapters": RequestSpec("r1", 0.0, (5, 6), 4, adapter="lora-a")}
+    for capability, request in asks.items():
+        why = unsupported(target, request)
+        assert (why is None) == getattr(spec, capability), (capability, why)
+        if why is not None:
+            with pytest.raises(UsageError, match="dialect has none"):
+                (target.salt_of if capability == "salts" else target.choices_of if capability == "choices"
+                 else target.adapter_of)(request)
+    assert unsupported(target, RequestSpec("r1", 0.0, (5, 6), 4)) is None
 
 
 def test_an_unknown_engine_is_a_generic_openai_server() -> None:

@@ -57,9 +57,7 @@ from servefuzz.targets.base import (
     Target,
     TargetInfo,
     describe_error,
-    supports_choices,
-    supports_lora,
-    supports_salts,
+    unsupported,
 )
 from servefuzz.workload import RequestSpec, Scenario
 
@@ -224,19 +222,11 @@ class Runner:
         deadline nothing is sent: `DeadlinePassed`."""
         if (why := self.stopped) is not None:
             raise DeadlinePassed(why)
-        salted = next((s.id for s in scenario.requests if s.cache_salt is not None), None)
-        if salted is not None and not supports_salts(self.target):
-            # Refused before anything is sent: the adapter would refuse each salted request, and
+        refused = next((why for s in scenario.requests if (why := unsupported(self.target, s)) is not None), None)
+        if refused is not None:
+            # Refused before anything is sent: the adapter would refuse each such request, and
             # a refusal inside a run would be recorded as the server's answer.
-            raise UsageError(f"request {salted} carries a cache salt, and the {self.target.engine} dialect has none")
-        bound = next((s.id for s in scenario.requests if s.choices is not None), None)
-        if bound is not None and not supports_choices(self.target):
-            raise UsageError(f"request {bound} carries a choice constraint, and the {self.target.engine} dialect has none")
-        adapted = next((s for s in scenario.requests if s.adapter is not None), None)
-        if adapted is not None and not supports_lora(self.target):
-            raise UsageError(
-                f"request {adapted.id} runs under LoRA adapter {adapted.adapter}, and the {self.target.engine} dialect has none"
-            )
+            raise UsageError(refused)
         served = () if self.info is None else self.info.adapters
         missing = next((s for s in scenario.requests if s.adapter is not None and s.adapter not in served), None)
         if missing is not None and self.info is not None:

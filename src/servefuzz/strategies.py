@@ -104,12 +104,12 @@ class TargetShape:
     chunked_prefill_size: int | None = None
     capture_sizes: tuple[int, ...] = DEFAULT_CAPTURE_SIZES
     max_running_requests: int | None = None
-    salts: bool = False  # the dialect sends per-request cache salts (targets: supports_cache_salt)
+    salts: bool = False  # the dialect sends per-request cache salts (its spec's `salts`)
     # Whether the engine promises a seeded request the same draws alone and under load (vLLM's
     # per-request generators, the reference engine); llama.cpp makes no such promise across its
     # slots (docs/engines.md, Seeds), so there sampled traffic would prove nothing.
     seeded_sampling: bool = False
-    choices: bool = False  # the dialect sends choice constraints (targets: supports_choice_constraint)
+    choices: bool = False  # the dialect sends choice constraints (its spec's `choices`)
     # The LoRA adapters the server serves (TargetInfo.adapters) where its dialect names them.
     adapters: tuple[str, ...] = ()
 

@@ -90,11 +90,12 @@ class EngineSpec:
     """One engine, as servefuzz knows it. `name` is its dialect key (`--engine`, the
     adapter's registry name, `TargetInfo.engine`).
 
-    Capabilities, one name each (the adapters' `supports_*` mirror them, a test holds them
-    together): `salts` (per-request prefix-cache salts), `seeds` (per-request seeds it promises
-    to honour), `choices` (choice constraints: grammar, regex or structured outputs), `adapters`
-    (a request may name a LoRA adapter), `cache_prompt` (a request says whether it may reuse a
-    cached prompt: llama.cpp's `cache_prompt`, an option the adapter is built with).
+    Capabilities, one name each (the adapters read them from here, `targets.base.capabilities`,
+    and refuse a request asking for one the spec lacks, `targets.base.unsupported`): `salts`
+    (per-request prefix-cache salts), `seeds` (per-request seeds it promises to honour),
+    `choices` (choice constraints: grammar, regex or structured outputs), `adapters` (a request
+    may name a LoRA adapter), `cache_prompt` (a request says whether it may reuse a cached
+    prompt: llama.cpp's `cache_prompt`, an option the adapter is built with).
 
     `deterministic`: its deterministic control (None: servefuzz knows none). `issue_key`: its
     engine key in the known-issue catalogue, `issue_match` which issues its findings may be,

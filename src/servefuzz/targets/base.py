@@ -51,6 +51,8 @@ from typing import Any, ClassVar, Protocol, TypeVar, runtime_checkable
 
 import aiohttp
 
+from servefuzz.engines.registry import spec_of
+from servefuzz.engines.spec import EngineSpec
 from servefuzz.errors import UsageError
 from servefuzz.finding import TargetInfo
 from servefuzz.history import ChoiceRecord, TopLogprobs
@@ -81,7 +83,9 @@ __all__ = [
     "reply_shape",
     "split_credentials",
     "sse_payloads",
+    "capabilities",
     "supports_lora",
+    "unsupported",
     "supports_salts",
     "supports_choices",
 ]
@@ -225,13 +229,34 @@ class Target(Protocol):
         """Whether the server says it is healthy (False, not an exception, when unreachable)."""
 
 
+def capabilities(target: object) -> EngineSpec:
+    """What `target`'s dialect can send: the spec of the engine its adapter is registered as
+    (`EngineSpec.salts`, `choices`, `adapters`); a Target of no known engine, none of them."""
+    return spec_of(str(getattr(target, "engine", "") or ""))
+
+
+def unsupported(target: object, spec: RequestSpec) -> str | None:
+    """Why `target`'s dialect cannot send `spec` as it is, in one line; None when it can. The one
+    capability check: the runner asks it before a run sends anything, the adapters before they
+    build a body. A request it refuses is never sent without what it asks for (unsalted,
+    unconstrained, to the base model): that would quietly test something else."""
+    caps, engine = capabilities(target), getattr(target, "engine", "") or "this"
+    if spec.cache_salt is not None and not caps.salts:
+        return f"request {spec.id} carries a cache salt, and the {engine} dialect has none"
+    if spec.choices is not None and not caps.choices:
+        return f"request {spec.id} carries a choice constraint, and the {engine} dialect has none"
+    if spec.adapter is not None and not caps.adapters:
+        return f"request {spec.id} runs under LoRA adapter {spec.adapter}, and the {engine} dialect has none"
+    return None
+
+
 def supports_salts(target: object) -> bool:
-    """Whether `target` sends `RequestSpec.cache_salt` (a Target without the flag does not).
+    """Whether `target` sends `RequestSpec.cache_salt`.
 
     >>> supports_salts(make_target("vllm", "http://127.0.0.1:8000")), supports_salts(make_target("llamacpp", "http://127.0.0.1:8080"))
     (True, False)
     """
-    return bool(getattr(target, "supports_cache_salt", False))
+    return capabilities(target).salts
 
 
 def supports_choices(target: object) -> bool:
@@ -240,16 +265,16 @@ def supports_choices(target: object) -> bool:
     >>> supports_choices(make_target("vllm", "http://127.0.0.1:8000")), supports_choices(make_target("openai", "http://127.0.0.1:8080"))
     (True, False)
     """
-    return bool(getattr(target, "supports_choice_constraint", False))
+    return capabilities(target).choices
 
 
 def supports_lora(target: object) -> bool:
-    """Whether `target` sends `RequestSpec.adapter` (a Target without the flag does not).
+    """Whether `target` sends `RequestSpec.adapter`.
 
     >>> supports_lora(make_target("vllm", "http://127.0.0.1:8000")), supports_lora(make_target("openai", "http://127.0.0.1:8000"))
     (True, False)
     """
-    return bool(getattr(target, "supports_lora", False))
+    return capabilities(target).adapters
 
 
 class Absorb(Protocol):
@@ -267,20 +292,8 @@ class HttpTarget:
     """
 
     engine: ClassVar[str] = ""
-    # Whether the dialect carries a per-request prefix-cache salt (`RequestSpec.cache_salt`):
-    # vLLM and SGLang do, llama.cpp and the plain OpenAI API have none. Strategies that need one
-    # are not offered where it is False (`strategies.offered`), and a salted request is refused
-    # there (`salt_of`) rather than sent unsalted, which would test another thing.
-    supports_cache_salt: ClassVar[bool] = False
-    # Whether the dialect carries a choice constraint (`RequestSpec.choices`): vLLM
-    # (`structured_outputs.choice`), llama.cpp (a GBNF `grammar`) and SGLang (a `regex`) do; the
-    # plain OpenAI API has no such field. Refused where False (`choices_of`), like a salt.
-    supports_choice_constraint: ClassVar[bool] = False
-    # Whether the dialect names a per-request LoRA adapter (`RequestSpec.adapter`): vLLM (the
-    # request's `model`), SGLang and the reference engine (`lora_path`), llama.cpp (`lora`). As
-    # with salts, a request under an adapter is refused where it is False (`adapter_of`), since
-    # sent to the base model it would test another thing.
-    supports_lora: ClassVar[bool] = False
+    # What the dialect can send (salts, choice constraints, LoRA adapters) is its engine's spec's
+    # (`capabilities`); a request it cannot send is refused (`unsupported`), never sent without.
 
     def __init__(
         self,
@@ -312,24 +325,23 @@ class HttpTarget:
         return self.base_url + path
 
     def salt_of(self, spec: RequestSpec) -> str | None:
-        """The salt to send for `spec`; a salted request to a dialect without salts is a
-        `UsageError` (sending it unsalted would quietly test something else)."""
-        if spec.cache_salt is not None and not self.supports_cache_salt:
-            raise UsageError(f"request {spec.id} carries a cache salt, and the {self.engine} dialect has none")
+        """The salt to send for `spec` (a request this dialect cannot send: `UsageError`)."""
+        self._sendable(spec)
         return spec.cache_salt
 
     def choices_of(self, spec: RequestSpec) -> tuple[str, ...] | None:
-        """The choices to constrain `spec` to; a constrained request to a dialect without
-        constraints is a `UsageError` (sent unconstrained, its answer would prove nothing)."""
-        if spec.choices is not None and not self.supports_choice_constraint:
-            raise UsageError(f"request {spec.id} carries a choice constraint, and the {self.engine} dialect has none")
+        """The choices to constrain `spec` to (a request this dialect cannot send: `UsageError`)."""
+        self._sendable(spec)
         return spec.choices
 
     def adapter_of(self, spec: RequestSpec) -> str | None:
-        """The adapter to name for `spec`; one for a dialect without LoRA is a `UsageError`."""
-        if spec.adapter is not None and not self.supports_lora:
-            raise UsageError(f"request {spec.id} runs under LoRA adapter {spec.adapter}, and the {self.engine} dialect has none")
+        """The adapter to name for `spec` (a request this dialect cannot send: `UsageError`)."""
+        self._sendable(spec)
         return spec.adapter
+
+    def _sendable(self, spec: RequestSpec) -> None:
+        if (why := unsupported(self, spec)) is not None:
+            raise UsageError(why)
 
     def get(self, session: aiohttp.ClientSession, path: str, **kw: Any) -> Any:
         """`session.get` of `path`, with the target's headers (an async context manager)."""

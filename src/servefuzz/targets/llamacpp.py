@@ -33,7 +33,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import PurePath
-from typing import Any, ClassVar
+from typing import Any
 
 import aiohttp
 
@@ -69,14 +69,11 @@ def gbnf_choice(choices: Sequence[str]) -> str:
 @register("llamacpp")
 class LlamaCppTarget(HttpTarget):
     """A llama.cpp server (`llama-server -m model.gguf ...`). It has no per-request cache salt
-    (`supports_cache_salt` stays False): its slots and prompt cache are shared by everyone.
-    A choice constraint goes as a GBNF `grammar` (`gbnf_choice`)."""
-
-    supports_choice_constraint: ClassVar[bool] = True
+    (its spec, engines/llamacpp.py, has no `salts`): its slots and prompt cache are shared by
+    everyone. A choice constraint goes as a GBNF `grammar` (`gbnf_choice`)."""
 
     # A request names adapters by id in `lora: [{"id": i, "scale": s}]` (those it leaves out run
     # at scale 0); servefuzz calls adapter i by its file's stem, as `/lora-adapters` lists it.
-    supports_lora: ClassVar[bool] = True
 
     def __init__(
         self, base_url: str, *, cache_prompt: bool = True, adapters: Sequence[str] | None = None, **http: Any

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping, Sequence
-from typing import Any, ClassVar, TypeVar
+from typing import Any, TypeVar
 
 import aiohttp
 
@@ -61,15 +61,13 @@ class SGLangTarget(HttpTarget):
         self.flush_attempts = flush_attempts
         self.flush_interval_s = flush_interval_s
 
-    # SGLang keys its radix cache on (extra_key, tokens) since PR #10317. The native /generate
+    # What its spec (engines/sglang.py) says it sends, and how: SGLang keys its radix cache on
+    # (extra_key, tokens) since PR #10317. The native /generate
     # takes `extra_key` in every version servefuzz installs (0.5.10.post1's has no `cache_salt`),
     # so the salt travels as that. Up to 0.5.10.post1 the scheduler dropped the key (sglang#23300,
     # fixed in 0.5.11): a breach there is that bug, and the catalogue says so.
-    supports_cache_salt: ClassVar[bool] = True
-    supports_choice_constraint: ClassVar[bool] = True
     # SGLang's native /generate names a request's adapter in `lora_path` (the NAME of
     # `--lora-paths NAME=PATH`); the reference engine takes the same field.
-    supports_lora: ClassVar[bool] = True
 
     def body(self, spec: RequestSpec, *, top_k: int) -> dict[str, Any]:
         salt = self.salt_of(spec)

@@ -58,14 +58,12 @@ class VLLMTarget(OpenAITarget):
 
     # vLLM spells top-k keys `token_id:N` on request, which keeps every alternative's id.
     spell_token_ids: ClassVar[bool] = True
+    # What it sends that the plain dialect does not (its spec, engines/vllm.py, says it can):
     # `cache_salt` in the /v1/completions body: hashed into the first block's key
     # (vllm/v1/core/kv_cache_utils.py, 0.32), so different salts never share a cached block.
-    supports_cache_salt: ClassVar[bool] = True
     # `structured_outputs={"choice": [...]}` (the grammar bitmask of vLLM #19493 / PR #19565).
-    supports_choice_constraint: ClassVar[bool] = True
     # A LoRA adapter is a model of its own in /v1/completions (`"model": NAME`, served under
     # `--enable-lora --lora-modules NAME=PATH`); /v1/models lists it with its base as `parent`.
-    supports_lora: ClassVar[bool] = True
 
     def __init__(
         self,
