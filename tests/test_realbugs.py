@@ -1,0 +1,58 @@
+"""bench/realbugs.py: each real bug's check recognises its own finding and no other, the trace
+arm replays a trace whose sessions share prefixes, and the table says why an arm that cannot
+send what a bug needs did not find it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import ModuleType
+
+from scriptload import load_script
+
+from servefuzz.strategies import TargetShape
+
+BENCH = Path(__file__).resolve().parent.parent / "bench"
+
+
+def bench_module() -> ModuleType:
+    return load_script(BENCH / "realbugs.py")
+
+
+def test_each_bug_s_check_takes_its_own_signature_and_refuses_the_others() -> None:
+    rb = bench_module()
+    own = {
+        "llamacpp-lora-base-after-adapter": ("corruption", "llamacpp:replay:corruption:lora,prefix=page-aligned"),
+        "llamacpp-ram-prompt-cache": ("corruption", "llamacpp:replay:corruption:abort,prefix=mid-page,stream"),
+        "vllm-cpu-lora-base-rows": ("corruption", "vllm:isolation:corruption:lora,prefix=page-aligned"),
+        "vllm-cpu-seed-chunked-crash": ("crash", "vllm:liveness:crash:-"),
+        "sglang-cpu-salt-dropped": ("isolation-breach", "sglang:tenant-isolation:isolation-breach:prefix=page-aligned"),
+    }
+    assert set(own) == set(rb.BUGS)
+    for name, bug in rb.BUGS.items():
+        assert rb.matches(bug, *own[name]), name
+        # A drift of the same engine, and the corruption of a bug with other features, are not it.
+        assert not rb.matches(bug, "numeric-drift", own[name][1])
+    assert not rb.matches(rb.BUGS["llamacpp-ram-prompt-cache"], *own["llamacpp-lora-base-after-adapter"])
+
+
+def test_the_trace_arm_replays_sessions_that_share_prefixes() -> None:
+    rb = bench_module()
+    rows = rb.synthetic_trace(0)
+    assert rows == rb.synthetic_trace(0) and rows != rb.synthetic_trace(1)  # a seed's trace is fixed
+    replay = rb.TraceReplay(0)
+    shape = TargetShape(page_size=16, context_length=4096)
+    scenarios = [replay.generate(None, shape, seed=s) for s in range(4)]
+    assert all(s.meta["strategy"] == "trace" for s in scenarios)
+    assert any(r.prefix_len > 0 for s in scenarios for r in s.requests)  # a later turn reuses its session
+
+
+def test_the_table_says_why_an_arm_that_cannot_send_the_need_found_nothing() -> None:
+    rb = bench_module()
+    rows = [
+        {"bug": "llamacpp-lora-base-after-adapter", "arm": "servefuzz", "seed": 0, "cap_s": 90.0, "found": True,
+         "requests": 226, "seconds": 11.1},
+        {"bug": "llamacpp-lora-base-after-adapter", "arm": "bench-serving", "seed": 0, "cap_s": 90.0, "found": False,
+         "requests": None, "seconds": None},
+    ]
+    line = rb.table(rows).splitlines()[-1]
+    assert "226 (11 s), 1/1" in line and "none in 90 s, 0/1; sends no LoRA adapters" in line
