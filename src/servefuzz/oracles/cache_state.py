@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from servefuzz.anomaly import Anomaly, Oracle, deciding, worst
+from servefuzz.anomaly import Anomaly, Oracle, deciding
 from servefuzz.history import RequestRecord
 from servefuzz.oracles.outputs import Output, group_variants, output_key
 from servefuzz.oracles.verdict import NoiseModel, brief, classify, measure_noise
@@ -62,10 +62,9 @@ def cache_state(records: Iterable[RequestRecord], noise: NoiseModel | None = Non
 
 def _anomaly(rid: str, pairs: list[tuple[Output, Output]], noise: NoiseModel) -> Anomaly:
     divergences = tuple(classify(rid, ref, out, noise) for ref, out in pairs)
-    verdict = worst(d.verdict for d in divergences)
-    assert verdict is not None  # one divergence per differing pair, and there is one
     head = deciding(divergences)
-    assert head is not None
+    assert head is not None  # one divergence per differing pair, and there is one
+    verdict = head.verdict  # the deciding divergence carries the worst verdict
     states = sorted({out.label for _, out in pairs}, key=CACHE_STATES.index)
     how = " and ".join(_PHRASE[s] for s in states)
     return Anomaly(

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from servefuzz.anomaly import Anomaly, Divergence, Oracle, Variant, deciding, worst
+from servefuzz.anomaly import Anomaly, Divergence, Oracle, Variant, deciding
 from servefuzz.history import RequestRecord, RunHistory
 from servefuzz.oracles.outputs import Output, determinate_outputs, group_variants, output_key
 from servefuzz.oracles.verdict import NoiseModel, brief, classify, measure_noise
@@ -84,10 +84,9 @@ def _anomaly(
         groups = group_variants(differing)
         loaded_variants.extend(g.variant for g in groups)
         divergences.extend(classify(rid, ref, g.outputs[0], noise) for g in groups)
-    verdict = worst(d.verdict for d in divergences)
-    assert verdict is not None  # every pair holds at least one differing output
     head = deciding(divergences)
-    assert head is not None
+    assert head is not None  # every pair holds at least one differing output
+    verdict = head.verdict  # the deciding divergence carries the worst verdict
     loaded_runs = {o.run for outs in loaded.values() for o in outs}
     bad_runs = {o.run for _, differing in pairs for o in differing}
     summary = (

@@ -14,10 +14,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from servefuzz.anomaly import Anomaly, Divergence, Oracle, Variant, deciding, worst
+from servefuzz.anomaly import Anomaly, Oracle, deciding
 from servefuzz.history import RunHistory
 from servefuzz.oracles.outputs import Output, VariantGroup, group_variants
-from servefuzz.oracles.verdict import NoiseModel, brief, classify, measure_noise
+from servefuzz.oracles.verdict import NoiseModel, brief, classify_splits, measure_noise
 
 __all__ = ["n_consistency"]
 
@@ -48,16 +48,10 @@ def n_consistency(histories: Sequence[RunHistory], noise: NoiseModel | None = No
 
 
 def _anomaly(rid: str, per_run: list[list[VariantGroup]], checked: int, noise: NoiseModel) -> Anomaly:
-    variants: list[Variant] = []
-    divergences: list[Divergence] = []
-    for groups in per_run:
-        ref = groups[0].outputs[0]
-        variants.extend(g.variant for g in groups)
-        divergences.extend(classify(rid, ref, g.outputs[0], noise) for g in groups[1:])
-    verdict = worst(d.verdict for d in divergences)
-    assert verdict is not None  # every split run has at least two variants
+    variants, divergences = classify_splits(rid, per_run, noise)
     head = deciding(divergences)
-    assert head is not None
+    assert head is not None  # every split run has at least two variants
+    verdict = head.verdict  # the deciding divergence carries the worst verdict
     runs = sorted(groups[0].outputs[0].run for groups in per_run)
     summary = f"{rid}: its choices disagree in {len(runs)}/{checked} runs; {verdict.value}: {brief(head)}"
     return Anomaly(

@@ -16,10 +16,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from servefuzz.anomaly import Anomaly, Divergence, Oracle, Variant, deciding, worst
+from servefuzz.anomaly import Anomaly, Oracle, deciding
 from servefuzz.history import RunHistory
 from servefuzz.oracles.outputs import VariantGroup, determinate_outputs, group_variants
-from servefuzz.oracles.verdict import NoiseModel, brief, classify, measure_noise
+from servefuzz.oracles.verdict import NoiseModel, brief, classify_splits, measure_noise
 
 __all__ = ["ReplayOutcome", "replay_consistency"]
 
@@ -71,16 +71,10 @@ def replay_consistency(histories: Sequence[RunHistory], noise: NoiseModel | None
 
 
 def _anomaly(rid: str, per_choice: list[list[VariantGroup]], noise: NoiseModel) -> Anomaly:
-    variants: list[Variant] = []
-    divergences: list[Divergence] = []
-    for groups in per_choice:
-        ref = groups[0].outputs[0]
-        variants.extend(g.variant for g in groups)
-        divergences.extend(classify(rid, ref, g.outputs[0], noise) for g in groups[1:])
-    verdict = worst(d.verdict for d in divergences)
-    assert verdict is not None  # every diverging choice has at least two variants
+    variants, divergences = classify_splits(rid, per_choice, noise)
     head = deciding(divergences)
-    assert head is not None
+    assert head is not None  # every diverging choice has at least two variants
+    verdict = head.verdict  # the deciding divergence carries the worst verdict
     runs = sum(g.variant.count for g in per_choice[0])
     shape = "; ".join(
         f"choice {groups[0].variant.choice}: {len(groups)} variants ({'/'.join(str(g.variant.count) for g in groups)})"

@@ -61,10 +61,10 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from servefuzz.anomaly import Divergence, FlipSide, Verdict
+from servefuzz.anomaly import Divergence, FlipSide, Variant, Verdict
 from servefuzz.history import ChoiceRecord, TopLogprobs
 from servefuzz.oracles.noise import CAMPAIGN_K, CampaignNoise, fmt_lp
-from servefuzz.oracles.outputs import Output
+from servefuzz.oracles.outputs import Output, VariantGroup
 from servefuzz.terms import first_difference
 
 __all__ = [
@@ -75,6 +75,7 @@ __all__ = [
     "NoiseModel",
     "brief",
     "classify",
+    "classify_splits",
     "fmt_lp",
     "logit_step",
     "measure_noise",
@@ -188,6 +189,20 @@ def step_at(a: ChoiceRecord, b: ChoiceRecord, pos: int) -> float:
     """`logit_step` of two outputs' top-k at token `pos`; 0.0 where either has none there."""
     tops = [c.top_logprobs[pos] for c in (a, b) if pos < len(c.top_logprobs)]
     return logit_step(*tops) if len(tops) == 2 else 0.0
+
+
+def classify_splits(
+    request_id: str, splits: Iterable[Sequence[VariantGroup]], noise: NoiseModel
+) -> tuple[list[Variant], list[Divergence]]:
+    """The variants of every split (a run's or a choice's outputs grouped, the first group its
+    reference) and each other group's divergence from that reference."""
+    variants: list[Variant] = []
+    divergences: list[Divergence] = []
+    for groups in splits:
+        ref = groups[0].outputs[0]
+        variants.extend(g.variant for g in groups)
+        divergences.extend(classify(request_id, ref, g.outputs[0], noise) for g in groups[1:])
+    return variants, divergences
 
 
 def classify(request_id: str, a: Output, b: Output, noise: NoiseModel) -> Divergence:
