@@ -88,7 +88,9 @@ class SGLangDeterminismModes:
         else:  # radix_cache: uncached first, then cached hits of the same prompt and extensions
             plen = rng.randint(64, 1024)
             first = d.add(0, plen + 16, self.max_tokens, prefix="p0", prefix_len=plen)
-            d.add(1500, 0, self.max_tokens, prefix="p0", prefix_len=plen, prompt_ids=first.prompt_ids)
+            # the same prompt again, with the prefix as the draft clipped it to the target's
+            # context (a 1,024-token slot of llama-server holds less than plen + 16)
+            d.add(1500, 0, self.max_tokens, prefix="p0", prefix_len=first.prefix_len, prompt_ids=first.prompt_ids)
             for _ in range(rng.randint(1, 4)):
                 d.add(1500, plen + rng.randint(8, 64), self.max_tokens, prefix="p0", prefix_len=plen)
         return d.scenario(self.name, mode=mode)
