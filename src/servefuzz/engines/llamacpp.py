@@ -35,4 +35,5 @@ SPEC = EngineSpec(
     triage=TRIAGE,
     issue_key="llamacpp",
     cpu_preset="llama-server",
+    model_format="gguf",
 )

@@ -71,4 +71,5 @@ SPEC = EngineSpec(
     triage=TRIAGE,
     cpu_preset="sglang-cpu",
     gpu_preset="sglang-gpu",
+    model_format="hf",
 )

@@ -105,6 +105,9 @@ class EngineSpec:
     `default_port`: where
     it listens by default (a report's repro command points there). `cpu_preset`/`gpu_preset`:
     the `--launch` presets that start it ("" for none), whose command a report rebuilds.
+    `model_format`: the file format of the tiny model its presets serve, which a finding's
+    repro.py writes with `--write-model` ("gguf", "hf"; "" where servefuzz built none: the
+    reference engine makes its own).
     """
 
     name: str
@@ -122,6 +125,7 @@ class EngineSpec:
     triage: tuple[FlagVariant, ...] = ()
     cpu_preset: str = ""
     gpu_preset: str = ""
+    model_format: str = ""
 
     def preset(self, device: str) -> str:
         """The preset that starts it on `device` ("cuda": the GPU preset where it has one)."""

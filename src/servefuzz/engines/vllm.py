@@ -45,4 +45,5 @@ SPEC = EngineSpec(
     issue_key="vllm",
     cpu_preset="vllm-cpu",
     gpu_preset="vllm-gpu",
+    model_format="hf",
 )
