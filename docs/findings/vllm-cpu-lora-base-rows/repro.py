@@ -1878,7 +1878,14 @@ def plain_words(runs, alone, hits):
         if wrong:
             common = max(wrong, key=lambda a: sum(1 for b in wrong if answer(b) == answer(a)))
             where = first_difference(answer(reference)[1], answer(common)[1])
-            lines.append("    %s  actual (%s): %s, from token %d on" % (" " * len(rid), others(), shown(common), where))
+            if where and answer(common)[0] == "ids":
+                # Past the preview's first tokens the two look alike: show where they part.
+                lines.append("    %s  actual (%s): the same %d tokens, then %s where alone gives %s"
+                             % (" " * len(rid), others(), where, preview(common[0][where:], ""),
+                                preview(reference[0][where:], "")))
+            else:
+                lines.append("    %s  actual (%s): %s, from %s %d on"
+                             % (" " * len(rid), others(), shown(common), "token" if answer(common)[0] == "ids" else "character", where))
         else:
             lines.append("    %s  actual (%s): the same" % (" " * len(rid), others()))
         lines.append("    %s  wrong in %d/%d runs" % (" " * len(rid), runs_wrong, n))
