@@ -319,7 +319,7 @@ def test_an_isolation_breachs_script_looks_for_the_cached_count_and_finds_it_onl
 
 
 FAKE_SERVER = '''
-import json, os, sys, traceback
+import json, os, sys, threading, traceback
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 class Handler(BaseHTTPRequestHandler):
@@ -341,6 +341,19 @@ class Handler(BaseHTTPRequestHandler):
         body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
         if self.path.startswith("/reset_prefix_cache"):
             return self.reply({"success": True})
+        if body.get("seed") is not None and sys.argv[2:] == ["500"]:  # vLLM's way: 500s, then gone
+            try:
+                raise RuntimeError("CPU Generator does not use offset")
+            except RuntimeError:
+                traceback.print_exc()
+            sys.stderr.flush()
+            threading.Timer(1.0, os._exit, (3,)).start()
+            data = b'{"error": {"message": "EngineCore encountered an issue"}}'
+            self.send_response(500)
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+            return
         if body.get("seed") is not None:  # the planted crash: a seeded request kills the engine
             try:
                 raise RuntimeError("CPU Generator does not use offset")
@@ -355,10 +368,12 @@ ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])), Handler).serve_forever()
 '''
 
 
-def test_serve_starts_the_users_server_restarts_it_after_a_crash_and_prints_its_traceback(tmp_path: Path) -> None:
+@pytest.mark.parametrize("how", ["reset", "500"])
+def test_serve_starts_the_users_server_restarts_it_after_a_crash_and_prints_its_traceback(tmp_path: Path, how: str) -> None:
     """A crash finding's repro.py with `--serve COMMAND` (the user's command; the finding names
     none): the server it starts dies in every run, is started again for the next, and the
-    report ends with the traceback of its log, whole."""
+    report ends with the traceback of its log, whole. A server that answers its requests with
+    500s and then dies (vLLM's engine core) is a crash too."""
     found = load_finding(Path(__file__).parents[2] / "docs/findings/vllm-cpu-seed-chunked-crash/finding.json")
     path = tmp_path / "repro.py"
     path.write_text(repro_script(found), encoding="utf-8")
@@ -366,10 +381,10 @@ def test_serve_starts_the_users_server_restarts_it_after_a_crash_and_prints_its_
     fake.write_text(FAKE_SERVER, encoding="utf-8")
     port = free_port()
     log = tmp_path / "server.log"
-    p = run_script(path, "--serve", f"{sys.executable} {fake} {port}", "--serve-log", str(log),
+    p = run_script(path, "--serve", f"{sys.executable} {fake} {port}" + (" 500" if how == "500" else ""), "--serve-log", str(log),
                    "--base-url", f"http://127.0.0.1:{port}", "--runs", "2", "--start-timeout", "30")
-    assert "crash: " in p.stdout and "in 2/2 runs" in p.stdout, p.stdout + p.stderr
-    assert "actual (with the other 6 requests): the server died in 2/2 runs" in p.stdout
+    assert "actual (with the other 6 requests): the server died in 2/2 runs" in p.stdout, p.stdout + p.stderr
+    assert "RESULT: " in p.stdout and "(in 2/2 replays; crash seen again)" in p.stdout
     tail = p.stdout.split("The server (--serve) died 2 times in 2 runs; the last time with exit status 3")[1]
     assert "Traceback (most recent call last):" in tail and "RuntimeError: CPU Generator does not use offset" in tail
     assert log.read_text(encoding="utf-8").count("=== repro.py --serve: ") == 2

@@ -1718,15 +1718,18 @@ def id_block(ids):
                          break_on_hyphens=False)
 
 
-def reproduction(runs, alone, probes=()):
+def reproduction(runs, alone, probes=(), died=()):
     """(runs that reproduced the finding, requests that diverged in some run): the rule of
     servefuzz.oracles.judge.reproduction. `runs` are the loaded runs' outcomes, `alone` each
     expected request's reference outcome by id, `probes` [(run index, outcome)] of the
-    cache-state probes."""
+    cache-state probes, `died` the runs after which the server --serve started was dead (a
+    crash whose requests got 5xx answers before the server went)."""
     expected = FINDING["expected"]
     failure = FINDING["expect_failure"]
     if failure is not None:
         hits = {k for k, run in enumerate(runs) if any(kind == failure for kind, _ in failures([run]))}
+        if failure == "crash":
+            hits |= {k for k in died if k < len(runs)}
         return hits, []
     # Each choice has its own reference: at temperature 0 they all agree; the choices of a
     # seeded draw each draw their own.
@@ -1795,14 +1798,14 @@ def expectation(expected, failure):
     return "%s to diverge" % expected if expected else "%s again" % failure
 
 
-def report(runs, alone, probes, n_runs):
+def report(runs, alone, probes, n_runs, died=()):
     """The replay block of servefuzz's report (and of the seed report it is shaped after)."""
     expected = FINDING["expected"]
     references = [o for o in alone.values()]
     diverged, stable, undetermined = judge(runs + ([references] if references else []))
     seen = failures(runs)
     failure = FINDING["expect_failure"]
-    hits, reproduced = reproduction(runs, alone, probes)
+    hits, reproduced = reproduction(runs, alone, probes, died)
     lines = [
         RULE,
         "  Finding  : %s" % FINDING["name"],
@@ -2059,7 +2062,7 @@ def main(argv=None):
     requests = FINDING["requests"]
     by_id = {r["id"]: r for r in requests}
     runs, alone, probes = [], {}, []
-    served = None
+    served, died = None, set()
     try:
         server = Server(args.base_url, args.timeout)
         if args.serve:
@@ -2087,8 +2090,8 @@ def main(argv=None):
                 server.flush()
                 run_requests(server, [dict(req, id=req["id"] + "~prefix", body=probe["prime"], copies=1)], model)
                 probes.append((i, run_requests(server, [req], model)[0]))
-            if served is not None:
-                served.dead(wait_s=5.0 if any(o.status == "connection_error" for o in runs[-1]) else 0.1)
+            if served is not None and served.dead(wait_s=15.0 if any(o.status != "ok" for o in runs[-1]) else 0.1):
+                died.add(i)  # the server is gone after this run: it crashed, whatever its answers said
             print("run %d/%d done" % (i + 1, args.runs), file=sys.stderr)
     except ReproError as e:
         if not runs:
@@ -2101,7 +2104,7 @@ def main(argv=None):
     finally:
         if served is not None:
             served.stop()
-    text, confirmed = report(runs, alone, probes, args.runs)
+    text, confirmed = report(runs, alone, probes, args.runs, died)
     sys.stdout.write(text)
     if served is not None and served.deaths:
         status, words = served.deaths[-1]
