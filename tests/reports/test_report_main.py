@@ -32,7 +32,7 @@ def test_writes_the_three_files_and_finds_the_campaigns_histories(tmp_path: Path
                                               encoding="utf-8")
     assert cli(["report", str(path)]) == 0
     text = (report / "issue.md").read_text(encoding="utf-8")
-    assert text.startswith("# \\[Bug\\] radix cache: a request after a shared prefix\n") and "- 0.1.0" in text
+    assert text.startswith("# \\[Bug\\] a request after a shared prefix\n") and "- 0.1.0" in text
     (tmp_path / "other.json").write_text('["not an object"]', encoding="utf-8")
     assert cli(["report", str(path), "--writeup", str(tmp_path / "other.json")]) == 2
 

@@ -123,8 +123,10 @@ def issue_markdown(finding: Finding, matches: Sequence[Match], writeup: WriteUp 
 
 def _title(draft: _Draft) -> str:
     f = draft.finding
-    # A form that names no component (vLLM, SGLang) gets the one triage implicated, if any.
-    component = draft.form.component or (f.triage.implicated[0] if f.triage is not None and f.triage.implicated else "")
+    # A form that names no component (vLLM, SGLang) gets the one triage implicated, if any,
+    # unless a person's title names it in their words.
+    implicated = f.triage.implicated[0] if f.triage is not None and f.triage.implicated else ""
+    component = draft.form.component or ("" if draft.writeup.title else implicated)
     trigger = draft.writeup.title or _minimal_case(draft.finding)
     return f"{component}: {trigger}" if component else trigger
 
