@@ -96,3 +96,17 @@ def test_a_campaign_killed_with_sigkill_leaves_no_server_behind(tmp_path: Path) 
     while time.monotonic() < deadline and group_alive(server):
         time.sleep(0.05)
     assert not group_alive(server), "the server outlived the campaign that started it"
+
+
+def test_a_crash_keeps_its_traceback_whole_from_the_last_start() -> None:
+    from servefuzz.launcher import traceback_of
+
+    frames = [f'  File "x{i}.py", line {i}, in f' for i in range(60)]  # longer than the 20-line tail
+    log = "\n".join(["--- servefuzz 1: old", "Traceback (most recent call last):", "  old", "--- servefuzz 2: new", "boot",
+                     "(EngineCore pid=7) ERROR Traceback (most recent call last):", *frames,
+                     "RuntimeError: CPU Generator does not use offset", "EngineCore encountered a fatal error."])
+    got = traceback_of(log).splitlines()
+    assert got[0].endswith("Traceback (most recent call last):") and "old" not in got
+    assert got[-2:] == ["RuntimeError: CPU Generator does not use offset", "EngineCore encountered a fatal error."]
+    assert len(got) == 63 and traceback_of("--- servefuzz 1\nfine") == ""
+    assert len(traceback_of(log, most=5).splitlines()) == 5

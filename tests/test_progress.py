@@ -17,19 +17,40 @@ FINDINGS = Path(__file__).parents[1] / "docs/findings"
 def test_the_findings_table_fits_80_columns_one_line_a_finding() -> None:
     found = [load_finding(FINDINGS / name / "finding.json")
              for name in ("sglang-cpu-salt-dropped", "vllm-cpu-lora-base-rows", "vllm-cpu-seed-chunked-crash")]
-    result = CampaignResult(10, 100, 12.0, tuple((Path("findings") / f.filename, f) for f in found), "time budget spent",
+    deep = Path("campaigns/a-campaign-directory-with-a-long-name/run-2026-12-03/findings")
+    result = CampaignResult(10, 100, 12.0, tuple((deep / f.filename, f) for f in found), "time budget spent",
                             seen={found[0].signature: 37})
     out = io.StringIO()
     print_summary(Console(file=out, width=80), result)
     lines = out.getvalue().splitlines()
     hint = next(line for line in lines if line.startswith("Replay one with:"))
-    assert hint.endswith(f"servefuzz replay findings/{found[0].filename} --base-url URL --runs 10")  # never cut
+    assert hint.endswith(f"servefuzz replay {deep}/{found[0].filename} --base-url URL --runs 10")  # never cut
     table = [line for line in lines if line is not hint]
     assert max(len(line) for line in table) <= 80
-    rows = [line for line in table if line.startswith("finding_")]
-    assert [row.split()[0] for row in rows] == [f.filename for f in found]
-    assert rows[0].split()[1:4] == ["isolation-breach", "5/5", "37"]
-    assert all(row.endswith("…") for row in rows)  # the reason is cut to the room left, not wrapped
+    rows = [line for line in table if line.startswith("cam")]
+    assert len(rows) == len(found)  # one line a finding, never wrapped
+    # the path shortened in its middle, the file name whole
+    assert [row.split()[0].rsplit("…/", 1)[1] for row in rows] == [f.filename for f in found]
+    assert rows[0].split()[1:] == ["isolation-breach", "5/5", "-", "37", found[0].headline.request_id]
+    assert rows[1].split()[1:] == ["corruption", "5/5", "3/3", "1", "r02"]  # the alone references' vote
+    assert all(f.why[:20] not in out.getvalue() for f in found)  # the reason stays in the file and in replay
+
+
+def test_a_wide_console_still_gets_80_columns() -> None:
+    found = load_finding(FINDINGS / "vllm-cpu-seed-chunked-crash" / "finding.json")
+    out = io.StringIO()
+    print_summary(Console(file=out, width=200), CampaignResult(1, 10, 1.0, ((Path("x" * 150) / found.filename, found),), "t"))
+    assert max(len(line) for line in out.getvalue().splitlines() if not line.startswith("Replay")) <= 80
+
+
+def test_replay_prints_the_whole_reason() -> None:
+    from servefuzz.finding import Confirmation
+    from servefuzz.oracles.judge import Judgement
+    from servefuzz.replay_report import render_replay_report, replay_result
+
+    f = load_finding(FINDINGS / "vllm-cpu-seed-chunked-crash" / "finding.json")
+    text = render_replay_report(replay_result(f, Confirmation(0, 3, {}, (), ()), Judgement(anomalies=(), stable=())))
+    assert f"Reason   : {' '.join(f.why.split())}" in text
 
 
 def test_drift_says_benign_except_on_a_server_in_its_deterministic_mode(tmp_path: Path) -> None:

@@ -40,6 +40,7 @@ from servefuzz.oracles.noise import CampaignNoise
 from servefuzz.replay_report import ReplayResult, replay_result
 from servefuzz.reports import ReportPaths, write_report
 from servefuzz.reports.coverage_page import write_coverage_page
+from servefuzz.reports.issue_md import WRITEUP_NAME, load_writeup
 from servefuzz.runner import RunConfig, Runner
 from servefuzz.sanitize import one_line
 from servefuzz.shrinker import Shrunk, shrink_finding
@@ -462,6 +463,13 @@ def report(
     *,
     out: str | Path,
     histories: Sequence[RunHistory] | None = None,
+    writeup: str | Path | None = None,
 ) -> ReportPaths:
-    """Write repro.py, issue.md and report.html for the finding into `out`."""
-    return write_report(_finding(finding)[0], out, histories or ())
+    """Write repro.py, issue.md and report.html for the finding into `out`; issue.md takes a
+    person's `writeup` (a JSON file: title, mechanism, versions, environment, traceback), by
+    default `writeup.json` beside the finding file when there is one."""
+    found = _finding(finding)[0]
+    given = Path(writeup) if writeup is not None else None
+    if given is None and isinstance(finding, str | Path) and (beside := Path(finding).with_name(WRITEUP_NAME)).is_file():
+        given = beside
+    return write_report(found, out, histories or (), load_writeup(given) if given is not None else None)

@@ -100,6 +100,20 @@ def reference_argv(flags: Sequence[str] = ()) -> list[str]:
     return [sys.executable, "-m", "servefuzz.reference", "--host", "127.0.0.1", "--port", "{port}", *flags]
 
 
+TRACEBACK_LINES = 400  # a crash's traceback is kept whole up to this many lines (vLLM's: ~60)
+
+
+def traceback_of(log: str, most: int = TRACEBACK_LINES) -> str:
+    """`log`'s last start (after the last `--- servefuzz` header) from its first Python
+    traceback on, at most `most` lines; "" without one (tests/test_launcher.py).
+    """
+    lines = log.splitlines()
+    starts = [i for i, line in enumerate(lines) if line.startswith("--- servefuzz ")]
+    lines = lines[starts[-1] + 1:] if starts else lines
+    first = next((i for i, line in enumerate(lines) if "Traceback (most recent call last)" in line), None)
+    return "" if first is None else "\n".join(lines[first:first + most])
+
+
 class ServerProcess:
     """A server started from an argv template in which `{port}` is replaced by a free port."""
 
@@ -268,6 +282,14 @@ class ServerProcess:
             return ""
         text = self.log_path.read_text(encoding="utf-8", errors="replace").strip().splitlines()
         return " | ".join(text[-lines:]) if lines <= 3 else "\n".join(text[-lines:])
+
+    def log_traceback(self, most: int = TRACEBACK_LINES) -> str:
+        """The last start's log from its first Python traceback on, at most `most` lines ("" when
+        it has none): a crash report needs the decisive traceback whole, and an engine of several
+        processes logs the cause first and the consequences after it."""
+        if self.log_path is None or not self.log_path.exists():
+            return ""
+        return traceback_of(self.log_path.read_text(encoding="utf-8", errors="replace"), most)
 
     def __enter__(self) -> ServerProcess:
         self.start()

@@ -58,6 +58,7 @@ __all__ = [
     "build_draft",
     "build_models",
     "draft_path",
+    "hf_tokenizer_json",
 ]
 
 DTYPES = ("float32", "bfloat16")
@@ -321,10 +322,17 @@ def _extra(module: str) -> ModuleType:
 # --- the Hugging Face folder (vLLM) -----------------------------------------------------------
 
 
+def hf_tokenizer_json(seed: int = 0) -> str:
+    """The text of the tokenizer.json `build_models` writes for `seed` (trained here, about a
+    second). repro.py carries it as data: it is the one part of the Hugging Face folder that
+    `reports/tiny_model.py`, numpy alone, cannot make."""
+    return str(_train_tokenizer(np.random.default_rng([seed, 0])).to_str(pretty=True))
+
+
 def _write_hf(hf_dir: Path, shape: ModelShape, *, dtype: str, seed: int) -> int:
-    tokenizer = _train_tokenizer(np.random.default_rng([seed, 0]))
+    tokenizer = _extra("tokenizers").Tokenizer.from_str(text := hf_tokenizer_json(seed))
     vocab = int(tokenizer.get_vocab_size())
-    tokenizer.save(str(hf_dir / "tokenizer.json"))
+    (hf_dir / "tokenizer.json").write_text(text, encoding="utf-8")
     specials = dict(zip(("bos_token", "eos_token", "pad_token"), _HF_SPECIALS))
     _write_json(hf_dir / "special_tokens_map.json", specials)
     _write_json(hf_dir / "tokenizer_config.json", {

@@ -18,6 +18,7 @@ from rich.table import Table
 from rich.text import Text
 
 from servefuzz.campaign import CampaignResult, CampaignState
+from servefuzz.finding import Finding
 from servefuzz.sanitize import one_line, terminal, visible
 
 __all__ = ["LiveProgress", "print_banner", "print_summary"]
@@ -69,6 +70,35 @@ def print_banner(console: Console, text: str) -> None:
     console.print(Panel(Text(visible(text)), style="yellow", title="servefuzz", title_align="left"))
 
 
+_ID_WIDTH = 12  # a request id grows a suffix per mutator (r02_b_s_c...): its head names it
+
+
+def shorten_path(path: str, width: int) -> str:
+    """`path` in at most `width` characters: its middle replaced by '…', the file name kept
+    whole where it fits (it is what `servefuzz replay` is given), else its end.
+
+    >>> shorten_path("campaigns/long-run-2026/findings/finding_00012_7.json", 30)
+    'campaign…/finding_00012_7.json'
+    >>> shorten_path("f.json", 30)
+    'f.json'
+    """
+    if len(path) <= width:
+        return path
+    name = path.rsplit("/", 1)[-1]
+    head = width - len(name) - 2  # room for '…/' before the name
+    if head < 1:
+        return "…" + path[-(width - 1):]
+    return path[:head] + "…/" + name
+
+
+def _votes(f: Finding) -> str:
+    """How many fresh alone references agreed on the headline request's answer ('3/3'), '-'
+    where no vote was taken (a crash, or a finding confirmed before votes)."""
+    vote = f.headline.evidence.get("vote")
+    agree = vote.get("agree") if isinstance(vote, dict) else None
+    return one_line(str(agree)) if agree else "-"
+
+
 def print_summary(console: Console, result: CampaignResult) -> None:
     console.print(
         f"[bold]{result.iterations:,}[/] scenarios, [bold]{result.requests:,}[/] requests in "
@@ -79,25 +109,24 @@ def print_summary(console: Console, result: CampaignResult) -> None:
     if not result.findings:
         console.print("[green]No findings.[/]")
         return
-    # One line a finding, in 80 columns: the reason is cut to the room left (its whole text is
-    # in the file, and `servefuzz replay` prints it).
-    rows = [
-        (Text(one_line(path.name)),
-         Text(f.verdict.value, style="red" if f.verdict.value in ("corruption", "suspected-corruption") else "yellow"),
-         Text(f.confirmation.rate if f.confirmation else "-"), Text(str(result.seen.get(f.signature, 1))),
-         Text(one_line(f.why)))
-        for path, f in result.findings
-    ]
-    heads = ("file", "verdict", "rate", "seen", "why")
-    fixed = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(heads[:-1])]
-    room = max(12, console.width - sum(fixed) - 2 * len(heads))  # a two-space gap after each column
+    # One line a finding, inside 80 columns whatever the console's width: the file (its path
+    # shortened in the middle, so the name stays whole), the verdict, the replay rate, the fresh
+    # alone references' vote, the repeats and the flagged request. The reason is not here: it is
+    # in the file and `servefuzz replay` prints it, and cut to what was left it read as noise.
+    rows = [(f.verdict.value, f.confirmation.rate if f.confirmation else "-", _votes(f),
+             str(result.seen.get(f.signature, 1)), one_line(f.headline.request_id)[:_ID_WIDTH])
+            for _, f in result.findings]
+    heads = ("file", "verdict", "rate", "votes", "seen", "request")
+    fixed = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(heads[1:])]
+    room = max(12, min(80, console.width) - sum(fixed) - 2 * (len(heads) - 1))  # two spaces after each but the last
     table = Table(title="Findings (one per signature, smallest example kept)", title_justify="left",
                   box=None, pad_edge=False, padding=(0, 2, 0, 0), header_style="bold")
-    for head, width in zip(heads[:-1], fixed):
-        table.add_column(head, no_wrap=True, min_width=width, justify="left" if head in ("file", "verdict") else "right")
-    table.add_column(heads[-1], no_wrap=True, overflow="ellipsis", max_width=room)
-    for row in rows:
-        table.add_row(*row)
+    table.add_column("file", no_wrap=True, max_width=room)
+    for head, width in zip(heads[1:], fixed):
+        table.add_column(head, no_wrap=True, min_width=width, justify="left" if head in ("verdict", "request") else "right")
+    for (path, _), (verdict, *rest) in zip(result.findings, rows):
+        style = "red" if verdict in ("corruption", "suspected-corruption") else "yellow"
+        table.add_row(Text(shorten_path(one_line(str(path)), room)), Text(verdict, style=style), *map(Text, rest))
     console.print(table)
     if not result.found:
         console.print("[green]Benign numerics only[/] (numeric-drift: flips at near-ties within the measured noise); exit 0.")

@@ -36,7 +36,7 @@ from servefuzz.anomaly import Anomaly, Variant, Verdict, deciding
 from servefuzz.finding import Confirmation, Finding
 from servefuzz.oracles import brief
 from servefuzz.oracles.judge import Judgement
-from servefuzz.sanitize import visible
+from servefuzz.sanitize import one_line, visible
 
 __all__ = ["DivergedRequest", "ReplayResult", "replay_result", "render_replay_report", "render_confirmation"]
 
@@ -69,6 +69,9 @@ class ReplayResult:
     undetermined: tuple[str, ...]
     failures: tuple[Anomaly, ...]
     confirmation: Confirmation
+    # The finding's whole reason where no diverged request prints its own (a crash, a stall):
+    # the fuzz summary's table leaves it out to fit 80 columns, so replay is where it is read.
+    reason: str = ""
 
     @property
     def reproduced(self) -> tuple[str, ...]:
@@ -112,6 +115,7 @@ def replay_result(finding: Finding, confirmation: Confirmation, judgement: Judge
     return ReplayResult(
         finding_name=finding.filename,
         bug=f"{finding.verdict.value} ({finding.signature})",
+        reason="" if finding.verdict.is_divergence else finding.why,
         expected=expected,
         expected_failure=None if finding.verdict.is_divergence else finding.verdict,
         runs=confirmation.attempts,
@@ -132,6 +136,7 @@ def render_replay_report(result: ReplayResult) -> str:
         _RULE,
         f"  Finding  : {result.finding_name}",
         f"  Bug      : {result.bug}",
+        *([f"  Reason   : {one_line(result.reason)}"] if result.reason else []),
         f"  Expect   : {expect}",
         f"  Runs     : {result.runs}",
         _RULE,

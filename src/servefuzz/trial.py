@@ -807,6 +807,8 @@ class LaunchedServer:
             "exit_code": self.process.returncode,
             "server_log": str(self.process.log_path),
             "log_tail": redact_text(self.process.log_tail(20)),
+            # The tail may start mid-traceback, or after it: the report needs it whole.
+            "traceback": redact_text(self.process.log_traceback()),
         }
 
     async def revive(self) -> Runner:

@@ -18,27 +18,23 @@ def test_the_issue_has_the_seed_reports_sections_in_order() -> None:
     text = issue_markdown(finding, match(finding))
     headings = re.findall(r"^#+ (.*)$", text, flags=re.MULTILINE)
     # What went wrong and how the requests were sent, from the trace: never "under concurrent load".
-    assert headings[0] == ("[Bug] reference 0.1.0: r02 at temperature 0 answers otherwise than alone "
-                           "(5 requests over 400 ms, prefix\\_len=64, page size 64)")
-    assert headings[1:] == [
-        "Describe the bug",
-        "Reproduction",
-        "Detail of finding\\_03330\\_2142180798.json",
-        "Request trace",
-        "Diverged outputs",
-        "Triage matrix",
-        "Known issues this may be",
-        "Environment",
-    ]
+    # The component is the one triage implicated; the trigger, the minimal case's.
+    assert headings[0] == ("\\[Bug\\] radix cache: a request answers otherwise than alone when sent with 4 other "
+                           "requests (5 requests over 400 ms)")
+    assert [h for h in headings[1:] if h.startswith("#")] == []
+    fields = re.findall(r"^### (.*)$", text, flags=re.MULTILINE)
+    assert fields == ["Describe the bug", "Reproduction", "Versions tested", "Environment", "servefuzz's evidence"]
     assert "- Reproduction rate: 10/10 (100%, 95% CI 72-100%) of replays (reproduced)" in text
-    assert "**Expected:** r02 gives the output it gives when sent alone to the idle server (at temperature 0" in text
-    assert "**Actual:** sent with the others, r02 answered otherwise from token 0 on (10/10 replays)" in text
+    assert "**Expected (alone):** r02 answers as it does when sent alone to the idle server (at temperature 0" in text
+    assert "**Actual (with the other requests):** sent with the other requests, r02 answers otherwise from token 0 on" in text
+    assert "in 10/10 runs." in text
     # servefuzz's own reasoning is there, folded away below the outputs.
     folded = text.index("<details><summary>servefuzz's evidence</summary>")
-    assert text.index("margin 4.1500 &gt; threshold 0.0040") > folded > text.index("### Diverged outputs")
+    assert text.index("margin 4.1500 &gt; threshold 0.0040") > folded > text.index("variant 1: ")
     assert "concurrent load" not in text
     assert "servefuzz serve-reference \\\n    --page-size 64" in text and "--fault page-boundary-prefix" in text
     assert "python3 repro.py --base-url http://127.0.0.1:30000 --runs 10" in text
+    assert "--write-model" not in text  # the reference engine makes its own model
 
 
 def test_trace_outputs_triage_and_matches_say_what_the_finding_says() -> None:
@@ -46,16 +42,16 @@ def test_trace_outputs_triage_and_matches_say_what_the_finding_says() -> None:
     text = issue_markdown(finding, match(finding))
     rows = [line for line in text.splitlines() if re.match(r"^\| r0\d ", line)]
     assert [r.split("|")[1].strip() for r in rows] == ["r01", "r02", "r03", "r04", "r05"]
-    assert [r.split("|")[7].strip() for r in rows] == ["", "✓", "", "", ""]
+    assert [r.split("|")[8].strip() for r in rows] == ["", "✓", "", "", ""]
     assert "cancelled after 30 ms" in rows[4] and "stream" in rows[3]
     assert "variant 1: ' u7892_1146 u7892_1086'  (7/10)" in text
-    assert "Divergence starts at token 0 of r02" in text
-    triage = {line.split("|")[1].strip(): line.split("|")[5].strip() for line in text.splitlines() if line.startswith("| ")}
+    triage = {line.split("|")[1].strip(): line.split("|")[5].strip() for line in text.splitlines()
+              if line.startswith("| ") and line.count("|") == 6}
     assert triage["no-radix"] == "cured (p = 0.004)" and triage["no-overlap"] == "still there (p = 1)"
     assert triage["no-cuda-graph"] == "error: server did not start"
     assert "- [sglang\\#22819](https://github.com/sgl-project/sglang/issues/22819)" in text
     assert "cured by --disable-radix-cache, as sglang\\#22819 is" in text
-    assert "- Cured by: `--disable-radix-cache`" in text
+    assert "Goes away with `--disable-radix-cache` (0/5), against 5/5 unchanged." in text
 
 
 def test_free_text_from_the_finding_cannot_break_the_markdown() -> None:
@@ -67,7 +63,7 @@ def test_free_text_from_the_finding_cannot_break_the_markdown() -> None:
     # Every table row keeps its columns: the id's '|' is escaped.
     for line in text.splitlines():
         if line.startswith("| r02"):
-            assert len(re.findall(r"(?<!\\)\|", line)) == 9, line
+            assert len(re.findall(r"(?<!\\)\|", line)) == 10, line
     # The variant block's fence is longer than the backtick run inside it, so it stays closed.
     fence = re.search(r"^(`{3,})text$", text, flags=re.MULTILINE)
     assert fence is not None and len(fence.group(1)) == 4  # HOSTILE holds a run of three
@@ -75,7 +71,7 @@ def test_free_text_from_the_finding_cannot_break_the_markdown() -> None:
 
 def test_an_issue_without_triage_or_matches_says_so() -> None:
     text = issue_markdown(seed_like(triage=False), [])
-    assert "## Triage matrix" not in text
+    assert "Triage matrix" not in text
     assert "No issue of servefuzz's known-issue catalogue matches." in text
 
 
@@ -89,15 +85,20 @@ def test_a_crash_of_a_launched_server_shows_its_exit_status_and_log_tail() -> No
                     evidence={"exit_code": -9, "log_tail": "INFO ready\nFATAL <kv pool> exhausted"})
     finding = dataclasses.replace(seed_like(triage=False), anomalies=(crash,), confirmation=None)
     text = issue_markdown(finding, ())
-    assert "The server exited with status -9" in text and "FATAL <kv pool> exhausted" in text
+    assert "The server's log (the server exited with status -9)" in text and "FATAL <kv pool> exhausted" in text
     # A crash is the server failing the requests, not outputs that differ between runs.
     assert "**Expected:** every request is answered" in text
     assert "**Actual:** server went away in 1/2 runs" in text
+    # The traceback the launch kept whole wins over the 20-line tail.
+    whole = dataclasses.replace(finding, anomalies=(dataclasses.replace(crash, evidence={
+        **crash.evidence, "traceback": "Traceback (most recent call last):\n  File 'x'\nRuntimeError: CPU Generator"}),))
+    assert "RuntimeError: CPU Generator" in issue_markdown(whole, ()) and "FATAL" not in issue_markdown(whole, ())
     assert "answered otherwise" not in text
     page = report_html(finding, ())
     assert "status -9" in page and "FATAL &lt;kv pool&gt; exhausted" in page  # escaped, never markup
     plain = dataclasses.replace(finding, anomalies=(dataclasses.replace(crash, evidence={}),))
     assert "exited with status" not in issue_markdown(plain, ())
+    assert "takes the server down (crash; 5 requests over 400 ms)" in text.splitlines()[0]
 
 
 def test_a_seeded_draw_is_not_called_temperature_0() -> None:
@@ -108,7 +109,7 @@ def test_a_seeded_draw_is_not_called_temperature_0() -> None:
     specs = [dataclasses.replace(r, temperature=0.8, seed=7) if r.id == victim else r for r in finding.scenario.requests]
     sampled = dataclasses.replace(finding, scenario=finding.scenario.with_requests(specs))
     text = issue_markdown(sampled, [])
-    assert text.startswith("# [Bug] reference 0.1.0: r02 with a fixed seed at temperature 0.8 answers otherwise than alone")
+    assert text.startswith("# \\[Bug\\] radix cache: a seeded request answers otherwise than alone")
     assert "when sent alone to the idle server (with a fixed seed at temperature 0.8" in text
     assert "temperature-0" not in text
 
@@ -200,12 +201,63 @@ def test_an_isolation_breach_says_which_salt_was_served_whose_prefix() -> None:
     expected and actual are the cached-token counts, the salts and the request that cached it."""
     found = load_finding(Path(__file__).parents[2] / "docs/findings/sglang-cpu-salt-dropped/finding_min_triaged.json")
     text = issue_markdown(found, match(found))
-    assert text.startswith("# [Bug] sglang 0.5.10.post1: a request under cache\\_salt 'tenant-b-2f620a50' is served "
-                           "a prefix cached under another salt (2 requests over 136 ms)")
+    assert text.startswith("# \\[Bug\\] radix cache (prefix reuse): a request under one cache\\_salt is served a prefix "
+                           "cached under another (2 requests, 136 ms apart)")
     assert "reports at most 0 cached prompt tokens" in text
-    assert ("**Actual:** it reported 315 cached tokens: the prefix that r04\\_st\\_sp had put in the cache under "
-            "cache_salt `tenant-a-0ccdc7e2` (10/10 replays).") in text
+    assert ("**Actual (with the other requests):** it reported 315 cached tokens: the prefix that r04\\_st\\_sp had put in "
+            "the cache under cache_salt `tenant-a-0ccdc7e2`, in 10/10 runs.") in text
+    # SGLang's own form: its checklist (left to tick), its fields in order.
+    assert re.findall(r"^### (.*)$", text, flags=re.MULTILINE) == [
+        "Checklist", "Describe the bug", "Reproduction", "Environment", "servefuzz's evidence"]
+    assert "- [ ] The bug persists in the latest version." in text and "- [x]" not in text
+    assert "python3 repro.py --write-model ./tiny" in text
     assert "answers otherwise" not in text and "concurrent load" not in text
     # The preset's command as it ran on the CPU: its environment, the stand-in's folder, its flags.
     assert "SGLANG_USE_CPU_ENGINE=1 TRITON_INTERPRET=1 PYTHONPATH=STANDINS_DIR python3 -m sglang.launch_server" in text
-    assert "--device cpu" in text and "--model-path MODEL_DIR" in text and "--page-size 1" in text
+    assert "--device cpu" in text and "--model-path ./tiny/hf-float32" in text and "--page-size 1" in text
+
+
+def test_each_engine_gets_its_own_form_and_llama_cpp_s_draft_says_a_person_must_rewrite_it() -> None:
+    from servefuzz.engines.registry import SPECS
+    from servefuzz.reports.issue_md import _FIELDS
+
+    for spec in SPECS.values():  # every field a form names has its one function
+        assert {key for _, key in spec.bug_form.fields} <= set(_FIELDS), spec.name
+    root = Path(__file__).parents[2] / "docs/findings"
+    lora = load_finding(root / "llamacpp-lora-base-after-adapter/finding_min_triaged.json")
+    text = issue_markdown(lora, match(lora))
+    lines = text.splitlines()
+    assert lines[0] == ("# Misc. bug: server: a base-model request after a LoRA request answers otherwise than alone "
+                        "(2 requests, 204 ms apart)")
+    assert lines[2].startswith("> **Not a bug report yet: material for a person to rewrite.**")
+    assert re.findall(r"^### (.*)$", text, flags=re.MULTILINE) == [
+        "Name and Version", "Operating systems", "Which llama.cpp modules do you know to be affected?", "Command line",
+        "Problem description &amp; steps to reproduce", "Relevant log output", "servefuzz's evidence"]
+    # The version as llama.cpp names it, never the bare "b1-0c1e570"; the model where --write-model puts it.
+    assert "- commit 0c1e570 (built without git tags, so it reports b1-0c1e570)" in text
+    assert "llama-server -m ./tiny/tiny.gguf" in text and "--lora-scaled ./tiny/lora/lora-a.gguf:0" in text
+    assert "/root/.cache" not in text.split("<details>")[0]
+    crash = load_finding(root / "vllm-cpu-seed-chunked-crash/finding.json")
+    text = issue_markdown(crash, match(crash))
+    assert text.startswith("# \\[Bug\\]: a seeded request takes the server down")
+    assert re.findall(r"^### (.*)$", text, flags=re.MULTILINE) == [
+        "Your current environment", "🐛 Describe the bug", "servefuzz's evidence"]
+    # The crash's repro starts the user's server itself: the command on one line, variables through env(1).
+    assert "--serve 'env HF_HUB_OFFLINE=1 " in text and "#### The error, with the full traceback" in text
+
+
+def test_a_writeup_gives_the_title_mechanism_versions_environment_and_traceback() -> None:
+    from servefuzz.reports.issue_md import WriteUp
+
+    root = Path(__file__).parents[2] / "docs/findings"
+    crash = load_finding(root / "vllm-cpu-seed-chunked-crash/finding.json")
+    up = WriteUp(title="CPU: a seeded request whose prompt is prefilled in chunks kills the engine <b>",
+                 mechanism=("`_bookkeeping_sync` rewinds the generator: `gen.set_offset(gen.get_offset() - 4)`.",),
+                 versions=("0.32.0 (newest vllm-cpu): 3/3 runs crash",), environment="PyTorch version: 2.13.0+cpu",
+                 traceback="Traceback (most recent call last):\nRuntimeError: CPU Generator does not use offset")
+    text = issue_markdown(crash, (), up)
+    assert text.splitlines()[0] == ("# \\[Bug\\]: CPU: a seeded request whose prompt is prefilled in chunks kills the "
+                                    "engine &lt;b&gt;")
+    assert "**Why** (read in the engine's source" in text and "\\`\\_bookkeeping\\_sync\\`" in text
+    assert "The output of `python collect_env.py`" in text and "PyTorch version: 2.13.0+cpu" in text
+    assert "RuntimeError: CPU Generator does not use offset" in text and "EngineDeadError" not in text

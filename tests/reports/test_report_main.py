@@ -26,7 +26,15 @@ def test_writes_the_three_files_and_finds_the_campaigns_histories(tmp_path: Path
     assert out == [str(report / "repro.py"), str(report / "issue.md"), str(report / "report.html")]
     assert os.access(report / "repro.py", os.X_OK)
     assert "send and end times of loaded run 4" in (report / "report.html").read_text(encoding="utf-8")
-    assert (report / "issue.md").read_text(encoding="utf-8").startswith("# [Bug] reference 0.1.0: r02 at temperature 0")
+    assert (report / "issue.md").read_text(encoding="utf-8").startswith("# \\[Bug\\] radix cache: a request answers otherwise")
+    # A person's write-up beside the finding gives issue.md its words; --writeup names another.
+    (path.parent / "writeup.json").write_text('{"title": "a request after a shared prefix", "versions": ["0.1.0"]}',
+                                              encoding="utf-8")
+    assert cli(["report", str(path)]) == 0
+    text = (report / "issue.md").read_text(encoding="utf-8")
+    assert text.startswith("# \\[Bug\\] a request after a shared prefix\n") and "- 0.1.0" in text
+    (tmp_path / "other.json").write_text('["not an object"]', encoding="utf-8")
+    assert cli(["report", str(path), "--writeup", str(tmp_path / "other.json")]) == 2
 
 
 def test_out_and_histories_can_be_given(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

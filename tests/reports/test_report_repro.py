@@ -86,6 +86,12 @@ def test_repro_confirms_on_the_faulty_engine_and_not_on_the_cured_one(script: Pa
     assert "✓ (expected)" in p.stdout and "variant 2: " in p.stdout
     assert "RESULT: CONFIRMED" in lines[-3] and re.search(r"RATE   : reproduced: [345]/5", lines[-2]), p.stdout
     assert "[STABLE — " in p.stdout and "r00" in p.stdout.split("[STABLE")[1]
+    # In plain words, as a bug report says it: the answer alone, the answer with the others, how often.
+    words = p.stdout.split("IN PLAIN WORDS")[1]
+    victim = finding.expected_diverging[0]
+    assert f"    {victim}: expected (alone): [" in words
+    assert re.search(r"actual \(with the other 3 requests\): (\[|the same \d+ tokens, then \[.*\] where alone gives \[)", words), words
+    assert re.search(r"wrong in [345]/5 runs", words), words
 
     with ServerProcess.reference([]) as clean:  # no fault: the cure (8 clean runs decide it)
         p = run_script(script, "--base-url", clean.base_url, "--runs", "8")
@@ -97,9 +103,69 @@ def test_repro_confirms_on_the_faulty_engine_and_not_on_the_cured_one(script: Pa
 
 def test_the_script_imports_only_the_standard_library(script: Path) -> None:
     tree = ast.parse(script.read_text(encoding="utf-8"))
-    imported = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+    # numpy only where its absence is caught: --write-model needs it, the replay does not.
+    guarded = {id(a) for n in ast.walk(tree) if isinstance(n, ast.Try)
+               and any(ast.unparse(h.type or ast.Name("")) == "ImportError" for h in n.handlers)
+               for stmt in n.body if isinstance(stmt, ast.Import) for a in stmt.names if a.name == "numpy"}
+    imported = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names if id(a) not in guarded}
     imported |= {n.module.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
     assert imported and imported <= sys.stdlib_module_names, imported - sys.stdlib_module_names
+    assert len(guarded) == 1
+
+
+def numpy_only(tmp_path: Path) -> Path:
+    """A folder holding numpy and nothing else to import (no servefuzz, no site-packages)."""
+    import numpy
+
+    folder = tmp_path / "numpy-only"
+    folder.mkdir()
+    site = Path(numpy.__file__).parent.parent
+    for name in ("numpy", "numpy.libs"):
+        if (site / name).exists():
+            (folder / name).symlink_to(site / name)
+    return folder
+
+
+def run_with_numpy(path: Path, folder: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    # -I -S and one folder: numpy importable, servefuzz not (the script checks it cannot be).
+    code = (f"import sys; sys.path.append({str(folder)!r}); sys.argv = [{str(path)!r}, *{list(args)!r}]\n"
+            "try:\n import servefuzz\nexcept ImportError:\n pass\nelse:\n raise SystemExit('servefuzz importable')\n"
+            f"exec(compile(open({str(path)!r}, encoding='utf-8').read(), 'repro.py', 'exec'), {{'__name__': '__main__'}})")
+    return subprocess.run([sys.executable, "-I", "-S", "-c", code], capture_output=True, text=True, timeout=120, check=False)
+
+
+@pytest.mark.parametrize("package", ["llamacpp-lora-base-after-adapter", "vllm-cpu-lora-base-rows"])
+def test_write_model_writes_the_findings_model_without_servefuzz(tmp_path: Path, package: str) -> None:
+    """The repro.py of a finding made on servefuzz's tiny models writes them with numpy alone
+    (`--write-model DIR`): byte for byte what servefuzz's model builder writes, adapters too."""
+    pytest.importorskip("tokenizers")
+    from servefuzz.models import build_models
+
+    found = load_finding(Path(__file__).parents[2] / "docs/findings" / package / "finding.json")
+    path = tmp_path / "repro.py"
+    path.write_text(repro_script(found), encoding="utf-8")
+    p = run_with_numpy(path, numpy_only(tmp_path), "--write-model", str(tmp_path / "tiny"))
+    assert p.returncode == 0, p.stdout + p.stderr
+    built = tmp_path / "built"
+    build_models(built, dtype="float32", seed=0)
+    written = sorted(q.relative_to(tmp_path / "tiny") for q in (tmp_path / "tiny").rglob("*") if q.is_file())
+    wanted = {"llamacpp-lora-base-after-adapter": ["lora/lora-a.gguf", "lora/lora-b.gguf", "tiny.gguf"],
+              "vllm-cpu-lora-base-rows": ["hf-float32/config.json", "hf-float32/model.safetensors",
+                                          "hf-float32/special_tokens_map.json", "hf-float32/tokenizer.json",
+                                          "hf-float32/tokenizer_config.json", "lora/lora-a/adapter_config.json",
+                                          "lora/lora-a/adapter_model.safetensors", "lora/lora-b/adapter_config.json",
+                                          "lora/lora-b/adapter_model.safetensors"]}[package]
+    assert [str(w) for w in written] == wanted
+    for rel in written:
+        assert (tmp_path / "tiny" / rel).read_bytes() == (built / rel).read_bytes(), rel
+    # Without numpy it says so in one line; the replay itself never needed it.
+    p = run_script(path, "--write-model", str(tmp_path / "again"))
+    assert p.returncode == 2 and "needs numpy" in p.stderr and "Traceback" not in p.stderr
+
+
+def test_a_model_servefuzz_did_not_build_is_not_written(tmp_path: Path, script: Path) -> None:
+    p = run_script(script, "--write-model", str(tmp_path / "tiny"))  # the reference engine's own model
+    assert p.returncode == 2 and "did not build" in p.stderr and not (tmp_path / "tiny").exists()
 
 
 def test_the_finding_is_data_that_cannot_become_code() -> None:
@@ -250,3 +316,79 @@ def test_an_isolation_breachs_script_looks_for_the_cached_count_and_finds_it_onl
         p = run_script(path, "--base-url", clean.base_url, "--runs", "8")  # 8 clean runs decide it
     assert p.returncode == 1, p.stdout + p.stderr
     assert "RESULT: NOT REPRODUCED  (in 0/8 replays; 0/1 expected breaches reproduced)" in p.stdout, p.stdout
+
+
+FAKE_SERVER = '''
+import json, os, sys, threading, traceback
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+class Handler(BaseHTTPRequestHandler):
+    def log_message(self, *args):
+        pass
+
+    def reply(self, obj):
+        data = json.dumps(obj).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def do_GET(self):
+        self.reply({"data": [{"id": "tiny"}]} if self.path == "/v1/models" else {})
+
+    def do_POST(self):
+        body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
+        if self.path.startswith("/reset_prefix_cache"):
+            return self.reply({"success": True})
+        if body.get("seed") is not None and sys.argv[2:] == ["500"]:  # vLLM's way: 500s, then gone
+            try:
+                raise RuntimeError("CPU Generator does not use offset")
+            except RuntimeError:
+                traceback.print_exc()
+            sys.stderr.flush()
+            threading.Timer(1.0, os._exit, (3,)).start()
+            data = b'{"error": {"message": "EngineCore encountered an issue"}}'
+            self.send_response(500)
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+            return
+        if body.get("seed") is not None:  # the planted crash: a seeded request kills the engine
+            try:
+                raise RuntimeError("CPU Generator does not use offset")
+            except RuntimeError:
+                traceback.print_exc()
+            sys.stderr.flush()
+            os._exit(3)
+        self.reply({"choices": [{"index": 0, "text": " a", "token_ids": [5]}]})
+
+print("fake engine up", flush=True)
+ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])), Handler).serve_forever()
+'''
+
+
+@pytest.mark.parametrize("how", ["reset", "500"])
+def test_serve_starts_the_users_server_restarts_it_after_a_crash_and_prints_its_traceback(tmp_path: Path, how: str) -> None:
+    """A crash finding's repro.py with `--serve COMMAND` (the user's command; the finding names
+    none): the server it starts dies in every run, is started again for the next, and the
+    report ends with the traceback of its log, whole. A server that answers its requests with
+    500s and then dies (vLLM's engine core) is a crash too."""
+    found = load_finding(Path(__file__).parents[2] / "docs/findings/vllm-cpu-seed-chunked-crash/finding.json")
+    path = tmp_path / "repro.py"
+    path.write_text(repro_script(found), encoding="utf-8")
+    fake = tmp_path / "fake_engine.py"
+    fake.write_text(FAKE_SERVER, encoding="utf-8")
+    port = free_port()
+    log = tmp_path / "server.log"
+    p = run_script(path, "--serve", f"{sys.executable} {fake} {port}" + (" 500" if how == "500" else ""), "--serve-log", str(log),
+                   "--base-url", f"http://127.0.0.1:{port}", "--runs", "2", "--start-timeout", "30")
+    assert "actual (with the other 6 requests): the server died in 2/2 runs" in p.stdout, p.stdout + p.stderr
+    assert "RESULT: " in p.stdout and "(in 2/2 replays; crash seen again)" in p.stdout
+    tail = p.stdout.split("The server (--serve) died 2 times in 2 runs; the last time with exit status 3")[1]
+    assert "Traceback (most recent call last):" in tail and "RuntimeError: CPU Generator does not use offset" in tail
+    assert log.read_text(encoding="utf-8").count("=== repro.py --serve: ") == 2
+    # A server that cannot start is one line, exit 2.
+    p = run_script(path, "--serve", f"{sys.executable} -c 'raise SystemExit(9)'", "--serve-log", str(log),
+                   "--base-url", f"http://127.0.0.1:{free_port()}", "--runs", "1")
+    assert p.returncode == 2 and "exited with status 9 before it answered" in p.stderr, p.stderr

@@ -1,9 +1,15 @@
 #!/usr/bin/env python3
 """Standalone reproduction of servefuzz finding finding_00023_724489468.json (standard library only).
 
-Start the server as issue.md says, then:
+It needs no servefuzz. Write the tiny random-weight model the finding ran on (and its LoRA
+adapters) with numpy alone, start the server on it as issue.md says, then replay:
 
+    python3 repro.py --write-model ./tiny
     python3 repro.py --base-url http://127.0.0.1:30000 --runs 10
+
+or let the script start (and, after a crash, restart) the server with your own command:
+
+    python3 repro.py --serve "llama-server -m ./tiny/tiny.gguf --port 8080" --base-url http://127.0.0.1:8080
 
 First every request expected to diverge is sent once alone on a flushed cache: its reference.
 Then the finding's requests are sent at their recorded offsets, --runs times, each run on a
@@ -17,19 +23,31 @@ Exit status: 0 CONFIRMED, 1 NOT REPRODUCED or UNDECIDED (servefuzz.stats decides
 below), 2 bad arguments or no server to talk to.
 
 The finding is data (the JSON text in FINDING, with the exact request bodies servefuzz sends);
-nothing read from it is ever executed.
+nothing read from it is ever executed, and the command --serve runs is only ever the one given
+on the command line.
 """
 
+# Annotations are never evaluated: servefuzz's own functions are embedded below verbatim, typed.
+from __future__ import annotations
+
 import argparse
+import base64
 import http.client
 import json
+import os
 import re
+import shlex
+import signal
 import socket
+import subprocess
 import sys
 import textwrap
 import threading
 import time
 import urllib.parse
+import urllib.request
+import zlib
+from pathlib import Path
 
 # --- servefuzz.stats, verbatim: the rule that turns "k of n runs" into a decision ----------
 """Rates and every decision made from them: one module owns the rules.
@@ -635,6 +653,363 @@ class Trail:
         head = "flaky: it reproduced, then stopped" if self.flaky else f"history ({self.last})"
         return "\n".join([head, *("  " + line for line in self.lines())])
 
+# --- servefuzz.reports.tiny_model, verbatim: the model the finding ran on, numpy alone --------
+"""The tiny random-weight models of servefuzz's findings, written with numpy and the standard
+library alone, so that a maintainer can rebuild the exact model a finding ran on without
+servefuzz: every generated repro.py embeds this module's source verbatim (`--write-model DIR`).
+
+It writes what `servefuzz.models.build_models` writes for the same seed, in the same layout
+(`DIR/tiny.gguf`, `DIR/hf-<dtype>/`, `DIR/lora/`), byte for byte (tests/reports/test_tiny_model.py
+holds the two together): the same random streams (numpy's `default_rng([seed, k])`), the same
+weights, and the two file formats written by hand with `struct` and `json` (GGUF v3 as gguf-py
+lays it out; safetensors as the safetensors package does). The one thing it cannot make is the
+Hugging Face tokenizer, which servefuzz trains with the `tokenizers` package: the caller hands
+its `tokenizer.json` in (repro.py carries it, compressed, as data), and the weights' quiet rows
+are read from it.
+
+    >>> spell_bytes("\u0120a\u00c3")
+    b' a\\xc3'
+
+Nothing here imports servefuzz, and numpy only when a model is written: repro.py's replay runs
+on the standard library alone.
+"""
+
+
+import json
+import struct
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, NamedTuple
+
+try:
+    import numpy as np
+except ImportError:  # repro.py embeds this module: a replay needs no numpy, only --write-model does
+    np = None  # type: ignore[assignment]
+
+__all__ = ["TINY", "TinyShape", "spell_bytes", "write_model"]
+
+
+class TinyShape(NamedTuple):
+    """servefuzz's tiny llama (`servefuzz.models.ModelShape`): RMSNorm, rotary, SwiGLU. A
+    NamedTuple, not a dataclass: a dataclass looks its module up in sys.modules, which a script
+    loaded by path (repro.py, embedding this) need not be in."""
+
+    layers: int = 2
+    hidden: int = 256
+    heads: int = 4
+    ffn: int = 512
+    context: int = 2048
+    rope_theta: float = 10000.0
+    rms_eps: float = 1e-5
+
+    @property
+    def head_dim(self) -> int:
+        return self.hidden // self.heads
+
+
+TINY = TinyShape()
+ADAPTERS = ("lora-a", "lora-b")
+LORA_RANK = 8
+LORA_ALPHA = 16.0
+LORA_TARGETS = ("q_proj", "v_proj")
+LOGIT_SCALE = 3.0  # the ordinary tokens' output rows: their best logit far above the quiet ones' 0
+GGUF_VOCAB = 1024
+HF_SPECIALS = ("<s>", "</s>", "<pad>")
+GGUF_LAYER_NAMES = {
+    "input_layernorm": "attn_norm", "self_attn.q_proj": "attn_q", "self_attn.k_proj": "attn_k",
+    "self_attn.v_proj": "attn_v", "self_attn.o_proj": "attn_output", "post_attention_layernorm": "ffn_norm",
+    "mlp.gate_proj": "ffn_gate", "mlp.up_proj": "ffn_up", "mlp.down_proj": "ffn_down",
+}
+GGUF_MODEL_NAMES = {"model.embed_tokens": "token_embd", "model.norm": "output_norm", "lm_head": "output"}
+
+
+def write_model(out_dir: Path, fmt: str, *, seed: int = 0, dtype: str = "float32", adapters: bool = True,
+                tokenizer_json: str | None = None) -> list[Path]:
+    """Write the model of format `fmt` ("gguf": llama.cpp; "hf": vLLM, SGLang) and, with
+    `adapters`, its two LoRA adapters under `out_dir`; the paths written. "hf" needs the
+    tokenizer servefuzz trained for `seed` (`tokenizer_json`, the text of its tokenizer.json)."""
+    if np is None:
+        raise RuntimeError("writing the model needs numpy (pip install numpy); the replay itself does not")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    written: list[Path] = []
+    if fmt == "gguf":
+        written.append(_write_gguf(out_dir / "tiny.gguf", TINY, seed))
+    elif fmt == "hf":
+        if tokenizer_json is None:
+            raise ValueError("an hf model needs the tokenizer.json servefuzz trained for it")
+        written += _write_hf(out_dir / f"hf-{dtype}", TINY, seed, dtype, tokenizer_json)
+    else:
+        raise ValueError(f"unknown model format {fmt!r} (gguf or hf)")
+    if adapters:
+        written += _write_adapters(out_dir / "lora", TINY, seed, gguf=fmt == "gguf")
+    return written
+
+
+# --- the random streams, as servefuzz.models draws them ------------------------------------
+
+
+def _words(rng: Any, count: int) -> list[str]:
+    onsets = ["", "b", "d", "f", "g", "k", "l", "m", "n", "p", "r", "s", "t", "v", "z", "st", "tr", "kl"]
+    vowels = ["a", "e", "i", "o", "u", "ai", "ou"]
+    codas = ["", "", "n", "r", "s", "t", "l", "m"]
+    words: set[str] = set()
+    while len(words) < count:
+        syllables = int(rng.integers(1, 4))
+        words.add("".join(
+            onsets[rng.integers(len(onsets))] + vowels[rng.integers(len(vowels))] + codas[rng.integers(len(codas))]
+            for _ in range(syllables)
+        ))
+    return sorted(words)
+
+
+def _weights(rng: Any, shape: TinyShape, vocab: int, quiet: Sequence[int]) -> dict[str, Any]:
+    def proj(out: int, inp: int) -> Any:
+        return np.asarray(rng.standard_normal((out, inp)) / np.sqrt(inp), dtype=np.float32)
+
+    h, f = shape.hidden, shape.ffn
+    w: dict[str, Any] = {"model.embed_tokens.weight": rng.standard_normal((vocab, h)).astype(np.float32)}
+    for i in range(shape.layers):
+        p = f"model.layers.{i}."
+        w[p + "input_layernorm.weight"] = np.ones(h, np.float32)
+        for name in ("q_proj", "k_proj", "v_proj", "o_proj"):
+            w[p + f"self_attn.{name}.weight"] = proj(h, h)
+        w[p + "post_attention_layernorm.weight"] = np.ones(h, np.float32)
+        w[p + "mlp.gate_proj.weight"] = proj(f, h)
+        w[p + "mlp.up_proj.weight"] = proj(f, h)
+        w[p + "mlp.down_proj.weight"] = proj(h, f)
+    w["model.norm.weight"] = np.ones(h, np.float32)
+    head = proj(vocab, h) * LOGIT_SCALE
+    head[list(quiet)] = 0.0
+    w["lm_head.weight"] = head
+    return w
+
+
+def _lora_pairs(rng: Any, shape: TinyShape) -> dict[str, tuple[Any, Any]]:
+    h = shape.hidden
+    out = {}
+    for i in range(shape.layers):
+        for target in LORA_TARGETS:
+            a = np.asarray(rng.standard_normal((LORA_RANK, h)) / np.sqrt(h), dtype=np.float32)
+            b = np.asarray(rng.standard_normal((h, LORA_RANK)) * 0.18, dtype=np.float32)
+            out[f"model.layers.{i}.self_attn.{target}"] = (a, b)
+    return out
+
+
+def _gguf_name(hf_name: str) -> str:
+    stem = hf_name.removesuffix(".weight")
+    if stem in GGUF_MODEL_NAMES:
+        return GGUF_MODEL_NAMES[stem] + ".weight"
+    _, _, layer, rest = stem.split(".", 3)
+    return f"blk.{layer}.{GGUF_LAYER_NAMES[rest]}.weight"
+
+
+# --- GGUF (llama.cpp), version 3, laid out as gguf-py writes it -----------------------------
+
+_U32, _I32, _F32, _BOOL, _STR, _ARR = 4, 5, 6, 7, 8, 9  # GGUF value types
+_ALIGN = 32
+# llama.cpp's token types
+_NORMAL, _UNKNOWN, _CONTROL, _BYTE = 1, 2, 3, 6
+
+
+def _gguf_str(s: str) -> bytes:
+    raw = s.encode("utf-8")
+    return struct.pack("<Q", len(raw)) + raw
+
+
+def _gguf_value(vtype: int, value: Any) -> bytes:
+    if vtype == _STR:
+        return _gguf_str(value)
+    return struct.pack({_U32: "<I", _I32: "<i", _F32: "<f", _BOOL: "?"}[vtype], value)
+
+
+def _gguf_file(path: Path, kv: Sequence[tuple[str, int, Any]], tensors: Sequence[tuple[str, Any]]) -> Path:
+    """`kv`: (key, type, value), an array as (key, _ARR, (element type, values))."""
+    out = bytearray(b"GGUF" + struct.pack("<IQQ", 3, len(tensors), len(kv)))
+    for key, vtype, value in kv:
+        out += _gguf_str(key) + struct.pack("<I", vtype)
+        if vtype == _ARR:
+            sub, items = value
+            out += struct.pack("<IQ", sub, len(items)) + b"".join(_gguf_value(sub, v) for v in items)
+        else:
+            out += _gguf_value(vtype, value)
+    offset = 0
+    for name, array in tensors:
+        out += _gguf_str(name) + struct.pack("<I", array.ndim)
+        out += b"".join(struct.pack("<Q", d) for d in reversed(array.shape))  # ggml's ne: innermost first
+        out += struct.pack("<IQ", 0, offset)  # 0: F32
+        offset += -(-array.nbytes // _ALIGN) * _ALIGN
+    out += bytes(-len(out) % _ALIGN)
+    with open(path, "wb") as fh:
+        fh.write(out)
+        for _, array in tensors:
+            data = np.ascontiguousarray(array, dtype="<f4").tobytes()
+            fh.write(data + bytes(-len(data) % _ALIGN))
+    return path
+
+
+def _write_gguf(path: Path, shape: TinyShape, seed: int) -> Path:
+    """`servefuzz.models._write_gguf`: <unk>, <s>, </s>, the 256 byte tokens, then word pieces."""
+    rng = np.random.default_rng([seed, 2])
+    tokens = ["<unk>", "<s>", "</s>"] + [f"<0x{b:02X}>" for b in range(256)]
+    kinds = [_UNKNOWN, _CONTROL, _CONTROL] + [_BYTE] * 256
+    quiet = list(range(len(tokens)))
+    pieces = [chr(c) for c in range(ord("a"), ord("z") + 1)] + ["\u2581"]
+    pieces += ["\u2581" + w for w in _words(rng, GGUF_VOCAB - len(tokens) - len(pieces))]
+    tokens += pieces
+    kinds += [_NORMAL] * len(pieces)
+    scores = [0.0] * len(quiet) + [-float(i) for i in range(len(pieces))]
+    kv = [
+        ("general.architecture", _STR, "llama"),
+        ("general.name", _STR, "servefuzz-tiny"),
+        ("llama.context_length", _U32, shape.context),
+        ("llama.embedding_length", _U32, shape.hidden),
+        ("llama.block_count", _U32, shape.layers),
+        ("llama.feed_forward_length", _U32, shape.ffn),
+        ("llama.attention.head_count", _U32, shape.heads),
+        ("llama.attention.head_count_kv", _U32, shape.heads),
+        ("llama.rope.dimension_count", _U32, shape.head_dim),
+        ("llama.rope.freq_base", _F32, shape.rope_theta),
+        ("llama.attention.layer_norm_rms_epsilon", _F32, shape.rms_eps),
+        ("general.file_type", _U32, 0),  # all F32
+        ("llama.vocab_size", _U32, len(tokens)),
+        ("tokenizer.ggml.model", _STR, "llama"),
+        ("tokenizer.ggml.tokens", _ARR, (_STR, tokens)),
+        ("tokenizer.ggml.scores", _ARR, (_F32, scores)),
+        ("tokenizer.ggml.token_type", _ARR, (_I32, kinds)),
+        ("tokenizer.ggml.unknown_token_id", _U32, 0),
+        ("tokenizer.ggml.bos_token_id", _U32, 1),
+        ("tokenizer.ggml.eos_token_id", _U32, 2),
+        ("tokenizer.ggml.add_bos_token", _BOOL, False),  # prompts are exact token ids
+    ]
+    weights = _weights(rng, shape, len(tokens), quiet)
+    return _gguf_file(path, kv, [(_gguf_name(n), a) for n, a in weights.items()])
+
+
+# --- safetensors and the Hugging Face folder (vLLM, SGLang) ---------------------------------
+
+
+def _safetensors(path: Path, tensors: dict[str, Any], dtype: str) -> Path:
+    """As the safetensors package writes one dtype: tensors sorted by name, the JSON header
+    compact and padded with spaces to a multiple of 8."""
+    names = sorted(tensors)
+    blobs = {n: _bf16_bits(tensors[n]).tobytes() if dtype == "bfloat16"
+             else np.ascontiguousarray(tensors[n], dtype="<f4").tobytes() for n in names}
+    header: dict[str, Any] = {"__metadata__": {"format": "pt"}}
+    offset = 0
+    for n in names:
+        header[n] = {"dtype": "BF16" if dtype == "bfloat16" else "F32", "shape": list(tensors[n].shape),
+                     "data_offsets": [offset, offset + len(blobs[n])]}
+        offset += len(blobs[n])
+    text = json.dumps(header, separators=(",", ":")).encode()
+    text += b" " * (-len(text) % 8)
+    with open(path, "wb") as fh:
+        fh.write(struct.pack("<Q", len(text)) + text)
+        for n in names:
+            fh.write(blobs[n])
+    return path
+
+
+def _bf16_bits(a: Any) -> Any:
+    """float32 -> bfloat16 bit patterns, rounding to nearest even as torch does."""
+    bits = np.ascontiguousarray(a, dtype="<f4").view(np.uint32)
+    rounded = bits + np.uint32(0x7FFF) + ((bits >> np.uint32(16)) & np.uint32(1))
+    return (rounded >> np.uint32(16)).astype("<u2")
+
+
+def _json(path: Path, obj: Any) -> Path:
+    path.write_text(json.dumps(obj, indent=2) + "\n", encoding="utf-8")
+    return path
+
+
+def _byte_chars() -> dict[str, int]:
+    """GPT-2's byte-level alphabet: the character each byte is spelled with -> the byte."""
+    printable = [*range(ord("!"), ord("~") + 1), *range(0xA1, 0xAD), *range(0xAE, 0x100)]
+    chars, extra = {}, 0
+    for b in range(256):
+        if b in printable:
+            chars[chr(b)] = b
+        else:
+            chars[chr(256 + extra)] = b
+            extra += 1
+    return chars
+
+
+_BYTE_CHARS = _byte_chars()
+
+
+def spell_bytes(token: str) -> bytes:
+    """The bytes a byte-level BPE token stands for."""
+    return bytes(_BYTE_CHARS[c] for c in token)
+
+
+def _quiet_tokens(tokenizer: dict[str, Any]) -> tuple[int, list[int]]:
+    """(vocabulary size, quiet ids): the specials and every token that is not whole UTF-8 on its
+    own (`tokenizers` decodes it to U+FFFD, which servefuzz.models reads as quiet)."""
+    vocab: dict[str, int] = dict(tokenizer["model"]["vocab"])
+    specials = {t["content"]: int(t["id"]) for t in tokenizer.get("added_tokens") or ()}
+    size = max([*vocab.values(), *specials.values()]) + 1
+    quiet = {specials[t] for t in HF_SPECIALS}
+    for token, i in vocab.items():
+        if token in specials:
+            continue
+        if "\ufffd" in spell_bytes(token).decode("utf-8", "replace"):
+            quiet.add(i)
+    return size, sorted(quiet)
+
+
+def _write_hf(hf_dir: Path, shape: TinyShape, seed: int, dtype: str, tokenizer_json: str) -> list[Path]:
+    hf_dir.mkdir(parents=True, exist_ok=True)
+    tokenizer = json.loads(tokenizer_json)
+    vocab, quiet = _quiet_tokens(tokenizer)
+    ids = {t["content"]: int(t["id"]) for t in tokenizer.get("added_tokens") or ()}
+    (hf_dir / "tokenizer.json").write_text(tokenizer_json, encoding="utf-8")
+    specials = dict(zip(("bos_token", "eos_token", "pad_token"), HF_SPECIALS, strict=True))
+    written = [hf_dir / "tokenizer.json", _json(hf_dir / "special_tokens_map.json", specials)]
+    written.append(_json(hf_dir / "tokenizer_config.json", {
+        "tokenizer_class": "PreTrainedTokenizerFast", "model_max_length": shape.context,
+        "add_bos_token": False, "add_eos_token": False, **specials,
+    }))
+    written.append(_json(hf_dir / "config.json", {
+        "architectures": ["LlamaForCausalLM"], "model_type": "llama", "vocab_size": vocab,
+        "hidden_size": shape.hidden, "intermediate_size": shape.ffn, "num_hidden_layers": shape.layers,
+        "num_attention_heads": shape.heads, "num_key_value_heads": shape.heads, "head_dim": shape.head_dim,
+        "hidden_act": "silu", "max_position_embeddings": shape.context, "rms_norm_eps": shape.rms_eps,
+        "rope_theta": shape.rope_theta, "tie_word_embeddings": False, "attention_bias": False, "mlp_bias": False,
+        "bos_token_id": ids["<s>"], "eos_token_id": ids["</s>"], "pad_token_id": ids["<pad>"], "dtype": dtype,
+    }))
+    weights = _weights(np.random.default_rng([seed, 1]), shape, vocab, quiet)
+    written.append(_safetensors(hf_dir / "model.safetensors", weights, dtype))
+    return written
+
+
+# --- the LoRA adapters ------------------------------------------------------------------------
+
+
+def _write_adapters(out_dir: Path, shape: TinyShape, seed: int, *, gguf: bool) -> list[Path]:
+    """Each of ADAPTERS: `NAME.gguf` (llama.cpp's LoRA GGUF) or `NAME/` (PEFT's layout)."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    written: list[Path] = []
+    for index, name in enumerate(ADAPTERS):
+        pairs = _lora_pairs(np.random.default_rng([seed, 3 + index]), shape)
+        if gguf:
+            kv = [("general.architecture", _STR, "llama"), ("general.type", _STR, "adapter"),
+                  ("adapter.type", _STR, "lora"), ("adapter.lora.alpha", _F32, LORA_ALPHA)]
+            tensors = [(_gguf_name(m + ".weight") + suffix, t) for m, (a, b) in pairs.items()
+                       for suffix, t in ((".lora_a", a), (".lora_b", b))]
+            written.append(_gguf_file(out_dir / f"{name}.gguf", kv, tensors))
+            continue
+        folder = out_dir / name
+        folder.mkdir(exist_ok=True)
+        written.append(_json(folder / "adapter_config.json", {
+            "peft_type": "LORA", "task_type": "CAUSAL_LM", "base_model_name_or_path": None, "r": LORA_RANK,
+            "lora_alpha": LORA_ALPHA, "lora_dropout": 0.0, "bias": "none", "target_modules": list(LORA_TARGETS),
+            "fan_in_fan_out": False, "use_rslora": False, "use_dora": False,
+        }))
+        tensors_hf = {f"base_model.model.{m}.lora_{ab}.weight": t for m, (a, b) in pairs.items()
+                      for ab, t in (("A", a), ("B", b))}
+        written.append(_safetensors(folder / "adapter_model.safetensors", tensors_hf, "float32"))
+    return written
+
 # --- the finding ---------------------------------------------------------------------------
 
 FINDING = json.loads(
@@ -656,7 +1031,9 @@ FINDING = json.loads(
     '723,430,439,998,326,599,318,715,7,845,314,86,210,438,971,332,408,760,429,967,506,148,630,318,534'
     ',444,648,732,634,674,357,76,516,722,376,337,765,236,400,455,590,310,759,468,38,310,830,566,156,1'
     '015,78,259,157,115,298,376,119,119,43,112],"n_predict":5,"temperature":0.0,"n_probs":5,"n_cmpl":'
-    '1,"ignore_eos":true,"cache_prompt":true,"return_tokens":true,"stream":false}}],"probes":[]}'
+    '1,"ignore_eos":true,"cache_prompt":true,"return_tokens":true,"stream":false}}],"probes":[],"heal'
+    'th":"/health","others":1,"model_files":{"format":"gguf","seed":0,"dtype":"float32","adapters":tr'
+    'ue}}'
 )
 
 RULE = "=" * 60
@@ -1014,8 +1391,30 @@ def preview(ids, text, width=36):
     return "[%s%s]" % (shown, ", ..." if len(ids) > 8 else "")
 
 
-def first_difference(a, b):
-    return next((k for k, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+# --- servefuzz.terms.first_difference, verbatim: where two answers first differ -------------
+def first_difference(a: Sequence[Hashable], b: Sequence[Hashable]) -> int | None:
+    """The first position at which `a` and `b` differ; None when they are equal.
+
+    When one is a strict prefix of the other they differ at the shorter one's length: the first
+    position that one of them has and the other lacks (an output that stopped there against one
+    that went on). Token ids and text alike (text differs character by character).
+
+    >>> first_difference([5, 7, 9], [5, 8, 9])
+    1
+    >>> first_difference([5, 7], [5, 7, 9, 11])  # one a prefix of the other
+    2
+    >>> first_difference([], [3])
+    0
+    >>> first_difference([5, 7], [5, 7]) is None
+    True
+    >>> first_difference("abc", "abd")
+    2
+    """
+    for i, (x, y) in enumerate(zip(a, b)):
+        if x != y:
+            return i
+    return None if len(a) == len(b) else min(len(a), len(b))
+
 
 
 def id_block(ids):
@@ -1025,15 +1424,18 @@ def id_block(ids):
                          break_on_hyphens=False)
 
 
-def reproduction(runs, alone, probes=()):
+def reproduction(runs, alone, probes=(), died=()):
     """(runs that reproduced the finding, requests that diverged in some run): the rule of
     servefuzz.oracles.judge.reproduction. `runs` are the loaded runs' outcomes, `alone` each
     expected request's reference outcome by id, `probes` [(run index, outcome)] of the
-    cache-state probes."""
+    cache-state probes, `died` the runs after which the server --serve started was dead (a
+    crash whose requests got 5xx answers before the server went)."""
     expected = FINDING["expected"]
     failure = FINDING["expect_failure"]
     if failure is not None:
         hits = {k for k, run in enumerate(runs) if any(kind == failure for kind, _ in failures([run]))}
+        if failure == "crash":
+            hits |= {k for k in died if k < len(runs)}
         return hits, []
     # Each choice has its own reference: at temperature 0 they all agree; the choices of a
     # seeded draw each draw their own.
@@ -1094,19 +1496,27 @@ def answer(choice):
     return ("ids", tuple(ids)) if ids else ("text", text)
 
 
-def report(runs, alone, probes, n_runs):
+def expectation(expected, failure):
+    """What the replay looks for, in words: an isolation breach is a cached-token count, not a
+    divergence of outputs."""
+    if FINDING.get("expect_cached"):
+        return "%s to report cached tokens its own cache salt does not allow" % expected
+    return "%s to diverge" % expected if expected else "%s again" % failure
+
+
+def report(runs, alone, probes, n_runs, died=()):
     """The replay block of servefuzz's report (and of the seed report it is shaped after)."""
     expected = FINDING["expected"]
     references = [o for o in alone.values()]
     diverged, stable, undetermined = judge(runs + ([references] if references else []))
     seen = failures(runs)
     failure = FINDING["expect_failure"]
-    hits, reproduced = reproduction(runs, alone, probes)
+    hits, reproduced = reproduction(runs, alone, probes, died)
     lines = [
         RULE,
         "  Finding  : %s" % FINDING["name"],
         "  Bug      : %s" % FINDING["bug"],
-        "  Expect   : %s" % ("%s to diverge" % expected if expected else "%s again" % failure),
+        "  Expect   : %s" % expectation(expected, failure),
         "  Runs     : %d" % n_runs,
         RULE,
         "",
@@ -1136,16 +1546,189 @@ def report(runs, alone, probes, n_runs):
         for rid, where, text in broken[:20]:
             lines.append("    %s (%s): %s is none of its choices" % (rid, where, preview((), text)))
     k, n = len(hits), max(len(runs), len(hits))
+    lines += [""] + plain_words(runs, alone, hits)
     decision = decide(k, n)
     confirmed = decision == REPRODUCED
     if expected:
-        tally = "%d/%d expected divergences reproduced" % (len(reproduced), len(expected))
+        what = "breaches" if FINDING.get("expect_cached") else "divergences"
+        tally = "%d/%d expected %s reproduced" % (len(reproduced), len(expected), what)
     else:
         tally = "%s %s again" % (failure, "seen" if hits else "not seen")
     result = {REPRODUCED: "CONFIRMED", NOT_REPRODUCED: "NOT REPRODUCED"}.get(decision, "UNDECIDED")
     lines += ["", "  RESULT: %s  (in %d/%d replays; %s)" % (result, k, n, tally),
               "  RATE   : %s (sequential test, each error <= 1%%)" % REPRODUCTION.describe(k, n), RULE]
     return visible("\n".join(lines) + "\n"), confirmed
+
+
+def others():
+    count = FINDING.get("others", 0)
+    return "with the other request" if count == 1 else "with the other %d requests" % count
+
+
+def shown(choice):
+    ids, text = choice
+    return "%s %s" % (preview(ids, ""), preview((), text)) if ids and text else preview(ids, text)
+
+
+def plain_words(runs, alone, hits):
+    """What went wrong, in the words of a bug report: what each expected request answers alone,
+    what it answered with the other requests, and in how many runs it was wrong."""
+    lines = ["  IN PLAIN WORDS"]
+    n = len(runs)
+    failure = FINDING["expect_failure"]
+    if failure is not None:
+        lines.append("    expected: every request answered, the server up")
+        lines.append("    actual (%s): %s in %d/%d runs" % (others(), {"crash": "the server died"}.get(failure, failure), len(hits), n))
+        return lines
+    allowed = FINDING.get("expect_cached") or {}
+    for rid in FINDING["expected"]:
+        if rid in allowed:
+            seen = [o.cached for run in runs for o in run if o.rid == rid and o.status == "ok" and o.cached is not None]
+            wrong = sum(1 for run in runs if any(o.rid == rid and o.status == "ok" and o.cached is not None
+                                                 and o.cached > allowed[rid] for o in run))
+            lines.append("    %s: expected: at most %d prompt tokens served from cache (what its own cache salt allows)"
+                         % (rid, allowed[rid]))
+            lines.append("    %s  actual (%s): %s cached tokens; wrong in %d/%d runs"
+                         % (" " * len(rid), others(), ", ".join(str(c) for c in sorted(set(seen))) or "none reported", wrong, n))
+            continue
+        ref = alone.get(rid)
+        reference = ref.choices.get(0) if ref is not None and ref.status == "ok" else None
+        answers = [o.choices[0] for run in runs for o in run if o.rid == rid and o.status == "ok" and 0 in o.choices]
+        if reference is None and answers:
+            keys = [answer(a) for a in answers]
+            reference = answers[keys.index(max(keys, key=keys.count))]
+            said = "expected (the most frequent answer; no alone reference)"
+        else:
+            said = "expected (alone)"
+        wrong = [a for a in answers if reference is not None and answer(a) != answer(reference)]
+        runs_wrong = sum(1 for run in runs if any(o.rid == rid and o.status == "ok" and reference is not None
+                                                  and any(answer(c) != answer(reference) for c in o.choices.values())
+                                                  for o in run))
+        lines.append("    %s: %s: %s" % (rid, said, shown(reference) if reference is not None else "no answer"))
+        if wrong:
+            common = max(wrong, key=lambda a: sum(1 for b in wrong if answer(b) == answer(a)))
+            where = first_difference(answer(reference)[1], answer(common)[1])
+            if where and answer(common)[0] == "ids":
+                # Past the preview's first tokens the two look alike: show where they part.
+                lines.append("    %s  actual (%s): the same %d tokens, then %s where alone gives %s"
+                             % (" " * len(rid), others(), where, preview(common[0][where:], ""),
+                                preview(reference[0][where:], "")))
+            else:
+                lines.append("    %s  actual (%s): %s, from %s %d on"
+                             % (" " * len(rid), others(), shown(common), "token" if answer(common)[0] == "ids" else "character", where))
+        else:
+            lines.append("    %s  actual (%s): the same" % (" " * len(rid), others()))
+        lines.append("    %s  wrong in %d/%d runs" % (" " * len(rid), runs_wrong, n))
+    return lines
+
+
+# --- --write-model: the tiny model, numpy alone ----------------------------------------------
+
+
+def write_the_model(folder):
+    files = FINDING.get("model_files")
+    if not files:
+        raise ReproError("this finding ran on a model servefuzz did not build (%s): serve that one"
+                         % (FINDING.get("model") or "the server's own"))
+    text = None
+    if files["format"] == "hf":
+        if not files.get("tokenizer"):
+            raise ReproError("this script was made without the model's tokenizer; run servefuzz report again")
+        text = zlib.decompress(base64.b64decode(files["tokenizer"])).decode("utf-8")
+    try:
+        written = write_model(Path(folder), files["format"], seed=files["seed"], dtype=files["dtype"],
+                              adapters=files["adapters"], tokenizer_json=text)
+    except (RuntimeError, OSError) as e:
+        raise ReproError(str(e))
+    for path in written:
+        print(path)
+    print("wrote servefuzz's tiny %s model (seed %d, %s%s) under %s"
+          % (files["format"].upper() if files["format"] == "gguf" else "Hugging Face", files["seed"], files["dtype"],
+             ", and its LoRA adapters in lora/" if files["adapters"] else "", folder), file=sys.stderr)
+
+
+# --- --serve: the user's own server command --------------------------------------------------
+
+
+class Served:
+    """The server started with the command given to --serve (never one read from the finding),
+    in a process group of its own, its output in a log file, stopped with it."""
+
+    def __init__(self, command, log_path, server, start_timeout_s):
+        self.argv = shlex.split(command)
+        if not self.argv:
+            raise ReproError("--serve needs a command")
+        self.log_path, self.server, self.start_timeout_s = log_path, server, start_timeout_s
+        self.proc = None
+        self.deaths = []  # (exit status, the log's traceback or tail) of every death seen
+
+    def start(self):
+        with open(self.log_path, "ab") as log:
+            log.write(("\n=== repro.py --serve: %s\n" % " ".join(shlex.quote(a) for a in self.argv)).encode())
+            try:
+                self.proc = subprocess.Popen(self.argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                             start_new_session=True)
+            except OSError as e:
+                raise ReproError("--serve: cannot start %s: %s" % (self.argv[0], e))
+        deadline = time.monotonic() + self.start_timeout_s
+        url = self.server.base_url + FINDING.get("health", "/health")
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise ReproError("the server exited with status %s before it answered; its log: %s\n%s"
+                                 % (self.proc.returncode, self.log_path, self.last_words()))
+            try:
+                with urllib.request.urlopen(url, timeout=5) as resp:
+                    if resp.status == 200:
+                        return
+            except (OSError, ValueError):
+                pass
+            time.sleep(0.5)
+        raise ReproError("the server did not answer %s within %d s; its log: %s" % (url, self.start_timeout_s, self.log_path))
+
+    def dead(self, wait_s=5.0):
+        """Whether the server died (waiting a little: a crash takes its processes down slowly);
+        a death is recorded once, with its traceback."""
+        if self.proc is None:
+            return False
+        try:
+            self.proc.wait(wait_s)
+        except subprocess.TimeoutExpired:
+            return False
+        self.deaths.append((self.proc.returncode, self.last_words()))
+        self.stop()
+        self.proc = None
+        return True
+
+    def last_words(self):
+        """This start's log from its first Python traceback on, whole (a crash report needs the
+        decisive one, and an engine of several processes logs the cause first and its
+        consequences after), at most 400 lines; without one, its last 40 lines."""
+        try:
+            text = Path(self.log_path).read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            return ""
+        text = text.rsplit("\n=== repro.py --serve: ", 1)[-1]
+        lines = text.splitlines()
+        starts = [i for i, line in enumerate(lines) if "Traceback (most recent call last)" in line]
+        if starts:
+            return "\n".join(lines[starts[0]:][:400])
+        return "\n".join(lines[-40:])
+
+    def stop(self):
+        if self.proc is None:
+            return
+        try:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+        except OSError:
+            pass
+        try:
+            self.proc.wait(15)
+        except subprocess.TimeoutExpired:
+            pass
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)  # what outlived the TERM (workers of the group)
+        except OSError:
+            pass
 
 
 # --- main --------------------------------------------------------------------------------
@@ -1167,12 +1750,30 @@ def main(argv=None):
     p.add_argument("--runs", type=positive_int, default=10, help="loaded runs (default 10)")
     p.add_argument("--timeout", type=positive_int, default=120, help="seconds to wait for one answer (default 120)")
     p.add_argument("--model", help="model name for /v1/completions (default: the finding's, else the server's first)")
+    p.add_argument("--write-model", metavar="DIR",
+                   help="write the tiny model the finding ran on (and its LoRA adapters) under DIR with numpy, then exit")
+    p.add_argument("--serve", metavar="COMMAND",
+                   help="start the server with COMMAND (split as a shell would, run without one) before the replay, "
+                        "and again after it dies; its output goes to --serve-log")
+    p.add_argument("--serve-log", default="server.log", help="where --serve's server writes (default %(default)s)")
+    p.add_argument("--start-timeout", type=positive_int, default=300, help="seconds --serve waits for the server (default 300)")
     args = p.parse_args(argv)
+    if args.write_model:
+        try:
+            write_the_model(args.write_model)
+        except ReproError as e:
+            print("repro.py: error: %s" % visible(e), file=sys.stderr)
+            return 2
+        return 0
     requests = FINDING["requests"]
     by_id = {r["id"]: r for r in requests}
     runs, alone, probes = [], {}, []
+    served, died = None, set()
     try:
         server = Server(args.base_url, args.timeout)
+        if args.serve:
+            served = Served(args.serve, args.serve_log, server, args.start_timeout)
+            served.start()
         model = args.model or FINDING["model"]
         if model is None and any("model" in r["body"] for r in requests):
             model = first_model(server)
@@ -1184,6 +1785,8 @@ def main(argv=None):
                 server.flush()
                 alone[rid] = run_requests(server, [dict(req, offset_ms=0.0)], model)[0]
         for i in range(args.runs):
+            if served is not None and served.proc is None:
+                served.start()  # a fresh server after the last one died
             server.flush()
             runs.append(run_requests(server, requests, model))
             for probe in FINDING["probes"]:
@@ -1193,15 +1796,27 @@ def main(argv=None):
                 server.flush()
                 run_requests(server, [dict(req, id=req["id"] + "~prefix", body=probe["prime"], copies=1)], model)
                 probes.append((i, run_requests(server, [req], model)[0]))
+            if served is not None and served.dead(wait_s=15.0 if any(o.status != "ok" for o in runs[-1]) else 0.1):
+                died.add(i)  # the server is gone after this run: it crashed, whatever its answers said
             print("run %d/%d done" % (i + 1, args.runs), file=sys.stderr)
     except ReproError as e:
         if not runs:
+            if served is not None:
+                served.stop()
             print("repro.py: error: %s" % visible(e), file=sys.stderr)
             return 2
         # The server went away mid-replay (a crash finding does exactly that): judge what ran.
         print("repro.py: %s; judging the %d runs that ended" % (visible(e), len(runs)), file=sys.stderr)
-    text, confirmed = report(runs, alone, probes, args.runs)
+    finally:
+        if served is not None:
+            served.stop()
+    text, confirmed = report(runs, alone, probes, args.runs, died)
     sys.stdout.write(text)
+    if served is not None and served.deaths:
+        status, words = served.deaths[-1]
+        sys.stdout.write(visible("  The server (--serve) died %d time%s in %d runs; the last time with exit status %s "
+                                 "(log %s). Its last words:\n\n%s\n" % (len(served.deaths), "" if len(served.deaths) == 1 else "s",
+                                                                           len(runs), status, args.serve_log, words)))
     return 0 if confirmed else 1
 
 

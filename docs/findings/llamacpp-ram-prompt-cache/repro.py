@@ -1,9 +1,15 @@
 #!/usr/bin/env python3
 """Standalone reproduction of servefuzz finding finding_00022_860011053.json (standard library only).
 
-Start the server as issue.md says, then:
+It needs no servefuzz. Write the tiny random-weight model the finding ran on (and its LoRA
+adapters) with numpy alone, start the server on it as issue.md says, then replay:
 
+    python3 repro.py --write-model ./tiny
     python3 repro.py --base-url http://127.0.0.1:30000 --runs 10
+
+or let the script start (and, after a crash, restart) the server with your own command:
+
+    python3 repro.py --serve "llama-server -m ./tiny/tiny.gguf --port 8080" --base-url http://127.0.0.1:8080
 
 First every request expected to diverge is sent once alone on a flushed cache: its reference.
 Then the finding's requests are sent at their recorded offsets, --runs times, each run on a
@@ -17,19 +23,31 @@ Exit status: 0 CONFIRMED, 1 NOT REPRODUCED or UNDECIDED (servefuzz.stats decides
 below), 2 bad arguments or no server to talk to.
 
 The finding is data (the JSON text in FINDING, with the exact request bodies servefuzz sends);
-nothing read from it is ever executed.
+nothing read from it is ever executed, and the command --serve runs is only ever the one given
+on the command line.
 """
 
+# Annotations are never evaluated: servefuzz's own functions are embedded below verbatim, typed.
+from __future__ import annotations
+
 import argparse
+import base64
 import http.client
 import json
+import os
 import re
+import shlex
+import signal
 import socket
+import subprocess
 import sys
 import textwrap
 import threading
 import time
 import urllib.parse
+import urllib.request
+import zlib
+from pathlib import Path
 
 # --- servefuzz.stats, verbatim: the rule that turns "k of n runs" into a decision ----------
 """Rates and every decision made from them: one module owns the rules.
@@ -635,423 +653,626 @@ class Trail:
         head = "flaky: it reproduced, then stopped" if self.flaky else f"history ({self.last})"
         return "\n".join([head, *("  " + line for line in self.lines())])
 
+# --- servefuzz.reports.tiny_model, verbatim: the model the finding ran on, numpy alone --------
+"""The tiny random-weight models of servefuzz's findings, written with numpy and the standard
+library alone, so that a maintainer can rebuild the exact model a finding ran on without
+servefuzz: every generated repro.py embeds this module's source verbatim (`--write-model DIR`).
+
+It writes what `servefuzz.models.build_models` writes for the same seed, in the same layout
+(`DIR/tiny.gguf`, `DIR/hf-<dtype>/`, `DIR/lora/`), byte for byte (tests/reports/test_tiny_model.py
+holds the two together): the same random streams (numpy's `default_rng([seed, k])`), the same
+weights, and the two file formats written by hand with `struct` and `json` (GGUF v3 as gguf-py
+lays it out; safetensors as the safetensors package does). The one thing it cannot make is the
+Hugging Face tokenizer, which servefuzz trains with the `tokenizers` package: the caller hands
+its `tokenizer.json` in (repro.py carries it, compressed, as data), and the weights' quiet rows
+are read from it.
+
+    >>> spell_bytes("\u0120a\u00c3")
+    b' a\\xc3'
+
+Nothing here imports servefuzz, and numpy only when a model is written: repro.py's replay runs
+on the standard library alone.
+"""
+
+
+import json
+import struct
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, NamedTuple
+
+try:
+    import numpy as np
+except ImportError:  # repro.py embeds this module: a replay needs no numpy, only --write-model does
+    np = None  # type: ignore[assignment]
+
+__all__ = ["TINY", "TinyShape", "spell_bytes", "write_model"]
+
+
+class TinyShape(NamedTuple):
+    """servefuzz's tiny llama (`servefuzz.models.ModelShape`): RMSNorm, rotary, SwiGLU. A
+    NamedTuple, not a dataclass: a dataclass looks its module up in sys.modules, which a script
+    loaded by path (repro.py, embedding this) need not be in."""
+
+    layers: int = 2
+    hidden: int = 256
+    heads: int = 4
+    ffn: int = 512
+    context: int = 2048
+    rope_theta: float = 10000.0
+    rms_eps: float = 1e-5
+
+    @property
+    def head_dim(self) -> int:
+        return self.hidden // self.heads
+
+
+TINY = TinyShape()
+ADAPTERS = ("lora-a", "lora-b")
+LORA_RANK = 8
+LORA_ALPHA = 16.0
+LORA_TARGETS = ("q_proj", "v_proj")
+LOGIT_SCALE = 3.0  # the ordinary tokens' output rows: their best logit far above the quiet ones' 0
+GGUF_VOCAB = 1024
+HF_SPECIALS = ("<s>", "</s>", "<pad>")
+GGUF_LAYER_NAMES = {
+    "input_layernorm": "attn_norm", "self_attn.q_proj": "attn_q", "self_attn.k_proj": "attn_k",
+    "self_attn.v_proj": "attn_v", "self_attn.o_proj": "attn_output", "post_attention_layernorm": "ffn_norm",
+    "mlp.gate_proj": "ffn_gate", "mlp.up_proj": "ffn_up", "mlp.down_proj": "ffn_down",
+}
+GGUF_MODEL_NAMES = {"model.embed_tokens": "token_embd", "model.norm": "output_norm", "lm_head": "output"}
+
+
+def write_model(out_dir: Path, fmt: str, *, seed: int = 0, dtype: str = "float32", adapters: bool = True,
+                tokenizer_json: str | None = None) -> list[Path]:
+    """Write the model of format `fmt` ("gguf": llama.cpp; "hf": vLLM, SGLang) and, with
+    `adapters`, its two LoRA adapters under `out_dir`; the paths written. "hf" needs the
+    tokenizer servefuzz trained for `seed` (`tokenizer_json`, the text of its tokenizer.json)."""
+    if np is None:
+        raise RuntimeError("writing the model needs numpy (pip install numpy); the replay itself does not")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    written: list[Path] = []
+    if fmt == "gguf":
+        written.append(_write_gguf(out_dir / "tiny.gguf", TINY, seed))
+    elif fmt == "hf":
+        if tokenizer_json is None:
+            raise ValueError("an hf model needs the tokenizer.json servefuzz trained for it")
+        written += _write_hf(out_dir / f"hf-{dtype}", TINY, seed, dtype, tokenizer_json)
+    else:
+        raise ValueError(f"unknown model format {fmt!r} (gguf or hf)")
+    if adapters:
+        written += _write_adapters(out_dir / "lora", TINY, seed, gguf=fmt == "gguf")
+    return written
+
+
+# --- the random streams, as servefuzz.models draws them ------------------------------------
+
+
+def _words(rng: Any, count: int) -> list[str]:
+    onsets = ["", "b", "d", "f", "g", "k", "l", "m", "n", "p", "r", "s", "t", "v", "z", "st", "tr", "kl"]
+    vowels = ["a", "e", "i", "o", "u", "ai", "ou"]
+    codas = ["", "", "n", "r", "s", "t", "l", "m"]
+    words: set[str] = set()
+    while len(words) < count:
+        syllables = int(rng.integers(1, 4))
+        words.add("".join(
+            onsets[rng.integers(len(onsets))] + vowels[rng.integers(len(vowels))] + codas[rng.integers(len(codas))]
+            for _ in range(syllables)
+        ))
+    return sorted(words)
+
+
+def _weights(rng: Any, shape: TinyShape, vocab: int, quiet: Sequence[int]) -> dict[str, Any]:
+    def proj(out: int, inp: int) -> Any:
+        return np.asarray(rng.standard_normal((out, inp)) / np.sqrt(inp), dtype=np.float32)
+
+    h, f = shape.hidden, shape.ffn
+    w: dict[str, Any] = {"model.embed_tokens.weight": rng.standard_normal((vocab, h)).astype(np.float32)}
+    for i in range(shape.layers):
+        p = f"model.layers.{i}."
+        w[p + "input_layernorm.weight"] = np.ones(h, np.float32)
+        for name in ("q_proj", "k_proj", "v_proj", "o_proj"):
+            w[p + f"self_attn.{name}.weight"] = proj(h, h)
+        w[p + "post_attention_layernorm.weight"] = np.ones(h, np.float32)
+        w[p + "mlp.gate_proj.weight"] = proj(f, h)
+        w[p + "mlp.up_proj.weight"] = proj(f, h)
+        w[p + "mlp.down_proj.weight"] = proj(h, f)
+    w["model.norm.weight"] = np.ones(h, np.float32)
+    head = proj(vocab, h) * LOGIT_SCALE
+    head[list(quiet)] = 0.0
+    w["lm_head.weight"] = head
+    return w
+
+
+def _lora_pairs(rng: Any, shape: TinyShape) -> dict[str, tuple[Any, Any]]:
+    h = shape.hidden
+    out = {}
+    for i in range(shape.layers):
+        for target in LORA_TARGETS:
+            a = np.asarray(rng.standard_normal((LORA_RANK, h)) / np.sqrt(h), dtype=np.float32)
+            b = np.asarray(rng.standard_normal((h, LORA_RANK)) * 0.18, dtype=np.float32)
+            out[f"model.layers.{i}.self_attn.{target}"] = (a, b)
+    return out
+
+
+def _gguf_name(hf_name: str) -> str:
+    stem = hf_name.removesuffix(".weight")
+    if stem in GGUF_MODEL_NAMES:
+        return GGUF_MODEL_NAMES[stem] + ".weight"
+    _, _, layer, rest = stem.split(".", 3)
+    return f"blk.{layer}.{GGUF_LAYER_NAMES[rest]}.weight"
+
+
+# --- GGUF (llama.cpp), version 3, laid out as gguf-py writes it -----------------------------
+
+_U32, _I32, _F32, _BOOL, _STR, _ARR = 4, 5, 6, 7, 8, 9  # GGUF value types
+_ALIGN = 32
+# llama.cpp's token types
+_NORMAL, _UNKNOWN, _CONTROL, _BYTE = 1, 2, 3, 6
+
+
+def _gguf_str(s: str) -> bytes:
+    raw = s.encode("utf-8")
+    return struct.pack("<Q", len(raw)) + raw
+
+
+def _gguf_value(vtype: int, value: Any) -> bytes:
+    if vtype == _STR:
+        return _gguf_str(value)
+    return struct.pack({_U32: "<I", _I32: "<i", _F32: "<f", _BOOL: "?"}[vtype], value)
+
+
+def _gguf_file(path: Path, kv: Sequence[tuple[str, int, Any]], tensors: Sequence[tuple[str, Any]]) -> Path:
+    """`kv`: (key, type, value), an array as (key, _ARR, (element type, values))."""
+    out = bytearray(b"GGUF" + struct.pack("<IQQ", 3, len(tensors), len(kv)))
+    for key, vtype, value in kv:
+        out += _gguf_str(key) + struct.pack("<I", vtype)
+        if vtype == _ARR:
+            sub, items = value
+            out += struct.pack("<IQ", sub, len(items)) + b"".join(_gguf_value(sub, v) for v in items)
+        else:
+            out += _gguf_value(vtype, value)
+    offset = 0
+    for name, array in tensors:
+        out += _gguf_str(name) + struct.pack("<I", array.ndim)
+        out += b"".join(struct.pack("<Q", d) for d in reversed(array.shape))  # ggml's ne: innermost first
+        out += struct.pack("<IQ", 0, offset)  # 0: F32
+        offset += -(-array.nbytes // _ALIGN) * _ALIGN
+    out += bytes(-len(out) % _ALIGN)
+    with open(path, "wb") as fh:
+        fh.write(out)
+        for _, array in tensors:
+            data = np.ascontiguousarray(array, dtype="<f4").tobytes()
+            fh.write(data + bytes(-len(data) % _ALIGN))
+    return path
+
+
+def _write_gguf(path: Path, shape: TinyShape, seed: int) -> Path:
+    """`servefuzz.models._write_gguf`: <unk>, <s>, </s>, the 256 byte tokens, then word pieces."""
+    rng = np.random.default_rng([seed, 2])
+    tokens = ["<unk>", "<s>", "</s>"] + [f"<0x{b:02X}>" for b in range(256)]
+    kinds = [_UNKNOWN, _CONTROL, _CONTROL] + [_BYTE] * 256
+    quiet = list(range(len(tokens)))
+    pieces = [chr(c) for c in range(ord("a"), ord("z") + 1)] + ["\u2581"]
+    pieces += ["\u2581" + w for w in _words(rng, GGUF_VOCAB - len(tokens) - len(pieces))]
+    tokens += pieces
+    kinds += [_NORMAL] * len(pieces)
+    scores = [0.0] * len(quiet) + [-float(i) for i in range(len(pieces))]
+    kv = [
+        ("general.architecture", _STR, "llama"),
+        ("general.name", _STR, "servefuzz-tiny"),
+        ("llama.context_length", _U32, shape.context),
+        ("llama.embedding_length", _U32, shape.hidden),
+        ("llama.block_count", _U32, shape.layers),
+        ("llama.feed_forward_length", _U32, shape.ffn),
+        ("llama.attention.head_count", _U32, shape.heads),
+        ("llama.attention.head_count_kv", _U32, shape.heads),
+        ("llama.rope.dimension_count", _U32, shape.head_dim),
+        ("llama.rope.freq_base", _F32, shape.rope_theta),
+        ("llama.attention.layer_norm_rms_epsilon", _F32, shape.rms_eps),
+        ("general.file_type", _U32, 0),  # all F32
+        ("llama.vocab_size", _U32, len(tokens)),
+        ("tokenizer.ggml.model", _STR, "llama"),
+        ("tokenizer.ggml.tokens", _ARR, (_STR, tokens)),
+        ("tokenizer.ggml.scores", _ARR, (_F32, scores)),
+        ("tokenizer.ggml.token_type", _ARR, (_I32, kinds)),
+        ("tokenizer.ggml.unknown_token_id", _U32, 0),
+        ("tokenizer.ggml.bos_token_id", _U32, 1),
+        ("tokenizer.ggml.eos_token_id", _U32, 2),
+        ("tokenizer.ggml.add_bos_token", _BOOL, False),  # prompts are exact token ids
+    ]
+    weights = _weights(rng, shape, len(tokens), quiet)
+    return _gguf_file(path, kv, [(_gguf_name(n), a) for n, a in weights.items()])
+
+
+# --- safetensors and the Hugging Face folder (vLLM, SGLang) ---------------------------------
+
+
+def _safetensors(path: Path, tensors: dict[str, Any], dtype: str) -> Path:
+    """As the safetensors package writes one dtype: tensors sorted by name, the JSON header
+    compact and padded with spaces to a multiple of 8."""
+    names = sorted(tensors)
+    blobs = {n: _bf16_bits(tensors[n]).tobytes() if dtype == "bfloat16"
+             else np.ascontiguousarray(tensors[n], dtype="<f4").tobytes() for n in names}
+    header: dict[str, Any] = {"__metadata__": {"format": "pt"}}
+    offset = 0
+    for n in names:
+        header[n] = {"dtype": "BF16" if dtype == "bfloat16" else "F32", "shape": list(tensors[n].shape),
+                     "data_offsets": [offset, offset + len(blobs[n])]}
+        offset += len(blobs[n])
+    text = json.dumps(header, separators=(",", ":")).encode()
+    text += b" " * (-len(text) % 8)
+    with open(path, "wb") as fh:
+        fh.write(struct.pack("<Q", len(text)) + text)
+        for n in names:
+            fh.write(blobs[n])
+    return path
+
+
+def _bf16_bits(a: Any) -> Any:
+    """float32 -> bfloat16 bit patterns, rounding to nearest even as torch does."""
+    bits = np.ascontiguousarray(a, dtype="<f4").view(np.uint32)
+    rounded = bits + np.uint32(0x7FFF) + ((bits >> np.uint32(16)) & np.uint32(1))
+    return (rounded >> np.uint32(16)).astype("<u2")
+
+
+def _json(path: Path, obj: Any) -> Path:
+    path.write_text(json.dumps(obj, indent=2) + "\n", encoding="utf-8")
+    return path
+
+
+def _byte_chars() -> dict[str, int]:
+    """GPT-2's byte-level alphabet: the character each byte is spelled with -> the byte."""
+    printable = [*range(ord("!"), ord("~") + 1), *range(0xA1, 0xAD), *range(0xAE, 0x100)]
+    chars, extra = {}, 0
+    for b in range(256):
+        if b in printable:
+            chars[chr(b)] = b
+        else:
+            chars[chr(256 + extra)] = b
+            extra += 1
+    return chars
+
+
+_BYTE_CHARS = _byte_chars()
+
+
+def spell_bytes(token: str) -> bytes:
+    """The bytes a byte-level BPE token stands for."""
+    return bytes(_BYTE_CHARS[c] for c in token)
+
+
+def _quiet_tokens(tokenizer: dict[str, Any]) -> tuple[int, list[int]]:
+    """(vocabulary size, quiet ids): the specials and every token that is not whole UTF-8 on its
+    own (`tokenizers` decodes it to U+FFFD, which servefuzz.models reads as quiet)."""
+    vocab: dict[str, int] = dict(tokenizer["model"]["vocab"])
+    specials = {t["content"]: int(t["id"]) for t in tokenizer.get("added_tokens") or ()}
+    size = max([*vocab.values(), *specials.values()]) + 1
+    quiet = {specials[t] for t in HF_SPECIALS}
+    for token, i in vocab.items():
+        if token in specials:
+            continue
+        if "\ufffd" in spell_bytes(token).decode("utf-8", "replace"):
+            quiet.add(i)
+    return size, sorted(quiet)
+
+
+def _write_hf(hf_dir: Path, shape: TinyShape, seed: int, dtype: str, tokenizer_json: str) -> list[Path]:
+    hf_dir.mkdir(parents=True, exist_ok=True)
+    tokenizer = json.loads(tokenizer_json)
+    vocab, quiet = _quiet_tokens(tokenizer)
+    ids = {t["content"]: int(t["id"]) for t in tokenizer.get("added_tokens") or ()}
+    (hf_dir / "tokenizer.json").write_text(tokenizer_json, encoding="utf-8")
+    specials = dict(zip(("bos_token", "eos_token", "pad_token"), HF_SPECIALS, strict=True))
+    written = [hf_dir / "tokenizer.json", _json(hf_dir / "special_tokens_map.json", specials)]
+    written.append(_json(hf_dir / "tokenizer_config.json", {
+        "tokenizer_class": "PreTrainedTokenizerFast", "model_max_length": shape.context,
+        "add_bos_token": False, "add_eos_token": False, **specials,
+    }))
+    written.append(_json(hf_dir / "config.json", {
+        "architectures": ["LlamaForCausalLM"], "model_type": "llama", "vocab_size": vocab,
+        "hidden_size": shape.hidden, "intermediate_size": shape.ffn, "num_hidden_layers": shape.layers,
+        "num_attention_heads": shape.heads, "num_key_value_heads": shape.heads, "head_dim": shape.head_dim,
+        "hidden_act": "silu", "max_position_embeddings": shape.context, "rms_norm_eps": shape.rms_eps,
+        "rope_theta": shape.rope_theta, "tie_word_embeddings": False, "attention_bias": False, "mlp_bias": False,
+        "bos_token_id": ids["<s>"], "eos_token_id": ids["</s>"], "pad_token_id": ids["<pad>"], "dtype": dtype,
+    }))
+    weights = _weights(np.random.default_rng([seed, 1]), shape, vocab, quiet)
+    written.append(_safetensors(hf_dir / "model.safetensors", weights, dtype))
+    return written
+
+
+# --- the LoRA adapters ------------------------------------------------------------------------
+
+
+def _write_adapters(out_dir: Path, shape: TinyShape, seed: int, *, gguf: bool) -> list[Path]:
+    """Each of ADAPTERS: `NAME.gguf` (llama.cpp's LoRA GGUF) or `NAME/` (PEFT's layout)."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    written: list[Path] = []
+    for index, name in enumerate(ADAPTERS):
+        pairs = _lora_pairs(np.random.default_rng([seed, 3 + index]), shape)
+        if gguf:
+            kv = [("general.architecture", _STR, "llama"), ("general.type", _STR, "adapter"),
+                  ("adapter.type", _STR, "lora"), ("adapter.lora.alpha", _F32, LORA_ALPHA)]
+            tensors = [(_gguf_name(m + ".weight") + suffix, t) for m, (a, b) in pairs.items()
+                       for suffix, t in ((".lora_a", a), (".lora_b", b))]
+            written.append(_gguf_file(out_dir / f"{name}.gguf", kv, tensors))
+            continue
+        folder = out_dir / name
+        folder.mkdir(exist_ok=True)
+        written.append(_json(folder / "adapter_config.json", {
+            "peft_type": "LORA", "task_type": "CAUSAL_LM", "base_model_name_or_path": None, "r": LORA_RANK,
+            "lora_alpha": LORA_ALPHA, "lora_dropout": 0.0, "bias": "none", "target_modules": list(LORA_TARGETS),
+            "fan_in_fan_out": False, "use_rslora": False, "use_dora": False,
+        }))
+        tensors_hf = {f"base_model.model.{m}.lora_{ab}.weight": t for m, (a, b) in pairs.items()
+                      for ab, t in (("A", a), ("B", b))}
+        written.append(_safetensors(folder / "adapter_model.safetensors", tensors_hf, "float32"))
+    return written
+
 # --- the finding ---------------------------------------------------------------------------
 
 FINDING = json.loads(
-    '{"name":"finding_00022_860011053.json","bug":"corruption (llamacpp:replay:corruption:abort,prefi'
-    'x=mid-page,stream)","expected":["r11"],"expect_failure":null,"expect_cached":{},"choices":{},"ba'
-    'se_url":"http://127.0.0.1:39937","dialect":"llamacpp","path":"/completion","flush":"llamacpp","m'
-    'odel":null,"requests":[{"id":"r01","offset_ms":0.0,"cancel_after_ms":null,"copies":1,"body":{"pr'
-    'ompt":[810,616,465,559,315,885,224,437,504,880,723,665,311,501,187,324,26,965,176,239,940,427,3,'
-    '840,748,951,80,554,689,512,270,700,391,512,534,593,527,42,88,710,208,500,98,741,84,501,957,889,9'
-    '42,790,630,741,962,819,272,63,904,493,46,934,950,692,74,739,460,818],"n_predict":2,"temperature"'
-    ':0.0,"n_probs":5,"n_cmpl":1,"ignore_eos":true,"cache_prompt":true,"return_tokens":true,"stream":'
-    'false}},{"id":"r02","offset_ms":0.5,"cancel_after_ms":null,"copies":1,"body":{"prompt":[727,453,'
-    '248,203,233,38,211,160,748,484,198,97,1018,732,23,698,275,8,597,552,937,958,648,603,327,347,233,'
-    '516,995,844,489,454,184,967,383,644,314,107,743,298,998,58,711,42,256,368,138,777,270,448,891,42'
-    ',58,476,150,377,54,162,728,766,611,1004,856,231,476,219,480,245,230,992,324,870,648,670,788,422,'
-    '102,241,862,653,808,871,129,238,1020,24,451,126,1008,83,871,253,22,44,1013,546,529,841,182,817,8'
-    '34,180,146,612,964,747,819,285,785,48,90,170,786,689,1009,243,212,686,59,336,121,836,355,333,301'
-    ',494,969,342,424,109,17,213],"n_predict":2,"temperature":0.0,"n_probs":5,"n_cmpl":1,"ignore_eos"'
-    ':true,"cache_prompt":true,"return_tokens":true,"stream":false}},{"id":"r03","offset_ms":1.0,"can'
-    'cel_after_ms":null,"copies":1,"body":{"prompt":[983,924,125,874,26,822,548,185,334,124,86,90,716'
-    ',530,61,152,217,767,315,590,468,543,95,944,548,126,873,418,930,213,195,1014,524,727,572,699,318,'
-    '857,666,877,265,354,34,156,51,658,972,998,492,264,593,662,164,112,999,646,829,847,28,843,983,963'
-    ',96,1021,655,340,840],"n_predict":2,"temperature":0.0,"n_probs":5,"n_cmpl":1,"ignore_eos":true,"'
-    'cache_prompt":true,"return_tokens":true,"stream":false}},{"id":"r04","offset_ms":1.5,"cancel_aft'
-    'er_ms":null,"copies":1,"body":{"prompt":[161,408,398,870,567,566,285,631,434,923,366,526,227,234'
-    ',358,365,714,460,232,904,299,394,966,1018,932,489,702,230,918,408,899,242,85,706,198,28,220,611,'
-    '899,589,332,591,480,539,505,597,246,879,789,313,118,291,592,895,492,123,849,133,657,953,468,860,'
-    '772,781,949,403,401],"n_predict":2,"temperature":0.0,"n_probs":5,"n_cmpl":1,"ignore_eos":true,"c'
-    'ache_prompt":true,"return_tokens":true,"stream":false}},{"id":"r05","offset_ms":64.4,"cancel_aft'
-    'er_ms":22.1,"copies":1,"body":{"prompt":[601,597,868,511,617,137,623,637,388,993,221,304,368,157'
-    ',248,131,506,962,326,325,273,810,923,700,1020,744,576,621,175,525,834,56,672,764,80,369,749,914,'
-    '840,531,153,592,113,816,84,581,334,320,810,532,989,980,69,386,352,747,843,906,24,892,335,559,374'
-    '],"n_predict":1,"temperature":0.0,"n_probs":5,"n_cmpl":3,"ignore_eos":false,"cache_prompt":true,'
-    '"return_tokens":true,"stream":true}},{"id":"r06","offset_ms":65.1,"cancel_after_ms":null,"copies'
-    '":1,"body":{"prompt":[810,616,465,559,315,885,224,437,504,880,723,665,311,501,187,324,26,965,176'
-    ',239,940,427,3,840,748,951,80,554,689,512,270,700,391,512,534,593,527,42,88,710,208,500,98,741,8'
-    '4,501,957,889,942,790,630,741,962,819,272,63,904,493,46,934,950,692,74,739,330,332,944,112,428,7'
-    '61,312,68,139,508,3,517,20,357,771,564,280,536,851,303,307,169,119,711,541,839,691,679,987,423,3'
-    '13,633,785,791,1015,430,550,822,974,1010,278,367,422,216,287,7,665,910,477,150,59,567,873,930,35'
-    '4,66,660,119,496,687,938,48,270,278,48,362,262,868,558,280,401,111,813,194,460,741,629,746,732,9'
-    '22,583,696,757,971,558,599,939,779,720,321,110,956,171,842,120,912,847,801,920,843,441,362,563,7'
-    '23,45,733,309,473,584,618,801,596,643,577,43,790,377,145,747,690,358,154,675,923,772,279,439,104'
-    ',756,434,292,516,771,805,766,177,419,272,911,778,16,175,443,935,18,174,1015,526,416,365,48,380,6'
-    '56,627,541,649,6,272,708,541,430,95,879,951,799,777,763,777,522,486,411,322,463,686,465,358,178,'
-    '725,711,470,879,260,929,450,87,445,289,802,247,260,303,94,923,104,505,356,305,129,727,984,325,25'
-    '5,380,513,480,345,908,103,878,923,486,652,810,850,160,766,250,407,867,373,532,700,835,13,770,761'
-    ',205,308,624,47],"n_predict":1,"temperature":0.0,"n_probs":5,"n_cmpl":2,"ignore_eos":false,"cach'
-    'e_prompt":true,"return_tokens":true,"stream":true}},{"id":"r07","offset_ms":66.0,"cancel_after_m'
-    's":88.8,"copies":1,"body":{"prompt":[601,597,868,511,617,137,623,637,388,993,221,304,368,157,248'
-    ',131,506,962,326,325,273,810,923,700,1020,744,576,621,175,525,834,56,672,764,80,369,749,914,840,'
-    '531,153,592,113,816,84,581,334,320,810,532,989,980,69,386,352,412,319,732,271,39],"n_predict":37'
-    ',"temperature":0.0,"n_probs":5,"n_cmpl":1,"ignore_eos":false,"cache_prompt":true,"return_tokens"'
-    ':true,"stream":true}},{"id":"r08","offset_ms":66.6,"cancel_after_ms":null,"copies":1,"body":{"pr'
-    'ompt":[727,453,248,203,233,38,211,160,748,484,198,97,1018,732,23,698,275,8,597,552,937,958,648,6'
-    '03,327,347,233,516,995,844,489,454,184,967,383,644,314,107,743,298,998,58,711,42,256,368,138,777'
-    ',270,448,891,42,58,476,150,377,54,162,728,766,611,1004,856,231,476,219,480,245,230,992,324,870,6'
-    '48,670,788,422,102,241,862,653,808,871,129,238,1020,24,451,126,1008,83,871,253,22,44,1013,546,52'
-    '9,841,182,817,834,180,146,612,964,747,819,285,785,48,90,170,786,689,1009,243,212,686,59,336,121,'
-    '836,355,333,301,494,969,342,210,675,687,877,868,675,194,149,340,653,57,1002,156,791,296,870,13,6'
-    '31,685,342,195,946,932,63,174,468,459,301,601,799,594,662,276,515,250,308,87,492,1022,576,569,76'
-    '5,54,534,446,434,421,857,158,915,603,792,511,180,879,581,780,566,569,70,970,151,655,39,749,662,1'
-    '12,554,921,288,637,275,711,1012,420,202,67,986,701,533,744,335,677,127,869,947,674,968,956,806,1'
-    '022,383,416,833,588,481,427,153,298,746,262,611,38,934,661,974,550,206,540,305,121,346,557,443,5'
-    '02,646,204,999,278,592,262,408,954,885,530,738,973,72,832,134,972,574,921,111,585,939,292,694,40'
-    '0,208,190,727,601,24,187,658,728,400,27,737,661,714,841,112,13,829,869],"n_predict":17,"temperat'
-    'ure":0.0,"n_probs":5,"n_cmpl":4,"ignore_eos":false,"cache_prompt":true,"return_tokens":true,"str'
-    'eam":true}},{"id":"r09","offset_ms":173.3,"cancel_after_ms":null,"copies":1,"body":{"prompt":[98'
-    '3,924,125,874,26,822,548,185,334,124,86,90,716,530,61,152,217,767,315,590,468,543,95,944,548,126'
-    ',873,418,930,213,195,1014,524,727,572,699,318,857,666,877,265,354,34,156,51,658,972,998,492,264,'
-    '593,662,164,112,999,646,829,847,28,843,983,963,96,1021,272,374,239,412,234,664,602,925,813,1007,'
-    '99,38,293,535,920,649,535,233,745,603,354,646,720,610,181,448,458,197,758,648,498,846,810,940,54'
-    '8,164,424,544,187,208,1018,167,778,879,345,920,452,522,16,518,71,84,710,141,156,482,328,214,232,'
-    '803,246,826,1007,572,448,652,521,214,641,600,506,292,603,422,513,845,28,666,55,573,1017,458,235,'
-    '410,692,940,881,649,657,254,460,822,156,631,942,955,682,421,706,358,674,923,101,204,288,765,884,'
-    '539,177,42,936,465,32,966,1004,790,992,310,92,474,203,839,320,48,96,487,250,309,640,450,10,993,8'
-    '53,735,84,383,910,812,854,823,823,848,884,780,461,668,411,642,777,170,653,57,583,914,761,789,984'
-    ',90,358,315,497,1009,269,581,938,116,918,668,350,436,130,746,570,418,71,739,208,175,11,556,945,9'
-    '04,4,175,187,353,697,753,506,121,104,239,49,38,1011,699,151,827,541,395,596,592,204,890,345,367,'
-    '519,918,46,942,626,345,884,58,364,260,773,261,854,843,326,791,717,783,911,831,698,910,722,483,79'
-    '6,273,351,363,237,178,939,47],"n_predict":79,"temperature":0.0,"n_probs":5,"n_cmpl":2,"ignore_eo'
-    's":true,"cache_prompt":true,"return_tokens":true,"stream":false}},{"id":"r10","offset_ms":173.7,'
-    '"cancel_after_ms":43.5,"copies":1,"body":{"prompt":[601,597,868,511,617,137,623,637,388,993,221,'
-    '304,368,157,248,131,506,962,326,325,273,810,923,700,1020,744,576,621,175,525,834,56,672,764,80,3'
-    '69,749,914,840,531,153,592,113,816,84,581,334,320,810,532,989,980,69,386,352,747,843,906,24,892,'
-    '335,559,374,1016,1006,224,540,624,8,619,41,410,888,739,624,283,820,186,501,523,938,580,44,1012,3'
-    '02,952,573,672,82,665,216,647,721,833,831,730,659,253,765,778,13,851,124,121,690,246,178,131,441'
-    ',1009,319,408,77,829,993,696,112,708,126,674,540,1018,894,264,974,1014,68,477,988,781,184,47,351'
-    ',501,418,843,833,727,524,969,1012,945,941,529,1017,61,87,203,1012,540,922,424,230,267,866,698,52'
-    '2,589,692,89,787,615,80,65,656,151,471,10,475,384,485,149,337,988,156,545,367,343,998,733,565,47'
-    '3,137,125,634,94,69],"n_predict":7,"temperature":0.0,"n_probs":5,"n_cmpl":3,"ignore_eos":true,"c'
-    'ache_prompt":true,"return_tokens":true,"stream":false}},{"id":"r11","offset_ms":174.0,"cancel_af'
-    'ter_ms":null,"copies":1,"body":{"prompt":[161,408,398,870,567,566,285,631,434,923,366,526,227,23'
-    '4,358,365,714,460,232,904,299,394,966,1018,932,489,702,230,918,408,899,242,85,706,198,28,220,611'
-    ',899,589,332,591,480,539,505,597,246,879,789,313,118,291,592,895,492,123,849,133,657,953,468,860'
-    ',772,781,493,445,737,424,443,594,386,837,846,236,116,952,22,204,1022,835,242,667,714,636,397,497'
-    ',948,140,898,490,289,680,220,709,104,729,395,556,476,837,318,51,364,409,442,896,409,620,862,940,'
-    '948,198,523,655,6,768,636,748,902,924,26,68,464,659,883,541,714,385,152,638,583,849,147,390,205,'
-    '837,526,975,134,195,158,932,528,97,50,621,588,427,802,540,806,798,460,1004,814,449,54,23,255,437'
-    ',882,429,79,674,755,981,845,140,307,748,200,911,791,929,205,610,64,575,399,359,747,137,688,929,2'
-    '85,448,138,681,495,604,815,897,87,652,329,319,158,577,536,872,522,182,404,26,693,468,664,66,171,'
-    '701,219,783,562,287,708,982,741,657,588,162,278,29,591,495,422,626,410,609,654,510,677,131,116,7'
-    '97,269,565,92,321,814,643,47,23,597,639,411,107,758,784,724,965,675,775,813,934,253,71,902,334,4'
-    '9,76,192,936,12,762,969,335,987,729,636,991,855,346,367,593,319,978,358,751,43,581,260,661,308,6'
-    '53,595,433,69,941,150,350,723,282,745,51,140,416,282,723,513,207,814,242,57,219,209,127,475,540,'
-    '433,927,489,407,416,396,311,73,108,583,273,360,1018,278,239,308,375,113,890,757,938,878,655,810,'
-    '875,440,144,849,228,904,122,578,279,502,919,908,90,163,529,130,260,585,728,462,773,392,67,309,69'
-    '5,977,120,83,701,287,233],"n_predict":124,"temperature":0.0,"n_probs":5,"n_cmpl":1,"ignore_eos":'
-    'false,"cache_prompt":true,"return_tokens":true,"stream":true}},{"id":"r12_l","offset_ms":174.4,"'
-    'cancel_after_ms":182.1,"copies":1,"body":{"prompt":[601,597,868,511,617,137,623,637,388,993,221,'
-    '304,368,157,248,131,506,962,326,325,273,810,923,700,1020,744,576,621,175,525,834,56,672,764,80,3'
-    '69,749,914,840,531,153,592,113,816,84,581,334,320,810,532,989,980,69,386,352,747,843,906,24,892,'
-    '335,559,374],"n_predict":1,"temperature":0.0,"n_probs":5,"n_cmpl":2,"ignore_eos":false,"cache_pr'
-    'ompt":true,"return_tokens":true,"stream":false}},{"id":"r13","offset_ms":198.4,"cancel_after_ms"'
-    ':null,"copies":1,"body":{"prompt":[149,497,235,602,936,978,165,391,516,53,470,768,6,797,297,594,'
-    '930,278,247,923,619,286,191,186,345,193,441,691,806,397,124,125,573,522,535,862,637,391,623,756,'
-    '811,834,93,609,130,171,56,100,719,90,526,914,388,877,525,618,642,308,799,174,746,845,183,68,794,'
-    '821,663,947,257,264,900,238,222,109,893,17,762,769,919,31,894,10,923,927,366,786,406,570,757,328'
-    ',166,802,22,670,656,959,447,601,723,1014,686,615,939,783,277,166,388,463,705,647,323,225,200,150'
-    ',474,548,558,893,768,714,498,546,935,713,440,591,754,955,818,841,34,937,119,103,191,672,840,357,'
-    '332,893,853,910,737,714,208,240,340,735,164,68,379,610,471,930,406,214,899,953,235,180,984,500,9'
-    '21,189,818,432,1011,250,871,902,738,608,287,1020,736,278,216,172,503,70,237,167,79,880,560,780,3'
-    '77,816,390,371,119,376,874,384,226,97,627,52,944,680,14,36,487,586,572,252,694,92,681,164,51,476'
-    ',205,77,60,997,57,106,353,300,101,676,645,499,296,463,724,538,585,200,46,715,856,483,15,901,709,'
-    '363,1016,832,630,855,30,745,872,645,398,430,122,258,210,807,25,178,365,128,767,773,960,920,20,79'
-    '8,581,709,961,631,636,45,718,963,582,167,238,935,128,8,231,523,709,708,129,654,507,499,432,631,3'
-    '27,189,430,850,898,692,365,398,585,587,454,888,663,655,871,906,1021,899,241,527,352,986,917,278,'
-    '452,541,211,545,36,489,548,32,459,969,935,626,918,242,301,912,854,534,81,642,613,558,462,480,365'
-    ',600,629,471,877,979,1011,120,392,243,82,427,131,283,1008,400,117,698,718,114,459,491,274,505,36'
-    '3,906,866,1020,412,688,356,391,576,778,26,796,677,862,909,817,419,1014,858,544,326,560,103,501,7'
-    '33,968,201,284,898,557,482,519,381,1002,905,612,79,459,952,765,439,963,666,619,869,406,392,618,1'
-    '07,679,42,920,589,583,280,516,316,145,155,853,742,331,681,757,614,377,622,286,538,602,29,909,999'
-    ',466,871,522,446,417,491,979,245,787,69,1022,988,215,968,187,28,527,618,612,735,806,555,271,187,'
-    '779,371,581,213,933,532,170,480,826,252,482,52,1014,478,455,441,141,646,372,305,602,215,99,104,2'
-    '13,107,863,634,236,701,85,811,839,440,888,982,402,473,85,622,6,857,70,618,666,546,43,88,965,944,'
-    '479,629,93,1009,345,365,634,255,966,456,10,439,412,270,334,25,512,979,404,674,716,827,110,411,44'
-    '0,976,890,518,969,523,216,259,403,68,1017,106,944,24,904,700,295,533,552,73,887,128,957,351,648,'
-    '247,530,777,525,965,766,283,767,445,877,557,397,1008,803,497,299,616,312,139,975,583,565,760,883'
-    ',560,718,45,609,258,41,540,695,932,773,805,601,362,782,272,244,1012,4,25,575,711,229,904,782,561'
-    ',435,52,677,696,359,651,166,835,995,854,943,980,818,870,453,152,877,323,1017,875,313,521,150,475'
-    ',805,506,866,373,494,565,717,671,334,824,130,49,328,748,101,217,867,88,75,413,566,566,616,157,56'
-    '1,123,781,602,260,540,925,6,988,779,806,337,784,964,465,106,532,689,184,213,874,181,388,874,744,'
-    '194,341,851,789,854,352,176,607,279,586,692,575,750,422,450,771,318,514,722,277,99,992,789,843,6'
-    '54,571,666,693,967,176,321,342,763,648,231,125,545,885,566,815,977,650,861,946,1008,112,187,691,'
-    '376,278,4,736,776,84,977,605,131,716,226,721,797,236,555,306,905,637,314,937,432,346,874,491,288'
-    ',701,751,733,149,178,476,395,907,644,361,635,503,963,361,667,996,334,425,184,20,866,702,582,1014'
-    ',508,778,728,412,628,832,455,273,102,478,3,92,216,161,415,484,82,97,729,683,956,1002,751,494,705'
-    ',869,140,832,604,547,188,893,914,798,593,562,1017,836,960,93,451,387,13,518,228,385,108,184,659,'
-    '685,639,455,913,270,787,139,7,684,1022,409,553,917,941,880,600,795,658,909,279,216,806,665,901],'
-    '"n_predict":11,"temperature":0.0,"n_probs":5,"n_cmpl":1,"ignore_eos":true,"cache_prompt":true,"r'
-    'eturn_tokens":true,"stream":false}},{"id":"r14","offset_ms":199.2,"cancel_after_ms":null,"copies'
-    '":1,"body":{"prompt":[692,828,725,848,742,440,931,113,254,448,462,936,180,902,428,1016,461,279,8'
-    '59,303,125,379,866,403,454,316,521,977,412,614,312,158,167,237,544,855,170,268,76,739,414,390,79'
-    ',28,370,605,252,1012,87,978,878,837,77,65,816,28,371,645,965,945,36,880,367,32,82,971,57,667,357'
-    ',337,42,373,725,110,375,480,372,834,246,779,591,863,382,504,505,278,15,189,52,476,823,745,143,60'
-    '9,322,729,787,101,714,382,553,330,1005,157,671,346,247,189,252,301,677,576,475,309,970,768,425,4'
-    '97,650,956,197,93,878,35,418,954,236,970,514,968,63,737,516,153,413,243,913,212,89,793,87,234,36'
-    '9,156,1011,864,917,159,813,769,324,247,822,950,413,784,662,880,179,390,35,158,778,475,970,167,80'
-    '9,456,746,584,757,317,372,333,155,568,723,372,188,94,643,473,559,205,504,334,229,972,525,412,591'
-    ',41,338,258,103,570,691,329,273,693,529,594,48,243,746,452,615,989,537,198,946,234,904,371,516,1'
-    '50,809,1013,553,547,352,638,330,469,577,544,370,166,1003,327,424,538,849,22,655,463,507,36,129,1'
-    '8,770,865,831,342,919,724,367,171,555,379,800,791,577,36,70,294,641,736,337,427,805,198,153,266,'
-    '951,819,618,722,280,762,438,713,578,821,189,964,905,858,708,927,877,981,619,159,73,167,766,920,4'
-    '79,8,623,39,404,119,814,998,259,650,420,306,72,184,88,373,761,388,848,561,479,863,469,582,406,91'
-    '6,294,844,889,952,807,449,146,654,135,395,416,813,212,195,407,680,453,959,111,767,539,662,429,26'
-    '4,19,253,948,960,965,192,584,848,454,380,276,255,134,133,494,14,203,354,678,581,170,176,988,665,'
-    '404,810,496,113,459,627,11,761,29,359,104,817,938,502,952,567,153,644,250,131,997,524,647,324,13'
-    '1,887,536,952,942,498,952,795,384,638,252,587,648,965,991,435,557,76,991,857,176,342,168,288,248'
-    ',104,599,422,705,1021,406,51,183,762,357,83,582,171,621,697,469,917,991,752,369,195,614,36,907,3'
-    '47,463,1002,553,891,711,245,1011,785,657,983,996,182,276,121,959,796,375,41,139,245,736,685,323,'
-    '855,679,666,39,340,306,801,710,523,368,111,562,887,252,662,901,474,317,574,846,761,267,838,169,3'
-    '68,597,372,379,88,650,241,1008,841,1002,219,280,91,191,49,340,811,650,584,658,501,94,940,129,497'
-    ',232,693,501,667,431,54,92,260,696,994,864,653,683,467,103,1010,202,382,920,991,952,796,113,214,'
-    '627,909,516,697,172,496,24,571,628,966,547,472,182,796,1014,277,765,644,131,574,165,546,979,231,'
-    '389,204,650,200,278,861,853,616,214,853,96,148,436,453,355,601,908,29,676,610,587,15,159,888,496'
-    ',904,661,485,248,427,215,750,978,849,249,644,739,24,833,804,381,10,222,486,169,388,57,96,799,175'
-    ',809,550,38,489,19,484,539,766,830,20,736,895,296,710,599,158,1008,896,823,545,892,352,79,382,44'
-    '6,485,552,998,713,405,93,771,4,217,826,909,823,879,681,796,556,724,822,37,1018,678,838,479,409,1'
-    '84,552,495,898,513,645,996,649,863,5,973,447,569,301,321,510,109,451,487,721,1014,810,256,137,26'
-    '3,287,149,418,534,654,831,230,309,1001,372,39,394,688,542,714,301,518,390,575,372,247,940,908,78'
-    '1,220,372,288,520,1013,529,887,801,575,770,733,890,152,781,682,488,748,860,743,903,944,5,322,478'
-    ',661,860,902,508,982,421,236,384,775,825,123,782,176,578,445,739,563,394,338,268,104,672,978,435'
-    ',280,617,294,532,392,1004,78,13,905,685,168,240,395,529,35,27,734,486,566,795,74,654,811,961,142'
-    ',564,172,947,406,519,761,82,893,753,321,113,918,1011,975,557,345,123,770,514,509,6,114,212,283,5'
-    '79,869,73,954,549,492,769,419,324,126,390,381,548,16,305,41,570,847,90,691,378,521,868,47,307,17'
-    '2,246,384,391,169,235,751,281,351,262,140,838,207,107,372,630,182,434,677,806,695,461,383,996,76'
-    '8,989,140,593,747,520,293],"n_predict":34,"temperature":0.0,"n_probs":5,"n_cmpl":1,"ignore_eos":'
-    'true,"cache_prompt":true,"return_tokens":true,"stream":false}},{"id":"r15","offset_ms":201.3,"ca'
-    'ncel_after_ms":null,"copies":1,"body":{"prompt":[383,616,596,829,911,299,691,464,1020,127,134,35'
-    '1,480,227,144,661,986,194,858,821,891,428,282,316,63,858,970,684,866,865,821,185,123,11,694,567,'
-    '132,642,525,335,974,460,528,41,697,410,577,377,1018,692,1021,497,76,175,887,714,55,925,614,111,3'
-    '5,558,355,95,161,946,804,490,502,201,26,724,61,102,996,481,387,149,24,470,7,9,595,918,298,62,972'
-    ',943,548,502,160,852,197,655,798,103,241,847,353,230,996,281,654,829,421,884,105,234,629,56,877,'
-    '360,496,888,882,799,314,223,942,837,729,389,657,656,930,19,600,760,826,335,262,304,861,641,508,7'
-    '39,299,336,180,969,240,109,771,258,272,46,190,310,173,831,412,911,300,56,448,296,572,420,112,621'
-    ',743,549,192,693,577,704,473,478,954,123,189,485,694,516,810,453,289,216,529,208,996,190,40,439,'
-    '600,960,132,513,629,522,162,496,550,266,338,168,625,546,985,543,719,683,193,625,905,810,267,961,'
-    '620,261,717,978,389,572,626,399,342,516,110,718,367,565,144,81,402,722,950,215,660,247,673,957,1'
-    '92,365,844,73,541,536,49,110,254,190,704,43,855,202,99,626,814,21,351,308,734,370,231,343,900,79'
-    '1,123,777,235,393,937,803,420,326,421,579,525,717,370,217,452,530,612,38,87,730,542,346,1019,896'
-    ',598,342,405,492,590,238,548,894,293,162,506,935,755,716,625,437,889,493,99,673,346,577,942,903,'
-    '90,969,85,659,1007,209,11,777,960,676,10,7,204,367,941,412,397,171,500,85,313,487,500,799,411,91'
-    '1,708,947,463,949,901,1014,374,565,644,434,694,491,169,840,91,346,476,562,134,194,666,674,690,42'
-    '3,454,272,617,406,142,251,873,91,466,243,201,846,666,329,66,288,459,749,414,99,466,191,283,708,8'
-    '15,932,613,214,1007,186,53,374,529,97,740,1003,464,77,558,317,171,686,38,132,266,68,525,610,823,'
-    '521,281,577,833,519,306,354,611,977,292,38,463,497,553,95,589,703,987,872,769,543,139,75,627,206'
-    ',545,101,142,15,766,818,632,342,154,421,946,648,426,242,1002,529,295,760,418,658,552,942,722,372'
-    ',184,653,379,343,524,478,600,804,807,100,470,585,703,444,605,364,265,309,369,322,354,584,833,641'
-    ',859,973,285,67,133,234,384,353,551,11,304,774,785,697,613,838,566,595,984,930,24,348,252,367,51'
-    '5,861,412,109,756,635,640,630,257,508,590,506,838,593,64,560,934,801,965,635,29,589,912,856,571,'
-    '289,782,965,902,983,110,15,941,199,988,409,654,993,907,79,242,582,458,552,959,400,765,753,282,20'
-    '5,220,53,58,480,713,392,642,618,52,166,125,965,742,461,809,163,428,28,130,731,589,69,767,608,675'
-    ',751,926,946,437,308,619,329,857,972,148,518,567,192,964,188,583,111,809,296,933,841,219,467,479'
-    ',909,766,765,827,655,253,1000,18,43,606,571,233,154,142,580,1018,18,391,346,244,854,705,896,156,'
-    '469,399,346,723,241,325,627,830,591,271,749,783,838,338,849,229,343,847,275,406,199,540,658,673,'
-    '554,496,391,343,586,236,329,77,797,687,720,171,259,820,690,268,363,958,606,229,214,775,93,934,99'
-    '6,331,789,195,118,59,856,55,379,716,98,83,641,126,431,641,597,548,456,579,733,574,507,438,522,11'
-    ',355,743,801,500,775,774,437,259,526,400,535,781,295,878,980,345,478,205,398,235,689,156,263,974'
-    ',380,706,729,613,969,74,710,217,411,593,251,58,872,338,777,870,800,143,396,605,917,607,871,522,1'
-    '001,948,436,1019,592,780,119,66,535,285,122,476,36,299,314,772,56,638,810,790,1000,549,442,325,3'
-    '02,938,656,793,72,251,934,877,200,367,134,321,364,585,772,178,159,330,975,1012,335,775,534,276,2'
-    '70,31,385,530,894,284,328,410,1000,393,867,790,719,761,93,256,945,538,114,457,778,78,892,964,906'
-    ',69,141,940,773,636,13,404,754,740,278,18,143,628,674,1019,73,916,21,893],"n_predict":44,"temper'
-    'ature":0.0,"n_probs":5,"n_cmpl":1,"ignore_eos":true,"cache_prompt":true,"return_tokens":true,"st'
-    'ream":false}},{"id":"r16","offset_ms":207.8,"cancel_after_ms":null,"copies":1,"body":{"prompt":['
-    '820,279,752,505,868,974,936,992,356,327,608,484,216,719,593,644,304,430,1010,646,435,93,1018,454'
-    ',337,531,233,441,588,556,946,74,1017,194,67,560,860,732,611,875,447,547,935,192,390,397,405,38,5'
-    '7,426,863,760,355,695,73,549,1002,478,935,728,462,356,157,88,142,427,405,241,326,631,245,501,550'
-    ',716,88,234,590,17,430,649,674,42,540,906,444,247,835,679,698,730,634,16,772,118,917,67,225,995,'
-    '572,159,938,774,980,33,91,172,250,852,271,657,648,598,469,418,269,921,354,367,172,28,811,173,591'
-    ',835,584,952,188,95,833,108,901,770,988,618,832,860,232,42,848,632,333,398,543,295,857,452,938,7'
-    '72,731,812,48,146,528,780,358,503,250,116,879,484,689,276,221,113,89,85,623,559,596,4,386,271,51'
-    '8,281,267,621,416,450,469,354,329,445,432,833,547,861,11,450,609,462,61,222,279,317,430,844,235,'
-    '1022,176,466,938,747,142,644,639,955,388,964,968,279,534,313,795,13,72,919,86,64,705,234,181,180'
-    ',658,510,503,35,262,462,195,643,514,288,421,159,970,425,329,777,443,207,608,153,291,641,320,39,9'
-    '46,100,981,115,741,927,268,735,506,248,615,771,217,431,911,829,404,594,444,144,369,168,899,9,363'
-    ',104,654,808,649,880,589,836,398,535,670,514,747,749,95,382,553,909,918,410,224,181,657,665,939,'
-    '769,737,971,119,540,541,55,215,871,621,365,996,914,1009,788,312,92,461,617,895,539,351,502,789,5'
-    '02,595,8,714,308,803,428,708,341,177,416,575,370,286,590,27,707,1015,651,760,119,773,323,623,755'
-    ',30,807,989,209,329,459,435,332,147,88,159,7,235,704,88,839,873,135,283,623,918,618,209,938,460,'
-    '783,511,875,49,746,106,56,426,690,644,320,208,934,699,313,904,899,234,472,887,530,539,407,781,17'
-    '3,831,812,574,602,170,346,471,315,302,418,574,419,884,875,1012,104,259,241,817,36,709,425,581,63'
-    '7,634,439,53,792,339,1011,639,583,39,863,655,290,152,811,482,188,620,774,513,274,156,98,273,933,'
-    '236,259,959,456,760,95,435,661,611,373,605,663,120,194,520,404,87,38,151,192,238,267,520,34,165,'
-    '813,862,838,472,833,375,992,940,664,467,562,849,83,726,409,506,300,374,542,767,709,47,170,565,15'
-    '4,437,602,768,290,41,762,479,325,79,365,892,128,936,1014,550,389,523,865,872,926,617,184,536,68,'
-    '1016,841,244,690,759,289,1007,568,602,435,414,484,78,911,703,8,808,498,124,191,254,835,449,217,9'
-    '4,707,238,904,421,830,120,550,989,117,376,686,891,389,489,330,173,16,13,499,927,890,439,421,153,'
-    '532,393,106,405,67,25,173,673,561,155,39,585,178,186,838,371,202,472,146,387,190,359,333,114,563'
-    ',808,980,788,662,55,550,736,213,1013,379,967,736,612,894,15,495,652,707,39,650,153,397,160,954,6'
-    '90,662,183,1008,510,665,977,992,59,611,975,650,895,484,281,507,908,135,588,539,601,678,1003,713,'
-    '469,917,637,152,832,105,280,718,701,754,339,910,323,864,128,839,848,121,705,718,30,411,157,602,3'
-    ',144,415,888,181,471,802,965,528,940,543,792,493,178,908,832,294,941,16,701,161,648,620,733,535,'
-    '532,379,536,67,210,688,4,979,367,867,356,796,782,172,606,682,485,145,684,609,660,523,177,985,38,'
-    '28,929,261,653,73,226,623,439,338,327,756,871,376,659,466,270,652,349,300,600,756,941,459,684,52'
-    '8,24,533,290,538,880,827,190,761,153,274,19,46,201,445,748,612,288,335,966,319,521,655,160,614,8'
-    '8,800,827,155,8,554,234,65,784,1014,617,614,436,62,7,954,219,110,490,866,47,1023,95,148,707,891,'
-    '17,476,668,270,905,378,807,680,659,453,986,111,496,326,54,596,891,127,890,647,449,994,911,247,48'
-    '9,857,657,253,120,903,862,254,908,284,601,296,147,672,843,464,147,144,922,233,162,176,358,926,76'
-    '5,651,195,481,610,24,825,680,515,681,813,107,823,828,72,175,230,785,509,987,664,452,321,160,701,'
-    '167,153,690,32,988,951,792,863,89,556,599,504,894,19,520,284,925,238,102,255,127,615,583,551,662'
-    ',501,405,333,97,423,991,286,395,245,941,554,698,670,496,1022,259,131,924,932,532,912,279,422,387'
-    ',605,145,847,859,723,242,898,493,804,106,289,911,122,80,265,249,773,370,833,589,195,169,444],"n_'
-    'predict":12,"temperature":0.0,"n_probs":5,"n_cmpl":1,"ignore_eos":true,"cache_prompt":true,"retu'
-    'rn_tokens":true,"stream":false}},{"id":"r17","offset_ms":208.4,"cancel_after_ms":null,"copies":1'
-    ',"body":{"prompt":[442,413,585,116,967,897,266,444,911,622,245,646,940,701,261,486,639,985,695,4'
-    '73,525,326,573,667,607,504,478,184,862,629,475,165,858,780,587,615,576,687,115,816,416,242,160,4'
-    '11,167,1007,899,453,998,947,792,245,948,765,374,234,91,166,125,539,184,773,681,471,682,889,230,1'
-    '80,273,447,202,409,1013,411,430,875,627,1015,370,488,327,1012,324,119,483,939,412,466,134,988,97'
-    '9,233,229,237,430,119,1001,95,484,339,948,586,696,625,270,526,879,715,243,197,119,899,664,373,14'
-    ',559,990,949,775,1004,22,829,354,365,875,836,432,577,622,54,855,769,926,329,858,233,90,653,570,8'
-    '84,534,170,917,922,863,790,558,866,730,129,606,886,436,296,938,150,1020,847,588,91,769,916,485,1'
-    '7,438,242,410,61,549,73,866,167,84,1004,798,161,878,21,538,509,398,348,248,188,313,942,17,507,30'
-    '0,95,689,245,121,33,84,118,871,564,665,813,635,709,761,272,898,719,725,603,535,876,910,563,594,9'
-    '92,712,841,519,760,332,113,164,101,192,789,58,575,854,30,332,376,59,100,102,570,1004,354,508,319'
-    ',196,547,255,56,948,960,289,963,736,714,285,306,261,982,311,501,264,66,977,856,981,90,157,432,13'
-    '3,306,392,619,606,34,538,547,101,195,800,1014,257,804,389,377,593,42,230,975,923,788,788,712,724'
-    ',431,559,604,41,392,746,300,172,629,449,860,244,82,443,362,848,439,787,515,556,539,994,589,833,4'
-    '88,600,946,956,734,44,49,5,921,59,819,297,282,664,340,194,225,190,109,368,921,307,821,159,512,83'
-    '5,794,865,883,594,934,852,937,753,104,1009,71,454,595,335,780,18,883,7,49,772,731,336,160,563,83'
-    '8,522,860,890,315,833,487,28,592,604,276,278,228,744,900,97,439,13,509,745,643,72,294,229,435,26'
-    '4,381,109,620,341,850,867,575,723,932,377,753,692,609,283,982,636,589,561,494,335,480,969,18,234'
-    ',460,88,482,955,673,945,409,59,834,150,657,291,197,286,67,127,85,608,839,572,377,475,858,109,808'
-    ',918,152,527,1001,401,373,576,786,245,714,981,467,938,538,590,283,627,594,625,404,656,470,294,74'
-    '7,913,628,1001,1018,56,389,509,625],"n_predict":37,"temperature":0.0,"n_probs":5,"n_cmpl":1,"ign'
-    'ore_eos":true,"cache_prompt":true,"return_tokens":true,"stream":false}},{"id":"r18","offset_ms":'
-    '208.4,"cancel_after_ms":null,"copies":1,"body":{"prompt":[613,814,528,232,722,115,941,692,100,16'
-    '3,233,416,641,856,802,908,544,403,959,217,544,880,505,44,642,805,421,860,828,7,674,855,335,237,4'
-    '53,232,1021,539,985,667,669,794,3,982,503,804,983,702,563,769,599,834,91,768,727,180,311,52,562,'
-    '346,672,191,809,664,424,535,367,883,325,562,906,934,462,473,553,545,627,131,542,70,212,601,906,2'
-    '42,727,76,799,999,685,974,744,579,224,562,947,711,964,143,104,259,835,638,700,273,170,458,10,969'
-    ',826,1022,749,198,473,312,660,135,605,622,41,154,282,672,903,298,22,653,369,841,193,947,238,281,'
-    '550,833,934,24,425,580,563,1010,435,327,108,827,702,203,806,772,739,745,518,107,824,659,651,957,'
-    '720,969,53,530,775,591,60,374,725,406,917,616,26,91,945,9,766,468,1003,412,987,779,787,36,645,71'
-    '7,334,927,789,959,934,288,439,201,924,361,435,618,824,467,408,773,399,450,364,863,921,479,470,48'
-    '9,681,413,699,958,37,360,344,153,173,128,224,233,18,880,602,241,410,837,512,847,946,99,103,166,9'
-    '84,571,807,204,408,763,749,860,344,3,734,339,976,682,836,614,612,265,611,438,795,224,412,46,208,'
-    '445,739,455,707,709,1000,613,424,460,279,267,300,408,131,473,586,115,841,458,828,540,920,647,163'
-    ',786,217,930,4,280,890,492,485,1000,235,588,405,798,614,795,971,649,855,827,480,950,423,1003,920'
-    ',988,147,113,226,414,459,762,28,105,490,486,826,374,924,892,831,959,878,471,398,172,103,704,683,'
-    '233,284,404,1012,138,881,280,370,311,523,423,1010,40,702,208,417,57,18,990,80,702,289,380,533,20'
-    '7,29,325,777,351,554,903,739,650,593,234,895,250,26,879,661,1001,787,97,269,70,347,704,434,434,9'
-    '43,900,51,519,897,637,139,274,333,196,979,445,505,119,985,269,727,312,620,687,102,972,166,35,15,'
-    '291,867,137,507,770,367,990,951,404,311,277,823,685,10,864,972,236,583,248,509,238,323,574,71,10'
-    '11,969,928,747,979,16,349,680,618,881,915,346,1010,709,559,687,283,94,974,458,355,960,526,712,10'
-    '11,22,830,607,822,682,995,212,547,753,369,877,1002,484,937,823,534,447,135,860,409,464,114,158,7'
-    '39,941,420,909,730,305,614,424,166,603,490,174,565,973,217,748,778,698,829,239,482,899,936,261,1'
-    '007,6,18,498,710,687,372,869,396,224,844,939,158,117,850,700,477,357,842,390,493,288,993,327,163'
-    ',447,73,513,189,196,227,753,79,686,935,650,189,257,753,234,932,762,906,602,760,402,372,918,675,3'
-    '08,624,356,532,117,340,522,571,345,514,70,432,547,906,1001,67,162,408,690,691,598,30,475,113,783'
-    ',454,700,151,462,327,534,932,213,822,334,885,451,9,292,157,520,552,88,419,11,571,512,816,973,824'
-    ',896,508,33,566,556,110,94,892,388,39,608,983,462,908,675,574,692,215,715,97,614,484,790,46,242,'
-    '650,803,805,315,151,970,106,412,456,341,730,506,1004,859,150,565,887,583,925,1022,456,632,904,19'
-    '2,115,537,353,480,623,269,68,373,240,977,806,929,373,551,282,867,249,963,147,505,531,108,567,143'
-    ',716,841,730,726,457,868,711,265,467,972,653,721,601,614,121,98,347,398,62,60,282,578,862,95,923'
-    ',768,703,46,585,441,77,101],"n_predict":38,"temperature":0.0,"n_probs":5,"n_cmpl":1,"ignore_eos"'
-    ':true,"cache_prompt":true,"return_tokens":true,"stream":false}},{"id":"r19","offset_ms":209.8,"c'
-    'ancel_after_ms":null,"copies":1,"body":{"prompt":[870,833,583,657,1014,830,704,311,507,843,871,1'
-    '68,355,312,615,481,701,384,548,101,827,289,316,72,344,328,942,559,900,793,851,501,74,871,453,692'
-    ',250,21,961,360,346,263,14,43,478,110,472,868,957,810,421,154,732,16,684,667,715,885,608,17,306,'
-    '708,454,817,103,171,784,718,814,556,592,123,802,921,548,185,1012,319,915,478,333,1005,335,168,43'
-    '2,405,515,335,66,36,553,258,31,940,34,531,728,242,319,983,960,461,218,244,770,928,762,698,634,10'
-    '06,340,693,41,748,977,777,327,283,55,580,825,878,529,623,407,944,381,711,174,823,469,529,434,175'
-    ',725,30,359,516,74,11,19,266,263,630,285,266,449,749,224,842,15,828,402,584,1022,959,383,718,796'
-    ',329,635,201,454,508,962,637,474,339,496,298,983,61,964,205,656,364,608,978,895,56,398,947,258,4'
-    '58,445,141,312,1018,129,823,247,724,41,1014,792,372,212,594,752,923,226,154,236,269,701,54,799,8'
-    '09,616,962,771,754,759,405,369,891,851,742,110,336,424,983,571,724,844,207,18,722,903,838,428,14'
-    '2,182,665,114,792,220,383,989,609,856,377,289,200,634,95,616,783,1007,873,177,790,351,26,250,149'
-    ',489,1008,119,348,914,165,461,76,853,389,40,816,413,19,234,143,799,1023,556,136,509,122,198,967,'
-    '76,374,339,549,871,875,85,602,362,491,754,925,610,161,590,699,842,942,7,412,1007,774,473,67,597,'
-    '120,830,387,985,816,762,125,537,683,591,619,714,1004,114,972,520,546,833,143,944,169,972,896,905'
-    ',396,228,24,408,592,189,61,180,1001,347,544,194,468,849,959,156,897,837,456,194,859,1015,744,483'
-    ',362,953,559,279,416,993,687,433,465,219,734,553,38,771,583,147,613,496,899,464,45,312,563,172,1'
-    '39,123,808,220,907,329,587,17,537,316,83,48,732,457,518,195,132,820,715,594,129,873,234,806,473,'
-    '49,676,421,452,596,161,508,529,746,803,158,283,107,162,404,95,401,995,924,360,359,716,845,447,90'
-    '6,105,630,719,562,300,47,595,721,723,607,932,595,343,221,324,112,834,828,187,773,121,52,170,566,'
-    '448,1002,948,614,920,635,335,364,393,1006,746,559,516,936,318,345,859,32,734,80,906,1011],"n_pre'
-    'dict":41,"temperature":0.0,"n_probs":5,"n_cmpl":1,"ignore_eos":true,"cache_prompt":true,"return_'
-    'tokens":true,"stream":false}},{"id":"r20","offset_ms":213.2,"cancel_after_ms":null,"copies":1,"b'
-    'ody":{"prompt":[332,75,425,616,683,188,196,730,317,521,919,577,42,388,288,783,741,881,330,135,37'
-    '8,171,400,291,454,479,488,235,579,226,346,122,709,426,899,952,96,531,156,383,1014,775,585,804,23'
-    '2,365,879,252,1004,220,385,812,251,932,873,22,300,1002,835,428,711,1021,777,225,260,176,255,665,'
-    '471,763,1001,857,440,267,635,524,212,559,578,795,425,901,261,236,155,293,174,778,164,72,81,410,7'
-    '7,745,82,660,525,953,311,957,435,554,854,620,404,616,745,869,146,996,747,832,146,817,515,825,729'
-    ',244,406,187,652,632,636,81,591,60,998,499,903,1020,323,225,343,983,153,410,93,407,422,91,34,999'
-    ',80,239,344,353,495,946,232,832,796,756,790,114,697,891,969,336,532,521,323,541,120,145,450,968,'
-    '207,600,114,82,875,547,478,431,411,74,701,110,889,138,712,245,963,81,684,633,834,394,801,808,515'
-    ',599,974,149,761,235,584,141,503,530,357,217,1014,85,794,265,924,848,21,610,23,100,84,177,298,26'
-    '1,155,167,557,432,10,501,690,426,866,815,168,142,676,61,980,621,382,168,316,567,769,33,480,617,3'
-    '44,175,943,823,764,599,858,658,28,555,62,361,34,759,152,916,825,22,522,465,812,894,1020,906,110,'
-    '838,107,287,794,664,490,784,68,739,443,283,3,32,403,13,557,525,403,350,737,963,760,235,393,705,5'
-    '40,186,506,455,629,595,563,893,643,892,91,751,58,284,153,645,48,687,404,1010,481,1014,781,965,10'
-    '02,440,550,908,914,345,144,918,177,461,487,914,591,448,981,35,636,928,128,686,356,348,656,815,96'
-    '0,914,450,512,649,409,798,624,475,971,649,960,185,824,7,541,465,194,291,222,423,850,340,386,973,'
-    '70,555,318,650,766,922,762,869,346,946,655,897,333,424,395,575,412,207,201,655,763,185,531,804,7'
-    '50,910,964,462,468,502,349,722,326,263,834,622,884,261,127,142,927,502,174,182,204,95,849,728,32'
-    '5,173,333,934,148,874,594,183,206,813,1011,213,599,349,602,587,978,761,890,254,70,114,484,357,68'
-    ',532,579,896,968,910,869,379,970,745,66,976,511,57,616,173,856,657,464,627,946,28,481,34,78,141,'
-    '966,575,473,473,535,175,216,933,569,262,507,315,607,424,935,354,850,960,320,515,563,642,879,649,'
-    '845,558,431,124,422,325,802,623,665,932,825,525,636,746,593,525,933,452,805,895,38,211,779,708,3'
-    '31,129,507,51,472,70,805,45,519,973,947,632,60,1010,490,412,308,743,857,811,196,1010,38,243,483,'
-    '659,957,68,392,246,265,614,71,443,758,609,728,305,91,520,308,603,271,636,242,886,95,5,384,410,59'
-    '3,103,427,282,592,334,569,171,391,553,228,77,319,974,218,216,413,237,379,57,728,119,216,303,797,'
-    '323,706,608,242,71,126,838,693,586,287,990,735,77,908,979,901,411,263,446,768,778,290,433,655,36'
-    '1,437,110,294,373,195,134,286,107,148,577,760,523,714,401,905,636,611,943,71,782,330,74,409,746,'
-    '455,434,743,722,25,754,401,721,498,842,231,289,1017,618,708,637,443,1012,81,315,689,175,240,870,'
-    '1020,496,61,346,285,430,666,622,149,809,747,583,940,390,722,527,214,823,804,983,305,779,613,369,'
-    '377,112,789,306,54,113,372,472,779,298,41,170,1012,220,346,647,29,25,33,729,498,569,7,461,553,64'
-    '2,894,605,95,891,16,754,137,1009,293,797,767,253,151,278,866,578,653,212,495,443,727,411,95,192,'
-    '566,407,677,515,142,141,487,859,537,127,568,639,371,814,898,789,557,61,625,177,428,534,911,699,1'
-    '32,155,14,868,427,11,451,290,279,471,461,329,397,885,473,674,108,118,823,636,162,102,465,232,234'
-    ',454,645,424,777,508,276,723,307,610,988,537,993,465,226,481,325,13,65,791,1016,119,796,853,401,'
-    '764,356,11,850,94,37,162,1011,344,786,1019,80,152,399,309,69,676,923,432,26,712,293,961,578,463,'
-    '870,818,30,674,375,503,452,118,196,384,262,844,489,255,563,363,905,441,165,641,372,243,31,145,24'
-    ',605,327,379,753,516,82,210,1016,879,528,215,715,888,421,510,435,439,554,768,733,871,952,109,100'
-    '6,394,5,366,868],"n_predict":37,"temperature":0.0,"n_probs":5,"n_cmpl":1,"ignore_eos":true,"cach'
-    'e_prompt":true,"return_tokens":true,"stream":false}},{"id":"r21","offset_ms":214.5,"cancel_after'
-    '_ms":null,"copies":1,"body":{"prompt":[1009,260,65,792,519,616,178,336,782,61,315,167,36,407,979'
-    ',640,264,359,861,465,667,13,442,485,986,334,980,709,716,775,796,880,829,326,566,347,395,486,284,'
-    '969,381,266,691,464,988,351,1005,355,5,555,13,527,128,388,601,95,624,909,282,77,334,63,892,173,9'
-    '66,158,202,210,928,157,801,111,828,634,73,345,241,759,141,1019,892,727,106,924,879,302,781,968,7'
-    '1,438,900,756,318,815,566,943,343,818,762,549,31,56,985,313,425,307,157,571,74,266,393,610,396,2'
-    '0,532,173,721,310,115,255,133,838,401,92,990,248,571,105,598,479,1019,663,219,575,188,212,192,35'
-    '9,554,709,823,609,324,250,768,863,674,791,93,225,8,367,842,839,405,41,872,830,109,222,1013,659,8'
-    '12,702,86,798,856,236,347,398,4,717,331,860,980,405,862,654,140,279,920,784,390,706,817,65,433,3'
-    '16,138,573,283,631,625,199,257,88,127,19,556,986,759,975,1023,277,927,289,983,528,809,972,859,57'
-    '1,477,435,566,632,234,209,322,338,229,381,798,527,831,906,682,677,244,147,14,210,388,466,304,108'
-    ',868,615,811,533,926,633,183,344,706,1003,297,986,838,660,45,752,800,629,251,77,271,478,893,1004'
-    ',426,290,591,86,825,451,609,892,567,927,874,884,128,123,763,645,967,600,785,736,362,673,448,284,'
-    '568,405,195,521,58,161,1010,106,450,1007,181,803,437,730,738,410,554,188,1011,1007,259,519,1018,'
-    '830,457,859,922,426,983,538,226,858,739,472,787,313,1010,852,34,445,492,424,122,217,458,368,339,'
-    '846,457,15,363,492,721,358,593,983,33,505,118,902,1016,343,465,858,861,684,220,880,865,531,144,5'
-    '16,853,293,379,1008,820,769,573,245,228,384,291,1012,731,15,807,922,396,715,593,886,723,552,14,6'
-    '9,348,550,148,974,218,255,175,639,524,292,365,784,695,595,284,594,469,216,164,69,834,1004,247,72'
-    '9,78,1010,355,949,276,956,585,84,133,637,706,578,723,489,416,34,484,18,471,795,874,554,243,919,2'
-    '71,243,532,888,358,702,400,369,911,61,825,56,644,836,767,15,850,272,510,648,489,679,523,128,649,'
-    '782,428,983,787,759,586,827,231,183,468,932,994,603,398,734,487,573,319,928,711,94,809,370,175,7'
-    '3,388,327,1011,1009,204,42,889,952,449,415,631,937,698,565,886,25,635,739,871,345,649,877,679,29'
-    '7,393,89,807,212,510,840,364,124,944,941,489,19,292,402,16,293,448,465,332,783,873,375,808,261,7'
-    '08,631,384,909,509,795,57,939,577,779,447,493,315,848,373,986,140,850,256,347,811,1010,13,697,65'
-    '6,557,826,978,572,535,636,892,415,201,932,633,703,50,507,816,632,261,219,68,269,189,393,36,799,1'
-    '82,832,255,510,720,261,247,36,929,534,983,251,949,719,15,229,562,168,347,557,285,444,760,1020,94'
-    ',1014,466,431,795,35,306,365,536,492,637,443,958,602,67,733,756,361,268,496,330,933,96,797,627,5'
-    '27,813,183,407,266,773,455,592,640,705,344,224,25,87,657,345,890,663,771,81,167,517,414,220,572,'
-    '619,808,424,146,290,265,385,919,111,562,865,54,679,646,547,725,280,499,942,869,559,900,796,994,4'
-    '75,767,581,405,933,172,313,303,803,265,438,685,876,863,737,930,667,412,544,510,200,442,839,425,8'
-    '25,998,21,44,529,23,577,40,777,371,478,741,3,908,421,658,113,218,30,847,762,547,924,611,682,679,'
-    '749,705,561,117,728,230,38,40,919,202,763,152,566,445,928,651,318,842,342,997,581,666,416,1018,5'
-    '80,935,277,919,643,953,163,408,632,613,543,126,1010,178,300,886,382,533,43,432,944,880,238,152,4'
-    '30,119,578,885,700,209,107,570,843,650,167,306,368,25,21,50,982,643,536,73,613,381,91,344,963,63'
-    '7,69,391,278,633,428,107,265,973,578,654,537,970,571,840,970,229,476,350,572,782,733,426,640,898'
-    ',53,353,924,759,250,233,757,919,442,858,937,684,918,774,323,589,279,314,696,470,948,177,90,739,9'
-    '57,822,574,158,930,588,170,206,690,189,404,648,239,994,416,787,641,396,742,249,753,508,52,956,78'
-    '8,864,825,520,855,50,521,366,474,922,758,809,614,1017,261,483,603,551,759,468,242,778,352,161,77'
-    '2,507,209,851,738,122,711,243,704,216,240,381,569,576,941,69,718,448,48,986,917,196,915,145,537,'
-    '883,145,999,460,799,722,486,350,752,63,886,134,325,741,986,777,339,292,452,603,200,828,345,291,5'
-    '96,193,338,123,609,188,837,214,15],"n_predict":13,"temperature":0.0,"n_probs":5,"n_cmpl":1,"igno'
-    're_eos":true,"cache_prompt":true,"return_tokens":true,"stream":false}}],"probes":[]}'
+    '{"name":"finding_00022_860011053.json","bug":"suspected-corruption (llamacpp:replay:corruption:a'
+    'bort,prefix=none)","expected":["r13"],"expect_failure":null,"expect_cached":{},"choices":{},"bas'
+    'e_url":"http://127.0.0.1:37933","dialect":"llamacpp","path":"/completion","flush":"llamacpp","mo'
+    'del":null,"requests":[{"id":"r09_st","offset_ms":173.3,"cancel_after_ms":null,"copies":1,"body":'
+    '{"prompt":[983,924,125,874,26,822,548,185,334,124,86,90,716,530,61,152,217,767,315,590,468,543,9'
+    '5,944,548,126,873,418,930,213,195,1014,524,727,572,699,318,857,666,877,265,354,34,156,51,658,972'
+    ',998,492,264,593,662,164,112,999,646,829,847,28,843,983,963,96,1021,272,374,239,412,234,664,602,'
+    '925,813,1007,99,38,293,535,920,649,535,233,745,603,354,646,720,610,181,448,458,197,758,648,498,8'
+    '46,810,940,548,164,424,544,187,208,1018,167,778,879,345,920,452,522,16,518,71,84,710,141,156,482'
+    ',328,214,232,803,246,826,1007,572,448,652,521,214,641,600,506,292,603,422,513,845,28,666,55,573,'
+    '1017,458,235,410,692,940,881,649,657,254,460,822,156,631,942,955,682,421,706,358,674,923,101,204'
+    ',288,765,884,539,177,42,936,465,32,966,1004,790,992,310,92,474,203,839,320,48,96,487,250,309,640'
+    ',450,10,993,853,735,84,383,910,812,854,823,823,848,884,780,461,668,411,642,777,170,653,57,583,91'
+    '4,761,789,984,90,358,315,497,1009,269,581,938,116,918,668,350,436,130,746,570,418,71,739,208,175'
+    ',11,556,945,904,4,175,187,353,697,753,506,121,104,239,49,38,1011,699,151,827,541,395,596,592,204'
+    ',890,345,367,519,918,46,942,626,345,884,58,364,260,773,261,854,843,326,791,717,783,911,831,698,9'
+    '10,722,483,796,273,351,363,237,178,939,47],"n_predict":40,"temperature":0.0,"n_probs":5,"n_cmpl"'
+    ':2,"ignore_eos":true,"cache_prompt":true,"return_tokens":true,"stream":false}},{"id":"r10","offs'
+    'et_ms":173.7,"cancel_after_ms":43.5,"copies":1,"body":{"prompt":[601,597,868,511,617,137,623,637'
+    ',388,993,221,304,368,157,248,131,506,962,326,325,273,810,923,700,1020,744,576,621,175,525,834,56'
+    ',672,764,80,369,749,914,840,531,153,592,113,816,84,581,334,320,810,532,989,980,69,386,352,747,84'
+    '3,906,24,892,335,559,374,1016,1006,224,540,624,8,619,41,410,888,739,624,283,820,186,501,523,938,'
+    '580,44,1012,302,952,573,672,82,665,216,647,721,833,831,730,659,253,765,778,13,851,124,121,690,24'
+    '6,178,131,441,1009,319,408,77,829,993,696,112,708,126,674,540,1018,894,264,974,1014,68,477,988,7'
+    '81,184,47,351,501,418,843,833,727,524,969,1012,945,941,529,1017,61,87,203,1012,540,922,424,230,2'
+    '67,866,698,522,589,692,89,787,615,80,65,656,151,471,10,475,384,485,149,337,988,156,545,367,343,9'
+    '98,733,565,473,137,125,634,94,69],"n_predict":7,"temperature":0.0,"n_probs":5,"n_cmpl":3,"ignore'
+    '_eos":true,"cache_prompt":true,"return_tokens":true,"stream":false}},{"id":"r11","offset_ms":174'
+    '.0,"cancel_after_ms":null,"copies":1,"body":{"prompt":[161,408,398,870,567,566,285,631,434,923,3'
+    '66,526,227,234,358,365,714,460,232,904,299,394,966,1018,932,489,702,230,918,408,899,242,85,706,1'
+    '98,28,220,611,899,589,332,591,480,539,505,597,246,879,789,313,118,291,592,895,492,123,849,133,65'
+    '7,953,468,860,772,781,493,445,737,424,443,594,386,837,846,236,116,952,22,204,1022,835,242,667,71'
+    '4,636,397,497,948,140,898,490,289,680,220,709,104,729,395,556,476,837,318,51,364,409,442,896,409'
+    ',620,862,940,948,198,523,655,6,768,636,748,902,924,26,68,464,659,883,541,714,385,152,638,583,849'
+    ',147,390,205,837,526,975,134,195,158,932,528,97,50,621,588,427,802,540,806,798,460,1004,814,449,'
+    '54,23,255,437,882,429,79,674,755,981,845,140,307,748,200,911,791,929,205,610,64,575,399,359,747,'
+    '137,688,929,285,448,138,681,495,604,815,897,87,652,329,319,158,577,536,872,522,182,404,26,693,46'
+    '8,664,66,171,701,219,783,562,287,708,982,741,657,588,162,278,29,591,495,422,626,410,609,654,510,'
+    '677,131,116,797,269,565,92,321,814,643,47,23,597,639,411,107,758,784,724,965,675,775,813,934,253'
+    ',71,902,334,49,76,192,936,12,762,969,335,987,729,636,991,855,346,367,593,319,978,358,751,43,581,'
+    '260,661,308,653,595,433,69,941,150,350,723,282,745,51,140,416,282,723,513,207,814,242,57,219,209'
+    ',127,475,540,433,927,489,407,416,396,311,73,108,583,273,360,1018,278,239,308,375,113,890,757,938'
+    ',878,655,810,875,440,144,849,228,904,122,578,279,502,919,908,90,163,529,130,260,585,728,462,773,'
+    '392,67,309,695,977,120,83,701,287,233],"n_predict":124,"temperature":0.0,"n_probs":5,"n_cmpl":1,'
+    '"ignore_eos":false,"cache_prompt":true,"return_tokens":true,"stream":true}},{"id":"r12_l","offse'
+    't_ms":174.4,"cancel_after_ms":182.1,"copies":1,"body":{"prompt":[601,597,868,511,617,137,623,637'
+    ',388,993,221,304,368,157,248,131,506,962,326,325,273,810,923,700,1020,744,576,621,175,525,834,56'
+    ',672,764,80,369,749,914,840,531,153,592,113,816,84,581,334,320,810,532,989,980,69,386,352,747,84'
+    '3,906,24,892,335,559,374],"n_predict":1,"temperature":0.0,"n_probs":5,"n_cmpl":2,"ignore_eos":fa'
+    'lse,"cache_prompt":true,"return_tokens":true,"stream":false}},{"id":"r13","offset_ms":198.4,"can'
+    'cel_after_ms":null,"copies":1,"body":{"prompt":[149,497,235,602,936,978,165,391,516,53,470,768,6'
+    ',797,297,594,930,278,247,923,619,286,191,186,345,193,441,691,806,397,124,125,573,522,535,862,637'
+    ',391,623,756,811,834,93,609,130,171,56,100,719,90,526,914,388,877,525,618,642,308,799,174,746,84'
+    '5,183,68,794,821,663,947,257,264,900,238,222,109,893,17,762,769,919,31,894,10,923,927,366,786,40'
+    '6,570,757,328,166,802,22,670,656,959,447,601,723,1014,686,615,939,783,277,166,388,463,705,647,32'
+    '3,225,200,150,474,548,558,893,768,714,498,546,935,713,440,591,754,955,818,841,34,937,119,103,191'
+    ',672,840,357,332,893,853,910,737,714,208,240,340,735,164,68,379,610,471,930,406,214,899,953,235,'
+    '180,984,500,921,189,818,432,1011,250,871,902,738,608,287,1020,736,278,216,172,503,70,237,167,79,'
+    '880,560,780,377,816,390,371,119,376,874,384,226,97,627,52,944,680,14,36,487,586,572,252,694,92,6'
+    '81,164,51,476,205,77,60,997,57,106,353,300,101,676,645,499,296,463,724,538,585,200,46,715,856,48'
+    '3,15,901,709,363,1016,832,630,855,30,745,872,645,398,430,122,258,210,807,25,178,365,128,767,773,'
+    '960,920,20,798,581,709,961,631,636,45,718,963,582,167,238,935,128,8,231,523,709,708,129,654,507,'
+    '499,432,631,327,189,430,850,898,692,365,398,585,587,454,888,663,655,871,906,1021,899,241,527,352'
+    ',986,917,278,452,541,211,545,36,489,548,32,459,969,935,626,918,242,301,912,854,534,81,642,613,55'
+    '8,462,480,365,600,629,471,877,979,1011,120,392,243,82,427,131,283,1008,400,117,698,718,114,459,4'
+    '91,274,505,363,906,866,1020,412,688,356,391,576,778,26,796,677,862,909,817,419,1014,858,544,326,'
+    '560,103,501,733,968,201,284,898,557,482,519,381,1002,905,612,79,459,952,765,439,963,666,619,869,'
+    '406,392,618,107,679,42,920,589,583,280,516,316,145,155,853,742,331,681,757,614,377,622,286,538,6'
+    '02,29,909,999,466,871,522,446,417,491,979,245,787,69,1022,988,215,968,187,28,527,618,612,735,806'
+    ',555,271,187,779,371,581,213,933,532,170,480,826,252,482,52,1014,478,455,441,141,646,372,305,602'
+    ',215,99,104,213,107,863,634,236,701,85,811,839,440,888,982,402,473,85,622,6,857,70,618,666,546,4'
+    '3,88,965,944,479,629,93,1009,345,365,634,255,966,456,10,439,412,270,334,25,512,979,404,674,716,8'
+    '27,110,411,440,976,890,518,969,523,216,259,403,68,1017,106,944,24,904,700,295,533,552,73,887,128'
+    ',957,351,648,247,530,777,525,965,766,283,767,445,877,557,397,1008,803,497,299,616,312,139,975,58'
+    '3,565,760,883,560,718,45,609,258,41,540,695,932,773,805,601,362,782,272,244,1012,4,25,575,711,22'
+    '9,904,782,561,435,52,677,696,359,651,166,835,995,854,943,980,818,870,453,152,877,323,1017,875,31'
+    '3,521,150,475,805,506,866,373,494,565,717,671,334,824,130,49,328,748,101,217,867,88,75,413,566,5'
+    '66,616,157,561,123,781,602,260,540,925,6,988,779,806,337,784,964,465,106,532,689,184,213,874,181'
+    ',388,874,744,194,341,851,789,854,352,176,607,279,586,692,575,750,422,450,771,318,514,722,277,99,'
+    '992,789,843,654,571,666,693,967,176,321,342,763,648,231,125,545,885,566,815,977,650,861,946,1008'
+    ',112,187,691,376,278,4,736,776,84,977,605,131,716,226,721,797,236,555,306,905,637,314,937,432,34'
+    '6,874,491,288,701,751,733,149,178,476,395,907,644,361,635,503,963,361,667,996,334,425,184,20,866'
+    ',702,582,1014,508,778,728,412,628,832,455,273,102,478,3,92,216,161,415,484,82,97,729,683,956,100'
+    '2,751,494,705,869,140,832,604,547,188,893,914,798,593,562,1017,836,960,93,451,387,13,518,228,385'
+    ',108,184,659,685,639,455,913,270,787,139,7,684,1022,409,553,917,941,880,600,795,658,909,279,216,'
+    '806,665,901],"n_predict":11,"temperature":0.0,"n_probs":5,"n_cmpl":1,"ignore_eos":true,"cache_pr'
+    'ompt":true,"return_tokens":true,"stream":false}},{"id":"r16","offset_ms":207.8,"cancel_after_ms"'
+    ':null,"copies":1,"body":{"prompt":[820,279,752,505,868,974,936,992,356,327,608,484,216,719,593,6'
+    '44,304,430,1010,646,435,93,1018,454,337,531,233,441,588,556,946,74,1017,194,67,560,860,732,611,8'
+    '75,447,547,935,192,390,397,405,38,57,426,863,760,355,695,73,549,1002,478,935,728,462,356,157,88,'
+    '142,427,405,241,326,631,245,501,550,716,88,234,590,17,430,649,674,42,540,906,444,247,835,679,698'
+    ',730,634,16,772,118,917,67,225,995,572,159,938,774,980,33,91,172,250,852,271,657,648,598,469,418'
+    ',269,921,354,367,172,28,811,173,591,835,584,952,188,95,833,108,901,770,988,618,832,860,232,42,84'
+    '8,632,333,398,543,295,857,452,938,772,731,812,48,146,528,780,358,503,250,116,879,484,689,276,221'
+    ',113,89,85,623,559,596,4,386,271,518,281,267,621,416,450,469,354,329,445,432,833,547,861,11,450,'
+    '609,462,61,222,279,317,430,844,235,1022,176,466,938,747,142,644,639,955,388,964,968,279,534,313,'
+    '795,13,72,919,86,64,705,234,181,180,658,510,503,35,262,462,195,643,514,288,421,159,970,425,329,7'
+    '77,443,207,608,153,291,641,320,39,946,100,981,115,741,927,268,735,506,248,615,771,217,431,911,82'
+    '9,404,594,444,144,369,168,899,9,363,104,654,808,649,880,589,836,398,535,670,514,747,749,95,382,5'
+    '53,909,918,410,224,181,657,665,939,769,737,971,119,540,541,55,215,871,621,365,996,914,1009,788,3'
+    '12,92,461,617,895,539,351,502,789,502,595,8,714,308,803,428,708,341,177,416,575,370,286,590,27,7'
+    '07,1015,651,760,119,773,323,623,755,30,807,989,209,329,459,435,332,147,88,159,7,235,704,88,839,8'
+    '73,135,283,623,918,618,209,938,460,783,511,875,49,746,106,56,426,690,644,320,208,934,699,313,904'
+    ',899,234,472,887,530,539,407,781,173,831,812,574,602,170,346,471,315,302,418,574,419,884,875,101'
+    '2,104,259,241,817,36,709,425,581,637,634,439,53,792,339,1011,639,583,39,863,655,290,152,811,482,'
+    '188,620,774,513,274,156,98,273,933,236,259,959,456,760,95,435,661,611,373,605,663,120,194,520,40'
+    '4,87,38,151,192,238,267,520,34,165,813,862,838,472,833,375,992,940,664,467,562,849,83,726,409,50'
+    '6,300,374,542,767,709,47,170,565,154,437,602,768,290,41,762,479,325,79,365,892,128,936,1014,550,'
+    '389,523,865,872,926,617,184,536,68,1016,841,244,690,759,289,1007,568,602,435,414,484,78,911,703,'
+    '8,808,498,124,191,254,835,449,217,94,707,238,904,421,830,120,550,989,117,376,686,891,389,489,330'
+    ',173,16,13,499,927,890,439,421,153,532,393,106,405,67,25,173,673,561,155,39,585,178,186,838,371,'
+    '202,472,146,387,190,359,333,114,563,808,980,788,662,55,550,736,213,1013,379,967,736,612,894,15,4'
+    '95,652,707,39,650,153,397,160,954,690,662,183,1008,510,665,977,992,59,611,975,650,895,484,281,50'
+    '7,908,135,588,539,601,678,1003,713,469,917,637,152,832,105,280,718,701,754,339,910,323,864,128,8'
+    '39,848,121,705,718,30,411,157,602,3,144,415,888,181,471,802,965,528,940,543,792,493,178,908,832,'
+    '294,941,16,701,161,648,620,733,535,532,379,536,67,210,688,4,979,367,867,356,796,782,172,606,682,'
+    '485,145,684,609,660,523,177,985,38,28,929,261,653,73,226,623,439,338,327,756,871,376,659,466,270'
+    ',652,349,300,600,756,941,459,684,528,24,533,290,538,880,827,190,761,153,274,19,46,201,445,748,61'
+    '2,288,335,966,319,521,655,160,614,88,800,827,155,8,554,234,65,784,1014,617,614,436,62,7,954,219,'
+    '110,490,866,47,1023,95,148,707,891,17,476,668,270,905,378,807,680,659,453,986,111,496,326,54,596'
+    ',891,127,890,647,449,994,911,247,489,857,657,253,120,903,862,254,908,284,601,296,147,672,843,464'
+    ',147,144,922,233,162,176,358,926,765,651,195,481,610,24,825,680,515,681,813,107,823,828,72,175,2'
+    '30,785,509,987,664,452,321,160,701,167,153,690,32,988,951,792,863,89,556,599,504,894,19,520,284,'
+    '925,238,102,255,127,615,583,551,662,501,405,333,97,423,991,286,395,245,941,554,698,670,496,1022,'
+    '259,131,924,932,532,912,279,422,387,605,145,847,859,723,242,898,493,804,106,289,911,122,80,265,2'
+    '49,773,370,833,589,195,169,444],"n_predict":12,"temperature":0.0,"n_probs":5,"n_cmpl":1,"ignore_'
+    'eos":true,"cache_prompt":true,"return_tokens":true,"stream":false}},{"id":"r18","offset_ms":208.'
+    '4,"cancel_after_ms":null,"copies":1,"body":{"prompt":[613,814,528,232,722,115,941,692,100,163,23'
+    '3,416,641,856,802,908,544,403,959,217,544,880,505,44,642,805,421,860,828,7,674,855,335,237,453,2'
+    '32,1021,539,985,667,669,794,3,982,503,804,983,702,563,769,599,834,91,768,727,180,311,52,562,346,'
+    '672,191,809,664,424,535,367,883,325,562,906,934,462,473,553,545,627,131,542,70,212,601,906,242,7'
+    '27,76,799,999,685,974,744,579,224,562,947,711,964,143,104,259,835,638,700,273,170,458,10,969,826'
+    ',1022,749,198,473,312,660,135,605,622,41,154,282,672,903,298,22,653,369,841,193,947,238,281,550,'
+    '833,934,24,425,580,563,1010,435,327,108,827,702,203,806,772,739,745,518,107,824,659,651,957,720,'
+    '969,53,530,775,591,60,374,725,406,917,616,26,91,945,9,766,468,1003,412,987,779,787,36,645,717,33'
+    '4,927,789,959,934,288,439,201,924,361,435,618,824,467,408,773,399,450,364,863,921,479,470,489,68'
+    '1,413,699,958,37,360,344,153,173,128,224,233,18,880,602,241,410,837,512,847,946,99,103,166,984,5'
+    '71,807,204,408,763,749,860,344,3,734,339,976,682,836,614,612,265,611,438,795,224,412,46,208,445,'
+    '739,455,707,709,1000,613,424,460,279,267,300,408,131,473,586,115,841,458,828,540,920,647,163,786'
+    ',217,930,4,280,890,492,485,1000,235,588,405,798,614,795,971,649,855,827,480,950,423,1003,920,988'
+    ',147,113,226,414,459,762,28,105,490,486,826,374,924,892,831,959,878,471,398,172,103,704,683,233,'
+    '284,404,1012,138,881,280,370,311,523,423,1010,40,702,208,417,57,18,990,80,702,289,380,533,207,29'
+    ',325,777,351,554,903,739,650,593,234,895,250,26,879,661,1001,787,97,269,70,347,704,434,434,943,9'
+    '00,51,519,897,637,139,274,333,196,979,445,505,119,985,269,727,312,620,687,102,972,166,35,15,291,'
+    '867,137,507,770,367,990,951,404,311,277,823,685,10,864,972,236,583,248,509,238,323,574,71,1011,9'
+    '69,928,747,979,16,349,680,618,881,915,346,1010,709,559,687,283,94,974,458,355,960,526,712,1011,2'
+    '2,830,607,822,682,995,212,547,753,369,877,1002,484,937,823,534,447,135,860,409,464,114,158,739,9'
+    '41,420,909,730,305,614,424,166,603,490,174,565,973,217,748,778,698,829,239,482,899,936,261,1007,'
+    '6,18,498,710,687,372,869,396,224,844,939,158,117,850,700,477,357,842,390,493,288,993,327,163,447'
+    ',73,513,189,196,227,753,79,686,935,650,189,257,753,234,932,762,906,602,760,402,372,918,675,308,6'
+    '24,356,532,117,340,522,571,345,514,70,432,547,906,1001,67,162,408,690,691,598,30,475,113,783,454'
+    ',700,151,462,327,534,932,213,822,334,885,451,9,292,157,520,552,88,419,11,571,512,816,973,824,896'
+    ',508,33,566,556,110,94,892,388,39,608,983,462,908,675,574,692,215,715,97,614,484,790,46,242,650,'
+    '803,805,315,151,970,106,412,456,341,730,506,1004,859,150,565,887,583,925,1022,456,632,904,192,11'
+    '5,537,353,480,623,269,68,373,240,977,806,929,373,551,282,867,249,963,147,505,531,108,567,143,716'
+    ',841,730,726,457,868,711,265,467,972,653,721,601,614,121,98,347,398,62,60,282,578,862,95,923,768'
+    ',703,46,585,441,77,101],"n_predict":38,"temperature":0.0,"n_probs":5,"n_cmpl":1,"ignore_eos":tru'
+    'e,"cache_prompt":true,"return_tokens":true,"stream":false}},{"id":"r19","offset_ms":209.8,"cance'
+    'l_after_ms":null,"copies":1,"body":{"prompt":[870,833,583,657,1014,830,704,311,507,843,871,168,3'
+    '55,312,615,481,701,384,548,101,827,289,316,72,344,328,942,559,900,793,851,501,74,871,453,692,250'
+    ',21,961,360,346,263,14,43,478,110,472,868,957,810,421,154,732,16,684,667,715,885,608,17,306,708,'
+    '454,817,103,171,784,718,814,556,592,123,802,921,548,185,1012,319,915,478,333,1005,335,168,432,40'
+    '5,515,335,66,36,553,258,31,940,34,531,728,242,319,983,960,461,218,244,770,928,762,698,634,1006,3'
+    '40,693,41,748,977,777,327,283,55,580,825,878,529,623,407,944,381,711,174,823,469,529,434,175,725'
+    ',30,359,516,74,11,19,266,263,630,285,266,449,749,224,842,15,828,402,584,1022,959,383,718,796,329'
+    ',635,201,454,508,962,637,474,339,496,298,983,61,964,205,656,364,608,978,895,56,398,947,258,458,4'
+    '45,141,312,1018,129,823,247,724,41,1014,792,372,212,594,752,923,226,154,236,269,701,54,799,809,6'
+    '16,962,771,754,759,405,369,891,851,742,110,336,424,983,571,724,844,207,18,722,903,838,428,142,18'
+    '2,665,114,792,220,383,989,609,856,377,289,200,634,95,616,783,1007,873,177,790,351,26,250,149,489'
+    ',1008,119,348,914,165,461,76,853,389,40,816,413,19,234,143,799,1023,556,136,509,122,198,967,76,3'
+    '74,339,549,871,875,85,602,362,491,754,925,610,161,590,699,842,942,7,412,1007,774,473,67,597,120,'
+    '830,387,985,816,762,125,537,683,591,619,714,1004,114,972,520,546,833,143,944,169,972,896,905,396'
+    ',228,24,408,592,189,61,180,1001,347,544,194,468,849,959,156,897,837,456,194,859,1015,744,483,362'
+    ',953,559,279,416,993,687,433,465,219,734,553,38,771,583,147,613,496,899,464,45,312,563,172,139,1'
+    '23,808,220,907,329,587,17,537,316,83,48,732,457,518,195,132,820,715,594,129,873,234,806,473,49,6'
+    '76,421,452,596,161,508,529,746,803,158,283,107,162,404,95,401,995,924,360,359,716,845,447,906,10'
+    '5,630,719,562,300,47,595,721,723,607,932,595,343,221,324,112,834,828,187,773,121,52,170,566,448,'
+    '1002,948,614,920,635,335,364,393,1006,746,559,516,936,318,345,859,32,734,80,906,1011],"n_predict'
+    '":41,"temperature":0.0,"n_probs":5,"n_cmpl":1,"ignore_eos":true,"cache_prompt":true,"return_toke'
+    'ns":true,"stream":false}},{"id":"r20","offset_ms":213.2,"cancel_after_ms":null,"copies":1,"body"'
+    ':{"prompt":[332,75,425,616,683,188,196,730,317,521,919,577,42,388,288,783,741,881,330,135,378,17'
+    '1,400,291,454,479,488,235,579,226,346,122,709,426,899,952,96,531,156,383,1014,775,585,804,232,36'
+    '5,879,252,1004,220,385,812,251,932,873,22,300,1002,835,428,711,1021,777,225,260,176,255,665,471,'
+    '763,1001,857,440,267,635,524,212,559,578,795,425,901,261,236,155,293,174,778,164,72,81,410,77,74'
+    '5,82,660,525,953,311,957,435,554,854,620,404,616,745,869,146,996,747,832,146,817,515,825,729,244'
+    ',406,187,652,632,636,81,591,60,998,499,903,1020,323,225,343,983,153,410,93,407,422,91,34,999,80,'
+    '239,344,353,495,946,232,832,796,756,790,114,697,891,969,336,532,521,323,541,120,145,450,968,207,'
+    '600,114,82,875,547,478,431,411,74,701,110,889,138,712,245,963,81,684,633,834,394,801,808,515,599'
+    ',974,149,761,235,584,141,503,530,357,217,1014,85,794,265,924,848,21,610,23,100,84,177,298,261,15'
+    '5,167,557,432,10,501,690,426,866,815,168,142,676,61,980,621,382,168,316,567,769,33,480,617,344,1'
+    '75,943,823,764,599,858,658,28,555,62,361,34,759,152,916,825,22,522,465,812,894,1020,906,110,838,'
+    '107,287,794,664,490,784,68,739,443,283,3,32,403,13,557,525,403,350,737,963,760,235,393,705,540,1'
+    '86,506,455,629,595,563,893,643,892,91,751,58,284,153,645,48,687,404,1010,481,1014,781,965,1002,4'
+    '40,550,908,914,345,144,918,177,461,487,914,591,448,981,35,636,928,128,686,356,348,656,815,960,91'
+    '4,450,512,649,409,798,624,475,971,649,960,185,824,7,541,465,194,291,222,423,850,340,386,973,70,5'
+    '55,318,650,766,922,762,869,346,946,655,897,333,424,395,575,412,207,201,655,763,185,531,804,750,9'
+    '10,964,462,468,502,349,722,326,263,834,622,884,261,127,142,927,502,174,182,204,95,849,728,325,17'
+    '3,333,934,148,874,594,183,206,813,1011,213,599,349,602,587,978,761,890,254,70,114,484,357,68,532'
+    ',579,896,968,910,869,379,970,745,66,976,511,57,616,173,856,657,464,627,946,28,481,34,78,141,966,'
+    '575,473,473,535,175,216,933,569,262,507,315,607,424,935,354,850,960,320,515,563,642,879,649,845,'
+    '558,431,124,422,325,802,623,665,932,825,525,636,746,593,525,933,452,805,895,38,211,779,708,331,1'
+    '29,507,51,472,70,805,45,519,973,947,632,60,1010,490,412,308,743,857,811,196,1010,38,243,483,659,'
+    '957,68,392,246,265,614,71,443,758,609,728,305,91,520,308,603,271,636,242,886,95,5,384,410,593,10'
+    '3,427,282,592,334,569,171,391,553,228,77,319,974,218,216,413,237,379,57,728,119,216,303,797,323,'
+    '706,608,242,71,126,838,693,586,287,990,735,77,908,979,901,411,263,446,768,778,290,433,655,361,43'
+    '7,110,294,373,195,134,286,107,148,577,760,523,714,401,905,636,611,943,71,782,330,74,409,746,455,'
+    '434,743,722,25,754,401,721,498,842,231,289,1017,618,708,637,443,1012,81,315,689,175,240,870,1020'
+    ',496,61,346,285,430,666,622,149,809,747,583,940,390,722,527,214,823,804,983,305,779,613,369,377,'
+    '112,789,306,54,113,372,472,779,298,41,170,1012,220,346,647,29,25,33,729,498,569,7,461,553,642,89'
+    '4,605,95,891,16,754,137,1009,293,797,767,253,151,278,866,578,653,212,495,443,727,411,95,192,566,'
+    '407,677,515,142,141,487,859,537,127,568,639,371,814,898,789,557,61,625,177,428,534,911,699,132,1'
+    '55,14,868,427,11,451,290,279,471,461,329,397,885,473,674,108,118,823,636,162,102,465,232,234,454'
+    ',645,424,777,508,276,723,307,610,988,537,993,465,226,481,325,13,65,791,1016,119,796,853,401,764,'
+    '356,11,850,94,37,162,1011,344,786,1019,80,152,399,309,69,676,923,432,26,712,293,961,578,463,870,'
+    '818,30,674,375,503,452,118,196,384,262,844,489,255,563,363,905,441,165,641,372,243,31,145,24,605'
+    ',327,379,753,516,82,210,1016,879,528,215,715,888,421,510,435,439,554,768,733,871,952,109,1006,39'
+    '4,5,366,868],"n_predict":37,"temperature":0.0,"n_probs":5,"n_cmpl":1,"ignore_eos":true,"cache_pr'
+    'ompt":true,"return_tokens":true,"stream":false}},{"id":"r21","offset_ms":214.5,"cancel_after_ms"'
+    ':null,"copies":1,"body":{"prompt":[1009,260,65,792,519,616,178,336,782,61,315,167,36,407,979,640'
+    ',264,359,861,465,667,13,442,485,986,334,980,709,716,775,796,880,829,326,566,347,395,486,284,969,'
+    '381,266,691,464,988,351,1005,355,5,555,13,527,128,388,601,95,624,909,282,77,334,63,892,173,966,1'
+    '58,202,210,928,157,801,111,828,634,73,345,241,759,141,1019,892,727,106,924,879,302,781,968,71,43'
+    '8,900,756,318,815,566,943,343,818,762,549,31,56,985,313,425,307,157,571,74,266,393,610,396,20,53'
+    '2,173,721,310,115,255,133,838,401,92,990,248,571,105,598,479,1019,663,219,575,188,212,192,359,55'
+    '4,709,823,609,324,250,768,863,674,791,93,225,8,367,842,839,405,41,872,830,109,222,1013,659,812,7'
+    '02,86,798,856,236,347,398,4,717,331,860,980,405,862,654,140,279,920,784,390,706,817,65,433,316,1'
+    '38,573,283,631,625,199,257,88,127,19,556,986,759,975,1023,277,927,289,983,528,809,972,859,571,47'
+    '7,435,566,632,234,209,322,338,229,381,798,527,831,906,682,677,244,147,14,210,388,466,304,108,868'
+    ',615,811,533,926,633,183,344,706,1003,297,986,838,660,45,752,800,629,251,77,271,478,893,1004,426'
+    ',290,591,86,825,451,609,892,567,927,874,884,128,123,763,645,967,600,785,736,362,673,448,284,568,'
+    '405,195,521,58,161,1010,106,450,1007,181,803,437,730,738,410,554,188,1011,1007,259,519,1018,830,'
+    '457,859,922,426,983,538,226,858,739,472,787,313,1010,852,34,445,492,424,122,217,458,368,339,846,'
+    '457,15,363,492,721,358,593,983,33,505,118,902,1016,343,465,858,861,684,220,880,865,531,144,516,8'
+    '53,293,379,1008,820,769,573,245,228,384,291,1012,731,15,807,922,396,715,593,886,723,552,14,69,34'
+    '8,550,148,974,218,255,175,639,524,292,365,784,695,595,284,594,469,216,164,69,834,1004,247,729,78'
+    ',1010,355,949,276,956,585,84,133,637,706,578,723,489,416,34,484,18,471,795,874,554,243,919,271,2'
+    '43,532,888,358,702,400,369,911,61,825,56,644,836,767,15,850,272,510,648,489,679,523,128,649,782,'
+    '428,983,787,759,586,827,231,183,468,932,994,603,398,734,487,573,319,928,711,94,809,370,175,73,38'
+    '8,327,1011,1009,204,42,889,952,449,415,631,937,698,565,886,25,635,739,871,345,649,877,679,297,39'
+    '3,89,807,212,510,840,364,124,944,941,489,19,292,402,16,293,448,465,332,783,873,375,808,261,708,6'
+    '31,384,909,509,795,57,939,577,779,447,493,315,848,373,986,140,850,256,347,811,1010,13,697,656,55'
+    '7,826,978,572,535,636,892,415,201,932,633,703,50,507,816,632,261,219,68,269,189,393,36,799,182,8'
+    '32,255,510,720,261,247,36,929,534,983,251,949,719,15,229,562,168,347,557,285,444,760,1020,94,101'
+    '4,466,431,795,35,306,365,536,492,637,443,958,602,67,733,756,361,268,496,330,933,96,797,627,527,8'
+    '13,183,407,266,773,455,592,640,705,344,224,25,87,657,345,890,663,771,81,167,517,414,220,572,619,'
+    '808,424,146,290,265,385,919,111,562,865,54,679,646,547,725,280,499,942,869,559,900,796,994,475,7'
+    '67,581,405,933,172,313,303,803,265,438,685,876,863,737,930,667,412,544,510,200,442,839,425,825,9'
+    '98,21,44,529,23,577,40,777,371,478,741,3,908,421,658,113,218,30,847,762,547,924,611,682,679,749,'
+    '705,561,117,728,230,38,40,919,202,763,152,566,445,928,651,318,842,342,997,581,666,416,1018,580,9'
+    '35,277,919,643,953,163,408,632,613,543,126,1010,178,300,886,382,533,43,432,944,880,238,152,430,1'
+    '19,578,885,700,209,107,570,843,650,167,306,368,25,21,50,982,643,536,73,613,381,91,344,963,637,69'
+    ',391,278,633,428,107,265,973,578,654,537,970,571,840,970,229,476,350,572,782,733,426,640,898,53,'
+    '353,924,759,250,233,757,919,442,858,937,684,918,774,323,589,279,314,696,470,948,177,90,739,957,8'
+    '22,574,158,930,588,170,206,690,189,404,648,239,994,416,787,641,396,742,249,753,508,52,956,788,86'
+    '4,825,520,855,50,521,366,474,922,758,809,614,1017,261,483,603,551,759,468,242,778,352,161,772,50'
+    '7,209,851,738,122,711,243,704,216,240,381,569,576,941,69,718,448,48,986,917,196,915,145,537,883,'
+    '145,999,460,799,722,486,350,752,63,886,134,325,741,986,777,339,292,452,603,200,828,345,291,596,1'
+    '93,338,123,609,188,837,214,15],"n_predict":13,"temperature":0.0,"n_probs":5,"n_cmpl":1,"ignore_e'
+    'os":true,"cache_prompt":true,"return_tokens":true,"stream":false}}],"probes":[],"health":"/healt'
+    'h","others":9,"model_files":{"format":"gguf","seed":0,"dtype":"float32","adapters":false}}'
 )
 
 RULE = "=" * 60
@@ -1409,8 +1630,30 @@ def preview(ids, text, width=36):
     return "[%s%s]" % (shown, ", ..." if len(ids) > 8 else "")
 
 
-def first_difference(a, b):
-    return next((k for k, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+# --- servefuzz.terms.first_difference, verbatim: where two answers first differ -------------
+def first_difference(a: Sequence[Hashable], b: Sequence[Hashable]) -> int | None:
+    """The first position at which `a` and `b` differ; None when they are equal.
+
+    When one is a strict prefix of the other they differ at the shorter one's length: the first
+    position that one of them has and the other lacks (an output that stopped there against one
+    that went on). Token ids and text alike (text differs character by character).
+
+    >>> first_difference([5, 7, 9], [5, 8, 9])
+    1
+    >>> first_difference([5, 7], [5, 7, 9, 11])  # one a prefix of the other
+    2
+    >>> first_difference([], [3])
+    0
+    >>> first_difference([5, 7], [5, 7]) is None
+    True
+    >>> first_difference("abc", "abd")
+    2
+    """
+    for i, (x, y) in enumerate(zip(a, b)):
+        if x != y:
+            return i
+    return None if len(a) == len(b) else min(len(a), len(b))
+
 
 
 def id_block(ids):
@@ -1420,15 +1663,18 @@ def id_block(ids):
                          break_on_hyphens=False)
 
 
-def reproduction(runs, alone, probes=()):
+def reproduction(runs, alone, probes=(), died=()):
     """(runs that reproduced the finding, requests that diverged in some run): the rule of
     servefuzz.oracles.judge.reproduction. `runs` are the loaded runs' outcomes, `alone` each
     expected request's reference outcome by id, `probes` [(run index, outcome)] of the
-    cache-state probes."""
+    cache-state probes, `died` the runs after which the server --serve started was dead (a
+    crash whose requests got 5xx answers before the server went)."""
     expected = FINDING["expected"]
     failure = FINDING["expect_failure"]
     if failure is not None:
         hits = {k for k, run in enumerate(runs) if any(kind == failure for kind, _ in failures([run]))}
+        if failure == "crash":
+            hits |= {k for k in died if k < len(runs)}
         return hits, []
     # Each choice has its own reference: at temperature 0 they all agree; the choices of a
     # seeded draw each draw their own.
@@ -1489,19 +1735,27 @@ def answer(choice):
     return ("ids", tuple(ids)) if ids else ("text", text)
 
 
-def report(runs, alone, probes, n_runs):
+def expectation(expected, failure):
+    """What the replay looks for, in words: an isolation breach is a cached-token count, not a
+    divergence of outputs."""
+    if FINDING.get("expect_cached"):
+        return "%s to report cached tokens its own cache salt does not allow" % expected
+    return "%s to diverge" % expected if expected else "%s again" % failure
+
+
+def report(runs, alone, probes, n_runs, died=()):
     """The replay block of servefuzz's report (and of the seed report it is shaped after)."""
     expected = FINDING["expected"]
     references = [o for o in alone.values()]
     diverged, stable, undetermined = judge(runs + ([references] if references else []))
     seen = failures(runs)
     failure = FINDING["expect_failure"]
-    hits, reproduced = reproduction(runs, alone, probes)
+    hits, reproduced = reproduction(runs, alone, probes, died)
     lines = [
         RULE,
         "  Finding  : %s" % FINDING["name"],
         "  Bug      : %s" % FINDING["bug"],
-        "  Expect   : %s" % ("%s to diverge" % expected if expected else "%s again" % failure),
+        "  Expect   : %s" % expectation(expected, failure),
         "  Runs     : %d" % n_runs,
         RULE,
         "",
@@ -1531,16 +1785,189 @@ def report(runs, alone, probes, n_runs):
         for rid, where, text in broken[:20]:
             lines.append("    %s (%s): %s is none of its choices" % (rid, where, preview((), text)))
     k, n = len(hits), max(len(runs), len(hits))
+    lines += [""] + plain_words(runs, alone, hits)
     decision = decide(k, n)
     confirmed = decision == REPRODUCED
     if expected:
-        tally = "%d/%d expected divergences reproduced" % (len(reproduced), len(expected))
+        what = "breaches" if FINDING.get("expect_cached") else "divergences"
+        tally = "%d/%d expected %s reproduced" % (len(reproduced), len(expected), what)
     else:
         tally = "%s %s again" % (failure, "seen" if hits else "not seen")
     result = {REPRODUCED: "CONFIRMED", NOT_REPRODUCED: "NOT REPRODUCED"}.get(decision, "UNDECIDED")
     lines += ["", "  RESULT: %s  (in %d/%d replays; %s)" % (result, k, n, tally),
               "  RATE   : %s (sequential test, each error <= 1%%)" % REPRODUCTION.describe(k, n), RULE]
     return visible("\n".join(lines) + "\n"), confirmed
+
+
+def others():
+    count = FINDING.get("others", 0)
+    return "with the other request" if count == 1 else "with the other %d requests" % count
+
+
+def shown(choice):
+    ids, text = choice
+    return "%s %s" % (preview(ids, ""), preview((), text)) if ids and text else preview(ids, text)
+
+
+def plain_words(runs, alone, hits):
+    """What went wrong, in the words of a bug report: what each expected request answers alone,
+    what it answered with the other requests, and in how many runs it was wrong."""
+    lines = ["  IN PLAIN WORDS"]
+    n = len(runs)
+    failure = FINDING["expect_failure"]
+    if failure is not None:
+        lines.append("    expected: every request answered, the server up")
+        lines.append("    actual (%s): %s in %d/%d runs" % (others(), {"crash": "the server died"}.get(failure, failure), len(hits), n))
+        return lines
+    allowed = FINDING.get("expect_cached") or {}
+    for rid in FINDING["expected"]:
+        if rid in allowed:
+            seen = [o.cached for run in runs for o in run if o.rid == rid and o.status == "ok" and o.cached is not None]
+            wrong = sum(1 for run in runs if any(o.rid == rid and o.status == "ok" and o.cached is not None
+                                                 and o.cached > allowed[rid] for o in run))
+            lines.append("    %s: expected: at most %d prompt tokens served from cache (what its own cache salt allows)"
+                         % (rid, allowed[rid]))
+            lines.append("    %s  actual (%s): %s cached tokens; wrong in %d/%d runs"
+                         % (" " * len(rid), others(), ", ".join(str(c) for c in sorted(set(seen))) or "none reported", wrong, n))
+            continue
+        ref = alone.get(rid)
+        reference = ref.choices.get(0) if ref is not None and ref.status == "ok" else None
+        answers = [o.choices[0] for run in runs for o in run if o.rid == rid and o.status == "ok" and 0 in o.choices]
+        if reference is None and answers:
+            keys = [answer(a) for a in answers]
+            reference = answers[keys.index(max(keys, key=keys.count))]
+            said = "expected (the most frequent answer; no alone reference)"
+        else:
+            said = "expected (alone)"
+        wrong = [a for a in answers if reference is not None and answer(a) != answer(reference)]
+        runs_wrong = sum(1 for run in runs if any(o.rid == rid and o.status == "ok" and reference is not None
+                                                  and any(answer(c) != answer(reference) for c in o.choices.values())
+                                                  for o in run))
+        lines.append("    %s: %s: %s" % (rid, said, shown(reference) if reference is not None else "no answer"))
+        if wrong:
+            common = max(wrong, key=lambda a: sum(1 for b in wrong if answer(b) == answer(a)))
+            where = first_difference(answer(reference)[1], answer(common)[1])
+            if where and answer(common)[0] == "ids":
+                # Past the preview's first tokens the two look alike: show where they part.
+                lines.append("    %s  actual (%s): the same %d tokens, then %s where alone gives %s"
+                             % (" " * len(rid), others(), where, preview(common[0][where:], ""),
+                                preview(reference[0][where:], "")))
+            else:
+                lines.append("    %s  actual (%s): %s, from %s %d on"
+                             % (" " * len(rid), others(), shown(common), "token" if answer(common)[0] == "ids" else "character", where))
+        else:
+            lines.append("    %s  actual (%s): the same" % (" " * len(rid), others()))
+        lines.append("    %s  wrong in %d/%d runs" % (" " * len(rid), runs_wrong, n))
+    return lines
+
+
+# --- --write-model: the tiny model, numpy alone ----------------------------------------------
+
+
+def write_the_model(folder):
+    files = FINDING.get("model_files")
+    if not files:
+        raise ReproError("this finding ran on a model servefuzz did not build (%s): serve that one"
+                         % (FINDING.get("model") or "the server's own"))
+    text = None
+    if files["format"] == "hf":
+        if not files.get("tokenizer"):
+            raise ReproError("this script was made without the model's tokenizer; run servefuzz report again")
+        text = zlib.decompress(base64.b64decode(files["tokenizer"])).decode("utf-8")
+    try:
+        written = write_model(Path(folder), files["format"], seed=files["seed"], dtype=files["dtype"],
+                              adapters=files["adapters"], tokenizer_json=text)
+    except (RuntimeError, OSError) as e:
+        raise ReproError(str(e))
+    for path in written:
+        print(path)
+    print("wrote servefuzz's tiny %s model (seed %d, %s%s) under %s"
+          % (files["format"].upper() if files["format"] == "gguf" else "Hugging Face", files["seed"], files["dtype"],
+             ", and its LoRA adapters in lora/" if files["adapters"] else "", folder), file=sys.stderr)
+
+
+# --- --serve: the user's own server command --------------------------------------------------
+
+
+class Served:
+    """The server started with the command given to --serve (never one read from the finding),
+    in a process group of its own, its output in a log file, stopped with it."""
+
+    def __init__(self, command, log_path, server, start_timeout_s):
+        self.argv = shlex.split(command)
+        if not self.argv:
+            raise ReproError("--serve needs a command")
+        self.log_path, self.server, self.start_timeout_s = log_path, server, start_timeout_s
+        self.proc = None
+        self.deaths = []  # (exit status, the log's traceback or tail) of every death seen
+
+    def start(self):
+        with open(self.log_path, "ab") as log:
+            log.write(("\n=== repro.py --serve: %s\n" % " ".join(shlex.quote(a) for a in self.argv)).encode())
+            try:
+                self.proc = subprocess.Popen(self.argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                             start_new_session=True)
+            except OSError as e:
+                raise ReproError("--serve: cannot start %s: %s" % (self.argv[0], e))
+        deadline = time.monotonic() + self.start_timeout_s
+        url = self.server.base_url + FINDING.get("health", "/health")
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise ReproError("the server exited with status %s before it answered; its log: %s\n%s"
+                                 % (self.proc.returncode, self.log_path, self.last_words()))
+            try:
+                with urllib.request.urlopen(url, timeout=5) as resp:
+                    if resp.status == 200:
+                        return
+            except (OSError, ValueError):
+                pass
+            time.sleep(0.5)
+        raise ReproError("the server did not answer %s within %d s; its log: %s" % (url, self.start_timeout_s, self.log_path))
+
+    def dead(self, wait_s=5.0):
+        """Whether the server died (waiting a little: a crash takes its processes down slowly);
+        a death is recorded once, with its traceback."""
+        if self.proc is None:
+            return False
+        try:
+            self.proc.wait(wait_s)
+        except subprocess.TimeoutExpired:
+            return False
+        self.deaths.append((self.proc.returncode, self.last_words()))
+        self.stop()
+        self.proc = None
+        return True
+
+    def last_words(self):
+        """This start's log from its first Python traceback on, whole (a crash report needs the
+        decisive one, and an engine of several processes logs the cause first and its
+        consequences after), at most 400 lines; without one, its last 40 lines."""
+        try:
+            text = Path(self.log_path).read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            return ""
+        text = text.rsplit("\n=== repro.py --serve: ", 1)[-1]
+        lines = text.splitlines()
+        starts = [i for i, line in enumerate(lines) if "Traceback (most recent call last)" in line]
+        if starts:
+            return "\n".join(lines[starts[0]:][:400])
+        return "\n".join(lines[-40:])
+
+    def stop(self):
+        if self.proc is None:
+            return
+        try:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+        except OSError:
+            pass
+        try:
+            self.proc.wait(15)
+        except subprocess.TimeoutExpired:
+            pass
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)  # what outlived the TERM (workers of the group)
+        except OSError:
+            pass
 
 
 # --- main --------------------------------------------------------------------------------
@@ -1562,12 +1989,30 @@ def main(argv=None):
     p.add_argument("--runs", type=positive_int, default=10, help="loaded runs (default 10)")
     p.add_argument("--timeout", type=positive_int, default=120, help="seconds to wait for one answer (default 120)")
     p.add_argument("--model", help="model name for /v1/completions (default: the finding's, else the server's first)")
+    p.add_argument("--write-model", metavar="DIR",
+                   help="write the tiny model the finding ran on (and its LoRA adapters) under DIR with numpy, then exit")
+    p.add_argument("--serve", metavar="COMMAND",
+                   help="start the server with COMMAND (split as a shell would, run without one) before the replay, "
+                        "and again after it dies; its output goes to --serve-log")
+    p.add_argument("--serve-log", default="server.log", help="where --serve's server writes (default %(default)s)")
+    p.add_argument("--start-timeout", type=positive_int, default=300, help="seconds --serve waits for the server (default 300)")
     args = p.parse_args(argv)
+    if args.write_model:
+        try:
+            write_the_model(args.write_model)
+        except ReproError as e:
+            print("repro.py: error: %s" % visible(e), file=sys.stderr)
+            return 2
+        return 0
     requests = FINDING["requests"]
     by_id = {r["id"]: r for r in requests}
     runs, alone, probes = [], {}, []
+    served, died = None, set()
     try:
         server = Server(args.base_url, args.timeout)
+        if args.serve:
+            served = Served(args.serve, args.serve_log, server, args.start_timeout)
+            served.start()
         model = args.model or FINDING["model"]
         if model is None and any("model" in r["body"] for r in requests):
             model = first_model(server)
@@ -1579,6 +2024,8 @@ def main(argv=None):
                 server.flush()
                 alone[rid] = run_requests(server, [dict(req, offset_ms=0.0)], model)[0]
         for i in range(args.runs):
+            if served is not None and served.proc is None:
+                served.start()  # a fresh server after the last one died
             server.flush()
             runs.append(run_requests(server, requests, model))
             for probe in FINDING["probes"]:
@@ -1588,15 +2035,27 @@ def main(argv=None):
                 server.flush()
                 run_requests(server, [dict(req, id=req["id"] + "~prefix", body=probe["prime"], copies=1)], model)
                 probes.append((i, run_requests(server, [req], model)[0]))
+            if served is not None and served.dead(wait_s=15.0 if any(o.status != "ok" for o in runs[-1]) else 0.1):
+                died.add(i)  # the server is gone after this run: it crashed, whatever its answers said
             print("run %d/%d done" % (i + 1, args.runs), file=sys.stderr)
     except ReproError as e:
         if not runs:
+            if served is not None:
+                served.stop()
             print("repro.py: error: %s" % visible(e), file=sys.stderr)
             return 2
         # The server went away mid-replay (a crash finding does exactly that): judge what ran.
         print("repro.py: %s; judging the %d runs that ended" % (visible(e), len(runs)), file=sys.stderr)
-    text, confirmed = report(runs, alone, probes, args.runs)
+    finally:
+        if served is not None:
+            served.stop()
+    text, confirmed = report(runs, alone, probes, args.runs, died)
     sys.stdout.write(text)
+    if served is not None and served.deaths:
+        status, words = served.deaths[-1]
+        sys.stdout.write(visible("  The server (--serve) died %d time%s in %d runs; the last time with exit status %s "
+                                 "(log %s). Its last words:\n\n%s\n" % (len(served.deaths), "" if len(served.deaths) == 1 else "s",
+                                                                           len(runs), status, args.serve_log, words)))
     return 0 if confirmed else 1
 
 

@@ -1,9 +1,15 @@
 #!/usr/bin/env python3
 """Standalone reproduction of servefuzz finding finding_00000_1318606819.json (standard library only).
 
-Start the server as issue.md says, then:
+It needs no servefuzz. Write the tiny random-weight model the finding ran on (and its LoRA
+adapters) with numpy alone, start the server on it as issue.md says, then replay:
 
+    python3 repro.py --write-model ./tiny
     python3 repro.py --base-url http://127.0.0.1:30000 --runs 10
+
+or let the script start (and, after a crash, restart) the server with your own command:
+
+    python3 repro.py --serve "llama-server -m ./tiny/tiny.gguf --port 8080" --base-url http://127.0.0.1:8080
 
 First every request expected to diverge is sent once alone on a flushed cache: its reference.
 Then the finding's requests are sent at their recorded offsets, --runs times, each run on a
@@ -17,19 +23,31 @@ Exit status: 0 CONFIRMED, 1 NOT REPRODUCED or UNDECIDED (servefuzz.stats decides
 below), 2 bad arguments or no server to talk to.
 
 The finding is data (the JSON text in FINDING, with the exact request bodies servefuzz sends);
-nothing read from it is ever executed.
+nothing read from it is ever executed, and the command --serve runs is only ever the one given
+on the command line.
 """
 
+# Annotations are never evaluated: servefuzz's own functions are embedded below verbatim, typed.
+from __future__ import annotations
+
 import argparse
+import base64
 import http.client
 import json
+import os
 import re
+import shlex
+import signal
 import socket
+import subprocess
 import sys
 import textwrap
 import threading
 import time
 import urllib.parse
+import urllib.request
+import zlib
+from pathlib import Path
 
 # --- servefuzz.stats, verbatim: the rule that turns "k of n runs" into a decision ----------
 """Rates and every decision made from them: one module owns the rules.
@@ -635,6 +653,363 @@ class Trail:
         head = "flaky: it reproduced, then stopped" if self.flaky else f"history ({self.last})"
         return "\n".join([head, *("  " + line for line in self.lines())])
 
+# --- servefuzz.reports.tiny_model, verbatim: the model the finding ran on, numpy alone --------
+"""The tiny random-weight models of servefuzz's findings, written with numpy and the standard
+library alone, so that a maintainer can rebuild the exact model a finding ran on without
+servefuzz: every generated repro.py embeds this module's source verbatim (`--write-model DIR`).
+
+It writes what `servefuzz.models.build_models` writes for the same seed, in the same layout
+(`DIR/tiny.gguf`, `DIR/hf-<dtype>/`, `DIR/lora/`), byte for byte (tests/reports/test_tiny_model.py
+holds the two together): the same random streams (numpy's `default_rng([seed, k])`), the same
+weights, and the two file formats written by hand with `struct` and `json` (GGUF v3 as gguf-py
+lays it out; safetensors as the safetensors package does). The one thing it cannot make is the
+Hugging Face tokenizer, which servefuzz trains with the `tokenizers` package: the caller hands
+its `tokenizer.json` in (repro.py carries it, compressed, as data), and the weights' quiet rows
+are read from it.
+
+    >>> spell_bytes("\u0120a\u00c3")
+    b' a\\xc3'
+
+Nothing here imports servefuzz, and numpy only when a model is written: repro.py's replay runs
+on the standard library alone.
+"""
+
+
+import json
+import struct
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, NamedTuple
+
+try:
+    import numpy as np
+except ImportError:  # repro.py embeds this module: a replay needs no numpy, only --write-model does
+    np = None  # type: ignore[assignment]
+
+__all__ = ["TINY", "TinyShape", "spell_bytes", "write_model"]
+
+
+class TinyShape(NamedTuple):
+    """servefuzz's tiny llama (`servefuzz.models.ModelShape`): RMSNorm, rotary, SwiGLU. A
+    NamedTuple, not a dataclass: a dataclass looks its module up in sys.modules, which a script
+    loaded by path (repro.py, embedding this) need not be in."""
+
+    layers: int = 2
+    hidden: int = 256
+    heads: int = 4
+    ffn: int = 512
+    context: int = 2048
+    rope_theta: float = 10000.0
+    rms_eps: float = 1e-5
+
+    @property
+    def head_dim(self) -> int:
+        return self.hidden // self.heads
+
+
+TINY = TinyShape()
+ADAPTERS = ("lora-a", "lora-b")
+LORA_RANK = 8
+LORA_ALPHA = 16.0
+LORA_TARGETS = ("q_proj", "v_proj")
+LOGIT_SCALE = 3.0  # the ordinary tokens' output rows: their best logit far above the quiet ones' 0
+GGUF_VOCAB = 1024
+HF_SPECIALS = ("<s>", "</s>", "<pad>")
+GGUF_LAYER_NAMES = {
+    "input_layernorm": "attn_norm", "self_attn.q_proj": "attn_q", "self_attn.k_proj": "attn_k",
+    "self_attn.v_proj": "attn_v", "self_attn.o_proj": "attn_output", "post_attention_layernorm": "ffn_norm",
+    "mlp.gate_proj": "ffn_gate", "mlp.up_proj": "ffn_up", "mlp.down_proj": "ffn_down",
+}
+GGUF_MODEL_NAMES = {"model.embed_tokens": "token_embd", "model.norm": "output_norm", "lm_head": "output"}
+
+
+def write_model(out_dir: Path, fmt: str, *, seed: int = 0, dtype: str = "float32", adapters: bool = True,
+                tokenizer_json: str | None = None) -> list[Path]:
+    """Write the model of format `fmt` ("gguf": llama.cpp; "hf": vLLM, SGLang) and, with
+    `adapters`, its two LoRA adapters under `out_dir`; the paths written. "hf" needs the
+    tokenizer servefuzz trained for `seed` (`tokenizer_json`, the text of its tokenizer.json)."""
+    if np is None:
+        raise RuntimeError("writing the model needs numpy (pip install numpy); the replay itself does not")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    written: list[Path] = []
+    if fmt == "gguf":
+        written.append(_write_gguf(out_dir / "tiny.gguf", TINY, seed))
+    elif fmt == "hf":
+        if tokenizer_json is None:
+            raise ValueError("an hf model needs the tokenizer.json servefuzz trained for it")
+        written += _write_hf(out_dir / f"hf-{dtype}", TINY, seed, dtype, tokenizer_json)
+    else:
+        raise ValueError(f"unknown model format {fmt!r} (gguf or hf)")
+    if adapters:
+        written += _write_adapters(out_dir / "lora", TINY, seed, gguf=fmt == "gguf")
+    return written
+
+
+# --- the random streams, as servefuzz.models draws them ------------------------------------
+
+
+def _words(rng: Any, count: int) -> list[str]:
+    onsets = ["", "b", "d", "f", "g", "k", "l", "m", "n", "p", "r", "s", "t", "v", "z", "st", "tr", "kl"]
+    vowels = ["a", "e", "i", "o", "u", "ai", "ou"]
+    codas = ["", "", "n", "r", "s", "t", "l", "m"]
+    words: set[str] = set()
+    while len(words) < count:
+        syllables = int(rng.integers(1, 4))
+        words.add("".join(
+            onsets[rng.integers(len(onsets))] + vowels[rng.integers(len(vowels))] + codas[rng.integers(len(codas))]
+            for _ in range(syllables)
+        ))
+    return sorted(words)
+
+
+def _weights(rng: Any, shape: TinyShape, vocab: int, quiet: Sequence[int]) -> dict[str, Any]:
+    def proj(out: int, inp: int) -> Any:
+        return np.asarray(rng.standard_normal((out, inp)) / np.sqrt(inp), dtype=np.float32)
+
+    h, f = shape.hidden, shape.ffn
+    w: dict[str, Any] = {"model.embed_tokens.weight": rng.standard_normal((vocab, h)).astype(np.float32)}
+    for i in range(shape.layers):
+        p = f"model.layers.{i}."
+        w[p + "input_layernorm.weight"] = np.ones(h, np.float32)
+        for name in ("q_proj", "k_proj", "v_proj", "o_proj"):
+            w[p + f"self_attn.{name}.weight"] = proj(h, h)
+        w[p + "post_attention_layernorm.weight"] = np.ones(h, np.float32)
+        w[p + "mlp.gate_proj.weight"] = proj(f, h)
+        w[p + "mlp.up_proj.weight"] = proj(f, h)
+        w[p + "mlp.down_proj.weight"] = proj(h, f)
+    w["model.norm.weight"] = np.ones(h, np.float32)
+    head = proj(vocab, h) * LOGIT_SCALE
+    head[list(quiet)] = 0.0
+    w["lm_head.weight"] = head
+    return w
+
+
+def _lora_pairs(rng: Any, shape: TinyShape) -> dict[str, tuple[Any, Any]]:
+    h = shape.hidden
+    out = {}
+    for i in range(shape.layers):
+        for target in LORA_TARGETS:
+            a = np.asarray(rng.standard_normal((LORA_RANK, h)) / np.sqrt(h), dtype=np.float32)
+            b = np.asarray(rng.standard_normal((h, LORA_RANK)) * 0.18, dtype=np.float32)
+            out[f"model.layers.{i}.self_attn.{target}"] = (a, b)
+    return out
+
+
+def _gguf_name(hf_name: str) -> str:
+    stem = hf_name.removesuffix(".weight")
+    if stem in GGUF_MODEL_NAMES:
+        return GGUF_MODEL_NAMES[stem] + ".weight"
+    _, _, layer, rest = stem.split(".", 3)
+    return f"blk.{layer}.{GGUF_LAYER_NAMES[rest]}.weight"
+
+
+# --- GGUF (llama.cpp), version 3, laid out as gguf-py writes it -----------------------------
+
+_U32, _I32, _F32, _BOOL, _STR, _ARR = 4, 5, 6, 7, 8, 9  # GGUF value types
+_ALIGN = 32
+# llama.cpp's token types
+_NORMAL, _UNKNOWN, _CONTROL, _BYTE = 1, 2, 3, 6
+
+
+def _gguf_str(s: str) -> bytes:
+    raw = s.encode("utf-8")
+    return struct.pack("<Q", len(raw)) + raw
+
+
+def _gguf_value(vtype: int, value: Any) -> bytes:
+    if vtype == _STR:
+        return _gguf_str(value)
+    return struct.pack({_U32: "<I", _I32: "<i", _F32: "<f", _BOOL: "?"}[vtype], value)
+
+
+def _gguf_file(path: Path, kv: Sequence[tuple[str, int, Any]], tensors: Sequence[tuple[str, Any]]) -> Path:
+    """`kv`: (key, type, value), an array as (key, _ARR, (element type, values))."""
+    out = bytearray(b"GGUF" + struct.pack("<IQQ", 3, len(tensors), len(kv)))
+    for key, vtype, value in kv:
+        out += _gguf_str(key) + struct.pack("<I", vtype)
+        if vtype == _ARR:
+            sub, items = value
+            out += struct.pack("<IQ", sub, len(items)) + b"".join(_gguf_value(sub, v) for v in items)
+        else:
+            out += _gguf_value(vtype, value)
+    offset = 0
+    for name, array in tensors:
+        out += _gguf_str(name) + struct.pack("<I", array.ndim)
+        out += b"".join(struct.pack("<Q", d) for d in reversed(array.shape))  # ggml's ne: innermost first
+        out += struct.pack("<IQ", 0, offset)  # 0: F32
+        offset += -(-array.nbytes // _ALIGN) * _ALIGN
+    out += bytes(-len(out) % _ALIGN)
+    with open(path, "wb") as fh:
+        fh.write(out)
+        for _, array in tensors:
+            data = np.ascontiguousarray(array, dtype="<f4").tobytes()
+            fh.write(data + bytes(-len(data) % _ALIGN))
+    return path
+
+
+def _write_gguf(path: Path, shape: TinyShape, seed: int) -> Path:
+    """`servefuzz.models._write_gguf`: <unk>, <s>, </s>, the 256 byte tokens, then word pieces."""
+    rng = np.random.default_rng([seed, 2])
+    tokens = ["<unk>", "<s>", "</s>"] + [f"<0x{b:02X}>" for b in range(256)]
+    kinds = [_UNKNOWN, _CONTROL, _CONTROL] + [_BYTE] * 256
+    quiet = list(range(len(tokens)))
+    pieces = [chr(c) for c in range(ord("a"), ord("z") + 1)] + ["\u2581"]
+    pieces += ["\u2581" + w for w in _words(rng, GGUF_VOCAB - len(tokens) - len(pieces))]
+    tokens += pieces
+    kinds += [_NORMAL] * len(pieces)
+    scores = [0.0] * len(quiet) + [-float(i) for i in range(len(pieces))]
+    kv = [
+        ("general.architecture", _STR, "llama"),
+        ("general.name", _STR, "servefuzz-tiny"),
+        ("llama.context_length", _U32, shape.context),
+        ("llama.embedding_length", _U32, shape.hidden),
+        ("llama.block_count", _U32, shape.layers),
+        ("llama.feed_forward_length", _U32, shape.ffn),
+        ("llama.attention.head_count", _U32, shape.heads),
+        ("llama.attention.head_count_kv", _U32, shape.heads),
+        ("llama.rope.dimension_count", _U32, shape.head_dim),
+        ("llama.rope.freq_base", _F32, shape.rope_theta),
+        ("llama.attention.layer_norm_rms_epsilon", _F32, shape.rms_eps),
+        ("general.file_type", _U32, 0),  # all F32
+        ("llama.vocab_size", _U32, len(tokens)),
+        ("tokenizer.ggml.model", _STR, "llama"),
+        ("tokenizer.ggml.tokens", _ARR, (_STR, tokens)),
+        ("tokenizer.ggml.scores", _ARR, (_F32, scores)),
+        ("tokenizer.ggml.token_type", _ARR, (_I32, kinds)),
+        ("tokenizer.ggml.unknown_token_id", _U32, 0),
+        ("tokenizer.ggml.bos_token_id", _U32, 1),
+        ("tokenizer.ggml.eos_token_id", _U32, 2),
+        ("tokenizer.ggml.add_bos_token", _BOOL, False),  # prompts are exact token ids
+    ]
+    weights = _weights(rng, shape, len(tokens), quiet)
+    return _gguf_file(path, kv, [(_gguf_name(n), a) for n, a in weights.items()])
+
+
+# --- safetensors and the Hugging Face folder (vLLM, SGLang) ---------------------------------
+
+
+def _safetensors(path: Path, tensors: dict[str, Any], dtype: str) -> Path:
+    """As the safetensors package writes one dtype: tensors sorted by name, the JSON header
+    compact and padded with spaces to a multiple of 8."""
+    names = sorted(tensors)
+    blobs = {n: _bf16_bits(tensors[n]).tobytes() if dtype == "bfloat16"
+             else np.ascontiguousarray(tensors[n], dtype="<f4").tobytes() for n in names}
+    header: dict[str, Any] = {"__metadata__": {"format": "pt"}}
+    offset = 0
+    for n in names:
+        header[n] = {"dtype": "BF16" if dtype == "bfloat16" else "F32", "shape": list(tensors[n].shape),
+                     "data_offsets": [offset, offset + len(blobs[n])]}
+        offset += len(blobs[n])
+    text = json.dumps(header, separators=(",", ":")).encode()
+    text += b" " * (-len(text) % 8)
+    with open(path, "wb") as fh:
+        fh.write(struct.pack("<Q", len(text)) + text)
+        for n in names:
+            fh.write(blobs[n])
+    return path
+
+
+def _bf16_bits(a: Any) -> Any:
+    """float32 -> bfloat16 bit patterns, rounding to nearest even as torch does."""
+    bits = np.ascontiguousarray(a, dtype="<f4").view(np.uint32)
+    rounded = bits + np.uint32(0x7FFF) + ((bits >> np.uint32(16)) & np.uint32(1))
+    return (rounded >> np.uint32(16)).astype("<u2")
+
+
+def _json(path: Path, obj: Any) -> Path:
+    path.write_text(json.dumps(obj, indent=2) + "\n", encoding="utf-8")
+    return path
+
+
+def _byte_chars() -> dict[str, int]:
+    """GPT-2's byte-level alphabet: the character each byte is spelled with -> the byte."""
+    printable = [*range(ord("!"), ord("~") + 1), *range(0xA1, 0xAD), *range(0xAE, 0x100)]
+    chars, extra = {}, 0
+    for b in range(256):
+        if b in printable:
+            chars[chr(b)] = b
+        else:
+            chars[chr(256 + extra)] = b
+            extra += 1
+    return chars
+
+
+_BYTE_CHARS = _byte_chars()
+
+
+def spell_bytes(token: str) -> bytes:
+    """The bytes a byte-level BPE token stands for."""
+    return bytes(_BYTE_CHARS[c] for c in token)
+
+
+def _quiet_tokens(tokenizer: dict[str, Any]) -> tuple[int, list[int]]:
+    """(vocabulary size, quiet ids): the specials and every token that is not whole UTF-8 on its
+    own (`tokenizers` decodes it to U+FFFD, which servefuzz.models reads as quiet)."""
+    vocab: dict[str, int] = dict(tokenizer["model"]["vocab"])
+    specials = {t["content"]: int(t["id"]) for t in tokenizer.get("added_tokens") or ()}
+    size = max([*vocab.values(), *specials.values()]) + 1
+    quiet = {specials[t] for t in HF_SPECIALS}
+    for token, i in vocab.items():
+        if token in specials:
+            continue
+        if "\ufffd" in spell_bytes(token).decode("utf-8", "replace"):
+            quiet.add(i)
+    return size, sorted(quiet)
+
+
+def _write_hf(hf_dir: Path, shape: TinyShape, seed: int, dtype: str, tokenizer_json: str) -> list[Path]:
+    hf_dir.mkdir(parents=True, exist_ok=True)
+    tokenizer = json.loads(tokenizer_json)
+    vocab, quiet = _quiet_tokens(tokenizer)
+    ids = {t["content"]: int(t["id"]) for t in tokenizer.get("added_tokens") or ()}
+    (hf_dir / "tokenizer.json").write_text(tokenizer_json, encoding="utf-8")
+    specials = dict(zip(("bos_token", "eos_token", "pad_token"), HF_SPECIALS, strict=True))
+    written = [hf_dir / "tokenizer.json", _json(hf_dir / "special_tokens_map.json", specials)]
+    written.append(_json(hf_dir / "tokenizer_config.json", {
+        "tokenizer_class": "PreTrainedTokenizerFast", "model_max_length": shape.context,
+        "add_bos_token": False, "add_eos_token": False, **specials,
+    }))
+    written.append(_json(hf_dir / "config.json", {
+        "architectures": ["LlamaForCausalLM"], "model_type": "llama", "vocab_size": vocab,
+        "hidden_size": shape.hidden, "intermediate_size": shape.ffn, "num_hidden_layers": shape.layers,
+        "num_attention_heads": shape.heads, "num_key_value_heads": shape.heads, "head_dim": shape.head_dim,
+        "hidden_act": "silu", "max_position_embeddings": shape.context, "rms_norm_eps": shape.rms_eps,
+        "rope_theta": shape.rope_theta, "tie_word_embeddings": False, "attention_bias": False, "mlp_bias": False,
+        "bos_token_id": ids["<s>"], "eos_token_id": ids["</s>"], "pad_token_id": ids["<pad>"], "dtype": dtype,
+    }))
+    weights = _weights(np.random.default_rng([seed, 1]), shape, vocab, quiet)
+    written.append(_safetensors(hf_dir / "model.safetensors", weights, dtype))
+    return written
+
+
+# --- the LoRA adapters ------------------------------------------------------------------------
+
+
+def _write_adapters(out_dir: Path, shape: TinyShape, seed: int, *, gguf: bool) -> list[Path]:
+    """Each of ADAPTERS: `NAME.gguf` (llama.cpp's LoRA GGUF) or `NAME/` (PEFT's layout)."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    written: list[Path] = []
+    for index, name in enumerate(ADAPTERS):
+        pairs = _lora_pairs(np.random.default_rng([seed, 3 + index]), shape)
+        if gguf:
+            kv = [("general.architecture", _STR, "llama"), ("general.type", _STR, "adapter"),
+                  ("adapter.type", _STR, "lora"), ("adapter.lora.alpha", _F32, LORA_ALPHA)]
+            tensors = [(_gguf_name(m + ".weight") + suffix, t) for m, (a, b) in pairs.items()
+                       for suffix, t in ((".lora_a", a), (".lora_b", b))]
+            written.append(_gguf_file(out_dir / f"{name}.gguf", kv, tensors))
+            continue
+        folder = out_dir / name
+        folder.mkdir(exist_ok=True)
+        written.append(_json(folder / "adapter_config.json", {
+            "peft_type": "LORA", "task_type": "CAUSAL_LM", "base_model_name_or_path": None, "r": LORA_RANK,
+            "lora_alpha": LORA_ALPHA, "lora_dropout": 0.0, "bias": "none", "target_modules": list(LORA_TARGETS),
+            "fan_in_fan_out": False, "use_rslora": False, "use_dora": False,
+        }))
+        tensors_hf = {f"base_model.model.{m}.lora_{ab}.weight": t for m, (a, b) in pairs.items()
+                      for ab, t in (("A", a), ("B", b))}
+        written.append(_safetensors(folder / "adapter_model.safetensors", tensors_hf, "float32"))
+    return written
+
 # --- the finding ---------------------------------------------------------------------------
 
 FINDING = json.loads(
@@ -657,7 +1032,281 @@ FINDING = json.loads(
     '06,148,630,318,534,444,648,732,634,674,357,76,516,722,376,337,765,236,400,455,590,310,759,468,38'
     ',310,830,566,156,1015,78,259,157,115,298,376,119,119,43,112],"max_tokens":1,"temperature":0.0,"n'
     '":1,"logprobs":5,"stream":false,"ignore_eos":true,"return_token_ids":true,"return_tokens_as_toke'
-    'n_ids":true}}],"probes":[]}'
+    'n_ids":true}}],"probes":[],"health":"/health","others":1,"model_files":{"format":"hf","seed":0,"'
+    'dtype":"float32","adapters":true,"tokenizer":"eNrNfVe79NhS3j2/4nic7WPY6ijhuLcHJ7CNDY6Ax+ppdVtuhb'
+    'ZCA42PH4ITOQcT7AFMzjnD88we/pelqlLrrfUda63a3HDzzai2eqlWqnorrFpf8zmf+tR7t6xp87p67/M/9V70uU/vfXqkdU'
+    '1ffZh2TK76oiDqNT0e8+qMpIGSHT/o6ktWtQP9ywbapz71NfTv8Nf8ONCePj09flhXXVZ145f+Rvu33nvQ26HRIvvgK+tmfP'
+    '+UFm32+FvRdk1+fYfcfHZyVTdlWuT37N2G2mv2YZ4WA33oXEbUz3z6s7AbfVZ2P+9PLb+rz8rvMFV/Ghge/v0KWieP3zVqQT'
+    'UZrx35A/fsve6rr9nYi5ev7rIvym5ZIT0ZV9sHw29O+Vd90F7TDzPNw7Bq8/KD+nRqs64VNuQvfZt90GTn7Ktm7j7DHNRtNz'
+    'RZf5i1ba14O2Yf1se3cgWffgNT5fDh4rN8+Iu/YPrksamvdd8Bv2N71YVHU5PHZZFX/bAEPmj7w7gGhFv9WlYdBzZpjQzvnd'
+    '75+2lkd/iEM+aHYTQ+GAjFIf3Q/Vt+HqY9+6DMmnPWOn+71R+mh0cfP8USAYUFbTncjrymccH/meFp/Xj68veGx83j8c8OT9'
+    'vH058bnnaPpz8/PO0fT39heIofT39xeEoeT39pZGFm6i+PjzNLf2V8nPn5q+PjzNCnx8eZob82Ps4cfe74OLP0eePjzNPT+D'
+    'gzFY2PM1ercRhmrtbj48zVZnycudqOjzNXu/Fx5mo/Ps5cxePjzFUyPs5cff74OHP118fHmau/MU7HzNXfHB9nrsapW89c/e'
+    '3xcebq74yPM1fP4+PM1cv4OHP1d8fHmav3x8eZqy8YH2eu/t64Kmau/v74OHP1D8bHmat/OD7OXP2j8XHm6gvHx5mrLxofZ6'
+    '7+8fg4c/VPxseZq386Ps5cffG4Omeu/tn4OHP1z8fHmasvGR9nrr50fJy5+hfj48zVvxwfZ67+1fg4c/Wvx8eZq38zPs5c/d'
+    'txl8xcfdn4OHP15V8+Ps9sfcX4OLP178bHma0PxseZrX8/Ps5spePjzNYoCXYzWx+OjzNbo67Zz2yNwnA/s3UaH2euRniyn7'
+    'n6D+PjzFU+Ps5c/cfxceZqFGD7matRBu9nrsrxceZqFLPxzFU9Ps5cjaoznrn6T+PjzNWoVuKZq1E4xjNXo1yPZ6768XHm6j'
+    'Y+zlx95fg4czVK7WTm6qvHx5mr+/g4c/U14+PM1X8eH2euPjM+zlz9l/Fx5urjHx2fZ7Y+/rHxeebr4x8fn2fGPv6/JEpn1j'
+    '7+CSLMzH38k0SY2fv4p4gwM/jxTxNhZvHjnyHCzOTHP0sEYPPniAB8/jwRgNFfJAJw+ksk5YHTXyYCcPorRABOf5UIwOmvEQ'
+    'E4/XUiAKe/QQTg9DeJAJz+FhGA098mAnD6O6SAgNPfJQJw+ntEAE5/nwjA6R8QATj9QyIAp39EhJnT168lwszp69cRYeb09e'
+    'uJMHP6+g2kG2dOX/8rEWZOX/8bEWZOX/87EWZOX/8HEWZOX/8nEWZOX7+RCMDpNxEBOP1mIgCn30IE4PRbSW0Dp99GBOD024'
+    'kAnH4HEYDT7yQCcPpdRABOv5sIwOn3EAE4/V4iAKffRwTg9PsJUQCnP0AE4PR/EQE4/UEiAKc/RATg9IeJAJz+CBGA0/9NBO'
+    'D0/xABOP2ICMDpjxLYAU5/jAjA6Y8TATglcQHq5ZXEBSiYVxIXoGJeSVyAknklcQFq5pXEBSiaVxIXoGpeSVyAsnklcQHq5v'
+    'UXiACckvwAlfNK8gOUzivJD1A7ryQ/QPG8kvwA1fNK8gOUzyvJD1A/ryQ/QAG9kvwAFfRK8gOU0CvJD1BDryQ/QBG9kvwAVf'
+    'RK8gOU0SvJD1BHryQ/QCG9kvwAlfRK8gOU0ickP0AtfULyAxTTJyQ/QDV9QvIDlNMnJD9APX1C8gMU1CckP0BDfULyA1TUJy'
+    'Q/QEd98o0ErIHTbyICcPrNRABOv4UIwOm3EgE4/TYiAKffTgTg9DuIAJx+JxGA0+8iAnD63YT5gdPvIQJw+r1EAE6/jwjA6f'
+    'cTATj9ASIAp/+LCMDpDxIBOP0hIgCnP0wE4PRHyBwBTv83EYDT/0ME4PQjIgCnP0oE4PTHiACc/jgRgNP/SwTg9CeIAJz+JB'
+    'GA058iSwk4/WkiAKc/QwTg9GeJAJz+HBGA058nAnD6C0QATn+RCMDpLxEBOP1lIgCnv0JGHHD6q0QATn+NCMDprxMBOP0NIg'
+    'Cnv0kE4PS3iACc/jYRgNPfIQJw+rtEAE5/j+xL4PT3iQCc/gERgNM/JAJw+kdEmDn9468lwszpH38dEWZO//jriTBz+sffQI'
+    'SZ0zQnAnD6EZNAS9U9ESJ8hyi4VA9EmbltOyJsVMMF0WBoPyLXHeiqjF+ZOe4bIswcX/iNmeOO3gBdlZdEmPnNiRfQVVfuIy'
+    'iroQNCAyOJvgT6KuUvzdyyf2oFCmugTI3PLGf8u5nlnn4GSuuTj05EUWOcz43FK/UH6iAoMPaBrWI92hXRZvYz/hlYn9xD0G'
+    'Jtx2MFeqzuW6LM3F94TkCT5fQKaLLhlakpUGc9MQDqTHoC+oyZBn2WMWGneobNz8ynTIDFza3PnGcd+WaeVGMN0XDkz0SZ+S'
+    'b3//oJ+W6JMvNdM2ELw8btzowXGVNmhuuCCLBQuJWZ4bok79HMcEpvgH6re34FuKXPgIIjZ/QaFFzdMwU34oVJuDhosEDJ5Q'
+    'V/CqUHjQyoOVosa1BzPLwrvbALGQul7C5EmdnuqW3QdikTtsgQLaA1KLyauAaF13JnUeN9JC0B2/Qr0Hnlo+21wzr8BcacmU'
+    'UN+BEP+1rvSRoeUIPPORFw2GlkUA9+xA1hB/j7WmoX0lPUhx8RW6AQTz0RVlrwUXOgFNOGmACtWKRMAe9Mw1JnvdF7s5RPYA'
+    'fkx7F+cWozAfHDuwYU5cAKicA16MoDSbL1VgtFYmarZoBJuPBL2ttbXPk0JVvdiWr+LPbjQPJ+vcWOXIkC6mj6CGhQonF7O5'
+    'wL6qxSo0yZO3Ej+bcGPVrSPlFKlIXCDrtA6ne92+teycDtkH9+US+lChjeK2nJXwfdemT9sAbtSiuDV7rSsKSo13u9IRoZhf'
+    '1WLUniar9TNH5v7lLDom8fq7eIhN25k18c4Ex1I0oEm5CmNcYusCiO15pZ6JpSttzi3IVK9hQo2yPBqHWsp6SRCQaFm3VHoi'
+    'Sop6kTCeoB+hkaj+NGpn6Axj3zQCa4oIgxULljX6f39CSwdE/0LPAndC9aEWyge0vpBmjfkUQiauNoYNn2G6WED/T1zZPe5K'
+    '2M7Aa08blnil5Yc7c2oJbvtXxKdypnou5VBwxDx1jsbZ70lul4YDcR4uZi+lyke0ZtgsquUiLMXTrmRJh7dGbCFpYTN7yDVf'
+    'zAi5tISS3eohtQ3MPWmeT3Bo3UYSioF2inDlKPSLhf+KW5A7L0NiutAGEEUI+3FcGlzUoJsUJEyQa0+Wn69R63b86vxcAQrR'
+    'VQ6MOamH4LWn1cakQCIUxYYLNWy6zA8QGl3tE8gUq/0aberLdaRhKw26x3DnXiXCn3tHqMxxqtHFnnSskfeKUrDX8gdLoBHV'
+    '+fiKB0PLGJZu9HR9aYm43aNhUMHCj7k0yN0vUHxpEbUPXXUXUSLYaly0yr/VIxcfuktyF9ZKs3C/ECun6UhiQ0N6DsrzyNoO'
+    'uH16h/WwRbs+GwAY1/5b2kVX3NDMYATmQQtnrDcHOg7Yd1PO0HZTQfaWRA3T9z30DdX3lYtNlc8bLTKv8x0qD2LwUvR632m3'
+    'nAdtgbEhSg+O/TiIHGJxrztFc4uIFO7tXeaWU0QfV3jKU2WvU3jzWudT/vBdD9N1kXoPpPvOFB9d97piR6iVP7oPzPwjNo/0'
+    'r2Oaj/u2jcDeh/orFK3Cjdf+TOgfb/Qv6E2v4tDKXGAN1jYcU4PTSICALKmmLneu/TfGsUQNwkak46kXKAA2RFAA4YtfA0Fg'
+    'oIpNh1QAMXwkibRG8b6nuCcGbSmAgFagr8q3kpiaRQGZuJWzTFuwtR5o5cuCnsR8pNzX0oUyIo4UVragsq/5iTkt2iv/kj9v'
+    'BsQdm3vOG3kZoIkphbpeaPtJC3oOZv0slorYQK/3QDzhN+a4vS7So/3UE2GxHctfSYxG0UO1bexHmiTRoy/beg8kc+ZehX6N'
+    'Ph91ao/URnb0HxXwpiDBR+VvEv1TYnuLRdOTisfCyXLej8A6m07crpUFFzGwm+KJ0Erf9cESECn+KVKI4VLEpuu1bTQ6yv9Y'
+    'bnL2wBbfAnEIyRs2S7Rt8aD+k6Vm9N7oSt1vTptBy1sucPbdSGz5i20jKJvgUaP+s6JkF6EfVtgwqSBgC0fEkSZqus+XHk5x'
+    'UJmn7ApCwTtqDsGVFuQdOfyF7dgpofVi1RVBd4uW0dH20Fi267URuav+OYMCUsZlD5WcsU7NeRJNx2624b0RlbV++X82oD7T'
+    '8oYXp755hmJZurW9D//bRTd0ouM7Tf7vSa4x8r3zmPIwCAU0aEPe5Q/oCSacKIUpW01kDzVzyRoPVb1kBbpe6PhD63StnzW4'
+    'jESrHwtqDpM16OoOdfRDyinueJxuwjWdl7ZzKqefGBuq+4q8qvfuQhiRWilBUYO6utmZSJ0vgjUBWstQW1T/huq9Q+b03Q98'
+    'PokPthC7qeaKxnQN9fZdWBwn+efHxb1+6f5BSo/ayhwUjW777JiHybOH1q5rUH+v9GvQK1f6N+O1q/4tkEvX+Xj+A8kczfKe'
+    'v/SG6dHej9QRATZe5KkxFhjf40oqgO1NyQs/+7efXtAADU5MjaPTlyrZVFvkODP2eu0R9DP44c42XazjuAAYxmd5HaMzSxu8'
+    'iZme42/Ry7deIxAzCQtvwWuJZoS+y00Z8Wj2W9AyTQMZjeRQjGqMHVk7I+6a0VGsotKaTdCtEYfVhZ/QzNd2jvNw0PoQYAOX'
+    '91hwqy5fbmjpxpXe9A87e0GFYOzqdvrp0JmTfWDrT/kWTKDrT/hXDEDvR+zx0DtX+kZaEM/SP3QJn5x4xpSq/w+ILeHy1+Ar'
+    'I7UPpM5N9v0IvU3IiEW5702Q5U/p3Y26z1YPKwgMY/03LYaHuLv7hT5hoNCGj9S0HDvtG6ke26HWp7xno7UPet7FblwK8K/q'
+    'lW+azXd1vtp+AGtbBqWLLvQN0PuJN/rSFl+Vi4WwSUPbc69+cmv1YLi2XKTgssftHR7+Vjz4CCHzEXT+hOW8O36d2NkvfT5t'
+    'wpzwtxunN84bKlQNc/S+hlB8q+o2Wx07oS1tle7xj6OKp8mRBH5dNXnOB5AQsOdP+Flo1j4LOYU979Y8q/dESYiCbQ/xym34'
+    'H6v5GG3oHWTzsyCnexniIceND+Io5B9Rc8EKDz7/xVUPZkuIlqiB0jhn0Ru1h3pplXfazdyXdpBnwxLPaU7pd42S5Rhgx3Xu'
+    'v9mQxOclZEaO/z3IKqb1kOgq4fDEpGuDvQ98/MBojknODjDnT9KaVkdTDwadL3ysV/JN22Vy7+I0GmPRr4RU0UCEb2RAAs2Z'
+    'b8Dvj0+B3HD87fU0KMRmGPBv5gp7F3bK80PG2ufeSsKdYd+0jbkg3s5r1W9BlDgj1o+Wca4r2KxzPy3YOWv3PCP2JJGmTHzO'
+    '9kNvag4c+8j/eg4itaIXu072nN7VVM/pQzTfeggMW/X2nBLCOnVP2Jw+P7lUo9uRJJ75Fu3g77FUIwImi/xbzO91rxZyVbrX'
+    'tQ+nehoGwmBtZO18hVtFeKnyZnjakdHXVnjXDyQBQnWPzYPvu12vENkd5xw4jc2m9QeRI/SvkfeVkpg/9Mi2ODMoxmTnn3GS'
+    'futfpnqLMH/c+WzX6jbWMaaND/LyTK9qD7C95eW3QfEyFSeSZMU5kf3JRj6ndsSe63uFEegfk9an5ZX1vtCqd+KQv/JD+NId'
+    '+ITtU4pn0nuw8UP7ta96D1ByuKPXV7FcGniUCXPoOpvTLnCZDsd9ohBoJHa/txbUwiDhU+rSxl2nP4b79T0ozGRmn6EzW1xy'
+    'yigt+C/dHeiOLGjOijqOELWeKg5DsGLXut4nlM93pCaJJAv99SfkuHvfgIkt7lBZmFe1DyNZkP+xhzoU78ktOL8k7UuRcvGX'
+    '9i7gP7k/Zatz8A3V4r97ycV0McKwFKJGeri/DFeD4d33Ic+RIf2SfK5SqaFHR7zltY2fNH2RPKk89aGfT7UdqCw15CiXW3m4'
+    'kV3ZNKnLXxE6Zf0rEutOibgigrrRP4NXB91dwUWI4dqfoYVP0YlieSjg8xCIxB348RBepvDPq+YAJm67Dai0HVfwmxAYr+mh'
+    'MB8kdpKcfox+dhUKb7hfV/HKGDFVJrYnTmk6URR86qIl9LDBr+XDMFdTu5MmI032lXxSsdjaDVGa/Q7dXSzo1XKpO0yvjXG/'
+    'UJ5hjUesXzpx34ecPWQYwJeB0Bnlh5748sIWKl0088FaDNv5S+geF68jfGaw0Z+S2EjMSE8tqfZKWu9YbIub0dZlydhQ8Qtd'
+    'QDUOLt1BpIWhIMMZruFcdCYq2+JQshBgU+MEyf3GhPCn0VVPgYoeBIdwxKfBCsjNxjUOLXlBvEBXXJmIYJpzc6sLnR00Cjp2'
+    'PzdfkQPbEToOfAUAwq/Sz6JAaVXub8FgbqeMS2GitST0CVU2O8PUCZN6m0FytwwZwnOo9ItECMXnoSBKDNZWx0TntezPsBVH'
+    'qVtbL6MS+P99IOTURZXUqbn0QqqCD9iUWf0uWHUVaIdAKFPgA7cjTHSqOfyZSK9xpq0eJTxvuFOwNa/XlKC4z32p1acAggBr'
+    '0+gCB278V7DKUQ73s0THgwVWYeO51jUOyDRJIJw+y80Yv6oEcY+H3Iq1hPUjVvAO2/z4tZCYCuf2aBCbr+hQVmrOEK03Cazj'
+    'J3sZ6nAjRQjJKZhgq0/JXXLKh56RFo+Lzid1AmV8SK9tfX5SyWdd7e6Ix/iB5Q9mdZjqDtWxYmWtsP22WWM4mzl0QlJ6Dwb9'
+    'RsorP3aiLpiWrIjktA5ZcUYmEokDju/KEXNNoJaP+KtkOCjvzqVvOv0WncswsmAdWfd0zR/WF1lUTo+85IdCba0hdJmShD/0'
+    'TyMFEG/plHA5BAdiYC+PQYMSeg/zs2RxMAAHfulzbvcXskKpB/5IBaotz4bPcnaOWzlZZoM19UUgJIYNjoYrwmAAVGPmtpYa'
+    't3BnV7hSFwye1NtJFfNw8xkqzQnuRvYb4ozYMy7k9Cc1LEHko70UH9vGMYnAA4OHEEMQF0cJaOrtGmpJEDYMDu5UTb+HX3UA'
+    'YJwAOOaiVrZYdRWQH06Enyb7LBeBEvKcAGFc/hBnN4iaC3yywfE2XgX2RmNmpm5kTmBCACp7EkGzzhQd63ZOOIAY5DJi5GmJ'
+    'RToiFCXaiNvtVz1M4aPtGu/5ps0ERjhooY2qL0JgIIOhofAAuXnLmF/EpeAwopsLxOlLf/LOsHkMJgIUlCWwJo4YXxSIIwgZ'
+    'eQMvwfW3KHQo32k4sSuLm9mgoev53GPLwltJO/bh9yTOGEY89pIMleBVyZAywfwitpjyExdhgnDkxoZ2m7V8efbvMvdrj5mC'
+    'mFfngb7GN1UINEHMCFUSAxV/GTAs4UoU5iNBJYQmmc8NAUsTIUiMNYpcPzj1EW8O92GEUlivZlMHPK/Cclmij7X9JJEpXJJw'
+    'ZAkji+Mvp5gnE+ZjjR+4RI6JMhZJ04xj+veZ3PX7cUUE0AFBzSUnyUSYKWZyuKHiDBlSYkegI08EIvDSQQailTwN5Jpx+u0e'
+    '1YMA3yq3OmKIGWyU93Dlx4qKbhb47fv5Dg4PAXDd3aWc0Nf0tUgDDjtpxEvzYVMp6BYcZ1qp/QlCewYZqSCDJekRMjK0QVDH'
+    '9Bt/mlZ5rTwe4yfQ+dHTx6GOqXPqlAgGz/gYoOQT4BMxAxX3k+VDH8Ye0wjC1t0Fcii3Ygb/UHjsI0oIbDNIUAGsrpi5jGQO'
+    '7QgZYoTyRXylHygYdXIQZW7gMRBQRvtoG4Bh8gfxigAnssBxJOlwwVBgT6A5P2ej/n3Lm1A+raSa8Nf0owJH2QLgFuGET45N'
+    '0e6CD1MiHhNmPGADuUMhWAHppaxghwwz2V/QKwoW/KaQVvVBSKJ1HlBpymadyoMxmPTznAoX9Il+FPEeZVHmTEtrgM24m7LX'
+    'rg5Oe4uarpPWdzPdTG8CctRrpZvQ9/w+i6ZBENVB0/fOil4S8JSjPK24ie8BxgxkO1w9RHnvadDrF3/ClAE3klmYUDdaMRCh'
+    'O3zkpj6k5JTh4NABXE5rQ9dyq6w8OJ9ceEBIDiJB0HNHFhA3agae0LgGD4m0qxlWaVt06Wj8ocOMnq2zunUFr2HA9/2Ouc7P'
+    'O03/ax4o/HBrDFRfY+IItyWqqxiiIKTWeqMs2JMTz2qModPMvLjvHUcgdiR6fJLMZOsp2MunZD1O2suIe/6QBKBbJEZRXIub'
+    'WBilPI7QPuuE5vYRIej4XjlkC5Dvijr46yUJPdO7Jv+p6rtZWoAyxyEVGXoPDnqY5UdqGsz0gf7xfFijXWxp+z2zzCSmsvLN'
+    'uw1poci4wi5ZZgytyzanoJzkZx/yOFQKbXEidPgZdJpBMQGPhEyjExLfFIOSbOIqgj5ZoQdRBFzoy1M9qJoq2TRj7Jd6zRxo'
+    'A9ipS3opcGdGIr0xLFBbe3enK5YGQVqbjFYTyPxq0oJDIdBI0iF4d0s57Cem43WUdY0u1WSxO4JEVDYmE3iuJFWNntJJOJ8I'
+    'MpAD6ujFuwvFsrjK3VcWnmYu10pAXoFKlYxjAoEwCK1jqa37DXJMLyb/mo0HgMFR45T20rP20tTOs5k8HeOKlwJSqQSDsyhI'
+    'aZVkLCE5UsKrBK3LDlWx4lp9yA/HqnfdzCmBb9JQclIqwcR+3yoAEqeZnaBUjyMq0fwCIlT686iChnIKJIuS0EikdbZ8rYeR'
+    'lFGoz0AIuwvtxxklIqg+H84Fb7AGSLAAAZjBKBRJHyaMjy0OmL8ikFQibojNXnRgzBPVYYpJDBdo4niFstinY61W+GdZGKgh'
+    'zpuAb3b+cg5IfaxjJ196GPlCATYa26gzShqhQICfzsd6aAfSYSDIBIK6MFMKQVLQEgJC87EQcAQGqGf1i8bqwlPr8Kng35Cq'
+    'CPYtoXKoexkN9qx0Y/NPsAh1jX7sqLPXbCoPKegxd5gOKdgyJ5CSgAUkizsZ66o+yZ2NVlInf1ycW+aEWdAfA4ynpRFQyYXQ'
+    'AeElePsA7eRVYwII5SBkThjUdzqkMy8QmezJpP/0eRKmLAtUaxM8z16smJ8lazwFk9uTMmjtUIa+ZRsn6kiuZ9xEeXIiyc10'
+    '5CE4vnpVXFJOxYlQpRWyzlvG9UMb2Rae5e5Ir5+yzssLreAHMEVGCJvZIHGYvsjSabECG9ozwyaavOCsyvukgRUJqqvseJSb'
+    'Oaw0p8Y5S54r5i1gQnfkVYke8i/cNoCQMdrMpXiazGwnxXXvpYmq+f2lelZh4zh3ESKJMQqVJ94wkvTiyJVitnt7Xi0MLKfW'
+    'OnZG9g/b4LSw2s4DesTG5Wh0t6lFCqnt/4Sclki1bOachcXKbRysEilfhZVmud+MniDmv9XSeuMcOCKXhAnXne6FQ2/iXWP5'
+    'A9ulk5sow/q3IsJr+gqgA4wh2eDRVJEZtalQL8qJyWnAIgrUhZVRRwGKpZKWN1wGesNxGpMoG8srk/AEZeGCpjvcDTRFKRrh'
+    'PTNhhxla9g3jdPuHKFTPtMwY9ptBT6qCa+HVHSyfGBaOUcoBCLAksKjhmD58frK9WFaYQBhxynXgAMKWQlAAgpZawBfzTcVc'
+    'AdAr+xxuAtk6YSle/PXKt4SjkRUfZPRvhKu0D6BsSlm1dZXSa5ste7q8BdvVdRo/P0i51yrJ+nAQM0UmaMX7Es4dDLk4w4gJ'
+    'EX2SYARg7yHazrzhI1xpqKPIyxTmEqeSRiVZhDmlM+EBEKCoCcxahcxdqNKlI5dnJ/eEko/MFGGdYqHOZR8lMirFiYtrLL0O'
+    'mRdpM7GqsWXqfxTXRkTxYNOj1akZiAQQ7CER5GEm5idMpzZwB5iDLH8oUTbNPlCyW9IFor0FHk8vM11lETYxdLGT5DDZho/b'
+    'R1kcD0B6zSUzIJ1tv0tRhcSEzByp3SFsCNrpFfRk4kjHcAFjqkShcRVjrks2IR1jpsRWnpaocMPbHc4aWQTmDBw5bP/URrlY'
+    'RRipxaR67Am8Iz65UWeCWIMayF2NaNKDVdCnHM5ZgWJJZE5MOg0VrlZvbSwBYqTTJ/ADI6llOqMGI3fdqBFpOCxgKJg3biNt'
+    'eYqiXST9dI5KOCEZZHHDN/5E2scSXya+1WV6BzLdFaH7ZMO7F+1vrAJZ08E4SnyyYe00qyBCNdPZEyMEXFYxXFEZ2dZe9ssF'
+    '4BL4IN5v4z5xs8pCwklH+yaBW4OE/NKQOMxYwupigDqZBFOTUZu8q2mxbYRi/LdpL9aw0shs3Pg7aNVKqZTPRWBZ2rC/MC6I'
+    'ILT0VYX/Es+xmwxTkV0g6Fm3xCzxZAfyyxmDUHJiVa2vOAKWhxkQWlnBuF7Fbl3Khk9neOGm4mOxpLLo604/SDLeYRTu+qim'
+    'XCA6SfMNheO1UYJo84Vl98wFSsuzheQ8c0Z59xs3un8kfHnkEsvvj8KDIW6QKMxxGRzJBBl2EcYckMM9bOgc28vYq4Ra9HeR'
+    'BLFOsylsMXuKuY/kmvigKLMabEMxtj6RluEuBGO3Ec6+Q7niXl8iger+rONZN6XsfOUdTLtGYU7jhmDSCCdfyOSOF9rfAHkx'
+    'I80CXyGrDHCP25TSyWXEiAZa1yPaYtljg9ZH5Vwkc1NYq9q0Q3JI753MzSHHBIXV5EFyS6WkgxeQc3TjWHYkaVWM9xNAVYwW'
+    '7c454I/bGsoyQrzSIJKzyK/YqlHSf5h7UdR4+AvKgQ5PRrrdaZlujzVPxpLMF8ehAjyPFMmaQ8Vyw0sbDjiT8CAKWScdSBF7'
+    'FhNxqh8ATp6o4jWVqAeZP46caBKJKvo+s7HrNiBiIbfWok7R4gaKMhSloCktaFH491xbl00WalhU37kAS6+ONxPLveMB3DTO'
+    'XkrsQKkC+5vDn3930efQAs708Tj/GYXkiw9Vj+YP3Hu8yucn/I2l1rxM+iWpd/vEgkTZd/fEySQihtKg1oUdI+8BKWf2zT6s'
+    'SLYoPZVkwBH6q8s8JIAg/YBrN7hQRpIDyGAEsaGQkAJYLOsebjjdUQlny8yUBv0HnDo+JgEP6Ac0K0Zt4w5WMqDhph0cdjeh'
+    'MOVahlQM+SZhhh9ccxyPlYTltdtKME6Id1IM+8XTFxdBpMnevBvwQwchURo6CIqLbNTsdqmQYJ/w0PspM5KhvUSfSQlbnTIU'
+    'x5VS02XioKhLSyVnd4cr8Sq3Kzd6QE4CBdDvLQcwR840CRcrYwN9rhkVUzqMS6kFk77UhAItMywZsXJmGP99RlQtLhTKapDE'
+    'xZBLHO9BUinicV6abTPbLiznwr6JFVU0Qay0NKZA2rQx6nr+MRJ/khYEYZNo0yHvoYK0NexPOFtSGHwZ1SEHV5SIkU6gKRlS'
+    'wthTTYxYMVIsfz9kxzLDNJPdsopHHMZ00JaGPowF1awaoewir2imcdq0Q+c9nYaOuEWroHWNpqdJFXE57ePjka6mF+bp/0ud'
+    'mOqwdEWEBysDY4FVUXkTyPtaWYDOqpFh6he73wAAmmvI+wjORV3gJYcZtIoJ4yIeHB2ek17IkMlVNVQr6KvWhSIWqwW0wRaC'
+    'wkeUrby8SARoQoXrcaX+SdpI5t3SOpckop2q6cCjPFAz1hacnnuYhyhAUmR5ciSzIsMvnSCwmcb9IkVP2cXoLIQ8oULDEj/K'
+    '9VkUweNqwywbJLV5Y8oqGzVadUBRTo8pLlg6rAPI+TAhWVrHmFKa6y/DSmqJsHfNCFJsczFrx7daXJkT7td6w3OdAn+x1LTr'
+    '4IKxs8/iAkLDkjXwLU3ktbcAK3lreUr0oaUyWyebFt0E0lu13BDNGcWwUzSgYkuuhkK9ody04+c/3lSJebPOazotRFJ4flDs'
+    'B1q5HGgGKm2AUWn3yeizRHugDlgJkFhm0dxCFxi60OroxHISdTC2tQjgm9jAC276SasvrAKpQv0xTv8PAxdwhPuArHAD5usi'
+    't26lIh+aWurMvAR9ehPEuL+nArn92Ltgp0TMnUuiBl9aBqed89kMVWO0Dq5rHhtPMjKx/4cqtdH3nzaGqPiIRJKCy533vMge'
+    'YfYqLppKEAeZTT6gHkMcUHsUilJNhheUrxaWBhynb6ABQTYmaVf2Na+7GTyC0cJ3pG+G5LjaD4zUQnWzI7iQ7GylpSgONBxP'
+    'm5Cu8Kclwz+bw+sFtOwU1dnfKYFwLktolTg6CdhDgAj2FMpVRvhKUqh0FkSI+1KqXCeITVKk88dVivcvL9Y8XKcyq/xHTElk'
+    'kqtSiT5pQXOGWa8l+k8o1EV9EV17IuVzl6cCYgtnPKVveSDY1VK18ypoDxlUmz4CfNmYKFt7lHCm/U0rpee9JaDGiThztSSb'
+    '7825Vzdoq/otBFJdOgkMWUvKFLVkr11GinvRV9MeMKXbtysDABYO9WWsR3D7SIlSwHmTx/XZ8Ry0GpYmXLa19O4wLAY4z41E'
+    'KNcKTF6sbKltN4AeqYoldY3LKR4ypY3/KWSms7lXgkv1WH/Zmkg7Es+nYKa0iloGinr6iSLQQgYyyUxzSnInTN1LXjwZ5A/k'
+    '6Xu6or0JO66uWRTg3wJsfSl307uSKx+uU4PjIReLGFyAPAHxcZn63K5OM5wFxS+bJb/ZLb2zoJKkJVGFHGTAGPUjqqEIf46H'
+    'cq1iKu6p1CGpL2gxUws+7I87BDB7ZMuPJsZOXlMbuAL1JJM9vpOEve3HkmdY3rARtNTWyxMtOFu7BT5y/vsmeVjyNrWxnaHT'
+    'oHubcANN4XoQow4yhCb4/nSNvpPQg8yHcBX9xYce40sOBRAkzRF/JLzIYqJXcMS18Oinha0MqXcZEm8d66aRErX0Yl8EFXwG'
+    'QH3845u9LNJh3WwGwySUvAMpjDZuI1AuBipM1cuGBXjsthLcyXR6X9CAthXkTeAM4Q/yqWwZSFizUwZXYBYAzLm78K8CKruP'
+    'lEh2J5xyROmpf8WrnUZIgUsqgEJuCdk00jY68jJn0nR2j2Kn8jb1k6OIUx60aMICyOOVgbEmTeO2GSVmrsRlgl81qLq32vcz'
+    'io7SlHBEtmvrDwwqKZ01js1QVYwoO6t4/7BhgjayTvEEtmjkX9pMP6vAr7enSpzCl9fB85flBmSV9fSQXUon3kON3lVY2deF'
+    'npwplX6VXkoKep8lm01z6NvngAwr32avTlJPL3TsSkkQFR4CNreC/oQprDLD2gHxbTHLWT5CFiOc173fNxRiyoWZd8iVGEpT'
+    'QpPDz/wa0gwi0D2ngRnteYfCjzssYLwISEIQbmfq2ScZgEMIMh0V7BDOk3oIy05Po6EVbSHE+88djpwyqTJsJCmuNJJqbpCr'
+    'QFqHxdUnMAZTOo2ruYQ5CQW2Czg02KF2s8LjuK9htHRpZgcGDRzWe4MijCypuXvJFdqTI9smKGKViEc9zvzNAWDwsXch4NS3'
+    'E+T7dKRViMU47YYCFOCRVjEc5WWtupWy+ZhhdS8HBu8aIAIamrqJimcIf8dKfNSz4pq2twVtOrCuXLAtKYo26n6A2W4xzrPD'
+    'Ie0KU4h20v+mavcUfJgAarcY47TeZJX7UxDAsYA05lTrrJgukR1mWRI3d7HWHp5agmlukcT+JJrgfW6TwNW0jY2WNpi06S5r'
+    'BY58v0c1VOkUlQXyCTbyd4xpHZBDjSTFI4jrQlwb9Wt27KptI5pDNI2uujLA9du9eppCJ48Kbrgude55FOEx9rM1qWu3J4SD'
+    '7jXjk8WpE+yuExJabslcdjEvJYkTu/8pA6dTtbic3q0p3HfLYG94lz5cDs3NsrfJJN58B1Pc9h4GYjUpf0HKskzuA6fnLW5g'
+    'NoYHnPrOVKQpGu8CnZGxOUxUqfY+JnLz/Z6AQHBqlY8VMqV0ZY8vP8oO3xYIY0qfJoK6Zhll/DDCmHCF89EWHZz3YSYLEu+j'
+    'UZNbFCK6dZZugyoGcB43HknPkGRRxHOvVeiPrUlTAYa2+ntI2TyCVqo1ghFnG0Y1XQEdtMBYmiWIOVvpTjMFgdNGvaafAUWs'
+    'maw8SI8pNkzQOYYKHQoQ1Rn26d0CknNXY9JJX+a6KLsD2wZqyLhaXVw4TDIqJDJ+RgDxYSHdeFDJxK/chGhc7+CKwoymNRMx'
+    'kihTJ3gGfKqbNrVb5SGMCbTeSnAKzllxvMXxeSWqi8Nhz8wh3frFV2IX92owWpNKkLcUoOUawAy+kBJ3RtUS4NGmFx0bSQzC'
+    'FdXvTCQ6kiNBceRwAofVfJulROEknyj5WPpBINEysfyXV6FXslcCpWPhIuNB5hedF7Xk4+eF1i9JSVgMF1qdHTuJ0miy7WcZ'
+    'lBMc7GT7xzPK7FSSTHDv39paw6dfCFBwVATDtJKX36Fu3yWF0SmgsNEt1LSbHQFUjPE1N49VEzpaHpAqSSg6ArkE6fUqClTI'
+    'W4Vr4r+flGReOEuFVeDCHqEDZzutdeLhEXyonyyPyOVU5IJ1wpP8q015Qb5SZTj8mooySdByZ2itjNIAvLkL7gbYdRHOtKJ8'
+    'XDfNdlSalUYy0/2bt/aB6tqVIukiQUxxqHAlLEKqUDPJC6GViptOzlzDYWK63S6jY1oMId4nbEmqXTYkjUNelCA1NWtr0O4U'
+    'w7PImV9pKP6E04mYqJRi8gsHWt0ukwZOKclxGiClExvNWlSuWAc6LcLBWrnUTli0gSQKJiOY0sm+RJL9PpU2qV8nglCrrIaT'
+    'VdsHR0Q7Bc0CVLxyveuGMKvWSliKZE3z42JoALXa/P6mGFJpFj0M7WShLpFcqiX5c0PQ5vP0wTp6Rp30wADsuavkx3Y0aJk0'
+    '8yFudnj3WiryltzlMza3AL8zgAkjmI+YK1Tbm6DxY2Pcp84zVlmbQF0FN+l6goFzfvoJSHoYh1TdOCD0zpiqaS45YohCKwJV'
+    'FpJFUqTW51fgMTVYhA1p+TRsL7MFlrL5n0XTlcSPoReaNqaMiVl1Gi7y6rZIo2el1OByATXQQ9k2RGXe80ayTarIudZs1sWi'
+    'QObumryeJK3KtNHs5uLH36LLcmR1j89PlxW3Oki5+e8vbhjtLVT8dc1Icux9qndBpcRBUWSh9mnmcJ4Mz7YpVi3dOc6ztg5d'
+    'OLiERV/HSSL9tYHYJkGiQ5icRSPhfWdVj+dDx9KS8qq+hhBWIJ1LFWMTO5c85XSxPa8c40tTbl+3sN13hedD5JXUl1scR1t8'
+    'zOLiyG+gx3mEeJwi2nvn2AV6yKOh7svchSx9M1cud5lKh7UbIpPwgLo77IIgf48r50B8DLF/Bk471nMrh7vFlXaHh4Rnacqo'
+    'bKUw145czeRqyEWtTTL/FoAo9NjCnhQoKUcOkk3nI6rVblWRHRoTJXZfkneH0IO4awFGpOdYCjRLlUztJ7lUMiCQdJokUhz6'
+    'Q+HZPJp3fKecNTocCHOJkS5UOZ1qDCHhxqXj0p4MHnOFdPCnPIZlk9Kcxxp125enrS/q8GDfXV05NjuyH4XOlaqWOgbfq8Ks'
+    'LbSAL1SpdKHf/ysI5XWCx1WH/kl1ypKqnyHsCRQ8ZMAhjhuwlWWB6Va7iusDpqO3VAAZDHhTsrLJDaivxaYW3U8QJCpqFPgV'
+    'XQCuuiXiSqtcLKqFPtkBXWRh2WMR/PWT2tdNE1/jpehVoISVeCYtpGex2Zo5WWfUJUMUdhc6Vrusibyg8kC0+hDfLIr54U2G'
+    'ilk+rELrmzVroaKl+YtnpSQOPGSwm9IJ2kD66ciqizAb16Wu/esXbFQFjpAqmntJvMjBXWSH3B+51XWCK1HWt58rrUZUEGpT'
+    '5ZtSuskkquqsesbrDSRCFB0RXWS+2LAvq4eXdtyuLG+1hqaRyLeclbe6J8hv/wXjnAGGLxy+TF6b/j2nvv0/ND/p78/1d8+t'
+    '03P/kIX00X363x1d7Qavirh6VXW3yzW2506Am8XIRzcFx6NQtutMc3m6U3L8FtdsFtqs6XwW8ujuk1fKF88tEh/OXwiUqD+3'
+    '/EN7PFRo/Dn+Hl6zKzWTAL/RvX38myrgfmr76pSMMXQ92/eYdVwaO2yIFh27ZqO+RdeMfa4O3Yh++y5UaHhvDdbpnd/o3jFb'
+    '7Tw6ersqyCoZ++vqXBSywN7lr25mXbhG/Mc7BqrMJnrA1utA1f34udUtIua4K/XwRPQHifyuDpN/S+DP58E/z5IvzzBlF/Kc'
+    'IXyuKqzos3CowqWAq1waKl8e0/xWyRGbbgJZjdKnhqq+WBLZWSCV9bXTCQ7T0rJn3bhC0yoHtVlMsde2fSSu9P6t6iQwz7xy'
+    'A+n4ONoDfrBMNmt41w2xuaXhzek8FoOxjgRNq8TeWki692qtXRUeMZNbWST71hoTWmpotlvjUYXYaNadOEW0fKkMpKy+boDI'
+    'PhQc9lMBDSK7P18VvppdGY7MrMsEeuwYb1eIHC4sv0QvAEnsIXhuZ48dWbGocqWNZfDGuiNcxzZ5rog28hm/C8anq6ITu8m+'
+    'Ul2JMwOtEXhdcosFDpGIaw88qjRou6xuKB6SwvL7asuOhLS7vhg3FfFEdqwm/hEKAI1zxZa5qN6UbM4A4ucq2F4jLQctanie'
+    'vbsuDIumC/qINeFqcvbQ3Q8GBwCJ3DV/wtXKuOt9Yp7efdSwYTy90hXvDb6qXRBgv+rFucwPG+ApNRomF4Z5JGeWXqZuXZAm'
+    'eLRHIgklxJuPCTu95gjWnyvTJdbTG5NCJ0SgPQcae3u8dk03u4ts1pES7RguVZHjztebiMXOzVs9m9fjAAhEYDacYLBvFg0b'
+    'ZZuF4sgw2QNPfJhUIPR+FbRmmr1kbdWto/esb7ZNi7dXULh27P4eLsrOf85BuPPBxXq+6llWXkHndGhFpFabA69YKQUoVY6s'
+    'L2OpXwWv6FljZUu3gpNlMY4JazyUz4t66CvYcnCw/L7x517zrL2E21/MO3WGsSlotTf3VwVBquDEpLJ70TbnA5ukrRs9WLe7'
+    'gZfw3f7A4a78IVXkD87hquTN35LsM9aP6VZPB1HbU3+uDVYsdgyfccPt3Xty/RLjX4M/gYdrDA84prx1lJlebCw/LB0Ho8rr'
+    '74Mr1gGcLGgQr+edem6bU2uKq9LqdGR/5semZZg90MRuEpHLmo6ekrk5oJN9hSg+XgASzuerr71pPzA1sXl17+QktESy26qW'
+    'zD8k86DRI90rINTxxLtYVp0uYWxWjp3ykNX6Y+2aTzcCq/Ce3Ozd2zTC4WL+IhHAhrZ1zpYTx8Fs+GfftsCt3XXXDg4RLMrl'
+    '7KywZxaXA+H8Jtv6MCHufcIDSWA1atCakfLHGl45uViQmzhee5LhtOVw1/rh4u3ixZRnnglwEHJxTsnxqdUrqc5nNzA82ZYR'
+    'SXW9aw1+cs0bBwOQu2Mug3UwTbHWs54xzqn6pP3uaLcJPkUJ8M8/4cnqfTBEem3zF0TiZdX5sMnS7cy14Zom4GEZJ5nLOFNX'
+    'HpoBQ4Hf01SFVL7CazoccmXNkvR4afg7fic7iOK03IztlUg/T2SOxjra2hZZxk8IHr/WrYKBYnmi82dnBSEgY5fLR5xnKjlB'
+    'x1iEdv6CCmBS7klY2Zs9fMdn8xyFmPbHVcFsb2m2W00ZtsTK37jrVlKH0BnGP48j0Fx3puppjh0eLeDg/WVeFmkYbBZW1Btp'
+    'Uht3DZg1pa4ttZuLh+McBrnToWLrA92uVdCSXHI0Pnz7Qslhecm/ba+XWNc5Im9cvKVqPxZX12fGPKUmZZe9XNk0emg5GZJV'
+    'BSGEz4NkCXOa6mZS9FYwmVUDWiQlvTpW3+72NJmvBMyfAopm8d6iS05T1/t+h2i7V0DE/bc6yI4Ay/zJA3a3F2+SVU50hKnx'
+    'CuLYmurlRoPYrGcAzEORFn2l99ZbJ2W4t6LmwjfvNChVP4Uk3DkxqO4RG1kWkneF94NEj31vy5urPkECxDN+3xP4efufflCB'
+    'uCO84hBFM0ahmrOxZ92wR7Fepw92hmMrZtSaakfj2HxsOR2SXc39SHz/XREKY5hs+d66+2vLy8Q9w8r+7ieXt8I5iVWrvUbg'
+    'YVG665PYGJcaWHZ4VZsEb4KLsx6TJcaGW+PfLmQ0tVYYkhLLY7tmUIuh9NKSVHSyq2Mx5Vbxjq3AuMdcpg2p7Dh9uTVXWzMH'
+    'K0QLajQQW+08dL4fnFWC8nXB6MBZkcB1nrMaF0ypQli6LuC9PpmsYXZTWcaezeGq5nCZuZ0o/D3Ta2veZ3MDtOgkHUWqLwpi'
+    'wGi8pLKxPjZd0ZMq3Djdpl6K3D8LUlXjJuI9/WMRgZRfhquoePxZj+0ujT6baMzrs3zqNl/aiFllkqnXOA92WO7uEg+Nl0Kr'
+    'lvruELJWt0WYLmmoZncdXhsqE3iBHDym4t4dnls9z6DEj46d7wDGWTlDF5gZbdkE4cJXiz9uGhpWU/yvXNuNeUau+LkWduOS'
+    'aDXe1VVo7ALU3CZUQinR89ZTp+ZjisYnHq9OEyOjOYJaYBbPNj+DEwD+6owqWh6YzKyeRoywo3e7Mx5jHYFmzdW04LXE2zM2'
+    'o6j3YrDelZ2nBsWq8SGoezdBgynOYMT8K4mia1DD/jWHscG11wWpF2gB9MDKedT3+WtnOwdPGq+sDFkthp8Wh5ZOU5WEwVFg'
+    'eAzU9tcO2ZTmccw524L+GQugiP9t4N0+asCM/LpnKjqZMxVS+DaFvZmYtBmrqHaywee0+d1Cq4HMM7A3LqW4MDaVHdagPk0l'
+    'vCmYYodmnY1LkFLI3gz6s/3xFfWbuMa58NFWsM5WadWEpl0fqGs/5VOLz3uNaPThTRFDXrDLFmi3T2OaNO4WH0W7gLwzVJbL'
+    'CwWdwsdXg2n061PGXe+SuDK7m8hOeoHN4cbJQi/ss/cDIQ89Irl04mAaJ3Sxoe6/blo+eWw+dOQv952YuQWyLHR4OKczdMeK'
+    'C0CwcdnUWm8z3bnh9UlgNUTgJpeCHEwmSYGYKPXbgrrOiX7b0uWNHenDSZm8cl6NZjTMPh9nLJPe1SWRzkL3lbRfs83G1l8H'
+    'V2JpDbGlBrQKG71pRx5aSU9wanS/irZfg5wNQmsjw5Wa2lWHxXhacInOvSYKpUllN7h9w9wm4IpNsCcCaxtfjylwYLzlN46r'
+    'br5G7CYWVvEsidyVxb5PmmNc65Dj+cYwm0hhea9qTQVDoen9ui/Qagb1psnjj86PDVR48W0Yh+u132zV8t7qBLOBbO2pshan'
+    '8yRcq1D3AAjGcvknIKwBQGuV9UhiLjBjvXsguX5/BMTAarwcZU7MwkaA65w8eyKXYJBkcXS0lkx+AYVd2yMK20+V8t66zyrW'
+    'mi3hzNkym76BQOnd+Zma72AMzCKUKXWvzPpWVJ5RaZ0xjAo7cA80Gfy6g8JzS1YXrKw6+XaQ35jL7FbSgC5pQ0vyybTLV7RL'
+    'D0/aBzkX1uW4SDpmq9kWO9l0fj6xRerGoZib+8GYn7QO3Zliao+zjaozdLWkp4SbU8PPl8eS7zynBzTGU4leso99Hw8MZF6s'
+    'o9eeZBdmeDVG5NuXCOI3JAblfvb5xATbe8626mY8uWzMncSTBb1IHvHFH0R0vdacrD0xiWdZVzkLD2mLK9IS8u7yxlrnODJX'
+    'spMlMqtg7U3CyA2oeOz+FLKgu+I+P01rBH1l3DHYam0ozjwTOfUnvncEhjCYQaas+YfPc+2/OkZYgvzaEbx9iSd2YRmM/WOx'
+    'y0zBxglgdavYTXcyktyOpkszHcWwbO3ooNeWcIQJwMh93Phr12CXeg2c5z6FJoA5j2mFGGc72O5WxYfZ7bHyxp8VW4e/z25s'
+    'z87hIAoy9v340Bd3gYaq65haZMQMd/LL920sALnxXqGHQjSAkBJtpvTt4U7zmgOjxhoO20k7QOF27Bmz7czbJsAlwsCV9ni2'
+    '/7bJB9Rd+5kU9D0peh1GprcVRY8m5rm3YvLLvMt56dpB7vLnMqh2TepMDeULkrzS2OzHADVPPQeitP1e4e9wD/YZR1qYyuNV'
+    'zD4PWqnsJTntyb2HoLEPRVnOodz4PhPKDtVoBbbQlntQZ/mSHDvTFUTbDsX1NArTJBbZt33vS2oeKw8aij4UC2LRbZmHZ5u6'
+    'gVncO5pUeunh2Nnxu8bl2w9srD4Wp4vMRjERRvPllt8dx3tlpDg4XqFzFOhuel8HtaW8eH7zOV3W94Ywp9G37+5hju47oZxM'
+    'LVdD/XxeRQdIbjUPtKn11MBae0Wr9Yjtrm4Y6A0nAx4akuDUU5sjb8HpKAe9neHfDKy9FVr8C7R3YPHdDRz2NeGExmQ3Fywz'
+    '1MZW1JqTYAi8qwF3zWgUGZGioLnSxBqfCl59wOY8IJuV8Ot87pg2pxAm9aDB+Wp9CxN8bahuEpV4ZC42l4oSzPDXgGU/duiB'
+    'Q6FQA8cMg5j2rL2S0Nt7013lRqJ3Q+QKmb7z45Hcn3FROx3BjaWgRCZXOB9k68vbilJq9p0Xc+Z8ez9VJSN2uhNaHB5hYeuL'
+    'GUQDLV3GrCQ9GDdChMjiibJLQg3mXfuutg8KjpF4PP11DZ+hSumBycWJgib83N60BxFoglVcp2DqaxabO7N7VKy+WzryJZXo'
+    'XnP13CMUb5Vq1Tm669st3EWNSmVJnellZjsykD8kgsRSQcZ8MhLUt/qEHrtQEHHXzS3nK78SWc/6vhcnDLvnT3fdZ67Im+Mi'
+    'RNfDasmRstqAFOeiHk5a2J+LlJEnUmTeVx5TpnllNDhfbCULGrCo+BBL9p8KX51sfbs6P68mw5RpF1JlllS7CwuGzS1rZjxv'
+    '3grbaUumHj5TViCGfcDYaGm9ZnGZXCOCreEizuFdeVwSSpQmxofVdL47Pvboag4M0SmzRYuuEHjA0nPMI9htdw/1IbDgGdVW'
+    'd0flz79u6/CEcvps57A4iDMctlWyt3S+RaYk69pdRMbUtVKW0H88lIqk1lPQxlHFtDNLAwZAG2ltXVm1IQcpuQ8hx0GmBQ27'
+    'wtM8VmrYYfp/Ec6rbcmOhGNgrT0FXebD6nTEHpc4MdTYcwz3+CVbKsmo61cztKZfAxW6x+77nwt7vmffjFFBU/po753pne76'
+    'uDVa7dUqMnMa+WDzTcnTldvkvdUPDYcKdqHlxS5Rruu2nferNsE174oluGI3VjyPRz7pvwNG3IOC5MaSGm8mqH3mG78jlRr2'
+    '8/2mvLUGlt3tnKMireLauDon6vYWkqe6CdEm1muC8m/ArTtDAkiYTf8GG5l9vijU8ty7ovDY6zMuuOy2uvNORsm+4aSd8JUL'
+    'RNbduRox81GKwaHCSe6zRbCwjWt1lbwmreA3J6Zw26zqPf3tm9AfXAnDis73LXyplUQ+x4eZG7oczlMS+DqyW6VyG1/gtMHc'
+    'N29DBevKdkB/TU6e3R+A5YdroIbRWe9Z5Xx3B3eLjnPDP4OHtDGmBj8IMvD7NpZz67CX53b5ziqG/vanu/kFM/8CTinceJe6'
+    'Pu8Z2qNBVF6DVqbryI7R3Rcg1xajhZX6UpSHRZht3D5F8N12iGe0DaYLR0f3My9HLXaotOvhR/gsRpX2bHxeSeN+UMlCYI29'
+    'oKhOqL4QfF6bnTvnBulKbjYkaJn4U7hgzXnBtezU+GS4Q7QxUqyxqxLBHf6qtMt2o4pQ9bf+5+asgU65xo6tnT/Mk5AGRJXT'
+    'HlrRuS96rg5L0+PM2vDD8QakmD8W3x0uLpMpa31zGHAfJe0tZo7PhzS1LnbuTq6EEDlVMhxFOq3NkOZ88CLLNwf/RNJ06fDD'
+    '5xQ461AWGm4W+a8hRKyylgS6wps+XqmepK+QqJX4o3FzHtPRLSwXvLNpzhcPtVl8A9eEbEOQdiGo9lIaUtw2UEfAgeuUO446'
+    'gy6AmDs8HmfrSUOHFV/vJxAee6l2XB8lw5kahTgH3neDwMGfW14SKccNFluFqpN8RX88pmNYSHmvNwGGMIW+SWmyYM5UiXJ0'
+    '0b73eTyRIAL91b7i9eE9spsJ2ffD4kHaS5+4zQY+Y4WNsuCw/UGEqzGarBZ+H5CL0h0z7tbAm712V15aQvtIb6g7bYz+J8uK'
+    'XKlu8xzw140TWau8brau6clBUT4B29n5X3E7qCnte5caTc6HCXRedAuLPliFpucNcGm1OZISnBdDeW6QhHb0kzyAxCMzfKzL'
+    'bzeoYcl+1gx/gWogMyUk8RR8PGvzs1Hy9ZOOwz3ChvqInVGMCk6Qb1pvGGUvQ9nKajl70lw6m3hL97i88pb2zpwr78Afp7eH'
+    'T9uTRcVGm5FfJiCRboUzDV0RKI8KwQB9/aDDWjP9BzxVfl3p/u2w1uIDTvzgGySv+qqssAtZw7VfCXa4KWOsupWvb6OE6i3t'
+    'P02FywoXh6YxiyN9SlNWX4GuMXlcl93Lf+gJiTEOG1IDLn9uDu4PUFvQOBcgOgCEfXfWfJ9V3kWfvVO1M9td42o6Z4Q2l4OW'
+    'ttimIYkt6zjU2V/4+5UxDG6H6+Za3Hi9s6WRG+4wHHzL3QqDj7TebxGLijxxpDrc7aUGpjeXu7eUgWL6lPoZaGdDzHlbkcEb'
+    'dco5Cdwwsu6rVyCfcYhJ+EMx3FrcvMUpy4sBU7XC5KZzp/rU3qqzdlzrk8vG78Dh1theet14nlOJmGjenz1I9VP53bjnyzpS'
+    'HLgDJ8RwyPzt1yHr9s5pxJW57jl3AQ8H7wrnjfICCuBtUZjq/uFsvaIrudHBGb+6o0ZWhb0j689TlT57Cbxz/Wajx2Ck/gCP'
+    'eBZ4aTMeGhiNxwz1Hwm3l4bR/P3WjhZtotfGPcLWHcowWcOQqgCc8UOvrO3aVO1QOvd97x/xeWEn0nf15U5hy/zIuzIau+Ni'
+    'QrNoZaO+Gys+5M4XuLfzT8KIwttGY6DGY7otwZhGdueHdZhp+02Cy8uTFZ4frI/KdK+sp0ZqV07r8q/aZ15RQLrJZxbdZ2bz'
+    'w9lrWGxK8qPGxmqjtusalNuSlF+E3mXpSpF8rdE1jQM+irNGA4oXkMH41z+Oa9WLzQjrlzyUznsA23Ut2MR+pM51s88ik8ha'
+    'tvwt99xyY6ZT4vvjKx05MvK99ZpoYjp4ZZzAypL37HoxNF7/wGnCPjc5uFeMz9fu3acc/3yzcj6IPEHnV21uZkG16IujZIkf'
+    'BcxmV9dw1v9Rb+6j1c9t5NDpM3133yeWsb072EmQvFl2P32ji8+D2qbu2gAHitoylHbwTBDRd772V2k9DTYhm1uBHEymODDP'
+    'u8CkeCL+G+sMPbjGLDIfnUUEW8MrzbhBulNqU+BtPS1uLIrEzpaaYKr4Z3fbrjagoTaNOqTatT5r2B6BZepe7d9wcskS6XCX'
+    'ErWIVnt9eGA5ThQc4+/PoOw/VcteUItCV52BDxN2HP1BJW8TmIWoO3QoMt7xHsXPtwKr+BnDt4tQxQNU447ujxQD+75+rvmc'
+    '2H3+S+sr7OdWu+je+Usxz6s/yTu5MH0Xp1pSVl88UQOjuFG8BtuMV+C8eLToC/sPhCz6YLzU3ZFV1lCsZb4uv+w8bamsjazr'
+    'vrtOYp/Se2tPP0mPr9uU4xydTiCQpPRA33UPSGag15YSi6XBiuBejC3w3XkXk4UMzDTSFD7oz36MnJdHjg/PZ6uaYyhqZIYG'
+    '1yFRUGmJhbXvZm/vVOgq837p47NYmMytdjJDTaN9J2nuozuSGn5WiQkqdw34Hl6PI5HHfdDFXVdKQqs5zwTS3v+qS+c9WWN+'
+    'XDycTKinvqXU06kzT8EuhwQ9pSPz1cR1hyDiqLLC3Dr4MxHAazHYozZYr78HplS3voLJLUWaKjD8db5zpzr+S+Bbh4nStbym'
+    'UvbFs7hUV9vT45pefq1md8X/vScn2PU2rac6BTOwxvhhNtueW+CsuNSodwv1VnKXBmuXbUFPw22fc+NW2IeWT6qpHUtIFqW+'
+    'a/OThSjCl3fseYexvLsheoby3VSZpxLQX7WQ2Vry/hGUWWbPsy3HPl+llt1Xhzi5Mpt2Rr+Cb8atk4phT/LryaT9Ydg/dNax'
+    'IM2ngeN01nqA6Rmgzte23yPR0999S6+SueE6VOzUbPsDheMENyah786jJ4PobDYaeGmaEuseGS196yvbPwkyWeu+ZLnardGC'
+    '4/9RddC2e5Mwj9d2BlYYmvmi67P6WtJ2TaZDpgunz5URdebsp9t/OOiqs7T547gfSePXl05yUcZxnyqMMFeh8uBRw10SxDpm'
+    'Cryk2dLE0orzEozcxiVi27VZxCsN4Ai17/V48BXejghD/yr4urL6/oQpsijTd0414Vtqz0r7XhECjxftPsn1LLTe8WUBh+gY'
+    'bHV9yFo1196PKyPHY6s6prTOdRM1sBBxOQTU1XaZ1MhzYaU2VPi2u3tnnjxhrLpekXbV7UNvdxYT0I7CuEkjWmTNDavVphWS'
+    'aeHd1XpJ4LNHqdDmo4W75s0Qzr1bF/Dv4zo056gOFaHkNwtwtP2AwvB5Nbil2FY2GDVMsMJdNvyzrbveHTeB3FsmWXNwag4W'
+    'T5dX0bcIpYs1+m7c1bPDY31kLRKRuDgvYo5efGNX/9/h/nsvHKFzh6dquZFZ3vRt7GUh5BT8XoQlpWpLVz0fOyaalbvy7v6G'
+    'enFPlyJSnDVWKGwl1teGVMg5P6Fu5ru4c7ru6W4s+d5cTV2XBjuWuvWs4veU/86U1fePx+mVNowBgG7H2nrLMy3CHlasq8sY'
+    'mGti6DgivOhcOLWlA7OE5+i0Nf29V5MIcTGfJU0nZS/5evJdbGzDENPxm+zIahmpqhTtHVEBdsDCj8nQiPoV5Lbiv/Wl5zS+'
+    'rLYIebTph5boJRY22pGuYNDJSmBLTSYv63lii6reCRwbg46ws9cpOAPeWmU1XXvvSXLtJB6THh05fkmbmoyicEGydK1vlskp'
+    'MTNO7S3OvUP7mpqh4HjHO2NLdXyWm8hdZ6w8IYr4nXWC81lDGwVIktDRcOtYZShlV4iY3GcNopaxvLFQaWs1Gp924v5xb2rk'
+    'lNJ4BNQneEJAEG++XNbmBTYMPrQ2os6YGGAxOjf8k5u+4vYaUDnZ48haY1LUanpKZ3YDInLtovO3jG74ebwYNYc8Sc9w4kB4'
+    'SOLQT8SkvgrLn4XGxOiYKTN1Sp9cJlGe52zjD5FlzWOiV+i9SzJpwP1OEe89KQ4B2eeeSrQh6eadi+8Sby2nJ3jCk/pLBUM6'
+    '1MEt2SEH4yaYsxBGOqk9iFg+i7qVR0aoHc4ZHvyidnTZeYVKb4xdXSdGdJCOrCb52/64SE0qu/nZpoo5s0AA876i1vrWeW08'
+    '4f9HKPLZ+WkUtTOwGY8OwVw8V+vaWEVD8AaF/egZNIZriI+2gLBFYG93rhXTeF5fBIYfFTlZZ4ZGlho7W83FiEsskpaLtwwn'
+    'QzgSNYUsvLvgG5WRJIHBzQFAFHU3WlhbrzOeGc5KtssD18YveUO+ECb4XJk1sYue6MP/DdCfni3CbhT/F1wHnp9YRqr+yym7'
+    'VUPtmD515njZhvPkZyQ0lyg9Co3lp7wVZQyXKTktfGcu7rvJmumGOwX5tO4Znu27K8bCow0VsseFMel0lGe8WRk/pTWeBcYx'
+    'Ckmc0xUPjwR+aEazpLwMkLyU7uRQS29y95ExClUvKnb7xRpFOqD8L5BtRJQitvXp6cmz09Bt1L6tS0MpYcyAbNtxjrdfKIz8'
+    'vsvB+ONg6GsNIxOI59fOMtNFn4NYW95ZRgZbumsFxeHtoKvmaWK5AslQ8yi7HqA36mm5qvlgTYq+m8+tVkYb+DKi3wsDFKzt'
+    'Tytv/iXsfO9gHVzIk4tZbXx7CNb+RPjkF+zr2RPGc8M0+y/nNnMN6fOzfy5eM/d6w5b7rZycHZTV0WnpNKzi88blJHEvSGMz'
+    'nL101qkyX8kMEyBL0Y8FBnCIHfwhGca9sa6lxWFnidtV1uuXrxUltcmbZyVJbyFia3YGU6Tdr60yF7nctT+JLrGqewoj/OdH'
+    'IKYhQeJ3LpIJ9LbshsvPr8cO7p3/DKT304AFuepi8ITks5hEdEDm8tUtWH1wWpw8vBZ5Ya7+GRfkMxoTz81bQ1XA1kuIy4N/'
+    'iEl9WOpWSt1pk3SzpVa3HatqYovcUhYKnPl5pyniy5ArWlZZ8/z3Ch/TsnuD0DfbdATsdNOCYxBCQuaOO7HX8V4Ow9aeXiu0'
+    '7aiU4c/RFV5xdt2nii8we9Nzx5ruFW3CHc2XN+Y+WdZcuwfXOR5jFZKLPkfPeGlzNDZN5jul0sp/86S4aCY0JWvSV4vuxq0T'
+    'e6Wu6Jy03ZqqZDtqZkVVMqlqVqY20R8r3lMhOLFzc1iFafB+UWLOHdAwZew1/FgvKyDCkB60TV82vqzUzVRfd7T1jo5Z1TA4'
+    'P49d0T6WTM+cz/0jng6ImGZ40Dg0vPbj6lheWwcl8Uruz0zh3L12ChfwyHIMf/z376nOnfz3zOZ/4fNFZCjQ=="}}'
 )
 
 RULE = "=" * 60
@@ -1015,8 +1664,30 @@ def preview(ids, text, width=36):
     return "[%s%s]" % (shown, ", ..." if len(ids) > 8 else "")
 
 
-def first_difference(a, b):
-    return next((k for k, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+# --- servefuzz.terms.first_difference, verbatim: where two answers first differ -------------
+def first_difference(a: Sequence[Hashable], b: Sequence[Hashable]) -> int | None:
+    """The first position at which `a` and `b` differ; None when they are equal.
+
+    When one is a strict prefix of the other they differ at the shorter one's length: the first
+    position that one of them has and the other lacks (an output that stopped there against one
+    that went on). Token ids and text alike (text differs character by character).
+
+    >>> first_difference([5, 7, 9], [5, 8, 9])
+    1
+    >>> first_difference([5, 7], [5, 7, 9, 11])  # one a prefix of the other
+    2
+    >>> first_difference([], [3])
+    0
+    >>> first_difference([5, 7], [5, 7]) is None
+    True
+    >>> first_difference("abc", "abd")
+    2
+    """
+    for i, (x, y) in enumerate(zip(a, b)):
+        if x != y:
+            return i
+    return None if len(a) == len(b) else min(len(a), len(b))
+
 
 
 def id_block(ids):
@@ -1026,15 +1697,18 @@ def id_block(ids):
                          break_on_hyphens=False)
 
 
-def reproduction(runs, alone, probes=()):
+def reproduction(runs, alone, probes=(), died=()):
     """(runs that reproduced the finding, requests that diverged in some run): the rule of
     servefuzz.oracles.judge.reproduction. `runs` are the loaded runs' outcomes, `alone` each
     expected request's reference outcome by id, `probes` [(run index, outcome)] of the
-    cache-state probes."""
+    cache-state probes, `died` the runs after which the server --serve started was dead (a
+    crash whose requests got 5xx answers before the server went)."""
     expected = FINDING["expected"]
     failure = FINDING["expect_failure"]
     if failure is not None:
         hits = {k for k, run in enumerate(runs) if any(kind == failure for kind, _ in failures([run]))}
+        if failure == "crash":
+            hits |= {k for k in died if k < len(runs)}
         return hits, []
     # Each choice has its own reference: at temperature 0 they all agree; the choices of a
     # seeded draw each draw their own.
@@ -1095,19 +1769,27 @@ def answer(choice):
     return ("ids", tuple(ids)) if ids else ("text", text)
 
 
-def report(runs, alone, probes, n_runs):
+def expectation(expected, failure):
+    """What the replay looks for, in words: an isolation breach is a cached-token count, not a
+    divergence of outputs."""
+    if FINDING.get("expect_cached"):
+        return "%s to report cached tokens its own cache salt does not allow" % expected
+    return "%s to diverge" % expected if expected else "%s again" % failure
+
+
+def report(runs, alone, probes, n_runs, died=()):
     """The replay block of servefuzz's report (and of the seed report it is shaped after)."""
     expected = FINDING["expected"]
     references = [o for o in alone.values()]
     diverged, stable, undetermined = judge(runs + ([references] if references else []))
     seen = failures(runs)
     failure = FINDING["expect_failure"]
-    hits, reproduced = reproduction(runs, alone, probes)
+    hits, reproduced = reproduction(runs, alone, probes, died)
     lines = [
         RULE,
         "  Finding  : %s" % FINDING["name"],
         "  Bug      : %s" % FINDING["bug"],
-        "  Expect   : %s" % ("%s to diverge" % expected if expected else "%s again" % failure),
+        "  Expect   : %s" % expectation(expected, failure),
         "  Runs     : %d" % n_runs,
         RULE,
         "",
@@ -1137,16 +1819,189 @@ def report(runs, alone, probes, n_runs):
         for rid, where, text in broken[:20]:
             lines.append("    %s (%s): %s is none of its choices" % (rid, where, preview((), text)))
     k, n = len(hits), max(len(runs), len(hits))
+    lines += [""] + plain_words(runs, alone, hits)
     decision = decide(k, n)
     confirmed = decision == REPRODUCED
     if expected:
-        tally = "%d/%d expected divergences reproduced" % (len(reproduced), len(expected))
+        what = "breaches" if FINDING.get("expect_cached") else "divergences"
+        tally = "%d/%d expected %s reproduced" % (len(reproduced), len(expected), what)
     else:
         tally = "%s %s again" % (failure, "seen" if hits else "not seen")
     result = {REPRODUCED: "CONFIRMED", NOT_REPRODUCED: "NOT REPRODUCED"}.get(decision, "UNDECIDED")
     lines += ["", "  RESULT: %s  (in %d/%d replays; %s)" % (result, k, n, tally),
               "  RATE   : %s (sequential test, each error <= 1%%)" % REPRODUCTION.describe(k, n), RULE]
     return visible("\n".join(lines) + "\n"), confirmed
+
+
+def others():
+    count = FINDING.get("others", 0)
+    return "with the other request" if count == 1 else "with the other %d requests" % count
+
+
+def shown(choice):
+    ids, text = choice
+    return "%s %s" % (preview(ids, ""), preview((), text)) if ids and text else preview(ids, text)
+
+
+def plain_words(runs, alone, hits):
+    """What went wrong, in the words of a bug report: what each expected request answers alone,
+    what it answered with the other requests, and in how many runs it was wrong."""
+    lines = ["  IN PLAIN WORDS"]
+    n = len(runs)
+    failure = FINDING["expect_failure"]
+    if failure is not None:
+        lines.append("    expected: every request answered, the server up")
+        lines.append("    actual (%s): %s in %d/%d runs" % (others(), {"crash": "the server died"}.get(failure, failure), len(hits), n))
+        return lines
+    allowed = FINDING.get("expect_cached") or {}
+    for rid in FINDING["expected"]:
+        if rid in allowed:
+            seen = [o.cached for run in runs for o in run if o.rid == rid and o.status == "ok" and o.cached is not None]
+            wrong = sum(1 for run in runs if any(o.rid == rid and o.status == "ok" and o.cached is not None
+                                                 and o.cached > allowed[rid] for o in run))
+            lines.append("    %s: expected: at most %d prompt tokens served from cache (what its own cache salt allows)"
+                         % (rid, allowed[rid]))
+            lines.append("    %s  actual (%s): %s cached tokens; wrong in %d/%d runs"
+                         % (" " * len(rid), others(), ", ".join(str(c) for c in sorted(set(seen))) or "none reported", wrong, n))
+            continue
+        ref = alone.get(rid)
+        reference = ref.choices.get(0) if ref is not None and ref.status == "ok" else None
+        answers = [o.choices[0] for run in runs for o in run if o.rid == rid and o.status == "ok" and 0 in o.choices]
+        if reference is None and answers:
+            keys = [answer(a) for a in answers]
+            reference = answers[keys.index(max(keys, key=keys.count))]
+            said = "expected (the most frequent answer; no alone reference)"
+        else:
+            said = "expected (alone)"
+        wrong = [a for a in answers if reference is not None and answer(a) != answer(reference)]
+        runs_wrong = sum(1 for run in runs if any(o.rid == rid and o.status == "ok" and reference is not None
+                                                  and any(answer(c) != answer(reference) for c in o.choices.values())
+                                                  for o in run))
+        lines.append("    %s: %s: %s" % (rid, said, shown(reference) if reference is not None else "no answer"))
+        if wrong:
+            common = max(wrong, key=lambda a: sum(1 for b in wrong if answer(b) == answer(a)))
+            where = first_difference(answer(reference)[1], answer(common)[1])
+            if where and answer(common)[0] == "ids":
+                # Past the preview's first tokens the two look alike: show where they part.
+                lines.append("    %s  actual (%s): the same %d tokens, then %s where alone gives %s"
+                             % (" " * len(rid), others(), where, preview(common[0][where:], ""),
+                                preview(reference[0][where:], "")))
+            else:
+                lines.append("    %s  actual (%s): %s, from %s %d on"
+                             % (" " * len(rid), others(), shown(common), "token" if answer(common)[0] == "ids" else "character", where))
+        else:
+            lines.append("    %s  actual (%s): the same" % (" " * len(rid), others()))
+        lines.append("    %s  wrong in %d/%d runs" % (" " * len(rid), runs_wrong, n))
+    return lines
+
+
+# --- --write-model: the tiny model, numpy alone ----------------------------------------------
+
+
+def write_the_model(folder):
+    files = FINDING.get("model_files")
+    if not files:
+        raise ReproError("this finding ran on a model servefuzz did not build (%s): serve that one"
+                         % (FINDING.get("model") or "the server's own"))
+    text = None
+    if files["format"] == "hf":
+        if not files.get("tokenizer"):
+            raise ReproError("this script was made without the model's tokenizer; run servefuzz report again")
+        text = zlib.decompress(base64.b64decode(files["tokenizer"])).decode("utf-8")
+    try:
+        written = write_model(Path(folder), files["format"], seed=files["seed"], dtype=files["dtype"],
+                              adapters=files["adapters"], tokenizer_json=text)
+    except (RuntimeError, OSError) as e:
+        raise ReproError(str(e))
+    for path in written:
+        print(path)
+    print("wrote servefuzz's tiny %s model (seed %d, %s%s) under %s"
+          % (files["format"].upper() if files["format"] == "gguf" else "Hugging Face", files["seed"], files["dtype"],
+             ", and its LoRA adapters in lora/" if files["adapters"] else "", folder), file=sys.stderr)
+
+
+# --- --serve: the user's own server command --------------------------------------------------
+
+
+class Served:
+    """The server started with the command given to --serve (never one read from the finding),
+    in a process group of its own, its output in a log file, stopped with it."""
+
+    def __init__(self, command, log_path, server, start_timeout_s):
+        self.argv = shlex.split(command)
+        if not self.argv:
+            raise ReproError("--serve needs a command")
+        self.log_path, self.server, self.start_timeout_s = log_path, server, start_timeout_s
+        self.proc = None
+        self.deaths = []  # (exit status, the log's traceback or tail) of every death seen
+
+    def start(self):
+        with open(self.log_path, "ab") as log:
+            log.write(("\n=== repro.py --serve: %s\n" % " ".join(shlex.quote(a) for a in self.argv)).encode())
+            try:
+                self.proc = subprocess.Popen(self.argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                             start_new_session=True)
+            except OSError as e:
+                raise ReproError("--serve: cannot start %s: %s" % (self.argv[0], e))
+        deadline = time.monotonic() + self.start_timeout_s
+        url = self.server.base_url + FINDING.get("health", "/health")
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise ReproError("the server exited with status %s before it answered; its log: %s\n%s"
+                                 % (self.proc.returncode, self.log_path, self.last_words()))
+            try:
+                with urllib.request.urlopen(url, timeout=5) as resp:
+                    if resp.status == 200:
+                        return
+            except (OSError, ValueError):
+                pass
+            time.sleep(0.5)
+        raise ReproError("the server did not answer %s within %d s; its log: %s" % (url, self.start_timeout_s, self.log_path))
+
+    def dead(self, wait_s=5.0):
+        """Whether the server died (waiting a little: a crash takes its processes down slowly);
+        a death is recorded once, with its traceback."""
+        if self.proc is None:
+            return False
+        try:
+            self.proc.wait(wait_s)
+        except subprocess.TimeoutExpired:
+            return False
+        self.deaths.append((self.proc.returncode, self.last_words()))
+        self.stop()
+        self.proc = None
+        return True
+
+    def last_words(self):
+        """This start's log from its first Python traceback on, whole (a crash report needs the
+        decisive one, and an engine of several processes logs the cause first and its
+        consequences after), at most 400 lines; without one, its last 40 lines."""
+        try:
+            text = Path(self.log_path).read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            return ""
+        text = text.rsplit("\n=== repro.py --serve: ", 1)[-1]
+        lines = text.splitlines()
+        starts = [i for i, line in enumerate(lines) if "Traceback (most recent call last)" in line]
+        if starts:
+            return "\n".join(lines[starts[0]:][:400])
+        return "\n".join(lines[-40:])
+
+    def stop(self):
+        if self.proc is None:
+            return
+        try:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+        except OSError:
+            pass
+        try:
+            self.proc.wait(15)
+        except subprocess.TimeoutExpired:
+            pass
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)  # what outlived the TERM (workers of the group)
+        except OSError:
+            pass
 
 
 # --- main --------------------------------------------------------------------------------
@@ -1168,12 +2023,30 @@ def main(argv=None):
     p.add_argument("--runs", type=positive_int, default=10, help="loaded runs (default 10)")
     p.add_argument("--timeout", type=positive_int, default=120, help="seconds to wait for one answer (default 120)")
     p.add_argument("--model", help="model name for /v1/completions (default: the finding's, else the server's first)")
+    p.add_argument("--write-model", metavar="DIR",
+                   help="write the tiny model the finding ran on (and its LoRA adapters) under DIR with numpy, then exit")
+    p.add_argument("--serve", metavar="COMMAND",
+                   help="start the server with COMMAND (split as a shell would, run without one) before the replay, "
+                        "and again after it dies; its output goes to --serve-log")
+    p.add_argument("--serve-log", default="server.log", help="where --serve's server writes (default %(default)s)")
+    p.add_argument("--start-timeout", type=positive_int, default=300, help="seconds --serve waits for the server (default 300)")
     args = p.parse_args(argv)
+    if args.write_model:
+        try:
+            write_the_model(args.write_model)
+        except ReproError as e:
+            print("repro.py: error: %s" % visible(e), file=sys.stderr)
+            return 2
+        return 0
     requests = FINDING["requests"]
     by_id = {r["id"]: r for r in requests}
     runs, alone, probes = [], {}, []
+    served, died = None, set()
     try:
         server = Server(args.base_url, args.timeout)
+        if args.serve:
+            served = Served(args.serve, args.serve_log, server, args.start_timeout)
+            served.start()
         model = args.model or FINDING["model"]
         if model is None and any("model" in r["body"] for r in requests):
             model = first_model(server)
@@ -1185,6 +2058,8 @@ def main(argv=None):
                 server.flush()
                 alone[rid] = run_requests(server, [dict(req, offset_ms=0.0)], model)[0]
         for i in range(args.runs):
+            if served is not None and served.proc is None:
+                served.start()  # a fresh server after the last one died
             server.flush()
             runs.append(run_requests(server, requests, model))
             for probe in FINDING["probes"]:
@@ -1194,15 +2069,27 @@ def main(argv=None):
                 server.flush()
                 run_requests(server, [dict(req, id=req["id"] + "~prefix", body=probe["prime"], copies=1)], model)
                 probes.append((i, run_requests(server, [req], model)[0]))
+            if served is not None and served.dead(wait_s=15.0 if any(o.status != "ok" for o in runs[-1]) else 0.1):
+                died.add(i)  # the server is gone after this run: it crashed, whatever its answers said
             print("run %d/%d done" % (i + 1, args.runs), file=sys.stderr)
     except ReproError as e:
         if not runs:
+            if served is not None:
+                served.stop()
             print("repro.py: error: %s" % visible(e), file=sys.stderr)
             return 2
         # The server went away mid-replay (a crash finding does exactly that): judge what ran.
         print("repro.py: %s; judging the %d runs that ended" % (visible(e), len(runs)), file=sys.stderr)
-    text, confirmed = report(runs, alone, probes, args.runs)
+    finally:
+        if served is not None:
+            served.stop()
+    text, confirmed = report(runs, alone, probes, args.runs, died)
     sys.stdout.write(text)
+    if served is not None and served.deaths:
+        status, words = served.deaths[-1]
+        sys.stdout.write(visible("  The server (--serve) died %d time%s in %d runs; the last time with exit status %s "
+                                 "(log %s). Its last words:\n\n%s\n" % (len(served.deaths), "" if len(served.deaths) == 1 else "s",
+                                                                           len(runs), status, args.serve_log, words)))
     return 0 if confirmed else 1
 
 

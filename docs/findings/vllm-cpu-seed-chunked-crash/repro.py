@@ -1,9 +1,15 @@
 #!/usr/bin/env python3
 """Standalone reproduction of servefuzz finding finding_00009_1230445750.json (standard library only).
 
-Start the server as issue.md says, then:
+It needs no servefuzz. Write the tiny random-weight model the finding ran on (and its LoRA
+adapters) with numpy alone, start the server on it as issue.md says, then replay:
 
+    python3 repro.py --write-model ./tiny
     python3 repro.py --base-url http://127.0.0.1:30000 --runs 10
+
+or let the script start (and, after a crash, restart) the server with your own command:
+
+    python3 repro.py --serve "llama-server -m ./tiny/tiny.gguf --port 8080" --base-url http://127.0.0.1:8080
 
 First every request expected to diverge is sent once alone on a flushed cache: its reference.
 Then the finding's requests are sent at their recorded offsets, --runs times, each run on a
@@ -17,19 +23,31 @@ Exit status: 0 CONFIRMED, 1 NOT REPRODUCED or UNDECIDED (servefuzz.stats decides
 below), 2 bad arguments or no server to talk to.
 
 The finding is data (the JSON text in FINDING, with the exact request bodies servefuzz sends);
-nothing read from it is ever executed.
+nothing read from it is ever executed, and the command --serve runs is only ever the one given
+on the command line.
 """
 
+# Annotations are never evaluated: servefuzz's own functions are embedded below verbatim, typed.
+from __future__ import annotations
+
 import argparse
+import base64
 import http.client
 import json
+import os
 import re
+import shlex
+import signal
 import socket
+import subprocess
 import sys
 import textwrap
 import threading
 import time
 import urllib.parse
+import urllib.request
+import zlib
+from pathlib import Path
 
 # --- servefuzz.stats, verbatim: the rule that turns "k of n runs" into a decision ----------
 """Rates and every decision made from them: one module owns the rules.
@@ -635,6 +653,363 @@ class Trail:
         head = "flaky: it reproduced, then stopped" if self.flaky else f"history ({self.last})"
         return "\n".join([head, *("  " + line for line in self.lines())])
 
+# --- servefuzz.reports.tiny_model, verbatim: the model the finding ran on, numpy alone --------
+"""The tiny random-weight models of servefuzz's findings, written with numpy and the standard
+library alone, so that a maintainer can rebuild the exact model a finding ran on without
+servefuzz: every generated repro.py embeds this module's source verbatim (`--write-model DIR`).
+
+It writes what `servefuzz.models.build_models` writes for the same seed, in the same layout
+(`DIR/tiny.gguf`, `DIR/hf-<dtype>/`, `DIR/lora/`), byte for byte (tests/reports/test_tiny_model.py
+holds the two together): the same random streams (numpy's `default_rng([seed, k])`), the same
+weights, and the two file formats written by hand with `struct` and `json` (GGUF v3 as gguf-py
+lays it out; safetensors as the safetensors package does). The one thing it cannot make is the
+Hugging Face tokenizer, which servefuzz trains with the `tokenizers` package: the caller hands
+its `tokenizer.json` in (repro.py carries it, compressed, as data), and the weights' quiet rows
+are read from it.
+
+    >>> spell_bytes("\u0120a\u00c3")
+    b' a\\xc3'
+
+Nothing here imports servefuzz, and numpy only when a model is written: repro.py's replay runs
+on the standard library alone.
+"""
+
+
+import json
+import struct
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, NamedTuple
+
+try:
+    import numpy as np
+except ImportError:  # repro.py embeds this module: a replay needs no numpy, only --write-model does
+    np = None  # type: ignore[assignment]
+
+__all__ = ["TINY", "TinyShape", "spell_bytes", "write_model"]
+
+
+class TinyShape(NamedTuple):
+    """servefuzz's tiny llama (`servefuzz.models.ModelShape`): RMSNorm, rotary, SwiGLU. A
+    NamedTuple, not a dataclass: a dataclass looks its module up in sys.modules, which a script
+    loaded by path (repro.py, embedding this) need not be in."""
+
+    layers: int = 2
+    hidden: int = 256
+    heads: int = 4
+    ffn: int = 512
+    context: int = 2048
+    rope_theta: float = 10000.0
+    rms_eps: float = 1e-5
+
+    @property
+    def head_dim(self) -> int:
+        return self.hidden // self.heads
+
+
+TINY = TinyShape()
+ADAPTERS = ("lora-a", "lora-b")
+LORA_RANK = 8
+LORA_ALPHA = 16.0
+LORA_TARGETS = ("q_proj", "v_proj")
+LOGIT_SCALE = 3.0  # the ordinary tokens' output rows: their best logit far above the quiet ones' 0
+GGUF_VOCAB = 1024
+HF_SPECIALS = ("<s>", "</s>", "<pad>")
+GGUF_LAYER_NAMES = {
+    "input_layernorm": "attn_norm", "self_attn.q_proj": "attn_q", "self_attn.k_proj": "attn_k",
+    "self_attn.v_proj": "attn_v", "self_attn.o_proj": "attn_output", "post_attention_layernorm": "ffn_norm",
+    "mlp.gate_proj": "ffn_gate", "mlp.up_proj": "ffn_up", "mlp.down_proj": "ffn_down",
+}
+GGUF_MODEL_NAMES = {"model.embed_tokens": "token_embd", "model.norm": "output_norm", "lm_head": "output"}
+
+
+def write_model(out_dir: Path, fmt: str, *, seed: int = 0, dtype: str = "float32", adapters: bool = True,
+                tokenizer_json: str | None = None) -> list[Path]:
+    """Write the model of format `fmt` ("gguf": llama.cpp; "hf": vLLM, SGLang) and, with
+    `adapters`, its two LoRA adapters under `out_dir`; the paths written. "hf" needs the
+    tokenizer servefuzz trained for `seed` (`tokenizer_json`, the text of its tokenizer.json)."""
+    if np is None:
+        raise RuntimeError("writing the model needs numpy (pip install numpy); the replay itself does not")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    written: list[Path] = []
+    if fmt == "gguf":
+        written.append(_write_gguf(out_dir / "tiny.gguf", TINY, seed))
+    elif fmt == "hf":
+        if tokenizer_json is None:
+            raise ValueError("an hf model needs the tokenizer.json servefuzz trained for it")
+        written += _write_hf(out_dir / f"hf-{dtype}", TINY, seed, dtype, tokenizer_json)
+    else:
+        raise ValueError(f"unknown model format {fmt!r} (gguf or hf)")
+    if adapters:
+        written += _write_adapters(out_dir / "lora", TINY, seed, gguf=fmt == "gguf")
+    return written
+
+
+# --- the random streams, as servefuzz.models draws them ------------------------------------
+
+
+def _words(rng: Any, count: int) -> list[str]:
+    onsets = ["", "b", "d", "f", "g", "k", "l", "m", "n", "p", "r", "s", "t", "v", "z", "st", "tr", "kl"]
+    vowels = ["a", "e", "i", "o", "u", "ai", "ou"]
+    codas = ["", "", "n", "r", "s", "t", "l", "m"]
+    words: set[str] = set()
+    while len(words) < count:
+        syllables = int(rng.integers(1, 4))
+        words.add("".join(
+            onsets[rng.integers(len(onsets))] + vowels[rng.integers(len(vowels))] + codas[rng.integers(len(codas))]
+            for _ in range(syllables)
+        ))
+    return sorted(words)
+
+
+def _weights(rng: Any, shape: TinyShape, vocab: int, quiet: Sequence[int]) -> dict[str, Any]:
+    def proj(out: int, inp: int) -> Any:
+        return np.asarray(rng.standard_normal((out, inp)) / np.sqrt(inp), dtype=np.float32)
+
+    h, f = shape.hidden, shape.ffn
+    w: dict[str, Any] = {"model.embed_tokens.weight": rng.standard_normal((vocab, h)).astype(np.float32)}
+    for i in range(shape.layers):
+        p = f"model.layers.{i}."
+        w[p + "input_layernorm.weight"] = np.ones(h, np.float32)
+        for name in ("q_proj", "k_proj", "v_proj", "o_proj"):
+            w[p + f"self_attn.{name}.weight"] = proj(h, h)
+        w[p + "post_attention_layernorm.weight"] = np.ones(h, np.float32)
+        w[p + "mlp.gate_proj.weight"] = proj(f, h)
+        w[p + "mlp.up_proj.weight"] = proj(f, h)
+        w[p + "mlp.down_proj.weight"] = proj(h, f)
+    w["model.norm.weight"] = np.ones(h, np.float32)
+    head = proj(vocab, h) * LOGIT_SCALE
+    head[list(quiet)] = 0.0
+    w["lm_head.weight"] = head
+    return w
+
+
+def _lora_pairs(rng: Any, shape: TinyShape) -> dict[str, tuple[Any, Any]]:
+    h = shape.hidden
+    out = {}
+    for i in range(shape.layers):
+        for target in LORA_TARGETS:
+            a = np.asarray(rng.standard_normal((LORA_RANK, h)) / np.sqrt(h), dtype=np.float32)
+            b = np.asarray(rng.standard_normal((h, LORA_RANK)) * 0.18, dtype=np.float32)
+            out[f"model.layers.{i}.self_attn.{target}"] = (a, b)
+    return out
+
+
+def _gguf_name(hf_name: str) -> str:
+    stem = hf_name.removesuffix(".weight")
+    if stem in GGUF_MODEL_NAMES:
+        return GGUF_MODEL_NAMES[stem] + ".weight"
+    _, _, layer, rest = stem.split(".", 3)
+    return f"blk.{layer}.{GGUF_LAYER_NAMES[rest]}.weight"
+
+
+# --- GGUF (llama.cpp), version 3, laid out as gguf-py writes it -----------------------------
+
+_U32, _I32, _F32, _BOOL, _STR, _ARR = 4, 5, 6, 7, 8, 9  # GGUF value types
+_ALIGN = 32
+# llama.cpp's token types
+_NORMAL, _UNKNOWN, _CONTROL, _BYTE = 1, 2, 3, 6
+
+
+def _gguf_str(s: str) -> bytes:
+    raw = s.encode("utf-8")
+    return struct.pack("<Q", len(raw)) + raw
+
+
+def _gguf_value(vtype: int, value: Any) -> bytes:
+    if vtype == _STR:
+        return _gguf_str(value)
+    return struct.pack({_U32: "<I", _I32: "<i", _F32: "<f", _BOOL: "?"}[vtype], value)
+
+
+def _gguf_file(path: Path, kv: Sequence[tuple[str, int, Any]], tensors: Sequence[tuple[str, Any]]) -> Path:
+    """`kv`: (key, type, value), an array as (key, _ARR, (element type, values))."""
+    out = bytearray(b"GGUF" + struct.pack("<IQQ", 3, len(tensors), len(kv)))
+    for key, vtype, value in kv:
+        out += _gguf_str(key) + struct.pack("<I", vtype)
+        if vtype == _ARR:
+            sub, items = value
+            out += struct.pack("<IQ", sub, len(items)) + b"".join(_gguf_value(sub, v) for v in items)
+        else:
+            out += _gguf_value(vtype, value)
+    offset = 0
+    for name, array in tensors:
+        out += _gguf_str(name) + struct.pack("<I", array.ndim)
+        out += b"".join(struct.pack("<Q", d) for d in reversed(array.shape))  # ggml's ne: innermost first
+        out += struct.pack("<IQ", 0, offset)  # 0: F32
+        offset += -(-array.nbytes // _ALIGN) * _ALIGN
+    out += bytes(-len(out) % _ALIGN)
+    with open(path, "wb") as fh:
+        fh.write(out)
+        for _, array in tensors:
+            data = np.ascontiguousarray(array, dtype="<f4").tobytes()
+            fh.write(data + bytes(-len(data) % _ALIGN))
+    return path
+
+
+def _write_gguf(path: Path, shape: TinyShape, seed: int) -> Path:
+    """`servefuzz.models._write_gguf`: <unk>, <s>, </s>, the 256 byte tokens, then word pieces."""
+    rng = np.random.default_rng([seed, 2])
+    tokens = ["<unk>", "<s>", "</s>"] + [f"<0x{b:02X}>" for b in range(256)]
+    kinds = [_UNKNOWN, _CONTROL, _CONTROL] + [_BYTE] * 256
+    quiet = list(range(len(tokens)))
+    pieces = [chr(c) for c in range(ord("a"), ord("z") + 1)] + ["\u2581"]
+    pieces += ["\u2581" + w for w in _words(rng, GGUF_VOCAB - len(tokens) - len(pieces))]
+    tokens += pieces
+    kinds += [_NORMAL] * len(pieces)
+    scores = [0.0] * len(quiet) + [-float(i) for i in range(len(pieces))]
+    kv = [
+        ("general.architecture", _STR, "llama"),
+        ("general.name", _STR, "servefuzz-tiny"),
+        ("llama.context_length", _U32, shape.context),
+        ("llama.embedding_length", _U32, shape.hidden),
+        ("llama.block_count", _U32, shape.layers),
+        ("llama.feed_forward_length", _U32, shape.ffn),
+        ("llama.attention.head_count", _U32, shape.heads),
+        ("llama.attention.head_count_kv", _U32, shape.heads),
+        ("llama.rope.dimension_count", _U32, shape.head_dim),
+        ("llama.rope.freq_base", _F32, shape.rope_theta),
+        ("llama.attention.layer_norm_rms_epsilon", _F32, shape.rms_eps),
+        ("general.file_type", _U32, 0),  # all F32
+        ("llama.vocab_size", _U32, len(tokens)),
+        ("tokenizer.ggml.model", _STR, "llama"),
+        ("tokenizer.ggml.tokens", _ARR, (_STR, tokens)),
+        ("tokenizer.ggml.scores", _ARR, (_F32, scores)),
+        ("tokenizer.ggml.token_type", _ARR, (_I32, kinds)),
+        ("tokenizer.ggml.unknown_token_id", _U32, 0),
+        ("tokenizer.ggml.bos_token_id", _U32, 1),
+        ("tokenizer.ggml.eos_token_id", _U32, 2),
+        ("tokenizer.ggml.add_bos_token", _BOOL, False),  # prompts are exact token ids
+    ]
+    weights = _weights(rng, shape, len(tokens), quiet)
+    return _gguf_file(path, kv, [(_gguf_name(n), a) for n, a in weights.items()])
+
+
+# --- safetensors and the Hugging Face folder (vLLM, SGLang) ---------------------------------
+
+
+def _safetensors(path: Path, tensors: dict[str, Any], dtype: str) -> Path:
+    """As the safetensors package writes one dtype: tensors sorted by name, the JSON header
+    compact and padded with spaces to a multiple of 8."""
+    names = sorted(tensors)
+    blobs = {n: _bf16_bits(tensors[n]).tobytes() if dtype == "bfloat16"
+             else np.ascontiguousarray(tensors[n], dtype="<f4").tobytes() for n in names}
+    header: dict[str, Any] = {"__metadata__": {"format": "pt"}}
+    offset = 0
+    for n in names:
+        header[n] = {"dtype": "BF16" if dtype == "bfloat16" else "F32", "shape": list(tensors[n].shape),
+                     "data_offsets": [offset, offset + len(blobs[n])]}
+        offset += len(blobs[n])
+    text = json.dumps(header, separators=(",", ":")).encode()
+    text += b" " * (-len(text) % 8)
+    with open(path, "wb") as fh:
+        fh.write(struct.pack("<Q", len(text)) + text)
+        for n in names:
+            fh.write(blobs[n])
+    return path
+
+
+def _bf16_bits(a: Any) -> Any:
+    """float32 -> bfloat16 bit patterns, rounding to nearest even as torch does."""
+    bits = np.ascontiguousarray(a, dtype="<f4").view(np.uint32)
+    rounded = bits + np.uint32(0x7FFF) + ((bits >> np.uint32(16)) & np.uint32(1))
+    return (rounded >> np.uint32(16)).astype("<u2")
+
+
+def _json(path: Path, obj: Any) -> Path:
+    path.write_text(json.dumps(obj, indent=2) + "\n", encoding="utf-8")
+    return path
+
+
+def _byte_chars() -> dict[str, int]:
+    """GPT-2's byte-level alphabet: the character each byte is spelled with -> the byte."""
+    printable = [*range(ord("!"), ord("~") + 1), *range(0xA1, 0xAD), *range(0xAE, 0x100)]
+    chars, extra = {}, 0
+    for b in range(256):
+        if b in printable:
+            chars[chr(b)] = b
+        else:
+            chars[chr(256 + extra)] = b
+            extra += 1
+    return chars
+
+
+_BYTE_CHARS = _byte_chars()
+
+
+def spell_bytes(token: str) -> bytes:
+    """The bytes a byte-level BPE token stands for."""
+    return bytes(_BYTE_CHARS[c] for c in token)
+
+
+def _quiet_tokens(tokenizer: dict[str, Any]) -> tuple[int, list[int]]:
+    """(vocabulary size, quiet ids): the specials and every token that is not whole UTF-8 on its
+    own (`tokenizers` decodes it to U+FFFD, which servefuzz.models reads as quiet)."""
+    vocab: dict[str, int] = dict(tokenizer["model"]["vocab"])
+    specials = {t["content"]: int(t["id"]) for t in tokenizer.get("added_tokens") or ()}
+    size = max([*vocab.values(), *specials.values()]) + 1
+    quiet = {specials[t] for t in HF_SPECIALS}
+    for token, i in vocab.items():
+        if token in specials:
+            continue
+        if "\ufffd" in spell_bytes(token).decode("utf-8", "replace"):
+            quiet.add(i)
+    return size, sorted(quiet)
+
+
+def _write_hf(hf_dir: Path, shape: TinyShape, seed: int, dtype: str, tokenizer_json: str) -> list[Path]:
+    hf_dir.mkdir(parents=True, exist_ok=True)
+    tokenizer = json.loads(tokenizer_json)
+    vocab, quiet = _quiet_tokens(tokenizer)
+    ids = {t["content"]: int(t["id"]) for t in tokenizer.get("added_tokens") or ()}
+    (hf_dir / "tokenizer.json").write_text(tokenizer_json, encoding="utf-8")
+    specials = dict(zip(("bos_token", "eos_token", "pad_token"), HF_SPECIALS, strict=True))
+    written = [hf_dir / "tokenizer.json", _json(hf_dir / "special_tokens_map.json", specials)]
+    written.append(_json(hf_dir / "tokenizer_config.json", {
+        "tokenizer_class": "PreTrainedTokenizerFast", "model_max_length": shape.context,
+        "add_bos_token": False, "add_eos_token": False, **specials,
+    }))
+    written.append(_json(hf_dir / "config.json", {
+        "architectures": ["LlamaForCausalLM"], "model_type": "llama", "vocab_size": vocab,
+        "hidden_size": shape.hidden, "intermediate_size": shape.ffn, "num_hidden_layers": shape.layers,
+        "num_attention_heads": shape.heads, "num_key_value_heads": shape.heads, "head_dim": shape.head_dim,
+        "hidden_act": "silu", "max_position_embeddings": shape.context, "rms_norm_eps": shape.rms_eps,
+        "rope_theta": shape.rope_theta, "tie_word_embeddings": False, "attention_bias": False, "mlp_bias": False,
+        "bos_token_id": ids["<s>"], "eos_token_id": ids["</s>"], "pad_token_id": ids["<pad>"], "dtype": dtype,
+    }))
+    weights = _weights(np.random.default_rng([seed, 1]), shape, vocab, quiet)
+    written.append(_safetensors(hf_dir / "model.safetensors", weights, dtype))
+    return written
+
+
+# --- the LoRA adapters ------------------------------------------------------------------------
+
+
+def _write_adapters(out_dir: Path, shape: TinyShape, seed: int, *, gguf: bool) -> list[Path]:
+    """Each of ADAPTERS: `NAME.gguf` (llama.cpp's LoRA GGUF) or `NAME/` (PEFT's layout)."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    written: list[Path] = []
+    for index, name in enumerate(ADAPTERS):
+        pairs = _lora_pairs(np.random.default_rng([seed, 3 + index]), shape)
+        if gguf:
+            kv = [("general.architecture", _STR, "llama"), ("general.type", _STR, "adapter"),
+                  ("adapter.type", _STR, "lora"), ("adapter.lora.alpha", _F32, LORA_ALPHA)]
+            tensors = [(_gguf_name(m + ".weight") + suffix, t) for m, (a, b) in pairs.items()
+                       for suffix, t in ((".lora_a", a), (".lora_b", b))]
+            written.append(_gguf_file(out_dir / f"{name}.gguf", kv, tensors))
+            continue
+        folder = out_dir / name
+        folder.mkdir(exist_ok=True)
+        written.append(_json(folder / "adapter_config.json", {
+            "peft_type": "LORA", "task_type": "CAUSAL_LM", "base_model_name_or_path": None, "r": LORA_RANK,
+            "lora_alpha": LORA_ALPHA, "lora_dropout": 0.0, "bias": "none", "target_modules": list(LORA_TARGETS),
+            "fan_in_fan_out": False, "use_rslora": False, "use_dora": False,
+        }))
+        tensors_hf = {f"base_model.model.{m}.lora_{ab}.weight": t for m, (a, b) in pairs.items()
+                      for ab, t in (("A", a), ("B", b))}
+        written.append(_safetensors(folder / "adapter_model.safetensors", tensors_hf, "float32"))
+    return written
+
 # --- the finding ---------------------------------------------------------------------------
 
 FINDING = json.loads(
@@ -677,7 +1052,282 @@ FINDING = json.loads(
     '3,694,383,96,521,986,538,395,605,620,757,961,13,375,406,271,680,657,990,145,991,892,54,120,269,1'
     '09,592,760,622,118,77,852,63,318,204,872,465,620,416,180,98,363,812,973,425,793,278,658,492,473]'
     ',"max_tokens":26,"temperature":0.8,"n":1,"logprobs":5,"stream":false,"ignore_eos":true,"return_t'
-    'oken_ids":true,"seed":1693425861,"return_tokens_as_token_ids":true}}],"probes":[]}'
+    'oken_ids":true,"seed":1693425861,"return_tokens_as_token_ids":true}}],"probes":[],"health":"/hea'
+    'lth","others":6,"model_files":{"format":"hf","seed":0,"dtype":"float32","adapters":false,"tokeni'
+    'zer":"eNrNfVe79NhS3j2/4nic7WPY6ijhuLcHJ7CNDY6Ax+ppdVtuhbZCA42PH4ITOQcT7AFMzjnD88we/pelqlLrrfUda6'
+    '3a3HDzzai2eqlWqnorrFpf8zmf+tR7t6xp87p67/M/9V70uU/vfXqkdU1ffZh2TK76oiDqNT0e8+qMpIGSHT/o6ktWtQP9yw'
+    'bapz71NfTv8Nf8ONCePj09flhXXVZ145f+Rvu33nvQ26HRIvvgK+tmfP+UFm32+FvRdk1+fYfcfHZyVTdlWuT37N2G2mv2YZ'
+    '4WA33oXEbUz3z6s7AbfVZ2P+9PLb+rz8rvMFV/Ghge/v0KWieP3zVqQTUZrx35A/fsve6rr9nYi5ev7rIvym5ZIT0ZV9sHw2'
+    '9O+Vd90F7TDzPNw7Bq8/KD+nRqs64VNuQvfZt90GTn7Ktm7j7DHNRtNzRZf5i1ba14O2Yf1se3cgWffgNT5fDh4rN8+Iu/YP'
+    'rksamvdd8Bv2N71YVHU5PHZZFX/bAEPmj7w7gGhFv9WlYdBzZpjQzvnd75+2lkd/iEM+aHYTQ+GAjFIf3Q/Vt+HqY9+6DMmn'
+    'PWOn+71R+mh0cfP8USAYUFbTncjrymccH/meFp/Xj68veGx83j8c8OT9vH058bnnaPpz8/PO0fT39heIofT39xeEoeT39pZG'
+    'Fm6i+PjzNLf2V8nPn5q+PjzNCnx8eZob82Ps4cfe74OLP0eePjzNPT+DgzFY2PM1ercRhmrtbj48zVZnycudqOjzNXu/Fx5m'
+    'o/Ps5cxePjzFUyPs5cff74OHP118fHmau/MU7HzNXfHB9nrsapW89c/e3xcebq74yPM1fP4+PM1cv4OHP1d8fHmav3x8eZqy'
+    '8YH2eu/t64Kmau/v74OHP1D8bHmat/OD7OXP2j8XHm6gvHx5mrLxofZ67+8fg4c/VPxseZq386Ps5cffG4Omeu/tn4OHP1z8'
+    'fHmasvGR9nrr50fJy5+hfj48zVvxwfZ67+1fg4c/Wvx8eZq38zPs5c/dtxl8xcfdn4OHP15V8+Ps9sfcX4OLP178bHma0Pxs'
+    'eZrX8/Ps5spePjzNYoCXYzWx+OjzNbo67Zz2yNwnA/s3UaH2euRniyn7n6D+PjzFU+Ps5c/cfxceZqFGD7matRBu9nrsrxce'
+    'ZqFLPxzFU9Ps5cjaoznrn6T+PjzNWoVuKZq1E4xjNXo1yPZ6768XHm6jY+zlx95fg4czVK7WTm6qvHx5mr+/g4c/U14+PM1X'
+    '8eH2euPjM+zlz9l/Fx5urjHx2fZ7Y+/rHxeebr4x8fn2fGPv6/JEpn1j7+CSLMzH38k0SY2fv4p4gwM/jxTxNhZvHjnyHCzO'
+    'THP0sEYPPniAB8/jwRgNFfJAJw+ksk5YHTXyYCcPorRABOf5UIwOmvEQE4/XUiAKe/QQTg9DeJAJz+FhGA098mAnD6O6SAgN'
+    'PfJQJw+ntEAE5/nwjA6R8QATj9QyIAp39EhJnT168lwszp69cRYeb09euJMHP6+g2kG2dOX/8rEWZOX/8bEWZOX/87EWZOX/'
+    '8HEWZOX/8nEWZOX7+RCMDpNxEBOP1mIgCn30IE4PRbSW0Dp99GBOD024kAnH4HEYDT7yQCcPpdRABOv5sIwOn3EAE4/V4iAK'
+    'ffRwTg9PsJUQCnP0AE4PR/EQE4/UEiAKc/RATg9IeJAJz+CBGA0/9NBOD0/xABOP2ICMDpjxLYAU5/jAjA6Y8TATglcQHq5Z'
+    'XEBSiYVxIXoGJeSVyAknklcQFq5pXEBSiaVxIXoGpeSVyAsnklcQHq5vUXiACckvwAlfNK8gOUzivJD1A7ryQ/QPG8kvwA1f'
+    'NK8gOUzyvJD1A/ryQ/QAG9kvwAFfRK8gOU0CvJD1BDryQ/QBG9kvwAVfRK8gOU0SvJD1BHryQ/QCG9kvwAlfRK8gOU0ickP0'
+    'AtfULyAxTTJyQ/QDV9QvIDlNMnJD9APX1C8gMU1CckP0BDfULyA1TUJyQ/QEd98o0ErIHTbyICcPrNRABOv4UIwOm3EgE4/T'
+    'YiAKffTgTg9DuIAJx+JxGA0+8iAnD63YT5gdPvIQJw+r1EAE6/jwjA6fcTATj9ASIAp/+LCMDpDxIBOP0hIgCnP0wE4PRHyB'
+    'wBTv83EYDT/0ME4PQjIgCnP0oE4PTHiACc/jgRgNP/SwTg9CeIAJz+JBGA058iSwk4/WkiAKc/QwTg9GeJAJz+HBGA058nAn'
+    'D6C0QATn+RCMDpLxEBOP1lIgCnv0JGHHD6q0QATn+NCMDprxMBOP0NIgCnv0kE4PS3iACc/jYRgNPfIQJw+rtEAE5/j+xL4P'
+    'T3iQCc/gERgNM/JAJw+kdEmDn9468lwszpH38dEWZO//jriTBz+sffQISZ0zQnAnD6EZNAS9U9ESJ8hyi4VA9EmbltOyJsVM'
+    'MF0WBoPyLXHeiqjF+ZOe4bIswcX/iNmeOO3gBdlZdEmPnNiRfQVVfuIyiroQNCAyOJvgT6KuUvzdyyf2oFCmugTI3PLGf8u5'
+    'nlnn4GSuuTj05EUWOcz43FK/UH6iAoMPaBrWI92hXRZvYz/hlYn9xD0GJtx2MFeqzuW6LM3F94TkCT5fQKaLLhlakpUGc9MQ'
+    'DqTHoC+oyZBn2WMWGneobNz8ynTIDFza3PnGcd+WaeVGMN0XDkz0SZ+Sb3//oJ+W6JMvNdM2ELw8btzowXGVNmhuuCCLBQuJ'
+    'WZ4bok79HMcEpvgH6re34FuKXPgIIjZ/QaFFzdMwU34oVJuDhosEDJ5QV/CqUHjQyoOVosa1BzPLwrvbALGQul7C5EmdnuqW'
+    '3QdikTtsgQLaA1KLyauAaF13JnUeN9JC0B2/Qr0Hnlo+21wzr8BcacmUUN+BEP+1rvSRoeUIPPORFw2GlkUA9+xA1hB/j7Wm'
+    'oX0lPUhx8RW6AQTz0RVlrwUXOgFNOGmACtWKRMAe9Mw1JnvdF7s5RPYAfkx7F+cWozAfHDuwYU5cAKicA16MoDSbL1VgtFYm'
+    'arZoBJuPBL2ttbXPk0JVvdiWr+LPbjQPJ+vcWOXIkC6mj6CGhQonF7O5wL6qxSo0yZO3Ej+bcGPVrSPlFKlIXCDrtA6ne92+'
+    'teycDtkH9+US+lChjeK2nJXwfdemT9sAbtSiuDV7rSsKSo13u9IRoZhf1WLUniar9TNH5v7lLDom8fq7eIhN25k18c4Ex1I0'
+    'oEm5CmNcYusCiO15pZ6JpSttzi3IVK9hQo2yPBqHWsp6SRCQaFm3VHoiSop6kTCeoB+hkaj+NGpn6Axj3zQCa4oIgxULljX6'
+    'f39CSwdE/0LPAndC9aEWyge0vpBmjfkUQiauNoYNn2G6WED/T1zZPe5K2M7Aa08blnil5Yc7c2oJbvtXxKdypnou5VBwxDx1'
+    'jsbZ70lul4YDcR4uZi+lyke0ZtgsquUiLMXTrmRJh7dGbCFpYTN7yDVfzAi5tISS3eohtQ3MPWmeT3Bo3UYSioF2inDlKPSL'
+    'hf+KW5A7L0NiutAGEEUI+3FcGlzUoJsUJEyQa0+Wn69R63b86vxcAQrRVQ6MOamH4LWn1cakQCIUxYYLNWy6zA8QGl3tE8gU'
+    'q/0aberLdaRhKw26x3DnXiXCn3tHqMxxqtHFnnSskfeKUrDX8gdLoBHV+fiKB0PLGJZu9HR9aYm43aNhUMHCj7k0yN0vUHxp'
+    'EbUPXXUXUSLYaly0yr/VIxcfuktyF9ZKs3C/ECun6UhiQ0N6DsrzyNoOuH16h/WwRbs+GwAY1/5b2kVX3NDMYATmQQtnrDcH'
+    'Og7Yd1PO0HZTQfaWRA3T9z30DdX3lYtNlc8bLTKv8x0qD2LwUvR632m3nAdtgbEhSg+O/TiIHGJxrztFc4uIFO7tXeaWU0Qf'
+    'V3jKU2WvU3jzWudT/vBdD9N1kXoPpPvOFB9d97piR6iVP7oPzPwjNo/0r2Oaj/u2jcDeh/orFK3Cjdf+TOgfb/Qv6E2v4tDK'
+    'XGAN1jYcU4PTSICALKmmLneu/TfGsUQNwkak46kXKAA2RFAA4YtfA0FgoIpNh1QAMXwkibRG8b6nuCcGbSmAgFagr8q3kpia'
+    'RQGZuJWzTFuwtR5o5cuCnsR8pNzX0oUyIo4UVragsq/5iTkt2iv/kj9vBsQdm3vOG3kZoIkphbpeaPtJC3oOZv0slorYQK/3'
+    'QDzhN+a4vS7So/3UE2GxHctfSYxG0UO1bexHmiTRoy/beg8kc+ZehX6NPh91ao/URnb0HxXwpiDBR+VvEv1TYnuLRdOTisfC'
+    'yXLej8A6m07crpUFFzGwm+KJ0Erf9cESECn+KVKI4VLEpuu1bTQ6yv9YbnL2wBbfAnEIyRs2S7Rt8aD+k6Vm9N7oSt1vTptB'
+    'y1sucPbdSGz5i20jKJvgUaP+s6JkF6EfVtgwqSBgC0fEkSZqus+XHk5xUJmn7ApCwTtqDsGVFuQdOfyF7dgpofVi1RVBd4uW'
+    '0dH20Fi267URuav+OYMCUsZlD5WcsU7NeRJNx2624b0RlbV++X82oD7T8oYXp755hmJZurW9D//bRTd0ouM7Tf7vSa4x8r3z'
+    'mPIwCAU0aEPe5Q/oCSacKIUpW01kDzVzyRoPVb1kBbpe6PhD63StnzW4jESrHwtqDpM16OoOdfRDyinueJxuwjWdl7ZzKqef'
+    'GBuq+4q8qvfuQhiRWilBUYO6utmZSJ0vgjUBWstQW1T/huq9Q+b03Q98PokPthC7qeaKxnQN9fZdWBwn+efHxb1+6f5BSo/a'
+    'yhwUjW777JiHybOH1q5rUH+v9GvQK1f6N+O1q/4tkEvX+Xj+A8kczfKev/SG6dHej9QRATZe5KkxFhjf40oqgO1NyQs/+7ef'
+    'XtAADU5MjaPTlyrZVFvkODP2eu0R9DP44c42XazjuAAYxmd5HaMzSxu8iZme42/Ry7deIxAzCQtvwWuJZoS+y00Z8Wj2W9Ay'
+    'TQMZjeRQjGqMHVk7I+6a0VGsotKaTdCtEYfVhZ/QzNd2jvNw0PoQYAOX91hwqy5fbmjpxpXe9A87e0GFYOzqdvrp0JmTfWDr'
+    'T/kWTKDrT/hXDEDvR+zx0DtX+kZaEM/SP3QJn5x4xpSq/w+ILeHy1+ArI7UPpM5N9v0IvU3IiEW5702Q5U/p3Y26z1YPKwgM'
+    'Y/03LYaHuLv7hT5hoNCGj9S0HDvtG6ke26HWp7xno7UPet7FblwK8K/qlW+azXd1vtp+AGtbBqWLLvQN0PuJN/rSFl+Vi4Ww'
+    'SUPbc69+cmv1YLi2XKTgssftHR7+Vjz4CCHzEXT+hOW8O36d2NkvfT5twpzwtxunN84bKlQNc/S+hlB8q+o2Wx07oS1tle7x'
+    'j6OKp8mRBH5dNXnOB5AQsOdP+Flo1j4LOYU979Y8q/dESYiCbQ/xym34H6v5GG3oHWTzsyCnexniIceND+Io5B9Rc8EKDz7/'
+    'xVUPZkuIlqiB0jhn0Ru1h3pplXfazdyXdpBnwxLPaU7pd42S5Rhgx3Xuv9mQxOclZEaO/z3IKqb1kOgq4fDEpGuDvQ98/MBo'
+    'jknODjDnT9KaVkdTDwadL3ysV/JN22Vy7+I0GmPRr4RU0UCEb2RAAs2Zb8Dvj0+B3HD87fU0KMRmGPBv5gp7F3bK80PG2ufe'
+    'SsKdYd+0jbkg3s5r1W9BlDgj1o+Wca4r2KxzPy3YOWv3PCP2JJGmTHzO9kNvag4c+8j/eg4itaIXu072nN7VVM/pQzTfeggM'
+    'W/X2nBLCOnVP2Jw+P7lUo9uRJJ75Fu3g77FUIwImi/xbzO91rxZyVbrXtQ+nehoGwmBtZO18hVtFeKnyZnjakdHXVnjXDyQB'
+    'QnWPzYPvu12vENkd5xw4jc2m9QeRI/SvkfeVkpg/9Mi2ODMoxmTnn3GSfutfpnqLMH/c+WzX6jbWMaaND/LyTK9qD7C95eW3'
+    'QfEyFSeSZMU5kf3JRj6ndsSe63uFEegfk9an5ZX1vtCqd+KQv/JD+NId+ITtU4pn0nuw8UP7ta96D1ByuKPXV7FcGniUCXPo'
+    'OpvTLnCZDsd9ohBoJHa/txbUwiDhU+rSxl2nP4b79T0ozGRmn6EzW1xyyigt+C/dHeiOLGjOijqOELWeKg5DsGLXut4nlM93'
+    'pCaJJAv99SfkuHvfgIkt7lBZmFe1DyNZkP+xhzoU78ktOL8k7UuRcvGX9i7gP7k/Zatz8A3V4r97ycV0McKwFKJGeri/DFeD'
+    '4d33Ic+RIf2SfK5SqaFHR7zltY2fNH2RPKk89aGfT7UdqCw15CiXW3m4kV3ZNKnLXxE6Zf0rEutOibgigrrRP4NXB91dwUWI'
+    '4dqfoYVP0YlieSjg8xCIxB348RBepvDPq+YAJm67Dai0HVfwmxAYr+mhMB8kdpKcfox+dhUKb7hfV/HKGDFVJrYnTmk6URR8'
+    '6qIl9LDBr+XDMFdTu5MmI032lXxSsdjaDVGa/Q7dXSzo1XKpO0yvjXG/UJ5hjUesXzpx34ecPWQYwJeB0Bnlh5748sIWKl00'
+    '88FaDNv5S+geF68jfGaw0Z+S2EjMSE8tqfZKWu9YbIub0dZlydhQ8QtdQDUOLt1BpIWhIMMZruFcdCYq2+JQshBgU+MEyf3G'
+    'hPCn0VVPgYoeBIdwxKfBCsjNxjUOLXlBvEBXXJmIYJpzc6sLnR00Cjp2PzdfkQPbEToOfAUAwq/Sz6JAaVXub8FgbqeMS2Gi'
+    'tST0CVU2O8PUCZN6m0FytwwZwnOo9ItECMXnoSBKDNZWx0TntezPsBVHqVtbL6MS+P99IOTURZXUqbn0QqqCD9iUWf0uWHUV'
+    'aIdAKFPgA7cjTHSqOfyZSK9xpq0eJTxvuFOwNa/XlKC4z32p1acAggBr0+gCB278V7DKUQ73s0THgwVWYeO51jUOyDRJIJw+'
+    'y80Yv6oEcY+H3Iq1hPUjVvAO2/z4tZCYCuf2aBCbr+hQVmrOEK03CazjJ3sZ6nAjRQjJKZhgq0/JXXLKh56RFo+Lzid1AmV8'
+    'SK9tfX5SyWdd7e6Ix/iB5Q9mdZjqDtWxYmWtsP22WWM4mzl0QlJ6Dwb9RsorP3aiLpiWrIjktA5ZcUYmEokDju/KEXNNoJaP'
+    '+KtkOCjvzqVvOv0WncswsmAdWfd0zR/WF1lUTo+85IdCba0hdJmShD/0TyMFEG/plHA5BAdiYC+PQYMSeg/zs2RxMAAHfulz'
+    'bvcXskKpB/5IBaotz4bPcnaOWzlZZoM19UUgJIYNjoYrwmAAVGPmtpYat3BnV7hSFwye1NtJFfNw8xkqzQnuRvYb4ozYMy7k'
+    '9Cc1LEHko70UH9vGMYnAA4OHEEMQF0cJaOrtGmpJEDYMDu5UTb+HX3UAYJwAOOaiVrZYdRWQH06Enyb7LBeBEvKcAGFc/hBn'
+    'N4iaC3yywfE2XgX2RmNmpm5kTmBCACp7EkGzzhQd63ZOOIAY5DJi5GmJRToiFCXaiNvtVz1M4aPtGu/5ps0ERjhooY2qL0Jg'
+    'IIOhofAAuXnLmF/EpeAwopsLxOlLf/LOsHkMJgIUlCWwJo4YXxSIIwgZeQMvwfW3KHQo32k4sSuLm9mgoev53GPLwltJO/bh'
+    '9yTOGEY89pIMleBVyZAywfwitpjyExdhgnDkxoZ2m7V8efbvMvdrj5mCmFfngb7GN1UINEHMCFUSAxV/GTAs4UoU5iNBJYQm'
+    'mc8NAUsTIUiMNYpcPzj1EW8O92GEUlivZlMHPK/Cclmij7X9JJEpXJJwZAkji+Mvp5gnE+ZjjR+4RI6JMhZJ04xj+veZ3PX7'
+    'cUUE0AFBzSUnyUSYKWZyuKHiDBlSYkegI08EIvDSQQailTwN5Jpx+u0e1YMA3yq3OmKIGWyU93Dlx4qKbhb47fv5Dg4PAXDd'
+    '3aWc0Nf0tUgDDjtpxEvzYVMp6BYcZ1qp/QlCewYZqSCDJekRMjK0QVDH9Bt/mlZ5rTwe4yfQ+dHTx6GOqXPqlAgGz/gYoOQT'
+    '4BMxAxX3k+VDH8Ye0wjC1t0Fcii3Ygb/UHjsI0oIbDNIUAGsrpi5jGQO7QgZYoTyRXylHygYdXIQZW7gMRBQRvtoG4Bh8gfx'
+    'igAnssBxJOlwwVBgT6A5P2ej/n3Lm1A+raSa8Nf0owJH2QLgFuGET45N0e6CD1MiHhNmPGADuUMhWAHppaxghwwz2V/QKwoW'
+    '/KaQVvVBSKJ1HlBpymadyoMxmPTznAoX9Il+FPEeZVHmTEtrgM24m7LXrg5Oe4uarpPWdzPdTG8CctRrpZvQ9/w+i6ZBENVB'
+    '0/fOil4S8JSjPK24ie8BxgxkO1w9RHnvadDrF3/ClAE3klmYUDdaMRChO3zkpj6k5JTh4NABXE5rQ9dyq6w8OJ9ceEBIDiJB'
+    '0HNHFhA3agae0LgGD4m0qxlWaVt06Wj8ocOMnq2zunUFr2HA9/2Ouc7PO03/ax4o/HBrDFRfY+IItyWqqxiiIKTWeqMs2JMT'
+    'z2qModPMvLjvHUcgdiR6fJLMZOsp2MunZD1O2suIe/6QBKBbJEZRXIubWBilPI7QPuuE5vYRIej4XjlkC5Dvijr46yUJPdO7'
+    'Jv+p6rtZWoAyxyEVGXoPDnqY5UdqGsz0gf7xfFijXWxp+z2zzCSmsvLNuw1poci4wi5ZZgytyzanoJzkZx/yOFQKbXEidPgZ'
+    'dJpBMQGPhEyjExLfFIOSbOIqgj5ZoQdRBFzoy1M9qJoq2TRj7Jd6zRxoA9ipS3opcGdGIr0xLFBbe3enK5YGQVqbjFYTyPxq'
+    '0oJDIdBI0iF4d0s57Cem43WUdY0u1WSxO4JEVDYmE3iuJFWNntJJOJ8IMpAD6ujFuwvFsrjK3VcWnmYu10pAXoFKlYxjAoEw'
+    'CK1jqa37DXJMLyb/mo0HgMFR45T20rP20tTOs5k8HeOKlwJSqQSDsyhIaZVkLCE5UsKrBK3LDlWx4lp9yA/HqnfdzCmBb9JQ'
+    'clIqwcR+3yoAEqeZnaBUjyMq0fwCIlT686iChnIKJIuS0EikdbZ8rYeRlFGoz0AIuwvtxxklIqg+H84Fb7AGSLAAAZjBKBRJ'
+    'HyaMjy0OmL8ikFQibojNXnRgzBPVYYpJDBdo4niFstinY61W+GdZGKghzpuAb3b+cg5IfaxjJ196GPlCATYa26gzShqhQICf'
+    'zsd6aAfSYSDIBIK6MFMKQVLQEgJC87EQcAQGqGf1i8bqwlPr8Kng35CqCPYtoXKoexkN9qx0Y/NPsAh1jX7sqLPXbCoPKegx'
+    'd5gOKdgyJ5CSgAUkizsZ66o+yZ2NVlInf1ycW+aEWdAfA4ynpRFQyYXQAeElePsA7eRVYwII5SBkThjUdzqkMy8QmezJpP/0'
+    'eRKmLAtUaxM8z16smJ8lazwFk9uTMmjtUIa+ZRsn6kiuZ9xEeXIiyc105CE4vnpVXFJOxYlQpRWyzlvG9UMb2Rae5e5Ir5+y'
+    'zssLreAHMEVGCJvZIHGYvsjSabECG9ozwyaavOCsyvukgRUJqqvseJSbOaw0p8Y5S54r5i1gQnfkVYke8i/cNoCQMdrMpXia'
+    'zGwnxXXvpYmq+f2lelZh4zh3ESKJMQqVJ94wkvTiyJVitnt7Xi0MLKfWOnZG9g/b4LSw2s4DesTG5Wh0t6lFCqnt/4Sclki1'
+    'bOachcXKbRysEilfhZVmud+MniDmv9XSeuMcOCKXhAnXne6FQ2/iXWP5A9ulk5sow/q3IsJr+gqgA4wh2eDRVJEZtalQL8qJ'
+    'yWnAIgrUhZVRRwGKpZKWN1wGesNxGpMoG8srk/AEZeGCpjvcDTRFKRrhPTNhhxla9g3jdPuHKFTPtMwY9ptBT6qCa+HVHSyf'
+    'GBaOUcoBCLAksKjhmD58frK9WFaYQBhxynXgAMKWQlAAgpZawBfzTcVcAdAr+xxuAtk6YSle/PXKt4SjkRUfZPRvhKu0D6Bs'
+    'Slm1dZXSa5ste7q8BdvVdRo/P0i51yrJ+nAQM0UmaMX7Es4dDLk4w4gJEX2SYARg7yHazrzhI1xpqKPIyxTmEqeSRiVZhDml'
+    'M+EBEKCoCcxahcxdqNKlI5dnJ/eEko/MFGGdYqHOZR8lMirFiYtrLL0OmRdpM7GqsWXqfxTXRkTxYNOj1akZiAQQ7CER5GEm'
+    '5idMpzZwB5iDLH8oUTbNPlCyW9IFor0FHk8vM11lETYxdLGT5DDZho/bR1kcD0B6zSUzIJ1tv0tRhcSEzByp3SFsCNrpFfRk'
+    '4kjHcAFjqkShcRVjrks2IR1jpsRWnpaocMPbHc4aWQTmDBw5bP/URrlYRRipxaR67Am8Iz65UWeCWIMayF2NaNKDVdCnHM5Z'
+    'gWJJZE5MOg0VrlZvbSwBYqTTJ/ADI6llOqMGI3fdqBFpOCxgKJg3biNteYqiXST9dI5KOCEZZHHDN/5E2scSXya+1WV6BzLd'
+    'FaH7ZMO7F+1vrAJZ08E4SnyyYe00qyBCNdPZEyMEXFYxXFEZ2dZe9ssF4BL4IN5v4z5xs8pCwklH+yaBW4OE/NKQOMxYwupi'
+    'gDqZBFOTUZu8q2mxbYRi/LdpL9aw0shs3Pg7aNVKqZTPRWBZ2rC/MC6IILT0VYX/Es+xmwxTkV0g6Fm3xCzxZAfyyxmDUHJi'
+    'Va2vOAKWhxkQWlnBuF7Fbl3Khk9neOGm4mOxpLLo604/SDLeYRTu+qimXCA6SfMNheO1UYJo84Vl98wFSsuzheQ8c0Z59xs3'
+    'un8kfHnkEsvvj8KDIW6QKMxxGRzJBBl2EcYckMM9bOgc28vYq4Ra9HeRBLFOsylsMXuKuY/kmvigKLMabEMxtj6RluEuBGO3'
+    'Ec6+Q7niXl8iger+rONZN6XsfOUdTLtGYU7jhmDSCCdfyOSOF9rfAHkxI80CXyGrDHCP25TSyWXEiAZa1yPaYtljg9ZH5Vwk'
+    'c1NYq9q0Q3JI753MzSHHBIXV5EFyS6WkgxeQc3TjWHYkaVWM9xNAVYwW7c454I/bGsoyQrzSIJKzyK/YqlHSf5h7UdR4+AvK'
+    'gQ5PRrrdaZlujzVPxpLMF8ehAjyPFMmaQ8Vyw0sbDjiT8CAKWScdSBF7FhNxqh8ATp6o4jWVqAeZP46caBKJKvo+s7HrNiBi'
+    'IbfWok7R4gaKMhSloCktaFH491xbl00WalhU37kAS6+ONxPLveMB3DTOXkrsQKkC+5vDn3930efQAs708Tj/GYXkiw9Vj+YP'
+    '3Hu8yucn/I2l1rxM+iWpd/vEgkTZd/fEySQihtKg1oUdI+8BKWf2zT6sSLYoPZVkwBH6q8s8JIAg/YBrN7hQRpIDyGAEsaGQ'
+    'kAJYLOsebjjdUQlny8yUBv0HnDo+JgEP6Ac0K0Zt4w5WMqDhph0cdjehMOVahlQM+SZhhh9ccxyPlYTltdtKME6Id1IM+8XT'
+    'FxdBpMnevBvwQwchURo6CIqLbNTsdqmQYJ/w0PspM5KhvUSfSQlbnTIUx5VS02XioKhLSyVnd4cr8Sq3Kzd6QE4CBdDvLQcw'
+    'R840CRcrYwN9rhkVUzqMS6kFk77UhAItMywZsXJmGP99RlQtLhTKapDExZBLHO9BUinicV6abTPbLiznwr6JFVU0Qay0NKZA'
+    '2rQx6nr+MRJ/khYEYZNo0yHvoYK0NexPOFtSGHwZ1SEHV5SIkU6gKRlSwthTTYxYMVIsfz9kxzLDNJPdsopHHMZ00JaGPowF'
+    '1awaoewir2imcdq0Q+c9nYaOuEWroHWNpqdJFXE57ePjka6mF+bp/0udmOqwdEWEBysDY4FVUXkTyPtaWYDOqpFh6he73wAA'
+    'mmvI+wjORV3gJYcZtIoJ4yIeHB2ek17IkMlVNVQr6KvWhSIWqwW0wRaCwkeUrby8SARoQoXrcaX+SdpI5t3SOpckop2q6cCj'
+    'PFAz1hacnnuYhyhAUmR5ciSzIsMvnSCwmcb9IkVP2cXoLIQ8oULDEj/K9VkUweNqwywbJLV5Y8oqGzVadUBRTo8pLlg6rAPI'
+    '+TAhWVrHmFKa6y/DSmqJsHfNCFJsczFrx7daXJkT7td6w3OdAn+x1LTr4IKxs8/iAkLDkjXwLU3ktbcAK3lreUr0oaUyWyeb'
+    'Ft0E0lu13BDNGcWwUzSgYkuuhkK9ody04+c/3lSJebPOazotRFJ4flDsB1q5HGgGKm2AUWn3yeizRHugDlgJkFhm0dxCFxi6'
+    '0OroxHISdTC2tQjgm9jAC276SasvrAKpQv0xTv8PAxdwhPuArHAD5usit26lIh+aWurMvAR9ehPEuL+nArn92Ltgp0TMnUui'
+    'Bl9aBqed89kMVWO0Dq5rHhtPMjKx/4cqtdH3nzaGqPiIRJKCy533vMgeYfYqLppKEAeZTT6gHkMcUHsUilJNhheUrxaWBhyn'
+    'b6ABQTYmaVf2Na+7GTyC0cJ3pG+G5LjaD4zUQnWzI7iQ7GylpSgONBxPm5Cu8Kclwz+bw+sFtOwU1dnfKYFwLktolTg6CdhD'
+    'gAj2FMpVRvhKUqh0FkSI+1KqXCeITVKk88dVivcvL9Y8XKcyq/xHTElkkqtSiT5pQXOGWa8l+k8o1EV9EV17IuVzl6cCYgtn'
+    'PKVveSDY1VK18ypoDxlUmz4CfNmYKFt7lHCm/U0rpee9JaDGiThztSSb7825Vzdoq/otBFJdOgkMWUvKFLVkr11GinvRV9Me'
+    'MKXbtysDABYO9WWsR3D7SIlSwHmTx/XZ8Ry0GpYmXLa19O4wLAY4z41EKNcKTF6sbKltN4AeqYoldY3LKR4ypY3/KWSms7lX'
+    'gkv1WH/Zmkg7Es+nYKa0iloGinr6iSLQQgYyyUxzSnInTN1LXjwZ5A/k6Xu6or0JO66uWRTg3wJsfSl307uSKx+uU4PjIReL'
+    'GFyAPAHxcZn63K5OM5wFxS+bJb/ZLb2zoJKkJVGFHGTAGPUjqqEIf46Hcq1iKu6p1CGpL2gxUws+7I87BDB7ZMuPJsZOXlMb'
+    'uAL1JJM9vpOEve3HkmdY3rARtNTWyxMtOFu7BT5y/vsmeVjyNrWxnaHToHubcANN4XoQow4yhCb4/nSNvpPQg8yHcBX9xYce'
+    '40sOBRAkzRF/JLzIYqJXcMS18Oinha0MqXcZEm8d66aRErX0Yl8EFXwGQH3845u9LNJh3WwGwySUvAMpjDZuI1AuBipM1cuG'
+    'BXjsthLcyXR6X9CAthXkTeAM4Q/yqWwZSFizUwZXYBYAzLm78K8CKruPlEh2J5xyROmpf8WrnUZIgUsqgEJuCdk00jY68jJn'
+    '0nR2j2Kn8jb1k6OIUx60aMICyOOVgbEmTeO2GSVmrsRlgl81qLq32vczio7SlHBEtmvrDwwqKZ01js1QVYwoO6t4/7Bhgjay'
+    'TvEEtmjkX9pMP6vAr7enSpzCl9fB85flBmSV9fSQXUon3kON3lVY2deFnpwplX6VXkoKep8lm01z6NvngAwr32avTlJPL3Ts'
+    'SkkQFR4CNreC/oQprDLD2gHxbTHLWT5CFiOc173fNxRiyoWZd8iVGEpTQpPDz/wa0gwi0D2ngRnteYfCjzssYLwISEIQbmfq'
+    '2ScZgEMIMh0V7BDOk3oIy05Po6EVbSHE+88djpwyqTJsJCmuNJJqbpCrQFqHxdUnMAZTOo2ruYQ5CQW2Czg02KF2s8LjuK9h'
+    'tHRpZgcGDRzWe4MijCypuXvJFdqTI9smKGKViEc9zvzNAWDwsXch4NS3E+T7dKRViMU47YYCFOCRVjEc5WWtupWy+ZhhdS8H'
+    'Bu8aIAIamrqJimcIf8dKfNSz4pq2twVtOrCuXLAtKYo26n6A2W4xzrPDIe0KU4h20v+mavcUfJgAarcY47TeZJX7UxDAsYA0'
+    '5lTrrJgukR1mWRI3d7HWHp5agmlukcT+JJrgfW6TwNW0jY2WNpi06S5rBY58v0c1VOkUlQXyCTbyd4xpHZBDjSTFI4jrQlwb'
+    '9Wt27KptI5pDNI2uujLA9du9eppCJ48Kbrgude55FOEx9rM1qWu3J4SD7jXjk8WpE+yuExJabslcdjEvJYkTu/8pA6dTtbic'
+    '3q0p3HfLYG94lz5cDs3NsrfJJN58B1Pc9h4GYjUpf0HKskzuA6fnLW5gNoYHnPrOVKQpGu8CnZGxOUxUqfY+JnLz/Z6AQHBq'
+    'lY8VMqV0ZY8vP8oO3xYIY0qfJoK6Zhll/DDCmHCF89EWHZz3YSYLEu+jUZNbFCK6dZZugyoGcB43HknPkGRRxHOvVeiPrUlT'
+    'AYa2+ntI2TyCVqo1ghFnG0Y1XQEdtMBYmiWIOVvpTjMFgdNGvaafAUWsmaw8SI8pNkzQOYYKHQoQ1Rn26d0CknNXY9JJX+a6'
+    'KLsD2wZqyLhaXVw4TDIqJDJ+RgDxYSHdeFDJxK/chGhc7+CKwoymNRMxkihTJ3gGfKqbNrVb5SGMCbTeSnAKzllxvMXxeSWq'
+    'i8Nhz8wh3frFV2IX92owWpNKkLcUoOUawAy+kBJ3RtUS4NGmFx0bSQzCFdXvTCQ6kiNBceRwAofVfJulROEknyj5WPpBINEy'
+    'sfyXV6FXslcCpWPhIuNB5hedF7Xk4+eF1i9JSVgMF1qdHTuJ0miy7WcZlBMc7GT7xzPK7FSSTHDv39paw6dfCFBwVATDtJKX'
+    '36Fu3yWF0SmgsNEt1LSbHQFUjPE1N49VEzpaHpAqSSg6ArkE6fUqClTIW4Vr4r+flGReOEuFVeDCHqEDZzutdeLhEXyonyyP'
+    'yOVU5IJ1wpP8q015Qb5SZTj8mooySdByZ2itjNIAvLkL7gbYdRHOtKJ8XDfNdlSalUYy0/2bt/aB6tqVIukiQUxxqHAlLEKq'
+    'UDPJC6GViptOzlzDYWK63S6jY1oMId4nbEmqXTYkjUNelCA1NWtr0O4Uw7PImV9pKP6E04mYqJRi8gsHWt0ukwZOKclxGiCl'
+    'ExvNWlSuWAc6LcLBWrnUTli0gSQKJiOY0sm+RJL9PpU2qV8nglCrrIaTVdsHR0Q7Bc0CVLxyveuGMKvWSliKZE3z42JoALXa'
+    '/P6mGFJpFj0M7WShLpFcqiX5c0PQ5vP0wTp6Rp30wADsuavkx3Y0aJk08yFudnj3WiryltzlMza3AL8zgAkjmI+YK1Tbm6Dx'
+    'Y2Pcp84zVlmbQF0FN+l6goFzfvoJSHoYh1TdOCD0zpiqaS45YohCKwJVFpJFUqTW51fgMTVYhA1p+TRsL7MFlrL5n0XTlcSP'
+    'oReaNqaMiVl1Gi7y6rZIo2el1OByATXQQ9k2RGXe80ayTarIudZs1sWiQObumryeJK3KtNHs5uLH36LLcmR1j89PlxW3Oki5'
+    '+e8vbhjtLVT8dc1Icux9qndBpcRBUWSh9mnmcJ4Mz7YpVi3dOc6ztg5dOLiERV/HSSL9tYHYJkGiQ5icRSPhfWdVj+dDx9KS'
+    '8qq+hhBWIJ1LFWMTO5c85XSxPa8c40tTbl+3sN13hedD5JXUl1scR1t8zOLiyG+gx3mEeJwi2nvn2AV6yKOh7svchSx9M1cu'
+    'd5lKh7UbIpPwgLo77IIgf48r50B8DLF/Bk471nMrh7vFlXaHh4RnacqobKUw145czeRqyEWtTTL/FoAo9NjCnhQoKUcOkk3n'
+    'I6rVblWRHRoTJXZfkneH0IO4awFGpOdYCjRLlUztJ7lUMiCQdJokUhz6Q+HZPJp3fKecNTocCHOJkS5UOZ1qDCHhxqXj0p4M'
+    'HnOFdPCnPIZlk9Kcxxp125enrS/q8GDfXV05NjuyH4XOlaqWOgbfq8KsLbSAL1SpdKHf/ysI5XWCx1WH/kl1ypKqnyHsCRQ8'
+    'ZMAhjhuwlWWB6Va7iusDpqO3VAAZDHhTsrLJDaivxaYW3U8QJCpqFPgVXQCuuiXiSqtcLKqFPtkBXWRh2WMR/PWT2tdNE1/j'
+    'pehVoISVeCYtpGex2Zo5WWfUJUMUdhc6Vrusibyg8kC0+hDfLIr54U2Gilk+rELrmzVroaKl+YtnpSQOPGSwm9IJ2kD66ciq'
+    'izAb16Wu/esXbFQFjpAqmntJvMjBXWSH3B+51XWCK1HWt58rrUZUEGpT5ZtSuskkquqsesbrDSRCFB0RXWS+2LAvq4eXdtyu'
+    'LG+1hqaRyLeclbe6J8hv/wXjnAGGLxy+TF6b/j2nvv0/ND/p78/1d8+t03P/kIX00X363x1d7Qavirh6VXW3yzW2506Am8XI'
+    'RzcFx6NQtutMc3m6U3L8FtdsFtqs6XwW8ujuk1fKF88tEh/OXwiUqD+3/EN7PFRo/Dn+Hl6zKzWTAL/RvX38myrgfmr76pSM'
+    'MXQ92/eYdVwaO2yIFh27ZqO+RdeMfa4O3Yh++y5UaHhvDdbpnd/o3jFb7Tw6ersqyCoZ++vqXBSywN7lr25mXbhG/Mc7BqrM'
+    'JnrA1utA1f34udUtIua4K/XwRPQHifyuDpN/S+DP58E/z5IvzzBlF/KcIXyuKqzos3CowqWAq1waKl8e0/xWyRGbbgJZjdKn'
+    'hqq+WBLZWSCV9bXTCQ7T0rJn3bhC0yoHtVlMsde2fSSu9P6t6iQwz7xyA+n4ONoDfrBMNmt41w2xuaXhzek8FoOxjgRNq8Te'
+    'Wki692qtXRUeMZNbWST71hoTWmpotlvjUYXYaNadOEW0fKkMpKy+boDIPhQc9lMBDSK7P18VvppdGY7MrMsEeuwYb1eIHC4s'
+    'v0QvAEnsIXhuZ48dWbGocqWNZfDGuiNcxzZ5rog28hm/C8anq6ITu8m+Ul2JMwOtEXhdcosFDpGIaw88qjRou6xuKB6SwvL7'
+    'asuOhLS7vhg3FfFEdqwm/hEKAI1zxZa5qN6UbM4A4ucq2F4jLQctanievbsuDIumC/qINeFqcvbQ3Q8GBwCJ3DV/wtXKuOt9'
+    'Yp7efdSwYTy90hXvDb6qXRBgv+rFucwPG+ApNRomF4Z5JGeWXqZuXZAmeLRHIgklxJuPCTu95gjWnyvTJdbTG5NCJ0SgPQca'
+    'e3u8dk03u4ts1pES7RguVZHjztebiMXOzVs9m9fjAAhEYDacYLBvFg0bZZuF4sgw2QNPfJhUIPR+FbRmmr1kbdWto/esb7ZN'
+    'i7dXULh27P4eLsrOf85BuPPBxXq+6llWXkHndGhFpFabA69YKQUoVY6sL2OpXwWv6FljZUu3gpNlMY4JazyUz4t66CvYcnCw'
+    '/L7x517zrL2E21/MO3WGsSlotTf3VwVBquDEpLJ70TbnA5ukrRs9WLe7gZfw3f7A4a78IVXkD87hquTN35LsM9aP6VZPB1Hb'
+    'U3+uDVYsdgyfccPt3Xty/RLjX4M/gYdrDA84prx1lJlebCw/LB0Ho8rr74Mr1gGcLGgQr+edem6bU2uKq9LqdGR/5semZZg9'
+    '0MRuEpHLmo6ekrk5oJN9hSg+XgASzuerr71pPzA1sXl17+QktESy26qWzD8k86DRI90rINTxxLtYVp0uYWxWjp3ykNX6Y+2a'
+    'TzcCq/Ce3Ozd2zTC4WL+IhHAhrZ1zpYTx8Fs+GfftsCt3XXXDg4RLMrl7KywZxaXA+H8Jtv6MCHufcIDSWA1atCakfLHGl45'
+    'uViQmzhee5LhtOVw1/rh4u3ixZRnnglwEHJxTsnxqdUrqc5nNzA82ZYRSXW9aw1+cs0bBwOQu2Mug3UwTbHWs54xzqn6pP3u'
+    'aLcJPkUJ8M8/4cnqfTBEem3zF0TiZdX5sMnS7cy14Zom4GEZJ5nLOFNXHpoBQ4Hf01SFVL7CazoccmXNkvR4afg7fic7iOK0'
+    '3IztlUg/T2SOxjra2hZZxk8IHr/WrYKBYnmi82dnBSEgY5fLR5xnKjlBx1iEdv6CCmBS7klY2Zs9fMdn8xyFmPbHVcFsb2m2'
+    'W00ZtsTK37jrVlKH0BnGP48j0Fx3puppjh0eLeDg/WVeFmkYbBZW1BtpUht3DZg1pa4ttZuLh+McBrnToWLrA92uVdCSXHI0'
+    'Pnz7Qslhecm/ba+XWNc5Im9cvKVqPxZX12fGPKUmZZe9XNk0emg5GZJVBSGEz4NkCXOa6mZS9FYwmVUDWiQlvTpW3+72NJmv'
+    'BMyfAopm8d6iS05T1/t+h2i7V0DE/bc6yI4Ay/zJA3a3F2+SVU50hKnxCuLYmurlRoPYrGcAzEORFn2l99ZbJ2W4t6Lmwjfv'
+    'NChVP4Uk3DkxqO4RG1kWkneF94NEj31vy5urPkECxDN+3xP4efufflCBuCO84hBFM0ahmrOxZ92wR7Fepw92hmMrZtSaakfj'
+    '2HxsOR2SXc39SHz/XREKY5hs+d66+2vLy8Q9w8r+7ieXt8I5iVWrvUbgYVG665PYGJcaWHZ4VZsEb4KLsx6TJcaGW+PfLmQ0'
+    'tVYYkhLLY7tmUIuh9NKSVHSyq2Mx5Vbxjq3AuMdcpg2p7Dh9uTVXWzMHK0QLajQQW+08dL4fnFWC8nXB6MBZkcB1nrMaF0yp'
+    'Qli6LuC9PpmsYXZTWcaezeGq5nCZuZ0o/D3Ta2veZ3MDtOgkHUWqLwpiwGi8pLKxPjZd0ZMq3Djdpl6K3D8LUlXjJuI9/WMR'
+    'gZRfhquoePxZj+0ujT6baMzrs3zqNl/aiFllkqnXOA92WO7uEg+Nl0KrlvruELJWt0WYLmmoZncdXhsqE3iBHDym4t4dnls9'
+    'z6DEj46d7wDGWTlDF5gZbdkE4cJXiz9uGhpWU/yvXNuNeUau+LkWduOSaDXe1VVo7ALU3CZUQinR89ZTp+ZjisYnHq9OEyOj'
+    'OYJaYBbPNj+DEwD+6owqWh6YzKyeRoywo3e7Mx5jHYFmzdW04LXE2zM2o6j3YrDelZ2nBsWq8SGoezdBgynOYMT8K4mia1DD'
+    '/jWHscG11wWpF2gB9MDKedT3+WtnOwdPGq+sDFkthp8Wh5ZOU5WEwVFgeAzU9tcO2ZTmccw524L+GQugiP9t4N0+asCM/Lpn'
+    'KjqZMxVS+DaFvZmYtBmrqHaywee0+d1Cq4HMM7A3LqW4MDaVHdagPk0lvCmYYodmnY1LkFLI3gz6s/3xFfWbuMa58NFWsM5W'
+    'adWEpl0fqGs/5VOLz3uNaPThTRFDXrDLFmi3T2OaNO4WH0W7gLwzVJbLCwWdwsdXg2n061PGXe+SuDK7m8hOeoHN4cbJQi/s'
+    's/cDIQ89Irl04mAaJ3Sxoe6/blo+eWw+dOQv952YuQWyLHR4OKczdMeKC0CwcdnUWm8z3bnh9UlgNUTgJpeCHEwmSYGYKPXb'
+    'grrOiX7b0uWNHenDSZm8cl6NZjTMPh9nLJPe1SWRzkL3lbRfs83G1l8HV2JpDbGlBrQKG71pRx5aSU9wanS/irZfg5wNQmsj'
+    'w5Wa2lWHxXhacInOvSYKpUllN7h9w9wm4IpNsCcCaxtfjylwYLzlN46rbr5G7CYWVvEsidyVxb5PmmNc65Dj+cYwm0hhea9q'
+    'TQVDoen9ui/Qagb1psnjj86PDVR48W0Yh+u132zV8t7qBLOBbO2pshan8yRcq1D3AAjGcvknIKwBQGuV9UhiLjBjvXsguX5/'
+    'BMTAarwcZU7MwkaA65w8eyKXYJBkcXS0lkx+AYVd2yMK20+V8t66zyrWmi3hzNkym76BQOnd+Zma72AMzCKUKXWvzPpWVJ5R'
+    'aZ0xjAo7cA80Gfy6g8JzS1YXrKw6+XaQ35jL7FbSgC5pQ0vyybTLV7RLD0/aBzkX1uW4SDpmq9kWO9l0fj6xRerGoZib+8GY'
+    'n7QO3Zliao+zjaozdLWkp4SbU8PPl8eS7zynBzTGU4leso99Hw8MZF6so9eeZBdmeDVG5NuXCOI3JAblfvb5xATbe8626mY8'
+    'uWzMncSTBb1IHvHFH0R0vdacrD0xiWdZVzkLD2mLK9IS8u7yxlrnODJXspMlMqtg7U3CyA2oeOz+FLKgu+I+P01rBH1l3DHY'
+    'am0ozjwTOfUnvncEhjCYQaas+YfPc+2/OkZYgvzaEbx9iSd2YRmM/WOxy0zBxglgdavYTXcyktyOpkszHcWwbO3ooNeWcIQJ'
+    'wMh93Phr12CXeg2c5z6FJoA5j2mFGGc72O5WxYfZ7bHyxp8VW4e/z25sz87hIAoy9v340Bd3gYaq65haZMQMd/LL920sALnx'
+    'XqGHQjSAkBJtpvTt4U7zmgOjxhoO20k7QOF27Bmz7czbJsAlwsCV9ni2/7bJB9Rd+5kU9D0peh1GprcVRY8m5rm3YvLLvMt5'
+    '6dpB7vLnMqh2TepMDeULkrzS2OzHADVPPQeitP1e4e9wD/YZR1qYyuNVzD4PWqnsJTntyb2HoLEPRVnOodz4PhPKDtVoBbbQ'
+    'lntQZ/mSHDvTFUTbDsX1NArTJBbZt33vS2oeKw8aij4UC2LRbZmHZ5u6gVncO5pUeunh2Nnxu8bl2w9srD4Wp4vMRjERRvPl'
+    'lt8dx3tlpDg4XqFzFOhuel8HtaW8eH7zOV3W94Ywp9G37+5hju47oZxMLVdD/XxeRQdIbjUPtKn11MBae0Wr9Yjtrm4Y6A0n'
+    'Ax4akuDUU5sjb8HpKAe9neHfDKy9FVr8C7R3YPHdDRz2NeGExmQ3Fywz1MZW1JqTYAi8qwF3zWgUGZGioLnSxBqfCl59wOY8'
+    'IJuV8Ot87pg2pxAm9aDB+Wp9CxN8bahuEpV4ZC42l4oSzPDXgGU/duiBQ6FQA8cMg5j2rL2S0Nt7013lRqJ3Q+QKmb7z45Hc'
+    'n3FROx3BjaWgRCZXOB9k68vbilJq9p0Xc+Z8ez9VJSN2uhNaHB5hYeuLGUQDLV3GrCQ9GDdChMjiibJLQg3mXfuutg8KjpF4'
+    'PP11DZ+hSumBycWJgib83N60BxFoglVcp2DqaxabO7N7VKy+WzryJZXoXnP13CMUb5Vq1Tm669st3EWNSmVJnellZjsykD8k'
+    'gsRSQcZ8MhLUt/qEHrtQEHHXzS3nK78SWc/6vhcnDLvnT3fdZ67Im+MiRNfDasmRstqAFOeiHk5a2J+LlJEnUmTeVx5Tpnll'
+    'NDhfbCULGrCo+BBL9p8KX51sfbs6P68mw5RpF1JlllS7CwuGzS1rZjxv3grbaUumHj5TViCGfcDYaGm9ZnGZXCOCreEizuFd'
+    'eVwSSpQmxofVdL47Pvboag4M0SmzRYuuEHjA0nPMI9htdw/1IbDgGdVWd0flz79u6/CEcvps57A4iDMctlWyt3S+RaYk69pd'
+    'RMbUtVKW0H88lIqk1lPQxlHFtDNLAwZAG2ltXVm1IQcpuQ8hx0GmBQ27wtM8VmrYYfp/Ec6rbcmOhGNgrT0FXebD6nTEHpc4'
+    'MdTYcwz3+CVbKsmo61cztKZfAxW6x+77nwt7vmffjFFBU/po753pne76uDVa7dUqMnMa+WDzTcnTldvkvdUPDYcKdqHlxS5R'
+    'ruu2nferNsE174oluGI3VjyPRz7pvwNG3IOC5MaSGm8mqH3mG78jlRr28/2mvLUGlt3tnKMireLauDon6vYWkqe6CdEm1muC'
+    '8m/ArTtDAkiYTf8GG5l9vijU8ty7ovDY6zMuuOy2uvNORsm+4aSd8JULRNbduRox81GKwaHCSe6zRbCwjWt1lbwmreA3J6Zw'
+    '26zqPf3tm9AfXAnDis73LXyplUQ+x4eZG7oczlMS+DqyW6VyG1/gtMHcN29DBevKdkB/TU6e3R+A5YdroIbRWe9Z5Xx3B3eL'
+    'jnPDP4OHtDGmBj8IMvD7NpZz67CX53b5ziqG/vanu/kFM/8CTinceJe6Pu8Z2qNBVF6DVqbryI7R3Rcg1xajhZX6UpSHRZht'
+    '3D5F8N12iGe0DaYLR0f3My9HLXaotOvhR/gsRpX2bHxeSeN+UMlCYI29oKhOqL4QfF6bnTvnBulKbjYkaJn4U7hgzXnBtezU'
+    '+GS4Q7QxUqyxqxLBHf6qtMt2o4pQ9bf+5+asgU65xo6tnT/Mk5AGRJXTHlrRuS96rg5L0+PM2vDD8QakmD8W3x0uLpMpa31z'
+    'GHAfJe0tZo7PhzS1LnbuTq6EEDlVMhxFOq3NkOZ88CLLNwf/RNJ06fDD5xQ461AWGm4W+a8hRKyylgS6wps+XqmepK+QqJX4'
+    'o3FzHtPRLSwXvLNpzhcPtVl8A9eEbEOQdiGo9lIaUtw2UEfAgeuUO446gy6AmDs8HmfrSUOHFV/vJxAee6l2XB8lw5kahTgH'
+    '3neDwMGfW14SKccNFluFqpN8RX88pmNYSHmvNwGGMIW+SWmyYM5UiXJ00b73eTyRIAL91b7i9eE9spsJ2ffD4kHaS5+4zQY+'
+    'Y4WNsuCw/UGEqzGarBZ+H5CL0h0z7tbAm712V15aQvtIb6g7bYz+J8uKXKlu8xzw140TWau8brau6clBUT4B29n5X3E7qCnt'
+    'e5caTc6HCXRedAuLPliFpucNcGm1OZISnBdDeW6QhHb0kzyAxCMzfKzLbzeoYcl+1gx/gWogMyUk8RR8PGvzs1Hy9ZOOwz3C'
+    'hvqInVGMCk6Qb1pvGGUvQ9nKajl70lw6m3hL97i88pb2zpwr78Afp7eHT9uTRcVGm5FfJiCRboUzDV0RKI8KwQB9/aDDWjP9'
+    'BzxVfl3p/u2w1uIDTvzgGySv+qqssAtZw7VfCXa4KWOsupWvb6OE6i3tP02FywoXh6YxiyN9SlNWX4GuMXlcl93Lf+gJiTEO'
+    'G1IDLn9uDu4PUFvQOBcgOgCEfXfWfJ9V3kWfvVO1M9td42o6Z4Q2l4OWttimIYkt6zjU2V/4+5UxDG6H6+Za3Hi9s6WRG+4w'
+    'HHzL3QqDj7TebxGLijxxpDrc7aUGpjeXu7eUgWL6lPoZaGdDzHlbkcEbdco5Cdwwsu6rVyCfcYhJ+EMx3FrcvMUpy4sBU7XC'
+    '5KZzp/rU3qqzdlzrk8vG78Dh1theet14nlOJmGjenz1I9VP53bjnyzpSHLgDJ8RwyPzt1yHr9s5pxJW57jl3AQ8H7wrnjfIC'
+    'CuBtUZjq/uFsvaIrudHBGb+6o0ZWhb0j689TlT57Cbxz/Wajx2Ck/gCPeBZ4aTMeGhiNxwz1Hwm3l4bR/P3WjhZtotfGPcLW'
+    'HcowWcOQqgCc8UOvrO3aVO1QOvd97x/xeWEn0nf15U5hy/zIuzIau+NiQrNoZaO+Gys+5M4XuLfzT8KIwttGY6DGY7otwZhG'
+    'dueHdZhp+02Cy8uTFZ4frI/KdK+sp0ZqV07r8q/aZ15RQLrJZxbdZ2bzw9lrWGxK8qPGxmqjtusalNuSlF+E3mXpSpF8rdE1'
+    'jQM+irNGA4oXkMH41z+Oa9WLzQjrlzyUznsA23Ut2MR+pM51s88ik8hatvwt99xyY6ZT4vvjKx05MvK99ZpoYjp4ZZzAypL3'
+    '7HoxNF7/wGnCPjc5uFeMz9fu3acc/3yzcj6IPEHnV21uZkG16IujZIkfBcxmV9dw1v9Rb+6j1c9t5NDpM3133yeWsb072EmQ'
+    'vFl2P32ji8+D2qbu2gAHitoylHbwTBDRd772V2k9DTYhm1uBHEymODDPu8CkeCL+G+sMPbjGLDIfnUUEW8MrzbhBulNqU+Bt'
+    'PS1uLIrEzpaaYKr4Z3fbrjagoTaNOqTatT5r2B6BZepe7d9wcskS6XCXErWIVnt9eGA5ThQc4+/PoOw/VcteUItCV52BDxN2'
+    'HP1BJW8TmIWoO3QoMt7xHsXPtwKr+BnDt4tQxQNU447ujxQD+75+rvmc2H3+S+sr7OdWu+je+Usxz6s/yTu5MH0Xp1pSVl88'
+    'UQOjuFG8BtuMV+C8eLToC/sPhCz6YLzU3ZFV1lCsZb4uv+w8bamsjazrvrtOYp/Se2tPP0mPr9uU4xydTiCQpPRA33UPSGag'
+    '15YSi6XBiuBejC3w3XkXk4UMzDTSFD7oz36MnJdHjg/PZ6uaYyhqZIYG1yFRUGmJhbXvZm/vVOgq837p47NYmMytdjJDTaN9'
+    'J2nuozuSGn5WiQkqdw34Hl6PI5HHfdDFXVdKQqs5zwTS3v+qS+c9WWN+XDycTKinvqXU06kzT8EuhwQ9pSPz1cR1hyDiqLLC'
+    '3Dr4MxHAazHYozZYr78HplS3voLJLUWaKjD8db5zpzr+S+Bbh4nStbymUvbFs7hUV9vT45pefq1md8X/vScn2PU2rac6BTOw'
+    'xvhhNtueW+CsuNSodwv1VnKXBmuXbUFPw22fc+NW2IeWT6qpHUtIFqW+a/OThSjCl3fseYexvLsheoby3VSZpxLQX7WQ2Vry'
+    '/hGUWWbPsy3HPl+llt1Xhzi5Mpt2Rr+Cb8atk4phT/LryaT9Ydg/dNaxIM2ngeN01nqA6Rmgzte23yPR0999S6+SueE6VOzU'
+    'bPsDheMENyah786jJ4PobDYaeGmaEuseGS196yvbPwkyWeu+ZLnardGC4/9RddC2e5Mwj9d2BlYYmvmi67P6WtJ2TaZDpgun'
+    'z5URdebsp9t/OOiqs7T547gfSePXl05yUcZxnyqMMFeh8uBRw10SxDpmCryk2dLE0orzEozcxiVi27VZxCsN4Ai17/V48BXe'
+    'jghD/yr4urL6/oQpsijTd0414Vtqz0r7XhECjxftPsn1LLTe8WUBh+gYbHV9yFo1196PKyPHY6s6prTOdRM1sBBxOQTU1XaZ'
+    '1MhzYaU2VPi2u3tnnjxhrLpekXbV7UNvdxYT0I7CuEkjWmTNDavVphWSaeHd1XpJ4LNHqdDmo4W75s0Qzr1bF/Dv4zo056gO'
+    'FaHkNwtwtP2AwvB5Nbil2FY2GDVMsMJdNvyzrbveHTeB3FsmWXNwag4WT5dX0bcIpYs1+m7c1bPDY31kLRKRuDgvYo5efGNX'
+    '/9/h/nsvHKFzh6dquZFZ3vRt7GUh5BT8XoQlpWpLVz0fOyaalbvy7v6GenFPlyJSnDVWKGwl1teGVMg5P6Fu5ru4c7ru6W4s'
+    '+d5cTV2XBjuWuvWs4veU/86U1fePx+mVNowBgG7H2nrLMy3CHlasq8sYmGti6DgivOhcOLWlA7OE5+i0Nf29V5MIcTGfJU0n'
+    'ZS/5evJdbGzDENPxm+zIahmpqhTtHVEBdsDCj8nQiPoV5Lbiv/Wl5zS+rLYIebTph5boJRY22pGuYNDJSmBLTSYv63lii6re'
+    'CRwbg46ws9cpOAPeWmU1XXvvSXLtJB6THh05fkmbmoyicEGydK1vlskpMTNO7S3OvUP7mpqh4HjHO2NLdXyWm8hdZ6w8IYr4'
+    'nXWC81lDGwVIktDRcOtYZShlV4iY3GcNopaxvLFQaWs1Gp924v5xb2rklNJ4BNQneEJAEG++XNbmBTYMPrQ2os6YGGAxOjf8'
+    'k5u+4vYaUDnZ48haY1LUanpKZ3YDInLtovO3jG74ebwYNYc8Sc9w4kB4SOLQT8SkvgrLn4XGxOiYKTN1Sp9cJlGe52zjD5Fl'
+    'zWOiV+i9SzJpwP1OEe89KQ4B2eeeSrQh6eadi+8Sby2nJ3jCk/pLBUM61MEt2SEH4yaYsxBGOqk9iFg+i7qVR0aoHc4ZHvyi'
+    'dnTZeYVKb4xdXSdGdJCOrCb52/64SE0qu/nZpoo5s0AA876i1vrWeW084f9HKPLZ+WkUtTOwGY8OwVw8V+vaWEVD8AaF/egZ'
+    'NIZriI+2gLBFYG93rhXTeF5fBIYfFTlZZ4ZGlho7W83FiEsskpaLtwwnQzgSNYUsvLvgG5WRJIHBzQFAFHU3WlhbrzOeGc5K'
+    'tssD18YveUO+ECb4XJk1sYue6MP/DdCfni3CbhT/F1wHnp9YRqr+yym7VUPtmD515njZhvPkZyQ0lyg9Co3lp7wVZQyXKTkt'
+    'fGcu7rvJmumGOwX5tO4Znu27K8bCow0VsseFMel0lGe8WRk/pTWeBcYxCkmc0xUPjwR+aEazpLwMkLyU7uRQS29y95ExClUv'
+    'Knb7xRpFOqD8L5BtRJQitvXp6cmz09Bt1L6tS0MpYcyAbNtxjrdfKIz8vsvB+ONg6GsNIxOI59fOMtNFn4NYW95ZRgZbumsF'
+    'xeHtoKvmaWK5AslQ8yi7HqA36mm5qvlgTYq+m8+tVkYb+DKi3wsDFKztTytv/iXsfO9gHVzIk4tZbXx7CNb+RPjkF+zr2RPG'
+    'c8M0+y/nNnMN6fOzfy5eM/d6w5b7rZycHZTV0WnpNKzi88blJHEvSGMznL101qkyX8kMEyBL0Y8FBnCIHfwhGca9sa6lxWFn'
+    'idtV1uuXrxUltcmbZyVJbyFia3YGU6Tdr60yF7nctT+JLrGqewoj/OdHIKYhQeJ3LpIJ9LbshsvPr8cO7p3/DKT304AFuepi'
+    '8ITks5hEdEDm8tUtWH1wWpw8vBZ5Ya7+GRfkMxoTz81bQ1XA1kuIy4N/iEl9WOpWSt1pk3SzpVa3HatqYovcUhYKnPl5pyni'
+    'y5ArWlZZ8/z3Ch/TsnuD0DfbdATsdNOCYxBCQuaOO7HX8V4Ow9aeXiu07aiU4c/RFV5xdt2nii8we9Nzx5ruFW3CHc2XN+Y+'
+    'WdZcuwfXOR5jFZKLPkfPeGlzNDZN5jul0sp/86S4aCY0JWvSV4vuxq0Te6Wu6Jy03ZqqZDtqZkVVMqlqVqY20R8r3lMhOLFz'
+    'c1iFafB+UWLOHdAwZew1/FgvKyDCkB60TV82vqzUzVRfd7T1jo5Z1TA4P49d0T6WTM+cz/0jng6ImGZ40Dg0vPbj6lheWwcl'
+    '8Uruz0zh3L12ChfwyHIMf/z376nOnfz3zOZ/4fNFZCjQ=="}}'
 )
 
 RULE = "=" * 60
@@ -1035,8 +1685,30 @@ def preview(ids, text, width=36):
     return "[%s%s]" % (shown, ", ..." if len(ids) > 8 else "")
 
 
-def first_difference(a, b):
-    return next((k for k, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+# --- servefuzz.terms.first_difference, verbatim: where two answers first differ -------------
+def first_difference(a: Sequence[Hashable], b: Sequence[Hashable]) -> int | None:
+    """The first position at which `a` and `b` differ; None when they are equal.
+
+    When one is a strict prefix of the other they differ at the shorter one's length: the first
+    position that one of them has and the other lacks (an output that stopped there against one
+    that went on). Token ids and text alike (text differs character by character).
+
+    >>> first_difference([5, 7, 9], [5, 8, 9])
+    1
+    >>> first_difference([5, 7], [5, 7, 9, 11])  # one a prefix of the other
+    2
+    >>> first_difference([], [3])
+    0
+    >>> first_difference([5, 7], [5, 7]) is None
+    True
+    >>> first_difference("abc", "abd")
+    2
+    """
+    for i, (x, y) in enumerate(zip(a, b)):
+        if x != y:
+            return i
+    return None if len(a) == len(b) else min(len(a), len(b))
+
 
 
 def id_block(ids):
@@ -1046,15 +1718,18 @@ def id_block(ids):
                          break_on_hyphens=False)
 
 
-def reproduction(runs, alone, probes=()):
+def reproduction(runs, alone, probes=(), died=()):
     """(runs that reproduced the finding, requests that diverged in some run): the rule of
     servefuzz.oracles.judge.reproduction. `runs` are the loaded runs' outcomes, `alone` each
     expected request's reference outcome by id, `probes` [(run index, outcome)] of the
-    cache-state probes."""
+    cache-state probes, `died` the runs after which the server --serve started was dead (a
+    crash whose requests got 5xx answers before the server went)."""
     expected = FINDING["expected"]
     failure = FINDING["expect_failure"]
     if failure is not None:
         hits = {k for k, run in enumerate(runs) if any(kind == failure for kind, _ in failures([run]))}
+        if failure == "crash":
+            hits |= {k for k in died if k < len(runs)}
         return hits, []
     # Each choice has its own reference: at temperature 0 they all agree; the choices of a
     # seeded draw each draw their own.
@@ -1115,19 +1790,27 @@ def answer(choice):
     return ("ids", tuple(ids)) if ids else ("text", text)
 
 
-def report(runs, alone, probes, n_runs):
+def expectation(expected, failure):
+    """What the replay looks for, in words: an isolation breach is a cached-token count, not a
+    divergence of outputs."""
+    if FINDING.get("expect_cached"):
+        return "%s to report cached tokens its own cache salt does not allow" % expected
+    return "%s to diverge" % expected if expected else "%s again" % failure
+
+
+def report(runs, alone, probes, n_runs, died=()):
     """The replay block of servefuzz's report (and of the seed report it is shaped after)."""
     expected = FINDING["expected"]
     references = [o for o in alone.values()]
     diverged, stable, undetermined = judge(runs + ([references] if references else []))
     seen = failures(runs)
     failure = FINDING["expect_failure"]
-    hits, reproduced = reproduction(runs, alone, probes)
+    hits, reproduced = reproduction(runs, alone, probes, died)
     lines = [
         RULE,
         "  Finding  : %s" % FINDING["name"],
         "  Bug      : %s" % FINDING["bug"],
-        "  Expect   : %s" % ("%s to diverge" % expected if expected else "%s again" % failure),
+        "  Expect   : %s" % expectation(expected, failure),
         "  Runs     : %d" % n_runs,
         RULE,
         "",
@@ -1157,16 +1840,189 @@ def report(runs, alone, probes, n_runs):
         for rid, where, text in broken[:20]:
             lines.append("    %s (%s): %s is none of its choices" % (rid, where, preview((), text)))
     k, n = len(hits), max(len(runs), len(hits))
+    lines += [""] + plain_words(runs, alone, hits)
     decision = decide(k, n)
     confirmed = decision == REPRODUCED
     if expected:
-        tally = "%d/%d expected divergences reproduced" % (len(reproduced), len(expected))
+        what = "breaches" if FINDING.get("expect_cached") else "divergences"
+        tally = "%d/%d expected %s reproduced" % (len(reproduced), len(expected), what)
     else:
         tally = "%s %s again" % (failure, "seen" if hits else "not seen")
     result = {REPRODUCED: "CONFIRMED", NOT_REPRODUCED: "NOT REPRODUCED"}.get(decision, "UNDECIDED")
     lines += ["", "  RESULT: %s  (in %d/%d replays; %s)" % (result, k, n, tally),
               "  RATE   : %s (sequential test, each error <= 1%%)" % REPRODUCTION.describe(k, n), RULE]
     return visible("\n".join(lines) + "\n"), confirmed
+
+
+def others():
+    count = FINDING.get("others", 0)
+    return "with the other request" if count == 1 else "with the other %d requests" % count
+
+
+def shown(choice):
+    ids, text = choice
+    return "%s %s" % (preview(ids, ""), preview((), text)) if ids and text else preview(ids, text)
+
+
+def plain_words(runs, alone, hits):
+    """What went wrong, in the words of a bug report: what each expected request answers alone,
+    what it answered with the other requests, and in how many runs it was wrong."""
+    lines = ["  IN PLAIN WORDS"]
+    n = len(runs)
+    failure = FINDING["expect_failure"]
+    if failure is not None:
+        lines.append("    expected: every request answered, the server up")
+        lines.append("    actual (%s): %s in %d/%d runs" % (others(), {"crash": "the server died"}.get(failure, failure), len(hits), n))
+        return lines
+    allowed = FINDING.get("expect_cached") or {}
+    for rid in FINDING["expected"]:
+        if rid in allowed:
+            seen = [o.cached for run in runs for o in run if o.rid == rid and o.status == "ok" and o.cached is not None]
+            wrong = sum(1 for run in runs if any(o.rid == rid and o.status == "ok" and o.cached is not None
+                                                 and o.cached > allowed[rid] for o in run))
+            lines.append("    %s: expected: at most %d prompt tokens served from cache (what its own cache salt allows)"
+                         % (rid, allowed[rid]))
+            lines.append("    %s  actual (%s): %s cached tokens; wrong in %d/%d runs"
+                         % (" " * len(rid), others(), ", ".join(str(c) for c in sorted(set(seen))) or "none reported", wrong, n))
+            continue
+        ref = alone.get(rid)
+        reference = ref.choices.get(0) if ref is not None and ref.status == "ok" else None
+        answers = [o.choices[0] for run in runs for o in run if o.rid == rid and o.status == "ok" and 0 in o.choices]
+        if reference is None and answers:
+            keys = [answer(a) for a in answers]
+            reference = answers[keys.index(max(keys, key=keys.count))]
+            said = "expected (the most frequent answer; no alone reference)"
+        else:
+            said = "expected (alone)"
+        wrong = [a for a in answers if reference is not None and answer(a) != answer(reference)]
+        runs_wrong = sum(1 for run in runs if any(o.rid == rid and o.status == "ok" and reference is not None
+                                                  and any(answer(c) != answer(reference) for c in o.choices.values())
+                                                  for o in run))
+        lines.append("    %s: %s: %s" % (rid, said, shown(reference) if reference is not None else "no answer"))
+        if wrong:
+            common = max(wrong, key=lambda a: sum(1 for b in wrong if answer(b) == answer(a)))
+            where = first_difference(answer(reference)[1], answer(common)[1])
+            if where and answer(common)[0] == "ids":
+                # Past the preview's first tokens the two look alike: show where they part.
+                lines.append("    %s  actual (%s): the same %d tokens, then %s where alone gives %s"
+                             % (" " * len(rid), others(), where, preview(common[0][where:], ""),
+                                preview(reference[0][where:], "")))
+            else:
+                lines.append("    %s  actual (%s): %s, from %s %d on"
+                             % (" " * len(rid), others(), shown(common), "token" if answer(common)[0] == "ids" else "character", where))
+        else:
+            lines.append("    %s  actual (%s): the same" % (" " * len(rid), others()))
+        lines.append("    %s  wrong in %d/%d runs" % (" " * len(rid), runs_wrong, n))
+    return lines
+
+
+# --- --write-model: the tiny model, numpy alone ----------------------------------------------
+
+
+def write_the_model(folder):
+    files = FINDING.get("model_files")
+    if not files:
+        raise ReproError("this finding ran on a model servefuzz did not build (%s): serve that one"
+                         % (FINDING.get("model") or "the server's own"))
+    text = None
+    if files["format"] == "hf":
+        if not files.get("tokenizer"):
+            raise ReproError("this script was made without the model's tokenizer; run servefuzz report again")
+        text = zlib.decompress(base64.b64decode(files["tokenizer"])).decode("utf-8")
+    try:
+        written = write_model(Path(folder), files["format"], seed=files["seed"], dtype=files["dtype"],
+                              adapters=files["adapters"], tokenizer_json=text)
+    except (RuntimeError, OSError) as e:
+        raise ReproError(str(e))
+    for path in written:
+        print(path)
+    print("wrote servefuzz's tiny %s model (seed %d, %s%s) under %s"
+          % (files["format"].upper() if files["format"] == "gguf" else "Hugging Face", files["seed"], files["dtype"],
+             ", and its LoRA adapters in lora/" if files["adapters"] else "", folder), file=sys.stderr)
+
+
+# --- --serve: the user's own server command --------------------------------------------------
+
+
+class Served:
+    """The server started with the command given to --serve (never one read from the finding),
+    in a process group of its own, its output in a log file, stopped with it."""
+
+    def __init__(self, command, log_path, server, start_timeout_s):
+        self.argv = shlex.split(command)
+        if not self.argv:
+            raise ReproError("--serve needs a command")
+        self.log_path, self.server, self.start_timeout_s = log_path, server, start_timeout_s
+        self.proc = None
+        self.deaths = []  # (exit status, the log's traceback or tail) of every death seen
+
+    def start(self):
+        with open(self.log_path, "ab") as log:
+            log.write(("\n=== repro.py --serve: %s\n" % " ".join(shlex.quote(a) for a in self.argv)).encode())
+            try:
+                self.proc = subprocess.Popen(self.argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                             start_new_session=True)
+            except OSError as e:
+                raise ReproError("--serve: cannot start %s: %s" % (self.argv[0], e))
+        deadline = time.monotonic() + self.start_timeout_s
+        url = self.server.base_url + FINDING.get("health", "/health")
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise ReproError("the server exited with status %s before it answered; its log: %s\n%s"
+                                 % (self.proc.returncode, self.log_path, self.last_words()))
+            try:
+                with urllib.request.urlopen(url, timeout=5) as resp:
+                    if resp.status == 200:
+                        return
+            except (OSError, ValueError):
+                pass
+            time.sleep(0.5)
+        raise ReproError("the server did not answer %s within %d s; its log: %s" % (url, self.start_timeout_s, self.log_path))
+
+    def dead(self, wait_s=5.0):
+        """Whether the server died (waiting a little: a crash takes its processes down slowly);
+        a death is recorded once, with its traceback."""
+        if self.proc is None:
+            return False
+        try:
+            self.proc.wait(wait_s)
+        except subprocess.TimeoutExpired:
+            return False
+        self.deaths.append((self.proc.returncode, self.last_words()))
+        self.stop()
+        self.proc = None
+        return True
+
+    def last_words(self):
+        """This start's log from its first Python traceback on, whole (a crash report needs the
+        decisive one, and an engine of several processes logs the cause first and its
+        consequences after), at most 400 lines; without one, its last 40 lines."""
+        try:
+            text = Path(self.log_path).read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            return ""
+        text = text.rsplit("\n=== repro.py --serve: ", 1)[-1]
+        lines = text.splitlines()
+        starts = [i for i, line in enumerate(lines) if "Traceback (most recent call last)" in line]
+        if starts:
+            return "\n".join(lines[starts[0]:][:400])
+        return "\n".join(lines[-40:])
+
+    def stop(self):
+        if self.proc is None:
+            return
+        try:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+        except OSError:
+            pass
+        try:
+            self.proc.wait(15)
+        except subprocess.TimeoutExpired:
+            pass
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)  # what outlived the TERM (workers of the group)
+        except OSError:
+            pass
 
 
 # --- main --------------------------------------------------------------------------------
@@ -1188,12 +2044,30 @@ def main(argv=None):
     p.add_argument("--runs", type=positive_int, default=10, help="loaded runs (default 10)")
     p.add_argument("--timeout", type=positive_int, default=120, help="seconds to wait for one answer (default 120)")
     p.add_argument("--model", help="model name for /v1/completions (default: the finding's, else the server's first)")
+    p.add_argument("--write-model", metavar="DIR",
+                   help="write the tiny model the finding ran on (and its LoRA adapters) under DIR with numpy, then exit")
+    p.add_argument("--serve", metavar="COMMAND",
+                   help="start the server with COMMAND (split as a shell would, run without one) before the replay, "
+                        "and again after it dies; its output goes to --serve-log")
+    p.add_argument("--serve-log", default="server.log", help="where --serve's server writes (default %(default)s)")
+    p.add_argument("--start-timeout", type=positive_int, default=300, help="seconds --serve waits for the server (default 300)")
     args = p.parse_args(argv)
+    if args.write_model:
+        try:
+            write_the_model(args.write_model)
+        except ReproError as e:
+            print("repro.py: error: %s" % visible(e), file=sys.stderr)
+            return 2
+        return 0
     requests = FINDING["requests"]
     by_id = {r["id"]: r for r in requests}
     runs, alone, probes = [], {}, []
+    served, died = None, set()
     try:
         server = Server(args.base_url, args.timeout)
+        if args.serve:
+            served = Served(args.serve, args.serve_log, server, args.start_timeout)
+            served.start()
         model = args.model or FINDING["model"]
         if model is None and any("model" in r["body"] for r in requests):
             model = first_model(server)
@@ -1205,6 +2079,8 @@ def main(argv=None):
                 server.flush()
                 alone[rid] = run_requests(server, [dict(req, offset_ms=0.0)], model)[0]
         for i in range(args.runs):
+            if served is not None and served.proc is None:
+                served.start()  # a fresh server after the last one died
             server.flush()
             runs.append(run_requests(server, requests, model))
             for probe in FINDING["probes"]:
@@ -1214,15 +2090,27 @@ def main(argv=None):
                 server.flush()
                 run_requests(server, [dict(req, id=req["id"] + "~prefix", body=probe["prime"], copies=1)], model)
                 probes.append((i, run_requests(server, [req], model)[0]))
+            if served is not None and served.dead(wait_s=15.0 if any(o.status != "ok" for o in runs[-1]) else 0.1):
+                died.add(i)  # the server is gone after this run: it crashed, whatever its answers said
             print("run %d/%d done" % (i + 1, args.runs), file=sys.stderr)
     except ReproError as e:
         if not runs:
+            if served is not None:
+                served.stop()
             print("repro.py: error: %s" % visible(e), file=sys.stderr)
             return 2
         # The server went away mid-replay (a crash finding does exactly that): judge what ran.
         print("repro.py: %s; judging the %d runs that ended" % (visible(e), len(runs)), file=sys.stderr)
-    text, confirmed = report(runs, alone, probes, args.runs)
+    finally:
+        if served is not None:
+            served.stop()
+    text, confirmed = report(runs, alone, probes, args.runs, died)
     sys.stdout.write(text)
+    if served is not None and served.deaths:
+        status, words = served.deaths[-1]
+        sys.stdout.write(visible("  The server (--serve) died %d time%s in %d runs; the last time with exit status %s "
+                                 "(log %s). Its last words:\n\n%s\n" % (len(served.deaths), "" if len(served.deaths) == 1 else "s",
+                                                                           len(runs), status, args.serve_log, words)))
     return 0 if confirmed else 1
 
 

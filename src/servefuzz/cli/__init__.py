@@ -236,7 +236,7 @@ def _report(args: argparse.Namespace) -> int:
     from servefuzz.reports import histories_for
 
     out = args.out or args.finding.with_name(args.finding.stem + "-report")
-    paths = report(args.finding, out=out, histories=histories_for(args.finding, args.histories))
+    paths = report(args.finding, out=out, histories=histories_for(args.finding, args.histories), writeup=args.writeup)
     for path in (paths.repro, paths.issue, paths.html):
         print(visible(path))
     return Exit.OK

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from servefuzz.engine_flags import Flag, FlagVariant, Kind, variant
-from servefuzz.engines.spec import ArgFeature, Deterministic, EngineSpec
+from servefuzz.engines.spec import ArgFeature, BugForm, Deterministic, EngineSpec
 
-__all__ = ["DETERMINISTIC", "FLAGS", "SERVER_ARG_FEATURES", "SPEC", "TRIAGE"]
+__all__ = ["BUG_FORM", "DETERMINISTIC", "FLAGS", "SERVER_ARG_FEATURES", "SPEC", "TRIAGE"]
 
 # SGLang's deterministic inference (batch-invariant kernels) refuses to start with its CPU
 # attention backend (measured): on the CPU there is none.
@@ -56,6 +56,22 @@ TRIAGE: tuple[FlagVariant, ...] = (
     variant("--enable-deterministic-inference", "batch-variant numerics", gpu_only=True),
 )
 
+# sgl-project/sglang's bug form (.github/ISSUE_TEMPLATE/1-bug-report.yml, read upstream).
+BUG_FORM = BugForm(
+    source="sgl-project/sglang .github/ISSUE_TEMPLATE/1-bug-report.yml (🐞 Bug report)",
+    title_prefix="[Bug] ",
+    component="",
+    fields=(("Checklist", "checklist"), ("Describe the bug", "description"), ("Reproduction", "reproduction"),
+            ("Environment", "environment"), ("servefuzz's evidence", "evidence")),
+    checklist=("I searched related issues but found no solution.", "The bug persists in the latest version.",
+               "Issues without environment info and a minimal reproducible demo are hard to resolve and may "
+               "receive no feedback.",
+               "If this is not a bug report but a general question, please start a discussion at "
+               "https://github.com/sgl-project/sglang/discussions. Otherwise, it will be closed.",
+               "Please use English. Otherwise, it will be closed."),
+    environment_command="python3 -m sglang.check_env",
+)
+
 SPEC = EngineSpec(
     "sglang",
     default_port=30000,
@@ -71,4 +87,6 @@ SPEC = EngineSpec(
     triage=TRIAGE,
     cpu_preset="sglang-cpu",
     gpu_preset="sglang-gpu",
+    model_format="hf",
+    bug_form=BUG_FORM,
 )

@@ -11,12 +11,12 @@ every layer but the ground floor may ask.
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from servefuzz.engine_flags import Flag, FlagVariant, with_flags
 
-__all__ = ["ArgFeature", "Deterministic", "EngineSpec", "IssueMatch"]
+__all__ = ["GENERIC_FORM", "ArgFeature", "BugForm", "Deterministic", "EngineSpec", "IssueMatch"]
 
 
 class IssueMatch(enum.Enum):
@@ -86,6 +86,41 @@ class Deterministic:
 
 
 @dataclass(frozen=True)
+class BugForm:
+    """An engine's own bug-report form, as issue.md fills it in: where the form is (`source`,
+    read upstream), the title it asks for (`title_prefix`) and the part of the engine a title
+    names (`component`), and its fields in order, each (the form's label, the key of the
+    `reports.issue_md` function that writes it). `notice`: what the draft opens with (llama.cpp
+    forbids machine-written bug reports: its drafts say they are material for a person to
+    rewrite); `checklist`: the form's boxes, left for the person filing to tick; `modules`: the
+    modules its dropdown names; `environment_command`: what the form asks to run and paste."""
+
+    source: str
+    title_prefix: str
+    component: str
+    fields: tuple[tuple[str, str], ...]
+    notice: str = ""
+    checklist: tuple[str, ...] = ()
+    modules: tuple[str, ...] = ()
+    environment_command: str = ""
+
+
+# Engines without a form of their own (the reference engine, a generic OpenAI server): the seed
+# report's shape (SGLang #22819), with servefuzz's evidence and the catalogue's matches.
+GENERIC_FORM = BugForm(
+    source="servefuzz's seed-report shape (sgl-project/sglang#22819)",
+    title_prefix="[Bug] ",
+    component="",
+    fields=(("Describe the bug", "description"), ("Reproduction", "reproduction"), ("Versions tested", "versions"),
+            ("Bisected", "bisect"), ("Environment", "environment"), ("servefuzz's evidence", "evidence")),
+)
+
+
+def _as_named(version: str) -> str:
+    return version
+
+
+@dataclass(frozen=True)
 class EngineSpec:
     """One engine, as servefuzz knows it. `name` is its dialect key (`--engine`, the
     adapter's registry name, `TargetInfo.engine`).
@@ -105,6 +140,11 @@ class EngineSpec:
     `default_port`: where
     it listens by default (a report's repro command points there). `cpu_preset`/`gpu_preset`:
     the `--launch` presets that start it ("" for none), whose command a report rebuilds.
+    `model_format`: the file format of the tiny model its presets serve, which a finding's
+    repro.py writes with `--write-model` ("gguf", "hf"; "" where servefuzz built none: the
+    reference engine makes its own). `bug_form`: its own bug-report form (`BugForm`), which
+    issue.md fills in; `version_name` the version a server reports as the engine's releases
+    name it (llama.cpp built from a tree without git tags reports "b1-<commit>").
     """
 
     name: str
@@ -122,6 +162,9 @@ class EngineSpec:
     triage: tuple[FlagVariant, ...] = ()
     cpu_preset: str = ""
     gpu_preset: str = ""
+    model_format: str = ""
+    bug_form: BugForm = GENERIC_FORM
+    version_name: Callable[[str], str] = _as_named
 
     def preset(self, device: str) -> str:
         """The preset that starts it on `device` ("cuda": the GPU preset where it has one)."""

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from servefuzz.engine_flags import Flag, FlagVariant, Kind, variant
-from servefuzz.engines.spec import Deterministic, EngineSpec
+from servefuzz.engines.spec import BugForm, Deterministic, EngineSpec
 
-__all__ = ["BATCH_INVARIANT", "FLAGS", "SPEC", "TRIAGE"]
+__all__ = ["BATCH_INVARIANT", "BUG_FORM", "FLAGS", "SPEC", "TRIAGE"]
 
 # Batch-invariant kernels exist on NVIDIA GPUs of compute capability 8.0 and up only: a server
 # known to compute on the CPU has no such mode.
@@ -30,6 +30,20 @@ TRIAGE: tuple[FlagVariant, ...] = (
     variant("VLLM_BATCH_INVARIANT=1", "batch-variant numerics", add=(), env={"VLLM_BATCH_INVARIANT": "1"}),
 )
 
+# vllm-project/vllm's bug form (.github/ISSUE_TEMPLATE/400-bug-report.yml, read upstream): two
+# fields, the environment (collect_env.py's output) and the description, which holds the
+# reproduction and the full traceback.
+BUG_FORM = BugForm(
+    source="vllm-project/vllm .github/ISSUE_TEMPLATE/400-bug-report.yml (🐛 Bug report)",
+    title_prefix="[Bug]: ",
+    component="",
+    fields=(("Your current environment", "environment"), ("🐛 Describe the bug", "bug"),
+            ("servefuzz's evidence", "evidence")),
+    checklist=("Make sure you already searched for relevant issues, and asked the chatbot living at the bottom "
+               "right corner of the documentation page, which can answer lots of frequently asked questions.",),
+    environment_command="python collect_env.py",
+)
+
 SPEC = EngineSpec(
     "vllm",
     default_port=8000,
@@ -45,4 +59,6 @@ SPEC = EngineSpec(
     issue_key="vllm",
     cpu_preset="vllm-cpu",
     gpu_preset="vllm-gpu",
+    model_format="hf",
+    bug_form=BUG_FORM,
 )

@@ -22,7 +22,7 @@ from servefuzz.finding import Finding
 from servefuzz.history import RunHistory, read_history_jsonl
 from servefuzz.known_issues import match
 from servefuzz.reports.html import report_html
-from servefuzz.reports.issue_md import issue_markdown
+from servefuzz.reports.issue_md import WriteUp, issue_markdown
 from servefuzz.reports.repro import repro_script
 
 __all__ = ["ReportPaths", "write_report", "histories_for"]
@@ -37,7 +37,8 @@ class ReportPaths:
     html: Path
 
 
-def write_report(finding: Finding, out_dir: Path | str, histories: Sequence[RunHistory] = ()) -> ReportPaths:
+def write_report(finding: Finding, out_dir: Path | str, histories: Sequence[RunHistory] = (),
+                 writeup: WriteUp | None = None) -> ReportPaths:
     """Write repro.py, issue.md and report.html for `finding` into `out_dir` (created if needed).
 
     Known-issue matches are computed here, with the finding's own triage when it has one.
@@ -47,7 +48,7 @@ def write_report(finding: Finding, out_dir: Path | str, histories: Sequence[RunH
     paths = ReportPaths(out / "repro.py", out / "issue.md", out / "report.html")
     texts = {
         paths.repro: repro_script(finding),
-        paths.issue: issue_markdown(finding, matches),
+        paths.issue: issue_markdown(finding, matches, writeup),
         paths.html: report_html(finding, matches, histories),
     }
     try:

@@ -1,22 +1,40 @@
-"""issue.md: a bug report ready to file, in the shape of the seed report (SGLang #22819).
+"""issue.md: a bug report draft in the engine's own bug form.
 
-A title that names what went wrong and how the requests were sent (how many, how far apart:
-"concurrent" is never claimed from the trace alone), expected and actual in plain words,
-the server command, the repro, the request trace table, the diverged outputs, servefuzz's own
-evidence folded away, the triage matrix, the known-issue matches and the environment. Everything taken from the
-finding is escaped by `servefuzz.sanitize`: table cells and prose through `markdown`, code
-spans through `markdown_code`, outputs and commands inside a `fence` longer than any backtick
-run they hold, and no control character anywhere, so a finding cannot inject markup into the
-issue nor escape sequences into the terminal that shows it.
+Each engine's spec names its form (`engines.spec.BugForm`: llama.cpp's "Bug (misc.)", vLLM's
+400-bug-report.yml, SGLang's bug report; the seed report's shape for the others) and its fields
+in order; each field is written by one small function here (`_FIELDS`, by key), so a new section
+is one function and one key. A draft for llama.cpp opens with the notice its contributing rules
+ask for: it is material for a person to rewrite.
+
+The title names the component and the trigger of the *minimal* case, as the finding shows it
+(how many requests, one after the other or at once: "concurrent" is never claimed from the
+trace alone), unless a person's write-up gives one. Expected against actual is in plain words;
+the mechanism, the versions tested (named as the engine names them) and the environment
+(collect_env's output, or what servefuzz knows) come from the write-up where a person has
+them (`WriteUp`, `writeup.json` beside the finding); a crash shows its traceback whole;
+servefuzz's own evidence (verdict, noise, controls, triage, catalogue) is folded away.
+
+Everything taken from the finding or the write-up is escaped by `servefuzz.sanitize`: table
+cells and prose through `markdown`, code spans through `markdown_code`, outputs, logs and
+commands inside a `fence` longer than any backtick run they hold, and no control character
+anywhere, so neither can inject markup into the issue nor escape sequences into a terminal.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+import re
+import shlex
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 from servefuzz._version import __version__
 from servefuzz.anomaly import Variant
+from servefuzz.engines.registry import spec_of
+from servefuzz.engines.spec import BugForm
+from servefuzz.errors import UsageError
 from servefuzz.finding import Finding
 from servefuzz.known_issues import Match, trigger_features
 from servefuzz.reports.facts import (
@@ -28,69 +46,134 @@ from servefuzz.reports.facts import (
     trace_rows,
     triage_rows,
 )
+from servefuzz.reports.repro import model_files
 from servefuzz.sanitize import fence, visible
 from servefuzz.sanitize import markdown as md
 from servefuzz.sanitize import markdown_code as code
 from servefuzz.terms import BURST_GAP_MS
 
-__all__ = ["issue_markdown"]
+__all__ = ["WRITEUP_NAME", "WriteUp", "issue_markdown", "load_writeup"]
+
+WRITEUP_NAME = "writeup.json"  # a person's words for a finding, read from beside its file
 
 
-def issue_markdown(finding: Finding, matches: Sequence[Match]) -> str:
-    """The issue text for `finding`, with the known issues it `matches` (best first)."""
-    parts = [
-        f"# [Bug] {md(_title(finding))}",
-        "## Describe the bug",
-        _description(finding),
-        "## Reproduction",
-        "Step 1 — start the server:",
-        fence(server_command(finding.target, multiline=True), "bash"),
-        (
-            "Step 2 — replay the finding with the attached standalone script `repro.py` "
-            "(standard library only, the finding baked in):"
-        ),
-        fence(repro_command(finding), "bash"),
-        f"## Detail of {md(finding.filename)}",
-        _trace(finding),
-        _outputs(finding),
-        _evidence(finding),
-    ]
-    if finding.triage is not None:
-        parts += ["## Triage matrix", _triage(finding)]
-    parts += ["## Known issues this may be", _matches(matches), "## Environment", _environment(finding)]
+@dataclass(frozen=True)
+class WriteUp:
+    """What a person knows of a finding that its file cannot say: a `title` (the trigger of the
+    minimal case in their words), the `mechanism` (paragraphs: where in the engine it goes
+    wrong), the `versions` tested, newest included, each as the engine names it with its
+    outcome, the `environment` (collect_env's or check_env's output), a crash's whole
+    `traceback` where the finding file kept less, and `related` upstream threads in words."""
+
+    title: str = ""
+    mechanism: tuple[str, ...] = ()
+    versions: tuple[str, ...] = ()
+    environment: str = ""
+    traceback: str = ""
+    related: tuple[str, ...] = ()
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> WriteUp:
+        def texts(key: str) -> tuple[str, ...]:
+            value = d.get(key) or ()
+            return (str(value),) if isinstance(value, str) else tuple(str(v) for v in value)
+
+        return cls(title=str(d.get("title") or ""), mechanism=texts("mechanism"), versions=texts("versions"),
+                   environment=str(d.get("environment") or ""), traceback=str(d.get("traceback") or ""),
+                   related=texts("related"))
+
+
+def load_writeup(path: Path) -> WriteUp:
+    """The write-up at `path` (UsageError, one line, when it is not a JSON object)."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:
+        raise UsageError(f"{path}: not a readable write-up ({type(e).__name__}: {e})") from None
+    if not isinstance(data, dict):
+        raise UsageError(f"{path}: a write-up is a JSON object")
+    return WriteUp.from_json(data)
+
+
+@dataclass(frozen=True)
+class _Draft:
+    finding: Finding
+    matches: Sequence[Match]
+    writeup: WriteUp
+    form: BugForm
+
+
+def issue_markdown(finding: Finding, matches: Sequence[Match], writeup: WriteUp | None = None) -> str:
+    """The issue draft for `finding` in its engine's bug form, with the known issues it
+    `matches` (best first) and a person's `writeup`."""
+    draft = _Draft(finding, matches, writeup or WriteUp(), spec_of(finding.target.engine).bug_form)
+    parts = [f"# {md(draft.form.title_prefix + _title(draft))}"]
+    if draft.form.notice:
+        parts.append(draft.form.notice)
+    for label, key in draft.form.fields:
+        body = _FIELDS[key](draft)
+        if body is not None:
+            parts += [f"### {md(label)}", body]
+    parts.append(f"<sub>Drafted by servefuzz {md(__version__)} from {md(finding.filename)} in the shape of "
+                 f"{md(draft.form.source)}.</sub>")
     return visible("\n\n".join(parts) + "\n")
 
 
-def _title(finding: Finding) -> str:
-    ids = finding.expected_diverging
-    t = finding.target
-    engine = f"{t.engine} {t.version}" if t.version else t.engine
+# --- the title ------------------------------------------------------------------------------
+
+
+def _title(draft: _Draft) -> str:
+    f = draft.finding
+    # A form that names no component (vLLM, SGLang) gets the one triage implicated, if any,
+    # unless a person's title names it in their words.
+    implicated = f.triage.implicated[0] if f.triage is not None and f.triage.implicated else ""
+    component = draft.form.component or ("" if draft.writeup.title else implicated)
+    trigger = draft.writeup.title or _minimal_case(draft.finding)
+    return f"{component}: {trigger}" if component else trigger
+
+
+def _minimal_case(finding: Finding) -> str:
+    """The trigger of the finding as its requests show it, in a bug title's words."""
     sent = _arrival(finding)
     if finding.verdict.is_failure:
-        return f"{engine}: {finding.verdict.value} ({sent}): {finding.headline.summary}"
+        drawn = [s for s in finding.scenario.requests if s.seeded]
+        who = "a seeded request" if drawn else "a request"
+        return f"{who} takes the server down ({finding.verdict.value}; {sent})"
     if finding.verdict.value == "isolation-breach":
-        salt = finding.headline.evidence.get("salt")
-        return (f"{engine}: a request under cache_salt {salt!r} is served a prefix cached under another salt ({sent})"
-                if salt else f"{engine}: isolation-breach ({sent}): {finding.headline.summary}")
+        return f"a request under one cache_salt is served a prefix cached under another ({sent})"
     if not finding.verdict.is_divergence:
-        return f"{engine}: {finding.verdict.value} ({sent}): {finding.headline.summary}"
+        return f"{finding.verdict.value} ({sent})"
     specs = finding.scenario.by_id()
-    page = t.page_size
-    first = specs.get(ids[0]) if ids else None
-    where = f", prefix_len={first.prefix_len}{f', page size {page}' if page else ''}" if first else ""
-    who = ", ".join(ids[:3]) or "a request"
-    return f"{engine}: {who} {_sampling(finding)} answers otherwise than alone ({sent}{where})"
+    victims = [specs[i] for i in finding.expected_diverging if i in specs]
+    others = [s for s in finding.scenario.requests if s not in victims]
+    if victims and victims[0].adapter is None and any(s.adapter for s in others):
+        who = "a base-model request"
+        after = "a LoRA request"
+    elif victims and victims[0].adapter and any(s.adapter != victims[0].adapter for s in others):
+        who, after = "a LoRA request", "a request under another adapter"
+    else:
+        who, after = ("a seeded request" if victims and victims[0].seeded else "a request"), "another request"
+    if len(finding.scenario.requests) == 2:
+        relation = "at once with" if _spread(finding) <= BURST_GAP_MS else "after"
+        return f"{who} {relation} {after} answers otherwise than alone ({sent})"
+    return f"{who} answers otherwise than alone when sent with {len(others)} other requests ({sent})"
+
+
+def _spread(finding: Finding) -> float:
+    offsets = sorted(r.offset_ms for r in finding.scenario.requests)
+    return offsets[-1] - offsets[0] if offsets else 0.0
 
 
 def _arrival(finding: Finding) -> str:
     """How the requests were sent, from the trace: how many, and over how long."""
-    offsets = sorted(r.offset_ms for r in finding.scenario.requests)
-    if len(offsets) <= 1:
+    n = len(finding.scenario.requests)
+    if n <= 1:
         return "a single request"
-    spread = offsets[-1] - offsets[0]
+    spread = _spread(finding)
     if spread <= BURST_GAP_MS:  # at most one burst gap from first to last
-        return f"{len(offsets)} requests at once"
-    return f"{len(offsets)} requests over {spread:.0f} ms"
+        return f"{n} requests at once"
+    if n == 2:
+        return f"2 requests, {spread:.0f} ms apart"
+    return f"{n} requests over {spread:.0f} ms"
 
 
 def _sampling(finding: Finding) -> str:
@@ -103,37 +186,55 @@ def _sampling(finding: Finding) -> str:
     return f"with a fixed seed at temperature {', '.join(temps)}"
 
 
-def _description(finding: Finding) -> str:
-    t = finding.target
-    expected, actual = _expected_actual(finding)
-    lines = [
-        f"On {md(t.engine)}{f' {md(t.version)}' if t.version else ''}, servefuzz sent {md(_arrival(finding))} "
-        "at fixed offsets (the trace below) and replayed them, each run on a flushed cache.",
-        "",
-        f"**Expected:** {expected}",
-        "",
-        f"**Actual:** {actual}",
-        "",
-    ]
-    if finding.confirmation is not None:
-        lines.append(f"- Reproduction rate: {finding.confirmation.interval} of replays ({finding.confirmation.decision})")
-    if finding.triage is not None:
-        cures = finding.triage.cures
-        lines.append(
-            "- Cured by: " + (", ".join(code(" ".join(c.flags) or c.name) for c in cures) if cures else "nothing tried")
-        )
-        if finding.triage.implicated:
-            lines.append(f"- Implicated component: {md(', '.join(finding.triage.implicated))}")
+# --- the fields -------------------------------------------------------------------------------
+
+
+def _versions(draft: _Draft) -> str:
+    """The versions tested, newest included, as the engine names them."""
+    t = draft.finding.target
+    name = spec_of(t.engine).version_name
+    lines = [f"- {md(v)}" for v in draft.writeup.versions]
+    if not lines:
+        lines = [f"- {md(name(t.version) if t.version else 'unknown')} (the finding's server; "
+                 "not yet re-run on the newest release)"]
     return "\n".join(lines)
+
+
+def _os(draft: _Draft) -> str:
+    return "Linux"  # servefuzz launches and talks to servers on Linux only (launcher: prctl)
+
+
+def _modules(draft: _Draft) -> str:
+    return ", ".join(md(m) for m in draft.form.modules) or "(not known)"
+
+
+def _model_dir() -> str:
+    return "./tiny"
+
+
+def _served_command(draft: _Draft, *, multiline: bool = True) -> str:
+    """The server command with the model paths where `repro.py --write-model ./tiny` puts them."""
+    command = server_command(draft.finding.target, multiline=multiline)
+    files = model_files(draft.finding)
+    if files is None:
+        return command
+    root = _model_dir()
+    command = re.sub(r"\S*/tiny-seed0(?=/)", root, command)
+    command = command.replace("LORA_DIR", f"{root}/lora")
+    return command.replace("MODEL_DIR", f"{root}/hf-{files['dtype']}")
+
+
+def _command(draft: _Draft) -> str:
+    return fence(_served_command(draft), "shell")
 
 
 def _expected_actual(finding: Finding) -> tuple[str, str]:
     """What the user of the engine could expect, and what it did, in plain words (markdown)."""
     head = finding.headline
     ids = finding.expected_diverging
-    rate = f" ({finding.confirmation.rate} replays)" if finding.confirmation is not None else ""
+    rate = f", in {finding.confirmation.rate} runs" if finding.confirmation is not None else ""
     if finding.verdict.is_failure:
-        return "every request is answered (or refused with a 4xx).", md(head.summary) + rate
+        return "every request is answered (or refused with a 4xx), and the server stays up.", md(head.summary) + rate
     e = head.evidence
     hits = e.get("hits")
     if finding.verdict.value == "isolation-breach" and isinstance(hits, list) and hits and isinstance(hits[0], dict):
@@ -147,50 +248,185 @@ def _expected_actual(finding: Finding) -> tuple[str, str]:
         return expected, actual
     if finding.verdict.is_divergence and ids:
         who = md(", ".join(ids))
+        variants = diverged_variants(finding).get(ids[0], ())
         d = deciding_divergence(finding)
         at = f" from {md(d.unit)} {d.position} on" if d is not None else ""
-        return (f"{who} gives the output it gives when sent alone to the idle server ({_sampling(finding)}, "
-                "the output is fixed: the same prompt and settings alone give it every time).",
-                f"sent with the others, {who} answered otherwise{at}{rate}; the outputs are below.")
+        alone = f": {md(variants[0].preview())}" if variants else ""
+        wrong = f": {md(variants[1].preview())}" if len(variants) > 1 else ""
+        return (f"{who} answers as it does when sent alone to the idle server ({_sampling(finding)}, so the "
+                f"answer is fixed){alone}.",
+                f"sent with the other request{'s' if len(finding.scenario.requests) > 2 else ''}, {who} answers "
+                f"otherwise{at}{wrong}{rate}.")
     return "the requests behave as each does alone.", md(head.summary) + rate
 
 
-def _evidence(finding: Finding) -> str:
-    """servefuzz's own reasoning (verdict, the margin against the measured noise, trigger
-    features), folded away: a maintainer needs the expected and actual first."""
-    d = deciding_divergence(finding)
-    lines = [f"- Verdict: {md(finding.verdict.value)} — {md(d.reason if d is not None else finding.why)}", "",
-             "Trigger features:", ""]
-    lines += [f"- {md(reason)} ({code(feature)})" for feature, reason in trigger_features(finding).items()]
+def _plain(draft: _Draft) -> str:
+    """Expected against actual, the mechanism, and what cures it."""
+    f = draft.finding
+    expected, actual = _expected_actual(f)
+    name = spec_of(f.target.engine).version_name
+    on = f" {md(name(f.target.version))}" if f.target.version else ""
+    alone, others = ("", "") if f.verdict.is_failure else (" (alone)", " (with the other requests)")
+    lines = [f"On {md(f.target.engine)}{on}, {md(_arrival(f))} (the trace below), each run on a flushed cache.", "",
+             f"**Expected{alone}:** {expected}", "", f"**Actual{others}:** {actual}"]
+    if draft.writeup.mechanism:
+        lines += ["", "**Why** (read in the engine's source; a person's finding, not servefuzz's):", ""]
+        lines += [p for para in draft.writeup.mechanism for p in (md(para), "")][:-1]
+    if f.triage is not None:
+        cures = f.triage.cures
+        tried = [r for r in f.triage.variants if r.error is None and r.attempts]
+        if cures:
+            lines += ["", "Goes away with " + ", ".join(f"{code(' '.join(c.flags) or c.name)} ({c.rate})" for c in cures)
+                      + f", against {f.triage.baseline.rate} unchanged."]
+        still = [r for r in tried if r not in cures]
+        if still:
+            lines += ["", "Still there with " + ", ".join(f"{code(' '.join(r.flags) or r.name)} ({r.rate})" for r in still) + "."]
+    if draft.writeup.related:
+        lines += ["", "Related upstream: " + "; ".join(md(r) for r in draft.writeup.related) + "."]
+    return "\n".join(lines)
+
+
+def _steps(draft: _Draft) -> str:
+    """How to reproduce it without servefuzz: write the model, start the server, replay."""
+    f = draft.finding
+    files = model_files(f)
+    steps = []
+    if files is not None:
+        adapters = " (and its LoRA adapters)" if files["adapters"] else ""
+        steps += [f"1. Write the tiny random-weight model the finding ran on{adapters} with the attached "
+                  "`repro.py` (it needs numpy for this step only, no servefuzz):",
+                  fence(f"python3 repro.py --write-model {_model_dir()}", "bash")]
+    steps += [f"{len(steps) // 2 + 1}. Start the server:", fence(_served_command(draft), "bash")]
+    replay = repro_command(f)
+    if f.verdict.is_failure:
+        # --serve runs the command without a shell: variables go through env(1).
+        one = _served_command(draft, multiline=False).split("\n# ", 1)[0]
+        one = f"env {one}" if re.match(r"[A-Za-z_][A-Za-z0-9_]*=", one) else one
+        replay = f"{replay} --serve {shlex.quote(one)}"
+    steps += [f"{len(steps) // 2 + 1}. Replay the requests (standard library only; prints expected (alone) against "
+              "actual (with the other requests) and how many runs were wrong):", fence(replay, "bash")]
+    return "\n\n".join(steps) + "\n\n" + _trace(f)
+
+
+def _traceback(draft: _Draft) -> str | None:
+    """A crash's traceback, whole: the write-up's, else the one the launch recorded, else the log tail."""
+    f = draft.finding
+    text = draft.writeup.traceback
+    death = server_death(f)
+    if not text:
+        for a in f.anomalies:
+            if a.verdict.value == "crash" and a.evidence.get("traceback"):
+                text = str(a.evidence["traceback"])
+    if not text and death is not None:
+        text = death[1]
+    if not text:
+        return None
+    status = f" (the server exited with status {death[0]})" if death is not None and death[0] is not None else ""
+    return f"The server's log{status}:\n\n" + fence(text, "text")
+
+
+def _outputs(draft: _Draft) -> str:
+    variants = diverged_variants(draft.finding)
+    if not variants:
+        return md(draft.finding.headline.summary)
+    parts = []
+    for rid, vs in variants.items():
+        parts += [f"**{md(rid)}**", fence(_variant_lines(vs), "text")]
+    return "\n\n".join(parts)
+
+
+def _logs(draft: _Draft) -> str:
+    return _traceback(draft) or _outputs(draft)
+
+
+def _problem(draft: _Draft) -> str:
+    """llama.cpp's one free field: the problem and the steps."""
+    return _plain(draft) + "\n\n#### Steps to reproduce\n\n" + _steps(draft)
+
+
+def _bug(draft: _Draft) -> str:
+    """vLLM's one free field: the bug, the minimal example, the outputs and the full traceback."""
+    out = [_plain(draft), "#### Reproduction", _steps(draft)]
+    tb = _traceback(draft)
+    out += ["#### The error, with the full traceback", tb] if tb else ["#### The outputs", _outputs(draft)]
+    return "\n\n".join(out)
+
+
+def _description(draft: _Draft) -> str:
+    out = [_plain(draft)]
+    tb = _traceback(draft)
+    out += [tb] if tb else ["The outputs:", _outputs(draft)]
+    return "\n\n".join(out)
+
+
+def _reproduction(draft: _Draft) -> str:
+    return _steps(draft)
+
+
+def _checklist(draft: _Draft) -> str:
+    boxes = [f"- [ ] {md(item)}" for item in draft.form.checklist]
+    return "\n".join(boxes) + "\n\n(Left for the person filing to tick.)"
+
+
+def _environment(draft: _Draft) -> str:
+    f = draft.finding
+    t = f.target
+    name = spec_of(t.engine).version_name
+    if draft.writeup.environment:
+        asked = f" of {code(draft.form.environment_command)}" if draft.form.environment_command else ""
+        return (f"<details><summary>The output{asked}</summary>\n\n" + fence(draft.writeup.environment, "text")
+                + "\n\n</details>")
+    lines = [f"- engine: {md(t.engine)}" + (f" {md(name(t.version))}" if t.version else ""),
+             f"- device: {md(t.device or 'not recorded')}; OS: Linux",
+             f"- KV page size: {t.page_size if t.page_size else 'unknown'}"]
+    if t.standins:
+        lines.append(f"- servefuzz's stand-ins on the server's path: {md(', '.join(t.standins))}")
+    if t.faults:
+        lines.append(f"- planted faults (reference engine): {md(', '.join(t.faults))}")
+    if draft.form.environment_command:
+        lines.append(f"- {code(draft.form.environment_command)} was not run for this draft: what servefuzz recorded is above")
+    return "\n".join(lines)
+
+
+def _bisect(draft: _Draft) -> str | None:
+    """The bisection's last good and first bad version: none yet (`Finding.bisect` lands with
+    the versions work; its rendering is this one function)."""
+    return None
+
+
+def _evidence(draft: _Draft) -> str:
+    """servefuzz's own reasoning, folded away: a maintainer needs the expected and actual first."""
+    f = draft.finding
+    d = deciding_divergence(f)
+    lines = [f"- Verdict: {md(f.verdict.value)} — {md(d.reason if d is not None else f.why)}"]
+    if f.confirmation is not None:
+        lines.append(f"- Reproduction rate: {f.confirmation.interval} of replays ({f.confirmation.decision})")
+    lines += ["", "Trigger features:", ""]
+    lines += [f"- {md(reason)} ({code(feature)})" for feature, reason in trigger_features(f).items()]
+    if f.triage is not None:
+        lines += ["", "Triage matrix (one fresh server per row):", "", _triage(f)]
+        if f.triage.implicated:
+            lines += ["", f"Implicated component: {md(', '.join(f.triage.implicated))}"]
+    lines += ["", "Known issues this may be (servefuzz's catalogue):", "", _matches(draft.matches)]
+    args = json.dumps({"server_args": dict(f.target.server_args), "env": dict(f.target.env)}, indent=2, sort_keys=True,
+                      default=str)
+    lines += ["", f"Finding {md(f.filename)}, signature {code(f.signature)}; the server's recorded arguments:", "",
+              fence(args, "json")]
     return "<details><summary>servefuzz's evidence</summary>\n\n" + "\n".join(lines) + "\n\n</details>"
 
 
 def _trace(finding: Finding) -> str:
-    rows = ["| request | offset_ms | prompt_len | prefix_len | max_tokens | n | diverged | notes |",
-            "|---|---:|---:|---:|---:|---:|:---:|---|"]
+    rows = ["| request | offset_ms | prompt_len | prefix_len | max_tokens | n | adapter | diverged | notes |",
+            "|---|---:|---:|---:|---:|---:|---|:---:|---|"]
+    specs = finding.scenario.by_id()
     for r in trace_rows(finding):
+        spec = specs.get(r.id)
+        adapter = spec.adapter if spec is not None and spec.adapter else ""
         rows.append(
-            f"| {md(r.id)} | {r.offset_ms:g} | {r.prompt_len} | {r.prefix_len} | {r.max_tokens} | {r.n} | "
+            f"| {md(r.id)} | {r.offset_ms:g} | {r.prompt_len} | {r.prefix_len} | {r.max_tokens} | {r.n} | {md(adapter)} | "
             f"{'✓' if r.diverged else ''} | {md(r.notes)} |"
         )
-    return "### Request trace\n\n" + "\n".join(rows)
-
-
-def _outputs(finding: Finding) -> str:
-    variants = diverged_variants(finding)
-    if not variants:
-        out = f"### What went wrong\n\n{md(finding.headline.summary)}"
-        death = server_death(finding)
-        if death is not None:
-            out += f"\n\nThe server exited with status {death[0]}; the end of its log:\n\n" + fence(death[1], "text")
-        return out
-    parts = ["### Diverged outputs"]
-    for rid, vs in variants.items():
-        parts += [f"**{md(rid)}**", fence(_variant_lines(vs), "text")]
-    d = deciding_divergence(finding)
-    if d is not None:
-        parts.append(f"Divergence starts at {md(d.unit)} {d.position} of {md(d.request_id)}.")
-    return "\n\n".join(parts)
+    return "The requests (`repro.py` sends exactly these):\n\n" + "\n".join(rows)
 
 
 def _variant_lines(variants: Sequence[Variant]) -> str:
@@ -224,14 +460,19 @@ def _matches(matches: Sequence[Match]) -> str:
     return "\n".join(out)
 
 
-def _environment(finding: Finding) -> str:
-    t = finding.target
-    lines = [
-        f"- engine: {md(t.engine)}" + (f" {md(t.version)}" if t.version else ""),
-        f"- page size: {t.page_size if t.page_size else 'unknown'}",
-        f"- servefuzz: {__version__}; finding {md(finding.filename)}, signature {code(finding.signature)}",
-    ]
-    if t.faults:
-        lines.append(f"- planted faults (reference engine): {md(', '.join(t.faults))}")
-    args = json.dumps({"server_args": dict(t.server_args), "env": dict(t.env)}, indent=2, sort_keys=True, default=str)
-    return "\n".join(lines) + "\n\n<details><summary>Server args</summary>\n\n" + fence(args, "json") + "\n\n</details>"
+# Each field of a form, by its key in `BugForm.fields`: a new section is one function here.
+_FIELDS: Mapping[str, Callable[[_Draft], str | None]] = {
+    "versions": _versions,
+    "os": _os,
+    "modules": _modules,
+    "command": _command,
+    "problem": _problem,
+    "bug": _bug,
+    "description": _description,
+    "reproduction": _reproduction,
+    "checklist": _checklist,
+    "environment": _environment,
+    "bisect": _bisect,
+    "logs": _logs,
+    "evidence": _evidence,
+}

@@ -22,10 +22,12 @@ diverge, and how to flush the engine's cache.
 
 from __future__ import annotations
 
+import base64
 import dataclasses
 import inspect
 import json
 import string
+import zlib
 from importlib import resources
 from typing import Any
 
@@ -34,7 +36,9 @@ from servefuzz.anomaly import Verdict
 from servefuzz.engines.registry import spec_of
 from servefuzz.errors import UsageError
 from servefuzz.finding import Finding
+from servefuzz.models import DTYPES, hf_tokenizer_json
 from servefuzz.oracles.judge import Expectation
+from servefuzz.reports import tiny_model
 from servefuzz.runner import RunConfig
 from servefuzz.targets import make_target
 from servefuzz.targets.llamacpp import LlamaCppTarget
@@ -101,7 +105,50 @@ def replay_plan(finding: Finding) -> dict[str, Any]:
         "model": model,
         "requests": requests,
         "probes": probes,
+        # Where --serve asks whether the server is up: every engine with a cache flush has
+        # /health; a generic OpenAI server is asked for its models.
+        "health": "/health" if flush is not None else "/v1/models",
+        # The alone run's words: "with the other request" or "with the other N requests".
+        "others": len(finding.scenario.requests) - 1,
+        "model_files": model_files(finding),
     }
+
+
+# The folder the presets' default models live in (`engines.default_models`: seed 0, float32),
+# and the name vLLM's presets serve them under.
+_TINY_FOLDER = "tiny-seed0"
+_TINY_SERVED = "tiny"
+
+
+def model_files(finding: Finding) -> dict[str, Any] | None:
+    """What `repro.py --write-model DIR` writes: the tiny model the finding ran on (format,
+    seed, dtype, its adapters, and for a Hugging Face folder the tokenizer servefuzz trained,
+    zlib-compressed and base64'd, as data). None where the server served no model of
+    servefuzz's presets (a user's own model, the reference engine's built-in one)."""
+    info = finding.target
+    fmt = spec_of(info.engine).model_format
+    paths = [str(info.server_args.get(key) or "") for key in ("model_path", "model")]
+    ours = any(f"/{_TINY_FOLDER}/" in p for p in paths) or info.server_args.get("model") == _TINY_SERVED
+    if not fmt or not ours:
+        return None
+    dtype = str(info.server_args.get("dtype") or "float32")
+    files: dict[str, Any] = {"format": fmt, "seed": 0, "dtype": dtype if dtype in DTYPES else "float32",
+                             "adapters": bool(info.adapters)}
+    if fmt == "hf":
+        try:
+            text = hf_tokenizer_json(0).encode("utf-8")
+        except UsageError:  # no `tokenizers` here (the models extra): the script says it cannot write it
+            files["tokenizer"] = None
+        else:
+            files["tokenizer"] = base64.b64encode(zlib.compress(text, 9)).decode("ascii")
+    return files
+
+
+def _tiny_model_source() -> str:
+    """`reports/tiny_model.py` as repro.py embeds it: verbatim but for its `__future__` import,
+    which must open a file and the script's own has."""
+    lines = inspect.getsource(tiny_model).splitlines(keepends=True)
+    return "".join(line for line in lines if line.strip() != "from __future__ import annotations")
 
 
 def _body(target: object, spec: RequestSpec, top_k: int, model: Any) -> dict[str, Any]:
@@ -140,4 +187,5 @@ def repro_script(finding: Finding) -> str:
     # So is servefuzz.terms.first_difference: the script names the token servefuzz would.
     first_difference_source = inspect.getsource(terms.first_difference)
     return string.Template(template).substitute(finding_name=finding.filename, finding_literal=literal,
-                                                stats_source=stats_source, first_difference_source=first_difference_source)
+                                                stats_source=stats_source, first_difference_source=first_difference_source,
+                                                tiny_model_source=_tiny_model_source())
