@@ -22,7 +22,7 @@ RESULTS = {"fuzz": "CampaignResult", "replay": "ReplayResult", "shrink": "Shrunk
            "report": "ReportPaths", "load_finding": "Finding"}
 RECORDS = ["FuzzOptions", "CampaignState", "CampaignResult", "ReplayResult", "Shrunk", "TriageOutcome", "ReportPaths",
            "Finding", "Scenario", "Verdict"]
-ERRORS = ["ServefuzzError", "UsageError", "FindingError", "TargetError", "LaunchError", "DiskFullError"]
+ERRORS = ["ServefuzzError", "UsageError", "FindingError", "TargetError", "LaunchError", "DiskFullError", "InstallError"]
 
 
 def test_the_public_api_is_exactly_the_documented_names() -> None:

