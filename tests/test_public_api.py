@@ -16,7 +16,7 @@ from pathlib import Path
 import servefuzz
 
 INIT = Path(servefuzz.__file__)
-ENTRY_POINTS = ["fuzz", "replay", "shrink", "triage", "report", "load_finding"]
+ENTRY_POINTS = ["fuzz", "replay", "shrink", "triage", "bisect", "report", "load_finding"]
 # what each entry point returns, by name
 RESULTS = {"fuzz": "CampaignResult", "replay": "ReplayResult", "shrink": "Shrunk", "triage": "Finding",
            "report": "ReportPaths", "load_finding": "Finding"}

@@ -2,12 +2,13 @@
 
 The public API, for engine teams who want servefuzz in their own tests (`__all__` is all of it):
 
-    from servefuzz import fuzz, replay, shrink, triage, report, load_finding
+    from servefuzz import fuzz, replay, shrink, triage, bisect, report, load_finding
 
 - the commands as functions, keyword arguments only, each documented in `servefuzz.api`:
   `fuzz` (-> `CampaignResult`; its options are also a `FuzzOptions`, its progress a
   `CampaignState`), `replay` (-> `ReplayResult`), `shrink` (-> `Shrunk`), `triage` (-> the
-  `Finding` with its matrix; each row a `TriageOutcome`), `report` (-> `ReportPaths`), and
+  `Finding` with its matrix; each row a `TriageOutcome`), `bisect` (-> the `Finding` with the
+  versions it came in with), `report` (-> `ReportPaths`), and
   `load_finding` (a finding file -> `Finding`);
 - the records they speak of: `Finding`, its `Scenario`, and its `Verdict`;
 - the errors they raise: `ServefuzzError`, the root (catch it to catch every failure of
@@ -35,6 +36,7 @@ __all__ = [
     "replay",
     "shrink",
     "triage",
+    "bisect",
     "report",
     "load_finding",
     # what they take and return
@@ -60,7 +62,7 @@ __all__ = [
 
 if TYPE_CHECKING:
     from servefuzz.anomaly import Verdict
-    from servefuzz.api import FuzzOptions, fuzz, replay, report, shrink, triage
+    from servefuzz.api import FuzzOptions, bisect, fuzz, replay, report, shrink, triage
     from servefuzz.campaign import CampaignResult, CampaignState
     from servefuzz.errors import (
         DiskFullError,
@@ -84,6 +86,7 @@ _HOMES = {
     "replay": "servefuzz.api",
     "shrink": "servefuzz.api",
     "triage": "servefuzz.api",
+    "bisect": "servefuzz.api",
     "report": "servefuzz.api",
     "load_finding": "servefuzz.finding",
     "FuzzOptions": "servefuzz.api",

@@ -231,6 +231,25 @@ def _triage(args: argparse.Namespace) -> int:
     return Exit.OK if triaged.triage.baseline.reproduced else Exit.FOUND
 
 
+def _bisect(args: argparse.Namespace) -> int:
+    from servefuzz.api import bisect
+    from servefuzz.bisection import bisected_name, render_bisect
+    from servefuzz.finding import BisectStep, write_finding
+
+    def step_done(step: BisectStep) -> None:
+        said = f" ({step.error})" if step.error else ""
+        print(f"  {visible(step.version)}: {step.outcome}, {step.interval}{one_line(said)}", file=sys.stderr, flush=True)
+
+    bisected = bisect(args.finding, launch=args.launch, versions=args.versions, engine=args.engine, model=args.model,
+                      runs=args.runs, install=args.install, on_step=step_done,
+                      on_install=lambda line: print(f"  {visible(line)}", file=sys.stderr, flush=True))
+    assert bisected.bisect is not None
+    path = write_finding(args.finding.parent, bisected, name=bisected_name(args.finding), replace=True)
+    print("\n".join(visible(line) for line in render_bisect(bisected.bisect)))
+    print(f"bisected finding: {visible(path)}")
+    return Exit.OK if bisected.bisect.first_bad is not None else Exit.FOUND
+
+
 def _report(args: argparse.Namespace) -> int:
     from servefuzz.api import report
     from servefuzz.reports import histories_for
@@ -284,6 +303,7 @@ _COMMANDS = {
     "replay": _replay,
     "shrink": _shrink,
     "triage": _triage,
+    "bisect": _bisect,
     "report": _report,
     "model": _model,
     "engines": _engines,

@@ -200,6 +200,26 @@ def build_parser() -> UsageParser:
     t.add_argument("--gpus-per-worker", type=float, default=0.0, metavar="G",
                    help="with --ray: GPUs each row's server holds, as a Ray resource (default 0)")
 
+    b = sub.add_parser("bisect", help="replay a finding on versions of its engine and name the first bad one",
+                       description="Bisect FINDING over --versions OLDER..NEWER of the --launch preset: each version "
+                                   "chosen is launched (installed first if it is not in the engine cache) and the "
+                                   "finding replayed until the sequential test decides: good, bad or undecided (said "
+                                   "as such and stepped around). Prints the last good and first bad version with their "
+                                   "rates and writes FINDING_bisected.json beside FINDING. Exit 0 when bisected (a "
+                                   "first bad version found, or the finding present at the oldest), 1 when it did not "
+                                   "reproduce at the newest, or an end was undecided.",
+                       epilog=EXIT_CODES_HELP)
+    b.add_argument("finding", type=Path, metavar="FINDING")
+    b.add_argument("--launch", required=True, metavar="PRESET",
+                   help=f"a preset that takes versions ({', '.join(VERSIONED_PRESETS)}), without @VERSION")
+    b.add_argument("--versions", required=True, metavar="OLDER..NEWER", help="e.g. b9093..b11434 (llama-server)")
+    b.add_argument("--engine", help="dialect (default: the finding's engine)")
+    b.add_argument("--model", type=Path, help="model for the preset (default: the tiny models in the cache)")
+    b.add_argument("--runs", type=positive_int, default=30, metavar="N",
+                   help="at most N replays per version; each stops once the sequential test decides (default 30)")
+    b.add_argument("--no-install", dest="install", action="store_false",
+                   help="do not install a version missing from the engine cache (it is undecided instead)")
+
     o = sub.add_parser("report", help="write repro.py, issue.md and report.html for a finding",
                        description="Write repro.py, issue.md and report.html for a finding.", epilog=EXIT_CODES_HELP)
     o.add_argument("finding", type=Path, metavar="FINDING", help="a finding file (findings/finding_*.json)")
