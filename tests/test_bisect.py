@@ -189,3 +189,15 @@ def test_bisect_on_a_preset_without_versions_is_one_line_and_exit_2(
                                    ("llama-server", "b11434..b9093", "newer than")):
         assert main(["bisect", str(path), "--launch", launch, "--versions", versions]) == 2
         assert said in capsys.readouterr().err
+
+
+def test_report_html_and_issue_md_show_the_bisection(tmp_path: Path, small_finding: Finding) -> None:
+    from servefuzz.reports import write_report
+
+    paths = write_report(bisected(small_finding), tmp_path / "r")
+    issue, page = paths.issue.read_text(), paths.html.read_text()
+    assert "## Versions (bisect)" in issue and "- First bad: b9093 (2/2" in issue and "- Last good: none" in issue
+    assert "| b9500 | undecided (build failed; see install.log) | 0/0 |" in issue
+    assert "Versions (bisect)" in page and "no good version in b9093..b11434" in page and "b11434-unknown" in page
+    plain = write_report(small_finding, tmp_path / "p")  # no bisection, no section
+    assert "Versions (bisect)" not in plain.issue.read_text() and "Versions (bisect)" not in plain.html.read_text()

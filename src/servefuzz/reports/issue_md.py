@@ -17,7 +17,7 @@ from collections.abc import Sequence
 
 from servefuzz._version import __version__
 from servefuzz.anomaly import Variant
-from servefuzz.finding import Finding
+from servefuzz.finding import Bisect, Finding
 from servefuzz.known_issues import Match, trigger_features
 from servefuzz.reports.facts import (
     deciding_divergence,
@@ -57,6 +57,8 @@ def issue_markdown(finding: Finding, matches: Sequence[Match]) -> str:
     ]
     if finding.triage is not None:
         parts += ["## Triage matrix", _triage(finding)]
+    if finding.bisect is not None:
+        parts += ["## Versions (bisect)", _bisect(finding.bisect)]
     parts += ["## Known issues this may be", _matches(matches), "## Environment", _environment(finding)]
     return visible("\n\n".join(parts) + "\n")
 
@@ -208,6 +210,17 @@ def _triage(finding: Finding) -> str:
         f"| {md(r.name)} | {md(r.change)} | {md(r.component)} | {r.rate} | {md(r.outcome)} |" for r in triage_rows(finding)
     ]
     return "\n".join(rows)
+
+
+def _bisect(record: Bisect) -> str:
+    """The bisection: its conclusion, the last good and first bad version, every version tried."""
+    ends = [f"- {word}: " + (f"{md(s.version)} ({s.interval})" if (s := record.step(v)) else "none")
+            for word, v in (("Last good", record.last_good), ("First bad", record.first_bad))]
+    rows = ["| version | outcome | reproduced | server reported |", "|---|---|---:|---|"]
+    rows += [f"| {md(s.version)} | {md(s.outcome)}{' (' + md(s.error) + ')' if s.error else ''} | {s.rate} | "
+             f"{md(s.reported or '-')} |" for s in record.steps]
+    return "\n".join([f"`servefuzz bisect --launch {md(record.preset)} --versions {md(record.versions)}`: "
+                      f"{md(record.conclusion)}.", "", *ends, "", *rows])
 
 
 def _matches(matches: Sequence[Match]) -> str:
