@@ -201,3 +201,17 @@ def test_report_html_and_issue_md_show_the_bisection(tmp_path: Path, small_findi
     assert "Versions (bisect)" in page and "no good version in b9093..b11434" in page and "b11434-unknown" in page
     plain = write_report(small_finding, tmp_path / "p")  # no bisection, no section
     assert "Versions (bisect)" not in plain.issue.read_text() and "Versions (bisect)" not in plain.html.read_text()
+
+
+def test_max_versions_cuts_the_search_short_and_says_where_it_stands(tmp_path: Path) -> None:
+    finding = page_boundary_finding(tmp_path / "c")
+
+    def launch_of(version: str) -> Launch:
+        flags = ["--fault", FAULT] if version >= "v3" else []
+        return Launch("reference", tuple(reference_argv(["--page-size", "64", *flags])))
+
+    found = bisect(finding, ("v1", "v2", "v3", "v4", "v5"), launch_of, max_versions=3)
+    assert [s.version for s in found.steps] == ["v5", "v1", "v3"] and not found.finished
+    record = found.record("reference", "v1..v5")
+    assert not record.finished and record.conclusion == "between v1 (good) and v3 (bad), not finished"
+    assert Bisect.from_json(record.to_json()) == record

@@ -469,6 +469,7 @@ def bisect(
     model: Path | None = None,
     runs: int = stats.REPRODUCTION.cap,
     install: bool = True,
+    max_versions: int | None = None,
     on_step: Callable[[BisectStep], None] | None = None,
     on_install: Callable[[str], None] | None = None,
 ) -> Finding:
@@ -477,10 +478,13 @@ def bisect(
     server and replayed by the one reproduction rule until the sequential test decides (at most
     `runs` replays), chosen by `servefuzz.bisection`. A version not in the engine cache is
     installed first (`servefuzz.install`) unless `install` is False; one that cannot be built or
-    started is undecided and stepped around. Verdicts are held against a finding file's campaign
+    started is undecided and stepped around. `max_versions`: try at most that many (the record
+    then says where the search stands). Verdicts are held against a finding file's campaign
     noise model, as in `replay`."""
     if runs < 1:
         raise UsageError("--runs must be at least 1")
+    if max_versions is not None and max_versions < 2:
+        raise UsageError("--max-versions must be at least 2 (the newest and the oldest come first)")
     preset, asked = preset_version(launch)
     if preset is None or preset not in engines.PRESET_VERSIONS:
         takes = ", ".join(engines.PRESET_VERSIONS)
@@ -495,7 +499,7 @@ def bisect(
             install_version(f"{preset}@{version}", say=on_install)
         return Launch.resolve(f"{preset}@{version}", found.target, model=model, engine=engine)
 
-    search = bisect_versions(found, span, launch_of, runs=runs, noise=noise, on_step=on_step)
+    search = bisect_versions(found, span, launch_of, runs=runs, noise=noise, on_step=on_step, max_versions=max_versions)
     return dataclasses.replace(found, bisect=search.record(preset, versions))
 
 

@@ -152,6 +152,11 @@ class Search:
         return self.versions[min(untried, key=lambda i: (abs(i - middle), i))]
 
     @property
+    def finished(self) -> bool:
+        """Whether the search has nothing left to try (its conclusion is final)."""
+        return self.next() is None
+
+    @property
     def last_good(self) -> str | None:
         bounds = self._bounds()
         return None if bounds is None else self.versions[bounds[0]]
@@ -200,7 +205,7 @@ class Search:
 
     def record(self, preset: str, versions: str) -> Bisect:
         """The search as a finding's `bisect` field."""
-        return Bisect(preset, versions, self.steps, self.last_good, self.first_bad, self.conclusion())
+        return Bisect(preset, versions, self.steps, self.last_good, self.first_bad, self.conclusion(), self.finished)
 
 
 def bisected_name(path: Path) -> str:

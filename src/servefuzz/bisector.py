@@ -63,11 +63,14 @@ def bisect(
     noise: CampaignNoise | None = None,
     on_step: Callable[[BisectStep], None] | None = None,
     log_dir: Path | None = None,
+    max_versions: int | None = None,
 ) -> Search:
     """Bisect `finding` over `versions` (oldest first), one fresh server per version tried, until
-    the search has no version left to try; `on_step` hears each step as it is decided."""
+    the search has no version left to try, or `max_versions` were tried (each may be a build of
+    ten minutes: the search then says where it stands, "not finished"); `on_step` hears each
+    step as it is decided."""
     search = Search(tuple(versions))
-    while (version := search.next()) is not None:
+    while (version := search.next()) is not None and (max_versions is None or len(search.steps) < max_versions):
         done = try_version(finding, version, launch_of, runs=runs, noise=noise, log_dir=log_dir)
         search = search.with_step(done)
         if on_step is not None:

@@ -419,7 +419,8 @@ class Bisect:
     """Which version a finding came in with (`servefuzz bisect`, `servefuzz.bisection`): the
     preset, the range asked (`A..B`), every step in the order tried, the last good and the first
     bad version found (None where there is none: present at the oldest version, or not at the
-    newest), and the conclusion in words."""
+    newest), the conclusion in words, and whether the search was over (False: cut short by
+    `--max-versions`, its last good and first bad only the bounds reached so far)."""
 
     preset: str
     versions: str
@@ -427,6 +428,7 @@ class Bisect:
     last_good: str | None
     first_bad: str | None
     conclusion: str
+    finished: bool = True
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "steps", tuple(self.steps))
@@ -437,13 +439,15 @@ class Bisect:
 
     def to_json(self) -> dict[str, Any]:
         return {"preset": self.preset, "versions": self.versions, "steps": [s.to_json() for s in self.steps],
-                "last_good": self.last_good, "first_bad": self.first_bad, "conclusion": self.conclusion}
+                "last_good": self.last_good, "first_bad": self.first_bad, "conclusion": self.conclusion,
+                "finished": self.finished}
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> Bisect:
         good, bad = d.get("last_good"), d.get("first_bad")
         return cls(str(d["preset"]), str(d["versions"]), tuple(BisectStep.from_json(s) for s in d["steps"]),
-                   None if good is None else str(good), None if bad is None else str(bad), str(d["conclusion"]))
+                   None if good is None else str(good), None if bad is None else str(bad), str(d["conclusion"]),
+                   finished=d.get("finished", True) is True)
 
 
 @dataclass(frozen=True)

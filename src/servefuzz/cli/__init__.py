@@ -241,13 +241,14 @@ def _bisect(args: argparse.Namespace) -> int:
         print(f"  {visible(step.version)}: {step.outcome}, {step.interval}{one_line(said)}", file=sys.stderr, flush=True)
 
     bisected = bisect(args.finding, launch=args.launch, versions=args.versions, engine=args.engine, model=args.model,
-                      runs=args.runs, install=args.install, on_step=step_done,
+                      runs=args.runs, install=args.install, max_versions=args.max_versions, on_step=step_done,
                       on_install=lambda line: print(f"  {visible(line)}", file=sys.stderr, flush=True))
     assert bisected.bisect is not None
     path = write_finding(args.finding.parent, bisected, name=bisected_name(args.finding), replace=True)
     print("\n".join(visible(line) for line in render_bisect(bisected.bisect)))
     print(f"bisected finding: {visible(path)}")
-    return Exit.OK if bisected.bisect.first_bad is not None else Exit.FOUND
+    done = bisected.bisect
+    return Exit.OK if done.finished and done.first_bad is not None else Exit.FOUND
 
 
 def _report(args: argparse.Namespace) -> int:

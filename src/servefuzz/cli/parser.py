@@ -207,7 +207,7 @@ def build_parser() -> UsageParser:
                                    "as such and stepped around). Prints the last good and first bad version with their "
                                    "rates and writes FINDING_bisected.json beside FINDING. Exit 0 when bisected (a "
                                    "first bad version found, or the finding present at the oldest), 1 when it did not "
-                                   "reproduce at the newest, or an end was undecided.",
+                                   "reproduce at the newest, an end was undecided, or --max-versions cut it short.",
                        epilog=EXIT_CODES_HELP)
     b.add_argument("finding", type=Path, metavar="FINDING")
     b.add_argument("--launch", required=True, metavar="PRESET",
@@ -217,6 +217,8 @@ def build_parser() -> UsageParser:
     b.add_argument("--model", type=Path, help="model for the preset (default: the tiny models in the cache)")
     b.add_argument("--runs", type=positive_int, default=30, metavar="N",
                    help="at most N replays per version; each stops once the sequential test decides (default 30)")
+    b.add_argument("--max-versions", type=positive_int, metavar="N",
+                   help="try at most N versions (each may be a build), then say where the search stands")
     b.add_argument("--no-install", dest="install", action="store_false",
                    help="do not install a version missing from the engine cache (it is undecided instead)")
 
