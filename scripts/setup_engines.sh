@@ -75,9 +75,11 @@ setup_llama_cpp() {
     head=$(cat "$src/.git/modules/vendor/llama.cpp/HEAD" 2>/dev/null || echo unknown)
     [[ $head == "$LLAMA_CPP_COMMIT"* ]] || die "the sdist vendors llama.cpp $head, expected $LLAMA_CPP_COMMIT"
     # LLAMA_USE_PREBUILT_UI defaults to ON and downloads at build time: off, like curl and SSL.
+    # The same flags as `servefuzz engines install llama-server@bNNNN` (engines/llamacpp.py's
+    # CMAKE_FLAGS; a test holds them together).
     cmake -S "$src/vendor/llama.cpp" -B "$work/build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
         -DLLAMA_BUILD_SERVER=ON -DGGML_NATIVE=ON -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF \
-        -DLLAMA_USE_PREBUILT_UI=OFF -DLLAMA_BUILD_UI=OFF -DLLAMA_BUILD_TESTS=OFF \
+        -DLLAMA_USE_PREBUILT_UI=OFF -DLLAMA_BUILD_UI=OFF -DLLAMA_BUILD_WEBUI=OFF -DLLAMA_BUILD_TESTS=OFF \
         -DLLAMA_BUILD_EXAMPLES=OFF -DBUILD_SHARED_LIBS=OFF >"$work/cmake.log" \
         || die "cmake configure failed; see $work/cmake.log"
     cmake --build "$work/build" --target llama-server -j "${SERVEFUZZ_BUILD_JOBS:-2}" >"$work/build.log" \

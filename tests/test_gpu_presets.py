@@ -40,7 +40,7 @@ def test_a_preset_not_unpacked_is_one_line(cache: Path) -> None:
     for preset in engines.GPU_VERSIONS:
         with pytest.raises(UsageError, match=rf"{preset} \S+ is not unpacked under .*gpu_run.sh"):
             Launch.resolve(preset, model=cache)
-    with pytest.raises(UsageError, match=r"vllm-gpu@0.1: the versions scripts/gpu_bundle.sh bundles are 0.26.0"):
+    with pytest.raises(UsageError, match=r"vllm-gpu@0.1: not a version servefuzz knows \(it knows 0.26.0\)"):
         preset_version("vllm-gpu@0.1")
     assert preset_version("sglang-gpu@0.5.17") == ("sglang-gpu", "0.5.17")
 

@@ -16,13 +16,13 @@ from pathlib import Path
 import servefuzz
 
 INIT = Path(servefuzz.__file__)
-ENTRY_POINTS = ["fuzz", "replay", "shrink", "triage", "report", "load_finding"]
+ENTRY_POINTS = ["fuzz", "replay", "shrink", "triage", "bisect", "report", "load_finding"]
 # what each entry point returns, by name
 RESULTS = {"fuzz": "CampaignResult", "replay": "ReplayResult", "shrink": "Shrunk", "triage": "Finding",
            "report": "ReportPaths", "load_finding": "Finding"}
 RECORDS = ["FuzzOptions", "CampaignState", "CampaignResult", "ReplayResult", "Shrunk", "TriageOutcome", "ReportPaths",
            "Finding", "Scenario", "Verdict"]
-ERRORS = ["ServefuzzError", "UsageError", "FindingError", "TargetError", "LaunchError", "DiskFullError"]
+ERRORS = ["ServefuzzError", "UsageError", "FindingError", "TargetError", "LaunchError", "DiskFullError", "InstallError"]
 
 
 def test_the_public_api_is_exactly_the_documented_names() -> None:

@@ -2,19 +2,21 @@
 
 The public API, for engine teams who want servefuzz in their own tests (`__all__` is all of it):
 
-    from servefuzz import fuzz, replay, shrink, triage, report, load_finding
+    from servefuzz import fuzz, replay, shrink, triage, bisect, report, load_finding
 
 - the commands as functions, keyword arguments only, each documented in `servefuzz.api`:
   `fuzz` (-> `CampaignResult`; its options are also a `FuzzOptions`, its progress a
   `CampaignState`), `replay` (-> `ReplayResult`), `shrink` (-> `Shrunk`), `triage` (-> the
-  `Finding` with its matrix; each row a `TriageOutcome`), `report` (-> `ReportPaths`), and
+  `Finding` with its matrix; each row a `TriageOutcome`), `bisect` (-> the `Finding` with the
+  versions it came in with), `report` (-> `ReportPaths`), and
   `load_finding` (a finding file -> `Finding`);
 - the records they speak of: `Finding`, its `Scenario`, and its `Verdict`;
 - the errors they raise: `ServefuzzError`, the root (catch it to catch every failure of
   servefuzz itself, never a server's misbehaviour, which is a finding), and its subclasses
   `UsageError` (bad input), `FindingError` (a finding file that cannot be read),
   `TargetError` (a server that cannot be used), `LaunchError` (a server servefuzz started
-  that did not come up), `DiskFullError` (a full disk, what was written kept);
+  that did not come up), `DiskFullError` (a full disk, what was written kept), `InstallError`
+  (an engine version that could not be installed into the cache);
 - `__version__`.
 
 The names are loaded on first use, so that importing `servefuzz.reference` (the embedded
@@ -34,6 +36,7 @@ __all__ = [
     "replay",
     "shrink",
     "triage",
+    "bisect",
     "report",
     "load_finding",
     # what they take and return
@@ -54,13 +57,22 @@ __all__ = [
     "TargetError",
     "LaunchError",
     "DiskFullError",
+    "InstallError",
 ]
 
 if TYPE_CHECKING:
     from servefuzz.anomaly import Verdict
-    from servefuzz.api import FuzzOptions, fuzz, replay, report, shrink, triage
+    from servefuzz.api import FuzzOptions, bisect, fuzz, replay, report, shrink, triage
     from servefuzz.campaign import CampaignResult, CampaignState
-    from servefuzz.errors import DiskFullError, FindingError, LaunchError, ServefuzzError, TargetError, UsageError
+    from servefuzz.errors import (
+        DiskFullError,
+        FindingError,
+        InstallError,
+        LaunchError,
+        ServefuzzError,
+        TargetError,
+        UsageError,
+    )
     from servefuzz.finding import Finding, TriageOutcome, load_finding
     from servefuzz.replay_report import ReplayResult
     from servefuzz.reports import ReportPaths
@@ -74,6 +86,7 @@ _HOMES = {
     "replay": "servefuzz.api",
     "shrink": "servefuzz.api",
     "triage": "servefuzz.api",
+    "bisect": "servefuzz.api",
     "report": "servefuzz.api",
     "load_finding": "servefuzz.finding",
     "FuzzOptions": "servefuzz.api",
@@ -92,6 +105,7 @@ _HOMES = {
     "TargetError": "servefuzz.errors",
     "LaunchError": "servefuzz.errors",
     "DiskFullError": "servefuzz.errors",
+    "InstallError": "servefuzz.errors",
 }
 
 

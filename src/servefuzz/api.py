@@ -28,12 +28,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from servefuzz import engines, stats
+from servefuzz import bisection, engines, stats
+from servefuzz.bisector import bisect as bisect_versions
 from servefuzz.campaign import CampaignConfig, CampaignResult, CampaignState, run_campaign, run_campaign_on
 from servefuzz.covering import PairwiseCover
 from servefuzz.errors import UsageError
-from servefuzz.finding import Finding, TriageOutcome, load_finding
+from servefuzz.finding import BisectStep, Finding, TriageOutcome, load_finding
 from servefuzz.history import RunHistory
+from servefuzz.install import install as install_version
 from servefuzz.launcher import Launch, preset_of, preset_version
 from servefuzz.oracles.judge import Expectation
 from servefuzz.oracles.noise import CampaignNoise
@@ -63,6 +65,7 @@ __all__ = [
     "replay",
     "shrink",
     "triage",
+    "bisect",
     "report",
 ]
 
@@ -456,6 +459,49 @@ def triage(
     else:
         result = triage_matrix(found, start, runs=runs, parallel=parallel, on_row=rows, noise=noise)
     return dataclasses.replace(found, triage=result)
+
+
+def bisect(
+    finding: Finding | str | Path,
+    *,
+    launch: str,
+    versions: str,
+    engine: str | None = None,
+    model: Path | None = None,
+    runs: int = stats.REPRODUCTION.cap,
+    install: bool = True,
+    max_versions: int | None = None,
+    on_step: Callable[[BisectStep], None] | None = None,
+    on_install: Callable[[str], None] | None = None,
+) -> Finding:
+    """The finding with its bisection attached (`Finding.bisect`): the versions `A..B` of the
+    preset `launch` (a preset that takes versions, given without one), each tried on a fresh
+    server and replayed by the one reproduction rule until the sequential test decides (at most
+    `runs` replays), chosen by `servefuzz.bisection`. A version not in the engine cache is
+    installed first (`servefuzz.install`) unless `install` is False; one that cannot be built or
+    started is undecided and stepped around. `max_versions`: try at most that many (the record
+    then says where the search stands). Verdicts are held against a finding file's campaign
+    noise model, as in `replay`."""
+    if runs < 1:
+        raise UsageError("--runs must be at least 1")
+    if max_versions is not None and max_versions < 2:
+        raise UsageError("--max-versions must be at least 2 (the newest and the oldest come first)")
+    preset, asked = preset_version(launch)
+    if preset is None or preset not in engines.PRESET_VERSIONS:
+        takes = ", ".join(engines.PRESET_VERSIONS)
+        raise UsageError(f"bisect --launch {launch[:80]!r}: name a preset that takes versions ({takes})")
+    if asked:
+        raise UsageError(f"bisect --launch {preset}@{asked}: give the preset alone; --versions says which versions")
+    span = bisection.span(engines.PRESET_VERSIONS[preset].ladder, versions)
+    found, noise = _finding(finding)
+
+    def launch_of(version: str) -> Launch:
+        if install and not engines.installed(preset, version):
+            install_version(f"{preset}@{version}", say=on_install)
+        return Launch.resolve(f"{preset}@{version}", found.target, model=model, engine=engine)
+
+    search = bisect_versions(found, span, launch_of, runs=runs, noise=noise, on_step=on_step, max_versions=max_versions)
+    return dataclasses.replace(found, bisect=search.record(preset, versions))
 
 
 def report(

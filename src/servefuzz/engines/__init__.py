@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 
 from servefuzz.engine_flags import flag_pairs, with_flags, without_flags  # the one argv rule, re-exported
 from servefuzz.engines.registry import SPECS, spec_of
-from servefuzz.engines.spec import EngineSpec
+from servefuzz.engines.spec import EngineSpec, Versions
 from servefuzz.errors import UsageError
 
 if TYPE_CHECKING:
@@ -45,11 +45,14 @@ __all__ = [
     "SGLANG_START_TIMEOUT_S",
     "SGLANG_VERSIONS",
     "SGLANG_INTERPRETED",
+    "PRESET_VERSIONS",
+    "engine_dir",
+    "installed",
+    "version_of",
     "sglang_argv",
     "sglang_env",
     "sglang_installed",
     "sglang_python",
-    "sglang_version",
     "standin_path",
     "cache_dir",
     "Profile",
@@ -67,7 +70,6 @@ __all__ = [
     "gpu_env",
     "gpu_installed",
     "gpu_python",
-    "gpu_version",
     "sglang_gpu_argv",
     "vllm_gpu_argv",
     "gguf_model",
@@ -83,14 +85,23 @@ __all__ = [
     "vllm_python",
 ]
 
-VLLM_VERSION = "0.32.0"
-LLAMA_CPP_COMMIT = "0c1e57098"
+# The versions each preset takes, from the engines' specs (`EngineSpec.cpu_versions`,
+# `.gpu_versions`): one table, one rule (`version_of`), one place each is installed
+# (`engine_dir`). The presets alone mean each one's default, what the setup script installs.
+PRESET_VERSIONS: Mapping[str, Versions] = {
+    preset: versions
+    for spec in SPECS.values()
+    for preset, versions in ((spec.cpu_preset, spec.cpu_versions), (spec.gpu_preset, spec.gpu_versions))
+    if preset and versions is not None
+}
+VLLM_VERSION = PRESET_VERSIONS["vllm-cpu"].default
+LLAMA_CPP_COMMIT = PRESET_VERSIONS["llama-server"].default
 # vLLM imports torch and transformers in three processes before /health answers: 20-50 s on an
 # idle 2-core machine, more when other work shares the cores.
 VLLM_START_TIMEOUT_S = 300.0
 # SGLang on CPU: the newest on PyPI first (what `--launch sglang-cpu` runs), then the version
 # of the seed report (sgl-project/sglang#22819), as `--launch sglang-cpu@0.5.10.post1`.
-SGLANG_VERSIONS = ("0.5.23", "0.5.10.post1")
+SGLANG_VERSIONS = PRESET_VERSIONS["sglang-cpu"].known
 # Its four processes import torch, transformers and SGLang's model zoo before /health answers:
 # 48-79 s measured here under load (../shared/notes/sglang-cpu.md).
 SGLANG_START_TIMEOUT_S = 300.0
@@ -102,52 +113,60 @@ def cache_dir() -> Path:
     return Path(os.environ.get("SERVEFUZZ_CACHE") or Path.home() / ".cache" / "servefuzz")
 
 
-def _vllm_dir() -> Path:
-    return cache_dir() / f"vllm-cpu-{VLLM_VERSION}"
+def version_of(preset: str, asked: str | None) -> str:
+    """The version `PRESET[@VERSION]` means: the preset's default when none is asked; UsageError
+    (one line naming the versions it takes) for one servefuzz does not know, or for a preset that
+    takes none.
+
+    >>> version_of("sglang-cpu", None), version_of("llama-server", "b11434")
+    ('0.5.23', 'b11434')
+    """
+    versions = PRESET_VERSIONS.get(preset)
+    if versions is None:
+        if asked:
+            raise UsageError(f"--launch {preset} takes no @VERSION: servefuzz installs one version of it")
+        return ""
+    chosen = versions.chosen(asked)
+    if chosen is None:
+        raise UsageError(f"{preset}@{asked}: not a version servefuzz knows (it knows {versions.summary()})")
+    return chosen
 
 
-def _llama_dir() -> Path:
-    return cache_dir() / f"llama.cpp-{LLAMA_CPP_COMMIT}"
+def engine_dir(preset: str, version: str) -> Path:
+    """Where `preset` at `version` is installed: `cache_dir()/<cache>-<version>` (the setup
+    script's folders, `servefuzz engines install`'s too), finished once its `.complete` is there."""
+    return cache_dir() / f"{PRESET_VERSIONS[preset].cache}-{version}"
 
 
-def vllm_python() -> Path:
+def installed(preset: str, version: str) -> bool:
+    """Whether `preset` at `version` was installed to the end (its marker file is there)."""
+    return (engine_dir(preset, version) / ".complete").is_file()
+
+
+def vllm_python(version: str = VLLM_VERSION) -> Path:
     """The interpreter of vLLM's own venv (its `vllm` console script does not work)."""
-    return _vllm_dir() / "venv" / "bin" / "python"
+    return engine_dir("vllm-cpu", version) / "venv" / "bin" / "python"
 
 
-def llama_server_binary() -> Path:
-    return _llama_dir() / "llama-server"
+def llama_server_binary(version: str = LLAMA_CPP_COMMIT) -> Path:
+    return engine_dir("llama-server", version) / "llama-server"
 
 
-def vllm_installed() -> bool:
+def vllm_installed(version: str = VLLM_VERSION) -> bool:
     """Whether the setup script finished installing vLLM (its marker file is there)."""
-    return (_vllm_dir() / ".complete").is_file()
+    return installed("vllm-cpu", version)
 
 
-def llama_server_built() -> bool:
-    return (_llama_dir() / ".complete").is_file()
-
-
-def _sglang_dir(version: str) -> Path:
-    return cache_dir() / f"sglang-cpu-{version}"
-
-
-def sglang_version(asked: str | None) -> str:
-    """The SGLang version a `sglang-cpu[@VERSION]` preset means: the newest set up by default;
-    UsageError for one `scripts/setup_engines.sh` does not install."""
-    if asked is None:
-        return SGLANG_VERSIONS[0]
-    if asked not in SGLANG_VERSIONS:
-        raise UsageError(f"sglang-cpu@{asked}: the versions set up here are {', '.join(SGLANG_VERSIONS)}")
-    return asked
+def llama_server_built(version: str = LLAMA_CPP_COMMIT) -> bool:
+    return installed("llama-server", version)
 
 
 def sglang_python(version: str) -> Path:
-    return _sglang_dir(version) / "venv" / "bin" / "python"
+    return engine_dir("sglang-cpu", version) / "venv" / "bin" / "python"
 
 
 def sglang_installed(version: str) -> bool:
-    return (_sglang_dir(version) / ".complete").is_file()
+    return installed("sglang-cpu", version)
 
 
 def standin_path() -> Path:
@@ -226,15 +245,17 @@ def vllm_argv(
     max_model_len: int = 2048,
     seed: int = 0,
     extra: Sequence[str] = (),
+    version: str = VLLM_VERSION,
 ) -> list[str]:
-    """vLLM's OpenAI server on 127.0.0.1:{port}, serving `model_dir` as model `tiny`.
+    """vLLM's OpenAI server (`vllm-cpu` `version`) on 127.0.0.1:{port}, serving `model_dir` as
+    model `tiny`.
 
     On CPU the block size must be a multiple of 32. `--kv-cache-memory-bytes` sizes the pool
     exactly (vLLM would otherwise take a share of RAM); `--enforce-eager` skips compilation,
     which costs minutes here and changes nothing servefuzz looks at.
     """
     return [
-        str(vllm_python()), "-m", "vllm.entrypoints.openai.api_server",
+        str(vllm_python(version)), "-m", "vllm.entrypoints.openai.api_server",
         "--host", "127.0.0.1", "--port", "{port}",
         "--model", str(model_dir), "--served-model-name", "tiny",
         "--dtype", dtype,
@@ -267,15 +288,17 @@ def llama_server_argv(
     ctx: int = 8192,
     threads: int = 1,
     extra: Sequence[str] = (),
+    version: str = LLAMA_CPP_COMMIT,
 ) -> list[str]:
-    """llama.cpp's server on 127.0.0.1:{port} with `slots` parallel sequences sharing `ctx`.
+    """llama.cpp's server (`version`: a release tag or the setup script's commit) on
+    127.0.0.1:{port} with `slots` parallel sequences sharing `ctx`.
 
     `-fa off -ctk f32 -ctv f32` make it as reproducible as llama.cpp gets on CPU (flash attention
     turns itself on and moves logprobs between batch sizes); `--metrics` and `--slots` mount the
     endpoints the adapter reads. One thread: the machines have two cores.
     """
     return [
-        str(llama_server_binary()),
+        str(llama_server_binary(version)),
         "-m", str(gguf),
         "--host", "127.0.0.1", "--port", "{port}",
         "-np", str(slots), "-c", str(ctx),
@@ -287,13 +310,14 @@ def llama_server_argv(
     ]
 
 
-def llama_server_preset_argv(gguf: Path, slots: int = 8) -> list[str]:
+def llama_server_preset_argv(gguf: Path, slots: int = 8, version: str = LLAMA_CPP_COMMIT) -> list[str]:
     """The `--launch llama-server` preset: `llama_server_argv` plus what servefuzz needs of it.
 
     `--slot-save-path` mounts the slot erase that flushes (erasing writes nothing there);
     `--cache-ram 0` keeps no copy of an erased prompt to restore.
     """
-    return llama_server_argv(gguf, slots=slots, extra=["--slot-save-path", tempfile.gettempdir(), "--cache-ram", "0"])
+    return llama_server_argv(gguf, slots=slots, version=version,
+                             extra=["--slot-save-path", tempfile.gettempdir(), "--cache-ram", "0"])
 
 
 # -- the GPU engines (the lent H200) -----------------------------------------------------------
@@ -303,29 +327,20 @@ def llama_server_preset_argv(gguf: Path, slots: int = 8) -> list[str]:
 # `cache_dir()/PRESET-VERSION/site`, recording there the interpreter whose torch they were
 # built against (the image's: Python 3.12, torch 2.11.0+cu130). Each is the newest release that
 # pins that torch (../shared/notes/gpu-engines.md).
-GPU_VERSIONS: Mapping[str, tuple[str, ...]] = {"vllm-gpu": ("0.26.0",), "sglang-gpu": ("0.5.17",)}
+GPU_VERSIONS: Mapping[str, tuple[str, ...]] = {
+    spec.gpu_preset: spec.gpu_versions.known for spec in SPECS.values() if spec.gpu_versions is not None
+}
 # Loading, then CUDA-graph capture: 80-134 s measured on the H200 for the tiny model.
 GPU_START_TIMEOUT_S = 420.0
 
 
 def _gpu_dir(preset: str, version: str) -> Path:
-    return cache_dir() / f"{preset}-{version}"
-
-
-def gpu_version(preset: str, asked: str | None) -> str:
-    """The version a `vllm-gpu[@VERSION]` / `sglang-gpu[@VERSION]` preset means: the bundled one
-    by default; UsageError (one line) for one servefuzz has no bundle of."""
-    known = GPU_VERSIONS[preset]
-    if asked is None:
-        return known[0]
-    if asked not in known:
-        raise UsageError(f"{preset}@{asked}: the versions scripts/gpu_bundle.sh bundles are {', '.join(known)}")
-    return asked
+    return engine_dir(preset, version)
 
 
 def gpu_installed(preset: str, version: str) -> bool:
     """Whether `scripts/gpu_run.sh` unpacked this engine here (its marker file is there)."""
-    return (_gpu_dir(preset, version) / ".complete").is_file()
+    return installed(preset, version)
 
 
 def gpu_python(preset: str, version: str) -> str:

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from servefuzz.engine_flags import Flag, FlagVariant, Kind, variant
-from servefuzz.engines.spec import ArgFeature, BugForm, Deterministic, EngineSpec
+from servefuzz.engines.spec import ArgFeature, BugForm, Deterministic, EngineSpec, Versions
 
-__all__ = ["BUG_FORM", "DETERMINISTIC", "FLAGS", "SERVER_ARG_FEATURES", "SPEC", "TRIAGE"]
+__all__ = ["BUG_FORM", "CPU_VERSIONS", "DETERMINISTIC", "FLAGS", "GPU_VERSIONS", "SERVER_ARG_FEATURES", "SPEC", "TRIAGE"]
 
 # SGLang's deterministic inference (batch-invariant kernels) refuses to start with its CPU
 # attention backend (measured): on the CPU there is none.
@@ -72,6 +72,12 @@ BUG_FORM = BugForm(
     environment_command="python3 -m sglang.check_env",
 )
 
+# On CPU: the newest on PyPI (what `--launch sglang-cpu` runs) and the version of the seed report
+# (sgl-project/sglang#22819), both installed by scripts/setup_engines.sh, oldest first.
+CPU_VERSIONS = Versions("0.5.23", "sglang-cpu", ladder=("0.5.10.post1", "0.5.23"))
+# On the H200: sglang 0.5.17 with sglang-kernel 0.4.5, built against the image's torch 2.11.0.
+GPU_VERSIONS = Versions("0.5.17", "sglang-gpu")
+
 SPEC = EngineSpec(
     "sglang",
     default_port=30000,
@@ -89,4 +95,6 @@ SPEC = EngineSpec(
     gpu_preset="sglang-gpu",
     model_format="hf",
     bug_form=BUG_FORM,
+    cpu_versions=CPU_VERSIONS,
+    gpu_versions=GPU_VERSIONS,
 )

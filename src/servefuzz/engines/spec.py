@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from servefuzz.engine_flags import Flag, FlagVariant, with_flags
 
-__all__ = ["GENERIC_FORM", "ArgFeature", "BugForm", "Deterministic", "EngineSpec", "IssueMatch"]
+__all__ = ["GENERIC_FORM", "ArgFeature", "BugForm", "Deterministic", "EngineSpec", "IssueMatch", "Versions"]
 
 
 class IssueMatch(enum.Enum):
@@ -121,6 +121,54 @@ def _as_named(version: str) -> str:
 
 
 @dataclass(frozen=True)
+class Versions:
+    """The versions of an engine one launch preset starts (`--launch PRESET@VERSION`), and where
+    each is installed: `cache_dir()/<cache>-<version>`.
+
+    `default`: what the preset alone means (what scripts/setup_engines.sh installs). `ladder`:
+    the releases `servefuzz engines install` can add, oldest first: the order `servefuzz bisect`
+    walks. `sha256`: the checksum of each ladder version's download, where no commit pins it
+    (llama.cpp's PyPI sdists carry no git metadata); a version without one is pinned by its
+    registry's version alone (a wheel's own metadata pins what it needs).
+
+    >>> v = Versions("0c1e57098", "llama.cpp", ladder=("b9093", "b9094"))
+    >>> v.known, v.chosen(None), v.chosen("b9094"), v.chosen("b1") is None
+    (('0c1e57098', 'b9093', 'b9094'), '0c1e57098', 'b9094', True)
+    """
+
+    default: str
+    cache: str
+    ladder: tuple[str, ...] = ()
+    sha256: tuple[tuple[str, str], ...] = ()
+
+    def checksum(self, version: str) -> str | None:
+        """The sha256 `version`'s download must have; None where none is pinned."""
+        return dict(self.sha256).get(version)
+
+    @property
+    def known(self) -> tuple[str, ...]:
+        """Every version servefuzz can launch: the default, then the ladder's."""
+        return tuple(dict.fromkeys((self.default, *self.ladder)))
+
+    def chosen(self, asked: str | None) -> str | None:
+        """The version `asked` means (None: the default); None for one servefuzz does not know."""
+        if asked is None or asked == "":
+            return self.default
+        return asked if asked in self.known else None
+
+    def summary(self) -> str:
+        """The known versions in one short line (a ladder of hundreds as its two ends).
+
+        >>> Versions("1", "x", ladder=tuple(str(n) for n in range(2, 40))).summary()
+        '1, 2..39 (38 on the ladder)'
+        """
+        rest = [v for v in self.ladder if v != self.default]
+        if len(rest) <= 6:
+            return ", ".join((self.default, *rest))
+        return f"{self.default}, {rest[0]}..{rest[-1]} ({len(rest)} on the ladder)"
+
+
+@dataclass(frozen=True)
 class EngineSpec:
     """One engine, as servefuzz knows it. `name` is its dialect key (`--engine`, the
     adapter's registry name, `TargetInfo.engine`).
@@ -145,6 +193,7 @@ class EngineSpec:
     reference engine makes its own). `bug_form`: its own bug-report form (`BugForm`), which
     issue.md fills in; `version_name` the version a server reports as the engine's releases
     name it (llama.cpp built from a tree without git tags reports "b1-<commit>").
+    `cpu_versions`/`gpu_versions`: the versions each preset takes (`Versions`; None: one only).
     """
 
     name: str
@@ -165,6 +214,8 @@ class EngineSpec:
     model_format: str = ""
     bug_form: BugForm = GENERIC_FORM
     version_name: Callable[[str], str] = _as_named
+    cpu_versions: Versions | None = None
+    gpu_versions: Versions | None = None
 
     def preset(self, device: str) -> str:
         """The preset that starts it on `device` ("cuda": the GPU preset where it has one)."""

