@@ -196,7 +196,7 @@ def test_report_html_and_issue_md_show_the_bisection(tmp_path: Path, small_findi
 
     paths = write_report(bisected(small_finding), tmp_path / "r")
     issue, page = paths.issue.read_text(), paths.html.read_text()
-    assert "## Versions (bisect)" in issue and "- First bad: b9093 (2/2" in issue and "- Last good: none" in issue
+    assert "- First bad: b9093 (2/2" in issue and "- Last good: none" in issue
     assert "| b9500 | undecided (build failed; see install.log) | 0/0 |" in issue
     assert "Versions (bisect)" in page and "no good version in b9093..b11434" in page and "b11434-unknown" in page
     plain = write_report(small_finding, tmp_path / "p")  # no bisection, no section
