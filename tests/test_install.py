@@ -66,5 +66,5 @@ def test_engines_list_says_what_each_preset_takes(cache: Path, capsys: pytest.Ca
     (engines.engine_dir("llama-server", "b11434") / ".complete").touch()
     assert main(["engines", "list"]) == Exit.OK
     out = capsys.readouterr().out
-    assert "llama-server: 0c1e57098, b9093..b11434 (269 on the ladder); installed: b11434" in out
+    assert "llama-server: 0c1e57098, 794fe23f2..b11434 (283 on the ladder); installed: b11434" in out
     assert "sglang-cpu: 0.5.23, 0.5.10.post1; installed: none" in out

@@ -24,6 +24,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from servefuzz.terms import first_difference
+
 __all__ = [
     "Verdict",
     "Oracle",
@@ -118,6 +120,10 @@ def deciding(divergences: Iterable[Divergence]) -> Divergence | None:
     return min(divergences, key=lambda d: (d.verdict.rank, d.position), default=None)
 
 
+def _quote(text: str) -> str:
+    return "'" + text.replace("\\", "\\\\").replace("'", "\\'").replace("\n", "\\n") + "'"
+
+
 @dataclass(frozen=True)
 class Variant:
     """One distinct output of one choice of a request, and how often it was seen.
@@ -142,10 +148,29 @@ class Variant:
         "' u7892_1146 u7892_1086 u7892_108 u78...'"
         """
         if self.text:
-            cut = self.text[:width] + ("..." if len(self.text) > width else "")
-            return "'" + cut.replace("\\", "\\\\").replace("'", "\\'").replace("\n", "\\n") + "'"
+            return _quote(self.text[:width] + ("..." if len(self.text) > width else ""))
         shown = ", ".join(str(t) for t in self.token_ids[:8])
         return f"[{shown}{', ...' if len(self.token_ids) > 8 else ''}]"
+
+    def preview_against(self, other: Variant, width: int = 36) -> str:
+        """This output's text where it parts from `other`'s: a few characters of what they share,
+        then this one's own (a preview of the start would show two different answers as the same
+        text when they part late, or when the text echoes the prompt). The token ids instead
+        when there is no text to tell them apart.
+
+        >>> a = Variant(0, (1, 2), "the same long opening, then yes", 1, (0,))
+        >>> b = Variant(0, (1, 3), "the same long opening, then no", 1, (1,))
+        >>> a.preview_against(b), b.preview_against(a)
+        ("'...ening, then yes'", "'...ening, then no'")
+        >>> Variant(0, (1, 2), "", 1, (0,)).preview_against(Variant(0, (1, 3), "", 1, (1,)))
+        '[1, 2]'
+        """
+        at = first_difference(self.text, other.text)
+        if at is None or not self.text:
+            return self.preview(width)
+        start = max(0, at - 12)
+        return _quote(("..." if start else "") + self.text[start:start + width]
+                      + ("..." if len(self.text) > start + width else ""))
 
     def to_json(self) -> dict[str, Any]:
         return {

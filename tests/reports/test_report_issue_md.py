@@ -3,11 +3,13 @@ that a finding's free text cannot break."""
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from pathlib import Path
 
 from report_findings import seed_like
 
+from servefuzz.anomaly import Oracle, Variant
 from servefuzz.finding import load_finding
 from servefuzz.known_issues import match
 from servefuzz.reports.issue_md import issue_markdown
@@ -19,18 +21,21 @@ def test_the_issue_has_the_seed_reports_sections_in_order() -> None:
     headings = re.findall(r"^#+ (.*)$", text, flags=re.MULTILINE)
     # What went wrong and how the requests were sent, from the trace: never "under concurrent load".
     # The component is the one triage implicated; the trigger, the minimal case's.
-    assert headings[0] == ("\\[Bug\\] radix cache: a request answers otherwise than alone when sent with 4 other "
+    assert headings[0] == ("\\[Bug\\] radix cache: a request answers otherwise from run to run when sent with 4 other "
                            "requests (5 requests over 400 ms)")
     assert [h for h in headings[1:] if h.startswith("#")] == []
     fields = re.findall(r"^### (.*)$", text, flags=re.MULTILINE)
     assert fields == ["Describe the bug", "Reproduction", "Versions tested", "Environment", "servefuzz's evidence"]
     assert "- Reproduction rate: 10/10 (100%, 95% CI 72-100%) of replays (reproduced)" in text
-    assert "**Expected (alone):** r02 answers as it does when sent alone to the idle server (at temperature 0" in text
-    assert "**Actual (with the other requests):** sent with the other requests, r02 answers otherwise from token 0 on" in text
+    # Its runs disagree among themselves (the replay oracle): it never claims an answer alone.
+    assert "**Expected:** r02 answers the same way in every run of the same requests (at temperature 0" in text
+    assert ("**Actual:** sent again the same way, r02 answers in 3 different ways from token 0 on: "
+            "' u7892\\_1146 u7892\\_1086' against ' u7892\\_1446 u7892\\_144'") in text
+    assert "alone" not in text.split("### Reproduction")[0]
     assert "in 10/10 runs." in text
     # servefuzz's own reasoning is there, folded away below the outputs.
     folded = text.index("<details><summary>servefuzz's evidence</summary>")
-    assert text.index("margin 4.1500 &gt; threshold 0.0040") > folded > text.index("variant 1: ")
+    assert text.index("margin 4.1500 &gt; threshold 0.0040") > folded > text.index("variant 1 (with the other requests): ")
     assert "concurrent load" not in text
     assert "servefuzz serve-reference \\\n    --page-size 64" in text and "--fault page-boundary-prefix" in text
     assert "python3 repro.py --base-url http://127.0.0.1:30000 --runs 10" in text
@@ -44,7 +49,7 @@ def test_trace_outputs_triage_and_matches_say_what_the_finding_says() -> None:
     assert [r.split("|")[1].strip() for r in rows] == ["r01", "r02", "r03", "r04", "r05"]
     assert [r.split("|")[8].strip() for r in rows] == ["", "✓", "", "", ""]
     assert "cancelled after 30 ms" in rows[4] and "stream" in rows[3]
-    assert "variant 1: ' u7892_1146 u7892_1086'  (7/10)" in text
+    assert "variant 1 (with the other requests): ' u7892_1146 u7892_1086'  (7/10)" in text
     triage = {line.split("|")[1].strip(): line.split("|")[5].strip() for line in text.splitlines()
               if line.startswith("| ") and line.count("|") == 6}
     assert triage["no-radix"] == "cured (p = 0.004)" and triage["no-overlap"] == "still there (p = 1)"
@@ -109,8 +114,8 @@ def test_a_seeded_draw_is_not_called_temperature_0() -> None:
     specs = [dataclasses.replace(r, temperature=0.8, seed=7) if r.id == victim else r for r in finding.scenario.requests]
     sampled = dataclasses.replace(finding, scenario=finding.scenario.with_requests(specs))
     text = issue_markdown(sampled, [])
-    assert text.startswith("# \\[Bug\\] radix cache: a seeded request answers otherwise than alone")
-    assert "when sent alone to the idle server (with a fixed seed at temperature 0.8" in text
+    assert text.startswith("# \\[Bug\\] radix cache: a seeded request answers otherwise from run to run")
+    assert "every run of the same requests (with a fixed seed at temperature 0.8" in text
     assert "temperature-0" not in text
 
 
@@ -261,3 +266,25 @@ def test_a_writeup_gives_the_title_mechanism_versions_environment_and_traceback(
     assert "**Why** (read in the engine's source" in text and "\\`\\_bookkeeping\\_sync\\`" in text
     assert "The output of `python collect_env.py`" in text and "PyTorch version: 2.13.0+cpu" in text
     assert "RuntimeError: CPU Generator does not use offset" in text and "EngineDeadError" not in text
+
+
+def test_expected_is_the_answer_alone_even_when_the_wrong_one_is_commoner() -> None:
+    # Confirmation lists variants by count: the wrong answer (every loaded run) comes first and
+    # the answer alone second. Expected must be the one alone, each shown where the two part.
+    base = seed_like()
+    victim = base.expected_diverging[0]
+    shared = " the same long opening of both answers,"
+    loaded = Variant(0, (5, 6, 7), shared + " then the wrong one", 10, tuple(range(10)), "load")
+    alone = Variant(0, (5, 6, 8), shared + " then the right one", 1, (10,), "alone")
+    flip = dataclasses.replace(base.anomalies[0].divergences[0], position=2)
+    anomaly = dataclasses.replace(base.anomalies[0], oracle=Oracle.ISOLATION, variants=(loaded, alone),
+                                  divergences=(flip,))
+    assert base.confirmation is not None
+    finding = dataclasses.replace(base, anomalies=(anomaly,), confirmation=dataclasses.replace(
+        base.confirmation, variants={victim: (loaded, alone)}))
+    text = issue_markdown(finding, ())
+    assert "otherwise than alone when sent with 4 other requests" in text.splitlines()[0]
+    expected = next(line for line in text.splitlines() if line.startswith("**Expected (alone):**"))
+    actual = next(line for line in text.splitlines() if line.startswith("**Actual (with the other requests):**"))
+    assert expected.endswith("'...s, then the right one'.")
+    assert "'...s, then the wrong one' (token 2 is 7 where alone it is 8), in 10/10 runs." in actual

@@ -16,9 +16,11 @@ The version pins mirror the ones at the top of the setup script (a test keeps th
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import os
 import shutil
+import subprocess
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -26,6 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from servefuzz.engine_flags import flag_pairs, with_flags, without_flags  # the one argv rule, re-exported
+from servefuzz.engines import llamacpp
 from servefuzz.engines.registry import SPECS, spec_of
 from servefuzz.engines.spec import EngineSpec, Versions
 from servefuzz.errors import UsageError
@@ -74,6 +77,7 @@ __all__ = [
     "vllm_gpu_argv",
     "gguf_model",
     "hf_model_dir",
+    "fit_to_build",
     "llama_server_argv",
     "llama_server_preset_argv",
     "llama_server_binary",
@@ -297,7 +301,7 @@ def llama_server_argv(
     turns itself on and moves logprobs between batch sizes); `--metrics` and `--slots` mount the
     endpoints the adapter reads. One thread: the machines have two cores.
     """
-    return [
+    argv = [
         str(llama_server_binary(version)),
         "-m", str(gguf),
         "--host", "127.0.0.1", "--port", "{port}",
@@ -308,6 +312,31 @@ def llama_server_argv(
         "--no-webui",
         *extra,
     ]
+    return argv
+
+
+def fit_to_build(preset: str | None, version: str | None, argv: Sequence[str]) -> list[str]:
+    """`argv`, the preset's whole command line (profile flags included), as the build it starts
+    spells it: an older llama.cpp tree of the ladder lacks flags that only ask for what it does
+    anyway and spells `--lora-scaled` its own way (`llamacpp.fit_to`, read from the build's own
+    `--help`); every other preset and version as it is."""
+    if preset != "llama-server":
+        return list(argv)
+    version = version_of(preset, version or None)
+    if version is None or llamacpp.vendored_by(version) is None or not llama_server_built(version):
+        return list(argv)
+    return llamacpp.fit_to(argv, _help_of(str(llama_server_binary(version))))
+
+
+@functools.cache
+def _help_of(binary: str) -> str:
+    """What `binary --help` prints (empty when it cannot run: the launch then says why)."""
+    try:
+        done = subprocess.run([binary, "--help"], capture_output=True, text=True, timeout=60, check=False,
+                              stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+    return done.stdout + done.stderr
 
 
 def llama_server_preset_argv(gguf: Path, slots: int = 8, version: str = LLAMA_CPP_COMMIT) -> list[str]:

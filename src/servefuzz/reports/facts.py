@@ -60,6 +60,7 @@ __all__ = [
     "trace_rows",
     "TriageRow",
     "triage_rows",
+    "alone_and_loaded",
     "diverged_variants",
     "deciding_divergence",
     "server_death",
@@ -299,6 +300,21 @@ def diverged_variants(finding: Finding) -> dict[str, tuple[Variant, ...]]:
         if a.verdict.is_divergence and a.variants and a.request_id not in out:
             out[a.request_id] = a.variants
     return out
+
+
+def alone_and_loaded(variants: Sequence[Variant]) -> tuple[Variant | None, Variant | None]:
+    """The answer a request gave alone (its variant labelled "alone"; None when it was never
+    run alone, as when runs of one scenario disagree among themselves) and the most common
+    answer it gave otherwise. Confirmation lists variants by count, so the wrong answer often
+    comes first.
+
+    >>> load, alone = Variant(0, (1,), "x", 9, (0,), "load"), Variant(0, (2,), "y", 1, (1,), "alone")
+    >>> alone_and_loaded((load, alone)) == (alone, load)
+    True
+    """
+    alone = next((v for v in variants if v.label == "alone"), None)
+    others = sorted((v for v in variants if v is not alone), key=lambda v: -v.count)
+    return alone, (others[0] if others else None)
 
 
 def deciding_divergence(finding: Finding) -> Divergence | None:

@@ -126,7 +126,8 @@ def _outputs(finding: Finding) -> str:
         return f"<p>{_e(finding.headline.summary)}</p>{tail}"
     return "".join(
         f"<h3>{_e(rid)}</h3><pre>"
-        + "\n".join(f"variant {i}: {_e(v.preview(60))}  ({v.count})" for i, v in enumerate(vs, 1))
+        + "\n".join(f"variant {i}{_e(f' ({v.label})' if v.label else '')}: {_e(v.preview(60))}  ({v.count})"
+                    for i, v in enumerate(vs, 1))
         + "</pre>"
         for rid, vs in variants.items()
     )

@@ -38,6 +38,7 @@ from servefuzz.errors import UsageError
 from servefuzz.finding import Bisect, Finding
 from servefuzz.known_issues import Match, trigger_features
 from servefuzz.reports.facts import (
+    alone_and_loaded,
     deciding_divergence,
     diverged_variants,
     repro_command,
@@ -152,10 +153,18 @@ def _minimal_case(finding: Finding) -> str:
         who, after = "a LoRA request", "a request under another adapter"
     else:
         who, after = ("a seeded request" if victims and victims[0].seeded else "a request"), "another request"
+    # Against itself alone, or (never run alone) against its other runs of the same requests.
+    than = "from run to run" if _among_runs(finding) else "than alone"
     if len(finding.scenario.requests) == 2:
         relation = "at once with" if _spread(finding) <= BURST_GAP_MS else "after"
-        return f"{who} {relation} {after} answers otherwise than alone ({sent})"
-    return f"{who} answers otherwise than alone when sent with {len(others)} other requests ({sent})"
+        return f"{who} {relation} {after} answers otherwise {than} ({sent})"
+    return f"{who} answers otherwise {than} when sent with {len(others)} other requests ({sent})"
+
+
+def _among_runs(finding: Finding) -> bool:
+    """A divergence among runs of the same requests, never compared with a run alone."""
+    return finding.verdict.is_divergence and not any(
+        v.label == "alone" for vs in diverged_variants(finding).values() for v in vs)
 
 
 def _spread(finding: Finding) -> float:
@@ -249,10 +258,26 @@ def _expected_actual(finding: Finding) -> tuple[str, str]:
     if finding.verdict.is_divergence and ids:
         who = md(", ".join(ids))
         variants = diverged_variants(finding).get(ids[0], ())
+        solo, got = alone_and_loaded(variants)
         d = deciding_divergence(finding)
         at = f" from {md(d.unit)} {d.position} on" if d is not None else ""
-        alone = f": {md(variants[0].preview())}" if variants else ""
-        wrong = f": {md(variants[1].preview())}" if len(variants) > 1 else ""
+        if solo is None:
+            # Never run alone: the runs of the same requests disagree among themselves.
+            second = next((v for v in variants if v is not got), None)
+            shown = (f": {md(got.preview_against(second))} against {md(second.preview_against(got))}"
+                     if got is not None and second is not None else "")
+            return (f"{who} answers the same way in every run of the same requests ({_sampling(finding)}, so the "
+                    "answer is fixed).",
+                    f"sent again the same way, {who} answers in {len(variants)} different ways{at}{shown}{rate}.")
+        alone, wrong = f": {md(solo.preview())}", ""
+        if got is not None:
+            # Each shown where the two part: their openings are often the same text.
+            alone = f": {md(solo.preview_against(got))}"
+            wrong = f": {md(got.preview_against(solo))}"
+            if d is not None and d.unit == "token" and max(len(solo.token_ids), len(got.token_ids)) > d.position:
+                mine, theirs = (str(v.token_ids[d.position]) if len(v.token_ids) > d.position else "nothing"
+                                for v in (got, solo))
+                wrong += f" (token {d.position} is {mine} where alone it is {theirs})"
         return (f"{who} answers as it does when sent alone to the idle server ({_sampling(finding)}, so the "
                 f"answer is fixed){alone}.",
                 f"sent with the other request{'s' if len(finding.scenario.requests) > 2 else ''}, {who} answers "
@@ -266,7 +291,7 @@ def _plain(draft: _Draft) -> str:
     expected, actual = _expected_actual(f)
     name = spec_of(f.target.engine).version_name
     on = f" {md(name(f.target.version))}" if f.target.version else ""
-    alone, others = ("", "") if f.verdict.is_failure else (" (alone)", " (with the other requests)")
+    alone, others = ("", "") if f.verdict.is_failure or _among_runs(f) else (" (alone)", " (with the other requests)")
     lines = [f"On {md(f.target.engine)}{on}, {md(_arrival(f))} (the trace below), each run on a flushed cache.", "",
              f"**Expected{alone}:** {expected}", "", f"**Actual{others}:** {actual}"]
     if draft.writeup.mechanism:
@@ -428,12 +453,17 @@ def _trace(finding: Finding) -> str:
     return "The requests (`repro.py` sends exactly these):\n\n" + "\n".join(rows)
 
 
+# A variant's condition, as the expected-against-actual lines say it.
+_CONDITION = {"alone": "alone", "load": "with the other requests"}
+
+
 def _variant_lines(variants: Sequence[Variant]) -> str:
     total = {c: sum(v.count for v in variants if v.choice == c) for c in {v.choice for v in variants}}
     lines = []
     for i, v in enumerate(variants, 1):
         who = f"choice {v.choice} " if len(total) > 1 else ""
-        lines.append(f"{who}variant {i}: {v.preview()}  ({v.count}/{total[v.choice]})")
+        label = f" ({_CONDITION.get(v.label, v.label)})" if v.label else ""
+        lines.append(f"{who}variant {i}{label}: {v.preview()}  ({v.count}/{total[v.choice]})")
     return "\n".join(lines)
 
 
