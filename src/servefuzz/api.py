@@ -32,6 +32,7 @@ from servefuzz import bisection, engines, stats
 from servefuzz.bisector import bisect as bisect_versions
 from servefuzz.campaign import CampaignConfig, CampaignResult, CampaignState, run_campaign, run_campaign_on
 from servefuzz.covering import PairwiseCover
+from servefuzz.engines import presets
 from servefuzz.errors import UsageError
 from servefuzz.finding import BisectStep, Finding, TriageOutcome, load_finding
 from servefuzz.history import RunHistory
@@ -147,8 +148,7 @@ class FuzzOptions:
         if self.launch is not None:
             preset_version(self.launch)  # a version the preset cannot take, or not set up here
         if self.model is not None and preset_of(self.launch or "") in (None, "reference"):
-            raise UsageError("--model names the model a preset serves: use it with --launch vllm-cpu, llama-server, "
-                             "sglang-cpu, vllm-gpu or sglang-gpu")
+            raise UsageError(f"--model names the model a preset serves: use it with --launch {', '.join(presets.PLANS)}")
         if self.chosen_profile() is not None:
             # the preset has it (and, for spec-draft, a draft for --model), or one line
             engines.profile(preset_of(self.launch or "") or self.launch or "", self.chosen_profile() or "", model=self.model)
@@ -351,11 +351,7 @@ def _built_model(preset: str | None, model: Path | None) -> Path | None:
     engine, whose numerics are exact already."""
     if model is not None:
         return None
-    built = {"vllm-cpu": engines.hf_model_dir, "llama-server": engines.gguf_model,
-             "sglang-cpu": engines.hf_model_dir, "vllm-gpu": engines.hf_model_dir,
-             "sglang-gpu": engines.hf_model_dir}.get(preset_of(preset or "") or "")
-    path = None if built is None else built(None)
-    return path if path is not None and path.exists() else None
+    return presets.built_model(preset_of(preset or "") or "")
 
 
 def _finding(finding: Finding | str | Path) -> tuple[Finding, CampaignNoise | None]:

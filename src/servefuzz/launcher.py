@@ -34,6 +34,7 @@ from types import TracebackType
 from typing import Any
 
 from servefuzz import durable, engines
+from servefuzz.engines import presets
 from servefuzz.engines.reference import relaunch_argv
 from servefuzz.errors import LaunchError, UsageError
 from servefuzz.finding import TargetInfo, redact_argv
@@ -304,7 +305,8 @@ class ServerProcess:
 # -- what to launch ---------------------------------------------------------------------
 
 
-PRESETS = ("reference", "vllm-cpu", "llama-server", "sglang-cpu", "vllm-gpu", "sglang-gpu")
+# The embedded reference engine, then every engine's presets (engines/presets.py).
+PRESETS = ("reference", *presets.PLANS)
 # The presets that take `@VERSION` (the others install one version of their engine): those whose
 # engine spec lists versions (`engines.PRESET_VERSIONS`).
 VERSIONED_PRESETS = tuple(p for p in PRESETS if p in engines.PRESET_VERSIONS)
@@ -418,44 +420,10 @@ class Launch:
             if target is not None:
                 return cls.reference(target)
             return cls("reference", tuple(reference_argv(reference_flags)))
-        args = {} if target is None else target.server_args
-        if preset == "vllm-cpu":
-            version = engines.version_of(preset, version or None)
-            given = engines.hf_model_dir(model) if model is not None else None
-            if not engines.vllm_installed(version):
-                raise UsageError(f"vLLM CPU {version} is not installed under {engines.cache_dir()}: run "
-                                 f"{_install_hint(preset, version)}")
-            hf_dir = given or engines.hf_model_dir(None)
-            dtype = str(args.get("dtype") or engines.model_dtype(hf_dir))
-            page = target.page_size if target is not None and target.page_size else 32
-            argv = engines.vllm_argv(hf_dir, dtype, block_size=page, version=version)
-            return cls("vllm", tuple(argv), engines.vllm_env(), start_timeout_s=engines.VLLM_START_TIMEOUT_S,
-                       device="cpu")
-        if preset == "sglang-cpu":
-            version = engines.version_of(preset, version or None)
-            given = engines.hf_model_dir(model) if model is not None else None
-            if not engines.sglang_installed(version):
-                raise UsageError(f"SGLang CPU {version} is not installed under {engines.cache_dir()}: "
-                                 f"run {engines.SETUP_SCRIPT} sglang")
-            hf_dir = given or engines.hf_model_dir(None)
-            dtype = str(args.get("dtype") or engines.model_dtype(hf_dir))
-            page = target.page_size if target is not None and target.page_size else 1
-            argv = engines.sglang_argv(hf_dir, version, dtype=dtype, page_size=page)
-            interpreted = ("triton-interpreter",) if version in engines.SGLANG_INTERPRETED else ()
-            return cls("sglang", tuple(argv), engines.sglang_env(version), start_timeout_s=engines.SGLANG_START_TIMEOUT_S,
-                       device="cpu", standins=("sgl_kernel", *interpreted))
-        if preset is not None and preset in engines.GPU_VERSIONS:
-            return cls._gpu(preset, engines.version_of(preset, version or None), target, model)
-        if preset == "llama-server":
-            version = engines.version_of(preset, version or None)
-            gguf = engines.gguf_model(model) if model is not None else None
-            if not engines.llama_server_built(version):
-                raise UsageError(f"llama-server {version} is not built under {engines.cache_dir()}: run "
-                                 f"{_install_hint(preset, version)}")
-            slots = args.get("total_slots")
-            argv = engines.llama_server_preset_argv(gguf or engines.gguf_model(None),
-                                                    slots=int(slots) if isinstance(slots, int) else 8, version=version)
-            return cls("llamacpp", tuple(argv), device="cpu")
+        if preset is not None:
+            plan = presets.plan(preset, engines.version_of(preset, version or None), target, model)
+            return cls(plan.engine, plan.argv, plan.env, start_timeout_s=plan.start_timeout_s, device=plan.device,
+                       standins=plan.standins)
         try:
             argv = shlex.split(spec)
         except ValueError as e:
@@ -469,37 +437,11 @@ class Launch:
         # A user's server may take long to load its model; the dialect is detected when not given.
         return cls(engine or (target.engine if target is not None else ""), tuple(argv), start_timeout_s=600.0)
 
-    @classmethod
-    def _gpu(cls, preset: str, version: str, target: TargetInfo | None, model: Path | None) -> Launch:
-        """`vllm-gpu` / `sglang-gpu`: the engine scripts/gpu_run.sh unpacked on the GPU machine,
-        serving `model` (default: the tiny model in the cache) in bfloat16 unless the finding's
-        server ran another type."""
-        if not engines.gpu_installed(preset, version):
-            raise UsageError(f"{preset} {version} is not unpacked under {engines.cache_dir()}: on the GPU machine, "
-                             "scripts/gpu_run.sh does it from scripts/gpu_bundle.sh's bundle")
-        hf_dir = engines.hf_model_dir(model)
-        python, env = engines.gpu_python(preset, version), engines.gpu_env(preset, version)
-        page = target.page_size if target is not None and target.page_size else None
-        if preset == "vllm-gpu":
-            dtype = str((target.server_args.get("dtype") if target is not None else None) or "bfloat16")
-            argv = engines.vllm_gpu_argv(python, hf_dir, dtype if dtype != "auto" else "bfloat16", block_size=page or 16)
-            return cls("vllm", tuple(argv), env, start_timeout_s=engines.GPU_START_TIMEOUT_S, device="cuda")
-        argv = engines.sglang_gpu_argv(python, hf_dir, page_size=page or 1)
-        return cls("sglang", tuple(argv), env, start_timeout_s=engines.GPU_START_TIMEOUT_S, device="cuda")
-
     def with_changes(self, argv: Sequence[str], env: Mapping[str, str], target_opts: Mapping[str, Any]) -> Launch:
         """This launch with another command line, and more environment and adapter options."""
         return dataclasses.replace(
             self, argv=tuple(argv), env={**self.env, **env}, target_opts={**self.target_opts, **target_opts}
         )
-
-
-def _install_hint(preset: str, version: str) -> str:
-    """What installs `preset` at `version`: the setup script for its default, else
-    `servefuzz engines install`."""
-    if version == engines.PRESET_VERSIONS[preset].default:
-        return engines.SETUP_SCRIPT
-    return f"servefuzz engines install {preset}@{version}"
 
 
 def reference_flags(target: TargetInfo) -> list[str]:
