@@ -204,8 +204,25 @@ def _page_size_of(server_args: Mapping[str, Any]) -> int | None:
     return None
 
 
+class _Tally:
+    """Reproductions counted over attempts (a confirmation, a triage row, a bisection step): the
+    one way each prints its rate and interval. The records declare the two fields."""
+
+    reproduced: int
+    attempts: int
+
+    @property
+    def rate(self) -> str:
+        return f"{self.reproduced}/{self.attempts}"
+
+    @property
+    def interval(self) -> Rate:
+        """The rate with its Wilson interval (`str` prints "8/10 (80%, 95% CI 49-94%)")."""
+        return Rate(self.reproduced, self.attempts)
+
+
 @dataclass(frozen=True)
-class Confirmation:
+class Confirmation(_Tally):
     """How a finding held up under replay: reproduced in `reproduced` of `attempts` replays,
     the output variants of each diverging request with counts, which requests were expected
     to diverge and which stayed stable."""
@@ -224,14 +241,6 @@ class Confirmation:
     def __hash__(self) -> int:
         return hash((self.reproduced, self.attempts, self.expected, self.stable))
 
-    @property
-    def rate(self) -> str:
-        return f"{self.reproduced}/{self.attempts}"
-
-    @property
-    def interval(self) -> Rate:
-        """The rate with its Wilson interval (`str` prints "8/10 (80%, 95% CI 49-94%)")."""
-        return Rate(self.reproduced, self.attempts)
 
     @property
     def decision(self) -> str:
@@ -262,7 +271,7 @@ class Confirmation:
 
 
 @dataclass(frozen=True)
-class TriageOutcome:
+class TriageOutcome(_Tally):
     """One row of a triage matrix: the finding replayed on a server launched with one variant.
 
     `flags` and `env` are what the variant changed (the baseline row changes nothing);
@@ -287,13 +296,6 @@ class TriageOutcome:
     def __hash__(self) -> int:
         return hash((self.name, self.flags, self.component, self.reproduced, self.attempts, self.error))
 
-    @property
-    def rate(self) -> str:
-        return f"{self.reproduced}/{self.attempts}"
-
-    @property
-    def interval(self) -> Rate:
-        return Rate(self.reproduced, self.attempts)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -366,7 +368,7 @@ class Triage:
 
 
 @dataclass(frozen=True)
-class BisectStep:
+class BisectStep(_Tally):
     """One version a bisection tried: the finding replayed on a server of that version until the
     sequential test decided (`stats.decide`), and what that made the version: `outcome` "good"
     (not reproduced), "bad" (reproduced) or "undecided" (the test reached its cap, or the version
@@ -390,13 +392,6 @@ class BisectStep:
         if not 0 <= self.reproduced <= self.attempts:
             raise ValueError(f"{self.version}: reproduction {self.reproduced}/{self.attempts} is impossible")
 
-    @property
-    def rate(self) -> str:
-        return f"{self.reproduced}/{self.attempts}"
-
-    @property
-    def interval(self) -> Rate:
-        return Rate(self.reproduced, self.attempts)
 
     def to_json(self) -> dict[str, Any]:
         return {"version": self.version, "outcome": self.outcome, "rate": self.rate,
