@@ -508,8 +508,8 @@ def report(
     writeup: str | Path | None = None,
 ) -> ReportPaths:
     """Write repro.py, issue.md and report.html for the finding into `out`; issue.md takes a
-    person's `writeup` (a JSON file: title, mechanism, versions, environment, traceback), by
-    default `writeup.json` beside the finding file when there is one."""
+    person's `writeup` (a JSON file: title, mechanism, versions, version_output, environment,
+    traceback), by default `writeup.json` beside the finding file when there is one."""
     found = _finding(finding)[0]
     given = Path(writeup) if writeup is not None else None
     if given is None and isinstance(finding, str | Path) and (beside := Path(finding).with_name(WRITEUP_NAME)).is_file():

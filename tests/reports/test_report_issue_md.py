@@ -288,3 +288,29 @@ def test_expected_is_the_answer_alone_even_when_the_wrong_one_is_commoner() -> N
     actual = next(line for line in text.splitlines() if line.startswith("**Actual (with the other requests):**"))
     assert expected.endswith("'...s, then the right one'.")
     assert "'...s, then the wrong one' (token 2 is 7 where alone it is 8), in 10/10 runs." in actual
+
+
+def test_a_writeup_gives_llama_cpp_s_version_output_and_the_environment_verbatim_in_a_closed_fence() -> None:
+    from servefuzz.reports.issue_md import WriteUp
+
+    root = Path(__file__).parents[2] / "docs/findings"
+    lora = load_finding(root / "llamacpp-lora-base-after-adapter/finding_min_triaged.json")
+    version = "version: 0.6.0-dev (build 11434, commit unknown)\nbuilt with GNU 12.2.0 for Linux x86_64"
+    text = issue_markdown(lora, (), WriteUp(versions=("b11434: wrong in 10/10 runs",), version_output=version))
+    # Under "Name and Version", as the form asks (its --version), after the versions tested.
+    section = text.split("### Name and Version\n\n", 1)[1].split("\n### ", 1)[0]
+    assert section.startswith("- b11434: wrong in 10/10 runs\n\nThe output of `llama-server --version`:\n\n```text\n")
+    assert version in section
+    # Hostile output: a backtick run cannot close its fence, a closing tag stays text, no control survives.
+    hostile = "ok\n````\n</details><script>alert(1)</script>\x1b[31m red"
+    text = issue_markdown(lora, (), WriteUp(version_output=hostile))
+    section = text.split("### Name and Version\n\n", 1)[1].split("\n### ", 1)[0]
+    assert "\n`````text\nok\n````\n</details><script>alert(1)</script>\\x1b[31m red\n`````" in section
+    assert "\x1b" not in text
+    crash = load_finding(root / "vllm-cpu-seed-chunked-crash/finding.json")
+    text = issue_markdown(crash, (), WriteUp(environment=hostile))
+    section = text.split("### Your current environment\n\n", 1)[1].split("\n### ", 1)[0]
+    assert section.startswith("<details><summary>The output of `python collect_env.py`</summary>\n\n`````text\nok\n")
+    assert section.endswith("\\x1b[31m red\n`````\n\n</details>\n") and "\x1b" not in text
+    # llama.cpp's form has no environment field: there a write-up's environment is not shown.
+    assert "alert(1)" not in issue_markdown(lora, (), WriteUp(environment=hostile))

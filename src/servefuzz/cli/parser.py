@@ -227,8 +227,8 @@ def build_parser() -> UsageParser:
     o.add_argument("finding", type=Path, metavar="FINDING", help="a finding file (findings/finding_*.json)")
     o.add_argument("--out", type=Path, metavar="DIR", help="where to write (default: <FINDING without .json>-report)")
     o.add_argument("--writeup", type=Path, metavar="FILE",
-                   help="a person's words for issue.md: title, mechanism, versions tested, environment, traceback "
-                        "(JSON; default: writeup.json beside the finding, when there is one)")
+                   help="a person's words for issue.md: title, mechanism, versions tested, version output, environment, "
+                        "traceback (JSON; default: writeup.json beside the finding, when there is one)")
     o.add_argument("--histories", type=Path, metavar="FILE",
                    help="run histories for the timeline (default: the campaign's histories.jsonl, if there is one)")
 

@@ -447,6 +447,9 @@ BUG_FORM = BugForm(
             "forbids bug reports written by AI or by tools. servefuzz generated this draft from a finding file; "
             "whoever files it must check every claim, run the reproducer and write the report in their own words."),
     modules=("llama-server",),
+    # The form's "Name and Version": "Which version of our software is affected? (You can use
+    # `--version` to get a version string.)", its placeholder that command's output.
+    version_command="llama-server --version",
 )
 
 _UNTAGGED = re.compile(r"b1-([0-9a-f]{7,40})")

@@ -93,7 +93,8 @@ class BugForm:
     `reports.issue_md` function that writes it). `notice`: what the draft opens with (llama.cpp
     forbids machine-written bug reports: its drafts say they are material for a person to
     rewrite); `checklist`: the form's boxes, left for the person filing to tick; `modules`: the
-    modules its dropdown names; `environment_command`: what the form asks to run and paste."""
+    modules its dropdown names; `environment_command`: what the form asks to run and paste;
+    `version_command`: what its version field asks to run and paste."""
 
     source: str
     title_prefix: str
@@ -103,6 +104,7 @@ class BugForm:
     checklist: tuple[str, ...] = ()
     modules: tuple[str, ...] = ()
     environment_command: str = ""
+    version_command: str = ""
 
 
 # Engines without a form of their own (the reference engine, a generic OpenAI server): the seed

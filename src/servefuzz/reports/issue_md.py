@@ -9,9 +9,10 @@ ask for: it is material for a person to rewrite.
 The title names the component and the trigger of the *minimal* case, as the finding shows it
 (how many requests, one after the other or at once: "concurrent" is never claimed from the
 trace alone), unless a person's write-up gives one. Expected against actual is in plain words;
-the mechanism, the versions tested (named as the engine names them) and the environment
-(collect_env's output, or what servefuzz knows) come from the write-up where a person has
-them (`WriteUp`, `writeup.json` beside the finding); a crash shows its traceback whole;
+the mechanism, the versions tested (named as the engine names them, with what the engine's
+binaries say of themselves: `llama-server --version`) and the environment (collect_env's
+output, or what servefuzz knows) come from the write-up where a person has them (`WriteUp`,
+`writeup.json` beside the finding); a crash shows its traceback whole;
 servefuzz's own evidence (verdict, noise, controls, triage, catalogue) is folded away.
 
 Everything taken from the finding or the write-up is escaped by `servefuzz.sanitize`: table
@@ -63,12 +64,16 @@ class WriteUp:
     """What a person knows of a finding that its file cannot say: a `title` (the trigger of the
     minimal case in their words), the `mechanism` (paragraphs: where in the engine it goes
     wrong), the `versions` tested, newest included, each as the engine names it with its
-    outcome, the `environment` (collect_env's or check_env's output), a crash's whole
-    `traceback` where the finding file kept less, and `related` upstream threads in words."""
+    outcome, the `version_output` (what the engine's binaries say of their own build, as the
+    form's version field asks: `llama-server --version` for each build tested), the
+    `environment` (collect_env's or check_env's output), a crash's whole `traceback` where the
+    finding file kept less, and `related` upstream threads in words. Command outputs are shown
+    verbatim in a fence they cannot close, controls made visible."""
 
     title: str = ""
     mechanism: tuple[str, ...] = ()
     versions: tuple[str, ...] = ()
+    version_output: str = ""
     environment: str = ""
     traceback: str = ""
     related: tuple[str, ...] = ()
@@ -80,8 +85,8 @@ class WriteUp:
             return (str(value),) if isinstance(value, str) else tuple(str(v) for v in value)
 
         return cls(title=str(d.get("title") or ""), mechanism=texts("mechanism"), versions=texts("versions"),
-                   environment=str(d.get("environment") or ""), traceback=str(d.get("traceback") or ""),
-                   related=texts("related"))
+                   version_output=str(d.get("version_output") or ""), environment=str(d.get("environment") or ""),
+                   traceback=str(d.get("traceback") or ""), related=texts("related"))
 
 
 def load_writeup(path: Path) -> WriteUp:
@@ -199,14 +204,28 @@ def _sampling(finding: Finding) -> str:
 
 
 def _versions(draft: _Draft) -> str:
-    """The versions tested, newest included, as the engine names them."""
+    """The versions tested, newest included, as the engine names them, and what the engine's
+    binaries say of themselves (`BugForm.version_command`) where a person ran it."""
     t = draft.finding.target
     name = spec_of(t.engine).version_name
     lines = [f"- {md(v)}" for v in draft.writeup.versions]
     if not lines:
         lines = [f"- {md(name(t.version) if t.version else 'unknown')} (the finding's server; "
                  "not yet re-run on the newest release)"]
-    return "\n".join(lines)
+    text = "\n".join(lines)
+    if draft.writeup.version_output:
+        # A few lines, as the form's placeholder shows them: not folded away.
+        text += "\n\n" + _output(draft.form.version_command, draft.writeup.version_output, fold=False)
+    return text
+
+
+def _output(command: str, output: str, *, fold: bool = True) -> str:
+    """A command's output as a person pasted it, in a fence it cannot close; `fold`: in a
+    `<details>` block, for the long ones."""
+    asked = f" of {code(command)}" if command else ""
+    if not fold:
+        return f"The output{asked}:\n\n" + fence(output, "text")
+    return f"<details><summary>The output{asked}</summary>\n\n" + fence(output, "text") + "\n\n</details>"
 
 
 def _os(draft: _Draft) -> str:
@@ -398,9 +417,7 @@ def _environment(draft: _Draft) -> str:
     t = f.target
     name = spec_of(t.engine).version_name
     if draft.writeup.environment:
-        asked = f" of {code(draft.form.environment_command)}" if draft.form.environment_command else ""
-        return (f"<details><summary>The output{asked}</summary>\n\n" + fence(draft.writeup.environment, "text")
-                + "\n\n</details>")
+        return _output(draft.form.environment_command, draft.writeup.environment)
     lines = [f"- engine: {md(t.engine)}" + (f" {md(name(t.version))}" if t.version else ""),
              f"- device: {md(t.device or 'not recorded')}; OS: Linux",
              f"- KV page size: {t.page_size if t.page_size else 'unknown'}"]
