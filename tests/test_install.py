@@ -3,6 +3,8 @@ bad download ends (one line, exit 6, the folder never marked complete)."""
 
 from __future__ import annotations
 
+import io
+import tarfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -68,3 +70,45 @@ def test_engines_list_says_what_each_preset_takes(cache: Path, capsys: pytest.Ca
     out = capsys.readouterr().out
     assert "llama-server: 0c1e57098, 794fe23f2..b11434 (283 on the ladder); installed: b11434" in out
     assert "sglang-cpu: 0.5.23, 0.5.10.post1; installed: none" in out
+
+
+def _vendoring_sdist(path: Path, head: str) -> Path:
+    """A llama-cpp-python-shaped sdist: the vendored tree, its `.git` link and the submodule's HEAD."""
+    top = "llama_cpp_python-0.3.16"
+    files = {f"{top}/vendor/llama.cpp/CMakeLists.txt": b"project(llama.cpp)\n",
+             f"{top}/vendor/llama.cpp/.git": b"gitdir: ../../.git/modules/vendor/llama.cpp\n",
+             f"{top}/.git/modules/vendor/llama.cpp/HEAD": head.encode() + b"\n",
+             f"{top}/llama_cpp/__init__.py": b""}
+    with tarfile.open(path, "w:gz") as tar:
+        for name, data in files.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    return path
+
+
+def test_an_older_tree_is_unpacked_with_its_git_dir_and_checked_to_be_its_commit(tmp_path: Path) -> None:
+    good = _vendoring_sdist(tmp_path / "good.tar.gz", "4227c9be4268ac844921b90f31595f81236bd317")
+    tree = install._unpack_vendored(good, tmp_path / "a", "4227c9be4")
+    assert (tree / "CMakeLists.txt").is_file() and (tree / ".git").is_file()
+    assert (tree / ".." / ".." / ".git" / "modules" / "vendor" / "llama.cpp" / "HEAD").is_file()  # the link holds
+    assert not (tmp_path / "a" / "llama_cpp_python-0.3.16" / "llama_cpp").exists()  # the Python package is not needed
+    other = _vendoring_sdist(tmp_path / "other.tar.gz", "49bfddeca18e62fa3d39114a23e9fcbdf8a22388")
+    with pytest.raises(InstallError, match="vendors llama.cpp 49bfddeca18e.*, not 4227c9be4"):
+        install._unpack_vendored(other, tmp_path / "b", "4227c9be4")
+
+
+def test_an_older_tree_is_downloaded_from_the_sdist_that_vendors_it(
+    cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    asked: list[str] = []
+
+    def fake_run(argv: Sequence[str], log: Path, what: str, **kw: Mapping[str, str] | Path | bool | None) -> None:
+        asked.extend(argv)
+        (Path(argv[argv.index("-d") + 1]) / "llama_cpp_python-0.3.16.tar.gz").write_bytes(b"not the sdist")
+
+    monkeypatch.setattr(install, "_run", fake_run)
+    monkeypatch.setattr(install.shutil, "which", lambda tool: f"/usr/bin/{tool}")
+    with pytest.raises(InstallError, match="but servefuzz pins 34ed0f9bd943"):
+        install.install("llama-server@4227c9be4")
+    assert "llama-cpp-python==0.3.16" in asked and asked[asked.index("--no-binary") + 1] == "llama-cpp-python"
