@@ -20,7 +20,7 @@ product's verdicts are only worth anything if they never guess.
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,6 +30,7 @@ __all__ = [
     "Verdict",
     "Oracle",
     "Variant",
+    "previews",
     "FlipSide",
     "Divergence",
     "Anomaly",
@@ -168,7 +169,7 @@ class Variant:
         at = first_difference(self.text, other.text)
         if at is None or not self.text:
             return self.preview(width)
-        start = max(0, at - 12)
+        start = max(0, at - min(12, width // 3))  # a little of what they share, the rest this one's own
         return _quote(("..." if start else "") + self.text[start:start + width]
                       + ("..." if len(self.text) > start + width else ""))
 
@@ -192,6 +193,24 @@ class Variant:
             runs=tuple(int(r) for r in d["runs"]),
             label=str(d.get("label", "")),
         )
+
+
+def previews(variants: Sequence[Variant], width: int = 36) -> list[str]:
+    """Each variant's preview, one per variant in order: their openings, or, where two of those
+    would read the same, each one from where it parts from the first (the first from where it
+    parts from the second).
+
+    >>> a = Variant(0, (1, 2), "one long shared opening, then a", 3, (0,))
+    >>> b = Variant(0, (1, 3), "one long shared opening, then b", 1, (1,))
+    >>> previews([a, b], width=18)
+    ["'... then a'", "'... then b'"]
+    >>> previews([Variant(0, (1,), "yes", 1, (0,)), Variant(0, (2,), "no", 1, (1,))])
+    ["'yes'", "'no'"]
+    """
+    plain = [v.preview(width) for v in variants]
+    if len(set(plain)) == len(plain) or len(variants) < 2:
+        return plain
+    return [v.preview_against(variants[1 if i == 0 else 0], width) for i, v in enumerate(variants)]
 
 
 @dataclass(frozen=True)

@@ -32,7 +32,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from servefuzz import stats
-from servefuzz.anomaly import Anomaly, Variant, Verdict, deciding
+from servefuzz.anomaly import Anomaly, Variant, Verdict, deciding, previews
 from servefuzz.finding import Confirmation, Finding
 from servefuzz.oracles import brief
 from servefuzz.oracles.judge import Judgement
@@ -177,7 +177,8 @@ def _variant_lines(variants: Sequence[Variant]) -> list[str]:
         of_choice = [v for v in variants if v.choice == choice]
         total = sum(v.count for v in of_choice)
         prefix = f"choice {choice} " if len(choices) > 1 or choice else ""
-        lines += [f"      {prefix}variant {i}: {v.preview()}  ({v.count}/{total})" for i, v in enumerate(of_choice, 1)]
+        lines += [f"      {prefix}variant {i}: {shown}  ({v.count}/{total})"
+                  for i, (v, shown) in enumerate(zip(of_choice, previews(of_choice), strict=True), 1)]
     return lines
 
 
@@ -195,5 +196,5 @@ def render_confirmation(c: Confirmation) -> list[str]:
     for rid, variants in c.variants.items():
         total = sum(v.count for v in variants)
         lines.append(f"  {visible(rid)}: {len(variants)} variant{'s' if len(variants) != 1 else ''}")
-        lines += [f"    {visible(v.preview())}  ({v.count}/{total})" for v in variants]
+        lines += [f"    {visible(shown)}  ({v.count}/{total})" for v, shown in zip(variants, previews(variants), strict=True)]
     return lines

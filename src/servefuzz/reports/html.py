@@ -19,6 +19,7 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from servefuzz.anomaly import previews
 from servefuzz.finding import Bisect, Finding
 from servefuzz.history import RunHistory
 from servefuzz.known_issues import Match, trigger_features
@@ -126,8 +127,8 @@ def _outputs(finding: Finding) -> str:
         return f"<p>{_e(finding.headline.summary)}</p>{tail}"
     return "".join(
         f"<h3>{_e(rid)}</h3><pre>"
-        + "\n".join(f"variant {i}{_e(f' ({v.label})' if v.label else '')}: {_e(v.preview(60))}  ({v.count})"
-                    for i, v in enumerate(vs, 1))
+        + "\n".join(f"variant {i}{_e(f' ({v.label})' if v.label else '')}: {_e(shown)}  ({v.count})"
+                    for i, (v, shown) in enumerate(zip(vs, previews(vs, 60), strict=True), 1))
         + "</pre>"
         for rid, vs in variants.items()
     )

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from servefuzz._version import __version__
-from servefuzz.anomaly import Variant
+from servefuzz.anomaly import Variant, previews
 from servefuzz.engines.registry import spec_of
 from servefuzz.engines.spec import BugForm
 from servefuzz.errors import UsageError
@@ -477,10 +477,10 @@ _CONDITION = {"alone": "alone", "load": "with the other requests"}
 def _variant_lines(variants: Sequence[Variant]) -> str:
     total = {c: sum(v.count for v in variants if v.choice == c) for c in {v.choice for v in variants}}
     lines = []
-    for i, v in enumerate(variants, 1):
+    for i, (v, shown) in enumerate(zip(variants, previews(variants), strict=True), 1):
         who = f"choice {v.choice} " if len(total) > 1 else ""
         label = f" ({_CONDITION.get(v.label, v.label)})" if v.label else ""
-        lines.append(f"{who}variant {i}{label}: {v.preview()}  ({v.count}/{total[v.choice]})")
+        lines.append(f"{who}variant {i}{label}: {shown}  ({v.count}/{total[v.choice]})")
     return "\n".join(lines)
 
 
