@@ -310,7 +310,9 @@ def _plain(draft: _Draft) -> str:
     expected, actual = _expected_actual(f)
     name = spec_of(f.target.engine).version_name
     on = f" {md(name(f.target.version))}" if f.target.version else ""
-    alone, others = ("", "") if f.verdict.is_failure or _among_runs(f) else (" (alone)", " (with the other requests)")
+    # "(alone)" only where the expected answer is the request's own answer alone.
+    compared = f.verdict.is_divergence and not _among_runs(f)
+    alone, others = (" (alone)", " (with the other requests)") if compared else ("", "")
     lines = [f"On {md(f.target.engine)}{on}, {md(_arrival(f))} (the trace below), each run on a flushed cache.", "",
              f"**Expected{alone}:** {expected}", "", f"**Actual{others}:** {actual}"]
     if draft.writeup.mechanism:
