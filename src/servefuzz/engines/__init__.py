@@ -301,7 +301,7 @@ def llama_server_argv(
     turns itself on and moves logprobs between batch sizes); `--metrics` and `--slots` mount the
     endpoints the adapter reads. One thread: the machines have two cores.
     """
-    argv = [
+    return [
         str(llama_server_binary(version)),
         "-m", str(gguf),
         "--host", "127.0.0.1", "--port", "{port}",
@@ -312,7 +312,6 @@ def llama_server_argv(
         "--no-webui",
         *extra,
     ]
-    return argv
 
 
 def fit_to_build(preset: str | None, version: str | None, argv: Sequence[str]) -> list[str]:
