@@ -43,8 +43,9 @@ from typing import Any
 
 from servefuzz import engines
 from servefuzz.campaign import CampaignConfig, CampaignResult, run_campaign
+from servefuzz.engines import presets
 from servefuzz.finding import Finding
-from servefuzz.launcher import Launch, preset_of
+from servefuzz.launcher import Launch, preset_of, preset_version
 from servefuzz.runner import RunConfig
 from servefuzz.strategies import DEFAULT_MIX, Strategy, TargetShape, get_strategies
 from servefuzz.traces import TraceRow, trace_scenarios
@@ -73,14 +74,9 @@ class RealBug:
     needs: str = ""
 
     def installed(self) -> bool:
-        preset = preset_of(self.launch) or self.launch
-        if preset == "llama-server":
-            return engines.llama_server_built()
-        if preset == "vllm-cpu":
-            return engines.vllm_installed()
-        if preset == "sglang-cpu":
-            return engines.sglang_installed(engines.sglang_version(self.launch.partition("@")[2] or None))
-        return False
+        """Whether the bug's engine, at its version, is installed here."""
+        preset, version = preset_version(self.launch)
+        return preset is not None and engines.installed(preset, version or None)
 
 
 BUGS: dict[str, RealBug] = {b.name: b for b in (
@@ -175,8 +171,12 @@ def run_one(arm: str, bug: RealBug, seed: int, cap_s: float, workdir: Path) -> d
     launch = Launch.resolve(bug.launch, profile=bug.profile)
     aims = () if bug.profile is None else engines.profile(preset, bug.profile).aims
     out = workdir / f"{bug.name}-{arm}-{seed}"
+    # What `servefuzz fuzz --launch` gives a campaign: the launch (the deterministic control) and
+    # the model servefuzz built (the truth control). Without the truth model a reproduced flip no
+    # leak backs stays `suspected-corruption`, and no arm could find a corruption bug.
     config = CampaignConfig(out_dir=out, seed=seed, time_budget_s=cap_s, stop_at_first=True,
-                            stop_verdicts=(bug.verdict,), greybox=greybox, coverage=coverage, aims=aims, launch=launch)
+                            stop_verdicts=(bug.verdict,), greybox=greybox, coverage=coverage, aims=aims, launch=launch,
+                            truth_model=presets.built_model(preset))
 
     async def go() -> CampaignResult:
         async with LaunchedServer(launch, out, config=RunConfig()) as server:

@@ -11,7 +11,7 @@ across runs), the 2048-token prompts cut to 2000 so that prompt and answer fit i
 context (SGLang refuses a prompt and max_tokens that reach the context, and 2015 tokens came back
 with 31 of 32: measured), and no deterministic mode (SGLang refuses it on the CPU). The page size is the
 report's block size, 64, unless `--page-size` says otherwise (0.5.10.post1's paged allocator
-runs under Triton's interpreter there: engines.SGLANG_INTERPRETED). Replays go through
+runs under Triton's interpreter there: engines.sglang.INTERPRETED). Replays go through
 `servefuzz.api.replay`: each run on a flushed cache, judged by the one reproduction rule, r02
 expected to diverge. Prints the replay report.
 """

@@ -92,7 +92,7 @@ setup_python() {
 }
 
 # An engine bundle's site/ into the engine cache, where the `vllm-gpu` / `sglang-gpu` presets
-# look (servefuzz.engines.gpu_installed), with the interpreter it was built for; the bundled
+# look (servefuzz.engines.installed), with the interpreter it was built for; the bundled
 # model where the presets' default model lives, as `servefuzz model build --seed 0` made it
 # (so the truth control knows it is servefuzz's own). Once per machine: the cache outlives a call.
 unpack_engines() {
@@ -165,7 +165,8 @@ drive() {
 import asyncio, dataclasses, json, os, shlex, signal, subprocess, sys, threading, time
 from pathlib import Path
 
-from servefuzz.engines import llama_server_argv
+from servefuzz import engines
+from servefuzz.engines.llamacpp import server_argv
 from servefuzz.finding import Finding, Triage, TriageOutcome, load_finding
 from servefuzz.history import RunHistory, read_history_jsonl, write_history_jsonl
 from servefuzz.launcher import ServerProcess
@@ -176,7 +177,7 @@ from servefuzz.targets import make_target
 
 GGUF, RESULTS, ROOT = Path(os.environ["GGUF"]), Path(os.environ["RESULTS"]), Path(os.environ["ROOT"])
 SLOTS, RUNS = int(os.environ.get("SLOTS", "8")), int(os.environ.get("REPLAY_RUNS", "10"))
-# Flags on top of servefuzz.engines.llama_server_argv, which sets `-fa off -ctk f32 -ctv f32`;
+# Flags on top of servefuzz.engines.llamacpp.server_argv, which sets `-fa off -ctk f32 -ctv f32`;
 # llama.cpp reads its flags in order, so a later one wins.
 PROFILES = {
     "exact": (),  # servefuzz's most reproducible setting: no flash attention, f32 KV cache
@@ -187,7 +188,7 @@ PROFILES = {
 def server(profile: str, log: Path, *, slots: int = SLOTS, flags=(), env=None) -> ServerProcess:
     (RESULTS / "slots").mkdir(exist_ok=True)  # the slot erase that flushes the cache needs it
     extra = ("-ngl", "99", "--slot-save-path", str(RESULTS / "slots"), "--cache-ram", "0", *PROFILES[profile], *flags)
-    argv = llama_server_argv(GGUF, slots=slots, ctx=8192, threads=4, extra=extra)
+    argv = server_argv(engines.program("llama-server"), GGUF, slots=slots, ctx=8192, threads=4, extra=extra)
     return ServerProcess(argv, log_path=log, env=env, start_timeout_s=120)
 
 
@@ -393,7 +394,7 @@ def launch_command() -> str:
     worker starts its own."""
     (RESULTS / "slots").mkdir(exist_ok=True)  # the slot erase writes nothing there: shared is fine
     extra = ("-ngl", "99", "--slot-save-path", str(RESULTS / "slots"), "--cache-ram", "0", *PROFILES["exact"])
-    return shlex.join(llama_server_argv(GGUF, slots=SLOTS, ctx=8192, threads=4, extra=extra))
+    return shlex.join(server_argv(engines.program("llama-server"), GGUF, slots=SLOTS, ctx=8192, threads=4, extra=extra))
 
 
 def nvidia_smi(*query: str) -> list[list[str]]:

@@ -80,7 +80,7 @@ class Server:
         self.slot_dir = log.parent / "slots"
         self.slot_dir.mkdir(parents=True, exist_ok=True)
         self.slots = slots
-        # servefuzz.engines.llama_server_argv plus scripts/gpu_run.sh's flags (profile `exact`);
+        # servefuzz.engines.llamacpp.server_argv plus scripts/gpu_run.sh's flags (profile `exact`);
         # llama.cpp reads its flags in order, so a row's flags (appended) win.
         self.argv = [
             binary, "-m", gguf, "--host", "127.0.0.1", "--port", str(self.port),

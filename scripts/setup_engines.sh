@@ -5,7 +5,7 @@
 #   $SERVEFUZZ_CACHE/sglang-cpu-<version>/venv      SGLang on CPU torch in its own venv, per version
 # (SERVEFUZZ_CACHE defaults to ~/.cache/servefuzz.) Each step writes a `.complete` marker when it
 # has finished; a finished step is skipped, a half-finished one (no marker) is wiped and redone.
-# The pins below are mirrored in src/servefuzz/engines/__init__.py (a test checks that they agree).
+# The pins below are mirrored in the engines' modules (src/servefuzz/engines/) (a test checks that they agree).
 set -euo pipefail
 
 VLLM_VERSION=0.32.0

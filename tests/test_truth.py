@@ -21,6 +21,7 @@ pytest.importorskip("tokenizers")
 pytest.importorskip("safetensors")
 
 from servefuzz import engines  # noqa: E402
+from servefuzz.engines import llamacpp as llamacpp_engine
 from servefuzz.errors import UsageError  # noqa: E402
 from servefuzz.launcher import ServerProcess  # noqa: E402
 from servefuzz.models import ModelPaths, build_models  # noqa: E402
@@ -159,10 +160,11 @@ def test_bad_input_is_a_usage_error(truth: Truth, tmp_path: Path) -> None:
 
 @pytest.fixture(scope="module")
 def llama_server(models: ModelPaths, tmp_path_factory: pytest.TempPathFactory):
-    if not engines.llama_server_built():
+    if not engines.installed("llama-server"):
         pytest.skip(f"llama-server is not built under {engines.cache_dir()}: run {engines.SETUP_SCRIPT}")
     tmp = tmp_path_factory.mktemp("truth-llama")
-    srv = ServerProcess(engines.llama_server_argv(models.gguf, slots=1, ctx=2048, extra=["--cache-ram", "0"]),
+    srv = ServerProcess(llamacpp_engine.server_argv(engines.program("llama-server"),
+                                                   models.gguf, slots=1, ctx=2048, extra=["--cache-ram", "0"]),
                         log_path=tmp / "server.log", start_timeout_s=60)
     srv.start()
     try:

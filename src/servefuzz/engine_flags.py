@@ -53,6 +53,7 @@ __all__ = [
     "with_flags",
     "without_flags",
     "fault_name",
+    "path_word",
     "env_name",
     "show",
     "typed_value",
@@ -341,6 +342,18 @@ def flag_argv(table: Sequence[Flag], server_args: Mapping[str, Any]) -> list[str
     if checked.refused:
         raise UsageError(f"{checked.why()}; refusing to launch with it")
     return [w for flag, value in checked.values for w in flag.words(value, joined=True)]
+
+
+def path_word(value: Any, placeholder: str) -> str:
+    """A recorded path as a command-line word when it checks as one, else `placeholder`.
+
+    >>> path_word("/m/tiny.gguf", "MODEL"), path_word("--host=0.0.0.0", "MODEL"), path_word(None, "MODEL")
+    ('/m/tiny.gguf', 'MODEL', 'MODEL')
+    """
+    try:
+        return str(Flag("path", "-m", Kind.PATH).check(value) or placeholder)
+    except ValueError:
+        return placeholder
 
 
 def fault_name(name: Any) -> str:

@@ -82,7 +82,7 @@ _SECRET = re.compile(
 
 # What ran in place of the engine's own machinery (a finding file names only these; anything else
 # is dropped): servefuzz's stand-in `sgl_kernel`, and Triton's interpreter running SGLang's own
-# kernels on a CPU (engines.SGLANG_INTERPRETED).
+# kernels on a CPU (engines.sglang.INTERPRETED).
 KNOWN_STANDINS = frozenset({"sgl_kernel", "triton-interpreter"})
 # What a launch preset's server computes on (`launcher.Launch.device`).
 DEVICES = frozenset({"cpu", "cuda"})

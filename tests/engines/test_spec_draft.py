@@ -44,7 +44,7 @@ def _complete(url: str, prompt: tuple[int, ...]) -> dict[str, Any]:
 def test_the_draft_is_lossless_at_temperature_0_and_its_drafts_are_both_kept_and_thrown_away(
     tiny_models: ModelPaths, llama_server: ServerProcess, tmp_path: Path
 ) -> None:
-    if not engines.llama_server_built():
+    if not engines.installed("llama-server"):
         pytest.skip(f"llama-server is not built under {engines.cache_dir()}: run {engines.SETUP_SCRIPT}")
     launch = Launch.resolve("llama-server", None, model=tiny_models.gguf, profile="spec-draft")
     assert launch.profile is not None and launch.profile.name == "spec-draft"

@@ -14,10 +14,10 @@ from servefuzz.trial import Replayer
 
 @pytest.mark.parametrize("tag", ["b11434", "b9093"])
 def test_a_release_tag_serves_the_preset_and_reports_its_build(tag: str) -> None:
-    if not engines.llama_server_built(tag):
+    if not engines.installed("llama-server", tag):
         pytest.skip(f"llama-server {tag} is not built: servefuzz engines install llama-server@{tag}")
     launch = Launch.resolve(f"llama-server@{tag}")
-    assert launch.argv[0] == str(engines.llama_server_binary(tag))
+    assert launch.argv[0] == str(engines.program("llama-server", tag))
     with Replayer(launch) as bench:
         assert bench.info.version is not None
         assert bench.info.version.startswith(f"b{llamacpp.build_number(tag)}-")

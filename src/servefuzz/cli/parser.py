@@ -13,7 +13,8 @@ from pathlib import Path
 
 from servefuzz._version import __version__
 from servefuzz.api import EMBEDDED_FAULT, EMBEDDED_TIME_S, REMOTE_TIME_S
-from servefuzz.engines import PROFILES
+from servefuzz.engines import PRESETS as ENGINE_PRESETS
+from servefuzz.engines import PROFILES, SPECS, preset_spec
 from servefuzz.errors import UsageError
 from servefuzz.launcher import PRESETS, VERSIONED_PRESETS
 from servefuzz.models import DTYPES
@@ -39,6 +40,18 @@ class UsageParser(argparse.ArgumentParser):
 
 # The presets as --launch takes them; sglang-cpu also at a version set up here (sglang-cpu@0.5.10.post1).
 _PRESETS = ", ".join(f"{p}[@VERSION]" if p in VERSIONED_PRESETS else p for p in PRESETS)
+# The dialects --engine takes and what --model names for each preset, from the engine specs.
+_DIALECTS = ", ".join(SPECS)
+
+
+def _model_help() -> str:
+    by_format: dict[str, list[str]] = {}
+    for name, preset in ENGINE_PRESETS.items():
+        spec = preset_spec(name)
+        if spec is not None and spec.model_format and preset.device == "cpu":
+            by_format.setdefault(spec.model_format, []).append(name)
+    words = {"hf": "the HF folder", "gguf": "GGUF"}
+    return " or ".join(f"{words.get(fmt, fmt)} ({', '.join(names)})" for fmt, names in by_format.items())
 
 
 def _profile_names() -> str:
@@ -83,9 +96,8 @@ def _server(p: argparse.ArgumentParser, *, url_required: bool = False, url_flag:
     where.add_argument(url_flag, dest="url", metavar="URL", help="a running server, e.g. http://127.0.0.1:30000")
     where.add_argument("--launch", metavar="PRESET",
                        help=f"start the server and own it: {_PRESETS}, or your command with {{port}}")
-    p.add_argument("--engine", help="dialect: sglang, vllm, llamacpp, openai, reference (default: the finding's)")
-    p.add_argument("--model", type=Path, metavar="PATH",
-                   help="with a --launch preset: the HF folder (vllm-cpu, sglang-cpu) or GGUF (llama-server) to serve")
+    p.add_argument("--engine", help=f"dialect: {_DIALECTS} (default: the finding's)")
+    p.add_argument("--model", type=Path, metavar="PATH", help=f"with a --launch preset: {_model_help()} to serve")
     _auth(p)
 
 
@@ -97,12 +109,12 @@ def _fuzz_flags(f: argparse.ArgumentParser) -> None:
                        help=f"start the server and own it (restarted after a crash): {_PRESETS}, "
                             "or your own command with {port}, e.g. \"llama-server -m m.gguf --port {port}\"")
     f.add_argument("--model", type=Path, metavar="PATH",
-                   help="with a --launch preset: the HF folder (vllm-cpu, sglang-cpu) or GGUF (llama-server) to serve "
+                   help=f"with a --launch preset: {_model_help()} to serve "
                         "(default: tiny models servefuzz builds into its cache)")
     f.add_argument("--profile", metavar="NAME",
                    help="with a --launch preset: run it under a feature profile "
                         f"({_profile_names()}; docs/engines.md); recorded in findings, varied by triage")
-    f.add_argument("--engine", help="dialect: sglang, vllm, llamacpp, openai, reference (default: detected)")
+    f.add_argument("--engine", help=f"dialect: {_DIALECTS} (default: detected)")
     f.add_argument("--fault", action="append", metavar="NAME",
                    help=f"reference engine only: plant this zoo fault (repeatable; 'none' for a clean engine; "
                         f"default without a target: {EMBEDDED_FAULT})")

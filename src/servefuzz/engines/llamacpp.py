@@ -1,15 +1,34 @@
-"""llama.cpp's llama-server: `/completion`, slots, a GBNF grammar, LoRA by id."""
+"""llama.cpp's llama-server: `/completion`, slots, a GBNF grammar, LoRA by id; its preset
+`llama-server` (built from source here, one tree per version of the bisect ladder).
+
+    >>> argv = server_argv("llama-server", Path("models/tiny.gguf"), slots=4)
+    >>> argv[argv.index("-np") + 1], "{port}" in argv
+    ('4', True)
+"""
 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from pathlib import Path
 
-from servefuzz.engine_flags import Flag, FlagVariant, Kind, variant
-from servefuzz.engines.spec import BugForm, Deterministic, EngineSpec, Versions
+from servefuzz.engine_flags import Flag, FlagVariant, Kind, check_flags, path_word, variant, with_flags, without_flags
+from servefuzz.engines.spec import (
+    BugForm,
+    Built,
+    CommandInputs,
+    Deterministic,
+    EngineSpec,
+    LaunchInputs,
+    Plan,
+    Preset,
+    Profile,
+    Versions,
+)
 
-__all__ = ["BUG_FORM", "CMAKE_FLAGS", "COMMIT", "FLAGS", "LADDER", "ONE_SLOT", "SOURCE_PACKAGE", "SPEC", "TRIAGE",
-           "VENDORED", "VENDOR_PACKAGE", "VERSIONS", "build_number", "fit_to", "vendored_by", "version_name"]
+__all__ = ["BUG_FORM", "CMAKE_FLAGS", "COMMIT", "FLAGS", "LADDER", "ONE_SLOT", "PRESET", "SOURCE_PACKAGE", "SPEC",
+           "TRIAGE", "VENDORED", "VENDOR_PACKAGE", "VERSIONS", "adapter_flags", "build_number", "fit_to", "preset_argv",
+           "server_argv", "vendored_by", "version_name"]
 
 # The llama.cpp that scripts/setup_engines.sh builds: upstream vendored in llama-cpp-python 0.3.36
 # (its sdist keeps the submodule's commit), what `--launch llama-server` alone starts.
@@ -468,6 +487,141 @@ def version_name(version: str) -> str:
     tag, sep, _ = version.partition("-")
     return f"{tag} ({version})" if sep and tag.startswith("b") and tag[1:].isdigit() else version
 
+def server_argv(
+    binary: str,
+    gguf: Path,
+    *,
+    slots: int = 8,
+    ctx: int = 8192,
+    threads: int = 1,
+    extra: Sequence[str] = (),
+) -> list[str]:
+    """llama.cpp's server (`binary`, a build of one version) on 127.0.0.1:{port} with `slots`
+    parallel sequences sharing `ctx`.
+
+    `-fa off -ctk f32 -ctv f32` make it as reproducible as llama.cpp gets on CPU (flash attention
+    turns itself on and moves logprobs between batch sizes); `--metrics` and `--slots` mount the
+    endpoints the adapter reads. One thread: the machines have two cores.
+    """
+    return [
+        binary,
+        "-m", str(gguf),
+        "--host", "127.0.0.1", "--port", "{port}",
+        "-np", str(slots), "-c", str(ctx),
+        "--cont-batching", "--cache-prompt", "--metrics", "--slots",
+        "-fa", "off", "-ctk", "f32", "-ctv", "f32",
+        "-t", str(threads), "-tb", str(threads),
+        "--no-webui",
+        *extra,
+    ]
+
+
+def preset_argv(binary: str, gguf: Path, slots: int = 8, save_path: str = "/tmp") -> list[str]:
+    """The `--launch llama-server` preset: `server_argv` plus what servefuzz needs of it.
+
+    `--slot-save-path` mounts the slot erase that flushes (erasing writes nothing there);
+    `--cache-ram 0` keeps no copy of an erased prompt to restore.
+    """
+    return server_argv(binary, gguf, slots=slots, extra=["--slot-save-path", save_path, "--cache-ram", "0"])
+
+
+def adapter_flags(adapters: Sequence[tuple[str, Path]]) -> tuple[str, ...]:
+    """`--lora-scaled FILE:0,...` loads each of servefuzz's adapters (name, GGUF) at scale 0, so
+    a request that names no adapter runs the base model (`--lora` loads at scale 1 and
+    `--lora-init-without-apply` does not change what the server's slots apply at this commit,
+    docs/engines.md); the adapter's name is its file's stem, as `/lora-adapters` lists the path."""
+    return ("--lora-scaled", ",".join(f"{path}:0" for _, path in adapters))
+
+
+def _fit(version: str, argv: Sequence[str], help_text: Callable[[], str]) -> list[str]:
+    """An older tree of the ladder's spelling of `argv` (`fit_to`, read from its `--help`);
+    every other version's as it is."""
+    return list(argv) if vendored_by(version) is None else fit_to(argv, help_text())
+
+
+def _plan(inputs: LaunchInputs) -> Plan:
+    slots = inputs.server_args.get("total_slots")
+    argv = preset_argv(inputs.program, inputs.model, slots=slots if isinstance(slots, int) else 8,
+                       save_path=inputs.scratch)
+    return Plan("llamacpp", tuple(argv))
+
+
+def _command(c: CommandInputs) -> Built:
+    checked = check_flags(FLAGS, c.server_args)
+    values = {flag.key: value for flag, value in checked.values}
+    model = path_word(c.server_args.get("model_path"), "MODEL.gguf")
+    if c.profile is not None:
+        # Made by `--launch llama-server --profile NAME`: that exact command line, which the
+        # server's own answers cannot tell (its numerics flags, the RAM cache). The profile's
+        # flags come from servefuzz's own table, looked up by the recorded name; a LoRA
+        # profile's adapters are LORA_DIR/NAME.gguf and a draft profile's draft model
+        # DRAFT_DIR/tiny-draft.gguf (`servefuzz model build DIR`'s DIR/lora and DIR/draft).
+        slots = values.get("total_slots")
+        preset = preset_argv("llama-server", Path(model), slots=slots if isinstance(slots, int) else 8)
+        profile = (c.profile.flags + (adapter_flags(c.adapters) if c.profile.adapters else ())
+                   + (("-md", str(c.draft)) if c.profile.draft else ()))
+        # The slot erase needs a save path; this machine's temporary folder is no one else's.
+        flags = with_flags(preset[1:], [*profile, "--slot-save-path", "/tmp"])
+        argv = ["llama-server", *without_flags(flags, {"--port"})]
+    else:
+        argv = ["llama-server", "-m", model, "--host", "127.0.0.1"]
+        if "total_slots" in values:
+            argv += ["-np", str(values["total_slots"])]
+            if "slot_n_ctx" in values:
+                argv += ["-c", str(values["total_slots"] * values["slot_n_ctx"])]
+    return argv, dict(c.env), [key for key, _ in checked.refused]
+
+
+PROFILES: tuple[Profile, ...] = (
+    Profile("llama-server", "default", (), "the preset as it is: 8 slots, prompt cache in the slots only",
+            "none"),
+    # The RAM prompt cache (--cache-ram, 8192 MiB by default at the pinned commit) and idle-slot
+    # caching (--cache-idle-slots, on by default there, and needing the RAM cache): the preset
+    # turns the RAM cache off so that an erased slot has nothing to restore; this puts both back
+    # at llama.cpp's defaults, said out loud. The llama.cpp #27148 class lives here.
+    Profile("llama-server", "prompt-cache", ("--cache-ram", "8192", "--cache-idle-slots"),
+            "the RAM prompt cache and idle-slot caching at llama.cpp's defaults (llama.cpp #27148)",
+            "RAM prompt cache (--cache-ram, idle slots)",
+            rows=(("--cache-ram 0", "RAM prompt cache"), ("--no-cache-idle-slots", "idle-slot caching")),
+            # requests that finish while others run, then newcomers: what a cached slot is handed to
+            aims=("long-decode", "burst-reuse")),
+    Profile("llama-server", "cache-reuse", ("--cache-reuse", "64"),
+            "reusing cached chunks of at least 64 tokens by shifting KV (--cache-reuse)",
+            "KV shifting reuse (--cache-reuse)", rows=(("--cache-reuse 0", "KV shifting reuse"),),
+            aims=("burst-reuse", "page-boundary")),  # shared prefixes reused at unaligned lengths
+    Profile("llama-server", "kv-unified", ("--kv-unified",),
+            "one KV buffer shared by all slots instead of one per slot (--kv-unified)",
+            "unified KV buffer (--kv-unified)", aims=("eviction", "batch-sweep")),
+    # 8 slots share -c, so 2048 leaves each 256 tokens: long prompts and generations shift.
+    Profile("llama-server", "context-shift", ("-c", "2048", "--context-shift"),
+            "context shift: a slot that fills its 256 tokens drops its oldest half and goes on",
+            "context shift", rows=(("--no-context-shift", "context shift"),), aims=("long-decode",)),
+    Profile("llama-server", "spec-ngram", ("--spec-type", "ngram-simple"),
+            "n-gram speculative decoding (drafts from the request's own tokens, no draft model)",
+            "speculative decoding (n-gram)", rows=(("--spec-type none", "speculative decoding"),),
+            aims=("batch-sweep", "n-mix")),  # drafts accepted and rejected across batch sizes
+    # A draft model (models.build_draft: the tiny GGUF's weights with seeded noise) proposes up to
+    # 4 tokens a step for every slot, batched in its own context beside the target's; the
+    # target verifies them in one batch and keeps its KV up to the first rejected token.
+    # `--spec-type draft-simple` is needed at this commit: `-md` alone loads the draft but leaves
+    # the speculative types at `none`. `--spec-type none` keeps the draft loaded and drafts nothing.
+    Profile("llama-server", "spec-draft", ("--spec-type", "draft-simple", "--spec-draft-n-max", "4"),
+            "draft-model speculative decoding: a tiny noisy copy of the model drafts up to 4 tokens a step",
+            "speculative decoding (draft model)", rows=(("--spec-type none", "speculative decoding"),),
+            # drafts kept and thrown away as the batch shrinks, across n > 1, beside newcomers
+            aims=("batch-sweep", "n-mix", "long-decode"), draft=True),
+    # servefuzz's two tiny adapters (models.ADAPTERS), loaded at start; requests alternate
+    # between them and the base model (vLLM #38606, SGLang #27097 class).
+    Profile("llama-server", "lora", (),
+            "two LoRA adapters (rank 8, q and v), at scale 0 unless a request names one (lora: [{id, scale}])",
+            "LoRA adapters (--lora-scaled)", aims=("lora-alternation",), adapters=True),
+)
+
+# Built by scripts/setup_engines.sh (the default) and `servefuzz engines install` (the ladder).
+PRESET = Preset("llama-server", VERSIONS, _plan, _command, program="llama-server", profiles=PROFILES,
+                adapter_flags=adapter_flags, draft_flag="-md", fit=_fit,
+                install_version="servefuzz engines install {preset}@{version}")
+
 SPEC = EngineSpec(
     "llamacpp",
     default_port=8080,
@@ -479,9 +633,8 @@ SPEC = EngineSpec(
     flags=FLAGS,
     triage=TRIAGE,
     issue_key="llamacpp",
-    cpu_preset="llama-server",
+    presets=(PRESET,),
     model_format="gguf",
     bug_form=BUG_FORM,
     version_name=version_name,
-    cpu_versions=VERSIONS,
 )

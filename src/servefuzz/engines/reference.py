@@ -6,12 +6,12 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from servefuzz.engine_flags import Flag, FlagVariant, Kind, fault_name, flag_argv, show, variant
+from servefuzz.engine_flags import Flag, FlagVariant, Kind, fault_name, flag_argv, flag_words, show, variant
 from servefuzz.engines.sglang import SERVER_ARG_FEATURES
-from servefuzz.engines.spec import Deterministic, EngineSpec, IssueMatch
+from servefuzz.engines.spec import Built, CommandInputs, Deterministic, EngineSpec, IssueMatch, Preset
 from servefuzz.errors import UsageError
 
-__all__ = ["FLAGS", "SPEC", "TRIAGE", "relaunch_argv"]
+__all__ = ["FLAGS", "PRESET", "SPEC", "TRIAGE", "relaunch_argv"]
 
 # The embedded reference engine (servefuzz.reference.server_args.ServerArgs, minus host and port,
 # which servefuzz always sets itself, and faults, which `--fault` carries). The fuzzer does not
@@ -42,6 +42,25 @@ TRIAGE: tuple[FlagVariant, ...] = (
     variant("--enable-deterministic-inference", "batch-variant numerics"),
 )
 
+def _is_fault(name: str) -> bool:
+    try:
+        fault_name(name)
+    except UsageError:
+        return False
+    return True
+
+
+def _command(c: CommandInputs) -> Built:
+    flags, bad = flag_words(FLAGS, c.server_args)
+    faults = [f for f in c.faults if _is_fault(f)]
+    argv = ["servefuzz", "serve-reference", *flags, *(w for f in faults for w in ("--fault", f))]
+    return argv, dict(c.env), [*bad, *(["faults not spelled like fault names"] if len(faults) < len(c.faults) else [])]
+
+
+# The `reference` preset: servefuzz's embedded engine, which the launcher starts from its own
+# flags (`relaunch_argv`), so no plan here.
+PRESET = Preset("reference", command=_command, program="")
+
 SPEC = EngineSpec(
     "reference",
     default_port=30000,
@@ -56,7 +75,7 @@ SPEC = EngineSpec(
     arg_features=SERVER_ARG_FEATURES,
     flags=FLAGS,
     triage=TRIAGE,
-    cpu_preset="reference",
+    presets=(PRESET,),
 )
 
 

@@ -1,11 +1,43 @@
-"""SGLang: its native dialect (`/generate`, `/flush_cache`, `/server_info`)."""
+"""SGLang: its native dialect (`/generate`, `/flush_cache`, `/server_info`); its presets
+`sglang-cpu` (PyPI's sglang on CPU torch, a venv per version, with servefuzz's stand-in kernel
+package) and `sglang-gpu` (the H200).
+
+Everything servefuzz knows of SGLang is here: the spec, the flag allow-list and triage rows,
+the pure argv builders and environments, the profiles and the command a report prints.
+
+    >>> argv = cpu_argv("venv/bin/python", Path("models/hf-float32"), dtype="auto", page_size=64)
+    >>> argv[argv.index("--dtype") + 1], argv[argv.index("--page-size") + 1]
+    ('float32', '64')
+    >>> cpu_env("standins", "0.5.10.post1")["TRITON_INTERPRET"], "TRITON_INTERPRET" in cpu_env("standins", "0.5.23")
+    ('1', False)
+"""
 
 from __future__ import annotations
 
-from servefuzz.engine_flags import Flag, FlagVariant, Kind, variant
-from servefuzz.engines.spec import ArgFeature, BugForm, Deterministic, EngineSpec, Versions
+from collections.abc import Sequence
+from pathlib import Path
 
-__all__ = ["BUG_FORM", "CPU_VERSIONS", "DETERMINISTIC", "FLAGS", "GPU_VERSIONS", "SERVER_ARG_FEATURES", "SPEC", "TRIAGE"]
+from servefuzz.engine_flags import Flag, FlagVariant, Kind, flag_words, path_word, variant, with_flags, without_flags
+from servefuzz.engines.spec import (
+    GPU_INSTALL,
+    GPU_START_TIMEOUT_S,
+    ArgFeature,
+    BugForm,
+    Built,
+    CommandInputs,
+    Deterministic,
+    EngineSpec,
+    LaunchInputs,
+    Plan,
+    Preset,
+    Profile,
+    Versions,
+    first_on_path,
+)
+
+__all__ = ["BUG_FORM", "CPU_PRESET", "CPU_VERSIONS", "DETERMINISTIC", "FLAGS", "GPU_PRESET", "GPU_VERSIONS",
+           "INTERPRETED", "SERVER_ARG_FEATURES", "SPEC", "START_TIMEOUT_S", "TRIAGE", "cpu_argv", "cpu_env",
+           "gpu_argv", "gpu_env"]
 
 # SGLang's deterministic inference (batch-invariant kernels) refuses to start with its CPU
 # attention backend (measured): on the CPU there is none.
@@ -78,6 +110,186 @@ CPU_VERSIONS = Versions("0.5.23", "sglang-cpu", ladder=("0.5.10.post1", "0.5.23"
 # On the H200: sglang 0.5.17 with sglang-kernel 0.4.5, built against the image's torch 2.11.0.
 GPU_VERSIONS = Versions("0.5.17", "sglang-gpu")
 
+# Its four processes import torch, transformers and SGLang's model zoo before /health answers:
+# 48-79 s measured here under load (../shared/notes/sglang-cpu.md).
+START_TIMEOUT_S = 300.0
+
+# SGLang versions whose own Triton kernels run on the CPU only under Triton's interpreter, and
+# those kernels: 0.5.10.post1's paged allocator is Triton alone (page sizes above 1 died at
+# start: "0 active drivers"); interpreted, it is SGLang's code run element by element, checked
+# against SGLang's torch version of it (standins/check_standins.py). At page size 1 no Triton
+# kernel runs, so the variable changes nothing there.
+INTERPRETED: dict[str, tuple[str, ...]] = {"0.5.10.post1": ("alloc_extend_kernel", "alloc_decode_kernel")}
+
+
+def cpu_argv(
+    python: str,
+    model_dir: Path,
+    *,
+    dtype: str = "float32",
+    page_size: int = 1,
+    max_total_tokens: int = 8192,
+    seed: int = 0,
+    extra: Sequence[str] = (),
+) -> list[str]:
+    """SGLang's server (run by `python`, the interpreter of its venv) on 127.0.0.1:{port}, on
+    the CPU, serving `model_dir`.
+
+    Its generic torch paths (`torch_native` attention, `pytorch` sampling): the scheduler, radix
+    cache, paged KV pool, chunked prefill and overlap scheduler are SGLang's own. `--dtype` is
+    always given: SGLang's `auto` casts a float32 model to float16, so `auto` (a model that
+    declares no type) is served as float32. `--max-total-tokens` sizes the KV pool exactly;
+    `--skip-server-warmup` saves a minute and leaves the cache empty.
+    """
+    return [
+        python, "-m", "sglang.launch_server",
+        "--model-path", str(model_dir),
+        "--host", "127.0.0.1", "--port", "{port}",
+        "--device", "cpu",
+        "--attention-backend", "torch_native", "--sampling-backend", "pytorch",
+        "--grammar-backend", "none",
+        "--disable-cuda-graph", "--skip-server-warmup",
+        "--dtype", "float32" if dtype == "auto" else dtype,
+        "--max-total-tokens", str(max_total_tokens),
+        "--mem-fraction-static", "0.1",
+        "--page-size", str(page_size),
+        "--random-seed", str(seed),
+        # Its scheduler otherwise polls its sockets without pause: one core at 80% while idle,
+        # taken from the requests of everything else on a 2-core machine. Idle, it now blocks
+        # on the sockets (1 s at most, woken by the first message): nothing changes once work comes.
+        "--sleep-on-idle",
+        *extra,
+    ]
+
+
+def cpu_env(standins: str, version: str | None = None, threads: int = 1, pythonpath: str = "") -> dict[str, str]:
+    """Environment SGLang `version` needs here: its CPU engine, servefuzz's stand-in kernel
+    package (`standins`, its folder) first on the path of every process it spawns, and Triton's
+    interpreter where the version's kernels need it (`INTERPRETED`)."""
+    return {
+        "SGLANG_USE_CPU_ENGINE": "1",
+        "PYTHONPATH": first_on_path(standins, pythonpath),
+        "HF_HUB_OFFLINE": "1",
+        "OMP_NUM_THREADS": str(threads),
+        **({"TRITON_INTERPRET": "1"} if version in INTERPRETED else {}),
+    }
+
+
+def gpu_argv(python: str, model_dir: Path, *, page_size: int = 1, seed: int = 0) -> list[str]:
+    """SGLang's server on a GPU: radix cache, overlap scheduler, CUDA graphs and chunked prefill
+    at its defaults, page size 1 (its default), Triton attention (the bundle leaves FA3 out) and
+    torch sampling. Always bfloat16: at float32 sgl-kernel's CUDA rmsnorm fails the first
+    forward ("failed to dispatch data type Float", measured).
+
+    The KV pool is capped at 256Ki tokens (512 MiB of the tiny model in bfloat16). SGLang sizes it
+    as the memory free after loading less `(1 - mem_fraction_static)` of what was free before
+    (its `kv_cache_configurator`): at 0.2, a second server loading in between leaves that
+    negative and the scheduler raises (read in 0.5.17's code; what was seen on the H200: of two
+    SGLang servers started side by side, one died before `/health`, "Received sigquit from a
+    child process"). At 0.8 the slack is a fifth of the GPU, and the cap, not the fraction,
+    decides the pool."""
+    return [
+        python, "-m", "sglang.launch_server",
+        "--model-path", str(model_dir),
+        "--host", "127.0.0.1", "--port", "{port}",
+        "--attention-backend", "triton", "--sampling-backend", "pytorch",
+        "--dtype", "bfloat16",
+        "--mem-fraction-static", "0.8", "--max-total-tokens", str(1 << 18),
+        "--page-size", str(page_size),
+        "--random-seed", str(seed),
+    ]
+
+
+def gpu_env(site: str, pythonpath: str = "") -> dict[str, str]:
+    """Environment of SGLang's processes on the GPU machine: its bundle (`site`) first on their
+    path (never on servefuzz's own), no hub."""
+    return {"PYTHONPATH": first_on_path(site, pythonpath), "HF_HUB_OFFLINE": "1"}
+
+
+def _cpu_plan(inputs: LaunchInputs) -> Plan:
+    argv = cpu_argv(inputs.program, inputs.model, dtype=inputs.arg("dtype", inputs.model_dtype),
+                    page_size=inputs.page(1))
+    interpreted = ("triton-interpreter",) if inputs.version in INTERPRETED else ()
+    env = cpu_env(inputs.standins, inputs.version, pythonpath=inputs.pythonpath)
+    return Plan("sglang", tuple(argv), env, start_timeout_s=START_TIMEOUT_S, standins=("sgl_kernel", *interpreted))
+
+
+def _gpu_plan(inputs: LaunchInputs) -> Plan:
+    argv = gpu_argv(inputs.program, inputs.model, page_size=inputs.page(1))
+    return Plan("sglang", tuple(argv), gpu_env(inputs.site, inputs.pythonpath), start_timeout_s=GPU_START_TIMEOUT_S,
+                device="cuda")
+
+
+def _cpu_command(c: CommandInputs) -> Built:
+    if "sgl_kernel" not in c.standins:
+        flags, bad = flag_words(FLAGS, c.server_args)
+        argv = ["python3", "-m", "sglang.launch_server", "--model-path", path_word(c.server_args.get("model_path"), "MODEL")]
+        return [*argv, *flags], dict(c.env), list(bad)
+    # Made by `--launch sglang-cpu`: the preset's command and environment (the CPU engine,
+    # the stand-in kernel package on PYTHONPATH, Triton's interpreter where the version needs
+    # it) with the profile's flags from servefuzz's table; MODEL_DIR is `servefuzz model
+    # build DIR`'s DIR/hf-float32, STANDINS_DIR servefuzz's src/servefuzz/standins.
+    preset = cpu_argv("python3", Path("MODEL_DIR"), dtype=str(c.server_args.get("dtype") or "float32"),
+                      page_size=c.page_size or 1)
+    flags = with_flags(preset[1:], c.profile.flags) if c.profile is not None else preset[1:]
+    cpu = {k: v for k, v in cpu_env("STANDINS_DIR", c.version).items() if k in ("SGLANG_USE_CPU_ENGINE", "TRITON_INTERPRET")}
+    env = {**cpu, "PYTHONPATH": "STANDINS_DIR", **{k: v for k, v in c.env.items() if k != "PYTHONPATH"}}
+    return ["python3", *without_flags(flags, {"--port"})], env, []
+
+
+def _gpu_command(c: CommandInputs) -> Built:
+    # Made by `--launch sglang-gpu`: the GPU preset's command with the profile's flags and
+    # variables from servefuzz's table.
+    preset = gpu_argv("python3", Path("MODEL_DIR"), page_size=c.page_size or 1)
+    flags = with_flags(preset[1:], c.profile.flags) if c.profile is not None else preset[1:]
+    env = dict(c.env) | (dict(c.profile.env) if c.profile is not None else {})
+    return ["python3", *without_flags(flags, {"--port"})], env, []
+
+
+_PAGE_64 = ("a paged KV pool of 64-token pages (the seed report's block size): prefixes reused page by page",
+            "paged KV (page size)")
+
+CPU_PROFILES: tuple[Profile, ...] = (
+    Profile("sglang-cpu", "default", (),
+            "the preset as it is: page size 1, radix cache, overlap scheduler, an 8192-token KV pool", "none"),
+    # The seed report's block size (sgl-project/sglang#22819): the radix cache then matches
+    # prefixes in whole pages of 64, and prompts end on, before and after page boundaries.
+    Profile("sglang-cpu", "page-64", ("--page-size", "64"), *_PAGE_64, rows=(("--page-size 16", "paged KV (page size)"),),
+            aims=("page-boundary", "burst-reuse", "tile-boundary")),
+    # Prefill in 64-token chunks: every prompt over 64 tokens spans steps, next to decodes.
+    Profile("sglang-cpu", "chunked", ("--chunked-prefill-size", "64"),
+            "chunked prefill: prompts prefilled 64 tokens a step",
+            "chunked prefill", aims=("chunk-boundary", "page-boundary")),
+    # 1024 tokens of KV for up to 32 requests: a few long ones fill it, and the scheduler
+    # retracts running requests and evicts the radix tree (retraction under memory pressure).
+    Profile("sglang-cpu", "tiny-pool", ("--max-total-tokens", "1024", "--max-running-requests", "32"),
+            "retraction and eviction: a 1024-token KV pool shared by up to 32 requests",
+            "KV pool size (retraction, eviction)", aims=("eviction", "cancel-storm")),
+    Profile("sglang-cpu", "no-overlap", ("--disable-overlap-schedule",),
+            "the scheduler without its overlap of CPU scheduling and the forward pass",
+            "overlap scheduler", aims=("batch-sweep", "burst-reuse")),
+)
+
+GPU_PROFILES: tuple[Profile, ...] = (
+    Profile("sglang-gpu", "default", (),
+            "SGLang's GPU defaults: bfloat16, page size 1, radix cache, overlap scheduler, CUDA graphs", "none"),
+    Profile("sglang-gpu", "page-64", ("--page-size", "64"), *_PAGE_64, rows=(("--page-size 16", "paged KV (page size)"),),
+            aims=("page-boundary", "burst-reuse", "tile-boundary")),
+    Profile("sglang-gpu", "no-overlap", ("--disable-overlap-schedule",),
+            "the scheduler without its overlap of CPU scheduling and the forward pass",
+            "overlap scheduler", aims=("batch-sweep", "burst-reuse")),
+    # SGLang's deterministic control as a whole campaign (batch-invariant kernels; Triton
+    # attention is one of the backends it takes).
+    Profile("sglang-gpu", "deterministic", ("--enable-deterministic-inference",),
+            "deterministic inference (batch-invariant kernels): outputs independent of the batch",
+            "batch numerics (deterministic inference)", aims=("batch-sweep", "burst-reuse")),
+)
+
+CPU_PRESET = Preset("sglang-cpu", CPU_VERSIONS, _cpu_plan, _cpu_command, profiles=CPU_PROFILES,
+                    install="scripts/setup_engines.sh sglang")
+GPU_PRESET = Preset("sglang-gpu", GPU_VERSIONS, _gpu_plan, _gpu_command, device="cuda", program_named_by="python",
+                    profiles=GPU_PROFILES, install=GPU_INSTALL)
+
 SPEC = EngineSpec(
     "sglang",
     default_port=30000,
@@ -91,10 +303,7 @@ SPEC = EngineSpec(
     arg_features=SERVER_ARG_FEATURES,
     flags=FLAGS,
     triage=TRIAGE,
-    cpu_preset="sglang-cpu",
-    gpu_preset="sglang-gpu",
+    presets=(CPU_PRESET, GPU_PRESET),
     model_format="hf",
     bug_form=BUG_FORM,
-    cpu_versions=CPU_VERSIONS,
-    gpu_versions=GPU_VERSIONS,
 )

@@ -11,12 +11,16 @@ every layer but the ground floor may ask.
 from __future__ import annotations
 
 import enum
+import os
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from pathlib import Path
 
-from servefuzz.engine_flags import Flag, FlagVariant, with_flags
+from servefuzz.engine_flags import Flag, FlagVariant, flag_pairs, with_flags
 
-__all__ = ["GENERIC_FORM", "ArgFeature", "BugForm", "Deterministic", "EngineSpec", "IssueMatch", "Versions"]
+__all__ = ["GENERIC_FORM", "GPU_INSTALL", "GPU_START_TIMEOUT_S", "TINY_KV_BYTES_PER_TOKEN", "ArgFeature", "BugForm",
+           "Built", "CommandInputs", "Deterministic", "EngineSpec",
+           "IssueMatch", "LaunchInputs", "Plan", "Preset", "Profile", "Versions", "first_on_path"]
 
 
 class IssueMatch(enum.Enum):
@@ -171,6 +175,189 @@ class Versions:
 
 
 @dataclass(frozen=True)
+class Profile:
+    """A named feature setting of a launch preset: the flags that turn the feature on (each
+    replacing the preset's own value of that flag, or added), what it exercises, what it needs
+    beyond the preset, the component a cure by turning it off implicates, the profile's own
+    switches that triage flips one at a time (`rows`: flag words and the component each names),
+    and the strategies aimed at the feature, which a campaign's first round runs first (`aims`).
+
+    A finding records only the profile's name; replay and triage look the flags up here, so a
+    finding file never puts a flag on a command line.
+    """
+
+    preset: str
+    name: str
+    flags: tuple[str, ...]
+    exercises: str
+    component: str
+    needs: str = ""
+    rows: tuple[tuple[str, str], ...] = ()
+    aims: tuple[str, ...] = ()
+    # The profile serves servefuzz's tiny LoRA adapters: `engines.profile` adds the flags that
+    # load them (the preset's `adapter_flags`), built into the cache on first use, since their
+    # paths are the cache's.
+    adapters: bool = False
+    # The profile serves servefuzz's tiny draft model: `engines.profile` adds the flag that loads
+    # it (the preset's `draft_flag`, with the draft `engines.draft_for` finds for the launch's
+    # model; the default models' is built into the cache on first use), for the same reason.
+    draft: bool = False
+    # Environment of the server's processes the profile sets (NAME, VALUE): a mode an engine
+    # turns on by variable only (vLLM's batch invariance). Triage's drop-the-profile row only
+    # undoes flags, so a profile of variables alone gets no such row.
+    env: tuple[tuple[str, str], ...] = ()
+
+    def undo(self, default_argv: Sequence[str]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        """What takes a launch of this profile back to the preset's `default_argv`: the preset's
+        own values of the flags the profile replaced (to add), and the flags it added (to drop).
+
+        >>> p = Profile("llama-server", "context-shift", ("-c", "2048", "--context-shift"), "", "")
+        >>> p.undo(["srv", "-c", "8192", "--cache-ram", "0"])
+        (('-c', '8192'), ('--context-shift',))
+        """
+        before = dict(flag_pairs(default_argv))
+        add: list[str] = []
+        drop: list[str] = []
+        for flag, _ in flag_pairs(self.flags):
+            if flag not in before:
+                drop.append(flag)
+                continue
+            value = before[flag]
+            add += [flag] if value is None else [flag, value]
+        return tuple(add), tuple(drop)
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What a preset starts: the dialect to speak to it, its argv template (with `{port}`), extra
+    environment, its start-up allowance, what it computes on, and the stand-ins on its path."""
+
+    engine: str
+    argv: tuple[str, ...]
+    env: Mapping[str, str] = field(default_factory=dict)
+    start_timeout_s: float = 60.0
+    device: str = "cpu"
+    standins: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class LaunchInputs:
+    """What a preset's plan is built from, found by `engines.presets` (the engine cache, the
+    model) or written as placeholders by a report (`engines.commands`): the program that runs
+    the server (an interpreter or a binary), the model it serves (in the spec's
+    `model_format`) and the type its config declares (`model_dtype`: "auto" for none), the
+    version, and what the finding's server recorded (`server_args`, `page_size`; empty for a
+    new campaign). `standins`: servefuzz's stand-in folder; `site`: a
+    GPU bundle's package folder; `pythonpath`: the caller's own, kept after what the plan puts
+    first."""
+
+    program: str
+    model: Path
+    version: str
+    model_dtype: str = "auto"
+    server_args: Mapping[str, object] = field(default_factory=dict)
+    page_size: int | None = None
+    standins: str = ""
+    site: str = ""
+    pythonpath: str = ""
+    scratch: str = "/tmp"
+
+    def arg(self, key: str, default: str) -> str:
+        """The recorded server arg `key` as a word, else `default`."""
+        value = self.server_args.get(key)
+        return str(value) if value else default
+
+    def page(self, default: int) -> int:
+        """The recorded page (block) size, else `default`."""
+        return self.page_size or default
+
+
+@dataclass(frozen=True)
+class CommandInputs:
+    """What a report's server command is built from, all of it from the finding file (so from
+    the server or whoever wrote it): the recorded server args, page size, version, stand-ins and
+    planted faults, the variables whose names passed, the profile looked up in servefuzz's own
+    table by the recorded name (None: none, or a name servefuzz does not know), and the
+    profile's files as placeholders (`adapters`: (name, path) in the spec's model format;
+    `draft`: the draft model)."""
+
+    server_args: Mapping[str, object]
+    page_size: int | None
+    version: str
+    env: Mapping[str, str]
+    profile: Profile | None = None
+    standins: tuple[str, ...] = ()
+    faults: tuple[str, ...] = ()
+    adapters: tuple[tuple[str, Path], ...] = ()
+    draft: Path = Path("DRAFT_DIR/tiny-draft.gguf")
+
+
+# A report's server command: (argv, environment, what was left out), or a comment line where
+# servefuzz can write no command.
+Built = tuple[list[str], dict[str, str], list[str]] | str
+
+
+@dataclass(frozen=True)
+class Preset:
+    """One `--launch` preset of an engine (`sglang-cpu`, `vllm-gpu`): what it starts, pure.
+
+    `plan` builds the server from `LaunchInputs` (None: the launcher starts it itself, as the
+    reference engine); `program`: where the program is in the preset's install folder
+    (`engines.engine_dir`), or, on the GPU machine, the file there that names it
+    (`program_named_by`: scripts/gpu_run.sh writes the interpreter the bundle was built for).
+    `command` is the shell command a report prints for a finding made on such a server.
+    `profiles`: its feature profiles (`--profile`); `adapter_flags` loads servefuzz's LoRA
+    adapters ((name, path) pairs) and `draft_flag` names its draft model, for the profiles that
+    need them. `fit`: the command line as an older build spells it (`(version, argv, help) ->
+    argv`, `help` giving the build's own `--help`), where some version needs that. `install`:
+    what installs its default version when it is missing (later versions: `servefuzz engines
+    install`)."""
+
+    name: str
+    versions: Versions | None = None
+    plan: Callable[[LaunchInputs], Plan] | None = None
+    command: Callable[[CommandInputs], Built] | None = None
+    device: str = "cpu"
+    program: str = "venv/bin/python"
+    program_named_by: str = ""
+    profiles: tuple[Profile, ...] = ()
+    adapter_flags: Callable[[Sequence[tuple[str, Path]]], tuple[str, ...]] | None = None
+    draft_flag: str = ""
+    fit: Callable[[str, Sequence[str], Callable[[], str]], list[str]] | None = None
+    install: str = "scripts/setup_engines.sh"
+    install_version: str = ""
+
+    def install_hint(self, version: str) -> str:
+        """What installs this preset at `version`.
+
+        >>> Preset("x-cpu", Versions("1", "x"), install_version="servefuzz engines install {preset}@{version}").install_hint("2")
+        'servefuzz engines install x-cpu@2'
+        """
+        default = self.versions is None or version == self.versions.default
+        return self.install if default or not self.install_version else self.install_version.format(
+            preset=self.name, version=version)
+
+
+def first_on_path(first: str, pythonpath: str) -> str:
+    """A PYTHONPATH with `first` before the caller's own `pythonpath`.
+
+    >>> first_on_path("/standins", ""), first_on_path("/site", "/mine")
+    ('/standins', '/site:/mine')
+    """
+    return first + (os.pathsep + pythonpath if pythonpath else "")
+
+
+# Bytes of KV one token of servefuzz's tiny model takes (2 layers x 4 heads x 64 dims x K and V x
+# float32): profiles that size a pool in tokens go through it.
+TINY_KV_BYTES_PER_TOKEN = 2 * 4 * 64 * 2 * 4
+# A GPU engine's start on the lent H200: loading, then CUDA-graph capture, 80-134 s measured
+# there for the tiny model.
+GPU_START_TIMEOUT_S = 420.0
+# How a GPU preset is installed: there is no registry on the GPU machine.
+GPU_INSTALL = "scripts/gpu_run.sh on the GPU machine, from scripts/gpu_bundle.sh's bundle"
+
+
+@dataclass(frozen=True)
 class EngineSpec:
     """One engine, as servefuzz knows it. `name` is its dialect key (`--engine`, the
     adapter's registry name, `TargetInfo.engine`).
@@ -187,15 +374,14 @@ class EngineSpec:
     `arg_features` the trigger features its recorded server args show. `flags`: the typed
     allow-list of its launch flags (`engine_flags`: the only way a recorded server arg becomes
     argv); `triage`: its triage matrix, each row a relaunch and the component a cure implicates.
-    `default_port`: where
-    it listens by default (a report's repro command points there). `cpu_preset`/`gpu_preset`:
-    the `--launch` presets that start it ("" for none), whose command a report rebuilds.
+    `default_port`: where it listens by default (a report's repro command points there).
+    `presets`: the `--launch` presets that start it (`Preset`, at most one per device: what
+    each starts, its versions, profiles and the command a report rebuilds).
     `model_format`: the file format of the tiny model its presets serve, which a finding's
     repro.py writes with `--write-model` ("gguf", "hf"; "" where servefuzz built none: the
     reference engine makes its own). `bug_form`: its own bug-report form (`BugForm`), which
     issue.md fills in; `version_name` the version a server reports as the engine's releases
     name it (llama.cpp built from a tree without git tags reports "b1-<commit>").
-    `cpu_versions`/`gpu_versions`: the versions each preset takes (`Versions`; None: one only).
     """
 
     name: str
@@ -211,13 +397,25 @@ class EngineSpec:
     arg_features: tuple[ArgFeature, ...] = ()
     flags: tuple[Flag, ...] = ()
     triage: tuple[FlagVariant, ...] = ()
-    cpu_preset: str = ""
-    gpu_preset: str = ""
+    presets: tuple[Preset, ...] = ()
     model_format: str = ""
     bug_form: BugForm = GENERIC_FORM
     version_name: Callable[[str], str] = _as_named
-    cpu_versions: Versions | None = None
-    gpu_versions: Versions | None = None
+
+    def _on(self, device: str) -> Preset | None:
+        return next((p for p in self.presets if p.device == device), None)
+
+    @property
+    def cpu_preset(self) -> str:
+        """The name of the preset that starts it on the CPU ("" for none)."""
+        found = self._on("cpu")
+        return found.name if found is not None else ""
+
+    @property
+    def gpu_preset(self) -> str:
+        """The name of the preset that starts it on the GPU machine ("" for none)."""
+        found = self._on("cuda")
+        return found.name if found is not None else ""
 
     def preset(self, device: str) -> str:
         """The preset that starts it on `device` ("cuda": the GPU preset where it has one)."""

