@@ -11,7 +11,9 @@ the leak checks. Per campaign, one row:
 
 - scenario: the loaded run 0 of each scenario, what the fuzzer chose to send;
 - replay: the further loaded runs (the replay oracle's second opinion);
-- alone: the references, each request alone on a flushed cache (the isolation oracle);
+- alone: the references, each request alone on a flushed cache (the isolation oracle), as sent;
+- reused: the references not sent, an earlier identical request's answer (`Runner.reference`;
+  each alone run's meta names them), so not among the requests;
 - cache probes: warm, primed and cold runs of the cache-state oracle;
 - confirmation: the rest, the candidates' confirmations and controls;
 - requests per minute of fuzzing (`progress.json`'s `elapsed_s`, server start excluded).
@@ -38,6 +40,7 @@ class Mix:
     replay: int
     alone: int
     probes: int
+    reused: int = 0
 
     @property
     def confirmation(self) -> int:
@@ -49,11 +52,11 @@ class Mix:
 
         rate = self.requests / self.minutes if self.minutes else 0.0
         return (f"| {self.campaign} | {self.requests:,} | {rate:,.0f} | {share(self.scenario)} | {share(self.replay)} | "
-                f"{share(self.alone)} | {share(self.probes)} | {share(self.confirmation)} |")
+                f"{share(self.alone)} | {self.reused:,} | {share(self.probes)} | {share(self.confirmation)} |")
 
 
-HEAD = ("| campaign | requests | per minute | scenario | replay | alone | cache probes | confirmation |\n"
-        "|---|---|---|---|---|---|---|---|")
+HEAD = ("| campaign | requests | per minute | scenario | replay | alone | reused (not sent) | cache probes | confirmation |\n"
+        "|---|---|---|---|---|---|---|---|---|")
 
 
 def mix_of(folder: Path) -> Mix:
@@ -62,6 +65,8 @@ def mix_of(folder: Path) -> Mix:
     with open(folder / "histories.jsonl", encoding="utf-8") as lines:
         for line in lines:
             event = json.loads(line)
+            if event.get("kind") == "run" and event.get("label") == "alone":
+                seen["reused"] += len(event.get("meta", {}).get("reused", ()))
             if event.get("kind") != "record":
                 continue
             label = event.get("label")
@@ -72,7 +77,7 @@ def mix_of(folder: Path) -> Mix:
             elif label in _PROBES:
                 seen["probes"] += 1
     return Mix(folder.name, int(progress["requests"]), float(progress["elapsed_s"]) / 60, seen["scenario"],
-               seen["replay"], seen["alone"], seen["probes"])
+               seen["replay"], seen["alone"] - seen["reused"], seen["probes"], seen["reused"])
 
 
 def main(argv: list[str] | None = None) -> int:

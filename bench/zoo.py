@@ -152,6 +152,9 @@ OWN_STRATEGIES: dict[str, tuple[str, ...]] = {
 
 ARMS: dict[str, tuple[tuple[Strategy, ...], bool]] = {
     "servefuzz": (get_strategies(",".join(DEFAULT_MIX)), True),
+    # The same, sending every isolation reference again (RunConfig.reuse_references=False): what
+    # reusing the references of requests seen alone before saves, side by side.
+    "servefuzz-fresh-refs": (get_strategies(",".join(DEFAULT_MIX)), True),
     "leave-one-out": (get_strategies(",".join(DEFAULT_MIX)), True),
     "leave-one-out+coverage": (get_strategies(",".join(DEFAULT_MIX)), True),
     "sglang-determinism": ((SGLangDeterminismModes(),), False),
@@ -175,7 +178,8 @@ def run_one(arm: str, fault: str, seed: int, cap_s: float, workdir: Path) -> dic
     with ServerProcess.reference(flags, log_path=workdir / "server.log") as srv:
 
         async def go() -> CampaignResult:
-            async with Runner(make_target("reference", srv.base_url), RunConfig()) as runner:
+            run_config = RunConfig(reuse_references=not arm.endswith("fresh-refs"))
+            async with Runner(make_target("reference", srv.base_url), run_config) as runner:
                 return await run_campaign(runner, strategies, config)
 
         result = asyncio.run(go())

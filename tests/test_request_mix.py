@@ -30,3 +30,14 @@ def test_the_mix_counts_each_kind_and_leaves_the_rest_to_confirmation(tmp_path: 
 
 def test_a_folder_that_is_no_campaign_is_one_line_and_exit_2(tmp_path: Path) -> None:
     assert bench_module().main([str(tmp_path)]) == 2
+
+
+def test_references_reused_from_an_earlier_request_are_not_counted_as_sent(tmp_path: Path) -> None:
+    lines = [{"kind": "run", "run": 0, "label": "load"},
+             *({"kind": "record", "request_id": f"r{i}", "run": 0, "label": "load"} for i in range(3)),
+             {"kind": "run", "run": 0, "label": "alone", "meta": {"reused": ["r1", "r2"]}},
+             *({"kind": "record", "request_id": f"r{i}", "run": 0, "label": "alone"} for i in range(3))]
+    (tmp_path / "histories.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+    (tmp_path / "progress.json").write_text(json.dumps({"requests": 4, "elapsed_s": 60.0}))
+    mix = bench_module().mix_of(tmp_path)
+    assert (mix.scenario, mix.alone, mix.reused, mix.confirmation) == (3, 1, 2, 0)

@@ -314,11 +314,14 @@ def fuzz(
         aims=aims,
     )
     events = on_event or (lambda state: None)
+    # Slowdowns compare each request's latency under load with its own alone: a reference reused
+    # from an earlier scenario carries an earlier moment's latency, so with them every one is sent.
+    run_config = RunConfig(request_timeout_s=opts.request_timeout_s, reuse_references=not opts.slowdowns)
 
     async def go() -> CampaignResult:
         if opts.url is not None:
             target = await open_target(opts.url, opts.engine, headers=opts.headers)
-            async with Runner(target, RunConfig(request_timeout_s=opts.request_timeout_s)) as runner:
+            async with Runner(target, run_config) as runner:
                 return await run_campaign(runner, strategies, config, seeds=seeds, on_event=events)
         launch = Launch.resolve(opts.launch or "reference", model=opts.model, engine=opts.engine,
                                 reference_flags=opts.reference_flags(), profile=profile)
@@ -326,7 +329,6 @@ def fuzz(
         # control gets `launch`, and the truth control the model servefuzz built (if it is one).
         launched = dataclasses.replace(config, launch=launch, truth_model=_built_model(opts.launch, opts.model))
         opts.out.mkdir(parents=True, exist_ok=True)
-        run_config = RunConfig(request_timeout_s=opts.request_timeout_s)
         if opts.ray is not None:
             from servefuzz.scaleout import ray_workers  # the optional extra: imported only when asked for
 

@@ -622,7 +622,8 @@ class _Loop:
         state.requests += done.requests
         tag = {"iteration": iteration} if worker.name is None else {"iteration": iteration, "worker": worker.name}
         write_history_jsonl(out / "histories.jsonl", [
-            dataclasses.replace(h, meta={**h.meta, **tag}) for h in (*done.loaded, *_alone_as_runs(done.alone, done.cache))
+            dataclasses.replace(h, meta={**h.meta, **tag})
+            for h in (*done.loaded, *_alone_as_runs(done.alone, done.cache, done.reused))
         ])
         noise = self.noise
         verdict = done.judge(performance=config.performance, campaign=noise)
@@ -813,6 +814,10 @@ def _confirmed(f: Finding) -> bool:
     return f.confirmation is not None and f.confirmation.reproduced > 0
 
 
-def _alone_as_runs(alone: Mapping[str, Sequence[RequestRecord]], cache: Sequence[RequestRecord]) -> list[RunHistory]:
+def _alone_as_runs(alone: Mapping[str, Sequence[RequestRecord]], cache: Sequence[RequestRecord],
+                   reused: Sequence[str] = ()) -> list[RunHistory]:
+    """The references and cache probes as histories; the alone run's meta names the references
+    that were an earlier identical request's answer (`reused`), not sent for this scenario."""
     recs = tuple(r for rs in alone.values() for r in rs)
-    return [RunHistory(0, label, rs) for label, rs in (("alone", recs), ("cache", tuple(cache))) if rs]
+    runs = [RunHistory(0, "alone", recs, meta={"reused": list(reused)} if reused else {})] if recs else []
+    return runs + ([RunHistory(0, "cache", tuple(cache))] if cache else [])

@@ -85,6 +85,10 @@ class RunConfig:
     # body" before the server ever saw it, and a campaign on vLLM recorded that as an
     # indeterminate connection cut in a reference run (2026-12-01).
     keepalive_s: float = 2.0
+    # A request's isolation reference (its answer alone on a flushed cache) is taken once per
+    # runner and reused for every later request that is the same computation there
+    # (`RequestSpec.answer_key`; `Runner.reference`). False sends every reference again.
+    reuse_references: bool = True
 
     def __post_init__(self) -> None:
         for name in ("request_timeout_s", "connect_timeout_s"):
@@ -94,6 +98,10 @@ class RunConfig:
             raise ValueError("max_connections must be >= 1")
         if self.top_k < 0 or self.spin_ms < 0 or self.keepalive_s < 0:
             raise ValueError("top_k, spin_ms and keepalive_s must be >= 0")
+
+
+# References a runner keeps for reuse (`Runner.reference`): a few MB of token ids and logprobs.
+_MAX_REFERENCES = 4096
 
 
 class DeadlinePassed(Exception):
@@ -117,6 +125,8 @@ class Runner:
         self.info: TargetInfo | None = None
         self._stop_at: float | None = None  # time.monotonic(); None: no deadline
         self._stop_why = ""
+        self._flushes = False  # whether the last flush emptied the cache (the engine has one)
+        self._references: dict[RequestSpec, RequestRecord] = {}
 
     def stop_at(self, when: float | None, why: str) -> None:
         """From `when` (a `time.monotonic()` instant; None: never) on, start nothing and cut what
@@ -170,7 +180,8 @@ class Runner:
 
     async def flush(self) -> bool:
         """Empty the target's prefix cache; False when the engine has no flush."""
-        return await self._call("/flush_cache", lambda: self.target.flush_cache(self.session))
+        self._flushes = await self._call("/flush_cache", lambda: self.target.flush_cache(self.session))
+        return self._flushes
 
     async def metrics(self) -> dict[str, float]:
         return await self._call("/metrics", lambda: self.target.metrics(self.session))
@@ -285,6 +296,25 @@ class Runner:
             await self.flush()
         alone = Scenario(seed=0, requests=(dataclasses.replace(spec, offset_ms=0.0),))
         return (await self.run(alone, run=run, label=label, cold=flush)).records[0]
+
+    async def reference(self, spec: RequestSpec) -> tuple[RequestRecord, bool]:
+        """`spec`'s isolation reference, its answer alone on a flushed cache, and whether it was
+        sent for it. A request this runner already sent alone with the same `answer_key` is the
+        same computation on a flushed cache, so its answer is reused under `spec`'s id (nothing
+        sent) where the reference was a clean one: answered in full, on a target whose flush
+        emptied the cache. Half the references of a campaign repeat an earlier one (mutants keep
+        their parents' requests, bursts repeat a request; docs/benchmarks.md). Confirmation does
+        not come here: its references are fresh by design (`trial.reproduce`)."""
+        key = spec.answer_key if self.config.reuse_references else None
+        kept = self._references.get(key) if key is not None else None
+        if kept is not None:
+            return dataclasses.replace(kept, request_id=spec.id), False
+        record = await self.run_alone(spec, run=0)
+        if key is not None and record.ok and self._flushes:
+            if len(self._references) >= _MAX_REFERENCES:
+                del self._references[next(iter(self._references))]  # the oldest
+            self._references[key] = record
+        return record, True
 
     async def _wait_until(self, deadline: float) -> None:
         spin_s = self.config.spin_ms / 1000.0

@@ -100,6 +100,9 @@ class Executed:
     lost: str | None = None
     cut: str | None = None
     sent: int = 0  # requests on the wire, probes' priming requests included
+    # Requests whose alone reference is the answer of an earlier, identical one (`Runner.reference`):
+    # not sent for this scenario, and said so in its history.
+    reused: list[str] = field(default_factory=list)
     scenario: Scenario | None = None  # what ran: its prompts are the leak oracle's sources too
 
     @property
@@ -151,7 +154,8 @@ async def execute(
     `/metrics` in each run's `meta["metrics"]`), then the cache-state `probes` (warm: in the
     state the last loaded run left; primed: flushed, the bare prefix alone, then the request),
     then, if asked, each request alone on a flushed cache (its isolation reference and cold
-    state). Requests cancelled on purpose have no alone reference. At the runner's deadline
+    state; `Runner.reference`, which reuses one taken for the same request before). Requests
+    cancelled on purpose have no alone reference. At the runner's deadline
     (`Runner.stop_at`) it stops where it is: `cut` says why."""
     done = Executed(scenario=scenario)
     try:
@@ -171,8 +175,12 @@ async def execute(
         if with_alone:
             for spec in scenario.requests:
                 if not spec.cancelled:
-                    done.alone[spec.id] = [await runner.run_alone(spec, run=0)]
-                    done.sent += 1
+                    record, sent = await runner.reference(spec)  # an earlier one of the same request, reused
+                    done.alone[spec.id] = [record]
+                    if sent:
+                        done.sent += 1
+                    else:
+                        done.reused.append(spec.id)
     except TargetError as e:
         done.lost = str(e)
     except DeadlinePassed as e:

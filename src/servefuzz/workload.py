@@ -149,6 +149,23 @@ class RequestSpec:
             raise ValueError(f"{self.id}: adapter must be a name of 1-64 letters, digits, '.', '_' or '-'")
 
     @property
+    def answer_key(self) -> RequestSpec | None:
+        """What decides this request's answer alone on a flushed cache: the request without its
+        id, its schedule and its prefix's name (so two requests with one key are the same
+        computation there); None for an unseeded sampled request, whose answer is a draw.
+
+        >>> a = RequestSpec("r01", 3.0, (5, 6), 4)
+        >>> a.answer_key == RequestSpec("r07_b", 9.5, (5, 6), 4).answer_key != RequestSpec("r2", 0, (5, 7), 4).answer_key
+        True
+        >>> RequestSpec("r01", 0, (5, 6), 4, temperature=0.8).answer_key is None
+        True
+        """
+        if self.sampled and self.seed is None:
+            return None
+        return dataclasses.replace(self, id="r", offset_ms=0.0, prefix_name="p" if self.prefix_len else None,
+                                   cancel_after_ms=None)
+
+    @property
     def sampled(self) -> bool:
         """Whether the engine samples this request's tokens (temperature > 0)."""
         return self.temperature > 0
