@@ -320,14 +320,14 @@ def default_draft() -> Path:
 
 
 def hf_model_dir(model: Path | None) -> Path:
-    """The Hugging Face folder vLLM should serve: `model` itself, or the `hf-*` folder inside a
-    `servefuzz model build` output, or the default tiny model when `model` is None."""
+    """The Hugging Face folder a preset of that format serves: `model` itself, or the `hf-*`
+    folder inside a `servefuzz model build` output, or the default tiny model when `model` is None."""
     if model is None:
         return default_models() / "hf-float32"
     if not model.exists():
         raise UsageError(f"--model {model}: no such file or folder")
     if not model.is_dir():
-        raise UsageError(f"--model {model}: vLLM serves a model folder (with config.json), not a file")
+        raise UsageError(f"--model {model}: the preset serves a Hugging Face model folder (with config.json), not a file")
     if (model / "config.json").is_file():
         return model
     built = sorted(p.parent for p in model.glob("hf-*/config.json"))
