@@ -11,7 +11,7 @@ values come in (`LaunchInputs`), the command line and environment go out.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from servefuzz.engine_flags import Flag, FlagVariant, Kind, flag_words, path_word, variant, with_flags, without_flags
@@ -172,9 +172,14 @@ def adapter_flags(adapters: Sequence[tuple[str, Path]]) -> tuple[str, ...]:
             "--lora-modules", *(f"{name}={path}" for name, path in adapters))
 
 
-def _dtype(inputs: LaunchInputs, default: str) -> str:
-    dtype = inputs.arg("dtype", default)
-    return default if dtype == "auto" and default != "auto" else dtype
+def _gpu_dtype(server_args: Mapping[str, object]) -> str:
+    """The type a GPU server runs: the finding's server's, bfloat16 where it recorded none or auto.
+
+    >>> _gpu_dtype({}), _gpu_dtype({"dtype": "auto"}), _gpu_dtype({"dtype": "float32"})
+    ('bfloat16', 'bfloat16', 'float32')
+    """
+    dtype = str(server_args.get("dtype") or "bfloat16")
+    return "bfloat16" if dtype == "auto" else dtype
 
 
 def _cpu_plan(inputs: LaunchInputs) -> Plan:
@@ -184,7 +189,7 @@ def _cpu_plan(inputs: LaunchInputs) -> Plan:
 
 def _gpu_plan(inputs: LaunchInputs) -> Plan:
     """In bfloat16 unless the finding's server ran another type."""
-    argv = gpu_argv(inputs.program, inputs.model, _dtype(inputs, "bfloat16"), block_size=inputs.page(16))
+    argv = gpu_argv(inputs.program, inputs.model, _gpu_dtype(inputs.server_args), block_size=inputs.page(16))
     return Plan("vllm", tuple(argv), gpu_env(inputs.site, inputs.pythonpath), start_timeout_s=GPU_START_TIMEOUT_S,
                 device="cuda")
 
@@ -212,8 +217,7 @@ def _gpu_command(c: CommandInputs) -> Built:
     # Made by `--launch vllm-gpu`: the GPU preset's command with the profile's flags and
     # variables from servefuzz's table. The bundle's path was the GPU machine's own: an engine
     # installed with pip needs none.
-    dtype = str(c.server_args.get("dtype") or "bfloat16")
-    preset = gpu_argv("python3", Path("MODEL_DIR"), dtype if dtype != "auto" else "bfloat16", block_size=c.page_size or 16)
+    preset = gpu_argv("python3", Path("MODEL_DIR"), _gpu_dtype(c.server_args), block_size=c.page_size or 16)
     flags = with_flags(preset[1:], c.profile.flags) if c.profile is not None else preset[1:]
     env = _dev_mode(dict(c.env)) | (dict(c.profile.env) if c.profile is not None else {})
     return ["python3", *without_flags(flags, {"--port"})], env, []
