@@ -79,6 +79,34 @@ def test_a_launched_server_killed_mid_campaign_is_a_crash_finding_and_is_started
     assert log.count("--- servefuzz ") == 2 and f"listening on {second['base_url']}" in log
     with pytest.raises(ProcessLookupError):  # stopped at the end: nothing left running
         os.kill(second["pid"], 0)
+    # The control of the test below: a kill from outside is not the scenario's doing, so its
+    # replay on the restarted server finds nothing, and the crash stays as seen, unconfirmed.
+    assert all(f.confirmation is None or f.confirmation.reproduced == 0 for f in crashes), crashes
+
+
+def test_a_crash_that_comes_back_on_the_restarted_server_is_confirmed(tmp_path: Path) -> None:
+    # A server that dies on its first /generate, every time it is started: each scenario's
+    # replay on the restarted server takes it down again (tests/targets/stub_server.py).
+    stub = Path(__file__).parent / "targets" / "stub_server.py"
+    out = tmp_path / "campaign"
+    run = subprocess.run(
+        [sys.executable, "-m", "servefuzz", "fuzz", "--launch", f"{sys.executable} {stub} --mode crash --port {{port}}",
+         "--engine", "sglang", "--requests", "200", "--stop-at-first", "--json", "--out", str(out)],
+        capture_output=True, text=True, timeout=240,
+    )
+    assert "Traceback" not in run.stderr, run.stderr
+    summary = json.loads(run.stdout)
+    assert summary["stopped_because"] == "first confirmed finding", summary
+    # One death seen, one more on the replay: two restarts, and the finding says it came back.
+    assert summary["restarts"] == 2 and summary["first_confirmed"]["crash"]["requests"] > 0, summary
+    [crash] = [load_finding(Path(f["path"])) for f in summary["findings"]]
+    assert summary["findings"][0]["count"] == 1  # one sighting, confirmed: not counted as two
+    assert crash.confirmation is not None and (crash.confirmation.reproduced, crash.confirmation.attempts) == (1, 1)
+    assert any(n.startswith("confirmed: the server died again") for n in crash.notes), crash.notes
+    evidence = next(a.evidence for a in crash.anomalies if a.verdict.value == "crash")
+    assert evidence["exit_code"] == 3  # the first death's own status, waited for
+    assert [p.name for p in (out / "findings").glob("*.json")] == [Path(summary["findings"][0]["path"]).name]
+    assert run.returncode == 1  # found
 
 
 def test_a_server_that_cannot_start_again_ends_the_campaign_with_why(tmp_path: Path) -> None:

@@ -110,3 +110,33 @@ def test_a_crash_keeps_its_traceback_whole_from_the_last_start() -> None:
     assert got[-2:] == ["RuntimeError: CPU Generator does not use offset", "EngineCore encountered a fatal error."]
     assert len(got) == 63 and traceback_of("--- servefuzz 1\nfine") == ""
     assert len(traceback_of(log, most=5).splitlines()) == 5
+
+
+def test_the_exit_status_of_a_server_on_its_way_down_is_waited_for(tmp_path: Path) -> None:
+    # Healthy at once, gone a second after its first health check answered: like SGLang's
+    # launcher, which ends its own tree a moment after its scheduler dies.
+    script = tmp_path / "dying.py"
+    script.write_text(
+        "import http.server, sys, threading, os\n"
+        "class H(http.server.BaseHTTPRequestHandler):\n"
+        "    def do_GET(self):\n"
+        "        self.send_response(200); self.end_headers(); self.wfile.write(b'ok')\n"
+        "        threading.Timer(1.0, lambda: os._exit(7)).start()\n"
+        "    def log_message(self, *a): pass\n"
+        "http.server.HTTPServer(('127.0.0.1', int(sys.argv[1])), H).serve_forever()\n"
+    )
+    srv = ServerProcess([sys.executable, str(script), "{port}"], log_path=tmp_path / "log", start_timeout_s=30)
+    srv.start()
+    try:
+        assert srv.returncode is None  # not yet: read at once, the crash would have no exit code
+        assert srv.exit_status(grace_s=30) == 7
+    finally:
+        srv.stop(timeout_s=2)
+
+
+def test_a_server_still_running_after_the_grace_has_no_exit_status(server: ServerProcess) -> None:
+    server.start()
+    try:
+        assert server.exit_status(grace_s=0.5) is None and server.alive
+    finally:
+        server.stop(timeout_s=2)

@@ -30,7 +30,8 @@ worker, while the corpus, the feedback, the noise model and the dedup stay here.
 
 A target that dies mid-campaign is a crash finding. When servefuzz launched the server itself
 the caller passes a `Revival`: the crash finding then carries the server's exit status and the
-tail of its log, the server is started again, and the campaign goes on (up to `max_restarts`).
+tail of its log, the server is started again, the scenario is replayed there to confirm the
+crash (`CRASH_REPLAYS`), and the campaign goes on (up to `max_restarts`).
 """
 
 from __future__ import annotations
@@ -280,7 +281,7 @@ def shape_of(info: TargetInfo) -> TargetShape:
 class Revival(Protocol):
     """A server servefuzz launched, which the campaign may start again after it dies."""
 
-    def death(self) -> dict[str, Any]:
+    async def death(self) -> dict[str, Any]:
         """What the dead server left: its exit status and the tail of its log (JSON-ready)."""
         ...
 
@@ -387,7 +388,7 @@ class LocalWorker:
         return await confirm_finding(self.runner, scenario, iteration, done, verdict, config, noise, say)
 
     async def death(self) -> dict[str, Any]:
-        return {} if self.revival is None else self.revival.death()
+        return {} if self.revival is None else await self.revival.death()
 
     async def revive(self) -> TargetInfo:
         if self.revival is None:
@@ -417,10 +418,28 @@ async def run_campaign(
 
 
 @dataclass(frozen=True)
+class _Crashed:
+    """A scenario whose execution took the server down: what replaying it on the restarted
+    server needs (`_Loop.confirm_crash`)."""
+
+    scenario: Scenario
+    done: Executed
+    verdict: Judgement
+    finding: Finding
+
+
+@dataclass(frozen=True)
 class _Outcome:
     iteration: int
     finding: Finding | None
     lost: str | None
+    crashed: _Crashed | None = None
+
+
+# A crash that takes the server down is confirmed by replaying its scenario on the restarted
+# server, up to this many times, stopping at the first death: each death costs a restart (vLLM:
+# tens of seconds), where the five replays of a divergence cost a few requests each.
+CRASH_REPLAYS = 2
 
 
 async def run_campaign_on(
@@ -533,15 +552,17 @@ async def run_campaign_on(
                     # No restart past the budget: it would outlast the grace, for nothing.
                     stopped = stopped or over
                     continue
+                finding = outcome.finding
                 if outcome.lost is not None:
                     why = await _revive(worker, outcome.lost, config, state, on_event)
+                    if not why and outcome.crashed is not None and budget.exhausted() is None:
+                        finding, why = await run.confirm_crash(worker, outcome.iteration, outcome.crashed)
                     if why:
                         stopped, run.halt = stopped or why, True
-                    else:
-                        free.append(worker)
-                    continue
-                free.append(worker)
-                finding = outcome.finding
+                        continue
+                    free.append(worker)
+                else:
+                    free.append(worker)
                 if finding is not None and config.stop_at_first and _confirmed(finding) and (
                     not config.stop_verdicts or finding.verdict.value in config.stop_verdicts
                 ):
@@ -666,7 +687,57 @@ class _Loop:
         write_noise(out, self.noise)
         _save_progress(out, state, corpus, self.schedule, store, self.firsts)  # last: what it names is on disk
         on_event(state)
-        return _Outcome(iteration, finding, done.lost)
+        crashed = None
+        if (done.lost is not None and finding is not None and finding.verdict is Verdict.CRASH
+                and not _confirmed(finding) and worker.revivable
+                and not ((kept := store.known(finding.signature)) is not None and _confirmed(kept))):
+            crashed = _Crashed(scenario, done, verdict, finding)
+        return _Outcome(iteration, finding, done.lost, crashed)
+
+    async def confirm_crash(self, worker: Worker, iteration: int, crashed: _Crashed) -> tuple[Finding | None, str]:
+        """Replay a scenario that took the server down on the restarted server (`CRASH_REPLAYS`
+        times at most, ending at the first death); the finding, confirmed when the server died
+        again, and why the campaign must stop ("" when the server is up again).
+
+        The finding was kept as seen before this starts: a replay that finds nothing, or a
+        server that cannot be started again, loses nothing."""
+        state = self.state
+        state.last = f"iteration {iteration}: the server died; replaying the scenario on the restarted server"
+        self.on_event(state)
+
+        def say(what: str) -> None:
+            state.last = what
+            self.on_event(state)
+
+        settings = ConfirmConfig(runs=CRASH_REPLAYS)
+        try:
+            confirmed = await worker.confirm(crashed.scenario, iteration, crashed.done, crashed.verdict, settings,
+                                             self.noise, say)
+        except WorkerLost as e:
+            return None, await _revive(worker, str(e), self.config, state, self.on_event)
+        state.requests += confirmed.sent
+        why = ""
+        if confirmed.lost is not None:
+            why = await _revive(worker, confirmed.lost, self.config, state, self.on_event)
+        rep = confirmed.finding.confirmation
+        if rep is None or rep.reproduced == 0:
+            tried = 0 if rep is None else rep.attempts
+            state.last = f"iteration {iteration}: the crash did not come back in {tried} replay(s); kept as seen"
+            self.on_event(state)
+            _save_progress(self.config.out_dir, state, self.corpus, self.schedule, self.store, self.firsts)
+            return None, why
+        # The first death's evidence (exit status, log) stays; the replay's note says what it was.
+        finding = dataclasses.replace(
+            crashed.finding, confirmation=rep,
+            notes=(f"confirmed: the server died again when the scenario was replayed on the restarted server "
+                   f"({rep.reproduced}/{rep.attempts}: {confirmed.lost or 'a request saw it fail'})",))
+        path, what_happened = self.store.add(finding, again=True)
+        if finding.verdict.value not in self.firsts:
+            self.firsts[finding.verdict.value] = (state.requests, state.elapsed_s)
+        state.last = f"finding {path.name} ({what_happened}): crash confirmed on the restarted server"
+        _save_progress(self.config.out_dir, state, self.corpus, self.schedule, self.store, self.firsts)
+        self.on_event(state)
+        return finding, why
 
 
 def _next_scenario(

@@ -168,6 +168,20 @@ class ServerProcess:
     def alive(self) -> bool:
         return self._proc is not None and self._proc.poll() is None
 
+    def exit_status(self, grace_s: float) -> int | None:
+        """The exit status, waiting up to `grace_s` for it; None if the server still runs.
+
+        A server whose requests were just lost is usually on its way down, but not always
+        there yet: SGLang's launcher ends its own tree a moment after its scheduler dies.
+        Reading the status at once would record a crash with no exit code.
+        """
+        if self._proc is None:
+            return None
+        try:
+            return self._proc.wait(timeout=grace_s)
+        except subprocess.TimeoutExpired:
+            return None
+
     @property
     def argv(self) -> list[str]:
         port = str(self.port if self.port is not None else "{port}")

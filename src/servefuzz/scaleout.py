@@ -76,7 +76,7 @@ class ServerActor:
         return await confirm_finding(self.server.runner, scenario, iteration, done, verdict, config, noise)
 
     async def death(self) -> dict[str, Any]:
-        return self.server.death()
+        return await self.server.death()
 
     async def revive(self) -> TargetInfo:
         await self.server.revive()

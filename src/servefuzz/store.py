@@ -122,19 +122,26 @@ class FindingStore:
         kept = self.kept.get(signature)
         return None if kept is None else kept[1]
 
-    def add(self, finding: Finding) -> tuple[Path, str]:
-        """Record `finding`; returns its file and what happened: new, smaller or duplicate."""
+    def add(self, finding: Finding, *, again: bool = False) -> tuple[Path, str]:
+        """Record `finding`; returns its file and what happened: new, smaller or duplicate.
+
+        `again`: the same sighting as one added before, now confirmed (a crash replayed on the
+        restarted server): it may replace that one but is not counted as seen twice."""
         sig = finding.signature
-        self.counts[sig] += 1
+        if not again:
+            self.counts[sig] += 1
         old = self.kept.get(sig)
         if old is not None and finding_size(finding) >= finding_size(old[1]):
             return old[0], "duplicate"
-        path = write_finding(self.directory, finding)
+        # The same sighting confirmed later has the same name: renamed over it, still atomically.
+        same_name = old is not None and old[0].name == finding.filename
+        path = write_finding(self.directory, finding, replace=same_name)
         self.kept[sig] = (path, finding)
         if old is None:
             return path, "new"
-        durable.unlink(old[0])
-        return path, "smaller"
+        if not same_name:
+            durable.unlink(old[0])
+        return path, "confirmed" if again else "smaller"
 
     def findings(self) -> list[tuple[Path, Finding]]:
         return sorted(self.kept.values(), key=lambda pf: pf[1].iteration)

@@ -746,6 +746,9 @@ class Replayer:
 
 # Beside server.log: one JSON line per call of a stand-in's helper (`Launch.standins`).
 STANDIN_LOG = "standin_calls.jsonl"
+# How long a server whose requests were lost gets to finish dying before its crash is recorded
+# (SGLang's launcher takes its tree down after its scheduler; seconds on a busy machine).
+DEATH_GRACE_S = 20.0
 
 
 class LaunchedServer:
@@ -810,9 +813,16 @@ class LaunchedServer:
             await self._runner.__aexit__(None, None, None)
             self._runner = None
 
-    def death(self) -> dict[str, Any]:
+    async def death(self) -> dict[str, Any]:
+        """What the server left when its requests were lost: exit status, log tail, traceback.
+
+        Waits up to `DEATH_GRACE_S` for the exit status (in a thread: the loop stays free);
+        a server still running after it says so rather than leaving the code blank.
+        """
+        code = await asyncio.to_thread(self.process.exit_status, DEATH_GRACE_S)
         return {
-            "exit_code": self.process.returncode,
+            "exit_code": code,
+            **({} if code is not None else {"still_running_after_s": DEATH_GRACE_S}),
             "server_log": str(self.process.log_path),
             "log_tail": redact_text(self.process.log_tail(20)),
             # The tail may start mid-traceback, or after it: the report needs it whole.
