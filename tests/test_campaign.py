@@ -21,7 +21,7 @@ import servefuzz.campaign as campaign_module
 from servefuzz.anomaly import Anomaly, Oracle, Verdict
 from servefuzz.campaign import CampaignConfig, derive_seed, run_campaign
 from servefuzz.errors import UsageError
-from servefuzz.finding import Confirmation, Finding, TargetInfo
+from servefuzz.finding import Confirmation, Finding, TargetInfo, load_finding
 from servefuzz.oracles.judge import Expectation, Judgement, judge, reproduction
 from servefuzz.runner import Runner
 from servefuzz.store import FindingStore, finding_size, read_noise
@@ -123,6 +123,17 @@ def test_one_file_per_signature_keeping_the_smallest_confirmed_example(tmp_path:
     assert [p.name for p in tmp_path.glob("finding_*.json")] == [smaller.name]
     assert store.counts[hang(4, 3).signature] == 4
     assert finding_size(hang(5, 3, prompt=4)) < finding_size(hang(6, 3)) < finding_size(hang(7, 2, confirmed=False))
+
+
+def test_a_sighting_confirmed_later_replaces_its_own_file_and_is_counted_once(tmp_path: Path) -> None:
+    store = FindingStore(tmp_path)
+    seen, status = store.add(hang(1, 4, confirmed=False))
+    assert status == "new"
+    confirmed, status = store.add(hang(1, 4), again=True)  # the crash replayed on the restarted server
+    assert (confirmed, status) == (seen, "confirmed")
+    assert load_finding(seen).confirmation == hang(1, 4).confirmation
+    assert [p.name for p in tmp_path.glob("finding_*.json")] == [seen.name]
+    assert store.counts[hang(1, 4).signature] == 1
 
 
 def test_reopening_rescans_the_files_and_resolves_a_kill_between_replacement_and_removal(tmp_path: Path) -> None:
