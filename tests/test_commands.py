@@ -109,6 +109,23 @@ def test_a_crash_that_comes_back_on_the_restarted_server_is_confirmed(tmp_path: 
     assert run.returncode == 1  # found
 
 
+def test_once_a_crash_is_confirmed_later_crashes_are_kept_as_seen_without_a_replay(tmp_path: Path) -> None:
+    stub = Path(__file__).parent / "targets" / "stub_server.py"
+    run = subprocess.run(
+        [sys.executable, "-m", "servefuzz", "fuzz", "--launch", f"{sys.executable} {stub} --mode crash --port {{port}}",
+         "--engine", "sglang", "--requests", "500", "--keep-going", "--json", "--out", str(tmp_path / "c")],
+        capture_output=True, text=True, timeout=240,
+    )
+    assert "Traceback" not in run.stderr, run.stderr
+    summary = json.loads(run.stdout)
+    # Restarts: the first death, its replay's, then one per later death until the five are spent;
+    # the death that finds none left is seen too: five sightings, only the first replayed.
+    assert summary["restarts"] == 5 and "5 restarts already" in summary["stopped_because"], summary
+    crashes = [load_finding(Path(f["path"])) for f in summary["findings"]]
+    confirmed = [f for f in crashes if f.confirmation is not None and f.confirmation.reproduced]
+    assert len(confirmed) == 1 and sum(f["count"] for f in summary["findings"]) == 5, summary["findings"]
+
+
 def test_a_server_that_cannot_start_again_ends_the_campaign_with_why(tmp_path: Path) -> None:
     # The command works once: it deletes the file it needs, so the restart after the kill fails.
     flag = tmp_path / "once"

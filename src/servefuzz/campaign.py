@@ -688,9 +688,11 @@ class _Loop:
         _save_progress(out, state, corpus, self.schedule, store, self.firsts)  # last: what it names is on disk
         on_event(state)
         crashed = None
+        # Replayed until one crash is confirmed in the campaign: each replay that dies costs a
+        # restart, and later crashes (other signatures of what may well be the same bug) are
+        # kept as seen rather than spend the restarts the rest of the campaign lives on.
         if (done.lost is not None and finding is not None and finding.verdict is Verdict.CRASH
-                and not _confirmed(finding) and worker.revivable
-                and not ((kept := store.known(finding.signature)) is not None and _confirmed(kept))):
+                and not _confirmed(finding) and worker.revivable and Verdict.CRASH.value not in self.firsts):
             crashed = _Crashed(scenario, done, verdict, finding)
         return _Outcome(iteration, finding, done.lost, crashed)
 
