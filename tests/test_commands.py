@@ -126,6 +126,46 @@ def test_once_a_crash_is_confirmed_later_crashes_are_kept_as_seen_without_a_repl
     assert len(confirmed) == 1 and sum(f["count"] for f in summary["findings"]) == 5, summary["findings"]
 
 
+def _fuzz_stub(mode: str, out: Path, *extra: str) -> tuple[subprocess.CompletedProcess[str], dict]:
+    stub = Path(__file__).parent / "targets" / "stub_server.py"
+    run = subprocess.run(
+        [sys.executable, "-m", "servefuzz", "fuzz", "--launch", f"{sys.executable} {stub} --mode {mode} --port {{port}}",
+         "--engine", "sglang", "--request-timeout", "2", "--stop-at-first", "--json", "--out", str(out), *extra],
+        capture_output=True, text=True, timeout=240,
+    )
+    assert "Traceback" not in run.stderr, run.stderr
+    return run, json.loads(run.stdout)
+
+
+def test_a_server_that_stops_answering_is_restarted_and_its_hang_confirmed_there(tmp_path: Path) -> None:
+    # The stub's `hang` mode answers nothing, ever, from its first request on: a wedged server.
+    # Every later run on it would hang as a consequence, so after the first run's hangs a lone
+    # 1-token request tells a wedge from a slow request, and the server is started again.
+    run, summary = _fuzz_stub("hang", tmp_path / "c", "--requests", "200")
+    assert summary["stopped_because"] == "first confirmed finding", summary
+    assert summary["restarts"] == 2, summary  # the wedge, then its replay's on the restarted server
+    [hang] = [load_finding(Path(f["path"])) for f in summary["findings"]]
+    assert hang.verdict.value == "hang" and summary["findings"][0]["count"] == 1
+    assert hang.confirmation is not None and (hang.confirmation.reproduced, hang.confirmation.attempts) == (1, 1)
+    assert any(n.startswith("confirmed: the server hung again") for n in hang.notes), hang.notes
+    wedged = [a.evidence["wedged"] for a in hang.anomalies if a.verdict.value == "hang"]
+    assert wedged and all("a lone 1-token request got no answer within 2 s either" in w for w in wedged), wedged
+    assert not any(a.verdict.value == "crash" for a in hang.anomalies)  # alive, not dead: no crash claimed
+    assert run.returncode == 1
+
+
+def test_a_server_that_hangs_some_requests_but_still_answers_is_not_restarted(tmp_path: Path) -> None:
+    # Control: `hang-long` hangs every request for more than one token and answers the lone
+    # 1-token one. The hang is a finding, confirmed on the same server; nothing is lost.
+    run, summary = _fuzz_stub("hang-long", tmp_path / "c", "--requests", "400")
+    assert summary["restarts"] == 0, summary
+    hangs = [load_finding(Path(f["path"])) for f in summary["findings"] if f["verdict"] == "hang"]
+    assert hangs and summary["stopped_because"] == "first confirmed finding", summary
+    assert not any("wedged" in a.evidence for h in hangs for a in h.anomalies)
+    assert not any(n.startswith("confirmed: the server hung again") for h in hangs for n in h.notes)
+    assert run.returncode == 1
+
+
 def test_a_server_that_cannot_start_again_ends_the_campaign_with_why(tmp_path: Path) -> None:
     # The command works once: it deletes the file it needs, so the restart after the kill fails.
     flag = tmp_path / "once"

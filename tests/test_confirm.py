@@ -11,6 +11,7 @@ from servefuzz.finding import Confirmation, Finding, TargetInfo
 from servefuzz.launcher import Launch, ServerProcess
 from servefuzz.oracles.judge import Expectation
 from servefuzz.replay_report import render_confirmation
+from servefuzz.runner import RunConfig
 from servefuzz.triager import run_row
 from servefuzz.trial import Replayer, confirmed
 from servefuzz.workload import PromptBuilder, RequestSpec, Scenario
@@ -80,6 +81,29 @@ def test_a_crash_comes_back_on_a_fresh_server_each_run_until_the_runs_are_spent(
         assert once.lost is not None and once.attempts <= 1
     row = run_row(crash, launch, None, runs=3, log_dir=tmp_path)
     assert (row.reproduced, row.attempts, row.error) == (3, 3, None)
+
+
+def test_a_wedged_server_is_started_again_so_that_each_hang_replay_is_its_own(tmp_path: Path) -> None:
+    """The stub's `hang` mode answers nothing once asked anything: on one server every replay
+    after the first would hang because the first did. A run whose requests hang is followed by a
+    lone 1-token request; unanswered too, the server is lost, so each replay runs on a fresh one
+    and 3 runs are 3 independent attempts; a server that still answers it is kept (the control)."""
+    hang = finding(Verdict.HANG, "r01", target=TargetInfo("sglang", "http://127.0.0.1:1"))
+    config = RunConfig(request_timeout_s=2.0)
+    def starts(log: Path) -> int:  # one header line per start of the server
+        return log.read_text().count("--- servefuzz")
+
+    wedged, control = tmp_path / "hang.log", tmp_path / "hang-long.log"
+    with Replayer(Launch("sglang", (sys.executable, str(STUB), "--mode", "hang", "--port", "{port}")),
+                  config=config, log_path=wedged) as bench:
+        rep = bench.reproduce(hang.scenario, Expectation.of(hang), 3)
+        assert (rep.rate, len(rep.loaded)) == ("3/3", 3) and rep.verdict_of(Expectation.of(hang)) is Verdict.HANG
+    assert starts(wedged) == 4  # the first, and one after each wedge (the last: for whatever comes next)
+    with Replayer(Launch("sglang", (sys.executable, str(STUB), "--mode", "hang-long", "--port", "{port}")),
+                  config=config, log_path=control) as bench:
+        rep = bench.reproduce(hang.scenario, Expectation.of(hang), 3)
+        assert (rep.rate, rep.lost) == ("3/3", None)
+    assert starts(control) == 1
 
 
 def test_expectation_follows_the_confirmed_requests() -> None:

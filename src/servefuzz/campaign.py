@@ -31,7 +31,9 @@ worker, while the corpus, the feedback, the noise model and the dedup stay here.
 A target that dies mid-campaign is a crash finding. When servefuzz launched the server itself
 the caller passes a `Revival`: the crash finding then carries the server's exit status and the
 tail of its log, the server is started again, the scenario is replayed there to confirm the
-crash (`CRASH_REPLAYS`), and the campaign goes on (up to `max_restarts`).
+crash (`CRASH_REPLAYS`), and the campaign goes on (up to `max_restarts`). A target that stops
+answering after its requests hang (`trial.stopped_answering`) is lost the same way, alive: its
+hang is the finding, and it is started again and replayed like a crash.
 """
 
 from __future__ import annotations
@@ -418,9 +420,9 @@ async def run_campaign(
 
 
 @dataclass(frozen=True)
-class _Crashed:
-    """A scenario whose execution took the server down: what replaying it on the restarted
-    server needs (`_Loop.confirm_crash`)."""
+class _Downed:
+    """A scenario whose execution took the server down (it died, or stopped answering: a
+    wedge): what replaying it on the restarted server needs (`_Loop.confirm_on_restart`)."""
 
     scenario: Scenario
     done: Executed
@@ -433,12 +435,13 @@ class _Outcome:
     iteration: int
     finding: Finding | None
     lost: str | None
-    crashed: _Crashed | None = None
+    crashed: _Downed | None = None
 
 
-# A crash that takes the server down is confirmed by replaying its scenario on the restarted
-# server, up to this many times, stopping at the first death: each death costs a restart (vLLM:
-# tens of seconds), where the five replays of a divergence cost a few requests each.
+# A crash that takes the server down (or a hang that wedges it: `trial.stopped_answering`) is
+# confirmed by replaying its scenario on the restarted server, up to this many times, stopping
+# at the first loss: each costs a restart (vLLM: tens of seconds; a wedge also the request
+# timeout), where the five replays of a divergence cost a few requests each.
 CRASH_REPLAYS = 2
 
 
@@ -556,7 +559,7 @@ async def run_campaign_on(
                 if outcome.lost is not None:
                     why = await _revive(worker, outcome.lost, config, state, on_event)
                     if not why and outcome.crashed is not None and budget.exhausted() is None:
-                        finding, why = await run.confirm_crash(worker, outcome.iteration, outcome.crashed)
+                        finding, why = await run.confirm_on_restart(worker, outcome.iteration, outcome.crashed)
                     if why:
                         stopped, run.halt = stopped or why, True
                         continue
@@ -586,14 +589,14 @@ async def _revive(worker: Worker, lost: str, config: CampaignConfig, state: Camp
     """Start a worker's dead server again; why the campaign must stop instead ("" when revived)."""
     if not worker.revivable or state.restarts >= config.max_restarts:
         return f"target lost: {lost}" + ("" if not worker.revivable else f" ({state.restarts} restarts already)")
-    state.last = f"the server died ({lost}); starting it again"
+    state.last = f"the server is lost ({lost}); starting it again"
     on_event(state)
     try:
         info = await worker.revive()
     except TargetError as e:
         return f"target lost: {lost}; it could not be started again: {e}"
     state.restarts += 1
-    state.last = f"the server died ({lost}); restarted it at {info.base_url}"
+    state.last = f"the server is lost ({lost}); restarted it at {info.base_url}"
     if worker.name is not None:
         state.workers[worker.name] = f"restarted at {info.base_url}"
     on_event(state)
@@ -652,7 +655,9 @@ class _Loop:
         if verdict.constraint:
             # A constraint broken alone too backs no finding (oracles.constraint); kept, not dropped.
             append_json_line(out / "constraints.jsonl", {"iteration": iteration, "lines": list(verdict.constraint)})
-        if done.lost is not None:
+        if done.wedged:
+            verdict = _with_wedge(verdict, str(done.lost))
+        elif done.lost is not None:
             verdict = _with_target_lost(verdict, done.lost, await worker.death())
         for a in verdict.anomalies:
             state.anomalies[a.verdict.value] += 1
@@ -688,23 +693,24 @@ class _Loop:
         _save_progress(out, state, corpus, self.schedule, store, self.firsts)  # last: what it names is on disk
         on_event(state)
         crashed = None
-        # Replayed until one crash is confirmed in the campaign: each replay that dies costs a
-        # restart, and later crashes (other signatures of what may well be the same bug) are
-        # kept as seen rather than spend the restarts the rest of the campaign lives on.
-        if (done.lost is not None and finding is not None and finding.verdict is Verdict.CRASH
-                and not _confirmed(finding) and worker.revivable and Verdict.CRASH.value not in self.firsts):
-            crashed = _Crashed(scenario, done, verdict, finding)
+        # Replayed until one crash (or one wedge) is confirmed in the campaign: each replay that
+        # takes the server down costs a restart, and later ones (other signatures of what may
+        # well be the same bug) are kept as seen rather than spend the restarts the rest of the
+        # campaign lives on.
+        if (done.lost is not None and finding is not None and finding.verdict is _downed_by(done)
+                and not _confirmed(finding) and worker.revivable and finding.verdict.value not in self.firsts):
+            crashed = _Downed(scenario, done, verdict, finding)
         return _Outcome(iteration, finding, done.lost, crashed)
 
-    async def confirm_crash(self, worker: Worker, iteration: int, crashed: _Crashed) -> tuple[Finding | None, str]:
+    async def confirm_on_restart(self, worker: Worker, iteration: int, crashed: _Downed) -> tuple[Finding | None, str]:
         """Replay a scenario that took the server down on the restarted server (`CRASH_REPLAYS`
-        times at most, ending at the first death); the finding, confirmed when the server died
-        again, and why the campaign must stop ("" when the server is up again).
+        times at most, ending at the first loss); the finding, confirmed when the server died (or
+        hung) again, and why the campaign must stop ("" when the server is up again).
 
         The finding was kept as seen before this starts: a replay that finds nothing, or a
         server that cannot be started again, loses nothing."""
         state = self.state
-        state.last = f"iteration {iteration}: the server died; replaying the scenario on the restarted server"
+        state.last = f"iteration {iteration}: the server was lost; replaying the scenario on the restarted server"
         self.on_event(state)
 
         def say(what: str) -> None:
@@ -724,19 +730,21 @@ class _Loop:
         rep = confirmed.finding.confirmation
         if rep is None or rep.reproduced == 0:
             tried = 0 if rep is None else rep.attempts
-            state.last = f"iteration {iteration}: the crash did not come back in {tried} replay(s); kept as seen"
+            state.last = (f"iteration {iteration}: the {crashed.finding.verdict.value} did not come back in {tried} "
+                          "replay(s); kept as seen")
             self.on_event(state)
             _save_progress(self.config.out_dir, state, self.corpus, self.schedule, self.store, self.firsts)
             return None, why
         # The first death's evidence (exit status, log) stays; the replay's note says what it was.
+        again = "died again" if crashed.finding.verdict is Verdict.CRASH else "hung again"
         finding = dataclasses.replace(
             crashed.finding, confirmation=rep,
-            notes=(f"confirmed: the server died again when the scenario was replayed on the restarted server "
+            notes=(f"confirmed: the server {again} when the scenario was replayed on the restarted server "
                    f"({rep.reproduced}/{rep.attempts}: {confirmed.lost or 'a request saw it fail'})",))
         path, what_happened = self.store.add(finding, again=True)
         if finding.verdict.value not in self.firsts:
             self.firsts[finding.verdict.value] = (state.requests, state.elapsed_s)
-        state.last = f"finding {path.name} ({what_happened}): crash confirmed on the restarted server"
+        state.last = f"finding {path.name} ({what_happened}): {finding.verdict.value} confirmed on the restarted server"
         _save_progress(self.config.out_dir, state, self.corpus, self.schedule, self.store, self.firsts)
         self.on_event(state)
         return finding, why
@@ -881,6 +889,22 @@ def _with_target_lost(j: Judgement, why: str, death: Mapping[str, Any]) -> Judge
         return j
     return Judgement(tuple(dataclasses.replace(a, evidence={**a.evidence, **death}) if a.verdict is Verdict.CRASH else a
                            for a in j.anomalies), j.stable)
+
+
+def _downed_by(done: Executed) -> Verdict:
+    """The verdict of a finding that took its server down: a wedge is a hang, a death a crash."""
+    return Verdict.HANG if done.wedged else Verdict.CRASH
+
+
+def _with_wedge(j: Judgement, why: str) -> Judgement:
+    """A server that stopped answering after its requests hung: the why joins the evidence of
+    every hang (what makes the hang a wedge of the whole server, not one slow request)."""
+    hangs = [a for a in j.anomalies if a.verdict is Verdict.HANG]
+    if not hangs:
+        lost = Anomaly(Oracle.LIVENESS, Verdict.HANG, "-", why, evidence={"wedged": why})
+        return Judgement((*j.anomalies, lost), j.stable)
+    return Judgement(tuple(dataclasses.replace(a, evidence={**a.evidence, "wedged": why}) if a.verdict is Verdict.HANG
+                           else a for a in j.anomalies), j.stable)
 
 
 def _confirmed(f: Finding) -> bool:

@@ -36,7 +36,7 @@ from servefuzz.engines.registry import spec_of
 from servefuzz.errors import LaunchError, TargetError, UsageError
 from servefuzz.feedback import metric_deltas
 from servefuzz.finding import Confirmation, Finding, TargetInfo, redact_argv, redact_text
-from servefuzz.history import RequestRecord, RunHistory
+from servefuzz.history import RequestRecord, RunHistory, Status
 from servefuzz.launcher import Launch, ServerProcess
 from servefuzz.oracles.controls import (
     CONTENT_SWAP,
@@ -98,6 +98,9 @@ class Executed:
     alone: dict[str, list[RequestRecord]] = field(default_factory=dict)
     cache: list[RequestRecord] = field(default_factory=list)
     lost: str | None = None
+    # The target is lost because it stopped answering, alive (`stopped_answering`), not dead:
+    # its requests hung and a lone 1-token request did too. `lost` says so.
+    wedged: bool = False
     cut: str | None = None
     sent: int = 0  # requests on the wire, probes' priming requests included
     # Requests whose alone reference is the answer of an earlier, identical one (`Runner.reference`):
@@ -134,6 +137,31 @@ async def _probe(runner: Runner, spec: RequestSpec, run: int, done: Executed) ->
     done.sent += 1
 
 
+# What `stopped_answering` sends: one token out of four in, base model, greedy, nothing else in flight.
+ALIVE_PROBE_ID = "~alive"
+
+
+async def stopped_answering(runner: Runner, scenario: Scenario, run: RunHistory) -> str | None:
+    """Why the server is to be taken as lost after `run`, in which requests hung; None when it
+    still answers. Sends one request.
+
+    A request that hangs on its own is a finding. A server that then answers nothing at all is
+    wedged (SGLang 0.5.10.post1's scheduler, docs/findings/sglang-cpu-tiny-pool-hang): every
+    later run on it would hang as a consequence of the first, not as a reproduction of it, and
+    a campaign would spend the rest of its budget on it. So after a run with a timed-out request
+    one lone 1-token request is sent, without a flush (a wedged SGLang refuses flushes); when it
+    gets no answer within the request timeout either, the target is lost, as a dead one is: a
+    launched server is started again, and replays go on on the fresh one.
+    """
+    first = scenario.requests[0]
+    probe = RequestSpec(ALIVE_PROBE_ID, 0.0, first.prompt_ids[:4], 1)
+    record = await runner.run_alone(probe, run=run.run, label="alive", flush=False)
+    if record.status is not Status.TIMEOUT:
+        return None
+    return (f"the server stopped answering: after requests of run {run.run} hung, a lone 1-token request got no "
+            f"answer within {runner.config.request_timeout_s:g} s either")
+
+
 def probe_targets(scenario: Scenario, count: int) -> list[RequestSpec]:
     """Which requests the cache-state probes visit: those with a shared prefix and a suffix,
     not cancelled, first in scenario order."""
@@ -167,6 +195,11 @@ async def execute(
             done.sent += scenario.total_requests
             delta = metric_deltas(before, await _metrics(runner))
             done.loaded[-1] = dataclasses.replace(h, meta={**h.meta, "metrics": delta})
+            if any(r.status is Status.TIMEOUT for r in h.records):
+                done.sent += 1  # the probe
+                if (why := await stopped_answering(runner, scenario, h)) is not None:
+                    done.lost, done.wedged = why, True
+                    return done
         # Probed in the state the last loaded run left (warm: no flush), then primed: every
         # execution, first or replay, probes the same state, so what a replay re-checks is
         # what the first execution saw.

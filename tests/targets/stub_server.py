@@ -6,7 +6,10 @@ Modes (what `/generate` does; `/health` always answers 200):
 - `http500`: answers 500 with a short message.
 - `garbage`: answers 200 with a body that is not JSON.
 - `down`:    `/server_info` and `/generate` both answer 500 (the target is unusable).
-- `hang`:    never finishes; a streaming request first gets one chunk with one token.
+- `hang`:    never finishes; a streaming request first gets one chunk with one token. The whole
+             server is wedged: it answers no request at all.
+- `hang-long`: a request for more than one token hangs as in `hang`; one for a single token is
+             answered as in `delta`: some requests hang, the server still answers.
 - `delta`:   answers like SGLang with `--incremental-streaming-output`: each stream chunk holds
              only the new token (ids, logprob triples, text); without streaming, one dict per
              choice in a list (as for `n > 1`). Output token i (from 1) of choice c is 10*c + i.
@@ -28,7 +31,7 @@ import os
 
 from aiohttp import web
 
-MODES = ("http500", "garbage", "down", "hang", "delta", "openai", "crash")
+MODES = ("http500", "garbage", "down", "hang", "hang-long", "delta", "openai", "crash")
 
 
 def make_app(mode: str) -> web.Application:
@@ -53,7 +56,7 @@ def make_app(mode: str) -> web.Application:
             return web.Response(status=500, text="Internal Server Error: boom")
         if mode == "garbage":
             return web.Response(text='{"text": "unterminated', content_type="application/json")
-        if mode == "delta":
+        if mode == "delta" or (mode == "hang-long" and body["sampling_params"]["max_new_tokens"] == 1):
             return await delta(request, body)
         stats["inflight"] += 1
         try:
