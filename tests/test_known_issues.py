@@ -91,6 +91,7 @@ UPSTREAM_TITLES = {
     "vllm#10097": "[V1][BugFix] Fix Generator construction in greedy + seed case",
     "llama.cpp#27624": "server: clear stale state when reusing LRU-selected slots",
     "llama.cpp#28707": "server : honor --lora-init-without-apply and empty lora lists",
+    "sglang#22518": "[Bug] SGLang embedding server deadlocks after first full batch",
     "llama.cpp#27148": ("server: RAM-backed prompt cache (--cache-ram/--cache-idle-slots) restores content from an "
                         "unrelated conversation into a fresh slot under concurrent load"),
 }
@@ -192,7 +193,7 @@ def test_the_triage_matrix_decides_between_sglang_issues() -> None:
         (outcome("no-radix", "--disable-radix-cache", 5), outcome("no-overlap", "--disable-overlap-schedule", 0)),
     )
     matches = match(finding(prefix_len=0, triage=overlap_cures))
-    assert ids(matches) == ["sglang#21614", "sglang#26380", "sglang#18744"]  # all cured by it
+    assert ids(matches) == ["sglang#21614", "sglang#26380", "sglang#22518", "sglang#18744"]  # all cured by it
     assert "still reproduces with --disable-radix-cache (5/5), as sglang#21614 does" in matches[0].reasons
     assert "sglang#22819" not in ids(matches)  # its cure was tried and did not cure: pushed out
     assert "cured by --disable-overlap-schedule, as sglang#26380 is" in next(
@@ -326,6 +327,19 @@ def test_the_sglang_salt_finding_is_the_fix_its_version_predates() -> None:
     for unordered in ("0.6.0rc1", None):
         m = on(unordered)["sglang#23300"]
         assert m.score == first.score - 2 and not any("the fix" in r for r in (*m.reasons, *m.against))
+
+
+def test_the_sglang_hang_is_the_stale_batch_full_flag_and_only_with_n_above_one() -> None:
+    """servefuzz's SGLang 0.5.10.post1 tiny-pool hang (docs/findings/sglang-cpu-tiny-pool-hang):
+    n > 1 requests on a generation model send prefill-only prefix requests, the stale
+    batch_is_full family of #22518. The same scenario with n = 1 shows no specific feature of it
+    (the overlap scheduler and concurrency fit too many issues), and matches nothing."""
+    found = load_finding(Path(__file__).parents[1] / "docs/findings/sglang-cpu-tiny-pool-hang/finding.json")
+    first, *_ = match(found)
+    assert first.issue.id == "sglang#22518" and "r02 asks for n=2 choices" in first.reasons
+    single = dataclasses.replace(found, scenario=dataclasses.replace(
+        found.scenario, requests=tuple(dataclasses.replace(r, n=1) for r in found.scenario.requests)))
+    assert "sglang#22518" not in ids(match(single))
 
 
 def test_a_fixed_in_that_is_no_release_number_is_refused() -> None:
