@@ -22,6 +22,12 @@ for row in rows:
         launch = base.with_changes(with_flags(base.argv, ["--disable-radix-cache"]), base.env, base.target_opts)
     elif row == "pool-4096":
         launch = base.with_changes(with_flags(base.argv, ["--max-total-tokens", "4096"]), base.env, base.target_opts)
+    elif row.startswith("two"):
+        # two concurrent n = 2 requests of the finding (r02 and r02_b), optionally one running at a time
+        keep = [r for r in f.scenario.requests if r.id in ("r02", "r02_b")]
+        scenario = dataclasses.replace(f.scenario, requests=tuple(keep))
+        if row == "two-mrr1":
+            launch = base.with_changes(with_flags(base.argv, ["--max-running-requests", "1"]), base.env, base.target_opts)
     elif row == "n1":
         scenario = dataclasses.replace(f.scenario, requests=tuple(dataclasses.replace(r, n=1) for r in f.scenario.requests))
     began = time.monotonic()
