@@ -84,18 +84,23 @@ def test_a_launched_server_killed_mid_campaign_is_a_crash_finding_and_is_started
     assert all(f.confirmation is None or f.confirmation.reproduced == 0 for f in crashes), crashes
 
 
-def test_a_crash_that_comes_back_on_the_restarted_server_is_confirmed(tmp_path: Path) -> None:
-    # A server that dies on its first /generate, every time it is started: each scenario's
-    # replay on the restarted server takes it down again (tests/targets/stub_server.py).
+def _fuzz_stub(mode: str, out: Path, *extra: str) -> tuple[subprocess.CompletedProcess[str], dict]:
+    """`fuzz --launch` on the stub server in `mode` (tests/targets/stub_server.py), `--json`."""
     stub = Path(__file__).parent / "targets" / "stub_server.py"
-    out = tmp_path / "campaign"
     run = subprocess.run(
-        [sys.executable, "-m", "servefuzz", "fuzz", "--launch", f"{sys.executable} {stub} --mode crash --port {{port}}",
-         "--engine", "sglang", "--requests", "200", "--stop-at-first", "--json", "--out", str(out)],
+        [sys.executable, "-m", "servefuzz", "fuzz", "--launch", f"{sys.executable} {stub} --mode {mode} --port {{port}}",
+         "--engine", "sglang", "--json", "--out", str(out), *extra],
         capture_output=True, text=True, timeout=240,
     )
     assert "Traceback" not in run.stderr, run.stderr
-    summary = json.loads(run.stdout)
+    return run, json.loads(run.stdout)
+
+
+def test_a_crash_that_comes_back_on_the_restarted_server_is_confirmed(tmp_path: Path) -> None:
+    # A server that dies on its first /generate, every time it is started: each scenario's
+    # replay on the restarted server takes it down again (tests/targets/stub_server.py).
+    out = tmp_path / "campaign"
+    run, summary = _fuzz_stub("crash", out, "--requests", "200", "--stop-at-first")
     assert summary["stopped_because"] == "first confirmed finding", summary
     # One death seen, one more on the replay: two restarts, and the finding says it came back.
     assert summary["restarts"] == 2 and summary["first_confirmed"]["crash"]["requests"] > 0, summary
@@ -110,14 +115,7 @@ def test_a_crash_that_comes_back_on_the_restarted_server_is_confirmed(tmp_path: 
 
 
 def test_once_a_crash_is_confirmed_later_crashes_are_kept_as_seen_without_a_replay(tmp_path: Path) -> None:
-    stub = Path(__file__).parent / "targets" / "stub_server.py"
-    run = subprocess.run(
-        [sys.executable, "-m", "servefuzz", "fuzz", "--launch", f"{sys.executable} {stub} --mode crash --port {{port}}",
-         "--engine", "sglang", "--requests", "500", "--keep-going", "--json", "--out", str(tmp_path / "c")],
-        capture_output=True, text=True, timeout=240,
-    )
-    assert "Traceback" not in run.stderr, run.stderr
-    summary = json.loads(run.stdout)
+    _, summary = _fuzz_stub("crash", tmp_path / "c", "--requests", "500", "--keep-going")
     # Restarts: the first death, its replay's, then one per later death until the five are spent;
     # the death that finds none left is seen too: five sightings, only the first replayed.
     assert summary["restarts"] == 5 and "5 restarts already" in summary["stopped_because"], summary
@@ -126,22 +124,12 @@ def test_once_a_crash_is_confirmed_later_crashes_are_kept_as_seen_without_a_repl
     assert len(confirmed) == 1 and sum(f["count"] for f in summary["findings"]) == 5, summary["findings"]
 
 
-def _fuzz_stub(mode: str, out: Path, *extra: str) -> tuple[subprocess.CompletedProcess[str], dict]:
-    stub = Path(__file__).parent / "targets" / "stub_server.py"
-    run = subprocess.run(
-        [sys.executable, "-m", "servefuzz", "fuzz", "--launch", f"{sys.executable} {stub} --mode {mode} --port {{port}}",
-         "--engine", "sglang", "--request-timeout", "2", "--stop-at-first", "--json", "--out", str(out), *extra],
-        capture_output=True, text=True, timeout=240,
-    )
-    assert "Traceback" not in run.stderr, run.stderr
-    return run, json.loads(run.stdout)
-
-
 def test_a_server_that_stops_answering_is_restarted_and_its_hang_confirmed_there(tmp_path: Path) -> None:
     # The stub's `hang` mode answers nothing, ever, from its first request on: a wedged server.
     # Every later run on it would hang as a consequence, so after the first run's hangs a lone
     # 1-token request tells a wedge from a slow request, and the server is started again.
-    run, summary = _fuzz_stub("hang", tmp_path / "c", "--requests", "200")
+    run, summary = _fuzz_stub("hang", tmp_path / "c", "--requests", "200", "--request-timeout", "2",
+                              "--stop-at-first")
     assert summary["stopped_because"] == "first confirmed finding", summary
     assert summary["restarts"] == 2, summary  # the wedge, then its replay's on the restarted server
     [hang] = [load_finding(Path(f["path"])) for f in summary["findings"]]
@@ -157,7 +145,8 @@ def test_a_server_that_stops_answering_is_restarted_and_its_hang_confirmed_there
 def test_a_server_that_hangs_some_requests_but_still_answers_is_not_restarted(tmp_path: Path) -> None:
     # Control: `hang-long` hangs every request for more than one token and answers the lone
     # 1-token one. The hang is a finding, confirmed on the same server; nothing is lost.
-    run, summary = _fuzz_stub("hang-long", tmp_path / "c", "--requests", "400")
+    run, summary = _fuzz_stub("hang-long", tmp_path / "c", "--requests", "400", "--request-timeout", "2",
+                              "--stop-at-first")
     assert summary["restarts"] == 0, summary
     hangs = [load_finding(Path(f["path"])) for f in summary["findings"] if f["verdict"] == "hang"]
     assert hangs and summary["stopped_because"] == "first confirmed finding", summary

@@ -435,7 +435,7 @@ class _Outcome:
     iteration: int
     finding: Finding | None
     lost: str | None
-    crashed: _Downed | None = None
+    downed: _Downed | None = None
 
 
 # A crash that takes the server down (or a hang that wedges it: `trial.stopped_answering`) is
@@ -558,8 +558,8 @@ async def run_campaign_on(
                 finding = outcome.finding
                 if outcome.lost is not None:
                     why = await _revive(worker, outcome.lost, config, state, on_event)
-                    if not why and outcome.crashed is not None and budget.exhausted() is None:
-                        finding, why = await run.confirm_on_restart(worker, outcome.iteration, outcome.crashed)
+                    if not why and outcome.downed is not None and budget.exhausted() is None:
+                        finding, why = await run.confirm_on_restart(worker, outcome.iteration, outcome.downed)
                     if why:
                         stopped, run.halt = stopped or why, True
                         continue
@@ -692,17 +692,17 @@ class _Loop:
         write_noise(out, self.noise)
         _save_progress(out, state, corpus, self.schedule, store, self.firsts)  # last: what it names is on disk
         on_event(state)
-        crashed = None
+        downed = None
         # Replayed until one crash (or one wedge) is confirmed in the campaign: each replay that
         # takes the server down costs a restart, and later ones (other signatures of what may
         # well be the same bug) are kept as seen rather than spend the restarts the rest of the
         # campaign lives on.
         if (done.lost is not None and finding is not None and finding.verdict is _downed_by(done)
                 and not _confirmed(finding) and worker.revivable and finding.verdict.value not in self.firsts):
-            crashed = _Downed(scenario, done, verdict, finding)
-        return _Outcome(iteration, finding, done.lost, crashed)
+            downed = _Downed(scenario, done, verdict, finding)
+        return _Outcome(iteration, finding, done.lost, downed)
 
-    async def confirm_on_restart(self, worker: Worker, iteration: int, crashed: _Downed) -> tuple[Finding | None, str]:
+    async def confirm_on_restart(self, worker: Worker, iteration: int, downed: _Downed) -> tuple[Finding | None, str]:
         """Replay a scenario that took the server down on the restarted server (`CRASH_REPLAYS`
         times at most, ending at the first loss); the finding, confirmed when the server died (or
         hung) again, and why the campaign must stop ("" when the server is up again).
@@ -719,7 +719,7 @@ class _Loop:
 
         settings = ConfirmConfig(runs=CRASH_REPLAYS)
         try:
-            confirmed = await worker.confirm(crashed.scenario, iteration, crashed.done, crashed.verdict, settings,
+            confirmed = await worker.confirm(downed.scenario, iteration, downed.done, downed.verdict, settings,
                                              self.noise, say)
         except WorkerLost as e:
             return None, await _revive(worker, str(e), self.config, state, self.on_event)
@@ -730,15 +730,15 @@ class _Loop:
         rep = confirmed.finding.confirmation
         if rep is None or rep.reproduced == 0:
             tried = 0 if rep is None else rep.attempts
-            state.last = (f"iteration {iteration}: the {crashed.finding.verdict.value} did not come back in {tried} "
+            state.last = (f"iteration {iteration}: the {downed.finding.verdict.value} did not come back in {tried} "
                           "replay(s); kept as seen")
             self.on_event(state)
             _save_progress(self.config.out_dir, state, self.corpus, self.schedule, self.store, self.firsts)
             return None, why
         # The first death's evidence (exit status, log) stays; the replay's note says what it was.
-        again = "died again" if crashed.finding.verdict is Verdict.CRASH else "hung again"
+        again = "died again" if downed.finding.verdict is Verdict.CRASH else "hung again"
         finding = dataclasses.replace(
-            crashed.finding, confirmation=rep,
+            downed.finding, confirmation=rep,
             notes=(f"confirmed: the server {again} when the scenario was replayed on the restarted server "
                    f"({rep.reproduced}/{rep.attempts}: {confirmed.lost or 'a request saw it fail'})",))
         path, what_happened = self.store.add(finding, again=True)
@@ -881,30 +881,30 @@ def _with_target_lost(j: Judgement, why: str, death: Mapping[str, Any]) -> Judge
     `death` (exit status, log tail) joins the evidence of every crash anomaly: what the server
     said as it died is often the whole story.
     """
-    crashes = [a for a in j.anomalies if a.verdict is Verdict.CRASH]
-    if not crashes:
-        lost = Anomaly(Oracle.LIVENESS, Verdict.CRASH, "-", f"the server stopped answering: {why}", evidence={"error": why})
-        return Judgement((*j.anomalies, dataclasses.replace(lost, evidence={**lost.evidence, **death})), j.stable)
-    if not death:
-        return j
-    return Judgement(tuple(dataclasses.replace(a, evidence={**a.evidence, **death}) if a.verdict is Verdict.CRASH else a
+    lost = Anomaly(Oracle.LIVENESS, Verdict.CRASH, "-", f"the server stopped answering: {why}",
+                   evidence={"error": why, **death})
+    return _with_evidence(j, Verdict.CRASH, death, otherwise=lost)
+
+
+def _with_wedge(j: Judgement, why: str) -> Judgement:
+    """A server that stopped answering after its requests hung: the why joins the evidence of
+    every hang (what makes the hang a wedge of the whole server, not one slow request)."""
+    wedged = {"wedged": why}
+    return _with_evidence(j, Verdict.HANG, wedged, otherwise=Anomaly(Oracle.LIVENESS, Verdict.HANG, "-", why,
+                                                                     evidence=wedged))
+
+
+def _with_evidence(j: Judgement, verdict: Verdict, evidence: Mapping[str, Any], *, otherwise: Anomaly) -> Judgement:
+    """`evidence` joined to every anomaly of `verdict` in `j`, or `otherwise` added where none is."""
+    if not any(a.verdict is verdict for a in j.anomalies):
+        return Judgement((*j.anomalies, otherwise), j.stable)
+    return Judgement(tuple(dataclasses.replace(a, evidence={**a.evidence, **evidence}) if a.verdict is verdict else a
                            for a in j.anomalies), j.stable)
 
 
 def _downed_by(done: Executed) -> Verdict:
     """The verdict of a finding that took its server down: a wedge is a hang, a death a crash."""
     return Verdict.HANG if done.wedged else Verdict.CRASH
-
-
-def _with_wedge(j: Judgement, why: str) -> Judgement:
-    """A server that stopped answering after its requests hung: the why joins the evidence of
-    every hang (what makes the hang a wedge of the whole server, not one slow request)."""
-    hangs = [a for a in j.anomalies if a.verdict is Verdict.HANG]
-    if not hangs:
-        lost = Anomaly(Oracle.LIVENESS, Verdict.HANG, "-", why, evidence={"wedged": why})
-        return Judgement((*j.anomalies, lost), j.stable)
-    return Judgement(tuple(dataclasses.replace(a, evidence={**a.evidence, "wedged": why}) if a.verdict is Verdict.HANG
-                           else a for a in j.anomalies), j.stable)
 
 
 def _confirmed(f: Finding) -> bool:
