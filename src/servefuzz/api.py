@@ -343,7 +343,7 @@ def fuzz(
     with campaign_lock(opts.out):
         result = asyncio.run(go())
         if result.coverage is not None:
-            write_coverage_page(result.coverage, opts.out / COVERAGE_PAGE, title=str(opts.out))
+            write_coverage_page(result.coverage, opts.out / COVERAGE_PAGE, title=str(opts.out), exercise=result.exercise)
     return result
 
 

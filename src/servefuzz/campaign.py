@@ -57,6 +57,7 @@ from servefuzz.coverage import Coverage, FeatureSpace, points
 from servefuzz.covering import PairwiseCover
 from servefuzz.engines.registry import spec_of
 from servefuzz.errors import TargetError, UsageError
+from servefuzz.exercise import Exercise, observe, triggered  # exercise evidence (issue 40)
 from servefuzz.feedback import features
 from servefuzz.finding import Finding, TargetInfo
 from servefuzz.history import RequestRecord, RunHistory, write_history_jsonl
@@ -179,6 +180,7 @@ class CampaignState:
     last: str = ""
     coverage: Coverage | None = None  # pairwise feature coverage, when the campaign tracks it
     workers: dict[str, str] = field(default_factory=dict)  # a named (remote) worker -> what it does now
+    exercise: Exercise = field(default_factory=Exercise)  # what the engine did (servefuzz.exercise)
 
     @property
     def elapsed_s(self) -> float:
@@ -203,6 +205,7 @@ class CampaignResult:
     first_confirmed: Mapping[str, tuple[int, float]] = field(default_factory=dict)
     restarts: int = 0
     coverage: Coverage | None = None
+    exercise: Exercise = field(default_factory=Exercise)  # what the engine did (servefuzz.exercise)
 
     @property
     def found(self) -> bool:
@@ -222,6 +225,7 @@ class CampaignResult:
         }}
         return {
             **tracked,
+            "exercise": self.exercise.to_json(),
             "iterations": self.iterations,
             "requests": self.requests,
             "elapsed_s": round(self.elapsed_s, 3),
@@ -491,6 +495,7 @@ async def run_campaign_on(
     state = CampaignState(elapsed_before_s=float(progress.get("elapsed_s", 0.0)))
     state.requests = int(progress.get("requests", 0))
     state.restarts = int(progress.get("restarts", 0))
+    state.exercise = Exercise.from_json(progress.get("exercise"))  # earlier sessions' (servefuzz.exercise)
     # A scenario logged but not finished (a kill mid-iteration; with several workers, every one in
     # flight) keeps its number: the resumed campaign starts after it, so no number names two.
     first_iteration = max(int(progress.get("next_iteration", 0)), store.latest_iteration + 1,
@@ -580,7 +585,7 @@ async def run_campaign_on(
     return CampaignResult(
         state.iteration - first_iteration, state.requests, state.elapsed_s, tuple(store.findings()), stopped,
         features=state.features, corpus=state.corpus, seen=dict(store.counts), first_confirmed=firsts,
-        restarts=state.restarts, coverage=state.coverage,
+        restarts=state.restarts, coverage=state.coverage, exercise=state.exercise,
     )
 
 
@@ -661,6 +666,8 @@ class _Loop:
             verdict = _with_target_lost(verdict, done.lost, await worker.death())
         for a in verdict.anomalies:
             state.anomalies[a.verdict.value] += 1
+        ran = [*done.loaded, *_alone_as_runs(done.alone, done.cache, done.reused)]  # exercise evidence (issue 40)
+        state.exercise = state.exercise.merged(observe(worker.info, scenario, ran))  # exercise evidence (issue 40)
         reached = features(scenario, done.loaded, done.alone, verdict.anomalies, self.shape)
         if state.coverage is not None:
             # Every pair this execution exercised is a feature: one no scenario reached before
@@ -680,6 +687,7 @@ class _Loop:
         except WorkerLost as e:
             finding, done.lost = None, str(e)  # seen, but not confirmed where it was seen: found again later
         if finding is not None:
+            finding = dataclasses.replace(finding, triggered=triggered(worker.info, finding.anomalies, ran))  # issue 40
             if worker.name is not None:
                 finding = dataclasses.replace(finding, notes=(*finding.notes, f"found and confirmed on worker {worker.name}"))
             path, what_happened = store.add(finding)
@@ -791,6 +799,7 @@ def _save_progress(
         "picks": corpus.state_json(), "schedule": schedule.state_json(), "seen": dict(store.counts),
         "first_confirmed": {v: list(x) for v, x in firsts.items()}, "restarts": state.restarts,
         "benched": dict(schedule.benched),
+        "exercise": state.exercise.to_json(),  # exercise evidence (issue 40)
     })
 
 

@@ -43,6 +43,7 @@ from servefuzz import durable, stats
 from servefuzz.anomaly import Anomaly, Variant, Verdict, deciding, worst
 from servefuzz.engines.registry import deterministic_mode
 from servefuzz.errors import FindingError
+from servefuzz.exercise import Trigger
 from servefuzz.stats import Rate
 from servefuzz.triggers import load_features, signature_features
 from servefuzz.workload import ADAPTER_NAME, Scenario
@@ -461,6 +462,10 @@ class Finding:
     # Which version it came in with (`servefuzz bisect`); None until bisected. Written only when
     # set, so files from before bisection load and write as they were.
     bisect: Bisect | None = None
+    # The evidence that its trigger happened in the execution that showed it (`exercise.triggered`:
+    # for a cache-state finding, the cached tokens of the warm and primed runs). Written only when
+    # read, so files from before it load and write as they were.
+    triggered: tuple[Trigger, ...] = ()
 
     def __post_init__(self) -> None:
         if not self.anomalies:
@@ -469,6 +474,7 @@ class Finding:
             raise ValueError(f"iteration must be >= 0, got {self.iteration}")
         object.__setattr__(self, "anomalies", tuple(self.anomalies))
         object.__setattr__(self, "notes", tuple(self.notes))
+        object.__setattr__(self, "triggered", tuple(self.triggered))
 
     @property
     def filename(self) -> str:
@@ -539,6 +545,7 @@ class Finding:
             "notes": list(self.notes),
             "triage": None if self.triage is None else self.triage.to_json(),
             **({"bisect": self.bisect.to_json()} if self.bisect is not None else {}),
+            **({"triggered": [t.to_json() for t in self.triggered]} if self.triggered else {}),
         }
 
     @classmethod
@@ -555,6 +562,7 @@ class Finding:
             notes=tuple(d.get("notes", ())),
             triage=None if d.get("triage") is None else Triage.from_json(d["triage"]),
             bisect=None if d.get("bisect") is None else Bisect.from_json(d["bisect"]),
+            triggered=tuple(Trigger.from_json(t) for t in d.get("triggered", ())),
         )
 
 

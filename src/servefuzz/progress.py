@@ -18,10 +18,11 @@ from rich.table import Table
 from rich.text import Text
 
 from servefuzz.campaign import CampaignResult, CampaignState
+from servefuzz.exercise import Exercise
 from servefuzz.finding import Finding
 from servefuzz.sanitize import one_line, terminal, visible
 
-__all__ = ["LiveProgress", "print_banner", "print_summary"]
+__all__ = ["LiveProgress", "print_banner", "print_exercise", "print_summary"]
 
 
 class LiveProgress:
@@ -99,6 +100,19 @@ def _votes(f: Finding) -> str:
     return one_line(str(agree)) if agree else "-"
 
 
+def print_exercise(console: Console, exercise: Exercise) -> None:
+    """What the engine did, per mechanism (`servefuzz.exercise`): a mechanism on but never
+    exercised in yellow, one the profile aimed at and never happened in bold red."""
+    marked = exercise.marked()
+    if not marked:
+        return
+    console.print("What the engine did:")
+    aimed = set(exercise.missed_aims)
+    for feature, line, gap in marked:
+        style = "bold red" if feature in aimed else "yellow" if gap else ""
+        console.print(Text("  " + one_line(line), style=style), soft_wrap=True)
+
+
 def print_summary(console: Console, result: CampaignResult) -> None:
     console.print(
         f"[bold]{result.iterations:,}[/] scenarios, [bold]{result.requests:,}[/] requests in "
@@ -106,6 +120,7 @@ def print_summary(console: Console, result: CampaignResult) -> None:
         + (f"coverage: {result.coverage.summary()}; " if result.coverage is not None else "") +
         f"stopped: {terminal(one_line(result.stopped_because))}."
     )
+    print_exercise(console, result.exercise)
     if not result.findings:
         console.print("[green]No findings.[/]")
         return

@@ -19,15 +19,18 @@ from servefuzz.engines.spec import (
     CommandInputs,
     Deterministic,
     EngineSpec,
+    Feature,
     LaunchInputs,
+    Meter,
     Plan,
     Preset,
     Profile,
+    Switch,
     Versions,
 )
 
-__all__ = ["BUG_FORM", "CMAKE_FLAGS", "COMMIT", "FLAGS", "LADDER", "ONE_SLOT", "PRESET", "SOURCE_PACKAGE", "SPEC",
-           "TRIAGE", "VENDORED", "VENDOR_PACKAGE", "VERSIONS", "adapter_flags", "build_number", "fit_to", "preset_argv",
+__all__ = ["BUG_FORM", "CMAKE_FLAGS", "COMMIT", "FLAGS", "LADDER", "METERS", "ONE_SLOT", "PRESET", "SOURCE_PACKAGE", "SPEC",
+           "SWITCHES", "TRIAGE", "VENDORED", "VENDOR_PACKAGE", "VERSIONS", "adapter_flags", "build_number", "fit_to", "preset_argv",
            "server_argv", "vendored_by", "version_name"]
 
 # The llama.cpp that scripts/setup_engines.sh builds: upstream vendored in llama-cpp-python 0.3.36
@@ -584,11 +587,12 @@ PROFILES: tuple[Profile, ...] = (
             "RAM prompt cache (--cache-ram, idle slots)",
             rows=(("--cache-ram 0", "RAM prompt cache"), ("--no-cache-idle-slots", "idle-slot caching")),
             # requests that finish while others run, then newcomers: what a cached slot is handed to
-            aims=("long-decode", "burst-reuse")),
+            aims=("long-decode", "burst-reuse"), features=(Feature.PREFIX_CACHE,)),
     Profile("llama-server", "cache-reuse", ("--cache-reuse", "64"),
             "reusing cached chunks of at least 64 tokens by shifting KV (--cache-reuse)",
             "KV shifting reuse (--cache-reuse)", rows=(("--cache-reuse 0", "KV shifting reuse"),),
-            aims=("burst-reuse", "page-boundary")),  # shared prefixes reused at unaligned lengths
+            # shared prefixes reused at unaligned lengths
+            aims=("burst-reuse", "page-boundary"), features=(Feature.PREFIX_CACHE,)),
     Profile("llama-server", "kv-unified", ("--kv-unified",),
             "one KV buffer shared by all slots instead of one per slot (--kv-unified)",
             "unified KV buffer (--kv-unified)", aims=("eviction", "batch-sweep")),
@@ -599,7 +603,8 @@ PROFILES: tuple[Profile, ...] = (
     Profile("llama-server", "spec-ngram", ("--spec-type", "ngram-simple"),
             "n-gram speculative decoding (drafts from the request's own tokens, no draft model)",
             "speculative decoding (n-gram)", rows=(("--spec-type none", "speculative decoding"),),
-            aims=("batch-sweep", "n-mix")),  # drafts accepted and rejected across batch sizes
+            # drafts accepted and rejected across batch sizes
+            aims=("batch-sweep", "n-mix"), features=(Feature.SPECULATIVE,)),
     # A draft model (models.build_draft: the tiny GGUF's weights with seeded noise) proposes up to
     # 4 tokens a step for every slot, batched in its own context beside the target's; the
     # target verifies them in one batch and keeps its KV up to the first rejected token.
@@ -609,12 +614,26 @@ PROFILES: tuple[Profile, ...] = (
             "draft-model speculative decoding: a tiny noisy copy of the model drafts up to 4 tokens a step",
             "speculative decoding (draft model)", rows=(("--spec-type none", "speculative decoding"),),
             # drafts kept and thrown away as the batch shrinks, across n > 1, beside newcomers
-            aims=("batch-sweep", "n-mix", "long-decode"), draft=True),
+            aims=("batch-sweep", "n-mix", "long-decode"), draft=True, features=(Feature.SPECULATIVE,)),
     # servefuzz's two tiny adapters (models.ADAPTERS), loaded at start; requests alternate
     # between them and the base model (vLLM #38606, SGLang #27097 class).
     Profile("llama-server", "lora", (),
             "two LoRA adapters (rank 8, q and v), at scale 0 unless a request names one (lora: [{id, scale}])",
-            "LoRA adapters (--lora-scaled)", aims=("lora-alternation",), adapters=True),
+            "LoRA adapters (--lora-scaled)", aims=("lora-alternation",), adapters=True, features=(Feature.ADAPTERS,)),
+)
+
+# llama-server's /metrics counters (with --metrics, which the preset passes) that say what it did,
+# as tools/server/server-task.cpp (`to_metrics`) names and documents them under `llamacpp:`.
+METERS: tuple[Meter, ...] = (
+    Meter("llamacpp:prompt_tokens_cached_total", Feature.PREFIX_CACHE, "prompt tokens reused from the cache"),
+    Meter("llamacpp:spec_decode_num_draft_tokens_total", Feature.SPECULATIVE, "drafted tokens", shows=False),
+    Meter("llamacpp:spec_decode_num_accepted_tokens_total", Feature.SPECULATIVE, "accepted tokens"),
+)
+
+# The server args the llamacpp adapter records: whether its requests let a slot reuse its cached
+# prompt (`cache_prompt`, an option of the adapter, sent with every request).
+SWITCHES: tuple[Switch, ...] = (
+    Switch(Feature.PREFIX_CACHE, "cache_prompt", lambda v: v if isinstance(v, bool) else None),
 )
 
 # Built by scripts/setup_engines.sh (the default) and `servefuzz engines install` (the ladder).
@@ -637,4 +656,7 @@ SPEC = EngineSpec(
     model_format="gguf",
     bug_form=BUG_FORM,
     version_name=version_name,
+    meters=METERS,
+    switches=SWITCHES,
+    metrics_flag="--metrics",
 )

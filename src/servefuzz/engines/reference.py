@@ -8,10 +8,10 @@ from typing import Any
 
 from servefuzz.engine_flags import Flag, FlagVariant, Kind, fault_name, flag_argv, flag_words, show, variant
 from servefuzz.engines.sglang import SERVER_ARG_FEATURES
-from servefuzz.engines.spec import Built, CommandInputs, Deterministic, EngineSpec, IssueMatch, Preset
+from servefuzz.engines.spec import Built, CommandInputs, Deterministic, EngineSpec, Feature, IssueMatch, Meter, Preset, Switch
 from servefuzz.errors import UsageError
 
-__all__ = ["FLAGS", "PRESET", "SPEC", "TRIAGE", "relaunch_argv"]
+__all__ = ["FLAGS", "METERS", "PRESET", "SPEC", "SWITCHES", "TRIAGE", "relaunch_argv"]
 
 # The embedded reference engine (servefuzz.reference.server_args.ServerArgs, minus host and port,
 # which servefuzz always sets itself, and faults, which `--fault` carries). The fuzzer does not
@@ -41,6 +41,25 @@ TRIAGE: tuple[FlagVariant, ...] = (
     variant("--max-total-tokens 131072", "KV pool size (eviction)"),
     variant("--enable-deterministic-inference", "batch-variant numerics"),
 )
+
+# Its /metrics counters (reference/server.py, `_METRICS`: SGLang's prefix, its own names) that say
+# what it did.
+METERS: tuple[Meter, ...] = (
+    Meter("sglang:cache_hit_tokens_total", Feature.PREFIX_CACHE, "hit tokens"),
+    Meter("sglang:num_retracted_requests_total", Feature.PREEMPTION, "retracted requests"),
+    Meter("sglang:evicted_tokens_total", Feature.EVICTION, "evicted tokens"),
+    Meter("sglang:num_aborted_requests_total", Feature.ABORTS, "aborted requests"),
+)
+
+# Its /server_info args (ServerArgs) that turn a mechanism on or off: SGLang's names; `lora`
+# lists its adapters as NAME=SEED.
+SWITCHES: tuple[Switch, ...] = (
+    Switch(Feature.PREFIX_CACHE, "disable_radix_cache", lambda v: None if not isinstance(v, bool) else not v),
+    Switch(Feature.CHUNKED_PREFILL, "chunked_prefill_size",
+           lambda v: v > 0 if isinstance(v, int) and not isinstance(v, bool) else None),
+    Switch(Feature.ADAPTERS, "lora", lambda v: bool(v) if isinstance(v, list) else None),
+)
+
 
 def _is_fault(name: str) -> bool:
     try:
@@ -76,6 +95,9 @@ SPEC = EngineSpec(
     flags=FLAGS,
     triage=TRIAGE,
     presets=(PRESET,),
+    meters=METERS,
+    switches=SWITCHES,
+    chunk_budget=("chunked_prefill_size", "--chunked-prefill-size"),
 )
 
 

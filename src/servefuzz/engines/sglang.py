@@ -27,16 +27,19 @@ from servefuzz.engines.spec import (
     CommandInputs,
     Deterministic,
     EngineSpec,
+    Feature,
     LaunchInputs,
+    Meter,
     Plan,
     Preset,
     Profile,
+    Switch,
     Versions,
     first_on_path,
 )
 
 __all__ = ["BUG_FORM", "CPU_PRESET", "CPU_VERSIONS", "DETERMINISTIC", "FLAGS", "GPU_PRESET", "GPU_VERSIONS",
-           "INTERPRETED", "SERVER_ARG_FEATURES", "SPEC", "START_TIMEOUT_S", "TRIAGE", "cpu_argv", "cpu_env",
+           "INTERPRETED", "METERS", "SERVER_ARG_FEATURES", "SWITCHES", "SPEC", "START_TIMEOUT_S", "TRIAGE", "cpu_argv", "cpu_env",
            "gpu_argv", "gpu_env"]
 
 # SGLang's deterministic inference (batch-invariant kernels) refuses to start with its CPU
@@ -50,6 +53,38 @@ SERVER_ARG_FEATURES = (
     ArgFeature("overlap", "disable_overlap_schedule", False, "the server ran with the overlap scheduler on",
                unless_deterministic=True),
     ArgFeature("cuda-graph", "disable_cuda_graph", False, "the server ran with (padded) CUDA-graph decode on"),
+)
+
+# SGLang's /metrics counters (with --enable-metrics) that say what the engine did, as its
+# observability/metrics_collector.py (0.5.23) defines and documents them. Read by the prometheus
+# client, a Counter's name ends in `_total`; labels (`cache_source` of cached_tokens_total:
+# device, host or storage; `pool` of load_back_tokens_total) are summed by the parser.
+METERS: tuple[Meter, ...] = (
+    Meter("sglang:cached_tokens_total", Feature.PREFIX_CACHE, "hit tokens"),
+    Meter("sglang:load_back_tokens_total", Feature.HOST_CACHE, "tokens loaded back from the host tier"),
+    Meter("sglang:num_retracted_requests_total", Feature.PREEMPTION, "retracted requests"),
+    Meter("sglang:evicted_tokens_total", Feature.EVICTION, "evicted tokens"),
+    Meter("sglang:num_aborted_requests_total", Feature.ABORTS, "aborted requests"),
+    # Its acceptance is a gauge (spec_accept_length, spec_accept_rate): no counter of accepted
+    # tokens, so a verify step is the nearest thing to proof that drafts were checked.
+    Meter("sglang:spec_verify_calls_total", Feature.SPECULATIVE, "verify steps"),
+)
+
+
+def _set(value: object) -> bool | None:
+    """A server arg that is on when given at all (a name, a path, a list): None/""/[] is off."""
+    return value not in (None, "", [], False)
+
+
+# The server args of /server_info that turn SGLang's mechanisms on or off (its ServerArgs names,
+# which the reference engine shares for the ones it has).
+SWITCHES: tuple[Switch, ...] = (
+    Switch(Feature.PREFIX_CACHE, "disable_radix_cache", lambda v: None if not isinstance(v, bool) else not v),
+    Switch(Feature.HOST_CACHE, "enable_hierarchical_cache", lambda v: v if isinstance(v, bool) else None),
+    Switch(Feature.CHUNKED_PREFILL, "chunked_prefill_size",
+           lambda v: v > 0 if isinstance(v, int) and not isinstance(v, bool) else None),
+    Switch(Feature.SPECULATIVE, "speculative_algorithm", _set),
+    Switch(Feature.ADAPTERS, "lora_paths", _set),
 )
 
 # SGLang (`python -m sglang.launch_server`): the args that decide whether these bugs show (the
@@ -158,6 +193,8 @@ def cpu_argv(
         # taken from the requests of everything else on a 2-core machine. Idle, it now blocks
         # on the sockets (1 s at most, woken by the first message): nothing changes once work comes.
         "--sleep-on-idle",
+        # /metrics: the counters that say what the engine did (servefuzz.exercise); off by default.
+        "--enable-metrics",
         *extra,
     ]
 
@@ -197,6 +234,7 @@ def gpu_argv(python: str, model_dir: Path, *, page_size: int = 1, seed: int = 0)
         "--mem-fraction-static", "0.8", "--max-total-tokens", str(1 << 18),
         "--page-size", str(page_size),
         "--random-seed", str(seed),
+        "--enable-metrics",  # /metrics, as on the CPU
     ]
 
 
@@ -255,16 +293,17 @@ CPU_PROFILES: tuple[Profile, ...] = (
     # The seed report's block size (sgl-project/sglang#22819): the radix cache then matches
     # prefixes in whole pages of 64, and prompts end on, before and after page boundaries.
     Profile("sglang-cpu", "page-64", ("--page-size", "64"), *_PAGE_64, rows=(("--page-size 16", "paged KV (page size)"),),
-            aims=("page-boundary", "burst-reuse", "tile-boundary")),
+            aims=("page-boundary", "burst-reuse", "tile-boundary"), features=(Feature.PREFIX_CACHE,)),
     # Prefill in 64-token chunks: every prompt over 64 tokens spans steps, next to decodes.
     Profile("sglang-cpu", "chunked", ("--chunked-prefill-size", "64"),
             "chunked prefill: prompts prefilled 64 tokens a step",
-            "chunked prefill", aims=("chunk-boundary", "page-boundary")),
+            "chunked prefill", aims=("chunk-boundary", "page-boundary"), features=(Feature.CHUNKED_PREFILL,)),
     # 1024 tokens of KV for up to 32 requests: a few long ones fill it, and the scheduler
     # retracts running requests and evicts the radix tree (retraction under memory pressure).
     Profile("sglang-cpu", "tiny-pool", ("--max-total-tokens", "1024", "--max-running-requests", "32"),
             "retraction and eviction: a 1024-token KV pool shared by up to 32 requests",
-            "KV pool size (retraction, eviction)", aims=("eviction", "cancel-storm")),
+            "KV pool size (retraction, eviction)", aims=("eviction", "cancel-storm"),
+            features=(Feature.PREEMPTION, Feature.EVICTION)),
     Profile("sglang-cpu", "no-overlap", ("--disable-overlap-schedule",),
             "the scheduler without its overlap of CPU scheduling and the forward pass",
             "overlap scheduler", aims=("batch-sweep", "burst-reuse")),
@@ -274,7 +313,7 @@ GPU_PROFILES: tuple[Profile, ...] = (
     Profile("sglang-gpu", "default", (),
             "SGLang's GPU defaults: bfloat16, page size 1, radix cache, overlap scheduler, CUDA graphs", "none"),
     Profile("sglang-gpu", "page-64", ("--page-size", "64"), *_PAGE_64, rows=(("--page-size 16", "paged KV (page size)"),),
-            aims=("page-boundary", "burst-reuse", "tile-boundary")),
+            aims=("page-boundary", "burst-reuse", "tile-boundary"), features=(Feature.PREFIX_CACHE,)),
     Profile("sglang-gpu", "no-overlap", ("--disable-overlap-schedule",),
             "the scheduler without its overlap of CPU scheduling and the forward pass",
             "overlap scheduler", aims=("batch-sweep", "burst-reuse")),
@@ -306,4 +345,8 @@ SPEC = EngineSpec(
     presets=(CPU_PRESET, GPU_PRESET),
     model_format="hf",
     bug_form=BUG_FORM,
+    meters=METERS,
+    switches=SWITCHES,
+    chunk_budget=("chunked_prefill_size", "--chunked-prefill-size"),
+    metrics_flag="--enable-metrics",
 )

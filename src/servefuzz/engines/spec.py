@@ -19,8 +19,8 @@ from pathlib import Path
 from servefuzz.engine_flags import Flag, FlagVariant, flag_pairs, with_flags
 
 __all__ = ["GENERIC_FORM", "GPU_INSTALL", "GPU_START_TIMEOUT_S", "TINY_KV_BYTES_PER_TOKEN", "ArgFeature", "BugForm",
-           "Built", "CommandInputs", "Deterministic", "EngineSpec",
-           "IssueMatch", "LaunchInputs", "Plan", "Preset", "Profile", "Versions", "first_on_path"]
+           "Built", "CommandInputs", "Deterministic", "EngineSpec", "Feature",
+           "IssueMatch", "LaunchInputs", "Meter", "Plan", "Preset", "Profile", "Switch", "Versions", "first_on_path"]
 
 
 class IssueMatch(enum.Enum):
@@ -30,6 +30,64 @@ class IssueMatch(enum.Enum):
     FAULTS = "faults"  # only those its planted faults model (the reference engine)
     ANY = "any"  # a dialect many engines speak: any engine's issue may apply
     NONE = "none"  # an engine servefuzz does not know: none
+
+
+class Feature(enum.Enum):
+    """A mechanism of a serving engine whose work a campaign can show it did (`servefuzz.exercise`):
+    a clean run proves nothing about a mechanism that never ran."""
+
+    PREFIX_CACHE = "prefix-cache"
+    HOST_CACHE = "host-cache"  # a second tier (host memory, disk) that KV is loaded back from
+    PREEMPTION = "preemption"  # a running request preempted or retracted for memory
+    EVICTION = "eviction"  # cached KV evicted to make room
+    CHUNKED_PREFILL = "chunked-prefill"  # a prompt prefilled over several steps
+    SPECULATIVE = "speculative"  # drafted tokens verified and accepted
+    ADAPTERS = "adapters"  # LoRA adapters, switched between requests
+    ABORTS = "aborts"  # requests aborted (cancelled by the client, or by the engine)
+
+    @property
+    def words(self) -> str:
+        """The mechanism in words, for a report line."""
+        return _FEATURE_WORDS[self]
+
+
+_FEATURE_WORDS = {
+    Feature.PREFIX_CACHE: "prefix cache", Feature.HOST_CACHE: "host-tier cache",
+    Feature.PREEMPTION: "preemption/retraction", Feature.EVICTION: "eviction",
+    Feature.CHUNKED_PREFILL: "chunked prefill", Feature.SPECULATIVE: "speculative decoding",
+    Feature.ADAPTERS: "LoRA adapters", Feature.ABORTS: "aborts",
+}
+
+
+@dataclass(frozen=True)
+class Meter:
+    """One `/metrics` counter of an engine and what its increase counts: `what` of `feature`
+    ("hit tokens" of the prefix cache), as the engine's code documents it. `shows`: an increase
+    shows the feature was exercised (a drafted token alone does not show that one was accepted)."""
+
+    metric: str
+    feature: Feature
+    what: str
+    shows: bool = True
+
+
+@dataclass(frozen=True)
+class Switch:
+    """How a recorded server shows `feature` on or off: its server arg `key`, whose value `on`
+    reads as True (on), False (off) or None (the value says neither).
+
+    >>> Switch(Feature.PREFIX_CACHE, "disable_radix_cache", lambda v: None if v is None else v is False).state({})
+    >>> Switch(Feature.PREFIX_CACHE, "disable_radix_cache", lambda v: None if v is None else v is False).state(
+    ...     {"disable_radix_cache": True})
+    False
+    """
+
+    feature: Feature
+    key: str
+    on: Callable[[object], bool | None]
+
+    def state(self, server_args: Mapping[str, object]) -> bool | None:
+        return self.on(server_args.get(self.key)) if self.key in server_args else None
 
 
 @dataclass(frozen=True)
@@ -206,6 +264,9 @@ class Profile:
     # turns on by variable only (vLLM's batch invariance). Triage's drop-the-profile row only
     # undoes flags, so a profile of variables alone gets no such row.
     env: tuple[tuple[str, str], ...] = ()
+    # The mechanisms the profile turns on or aims at (`Feature`): a campaign under it that never
+    # exercised one says so loudly (`servefuzz.exercise`).
+    features: tuple[Feature, ...] = ()
 
     def undo(self, default_argv: Sequence[str]) -> tuple[tuple[str, ...], tuple[str, ...]]:
         """What takes a launch of this profile back to the preset's `default_argv`: the preset's
@@ -382,6 +443,12 @@ class EngineSpec:
     reference engine makes its own). `bug_form`: its own bug-report form (`BugForm`), which
     issue.md fills in; `version_name` the version a server reports as the engine's releases
     name it (llama.cpp built from a tree without git tags reports "b1-<commit>").
+
+    What a campaign reads to say what the engine did (`servefuzz.exercise`): `meters`, its
+    `/metrics` counters and what each counts (`Meter`); `switches`, the recorded server args that
+    turn a mechanism on or off (`Switch`); `chunk_budget`, the server arg and the launch flag that
+    hold its chunked-prefill step budget in tokens; `metrics_flag`, what makes it serve `/metrics`
+    at all ("" where it always does).
     """
 
     name: str
@@ -401,6 +468,10 @@ class EngineSpec:
     model_format: str = ""
     bug_form: BugForm = GENERIC_FORM
     version_name: Callable[[str], str] = _as_named
+    meters: tuple[Meter, ...] = ()
+    switches: tuple[Switch, ...] = ()
+    chunk_budget: tuple[str, str] = ("", "")
+    metrics_flag: str = ""
 
     def _on(self, device: str) -> Preset | None:
         return next((p for p in self.presets if p.device == device), None)

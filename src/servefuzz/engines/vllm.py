@@ -24,16 +24,19 @@ from servefuzz.engines.spec import (
     CommandInputs,
     Deterministic,
     EngineSpec,
+    Feature,
     LaunchInputs,
+    Meter,
     Plan,
     Preset,
     Profile,
+    Switch,
     Versions,
     first_on_path,
 )
 
 __all__ = ["BATCH_INVARIANT", "BUG_FORM", "CPU_PRESET", "CPU_VERSIONS", "FLAGS", "GPU_PRESET", "GPU_VERSIONS",
-           "SPEC", "START_TIMEOUT_S", "TRIAGE", "adapter_flags", "cpu_argv", "cpu_env", "gpu_argv", "gpu_env"]
+           "METERS", "SPEC", "SWITCHES", "START_TIMEOUT_S", "TRIAGE", "adapter_flags", "cpu_argv", "cpu_env", "gpu_argv", "gpu_env"]
 
 # Batch-invariant kernels exist on NVIDIA GPUs of compute capability 8.0 and up only: a server
 # known to compute on the CPU has no such mode.
@@ -231,24 +234,25 @@ CPU_PROFILES: tuple[Profile, ...] = (
             ("--kv-cache-memory-bytes", str(768 * TINY_KV_BYTES_PER_TOKEN), "--max-model-len", "512",
              "--max-num-seqs", "32"),
             "preemption and recompute: a 768-token KV pool (tiny model) shared by up to 32 sequences",
-            "KV pool size (preemption)", aims=("eviction", "cancel-storm")),
+            "KV pool size (preemption)", aims=("eviction", "cancel-storm"), features=(Feature.PREEMPTION,)),
     Profile("vllm-cpu", "spec-ngram",
             ("--speculative-config",
              '{"method":"ngram","num_speculative_tokens":3,"prompt_lookup_min":2,"prompt_lookup_max":4}'),
             "n-gram speculative decoding (prompt lookup, 3 tokens drafted per step)",
-            "speculative decoding (n-gram)", aims=("batch-sweep", "n-mix")),
+            "speculative decoding (n-gram)", aims=("batch-sweep", "n-mix"), features=(Feature.SPECULATIVE,)),
     # A step's token budget of 80 (2.5 blocks of 32): every prompt over 80 tokens is prefilled in
     # chunks, and the chunk ends fall alternately on and between block boundaries, next to the
     # decodes that share the step. At the preset's default budget only a burst of long prompts
     # chunks at all. vLLM wants the budget >= max-num-seqs, hence 32 sequences.
     Profile("vllm-cpu", "chunked-prefill", ("--max-num-batched-tokens", "80", "--max-num-seqs", "32"),
             "chunked prefill: an 80-token step budget, so prompts are prefilled 80 tokens a step",
-            "chunked prefill (step token budget)", aims=("chunk-boundary", "page-boundary")),
+            "chunked prefill (step token budget)", aims=("chunk-boundary", "page-boundary"),
+            features=(Feature.CHUNKED_PREFILL,)),
     # servefuzz's two tiny adapters (models.ADAPTERS), loaded at start; requests alternate
     # between them and the base model (vLLM #38606 class).
     Profile("vllm-cpu", "lora", (),
             "two LoRA adapters (rank 8, q and v) served as models lora-a and lora-b (punica on CPU)",
-            "LoRA adapters (--enable-lora)", aims=("lora-alternation",), adapters=True),
+            "LoRA adapters (--enable-lora)", aims=("lora-alternation",), adapters=True, features=(Feature.ADAPTERS,)),
 )
 
 # On the H200 (scripts/gpu_run.sh): bfloat16 with every GPU default on is what users serve;
@@ -286,6 +290,34 @@ GPU_PROFILES: tuple[Profile, ...] = (
             env=(("VLLM_BATCH_INVARIANT", "1"),)),
 )
 
+# vLLM's /metrics counters that say what the engine did, as its v1/metrics/loggers.py and
+# v1/spec_decode/metrics.py (0.32) define and document them (the prometheus client adds
+# `_total`). External hits are the KV connector's (offloading to host memory, LMCache): the
+# tier a device-cache flush does not reach (shared/evidence/vllm-gpu-kv-offloading).
+METERS: tuple[Meter, ...] = (
+    Meter("vllm:prefix_cache_hits_total", Feature.PREFIX_CACHE, "hit tokens"),
+    Meter("vllm:external_prefix_cache_hits_total", Feature.HOST_CACHE, "hit tokens from the KV connector"),
+    Meter("vllm:simple_kv_offload_load_blocks_total", Feature.HOST_CACHE, "blocks loaded back from host memory"),
+    Meter("vllm:num_preemptions_total", Feature.PREEMPTION, "preemptions"),
+    Meter("vllm:spec_decode_num_draft_tokens_total", Feature.SPECULATIVE, "drafted tokens", shows=False),
+    Meter("vllm:spec_decode_num_accepted_tokens_total", Feature.SPECULATIVE, "accepted tokens"),
+)
+
+
+def _offloaded(value: object) -> bool | None:
+    """`kv_offloading_size` as `vllm:cache_config_info` labels it: "None" (off) or a size in GiB."""
+    if value in (None, "None"):
+        return False
+    return value > 0 if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+# The resolved cache settings `vllm:cache_config_info` labels (targets/vllm.py puts them in the
+# server args) that turn vLLM's mechanisms on or off.
+SWITCHES: tuple[Switch, ...] = (
+    Switch(Feature.PREFIX_CACHE, "enable_prefix_caching", lambda v: v if isinstance(v, bool) else None),
+    Switch(Feature.HOST_CACHE, "kv_offloading_size", _offloaded),
+)
+
 CPU_PRESET = Preset("vllm-cpu", CPU_VERSIONS, _cpu_plan, _cpu_command, profiles=CPU_PROFILES,
                     adapter_flags=adapter_flags, install_version="servefuzz engines install {preset}@{version}")
 # Unpacked by scripts/gpu_run.sh from scripts/gpu_bundle.sh's bundle, with the interpreter it was
@@ -309,4 +341,8 @@ SPEC = EngineSpec(
     presets=(CPU_PRESET, GPU_PRESET),
     model_format="hf",
     bug_form=BUG_FORM,
+    meters=METERS,
+    switches=SWITCHES,
+    # Not among cache_config_info's labels: known when a profile sets it.
+    chunk_budget=("max_num_batched_tokens", "--max-num-batched-tokens"),
 )

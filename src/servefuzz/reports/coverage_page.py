@@ -4,7 +4,8 @@ For every two dimensions of the space (`servefuzz.coverage`) a small grid: one r
 of the first, one column per bucket of the second, each cell the number of requests that
 exercised the pair, shaded by that number (log scale); a pair never exercised is an empty
 white cell, a pair that cannot happen or that the target cannot reach is hatched grey and not
-counted. Then the cheap dimensions' triples and the list of the pairs still missing. No script,
+counted. Then the cheap dimensions' triples and the list of the pairs still missing; above
+them, what the engine did (`servefuzz.exercise`), a mechanism on that never ran in red. No script,
 nothing fetched; every string read from `coverage.json` passes through `sanitize.html_text`.
 
     >>> from servefuzz.coverage import Coverage, FeatureSpace
@@ -23,12 +24,14 @@ from pathlib import Path
 
 from servefuzz import durable
 from servefuzz.coverage import Coverage, Dimension
+from servefuzz.exercise import Exercise
 from servefuzz.sanitize import html_text
 
-__all__ = ["COVERED", "IMPOSSIBLE_CELL", "MISSING", "coverage_html", "write_coverage_page"]
+__all__ = ["COVERED", "GAP", "IMPOSSIBLE_CELL", "MISSING", "coverage_html", "write_coverage_page"]
 
-# Cell classes (a test counts them).
+# Cell classes (a test counts them), and the class of a mechanism on that was never exercised.
 COVERED, MISSING, IMPOSSIBLE_CELL = "hit", "miss", "none"
+GAP = "gap"
 
 _e = html_text
 
@@ -43,6 +46,7 @@ td.hit{color:#000}td.miss{background:#fff}
 td.none{background:repeating-linear-gradient(45deg,#eee,#eee 3px,#ccc 3px,#ccc 6px)}
 ul.missing{columns:3;font-family:monospace;font-size:12px}
 .note{color:#666}
+li.gap{color:#b00;font-weight:600}
 """
 
 
@@ -72,8 +76,21 @@ def _grid(cov: Coverage, a: Dimension, b: Dimension, top: int) -> str:
             f"<tr><th></th>{head}</tr>{''.join(rows)}</table>")
 
 
-def coverage_html(cov: Coverage, *, title: str = "campaign") -> str:
-    """The page for `cov`; `title` names the campaign (escaped like everything else)."""
+def _exercised(exercise: Exercise | None) -> str:
+    """What the engine did, per mechanism (`servefuzz.exercise`); a mechanism on that never ran
+    is marked, as the closing summary marks it."""
+    marked = [] if exercise is None else exercise.marked()
+    if exercise is None or not marked:
+        return ""
+    items = "".join(f"<li class='{GAP if gap else ''}'>{_e(line)}</li>" for _, line, gap in marked)
+    return (f"<section><h2>What the engine did</h2><p class='note'>Read from {exercise.requests:,} answers and "
+            f"{exercise.scraped:,} of {exercise.runs:,} loaded runs' /metrics counters; each count says where it came "
+            f"from.</p><ul class='exercise'>{items}</ul></section>")
+
+
+def coverage_html(cov: Coverage, *, title: str = "campaign", exercise: Exercise | None = None) -> str:
+    """The page for `cov`; `title` names the campaign (escaped like everything else); `exercise`:
+    what the engine did over the campaign, shown above the grids."""
     top = max(cov.pairs.values(), default=1)
     grids = "\n".join(_grid(cov, a, b, top) for a, b in itertools.combinations(cov.space.dimensions, 2))
     missing = sorted(cov.space.pairs - set(cov.pairs))
@@ -90,6 +107,7 @@ def coverage_html(cov: Coverage, *, title: str = "campaign") -> str:
 triples of the cheap dimensions {len(cov.triples)}/{len(cov.space.triples)}.</p>
 <p class='note'>Each cell: requests that exercised the pair. White: never exercised. Hatched: cannot happen
 on this target, not counted in the total.</p></header>
+{_exercised(exercise)}
 <section><h2>Dimensions</h2><table class='g'><tr><th>dimension</th><th>buckets</th><th>read from</th></tr>{dims}</table></section>
 <section><h2>Pairs</h2><div class='grids'>
 {grids}
@@ -100,7 +118,7 @@ on this target, not counted in the total.</p></header>
 """
 
 
-def write_coverage_page(cov: Coverage, path: Path, *, title: str = "campaign") -> Path:
+def write_coverage_page(cov: Coverage, path: Path, *, title: str = "campaign", exercise: Exercise | None = None) -> Path:
     """Write the page atomically (a campaign may be rewriting it while a person opens it)."""
-    durable.write_atomic(path, coverage_html(cov, title=title))
+    durable.write_atomic(path, coverage_html(cov, title=title, exercise=exercise))
     return path

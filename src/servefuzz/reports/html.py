@@ -4,7 +4,8 @@ No script and nothing fetched from anywhere: the page opens from a file, offline
 browser. It shows the verdict and its evidence (first divergent position, margins, threshold),
 a request timeline with the diverging requests in red, divergence by prefix_len modulo the page
 size (a bar chart: all requests in blue, diverging ones in red), the triage matrix (cured rows
-green), the known-issue matches and the request trace. Every string from the finding passes
+green), the evidence that its trigger happened (the cached tokens and counters its execution read),
+the known-issue matches and the request trace. Every string from the finding passes
 through `sanitize.html_text` (escaped, control characters made visible).
 
     >>> from servefuzz.reports.facts import Bar
@@ -74,6 +75,8 @@ def report_html(finding: Finding, matches: Sequence[Match], histories: Sequence[
         sections.append(_section("Triage matrix", _triage(finding)))
     if finding.bisect is not None:
         sections.append(_section("Versions (bisect)", _bisect(finding.bisect)))
+    if finding.triggered:
+        sections.append(_section("Evidence the trigger happened", _triggered(finding)))
     sections += [
         _section("Known issues this may be", _matches(matches)),
         _section("Diverged outputs", _outputs(finding)),
@@ -132,6 +135,13 @@ def _outputs(finding: Finding) -> str:
         + "</pre>"
         for rid, vs in variants.items()
     )
+
+
+def _triggered(finding: Finding) -> str:
+    """What the execution that showed it read of the mechanism it hinges on (`Finding.triggered`):
+    a cache-state finding whose warm run hit nothing in the cache was not about the cache."""
+    items = "".join(f"<li>{_e(t.line())}</li>" for t in finding.triggered)
+    return f"<ul>{items}</ul>"
 
 
 def _features(finding: Finding) -> str:
