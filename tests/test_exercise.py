@@ -239,3 +239,24 @@ def test_every_counter_llama_cpp_s_spec_reads_is_one_its_server_prints() -> None
     binary = Path(engines.program("llama-server")).read_bytes()
     for m in spec_of("llamacpp").meters:
         assert m.metric.removeprefix("llamacpp:").encode() + b"\0" in binary, m.metric
+
+
+@pytest.mark.timeout(240)
+def test_a_radix_cache_finding_carries_the_cached_tokens_that_triggered_it(
+    tmp_path: Path, reference_server: Callable[..., str]
+) -> None:
+    url = reference_server("--fault", "page-boundary-prefix")  # SGLang #22819: a stale page of a shared prefix
+
+    async def go() -> CampaignResult:
+        async with Runner(make_target("reference", url)) as runner:
+            return await run_campaign(runner, [PageBoundaryBursts()], CampaignConfig(
+                tmp_path / "c", seed=3, request_budget=300, confirm_runs=2, stop_at_first=True))
+
+    result = asyncio.run(go())
+    assert result.findings, result.stopped_because
+    path, finding = result.findings[0]
+    flagged = set(finding.expected_diverging)
+    hits = [t for t in load_finding(path).triggered
+            if t.request_id in flagged and t.feature is Feature.PREFIX_CACHE and t.label.startswith("load")]
+    # The request that read the stale page did read it from the cache: its answer says how much.
+    assert hits and max(t.value for t in hits) > 0, load_finding(path).triggered
