@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import doctest
 import io
 import json
 from collections.abc import Callable
@@ -46,6 +47,15 @@ def _recorded(name: str) -> tuple[TargetInfo, Scenario, list[RunHistory]]:
 def _value(ex: Exercise, feature: Feature, what: str, source: str) -> int:
     [count] = [c for c in ex.of(feature) if c.what == what and c.source == source]
     return count.value
+
+
+def test_the_examples_in_the_docstrings_hold() -> None:
+    import servefuzz.engines.spec as spec
+    import servefuzz.exercise as exercise
+
+    for m in (exercise, spec):
+        result = doctest.testmod(m)
+        assert result.failed == 0 and result.attempted > 0, m.__name__
 
 
 def test_a_recorded_sglang_stream_with_cache_hits_says_so_and_the_same_stream_without_says_none() -> None:
