@@ -546,6 +546,7 @@ def shrink_finding(
         confirmation=final.confirmation,
         notes=(note, *flaky),
         triage=None,
+        triggered=(),  # the original's execution's evidence (exercise.triggered), not the minimal one's
     )
     return Shrunk(minimal, result, trail)
 
