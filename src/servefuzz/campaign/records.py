@@ -46,7 +46,7 @@ class StopReason(enum.Enum):
 @dataclass(frozen=True)
 class Stop:
     """Why a campaign stopped: the reason, and the line the campaign prints and stores for it
-    (`CampaignResult.stopped_because`, summary.json's `stopped_because`)."""
+    (`CampaignResult.stopped_because`, `fuzz --json`'s `stopped_because`)."""
 
     reason: StopReason
     detail: str
