@@ -119,5 +119,5 @@ def test_the_type_checker_sees_fuzz_keywords(tmp_path: Path) -> None:
     assert any(line.startswith('2: error: Argument "runs" to "fuzz" has incompatible type "str"; expected "int"')
                for line in lines), p.stdout
     assert any(line.startswith('3: error: Unexpected keyword argument "stop_at_frist" for "fuzz"') for line in lines), p.stdout
-    assert any(line.startswith('4: note: Revealed type is "servefuzz.campaign.CampaignResult"') for line in lines), p.stdout
+    assert any(line.startswith('4: note: Revealed type is "servefuzz.campaign.records.CampaignResult"') for line in lines), p.stdout
     assert len([line for line in lines if ": error:" in line]) == 2, p.stdout

@@ -19,7 +19,7 @@ from histbuild import flip, rec, run, scored
 
 import servefuzz.campaign as campaign_module
 from servefuzz.anomaly import Anomaly, Oracle, Verdict
-from servefuzz.campaign import CampaignConfig, derive_seed, run_campaign
+from servefuzz.campaign import CampaignConfig, Stop, StopReason, derive_seed, run_campaign
 from servefuzz.errors import UsageError
 from servefuzz.finding import Confirmation, Finding, TargetInfo, load_finding
 from servefuzz.oracles.judge import Expectation, Judgement, judge, reproduction
@@ -154,7 +154,8 @@ def test_only_findings_beyond_benign_numerics_count_as_found(tmp_path: Path) -> 
         return dataclasses.replace(f, anomalies=(Anomaly(Oracle.REPLAY, Verdict.NUMERIC_DRIFT, "r00", "a near-tie"),))
 
     def result(*found: Finding) -> campaign_module.CampaignResult:
-        return campaign_module.CampaignResult(1, 10, 1.0, tuple((tmp_path / f.filename, f) for f in found), "time")
+        return campaign_module.CampaignResult(1, 10, 1.0, tuple((tmp_path / f.filename, f) for f in found),
+                                             Stop(StopReason.TIME_BUDGET, "time"))
 
     assert not result().found and not result(drift(hang(1, 2))).found
     assert result(drift(hang(1, 2)), hang(2, 2)).found and result(hang(2, 2)).found
@@ -253,11 +254,11 @@ def test_a_worker_confirms_with_only_what_confirmation_reads(
         asked.append(args[5])
         return await confirm.confirm_finding(*args, **kwargs)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(campaign_module, "confirm_finding", recording)
+    monkeypatch.setattr(campaign_module.workers, "confirm_finding", recording)  # what LocalWorker calls
     url = reference_server("--fault", "page-boundary-prefix")
     config = CampaignConfig(tmp_path / "c", seed=3, request_budget=150, confirm_runs=2, stop_at_first=True)
     result = _campaign(url, config, [PageBoundaryBursts()])
-    assert result.stopped_because == "first confirmed finding"
+    assert result.stopped_because == "first confirmed finding" and result.stop.reason is StopReason.FIRST_CONFIRMED
     assert asked and set(asked) == {confirm.ConfirmConfig(runs=2, truth_model=None, launch=None)}
 
 
@@ -290,6 +291,7 @@ def test_a_strategy_that_raises_is_benched_and_the_campaign_goes_on(
     out = tmp_path / "c"
     result = _campaign(url, CampaignConfig(out, seed=1, request_budget=40), [_Broken(), RandomLoad()])
     assert result.stopped_because == "request budget of 40 spent" and result.requests >= 40
+    assert result.stop.reason is StopReason.REQUEST_BUDGET
     progress = json.loads((out / "progress.json").read_text())
     assert progress["benched"] == {"broken": "ValueError: r06/r05: prefix_len 1024 outside the prompt"}
     # On resume it stays benched; with nothing left to run, the campaign says why it ended.
@@ -297,6 +299,10 @@ def test_a_strategy_that_raises_is_benched_and_the_campaign_goes_on(
     assert alone.requests >= 80
     only = _campaign(url, CampaignConfig(tmp_path / "d", seed=1, request_budget=40), [_Broken()])
     assert only.stopped_because.startswith("every strategy failed: broken: ValueError") and only.requests == 0
+    assert only.stop.reason is StopReason.STRATEGIES_FAILED
+    # Resumed with every strategy still benched, it says so at once, before choosing anything.
+    again = _campaign(url, CampaignConfig(tmp_path / "d", seed=1, request_budget=80, resume=True), [_Broken()])
+    assert again.stop == only.stop and again.requests == 0 and again.iterations == 0
 
 
 @pytest.mark.timeout(240)

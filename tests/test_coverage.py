@@ -18,7 +18,7 @@ from rich.console import Console
 
 import servefuzz.coverage
 import servefuzz.covering
-from servefuzz.campaign import COVERAGE_FILE, CampaignConfig, CampaignResult, CampaignState, run_campaign
+from servefuzz.campaign import COVERAGE_FILE, CampaignConfig, CampaignResult, CampaignState, Stop, StopReason, run_campaign
 from servefuzz.coverage import CROSSABLE, Coverage, FeatureSpace, points
 from servefuzz.covering import PairwiseCover, covered_by
 from servefuzz.history import RequestRecord, RunHistory, Status
@@ -252,7 +252,7 @@ def test_the_live_panel_and_the_summary_show_coverage_only_when_tracked() -> Non
         state = CampaignState(coverage=tracked)
         with LiveProgress(console, "fuzzing") as live:
             live.update(state)
-        print_summary(console, CampaignResult(1, 2, 3.0, (), "done", coverage=tracked))
+        print_summary(console, CampaignResult(1, 2, 3.0, (), Stop(StopReason.TIME_BUDGET, "done"), coverage=tracked))
         shown.append(console.file.getvalue())  # type: ignore[attr-defined]
     assert "coverage pairs 3/573 (0%), triples 1/60" in shown[0], "the live panel"
     assert "coverage: pairs 3/573 (0%), triples 1/60" in shown[0], "the summary"

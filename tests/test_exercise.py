@@ -21,7 +21,7 @@ import pytest
 from rich.console import Console
 
 from servefuzz.anomaly import Anomaly, Oracle, Verdict
-from servefuzz.campaign import CampaignConfig, CampaignResult, run_campaign
+from servefuzz.campaign import CampaignConfig, CampaignResult, Stop, StopReason, run_campaign
 from servefuzz.engines.registry import SPECS, spec_of
 from servefuzz.engines.spec import Feature
 from servefuzz.exercise import ANSWERS, Exercise, observe, settings_of, triggered
@@ -124,7 +124,7 @@ def test_a_profile_aimed_at_a_feature_that_never_happened_says_so_loudly() -> No
     [line] = [x for x in missed.lines() if "chunked prefill" in x]
     assert line.startswith("NOT EXERCISED, though the profile aims at it: chunked prefill: 0 prompts split in 14 requests")
     out = io.StringIO()
-    print_summary(Console(file=out, width=250), CampaignResult(1, 14, 1.0, (), "done", exercise=missed))
+    print_summary(Console(file=out, width=250), CampaignResult(1, 14, 1.0, (), Stop(StopReason.TIME_BUDGET, "done"), exercise=missed))
     assert "NOT EXERCISED, though the profile aims at it: chunked prefill" in out.getvalue()
     # The control: with 16-token chunks the uncached prompts are split, and nothing is said.
     split = observe(dataclasses.replace(chunked, server_args={"chunked_prefill_size": 16}), sc, runs)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from servefuzz.campaign import CampaignResult
+from servefuzz.campaign import CampaignResult, Stop, StopReason
 from servefuzz.finding import load_finding
 from servefuzz.progress import print_summary
 
@@ -18,7 +18,8 @@ def test_the_findings_table_fits_80_columns_one_line_a_finding() -> None:
     found = [load_finding(FINDINGS / name / "finding.json")
              for name in ("sglang-cpu-salt-dropped", "vllm-cpu-lora-base-rows", "vllm-cpu-seed-chunked-crash")]
     deep = Path("campaigns/a-campaign-directory-with-a-long-name/run-2026-12-03/findings")
-    result = CampaignResult(10, 100, 12.0, tuple((deep / f.filename, f) for f in found), "time budget spent",
+    result = CampaignResult(10, 100, 12.0, tuple((deep / f.filename, f) for f in found),
+                            Stop(StopReason.TIME_BUDGET, "time budget spent"),
                             seen={found[0].signature: 37})
     out = io.StringIO()
     print_summary(Console(file=out, width=80), result)
@@ -39,7 +40,8 @@ def test_the_findings_table_fits_80_columns_one_line_a_finding() -> None:
 def test_a_wide_console_still_gets_80_columns() -> None:
     found = load_finding(FINDINGS / "vllm-cpu-seed-chunked-crash" / "finding.json")
     out = io.StringIO()
-    print_summary(Console(file=out, width=200), CampaignResult(1, 10, 1.0, ((Path("x" * 150) / found.filename, found),), "t"))
+    print_summary(Console(file=out, width=200), CampaignResult(1, 10, 1.0, ((Path("x" * 150) / found.filename, found),),
+                                                              Stop(StopReason.TIME_BUDGET, "t")))
     assert max(len(line) for line in out.getvalue().splitlines() if not line.startswith("Replay")) <= 80
 
 
@@ -64,7 +66,8 @@ def test_drift_says_benign_except_on_a_server_in_its_deterministic_mode(tmp_path
 
     def said(f: object) -> str:
         out = io.StringIO()
-        print_summary(Console(file=out, width=200), CampaignResult(1, 10, 1.0, ((Path("findings") / "f.json", f),), "time"))
+        print_summary(Console(file=out, width=200), CampaignResult(1, 10, 1.0, ((Path("findings") / "f.json", f),),
+                                                                  Stop(StopReason.TIME_BUDGET, "time")))
         return out.getvalue()
 
     assert "Benign numerics only" in said(drift) and "deterministic mode" not in said(drift)

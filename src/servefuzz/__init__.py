@@ -63,7 +63,7 @@ __all__ = [
 if TYPE_CHECKING:
     from servefuzz.anomaly import Verdict
     from servefuzz.api import FuzzOptions, bisect, fuzz, replay, report, shrink, triage
-    from servefuzz.campaign import CampaignResult, CampaignState
+    from servefuzz.campaign.records import CampaignResult, CampaignState
     from servefuzz.errors import (
         DiskFullError,
         FindingError,
@@ -90,8 +90,8 @@ _HOMES = {
     "report": "servefuzz.api",
     "load_finding": "servefuzz.finding",
     "FuzzOptions": "servefuzz.api",
-    "CampaignState": "servefuzz.campaign",
-    "CampaignResult": "servefuzz.campaign",
+    "CampaignState": "servefuzz.campaign.records",
+    "CampaignResult": "servefuzz.campaign.records",
     "ReplayResult": "servefuzz.replay_report",
     "Shrunk": "servefuzz.shrinker",
     "TriageOutcome": "servefuzz.finding",

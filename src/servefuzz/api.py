@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -47,7 +46,7 @@ from servefuzz.reports.issue_md import WRITEUP_NAME, load_writeup
 from servefuzz.runner import RunConfig, Runner
 from servefuzz.sanitize import one_line
 from servefuzz.shrinker import Shrunk, shrink_finding
-from servefuzz.store import campaign_lock, check_campaign_dir, check_not_in_use, finding_noise
+from servefuzz.store import campaign_lock, check_campaign_dir, check_not_in_use, finding_noise, stored_config
 from servefuzz.strategies import get_strategies
 from servefuzz.traces import load_trace_seeds
 from servefuzz.triager import triage as triage_matrix
@@ -213,17 +212,7 @@ class FuzzOptions:
 
     def _stored(self) -> dict[str, Any]:
         """The campaign dir's config.json when resuming (empty otherwise, or when unreadable)."""
-        if not self.resume:
-            return {}
-        path = self.out / "config.json"
-        try:
-            stored = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            return {}
-        names = stored.get("strategies", []) if isinstance(stored, dict) else None
-        if not isinstance(stored, dict) or not isinstance(names, list) or not all(isinstance(n, str) for n in names):
-            raise UsageError(f"{path} is damaged (its strategies are not a list of names): cannot resume it")
-        return stored
+        return stored_config(self.out) if self.resume else {}
 
 
 def embedded_banner(opts: FuzzOptions) -> str:

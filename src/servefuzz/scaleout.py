@@ -150,6 +150,10 @@ class RayWorker:
         return info
 
 
+# A RayWorker is a campaign Worker, held by mypy (as `campaign.workers` holds LocalWorker).
+_RAY: Callable[[str, Callable[[], Any], Any, TargetInfo, type[BaseException]], Worker] = RayWorker
+
+
 def _cause(e: BaseException) -> str:
     """The actor's own error behind Ray's wrapper (`RayTaskError.cause`), as one line."""
     cause = getattr(e, "cause", None)

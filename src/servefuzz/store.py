@@ -3,7 +3,7 @@
 | path                  | written                                       | on resume                          |
 |-----------------------|-----------------------------------------------|------------------------------------|
 | `config.json`         | once, atomically                              | the seed and strategies must match |
-| `progress.json`       | atomically after every iteration              | iteration, totals, schedule, counts|
+| `progress.json`       | atomically after every iteration (`Progress`) | iteration, totals, schedule, counts|
 | `corpus/entry_N.json` | once per kept scenario, atomically            | reloaded: the corpus continues     |
 | `findings/*.json`     | atomically; a smaller duplicate replaces its  | rescanned: the files are the truth |
 |                       | file only once it is durable                  |                                    |
@@ -38,17 +38,20 @@ import re
 import time
 from collections import Counter
 from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from servefuzz import durable
 from servefuzz.corpus import CorpusEntry
 from servefuzz.errors import FindingError, UsageError
+from servefuzz.exercise import Exercise
 from servefuzz.finding import Finding, load_finding, write_finding
 from servefuzz.oracles.noise import NOISE_FILE, CampaignNoise
 
 __all__ = [
     "FindingStore",
+    "Progress",
     "finding_size",
     "LOCK_FILE",
     "campaign_lock",
@@ -57,6 +60,8 @@ __all__ = [
     "open_campaign_dir",
     "load_entries",
     "read_json",
+    "stored_config",
+    "write_progress",
     "write_json",
     "append_json_line",
     "read_noise",
@@ -220,8 +225,48 @@ def check_not_in_use(out: Path) -> None:
         os.close(fd)
 
 
-def open_campaign_dir(out: Path, *, resume: bool, identity: Mapping[str, Any], settings: Mapping[str, Any]) -> dict[str, Any]:
-    """Create or reopen the campaign directory; return the saved progress (empty when new).
+@dataclass(frozen=True)
+class Progress:
+    """`progress.json`: where a campaign stands, rewritten atomically after every iteration and
+    read back on resume. `picks`: corpus entry id -> times picked (`Corpus.picks`); `schedule`:
+    `Schedule.state_json()`, its keyword arguments; `seen`: signature -> times found;
+    `first_confirmed`: verdict -> (requests, seconds) at its first confirmed finding;
+    `benched`: strategy -> the error that benched it."""
+
+    next_iteration: int = 0
+    requests: int = 0
+    elapsed_s: float = 0.0
+    picks: Mapping[int, int] = field(default_factory=dict)
+    schedule: Mapping[str, Any] = field(default_factory=dict)
+    seen: Mapping[str, int] = field(default_factory=dict)
+    first_confirmed: Mapping[str, tuple[int, float]] = field(default_factory=dict)
+    restarts: int = 0
+    benched: Mapping[str, str] = field(default_factory=dict)
+    exercise: Exercise = field(default_factory=Exercise)  # what the engine did (servefuzz.exercise)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "next_iteration": self.next_iteration, "requests": self.requests, "elapsed_s": round(self.elapsed_s, 3),
+            "picks": {str(k): v for k, v in sorted(self.picks.items())}, "schedule": dict(self.schedule),
+            "seen": dict(self.seen), "first_confirmed": {v: list(x) for v, x in self.first_confirmed.items()},
+            "restarts": self.restarts, "benched": dict(self.benched), "exercise": self.exercise.to_json(),
+        }
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> Progress:
+        """Every key optional (an empty mapping: a new campaign)."""
+        return cls(
+            next_iteration=int(d.get("next_iteration", 0)), requests=int(d.get("requests", 0)),
+            elapsed_s=float(d.get("elapsed_s", 0.0)), picks={int(k): v for k, v in d.get("picks", {}).items()},
+            schedule=dict(d.get("schedule", {})), seen=dict(d.get("seen", {})),
+            first_confirmed={v: (int(x[0]), float(x[1])) for v, x in d.get("first_confirmed", {}).items()},
+            restarts=int(d.get("restarts", 0)), benched=dict(d.get("benched", {})),
+            exercise=Exercise.from_json(d.get("exercise")),
+        )
+
+
+def open_campaign_dir(out: Path, *, resume: bool, identity: Mapping[str, Any], settings: Mapping[str, Any]) -> Progress:
+    """Create or reopen the campaign directory; return the saved progress (`Progress()` when new).
 
     `identity` (seed, strategies) must match on resume; `settings` are written beside it.
     """
@@ -235,9 +280,28 @@ def open_campaign_dir(out: Path, *, resume: bool, identity: Mapping[str, Any], s
             raise UsageError(
                 f"{out} was started with {', '.join(f'{k} {saved[k]}' for k in clash)}; resume it with the same values"
             )
-        return read_json(out / "progress.json")
+        return Progress.from_json(read_json(out / "progress.json"))
     write_json(out / "config.json", {**identity, **settings})
-    return {}
+    return Progress()
+
+
+def write_progress(out: Path, progress: Progress) -> None:
+    write_json(out / "progress.json", progress.to_json())
+
+
+def stored_config(out: Path) -> dict[str, Any]:
+    """The campaign's `config.json` (seed, strategies, settings, target), for a resume to go on as
+    it was started: empty when there is none or it does not parse; UsageError when its
+    strategies are not a list of names (nothing could be resumed from it)."""
+    path = out / "config.json"
+    try:
+        stored = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    names = stored.get("strategies", []) if isinstance(stored, dict) else None
+    if not isinstance(stored, dict) or not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+        raise UsageError(f"{path} is damaged (its strategies are not a list of names): cannot resume it")
+    return stored
 
 
 def load_entries(directory: Path) -> list[CorpusEntry]:

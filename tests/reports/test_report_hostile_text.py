@@ -16,7 +16,7 @@ from report_findings import seed_like
 from rich.console import Console
 
 from servefuzz.anomaly import Anomaly, Oracle, Verdict
-from servefuzz.campaign import CampaignResult, CampaignState
+from servefuzz.campaign import CampaignResult, CampaignState, Stop, StopReason
 from servefuzz.finding import TargetInfo
 from servefuzz.known_issues import match
 from servefuzz.progress import LiveProgress, print_banner, print_summary
@@ -98,7 +98,7 @@ def test_the_live_line_and_the_summary_table_show_server_text_as_text() -> None:
         print_banner(console, f"banner {TERM}")
         result = CampaignResult(
             iterations=3, requests=9, elapsed_s=1.0, findings=((Path(f"findings/{finding.filename}"), finding),),
-            stopped_because=f"the target went away: {TERM}",
+            stop=Stop(StopReason.TARGET_LOST, f"the target went away: {TERM}"),
         )
         print_summary(console, result)
         text = out.getvalue()

@@ -1,0 +1,82 @@
+"""Choosing an iteration's scenario: its seed (`derive_seed`), what the strategies may assume
+about the target (`shape_of`), and the schedule's choice made concrete (`_next_scenario`)."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Mapping, Sequence
+
+from servefuzz.corpus import Corpus, CorpusEntry, Schedule
+from servefuzz.engines.registry import spec_of
+from servefuzz.finding import TargetInfo
+from servefuzz.mutators import Mutator, mutate
+from servefuzz.strategies import DEFAULT_CAPTURE_SIZES, Strategy, TargetShape
+from servefuzz.workload import Scenario
+
+__all__ = ["derive_seed", "shape_of"]
+
+
+def derive_seed(campaign_seed: int, iteration: int) -> int:
+    """The scenario seed of an iteration: stable across Python versions and platforms."""
+    return random.Random(f"servefuzz:{campaign_seed}:{iteration}").getrandbits(31)
+
+
+def shape_of(info: TargetInfo) -> TargetShape:
+    """What the strategies may assume about this target (SGLang's and vLLM's names for it)."""
+    args = info.server_args
+    spec = spec_of(info.engine)
+
+    def positive(*keys: str) -> int | None:
+        for k in keys:
+            v = args.get(k)
+            if isinstance(v, int) and not isinstance(v, bool) and v > 0:
+                return v
+        return None
+
+    graphs = args.get("cuda_graph_bs")
+    capture = tuple(sorted(int(b) for b in graphs)) if isinstance(graphs, list) and graphs else DEFAULT_CAPTURE_SIZES
+    return TargetShape(
+        page_size=info.page_size,
+        context_length=positive("context_length", "max_model_len") or 4096,
+        vocab=range(3, info.vocab_size or 1024),
+        max_total_tokens=info.max_total_tokens,
+        chunked_prefill_size=positive("chunked_prefill_size", "max_num_batched_tokens"),
+        capture_sizes=capture,
+        max_running_requests=positive("max_running_requests", "max_num_seqs"),
+        # What the engine's dialect sends and promises, from its spec (an unknown engine: none).
+        salts=spec.salts,
+        seeded_sampling=spec.seeds,
+        choices=spec.choices,
+        adapters=info.adapters if spec.adapters else (),
+    )
+
+
+def _next_scenario(
+    rng: random.Random,
+    turn: int,
+    seed: int,
+    schedule: Schedule,
+    corpus: Corpus,
+    strategies: Mapping[str, Strategy],
+    shape: TargetShape,
+    extra: Sequence[Mutator] = (),
+) -> tuple[Scenario, str]:
+    """The schedule's choice made concrete: a mutated corpus entry or a fresh scenario."""
+    _, what = schedule.next(rng, turn, corpus)
+    try:
+        if isinstance(what, CorpusEntry):
+            return mutate(what.scenario, rng, shape, seed=seed, extra=extra), f"mutate:{what.id}"
+        return strategies[what].generate(rng, shape, seed=seed), what
+    except Exception as e:  # noqa: BLE001 - any bug of a generator; reported, never a finding
+        error = f"{type(e).__name__}: {e}"
+        if isinstance(what, CorpusEntry):
+            raise _SourceFailed(f"mutating corpus entry {what.id}", error, None) from e
+        raise _SourceFailed(f"strategy {what}", error, what) from e
+
+
+class _SourceFailed(Exception):
+    """A strategy or a mutation raised instead of giving a scenario."""
+
+    def __init__(self, source: str, error: str, strategy: str | None) -> None:
+        super().__init__(f"{source}: {error}")
+        self.source, self.error, self.strategy = source, error, strategy

@@ -1,0 +1,272 @@
+"""One iteration of the campaign, on the driver: observe -> feedback -> objective.
+
+`_Loop.iterate` sends a scenario to a worker and takes what it brings back through three steps,
+each a method returning a typed record (LibAFL's split of corpus feedback from objectives):
+
+- **observe** (`_Loop.observe`): the execution, its histories logged, judged against the
+  campaign's noise (which then learns from it), a lost server's evidence joined to the
+  judgement: an `Observation`;
+- **feedback** (`_Loop.feedback`): the features the execution reached (pairwise coverage
+  included), the corpus keeping the scenario when one is new, its strategy credited: the
+  `CorpusEntry` kept, or None;
+- **objective** (`_Loop.objective`): the finding (`objective._finding_of`: confirmed on the
+  worker, unless a confirmed, no larger one of its signature is kept), kept in the store, the
+  progress written: the iteration's `_Outcome`, which tells the loop whether its server was lost.
+
+`_Loop.confirm_on_restart` replays a scenario that took the server down on the restarted one.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+import time
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from servefuzz.anomaly import Verdict
+from servefuzz.campaign.choose import _next_scenario, derive_seed
+from servefuzz.campaign.objective import CRASH_REPLAYS, _Downed, _downed_by, _finding_of
+from servefuzz.campaign.observe import Observation, _ran, _with_target_lost, _with_wedge
+from servefuzz.campaign.records import COVERAGE_FILE, CampaignConfig, CampaignState, Stop, StopReason, _confirmed
+from servefuzz.campaign.workers import Worker, WorkerLost
+from servefuzz.confirm import ConfirmConfig
+from servefuzz.corpus import Corpus, CorpusEntry, Schedule
+from servefuzz.coverage import points
+from servefuzz.covering import PairwiseCover
+from servefuzz.errors import TargetError
+from servefuzz.exercise import observe as exercise_of
+from servefuzz.exercise import triggered
+from servefuzz.feedback import features
+from servefuzz.finding import Finding
+from servefuzz.history import write_history_jsonl
+from servefuzz.mutators import CROSS
+from servefuzz.oracles.judge import learn
+from servefuzz.oracles.noise import CampaignNoise
+from servefuzz.store import FindingStore, Progress, append_json_line, write_json, write_noise, write_progress
+from servefuzz.strategies import Strategy, TargetShape
+from servefuzz.trial import probe_targets
+from servefuzz.workload import Scenario
+
+__all__: list[str] = []
+
+
+@dataclass(frozen=True)
+class _Outcome:
+    iteration: int
+    finding: Finding | None
+    lost: str | None
+    downed: _Downed | None = None
+
+
+async def _revive(worker: Worker, lost: str, config: CampaignConfig, state: CampaignState,
+                  on_event: Callable[[CampaignState], None]) -> Stop | None:
+    """Start a worker's dead server again; why the campaign must stop instead (None when revived)."""
+    if not worker.revivable or state.restarts >= config.max_restarts:
+        return Stop(StopReason.TARGET_LOST, f"target lost: {lost}" + (
+            "" if not worker.revivable else f" ({state.restarts} restarts already)"))
+    state.last = f"the server is lost ({lost}); starting it again"
+    on_event(state)
+    try:
+        info = await worker.revive()
+    except TargetError as e:
+        return Stop(StopReason.TARGET_LOST, f"target lost: {lost}; it could not be started again: {e}")
+    state.restarts += 1
+    state.last = f"the server is lost ({lost}); restarted it at {info.base_url}"
+    if worker.name is not None:
+        state.workers[worker.name] = f"restarted at {info.base_url}"
+    on_event(state)
+    return None
+
+
+class _Loop:
+    """The campaign's driver-side state, shared by the iterations in flight: choosing the next
+    scenario, and judging, learning from and keeping what a worker brought back."""
+
+    def __init__(self, config: CampaignConfig, state: CampaignState, corpus: Corpus, schedule: Schedule,
+                 store: FindingStore, noise: CampaignNoise, firsts: dict[str, tuple[int, float]], shape: TargetShape,
+                 on_event: Callable[[CampaignState], None], first_iteration: int) -> None:
+        self.config, self.state, self.corpus, self.schedule, self.store = config, state, corpus, schedule, store
+        self.noise, self.firsts, self.shape, self.on_event = noise, firsts, shape, on_event
+        self.dispatched = first_iteration  # the next iteration to send out
+        self.halt = False  # stop without waiting for the iterations in flight
+
+    def choose(self, iteration: int, seeds: Sequence[Scenario], strategies: dict[str, Strategy]) -> tuple[Scenario, str]:
+        seed = derive_seed(self.config.seed, iteration)
+        if iteration < len(seeds):
+            return dataclasses.replace(seeds[iteration], seed=seed), "trace"
+        coverage = self.state.coverage
+        if coverage is not None and isinstance(pairwise := strategies.get(PairwiseCover.name), PairwiseCover):
+            strategies[PairwiseCover.name] = pairwise.with_coverage(coverage)
+        return _next_scenario(random.Random(seed), iteration - len(seeds), seed, self.schedule, self.corpus,
+                              strategies, self.shape, extra=(CROSS,) if self.config.coverage else ())
+
+
+    async def iterate(self, worker: Worker, iteration: int, scenario: Scenario, origin: str) -> _Outcome:
+        seen = await self.observe(worker, iteration, scenario, origin)
+        if isinstance(seen, _Outcome):
+            return seen  # the worker itself was lost: nothing of it is evidence
+        entry = self.feedback(seen)
+        return await self.objective(worker, seen, entry)
+
+    async def observe(self, worker: Worker, iteration: int, scenario: Scenario, origin: str) -> Observation | _Outcome:
+        """The scenario executed on `worker`, logged and judged (a worker lost: its `_Outcome`)."""
+        config, state, on_event = self.config, self.state, self.on_event
+        out = config.out_dir
+        source = origin if origin == scenario.meta.get("strategy") else f"{origin} ({scenario.meta.get('strategy', '?')})"
+        state.last = f"iteration {iteration}: {source}, {len(scenario.requests)} requests"
+        if worker.name is not None:
+            state.workers[worker.name] = state.last
+        on_event(state)
+        began = time.monotonic()
+        append_json_line(out / "scenarios.jsonl", {"iteration": iteration, "origin": origin, "scenario": scenario.to_json()})
+        try:
+            done = await worker.execute(scenario, runs=config.runs, with_alone=config.isolation,
+                                        probes=probe_targets(scenario, config.cache_probes))
+        except WorkerLost as e:
+            state.last = f"iteration {iteration}: {e}; dropped"
+            state.workers[str(worker.name)] = "lost; replacing it"
+            on_event(state)
+            return _Outcome(iteration, None, str(e))
+        state.requests += done.requests
+        tag = {"iteration": iteration} if worker.name is None else {"iteration": iteration, "worker": worker.name}
+        write_history_jsonl(out / "histories.jsonl", [
+            dataclasses.replace(h, meta={**h.meta, **tag})
+            for h in _ran(done)
+        ])
+        noise = self.noise
+        verdict = done.judge(performance=config.performance, campaign=noise)
+        self.noise = learn(noise, verdict, done.loaded, done.alone, done.cache, scenario)  # judged first, added after
+        if verdict.constraint:
+            # A constraint broken alone too backs no finding (oracles.constraint); kept, not dropped.
+            append_json_line(out / "constraints.jsonl", {"iteration": iteration, "lines": list(verdict.constraint)})
+        if done.wedged:
+            verdict = _with_wedge(verdict, str(done.lost))
+        elif done.lost is not None:
+            verdict = _with_target_lost(verdict, done.lost, await worker.death())
+        for a in verdict.anomalies:
+            state.anomalies[a.verdict.value] += 1
+        # What the engine did (servefuzz.exercise): read from every answer it gave, as logged.
+        state.exercise = state.exercise.merged(exercise_of(worker.info, scenario, _ran(done)))
+        return Observation(iteration, scenario, origin, done, verdict, began)
+
+    def feedback(self, seen: Observation) -> CorpusEntry | None:
+        """What the execution reached, and the corpus entry it became when that was new."""
+        state, corpus, out = self.state, self.corpus, self.config.out_dir
+        scenario, done, verdict = seen.scenario, seen.done, seen.verdict
+        reached = features(scenario, done.loaded, done.alone, verdict.anomalies, self.shape)
+        if state.coverage is not None:
+            # Every pair this execution exercised is a feature: one no scenario reached before
+            # makes this one new to the corpus, with energy, and credits its strategy.
+            now = points(scenario, self.shape, done.loaded).values()
+            reached |= {f"pair:{k}" for p in now for k in state.coverage.space.cells_of(p)[0]}
+            state.coverage = state.coverage.observe(now)
+            write_json(out / COVERAGE_FILE, state.coverage.to_json())
+        entry = corpus.consider(scenario, reached, origin=seen.origin, iteration=seen.iteration,
+                                flagged=bool(verdict.anomalies))
+        if entry is not None:
+            write_json(out / "corpus" / f"entry_{entry.id:05d}.json", entry.to_json())
+        self.schedule.credit(str(scenario.meta.get("strategy", seen.origin)), len(entry.new) if entry else 0,
+                             time.monotonic() - seen.began)
+        return entry
+
+    async def objective(self, worker: Worker, seen: Observation, entry: CorpusEntry | None) -> _Outcome:
+        """The finding the execution shows, kept; the iteration's outcome. (`entry`: what the
+        corpus kept of it, which the objective does not read: feedback and objective are apart.)"""
+        config, state, store, on_event = self.config, self.state, self.store, self.on_event
+        iteration, scenario, done, verdict = seen.iteration, seen.scenario, seen.done, seen.verdict
+        try:
+            finding = await _finding_of(worker, scenario, iteration, done, verdict, config, store, state, on_event,
+                                        self.noise)
+        except WorkerLost as e:
+            finding, done.lost = None, str(e)  # seen, but not confirmed where it was seen: found again later
+        if finding is not None:
+            finding = dataclasses.replace(finding, triggered=triggered(worker.info, finding.anomalies, _ran(done)))
+            if worker.name is not None:
+                finding = dataclasses.replace(finding, notes=(*finding.notes, f"found and confirmed on worker {worker.name}"))
+            path, what_happened = store.add(finding)
+            if _confirmed(finding) and finding.verdict.value not in self.firsts:
+                self.firsts[finding.verdict.value] = (state.requests, state.elapsed_s)
+            state.last = f"finding {path.name} ({what_happened}): {finding.verdict.value}, {finding.headline.summary}"
+        state.iteration = max(state.iteration, self.dispatched)
+        if worker.name is not None:
+            state.workers[worker.name] = f"iteration {iteration} done"
+        write_noise(config.out_dir, self.noise)
+        _save_progress(config.out_dir, state, self.corpus, self.schedule, store, self.firsts)  # last: what it names is on disk
+        on_event(state)
+        downed = None
+        # Replayed until one crash (or one wedge) is confirmed in the campaign: each replay that
+        # takes the server down costs a restart, and later ones (other signatures of what may
+        # well be the same bug) are kept as seen rather than spend the restarts the rest of the
+        # campaign lives on.
+        if (done.lost is not None and finding is not None and finding.verdict is _downed_by(done)
+                and not _confirmed(finding) and worker.revivable and finding.verdict.value not in self.firsts):
+            downed = _Downed(scenario, done, verdict, finding)
+        return _Outcome(iteration, finding, done.lost, downed)
+
+    async def confirm_on_restart(self, worker: Worker, iteration: int, downed: _Downed) -> tuple[Finding | None, Stop | None]:
+        """Replay a scenario that took the server down on the restarted server (`CRASH_REPLAYS`
+        times at most, ending at the first loss); the finding, confirmed when the server died (or
+        hung) again, and why the campaign must stop (None when the server is up again).
+
+        The finding was kept as seen before this starts: a replay that finds nothing, or a
+        server that cannot be started again, loses nothing."""
+        state = self.state
+        state.last = f"iteration {iteration}: the server was lost; replaying the scenario on the restarted server"
+        self.on_event(state)
+
+        def say(what: str) -> None:
+            state.last = what
+            self.on_event(state)
+
+        settings = ConfirmConfig(runs=CRASH_REPLAYS)
+        try:
+            confirmed = await worker.confirm(downed.scenario, iteration, downed.done, downed.verdict, settings,
+                                             self.noise, say)
+        except WorkerLost as e:
+            return None, await _revive(worker, str(e), self.config, state, self.on_event)
+        state.requests += confirmed.sent
+        why = None
+        if confirmed.lost is not None:
+            why = await _revive(worker, confirmed.lost, self.config, state, self.on_event)
+        rep = confirmed.finding.confirmation
+        if rep is None or rep.reproduced == 0:
+            tried = 0 if rep is None else rep.attempts
+            state.last = (f"iteration {iteration}: the {downed.finding.verdict.value} did not come back in {tried} "
+                          "replay(s); kept as seen")
+            self.on_event(state)
+            _save_progress(self.config.out_dir, state, self.corpus, self.schedule, self.store, self.firsts)
+            return None, why
+        # The first death's evidence (exit status, log) stays; the replay's note says what it was.
+        again = "died again" if downed.finding.verdict is Verdict.CRASH else "hung again"
+        finding = dataclasses.replace(
+            downed.finding, confirmation=rep,
+            notes=(f"confirmed: the server {again} when the scenario was replayed on the restarted server "
+                   f"({rep.reproduced}/{rep.attempts}: {confirmed.lost or 'a request saw it fail'})",))
+        path, what_happened = self.store.add(finding, again=True)
+        if finding.verdict.value not in self.firsts:
+            self.firsts[finding.verdict.value] = (state.requests, state.elapsed_s)
+        state.last = f"finding {path.name} ({what_happened}): {finding.verdict.value} confirmed on the restarted server"
+        _save_progress(self.config.out_dir, state, self.corpus, self.schedule, self.store, self.firsts)
+        self.on_event(state)
+        return finding, why
+
+
+def _save_progress(
+    out: Path, state: CampaignState, corpus: Corpus, schedule: Schedule, store: FindingStore,
+    firsts: Mapping[str, tuple[int, float]],
+) -> None:
+    _sync(state, corpus, store)
+    write_progress(out, Progress(
+        next_iteration=state.iteration, requests=state.requests, elapsed_s=state.elapsed_s, picks=dict(corpus.picks),
+        schedule=schedule.state_json(), seen=dict(store.counts), first_confirmed=dict(firsts),
+        restarts=state.restarts, benched=dict(schedule.benched), exercise=state.exercise,
+    ))
+
+
+def _sync(state: CampaignState, corpus: Corpus, store: FindingStore) -> None:
+    state.features, state.corpus = len(corpus.seen), len(corpus)
+    state.findings = store.findings()
+    state.seen = Counter(store.counts)
