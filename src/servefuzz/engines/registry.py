@@ -9,12 +9,12 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 
+from servefuzz.anomaly import Promise
 from servefuzz.engines.llamacpp import SPEC as LLAMACPP
 from servefuzz.engines.openai import GENERIC
 from servefuzz.engines.openai import SPEC as OPENAI
 from servefuzz.engines.reference import SPEC as REFERENCE
 from servefuzz.engines.sglang import SPEC as SGLANG
-from servefuzz.anomaly import Promise
 from servefuzz.engines.spec import Deterministic, EngineSpec
 from servefuzz.engines.vllm import SPEC as VLLM
 
