@@ -64,6 +64,7 @@ REFERENCE_FAULTS = (
     "abort-reuse",
     "evict-in-use",
     "batch-variant-numerics",
+    "deterministic-decode-drift",
     "stale-slot-continuation",
     "salt-ignored",
     "shared-sampler-rng",
