@@ -69,3 +69,17 @@ def test_repro_expects_a_divergence_that_breaks_the_promise(tmp_path: Path) -> N
     said = ns["expectation"](ns["FINDING"]["expected"], None)
     assert "to diverge, which breaks the promise of --enable-deterministic-inference" in said and DOCS in said
     assert replay_plan(_mode_off(f))["promise"] is None
+
+
+def test_a_replay_on_a_server_under_the_mode_reports_its_flips_as_contract_violations() -> None:
+    from servefuzz.oracles.judge import Judgement
+    from servefuzz.replay_report import render_replay_report, replay_result
+
+    f = load_finding(STORED)
+    # What the oracles say of the replays: blind to the mode, numeric drift.
+    blind = Judgement(anomalies=_mode_off(f).anomalies, stable=())
+    assert f.confirmation is not None
+    under = render_replay_report(replay_result(f, f.confirmation, blind, f.target.promise))
+    assert "Bug      : contract-violation" in under and "verdict: contract-violation" in under
+    default = render_replay_report(replay_result(f, f.confirmation, blind, None))  # a server without the mode
+    assert "verdict: numeric-drift" in default and "verdict: contract-violation" not in default
