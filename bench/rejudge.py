@@ -17,6 +17,11 @@ that produced them. That is enough to say what the ladder makes of it without th
   confirmation's variants name their runs, and runs below the first execution's loaded count
   are the first execution's.
 
+- a flip the ladder calls numeric drift, on a server whose mode promises batch- and
+  cache-invariant answers (`TargetInfo.promise`: the server args, the variables, or the launch
+  profile the file recorded), is a `contract-violation` (`anomaly.held_to`, docs/verdicts.md,
+  *Contract violations*); the "stored verdict" column is the file's own word, as written.
+
 What it cannot do without the server is the vote: a finding stores one alone run per request,
 and when that run is the odd one out the table says so (the confirmation would measure three
 fresh ones).
@@ -25,11 +30,12 @@ fresh ones).
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from servefuzz.anomaly import Divergence, Oracle, Verdict, deciding
+from servefuzz.anomaly import Divergence, Oracle, Promise, Verdict, deciding
 from servefuzz.finding import Finding, load_finding
 from servefuzz.oracles.noise import CAMPAIGN_K, NOISE_FILE, CampaignNoise
 from servefuzz.store import read_noise
@@ -44,15 +50,22 @@ def _campaign(path: Path, shift: float) -> tuple[CampaignNoise | None, float]:
     return None, CAMPAIGN_K * shift
 
 
-def rejudge(d: Divergence, noise: CampaignNoise | None, flat: float, backed: bool) -> tuple[Verdict, float]:
-    """The divergence's verdict under the ladder, and the threshold it was held against."""
+def rejudge(d: Divergence, noise: CampaignNoise | None, flat: float, backed: bool,
+            promise: Promise | None = None) -> tuple[Verdict, float]:
+    """The divergence's verdict under the ladder, and the threshold it was held against; a
+    numeric drift under `promise` (the server's mode's) is a contract violation."""
     wide = noise.threshold(d.position, False) if noise is not None else flat
     threshold = max(d.threshold or 0.0, wide)
-    if d.verdict in (Verdict.UNCLASSIFIED, Verdict.NUMERIC_DRIFT) or d.margin is None:
-        return d.verdict, threshold  # a threshold that only grows never makes drift worse
-    if d.margin <= threshold and not d.margin_is_bound:
-        return Verdict.NUMERIC_DRIFT, threshold
-    return (Verdict.CORRUPTION if backed else Verdict.SUSPECTED_CORRUPTION), threshold
+    numbers = d.verdict.unbacked if d.verdict is Verdict.CONTRACT_VIOLATION else d.verdict  # what the margin said
+    if numbers in (Verdict.UNCLASSIFIED, Verdict.NUMERIC_DRIFT) or d.margin is None:
+        verdict = numbers  # a threshold that only grows never makes drift worse
+    elif d.margin <= threshold and not d.margin_is_bound:
+        verdict = Verdict.NUMERIC_DRIFT
+    else:
+        verdict = Verdict.CORRUPTION if backed else Verdict.SUSPECTED_CORRUPTION
+    if verdict is Verdict.NUMERIC_DRIFT and promise is not None:
+        return Verdict.CONTRACT_VIOLATION, threshold
+    return verdict, threshold
 
 
 def _recurrences(f: Finding, rid: str) -> str:
@@ -78,24 +91,35 @@ def _odd_alone(f: Finding, rid: str) -> bool:
     return len(loaded) == 1 and any(v.label == "alone" and v.token_ids != loaded[0].token_ids for v in c.variants[rid])
 
 
+def _stored_verdict(path: Path) -> Verdict:
+    """The verdict the file itself says (written by the servefuzz that made it): loading a
+    finding holds it to today's rules, so the file's word is read apart."""
+    return Verdict(json.loads(path.read_text(encoding="utf-8"))["verdict"])
+
+
 def row(path: Path, shift: float) -> str:
     f = load_finding(path)
+    stored = _stored_verdict(path)
     noise, flat = _campaign(path, shift)
     d = deciding(x for a in f.anomalies for x in a.divergences)
+    promise = f.target.promise
     if d is None:
-        return f"| {path.name} | {f.verdict.value} | — | {f.verdict.value} | — | — | not a divergence |"
+        return f"| {path.name} | {stored.value} | — | {f.verdict.value} | — | — | not a divergence |"
     head = next(a for a in f.anomalies if d in a.divergences)
     backed = bool(head.evidence.get("backed_by"))
-    new, threshold = rejudge(d, noise, flat, backed)
+    new, threshold = rejudge(d, noise, flat, backed, promise)
     margin = "?" if d.margin is None else f"{'>=' if d.margin_is_bound else ''}{d.margin:.4f}"
     rate = f.confirmation.rate if f.confirmation else "-"
     notes = []
     if new is Verdict.SUSPECTED_CORRUPTION:
         notes.append("no control ran: suspected until the content swap backs it")
+    if new is Verdict.CONTRACT_VIOLATION and promise is not None:
+        notes.append(f"a near-tie flip on a server under {promise.mode}, whose promise it breaks")
     if _odd_alone(f, d.request_id):
         notes.append("the one stored alone run is the odd one: fresh references must vote")
-    return (f"| {path.name} | {f.verdict.value} (margin {margin} at token {d.position} > "
-            f"{d.threshold or 0:.4f})".replace(">", "<=" if f.verdict is Verdict.NUMERIC_DRIFT else ">", 1)
+    within = d.margin is not None and d.margin <= (d.threshold or 0.0) and not d.margin_is_bound
+    return (f"| {path.name} | {stored.value} (margin {margin} at token {d.position} {'<=' if within else '>'} "
+            f"{d.threshold or 0:.4f})"
             + f" | {threshold:.4f} | **{new.value}** | {rate} | {_recurrences(f, d.request_id)} | "
             + ("; ".join(notes) or "—") + " |")
 

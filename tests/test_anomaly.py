@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from servefuzz import anomaly
-from servefuzz.anomaly import Anomaly, Divergence, FlipSide, Oracle, Variant, Verdict, worst
+from servefuzz.anomaly import Anomaly, Divergence, FlipSide, Oracle, Promise, Variant, Verdict, held_to, worst
 
 ids = st.lists(st.integers(0, 50_000), max_size=6).map(tuple)
 lp = st.none() | st.floats(-30, 0, allow_nan=False)
@@ -40,7 +40,8 @@ def test_severity_order() -> None:
     assert worst([Verdict.INDETERMINATE, Verdict.NUMERIC_DRIFT]) is Verdict.NUMERIC_DRIFT
     assert worst([]) is None
     assert {v for v in Verdict if v.is_divergence} == {
-        Verdict.CORRUPTION, Verdict.SUSPECTED_CORRUPTION, Verdict.UNCLASSIFIED, Verdict.NUMERIC_DRIFT}
+        Verdict.CORRUPTION, Verdict.SUSPECTED_CORRUPTION, Verdict.CONTRACT_VIOLATION, Verdict.UNCLASSIFIED,
+        Verdict.NUMERIC_DRIFT}
 
 
 def test_the_ladder_puts_an_unbacked_flip_below_the_loud_failures_and_a_shift_above_drift() -> None:
@@ -54,6 +55,43 @@ def test_the_ladder_puts_an_unbacked_flip_below_the_loud_failures_and_a_shift_ab
     assert Verdict.CORRUPTION.unbacked is Verdict.SUSPECTED_CORRUPTION
     assert all(v.backed is v for v in Verdict if v is not Verdict.SUSPECTED_CORRUPTION)
     assert not Verdict.ANOMALOUS_SHIFT.is_divergence
+
+
+def test_a_contract_violation_ranks_below_what_may_be_a_wrong_answer_and_above_what_is_unknown() -> None:
+    ladder = [Verdict.CORRUPTION, Verdict.HANG, Verdict.SUSPECTED_CORRUPTION, Verdict.CONTRACT_VIOLATION,
+              Verdict.UNCLASSIFIED, Verdict.ANOMALOUS_SHIFT, Verdict.NUMERIC_DRIFT]
+    assert sorted(ladder, key=lambda v: v.rank) == ladder
+    # Runs judged without the server's promise say drift: that is the contract violation coming back.
+    assert Verdict.CONTRACT_VIOLATION.unbacked is Verdict.NUMERIC_DRIFT
+    assert Verdict.CONTRACT_VIOLATION.backed is Verdict.CONTRACT_VIOLATION
+
+
+def _flip(verdict: Verdict) -> Anomaly:
+    side = FlipSide(0, "load", 0, 7, -0.69, -0.70)
+    d = Divergence("r01", 3, side, FlipSide(1, "alone", 0, 9, -0.69, -0.70), verdict,
+                   f"flip at token 3: margin 0.0100 <= threshold 0.0625 -> {verdict.value}", margin=0.01, threshold=0.0625)
+    return Anomaly(Oracle.ISOLATION, verdict, "r01", f"r01: {verdict.value} under load", divergences=(d,))
+
+
+def test_held_to_a_promise_a_near_tie_flip_is_a_contract_violation_that_cites_it_and_round_trips() -> None:
+    promise = Promise("VLLM_BATCH_INVARIANT=1", '"output must not change with batch composition"', "vllm PR #48694")
+    [held] = held_to([_flip(Verdict.NUMERIC_DRIFT)], promise)
+    assert held.verdict is Verdict.CONTRACT_VIOLATION and held.promise == promise
+    assert held.summary == "r01: contract-violation under load"
+    [d] = held.divergences
+    assert d.verdict is Verdict.CONTRACT_VIOLATION and d.margin == 0.01  # the numbers are kept as measured
+    assert d.reason.endswith('which promises: "output must not change with batch composition" (vllm PR #48694)'
+                             " -> contract-violation")
+    assert Anomaly.from_json(held.to_json()) == held
+    assert held_to([held], promise) == (held,)  # idempotent
+
+
+def test_without_a_promise_or_for_a_confident_flip_nothing_changes() -> None:
+    promise = Promise("--enable-deterministic-inference", "the same answer", "docs")
+    drift, corrupt, unknown = _flip(Verdict.NUMERIC_DRIFT), _flip(Verdict.CORRUPTION), _flip(Verdict.UNCLASSIFIED)
+    assert held_to([drift], None) == (drift,)
+    assert "promise" not in drift.to_json()  # every other anomaly's JSON is what it was
+    assert held_to([corrupt, unknown], promise) == (corrupt, unknown)
 
 
 def test_variant_preview() -> None:

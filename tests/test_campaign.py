@@ -159,10 +159,12 @@ def test_only_findings_beyond_benign_numerics_count_as_found(tmp_path: Path) -> 
 
     assert not result().found and not result(drift(hang(1, 2))).found
     assert result(drift(hang(1, 2)), hang(2, 2)).found and result(hang(2, 2)).found
-    # Except where the server promised batch invariance: there a near-tie flip breaks the promise.
+    # Except where the server promised batch invariance: there a near-tie flip breaks the promise,
+    # and its verdict says so (a contract violation is a finding).
     promised = drift(hang(1, 2))
     promised = dataclasses.replace(promised, target=dataclasses.replace(promised.target, env={"VLLM_BATCH_INVARIANT": "1"}))
     assert promised.target.deterministic == "VLLM_BATCH_INVARIANT=1" and result(promised).found
+    assert promised.verdict is Verdict.CONTRACT_VIOLATION
 
 
 def test_reopening_leaves_what_shrink_and_triage_wrote_beside_a_finding(tmp_path: Path) -> None:

@@ -308,3 +308,43 @@ def test_a_finding_made_by_a_preset_records_its_device_and_loads_back(tmp_path: 
         path = tmp_path / f"{device}.json"
         path.write_text(json.dumps(f.to_json()), encoding="utf-8")
         assert load_finding(path).target.device == device
+
+
+def _drift_finding(target: TargetInfo) -> Finding:
+    sides = (FlipSide(0, "load", 0, 7, -0.69, -0.70), FlipSide(0, "alone", 0, 9, -0.69, -0.70))
+    d = Divergence("r01", 1, *sides, Verdict.NUMERIC_DRIFT, "flip at token 1: margin 0.0100 -> numeric-drift",
+                   margin=0.01, threshold=0.0625)
+    a = Anomaly(Oracle.ISOLATION, Verdict.NUMERIC_DRIFT, "r01", "r01: numeric-drift", divergences=(d,))
+    sc = Scenario(seed=1, requests=(RequestSpec("r01", 0.0, (5, 6, 7), max_tokens=4),))
+    return Finding(1, 1, sc, target, (a,))
+
+
+@pytest.mark.parametrize("target", [
+    TargetInfo("sglang", "http://127.0.0.1:1", server_args={"enable_deterministic_inference": True}),
+    TargetInfo("vllm", "http://127.0.0.1:1", env={"VLLM_BATCH_INVARIANT": "1"}),
+    # A file from before a profile's variables were recorded: its profile says the mode.
+    TargetInfo("vllm", "http://127.0.0.1:1", profile="batch-invariant"),
+])
+def test_a_near_tie_flip_under_a_promised_mode_is_a_contract_violation_on_write_and_on_load(
+        target: TargetInfo, tmp_path: Path) -> None:
+    f = _drift_finding(target)
+    assert f.verdict is Verdict.CONTRACT_VIOLATION
+    assert f.headline.promise is not None and f.headline.promise.mode == target.deterministic
+    assert f.signature.split(":")[2] == "contract-violation"
+    back = load_finding(write_finding(tmp_path, f))
+    assert back == f and back.verdict is Verdict.CONTRACT_VIOLATION
+    # A file written with the drift verdict (before the tier) is re-judged when read.
+    old = f.to_json()
+    old["anomalies"] = [_drift_finding(TargetInfo("sglang", "http://127.0.0.1:1")).anomalies[0].to_json()]
+    (tmp_path / "old.json").write_text(json.dumps(old))
+    assert load_finding(tmp_path / "old.json").verdict is Verdict.CONTRACT_VIOLATION
+
+
+@pytest.mark.parametrize("target", [
+    TargetInfo("sglang", "http://127.0.0.1:1"),
+    TargetInfo("vllm", "http://127.0.0.1:1", profile="default"),
+    TargetInfo("llamacpp", "http://127.0.0.1:1", server_args={"n_parallel": 1}),  # a control, no promise
+])
+def test_in_a_mode_that_promises_nothing_a_near_tie_flip_stays_numeric_drift(target: TargetInfo) -> None:
+    f = _drift_finding(target)
+    assert f.verdict is Verdict.NUMERIC_DRIFT and f.headline.promise is None

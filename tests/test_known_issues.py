@@ -159,14 +159,32 @@ def test_numeric_drift_matches_only_the_benign_entries() -> None:
     assert ids(match(f)) == ["vllm#23138"]
 
 
-def test_drift_under_batch_invariance_is_the_batch_invariance_bug_and_only_there() -> None:
-    """vllm#51902 `requires` the batch-invariant mode: the same drift without it is numerics."""
+def test_drift_under_batch_invariance_is_a_contract_violation_of_the_batch_invariance_family_and_only_there() -> None:
+    """vllm#51902 and #47069 `require` the batch-invariant mode: the same drift without it is numerics."""
     plain = finding("vllm", verdict=Verdict.NUMERIC_DRIFT, args={"enable_prefix_caching": True})
-    assert "vllm#51902" not in ids(match(plain))
+    assert not {"vllm#51902", "vllm#47069"} & set(ids(match(plain)))
     invariant = dataclasses.replace(plain, target=dataclasses.replace(plain.target, env={"VLLM_BATCH_INVARIANT": "1"}))
+    assert invariant.verdict is Verdict.CONTRACT_VIOLATION
     found = match(invariant)
-    assert ids(found)[0] == "vllm#51902"
+    assert set(ids(found)) == {"vllm#51902", "vllm#47069"}  # the family, no corruption bug, not the benign #23138
     assert "the server ran with VLLM_BATCH_INVARIANT=1" in found[0].reasons
+    assert any(r.startswith("verdict contract-violation matches") for r in found[0].reasons)
+
+
+def test_a_stored_sglang_fa3_deterministic_finding_matches_the_deterministic_radix_family() -> None:
+    """SGLang 0.5.17 on the H200, FA3 under --enable-deterministic-inference, warm vs cold
+    (shared/evidence/sglang-gpu-fa3-deterministic): the seed bug's thread, the cold-vs-warm
+    report, and the deterministic-mode KV issue; never a corruption-only entry."""
+    stored = load_finding(Path(__file__).parent / "reports/data/sglang-fa3-deterministic-warm.json")
+    assert stored.verdict is Verdict.CONTRACT_VIOLATION
+    assert set(ids(match(stored))) == {"sglang#22819", "sglang#34683", "sglang#35938"}
+    # The same flip with the mode off is numeric drift: no family member is specific enough then
+    # (#34683, filed in default mode, lists drift, but a shared prefix is too common a trigger).
+    args = {**stored.target.server_args, "enable_deterministic_inference": False}
+    drift = dataclasses.replace(stored, target=dataclasses.replace(stored.target, server_args=args), anomalies=tuple(
+        dataclasses.replace(a, verdict=Verdict.NUMERIC_DRIFT, promise=None) for a in stored.anomalies))
+    assert drift.verdict is Verdict.NUMERIC_DRIFT
+    assert match(drift) == []
 
 
 def test_the_triage_matrix_decides_between_sglang_issues() -> None:

@@ -55,7 +55,7 @@ def test_replay_prints_the_whole_reason() -> None:
     assert f"Reason   : {' '.join(f.why.split())}" in text
 
 
-def test_drift_says_benign_except_on_a_server_in_its_deterministic_mode(tmp_path: Path) -> None:
+def test_drift_says_benign_and_a_contract_violation_names_the_broken_promise(tmp_path: Path) -> None:
     import dataclasses
 
     from servefuzz.anomaly import Anomaly, Oracle, Verdict
@@ -70,7 +70,9 @@ def test_drift_says_benign_except_on_a_server_in_its_deterministic_mode(tmp_path
                                                                   Stop(StopReason.TIME_BUDGET, "time")))
         return out.getvalue()
 
-    assert "Benign numerics only" in said(drift) and "deterministic mode" not in said(drift)
-    text = said(promised)
-    assert "Benign numerics only" not in text
-    assert "The server ran with VLLM_BATCH_INVARIANT=1, its deterministic mode" in text and "exit 1" in text
+    assert "Benign numerics only" in said(drift) and "Contract violation" not in said(drift)
+    assert promised.verdict is Verdict.CONTRACT_VIOLATION
+    text = " ".join(said(promised).split())
+    assert "Benign numerics only" not in text and "contract-violation" in text
+    assert "Contract violation: the server ran with VLLM_BATCH_INVARIANT=1, which promises" in text
+    assert "vllm-project/vllm/pull/48694" in text and "exit 1" in text

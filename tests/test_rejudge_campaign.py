@@ -44,3 +44,19 @@ def test_rejudging_drops_the_shift_the_old_bar_accused(tmp_path: Path) -> None:
     assert r.after == {"indeterminate": 1}  # the same scenario's cut connections remain
     # r08's 117 agreeing tokens were kept out of the campaign's noise as anomalous; now they are noise.
     assert r.samples == r.stored_samples + 117
+
+
+def test_the_same_campaign_under_a_promised_mode_re_judges_its_drift_as_a_contract_violation(tmp_path: Path) -> None:
+    """The campaign's own config names the server; said to run under VLLM_BATCH_INVARIANT=1 (by
+    the variable, or by the launch profile that sets it), the same near-tie flip breaks that
+    mode's promise. The oracles' numbers are the same: only the verdict of the finding moves."""
+    import json
+
+    for say in ({"env": {"VLLM_BATCH_INVARIANT": "1"}}, {"profile": "batch-invariant"}):
+        out = campaign("bf16-seed2-1710", tmp_path / next(iter(say)))
+        config = json.loads((out / "config.json").read_text())
+        config["target"].update(say)
+        (out / "config.json").write_text(json.dumps(config))
+        r = bench_module().rejudge(out)
+        assert r.before == {"numeric-drift": 1} and r.after == {"contract-violation": 1}, say
+        assert r.anomalies == {"numeric-drift": 2}  # the oracles judge without the promise

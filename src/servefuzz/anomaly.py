@@ -15,13 +15,24 @@ there, the margin, the noise threshold it was held against and the resulting `Ve
 `unclassified` is a verdict of its own: a divergence seen where the engine gave no (or too few)
 logprobs to tell numeric drift from corruption. Calling it corruption would be a guess, and the
 product's verdicts are only worth anything if they never guess.
+
+`contract-violation` is what a near-tie flip is on a server whose mode promises outputs that do
+not depend on the batch or the cache (`Promise`, the words of the engine's own promise): the
+numbers say drift, the engine said there would be none (`held_to`).
+
+    >>> p = Promise("--enable-deterministic-inference", "outputs independent of the batch", "the docs")
+    >>> drift = Anomaly(Oracle.ISOLATION, Verdict.NUMERIC_DRIFT, "r01", "r01: numeric-drift")
+    >>> [(a.verdict.value, a.promise.mode) for a in held_to([drift], p)]
+    [('contract-violation', '--enable-deterministic-inference')]
+    >>> held_to([drift], None)[0] is drift
+    True
 """
 
 from __future__ import annotations
 
 import enum
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from servefuzz.terms import first_difference
@@ -33,7 +44,9 @@ __all__ = [
     "previews",
     "FlipSide",
     "Divergence",
+    "Promise",
     "Anomaly",
+    "held_to",
     "worst",
     "deciding",
 ]
@@ -54,6 +67,9 @@ class Verdict(str, enum.Enum):
     # A cross-tenant probe got its first token sooner than its cold twin by more than the
     # measured timing noise, with no cached tokens reported: timing alone proves no read.
     SUSPECTED_ISOLATION_BREACH = "suspected-isolation-breach"
+    # A flip within the measured numeric noise on a server whose mode promises batch- and
+    # cache-invariant outputs (`Promise`): benign numerics elsewhere, a broken contract here.
+    CONTRACT_VIOLATION = "contract-violation"
     UNCLASSIFIED = "unclassified"  # a divergence without the logprobs to classify it
     ANOMALOUS_SHIFT = "anomalous-shift"  # logprobs moved beyond the campaign's noise, no token flipped
     NUMERIC_DRIFT = "numeric-drift"  # a flip at a near-tie, within measured numeric noise
@@ -67,7 +83,10 @@ class Verdict(str, enum.Enum):
         another's cache, on the server's own count) is as silent and as certain; loud failures
         follow because they are certain; a
         confident flip no control has backed comes next (a strong claim, not yet proven); then a
-        flip of unknown cause, then logprobs that moved past the campaign's noise without a flip
+        contract violation: certain (the engine's own promise is the control: under its mode no
+        flip may happen at all, so none needs backing) but a near-tie, whose two answers the model
+        all but equally prefers, so it ranks below anything that may be a wrong answer and above
+        what is unknown or benign; then a flip of unknown cause, then logprobs that moved past the campaign's noise without a flip
         (something moved, nothing visible broke), then a flip shown to be benign."""
         return list(Verdict).index(self)
 
@@ -81,17 +100,23 @@ class Verdict(str, enum.Enum):
     def is_divergence(self) -> bool:
         """Whether this verdict classifies two outputs that disagree (rather than a failure).
         An anomalous shift is not one: its outputs agree token for token."""
-        return self in (Verdict.CORRUPTION, Verdict.SUSPECTED_CORRUPTION, Verdict.UNCLASSIFIED, Verdict.NUMERIC_DRIFT)
+        return self in (Verdict.CORRUPTION, Verdict.SUSPECTED_CORRUPTION, Verdict.CONTRACT_VIOLATION,
+                        Verdict.UNCLASSIFIED, Verdict.NUMERIC_DRIFT)
 
     @property
     def unbacked(self) -> Verdict:
         """What runs alone can say of this verdict: a corruption without its control is a
         suspected corruption. A replay's judgement is compared with a finding's verdict this way.
+        A contract violation is a numeric drift that the server's promise forbids: the oracles
+        judge runs without the server's mode (`held_to` reads it from the target), so runs alone
+        say drift.
 
-        >>> Verdict.CORRUPTION.unbacked.value, Verdict.HANG.unbacked.value
-        ('suspected-corruption', 'hang')
+        >>> Verdict.CORRUPTION.unbacked.value, Verdict.HANG.unbacked.value, Verdict.CONTRACT_VIOLATION.unbacked.value
+        ('suspected-corruption', 'hang', 'numeric-drift')
         """
-        return Verdict.SUSPECTED_CORRUPTION if self is Verdict.CORRUPTION else self
+        if self is Verdict.CORRUPTION:
+            return Verdict.SUSPECTED_CORRUPTION
+        return Verdict.NUMERIC_DRIFT if self is Verdict.CONTRACT_VIOLATION else self
 
     @property
     def backed(self) -> Verdict:
@@ -336,12 +361,33 @@ class Divergence:
 
 
 @dataclass(frozen=True)
+class Promise:
+    """An engine's documented promise that a mode keeps every answer independent of the batch,
+    of the cache's state and of what ran before: the mode as a finding names it (`mode`: the
+    flag or the variable, `--enable-deterministic-inference`, `VLLM_BATCH_INVARIANT=1`), the
+    promise in the engine's own `words`, and where they are said (`source`). Held by the engine
+    spec (`engines.spec.Deterministic`); a contract violation carries it as its evidence."""
+
+    mode: str
+    words: str
+    source: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"mode": self.mode, "words": self.words, "source": self.source}
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> Promise:
+        return cls(mode=str(d["mode"]), words=str(d["words"]), source=str(d["source"]))
+
+
+@dataclass(frozen=True)
 class Anomaly:
     """One thing an oracle found, with its evidence.
 
     `request_id` is the request it concerns (for a crash: the first request that failed).
     `variants` and `divergences` are the typed evidence of divergence oracles; `evidence` holds
-    whatever else the oracle measured (runs, statuses, errors), JSON-ready.
+    whatever else the oracle measured (runs, statuses, errors), JSON-ready. `promise`: for a
+    contract violation, the promise it breaks (`held_to`); None for every other verdict.
     """
 
     oracle: Oracle
@@ -351,12 +397,14 @@ class Anomaly:
     variants: tuple[Variant, ...] = ()
     divergences: tuple[Divergence, ...] = ()
     evidence: Mapping[str, Any] = field(default_factory=dict)
+    promise: Promise | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "evidence", dict(self.evidence))
 
     def __hash__(self) -> int:  # evidence is a dict; identity is the rest
-        return hash((self.oracle, self.verdict, self.request_id, self.summary, self.variants, self.divergences))
+        return hash((self.oracle, self.verdict, self.request_id, self.summary, self.variants, self.divergences,
+                     self.promise))
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -367,6 +415,8 @@ class Anomaly:
             "variants": [v.to_json() for v in self.variants],
             "divergences": [d.to_json() for d in self.divergences],
             "evidence": dict(self.evidence),
+            # Only on a contract violation: every other anomaly's JSON is what it always was.
+            **({"promise": self.promise.to_json()} if self.promise is not None else {}),
         }
 
     @classmethod
@@ -379,7 +429,35 @@ class Anomaly:
             variants=tuple(Variant.from_json(v) for v in d.get("variants", ())),
             divergences=tuple(Divergence.from_json(x) for x in d.get("divergences", ())),
             evidence=dict(d.get("evidence", {})),
+            promise=None if d.get("promise") is None else Promise.from_json(d["promise"]),
         )
+
+
+def held_to(anomalies: Iterable[Anomaly], promise: Promise | None) -> tuple[Anomaly, ...]:
+    """The anomalies of a server that ran under `promise` (None: a mode that promises nothing,
+    and the anomalies as they are): every numeric drift becomes a contract violation citing it,
+    its divergences and summary saying so. However small its margin, a flip under the promise
+    is an answer that depended on the batch or the cache, which the mode said it would not.
+
+    Everything else stays: a corruption (or a suspected one) claims more than a broken promise,
+    a wrong answer rather than a batch-dependent one, and keeps its controls; an unclassified
+    flip keeps saying what it is, one whose cause no logprobs can tell; an anomalous shift
+    flipped no token; failures and slowdowns are about something else. Idempotent."""
+    if promise is None:
+        return tuple(anomalies)
+    return tuple(_breaking(a, promise) if a.verdict is Verdict.NUMERIC_DRIFT else a for a in anomalies)
+
+
+def _breaking(a: Anomaly, promise: Promise) -> Anomaly:
+    drift, broken = Verdict.NUMERIC_DRIFT.value, Verdict.CONTRACT_VIOLATION.value
+    clause = f"within the noise, but the server ran with {promise.mode}, which promises: {promise.words} ({promise.source})"
+    divergences = tuple(
+        replace(d, verdict=Verdict.CONTRACT_VIOLATION, reason=f"{d.reason.removesuffix(f' -> {drift}')}; {clause} -> {broken}")
+        if d.verdict is Verdict.NUMERIC_DRIFT else d
+        for d in a.divergences
+    )
+    summary = a.summary.replace(drift, broken, 1) if drift in a.summary else f"{a.summary} ({broken}: {promise.mode})"
+    return replace(a, verdict=Verdict.CONTRACT_VIOLATION, summary=summary, divergences=divergences, promise=promise)
 
 
 def _opt_float(x: Any) -> float | None:

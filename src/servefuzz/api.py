@@ -392,7 +392,8 @@ def replay(
     found, noise = _finding(finding)
     with _bench(found, url, launch, engine, model, headers, request_timeout_s, noise) as bench:
         rep = bench.reproduce(found.scenario, Expectation.of(found), runs)
-    return replay_result(found, rep.confirmation, rep.judgement)
+        promise = bench.info.promise  # the replaying server's mode: its flips are held to it
+    return replay_result(found, rep.confirmation, rep.judgement, promise)
 
 
 def shrink(

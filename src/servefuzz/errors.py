@@ -30,7 +30,9 @@ class Exit(enum.IntEnum):
     """
 
     OK = 0  # fuzz: nothing found; replay: reproduced; shrink, triage, report: done
-    FOUND = 1  # fuzz: found something; replay, shrink, triage: the finding did not come back
+    # fuzz: found something (a contract violation too; numeric drift alone is not);
+    # replay, shrink, triage: the finding did not come back
+    FOUND = 1
     USAGE = 2  # bad flags, a bad or unreadable finding file, a trace that is not one
     TARGET = 3  # the server cannot be reached, could not be started, or went away for good
     INTERNAL = 4  # a bug in servefuzz (the traceback is written to a file, never shown as output)

@@ -40,8 +40,8 @@ from typing import Any
 import jsonschema
 
 from servefuzz import durable, stats
-from servefuzz.anomaly import Anomaly, Variant, Verdict, deciding, worst
-from servefuzz.engines.registry import deterministic_mode
+from servefuzz.anomaly import Anomaly, Promise, Variant, Verdict, deciding, held_to, worst
+from servefuzz.engines.registry import deterministic_mode, promise_of
 from servefuzz.errors import FindingError
 from servefuzz.exercise import Trigger
 from servefuzz.stats import Rate
@@ -155,7 +155,14 @@ class TargetInfo:
         >>> TargetInfo("vllm", "http://127.0.0.1:1").deterministic is None
         True
         """
-        return deterministic_mode(self.engine, self.server_args, self.env)
+        return deterministic_mode(self.engine, self.server_args, self.env, self.profile)
+
+    @property
+    def promise(self) -> Promise | None:
+        """What the server's deterministic mode promises, in the engine's own words (the engine
+        spec's), when it ran in a mode documented as batch- and cache-invariant; None otherwise.
+        A finding holds its near-tie flips to it (`anomaly.held_to`)."""
+        return promise_of(self.engine, self.server_args, self.env, self.profile)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -448,7 +455,13 @@ class Bisect:
 
 @dataclass(frozen=True)
 class Finding:
-    """A finding: what was sent, to what, what went wrong and how sure we are."""
+    """A finding: what was sent, to what, what went wrong and how sure we are.
+
+    Its anomalies are held to the target's promise on construction (`anomaly.held_to`): on a
+    server whose mode promises batch- and cache-invariant answers, a near-tie flip is a
+    `contract-violation`, wherever the finding was made (a campaign, a replay, a file written
+    before the tier existed); elsewhere nothing changes.
+    """
 
     iteration: int
     seed: int
@@ -472,7 +485,7 @@ class Finding:
             raise ValueError("a finding needs at least one anomaly")
         if self.iteration < 0:
             raise ValueError(f"iteration must be >= 0, got {self.iteration}")
-        object.__setattr__(self, "anomalies", tuple(self.anomalies))
+        object.__setattr__(self, "anomalies", held_to(self.anomalies, self.target.promise))
         object.__setattr__(self, "notes", tuple(self.notes))
         object.__setattr__(self, "triggered", tuple(self.triggered))
 

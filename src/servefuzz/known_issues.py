@@ -64,6 +64,7 @@ REFERENCE_FAULTS = (
     "abort-reuse",
     "evict-in-use",
     "batch-variant-numerics",
+    "deterministic-decode-drift",
     "stale-slot-continuation",
     "salt-ignored",
     "shared-sampler-rng",
@@ -276,13 +277,18 @@ def _judge(issue: KnownIssue, finding: Finding, triage: Triage | None, feats: Ma
     # changes how sure the verdict is, not which bug it resembles.
     verdict = finding.verdict.backed
     benign = issue.verdicts == (Verdict.NUMERIC_DRIFT.value,)
+    # Near-tie issues: benign numerics, or a mode's promise broken by them (the contract family).
+    near_ties = set(issue.verdicts) <= {Verdict.NUMERIC_DRIFT.value, Verdict.CONTRACT_VIOLATION.value}
     if verdict is Verdict.NUMERIC_DRIFT and not benign and verdict.value not in issue.verdicts:
         return None  # benign numerics are not a corruption bug
-    if verdict is Verdict.CORRUPTION and benign:
+    if verdict is Verdict.CONTRACT_VIOLATION and verdict.value not in issue.verdicts:
+        return None  # a near-tie flip under a promise is neither a corruption bug nor benign numerics
+    if verdict is Verdict.CORRUPTION and near_ties:
         return None  # a confident flip is not batch numerics
     if verdict.value in issue.verdicts:
         score += _W_VERDICT
-        specific = specific or benign  # few issues are benign numerics: that verdict singles them out
+        # Few issues are benign numerics or broken promises: either verdict singles them out.
+        specific = specific or benign or verdict is Verdict.CONTRACT_VIOLATION
         reasons.append(f"verdict {verdict.value} matches its symptom ({', '.join(issue.verdicts)})")
 
     version = finding.target.version

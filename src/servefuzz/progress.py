@@ -140,15 +140,18 @@ def print_summary(console: Console, result: CampaignResult) -> None:
     for head, width in zip(heads[1:], fixed):
         table.add_column(head, no_wrap=True, min_width=width, justify="left" if head in ("verdict", "request") else "right")
     for (path, _), (verdict, *rest) in zip(result.findings, rows):
-        style = "red" if verdict in ("corruption", "suspected-corruption") else "yellow"
+        style = "red" if verdict in ("corruption", "suspected-corruption", "contract-violation") else "yellow"
         table.add_row(Text(shorten_path(one_line(str(path)), room)), Text(verdict, style=style), *map(Text, rest))
     console.print(table)
     if not result.found:
         console.print("[green]Benign numerics only[/] (numeric-drift: flips at near-ties within the measured noise); exit 0.")
-    elif (promised := next((f.target.deterministic for _, f in result.findings
-                            if f.verdict.value == "numeric-drift" and f.target.deterministic), None)) is not None:
-        console.print(f"The server ran with {terminal(promised)}, its deterministic mode: outputs that depend on "
-                      "the batch at all, near-tie flips included, break what that mode promises; exit 1.")
+    elif (broken := [f for _, f in result.findings if f.verdict.value == "contract-violation"]):
+        promise = broken[0].headline.promise
+        words = f", which promises {terminal(one_line(promise.words))} ({terminal(one_line(promise.source))})" \
+            if promise is not None else ""
+        console.print(f"[red]Contract violation[/]: the server ran with {terminal(broken[0].target.deterministic or '')}"
+                      f"{words}; {len(broken)} finding{'s' if len(broken) > 1 else ''} show an answer that depends on "
+                      "the batch or the cache (near-tie flips, benign elsewhere); exit 1.", soft_wrap=True)
     first = result.findings[0][0]
     # soft_wrap: a command cut by a hard newline could not be pasted back
     console.print(f"Replay one with: [bold]servefuzz replay {terminal(shlex.quote(str(first)))} --base-url URL --runs 10[/]",

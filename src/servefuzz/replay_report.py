@@ -32,7 +32,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from servefuzz import stats
-from servefuzz.anomaly import Anomaly, Variant, Verdict, deciding, previews
+from servefuzz.anomaly import Anomaly, Promise, Variant, Verdict, deciding, held_to, previews
 from servefuzz.finding import Confirmation, Finding
 from servefuzz.oracles import brief
 from servefuzz.oracles.judge import Judgement
@@ -91,11 +91,14 @@ class ReplayResult:
         return self.decision == stats.REPRODUCED
 
 
-def replay_result(finding: Finding, confirmation: Confirmation, judgement: Judgement) -> ReplayResult:
-    """The replay of `finding` as a report: `confirmation` and `judgement` of its replays (pure)."""
+def replay_result(finding: Finding, confirmation: Confirmation, judgement: Judgement,
+                  promise: Promise | None = None) -> ReplayResult:
+    """The replay of `finding` as a report: `confirmation` and `judgement` of its replays (pure).
+    `promise`: that of the mode the replaying server runs in (`TargetInfo.promise`): its near-tie
+    flips are contract violations, as the finding's were (`anomaly.held_to`)."""
     expected = finding.expected_diverging if finding.verdict.is_divergence else ()
     worst_of: dict[str, Anomaly] = {}
-    for a in judgement.divergent:
+    for a in held_to(judgement.divergent, promise):
         if a.request_id not in worst_of or a.verdict.rank < worst_of[a.request_id].verdict.rank:
             worst_of[a.request_id] = a
     diverged = tuple(

@@ -249,8 +249,10 @@ def assert_repro_confirms_only_on_the_faulty_engine(repro: Path, fault: str, fla
     assert cured.returncode == 1 and "RESULT: NOT REPRODUCED" in cured.stdout, cured.stdout + cured.stderr
 
 
-def test_every_fault_but_the_benign_one_has_a_case() -> None:
-    assert set(CASES) == set(FAULTS) - {"batch-variant-numerics"}
+def test_every_fault_but_the_benign_ones_has_a_case() -> None:
+    # Both drift near ties by design: in default mode each is benign numerics (the contract
+    # fault is a contract violation only under its mode: tests/quality/test_contract_tier.py).
+    assert set(CASES) == set(FAULTS) - {"batch-variant-numerics", "deterministic-decode-drift"}
 
 
 @pytest.mark.parametrize("fault", sorted(CASES))

@@ -161,11 +161,9 @@ class CampaignResult:
     def found(self) -> bool:
         """Whether a finding is more than benign numerics: what `fuzz`'s exit 1 means. A
         numeric-drift finding is kept and listed, but its verdict is that it is no bug, and a CI
-        job that gates on the exit code must not fail on it; except on a server in its
-        deterministic mode (`TargetInfo.deterministic`), which promised that even those would
-        not happen."""
-        return any(f.verdict is not Verdict.NUMERIC_DRIFT or f.target.deterministic is not None
-                   for _, f in self.findings)
+        job that gates on the exit code must not fail on it. On a server whose mode promised
+        that even those would not happen, the same flip is a `contract-violation` (a finding)."""
+        return any(f.verdict is not Verdict.NUMERIC_DRIFT for _, f in self.findings)
 
     def to_json(self) -> dict[str, Any]:
         # Pairwise coverage only when the campaign tracked it: the summary's shape is otherwise unchanged.

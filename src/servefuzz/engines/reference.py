@@ -88,8 +88,13 @@ SPEC = EngineSpec(
     choices=True,  # SGLang's `regex` alternation, read as token choices
     adapters=True,  # `lora_path`
     # Exact on the CPU too: its deterministic mode is SGLang's flag.
+    # Its promise is servefuzz's own: the flag's help, and the engine computes a batch of any
+    # size, with or without a cached prefix, as it computes the request alone.
     deterministic=Deterministic("--enable-deterministic-inference", flag="--enable-deterministic-inference",
-                                server_arg="enable_deterministic_inference"),
+                                server_arg="enable_deterministic_inference",
+                                words='"batch-invariant numerics": a request\'s logits do not depend on its batch, '
+                                      'on the cache or on what ran before',
+                                source="servefuzz's reference engine (serve-reference --help; docs/fault-zoo.md)"),
     issue_match=IssueMatch.FAULTS,  # a finding is an issue only where a planted fault models it
     arg_features=SERVER_ARG_FEATURES,
     flags=FLAGS,

@@ -9,15 +9,16 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 
+from servefuzz.anomaly import Promise
 from servefuzz.engines.llamacpp import SPEC as LLAMACPP
 from servefuzz.engines.openai import GENERIC
 from servefuzz.engines.openai import SPEC as OPENAI
 from servefuzz.engines.reference import SPEC as REFERENCE
 from servefuzz.engines.sglang import SPEC as SGLANG
-from servefuzz.engines.spec import EngineSpec
+from servefuzz.engines.spec import Deterministic, EngineSpec
 from servefuzz.engines.vllm import SPEC as VLLM
 
-__all__ = ["SPECS", "deterministic_mode", "spec_of"]
+__all__ = ["SPECS", "deterministic_mode", "promise_of", "spec_of"]
 
 SPECS: Mapping[str, EngineSpec] = {s.name: s for s in (SGLANG, VLLM, LLAMACPP, REFERENCE, OPENAI)}
 
@@ -29,19 +30,51 @@ def spec_of(engine: str) -> EngineSpec:
     return known if known is not None else dataclasses.replace(GENERIC, name=engine)
 
 
-def deterministic_mode(engine: str, server_args: Mapping[str, object], env: Mapping[str, str]) -> str | None:
+def deterministic_mode(engine: str, server_args: Mapping[str, object], env: Mapping[str, str],
+                       profile: str | None = None) -> str | None:
     """The deterministic mode a recorded server of `engine` ran in, in words; None for none.
 
     A variable is read by whichever server runs under it, so a mode set by environment counts
-    on any engine's finding (an openai-dialect vLLM's too); a server arg only on its own engine's.
+    on any engine's finding (an openai-dialect vLLM's too); a server arg only on its own engine's;
+    and so does the engine's launch profile (`profile`, by name) whose variables or flags turn the
+    mode on: findings written before a profile's variables were recorded name only the profile.
 
     >>> deterministic_mode("reference", {}, {"VLLM_BATCH_INVARIANT": "1"})
     'VLLM_BATCH_INVARIANT=1'
     >>> deterministic_mode("vllm", {"enable_deterministic_inference": True}, {}) is None
     True
+    >>> deterministic_mode("vllm", {}, {}, profile="batch-invariant")
+    'VLLM_BATCH_INVARIANT=1'
     """
+    mode = _mode(engine, server_args, env, profile)
+    return mode.says if mode is not None else None
+
+
+def promise_of(engine: str, server_args: Mapping[str, object], env: Mapping[str, str],
+               profile: str | None = None) -> Promise | None:
+    """The promise of the deterministic mode the server ran in (`deterministic_mode`), where the
+    engine documents that mode as one: None for no mode, or a mode that promises nothing.
+
+    >>> promise_of("vllm", {}, {"VLLM_BATCH_INVARIANT": "1"}).source.split("; ")[1]
+    'https://github.com/vllm-project/vllm/pull/48694'
+    >>> promise_of("llamacpp", {"n_parallel": 1}, {}) is None
+    True
+    """
+    mode = _mode(engine, server_args, env, profile)
+    return mode.promise if mode is not None else None
+
+
+def _mode(engine: str, server_args: Mapping[str, object], env: Mapping[str, str],
+          profile: str | None) -> Deterministic | None:
     for spec in SPECS.values():
         if spec.deterministic is not None and spec.deterministic.set_by_env(env):
-            return spec.deterministic.says
+            return spec.deterministic
     own = spec_of(engine).deterministic
-    return own.says if own is not None and own.set_by_args(server_args) else None
+    if own is None:
+        return None
+    if own.set_by_args(server_args):
+        return own
+    profiles = (p for preset in spec_of(engine).presets for p in preset.profiles if p.name == profile)
+    if profile is not None and any(own.set_by_env(dict(p.env)) or (own.flag and own.flag in p.flags) for p in profiles):
+        return own
+    return None

@@ -44,8 +44,16 @@ __all__ = ["BUG_FORM", "CPU_PRESET", "CPU_VERSIONS", "DETERMINISTIC", "FLAGS", "
 
 # SGLang's deterministic inference (batch-invariant kernels) refuses to start with its CPU
 # attention backend (measured): on the CPU there is none.
-DETERMINISTIC = Deterministic("--enable-deterministic-inference", flag="--enable-deterministic-inference",
-                              on_cpu=False, server_arg="enable_deterministic_inference")
+# Its promise, read upstream (2026-12-04): the deterministic inference docs' claim, and the cache
+# tests' rule that holds every cache-reuse path to it.
+DETERMINISTIC = Deterministic(
+    "--enable-deterministic-inference", flag="--enable-deterministic-inference", on_cpu=False,
+    server_arg="enable_deterministic_inference",
+    words='"SGLang achieves fully deterministic inference while maintaining compatibility with chunked prefill, '
+          'CUDA graphs, radix cache, and non-greedy sampling"; for every cache-reuse path, "Any nonzero KL is a '
+          'KV/state reuse bug."',
+    source="https://docs.sglang.io/advanced_features/deterministic_inference.html; "
+           "https://github.com/sgl-project/sglang/issues/34899")
 
 # The trigger features SGLang's `/server_info` args show (the reference engine reports the same).
 SERVER_ARG_FEATURES = (

@@ -4,8 +4,9 @@ Each engine has its module in this package (`vllm`, `sglang`, `llamacpp`, `refer
 `openai`) holding its `SPEC`; `registry.spec_of(name)` finds it. Code outside this package and
 `targets/` asks the spec and never compares an engine's name (tests/test_engine_names.py).
 
-Pure data: nothing here imports more of servefuzz than the flag rule (`engine_flags`), so
-every layer but the ground floor may ask.
+Pure data: nothing here imports more of servefuzz than the flag rule (`engine_flags`) and the
+record of an engine's promise (`anomaly.Promise`, ground floor), so every layer but the ground
+floor may ask.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from servefuzz.anomaly import Promise
 from servefuzz.engine_flags import Flag, FlagVariant, flag_pairs, with_flags
 
 __all__ = ["GENERIC_FORM", "GPU_INSTALL", "GPU_START_TIMEOUT_S", "TINY_KV_BYTES_PER_TOKEN", "ArgFeature", "BugForm",
@@ -112,7 +114,11 @@ class Deterministic:
     the parallel slots (llama.cpp, which has no bitwise mode: one slot, so nothing is ever
     batched with the victim), the first given the value 1, else the first added; `on_cpu`: the
     mode exists on a server known to compute on the CPU (a control that changes nothing would
-    back every flip); `server_arg`: the recorded server arg that is True under it.
+    back every flip); `server_arg`: the recorded server arg that is True under it. `words`:
+    where the engine documents the mode as a promise that answers do not depend on the batch or
+    the cache, that promise in its own words, and `source`, where they are said (read upstream,
+    quoted as found); empty for a control that is no mode of the engine's (llama.cpp's one
+    slot), whose near-tie flips then stay numeric drift.
 
     >>> Deterministic("one slot", slots=("-np", "--parallel")).launch(["srv", "--parallel", "8"], "cpu")
     (['srv', '--parallel', '1'], {})
@@ -126,6 +132,17 @@ class Deterministic:
     slots: tuple[str, ...] = ()
     on_cpu: bool = True
     server_arg: str = ""
+    words: str = ""
+    source: str = ""
+
+    @property
+    def promise(self) -> Promise | None:
+        """What the mode promises, as a contract violation cites it; None where it promises nothing.
+
+        >>> Deterministic("V=1", env=(("V", "1"),), words="the same output", source="the docs").promise.mode
+        'V=1'
+        """
+        return Promise(self.says, self.words, self.source) if self.words else None
 
     def launch(self, argv: Sequence[str], device: str) -> tuple[list[str], dict[str, str]] | None:
         """(argv, environment to add) of the same server in this mode; None where it has none."""

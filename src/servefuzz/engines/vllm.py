@@ -40,7 +40,15 @@ __all__ = ["BATCH_INVARIANT", "BUG_FORM", "CPU_PRESET", "CPU_VERSIONS", "FLAGS",
 
 # Batch-invariant kernels exist on NVIDIA GPUs of compute capability 8.0 and up only: a server
 # known to compute on the CPU has no such mode.
-BATCH_INVARIANT = Deterministic("VLLM_BATCH_INVARIANT=1", env=(("VLLM_BATCH_INVARIANT", "1"),), on_cpu=False)
+# Its promise, read upstream (2026-12-04): the batch invariance docs, and a maintainer-facing PR
+# that calls the variable a contract.
+BATCH_INVARIANT = Deterministic(
+    "VLLM_BATCH_INVARIANT=1", env=(("VLLM_BATCH_INVARIANT", "1"),), on_cpu=False,
+    words='"Batch invariance ensures that the output of a model is deterministic and independent of the batch '
+          'size or the order of requests in a batch"; "VLLM_BATCH_INVARIANT=1 is a correctness contract: serving '
+          'may choose a slower backend, but output must not change with batch composition"',
+    source="https://docs.vllm.ai/en/latest/features/batch_invariance/; "
+           "https://github.com/vllm-project/vllm/pull/48694")
 
 # vLLM's OpenAI server. Prefix caching is on by default in vLLM V1, so off is said out loud.
 FLAGS: tuple[Flag, ...] = (

@@ -149,6 +149,17 @@ FAULTS: dict[str, Fault] = {
             "--enable-deterministic-inference",
             "near-tied tokens flip (logprob margin < 0.025); logprobs move by ~0.01 with batch size",
         ),
+        Fault(
+            "deterministic-decode-drift",
+            "vLLM #51902, #47069 (FA3 decode under VLLM_BATCH_INVARIANT=1); SGLang #22819's thread (FA3 "
+            "under --enable-deterministic-inference)",
+            "the deterministic mode's batch-invariant path (prefill only, not decode)",
+            "more than one request in a decode batch, with or without --enable-deterministic-inference",
+            "--max-running-requests 1",
+            "decode logprobs move by ~0.01 with the batch's size and near-tied tokens flip, as with "
+            "batch-variant-numerics, but --enable-deterministic-inference does not remove it: benign "
+            "drift in default mode, a contract violation under the mode",
+        ),
     )
 }
 

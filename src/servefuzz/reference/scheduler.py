@@ -668,10 +668,17 @@ class Engine:
         self.stats.forward_steps += 1
 
     def _drift(self, batch: _Batch, logits: np.ndarray) -> np.ndarray:
-        if not self._has("batch-variant-numerics") or self.args.enable_deterministic_inference:
-            return logits
         n_requests = len({id(it.seq.req) for it in batch.items})
-        return logits + batch_variant_offsets(n_requests, logits.shape[1])
+        if self._has("batch-variant-numerics") and not self.args.enable_deterministic_inference:
+            return logits + batch_variant_offsets(n_requests, logits.shape[1])
+        if self._has("deterministic-decode-drift") and isinstance(batch, _DecodeBatch):
+            # FAULT deterministic-decode-drift (models vLLM #51902 / #47069, FA3 decode under
+            # VLLM_BATCH_INVARIANT=1): the batch-invariant path covers prefill only, so a decode
+            # step shared with other requests rounds by the batch's size, in the deterministic
+            # mode too. Near-tie scale, as batch-variant-numerics: drift in default mode, a broken
+            # promise under --enable-deterministic-inference.
+            return logits + batch_variant_offsets(n_requests, logits.shape[1])
+        return logits
 
     def _qkv(
         self, layer: int, h: np.ndarray, positions: np.ndarray, adapters: Sequence[str | None]

@@ -105,6 +105,8 @@ def _header(finding: Finding) -> str:
 def _evidence(finding: Finding) -> str:
     d = deciding_divergence(finding)
     rows = [("verdict", finding.verdict.value), ("why", finding.why if d is None else d.reason)]
+    if (p := finding.headline.promise) is not None:
+        rows.append(("promise broken", f"{p.mode}: {p.words} ({p.source})"))
     if d is not None:
         bound = " (at least)" if d.margin_is_bound else ""
         rows += [
@@ -399,6 +401,7 @@ h3 {{ font-size: 14px; margin: 12px 0 4px; }}
 .v-corruption, .v-crash, .v-isolation-breach {{ background: #b0191e; }}
 .v-suspected-corruption, .v-suspected-isolation-breach {{ background: #d0641a; }}
 .v-anomalous-shift {{ background: #8a6d1d; }} .v-numeric-drift {{ background: #3a7d44; }}
+.v-contract-violation {{ background: #7a2a8a; }}
 table {{ border-collapse: collapse; }} td, th {{ padding: 3px 8px; text-align: left; vertical-align: top; }}
 table.grid td, table.grid th {{ border: 1px solid #ddd; }} table.kv th {{ color: #555; font-weight: 500; }}
 tr.cured td {{ background: {cured}; }} tr.repro td {{ background: #fbe3e3; }} tr.div td {{ color: #b0191e; font-weight: 600; }}

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from servefuzz._version import __version__
-from servefuzz.anomaly import Variant, previews
+from servefuzz.anomaly import Variant, Verdict, previews
 from servefuzz.engines.registry import spec_of
 from servefuzz.engines.spec import BugForm
 from servefuzz.errors import UsageError
@@ -160,10 +160,13 @@ def _minimal_case(finding: Finding) -> str:
         who, after = ("a seeded request" if victims and victims[0].seeded else "a request"), "another request"
     # Against itself alone, or (never run alone) against its other runs of the same requests.
     than = "from run to run" if _among_runs(finding) else "than alone"
+    # A contract violation is a bug only because of the mode: the title says which.
+    mode = finding.headline.promise
+    under = f" under {mode.mode}" if finding.verdict is Verdict.CONTRACT_VIOLATION and mode is not None else ""
     if len(finding.scenario.requests) == 2:
         relation = "at once with" if _spread(finding) <= BURST_GAP_MS else "after"
-        return f"{who} {relation} {after} answers otherwise {than} ({sent})"
-    return f"{who} answers otherwise {than} when sent with {len(others)} other requests ({sent})"
+        return f"{who} {relation} {after} answers otherwise {than}{under} ({sent})"
+    return f"{who} answers otherwise {than} when sent with {len(others)} other requests{under} ({sent})"
 
 
 def _among_runs(finding: Finding) -> bool:
@@ -315,6 +318,8 @@ def _plain(draft: _Draft) -> str:
     alone, others = (" (alone)", " (with the other requests)") if compared else ("", "")
     lines = [f"On {md(f.target.engine)}{on}, {md(_arrival(f))} (the trace below), each run on a flushed cache.", "",
              f"**Expected{alone}:** {expected}", "", f"**Actual{others}:** {actual}"]
+    if (broken := _promise(f)) is not None:
+        lines += ["", broken]
     if draft.writeup.mechanism:
         lines += ["", "**Why** (read in the engine's source; a person's finding, not servefuzz's):", ""]
         lines += [p for para in draft.writeup.mechanism for p in (md(para), "")][:-1]
@@ -330,6 +335,21 @@ def _plain(draft: _Draft) -> str:
     if draft.writeup.related:
         lines += ["", "Related upstream: " + "; ".join(md(r) for r in draft.writeup.related) + "."]
     return "\n".join(lines)
+
+
+def _promise(f: Finding) -> str | None:
+    """For a contract violation: the mode, the engine's promise in its own words and where they are
+    said, and why a flip this small is still the bug (markdown); None for any other verdict."""
+    head = f.headline
+    p = head.promise
+    if f.verdict is not Verdict.CONTRACT_VIOLATION or p is None:
+        return None
+    d = deciding_divergence(f)
+    near = (f" It is a near-tie (margin {d.margin:.4f}, within the measured noise threshold {d.threshold:.4f}): "
+            if d is not None and d.margin is not None and d.threshold is not None else " It is a near-tie: ")
+    return (f"**The promise:** the server ran with {code(p.mode)}, which promises {md(p.words)} ({md(p.source)})."
+            + md(near) + "in a mode that promises nothing it would be benign batch numerics; under this mode any "
+            "dependence of an answer on its batch, the cache or what ran before breaks the promise.")
 
 
 def _steps(draft: _Draft) -> str:

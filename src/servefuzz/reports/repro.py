@@ -91,6 +91,9 @@ def replay_plan(finding: Finding) -> dict[str, Any]:
         "bug": f"{finding.verdict.value} ({finding.signature})",
         "expected": [] if expect.about_failure else list(expect.flagged),
         "expect_failure": finding.verdict.value if expect.about_failure else None,
+        # A contract violation: the mode and the engine's promise, which the expectation quotes
+        # (any divergence at all breaks it, however near the tie).
+        "promise": None if (p := finding.headline.promise) is None else p.to_json(),
         # An isolation breach comes back where the request again reports more cached tokens
         # than its own salt allows (oracles.tenancy.breached_in): request id -> that allowance.
         "expect_cached": {a.request_id: int(a.evidence.get("allowed", 0)) for a in expect.anomalies
