@@ -110,10 +110,11 @@ def test_the_conversion_is_bit_equal_to_transformers_gguf_loader(smollm2: Fetche
     for name in names:
         assert np.array_equal(ours[name], theirs[name].numpy()), name
     # bfloat16 is float32 rounded to nearest even, as torch rounds it.
-    bf16 = load_file(str(smollm2.hf["bfloat16"] / "model.safetensors"))
+    from safetensors.torch import load_file as load_torch
+
+    bf16 = load_torch(str(smollm2.hf["bfloat16"] / "model.safetensors"))
     q = "model.layers.0.self_attn.q_proj.weight"
-    assert torch.equal(torch.from_numpy(bf16[q].view(np.int16)).view(torch.bfloat16),
-                       theirs[q].to(torch.bfloat16))
+    assert bf16[q].dtype == torch.bfloat16 and torch.equal(bf16[q], theirs[q].to(torch.bfloat16))
     # Without undoing llama.cpp's permutation the q projection would not be transformers'.
     assert not np.array_equal(realmodel.unpermute(ours[q], 9), ours[q])
 

@@ -3,7 +3,8 @@
 An engine's answer under load is compared with the same engine's answer alone, and when the two
 differ, something has to say which one is wrong. This module says what the model itself
 computes: every product, norm and softmax in float64 over the file's own weights, so its error is
-some 1e-13, far below any engine's rounding (float32 on CPU: ~1e-6; TF32 on a GPU: ~1e-3).
+some 1e-13 (numpy's pass; transformers' some 1e-5, see `HFTruth`), far below any engine's rounding
+(float32 on CPU: ~1e-5; TF32 on a GPU: ~1e-3).
 
     >>> truth = Truth.load(Path("models/tiny.gguf"))             # doctest: +SKIP
     >>> [p.logprob for p in truth.logprobs(prompt, output, top_k=5)]  # doctest: +SKIP
@@ -319,9 +320,9 @@ class HFTruth(Truth):
 
     Its weights and matrix products are float64; transformers itself keeps three small steps in
     float32 whatever the model's type (the softmax of eager attention, the RMS norm's variance,
-    the rotary angles), so it lands some 1e-6 nats from the numpy pass on the tiny llama
-    (tests/test_truth.py), far inside `oracles.controls.TRUTH_NEAR` and below float32 engines'
-    own noise.
+    the rotary angles), so it lands 3.5e-6 nats from the numpy pass on the tiny llama
+    (tests/test_truth.py) and 1.2e-5 on SmolLM2's 30 layers (tests/test_realmodel.py), far
+    inside `oracles.controls.TRUTH_NEAR` and no more than float32 engines' own noise.
     """
 
     how = "HF transformers in float64 on the CPU (eager attention) over the served model's weights"
