@@ -185,6 +185,10 @@ def test_the_provenance_reaches_the_target_a_finding_records(smollm2: Fetched) -
     assert info.model["source"]["sha256"] == realmodel.REAL_MODELS["smollm2"].sha256 and info.model["form"] == "hf-float32"
     again = TargetInfo.from_json(json.loads(json.dumps(info.to_json())))
     assert again.model == info.model
+    jsonschema = pytest.importorskip("jsonschema")
+    from servefuzz.finding import finding_schema
+
+    jsonschema.Draft202012Validator(finding_schema()["properties"]["target"]).validate(info.to_json())
     assert "model" not in TargetInfo("vllm", "http://127.0.0.1:1").to_json()  # a model servefuzz did not fetch
     # The campaign's truth: the HF forms of a fetched model on a preset; not its GGUF, not a user's command.
     from servefuzz.api import _built_model
