@@ -319,6 +319,7 @@ def test_the_truth_control_on_vllm_float32_backs_a_planted_answer_and_not_a_clea
         r = truth_control("r01", prompt, ("alone#0", choice(tokens, tops)), ("load#1", choice(planted, forged)), j,
                           0.001, hf_truth)
         assert r.backs and r.distances["alone#0"] < VLLM_F32_NOISE and r.distances["load#1"] > 1.0, r.summary
+        assert r.summary.startswith("truth control (HF transformers in float64")  # the evidence says whose numbers
         # Not backed: a deviant that took the second choice with the model's own numbers (a flip
         # an engine may make at a near-tie) is as near the truth as the reference.
         own = [*tops[:j], [(second, lp_second), (best, lp_best)]]

@@ -99,7 +99,7 @@ class Truth:
     `logits` and `vocab`; everything else is computed from them here."""
 
     vocab: int
-    how = "an exact float64 forward pass of the served model"
+    how = "an exact float64 forward pass of the served model"  # in words: what the truth control says it held runs to
 
     def __init__(self, vocab: int) -> None:
         self.vocab = vocab
@@ -191,7 +191,7 @@ def _small_llama(folder: Path) -> bool:
 class LlamaTruth(Truth):
     """A llama model held in float64 by numpy, computed by servefuzz's own forward pass."""
 
-    how = "an exact float64 forward pass of the served model (numpy)"
+    how = "an exact float64 forward pass of the served model"
 
     def __init__(self, spec: ModelSpec, weights: dict[str, np.ndarray]) -> None:
         super().__init__(spec.vocab)
