@@ -25,7 +25,7 @@ from servefuzz.engines import llamacpp as llamacpp_engine
 from servefuzz.errors import UsageError  # noqa: E402
 from servefuzz.launcher import ServerProcess  # noqa: E402
 from servefuzz.models import ModelPaths, build_models  # noqa: E402
-from servefuzz.truth import ROPE_NEOX, ROPE_NORM, ModelSpec, Truth  # noqa: E402
+from servefuzz.truth import ROPE_NEOX, ROPE_NORM, HFTruth, LlamaTruth, ModelSpec, Truth  # noqa: E402
 
 TOL = 1e-4
 
@@ -106,7 +106,7 @@ def test_truth_fires_when_the_rope_style_is_wrong(models: ModelPaths) -> None:
     """The GGUF read with the Hugging Face rotation (halves instead of adjacent pairs) is far:
     the rotation is part of what is checked."""
     right = Truth.load(models.gguf)
-    wrong = Truth(ModelSpec(**{**right.spec.__dict__, "rope": ROPE_NEOX}), right.w)
+    wrong = LlamaTruth(ModelSpec(**{**right.spec.__dict__, "rope": ROPE_NEOX}), right.w)
     assert max(worst(wrong, prompt, tokens, tops) for prompt, tokens, tops in RECORDED) > 100 * TOL
 
 
@@ -124,10 +124,31 @@ def test_hf_folder_is_the_same_model_as_permuted_gguf_weights(models: ModelPaths
     for i in range(s.layers):
         w[f"blk.{i}.attn_q.weight"] = permute(w[f"blk.{i}.attn_q.weight"], s.heads)
         w[f"blk.{i}.attn_k.weight"] = permute(w[f"blk.{i}.attn_k.weight"], s.kv_heads)
-    as_gguf = Truth(ModelSpec(**{**s.__dict__, "rope": ROPE_NORM}), w)
+    as_gguf = LlamaTruth(ModelSpec(**{**s.__dict__, "rope": ROPE_NORM}), w)
     ids = list(range(100, 160))
     np.testing.assert_allclose(as_gguf.logits(ids), hf.logits(ids), rtol=0, atol=1e-9)
-    assert np.abs(Truth(ModelSpec(**{**s.__dict__, "rope": ROPE_NORM}), hf.w).logits(ids) - hf.logits(ids)).max() > 1e-3
+    assert np.abs(LlamaTruth(ModelSpec(**{**s.__dict__, "rope": ROPE_NORM}), hf.w).logits(ids) - hf.logits(ids)).max() > 1e-3
+
+
+def test_transformers_and_the_numpy_pass_agree_on_the_tiny_llama(models: ModelPaths) -> None:
+    """The two truths of the tiny HF folder: numpy (what `Truth.load` picks there, being faster)
+    and HF transformers in float64. transformers keeps its softmax, norm variance and rotary
+    angles in float32: measured 2.8e-6 (40 tokens) and 3.5e-6 nats (300); 2e-5 is the bound. A
+    weight bent on one side only moves them far apart: the agreement is not blindness."""
+    pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    fast = Truth.load(models.hf_dir)
+    hf = Truth.load(models.hf_dir, engine="transformers")
+    assert isinstance(fast, LlamaTruth) and isinstance(hf, HFTruth) and hf.vocab == fast.vocab
+    rng = np.random.default_rng(3)
+    for n in (40, 300):
+        ids = [int(t) for t in rng.integers(3, models.hf_vocab_size, size=n)]
+        prompt, output = ids[:-8], ids[-8:]
+        assert np.abs(fast.vocab_logprobs(prompt, output) - hf.vocab_logprobs(prompt, output)).max() < 2e-5
+        assert fast.greedy(prompt, 4) == hf.greedy(prompt, 4)
+    fast.w["blk.1.attn_k.weight"][7] *= 1.05
+    fast._vocab_logprobs.clear()
+    assert np.abs(fast.vocab_logprobs(prompt, output) - hf.vocab_logprobs(prompt, output)).max() > 1e-3
 
 
 def test_logprobs_are_normalised_and_teacher_forced(truth: Truth) -> None:
@@ -152,7 +173,9 @@ def test_bad_input_is_a_usage_error(truth: Truth, tmp_path: Path) -> None:
         Truth.load(tmp_path / "missing")
     (tmp_path / "config.json").write_text(json.dumps({"model_type": "mistral"}))
     with pytest.raises(UsageError):
-        Truth.load(tmp_path)
+        Truth.load(tmp_path, engine="numpy")
+    with pytest.raises(UsageError):
+        Truth.load(tmp_path, engine="guess")
 
 
 # -- against a live llama-server (CPU), when scripts/setup_engines.sh has built one ---------------

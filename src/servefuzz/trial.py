@@ -53,6 +53,7 @@ from servefuzz.oracles.controls import (
 )
 from servefuzz.oracles.judge import Expectation, Judgement, judge, reproduction
 from servefuzz.oracles.noise import CampaignNoise
+from servefuzz.realmodel import provenance_of
 from servefuzz.runner import DeadlinePassed, RunConfig, Runner
 from servefuzz.targets import Target, detect_engine, make_target
 from servefuzz.workload import RequestSpec, Scenario
@@ -573,8 +574,8 @@ async def open_target(
 
 def _say_launch(runner: Runner, launch: Launch | None) -> None:
     """The server cannot say which feature profile it was launched under, what device its preset
-    computes on, or that servefuzz put stand-ins on its path: servefuzz says these in the runner's
-    target info, so a campaign's
+    computes on, that servefuzz put stand-ins on its path, or where the model it serves came from
+    (a fetched model's provenance): servefuzz says these in the runner's target info, so a campaign's
     config.json, its findings and a shrunk finding record them (and replay rebuilds the profile
     by name)."""
     if launch is None or runner.info is None:
@@ -588,6 +589,9 @@ def _say_launch(runner: Runner, launch: Launch | None) -> None:
         runner.info = dataclasses.replace(runner.info, standins=launch.standins)
     if launch.device:
         runner.info = dataclasses.replace(runner.info, device=launch.device)
+    provenance = provenance_of(launch.model) if launch.model is not None else None
+    if provenance:
+        runner.info = dataclasses.replace(runner.info, model=provenance)
 
 
 def _joined(parts: Sequence[Reproduction], scenario: Scenario, noise: CampaignNoise | None) -> Reproduction:

