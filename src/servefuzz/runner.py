@@ -21,7 +21,8 @@ How a request ends, and what its record says:
 
 The last four are indeterminate: partial output is kept, but never counts as corruption.
 
-Deadlines: `request_timeout_s` bounds each request as a whole, from the moment it is handed to
+Deadlines: `request_timeout_s` (with `paced`, the timeout the measured speed gives the run,
+`servefuzz.pace`, never below it) bounds each request as a whole, from the moment it is handed to
 aiohttp to its last byte (a server that drips its answer a byte a second is cut there like one
 that never answers). `stop_at(when, why)` sets one deadline for everything the runner does (the
 campaign's time budget): a request still in flight then is cut and recorded as CANCELLED, one
@@ -40,7 +41,7 @@ import asyncio
 import dataclasses
 import gc
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from types import TracebackType
@@ -50,6 +51,7 @@ import aiohttp
 
 from servefuzz.errors import TargetError, UsageError
 from servefuzz.history import RequestRecord, RunHistory, Status
+from servefuzz.pace import CALIBRATION_TIMEOUT_S, Pace, PaceMeter, calibration
 from servefuzz.targets.base import (
     BadReply,
     BadStatus,
@@ -74,7 +76,10 @@ class RunConfig:
     requests queue inside the client and reach the server later than their send time says.
     """
 
+    # With `paced`, the floor of a timeout that scales with the target's measured speed
+    # (`servefuzz.pace`); without, the timeout itself (what `--request-timeout` gives).
     request_timeout_s: float = 120.0
+    paced: bool = False
     connect_timeout_s: float = 5.0
     max_connections: int = 1024
     top_k: int = 5
@@ -89,6 +94,14 @@ class RunConfig:
     # runner and reused for every later request that is the same computation there
     # (`RequestSpec.answer_key`; `Runner.reference`). False sends every reference again.
     reuse_references: bool = True
+
+    @classmethod
+    def timing_out(cls, request_timeout_s: float | None, *, reuse_references: bool = True) -> RunConfig:
+        """The config of a `--request-timeout` as given: that timeout, or None (not given): paced
+        above the default floor."""
+        if request_timeout_s is None:
+            return cls(paced=True, reuse_references=reuse_references)
+        return cls(request_timeout_s=request_timeout_s, reuse_references=reuse_references)
 
     def __post_init__(self) -> None:
         for name in ("request_timeout_s", "connect_timeout_s"):
@@ -127,6 +140,8 @@ class Runner:
         self._stop_why = ""
         self._flushes = False  # whether the last flush emptied the cache (the engine has one)
         self._references: dict[RequestSpec, RequestRecord] = {}
+        self.meter = PaceMeter()
+        self._calibrating = False
 
     def stop_at(self, when: float | None, why: str) -> None:
         """From `when` (a `time.monotonic()` instant; None: never) on, start nothing and cut what
@@ -151,10 +166,14 @@ class Runner:
             connector=aiohttp.TCPConnector(
                 limit=c.max_connections, limit_per_host=c.max_connections, keepalive_timeout=c.keepalive_s
             ),
-            timeout=aiohttp.ClientTimeout(total=c.request_timeout_s, sock_connect=c.connect_timeout_s),
+            # Paced, each request's own deadline is the limit (`_exchange`); aiohttp's is none.
+            timeout=aiohttp.ClientTimeout(total=None if c.paced else c.request_timeout_s,
+                                          sock_connect=c.connect_timeout_s),
         )
         try:
             self.info = await self.server_info()
+            if c.paced:
+                await self.calibrate()
         except BaseException:
             await self._session.close()
             raise
@@ -224,6 +243,30 @@ class Runner:
         except BadReply as e:
             raise TargetError(f"cannot use {url}: {e}") from None
 
+    async def calibrate(self) -> Pace | None:
+        """Measure the target's speed (`pace.calibration`: two lone requests, not flushed and
+        recorded nowhere); None where it did not answer them (the floor stays the timeout)."""
+        decode, prefill = calibration()
+        self._calibrating = True
+        try:
+            first = await self.run_alone(decode, run=0, label="pace", flush=False)
+            if first.ok:  # a target that failed the first is not asked again: the floor stays
+                self.meter.calibrate(first, await self.run_alone(prefill, run=0, label="pace", flush=False))
+        except UsageError:
+            pass  # a target that refuses such a request (ignore_eos) keeps the floor
+        finally:
+            self._calibrating = False
+        return self.meter.pace
+
+    def timeout_s(self, requests: Sequence[RequestSpec]) -> float:
+        """The request timeout of a run of `requests`: the configured one, or paced, what the
+        measured speed gives them (`Pace.timeout_s`), never below the configured floor."""
+        floor = self.config.request_timeout_s
+        if self._calibrating:
+            return max(floor, CALIBRATION_TIMEOUT_S)  # nothing is known yet: be generous
+        pace = self.meter.pace if self.config.paced else None
+        return floor if pace is None else pace.timeout_s(requests, floor_s=floor)
+
     # --- timed runs ----------------------------------------------------------------------------
 
     async def run(self, scenario: Scenario, *, run: int, label: str = "load", cold: bool = False) -> RunHistory:
@@ -269,20 +312,21 @@ class Runner:
         def clock() -> float:
             return (time.perf_counter() - t0) * 1000.0
 
+        limit = self.timeout_s(scenario.requests)
         # One task per request, each waiting for its own offset: the request then leaves in the
         # same loop step as its wait ends. A TaskGroup, so that a run abandoned from outside
         # (Ctrl-C) cancels its requests too.
         async with asyncio.TaskGroup() as tg:
             tasks = [
-                tg.create_task(self._exchange(session, spec, t0, clock, run, label, cold))
+                tg.create_task(self._exchange(session, spec, t0, clock, run, label, cold, limit))
                 for spec in scenario.requests
             ]
-        return RunHistory(
-            run=run,
-            label=label,
-            records=tuple(t.result() for t in tasks),
-            meta={"started_at": started_at, "engine": self.target.engine},
-        )
+        records = tuple(t.result() for t in tasks)
+        self.meter.observe(records)
+        meta: dict[str, object] = {"started_at": started_at, "engine": self.target.engine}
+        if limit != self.config.request_timeout_s:
+            meta["request_timeout_s"] = round(limit, 1)  # what a hang in this run waited for
+        return RunHistory(run=run, label=label, records=records, meta=meta)
 
     async def run_alone(
         self, spec: RequestSpec, *, run: int, label: str = "alone", flush: bool = True
@@ -333,6 +377,7 @@ class Runner:
         run: int,
         label: str,
         cold: bool,
+        limit: float,
     ) -> RequestRecord:
         ex = Exchange(clock=clock, cold=cold)
         loop = asyncio.get_running_loop()
@@ -348,7 +393,7 @@ class Runner:
         # One deadline for the whole request, first byte to last: the server's answer and the
         # adapter's work on it (a vllm n > 1 is n requests). aiohttp's own total timeout is the
         # same length and stays as a backstop; either way the request ends in TIMEOUT.
-        own = loop.time() + self.config.request_timeout_s
+        own = loop.time() + limit
         by_stop = stop is not None and stop < own
         whole = asyncio.timeout_at(stop if stop is not None and by_stop else own)
         cut = asyncio.timeout(None if spec.cancel_after_ms is None else spec.cancel_after_ms / 1000.0)
@@ -363,7 +408,7 @@ class Runner:
             elif whole.expired() and by_stop:
                 status, error = Status.CANCELLED, f"cut: {self._stop_why}"
             elif whole.expired():
-                status, error = Status.TIMEOUT, f"no complete answer within {self.config.request_timeout_s:g} s"
+                status, error = Status.TIMEOUT, f"no complete answer within {limit:g} s"
             else:
                 status, error = Status.TIMEOUT, describe_error(e)
         except BadStatus as e:

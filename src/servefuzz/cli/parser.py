@@ -82,8 +82,9 @@ def positive_float(text: str) -> float:
 def _auth(p: argparse.ArgumentParser) -> None:
     """Credentials for a server behind auth (sent with every request, written nowhere), and how
     long a request may go unanswered."""
-    p.add_argument("--request-timeout", type=positive_float, default=120.0, metavar="SECONDS",
-                   help="a request unanswered this long is a hang (default 120)")
+    p.add_argument("--request-timeout", type=positive_float, default=None, metavar="SECONDS",
+                   help="a request unanswered this long is a hang (default: 4x what the target's measured "
+                        "speed gives it, at least 120)")
     p.add_argument("--api-key", metavar="KEY",
                    help="sent as 'Authorization: Bearer KEY' (default: $SERVEFUZZ_API_KEY); never written anywhere")
     p.add_argument("--header", action="append", default=[], metavar="'NAME: VALUE'",
