@@ -127,6 +127,9 @@ class FuzzOptions:
     coverage: bool | None = None
     # Sent with every request (auth: `targets.auth_headers`); never written anywhere.
     headers: Mapping[str, str] = dataclasses.field(default_factory=dict, repr=False)
+    # Prompts of natural text in the target's own tokens where its model has a real tokenizer
+    # (`servefuzz.natural`); False: random token ids always (servefuzz's random models get them anyway).
+    natural_text: bool = True
     # A request unanswered this long is a hang; None: scaled with the target's measured speed,
     # never below RunConfig.request_timeout_s (`servefuzz.pace`).
     request_timeout_s: float | None = None
@@ -263,6 +266,7 @@ def fuzz(
     coverage: bool | None = FuzzOptions.coverage,
     headers: Mapping[str, str] | None = None,
     request_timeout_s: float | None = FuzzOptions.request_timeout_s,
+    natural_text: bool = FuzzOptions.natural_text,
     ray: str | None = FuzzOptions.ray,
     workers: int = FuzzOptions.workers,
     gpus_per_worker: float = FuzzOptions.gpus_per_worker,
@@ -279,7 +283,7 @@ def fuzz(
         engine=engine, faults=faults, requests=requests, time_s=time_s, seed=seed, runs=runs,
         confirm_runs=confirm_runs, strategy=strategy, stop_at_first=stop_at_first, resume=resume,
         trace=None if trace is None else Path(trace), slowdowns=slowdowns, coverage=coverage,
-        headers={} if headers is None else headers, request_timeout_s=request_timeout_s, ray=ray,
+        headers={} if headers is None else headers, request_timeout_s=request_timeout_s, natural_text=natural_text, ray=ray,
         workers=workers, gpus_per_worker=gpus_per_worker,
     )
     opts = given
@@ -318,7 +322,8 @@ def fuzz(
     events = on_event or (lambda state: None)
     # Slowdowns compare each request's latency under load with its own alone: a reference reused
     # from an earlier scenario carries an earlier moment's latency, so with them every one is sent.
-    run_config = RunConfig.timing_out(opts.request_timeout_s, reuse_references=not opts.slowdowns)
+    run_config = RunConfig.timing_out(opts.request_timeout_s, reuse_references=not opts.slowdowns,
+                                      natural_text=opts.natural_text)
 
     async def go() -> CampaignResult:
         if opts.url is not None:

@@ -78,7 +78,7 @@ from servefuzz.store import (
 )
 from servefuzz.strategies import DEFAULT_CAPTURE_SIZES, Strategy, TargetShape, aimed_first, offered, shape_aims
 from servefuzz.trial import Executed, execute, probe_targets
-from servefuzz.workload import RequestSpec, Scenario
+from servefuzz.workload import RequestSpec, Scenario, TextSource
 
 __all__ = [
     "BUDGET_GRACE_S",
@@ -378,6 +378,10 @@ class LocalWorker:
         return self.runner.info
 
     @property
+    def text(self) -> TextSource | None:
+        return self.runner.text  # natural text for the prompts (`servefuzz.natural`)
+
+    @property
     def revivable(self) -> bool:
         return self.revival is not None
 
@@ -462,7 +466,7 @@ async def run_campaign_on(
     if not workers:
         raise ValueError("a campaign needs at least one worker")
     info = workers[0].info
-    shape = shape_of(info)
+    shape = dataclasses.replace(shape_of(info), text=getattr(workers[0], "text", None))  # scale-out: random ids
     asked = tuple(strategy) if isinstance(strategy, Sequence) else (strategy,)
     # The first round meets what the target was set up to exercise first: the profile's feature,
     # then its shape's (stable, so the rest keep the order asked, and a resumed campaign against

@@ -51,6 +51,7 @@ import aiohttp
 
 from servefuzz.errors import TargetError, UsageError
 from servefuzz.history import RequestRecord, RunHistory, Status
+from servefuzz.natural import MARK, chat_tail, corpus_text, text_source
 from servefuzz.pace import CALIBRATION_TIMEOUT_S, Pace, PaceMeter, calibration
 from servefuzz.targets.base import (
     BadReply,
@@ -61,7 +62,7 @@ from servefuzz.targets.base import (
     describe_error,
     unsupported,
 )
-from servefuzz.workload import RequestSpec, Scenario
+from servefuzz.workload import RequestSpec, Scenario, TextSource
 
 __all__ = ["DeadlinePassed", "RunConfig", "Runner"]
 
@@ -80,6 +81,9 @@ class RunConfig:
     # (`servefuzz.pace`); without, the timeout itself (what `--request-timeout` gives).
     request_timeout_s: float = 120.0
     paced: bool = False
+    # Read natural text in the target's own tokens when the runner starts (`servefuzz.natural`):
+    # `text`, where the target's model has a real tokenizer, for the prompts of a campaign.
+    natural_text: bool = False
     connect_timeout_s: float = 5.0
     max_connections: int = 1024
     top_k: int = 5
@@ -96,12 +100,14 @@ class RunConfig:
     reuse_references: bool = True
 
     @classmethod
-    def timing_out(cls, request_timeout_s: float | None, *, reuse_references: bool = True) -> RunConfig:
+    def timing_out(
+        cls, request_timeout_s: float | None, *, reuse_references: bool = True, natural_text: bool = False
+    ) -> RunConfig:
         """The config of a `--request-timeout` as given: that timeout, or None (not given): paced
         above the default floor."""
         if request_timeout_s is None:
-            return cls(paced=True, reuse_references=reuse_references)
-        return cls(request_timeout_s=request_timeout_s, reuse_references=reuse_references)
+            return cls(paced=True, reuse_references=reuse_references, natural_text=natural_text)
+        return cls(request_timeout_s=request_timeout_s, reuse_references=reuse_references, natural_text=natural_text)
 
     def __post_init__(self) -> None:
         for name in ("request_timeout_s", "connect_timeout_s"):
@@ -142,6 +148,8 @@ class Runner:
         self._references: dict[RequestSpec, RequestRecord] = {}
         self.meter = PaceMeter()
         self._calibrating = False
+        # Natural text for prompts (`RunConfig.natural_text`); None: random ids.
+        self.text: TextSource | None = None
 
     def stop_at(self, when: float | None, why: str) -> None:
         """From `when` (a `time.monotonic()` instant; None: never) on, start nothing and cut what
@@ -174,6 +182,8 @@ class Runner:
             self.info = await self.server_info()
             if c.paced:
                 await self.calibrate()
+            if c.natural_text:
+                self.text = await self.natural_text()
         except BaseException:
             await self._session.close()
             raise
@@ -257,6 +267,24 @@ class Runner:
         finally:
             self._calibrating = False
         return self.meter.pace
+
+    async def natural_text(self) -> TextSource | None:
+        """The corpus (`natural.corpus_text`) in the target's tokens and its chat template's
+        tail, where the server tokenizes text and its tokenizer is a trained one; else None."""
+        text = corpus_text()
+        tokenize = getattr(self.target, "tokenize", None)
+        if text is None or tokenize is None:
+            return None
+        try:
+            tokens = await self._call("/tokenize", lambda: tokenize(self.session, text))
+        except TargetError:
+            return None  # no /tokenize: prompts stay random ids
+        try:
+            tail = chat_tail(await self._call("/tokenize", lambda: tokenize(self.session, MARK, chat=True)),
+                             await self._call("/tokenize", lambda: tokenize(self.session, MARK)))
+        except TargetError:
+            tail = None  # no chat template: the text alone
+        return text_source(text, tokens, tail)
 
     def timeout_s(self, requests: Sequence[RequestSpec]) -> float:
         """The request timeout of a run of `requests`: the configured one, or paced, what the

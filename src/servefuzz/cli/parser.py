@@ -134,6 +134,9 @@ def _fuzz_flags(f: argparse.ArgumentParser) -> None:
                    help="Mooncake-style JSONL trace (timestamp, input_length, output_length, hash_ids): seed scenarios")
     f.add_argument("--slowdowns", action="store_true",
                    help="also report noisy-neighbour slowdowns (latency vs. the request alone) as findings")
+    f.add_argument("--random-prompts", action="store_true",
+                   help="prompts of random token ids even where the model has a real tokenizer (default: natural "
+                        "text in the model's own tokens there, random ids on servefuzz's random models)")
     f.add_argument("--coverage", action=argparse.BooleanOptionalAction, default=None,
                    help="steer toward untried pairs of features (n, prompt vs chunk and page, prefix sharing, "
                         "cancellation, ...); kept in coverage.json, drawn in coverage.html (default: on, unless --strategy names one)")

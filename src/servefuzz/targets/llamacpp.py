@@ -145,16 +145,24 @@ class LlamaCppTarget(HttpTarget):
         for gap in withheld:
             await self._recover(session, exchange, gap)
 
+    async def tokenize(self, session: aiohttp.ClientSession, text: str, *, chat: bool = False) -> tuple[int, ...]:
+        """llama-server's `/tokenize` (`content`); with `chat`, `text` goes through the model's
+        chat template first (`/apply-template`), whose special tokens are then read as such."""
+        if not chat:
+            return await self.post_tokens(session, "/tokenize", {"content": text, "parse_special": False})
+        async with self.post(session, "/apply-template", json={"messages": [{"role": "user", "content": text}]}) as resp:
+            if resp.status >= 300:
+                raise BadStatus(resp.status, await read_error(resp))
+            data = parse_json(await self.read(resp), "/apply-template")
+        with reply_shape("/apply-template"):
+            prompt = str(data["prompt"])
+        return await self.post_tokens(session, "/tokenize", {"content": prompt, "parse_special": True})
+
     async def _recover(self, session: aiohttp.ClientSession, exchange: Exchange, gap: _Withheld) -> None:
         """Fill the ids a stream withheld before the token that completed a character: the
         server's own tokenization of that text, taken only where it ends in the completing token
         and has exactly the withheld count before it (else the answer cannot be read back)."""
-        async with self.post(session, "/tokenize", json={"content": gap.text, "parse_special": False}) as resp:
-            if resp.status >= 300:
-                raise BadStatus(resp.status, await read_error(resp))
-            data = parse_json(await self.read(resp), "/tokenize")
-        with reply_shape("/tokenize"):
-            ids = [int(t) for t in data["tokens"]]
+        ids = await self.tokenize(session, gap.text)
         if len(ids) != gap.count + 1 or ids[-1] != gap.token:
             raise BadReply(
                 f"a stream withheld {gap.count} byte tokens before token {gap.token}, and /tokenize of their text "
