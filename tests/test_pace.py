@@ -13,31 +13,28 @@ def _record(ms: float, prompt: int, out: int, status: Status = Status.OK) -> Req
                          choices=(ChoiceRecord(0, tuple(range(out))),))
 
 
-def _calibrated() -> PaceMeter:
+def _measured() -> PaceMeter:
+    """Three requests alone: 10 ms a prompt token, 100 ms an output token."""
     m = PaceMeter()
-    assert m.calibrate(_record(3200.0, 8, 32), _record(2560.0, 256, 1))  # 0.1 s a token out, 0.01 in
+    for prompt, out in ((100, 10), (200, 10), (100, 50)):
+        assert m.pace is None  # not before three lone requests answered
+        m.observe([_record(1000.0 * (0.01 * prompt + 0.1 * out), prompt, out)])
     return m
 
 
 def test_the_timeout_is_a_multiple_of_the_serial_bound_above_the_floor() -> None:
-    pace = _calibrated().pace
-    assert pace is not None
+    pace = _measured().pace
+    assert pace is not None and (pace.prefill_s, pace.decode_s, pace.slowdown) == (0.01, 0.1, 1.0)
     big = [RequestSpec(f"r{i}", 0.0, tuple(range(100)), max_tokens=100) for i in range(10)]  # 10 x (1 + 10) s
     assert pace.timeout_s(big, floor_s=120.0) == PACE_MULTIPLE * 110.0
     assert pace.timeout_s(big[:1], floor_s=120.0) == 120.0  # 44 s: the floor
 
 
-def test_a_slower_run_stretches_it_and_a_short_one_says_nothing() -> None:
-    m = _calibrated()
-    m.observe([_record(50.0, 1, 0)])  # 10 ms predicted: a request's fixed cost, no measure of speed
+def test_a_slower_run_stretches_it_and_short_or_failed_ones_say_nothing() -> None:
+    m = _measured()
+    m.observe([_record(50.0, 1, 0), _record(50.0, 1, 0)])  # 20 ms predicted: a request's fixed cost
     assert m.pace is not None and m.pace.slowdown == 1.0
-    m.observe([_record(30_000.0, 100, 100)])  # predicted 11 s, took 30
-    assert m.pace is not None and round(m.pace.slowdown, 2) == round(30 / 11, 2)
-    m.observe([_record(30_000.0, 100, 100, Status.TIMEOUT)])  # a failed run says nothing either
-    assert round(m.pace.slowdown, 2) == round(30 / 11, 2)
-
-
-def test_no_pace_without_a_full_calibration() -> None:
-    m = PaceMeter()
-    assert not m.calibrate(_record(3200.0, 8, 32, Status.TIMEOUT), _record(2560.0, 256, 1))
-    assert m.pace is None
+    m.observe([_record(30_000.0, 100, 100), _record(30_000.0, 100, 100)])  # predicted 22 s, took 30
+    assert m.pace is not None and round(m.pace.slowdown, 3) == round(30 / 22, 3)
+    m.observe([_record(90_000.0, 100, 100, Status.TIMEOUT), _record(9.0, 1, 1)])  # a failed run
+    assert round(m.pace.slowdown, 3) == round(30 / 22, 3)

@@ -1,4 +1,4 @@
-"""How fast the target is, measured, and the request timeout it implies.
+"""How fast the target is, measured from its own answers, and the request timeout it implies.
 
 A fixed timeout is wrong for someone: 120 s is an age for the tiny models (a few ms a token),
 and a real model on CPU (SmolLM2-135M at 12-35 tokens/s on SGLang CPU) has scenarios that take
@@ -12,11 +12,17 @@ after another, as if the server batched nothing. A request alone is bounded by i
 request in a loaded run by the whole run's, since it may be served last. Batching only makes a
 healthy server faster than that.
 
-The costs come from `calibration` (two lone requests when the runner starts: one that is mostly
-decode, one that is mostly prefill; each one's whole time charged to its own kind of token, which
-over-counts both) and are kept honest by every lone or loaded run afterwards: `slowdown` is the
-largest ratio of measured to predicted time over the recent ones, so a machine that becomes busy
-(other jobs, a server under its own load) stretches the timeout with it.
+The costs come from the requests the runner sends alone (a campaign's isolation references and
+cache probes): each gives its time, its prompt and its output length, and the two costs are the
+least-squares fit of time = prompt x prefill + output x decode over the recent ones (no request
+is sent to measure). `slowdown` keeps the fit honest: the largest ratio of a recent run's time
+(lone or loaded) to what the fit predicts for it, so a machine that becomes busy stretches the
+timeout with it.
+
+Before anything is measured (a campaign's first loaded runs) the runner does not guess a speed:
+a request's floor then restarts whenever another request of the runner completes
+(`Runner._exchange`), so a request times out only after the floor passed with no answer at all
+from the server; one stuck while the rest are served is still caught, the floor after the rest.
 
     >>> p = Pace(prefill_s=0.002, decode_s=0.08)    # SmolLM2 on SGLang CPU, about 12 tokens/s
     >>> r = RequestSpec("r", 0.0, tuple(range(500)), max_tokens=64)
@@ -35,19 +41,15 @@ from dataclasses import dataclass
 from servefuzz.history import RequestRecord
 from servefuzz.workload import RequestSpec
 
-__all__ = ["CALIBRATION_DECODE", "CALIBRATION_PREFILL", "CALIBRATION_TIMEOUT_S", "PACE_MULTIPLE", "Pace", "PaceMeter", "calibration"]
+__all__ = ["PACE_MULTIPLE", "Pace", "PaceMeter"]
 
 # The timeout is this many times the expected time: the bound is already serial, so this is
 # room for a machine busier than when it was measured (the campaigns ran at load 2-5 here).
 PACE_MULTIPLE = 4.0
-# The calibration requests' shapes: (prompt tokens, output tokens).
-CALIBRATION_DECODE = (8, 32)
-CALIBRATION_PREFILL = (256, 1)
-# The calibration requests' own timeout (above a lower floor): a server that cannot write 32
-# tokens in this long cannot be fuzzed at all.
-CALIBRATION_TIMEOUT_S = 120.0
-# How many recent runs `slowdown` is the largest over.
+# How many recent lone requests the fit reads, and how many recent runs `slowdown` is over.
 _WINDOW = 32
+# Lone requests needed for a fit: two shapes at least; a few more steady it.
+_MIN_LONE = 3
 # Runs predicted shorter than this say nothing about `slowdown`: their time is the fixed cost of
 # a request (HTTP, scheduling), which on a fast target is many times its few tokens' worth.
 _MIN_PREDICTED_S = 1.0
@@ -74,59 +76,61 @@ class Pace:
         at least `floor_s`."""
         return max(floor_s, PACE_MULTIPLE * self.expected_s(requests))
 
-    def describe(self) -> str:
-        rate = f"{1 / self.decode_s:.0f}" if self.decode_s > 0 else "unbounded"
-        return f"measured {rate} output tokens/s alone, x{self.slowdown:.2f} in recent runs"
-
-
-def calibration(vocab_start: int = 100) -> tuple[RequestSpec, RequestSpec]:
-    """The two lone requests that measure a target: mostly decode (ignoring eos, so it writes
-    all its tokens), then mostly prefill. Ids from `vocab_start` on, clear of the special ids at
-    the start of a real vocabulary and inside any vocabulary of a few hundred tokens."""
-    (dp, do), (pp, po) = CALIBRATION_DECODE, CALIBRATION_PREFILL
-    return (
-        RequestSpec("~pace-decode", 0.0, tuple(range(vocab_start, vocab_start + dp)), max_tokens=do, ignore_eos=True),
-        RequestSpec("~pace-prefill", 0.0, tuple(range(vocab_start, vocab_start + pp)), max_tokens=po, ignore_eos=True),
-    )
-
 
 class PaceMeter:
-    """The measurements so far (mutable, owned by one runner); `pace` is None until calibrated."""
+    """The measurements so far (mutable, owned by one runner); `pace` is None until enough lone
+    requests answered."""
 
     def __init__(self) -> None:
-        self._base: Pace | None = None
-        self._ratios: deque[float] = deque(maxlen=_WINDOW)
+        self._lone: deque[tuple[int, int, float]] = deque(maxlen=_WINDOW)  # (prompt, output, seconds)
+        self._runs: deque[tuple[tuple[tuple[int, int], ...], float]] = deque(maxlen=_WINDOW)
 
     @property
     def pace(self) -> Pace | None:
-        if self._base is None:
+        fit = _fit(self._lone)
+        if fit is None:
             return None
-        return Pace(self._base.prefill_s, self._base.decode_s, max(self._ratios, default=1.0))
-
-    def calibrate(self, decode: RequestRecord, prefill: RequestRecord) -> bool:
-        """Set the costs from the two calibration records (`calibration`); False (nothing set)
-        where either did not answer in full."""
-        if not (decode.ok and prefill.ok):
-            return False
-        d_out = max(1, sum(len(c.token_ids) for c in decode.choices))
-        p_in = max(1, prefill.prompt_tokens or CALIBRATION_PREFILL[0])
-        self._base = Pace(prefill_s=_seconds(prefill) / p_in, decode_s=_seconds(decode) / d_out)
-        self._ratios.append(1.0)
-        return True
+        base = Pace(*fit)
+        ratios = [wall / p for work, wall in self._runs
+                  if (p := sum(base.work_s(i, o) for i, o in work)) >= _MIN_PREDICTED_S]
+        return Pace(base.prefill_s, base.decode_s, max([1.0, *ratios]))
 
     def observe(self, records: Sequence[RequestRecord]) -> None:
-        """Fold in one run: its wall time (first send to last end) against the serial bound of
-        what it actually did. Runs with a failed request, and short ones, say nothing about speed."""
-        if self._base is None or not records or not all(r.ok and r.end_ms is not None for r in records):
+        """Fold in one run: a lone request's shape and time, and any run's wall time (first send
+        to last end) against what it actually did. Runs with a failed request say nothing."""
+        if not records or not all(r.ok and r.end_ms is not None and r.sent_ms is not None for r in records):
             return
-        predicted = sum(self._base.work_s(r.prompt_tokens or 0, sum(len(c.token_ids) for c in r.choices))
-                        for r in records)
-        sent = min((r.sent_ms for r in records if r.sent_ms is not None), default=None)
-        if sent is None or predicted < _MIN_PREDICTED_S:
-            return
-        wall = (max(r.end_ms or 0.0 for r in records) - sent) / 1000.0
-        self._ratios.append(wall / predicted)
+        work = tuple((r.prompt_tokens or 0, sum(len(c.token_ids) for c in r.choices)) for r in records)
+        sent = min(r.sent_ms or 0.0 for r in records)
+        wall = max(0.0, (max(r.end_ms or 0.0 for r in records) - sent) / 1000.0)
+        if len(records) == 1 and work[0][0] > 0:
+            self._lone.append((*work[0], wall))
+        self._runs.append((work, wall))
 
 
-def _seconds(record: RequestRecord) -> float:
-    return max(1e-6, ((record.end_ms or 0.0) - (record.sent_ms or 0.0)) / 1000.0)
+def _fit(lone: Iterable[tuple[int, int, float]]) -> tuple[float, float] | None:
+    """The least-squares (prefill, decode) seconds a token, both >= 0, from (prompt, output,
+    seconds) triples; None with too few, or with shapes too alike to tell the two apart (then
+    each is the other's bound: all time charged to decode, and prefill at its largest).
+
+    >>> _fit([(100, 10, 1.2), (200, 10, 1.4), (100, 50, 5.2)])   # 2 ms in, 100 ms out
+    (0.002, 0.1)
+    """
+    rows = list(lone)
+    if len(rows) < _MIN_LONE:
+        return None
+    spp = sum(p * p for p, _, _ in rows)
+    soo = sum(o * o for _, o, _ in rows)
+    spo = sum(p * o for p, o, _ in rows)
+    spt = sum(p * t for p, _, t in rows)
+    sot = sum(o * t for _, o, t in rows)
+    det = spp * soo - spo * spo
+    if det > 1e-9 * spp * soo:
+        a, b = (spt * soo - sot * spo) / det, (sot * spp - spt * spo) / det
+        if a >= 0 and b >= 0:
+            return round(a, 9), round(b, 9)
+    # Alike shapes or a negative term: charge everything to one kind of token, each kind's
+    # largest rate (an over-estimate of both, which only lengthens the timeout).
+    a = max(t / p for p, _, t in rows if p > 0) if spp else 0.0
+    b = max((t / o for _, o, t in rows if o > 0), default=0.0)
+    return round(a, 9), round(b, 9)

@@ -52,7 +52,7 @@ import aiohttp
 from servefuzz.errors import TargetError, UsageError
 from servefuzz.history import RequestRecord, RunHistory, Status
 from servefuzz.natural import MARK, chat_tail, corpus_text, text_source
-from servefuzz.pace import CALIBRATION_TIMEOUT_S, Pace, PaceMeter, calibration
+from servefuzz.pace import PaceMeter
 from servefuzz.targets.base import (
     BadReply,
     BadStatus,
@@ -147,7 +147,9 @@ class Runner:
         self._flushes = False  # whether the last flush emptied the cache (the engine has one)
         self._references: dict[RequestSpec, RequestRecord] = {}
         self.meter = PaceMeter()
-        self._calibrating = False
+        # Paced but not yet measured: the whole-request timeouts in flight, each restarted
+        # whenever a request completes (`pace`: the server answers, so none of them is hung yet).
+        self._unmeasured: set[asyncio.Timeout] = set()
         # Natural text for prompts (`RunConfig.natural_text`); None: random ids.
         self.text: TextSource | None = None
 
@@ -180,8 +182,6 @@ class Runner:
         )
         try:
             self.info = await self.server_info()
-            if c.paced:
-                await self.calibrate()
             if c.natural_text:
                 self.text = await self.natural_text()
         except BaseException:
@@ -253,21 +253,6 @@ class Runner:
         except BadReply as e:
             raise TargetError(f"cannot use {url}: {e}") from None
 
-    async def calibrate(self) -> Pace | None:
-        """Measure the target's speed (`pace.calibration`: two lone requests, not flushed and
-        recorded nowhere); None where it did not answer them (the floor stays the timeout)."""
-        decode, prefill = calibration()
-        self._calibrating = True
-        try:
-            first = await self.run_alone(decode, run=0, label="pace", flush=False)
-            if first.ok:  # a target that failed the first is not asked again: the floor stays
-                self.meter.calibrate(first, await self.run_alone(prefill, run=0, label="pace", flush=False))
-        except UsageError:
-            pass  # a target that refuses such a request (ignore_eos) keeps the floor
-        finally:
-            self._calibrating = False
-        return self.meter.pace
-
     async def natural_text(self) -> TextSource | None:
         """The corpus (`natural.corpus_text`) in the target's tokens and its chat template's
         tail, where the server tokenizes text and its tokenizer is a trained one; else None."""
@@ -288,10 +273,9 @@ class Runner:
 
     def timeout_s(self, requests: Sequence[RequestSpec]) -> float:
         """The request timeout of a run of `requests`: the configured one, or paced, what the
-        measured speed gives them (`Pace.timeout_s`), never below the configured floor."""
+        measured speed gives them (`Pace.timeout_s`), never below the configured floor (until
+        the speed is measured, the floor, restarted at each completion: `pace`)."""
         floor = self.config.request_timeout_s
-        if self._calibrating:
-            return max(floor, CALIBRATION_TIMEOUT_S)  # nothing is known yet: be generous
         pace = self.meter.pace if self.config.paced else None
         return floor if pace is None else pace.timeout_s(requests, floor_s=floor)
 
@@ -388,6 +372,17 @@ class Runner:
             self._references[key] = record
         return record, True
 
+    def _answered(self, limit: float, stop: float | None) -> None:
+        """A request completed: the server answers, so every unmeasured request in flight gets
+        its floor again from now (never past the runner's deadline)."""
+        again = asyncio.get_running_loop().time() + limit
+        if stop is not None:
+            again = min(again, stop)
+        for t in self._unmeasured:
+            when = t.when()
+            if when is not None and when < again:
+                t.reschedule(again)
+
     async def _wait_until(self, deadline: float) -> None:
         spin_s = self.config.spin_ms / 1000.0
         remaining = deadline - time.perf_counter()
@@ -425,16 +420,26 @@ class Runner:
         by_stop = stop is not None and stop < own
         whole = asyncio.timeout_at(stop if stop is not None and by_stop else own)
         cut = asyncio.timeout(None if spec.cancel_after_ms is None else spec.cancel_after_ms / 1000.0)
+        # Paced but unmeasured: the floor restarts at every completion (`pace`, `_answered`).
+        restarts = self.config.paced and not by_stop and self.meter.pace is None
         sent_ms = clock()
         try:
             async with whole:
-                async with cut:
-                    await self.target.send(session, spec, top_k=self.config.top_k, exchange=ex)
+                if restarts:
+                    self._unmeasured.add(whole)
+                try:
+                    async with cut:
+                        await self.target.send(session, spec, top_k=self.config.top_k, exchange=ex)
+                finally:
+                    self._unmeasured.discard(whole)
         except TimeoutError as e:  # before ClientError: aiohttp's timeouts are both
             if cut.expired():
                 status, error = Status.CANCELLED, "cancelled by the client"
-            elif whole.expired() and by_stop:
+            elif whole.expired() and (by_stop or (stop is not None and loop.time() >= stop)):
                 status, error = Status.CANCELLED, f"cut: {self._stop_why}"
+            elif whole.expired() and restarts:
+                status, error = Status.TIMEOUT, (f"no complete answer, and no other request answered either, "
+                                                 f"for {limit:g} s")
             elif whole.expired():
                 status, error = Status.TIMEOUT, f"no complete answer within {limit:g} s"
             else:
@@ -447,6 +452,8 @@ class Runner:
             status, error = Status.CONNECTION_ERROR, describe_error(e)
         except Exception as e:  # noqa: BLE001 - a record must survive even an adapter's bug
             status, error = Status.MALFORMED, f"unexpected {type(e).__name__}: {e}"
+        if status is Status.OK:
+            self._answered(limit, stop)
         return RequestRecord(
             request_id=spec.id,
             run=run,
