@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
+import random
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from servefuzz.workload import PromptBuilder, RequestSpec, Scenario
+from servefuzz.terms import common_prefix
+from servefuzz.workload import PromptBuilder, RequestSpec, Scenario, TextSource
 
 
 @given(seed=st.integers(0, 2**31), page=st.sampled_from([16, 32, 64]), k=st.integers(2, 8))
@@ -142,3 +145,43 @@ def test_choices_in_json_must_be_a_list() -> None:
     d = RequestSpec("c", 0.0, (5,), 4, ignore_eos=False, choices=("ab",)).to_json() | {"choices": "ab"}
     with pytest.raises(ValueError, match="list of strings"):
         RequestSpec.from_json(d)
+
+
+def _text() -> TextSource:
+    """A text with repeated words, as natural text has (each word a token of ids 100..139)."""
+    rng = random.Random(5)
+    return TextSource(tokens=tuple(100 + min(int(rng.expovariate(0.15)), 39) for _ in range(3000)), tail=(7, 8, 9))
+
+
+@pytest.mark.parametrize("text", [None, _text()], ids=["random", "natural"])
+def test_prompts_sharing_a_prefix_share_exactly_it(text: TextSource | None) -> None:
+    """Requests of one named prefix share exactly `prefix_len` tokens; with text (whose words
+    repeat, where random ids of a large vocabulary do not) every other two share none."""
+    b = PromptBuilder(seed=3, vocab=range(100, 140), text=text)
+    shapes = [(name, pl, pl + extra) for name in ("a", "b", "c") for pl in (0, 16, 32) for extra in (0, 1, 5, 40)]
+    prompts = [(name if pl else None, pl, b.prompt(name if pl else None, pl, n)) for name, pl, n in shapes if n]
+    for i, (na, pa, a) in enumerate(prompts):
+        for nb, pb, c in prompts[i + 1:]:
+            if na is not None and na == nb:
+                assert common_prefix(a, c) == min(pa, pb), (a, c)
+            elif text is not None:
+                assert common_prefix(a, c) == 0, (na, nb, a, c)
+
+
+def test_natural_prompts_are_runs_of_the_text_ended_by_the_chat_tail() -> None:
+    text = _text()
+    b = PromptBuilder(seed=3, vocab=range(100, 140), text=text)
+    p = b.prompt(None, 0, 50)
+    assert p[-3:] == text.tail
+    body = p[:-3]
+    start = next(i for i in range(len(text.tokens)) if text.run(i, len(body)) == body)
+    assert text.run(start, len(body)) == body
+    assert b.prompt(None, 0, 3)[-3:] != text.tail  # no room for text before the tail: text alone
+
+
+def test_random_prompts_are_what_they_were_before_text() -> None:
+    """The random models' prompts are byte for byte what the builder made before it knew text
+    (the digest was taken with main at be17f79), so their campaigns do not change."""
+    b = PromptBuilder(seed=9, vocab=range(3, 1000))
+    ps = [b.prompt("p", 8, 20) for _ in range(3)] + [b.prompt(None, 0, 12) for _ in range(3)] + [b.prompt("q", 30, 31)]
+    assert hashlib.sha256(repr(ps).encode()).hexdigest()[:16] == "4ab446ce1f768b48"

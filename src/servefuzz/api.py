@@ -127,7 +127,12 @@ class FuzzOptions:
     coverage: bool | None = None
     # Sent with every request (auth: `targets.auth_headers`); never written anywhere.
     headers: Mapping[str, str] = dataclasses.field(default_factory=dict, repr=False)
-    request_timeout_s: float = RunConfig.request_timeout_s  # a request unanswered this long is a hang
+    # Prompts of natural text in the target's own tokens where its model has a real tokenizer
+    # (`servefuzz.natural`); False: random token ids always (servefuzz's random models get them anyway).
+    natural_text: bool = True
+    # A request unanswered this long is a hang; None: scaled with the target's measured speed,
+    # never below RunConfig.request_timeout_s (`servefuzz.pace`).
+    request_timeout_s: float | None = None
     # Scale-out (`servefuzz.scaleout`, the `ray` extra): `workers` Ray actors on the cluster at
     # `ray` ("local": one started on this machine), each launching and owning its own server.
     ray: str | None = None
@@ -250,7 +255,8 @@ def fuzz(
     slowdowns: bool = FuzzOptions.slowdowns,
     coverage: bool | None = FuzzOptions.coverage,
     headers: Mapping[str, str] | None = None,
-    request_timeout_s: float = FuzzOptions.request_timeout_s,
+    request_timeout_s: float | None = FuzzOptions.request_timeout_s,
+    natural_text: bool = FuzzOptions.natural_text,
     ray: str | None = FuzzOptions.ray,
     workers: int = FuzzOptions.workers,
     gpus_per_worker: float = FuzzOptions.gpus_per_worker,
@@ -267,7 +273,7 @@ def fuzz(
         engine=engine, faults=faults, requests=requests, time_s=time_s, seed=seed, runs=runs,
         confirm_runs=confirm_runs, strategy=strategy, stop_at_first=stop_at_first, resume=resume,
         trace=None if trace is None else Path(trace), slowdowns=slowdowns, coverage=coverage,
-        headers={} if headers is None else headers, request_timeout_s=request_timeout_s, ray=ray,
+        headers={} if headers is None else headers, request_timeout_s=request_timeout_s, natural_text=natural_text, ray=ray,
         workers=workers, gpus_per_worker=gpus_per_worker,
     )
     opts = given
@@ -306,7 +312,8 @@ def fuzz(
     events = on_event or (lambda state: None)
     # Slowdowns compare each request's latency under load with its own alone: a reference reused
     # from an earlier scenario carries an earlier moment's latency, so with them every one is sent.
-    run_config = RunConfig(request_timeout_s=opts.request_timeout_s, reuse_references=not opts.slowdowns)
+    run_config = RunConfig.timing_out(opts.request_timeout_s, reuse_references=not opts.slowdowns,
+                                      natural_text=opts.natural_text)
 
     async def go() -> CampaignResult:
         if opts.url is not None:
@@ -360,13 +367,13 @@ def _finding(finding: Finding | str | Path) -> tuple[Finding, CampaignNoise | No
 def _bench(
     finding: Finding, url: str | None, launch: str | None, engine: str | None, model: Path | None,
     headers: Mapping[str, str] | None,
-    request_timeout_s: float,
+    request_timeout_s: float | None,
     noise: CampaignNoise | None,
 ) -> Replayer:
     """The server a finding is replayed on: one at `url`, or one servefuzz starts from `launch`."""
     if (url is None) == (launch is None):
         raise UsageError("give a server to replay on: --base-url URL or --launch PRESET (one of them)")
-    config = RunConfig(request_timeout_s=request_timeout_s)
+    config = RunConfig.timing_out(request_timeout_s)
     if launch is not None:
         return Replayer(Launch.resolve(launch, finding.target, model=model, engine=engine), headers=headers,
                         config=config, noise=noise)
@@ -383,7 +390,7 @@ def replay(
     model: Path | None = None,
     runs: int = DEFAULT_RUNS,
     headers: Mapping[str, str] | None = None,
-    request_timeout_s: float = RunConfig.request_timeout_s,
+    request_timeout_s: float | None = None,
 ) -> ReplayResult:
     """Replay a finding's scenario `runs` times (each on a flushed cache) and say whether it came
     back, by the rule the campaign confirmed it with (`oracles.judge.reproduction`); verdicts
@@ -410,7 +417,7 @@ def shrink(
     confirm_runs: int = DEFAULT_RUNS,
     restart: bool = True,
     headers: Mapping[str, str] | None = None,
-    request_timeout_s: float = RunConfig.request_timeout_s,
+    request_timeout_s: float | None = None,
 ) -> Shrunk:
     """The smallest scenario that still shows the finding (see `servefuzz.shrinker`); `runs` caps
     the replays of the finding's own re-check and of each candidate (each stops once decided).

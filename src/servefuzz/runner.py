@@ -21,7 +21,8 @@ How a request ends, and what its record says:
 
 The last four are indeterminate: partial output is kept, but never counts as corruption.
 
-Deadlines: `request_timeout_s` bounds each request as a whole, from the moment it is handed to
+Deadlines: `request_timeout_s` (with `paced`, the timeout the measured speed gives the run,
+`servefuzz.pace`, never below it) bounds each request as a whole, from the moment it is handed to
 aiohttp to its last byte (a server that drips its answer a byte a second is cut there like one
 that never answers). `stop_at(when, why)` sets one deadline for everything the runner does (the
 campaign's time budget): a request still in flight then is cut and recorded as CANCELLED, one
@@ -40,7 +41,7 @@ import asyncio
 import dataclasses
 import gc
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from types import TracebackType
@@ -50,6 +51,8 @@ import aiohttp
 
 from servefuzz.errors import TargetError, UsageError
 from servefuzz.history import RequestRecord, RunHistory, Status
+from servefuzz.natural import MARK, chat_tail, corpus_text, text_source
+from servefuzz.pace import PaceMeter
 from servefuzz.targets.base import (
     BadReply,
     BadStatus,
@@ -59,7 +62,7 @@ from servefuzz.targets.base import (
     describe_error,
     unsupported,
 )
-from servefuzz.workload import RequestSpec, Scenario
+from servefuzz.workload import RequestSpec, Scenario, TextSource
 
 __all__ = ["DeadlinePassed", "RunConfig", "Runner"]
 
@@ -74,7 +77,13 @@ class RunConfig:
     requests queue inside the client and reach the server later than their send time says.
     """
 
+    # With `paced`, the floor of a timeout that scales with the target's measured speed
+    # (`servefuzz.pace`); without, the timeout itself (what `--request-timeout` gives).
     request_timeout_s: float = 120.0
+    paced: bool = False
+    # Read natural text in the target's own tokens when the runner starts (`servefuzz.natural`):
+    # `text`, where the target's model has a real tokenizer, for the prompts of a campaign.
+    natural_text: bool = False
     connect_timeout_s: float = 5.0
     max_connections: int = 1024
     top_k: int = 5
@@ -89,6 +98,16 @@ class RunConfig:
     # runner and reused for every later request that is the same computation there
     # (`RequestSpec.answer_key`; `Runner.reference`). False sends every reference again.
     reuse_references: bool = True
+
+    @classmethod
+    def timing_out(
+        cls, request_timeout_s: float | None, *, reuse_references: bool = True, natural_text: bool = False
+    ) -> RunConfig:
+        """The config of a `--request-timeout` as given: that timeout, or None (not given): paced
+        above the default floor."""
+        if request_timeout_s is None:
+            return cls(paced=True, reuse_references=reuse_references, natural_text=natural_text)
+        return cls(request_timeout_s=request_timeout_s, reuse_references=reuse_references, natural_text=natural_text)
 
     def __post_init__(self) -> None:
         for name in ("request_timeout_s", "connect_timeout_s"):
@@ -127,6 +146,12 @@ class Runner:
         self._stop_why = ""
         self._flushes = False  # whether the last flush emptied the cache (the engine has one)
         self._references: dict[RequestSpec, RequestRecord] = {}
+        self.meter = PaceMeter()
+        # Paced but not yet measured: the whole-request timeouts in flight, each restarted
+        # whenever a request completes (`pace`: the server answers, so none of them is hung yet).
+        self._unmeasured: set[asyncio.Timeout] = set()
+        # Natural text for prompts (`RunConfig.natural_text`); None: random ids.
+        self.text: TextSource | None = None
 
     def stop_at(self, when: float | None, why: str) -> None:
         """From `when` (a `time.monotonic()` instant; None: never) on, start nothing and cut what
@@ -151,10 +176,14 @@ class Runner:
             connector=aiohttp.TCPConnector(
                 limit=c.max_connections, limit_per_host=c.max_connections, keepalive_timeout=c.keepalive_s
             ),
-            timeout=aiohttp.ClientTimeout(total=c.request_timeout_s, sock_connect=c.connect_timeout_s),
+            # Paced, each request's own deadline is the limit (`_exchange`); aiohttp's is none.
+            timeout=aiohttp.ClientTimeout(total=None if c.paced else c.request_timeout_s,
+                                          sock_connect=c.connect_timeout_s),
         )
         try:
             self.info = await self.server_info()
+            if c.natural_text:
+                self.text = await self.natural_text()
         except BaseException:
             await self._session.close()
             raise
@@ -224,6 +253,32 @@ class Runner:
         except BadReply as e:
             raise TargetError(f"cannot use {url}: {e}") from None
 
+    async def natural_text(self) -> TextSource | None:
+        """The corpus (`natural.corpus_text`) in the target's tokens and its chat template's
+        tail, where the server tokenizes text and its tokenizer is a trained one; else None."""
+        text = corpus_text()
+        tokenize = getattr(self.target, "tokenize", None)
+        if text is None or tokenize is None:
+            return None
+        try:
+            tokens = await self._call("/tokenize", lambda: tokenize(self.session, text))
+        except TargetError:
+            return None  # no /tokenize: prompts stay random ids
+        try:
+            tail = chat_tail(await self._call("/tokenize", lambda: tokenize(self.session, MARK, chat=True)),
+                             await self._call("/tokenize", lambda: tokenize(self.session, MARK)))
+        except TargetError:
+            tail = None  # no chat template: the text alone
+        return text_source(text, tokens, tail)
+
+    def timeout_s(self, requests: Sequence[RequestSpec]) -> float:
+        """The request timeout of a run of `requests`: the configured one, or paced, what the
+        measured speed gives them (`Pace.timeout_s`), never below the configured floor (until
+        the speed is measured, the floor, restarted at each completion: `pace`)."""
+        floor = self.config.request_timeout_s
+        pace = self.meter.pace if self.config.paced else None
+        return floor if pace is None else pace.timeout_s(requests, floor_s=floor)
+
     # --- timed runs ----------------------------------------------------------------------------
 
     async def run(self, scenario: Scenario, *, run: int, label: str = "load", cold: bool = False) -> RunHistory:
@@ -269,20 +324,21 @@ class Runner:
         def clock() -> float:
             return (time.perf_counter() - t0) * 1000.0
 
+        limit = self.timeout_s(scenario.requests)
         # One task per request, each waiting for its own offset: the request then leaves in the
         # same loop step as its wait ends. A TaskGroup, so that a run abandoned from outside
         # (Ctrl-C) cancels its requests too.
         async with asyncio.TaskGroup() as tg:
             tasks = [
-                tg.create_task(self._exchange(session, spec, t0, clock, run, label, cold))
+                tg.create_task(self._exchange(session, spec, t0, clock, run, label, cold, limit))
                 for spec in scenario.requests
             ]
-        return RunHistory(
-            run=run,
-            label=label,
-            records=tuple(t.result() for t in tasks),
-            meta={"started_at": started_at, "engine": self.target.engine},
-        )
+        records = tuple(t.result() for t in tasks)
+        self.meter.observe(records)
+        meta: dict[str, object] = {"started_at": started_at, "engine": self.target.engine}
+        if limit != self.config.request_timeout_s:
+            meta["request_timeout_s"] = round(limit, 1)  # what a hang in this run waited for
+        return RunHistory(run=run, label=label, records=records, meta=meta)
 
     async def run_alone(
         self, spec: RequestSpec, *, run: int, label: str = "alone", flush: bool = True
@@ -316,6 +372,17 @@ class Runner:
             self._references[key] = record
         return record, True
 
+    def _answered(self, limit: float, stop: float | None) -> None:
+        """A request completed: the server answers, so every unmeasured request in flight gets
+        its floor again from now (never past the runner's deadline)."""
+        again = asyncio.get_running_loop().time() + limit
+        if stop is not None:
+            again = min(again, stop)
+        for t in self._unmeasured:
+            when = t.when()
+            if when is not None and when < again:
+                t.reschedule(again)
+
     async def _wait_until(self, deadline: float) -> None:
         spin_s = self.config.spin_ms / 1000.0
         remaining = deadline - time.perf_counter()
@@ -333,6 +400,7 @@ class Runner:
         run: int,
         label: str,
         cold: bool,
+        limit: float,
     ) -> RequestRecord:
         ex = Exchange(clock=clock, cold=cold)
         loop = asyncio.get_running_loop()
@@ -348,22 +416,32 @@ class Runner:
         # One deadline for the whole request, first byte to last: the server's answer and the
         # adapter's work on it (a vllm n > 1 is n requests). aiohttp's own total timeout is the
         # same length and stays as a backstop; either way the request ends in TIMEOUT.
-        own = loop.time() + self.config.request_timeout_s
+        own = loop.time() + limit
         by_stop = stop is not None and stop < own
         whole = asyncio.timeout_at(stop if stop is not None and by_stop else own)
         cut = asyncio.timeout(None if spec.cancel_after_ms is None else spec.cancel_after_ms / 1000.0)
+        # Paced but unmeasured: the floor restarts at every completion (`pace`, `_answered`).
+        restarts = self.config.paced and not by_stop and self.meter.pace is None
         sent_ms = clock()
         try:
             async with whole:
-                async with cut:
-                    await self.target.send(session, spec, top_k=self.config.top_k, exchange=ex)
+                if restarts:
+                    self._unmeasured.add(whole)
+                try:
+                    async with cut:
+                        await self.target.send(session, spec, top_k=self.config.top_k, exchange=ex)
+                finally:
+                    self._unmeasured.discard(whole)
         except TimeoutError as e:  # before ClientError: aiohttp's timeouts are both
             if cut.expired():
                 status, error = Status.CANCELLED, "cancelled by the client"
-            elif whole.expired() and by_stop:
+            elif whole.expired() and (by_stop or (stop is not None and loop.time() >= stop)):
                 status, error = Status.CANCELLED, f"cut: {self._stop_why}"
+            elif whole.expired() and restarts:
+                status, error = Status.TIMEOUT, (f"no complete answer, and no other request answered either, "
+                                                 f"for {limit:g} s")
             elif whole.expired():
-                status, error = Status.TIMEOUT, f"no complete answer within {self.config.request_timeout_s:g} s"
+                status, error = Status.TIMEOUT, f"no complete answer within {limit:g} s"
             else:
                 status, error = Status.TIMEOUT, describe_error(e)
         except BadStatus as e:
@@ -374,6 +452,8 @@ class Runner:
             status, error = Status.CONNECTION_ERROR, describe_error(e)
         except Exception as e:  # noqa: BLE001 - a record must survive even an adapter's bug
             status, error = Status.MALFORMED, f"unexpected {type(e).__name__}: {e}"
+        if status is Status.OK:
+            self._answered(limit, stop)
         return RequestRecord(
             request_id=spec.id,
             run=run,

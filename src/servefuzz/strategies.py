@@ -49,7 +49,7 @@ from typing import ClassVar, Protocol
 
 from servefuzz.errors import UsageError
 from servefuzz.terms import known_page, page_unit
-from servefuzz.workload import PromptBuilder, RequestSpec, Scenario, TokenIds, choice_text
+from servefuzz.workload import PromptBuilder, RequestSpec, Scenario, TextSource, TokenIds, choice_text
 
 __all__ = [
     "COMMON_PAGE_SIZES",
@@ -112,6 +112,8 @@ class TargetShape:
     choices: bool = False  # the dialect sends choice constraints (its spec's `choices`)
     # The LoRA adapters the server serves (TargetInfo.adapters) where its dialect names them.
     adapters: tuple[str, ...] = ()
+    # Natural text in the target's tokens for the prompts (`servefuzz.natural`); None: random ids.
+    text: TextSource | None = None
 
     @property
     def pages(self) -> tuple[int, ...]:
@@ -158,7 +160,7 @@ class Draft:
 
     def __init__(self, seed: int, shape: TargetShape) -> None:
         self.seed, self.shape = seed, shape
-        self.builder = PromptBuilder(seed, shape.vocab)
+        self.builder = PromptBuilder(seed, shape.vocab, shape.text)
         self.specs: list[RequestSpec] = []
 
     def add(

@@ -160,7 +160,7 @@ async def stopped_answering(runner: Runner, scenario: Scenario, run: RunHistory)
     if record.status is not Status.TIMEOUT:
         return None
     return (f"the server stopped answering: after requests of run {run.run} hung, a lone 1-token request got no "
-            f"answer within {runner.config.request_timeout_s:g} s either")
+            f"answer within {runner.timeout_s([probe]):g} s either")
 
 
 def probe_targets(scenario: Scenario, count: int) -> list[RequestSpec]:

@@ -11,6 +11,19 @@ replay would no longer be bit-exact.
     >>> a[:64] == c[:64] and a[64] != c[64]
     True
 
+Natural text: given a `TextSource` (a corpus in the target model's own tokens, and the tokens its
+chat template puts after a user's text), the builder takes prefixes and suffixes as runs of that
+text instead of random ids, and ends a suffix with the template's tail (the assistant's turn
+opening), so that a trained model answers text as it was trained to rather than looping on
+noise. The property above holds all the same: the first suffix token is chosen among the text's
+runs by the same rule. No head is put before a prompt: every prompt would then share it.
+
+    >>> t = TextSource(tokens=tuple(range(100, 400)), tail=(7, 8))
+    >>> b = PromptBuilder(seed=7, vocab=range(3, 1000), text=t)
+    >>> a, c = b.prompt("p0", prefix_len=16, prompt_len=24), b.prompt("p0", prefix_len=16, prompt_len=20)
+    >>> a[:16] == c[:16] and a[16] != c[16], a[-2:], a[1] - a[0]
+    (True, (7, 8), 1)
+
 Vocabulary: `prompt_len` is the whole prompt (shared prefix included); `prefix_len` is how many
 leading tokens come from the named shared prefix; the rest is a suffix unique to the request.
 """
@@ -26,6 +39,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 __all__ = [
+    "TextSource",
     "CHOICE_TEXT",
     "MAX_CHOICES",
     "MAX_SEED",
@@ -302,6 +316,25 @@ class Scenario:
         )
 
 
+@dataclass(frozen=True, eq=False)  # compared and hashed by identity: one per target, large
+class TextSource:
+    """Natural text for prompts: `tokens`, a corpus as the target's tokenizer splits it (read
+    cyclically), and `tail`, what the target's chat template writes after a user's text (empty
+    where it has none). `where`: the text's provenance, in words."""
+
+    tokens: TokenIds
+    tail: TokenIds = ()
+    where: str = ""
+
+    def __post_init__(self) -> None:
+        if len(set(self.tokens)) < 16:
+            raise ValueError("too little text to build prompts from")
+
+    def run(self, start: int, length: int) -> TokenIds:
+        n = len(self.tokens)
+        return tuple(self.tokens[(start + i) % n] for i in range(length))
+
+
 class PromptBuilder:
     """Builds prompts at the token level from named shared prefixes and unique suffixes.
 
@@ -309,15 +342,22 @@ class PromptBuilder:
     tokens. The first suffix token is chosen so that no two requests of this builder that share
     a prefix length also share that token, and so that it differs from the named prefix's own
     next token: the shared part is then *exactly* `prefix_len` tokens, which is the property
-    page-boundary bugs hinge on.
+    page-boundary bugs hinge on. With `text`, prefixes and suffixes are runs of natural text
+    (the module docstring).
     """
 
-    def __init__(self, seed: int, vocab: range) -> None:
+    def __init__(self, seed: int, vocab: range, text: TextSource | None = None) -> None:
         if len(vocab) < 16:
             raise ValueError("vocabulary range too small to build prompts")
         self._rng = random.Random(seed)
         self._vocab = vocab
+        self._text = text
         self._prefixes: dict[str, list[int]] = {}
+        self._starts: dict[str, int] = {}  # with text: where each named prefix starts in it
+        # With text, the first token of every prompt that starts anew (a named prefix, a prompt
+        # without one) differs from every other's: text repeats its words where random ids
+        # almost never collide, and two such prompts must share no prefix at all.
+        self._heads: set[int] = set()
         self._first_suffix: dict[tuple[str | None, int], set[int]] = {}
 
     def _token(self) -> int:
@@ -325,6 +365,11 @@ class PromptBuilder:
 
     def prefix_tokens(self, name: str, length: int) -> TokenIds:
         toks = self._prefixes.setdefault(name, [])
+        if self._text is not None and len(toks) < length + 1:
+            if name not in self._starts:
+                self._starts[name] = self._free_start(self._heads)
+                self._heads.add(self._text.tokens[self._starts[name]])
+            toks[:] = self._text.run(self._starts[name], length + 1)
         while len(toks) < length + 1:  # one extra: the prefix's own next token
             toks.append(self._token())
         return tuple(toks[:length])
@@ -341,11 +386,44 @@ class PromptBuilder:
         banned = set(used)
         if prefix_len:
             banned.add(self._prefixes[prefix_name][prefix_len])  # type: ignore[index]
+        if self._text is not None:
+            if not prefix_len:
+                banned |= self._heads
+            suffix = self._text_suffix(banned, used, prompt_len - prefix_len)
+            if not prefix_len:
+                self._heads.add(suffix[0])
+            return head + suffix
+        return head + self._random_suffix(banned, used, prompt_len - prefix_len)
+
+    def _text_suffix(self, banned: set[int], used: set[int], length: int) -> TokenIds:
+        """A run of the text whose first token is not `banned`, ended by the chat tail where
+        there is room for text before it."""
+        assert self._text is not None
+        text = self._text
+        start = self._free_start(banned)
+        if text.tokens[start] in banned:  # every token of the text is taken: a random first token
+            return self._random_suffix(banned, used, length)
+        used.add(text.tokens[start])
+        tail = text.tail if length > len(text.tail) else ()
+        return text.run(start, length - len(tail)) + tail
+
+    def _free_start(self, banned: set[int]) -> int:
+        """A random place in the text whose token is not `banned` (the next one after a random
+        place that is); a banned one only where the whole text is."""
+        assert self._text is not None
+        tokens = self._text.tokens
+        start = self._rng.randrange(len(tokens))
+        for _ in range(len(tokens)):
+            if tokens[start] not in banned:
+                break
+            start = (start + 1) % len(tokens)
+        return start
+
+    def _random_suffix(self, banned: set[int], used: set[int], length: int) -> TokenIds:
         first = self._token()
         for _ in range(4 * len(self._vocab)):
             if first not in banned:
                 break
             first = self._token()
         used.add(first)
-        tail = [first] + [self._token() for _ in range(prompt_len - prefix_len - 1)]
-        return head + tuple(tail)
+        return (first, *(self._token() for _ in range(length - 1)))

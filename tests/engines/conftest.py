@@ -2,6 +2,7 @@
 
 - `tiny_models` -> `ModelPaths` of a float32 model built once per session into a temp dir;
   `tiny_bf16_models` the same in bfloat16 (its GGUF is float32 either way).
+- `real_llama_server` -> llama-server on the real SmolLM2-135M-Instruct GGUF (`real_model.py`).
 - `vllm_server` / `llama_server` / `sglang_server` -> a `ServerProcess` started once per test session (the
   engines' tests share one worker: tests/conftest.py) and stopped by its process group at the
   end; tests read its launch flags back from `argv`, and flush what they need flushed.
@@ -15,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
+from real_model import smollm2_gguf
 
 from servefuzz import engines
 from servefuzz.engines import llamacpp as llamacpp_engine
@@ -67,6 +69,17 @@ def llama_server(tiny_models: ModelPaths, tmp_path_factory: pytest.TempPathFacto
     argv = llamacpp_engine.server_argv(engines.program("llama-server"),
         tiny_models.gguf, slots=LLAMA_SLOTS, extra=["--slot-save-path", str(tmp), "--cache-ram", "0"]
     )
+    yield from _serve(ServerProcess(argv, log_path=tmp / "server.log", start_timeout_s=60))
+
+
+@pytest.fixture(scope="session")
+def real_llama_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    """llama-server serving the real SmolLM2-135M-Instruct GGUF (`real_model.smollm2_gguf`)."""
+    if not engines.installed("llama-server"):
+        pytest.skip(f"llama-server is not built under {engines.cache_dir()}: run {engines.SETUP_SCRIPT}")
+    tmp = tmp_path_factory.mktemp("llama-real")
+    argv = llamacpp_engine.server_argv(engines.program("llama-server"), smollm2_gguf(), slots=LLAMA_SLOTS,
+                                       ctx=LLAMA_SLOTS * 1024, extra=["--slot-save-path", str(tmp), "--cache-ram", "0"])
     yield from _serve(ServerProcess(argv, log_path=tmp / "server.log", start_timeout_s=60))
 
 

@@ -5,6 +5,7 @@ and the resume of a campaign from its directory (`store.Progress`)."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import time
 from collections.abc import Callable, Sequence
@@ -71,7 +72,7 @@ async def run_campaign_on(
     if not workers:
         raise ValueError("a campaign needs at least one worker")
     info = workers[0].info
-    shape = shape_of(info)
+    shape = dataclasses.replace(shape_of(info), text=getattr(workers[0], "text", None))  # scale-out: random ids
     asked = tuple(strategy) if isinstance(strategy, Sequence) else (strategy,)
     # The first round meets what the target was set up to exercise first: the profile's feature,
     # then its shape's (stable, so the rest keep the order asked, and a resumed campaign against

@@ -13,7 +13,7 @@ from servefuzz.oracles.judge import Judgement
 from servefuzz.oracles.noise import CampaignNoise
 from servefuzz.runner import Runner
 from servefuzz.trial import Executed, execute
-from servefuzz.workload import RequestSpec, Scenario
+from servefuzz.workload import RequestSpec, Scenario, TextSource
 
 __all__ = ["LocalWorker", "Revival", "Worker", "WorkerLost"]
 
@@ -101,6 +101,10 @@ class LocalWorker:
     def info(self) -> TargetInfo:
         assert self.runner.info is not None, "enter the Runner before starting a campaign"
         return self.runner.info
+
+    @property
+    def text(self) -> TextSource | None:
+        return self.runner.text  # natural text for the prompts (`servefuzz.natural`)
 
     @property
     def revivable(self) -> bool:

@@ -160,7 +160,7 @@ def _fuzz(args: argparse.Namespace) -> int:
         runs=max(2, args.runs), confirm_runs=args.confirm_runs, strategy=args.strategy,
         stop_at_first=args.stop_at_first, resume=args.resume, trace=args.trace, slowdowns=args.slowdowns,
         coverage=args.coverage,
-        headers=_headers(args), request_timeout_s=args.request_timeout,
+        headers=_headers(args), request_timeout_s=args.request_timeout, natural_text=not args.random_prompts,
         ray=args.ray, workers=args.workers, gpus_per_worker=args.gpus_per_worker,
     )
     opts.validate()  # everything is checked before the banner or any server starts

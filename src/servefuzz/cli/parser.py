@@ -82,8 +82,9 @@ def positive_float(text: str) -> float:
 def _auth(p: argparse.ArgumentParser) -> None:
     """Credentials for a server behind auth (sent with every request, written nowhere), and how
     long a request may go unanswered."""
-    p.add_argument("--request-timeout", type=positive_float, default=120.0, metavar="SECONDS",
-                   help="a request unanswered this long is a hang (default 120)")
+    p.add_argument("--request-timeout", type=positive_float, default=None, metavar="SECONDS",
+                   help="a request unanswered this long is a hang (default: 4x what the target's measured "
+                        "speed gives it, at least 120)")
     p.add_argument("--api-key", metavar="KEY",
                    help="sent as 'Authorization: Bearer KEY' (default: $SERVEFUZZ_API_KEY); never written anywhere")
     p.add_argument("--header", action="append", default=[], metavar="'NAME: VALUE'",
@@ -133,6 +134,9 @@ def _fuzz_flags(f: argparse.ArgumentParser) -> None:
                    help="Mooncake-style JSONL trace (timestamp, input_length, output_length, hash_ids): seed scenarios")
     f.add_argument("--slowdowns", action="store_true",
                    help="also report noisy-neighbour slowdowns (latency vs. the request alone) as findings")
+    f.add_argument("--random-prompts", action="store_true",
+                   help="prompts of random token ids even where the model has a real tokenizer (default: natural "
+                        "text in the model's own tokens there, random ids on servefuzz's random models)")
     f.add_argument("--coverage", action=argparse.BooleanOptionalAction, default=None,
                    help="steer toward untried pairs of features (n, prompt vs chunk and page, prefix sharing, "
                         "cancellation, ...); kept in coverage.json, drawn in coverage.html (default: on, unless --strategy names one)")

@@ -369,6 +369,26 @@ class HttpTarget:
             raw = await self.read(resp)
         return parse_json(raw, path)
 
+    async def tokenize(self, session: aiohttp.ClientSession, text: str, *, chat: bool = False) -> tuple[int, ...]:
+        """`text` in the served model's tokens, from the server's `/tokenize` (vLLM's and SGLang's
+        shape: `{"tokens": [...]}`); with `chat`, as the one user message of a chat with the
+        generation prompt after it. `BadStatus` where the server has no such endpoint."""
+        body: dict[str, Any] = (
+            {"messages": [{"role": "user", "content": text}], "add_generation_prompt": True}
+            if chat else {"prompt": text, "add_special_tokens": False}
+        )
+        return await self.post_tokens(session, "/tokenize", body)
+
+    async def post_tokens(self, session: aiohttp.ClientSession, path: str, body: Mapping[str, Any]) -> tuple[int, ...]:
+        """POST `body` to `path` and read the `tokens` list of its answer."""
+        async with self.post(session, path, json=body) as resp:
+            if resp.status >= 300:
+                raise BadStatus(resp.status, await read_error(resp))
+            raw = await self.read(resp)
+        data = parse_json(raw, path)
+        with reply_shape(path):
+            return tuple(int(t) for t in data["tokens"])
+
     async def health(self, session: aiohttp.ClientSession) -> bool:
         try:
             async with self.get(session, "/health") as resp:

@@ -6,10 +6,23 @@ Answer shapes (llama.cpp `tools/server`, `server-task.cpp`):
   `stop_type` (`limit` | `eos` | `word`), `tokens_evaluated` (the prompt's length),
   `timings.cache_n` (prompt tokens reused from the slot's cache) and `tokens_cached` (what the
   slot holds at the end, prompt *and* output: not a reuse count);
-- `completion_probabilities`: per output token `{id, logprob, top_logprobs: [{id, logprob}]}`;
-- streaming: `data: {...}` lines, one token each with its probabilities, then a last chunk with
-  `stop: true`, the stop type and the timings (and no `data: [DONE]`). The server then closes
-  the connection, though its headers promise keep-alive.
+- `completion_probabilities`: per output token `{id, logprob, bytes, top_logprobs: [{id, logprob,
+  bytes}]}`, but only for the tokens after which the text so far is whole UTF-8 (below);
+- streaming: `data: {...}` lines, one token each with its probabilities and `tokens_predicted`
+  (how many tokens so far), then a last chunk with `stop: true`, the stop type and the timings
+  (and no `data: [DONE]`). The server then closes the connection, though its headers promise
+  keep-alive.
+
+Byte tokens (`server-context.cpp`, `process_token`): a byte-level BPE model writes a character
+of several UTF-8 bytes as several tokens, and while the text ends in part of a character the
+server keeps the token out of `completion_probabilities` and, streaming, sends nothing at all.
+The token that completes the character comes with its own probabilities and with `bytes` holding
+the whole character (the withheld bytes and its own). So a whole answer holds every token but
+fewer probability entries (SmolLM2 writing Chinese: 48 tokens, 28 entries), and a stream skips
+tokens (`tokens_predicted` jumps). `_align` places each entry on its token (a position it cannot
+place unambiguously gets none) and the withheld positions have no logprob and no top-k, so a
+verdict there says it cannot tell rather than reading margins that were never sent;
+`_recover` gets a stream's withheld ids back from `/tokenize` of the character.
 
 n > 1 is llama.cpp's own `n_cmpl`: the prompt is processed once and its state copied into
 n slots, the same fork as SGLang's n (a choice that reads a sibling's KV shows here).
@@ -32,18 +45,21 @@ that leaves nothing behind.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import PurePath
 from typing import Any
 
 import aiohttp
 
 from servefuzz.errors import UsageError
+from servefuzz.history import TopLogprobs
 from servefuzz.targets.base import (
     BadReply,
     BadStatus,
     Exchange,
     HttpTarget,
     TargetInfo,
+    parse_json,
     read_error,
     register,
     reply_shape,
@@ -120,7 +136,40 @@ class LlamaCppTarget(HttpTarget):
         if spec.adapter is not None and self._lora_ids is None:
             await self._adapters(session)
         body = self.body(spec, top_k=top_k, cold=exchange.cold)
-        await self.generate(session, "/completion", body, spec, exchange, _absorb, headers=headers)
+        withheld: list[_Withheld] = []
+
+        def absorb(exchange: Exchange, item: Any, *, position: int, streamed: bool) -> None:
+            _absorb(exchange, item, position=position, streamed=streamed, withheld=withheld)
+
+        await self.generate(session, "/completion", body, spec, exchange, absorb, headers=headers)
+        for gap in withheld:
+            await self._recover(session, exchange, gap)
+
+    async def tokenize(self, session: aiohttp.ClientSession, text: str, *, chat: bool = False) -> tuple[int, ...]:
+        """llama-server's `/tokenize` (`content`); with `chat`, `text` goes through the model's
+        chat template first (`/apply-template`), whose special tokens are then read as such."""
+        if not chat:
+            return await self.post_tokens(session, "/tokenize", {"content": text, "parse_special": False})
+        async with self.post(session, "/apply-template", json={"messages": [{"role": "user", "content": text}]}) as resp:
+            if resp.status >= 300:
+                raise BadStatus(resp.status, await read_error(resp))
+            data = parse_json(await self.read(resp), "/apply-template")
+        with reply_shape("/apply-template"):
+            prompt = str(data["prompt"])
+        return await self.post_tokens(session, "/tokenize", {"content": prompt, "parse_special": True})
+
+    async def _recover(self, session: aiohttp.ClientSession, exchange: Exchange, gap: _Withheld) -> None:
+        """Fill the ids a stream withheld before the token that completed a character: the
+        server's own tokenization of that text, taken only where it ends in the completing token
+        and has exactly the withheld count before it (else the answer cannot be read back)."""
+        ids = await self.tokenize(session, gap.text)
+        if len(ids) != gap.count + 1 or ids[-1] != gap.token:
+            raise BadReply(
+                f"a stream withheld {gap.count} byte tokens before token {gap.token}, and /tokenize of their text "
+                f"gives {len(ids)} tokens ending in {ids[-1] if ids else None}: their ids are unknown"
+            )
+        draft = exchange.choice(gap.choice)
+        draft.token_ids[gap.start : gap.start + gap.count] = ids[:-1]
 
     async def flush_cache(self, session: aiohttp.ClientSession) -> bool:
         slots = self._slots if self._slots is not None else await self._total_slots(session)
@@ -186,27 +235,98 @@ class LlamaCppTarget(HttpTarget):
         return self._slots
 
 
-def _absorb(exchange: Exchange, item: Any, *, position: int, streamed: bool) -> None:
-    """Fold one completion (or one stream chunk) into the exchange."""
+@dataclass(frozen=True)
+class _Withheld:
+    """Byte tokens a stream did not send: `count` of them at `start` in choice `choice`, before
+    `token`, which completed `text` (their characters and its own piece)."""
+
+    choice: int
+    start: int
+    count: int
+    token: int
+    text: str
+
+
+def _align(ids: Sequence[int], entries: Sequence[int]) -> list[int | None]:
+    """The token position of each probability entry (`entries`: their ids, in order), where
+    llama-server sent fewer entries than tokens (byte tokens, module docstring); None for an
+    entry whose position is ambiguous. An entry lies between its leftmost and its rightmost
+    placement over every in-order matching, so one that both put at the same token is there.
+    Raises BadReply where no matching exists: then the entries are not these tokens'.
+
+    >>> _align([5, 7, 8, 9], [5, 8, 9])   # 7 a partial character, completed by 8
+    [0, 2, 3]
+    >>> _align([5, 7, 7, 9], [7, 9])      # which 7 completed the character is unknown
+    [None, 3]
+    """
+    left: list[int] = []
+    for i, t in enumerate(ids):
+        if len(left) < len(entries) and t == entries[len(left)]:
+            left.append(i)
+    if len(left) < len(entries):
+        raise BadReply(f"{len(ids)} tokens but {len(entries)} token probabilities, which are not theirs")
+    right: list[int] = []
+    for i in range(len(ids) - 1, -1, -1):
+        if len(right) < len(entries) and ids[i] == entries[len(entries) - 1 - len(right)]:
+            right.append(i)
+    right.reverse()
+    return [a if a == b else None for a, b in zip(left, right)]
+
+
+def _whole_bytes(p: Mapping[str, Any]) -> bytes | None:
+    """An entry's `bytes` (the text it sent), where the server gives them."""
+    raw = p.get("bytes")
+    return None if not isinstance(raw, list) else bytes(int(b) & 0xFF for b in raw)
+
+
+def _absorb(
+    exchange: Exchange, item: Any, *, position: int, streamed: bool, withheld: list[_Withheld] | None = None
+) -> None:
+    """Fold one completion (or one stream chunk) into the exchange; a stream's withheld byte
+    tokens go to `withheld` (placeholders in the draft until `_recover` fills them)."""
     with reply_shape("/completion"):
         if "error" in item:  # llama.cpp reports a failure inside a 200 stream this way
             err = item["error"]
             message = err.get("message", err) if isinstance(err, Mapping) else err
             raise BadStatus(exchange.http_status or 200, f"in-band error: {message}")
-        draft = exchange.choice(int(item.get("index", position)))
+        index = int(item.get("index", position))
+        draft = exchange.choice(index)
         ids = [int(t) for t in item.get("tokens") or ()]
         probs = item.get("completion_probabilities") or ()
-        if probs and len(probs) != len(ids):
+        if streamed and ids and item.get("tokens_predicted") is not None:
+            # Tokens the stream skipped: the partial characters before this one (docstring).
+            skipped = int(item["tokens_predicted"]) - len(draft.token_ids) - len(ids)
+            if skipped > 0:
+                whole = _whole_bytes(probs[0]) if probs else None
+                if withheld is None or whole is None:
+                    raise BadReply(f"the stream skipped {skipped} tokens")
+                withheld.append(_Withheld(index, len(draft.token_ids), skipped, ids[0],
+                                          whole.decode("utf-8", errors="replace")))
+                draft.token_ids.extend([ids[0]] * skipped)  # placeholders, until `_recover`
+                draft.logprobs.extend([None] * skipped)
+                draft.top_logprobs.extend([()] * skipped)
+        if probs and len(probs) > len(ids):
             raise BadReply(f"{len(ids)} tokens but {len(probs)} token probabilities")
-        for token, p in zip(ids, probs):
-            if int(p["id"]) != token:
-                raise BadReply(f"token {token} came with the probabilities of token {p['id']}")
+        entries = [int(p["id"]) for p in probs]
+        if probs and len(probs) < len(ids):
+            at = _align(ids, entries)
+            _explained(ids, probs, at)
+        else:
+            for token, e in zip(ids, entries):
+                if e != token:
+                    raise BadReply(f"token {token} came with the probabilities of token {e}")
+            at = list(range(len(probs)))
+        lps: list[float | None] = [None] * len(ids) if probs else []
+        tops: list[TopLogprobs] = [()] * len(ids) if probs else []
+        for p, i in zip(probs, at):
+            if i is not None:
+                lps[i] = float(p["logprob"])
+                tops[i] = tuple(
+                    sorted(((int(a["id"]), float(a["logprob"])) for a in p["top_logprobs"]), key=lambda a: -a[1])
+                )
         draft.token_ids.extend(ids)
-        draft.logprobs.extend(float(p["logprob"]) for p in probs)
-        draft.top_logprobs.extend(
-            tuple(sorted(((int(a["id"]), float(a["logprob"])) for a in p["top_logprobs"]), key=lambda a: -a[1]))
-            for p in probs
-        )
+        draft.logprobs.extend(lps)
+        draft.top_logprobs.extend(tops)
         draft.text += str(item.get("content") or "")
         if item.get("stop"):
             draft.finish_reason = _FINISH.get(str(item.get("stop_type")), str(item.get("stop_type")))
@@ -220,3 +340,16 @@ def _absorb(exchange: Exchange, item: Any, *, position: int, streamed: bool) -> 
             exchange.cached_tokens = cached if exchange.cached_tokens is None else min(exchange.cached_tokens, cached)
         if item.get("tokens_evaluated") is not None:
             exchange.prompt_tokens = int(item["tokens_evaluated"])
+
+
+def _explained(ids: Sequence[int], probs: Sequence[Mapping[str, Any]], at: Sequence[int | None]) -> None:
+    """Tokens without an entry must be the bytes of a character the next entry completed (or
+    of one cut off at the end): an entry after such a gap that sent only ASCII says otherwise."""
+    last = -1
+    for p, i in zip(probs, at):
+        if i is None:
+            return  # an ambiguous placement: the gaps are not known exactly
+        whole = _whole_bytes(p)
+        if i > last + 1 and whole is not None and all(b < 0x80 for b in whole):
+            raise BadReply(f"tokens {list(ids[last + 1 : i])} came without probabilities before ASCII text")
+        last = i

@@ -1,0 +1,136 @@
+"""How fast the target is, measured from its own answers, and the request timeout it implies.
+
+A fixed timeout is wrong for someone: 120 s is an age for the tiny models (a few ms a token),
+and a real model on CPU (SmolLM2-135M at 12-35 tokens/s on SGLang CPU) has scenarios that take
+longer than that while the server is perfectly well, which made a false `hang`. So the runner
+measures the target and gives each request `PACE_MULTIPLE` times what it should take, never less
+than the floor (`RunConfig.request_timeout_s`, 120 s: a fast target behaves as it always did).
+
+What a request should take is a serial bound: every prompt token of the run at the measured
+prefill cost and every output token (`n * max_tokens`) at the measured decode cost, one request
+after another, as if the server batched nothing. A request alone is bounded by its own work; a
+request in a loaded run by the whole run's, since it may be served last. Batching only makes a
+healthy server faster than that.
+
+The costs come from the requests the runner sends alone (a campaign's isolation references and
+cache probes): each gives its time, its prompt and its output length, and the two costs are the
+least-squares fit of time = prompt x prefill + output x decode over the recent ones (no request
+is sent to measure). `slowdown` keeps the fit honest: the largest ratio of a recent run's time
+(lone or loaded) to what the fit predicts for it, so a machine that becomes busy stretches the
+timeout with it.
+
+Before anything is measured (a campaign's first loaded runs) the runner does not guess a speed:
+a request's floor then restarts whenever another request of the runner completes
+(`Runner._exchange`), so a request times out only after the floor passed with no answer at all
+from the server; one stuck while the rest are served is still caught, the floor after the rest.
+
+    >>> p = Pace(prefill_s=0.002, decode_s=0.08)    # SmolLM2 on SGLang CPU, about 12 tokens/s
+    >>> r = RequestSpec("r", 0.0, tuple(range(500)), max_tokens=64)
+    >>> round(p.expected_s([r]), 2), p.timeout_s([r], floor_s=120.0)
+    (6.12, 120.0)
+    >>> round(p.timeout_s([r] * 40, floor_s=120.0))   # forty of them in one run
+    979
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from servefuzz.history import RequestRecord
+from servefuzz.workload import RequestSpec
+
+__all__ = ["PACE_MULTIPLE", "Pace", "PaceMeter"]
+
+# The timeout is this many times the expected time: the bound is already serial, so this is
+# room for a machine busier than when it was measured (the campaigns ran at load 2-5 here).
+PACE_MULTIPLE = 4.0
+# How many recent lone requests the fit reads, and how many recent runs `slowdown` is over.
+_WINDOW = 32
+# Lone requests needed for a fit: two shapes at least; a few more steady it.
+_MIN_LONE = 3
+# Runs predicted shorter than this say nothing about `slowdown`: their time is the fixed cost of
+# a request (HTTP, scheduling), which on a fast target is many times its few tokens' worth.
+_MIN_PREDICTED_S = 1.0
+
+
+@dataclass(frozen=True)
+class Pace:
+    """The measured cost of one prompt token and of one output token, in seconds, and how much
+    slower than that the recent runs were (1.0: as measured)."""
+
+    prefill_s: float
+    decode_s: float
+    slowdown: float = 1.0
+
+    def work_s(self, prompt_tokens: int, output_tokens: int) -> float:
+        return prompt_tokens * self.prefill_s + output_tokens * self.decode_s
+
+    def expected_s(self, requests: Iterable[RequestSpec]) -> float:
+        """The serial bound of `requests` (the module docstring)."""
+        return self.slowdown * sum(self.work_s(len(r.prompt_ids), r.n * r.max_tokens) for r in requests)
+
+    def timeout_s(self, requests: Sequence[RequestSpec], *, floor_s: float) -> float:
+        """The request timeout for a run of `requests`: `PACE_MULTIPLE` times their serial bound,
+        at least `floor_s`."""
+        return max(floor_s, PACE_MULTIPLE * self.expected_s(requests))
+
+
+class PaceMeter:
+    """The measurements so far (mutable, owned by one runner); `pace` is None until enough lone
+    requests answered."""
+
+    def __init__(self) -> None:
+        self._lone: deque[tuple[int, int, float]] = deque(maxlen=_WINDOW)  # (prompt, output, seconds)
+        self._runs: deque[tuple[tuple[tuple[int, int], ...], float]] = deque(maxlen=_WINDOW)
+
+    @property
+    def pace(self) -> Pace | None:
+        fit = _fit(self._lone)
+        if fit is None:
+            return None
+        base = Pace(*fit)
+        ratios = [wall / p for work, wall in self._runs
+                  if (p := sum(base.work_s(i, o) for i, o in work)) >= _MIN_PREDICTED_S]
+        return Pace(base.prefill_s, base.decode_s, max([1.0, *ratios]))
+
+    def observe(self, records: Sequence[RequestRecord]) -> None:
+        """Fold in one run: a lone request's shape and time, and any run's wall time (first send
+        to last end) against what it actually did. Runs with a failed request say nothing."""
+        if not records or not all(r.ok and r.end_ms is not None and r.sent_ms is not None for r in records):
+            return
+        work = tuple((r.prompt_tokens or 0, sum(len(c.token_ids) for c in r.choices)) for r in records)
+        sent = min(r.sent_ms or 0.0 for r in records)
+        wall = max(0.0, (max(r.end_ms or 0.0 for r in records) - sent) / 1000.0)
+        if len(records) == 1 and work[0][0] > 0:
+            self._lone.append((*work[0], wall))
+        self._runs.append((work, wall))
+
+
+def _fit(lone: Iterable[tuple[int, int, float]]) -> tuple[float, float] | None:
+    """The least-squares (prefill, decode) seconds a token, both >= 0, from (prompt, output,
+    seconds) triples; None with too few, or with shapes too alike to tell the two apart (then
+    each is the other's bound: all time charged to decode, and prefill at its largest).
+
+    >>> _fit([(100, 10, 1.2), (200, 10, 1.4), (100, 50, 5.2)])   # 2 ms in, 100 ms out
+    (0.002, 0.1)
+    """
+    rows = list(lone)
+    if len(rows) < _MIN_LONE:
+        return None
+    spp = sum(p * p for p, _, _ in rows)
+    soo = sum(o * o for _, o, _ in rows)
+    spo = sum(p * o for p, o, _ in rows)
+    spt = sum(p * t for p, _, t in rows)
+    sot = sum(o * t for _, o, t in rows)
+    det = spp * soo - spo * spo
+    if det > 1e-9 * spp * soo:
+        a, b = (spt * soo - sot * spo) / det, (sot * spp - spt * spo) / det
+        if a >= 0 and b >= 0:
+            return round(a, 9), round(b, 9)
+    # Alike shapes or a negative term: charge everything to one kind of token, each kind's
+    # largest rate (an over-estimate of both, which only lengthens the timeout).
+    a = max(t / p for p, _, t in rows if p > 0) if spp else 0.0
+    b = max((t / o for _, o, t in rows if o > 0), default=0.0)
+    return round(a, 9), round(b, 9)
