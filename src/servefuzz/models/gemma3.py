@@ -1,0 +1,42 @@
+"""Gemma 3 (text): sliding-window attention on three layers of four, full attention on the fourth,
+q/k norms, GeGLU, sandwich norms and embeddings scaled by sqrt(hidden)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .parts import FFN, HEAD_DIM, HEADS, HIDDEN, KV_HEADS, RMS_EPS, WINDOW, Shapes, attention, common, ends, mlp
+
+NAME = "gemma3"
+LAYERS = 4
+PATTERN = 4  # every 4th layer attends to everything
+LAYER_TYPES = ["full_attention" if (i + 1) % PATTERN == 0 else "sliding_attention" for i in range(LAYERS)]
+# Gemma multiplies the embeddings by sqrt(hidden) = 16: drawn that much smaller, the residual
+# stream starts at unit scale as in the other architectures.
+EMBED_STD = 1.0 / HIDDEN ** 0.5
+
+
+def config(vocab: int, ids: dict[str, int], dtype: str) -> dict[str, Any]:
+    return {
+        "architectures": ["Gemma3ForCausalLM"], "model_type": "gemma3_text", **common(ids, dtype, vocab),
+        "intermediate_size": FFN, "num_hidden_layers": LAYERS, "num_attention_heads": HEADS,
+        "num_key_value_heads": KV_HEADS, "head_dim": HEAD_DIM, "hidden_activation": "gelu_pytorch_tanh",
+        "rms_norm_eps": RMS_EPS, "rope_theta": 1000000.0, "rope_local_base_freq": 10000.0,
+        "query_pre_attn_scalar": HEAD_DIM, "sliding_window": WINDOW, "sliding_window_pattern": PATTERN,
+        "layer_types": LAYER_TYPES, "attention_bias": False, "final_logit_softcapping": None,
+        "attn_logit_softcapping": None,
+    }
+
+
+def shapes(vocab: int) -> Shapes:
+    t: Shapes = {}
+    for i in range(LAYERS):
+        p = f"model.layers.{i}."
+        t[p + "input_layernorm.weight"] = (HIDDEN,)
+        attention(t, p + "self_attn.", qk_norm=True)
+        t[p + "post_attention_layernorm.weight"] = (HIDDEN,)
+        t[p + "pre_feedforward_layernorm.weight"] = (HIDDEN,)
+        mlp(t, p + "mlp.")
+        t[p + "post_feedforward_layernorm.weight"] = (HIDDEN,)
+    ends(t, vocab)
+    return t
