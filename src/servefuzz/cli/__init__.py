@@ -266,6 +266,8 @@ def _model(args: argparse.Namespace) -> int:
     from servefuzz.models import build_models
 
     try:
+        if args.arch != "llama":
+            return _model_arch(args)
         paths = build_models(args.dir, dtype=args.dtype, seed=args.seed)
     except OSError as e:
         if is_disk_full(e):
@@ -278,6 +280,19 @@ def _model(args: argparse.Namespace) -> int:
         print(f"LoRA adapters:   {hf} (vLLM); {', '.join(visible(p) for p in paths.adapters.gguf)} (llama.cpp)")
     if paths.draft is not None:
         print(f"draft model:     {visible(paths.draft)}  (llama.cpp -md, the GGUF's vocabulary)")
+    return Exit.OK
+
+
+def _model_arch(args: argparse.Namespace) -> int:
+    from servefuzz import engines
+    from servefuzz.models import build_arch
+
+    paths = build_arch(args.dir, args.arch, dtype=args.dtype, seed=args.seed, converter=engines.gguf_converter())
+    print(f"{args.arch} (Hugging Face): {visible(paths.hf_dir)}  (vocabulary {paths.vocab_size}, {paths.dtype})")
+    if paths.gguf is not None:
+        print(f"{args.arch} (GGUF):         {visible(paths.gguf)}  (the same vocabulary, float32)")
+    else:
+        print(f"{args.arch} (GGUF):         not written: {visible(paths.gguf_missing)}")
     return Exit.OK
 
 

@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from servefuzz.models import AdapterPaths
 
 __all__ = [
+    "GGUF_CONVERTER_ENV",
     "EngineSpec",
     "GPU_VERSIONS",
     "PRESETS",
@@ -55,6 +56,7 @@ __all__ = [
     "engine_dir",
     "fit_to_build",
     "flag_pairs",
+    "gguf_converter",
     "gguf_model",
     "hf_model_dir",
     "installed",
@@ -140,6 +142,22 @@ def program(preset: str, version: str | None = None) -> str:
     if chosen.program_named_by:
         return (folder / chosen.program_named_by).read_text(encoding="utf-8").strip()
     return str(folder / chosen.program)
+
+
+# llama.cpp's own HF -> GGUF converter, for `servefuzz model build --arch`: scripts/setup_engines.sh
+# keeps it (with the gguf-py and conversion/ it imports) in `convert/` beside llama-server; this
+# variable names another `convert_hf_to_gguf.py`.
+GGUF_CONVERTER_ENV = "SERVEFUZZ_GGUF_CONVERTER"
+
+
+def gguf_converter() -> Path | None:
+    """llama.cpp's `convert_hf_to_gguf.py` of the default llama-server build ($SERVEFUZZ_GGUF_CONVERTER
+    first), or None where there is none."""
+    named = os.environ.get(GGUF_CONVERTER_ENV)
+    if named:
+        return Path(named)
+    kept = Path(program("llama-server")).parent / "convert" / "convert_hf_to_gguf.py"
+    return kept if kept.is_file() else None
 
 
 def standin_path() -> Path:

@@ -18,8 +18,8 @@ from .parts import (
     WINDOW,
     Shapes,
     attention,
-    common,
     ends,
+    shared_config,
 )
 
 NAME = "gpt-oss"
@@ -29,7 +29,7 @@ LAYER_TYPES = ["sliding_attention" if i % 2 == 0 else "full_attention" for i in 
 
 def config(vocab: int, ids: dict[str, int], dtype: str) -> dict[str, Any]:
     return {
-        "architectures": ["GptOssForCausalLM"], "model_type": "gpt_oss", **common(ids, dtype, vocab),
+        "architectures": ["GptOssForCausalLM"], "model_type": "gpt_oss", **shared_config(ids, dtype, vocab),
         "intermediate_size": EXPERT_FFN, "num_hidden_layers": LAYERS, "num_attention_heads": HEADS,
         "num_key_value_heads": KV_HEADS, "head_dim": HEAD_DIM, "hidden_act": "silu", "rms_norm_eps": RMS_EPS,
         "attention_bias": True, "num_local_experts": EXPERTS, "num_experts_per_tok": EXPERTS_PER_TOKEN,

@@ -1,25 +1,46 @@
-"""Nemotron-H: a Mamba2 hybrid. Layers by `hybrid_override_pattern` "M-M*": a Mamba2 mixer (a
-recurrent state per request, scanned in chunks of `SSM_CHUNK` tokens), a squared-ReLU MLP, a
+"""Nemotron-H: a Mamba2 hybrid, in its mixture-of-experts form (Nemotron 3 Nano's). Layers by
+`hybrid_override_pattern` "MEM*": a Mamba2 mixer (a recurrent state per request, scanned in
+chunks of `SSM_CHUNK` tokens), squared-ReLU experts routed by sigmoid with a shared expert, a
 second Mamba2 mixer, then one grouped-query attention layer. Checkpoint names under `backbone.`,
-as released."""
+as released.
+
+The experts are there because llama.cpp's converter calls a Nemotron-H dense only when its config
+lacks `num_experts_per_tok`, which transformers 5's NemotronHConfig always fills in: a dense
+("M-M*") model converts to a GGUF that llama.cpp then reads as all-Mamba and refuses (measured:
+"tensor 'blk.1.ssm_in.weight' not found")."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from .parts import FFN, HEAD_DIM, HEADS, HIDDEN, KV_HEADS, SSM_CHUNK, Shapes, attention, common, ends
+from .parts import (
+    EXPERT_FFN,
+    EXPERTS,
+    EXPERTS_PER_TOKEN,
+    HEAD_DIM,
+    HEADS,
+    HIDDEN,
+    KV_HEADS,
+    SSM_CHUNK,
+    Shapes,
+    attention,
+    ends,
+    shared_config,
+)
 
 NAME = "nemotron-h"
-PATTERN = "M-M*"  # M: Mamba2, -: MLP, *: attention
+PATTERN = "MEM*"  # M: Mamba2, E: experts, *: attention
 MAMBA_HEADS, MAMBA_HEAD_DIM = 8, 32  # 8 x 32 = the hidden size
 STATE, GROUPS, CONV_KERNEL = 16, 1, 4
 
 
 def config(vocab: int, ids: dict[str, int], dtype: str) -> dict[str, Any]:
     return {
-        "architectures": ["NemotronHForCausalLM"], "model_type": "nemotron_h", **common(ids, dtype, vocab),
-        "num_hidden_layers": len(PATTERN), "hybrid_override_pattern": PATTERN, "intermediate_size": FFN,
-        "mlp_hidden_act": "relu2", "num_attention_heads": HEADS, "num_key_value_heads": KV_HEADS,
+        "architectures": ["NemotronHForCausalLM"], "model_type": "nemotron_h", **shared_config(ids, dtype, vocab),
+        "num_hidden_layers": len(PATTERN), "hybrid_override_pattern": PATTERN, "mlp_hidden_act": "relu2",
+        "n_routed_experts": EXPERTS, "num_experts_per_tok": EXPERTS_PER_TOKEN, "moe_intermediate_size": EXPERT_FFN,
+        "n_shared_experts": 1, "moe_shared_expert_intermediate_size": EXPERT_FFN, "n_group": 1, "topk_group": 1,
+        "norm_topk_prob": True, "routed_scaling_factor": 1.0, "num_attention_heads": HEADS, "num_key_value_heads": KV_HEADS,
         "head_dim": HEAD_DIM, "attention_head_dim": HEAD_DIM, "attention_bias": False, "mlp_bias": False,
         "mamba_num_heads": MAMBA_HEADS, "mamba_head_dim": MAMBA_HEAD_DIM, "ssm_state_size": STATE,
         "n_groups": GROUPS, "conv_kernel": CONV_KERNEL, "expand": MAMBA_HEADS * MAMBA_HEAD_DIM // HIDDEN,
@@ -45,9 +66,14 @@ def shapes(vocab: int) -> Shapes:
             t[m + "D"] = (MAMBA_HEADS,)
             t[m + "norm.weight"] = (inner,)
             t[m + "out_proj.weight"] = (HIDDEN, inner)
-        elif kind == "-":
-            t[m + "up_proj.weight"] = (FFN, HIDDEN)
-            t[m + "down_proj.weight"] = (HIDDEN, FFN)
+        elif kind == "E":
+            t[m + "gate.weight"] = (EXPERTS, HIDDEN)
+            t[m + "gate.e_score_correction_bias"] = (EXPERTS,)
+            for j in range(EXPERTS):  # squared ReLU: no gate projection
+                t[m + f"experts.{j}.up_proj.weight"] = (EXPERT_FFN, HIDDEN)
+                t[m + f"experts.{j}.down_proj.weight"] = (HIDDEN, EXPERT_FFN)
+            t[m + "shared_experts.up_proj.weight"] = (EXPERT_FFN, HIDDEN)
+            t[m + "shared_experts.down_proj.weight"] = (HIDDEN, EXPERT_FFN)
         else:
             attention(t, m)
     ends(t, vocab, embed="backbone.embeddings", norm="backbone.norm_f")

@@ -29,7 +29,7 @@ SSM_CHUNK = 32
 RMS_EPS = 1e-6
 
 
-def common(ids: dict[str, int], dtype: str, vocab: int) -> dict[str, Any]:
+def shared_config(ids: dict[str, int], dtype: str, vocab: int) -> dict[str, Any]:
     """The config keys every architecture takes the same way."""
     return {
         "vocab_size": vocab, "hidden_size": HIDDEN, "max_position_embeddings": CONTEXT,

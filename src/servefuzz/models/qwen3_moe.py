@@ -16,9 +16,9 @@ from .parts import (
     RMS_EPS,
     Shapes,
     attention,
-    common,
     ends,
     experts,
+    shared_config,
 )
 
 NAME = "qwen3-moe"
@@ -27,7 +27,7 @@ LAYERS = 2
 
 def config(vocab: int, ids: dict[str, int], dtype: str) -> dict[str, Any]:
     return {
-        "architectures": ["Qwen3MoeForCausalLM"], "model_type": "qwen3_moe", **common(ids, dtype, vocab),
+        "architectures": ["Qwen3MoeForCausalLM"], "model_type": "qwen3_moe", **shared_config(ids, dtype, vocab),
         "intermediate_size": FFN, "num_hidden_layers": LAYERS, "num_attention_heads": HEADS,
         "num_key_value_heads": KV_HEADS, "head_dim": HEAD_DIM, "hidden_act": "silu", "rms_norm_eps": RMS_EPS,
         "rope_theta": 1000000.0, "attention_bias": False, "num_experts": EXPERTS,
