@@ -6,6 +6,9 @@ one alone does (greedy, float32 KV). One server per architecture, short runs."""
 from __future__ import annotations
 
 import asyncio
+import json
+import subprocess
+import sys
 from pathlib import Path
 
 import aiohttp
@@ -51,3 +54,15 @@ def test_llama_server_serves_the_architecture_and_a_batch_answers_as_one_alone(a
         server.stop()
     assert len(alone) == 32
     assert together == [alone, alone]
+
+
+@pytest.mark.slow
+def test_a_campaign_launched_with_model_arch_serves_that_architecture(tmp_path: Path) -> None:
+    if not engines.installed("llama-server") or engines.gguf_converter() is None:
+        pytest.skip("needs llama-server and llama.cpp's converter beside it")
+    out = tmp_path / "campaign"
+    done = subprocess.run([sys.executable, "-m", "servefuzz", "fuzz", "--launch", "llama-server", "--model-arch", "gemma3",
+                           "--requests", "8", "--out", str(out)], capture_output=True, text=True, timeout=500, check=False)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    served = json.loads((out / "config.json").read_text())["target"]["server_args"]["model_path"]
+    assert served.endswith("tiny-gemma3-seed0/gemma3.gguf"), served

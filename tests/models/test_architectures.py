@@ -132,3 +132,14 @@ def test_the_command_builds_an_architecture_and_says_why_there_is_no_gguf(tmp_pa
     bad = subprocess.run([sys.executable, "-m", "servefuzz", "model", "build", str(tmp_path / "x"), "--arch", "mamba9"],
                          capture_output=True, text=True, env={**os.environ, **env}, timeout=120, check=False)
     assert bad.returncode != 0 and "invalid choice: 'mamba9'" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_model_arch_needs_a_preset_and_no_second_model_and_says_so_in_one_line(tmp_path: Path) -> None:
+    for extra, said in ((["--model-arch", "gemma3"], "--model-arch needs --launch PRESET"),
+                        (["--launch", "llama-server", "--model-arch", "gemma3", "--model", str(tmp_path)],
+                         "--model and --model-arch both name a model: give one")):
+        done = subprocess.run([sys.executable, "-m", "servefuzz", "fuzz", "--requests", "1", "--out", str(tmp_path / "o"), *extra],
+                              capture_output=True, text=True, timeout=120, check=False,
+                              env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[2] / "src")})
+        assert done.returncode == 2 and said in done.stderr and "Traceback" not in done.stderr, done.stderr
+        assert len(done.stderr.strip().splitlines()) == 1

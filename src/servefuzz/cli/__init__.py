@@ -23,7 +23,9 @@ import sys
 import tempfile
 import traceback
 from collections.abc import Iterator, Sequence
+from pathlib import Path
 from types import FrameType
+from typing import cast
 
 from servefuzz.durable import disk_full, is_disk_full
 from servefuzz.errors import DiskFullError, Exit, ServefuzzError, UsageError
@@ -144,6 +146,29 @@ def _headers(args: argparse.Namespace) -> dict[str, str]:
     return auth_headers(key, header_lines=list(args.header))
 
 
+def _arch_model(args: argparse.Namespace) -> Path | None:
+    """`--model`, or the folder of `--model-arch`'s tiny model (built once into the cache); one
+    line where the two are both given, there is no preset to serve it, or the preset serves a
+    GGUF and none could be made of that architecture."""
+    arch = getattr(args, "model_arch", None)
+    if arch is None:
+        return cast("Path | None", args.model)
+    if args.model is not None:
+        raise UsageError("--model and --model-arch both name a model: give one")
+    from servefuzz import engines
+    from servefuzz.launcher import preset_of
+
+    preset = preset_of(args.launch) if args.launch else None
+    if preset is None:
+        raise UsageError("--model-arch needs --launch PRESET (a preset servefuzz starts with that model)")
+    folder = engines.arch_models(arch)
+    spec = engines.preset_spec(preset)
+    if spec is not None and spec.model_format == "gguf" and not any(folder.glob("*.gguf")):
+        raise UsageError(f"--model-arch {arch}: {preset} serves a GGUF and none was made of it "
+                         f"(`servefuzz model build DIR --arch {arch}` says why)")
+    return folder
+
+
 def _fuzz(args: argparse.Namespace) -> int:
     from rich.console import Console
 
@@ -154,7 +179,7 @@ def _fuzz(args: argparse.Namespace) -> int:
     if args.out.exists() and not args.out.is_dir():
         raise UsageError(f"--out {args.out} is a file, not a directory")
     opts = FuzzOptions(
-        out=args.out, url=args.url, launch=args.launch, model=args.model, profile=args.profile, engine=args.engine,
+        out=args.out, url=args.url, launch=args.launch, model=_arch_model(args), profile=args.profile, engine=args.engine,
         faults=tuple(args.fault) if args.fault else None, requests=args.requests, time_s=args.time, seed=args.seed,
         runs=max(2, args.runs), confirm_runs=args.confirm_runs, strategy=args.strategy,
         stop_at_first=args.stop_at_first, resume=args.resume, trace=args.trace, slowdowns=args.slowdowns,

@@ -111,6 +111,9 @@ def _fuzz_flags(f: argparse.ArgumentParser) -> None:
     f.add_argument("--model", type=Path, metavar="PATH",
                    help=f"with a --launch preset: {_model_help()} to serve "
                         "(default: tiny models servefuzz builds into its cache)")
+    f.add_argument("--model-arch", choices=ARCHITECTURES, metavar="ARCH",
+                   help=f"with a --launch preset, instead of --model: servefuzz's tiny model of this architecture "
+                        f"({', '.join(ARCHITECTURES)}; built once into the cache)")
     f.add_argument("--profile", metavar="NAME",
                    help="with a --launch preset: run it under a feature profile "
                         f"({_profile_names()}; docs/engines.md); recorded in findings, varied by triage")

@@ -49,6 +49,7 @@ __all__ = [
     "Profile",
     "adapter_flags",
     "adapters_for",
+    "arch_models",
     "cache_dir",
     "default_draft",
     "default_models",
@@ -319,6 +320,17 @@ def default_models() -> Path:
     from servefuzz.models import build_models  # needs the `models` extra; only when used
 
     return _built_once(_DEFAULT_MODELS, lambda folder: build_models(folder, dtype="float32", seed=0))
+
+
+def arch_models(arch: str) -> Path:
+    """servefuzz's tiny model of `arch` (seed 0, float32) in the cache, built on first use
+    (`tiny-ARCH-seed0/`: `hf-float32/` and, where llama.cpp's converter is here and takes it,
+    `ARCH.gguf`): what `--model-arch` serves. llama is the presets' own default models."""
+    from servefuzz.models import build_arch  # needs the `models` extra; only when used
+
+    if arch == "llama":
+        return default_models()
+    return _built_once(f"tiny-{arch}-seed0", lambda folder: build_arch(folder, arch, converter=gguf_converter()))
 
 
 def default_adapters() -> AdapterPaths:
