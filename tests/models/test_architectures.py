@@ -15,6 +15,7 @@ import pytest
 
 pytest.importorskip("tokenizers")
 
+from servefuzz.errors import UsageError  # noqa: E402
 from servefuzz.models import ARCHITECTURES, ArchPaths, build_arch  # noqa: E402
 from servefuzz.models.files import hf_tokens, safetensors_file  # noqa: E402
 from servefuzz.models.parts import SSM_CHUNK, WINDOW  # noqa: E402
@@ -44,6 +45,8 @@ def test_every_architecture_is_built_from_one_seed_the_same_and_from_another_dif
     weights = [(p.hf_dir / "model.safetensors").read_bytes() for p in (a, b, c)]
     assert weights[0] == weights[1] != weights[2]
     assert a.gguf is None and "converter" in a.gguf_missing  # none given: said, not guessed
+    with pytest.raises(UsageError, match="unknown architecture 'mamba9'"):
+        build_arch(tmp_path / "d", "mamba9")
 
 
 @pytest.mark.parametrize("arch", OTHERS)

@@ -155,11 +155,14 @@ def build_models(out_dir: Path, *, dtype: str = "float32", seed: int = 0) -> Mod
 
 def build_arch(out_dir: Path, arch: str, *, dtype: str = "float32", seed: int = 0,
                converter: Path | None = None) -> ArchPaths:
-    """Write a tiny random-weight model of `arch` (one of `ARCHITECTURES` but llama, which is
-    `build_models`'s) as `out_dir/hf-<dtype>/` and, given llama.cpp's `convert_hf_to_gguf.py` as
-    `converter`, `out_dir/<arch>.gguf` where it takes the architecture (`gguf_convert.convert`).
-    The tokenizer is llama's Hugging Face one for the same seed (the GGUF carries it as a GPT-2
+    """Write a tiny random-weight model of `arch` (one of `ARCHITECTURES`; llama is
+    `build_models`'s, GGUF and all) as `out_dir/hf-<dtype>/` and, given llama.cpp's
+    `convert_hf_to_gguf.py` as `converter`, `out_dir/<arch>.gguf` where it takes the architecture
+    (`gguf_convert.convert`). The tokenizer is llama's Hugging Face one for the same seed (the GGUF carries it as a GPT-2
     BPE vocabulary); the same seed gives the same Hugging Face bytes."""
+    if arch == "llama":  # the presets' own, GGUF and all, written by hand
+        built = build_models(out_dir, dtype=dtype, seed=seed)
+        return ArchPaths(arch, built.hf_dir, dtype, built.hf_vocab_size, built.gguf)
     module = _ARCH_MODULES.get(arch)
     if module is None:
         raise UsageError(f"unknown architecture {arch!r} (choose from {', '.join(ARCHITECTURES)})")
