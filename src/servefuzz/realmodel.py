@@ -46,8 +46,8 @@ from servefuzz import engines
 from servefuzz._version import __version__
 from servefuzz.durable import write_atomic
 from servefuzz.errors import InstallError, UsageError
-from servefuzz.models import _save_safetensors
-from servefuzz.truth import GGUF_LAYER_NAMES, GGUF_MODEL_NAMES
+from servefuzz.models.files import safetensors_file
+from servefuzz.models.llama import GGUF_LAYER_NAMES, GGUF_MODEL_NAMES
 
 __all__ = [
     "PROVENANCE", "REAL_MODELS", "Fetched", "RealModel", "convert_gguf", "fetch", "gguf_weights", "models_dir", "provenance_of",
@@ -285,7 +285,7 @@ def convert_gguf(path: Path, hf_dir: Path, *, dtype: str = "float32") -> str:
         raise UsageError(f"dtype {dtype!r}: one of {', '.join(_FORMS)}")
     meta, weights = gguf_weights(path)
     tied = "lm_head.weight" not in weights
-    _save_safetensors(hf_dir / "model.safetensors", weights, dtype)
+    safetensors_file(hf_dir / "model.safetensors", weights, dtype)
     tokens = list(meta["tokenizer.ggml.tokens"])
     specials = {role: tokens[int(meta[f"tokenizer.ggml.{key}_token_id"])]
                 for role, key in (("bos_token", "bos"), ("eos_token", "eos"), ("unk_token", "unknown"),

@@ -110,7 +110,7 @@ def test_the_script_imports_only_the_standard_library(script: Path) -> None:
     imported = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names if id(a) not in guarded}
     imported |= {n.module.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
     assert imported and imported <= sys.stdlib_module_names, imported - sys.stdlib_module_names
-    assert len(guarded) == 1
+    assert guarded  # each embedded model module guards its own numpy import (models/files.py, llama.py)
 
 
 def numpy_only(tmp_path: Path) -> Path:

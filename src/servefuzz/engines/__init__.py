@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from servefuzz.models import AdapterPaths
 
 __all__ = [
+    "GGUF_CONVERTER_ENV",
     "EngineSpec",
     "GPU_VERSIONS",
     "PRESETS",
@@ -48,6 +49,7 @@ __all__ = [
     "Profile",
     "adapter_flags",
     "adapters_for",
+    "arch_models",
     "cache_dir",
     "default_draft",
     "default_models",
@@ -55,6 +57,7 @@ __all__ = [
     "engine_dir",
     "fit_to_build",
     "flag_pairs",
+    "gguf_converter",
     "gguf_model",
     "hf_model_dir",
     "installed",
@@ -140,6 +143,22 @@ def program(preset: str, version: str | None = None) -> str:
     if chosen.program_named_by:
         return (folder / chosen.program_named_by).read_text(encoding="utf-8").strip()
     return str(folder / chosen.program)
+
+
+# llama.cpp's own HF -> GGUF converter, for `servefuzz model build --arch`: scripts/setup_engines.sh
+# keeps it (with the gguf-py and conversion/ it imports) in `convert/` beside llama-server; this
+# variable names another `convert_hf_to_gguf.py`.
+GGUF_CONVERTER_ENV = "SERVEFUZZ_GGUF_CONVERTER"
+
+
+def gguf_converter() -> Path | None:
+    """llama.cpp's `convert_hf_to_gguf.py` of the default llama-server build ($SERVEFUZZ_GGUF_CONVERTER
+    first), or None where there is none."""
+    named = os.environ.get(GGUF_CONVERTER_ENV)
+    if named:
+        return Path(named)
+    kept = Path(program("llama-server")).parent / "convert" / "convert_hf_to_gguf.py"
+    return kept if kept.is_file() else None
 
 
 def standin_path() -> Path:
@@ -301,6 +320,17 @@ def default_models() -> Path:
     from servefuzz.models import build_models  # needs the `models` extra; only when used
 
     return _built_once(_DEFAULT_MODELS, lambda folder: build_models(folder, dtype="float32", seed=0))
+
+
+def arch_models(arch: str) -> Path:
+    """servefuzz's tiny model of `arch` (seed 0, float32) in the cache, built on first use
+    (`tiny-ARCH-seed0/`: `hf-float32/` and, where llama.cpp's converter is here and takes it,
+    `ARCH.gguf`): what `--model-arch` serves. llama is the presets' own default models."""
+    from servefuzz.models import build_arch  # needs the `models` extra; only when used
+
+    if arch == "llama":
+        return default_models()
+    return _built_once(f"tiny-{arch}-seed0", lambda folder: build_arch(folder, arch, converter=gguf_converter()))
 
 
 def default_adapters() -> AdapterPaths:

@@ -22,6 +22,7 @@ diverge, and how to flush the engine's cache.
 
 from __future__ import annotations
 
+import ast
 import base64
 import dataclasses
 import inspect
@@ -37,8 +38,9 @@ from servefuzz.engines.registry import spec_of
 from servefuzz.errors import UsageError
 from servefuzz.finding import Finding
 from servefuzz.models import DTYPES, hf_tokenizer_json
+from servefuzz.models import files as model_formats
+from servefuzz.models import llama as llama_model
 from servefuzz.oracles.judge import Expectation
-from servefuzz.reports import tiny_model
 from servefuzz.runner import RunConfig
 from servefuzz.targets import make_target
 from servefuzz.targets.llamacpp import LlamaCppTarget
@@ -147,11 +149,20 @@ def model_files(finding: Finding) -> dict[str, Any] | None:
     return files
 
 
-def _tiny_model_source() -> str:
-    """`reports/tiny_model.py` as repro.py embeds it: verbatim but for its `__future__` import,
-    which must open a file and the script's own has."""
-    lines = inspect.getsource(tiny_model).splitlines(keepends=True)
-    return "".join(line for line in lines if line.strip() != "from __future__ import annotations")
+def model_source() -> str:
+    """`models/files.py` then `models/llama.py` as repro.py embeds them: verbatim but for their
+    `__future__` imports (which must open a file, and the script's own has) and llama's import
+    of `files` (whose names the first part has already defined)."""
+    parts = []
+    for module in (model_formats, llama_model):
+        text = inspect.getsource(module)
+        drop: set[int] = set()
+        for node in ast.parse(text).body:
+            if isinstance(node, ast.ImportFrom) and (node.level or node.module == "__future__"):
+                drop.update(range(node.lineno, (node.end_lineno or node.lineno) + 1))
+        lines = text.splitlines(keepends=True)
+        parts.append("".join(line for n, line in enumerate(lines, 1) if n not in drop))
+    return "".join(parts)
 
 
 def _body(target: object, spec: RequestSpec, top_k: int, model: Any) -> dict[str, Any]:
@@ -191,4 +202,4 @@ def repro_script(finding: Finding) -> str:
     first_difference_source = inspect.getsource(terms.first_difference)
     return string.Template(template).substitute(finding_name=finding.filename, finding_literal=literal,
                                                 stats_source=stats_source, first_difference_source=first_difference_source,
-                                                tiny_model_source=_tiny_model_source())
+                                                model_source=model_source())
