@@ -15,7 +15,8 @@
 #   .gpu/MANIFEST                   what went in, with checksums
 #
 # Or, with engines named (`scripts/gpu_bundle.sh vllm@0.26.0`, `sglang@0.5.17`), a bundle to run
-# that engine's launch preset (`--launch vllm-gpu`, `--launch sglang-gpu`) instead of llama.cpp:
+# that engine's launch preset (`--launch vllm-gpu`, `--launch sglang-gpu`) instead of llama.cpp
+# (`sglang@0.5.17+fa3`: with SGLang's FA3 library cut to head dim 64 bfloat16, FA3_KERNELS below):
 #   .gpu/engines/NAME-gpu-VERSION.tar.xz  the engine's wheels as scripts/gpu-engines/NAME-VERSION.txt
 #                                   pins them (sha256), installed into site/ and trimmed to what a
 #                                   dense model on an H200 (sm_90) loads (vLLM about 46 MB, SGLang 36)
@@ -178,12 +179,32 @@ trim_vllm() {
     "$PYTHON" scripts/gpu_prune_fatbin.py "$site/vllm/_C_stable_libtorch.abi3.so" "$WORK/pruned.so" 90
     mv "$WORK/pruned.so" "$site/vllm/_C_stable_libtorch.abi3.so"
 }
+# SGLang's FA3 (`sglang@0.5.17+fa3`, the attention backend SGLang picks on Hopper): sgl_kernel's
+# flash_ops cut to the sm_90 forward kernels of head dim 64 in bfloat16 (the tiny model's and
+# SmolLM2-135M's; Qwen2.5-0.5B's too), the split-KV combine and the varlen scheduler, 12 of its
+# 372 fat binaries: 1.12 GB -> 10.8 MB of xz. The cut is checked by count and pinned by the
+# pruned file's sha256: a new wheel or a changed pruner must be looked at, and smoke-tested on
+# the device, before it travels. Another head dim or dtype needs its own pattern and pin.
+FA3_KERNELS='CollectiveMainloopFwdSm90<\d+, cute::tuple<cute::C<\d+>, cute::C<\d+>, cute::C<\d+> >, cute::tuple<cute::C<\d+>, cute::C<\d+>, cute::C<64> >, 64, cutlass::bfloat16_t|FlashAttnFwdCombine|prepare_varlen_num_blocks'
+FA3_KEPT='kept 12 of 372'
+FA3_SHA256=4c99fdd86665949471b5087b1b30a19d0cd862e48c9efe02fc2496757aff3d91
 trim_sglang() {
-    local site=$1
-    # The preset runs Triton attention: the kernel package's FA3 (1.1 GB), FlashMLA, InfLLM (a
-    # cp310 build) and sm_100 ops are never loaded; xgrammar's static library is for linking.
-    rm -f "$site"/sgl_kernel/flash_ops.abi3.so "$site"/sgl_kernel/flashmla_ops.abi3.so \
-          "$site"/sgl_kernel/infllm_ops.*.so
+    local site=$1 variant=${2:-}
+    # The preset runs Triton attention: the kernel package's FA3 (1.1 GB; with +fa3 cut to the
+    # kernels above instead), FlashMLA, InfLLM (a cp310 build) and sm_100 ops are never loaded;
+    # xgrammar's static library is for linking.
+    if [[ $variant == fa3 ]]; then
+        local report
+        report=$("$PYTHON" scripts/gpu_prune_fatbin.py "$site/sgl_kernel/flash_ops.abi3.so" "$WORK/fa3.so" 90 "$FA3_KERNELS")
+        say "$report"
+        [[ $(tail -1 <<<"$report") == "$FA3_KEPT" ]] || die "FA3 cut: expected '$FA3_KEPT', got '$(tail -1 <<<"$report")'"
+        [[ $(sha256sum "$WORK/fa3.so" | cut -d' ' -f1) == "$FA3_SHA256" ]] \
+            || die "FA3 cut: the pruned flash_ops.abi3.so is not the pinned one (FA3_SHA256)"
+        mv "$WORK/fa3.so" "$site/sgl_kernel/flash_ops.abi3.so"
+    else
+        rm -f "$site"/sgl_kernel/flash_ops.abi3.so
+    fi
+    rm -f "$site"/sgl_kernel/flashmla_ops.abi3.so "$site"/sgl_kernel/infllm_ops.*.so
     rm -rf "$site"/sgl_kernel/sm100 "$site"/xgrammar/lib
     strip --strip-unneeded "$site"/xgrammar/libxgrammar_bindings.so   # its debug info: 51 of 53 MB
     "$PYTHON" scripts/gpu_prune_fatbin.py "$site/sgl_kernel/sm90/common_ops.abi3.so" "$WORK/pruned.so" 90
@@ -191,12 +212,16 @@ trim_sglang() {
 }
 
 bundle_engine() {
-    local name=${1%@*} version=${1#*@}
+    # NAME@VERSION[+VARIANT]: the variant (fa3) is handed to trim_NAME; the bundle keeps the
+    # engine's name, so the preset finds it.
+    local name=${1%@*} version=${1#*@} variant=""
+    [[ $version == *+* ]] && { variant=${version#*+}; version=${version%%+*}; }
     local lock=scripts/gpu-engines/$name-$version.txt
     # Built once per lock file, pruner and trim step, then copied: xz -9 of 340 MB takes 4 minutes here.
     local key built
-    key=$({ cat "$lock" scripts/gpu_prune_fatbin.py; declare -f "trim_$name"; } | sha256sum | cut -c1-12)
-    built="$CACHE/gpu-engines/$name-gpu-$version-$key.tar.xz"
+    key=$({ cat "$lock" scripts/gpu_prune_fatbin.py; declare -f "trim_$name"; echo "$variant $FA3_KERNELS $FA3_SHA256"; } \
+          | sha256sum | cut -c1-12)
+    built="$CACHE/gpu-engines/$name-gpu-$version${variant:++$variant}-$key.tar.xz"
     mkdir -p "$GPU/engines"
     if [[ ! -f $built ]]; then
         local wheels="$CACHE/downloads/gpu-$name-$version" site=$WORK/$name/site
@@ -213,14 +238,14 @@ bundle_engine() {
         done <"$lock"
         "$PYTHON" -m pip install -q --no-index --no-deps --no-compile "${GPU_PLATFORM[@]}" --target "$site" "${files[@]}"
         rm -rf -- "$site/bin"
-        "trim_$name" "$site"
+        "trim_$name" "$site" "$variant"
         say "packing $name $version ($(du -sh "$site" | cut -f1) unpacked; xz -9 takes a few minutes)"
         tar -C "$WORK/$name" --sort=name --owner=0 --group=0 --numeric-owner --mtime=@0 -cf - site \
             | xz -9 -T0 >"$built.part"
         mv "$built.part" "$built"
     fi
     cp "$built" "$GPU/engines/$name-gpu-$version.tar.xz"
-    ENGINE_LINES+=("$name $version: the wheels of $lock (sha256-pinned), trimmed, as $(basename "$built")")
+    ENGINE_LINES+=("$name $version${variant:+ +$variant}: the wheels of $lock (sha256-pinned), trimmed, as $(basename "$built")")
 }
 
 bundle_hf_model() {
@@ -231,7 +256,9 @@ bundle_hf_model() {
 
 # Each engine named has a lock file, before anything is downloaded or .gpu/ emptied.
 for engine in "$@"; do
-    [[ $engine == *@* && -f scripts/gpu-engines/${engine%@*}-${engine#*@}.txt ]] \
+    base=${engine%%+*} variant=${engine#"$base"}
+    [[ -z $variant || $engine == sglang@*+fa3 ]] || die "unknown variant in $engine (known: sglang@VERSION+fa3)"
+    [[ $base == *@* && -f scripts/gpu-engines/${base%@*}-${base#*@}.txt ]] \
         || die "unknown engine $engine (known: $(cd scripts/gpu-engines && ls | sed 's/-\([0-9]\)/@\1/; s/\.txt$//' | tr '\n' ' '))"
 done
 

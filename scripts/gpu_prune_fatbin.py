@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Cut a CUDA shared object's fat binaries down to what one GPU architecture loads.
 
-    gpu_prune_fatbin.py IN.so OUT.so 90
+    gpu_prune_fatbin.py IN.so OUT.so 90 [KERNELS]
 
 An engine's kernel library carries each kernel compiled for many GPUs (sm_80, sm_90, sm_100,
 ...) plus PTX; the lent H200 loads the sm_90 code and nothing else, and the device tool takes at
@@ -15,10 +15,20 @@ The layout (CUDA's fatbinary.h): a fat binary is a 16-byte header (magic 0xBA55E
 version, u16 header size, u64 size of the entries) followed by entries, each a header (u16 kind:
 1 PTX, 2 ELF; u16 version; u32 header size; u64 payload size; ...; u32 arch at byte 28) and its
 payload.
+
+With KERNELS (a Python regular expression), a fat binary none of whose kept ELF images defines a
+kernel whose demangled name (c++filt) matches it is reduced to a stub too: the smallest ELF image
+in the file built for another GPU, so that it stays well-formed and, as a build without that
+translation unit would, holds nothing this GPU can run. That is how SGLang's FA3 library (one fat
+binary per translation unit, one per head dim, dtype and feature mix: 1.1 GB) comes down to the
+kernels one model calls; launching a kernel cut away fails with "no kernel image is available".
+An image compressed with zstd is read through the zstd program; one in a form this cannot read is
+kept, never dropped on a guess. The last line printed counts what was kept, for a caller to pin.
 """
 
 from __future__ import annotations
 
+import re
 import struct
 import subprocess
 import sys
@@ -26,6 +36,7 @@ from dataclasses import dataclass
 
 FATBIN_MAGIC = 0xBA55ED50
 PTX, ELF = 1, 2
+ZSTD_MAGIC, ELF_MAGIC = b"\x28\xb5\x2f\xfd", b"\x7fELF"
 
 
 @dataclass(frozen=True)
@@ -71,38 +82,93 @@ def chosen(found: list[Entry], arch: int) -> list[Entry]:
     return [min(found, key=lambda e: e.size)]
 
 
-def prune(buf: bytearray, start: int, size: int, arch: int) -> tuple[int, int, int]:
-    """Prune every fat binary in buf[start:start+size] in place: (fat binaries, bytes kept, freed)."""
-    count = kept = at = 0
+def kernels(image: bytes) -> list[str] | None:
+    """The mangled names of the kernels an ELF image defines (its `.text.NAME` sections), None
+    when the image is in a form this cannot read."""
+    if image[:4] == ZSTD_MAGIC:
+        image = subprocess.run(["zstd", "-d", "-c", "-q"], input=image, capture_output=True).stdout
+    if image[:4] != ELF_MAGIC or image[4] != 2:  # 64-bit ELF only
+        return None
+    shoff, = struct.unpack_from("<Q", image, 0x28)
+    shentsize, shnum, shstrndx = struct.unpack_from("<HHH", image, 0x3A)
+
+    def header(i: int) -> tuple[int, int]:  # (name offset, section offset)
+        name, = struct.unpack_from("<I", image, shoff + i * shentsize)
+        offset, = struct.unpack_from("<Q", image, shoff + i * shentsize + 0x18)
+        return name, offset
+
+    names = header(shstrndx)[1]
+    found = []
+    for i in range(shnum):
+        at = names + header(i)[0]
+        name = image[at:image.index(b"\0", at)].decode(errors="replace")
+        if name.startswith(".text."):
+            found.append(name[len(".text."):])
+    return found
+
+
+def wanted(images: list[bytes], keep: re.Pattern[str]) -> bool:
+    """Whether any image defines a kernel `keep` matches (or cannot be read: kept)."""
+    mangled: list[str] = []
+    for image in images:
+        names = kernels(image)
+        if names is None:
+            return True
+        mangled += names
+    demangled = subprocess.run(["c++filt"], input="\n".join(mangled), capture_output=True, text=True,
+                               check=True).stdout.splitlines()
+    return any(keep.search(name) for name in demangled)
+
+
+def prune(buf: bytearray, start: int, size: int, arch: int,
+          keep: re.Pattern[str] | None = None) -> tuple[int, int, int, int]:
+    """Prune every fat binary in buf[start:start+size] in place: (fat binaries, of them stubbed for
+    want of a kernel `keep` matches, bytes kept, freed)."""
+    count = stubbed = kept = 0
     end = start + size
+    binaries = []
     at = start
     while at + 16 <= end:
         magic, _version, header, body = struct.unpack_from("<IHHQ", buf, at)
         if magic != FATBIN_MAGIC:
             at += 8  # fat binaries are 8-byte aligned, padding between them
             continue
+        binaries.append((at, entries(buf, at + header, at + header + body)))
+        at += header + body
+    # The stub: the smallest image for another GPU, read before anything is overwritten.
+    others = [e for _, found in binaries for e in found if e.kind == ELF and e.arch != arch]
+    stub = bytes(buf[(s := min(others, key=lambda e: e.size)).offset:s.offset + s.size]) if others else b""
+    for at, found in binaries:
         count += 1
-        first, last = at + header, at + header + body
-        blob = b"".join(bytes(buf[e.offset:e.offset + e.size]) for e in chosen(entries(buf, first, last), arch))
-        buf[first:last] = blob + bytes(body - len(blob))
+        first, last = found[0].offset, found[-1].offset + found[-1].size
+        picked = chosen(found, arch)
+        blob = b"".join(bytes(buf[e.offset:e.offset + e.size]) for e in picked)
+        if keep is not None and stub and all(e.kind == ELF and e.arch == arch for e in picked):
+            header = [struct.unpack_from("<I", buf, e.offset + 4)[0] for e in picked]
+            images = [bytes(buf[e.offset + h:e.offset + e.size]) for e, h in zip(picked, header, strict=True)]
+            if not wanted(images, keep):
+                blob, stubbed = stub, stubbed + 1
+        buf[first:last] = blob + bytes(last - first - len(blob))
         struct.pack_into("<Q", buf, at + 8, len(blob))
-        kept += len(blob)
-        at = last
-    return count, kept, size - kept
+        kept += 0 if blob is stub else len(blob)
+    return count, stubbed, kept, size - kept
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) != 3 or not argv[2].isdigit():
+    if len(argv) not in (3, 4) or not argv[2].isdigit():
         print(__doc__.strip().splitlines()[2].strip(), file=sys.stderr)
         return 2
     src, dst, arch = argv[0], argv[1], int(argv[2])
+    keep = re.compile(argv[3]) if len(argv) == 4 else None
     start, size = section(src)
     with open(src, "rb") as f:
         buf = bytearray(f.read())
-    count, kept, freed = prune(buf, start, size, arch)
+    count, stubbed, kept, freed = prune(buf, start, size, arch, keep)
     with open(dst, "wb") as f:
         f.write(buf)
-    print(f"{src}: {count} fat binaries; kept {kept / 1e6:.1f} MB for sm_{arch}, zeroed {freed / 1e6:.1f} MB")
+    print(f"{src}: {count} fat binaries, {stubbed} stubbed for want of a kernel KERNELS names; "
+          f"kept {kept / 1e6:.1f} MB for sm_{arch}, zeroed {freed / 1e6:.1f} MB")
+    print(f"kept {count - stubbed} of {count}")
     return 0
 
 

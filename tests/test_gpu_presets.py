@@ -118,3 +118,32 @@ def test_an_engine_the_bundler_does_not_know_is_one_line() -> None:
                           timeout=120)
     assert done.returncode == 1
     assert "error: unknown engine vllm@9.9.9 (known: sglang@0.5.17 vllm@0.26.0" in done.stderr
+
+
+def test_sglang_gpu_fa3_profiles_swap_the_attention_backend(cache: Path) -> None:
+    """FA3 (SGLang's choice on Hopper) replaces the preset's Triton, once; the deterministic mode
+    is a profile of each backend; triage can take each back to Triton and to the preset."""
+    _unpack(cache, "sglang-gpu", "0.5.17")
+    model = cache / "hf"
+    model.mkdir()
+    (model / "config.json").write_text("{}")
+    triton = list(Launch.resolve("sglang-gpu", model=model).argv)
+    for name, deterministic in (("fa3", False), ("fa3-deterministic", True)):
+        argv = list(Launch.resolve("sglang-gpu", model=model, profile=name).argv)
+        assert argv.count("--attention-backend") == 1 and argv[argv.index("--attention-backend") + 1] == "fa3"
+        assert ("--enable-deterministic-inference" in argv) is deterministic
+        assert sorted(w for w in argv if w not in ("fa3", "--enable-deterministic-inference")) == \
+            sorted(w for w in triton if w != "triton")  # nothing else changes
+        rows = [r.name for r in matrix_of(Launch.resolve("sglang-gpu", model=model, profile=name))]
+        assert rows[0] == f"no profile {name}" and {"--attention-backend triton", "--disable-radix-cache"} <= set(rows)
+        assert "sglang@0.5.17+fa3" in engines.profile("sglang-gpu", name).needs
+    det = list(Launch.resolve("sglang-gpu", model=model, profile="deterministic").argv)
+    assert det[det.index("--attention-backend") + 1] == "triton"  # the Triton profile stays as it was
+
+
+def test_a_variant_the_bundler_does_not_know_is_one_line() -> None:
+    done = subprocess.run([str(ROOT / "scripts" / "gpu_bundle.sh"), "sglang@0.5.17+fa4"], capture_output=True,
+                          text=True, env={"PATH": "/usr/bin:/bin", "HOME": "/nonexistent", "SERVEFUZZ_CACHE": "/nonexistent"},
+                          timeout=120)
+    assert done.returncode == 1
+    assert "error: unknown variant in sglang@0.5.17+fa4 (known: sglang@VERSION+fa3)" in done.stderr

@@ -222,8 +222,8 @@ def cpu_env(standins: str, version: str | None = None, threads: int = 1, pythonp
 
 def gpu_argv(python: str, model_dir: Path, *, page_size: int = 1, seed: int = 0) -> list[str]:
     """SGLang's server on a GPU: radix cache, overlap scheduler, CUDA graphs and chunked prefill
-    at its defaults, page size 1 (its default), Triton attention (the bundle leaves FA3 out) and
-    torch sampling. Always bfloat16: at float32 sgl-kernel's CUDA rmsnorm fails the first
+    at its defaults, page size 1 (its default), Triton attention (FA3 only in a `+fa3` bundle, its
+    `fa3` profiles) and torch sampling. Always bfloat16: at float32 sgl-kernel's CUDA rmsnorm fails the first
     forward ("failed to dispatch data type Float", measured).
 
     The KV pool is capped at 256Ki tokens (512 MiB of the tiny model in bfloat16). SGLang sizes it
@@ -292,6 +292,8 @@ def _gpu_command(c: CommandInputs) -> Built:
     return ["python3", *without_flags(flags, {"--port"})], env, []
 
 
+_FA3_NEEDS = "a bundle made by `scripts/gpu_bundle.sh sglang@0.5.17+fa3` and a model of head dim 64 (bfloat16)"
+
 _PAGE_64 = ("a paged KV pool of 64-token pages (the seed report's block size): prefixes reused page by page",
             "paged KV (page size)")
 
@@ -330,6 +332,20 @@ GPU_PROFILES: tuple[Profile, ...] = (
     Profile("sglang-gpu", "deterministic", ("--enable-deterministic-inference",),
             "deterministic inference (batch-invariant kernels): outputs independent of the batch",
             "batch numerics (deterministic inference)", aims=("batch-sweep", "burst-reuse")),
+    # The attention backend SGLang picks on Hopper, FA3, in place of the preset's Triton. The
+    # bundle carries it only when made with `sglang@0.5.17+fa3`, cut to head dim 64 in bfloat16
+    # (scripts/gpu_bundle.sh): another head dim fails at its first forward ("no kernel image").
+    Profile("sglang-gpu", "fa3", ("--attention-backend", "fa3"),
+            "FlashAttention 3 attention (SGLang's default on Hopper): paged prefill, extend after a "
+            "radix hit, decode", "attention backend kernels (FA3)", needs=_FA3_NEEDS,
+            aims=("page-boundary", "burst-reuse", "tile-boundary")),
+    # Both at once, the configuration of sgl-project/sglang#22819's thread and of
+    # docs/findings/sglang-gpu-fa3-deterministic: FA3's extend path after a radix prefix hit
+    # under the batch-invariance promise.
+    Profile("sglang-gpu", "fa3-deterministic", ("--attention-backend", "fa3", "--enable-deterministic-inference"),
+            "deterministic inference on FA3: outputs independent of the batch and of radix prefix hits",
+            "batch numerics (deterministic inference on FA3)", needs=_FA3_NEEDS,
+            aims=("burst-reuse", "batch-sweep", "eviction", "tenant-salt")),
 )
 
 CPU_PRESET = Preset("sglang-cpu", CPU_VERSIONS, _cpu_plan, _cpu_command, profiles=CPU_PROFILES,

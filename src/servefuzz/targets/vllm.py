@@ -1,9 +1,15 @@
 """vLLM's OpenAI server: the openai dialect plus what vLLM adds for servefuzz.
 
-- `POST /reset_prefix_cache` empties the prefix cache. vLLM mounts it only when started with
-  `VLLM_SERVER_DEV_MODE=1` (404 otherwise: then there is no flush, as in the openai dialect),
-  and answers `{"success": false}` while any block is still held by a running request, so a
-  flush is retried `flush_attempts` times, `flush_interval_s` apart.
+- `POST /reset_prefix_cache?reset_external=true` empties the prefix cache, and with the query
+  parameter the KV connector's store too: with KV offloading (`--kv-offloading-size`) the plain
+  call answers `{"success": true}` and leaves the CPU tier full, so a request's own earlier run
+  is served from it after the "flush" (measured on 0.26.0 on the H200; the parameter reaches
+  the connector's `reset_cache`, read in 0.26.0 and 0.32.0; a server that does not know it
+  ignores it, and a server with no connector treats it as done). vLLM mounts the endpoint only
+  when started with `VLLM_SERVER_DEV_MODE=1` (404 otherwise: then there is no flush, as in the
+  openai dialect), and answers `{"success": false}` while any block is still held by a running
+  request or an offload transfer, so a flush is retried `flush_attempts` times,
+  `flush_interval_s` apart.
 - `/metrics` carries `vllm:cache_config_info`, an info gauge whose *labels* are the resolved
   cache settings: the block size (servefuzz's page size) and the pool size come from there.
   The prefix-cache counters (`vllm:prefix_cache_queries_total`, `..._hits_total`) count tokens.
@@ -49,6 +55,8 @@ __all__ = ["VLLMTarget", "info_labels"]
 
 # One `key="value"` pair of a Prometheus label set; a value may hold commas and escaped quotes.
 _LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
+# The flush's query: the connector's tiers too (KV offloading's CPU tier), not the GPU pool alone.
+FLUSH_PARAMS = {"reset_external": "true"}
 _N_NOTE = "n > 1 at temperature 0 is sent as n concurrent requests of n = 1 (vLLM rejects n > 1 there)"
 
 
@@ -101,7 +109,7 @@ class VLLMTarget(OpenAITarget):
         for attempt in range(self.flush_attempts):
             if attempt:
                 await asyncio.sleep(self.flush_interval_s)
-            async with self.post(session, "/reset_prefix_cache") as resp:
+            async with self.post(session, "/reset_prefix_cache", params=FLUSH_PARAMS) as resp:
                 if resp.status == 404:
                     return False  # started without VLLM_SERVER_DEV_MODE=1
                 if resp.status >= 300:
