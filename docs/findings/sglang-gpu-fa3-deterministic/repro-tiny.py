@@ -653,102 +653,51 @@ class Trail:
         head = "flaky: it reproduced, then stopped" if self.flaky else f"history ({self.last})"
         return "\n".join([head, *("  " + line for line in self.lines())])
 
-# --- servefuzz.reports.tiny_model, verbatim: the model the finding ran on, numpy alone --------
-"""The tiny random-weight models of servefuzz's findings, written with numpy and the standard
-library alone, so that a maintainer can rebuild the exact model a finding ran on without
-servefuzz: every generated repro.py embeds this module's source verbatim (`--write-model DIR`).
+# --- servefuzz.models.files and .llama, verbatim: the model the finding ran on, numpy alone ---
+"""The file formats of servefuzz's tiny models, written with numpy and the standard library alone:
+GGUF v3 as gguf-py lays it out, safetensors as the safetensors package writes it, the Hugging Face
+folder's JSON files, and the random streams every architecture draws from.
 
-It writes what `servefuzz.models.build_models` writes for the same seed, in the same layout
-(`DIR/tiny.gguf`, `DIR/hf-<dtype>/`, `DIR/lora/`), byte for byte (tests/reports/test_tiny_model.py
-holds the two together): the same random streams (numpy's `default_rng([seed, k])`), the same
-weights, and the two file formats written by hand with `struct` and `json` (GGUF v3 as gguf-py
-lays it out; safetensors as the safetensors package does). The one thing it cannot make is the
-Hugging Face tokenizer, which servefuzz trains with the `tokenizers` package: the caller hands
-its `tokenizer.json` in (repro.py carries it, compressed, as data), and the weights' quiet rows
-are read from it.
+Every architecture module writes through these, and every repro.py embeds this module's source
+verbatim with `models.llama`'s (`reports/repro.py`), so a maintainer rebuilds the exact model a
+finding ran on without servefuzz. Nothing here imports servefuzz, and numpy only when a model is
+written: repro.py's replay runs on the standard library alone.
 
     >>> spell_bytes("\u0120a\u00c3")
     b' a\\xc3'
-
-Nothing here imports servefuzz, and numpy only when a model is written: repro.py's replay runs
-on the standard library alone.
 """
 
 
 import json
 import struct
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 try:
     import numpy as np
 except ImportError:  # repro.py embeds this module: a replay needs no numpy, only --write-model does
     np = None  # type: ignore[assignment]
 
-__all__ = ["TINY", "TinyShape", "spell_bytes", "write_model"]
+__all__ = ["HF_SPECIALS", "spell_bytes"]
+
+HF_SPECIALS = ("<s>", "</s>", "<pad>")  # ids 0, 1, 2: the trainer numbers specials first
+# Scale of the ordinary tokens' output rows: the final norm makes the hidden state unit-RMS, so
+# logits spread with about this standard deviation, which puts the best of them far above the
+# quiet tokens' 0 and keeps greedy choices away from near-ties in float32.
+LOGIT_SCALE = 3.0
 
 
-class TinyShape(NamedTuple):
-    """servefuzz's tiny llama (`servefuzz.models.ModelShape`): RMSNorm, rotary, SwiGLU. A
-    NamedTuple, not a dataclass: a dataclass looks its module up in sys.modules, which a script
-    loaded by path (repro.py, embedding this) need not be in."""
-
-    layers: int = 2
-    hidden: int = 256
-    heads: int = 4
-    ffn: int = 512
-    context: int = 2048
-    rope_theta: float = 10000.0
-    rms_eps: float = 1e-5
-
-    @property
-    def head_dim(self) -> int:
-        return self.hidden // self.heads
-
-
-TINY = TinyShape()
-ADAPTERS = ("lora-a", "lora-b")
-LORA_RANK = 8
-LORA_ALPHA = 16.0
-LORA_TARGETS = ("q_proj", "v_proj")
-LOGIT_SCALE = 3.0  # the ordinary tokens' output rows: their best logit far above the quiet ones' 0
-GGUF_VOCAB = 1024
-HF_SPECIALS = ("<s>", "</s>", "<pad>")
-GGUF_LAYER_NAMES = {
-    "input_layernorm": "attn_norm", "self_attn.q_proj": "attn_q", "self_attn.k_proj": "attn_k",
-    "self_attn.v_proj": "attn_v", "self_attn.o_proj": "attn_output", "post_attention_layernorm": "ffn_norm",
-    "mlp.gate_proj": "ffn_gate", "mlp.up_proj": "ffn_up", "mlp.down_proj": "ffn_down",
-}
-GGUF_MODEL_NAMES = {"model.embed_tokens": "token_embd", "model.norm": "output_norm", "lm_head": "output"}
-
-
-def write_model(out_dir: Path, fmt: str, *, seed: int = 0, dtype: str = "float32", adapters: bool = True,
-                tokenizer_json: str | None = None) -> list[Path]:
-    """Write the model of format `fmt` ("gguf": llama.cpp; "hf": vLLM, SGLang) and, with
-    `adapters`, its two LoRA adapters under `out_dir`; the paths written. "hf" needs the
-    tokenizer servefuzz trained for `seed` (`tokenizer_json`, the text of its tokenizer.json)."""
+def need_numpy() -> None:
     if np is None:
         raise RuntimeError("writing the model needs numpy (pip install numpy); the replay itself does not")
-    out_dir.mkdir(parents=True, exist_ok=True)
-    written: list[Path] = []
-    if fmt == "gguf":
-        written.append(_write_gguf(out_dir / "tiny.gguf", TINY, seed))
-    elif fmt == "hf":
-        if tokenizer_json is None:
-            raise ValueError("an hf model needs the tokenizer.json servefuzz trained for it")
-        written += _write_hf(out_dir / f"hf-{dtype}", TINY, seed, dtype, tokenizer_json)
-    else:
-        raise ValueError(f"unknown model format {fmt!r} (gguf or hf)")
-    if adapters:
-        written += _write_adapters(out_dir / "lora", TINY, seed, gguf=fmt == "gguf")
-    return written
 
 
-# --- the random streams, as servefuzz.models draws them ------------------------------------
+# --- the random streams ----------------------------------------------------------------------
 
 
-def _words(rng: Any, count: int) -> list[str]:
+def made_up_words(rng: Any, count: int) -> list[str]:
+    """A made-up lexicon of pronounceable words, so BPE finds plenty of merges."""
     onsets = ["", "b", "d", "f", "g", "k", "l", "m", "n", "p", "r", "s", "t", "v", "z", "st", "tr", "kl"]
     vowels = ["a", "e", "i", "o", "u", "ai", "ou"]
     codas = ["", "", "n", "r", "s", "t", "l", "m"]
@@ -759,56 +708,64 @@ def _words(rng: Any, count: int) -> list[str]:
             onsets[rng.integers(len(onsets))] + vowels[rng.integers(len(vowels))] + codas[rng.integers(len(codas))]
             for _ in range(syllables)
         ))
-    return sorted(words)
+    return sorted(words)  # sorted: a set's order depends on string hashing, which is salted
 
 
-def _weights(rng: Any, shape: TinyShape, vocab: int, quiet: Sequence[int]) -> dict[str, Any]:
-    def proj(out: int, inp: int) -> Any:
-        return np.asarray(rng.standard_normal((out, inp)) / np.sqrt(inp), dtype=np.float32)
+def projection(rng: Any, out: int, inp: int) -> Any:
+    """A weight matrix scaled by 1/sqrt(fan-in), so every layer moves the residual stream by about
+    as much as the embedding: attention then matters, and a corrupted cache entry shows in the
+    output instead of being drowned by the current token's embedding."""
+    return np.asarray(rng.standard_normal((out, inp)) / np.sqrt(inp), dtype=np.float32)
 
-    h, f = shape.hidden, shape.ffn
-    w: dict[str, Any] = {"model.embed_tokens.weight": rng.standard_normal((vocab, h)).astype(np.float32)}
-    for i in range(shape.layers):
-        p = f"model.layers.{i}."
-        w[p + "input_layernorm.weight"] = np.ones(h, np.float32)
-        for name in ("q_proj", "k_proj", "v_proj", "o_proj"):
-            w[p + f"self_attn.{name}.weight"] = proj(h, h)
-        w[p + "post_attention_layernorm.weight"] = np.ones(h, np.float32)
-        w[p + "mlp.gate_proj.weight"] = proj(f, h)
-        w[p + "mlp.up_proj.weight"] = proj(f, h)
-        w[p + "mlp.down_proj.weight"] = proj(h, f)
-    w["model.norm.weight"] = np.ones(h, np.float32)
-    head = proj(vocab, h) * LOGIT_SCALE
+
+def output_head(rng: Any, vocab: int, hidden: int, quiet: Sequence[int]) -> Any:
+    """The output layer: quiet tokens' rows zero (their logit 0 never wins a greedy step)."""
+    head = projection(rng, vocab, hidden) * LOGIT_SCALE
     head[list(quiet)] = 0.0
-    w["lm_head.weight"] = head
+    return head
+
+
+def random_weights(rng: Any, shapes: Mapping[str, tuple[int, ...]], *, vocab: int, quiet: Sequence[int],
+                   embed_std: float = 1.0) -> dict[str, Any]:
+    """Random float32 weights for every tensor of `shapes` (Hugging Face names, in order), by what
+    the name says it is: norms ones, biases zeros, the output layer `output_head`, the embeddings
+    N(0, embed_std), a Mamba / gated-delta-net decay (`A_log`, `dt_bias`, `D`) in the range trained
+    models keep it, a depthwise convolution over its kernel, every other matrix (2-D, or 3-D
+    stacked experts) a `projection` over its fan-in (dimension 1 in both layouts)."""
+    w: dict[str, Any] = {}
+    for name, shape in shapes.items():
+        leaf = name.rsplit(".", 1)[-1]
+        if name.endswith("embed_tokens.weight") or name.endswith("embeddings.weight"):
+            w[name] = np.asarray(rng.standard_normal(shape) * embed_std, dtype=np.float32)
+        elif name.endswith("lm_head.weight") or name.endswith("shared_head.head.weight"):
+            w[name] = output_head(rng, vocab, shape[1], quiet)
+        elif "norm" in name and leaf == "weight":
+            w[name] = np.ones(shape, np.float32)
+        elif leaf == "A_log":  # A = -exp(A_log) in [-16, -1]: each head forgets at its own rate
+            w[name] = np.log(rng.uniform(1.0, 16.0, shape)).astype(np.float32)
+        elif leaf == "dt_bias":  # softplus(dt_bias) = a step in [0.001, 0.1]
+            w[name] = np.log(np.expm1(np.exp(rng.uniform(np.log(1e-3), np.log(1e-1), shape)))).astype(np.float32)
+        elif leaf == "D":
+            w[name] = np.ones(shape, np.float32)
+        elif leaf == "sinks":  # attention sinks: a logit per head, about as large as the scores
+            w[name] = np.asarray(rng.standard_normal(shape), dtype=np.float32)
+        elif leaf.endswith("bias"):
+            w[name] = np.zeros(shape, np.float32)
+        elif len(shape) == 3 and shape[1] == 1:  # depthwise conv1d [channels, 1, kernel]
+            w[name] = np.asarray(rng.standard_normal(shape) / np.sqrt(shape[2]), dtype=np.float32)
+        elif len(shape) == 3:  # stacked experts
+            w[name] = np.asarray(rng.standard_normal(shape) / np.sqrt(shape[1]), dtype=np.float32)
+        else:
+            w[name] = projection(rng, shape[0], shape[1])
     return w
-
-
-def _lora_pairs(rng: Any, shape: TinyShape) -> dict[str, tuple[Any, Any]]:
-    h = shape.hidden
-    out = {}
-    for i in range(shape.layers):
-        for target in LORA_TARGETS:
-            a = np.asarray(rng.standard_normal((LORA_RANK, h)) / np.sqrt(h), dtype=np.float32)
-            b = np.asarray(rng.standard_normal((h, LORA_RANK)) * 0.18, dtype=np.float32)
-            out[f"model.layers.{i}.self_attn.{target}"] = (a, b)
-    return out
-
-
-def _gguf_name(hf_name: str) -> str:
-    stem = hf_name.removesuffix(".weight")
-    if stem in GGUF_MODEL_NAMES:
-        return GGUF_MODEL_NAMES[stem] + ".weight"
-    _, _, layer, rest = stem.split(".", 3)
-    return f"blk.{layer}.{GGUF_LAYER_NAMES[rest]}.weight"
 
 
 # --- GGUF (llama.cpp), version 3, laid out as gguf-py writes it -----------------------------
 
-_U32, _I32, _F32, _BOOL, _STR, _ARR = 4, 5, 6, 7, 8, 9  # GGUF value types
+U32, I32, F32, BOOL, STR, ARR = 4, 5, 6, 7, 8, 9  # GGUF value types
 _ALIGN = 32
 # llama.cpp's token types
-_NORMAL, _UNKNOWN, _CONTROL, _BYTE = 1, 2, 3, 6
+TOKEN_NORMAL, TOKEN_UNKNOWN, TOKEN_CONTROL, TOKEN_BYTE = 1, 2, 3, 6
 
 
 def _gguf_str(s: str) -> bytes:
@@ -817,17 +774,17 @@ def _gguf_str(s: str) -> bytes:
 
 
 def _gguf_value(vtype: int, value: Any) -> bytes:
-    if vtype == _STR:
+    if vtype == STR:
         return _gguf_str(value)
-    return struct.pack({_U32: "<I", _I32: "<i", _F32: "<f", _BOOL: "?"}[vtype], value)
+    return struct.pack({U32: "<I", I32: "<i", F32: "<f", BOOL: "?"}[vtype], value)
 
 
-def _gguf_file(path: Path, kv: Sequence[tuple[str, int, Any]], tensors: Sequence[tuple[str, Any]]) -> Path:
-    """`kv`: (key, type, value), an array as (key, _ARR, (element type, values))."""
+def gguf_file(path: Path, kv: Sequence[tuple[str, int, Any]], tensors: Sequence[tuple[str, Any]]) -> Path:
+    """`kv`: (key, type, value), an array as (key, ARR, (element type, values)); float32 tensors."""
     out = bytearray(b"GGUF" + struct.pack("<IQQ", 3, len(tensors), len(kv)))
     for key, vtype, value in kv:
         out += _gguf_str(key) + struct.pack("<I", vtype)
-        if vtype == _ARR:
+        if vtype == ARR:
             sub, items = value
             out += struct.pack("<IQ", sub, len(items)) + b"".join(_gguf_value(sub, v) for v in items)
         else:
@@ -847,52 +804,14 @@ def _gguf_file(path: Path, kv: Sequence[tuple[str, int, Any]], tensors: Sequence
     return path
 
 
-def _write_gguf(path: Path, shape: TinyShape, seed: int) -> Path:
-    """`servefuzz.models._write_gguf`: <unk>, <s>, </s>, the 256 byte tokens, then word pieces."""
-    rng = np.random.default_rng([seed, 2])
-    tokens = ["<unk>", "<s>", "</s>"] + [f"<0x{b:02X}>" for b in range(256)]
-    kinds = [_UNKNOWN, _CONTROL, _CONTROL] + [_BYTE] * 256
-    quiet = list(range(len(tokens)))
-    pieces = [chr(c) for c in range(ord("a"), ord("z") + 1)] + ["\u2581"]
-    pieces += ["\u2581" + w for w in _words(rng, GGUF_VOCAB - len(tokens) - len(pieces))]
-    tokens += pieces
-    kinds += [_NORMAL] * len(pieces)
-    scores = [0.0] * len(quiet) + [-float(i) for i in range(len(pieces))]
-    kv = [
-        ("general.architecture", _STR, "llama"),
-        ("general.name", _STR, "servefuzz-tiny"),
-        ("llama.context_length", _U32, shape.context),
-        ("llama.embedding_length", _U32, shape.hidden),
-        ("llama.block_count", _U32, shape.layers),
-        ("llama.feed_forward_length", _U32, shape.ffn),
-        ("llama.attention.head_count", _U32, shape.heads),
-        ("llama.attention.head_count_kv", _U32, shape.heads),
-        ("llama.rope.dimension_count", _U32, shape.head_dim),
-        ("llama.rope.freq_base", _F32, shape.rope_theta),
-        ("llama.attention.layer_norm_rms_epsilon", _F32, shape.rms_eps),
-        ("general.file_type", _U32, 0),  # all F32
-        ("llama.vocab_size", _U32, len(tokens)),
-        ("tokenizer.ggml.model", _STR, "llama"),
-        ("tokenizer.ggml.tokens", _ARR, (_STR, tokens)),
-        ("tokenizer.ggml.scores", _ARR, (_F32, scores)),
-        ("tokenizer.ggml.token_type", _ARR, (_I32, kinds)),
-        ("tokenizer.ggml.unknown_token_id", _U32, 0),
-        ("tokenizer.ggml.bos_token_id", _U32, 1),
-        ("tokenizer.ggml.eos_token_id", _U32, 2),
-        ("tokenizer.ggml.add_bos_token", _BOOL, False),  # prompts are exact token ids
-    ]
-    weights = _weights(rng, shape, len(tokens), quiet)
-    return _gguf_file(path, kv, [(_gguf_name(n), a) for n, a in weights.items()])
+# --- safetensors and the Hugging Face folder (vLLM, SGLang, transformers) --------------------
 
 
-# --- safetensors and the Hugging Face folder (vLLM, SGLang) ---------------------------------
-
-
-def _safetensors(path: Path, tensors: dict[str, Any], dtype: str) -> Path:
+def safetensors_file(path: Path, tensors: Mapping[str, Any], dtype: str) -> Path:
     """As the safetensors package writes one dtype: tensors sorted by name, the JSON header
     compact and padded with spaces to a multiple of 8."""
     names = sorted(tensors)
-    blobs = {n: _bf16_bits(tensors[n]).tobytes() if dtype == "bfloat16"
+    blobs = {n: bf16_bits(tensors[n]).tobytes() if dtype == "bfloat16"
              else np.ascontiguousarray(tensors[n], dtype="<f4").tobytes() for n in names}
     header: dict[str, Any] = {"__metadata__": {"format": "pt"}}
     offset = 0
@@ -909,14 +828,14 @@ def _safetensors(path: Path, tensors: dict[str, Any], dtype: str) -> Path:
     return path
 
 
-def _bf16_bits(a: Any) -> Any:
+def bf16_bits(a: Any) -> Any:
     """float32 -> bfloat16 bit patterns, rounding to nearest even as torch does."""
     bits = np.ascontiguousarray(a, dtype="<f4").view(np.uint32)
     rounded = bits + np.uint32(0x7FFF) + ((bits >> np.uint32(16)) & np.uint32(1))
     return (rounded >> np.uint32(16)).astype("<u2")
 
 
-def _json(path: Path, obj: Any) -> Path:
+def json_file(path: Path, obj: Any) -> Path:
     path.write_text(json.dumps(obj, indent=2) + "\n", encoding="utf-8")
     return path
 
@@ -942,9 +861,11 @@ def spell_bytes(token: str) -> bytes:
     return bytes(_BYTE_CHARS[c] for c in token)
 
 
-def _quiet_tokens(tokenizer: dict[str, Any]) -> tuple[int, list[int]]:
-    """(vocabulary size, quiet ids): the specials and every token that is not whole UTF-8 on its
-    own (`tokenizers` decodes it to U+FFFD, which servefuzz.models reads as quiet)."""
+def hf_tokens(tokenizer_json: str) -> tuple[int, list[int], dict[str, int]]:
+    """(vocabulary size, quiet ids, special token -> id) of a trained tokenizer.json. Quiet: the
+    specials and every token that is not whole UTF-8 on its own (`tokenizers` decodes it to
+    U+FFFD; llama.cpp would misalign its probabilities)."""
+    tokenizer = json.loads(tokenizer_json)
     vocab: dict[str, int] = dict(tokenizer["model"]["vocab"])
     specials = {t["content"]: int(t["id"]) for t in tokenizer.get("added_tokens") or ()}
     size = max([*vocab.values(), *specials.values()]) + 1
@@ -954,587 +875,769 @@ def _quiet_tokens(tokenizer: dict[str, Any]) -> tuple[int, list[int]]:
             continue
         if "\ufffd" in spell_bytes(token).decode("utf-8", "replace"):
             quiet.add(i)
-    return size, sorted(quiet)
+    return size, sorted(quiet), specials
 
 
-def _write_hf(hf_dir: Path, shape: TinyShape, seed: int, dtype: str, tokenizer_json: str) -> list[Path]:
+def write_hf_folder(hf_dir: Path, *, tokenizer_json: str, config: Mapping[str, Any], weights: Mapping[str, Any],
+                    dtype: str, context: int) -> list[Path]:
+    """A Hugging Face model folder: the tokenizer files, config.json and model.safetensors."""
     hf_dir.mkdir(parents=True, exist_ok=True)
-    tokenizer = json.loads(tokenizer_json)
-    vocab, quiet = _quiet_tokens(tokenizer)
-    ids = {t["content"]: int(t["id"]) for t in tokenizer.get("added_tokens") or ()}
     (hf_dir / "tokenizer.json").write_text(tokenizer_json, encoding="utf-8")
     specials = dict(zip(("bos_token", "eos_token", "pad_token"), HF_SPECIALS, strict=True))
-    written = [hf_dir / "tokenizer.json", _json(hf_dir / "special_tokens_map.json", specials)]
-    written.append(_json(hf_dir / "tokenizer_config.json", {
-        "tokenizer_class": "PreTrainedTokenizerFast", "model_max_length": shape.context,
+    written = [hf_dir / "tokenizer.json", json_file(hf_dir / "special_tokens_map.json", specials)]
+    written.append(json_file(hf_dir / "tokenizer_config.json", {
+        "tokenizer_class": "PreTrainedTokenizerFast", "model_max_length": context,
         "add_bos_token": False, "add_eos_token": False, **specials,
     }))
-    written.append(_json(hf_dir / "config.json", {
+    written.append(json_file(hf_dir / "config.json", dict(config)))
+    written.append(safetensors_file(hf_dir / "model.safetensors", weights, dtype))
+    return written
+"""servefuzz's tiny llama (RMSNorm, rotary positions, SwiGLU MLP): the model every preset serves
+by default, and the one architecture whose GGUF servefuzz writes itself (with a SentencePiece-style
+vocabulary of its own) rather than through llama.cpp's converter.
+
+`write_model` writes it in the layout `servefuzz.models.build_models` uses (`DIR/tiny.gguf`,
+`DIR/hf-<dtype>/`, `DIR/lora/`); every repro.py embeds this module's source verbatim, after
+`models.files`'s, so it imports nothing but that module (whose import line the embedding drops),
+the standard library and numpy. The one thing it cannot make is the Hugging Face tokenizer, which
+servefuzz trains with the `tokenizers` package: the caller hands its `tokenizer.json` in (repro.py
+carries it, compressed, as data), and the weights' quiet rows are read from it.
+"""
+
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, NamedTuple
+
+try:
+    import numpy as np
+except ImportError:  # as in `files`: only writing a model needs numpy
+    np = None  # type: ignore[assignment]
+
+
+__all__ = ["TINY", "ModelShape", "write_model"]
+
+
+class ModelShape(NamedTuple):
+    """The architecture both files share. A NamedTuple, not a dataclass: a dataclass looks its
+    module up in sys.modules, which a script loaded by path (repro.py, embedding this) need not be in."""
+
+    layers: int = 2
+    hidden: int = 256
+    heads: int = 4
+    ffn: int = 512
+    context: int = 2048
+    rope_theta: float = 10000.0
+    rms_eps: float = 1e-5
+
+    @property
+    def head_dim(self) -> int:
+        return self.hidden // self.heads
+
+
+TINY = ModelShape()
+ADAPTERS = ("lora-a", "lora-b")
+LORA_RANK = 8
+LORA_ALPHA = 16.0  # PEFT scales B @ A by alpha / rank: 2 here
+LORA_TARGETS = ("q_proj", "v_proj")  # PEFT's default for llama
+GGUF_VOCAB = 1024
+GGUF_NAME, DRAFT_NAME = "servefuzz-tiny", "servefuzz-tiny-draft"
+# truth.py's own copy of these names is held equal to this one by tests/models/test_llama.py.
+GGUF_LAYER_NAMES = {
+    "input_layernorm": "attn_norm", "self_attn.q_proj": "attn_q", "self_attn.k_proj": "attn_k",
+    "self_attn.v_proj": "attn_v", "self_attn.o_proj": "attn_output", "post_attention_layernorm": "ffn_norm",
+    "mlp.gate_proj": "ffn_gate", "mlp.up_proj": "ffn_up", "mlp.down_proj": "ffn_down",
+}
+GGUF_MODEL_NAMES = {"model.embed_tokens": "token_embd", "model.norm": "output_norm", "lm_head": "output"}
+
+
+def write_model(out_dir: Path, fmt: str, *, seed: int = 0, dtype: str = "float32", adapters: bool = True,
+                tokenizer_json: str | None = None) -> list[Path]:
+    """Write the model of format `fmt` ("gguf": llama.cpp; "hf": vLLM, SGLang) and, with
+    `adapters`, its two LoRA adapters under `out_dir`; the paths written. "hf" needs the
+    tokenizer servefuzz trained for `seed` (`tokenizer_json`, the text of its tokenizer.json)."""
+    need_numpy()
+    out_dir.mkdir(parents=True, exist_ok=True)
+    written: list[Path] = []
+    if fmt == "gguf":
+        written.append(write_gguf(out_dir / "tiny.gguf", TINY, seed))
+    elif fmt == "hf":
+        if tokenizer_json is None:
+            raise ValueError("an hf model needs the tokenizer.json servefuzz trained for it")
+        written += write_hf(out_dir / f"hf-{dtype}", TINY, seed, dtype, tokenizer_json)
+    else:
+        raise ValueError(f"unknown model format {fmt!r} (gguf or hf)")
+    if adapters:
+        written += write_adapters(out_dir / "lora", TINY, seed, gguf=fmt == "gguf")
+    return written
+
+
+def llama_weights(rng: Any, shape: ModelShape, vocab: int, quiet: Sequence[int]) -> dict[str, Any]:
+    """Random llama weights under Hugging Face names, as float32."""
+    h, f = shape.hidden, shape.ffn
+    w: dict[str, Any] = {"model.embed_tokens.weight": rng.standard_normal((vocab, h)).astype(np.float32)}
+    for i in range(shape.layers):
+        p = f"model.layers.{i}."
+        w[p + "input_layernorm.weight"] = np.ones(h, np.float32)
+        for name in ("q_proj", "k_proj", "v_proj", "o_proj"):
+            w[p + f"self_attn.{name}.weight"] = projection(rng, h, h)
+        w[p + "post_attention_layernorm.weight"] = np.ones(h, np.float32)
+        w[p + "mlp.gate_proj.weight"] = projection(rng, f, h)
+        w[p + "mlp.up_proj.weight"] = projection(rng, f, h)
+        w[p + "mlp.down_proj.weight"] = projection(rng, h, f)
+    w["model.norm.weight"] = np.ones(h, np.float32)
+    w["lm_head.weight"] = output_head(rng, vocab, h, quiet)
+    return w
+
+
+def lora_pairs(rng: Any, shape: ModelShape) -> dict[str, tuple[Any, Any]]:
+    """Module (HF name, without `.weight`) -> (A [rank, in], B [out, rank]), PEFT's shapes."""
+    h = shape.hidden
+    out = {}
+    for i in range(shape.layers):
+        for target in LORA_TARGETS:
+            a = np.asarray(rng.standard_normal((LORA_RANK, h)) / np.sqrt(h), dtype=np.float32)
+            # Spread of (B @ A) * alpha / rank = sqrt(rank) * 0.18 * (1 / sqrt(h)) * 2 ~ 1 / sqrt(h):
+            # the base projections' own.
+            b = np.asarray(rng.standard_normal((h, LORA_RANK)) * 0.18, dtype=np.float32)
+            out[f"model.layers.{i}.self_attn.{target}"] = (a, b)
+    return out
+
+
+def gguf_name(hf_name: str) -> str:
+    stem = hf_name.removesuffix(".weight")
+    if stem in GGUF_MODEL_NAMES:
+        return GGUF_MODEL_NAMES[stem] + ".weight"
+    _, _, layer, rest = stem.split(".", 3)  # model.layers.<i>.<rest>
+    return f"blk.{layer}.{GGUF_LAYER_NAMES[rest]}.weight"
+
+
+def write_gguf(path: Path, shape: ModelShape, seed: int, noise: tuple[Any, float] | None = None) -> Path:
+    """A SentencePiece-style vocabulary: <unk>, <s>, </s>, the 256 byte tokens, then word pieces.
+
+    `noise` (a random stream and a scale): the draft model's weights, each tensor but the norms
+    plus that many of its own standard deviations of Gaussian noise (`models.build_draft`)."""
+    rng = np.random.default_rng([seed, 2])
+    tokens = ["<unk>", "<s>", "</s>"] + [f"<0x{b:02X}>" for b in range(256)]
+    kinds = [TOKEN_UNKNOWN, TOKEN_CONTROL, TOKEN_CONTROL] + [TOKEN_BYTE] * 256
+    quiet = list(range(len(tokens)))
+    pieces = [chr(c) for c in range(ord("a"), ord("z") + 1)] + ["\u2581"]  # ▁ is SentencePiece's space
+    pieces += ["\u2581" + w for w in made_up_words(rng, GGUF_VOCAB - len(tokens) - len(pieces))]
+    tokens += pieces
+    kinds += [TOKEN_NORMAL] * len(pieces)
+    scores = [0.0] * len(quiet) + [-float(i) for i in range(len(pieces))]  # earlier pieces merge first
+    kv = [
+        ("general.architecture", STR, "llama"),
+        ("general.name", STR, GGUF_NAME if noise is None else DRAFT_NAME),
+        ("llama.context_length", U32, shape.context),
+        ("llama.embedding_length", U32, shape.hidden),
+        ("llama.block_count", U32, shape.layers),
+        ("llama.feed_forward_length", U32, shape.ffn),
+        ("llama.attention.head_count", U32, shape.heads),
+        ("llama.attention.head_count_kv", U32, shape.heads),
+        ("llama.rope.dimension_count", U32, shape.head_dim),
+        ("llama.rope.freq_base", F32, shape.rope_theta),
+        ("llama.attention.layer_norm_rms_epsilon", F32, shape.rms_eps),
+        ("general.file_type", U32, 0),  # all F32
+        ("llama.vocab_size", U32, len(tokens)),
+        ("tokenizer.ggml.model", STR, "llama"),
+        ("tokenizer.ggml.tokens", ARR, (STR, tokens)),
+        ("tokenizer.ggml.scores", ARR, (F32, scores)),
+        ("tokenizer.ggml.token_type", ARR, (I32, kinds)),
+        ("tokenizer.ggml.unknown_token_id", U32, 0),
+        ("tokenizer.ggml.bos_token_id", U32, 1),
+        ("tokenizer.ggml.eos_token_id", U32, 2),
+        ("tokenizer.ggml.add_bos_token", BOOL, False),  # prompts are exact token ids
+    ]
+    tensors = []
+    for name, array in llama_weights(rng, shape, len(tokens), quiet).items():
+        if noise is not None and not name.endswith("norm.weight"):
+            source, scale = noise
+            moved = array + np.float32(scale * float(array.std())) * source.standard_normal(array.shape, dtype=np.float32)
+            if name == "lm_head.weight":
+                moved[quiet] = 0.0  # the specials and byte tokens stay unpickable
+            array = np.asarray(moved, dtype=np.float32)
+        tensors.append((gguf_name(name), array))
+    return gguf_file(path, kv, tensors)
+
+
+def llama_config(shape: ModelShape, vocab: int, ids: dict[str, int], dtype: str) -> dict[str, Any]:
+    return {
         "architectures": ["LlamaForCausalLM"], "model_type": "llama", "vocab_size": vocab,
         "hidden_size": shape.hidden, "intermediate_size": shape.ffn, "num_hidden_layers": shape.layers,
         "num_attention_heads": shape.heads, "num_key_value_heads": shape.heads, "head_dim": shape.head_dim,
         "hidden_act": "silu", "max_position_embeddings": shape.context, "rms_norm_eps": shape.rms_eps,
         "rope_theta": shape.rope_theta, "tie_word_embeddings": False, "attention_bias": False, "mlp_bias": False,
         "bos_token_id": ids["<s>"], "eos_token_id": ids["</s>"], "pad_token_id": ids["<pad>"], "dtype": dtype,
-    }))
-    weights = _weights(np.random.default_rng([seed, 1]), shape, vocab, quiet)
-    written.append(_safetensors(hf_dir / "model.safetensors", weights, dtype))
-    return written
+    }
+
+
+def write_hf(hf_dir: Path, shape: ModelShape, seed: int, dtype: str, tokenizer_json: str) -> list[Path]:
+    vocab, quiet, ids = hf_tokens(tokenizer_json)
+    weights = llama_weights(np.random.default_rng([seed, 1]), shape, vocab, quiet)
+    return write_hf_folder(hf_dir, tokenizer_json=tokenizer_json, config=llama_config(shape, vocab, ids, dtype),
+                           weights=weights, dtype=dtype, context=shape.context)
 
 
 # --- the LoRA adapters ------------------------------------------------------------------------
 
 
-def _write_adapters(out_dir: Path, shape: TinyShape, seed: int, *, gguf: bool) -> list[Path]:
-    """Each of ADAPTERS: `NAME.gguf` (llama.cpp's LoRA GGUF) or `NAME/` (PEFT's layout)."""
+def write_adapters(out_dir: Path, shape: ModelShape, seed: int, *, gguf: bool) -> list[Path]:
+    """Each of ADAPTERS: `NAME.gguf` (llama.cpp's LoRA GGUF, as its convert_lora_to_gguf.py writes
+    one: llama.cpp checks A against the base tensor's input size, B against its output size) or
+    `NAME/` (PEFT's layout)."""
     out_dir.mkdir(parents=True, exist_ok=True)
     written: list[Path] = []
     for index, name in enumerate(ADAPTERS):
-        pairs = _lora_pairs(np.random.default_rng([seed, 3 + index]), shape)
+        pairs = lora_pairs(np.random.default_rng([seed, 3 + index]), shape)
         if gguf:
-            kv = [("general.architecture", _STR, "llama"), ("general.type", _STR, "adapter"),
-                  ("adapter.type", _STR, "lora"), ("adapter.lora.alpha", _F32, LORA_ALPHA)]
-            tensors = [(_gguf_name(m + ".weight") + suffix, t) for m, (a, b) in pairs.items()
+            kv = [("general.architecture", STR, "llama"), ("general.type", STR, "adapter"),
+                  ("adapter.type", STR, "lora"), ("adapter.lora.alpha", F32, LORA_ALPHA)]
+            tensors = [(gguf_name(m + ".weight") + suffix, t) for m, (a, b) in pairs.items()
                        for suffix, t in ((".lora_a", a), (".lora_b", b))]
-            written.append(_gguf_file(out_dir / f"{name}.gguf", kv, tensors))
+            written.append(gguf_file(out_dir / f"{name}.gguf", kv, tensors))
             continue
         folder = out_dir / name
         folder.mkdir(exist_ok=True)
-        written.append(_json(folder / "adapter_config.json", {
+        written.append(json_file(folder / "adapter_config.json", {
             "peft_type": "LORA", "task_type": "CAUSAL_LM", "base_model_name_or_path": None, "r": LORA_RANK,
             "lora_alpha": LORA_ALPHA, "lora_dropout": 0.0, "bias": "none", "target_modules": list(LORA_TARGETS),
             "fan_in_fan_out": False, "use_rslora": False, "use_dora": False,
         }))
         tensors_hf = {f"base_model.model.{m}.lora_{ab}.weight": t for m, (a, b) in pairs.items()
                       for ab, t in (("A", a), ("B", b))}
-        written.append(_safetensors(folder / "adapter_model.safetensors", tensors_hf, "float32"))
+        written.append(safetensors_file(folder / "adapter_model.safetensors", tensors_hf, "float32"))
     return written
 
 # --- the finding ---------------------------------------------------------------------------
 
 FINDING = json.loads(
-    '{"name":"finding_00101_1610553322.json","bug":"numeric-drift (sglang:cache-state:numeric-drift:p'
-    'refix=shared)","expected":["r01"],"expect_failure":null,"expect_cached":{},"choices":{},"base_ur'
-    'l":"http://127.0.0.1:56531","dialect":"sglang","path":"/generate","flush":"sglang","model":null,'
-    '"requests":[{"id":"r01","offset_ms":0.9,"cancel_after_ms":null,"copies":1,"body":{"input_ids":[1'
-    '73,144,832,599,717,250,254,310,58,917,198,144,494,599,802,973,430,839,143,644,837,124,585,391,51'
-    '7,545,44,334,683,307,116,480,144,842,259,215,207,499,30,729,956,185,1008,618,408,568,11,179,514,'
-    '412,871,866,402,5,450,470,779,954,839,724,585,324,557,597,866,784,194,58,973,1001,1013,257,360,1'
-    '44,658,665,379,472,180,860,538,306,929,462,537,863,216,41,643,930,896,659,251,449,309,528,797,53'
-    '1,674,37,86,705,7,482,1017,527,791,948,76,440,547,463,361,822,96,286,817,672,50,459,731,438,648,'
-    '967,132,159,555,93,587,526,45,733,794,568,544,22,344,503,363,149,478,496,385,735,110,594,1014,23'
-    '6,331,161,723,228,482,114,606,334,710,988,834,260,784,27,308,635,44,31,710,227,302,574,705,228,3'
-    '06,314,608,1015,419,814,182,811,11,124,519,45,322,592,585,529,84,458,455,940,901,156,866,364,261'
-    ',953,832,677,674,782,171,390,444],"sampling_params":{"temperature":0.0,"max_new_tokens":99,"igno'
-    're_eos":true,"n":1},"return_logprob":true,"top_logprobs_num":5,"logprob_start_len":-1,"stream":f'
-    'alse}},{"id":"r02","offset_ms":1.4,"cancel_after_ms":null,"copies":1,"body":{"input_ids":[173,14'
-    '4,832,599,717,250,254,310,58,917,198,144,494,599,802,973,430,839,143,644,837,124,585,391,517,545'
-    ',44,334,683,307,116,480,144,842,259,215,207,499,30,729,956,185,1008,618,408,568,11,179,514,412,8'
-    '71,866,402,5,450,470,779,954,839,724,585,324,557,597,866,784,194,58,973,1001,1013,257,360,144,65'
-    '8,665,379,472,180,860,538,306,929,462,537,863,216,41,643,930,896,659,251,449,309,528,797,531,674'
-    ',37,86,705,7,482,1017,527,791,948,76,440,547,463,361,822,96,286,817,672,50,459,731,438,648,967,1'
-    '32,159,555,93,587,526,45,733,794,568,544,22,344,503,363,149,478,496,385,735,110,594,1014,236,331'
-    ',161,723,228,482,114,606,334,710,988,834,260,784,27,308,635,44,31,710,227,302,574,705,228,306,31'
-    '4,608,1015,419,814,182,811,11,124,519,45,322,592,585,529,84,458,455,940,616,611,217,64,263,769,5'
-    '16,970,159,727,69,183,549,166,540,663,953,1002,470,827,534,483,991,499,515,659,746],"sampling_pa'
+    '{"name":"finding_00101_1610553322.json","bug":"contract-violation (sglang:cache-state:contract-v'
+    'iolation:prefix=shared)","expected":["r01"],"expect_failure":null,"promise":{"mode":"--enable-de'
+    'terministic-inference","words":"\\"SGLang achieves fully deterministic inference while maintainin'
+    'g compatibility with chunked prefill, CUDA graphs, radix cache, and non-greedy sampling\\"; for e'
+    'very cache-reuse path, \\"Any nonzero KL is a KV/state reuse bug.\\"","source":"https://docs.sglan'
+    'g.io/advanced_features/deterministic_inference.html; https://github.com/sgl-project/sglang/issue'
+    's/34899"},"expect_cached":{},"choices":{},"base_url":"http://127.0.0.1:56531","dialect":"sglang"'
+    ',"path":"/generate","flush":"sglang","model":null,"requests":[{"id":"r01","offset_ms":0.9,"cance'
+    'l_after_ms":null,"copies":1,"body":{"input_ids":[173,144,832,599,717,250,254,310,58,917,198,144,'
+    '494,599,802,973,430,839,143,644,837,124,585,391,517,545,44,334,683,307,116,480,144,842,259,215,2'
+    '07,499,30,729,956,185,1008,618,408,568,11,179,514,412,871,866,402,5,450,470,779,954,839,724,585,'
+    '324,557,597,866,784,194,58,973,1001,1013,257,360,144,658,665,379,472,180,860,538,306,929,462,537'
+    ',863,216,41,643,930,896,659,251,449,309,528,797,531,674,37,86,705,7,482,1017,527,791,948,76,440,'
+    '547,463,361,822,96,286,817,672,50,459,731,438,648,967,132,159,555,93,587,526,45,733,794,568,544,'
+    '22,344,503,363,149,478,496,385,735,110,594,1014,236,331,161,723,228,482,114,606,334,710,988,834,'
+    '260,784,27,308,635,44,31,710,227,302,574,705,228,306,314,608,1015,419,814,182,811,11,124,519,45,'
+    '322,592,585,529,84,458,455,940,901,156,866,364,261,953,832,677,674,782,171,390,444],"sampling_pa'
     'rams":{"temperature":0.0,"max_new_tokens":99,"ignore_eos":true,"n":1},"return_logprob":true,"top'
-    '_logprobs_num":5,"logprob_start_len":-1,"stream":false}},{"id":"r03","offset_ms":86.4,"cancel_af'
-    'ter_ms":null,"copies":1,"body":{"input_ids":[567,1015,793,1020,727,610,402,286,538,905,329,929,9'
-    '73,381,478,650,83,399,673,606,760,797,82,941,32,446,225,136,853,1017,165,83,631,687,525,951,753,'
-    '593,428,143,384,745,917,995,317,156,871,118,51,629,989,126,184,384,13,26,759,402,287,411,335,189'
-    ',252,873,878,151,186,653,236,368,15,679,840,61,333,397,20,953,126,552,201,25,214,319,150,714,923'
-    ',845,687,292,754,417,258,756,869,138,530,841,285,729,119,306,983,628,714,816,160,56,480,195,1018'
-    ',892,673,240,956,311,468,957,421,623,918,863,399,90,456,792,901,902,55,183,49,36,610,457,343,28,'
-    '694,148,744,452,12,91,123,311,671,15,238,202,9,351,278,571,906,327,35,782,43,793,545,997,61,610,'
-    '170,917,346,368,134,1015,738,283,372,939,747,220,683,113,951,988,956,626,797,25,127,153,429,754,'
-    '836,768,226,566,922,92,137,178,738,346,458,456,387,525,150,567,416,276,926,536,43,988,879,19,697'
-    ',180,832,506,641,549,369,524,302,887,158,422,501,635,524,1014,60,161,199,599,65,910,760,791,446,'
-    '481,151,541,944,426,920,602,1019,37,636,420,891,85,307,842,889,211,171,50,703,247,1001,33,776,24'
-    '4,804,184,791,793,43,826,792,892,620,593,125,1020,314,950,41,69,216,461,323,350,203,35,869,888,7'
-    '18,122,933,101,453,333,960,704,604,904,402,724,492,167,722,12,960,228,607,279,360,1009,662,690,2'
-    '98,21,385,430,798,98,918,321,198,858,766,599,760,508,882,19,645,407,3,417,964,461,604,536,576,10'
-    '2,693,711,158,388,923,308,599,288,230,809,247,73,830,198,479,407,841,894,249,5,627,719,273,530,6'
-    '56,493,629,255,320,660,879,27,258,579,644,308,897,106,238,900,769,918,104,798,308,41,92,902,951,'
-    '225,834,22,132,31,922,675,331,822,246,344,582,428,951,683,875,369,601,132,679,675,87,405,234,112'
-    ',103,317,442,660,751,203,920,169,67,49,1001,71,745,337,539,33,398,131,260,752,334,285,74,20,722,'
-    '709,364,958,990,149,600,253,321,259,240,558,601,122,267,357,437,773,110,670,310,828,236,483,613,'
-    '314,38,644,921,850],"sampling_params":{"temperature":0.0,"max_new_tokens":44,"ignore_eos":true,"'
-    'n":1},"return_logprob":true,"top_logprobs_num":5,"logprob_start_len":-1,"stream":false}},{"id":"'
-    'r04","offset_ms":94.0,"cancel_after_ms":null,"copies":1,"body":{"input_ids":[837,217,397,432,461'
-    ',838,208,102,741,48,68,993,813,186,463,419,994,762,868,758,444,308,762,111,283,868,245,1007,345,'
-    '519,192,940,327,779,906,261,281,479,996,48,866,944,545,612,522,253,624,489,831,417,67,249,202,17'
-    '9,699,557,648,405,667,268,971,559,67,364,632,91,102,275,168,328,565,943,235,194,759,588,989,309,'
-    '201,381,83,895,193,450,582,525,72,963,280,238,86,791,800,770,127,497,928,993,503,914,650,438,523'
-    ',648,415,1023,382,246,331,675,311,1018,543,45,214,284,1004,971,135,36,877,248,553,617,50,552,530'
-    ',908,769,477,993,841,722,458,57,520,776,848,530,178,96,708,136,812,990,887,735,797,105,870,625,9'
-    '23,148,934,165,663,95,424,107,182,616,582,775,607,542,619,163,165,102,437,115,786,763,4,365,63,9'
-    '85,488,692,422,165,325,806,483,756,902,70,317,982,673,244,241,757,885,757,94,199,143,560,694,747'
-    ',672,354,841,647,949,586,841,933,95,633,602,847,674,427,50,174,509,502,216,487,682,409,358,722,5'
-    '25,853,877,907,3,562,256,550,479,313,424,467,862,287,860,503,93,683,628,101,752,557,760,217,689,'
-    '777,421,773,134,703,281,327,430,763,886,428,836,99,215,781,959,376,763,612,254,201,95,974,233,46'
-    '0,778,70,63,766,748,898,931,244,910,419,882,376,420,460,702,139,204,631,327,574,447,978,571,708,'
-    '461,984,265,301,764,71,884,527,430,499,541,57,692,505,423,77,752,308,582,113,170,179,425,67,242,'
-    '591,747,643,421,568,160,394,917,665,595,259,1010,495,91,655,202,402,292,988,802,327,136,134,728,'
-    '178,246,481,552,833,1013,138,522,551,671,209,935,792,248,389,315,797,287,755,417,336,807,444,312'
-    ',628,313,909,363,996,207,981,208,540,549,827,362,897,330,434,933,875,325,627,464,81,315,577,315,'
-    '867,840,160,942,421,282,419,613,140,310,298,74,192,64,280,473,128,996,999,71,507,266,143,68,589,'
-    '824,237,201,1006,729,308,17,458,459,273,21,465,64,903,37,954,360,421,900,595,706,653,662,34,407,'
-    '931,759,608,387,293,760,325,570,221,309,802,71,26,422,263,333,113,65,451,327,347,904,798,254,901'
-    ',671,858,279,942,46,892,598,610,331,468,494,215,810,218,952,589,962,20,692,689,438,731,527,888,8'
-    '51,449,175,587,166,1005,57,1021,513,654,155,931,16,515,699,303,878,916,110,157,593,309,520,625,3'
-    '44,183,109,61,471,668,383,800,475,126,612,557,821,845,361,1004,496,119,68,770,864,644,174,18,261'
-    ',190,1017,181,944,286,831,99,969,317,736,223,760,497,985,354,911,616,471,55,525,161,200,766,878,'
-    '30,340,897,593,489,466,697,812,711,682,295,733,126,105,487,680,228,31,826,827,589,147,727,962,61'
-    '1,6,76,74,935,170,13,240,500,312,267,299,556,120,366,457,846,581,1006,377,1012,241,702,522,330,5'
-    '59,189,601,817,76,868,222,43,197,172,817,28,927,882,62,299,101,888,565,266,265,330,323,559,298,4'
-    '62,917,694,762,184,337,243,509,145,608,375,506,941,751,425,901,861,134,664,360,331,206,592,889,4'
-    '09,987,212,1021,989,728,368,917,675,1007,486,481,847,748,857,874,542,70,474,279,965,464,538,8,25'
-    '7,143,156,969,315,819,918,445,283,111,420,799,139,185,718,241,373,843,131,221,632,816,283,173,57'
-    ',98,188,676,389,397,382,764,132,112,1017,518,366,658,112,640,907,894,233,225,784,755,780,397,784'
-    ',334,300,420,839,710,392,229,388,867,494,173,145,428,215,176,74,1007,281,255,112,400,621,791,598'
-    ',983,39,119,350,559,392,839,11,606,71,589,657,411,152,533,909,923,871,7,145,759,112,124,139,463,'
-    '512,205,640,378,862,850,964,39,1001,248,175,888,229,922,668,824,345,236,757,755,277,465,480,860,'
-    '277,890,381,794,611,246,685,33,367,508,812,110,229,785,214,118,236,974,219,825,512,469,450,804,8'
-    '16,378,368,797,68,49,167,499,608,720,284,602,711,979,344,903,331,608,611,315,303,805,725,826,427'
-    ',588,922,473,944,417,744,213,450,151,1005,907,564,1002,443,974,843,10,441,493,458,540,280],"samp'
-    'ling_params":{"temperature":0.0,"max_new_tokens":10,"ignore_eos":true,"n":1},"return_logprob":tr'
-    'ue,"top_logprobs_num":5,"logprob_start_len":-1,"stream":false}},{"id":"r05","offset_ms":100.4,"c'
-    'ancel_after_ms":null,"copies":1,"body":{"input_ids":[321,1000,277,943,357,374,140,476,828,900,76'
-    '8,262,669,591,980,32,466,142,99,434,300,943,370,279,532,102,184,685,1011,23,656,631,669,498,348,'
-    '193,184,731,440,978,838,845,816,968,250,257,424,841,394,338,642,47,428,109,528,764,851,781,260,1'
-    '35,710,437,449,141,623,771,1014,637,937,367,8,257,481,612,247,161,90,349,394,395,970,63,83,346,3'
-    '77,363,1003,619,164,200,719,901,286,358,477,368,959,365,256,628,83,129,532,834,520,135,406,514,6'
-    '62,591,657,412,48,750,403,32,508,754,51,498,549,637,913,74,399,847,836,968,229,416,441,399,749,9'
-    '03,808,806,137,15,571,63,786,153,332,155,745,515,333,322,955,1021,214,372,577,907,800,94,471,391'
-    ',281,742,133,931,251,43,327,734,735,817,713,118,253,137,837,482,467,406,437,797,998,425,359,115,'
-    '663,378,395,930,875,920,145,700,27,838,867,831,95,669,408,525,503,629,324,826,68,225,176,398,252'
-    ',197,584,405,668,909,664,216,851,308,447,925,844,210,180,394,403,742,777,75,366,291,691,549,594,'
-    '115,22,223,136,82,89,689,974,459,578,788,579,807,323,922,928,448,523,960,749,798,287,352,465,995'
-    ',9,913,524,674,606,601,442,193,45,326,879,601,380,776,944,549,399,665,478,325,56,172,793,734,632'
-    ',6,977,592,866,164,859,625,994,756,95,70,765,811,550,152,898,52,191,96,840,811,683,557,987,342,3'
-    '13,196,120,389,109,75,739,530,683,614,648,875,555,1012,842,957,906,753,116,286,899,49,700,627,65'
-    '1,234,984,396,1006,32,941,70,970,23,915,383,714,904,582,160,176,74,238,885,390,419,235,124,339,1'
-    '99,101,127,174,830,275,437,406,302,504,596,762,315,823,590,44,711,851,198,18,149,170,952,960,354'
-    ',44,3,750,795,255,792,599,862,646,394,590,14,627,206,787,761,777,299,878,905,30,572,82,909,573,8'
-    '5,794,51,365,274,906,309,328,457,647,947,97,693,74,20,614,630,688,894,550,806,253,793,58,913,101'
-    '7,552,364,816,785,739,915,624,805,607,279,146,390,245,149,833,936,976,874,233,362,392,82,365,554'
-    ',485,516,119,759,257,499,834,251,134,124,855,278,219,692,474,486,926,279,881,877,894,341,316,565'
-    ',215,480,775,613,708,644,544,484,102,747,96,420,488,927,923,815,701,810,324,60,184,826,583,518,8'
-    '26,687,515,144,297,560,1008,525,870,563,1005,938,518,866,247,838,1004,442,433,114,579,132,720,96'
-    ',949,24,72,901,989,651,783,538,700,927,476,776,281,585,747,755,707,737,893,399,233,880,466,983,1'
-    '97,49,901,694,748,502,511,949,528,95,932,42,249,268,378,48,254,946,644,614,184,453,217,773,850,9'
-    '73,332,473,601,837,799,443,910,741,283,147,489,308,508,574,570,303,239,298,266,383,729,780,181,3'
-    '44,809,554,858,193,709,730,763,228,152,643,539,547,532,910,965,247,109,932,895,678,388,966,51,64'
-    '5,234,788,207,369,251,527,782,528,214,770,634,750,224,865,961,512,903,501,874,83],"sampling_para'
-    'ms":{"temperature":0.0,"max_new_tokens":15,"ignore_eos":true,"n":1},"return_logprob":true,"top_l'
-    'ogprobs_num":5,"logprob_start_len":-1,"stream":false}},{"id":"r06","offset_ms":109.8,"cancel_aft'
-    'er_ms":null,"copies":1,"body":{"input_ids":[284,682,492,989,462,515,421,740,594,745,1019,942,193'
-    ',206,1019,878,815,398,988,620,260,83,547,862,578,643,357,348,14,406,918,696,602,970,472,571,363,'
-    '174,253,150,892,680,667,851,730,744,994,938,214,422,982,486,286,661,996,776,241,368,836,45,637,1'
-    '009,94,969,852,353,360,235,101,8,144,1020,910,821,873,930,865,813,799,516,493,269,526,270,809,95'
-    '8,50,675,762,718,92,358,110,883,346,257,341,451,198,773,673,561,689,238,679,575,100,212,40,239,4'
-    '36,741,502,926,16,586,965,577,125,405,121,672,832,211,308,806,74,232,576,629,154,808,570,357,473'
-    ',254,278,23,837,282,66,855,598,28,217,901,345,452,1018,707,112,441,319,539,286,704,672,26,901,28'
-    '3,310,322,558,462,471,452,239,555,218,320,414,236,446,796,675,433,464,996,61,353,528,346,811,564'
-    ',36,655,250,311,521,418,22,532,158,880,732,937,577,232,992,703,237,757,81,603,998,700,755,233,5,'
-    '48,245,952,354,175,451,969,1007,274,773,260,125,653,754,677,163,622,306,565,463,678,564,654,933,'
-    '980,673,377,795,618,357,313,257,972,745,53,891,742,899,766,449,680,661,60,908,830,179,754,123,26'
-    '0,606,827,303,556,329,505,277,995,549,791,654,135,1019,423,192,790,906,634,480,436,29,23,5,77,53'
-    '6,240,393,872,791,734,679,444,592,483,82,409,454,457,507,170,319,138,998,509,377,219,498,489,286'
-    ',711,606,769,715,124,465,649,178,432,990,411,703,760,888,692,858,326,329,383,859,63,725,832,289,'
-    '821,91,110,230,902,582,934,479,804,841,786,1014,865,782,900,199,319,392,819,987,331,343,188,41,1'
-    '01,796,565,49,78,329,104,676,165,999,655,494,751,72,797,116,555,762,91,531,527,847,743,1000,729,'
-    '622,631,470,50,998,811,141,982,705,891,879,582,776,711,766,939,42,63,656,921,485,176,440,502,760'
-    ',803,647,769,472,23,83,252,899,121,359,56,957,333,632,735,607,127,334,529,869,153,681,327,859,66'
-    '0,62,635,1023,370,624,856,980,504,247,359,519,270,603,210,882,106,700,557,806,243,269,180,945,68'
-    '4,136,245,851,6,63,234,968,484,334,318,664,347,304,907,333,57,110,536,625,650,397,15,558,124,581'
-    ',507,957,130,494,358,936,1002,148,930,57,763,423,106,760,155,581,910,775,601,914,1003,563,409,91'
-    '2,309,460,997,818,212,318,957,147,259,965,854,189,155,394,952,507,84,323,542,861,433,262,968,816'
-    ',90,1016,185,1000,704,459,239,461,990,520,109,632,663,964,318,862,557,487,87,159,376,43,590,381,'
-    '225,454,572,110,951,923,223,446,98,89,931,212,705,902,404,297,30,380,801,816,248,225,98,226,955,'
-    '697,489,247,604,442,286,937,887,761,707,392,719,540,691,89,1006,388,360,182,75,758],"sampling_pa'
-    'rams":{"temperature":0.0,"max_new_tokens":21,"ignore_eos":true,"n":1},"return_logprob":true,"top'
-    '_logprobs_num":5,"logprob_start_len":-1,"stream":false}},{"id":"r07","offset_ms":113.8,"cancel_a'
-    'fter_ms":null,"copies":1,"body":{"input_ids":[1006,989,16,63,769,925,228,253,540,362,268,582,356'
-    ',586,172,680,323,1015,361,718,591,372,1013,721,913,449,314,649,549,958,1013,921,973,885,980,242,'
-    '40,290,860,983,938,898,491,715,814,234,536,77,476,568,76,126,445,225,850,774,676,401,463,1011,11'
-    '1,995,121,173,691,487,914,30,170,447,601,188,897,452,160,565,149,339,44,243,337,853,1013,749,714'
-    ',638,417,20,341,544,22,590,979,213,597,703,628,200,693,265,873,555,797,636,118,329,613,9,176,870'
-    ',804,499,480,328,177,733,44,143,359,668,554,331,425,427,582,325,951,429,624,641,229,93,963,235,2'
-    '42,945,775,283,957,205,995,556,140,520,312,573,59,767,554,537,169,618,214,174,429,228,145,669,93'
-    '4,155,666,804,956,516,665,862,543,24,530,524,922,362,476,286,881,410,235,693,588,923,977,782,672'
-    ',896,743,286,810,440,457,85,844,254,763,185,665,857,843,240,778,960,401,472,413,777,729,464,558,'
-    '735,994,429,596,566,708,717,455,729,157,280,979,605,658,358,458,393,858,821,976,499,812,778,518,'
-    '905,166,505,507,394,678,155,502,883,962,296,400,572,533,627,680,82,346,663,956,258,35,922,881,87'
-    '1,753,836,191,249,753,801,381,720,810,624,926,506,525,617,162,61,392,363,781,733,691,331,257,793'
-    ',1020,452,253,503,290,376,916,368,137,951,877,671,213,142,57,835,256,808,920,402,1007,181,466,36'
-    '5,167,512,504,799,750,624,178,102,114,408,4,535,841,740,939,663,549,934,642,898,557,862,864,829,'
-    '16,922,11,498,310,372,384,975,919,440,240,297,7,179,823,926,39,946,997,544,915,734,239,584,96,25'
-    '0,177,454,433,425,194,289,700,346,348,276,48,264,340,415],"sampling_params":{"temperature":0.0,"'
-    'max_new_tokens":19,"ignore_eos":true,"n":1},"return_logprob":true,"top_logprobs_num":5,"logprob_'
-    'start_len":-1,"stream":false}},{"id":"r09","offset_ms":133.6,"cancel_after_ms":null,"copies":1,"'
-    'body":{"input_ids":[448,453,724,706,781,975,664,89,110,522,825,815,974,38,992,757,755,351,573,45'
-    '0,985,763,577,279,931,981,346,849,874,586,906,122,292,335,792,708,52,779,160,20,423,229,14,323,9'
-    '86,884,156,640,906,485,829,403,498,839,539,511,454,111,557,752,567,571,222,628,653,508,115,860,7'
-    '02,304,693,436,324,867,674,522,544,363,521,855,633,575,394,790,278,541,927,369,274,332,504,470,6'
-    '71,347,984,541,383,788,27,1022,127,613,33,948,425,392,655,725,202,994,324,75,232,560,578,858,578'
-    ',814,176,932,909,209,665,878,545,317,531,647,682,157,248,385,134,137,824,274,351,690,588,130,722'
-    ',207,966,859,84,175,557,596,919,53,953,37,416,161,736,546,620,267,380,145,798,187,7,697,1019,940'
-    ',667,696,370,953,680,154,832,255,428,342,898,525,659,155,160,1005,555,241,477,321,480,266,676,11'
-    '6,175,209,401,606,738,411,211,516,159,310,985,108,793,760,566,117,1004,640,902,178,172,84,265,10'
-    '17,976,858,781,592,349,704,958,774,649,550,220,249,381,767,919,351,807,986,371,970,247,921,87,3,'
-    '571,7,400,994,850,145,549,37,126,854,187,571,563,342,529,333,94,645,417,817,737,760,268,465,986,'
-    '674,832,160,653,947,240,593,422,697,51,981,553,906,603,929,212,225,335,967,378,459,124,1005,420,'
-    '13,261,164,953,971,281,678,107,3,115,197,785,551,1019,71,896,883,189,38,207,934,471,50,657,667,6'
-    '42,30,773,325,836,864,944,545,427,944,674,752,606,384,104,937,780,211,696,217,542,365,988,268,43'
-    ',129,241,264,5,451,635,661,691,122,407,649,1002,455,611,578,928,70,759,945,455,1018,368,538,783,'
-    '545,70,182,685,770,257,919,370,607,379,788,218,1005,745,672,807,150,960,62,856,294,558,298,770,8'
-    '28,735,911,392,444,7,714,464,578,595,290,302,1007,655,295,40,999,676,405,204,621,775,286,281,718'
-    ',890,781,984,744,136,623,473,402,859,650,538,177,419,113,496,472,961,276,283,504,559,129,1011,56'
-    '9,167,390,979,1004,86,359,273,936,876,967,3,838,218,488,725,671,309,121,851,812,929,846,804,561,'
-    '786,795,561,86,712,461,665,43,671,261,190,250,446,471,218,732,298,872,203,740,86,904,226,937,631'
-    ',546,797,293,470,629,726,746,279,267,392,794,218,753,260,1006,485,824,205,616,855,721,210,360,88'
-    '5,230,260,967,767,313,14,872,75,55,514,523,584,282,979,934,827,334,853,532,597,739,703,467,987,1'
-    '95,448,557,177,510,777,648,209,210,914,824,679,1004,888,710,573,42,675,15,255,363,129,990,381,30'
-    '0,983,855,658,736,781,253,760,855,259,860,44,736,670,571,709,235,672,400,448,479,1009,211,29,266'
-    ',217,165,135,437,800,172,22,875,641,21,234,814,705,878,55,406,194,174,795,84,120,268,321,407,869'
-    ',364,1012,86,243,221,926,590,605,912,108,67,499,110,614,325,69,352,201,890,912,125,831,596,603,3'
-    '42,196,148,421,904,574,315,930,265,445,536,110,113,179,178,247,301,596,468,368,936,748,1018,823,'
-    '981,545,814,276,615,926,334,26,111,262,223,920,754,711,87,934,772,393,122,215,574,580,567,981,86'
-    '0,968,199,351,521,412,765,340,194,401,568,36,869,28,438,772,195,478,564,495,822,152,101,543,599,'
-    '954,112,491,540,905,617,484,628,233,276,815,849,663,477,1014,944,326,77,906,95,321,942,32,870,89'
-    '6,189,515,389,138,783,712,12,694,720,620,932,933,976,519,793,628,634,559,844,995,77,705,478,652,'
-    '451,264,417,559,292,862,610,890,195,581,292,743,19,647,686,258,922,181,17,831,9,921,361,661,223,'
-    '839,390,842,587,304,833,746,715,306,107,289,912,582,425,602,516,387,361,159,1020,942,26,949,830,'
-    '117,594,318,735,933,182,77,370,918,956,853,288,863,533,669,389,588,827,833,142,566,359,903,863,9'
-    '69,581,65,1010,508,345,723,306,729,951,202,114,741,1008,803,252,552,804,114,790,944,1002,464,966'
-    ',967,828,903,253],"sampling_params":{"temperature":0.0,"max_new_tokens":33,"ignore_eos":true,"n"'
-    ':1},"return_logprob":true,"top_logprobs_num":5,"logprob_start_len":-1,"stream":false}},{"id":"r1'
-    '0","offset_ms":150.5,"cancel_after_ms":null,"copies":1,"body":{"input_ids":[725,659,479,789,599,'
-    '880,914,285,654,783,298,431,983,436,540,626,661,96,199,957,924,451,156,680,628,486,246,819,986,5'
-    '65,835,599,560,769,498,253,458,823,457,802,311,338,271,589,562,766,114,388,500,611,975,408,923,6'
-    '38,189,141,839,216,313,579,144,403,699,616,305,842,267,609,779,839,896,208,426,656,299,191,229,5'
-    '78,943,876,152,1022,947,230,190,13,753,934,103,260,945,99,660,614,469,863,495,888,710,863,874,45'
-    ',656,399,791,535,236,346,266,813,253,803,947,91,592,529,824,484,360,370,369,314,853,96,108,579,5'
-    '33,639,723,924,227,87,169,885,761,72,657,270,792,417,209,675,327,403,799,882,508,974,663,573,46,'
-    '299,744,599,510,515,1022,204,153,266,798,738,777,264,756,192,654,18,168,766,546,644,260,665,199,'
-    '878,555,63,1007,365,993,668,226,421,1018,530,919,851,284,605,302,288,215,739,782,167,836,821,560'
-    ',798,620,405,565,295,427,806,585,447,948,658,151,592,799,594,745,79,861,660,911,20,631,989,298,7'
-    '38,864,70,42,921,747,191,670,591,323,448,138,808,518,90,677,452,451,619,697,894,338,152,334,806,'
-    '881,35,251,535,768,276,951,927,619,199,902,924,1007,179,915,107,723,368,113,211,691,428,690,290,'
-    '384,200,845,344,146,875,294,679,619,454,558,419,126,353,159,26,772,399,648,178,743,986,222,903,4'
-    '92,745,611,82,155,112,348,1016,526,76,724,518,515,41,669,213,845,615,985,474,768,401,206,461,122'
-    ',950,313,662,818,508,409,407,566,450,109,854,755,701,640,891,796,589,323,227,117,127,790,190,603'
-    ',223,1009,260,302,574,873,673,458,535,520,623,837,261,296,994,568,706,638,768,496,87,148,700,268'
-    ',900,405,93,691,264,646,909,152,687,868,46,949,783,434,766,450,794,859,296,951,753,285,126,92,36'
-    '5,334,619,467,82,805,219,830,570,916,39,883,68,237,830,44,404,337,126,337,168,648,881,923,176,90'
-    '0,698,946,909,754,674,221,302,244,968,550,1019,917,844,511,576,46,888,1013,830,724,270,310,618,3'
-    '0,71,597,880,926,622,985,500,931,119,992,568,927,997,732,55,547,60,300,349,846,514,261,604,145,8'
-    '54,296,174,414,931,855,294,612,305,314,682,593,169,71,904,165,729,946,770,224,403,88,812,1001,51'
-    '9,759,77,823,656,45,576,37,30,45,309,260,1012,817,211,311,740,123,444,154,212,517,718,547,743,45'
-    '2,372,117,633,80,70,252,315,398,927,527,115,397,584,25,552,224,947,109,983,720,146,947,319,449,6'
-    '45,1012,452,9,213,138,992,93,616,243,263,121,259,681,754,661,159,78,438,197,209,399,1004,276,237'
-    ',197,327,565,293,285,612,5,803,252,412,771,580,808,113,89,574,1012,450,216,733,992,460,322,124,1'
-    '006,103,568,762,240,76,133,456,262,247,917,866,838,252,12,984,588,367,215,696,110,863,37,910,333'
-    ',499,896,575,515,550,62,688,905,999,268,826,204,801,228,658,362,468,462,159,490,990,676,212,520,'
-    '56,313,536,208,664,794,17,621,374,441,517,983,340,205,677,566,507,280,973,975,460,121,964,394,73'
-    '0,896,906,457,219,455,459,688,1000,595,535,414,267,191,300,737,367,583,525,163,963,331,263,396,5'
-    '9,49,548,885,602,984,463,291,774,376,700,878,500,92,767,215,577,397,427,411,489,809,639,724,158,'
-    '966,87,973,743,664,746,116,112,9,87,982,980,767,155,503,447,290,380,482,989,411,895,462,696,846,'
-    '322,399,290],"sampling_params":{"temperature":0.0,"max_new_tokens":8,"ignore_eos":true,"n":1},"r'
-    'eturn_logprob":true,"top_logprobs_num":5,"logprob_start_len":-1,"stream":false}},{"id":"r11","of'
-    'fset_ms":159.3,"cancel_after_ms":null,"copies":1,"body":{"input_ids":[64,446,842,652,216,991,679'
-    ',843,385,546,725,215,167,370,521,359,791,864,945,601,165,831,273,904,874,913,502,909,9,64,758,60'
-    ',596,882,45,926,354,433,714,34,157,995,676,566,860,450,372,523,829,954,205,468,202,247,25,1001,4'
-    '12,341,279,521,252,674,31,108,108,750,950,429,1001,539,380,999,324,143,128,864,277,736,888,33,23'
-    '3,786,291,783,229,909,401,835,261,444,818,349,570,470,306,933,744,399,483,520,33,211,251,854,963'
-    ',248,955,767,961,530,564,930,938,724,923,3,217,983,202,659,945,78,102,534,133,904,828,689,780,47'
-    ',540,359,832,800,324,924,180,354,676,681,66,287,442,563,203,704,539,422,831,665,946,629,891,80,1'
-    '005,528,873,420,807,369,765,611,645,361,706,694,914,403,793,149,994,231,143,740,302,804,55,37,56'
-    '5,380,373,9,877,596,508,525,1002,375,327,13,804,162,785,609,549,627,81,952,705,966,643,355,466,3'
-    '33,641,371,805,899,37,535,837,913,168,804,704,92,986,187,780,917,980,703,594,692,974,749,567,51,'
-    '588,430,173,243,775,193,937,226,875,443,766,283,142,164,981,838,653,262,129,578,340,255,227,63,5'
-    '45,218,984,961,874,547,377,392,356,513,650,3,762,868,504,495,987,930,311,359,436,867,290,845,473'
-    ',894,826,213,466,986,998,637,322,675,247,742,279,219,574,823,291,142,133,866,839,925,752,648,330'
-    ',334,804,444,205,398,293,790,250,761,391,38,652,993,553,459,173,26,345,523,444,26,605,713,875,57'
-    '5,189,131,774,324,370,47,326,195,43,922,196,448,589,554,764,345,911,339,938,903,198,399,745,628,'
-    '55,11,134,104,447,24,383,953,651,570,228,367,28,33,488,871,642,260,630,502,322,1011,356,927,605,'
-    '742,194,514,519,710,746,1016,288,672,360,797,479,561,57,521,220,335,650,981,124,642,880,39,226,9'
-    '90,267,796,577,849,365,942,875,115,876,775,304,398,372,645,587,661,1016,648,920,713,834,678,260,'
-    '117,16,941,992,1015,361,87,66,253,632,85,560,849,412,447,929,228,979,71,758,340,285,42,173,706,9'
-    '60,810,445,49,19,514,381,294,516,525,915,323,987,962,953,742,445,264,505,576,104,713,815,677,101'
-    '8,927,691,240,9,712,871,941,482,143,78,711,333,338,185,338,156,414,774,653,205,390,159,408,375,2'
-    '92,341,747,849,377,949,342,610,495,263,769,382,395,65,474,402,210,716,937,543,833,281,610,348,69'
-    '6,82,691,551,544,314,721,924,159,377,323,850,520,475,120,676,754,584,381,310,980,1021,703,85,418'
-    ',441,314,701,614,415,80,352,816,970,943,177,1003,655,811,24,757,116,429,209,113,638,922,478,796,'
-    '672,362,418,755,801,273,190,40,496,258,297,232,646,705,248,362,639,195,847,441,492,406,461,992,2'
-    '22,183,553,938,483,816,321,840,343,546,33,663,132,752,302,422,606,730,215,886,111,131,598,1023,9'
-    '58,270,581,913,885,374,754,712,923,418,162,754,982,815,1018,107,415,892,311,42,793,106,713,980,8'
-    '77,386,458,877,521,984,875,19,772,487,645,343,877,1015,352,201,260,738,168,412,201,677,374,1015,'
-    '699,455,463,737,617,741,543,741,781,208,269,864,321,225,858,716,376,276,536,938,529,447,817,699,'
-    '339,60,794,786,371,810,596,1016,410,602,63,79,657,17,313,395,246,645,915,231,214,231,967,372,977'
-    ',10,910,198,751,48,450,719,712,600,473,301,1014,1010,1019,731,160,423,19,73,477,387,213,538,300,'
-    '930,320,474,936,725,437,680,765,472,64,740,273,614,1022,908,675,536,267,763,291,540,247,845,485,'
-    '190,440,777,298,1006,887,831,159,185,596,772,539,235,788,391,357,1009,313,132,488,617,97,938,268'
-    ',7,899,111,593,1005,626,571,955,251,204,117,212,438,247,547,910,399,266,666,230,43,305,103,493,3'
-    '58,779,869,760,6,187,820,497,551,291,271,535,295,162,908,588,961,289,292,843,972,32,637,58,130,6'
-    '09,179,545,519,164,30,439,244,425,50,573,475,809,107,91,153,362,664,101,578,636,809,339,877,369,'
-    '640,505,710,610,677,73,852,424,509,650,608,663,175,230,201,359,356,701,299,263,611,936,297,842,9'
-    '44,356,783,198,89,992,39,99,735,1003,945,378,490,742,89,331,842,925,886,566,577,376,1018,804,966'
-    ',178,143,786,985,204,785,140,191,911,360,505,372,987],"sampling_params":{"temperature":0.0,"max_'
-    'new_tokens":28,"ignore_eos":true,"n":1},"return_logprob":true,"top_logprobs_num":5,"logprob_star'
-    't_len":-1,"stream":false}},{"id":"r12","offset_ms":170.1,"cancel_after_ms":null,"copies":1,"body'
-    '":{"input_ids":[176,376,827,147,517,901,533,346,625,489,527,963,768,134,912,407,179,417,684,221,'
-    '103,684,342,347,164,151,839,898,974,483,408,517,874,507,420,110,467,435,605,836,586,761,841,162,'
-    '523,119,700,934,540,270,477,626,837,901,851,60,99,723,789,559,535,116,488,940,535,387,1019,63,66'
-    '3,825,472,411,664,393,401,451,733,95,787,776,630,143,877,477,180,216,1017,941,815,1012,619,488,4'
-    '61,367,162,784,883,199,745,11,428,235,250,959,1008,859,780,873,527,767,668,544,367,523,152,304,2'
-    '80,160,470,604,604,923,568,787,497,782,265,1011,626,444,997,985,199,997,93,969,723,538,949,992,3'
-    '11,979,130,408,515,480,780,110,16,922,1000,913,261,151,299,816,532,622,71,940,107,502,966,1020,2'
-    '69,434,871,860,898,190,442,987,566,499,173,439,397,200,265,905,520,565,1004,352,417,307,761,517,'
-    '402,282,362,403,545,764,513,124,904,837,503,122,598,679,301,818,735,759,728,35,404,901,962,822,5'
-    '71,643,436,361,213,257,43,202,149,402,643,928,269,41,897,676,1023,502,817,818,793,692,53,468,956'
-    ',495,602,644,386,198,688,305,323,562,182,142,699,99,756,357,243,865,791,129,1005,904,214,76,70,8'
-    '38,715,103,891,799,535,357,1015,814,513,962,721,197,954,115,626,465,120,149,339,663,730,860,482,'
-    '149,524,926,501,212,955,451,482,786,923,63,1008,309,476,229,1013,777,428,711,906,235,9,12,597,29'
-    '4,17,79,261,575,1019,136,784,860,938,834,434,308,169,610,598,131,782,945,479,194,387,87,77,487,2'
-    '63,226,519,486,483,649,918,290,472,629,659,249,455,810,629,909,820,317,688,469,334,155,4,472,56,'
-    '188,195,1011,874,221,618,327,454,226,520,586,598,950,246,994,752,490,132,647,568,645,878,11,850,'
-    '473,348,190,995,228,26,966,712,591,997,136,455,565,191,847,443,256,669,710,851,505,1020,427,605,'
-    '541,397,902,966,220,712,603,717,12,632,675,412,254,764,303,776,495,57,324,313,108,306,341,877,96'
-    '1,40,743,441,696,51,966,334,567,588,249,553,894,346,589,428,921,239,727,94,952,820,420,1008,911,'
-    '26,550,427,292,28,595,71,295,457,282,112,785,669,29,658,611,394,173,671,115,84,386,218,655,349,4'
-    '34,426,151,664,869,73,508,121,838,49,229,867,307,907,629,1013,499,502,685,698,185,717,742,880,13'
-    '6,608,199,24,958,258,686,146,215,212,368,419,771,29,135,3,930,486,615,961,756,660,914,709,318,66'
-    '5,194],"sampling_params":{"temperature":0.0,"max_new_tokens":11,"ignore_eos":true,"n":1},"return'
-    '_logprob":true,"top_logprobs_num":5,"logprob_start_len":-1,"stream":false}},{"id":"r13_w","offse'
-    't_ms":573.3,"cancel_after_ms":null,"copies":1,"body":{"input_ids":[695,562,136,793,496,898,701,3'
-    '45,649,88,889,676,933,288,541,639,169,787,863,961,921,548,112,588,644,137,967,463,122,993,380,29'
-    '5,842,291,505,468,654,929,550,338,985,39,459,526,939,90,267,883,242,608,604,313,902,1005,741,614'
-    ',325,275,87,688,705,758,86,596,340,39,643,369,155,493,856,812,13,794,499,84,158,1023,184,393,437'
-    ',769,575,276,256,515,101,895,728,236,615,214,691,820,167,893,838,573,225,729,658,457,178,703,162'
-    ',721,872,322,839,444,859,160,953,796,661,777,415,340,173,821,389,350,139,964,927,133,321,740,773'
-    ',894,576,531,79,990,829,74,933,504,634,30,767,747,1007,138,301,12,341,834,384,485,16,712,540,635'
-    ',531,960,113,617,177,108,475,474,1010,53,284,298,779,432,591,917,1003,542,286,47,761,808,394,232'
-    ',654,195,774,419,111,61,301,610,454,463,504,221,263,971,890,455,437,151,160,36,80,976,857,91,143'
-    ',954,788,698,1012,533,845,106,661,397,829,405,970,445,675,926,335,31,227,695,134,159,921,492,113'
-    ',502,204,832,281,819,268,242,654,925,776,250,969,644,279,283,223,471,313,956,244,670,485,977,261'
-    ',574,296,812,714,437,584,954,970,889,316,870,437,95,513,733,917,702,340,860,161,819,639,57,152,4'
-    '49,385,93,512,298,144,276,595,728,303,889,215,283,783,944,683,40,445,785,373,914,106,170,726,676'
-    ',884,727,188,312,348,428,738,79,579,776,799,712,261,496,572,964,936,78,623,764,686,778,843,715,9'
-    '31,498,318,101,340,204,323,487,114,355,126,164,963,793,493,722,589,706,807,126,86,576,529,999,18'
-    '0,278,474,648,420,850,422,108,305,579,611,380,500,964,686,351,508,400,606,353,99,461,114,444,288'
-    ',938,69,214,815,340,448,293,736,110,337,402,823,292,893,487,587,596,949,855,173,385,570,209,65,8'
-    '02,18,443,811,685,767,682,312,182,867,580,145,19,684,705,280,196,137,213,645,996,928,802,428,589'
-    ',870,825,396,698,360,745,120,940,881,312,966,207,199,343,386,738,32,920,638,622,511,580,503,5,55'
-    '9,737,564,924,375,271,28,857,86,516,558,97,520,349,405,718,822,83,894,534,363,474,686,657,649,51'
-    ',482,922,490,608,721,970,675,857,634,968,169,46,46,717,207,815,73,235,597,322,25,898,835,275,501'
-    ',711,49,29,53,725,53,419,927,807,818,434,186,641,1016,304,427,764,990,205,852,577,865,144,622,83'
-    '9,403,404,117,313,283,369,474,25,503,181,897,967,563,430,582,703,691,760,961,345,89,120,993,719,'
-    '315,715,54,301,746,979,986,234,403,911,575,475,185,1003,209,624,602,282,578,507,422,430,87,952,3'
-    '26,493,269,458,752,944,136,40,386,438,947,750,524,491,169,361,822,93,19,999,335,127,275,465,599]'
-    ',"sampling_params":{"temperature":0.0,"max_new_tokens":30,"ignore_eos":true,"n":1},"return_logpr'
-    'ob":true,"top_logprobs_num":5,"logprob_start_len":-1,"stream":false}},{"id":"r14_w","offset_ms":'
-    '576.0,"cancel_after_ms":null,"copies":1,"body":{"input_ids":[520,517,900,754,428,175,573,651,5,3'
-    '70,701,855,377,178,134,84,581,657,613,393,741,312,741,394,247,166,439,305,521,825,105,219,936,78'
-    '4,649,71,443,55,652,707,354,1021,154,225,759,196,909,1006,161,959,813,351,161,93,318,143,21,827,'
-    '171,154,558,207,712,247,361,492,355,418,710,116,22,477,462,114,675,15,397,780,704,683,86,748,915'
-    ',359,659,351,256,499,645,555,268,222,716,214,915,542,922,56,195,146,604,132,134,51,643,542,902,8'
-    '40,328,752,160,599,895,442,385,984,554,312,81,938,457,507,813,733,951,191,309,868,393,731,408,77'
-    '9,474,223,306,753,328,612,489,419,164,455,737,743,904,998,878,743,45,259,104,352,122,966,889,495'
-    ',520,64,651,315,296,519,697,989,786,738,41,871,195,549,328,900,37,85,678,461,206,208,376,389,221'
-    ',866,380,998,749,366,800,633,936,273,47,590,496,933,331,522,153,545,948,464,346,375,874,879,476,'
-    '174,690,516,683,73,940,766,6,299,880,621,444,341,468,345,100,623,125,836,318,256,233,606,56,557,'
-    '386,278,571,597,744,31,358,167,149,752,586,856,1007,332,202,47,136,137,186,445,539,968,924,759,2'
-    '36,947,116,997,358,221,16,764,893,864,897,835,994,744,509,909,397,853,773,947,976,473,959,834,97'
-    '3,556,893,969,547,56,438,577,960,723,170,282,239,640,392,755,638,278,92,600,684,797,459,913,909,'
-    '872,161,357,861,680,381,173,7,71,1023,498,829,684,511,833,123,523,606,336,346,947,16,48,713,213,'
-    '645,975,273,654,477,290,104,240,385,825,36,982,718,121,747,1000,498,397,962,519,245,536,817,122,'
-    '933,170,791,977,705,585,298,60,495,425,279,932,438,292,279,708,572,907,382,12,81,962,145,204,625'
-    ',332,307,323,169,766,855,797,696,182,733,938,546,735,614,792,582,298,490,550,711,324,92,514,998,'
-    '223,70,795,68,328,830,167,123,147,858,412,523,746,463,107,390,628,947,702,224,516,595,130,746,97'
-    '5,110,88,567,536,894,932,784,139,580,244,677,852,552,850,621,435,509,351,503,383,938,303,951,805'
-    ',495,351,601,95,290,127,336,290,200,737,994,785,924,564,942,918,381,813,915,994,125,379,152,551,'
-    '140,1008,1021,87,333,10,863,314,599,47,636,75,200,903,358,728,483,304,462,513,35,360,955,916,464'
-    ',73,295,362,204,834,769,565,460,249,675,621,55,347,766,618,773,321,680,725,434,440,158,634,505,2'
-    '91,921,52,222,704,773,625,448,545,237,558,790,833,9,498,271,796,214,934,927,998,121,58,631,608,9'
-    '25,750,949,286,402,639,559,401,441,406,913,869,628,877,798,597,404,252,380,395,988,458,426,926,4'
-    '07,323,399,325,1023,488,951,666,631,873,417,707,692,437,281,224,37,110,403,683,954,757,64,463,25'
-    '2,515,910,594,256,78,85,999,1009,296,442,252,70,261,725,288,728,858,864,485,91,871,928,426,409,8'
-    '30,719,234,156,140,285,54,404,43,987,670,936,152,860,177,845,919,622,833,132,275,140,916,305,139'
-    ',907,704,370,24,694,681,727,524,993,781,195,258,850,111,134,702,853,342,556,696,86,452,712,1018,'
-    '86,895,226,1007,777,318,807,128,445,649,192,646,32,822,846,313,89,140,469,487,818,499,330,268,77'
-    ',102,201,767,899,775,965,129,1014,36,923,366,207,741,953,970,783,157,215,966,300,225,144,503,79,'
-    '292,378,392,70,823,324,581,858,110,411,635,560,356,112,544,759,763,528,51,618,386,811,310,861,20'
-    '9,413,741,364,83,28,152,562,320,456,671,26,499,884,307,103,875,463,195,207,202,303,533,528,867,1'
-    '48,532,1022,486,695,736,323,255,223,63,871,771,809,202,260,551,356,829,241,800,780,979,574,720,4'
-    '76,456,69,244,652,332,779,483,854,49,977,114,825,793,701,780,664,176,692,18,829,590,896,608,303,'
-    '900,592,225,639,353,799,781,100,399,211,836,298,159,26,307,4,520,532,816,153,75,1009,271,138,380'
-    ',788,239,428,177,553,729,938,240,65,911,373,322,844,704,851,267,30,68,634,176,469,1022,967,685,7'
-    '00,706,210,655,283,546,685,145,495,226,987,314,31,796,884,534,719,945,526,977,279,501,166,955,25'
-    '6,883,632,469,496,124,747,971,381,439,247,434,430,665,591,45,82,652,303,410,329,451,658,258,909,'
-    '830,417,162,703,474,958,80,42,247,330,123,158,967,679,197,613,225,844,360,442,391,697,984,69,174'
-    ',812,397,183,116,818,791,524,499,253,189,903,557,996,312,1016,100,112,317,972,21,821,870,147,48,'
-    '753,401,333,277,187,683,299,237,952,329,606,706,419,882,889,512,178,586,517,485,111,627,727,920,'
-    '621,1011,839,464,277,632,211,38,734,526,925,500,420,863,64],"sampling_params":{"temperature":0.0'
-    ',"max_new_tokens":31,"ignore_eos":true,"n":1},"return_logprob":true,"top_logprobs_num":5,"logpro'
-    'b_start_len":-1,"stream":false}},{"id":"r15_w","offset_ms":585.2,"cancel_after_ms":null,"copies"'
-    ':1,"body":{"input_ids":[92,932,806,466,529,551,584,144,804,300,680,436,236,929,394,514,677,156,2'
-    '39,183,963,490,267,542,769,911,787,328,15,643,426,856,820,174,174,335,387,867,294,886,936,809,29'
-    '6,904,281,565,389,262,1015,309,480,250,186,888,944,748,844,331,560,618,740,157,964,837,1006,366,'
-    '4,296,453,810,503,979,576,702,460,252,392,828,180,763,357,526,609,87,443,660,718,202,155,841,935'
-    ',357,501,604,546,225,398,602,488,895,755,252,402,15,342,493,790,883,585,658,194,152,641,417,534,'
-    '518,670,541,661,253,863,469,828,993,578,694,134,554,628,879,83,381,202,887,1002,719,566,634,522,'
-    '376,496,908,524,670,168,230,307,611,880,944,829,573,949,308,845,178,550,352,838,863,779,159,393,'
-    '127,456,745,215,287,514,896,342,506,226,411,60,699,142,853,552,46,809,746,320,860,254,199,166,10'
-    '23,4,775,134,646,783,240,604,826,66,458,1000,537,323,371,468,719,784,204,194,623,635,866,948,277'
-    ',85,16,340,52,751,943,938,121,659,425,284,842,405,291,374,283,347,462,571,858,100,74,915,828,451'
-    ',623,343,184,982,191,572,20,398,957,692,833,602,676,720,822,52,174,188,10,40,743,584,74,952,718,'
-    '36,802,927,901,204,160,597,515,342,470,433,837,7,230,386,319,861,226,366,371,58,425,391,877,359,'
-    '279,139,956,261,645,737,643,69,583,931,606,348,818,865,489,392,599,133,99,524,110,411,745,942,76'
-    '8,1002,296,416,983,589,909,824,851,748,168,684,420,748,378,545,133,36,96,854,484,697,635,209,495'
-    ',343,936,302,731,843,710,709,892,521,7,931,107,307,489,488,477,298,572,895,266,944,422,205,886,6'
-    '47,489,349,39,873,366,47,448,813,143,598,408,480,1017,675,157,116,307,278,261,522,293,605,245,90'
-    '5,361,745,268,939,1013,730,1004,34,916,43,714,762,739,1010,859,712,276,949,170,464,472,188,31,66'
-    '0,876,7,563,254,384,80,868,13,642,940,346,328,63,370,939,435,910,536,413,810,657,475,611,683,355'
-    ',740,527,255,283,917,442,609,447,185,792,248,940,480,301,623,892,419,115,699,917,317,717,654,218'
-    ',110,720,337,623,903,12,414,419,733,423,507,343,924,824,890,145,690,171,89,123,6,943,624,771,35,'
-    '551,708,212,114,73,122,699,873,522,987,50,884,416,54,419,585,865,4,567,218,60,885,935,208,732,30'
-    '1,265,182,303,485,559,864,404,651,365,965,847,637,987,306,155,27,111,803,356,211,460,586,641,57,'
-    '735,980,210,223,300,176,260,796,822,852,118,838,265,965,64,535,97,638,79,334,625,399,840,9,87,13'
-    '8,767,49,31,931,924,747,810,585,771,111,51,284,1020,603,891,441,665,386,48,225,798,980,537,990,4'
-    '30,978,623,12,944,576,929,450,234,121,696,732,398,596,968,191,988,249,680,352,923,671,562,311,67'
-    '0,291,223,687,833,918,370,553,655,191,112,791,907,605,881,154,281,338,561,756,195,737,107,922,23'
-    '0,247,209,101,881,227,871,798,185,887,432,226,566,813,448,933,657,599,539,1001,92,47,778,416,37,'
-    '821,236,71,618,1010,148,1001,362,473,770,43,388,440,64,535,139,638,499,237,505,225,102,599,548,7'
-    '35,270,229,752,644,41,900,291,961,790,18,683,21,529,467,767,123,995,453,104,992,335,793,438,17,5'
-    '8,661,426,433,531,491,848,563,902,928,652,987,713,775,37,478,605,318,589,463,814,30,62,810,226,2'
-    '48,702,531,39,725,600,759,697,325,709,853,424,908,67,27,665,950,422,1006,377,240,782,314,748,883'
-    ',316,702,481,724,594,425,85,10,702,709,250,216,718,538,464,160,797,677,935,858,473,483,981,132,5'
-    '74,28,924,287,74,447,779,57,708,739,984,494,989,329,887,275,291,318,53,399,870,740,372,154,271,8'
-    '61,797,226,782,217,862,155,864,473,210,846,519,879,133,1012,958,460,789,616,305,655,505,297,491,'
-    '964,840,861,179,774,525,245,102,338,57,111,307,691,732,157,371,404,603,355,752,516,547,3,418,495'
-    ',1021,626,434,634,551,129,491,359,787,84,227,139,330,317,395,286,61,747,88,437,121,506,272],"sam'
-    'pling_params":{"temperature":0.0,"max_new_tokens":26,"ignore_eos":true,"n":1},"return_logprob":t'
-    'rue,"top_logprobs_num":5,"logprob_start_len":-1,"stream":false}},{"id":"r16_w","offset_ms":603.3'
-    ',"cancel_after_ms":null,"copies":1,"body":{"input_ids":[800,120,984,66,289,806,408,164,439,245,4'
-    '45,804,263,320,938,193,836,594,688,826,37,683,193,724,1001,953,237,167,817,474,792,154,349,147,8'
-    '55,610,741,413,837,281,461,308,830,1003,728,226,316,773,136,888,721,239,17,397,133,774,74,533,61'
-    '0,158,430,632,374,903,112,438,668,771,637,916,566,771,701,568,292,842,478,774,480,915,997,490,92'
-    ',62,29,84,773,668,875,330,621,972,234,830,439,139,586,848,777,416,1007,168,922,59,723,149,307,14'
-    '9,874,1003,384,1011,737,1004,189,398,220,53,1003,842,178,515,694,292,498,165,401,979,403,187,705'
-    ',637,938,538,297,229,126,690,232,235,272,797,837,923,657,725,310,839,40,622,366,460,293,243,997,'
-    '368,471,126,389,91,266,321,642,986,416,666,912,4,368,515,370,629,133,203,900,87,1003,472,743,485'
-    ',378,187,330,83,924,121,912,214,155,98,976,778,641,1004,708,942,345,730,156,774,195,748,104,535,'
-    '47,705,986,944,800,444,449,284,590,373,935,660,262,450,816,202,417,613,738,553,556,931,207,850,9'
-    '16,32,955,10,541,484,794,787,961,259,588,196,311,508,810,642,54,603,353,865,360,476,96,268,725,2'
-    '33,752,742,185,583,5,584,214,191,409,700,922,36,247,37,1000,687,280,248,294,660,898,841,867,934,'
-    '689,877,951,378,606,832,882,114,726,810,73,264,861,724,672,685,136,397,308,537,663,792,538,320,7'
-    '02,944,106,905,113,603,605,972,355,484,368,640,564,744,264,559,735,668,989,659,318,396,661,984,2'
-    '7,914,199,467,995,749,429,562,1009,173,849,815,827,453,257,719,199,170,614,215,339,850,487,711,8'
-    '73,115,348,957,695,465,941,706,583,117,818,998,693,910,351,726,412,129,566,555,410,566,1003,833,'
-    '381,652,134,303,620,946,153,86,160,772,9,514,385,633,320,321,143,280,844,996,221,559,403,777,364'
-    ',634,746,44,890,724,839,759,270,43,32,888,823,738,61,864,578,809,64,408,828,1006,604,419,735,325'
-    ',810,554,382,242,819,848,574,824,295,532,951,717,231,601,552,142,498,220,171,562,962,994,910,741'
-    ',380,563,850,835,324,66,546,826,762,243,195,654,437,938,902,449,778,404,402,972,67,1000,331,35,4'
-    '03,38,799,115,604,798,688,489,464,286,83,320,604,102,196,324,211,921,996,845,295,649,799,238,728'
-    ',71,289,724,257,356,677,924,483,37,535,369,493,726,424,353,186,833,733,358,254,196,753,599,394,1'
-    '80,693,899,133,516,371,1009,162,665,661,208,535,954,823,141,211,347,82,445,956,361,253,35,319,95'
-    '9,48,571,22,158,942,568,206,672,252,655,179,913,984,879,937,850,579,946,567,559,684,517,177,88,4'
-    '36,565,895,389,396,940,816,851,181,730,313,707,322,775,727,447,1005,33,699,45,422,252,693,360,82'
-    '9,388,541,32,40,475,506,1013,340,838,977,877,705,832,373,418,481,426,403,990,142,481,502,752,654'
-    ',461,506,719,804,174,389,481,341,462,546,708,452,251,833,551,406,140,247,313,366,51,770,938,950,'
-    '79,343,882,451,220,777,798,759,890,489,6,1013,406,565,34,343,544,205,880,379,696,55,657,500,518,'
-    '169,544,6,680,338,700,608,1018,361,488,512,378,841,550,769,404,873,27,16,968,837,125,98,724,746,'
-    '845,677,733,98,972,876,845,774,806,785,266,564,219,3,183,946,915,937,575,193,277,842,705,307,81,'
-    '316,961,117,609,157,817,806,709,637,34,463,915,590,914,847,676,906,686,277,362,646,572,1023,65,6'
-    '85,245,520,578,949,512,755,862,81,559,633,10,572,792,653,47,1021,3,347,287,635,23,684,977,546,79'
-    '3,471,986,248,107,437,220,934,515,216,139,186,689,476,902,505,359,1015,361,620,608,376,457,8,337'
-    ',223,301,417,697,128,153,957,99],"sampling_params":{"temperature":0.0,"max_new_tokens":41,"ignor'
-    'e_eos":true,"n":1},"return_logprob":true,"top_logprobs_num":5,"logprob_start_len":-1,"stream":fa'
-    'lse}},{"id":"r17_w","offset_ms":620.1,"cancel_after_ms":null,"copies":1,"body":{"input_ids":[63,'
-    '802,576,845,933,252,64,545,532,911,647,600,584,906,25,717,20,766,726,687,339,732,208,999,199,24,'
-    '770,855,731,601,350,975,965,591,468,135,33,131,770,626,34,574,379,720,109,203,729,396,564,778,79'
-    '5,550,945,790,543,431,487,844,1012,467,34,358,524,452,113,246,412,804,162,786,203,897,176,133,99'
-    '3,298,344,587,290,56,632,438,986,206,954,76,21,822,41,223,970,61,426,807,853,817,439,530,31,945,'
-    '192,637,173,802,220,105,696,417,780,950,637,468,343,815,388,630,787,102,609,80,895,95,942,651,48'
-    '0,61,399,332,784,291,303,153,657,875,27,789,539,966,438,572,249,85,743,284,322,794,179,806,749,3'
-    '9,461,158,170,243,769,564,323,462,243,705,852,457,787,294,339,362,740,440,87,496,839,334,862,775'
-    ',721,839,898,53,919,499,136,881,890,772,424,87,118,568,708,55,374,227,406,834,650,900,196,107,22'
-    '7,986,145,480,949,41,79,449,763,452,572,414,840,515,160,515,696,594,235,447,211,1005,519,21,973,'
-    '274,124,538,927,512,1007,873,402,909,847,169,267,632,486,777,788,975,60,67,320,295,860,456,332,5'
-    ',690,67,654,8,580,768,262,583,339,500,823,997,491,319,915,880,709,717,766,342,752,968,350,522,59'
-    '0,805,142,339,535,507,99,958,967,172,434,24,996,895,909,237,332,198,165,73,860,607,853,317,969,8'
-    '94,316,823,312,673,411,825,733,533,116,277,274,105,938,658,370,197,28,78,772,489,448,10,379,520,'
-    '146,882,339,365,801,162,463,505,860,580,640,379,19,930,256,911,1008,112,726,214,632,11,363,744,5'
-    '90,765,426,30,471,132,374,78,215,488,130,293,873,672,408,164,486,135,922,249,801,596,263,136,373'
-    ',846,290,712,548,214,80,182,359],"sampling_params":{"temperature":0.0,"max_new_tokens":48,"ignor'
-    'e_eos":true,"n":1},"return_logprob":true,"top_logprobs_num":5,"logprob_start_len":-1,"stream":fa'
-    'lse}},{"id":"r18_w","offset_ms":638.2,"cancel_after_ms":null,"copies":1,"body":{"input_ids":[545'
-    ',338,765,162,106,555,22,768,793,578,684,1010,508,582,777,874,1021,639,352,965,199,799,339,67,159'
-    ',600,438,797,899,312,991,157,337,290,628,396,204,165,229,113,586,515,885,676,180,609,266,350,187'
-    ',892,602,741,336,634,506,727,803,291,76,848,612,450,815,638,373,177,633,873,465,26,216,879,1015,'
-    '176,386,1018,113,305,428,787,601,477,1018,123,108,348,556,796,231,139,406,909,253,47,787,251,972'
-    ',767,848,815,734,630,622,957,380,228,30,347,946,456,261,257,304,887,490,422,582,496,836,852,174,'
-    '446,198,858,112,895,362,669,949,349,830,223,448,10,184,351,349,672,312,833,461,687,142,114,709,5'
-    '24,899,43,1023,741,452,437,154,508,12,116,866,609,796,379,30,524,251,656,466,358,451,777,897,32,'
-    '44,721,351,340,681,496,175,414,239,457,763,938,258,539,243,41,79,877,876,324,292,584,307,351,648'
-    ',766,802,534,1011,380,296,218,118,868,323,161,250,293,743,50,386,265,837,910,459,587,661,708,815'
-    ',112,954,307,828,705,334,670,871,383,21,361,24,544,346,44,930,391,606,23,666,959,1014,538,12,4,6'
-    '63,244,401,18,1001,131,813,185,293,1006,731,697,390,568,125,477,508,45,146,848,1007,441,125,507,'
-    '767,850,309,343,271,398,439,565,146,372,370,855,243,771,925,454,480,287,44,380,889,148,156,989,1'
-    '9,438,433,984,769,480,455,825,969,97,724,719,572,314,660,385,648,238,742,192,492,757,901,307,652'
-    ',644,3,837,311,322,140,80,785,188,409,396,639,472,946,3,208,1003,68,559,784,174,243,607,426,82,5'
-    '00,113,645,147,483,830,863,954,227,86,832,153,143,571,683,524,252,926,759,365,230,475,400,455,16'
-    '2,596,787,269,272,913,667,555,862,660,558,903,1018,788,602,727,938,167,523,503,190,79,675,46,482'
-    ',500,977,704,985,276,281,307,855,400,308,310,551,256,137,301,956,916,176,918,962,467,124,143,985'
-    ',156,362,216,376,73,519,501,162,469,827,640,317,926,940,32,337,145,652,973,560,803,425,158,619,8'
-    '95,460,592,664,78,703,802,434,648,506,74,659,169,688,387,23,963,731,922,972,83,913,73,72,930,141'
-    ',479,458,915,727,964,648,907,748,615,984,694,688,871,23,731,685,909,755,323,96,437,935,526,288,3'
-    '97,515,724,576,961,642,345,99,11,115,85,238,807,761,838,241,498,526,578,181,9,62,534,662,864,880'
-    ',731,443,320,621,986,575,378,408,611,51,633,451,840,835,269,930,296,17,508,395,871,947,669,286,4'
-    '87,959,429,329,968,985,626,601,854,6,142,37,673,155,455,85,614,498,467,36,715,437,82,942,413,460'
-    ',490,212,969,1015,119,126,172,446,116,809,362,675,48,388,362,302,114,678,901,348,672,909,738,101'
-    '9,522,874,607,278,940,621,681,689,360,806,427,327,716,314,152,686,941,262,701,756,480,48,25,3,83'
-    '7,295,350,53,322,53,829,239,808,727,487,922,547,945,241,612,946,350,811,751,402,257,102,227,846,'
-    '704,666,169,698,338,494,603,590,422,14,115,627,985,805,148,986,50,973,480,270,514,122,525,310,86'
-    ',51,72,909,669,855,790,657,797,347,124,85,751,776,530,318,360,460,347,235,478,880,213,599,131,59'
-    '2,286,59,827,408,329,214,294,210,27,344,763,736,530,474,327,752,369,853,616,210,972,885,176,540,'
-    '866,673,540,259,703,101,872,355,767,275,532,712,221,1004,261,927,792,33,968,551,305,403,755,892,'
-    '651,713,214,739,848,126,530,31,583,985,985,516,1022,325,271,292,373,633,915,400,359,355,396,929,'
-    '129,49,327,948,201,577,961,818,20,632,59,659,962,447,530,927,524,684,657,530,503,735,571,427,472'
-    ',388,345,365,238,897,307,689,647,439,790,805,402,135,739,177,9,429,827,514,901,799,212,185,166,2'
-    '44,113,15,977,332,882,964,407,1009,147,767,701,527,166,172,855,662,671,398,405,437,830,95,338,70'
-    '8,704,430,624,28,708,858,133,117,92,729,95,321,411,953,363,402,607,57,783,501,693,189,622,506,47'
-    '5,680,115,838,581,485,73,108,14,175,823,470,152,144,919,694,405,304,574,442,297,619,852,873,801,'
-    '936,962,282,55,169,440,298,621,83,551,708,506,783,933,153,976,649,1022,475,806,14,56,553,961,944'
-    ',805,237,296,871,997,211,328,890,745,587,1011,756,900,843,328,538,316,540,715,595,884,546,784,69'
-    '4,99,676,370,396,670,540,508,845,729,571,208,426,971,59,592,247,939,446,724,762,937,192,476,801,'
-    '283,516,977,799,637,678,268,435,698,756,245,785,738,606,587,352,1010,545,926,827,321,335,18,522,'
-    '900,39,886,646,41,717,451,283,152,665,891,586,480,325,910,554,5],"sampling_params":{"temperature'
-    '":0.0,"max_new_tokens":23,"ignore_eos":true,"n":1},"return_logprob":true,"top_logprobs_num":5,"l'
-    'ogprob_start_len":-1,"stream":false}},{"id":"r19_w","offset_ms":763.2,"cancel_after_ms":null,"co'
-    'pies":1,"body":{"input_ids":[173,144,832,599,717,250,254,310,58,917,198,144,494,599,802,973,430,'
-    '839,143,644,837,124,585,391,517,545,44,334,683,307,116,480,144,842,259,215,207,499,30,729,956,18'
-    '5,1008,618,408,568,11,179,514,412,871,866,402,5,450,470,779,954,839,724,585,324,557,597,866,784,'
-    '194,58,973,1001,1013,257,360,144,658,665,379,472,180,860,538,306,929,462,537,863,216,41,643,930,'
-    '896,659,251,449,309,528,797,531,674,37,86,705,7,482,1017,527,791,948,76,440,547,463,361,822,96,2'
-    '86,817,672,50,459,731,438,648,967,132,159,555,93,587,526,45,733,794,568,544,22,344,503,363,149,4'
-    '78,496,385,735,110,594,1014,236,331,161,723,228,482,114,606,334,710,988,834,260,784,27,308,635,4'
-    '4,31,710,227,302,574,705,228,306,314,608,1015,419,814,182,811,11,124,519,45,322,592,585,529,84,4'
-    '58,455,940,695],"sampling_params":{"temperature":0.0,"max_new_tokens":32,"ignore_eos":true,"n":1'
-    '},"return_logprob":true,"top_logprobs_num":5,"logprob_start_len":-1,"stream":false}}],"probes":['
-    '{"id":"r01","prime":{"input_ids":[173,144,832,599,717,250,254,310,58,917,198,144,494,599,802,973'
-    ',430,839,143,644,837,124,585,391,517,545,44,334,683,307,116,480,144,842,259,215,207,499,30,729,9'
-    '56,185,1008,618,408,568,11,179,514,412,871,866,402,5,450,470,779,954,839,724,585,324,557,597,866'
-    ',784,194,58,973,1001,1013,257,360,144,658,665,379,472,180,860,538,306,929,462,537,863,216,41,643'
-    ',930,896,659,251,449,309,528,797,531,674,37,86,705,7,482,1017,527,791,948,76,440,547,463,361,822'
-    ',96,286,817,672,50,459,731,438,648,967,132,159,555,93,587,526,45,733,794,568,544,22,344,503,363,'
-    '149,478,496,385,735,110,594,1014,236,331,161,723,228,482,114,606,334,710,988,834,260,784,27,308,'
-    '635,44,31,710,227,302,574,705,228,306,314,608,1015,419,814,182,811,11,124,519,45,322,592,585,529'
-    ',84,458,455,940],"sampling_params":{"temperature":0.0,"max_new_tokens":1,"ignore_eos":true,"n":1'
-    '},"return_logprob":true,"top_logprobs_num":5,"logprob_start_len":-1,"stream":false}}],"health":"'
-    '/health","others":17,"model_files":null}'
+    '_logprobs_num":5,"logprob_start_len":-1,"stream":false}},{"id":"r02","offset_ms":1.4,"cancel_aft'
+    'er_ms":null,"copies":1,"body":{"input_ids":[173,144,832,599,717,250,254,310,58,917,198,144,494,5'
+    '99,802,973,430,839,143,644,837,124,585,391,517,545,44,334,683,307,116,480,144,842,259,215,207,49'
+    '9,30,729,956,185,1008,618,408,568,11,179,514,412,871,866,402,5,450,470,779,954,839,724,585,324,5'
+    '57,597,866,784,194,58,973,1001,1013,257,360,144,658,665,379,472,180,860,538,306,929,462,537,863,'
+    '216,41,643,930,896,659,251,449,309,528,797,531,674,37,86,705,7,482,1017,527,791,948,76,440,547,4'
+    '63,361,822,96,286,817,672,50,459,731,438,648,967,132,159,555,93,587,526,45,733,794,568,544,22,34'
+    '4,503,363,149,478,496,385,735,110,594,1014,236,331,161,723,228,482,114,606,334,710,988,834,260,7'
+    '84,27,308,635,44,31,710,227,302,574,705,228,306,314,608,1015,419,814,182,811,11,124,519,45,322,5'
+    '92,585,529,84,458,455,940,616,611,217,64,263,769,516,970,159,727,69,183,549,166,540,663,953,1002'
+    ',470,827,534,483,991,499,515,659,746],"sampling_params":{"temperature":0.0,"max_new_tokens":99,"'
+    'ignore_eos":true,"n":1},"return_logprob":true,"top_logprobs_num":5,"logprob_start_len":-1,"strea'
+    'm":false}},{"id":"r03","offset_ms":86.4,"cancel_after_ms":null,"copies":1,"body":{"input_ids":[5'
+    '67,1015,793,1020,727,610,402,286,538,905,329,929,973,381,478,650,83,399,673,606,760,797,82,941,3'
+    '2,446,225,136,853,1017,165,83,631,687,525,951,753,593,428,143,384,745,917,995,317,156,871,118,51'
+    ',629,989,126,184,384,13,26,759,402,287,411,335,189,252,873,878,151,186,653,236,368,15,679,840,61'
+    ',333,397,20,953,126,552,201,25,214,319,150,714,923,845,687,292,754,417,258,756,869,138,530,841,2'
+    '85,729,119,306,983,628,714,816,160,56,480,195,1018,892,673,240,956,311,468,957,421,623,918,863,3'
+    '99,90,456,792,901,902,55,183,49,36,610,457,343,28,694,148,744,452,12,91,123,311,671,15,238,202,9'
+    ',351,278,571,906,327,35,782,43,793,545,997,61,610,170,917,346,368,134,1015,738,283,372,939,747,2'
+    '20,683,113,951,988,956,626,797,25,127,153,429,754,836,768,226,566,922,92,137,178,738,346,458,456'
+    ',387,525,150,567,416,276,926,536,43,988,879,19,697,180,832,506,641,549,369,524,302,887,158,422,5'
+    '01,635,524,1014,60,161,199,599,65,910,760,791,446,481,151,541,944,426,920,602,1019,37,636,420,89'
+    '1,85,307,842,889,211,171,50,703,247,1001,33,776,244,804,184,791,793,43,826,792,892,620,593,125,1'
+    '020,314,950,41,69,216,461,323,350,203,35,869,888,718,122,933,101,453,333,960,704,604,904,402,724'
+    ',492,167,722,12,960,228,607,279,360,1009,662,690,298,21,385,430,798,98,918,321,198,858,766,599,7'
+    '60,508,882,19,645,407,3,417,964,461,604,536,576,102,693,711,158,388,923,308,599,288,230,809,247,'
+    '73,830,198,479,407,841,894,249,5,627,719,273,530,656,493,629,255,320,660,879,27,258,579,644,308,'
+    '897,106,238,900,769,918,104,798,308,41,92,902,951,225,834,22,132,31,922,675,331,822,246,344,582,'
+    '428,951,683,875,369,601,132,679,675,87,405,234,112,103,317,442,660,751,203,920,169,67,49,1001,71'
+    ',745,337,539,33,398,131,260,752,334,285,74,20,722,709,364,958,990,149,600,253,321,259,240,558,60'
+    '1,122,267,357,437,773,110,670,310,828,236,483,613,314,38,644,921,850],"sampling_params":{"temper'
+    'ature":0.0,"max_new_tokens":44,"ignore_eos":true,"n":1},"return_logprob":true,"top_logprobs_num"'
+    ':5,"logprob_start_len":-1,"stream":false}},{"id":"r04","offset_ms":94.0,"cancel_after_ms":null,"'
+    'copies":1,"body":{"input_ids":[837,217,397,432,461,838,208,102,741,48,68,993,813,186,463,419,994'
+    ',762,868,758,444,308,762,111,283,868,245,1007,345,519,192,940,327,779,906,261,281,479,996,48,866'
+    ',944,545,612,522,253,624,489,831,417,67,249,202,179,699,557,648,405,667,268,971,559,67,364,632,9'
+    '1,102,275,168,328,565,943,235,194,759,588,989,309,201,381,83,895,193,450,582,525,72,963,280,238,'
+    '86,791,800,770,127,497,928,993,503,914,650,438,523,648,415,1023,382,246,331,675,311,1018,543,45,'
+    '214,284,1004,971,135,36,877,248,553,617,50,552,530,908,769,477,993,841,722,458,57,520,776,848,53'
+    '0,178,96,708,136,812,990,887,735,797,105,870,625,923,148,934,165,663,95,424,107,182,616,582,775,'
+    '607,542,619,163,165,102,437,115,786,763,4,365,63,985,488,692,422,165,325,806,483,756,902,70,317,'
+    '982,673,244,241,757,885,757,94,199,143,560,694,747,672,354,841,647,949,586,841,933,95,633,602,84'
+    '7,674,427,50,174,509,502,216,487,682,409,358,722,525,853,877,907,3,562,256,550,479,313,424,467,8'
+    '62,287,860,503,93,683,628,101,752,557,760,217,689,777,421,773,134,703,281,327,430,763,886,428,83'
+    '6,99,215,781,959,376,763,612,254,201,95,974,233,460,778,70,63,766,748,898,931,244,910,419,882,37'
+    '6,420,460,702,139,204,631,327,574,447,978,571,708,461,984,265,301,764,71,884,527,430,499,541,57,'
+    '692,505,423,77,752,308,582,113,170,179,425,67,242,591,747,643,421,568,160,394,917,665,595,259,10'
+    '10,495,91,655,202,402,292,988,802,327,136,134,728,178,246,481,552,833,1013,138,522,551,671,209,9'
+    '35,792,248,389,315,797,287,755,417,336,807,444,312,628,313,909,363,996,207,981,208,540,549,827,3'
+    '62,897,330,434,933,875,325,627,464,81,315,577,315,867,840,160,942,421,282,419,613,140,310,298,74'
+    ',192,64,280,473,128,996,999,71,507,266,143,68,589,824,237,201,1006,729,308,17,458,459,273,21,465'
+    ',64,903,37,954,360,421,900,595,706,653,662,34,407,931,759,608,387,293,760,325,570,221,309,802,71'
+    ',26,422,263,333,113,65,451,327,347,904,798,254,901,671,858,279,942,46,892,598,610,331,468,494,21'
+    '5,810,218,952,589,962,20,692,689,438,731,527,888,851,449,175,587,166,1005,57,1021,513,654,155,93'
+    '1,16,515,699,303,878,916,110,157,593,309,520,625,344,183,109,61,471,668,383,800,475,126,612,557,'
+    '821,845,361,1004,496,119,68,770,864,644,174,18,261,190,1017,181,944,286,831,99,969,317,736,223,7'
+    '60,497,985,354,911,616,471,55,525,161,200,766,878,30,340,897,593,489,466,697,812,711,682,295,733'
+    ',126,105,487,680,228,31,826,827,589,147,727,962,611,6,76,74,935,170,13,240,500,312,267,299,556,1'
+    '20,366,457,846,581,1006,377,1012,241,702,522,330,559,189,601,817,76,868,222,43,197,172,817,28,92'
+    '7,882,62,299,101,888,565,266,265,330,323,559,298,462,917,694,762,184,337,243,509,145,608,375,506'
+    ',941,751,425,901,861,134,664,360,331,206,592,889,409,987,212,1021,989,728,368,917,675,1007,486,4'
+    '81,847,748,857,874,542,70,474,279,965,464,538,8,257,143,156,969,315,819,918,445,283,111,420,799,'
+    '139,185,718,241,373,843,131,221,632,816,283,173,57,98,188,676,389,397,382,764,132,112,1017,518,3'
+    '66,658,112,640,907,894,233,225,784,755,780,397,784,334,300,420,839,710,392,229,388,867,494,173,1'
+    '45,428,215,176,74,1007,281,255,112,400,621,791,598,983,39,119,350,559,392,839,11,606,71,589,657,'
+    '411,152,533,909,923,871,7,145,759,112,124,139,463,512,205,640,378,862,850,964,39,1001,248,175,88'
+    '8,229,922,668,824,345,236,757,755,277,465,480,860,277,890,381,794,611,246,685,33,367,508,812,110'
+    ',229,785,214,118,236,974,219,825,512,469,450,804,816,378,368,797,68,49,167,499,608,720,284,602,7'
+    '11,979,344,903,331,608,611,315,303,805,725,826,427,588,922,473,944,417,744,213,450,151,1005,907,'
+    '564,1002,443,974,843,10,441,493,458,540,280],"sampling_params":{"temperature":0.0,"max_new_token'
+    's":10,"ignore_eos":true,"n":1},"return_logprob":true,"top_logprobs_num":5,"logprob_start_len":-1'
+    ',"stream":false}},{"id":"r05","offset_ms":100.4,"cancel_after_ms":null,"copies":1,"body":{"input'
+    '_ids":[321,1000,277,943,357,374,140,476,828,900,768,262,669,591,980,32,466,142,99,434,300,943,37'
+    '0,279,532,102,184,685,1011,23,656,631,669,498,348,193,184,731,440,978,838,845,816,968,250,257,42'
+    '4,841,394,338,642,47,428,109,528,764,851,781,260,135,710,437,449,141,623,771,1014,637,937,367,8,'
+    '257,481,612,247,161,90,349,394,395,970,63,83,346,377,363,1003,619,164,200,719,901,286,358,477,36'
+    '8,959,365,256,628,83,129,532,834,520,135,406,514,662,591,657,412,48,750,403,32,508,754,51,498,54'
+    '9,637,913,74,399,847,836,968,229,416,441,399,749,903,808,806,137,15,571,63,786,153,332,155,745,5'
+    '15,333,322,955,1021,214,372,577,907,800,94,471,391,281,742,133,931,251,43,327,734,735,817,713,11'
+    '8,253,137,837,482,467,406,437,797,998,425,359,115,663,378,395,930,875,920,145,700,27,838,867,831'
+    ',95,669,408,525,503,629,324,826,68,225,176,398,252,197,584,405,668,909,664,216,851,308,447,925,8'
+    '44,210,180,394,403,742,777,75,366,291,691,549,594,115,22,223,136,82,89,689,974,459,578,788,579,8'
+    '07,323,922,928,448,523,960,749,798,287,352,465,995,9,913,524,674,606,601,442,193,45,326,879,601,'
+    '380,776,944,549,399,665,478,325,56,172,793,734,632,6,977,592,866,164,859,625,994,756,95,70,765,8'
+    '11,550,152,898,52,191,96,840,811,683,557,987,342,313,196,120,389,109,75,739,530,683,614,648,875,'
+    '555,1012,842,957,906,753,116,286,899,49,700,627,651,234,984,396,1006,32,941,70,970,23,915,383,71'
+    '4,904,582,160,176,74,238,885,390,419,235,124,339,199,101,127,174,830,275,437,406,302,504,596,762'
+    ',315,823,590,44,711,851,198,18,149,170,952,960,354,44,3,750,795,255,792,599,862,646,394,590,14,6'
+    '27,206,787,761,777,299,878,905,30,572,82,909,573,85,794,51,365,274,906,309,328,457,647,947,97,69'
+    '3,74,20,614,630,688,894,550,806,253,793,58,913,1017,552,364,816,785,739,915,624,805,607,279,146,'
+    '390,245,149,833,936,976,874,233,362,392,82,365,554,485,516,119,759,257,499,834,251,134,124,855,2'
+    '78,219,692,474,486,926,279,881,877,894,341,316,565,215,480,775,613,708,644,544,484,102,747,96,42'
+    '0,488,927,923,815,701,810,324,60,184,826,583,518,826,687,515,144,297,560,1008,525,870,563,1005,9'
+    '38,518,866,247,838,1004,442,433,114,579,132,720,96,949,24,72,901,989,651,783,538,700,927,476,776'
+    ',281,585,747,755,707,737,893,399,233,880,466,983,197,49,901,694,748,502,511,949,528,95,932,42,24'
+    '9,268,378,48,254,946,644,614,184,453,217,773,850,973,332,473,601,837,799,443,910,741,283,147,489'
+    ',308,508,574,570,303,239,298,266,383,729,780,181,344,809,554,858,193,709,730,763,228,152,643,539'
+    ',547,532,910,965,247,109,932,895,678,388,966,51,645,234,788,207,369,251,527,782,528,214,770,634,'
+    '750,224,865,961,512,903,501,874,83],"sampling_params":{"temperature":0.0,"max_new_tokens":15,"ig'
+    'nore_eos":true,"n":1},"return_logprob":true,"top_logprobs_num":5,"logprob_start_len":-1,"stream"'
+    ':false}},{"id":"r06","offset_ms":109.8,"cancel_after_ms":null,"copies":1,"body":{"input_ids":[28'
+    '4,682,492,989,462,515,421,740,594,745,1019,942,193,206,1019,878,815,398,988,620,260,83,547,862,5'
+    '78,643,357,348,14,406,918,696,602,970,472,571,363,174,253,150,892,680,667,851,730,744,994,938,21'
+    '4,422,982,486,286,661,996,776,241,368,836,45,637,1009,94,969,852,353,360,235,101,8,144,1020,910,'
+    '821,873,930,865,813,799,516,493,269,526,270,809,958,50,675,762,718,92,358,110,883,346,257,341,45'
+    '1,198,773,673,561,689,238,679,575,100,212,40,239,436,741,502,926,16,586,965,577,125,405,121,672,'
+    '832,211,308,806,74,232,576,629,154,808,570,357,473,254,278,23,837,282,66,855,598,28,217,901,345,'
+    '452,1018,707,112,441,319,539,286,704,672,26,901,283,310,322,558,462,471,452,239,555,218,320,414,'
+    '236,446,796,675,433,464,996,61,353,528,346,811,564,36,655,250,311,521,418,22,532,158,880,732,937'
+    ',577,232,992,703,237,757,81,603,998,700,755,233,5,48,245,952,354,175,451,969,1007,274,773,260,12'
+    '5,653,754,677,163,622,306,565,463,678,564,654,933,980,673,377,795,618,357,313,257,972,745,53,891'
+    ',742,899,766,449,680,661,60,908,830,179,754,123,260,606,827,303,556,329,505,277,995,549,791,654,'
+    '135,1019,423,192,790,906,634,480,436,29,23,5,77,536,240,393,872,791,734,679,444,592,483,82,409,4'
+    '54,457,507,170,319,138,998,509,377,219,498,489,286,711,606,769,715,124,465,649,178,432,990,411,7'
+    '03,760,888,692,858,326,329,383,859,63,725,832,289,821,91,110,230,902,582,934,479,804,841,786,101'
+    '4,865,782,900,199,319,392,819,987,331,343,188,41,101,796,565,49,78,329,104,676,165,999,655,494,7'
+    '51,72,797,116,555,762,91,531,527,847,743,1000,729,622,631,470,50,998,811,141,982,705,891,879,582'
+    ',776,711,766,939,42,63,656,921,485,176,440,502,760,803,647,769,472,23,83,252,899,121,359,56,957,'
+    '333,632,735,607,127,334,529,869,153,681,327,859,660,62,635,1023,370,624,856,980,504,247,359,519,'
+    '270,603,210,882,106,700,557,806,243,269,180,945,684,136,245,851,6,63,234,968,484,334,318,664,347'
+    ',304,907,333,57,110,536,625,650,397,15,558,124,581,507,957,130,494,358,936,1002,148,930,57,763,4'
+    '23,106,760,155,581,910,775,601,914,1003,563,409,912,309,460,997,818,212,318,957,147,259,965,854,'
+    '189,155,394,952,507,84,323,542,861,433,262,968,816,90,1016,185,1000,704,459,239,461,990,520,109,'
+    '632,663,964,318,862,557,487,87,159,376,43,590,381,225,454,572,110,951,923,223,446,98,89,931,212,'
+    '705,902,404,297,30,380,801,816,248,225,98,226,955,697,489,247,604,442,286,937,887,761,707,392,71'
+    '9,540,691,89,1006,388,360,182,75,758],"sampling_params":{"temperature":0.0,"max_new_tokens":21,"'
+    'ignore_eos":true,"n":1},"return_logprob":true,"top_logprobs_num":5,"logprob_start_len":-1,"strea'
+    'm":false}},{"id":"r07","offset_ms":113.8,"cancel_after_ms":null,"copies":1,"body":{"input_ids":['
+    '1006,989,16,63,769,925,228,253,540,362,268,582,356,586,172,680,323,1015,361,718,591,372,1013,721'
+    ',913,449,314,649,549,958,1013,921,973,885,980,242,40,290,860,983,938,898,491,715,814,234,536,77,'
+    '476,568,76,126,445,225,850,774,676,401,463,1011,111,995,121,173,691,487,914,30,170,447,601,188,8'
+    '97,452,160,565,149,339,44,243,337,853,1013,749,714,638,417,20,341,544,22,590,979,213,597,703,628'
+    ',200,693,265,873,555,797,636,118,329,613,9,176,870,804,499,480,328,177,733,44,143,359,668,554,33'
+    '1,425,427,582,325,951,429,624,641,229,93,963,235,242,945,775,283,957,205,995,556,140,520,312,573'
+    ',59,767,554,537,169,618,214,174,429,228,145,669,934,155,666,804,956,516,665,862,543,24,530,524,9'
+    '22,362,476,286,881,410,235,693,588,923,977,782,672,896,743,286,810,440,457,85,844,254,763,185,66'
+    '5,857,843,240,778,960,401,472,413,777,729,464,558,735,994,429,596,566,708,717,455,729,157,280,97'
+    '9,605,658,358,458,393,858,821,976,499,812,778,518,905,166,505,507,394,678,155,502,883,962,296,40'
+    '0,572,533,627,680,82,346,663,956,258,35,922,881,871,753,836,191,249,753,801,381,720,810,624,926,'
+    '506,525,617,162,61,392,363,781,733,691,331,257,793,1020,452,253,503,290,376,916,368,137,951,877,'
+    '671,213,142,57,835,256,808,920,402,1007,181,466,365,167,512,504,799,750,624,178,102,114,408,4,53'
+    '5,841,740,939,663,549,934,642,898,557,862,864,829,16,922,11,498,310,372,384,975,919,440,240,297,'
+    '7,179,823,926,39,946,997,544,915,734,239,584,96,250,177,454,433,425,194,289,700,346,348,276,48,2'
+    '64,340,415],"sampling_params":{"temperature":0.0,"max_new_tokens":19,"ignore_eos":true,"n":1},"r'
+    'eturn_logprob":true,"top_logprobs_num":5,"logprob_start_len":-1,"stream":false}},{"id":"r09","of'
+    'fset_ms":133.6,"cancel_after_ms":null,"copies":1,"body":{"input_ids":[448,453,724,706,781,975,66'
+    '4,89,110,522,825,815,974,38,992,757,755,351,573,450,985,763,577,279,931,981,346,849,874,586,906,'
+    '122,292,335,792,708,52,779,160,20,423,229,14,323,986,884,156,640,906,485,829,403,498,839,539,511'
+    ',454,111,557,752,567,571,222,628,653,508,115,860,702,304,693,436,324,867,674,522,544,363,521,855'
+    ',633,575,394,790,278,541,927,369,274,332,504,470,671,347,984,541,383,788,27,1022,127,613,33,948,'
+    '425,392,655,725,202,994,324,75,232,560,578,858,578,814,176,932,909,209,665,878,545,317,531,647,6'
+    '82,157,248,385,134,137,824,274,351,690,588,130,722,207,966,859,84,175,557,596,919,53,953,37,416,'
+    '161,736,546,620,267,380,145,798,187,7,697,1019,940,667,696,370,953,680,154,832,255,428,342,898,5'
+    '25,659,155,160,1005,555,241,477,321,480,266,676,116,175,209,401,606,738,411,211,516,159,310,985,'
+    '108,793,760,566,117,1004,640,902,178,172,84,265,1017,976,858,781,592,349,704,958,774,649,550,220'
+    ',249,381,767,919,351,807,986,371,970,247,921,87,3,571,7,400,994,850,145,549,37,126,854,187,571,5'
+    '63,342,529,333,94,645,417,817,737,760,268,465,986,674,832,160,653,947,240,593,422,697,51,981,553'
+    ',906,603,929,212,225,335,967,378,459,124,1005,420,13,261,164,953,971,281,678,107,3,115,197,785,5'
+    '51,1019,71,896,883,189,38,207,934,471,50,657,667,642,30,773,325,836,864,944,545,427,944,674,752,'
+    '606,384,104,937,780,211,696,217,542,365,988,268,43,129,241,264,5,451,635,661,691,122,407,649,100'
+    '2,455,611,578,928,70,759,945,455,1018,368,538,783,545,70,182,685,770,257,919,370,607,379,788,218'
+    ',1005,745,672,807,150,960,62,856,294,558,298,770,828,735,911,392,444,7,714,464,578,595,290,302,1'
+    '007,655,295,40,999,676,405,204,621,775,286,281,718,890,781,984,744,136,623,473,402,859,650,538,1'
+    '77,419,113,496,472,961,276,283,504,559,129,1011,569,167,390,979,1004,86,359,273,936,876,967,3,83'
+    '8,218,488,725,671,309,121,851,812,929,846,804,561,786,795,561,86,712,461,665,43,671,261,190,250,'
+    '446,471,218,732,298,872,203,740,86,904,226,937,631,546,797,293,470,629,726,746,279,267,392,794,2'
+    '18,753,260,1006,485,824,205,616,855,721,210,360,885,230,260,967,767,313,14,872,75,55,514,523,584'
+    ',282,979,934,827,334,853,532,597,739,703,467,987,195,448,557,177,510,777,648,209,210,914,824,679'
+    ',1004,888,710,573,42,675,15,255,363,129,990,381,300,983,855,658,736,781,253,760,855,259,860,44,7'
+    '36,670,571,709,235,672,400,448,479,1009,211,29,266,217,165,135,437,800,172,22,875,641,21,234,814'
+    ',705,878,55,406,194,174,795,84,120,268,321,407,869,364,1012,86,243,221,926,590,605,912,108,67,49'
+    '9,110,614,325,69,352,201,890,912,125,831,596,603,342,196,148,421,904,574,315,930,265,445,536,110'
+    ',113,179,178,247,301,596,468,368,936,748,1018,823,981,545,814,276,615,926,334,26,111,262,223,920'
+    ',754,711,87,934,772,393,122,215,574,580,567,981,860,968,199,351,521,412,765,340,194,401,568,36,8'
+    '69,28,438,772,195,478,564,495,822,152,101,543,599,954,112,491,540,905,617,484,628,233,276,815,84'
+    '9,663,477,1014,944,326,77,906,95,321,942,32,870,896,189,515,389,138,783,712,12,694,720,620,932,9'
+    '33,976,519,793,628,634,559,844,995,77,705,478,652,451,264,417,559,292,862,610,890,195,581,292,74'
+    '3,19,647,686,258,922,181,17,831,9,921,361,661,223,839,390,842,587,304,833,746,715,306,107,289,91'
+    '2,582,425,602,516,387,361,159,1020,942,26,949,830,117,594,318,735,933,182,77,370,918,956,853,288'
+    ',863,533,669,389,588,827,833,142,566,359,903,863,969,581,65,1010,508,345,723,306,729,951,202,114'
+    ',741,1008,803,252,552,804,114,790,944,1002,464,966,967,828,903,253],"sampling_params":{"temperat'
+    'ure":0.0,"max_new_tokens":33,"ignore_eos":true,"n":1},"return_logprob":true,"top_logprobs_num":5'
+    ',"logprob_start_len":-1,"stream":false}},{"id":"r10","offset_ms":150.5,"cancel_after_ms":null,"c'
+    'opies":1,"body":{"input_ids":[725,659,479,789,599,880,914,285,654,783,298,431,983,436,540,626,66'
+    '1,96,199,957,924,451,156,680,628,486,246,819,986,565,835,599,560,769,498,253,458,823,457,802,311'
+    ',338,271,589,562,766,114,388,500,611,975,408,923,638,189,141,839,216,313,579,144,403,699,616,305'
+    ',842,267,609,779,839,896,208,426,656,299,191,229,578,943,876,152,1022,947,230,190,13,753,934,103'
+    ',260,945,99,660,614,469,863,495,888,710,863,874,45,656,399,791,535,236,346,266,813,253,803,947,9'
+    '1,592,529,824,484,360,370,369,314,853,96,108,579,533,639,723,924,227,87,169,885,761,72,657,270,7'
+    '92,417,209,675,327,403,799,882,508,974,663,573,46,299,744,599,510,515,1022,204,153,266,798,738,7'
+    '77,264,756,192,654,18,168,766,546,644,260,665,199,878,555,63,1007,365,993,668,226,421,1018,530,9'
+    '19,851,284,605,302,288,215,739,782,167,836,821,560,798,620,405,565,295,427,806,585,447,948,658,1'
+    '51,592,799,594,745,79,861,660,911,20,631,989,298,738,864,70,42,921,747,191,670,591,323,448,138,8'
+    '08,518,90,677,452,451,619,697,894,338,152,334,806,881,35,251,535,768,276,951,927,619,199,902,924'
+    ',1007,179,915,107,723,368,113,211,691,428,690,290,384,200,845,344,146,875,294,679,619,454,558,41'
+    '9,126,353,159,26,772,399,648,178,743,986,222,903,492,745,611,82,155,112,348,1016,526,76,724,518,'
+    '515,41,669,213,845,615,985,474,768,401,206,461,122,950,313,662,818,508,409,407,566,450,109,854,7'
+    '55,701,640,891,796,589,323,227,117,127,790,190,603,223,1009,260,302,574,873,673,458,535,520,623,'
+    '837,261,296,994,568,706,638,768,496,87,148,700,268,900,405,93,691,264,646,909,152,687,868,46,949'
+    ',783,434,766,450,794,859,296,951,753,285,126,92,365,334,619,467,82,805,219,830,570,916,39,883,68'
+    ',237,830,44,404,337,126,337,168,648,881,923,176,900,698,946,909,754,674,221,302,244,968,550,1019'
+    ',917,844,511,576,46,888,1013,830,724,270,310,618,30,71,597,880,926,622,985,500,931,119,992,568,9'
+    '27,997,732,55,547,60,300,349,846,514,261,604,145,854,296,174,414,931,855,294,612,305,314,682,593'
+    ',169,71,904,165,729,946,770,224,403,88,812,1001,519,759,77,823,656,45,576,37,30,45,309,260,1012,'
+    '817,211,311,740,123,444,154,212,517,718,547,743,452,372,117,633,80,70,252,315,398,927,527,115,39'
+    '7,584,25,552,224,947,109,983,720,146,947,319,449,645,1012,452,9,213,138,992,93,616,243,263,121,2'
+    '59,681,754,661,159,78,438,197,209,399,1004,276,237,197,327,565,293,285,612,5,803,252,412,771,580'
+    ',808,113,89,574,1012,450,216,733,992,460,322,124,1006,103,568,762,240,76,133,456,262,247,917,866'
+    ',838,252,12,984,588,367,215,696,110,863,37,910,333,499,896,575,515,550,62,688,905,999,268,826,20'
+    '4,801,228,658,362,468,462,159,490,990,676,212,520,56,313,536,208,664,794,17,621,374,441,517,983,'
+    '340,205,677,566,507,280,973,975,460,121,964,394,730,896,906,457,219,455,459,688,1000,595,535,414'
+    ',267,191,300,737,367,583,525,163,963,331,263,396,59,49,548,885,602,984,463,291,774,376,700,878,5'
+    '00,92,767,215,577,397,427,411,489,809,639,724,158,966,87,973,743,664,746,116,112,9,87,982,980,76'
+    '7,155,503,447,290,380,482,989,411,895,462,696,846,322,399,290],"sampling_params":{"temperature":'
+    '0.0,"max_new_tokens":8,"ignore_eos":true,"n":1},"return_logprob":true,"top_logprobs_num":5,"logp'
+    'rob_start_len":-1,"stream":false}},{"id":"r11","offset_ms":159.3,"cancel_after_ms":null,"copies"'
+    ':1,"body":{"input_ids":[64,446,842,652,216,991,679,843,385,546,725,215,167,370,521,359,791,864,9'
+    '45,601,165,831,273,904,874,913,502,909,9,64,758,60,596,882,45,926,354,433,714,34,157,995,676,566'
+    ',860,450,372,523,829,954,205,468,202,247,25,1001,412,341,279,521,252,674,31,108,108,750,950,429,'
+    '1001,539,380,999,324,143,128,864,277,736,888,33,233,786,291,783,229,909,401,835,261,444,818,349,'
+    '570,470,306,933,744,399,483,520,33,211,251,854,963,248,955,767,961,530,564,930,938,724,923,3,217'
+    ',983,202,659,945,78,102,534,133,904,828,689,780,47,540,359,832,800,324,924,180,354,676,681,66,28'
+    '7,442,563,203,704,539,422,831,665,946,629,891,80,1005,528,873,420,807,369,765,611,645,361,706,69'
+    '4,914,403,793,149,994,231,143,740,302,804,55,37,565,380,373,9,877,596,508,525,1002,375,327,13,80'
+    '4,162,785,609,549,627,81,952,705,966,643,355,466,333,641,371,805,899,37,535,837,913,168,804,704,'
+    '92,986,187,780,917,980,703,594,692,974,749,567,51,588,430,173,243,775,193,937,226,875,443,766,28'
+    '3,142,164,981,838,653,262,129,578,340,255,227,63,545,218,984,961,874,547,377,392,356,513,650,3,7'
+    '62,868,504,495,987,930,311,359,436,867,290,845,473,894,826,213,466,986,998,637,322,675,247,742,2'
+    '79,219,574,823,291,142,133,866,839,925,752,648,330,334,804,444,205,398,293,790,250,761,391,38,65'
+    '2,993,553,459,173,26,345,523,444,26,605,713,875,575,189,131,774,324,370,47,326,195,43,922,196,44'
+    '8,589,554,764,345,911,339,938,903,198,399,745,628,55,11,134,104,447,24,383,953,651,570,228,367,2'
+    '8,33,488,871,642,260,630,502,322,1011,356,927,605,742,194,514,519,710,746,1016,288,672,360,797,4'
+    '79,561,57,521,220,335,650,981,124,642,880,39,226,990,267,796,577,849,365,942,875,115,876,775,304'
+    ',398,372,645,587,661,1016,648,920,713,834,678,260,117,16,941,992,1015,361,87,66,253,632,85,560,8'
+    '49,412,447,929,228,979,71,758,340,285,42,173,706,960,810,445,49,19,514,381,294,516,525,915,323,9'
+    '87,962,953,742,445,264,505,576,104,713,815,677,1018,927,691,240,9,712,871,941,482,143,78,711,333'
+    ',338,185,338,156,414,774,653,205,390,159,408,375,292,341,747,849,377,949,342,610,495,263,769,382'
+    ',395,65,474,402,210,716,937,543,833,281,610,348,696,82,691,551,544,314,721,924,159,377,323,850,5'
+    '20,475,120,676,754,584,381,310,980,1021,703,85,418,441,314,701,614,415,80,352,816,970,943,177,10'
+    '03,655,811,24,757,116,429,209,113,638,922,478,796,672,362,418,755,801,273,190,40,496,258,297,232'
+    ',646,705,248,362,639,195,847,441,492,406,461,992,222,183,553,938,483,816,321,840,343,546,33,663,'
+    '132,752,302,422,606,730,215,886,111,131,598,1023,958,270,581,913,885,374,754,712,923,418,162,754'
+    ',982,815,1018,107,415,892,311,42,793,106,713,980,877,386,458,877,521,984,875,19,772,487,645,343,'
+    '877,1015,352,201,260,738,168,412,201,677,374,1015,699,455,463,737,617,741,543,741,781,208,269,86'
+    '4,321,225,858,716,376,276,536,938,529,447,817,699,339,60,794,786,371,810,596,1016,410,602,63,79,'
+    '657,17,313,395,246,645,915,231,214,231,967,372,977,10,910,198,751,48,450,719,712,600,473,301,101'
+    '4,1010,1019,731,160,423,19,73,477,387,213,538,300,930,320,474,936,725,437,680,765,472,64,740,273'
+    ',614,1022,908,675,536,267,763,291,540,247,845,485,190,440,777,298,1006,887,831,159,185,596,772,5'
+    '39,235,788,391,357,1009,313,132,488,617,97,938,268,7,899,111,593,1005,626,571,955,251,204,117,21'
+    '2,438,247,547,910,399,266,666,230,43,305,103,493,358,779,869,760,6,187,820,497,551,291,271,535,2'
+    '95,162,908,588,961,289,292,843,972,32,637,58,130,609,179,545,519,164,30,439,244,425,50,573,475,8'
+    '09,107,91,153,362,664,101,578,636,809,339,877,369,640,505,710,610,677,73,852,424,509,650,608,663'
+    ',175,230,201,359,356,701,299,263,611,936,297,842,944,356,783,198,89,992,39,99,735,1003,945,378,4'
+    '90,742,89,331,842,925,886,566,577,376,1018,804,966,178,143,786,985,204,785,140,191,911,360,505,3'
+    '72,987],"sampling_params":{"temperature":0.0,"max_new_tokens":28,"ignore_eos":true,"n":1},"retur'
+    'n_logprob":true,"top_logprobs_num":5,"logprob_start_len":-1,"stream":false}},{"id":"r12","offset'
+    '_ms":170.1,"cancel_after_ms":null,"copies":1,"body":{"input_ids":[176,376,827,147,517,901,533,34'
+    '6,625,489,527,963,768,134,912,407,179,417,684,221,103,684,342,347,164,151,839,898,974,483,408,51'
+    '7,874,507,420,110,467,435,605,836,586,761,841,162,523,119,700,934,540,270,477,626,837,901,851,60'
+    ',99,723,789,559,535,116,488,940,535,387,1019,63,663,825,472,411,664,393,401,451,733,95,787,776,6'
+    '30,143,877,477,180,216,1017,941,815,1012,619,488,461,367,162,784,883,199,745,11,428,235,250,959,'
+    '1008,859,780,873,527,767,668,544,367,523,152,304,280,160,470,604,604,923,568,787,497,782,265,101'
+    '1,626,444,997,985,199,997,93,969,723,538,949,992,311,979,130,408,515,480,780,110,16,922,1000,913'
+    ',261,151,299,816,532,622,71,940,107,502,966,1020,269,434,871,860,898,190,442,987,566,499,173,439'
+    ',397,200,265,905,520,565,1004,352,417,307,761,517,402,282,362,403,545,764,513,124,904,837,503,12'
+    '2,598,679,301,818,735,759,728,35,404,901,962,822,571,643,436,361,213,257,43,202,149,402,643,928,'
+    '269,41,897,676,1023,502,817,818,793,692,53,468,956,495,602,644,386,198,688,305,323,562,182,142,6'
+    '99,99,756,357,243,865,791,129,1005,904,214,76,70,838,715,103,891,799,535,357,1015,814,513,962,72'
+    '1,197,954,115,626,465,120,149,339,663,730,860,482,149,524,926,501,212,955,451,482,786,923,63,100'
+    '8,309,476,229,1013,777,428,711,906,235,9,12,597,294,17,79,261,575,1019,136,784,860,938,834,434,3'
+    '08,169,610,598,131,782,945,479,194,387,87,77,487,263,226,519,486,483,649,918,290,472,629,659,249'
+    ',455,810,629,909,820,317,688,469,334,155,4,472,56,188,195,1011,874,221,618,327,454,226,520,586,5'
+    '98,950,246,994,752,490,132,647,568,645,878,11,850,473,348,190,995,228,26,966,712,591,997,136,455'
+    ',565,191,847,443,256,669,710,851,505,1020,427,605,541,397,902,966,220,712,603,717,12,632,675,412'
+    ',254,764,303,776,495,57,324,313,108,306,341,877,961,40,743,441,696,51,966,334,567,588,249,553,89'
+    '4,346,589,428,921,239,727,94,952,820,420,1008,911,26,550,427,292,28,595,71,295,457,282,112,785,6'
+    '69,29,658,611,394,173,671,115,84,386,218,655,349,434,426,151,664,869,73,508,121,838,49,229,867,3'
+    '07,907,629,1013,499,502,685,698,185,717,742,880,136,608,199,24,958,258,686,146,215,212,368,419,7'
+    '71,29,135,3,930,486,615,961,756,660,914,709,318,665,194],"sampling_params":{"temperature":0.0,"m'
+    'ax_new_tokens":11,"ignore_eos":true,"n":1},"return_logprob":true,"top_logprobs_num":5,"logprob_s'
+    'tart_len":-1,"stream":false}},{"id":"r13_w","offset_ms":573.3,"cancel_after_ms":null,"copies":1,'
+    '"body":{"input_ids":[695,562,136,793,496,898,701,345,649,88,889,676,933,288,541,639,169,787,863,'
+    '961,921,548,112,588,644,137,967,463,122,993,380,295,842,291,505,468,654,929,550,338,985,39,459,5'
+    '26,939,90,267,883,242,608,604,313,902,1005,741,614,325,275,87,688,705,758,86,596,340,39,643,369,'
+    '155,493,856,812,13,794,499,84,158,1023,184,393,437,769,575,276,256,515,101,895,728,236,615,214,6'
+    '91,820,167,893,838,573,225,729,658,457,178,703,162,721,872,322,839,444,859,160,953,796,661,777,4'
+    '15,340,173,821,389,350,139,964,927,133,321,740,773,894,576,531,79,990,829,74,933,504,634,30,767,'
+    '747,1007,138,301,12,341,834,384,485,16,712,540,635,531,960,113,617,177,108,475,474,1010,53,284,2'
+    '98,779,432,591,917,1003,542,286,47,761,808,394,232,654,195,774,419,111,61,301,610,454,463,504,22'
+    '1,263,971,890,455,437,151,160,36,80,976,857,91,143,954,788,698,1012,533,845,106,661,397,829,405,'
+    '970,445,675,926,335,31,227,695,134,159,921,492,113,502,204,832,281,819,268,242,654,925,776,250,9'
+    '69,644,279,283,223,471,313,956,244,670,485,977,261,574,296,812,714,437,584,954,970,889,316,870,4'
+    '37,95,513,733,917,702,340,860,161,819,639,57,152,449,385,93,512,298,144,276,595,728,303,889,215,'
+    '283,783,944,683,40,445,785,373,914,106,170,726,676,884,727,188,312,348,428,738,79,579,776,799,71'
+    '2,261,496,572,964,936,78,623,764,686,778,843,715,931,498,318,101,340,204,323,487,114,355,126,164'
+    ',963,793,493,722,589,706,807,126,86,576,529,999,180,278,474,648,420,850,422,108,305,579,611,380,'
+    '500,964,686,351,508,400,606,353,99,461,114,444,288,938,69,214,815,340,448,293,736,110,337,402,82'
+    '3,292,893,487,587,596,949,855,173,385,570,209,65,802,18,443,811,685,767,682,312,182,867,580,145,'
+    '19,684,705,280,196,137,213,645,996,928,802,428,589,870,825,396,698,360,745,120,940,881,312,966,2'
+    '07,199,343,386,738,32,920,638,622,511,580,503,5,559,737,564,924,375,271,28,857,86,516,558,97,520'
+    ',349,405,718,822,83,894,534,363,474,686,657,649,51,482,922,490,608,721,970,675,857,634,968,169,4'
+    '6,46,717,207,815,73,235,597,322,25,898,835,275,501,711,49,29,53,725,53,419,927,807,818,434,186,6'
+    '41,1016,304,427,764,990,205,852,577,865,144,622,839,403,404,117,313,283,369,474,25,503,181,897,9'
+    '67,563,430,582,703,691,760,961,345,89,120,993,719,315,715,54,301,746,979,986,234,403,911,575,475'
+    ',185,1003,209,624,602,282,578,507,422,430,87,952,326,493,269,458,752,944,136,40,386,438,947,750,'
+    '524,491,169,361,822,93,19,999,335,127,275,465,599],"sampling_params":{"temperature":0.0,"max_new'
+    '_tokens":30,"ignore_eos":true,"n":1},"return_logprob":true,"top_logprobs_num":5,"logprob_start_l'
+    'en":-1,"stream":false}},{"id":"r14_w","offset_ms":576.0,"cancel_after_ms":null,"copies":1,"body"'
+    ':{"input_ids":[520,517,900,754,428,175,573,651,5,370,701,855,377,178,134,84,581,657,613,393,741,'
+    '312,741,394,247,166,439,305,521,825,105,219,936,784,649,71,443,55,652,707,354,1021,154,225,759,1'
+    '96,909,1006,161,959,813,351,161,93,318,143,21,827,171,154,558,207,712,247,361,492,355,418,710,11'
+    '6,22,477,462,114,675,15,397,780,704,683,86,748,915,359,659,351,256,499,645,555,268,222,716,214,9'
+    '15,542,922,56,195,146,604,132,134,51,643,542,902,840,328,752,160,599,895,442,385,984,554,312,81,'
+    '938,457,507,813,733,951,191,309,868,393,731,408,779,474,223,306,753,328,612,489,419,164,455,737,'
+    '743,904,998,878,743,45,259,104,352,122,966,889,495,520,64,651,315,296,519,697,989,786,738,41,871'
+    ',195,549,328,900,37,85,678,461,206,208,376,389,221,866,380,998,749,366,800,633,936,273,47,590,49'
+    '6,933,331,522,153,545,948,464,346,375,874,879,476,174,690,516,683,73,940,766,6,299,880,621,444,3'
+    '41,468,345,100,623,125,836,318,256,233,606,56,557,386,278,571,597,744,31,358,167,149,752,586,856'
+    ',1007,332,202,47,136,137,186,445,539,968,924,759,236,947,116,997,358,221,16,764,893,864,897,835,'
+    '994,744,509,909,397,853,773,947,976,473,959,834,973,556,893,969,547,56,438,577,960,723,170,282,2'
+    '39,640,392,755,638,278,92,600,684,797,459,913,909,872,161,357,861,680,381,173,7,71,1023,498,829,'
+    '684,511,833,123,523,606,336,346,947,16,48,713,213,645,975,273,654,477,290,104,240,385,825,36,982'
+    ',718,121,747,1000,498,397,962,519,245,536,817,122,933,170,791,977,705,585,298,60,495,425,279,932'
+    ',438,292,279,708,572,907,382,12,81,962,145,204,625,332,307,323,169,766,855,797,696,182,733,938,5'
+    '46,735,614,792,582,298,490,550,711,324,92,514,998,223,70,795,68,328,830,167,123,147,858,412,523,'
+    '746,463,107,390,628,947,702,224,516,595,130,746,975,110,88,567,536,894,932,784,139,580,244,677,8'
+    '52,552,850,621,435,509,351,503,383,938,303,951,805,495,351,601,95,290,127,336,290,200,737,994,78'
+    '5,924,564,942,918,381,813,915,994,125,379,152,551,140,1008,1021,87,333,10,863,314,599,47,636,75,'
+    '200,903,358,728,483,304,462,513,35,360,955,916,464,73,295,362,204,834,769,565,460,249,675,621,55'
+    ',347,766,618,773,321,680,725,434,440,158,634,505,291,921,52,222,704,773,625,448,545,237,558,790,'
+    '833,9,498,271,796,214,934,927,998,121,58,631,608,925,750,949,286,402,639,559,401,441,406,913,869'
+    ',628,877,798,597,404,252,380,395,988,458,426,926,407,323,399,325,1023,488,951,666,631,873,417,70'
+    '7,692,437,281,224,37,110,403,683,954,757,64,463,252,515,910,594,256,78,85,999,1009,296,442,252,7'
+    '0,261,725,288,728,858,864,485,91,871,928,426,409,830,719,234,156,140,285,54,404,43,987,670,936,1'
+    '52,860,177,845,919,622,833,132,275,140,916,305,139,907,704,370,24,694,681,727,524,993,781,195,25'
+    '8,850,111,134,702,853,342,556,696,86,452,712,1018,86,895,226,1007,777,318,807,128,445,649,192,64'
+    '6,32,822,846,313,89,140,469,487,818,499,330,268,77,102,201,767,899,775,965,129,1014,36,923,366,2'
+    '07,741,953,970,783,157,215,966,300,225,144,503,79,292,378,392,70,823,324,581,858,110,411,635,560'
+    ',356,112,544,759,763,528,51,618,386,811,310,861,209,413,741,364,83,28,152,562,320,456,671,26,499'
+    ',884,307,103,875,463,195,207,202,303,533,528,867,148,532,1022,486,695,736,323,255,223,63,871,771'
+    ',809,202,260,551,356,829,241,800,780,979,574,720,476,456,69,244,652,332,779,483,854,49,977,114,8'
+    '25,793,701,780,664,176,692,18,829,590,896,608,303,900,592,225,639,353,799,781,100,399,211,836,29'
+    '8,159,26,307,4,520,532,816,153,75,1009,271,138,380,788,239,428,177,553,729,938,240,65,911,373,32'
+    '2,844,704,851,267,30,68,634,176,469,1022,967,685,700,706,210,655,283,546,685,145,495,226,987,314'
+    ',31,796,884,534,719,945,526,977,279,501,166,955,256,883,632,469,496,124,747,971,381,439,247,434,'
+    '430,665,591,45,82,652,303,410,329,451,658,258,909,830,417,162,703,474,958,80,42,247,330,123,158,'
+    '967,679,197,613,225,844,360,442,391,697,984,69,174,812,397,183,116,818,791,524,499,253,189,903,5'
+    '57,996,312,1016,100,112,317,972,21,821,870,147,48,753,401,333,277,187,683,299,237,952,329,606,70'
+    '6,419,882,889,512,178,586,517,485,111,627,727,920,621,1011,839,464,277,632,211,38,734,526,925,50'
+    '0,420,863,64],"sampling_params":{"temperature":0.0,"max_new_tokens":31,"ignore_eos":true,"n":1},'
+    '"return_logprob":true,"top_logprobs_num":5,"logprob_start_len":-1,"stream":false}},{"id":"r15_w"'
+    ',"offset_ms":585.2,"cancel_after_ms":null,"copies":1,"body":{"input_ids":[92,932,806,466,529,551'
+    ',584,144,804,300,680,436,236,929,394,514,677,156,239,183,963,490,267,542,769,911,787,328,15,643,'
+    '426,856,820,174,174,335,387,867,294,886,936,809,296,904,281,565,389,262,1015,309,480,250,186,888'
+    ',944,748,844,331,560,618,740,157,964,837,1006,366,4,296,453,810,503,979,576,702,460,252,392,828,'
+    '180,763,357,526,609,87,443,660,718,202,155,841,935,357,501,604,546,225,398,602,488,895,755,252,4'
+    '02,15,342,493,790,883,585,658,194,152,641,417,534,518,670,541,661,253,863,469,828,993,578,694,13'
+    '4,554,628,879,83,381,202,887,1002,719,566,634,522,376,496,908,524,670,168,230,307,611,880,944,82'
+    '9,573,949,308,845,178,550,352,838,863,779,159,393,127,456,745,215,287,514,896,342,506,226,411,60'
+    ',699,142,853,552,46,809,746,320,860,254,199,166,1023,4,775,134,646,783,240,604,826,66,458,1000,5'
+    '37,323,371,468,719,784,204,194,623,635,866,948,277,85,16,340,52,751,943,938,121,659,425,284,842,'
+    '405,291,374,283,347,462,571,858,100,74,915,828,451,623,343,184,982,191,572,20,398,957,692,833,60'
+    '2,676,720,822,52,174,188,10,40,743,584,74,952,718,36,802,927,901,204,160,597,515,342,470,433,837'
+    ',7,230,386,319,861,226,366,371,58,425,391,877,359,279,139,956,261,645,737,643,69,583,931,606,348'
+    ',818,865,489,392,599,133,99,524,110,411,745,942,768,1002,296,416,983,589,909,824,851,748,168,684'
+    ',420,748,378,545,133,36,96,854,484,697,635,209,495,343,936,302,731,843,710,709,892,521,7,931,107'
+    ',307,489,488,477,298,572,895,266,944,422,205,886,647,489,349,39,873,366,47,448,813,143,598,408,4'
+    '80,1017,675,157,116,307,278,261,522,293,605,245,905,361,745,268,939,1013,730,1004,34,916,43,714,'
+    '762,739,1010,859,712,276,949,170,464,472,188,31,660,876,7,563,254,384,80,868,13,642,940,346,328,'
+    '63,370,939,435,910,536,413,810,657,475,611,683,355,740,527,255,283,917,442,609,447,185,792,248,9'
+    '40,480,301,623,892,419,115,699,917,317,717,654,218,110,720,337,623,903,12,414,419,733,423,507,34'
+    '3,924,824,890,145,690,171,89,123,6,943,624,771,35,551,708,212,114,73,122,699,873,522,987,50,884,'
+    '416,54,419,585,865,4,567,218,60,885,935,208,732,301,265,182,303,485,559,864,404,651,365,965,847,'
+    '637,987,306,155,27,111,803,356,211,460,586,641,57,735,980,210,223,300,176,260,796,822,852,118,83'
+    '8,265,965,64,535,97,638,79,334,625,399,840,9,87,138,767,49,31,931,924,747,810,585,771,111,51,284'
+    ',1020,603,891,441,665,386,48,225,798,980,537,990,430,978,623,12,944,576,929,450,234,121,696,732,'
+    '398,596,968,191,988,249,680,352,923,671,562,311,670,291,223,687,833,918,370,553,655,191,112,791,'
+    '907,605,881,154,281,338,561,756,195,737,107,922,230,247,209,101,881,227,871,798,185,887,432,226,'
+    '566,813,448,933,657,599,539,1001,92,47,778,416,37,821,236,71,618,1010,148,1001,362,473,770,43,38'
+    '8,440,64,535,139,638,499,237,505,225,102,599,548,735,270,229,752,644,41,900,291,961,790,18,683,2'
+    '1,529,467,767,123,995,453,104,992,335,793,438,17,58,661,426,433,531,491,848,563,902,928,652,987,'
+    '713,775,37,478,605,318,589,463,814,30,62,810,226,248,702,531,39,725,600,759,697,325,709,853,424,'
+    '908,67,27,665,950,422,1006,377,240,782,314,748,883,316,702,481,724,594,425,85,10,702,709,250,216'
+    ',718,538,464,160,797,677,935,858,473,483,981,132,574,28,924,287,74,447,779,57,708,739,984,494,98'
+    '9,329,887,275,291,318,53,399,870,740,372,154,271,861,797,226,782,217,862,155,864,473,210,846,519'
+    ',879,133,1012,958,460,789,616,305,655,505,297,491,964,840,861,179,774,525,245,102,338,57,111,307'
+    ',691,732,157,371,404,603,355,752,516,547,3,418,495,1021,626,434,634,551,129,491,359,787,84,227,1'
+    '39,330,317,395,286,61,747,88,437,121,506,272],"sampling_params":{"temperature":0.0,"max_new_toke'
+    'ns":26,"ignore_eos":true,"n":1},"return_logprob":true,"top_logprobs_num":5,"logprob_start_len":-'
+    '1,"stream":false}},{"id":"r16_w","offset_ms":603.3,"cancel_after_ms":null,"copies":1,"body":{"in'
+    'put_ids":[800,120,984,66,289,806,408,164,439,245,445,804,263,320,938,193,836,594,688,826,37,683,'
+    '193,724,1001,953,237,167,817,474,792,154,349,147,855,610,741,413,837,281,461,308,830,1003,728,22'
+    '6,316,773,136,888,721,239,17,397,133,774,74,533,610,158,430,632,374,903,112,438,668,771,637,916,'
+    '566,771,701,568,292,842,478,774,480,915,997,490,92,62,29,84,773,668,875,330,621,972,234,830,439,'
+    '139,586,848,777,416,1007,168,922,59,723,149,307,149,874,1003,384,1011,737,1004,189,398,220,53,10'
+    '03,842,178,515,694,292,498,165,401,979,403,187,705,637,938,538,297,229,126,690,232,235,272,797,8'
+    '37,923,657,725,310,839,40,622,366,460,293,243,997,368,471,126,389,91,266,321,642,986,416,666,912'
+    ',4,368,515,370,629,133,203,900,87,1003,472,743,485,378,187,330,83,924,121,912,214,155,98,976,778'
+    ',641,1004,708,942,345,730,156,774,195,748,104,535,47,705,986,944,800,444,449,284,590,373,935,660'
+    ',262,450,816,202,417,613,738,553,556,931,207,850,916,32,955,10,541,484,794,787,961,259,588,196,3'
+    '11,508,810,642,54,603,353,865,360,476,96,268,725,233,752,742,185,583,5,584,214,191,409,700,922,3'
+    '6,247,37,1000,687,280,248,294,660,898,841,867,934,689,877,951,378,606,832,882,114,726,810,73,264'
+    ',861,724,672,685,136,397,308,537,663,792,538,320,702,944,106,905,113,603,605,972,355,484,368,640'
+    ',564,744,264,559,735,668,989,659,318,396,661,984,27,914,199,467,995,749,429,562,1009,173,849,815'
+    ',827,453,257,719,199,170,614,215,339,850,487,711,873,115,348,957,695,465,941,706,583,117,818,998'
+    ',693,910,351,726,412,129,566,555,410,566,1003,833,381,652,134,303,620,946,153,86,160,772,9,514,3'
+    '85,633,320,321,143,280,844,996,221,559,403,777,364,634,746,44,890,724,839,759,270,43,32,888,823,'
+    '738,61,864,578,809,64,408,828,1006,604,419,735,325,810,554,382,242,819,848,574,824,295,532,951,7'
+    '17,231,601,552,142,498,220,171,562,962,994,910,741,380,563,850,835,324,66,546,826,762,243,195,65'
+    '4,437,938,902,449,778,404,402,972,67,1000,331,35,403,38,799,115,604,798,688,489,464,286,83,320,6'
+    '04,102,196,324,211,921,996,845,295,649,799,238,728,71,289,724,257,356,677,924,483,37,535,369,493'
+    ',726,424,353,186,833,733,358,254,196,753,599,394,180,693,899,133,516,371,1009,162,665,661,208,53'
+    '5,954,823,141,211,347,82,445,956,361,253,35,319,959,48,571,22,158,942,568,206,672,252,655,179,91'
+    '3,984,879,937,850,579,946,567,559,684,517,177,88,436,565,895,389,396,940,816,851,181,730,313,707'
+    ',322,775,727,447,1005,33,699,45,422,252,693,360,829,388,541,32,40,475,506,1013,340,838,977,877,7'
+    '05,832,373,418,481,426,403,990,142,481,502,752,654,461,506,719,804,174,389,481,341,462,546,708,4'
+    '52,251,833,551,406,140,247,313,366,51,770,938,950,79,343,882,451,220,777,798,759,890,489,6,1013,'
+    '406,565,34,343,544,205,880,379,696,55,657,500,518,169,544,6,680,338,700,608,1018,361,488,512,378'
+    ',841,550,769,404,873,27,16,968,837,125,98,724,746,845,677,733,98,972,876,845,774,806,785,266,564'
+    ',219,3,183,946,915,937,575,193,277,842,705,307,81,316,961,117,609,157,817,806,709,637,34,463,915'
+    ',590,914,847,676,906,686,277,362,646,572,1023,65,685,245,520,578,949,512,755,862,81,559,633,10,5'
+    '72,792,653,47,1021,3,347,287,635,23,684,977,546,793,471,986,248,107,437,220,934,515,216,139,186,'
+    '689,476,902,505,359,1015,361,620,608,376,457,8,337,223,301,417,697,128,153,957,99],"sampling_par'
+    'ams":{"temperature":0.0,"max_new_tokens":41,"ignore_eos":true,"n":1},"return_logprob":true,"top_'
+    'logprobs_num":5,"logprob_start_len":-1,"stream":false}},{"id":"r17_w","offset_ms":620.1,"cancel_'
+    'after_ms":null,"copies":1,"body":{"input_ids":[63,802,576,845,933,252,64,545,532,911,647,600,584'
+    ',906,25,717,20,766,726,687,339,732,208,999,199,24,770,855,731,601,350,975,965,591,468,135,33,131'
+    ',770,626,34,574,379,720,109,203,729,396,564,778,795,550,945,790,543,431,487,844,1012,467,34,358,'
+    '524,452,113,246,412,804,162,786,203,897,176,133,993,298,344,587,290,56,632,438,986,206,954,76,21'
+    ',822,41,223,970,61,426,807,853,817,439,530,31,945,192,637,173,802,220,105,696,417,780,950,637,46'
+    '8,343,815,388,630,787,102,609,80,895,95,942,651,480,61,399,332,784,291,303,153,657,875,27,789,53'
+    '9,966,438,572,249,85,743,284,322,794,179,806,749,39,461,158,170,243,769,564,323,462,243,705,852,'
+    '457,787,294,339,362,740,440,87,496,839,334,862,775,721,839,898,53,919,499,136,881,890,772,424,87'
+    ',118,568,708,55,374,227,406,834,650,900,196,107,227,986,145,480,949,41,79,449,763,452,572,414,84'
+    '0,515,160,515,696,594,235,447,211,1005,519,21,973,274,124,538,927,512,1007,873,402,909,847,169,2'
+    '67,632,486,777,788,975,60,67,320,295,860,456,332,5,690,67,654,8,580,768,262,583,339,500,823,997,'
+    '491,319,915,880,709,717,766,342,752,968,350,522,590,805,142,339,535,507,99,958,967,172,434,24,99'
+    '6,895,909,237,332,198,165,73,860,607,853,317,969,894,316,823,312,673,411,825,733,533,116,277,274'
+    ',105,938,658,370,197,28,78,772,489,448,10,379,520,146,882,339,365,801,162,463,505,860,580,640,37'
+    '9,19,930,256,911,1008,112,726,214,632,11,363,744,590,765,426,30,471,132,374,78,215,488,130,293,8'
+    '73,672,408,164,486,135,922,249,801,596,263,136,373,846,290,712,548,214,80,182,359],"sampling_par'
+    'ams":{"temperature":0.0,"max_new_tokens":48,"ignore_eos":true,"n":1},"return_logprob":true,"top_'
+    'logprobs_num":5,"logprob_start_len":-1,"stream":false}},{"id":"r18_w","offset_ms":638.2,"cancel_'
+    'after_ms":null,"copies":1,"body":{"input_ids":[545,338,765,162,106,555,22,768,793,578,684,1010,5'
+    '08,582,777,874,1021,639,352,965,199,799,339,67,159,600,438,797,899,312,991,157,337,290,628,396,2'
+    '04,165,229,113,586,515,885,676,180,609,266,350,187,892,602,741,336,634,506,727,803,291,76,848,61'
+    '2,450,815,638,373,177,633,873,465,26,216,879,1015,176,386,1018,113,305,428,787,601,477,1018,123,'
+    '108,348,556,796,231,139,406,909,253,47,787,251,972,767,848,815,734,630,622,957,380,228,30,347,94'
+    '6,456,261,257,304,887,490,422,582,496,836,852,174,446,198,858,112,895,362,669,949,349,830,223,44'
+    '8,10,184,351,349,672,312,833,461,687,142,114,709,524,899,43,1023,741,452,437,154,508,12,116,866,'
+    '609,796,379,30,524,251,656,466,358,451,777,897,32,44,721,351,340,681,496,175,414,239,457,763,938'
+    ',258,539,243,41,79,877,876,324,292,584,307,351,648,766,802,534,1011,380,296,218,118,868,323,161,'
+    '250,293,743,50,386,265,837,910,459,587,661,708,815,112,954,307,828,705,334,670,871,383,21,361,24'
+    ',544,346,44,930,391,606,23,666,959,1014,538,12,4,663,244,401,18,1001,131,813,185,293,1006,731,69'
+    '7,390,568,125,477,508,45,146,848,1007,441,125,507,767,850,309,343,271,398,439,565,146,372,370,85'
+    '5,243,771,925,454,480,287,44,380,889,148,156,989,19,438,433,984,769,480,455,825,969,97,724,719,5'
+    '72,314,660,385,648,238,742,192,492,757,901,307,652,644,3,837,311,322,140,80,785,188,409,396,639,'
+    '472,946,3,208,1003,68,559,784,174,243,607,426,82,500,113,645,147,483,830,863,954,227,86,832,153,'
+    '143,571,683,524,252,926,759,365,230,475,400,455,162,596,787,269,272,913,667,555,862,660,558,903,'
+    '1018,788,602,727,938,167,523,503,190,79,675,46,482,500,977,704,985,276,281,307,855,400,308,310,5'
+    '51,256,137,301,956,916,176,918,962,467,124,143,985,156,362,216,376,73,519,501,162,469,827,640,31'
+    '7,926,940,32,337,145,652,973,560,803,425,158,619,895,460,592,664,78,703,802,434,648,506,74,659,1'
+    '69,688,387,23,963,731,922,972,83,913,73,72,930,141,479,458,915,727,964,648,907,748,615,984,694,6'
+    '88,871,23,731,685,909,755,323,96,437,935,526,288,397,515,724,576,961,642,345,99,11,115,85,238,80'
+    '7,761,838,241,498,526,578,181,9,62,534,662,864,880,731,443,320,621,986,575,378,408,611,51,633,45'
+    '1,840,835,269,930,296,17,508,395,871,947,669,286,487,959,429,329,968,985,626,601,854,6,142,37,67'
+    '3,155,455,85,614,498,467,36,715,437,82,942,413,460,490,212,969,1015,119,126,172,446,116,809,362,'
+    '675,48,388,362,302,114,678,901,348,672,909,738,1019,522,874,607,278,940,621,681,689,360,806,427,'
+    '327,716,314,152,686,941,262,701,756,480,48,25,3,837,295,350,53,322,53,829,239,808,727,487,922,54'
+    '7,945,241,612,946,350,811,751,402,257,102,227,846,704,666,169,698,338,494,603,590,422,14,115,627'
+    ',985,805,148,986,50,973,480,270,514,122,525,310,86,51,72,909,669,855,790,657,797,347,124,85,751,'
+    '776,530,318,360,460,347,235,478,880,213,599,131,592,286,59,827,408,329,214,294,210,27,344,763,73'
+    '6,530,474,327,752,369,853,616,210,972,885,176,540,866,673,540,259,703,101,872,355,767,275,532,71'
+    '2,221,1004,261,927,792,33,968,551,305,403,755,892,651,713,214,739,848,126,530,31,583,985,985,516'
+    ',1022,325,271,292,373,633,915,400,359,355,396,929,129,49,327,948,201,577,961,818,20,632,59,659,9'
+    '62,447,530,927,524,684,657,530,503,735,571,427,472,388,345,365,238,897,307,689,647,439,790,805,4'
+    '02,135,739,177,9,429,827,514,901,799,212,185,166,244,113,15,977,332,882,964,407,1009,147,767,701'
+    ',527,166,172,855,662,671,398,405,437,830,95,338,708,704,430,624,28,708,858,133,117,92,729,95,321'
+    ',411,953,363,402,607,57,783,501,693,189,622,506,475,680,115,838,581,485,73,108,14,175,823,470,15'
+    '2,144,919,694,405,304,574,442,297,619,852,873,801,936,962,282,55,169,440,298,621,83,551,708,506,'
+    '783,933,153,976,649,1022,475,806,14,56,553,961,944,805,237,296,871,997,211,328,890,745,587,1011,'
+    '756,900,843,328,538,316,540,715,595,884,546,784,694,99,676,370,396,670,540,508,845,729,571,208,4'
+    '26,971,59,592,247,939,446,724,762,937,192,476,801,283,516,977,799,637,678,268,435,698,756,245,78'
+    '5,738,606,587,352,1010,545,926,827,321,335,18,522,900,39,886,646,41,717,451,283,152,665,891,586,'
+    '480,325,910,554,5],"sampling_params":{"temperature":0.0,"max_new_tokens":23,"ignore_eos":true,"n'
+    '":1},"return_logprob":true,"top_logprobs_num":5,"logprob_start_len":-1,"stream":false}},{"id":"r'
+    '19_w","offset_ms":763.2,"cancel_after_ms":null,"copies":1,"body":{"input_ids":[173,144,832,599,7'
+    '17,250,254,310,58,917,198,144,494,599,802,973,430,839,143,644,837,124,585,391,517,545,44,334,683'
+    ',307,116,480,144,842,259,215,207,499,30,729,956,185,1008,618,408,568,11,179,514,412,871,866,402,'
+    '5,450,470,779,954,839,724,585,324,557,597,866,784,194,58,973,1001,1013,257,360,144,658,665,379,4'
+    '72,180,860,538,306,929,462,537,863,216,41,643,930,896,659,251,449,309,528,797,531,674,37,86,705,'
+    '7,482,1017,527,791,948,76,440,547,463,361,822,96,286,817,672,50,459,731,438,648,967,132,159,555,'
+    '93,587,526,45,733,794,568,544,22,344,503,363,149,478,496,385,735,110,594,1014,236,331,161,723,22'
+    '8,482,114,606,334,710,988,834,260,784,27,308,635,44,31,710,227,302,574,705,228,306,314,608,1015,'
+    '419,814,182,811,11,124,519,45,322,592,585,529,84,458,455,940,695],"sampling_params":{"temperatur'
+    'e":0.0,"max_new_tokens":32,"ignore_eos":true,"n":1},"return_logprob":true,"top_logprobs_num":5,"'
+    'logprob_start_len":-1,"stream":false}}],"probes":[{"id":"r01","prime":{"input_ids":[173,144,832,'
+    '599,717,250,254,310,58,917,198,144,494,599,802,973,430,839,143,644,837,124,585,391,517,545,44,33'
+    '4,683,307,116,480,144,842,259,215,207,499,30,729,956,185,1008,618,408,568,11,179,514,412,871,866'
+    ',402,5,450,470,779,954,839,724,585,324,557,597,866,784,194,58,973,1001,1013,257,360,144,658,665,'
+    '379,472,180,860,538,306,929,462,537,863,216,41,643,930,896,659,251,449,309,528,797,531,674,37,86'
+    ',705,7,482,1017,527,791,948,76,440,547,463,361,822,96,286,817,672,50,459,731,438,648,967,132,159'
+    ',555,93,587,526,45,733,794,568,544,22,344,503,363,149,478,496,385,735,110,594,1014,236,331,161,7'
+    '23,228,482,114,606,334,710,988,834,260,784,27,308,635,44,31,710,227,302,574,705,228,306,314,608,'
+    '1015,419,814,182,811,11,124,519,45,322,592,585,529,84,458,455,940],"sampling_params":{"temperatu'
+    're":0.0,"max_new_tokens":1,"ignore_eos":true,"n":1},"return_logprob":true,"top_logprobs_num":5,"'
+    'logprob_start_len":-1,"stream":false}}],"health":"/health","others":17,"model_files":null}'
 )
 
 RULE = "=" * 60
@@ -1613,7 +1716,9 @@ class Server:
                 if status in (404, 501):
                     return False  # started without --slot-save-path
             return bool(slots)
-        path = "/flush_cache" if kind == "sglang" else "/reset_prefix_cache"
+        # vLLM: reset_external empties the KV connector's store too (offloading's CPU tier),
+        # which the plain call leaves full.
+        path = "/flush_cache" if kind == "sglang" else "/reset_prefix_cache?reset_external=true"
         for _ in range(50):
             if kind == "sglang":
                 status, _ = self.call("POST", path)
@@ -2002,6 +2107,11 @@ def expectation(expected, failure):
     divergence of outputs."""
     if FINDING.get("expect_cached"):
         return "%s to report cached tokens its own cache salt does not allow" % expected
+    promise = FINDING.get("promise")
+    if expected and promise:
+        # A near-tie flip is the bug only because the server's mode promised there would be none.
+        return "%s to diverge, which breaks the promise of %s: %s (%s)" % (
+            expected, promise["mode"], promise["words"], promise["source"])
     return "%s to diverge" % expected if expected else "%s again" % failure
 
 

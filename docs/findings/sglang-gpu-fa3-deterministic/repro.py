@@ -653,102 +653,51 @@ class Trail:
         head = "flaky: it reproduced, then stopped" if self.flaky else f"history ({self.last})"
         return "\n".join([head, *("  " + line for line in self.lines())])
 
-# --- servefuzz.reports.tiny_model, verbatim: the model the finding ran on, numpy alone --------
-"""The tiny random-weight models of servefuzz's findings, written with numpy and the standard
-library alone, so that a maintainer can rebuild the exact model a finding ran on without
-servefuzz: every generated repro.py embeds this module's source verbatim (`--write-model DIR`).
+# --- servefuzz.models.files and .llama, verbatim: the model the finding ran on, numpy alone ---
+"""The file formats of servefuzz's tiny models, written with numpy and the standard library alone:
+GGUF v3 as gguf-py lays it out, safetensors as the safetensors package writes it, the Hugging Face
+folder's JSON files, and the random streams every architecture draws from.
 
-It writes what `servefuzz.models.build_models` writes for the same seed, in the same layout
-(`DIR/tiny.gguf`, `DIR/hf-<dtype>/`, `DIR/lora/`), byte for byte (tests/reports/test_tiny_model.py
-holds the two together): the same random streams (numpy's `default_rng([seed, k])`), the same
-weights, and the two file formats written by hand with `struct` and `json` (GGUF v3 as gguf-py
-lays it out; safetensors as the safetensors package does). The one thing it cannot make is the
-Hugging Face tokenizer, which servefuzz trains with the `tokenizers` package: the caller hands
-its `tokenizer.json` in (repro.py carries it, compressed, as data), and the weights' quiet rows
-are read from it.
+Every architecture module writes through these, and every repro.py embeds this module's source
+verbatim with `models.llama`'s (`reports/repro.py`), so a maintainer rebuilds the exact model a
+finding ran on without servefuzz. Nothing here imports servefuzz, and numpy only when a model is
+written: repro.py's replay runs on the standard library alone.
 
     >>> spell_bytes("\u0120a\u00c3")
     b' a\\xc3'
-
-Nothing here imports servefuzz, and numpy only when a model is written: repro.py's replay runs
-on the standard library alone.
 """
 
 
 import json
 import struct
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 try:
     import numpy as np
 except ImportError:  # repro.py embeds this module: a replay needs no numpy, only --write-model does
     np = None  # type: ignore[assignment]
 
-__all__ = ["TINY", "TinyShape", "spell_bytes", "write_model"]
+__all__ = ["HF_SPECIALS", "spell_bytes"]
+
+HF_SPECIALS = ("<s>", "</s>", "<pad>")  # ids 0, 1, 2: the trainer numbers specials first
+# Scale of the ordinary tokens' output rows: the final norm makes the hidden state unit-RMS, so
+# logits spread with about this standard deviation, which puts the best of them far above the
+# quiet tokens' 0 and keeps greedy choices away from near-ties in float32.
+LOGIT_SCALE = 3.0
 
 
-class TinyShape(NamedTuple):
-    """servefuzz's tiny llama (`servefuzz.models.ModelShape`): RMSNorm, rotary, SwiGLU. A
-    NamedTuple, not a dataclass: a dataclass looks its module up in sys.modules, which a script
-    loaded by path (repro.py, embedding this) need not be in."""
-
-    layers: int = 2
-    hidden: int = 256
-    heads: int = 4
-    ffn: int = 512
-    context: int = 2048
-    rope_theta: float = 10000.0
-    rms_eps: float = 1e-5
-
-    @property
-    def head_dim(self) -> int:
-        return self.hidden // self.heads
-
-
-TINY = TinyShape()
-ADAPTERS = ("lora-a", "lora-b")
-LORA_RANK = 8
-LORA_ALPHA = 16.0
-LORA_TARGETS = ("q_proj", "v_proj")
-LOGIT_SCALE = 3.0  # the ordinary tokens' output rows: their best logit far above the quiet ones' 0
-GGUF_VOCAB = 1024
-HF_SPECIALS = ("<s>", "</s>", "<pad>")
-GGUF_LAYER_NAMES = {
-    "input_layernorm": "attn_norm", "self_attn.q_proj": "attn_q", "self_attn.k_proj": "attn_k",
-    "self_attn.v_proj": "attn_v", "self_attn.o_proj": "attn_output", "post_attention_layernorm": "ffn_norm",
-    "mlp.gate_proj": "ffn_gate", "mlp.up_proj": "ffn_up", "mlp.down_proj": "ffn_down",
-}
-GGUF_MODEL_NAMES = {"model.embed_tokens": "token_embd", "model.norm": "output_norm", "lm_head": "output"}
-
-
-def write_model(out_dir: Path, fmt: str, *, seed: int = 0, dtype: str = "float32", adapters: bool = True,
-                tokenizer_json: str | None = None) -> list[Path]:
-    """Write the model of format `fmt` ("gguf": llama.cpp; "hf": vLLM, SGLang) and, with
-    `adapters`, its two LoRA adapters under `out_dir`; the paths written. "hf" needs the
-    tokenizer servefuzz trained for `seed` (`tokenizer_json`, the text of its tokenizer.json)."""
+def need_numpy() -> None:
     if np is None:
         raise RuntimeError("writing the model needs numpy (pip install numpy); the replay itself does not")
-    out_dir.mkdir(parents=True, exist_ok=True)
-    written: list[Path] = []
-    if fmt == "gguf":
-        written.append(_write_gguf(out_dir / "tiny.gguf", TINY, seed))
-    elif fmt == "hf":
-        if tokenizer_json is None:
-            raise ValueError("an hf model needs the tokenizer.json servefuzz trained for it")
-        written += _write_hf(out_dir / f"hf-{dtype}", TINY, seed, dtype, tokenizer_json)
-    else:
-        raise ValueError(f"unknown model format {fmt!r} (gguf or hf)")
-    if adapters:
-        written += _write_adapters(out_dir / "lora", TINY, seed, gguf=fmt == "gguf")
-    return written
 
 
-# --- the random streams, as servefuzz.models draws them ------------------------------------
+# --- the random streams ----------------------------------------------------------------------
 
 
-def _words(rng: Any, count: int) -> list[str]:
+def made_up_words(rng: Any, count: int) -> list[str]:
+    """A made-up lexicon of pronounceable words, so BPE finds plenty of merges."""
     onsets = ["", "b", "d", "f", "g", "k", "l", "m", "n", "p", "r", "s", "t", "v", "z", "st", "tr", "kl"]
     vowels = ["a", "e", "i", "o", "u", "ai", "ou"]
     codas = ["", "", "n", "r", "s", "t", "l", "m"]
@@ -759,56 +708,64 @@ def _words(rng: Any, count: int) -> list[str]:
             onsets[rng.integers(len(onsets))] + vowels[rng.integers(len(vowels))] + codas[rng.integers(len(codas))]
             for _ in range(syllables)
         ))
-    return sorted(words)
+    return sorted(words)  # sorted: a set's order depends on string hashing, which is salted
 
 
-def _weights(rng: Any, shape: TinyShape, vocab: int, quiet: Sequence[int]) -> dict[str, Any]:
-    def proj(out: int, inp: int) -> Any:
-        return np.asarray(rng.standard_normal((out, inp)) / np.sqrt(inp), dtype=np.float32)
+def projection(rng: Any, out: int, inp: int) -> Any:
+    """A weight matrix scaled by 1/sqrt(fan-in), so every layer moves the residual stream by about
+    as much as the embedding: attention then matters, and a corrupted cache entry shows in the
+    output instead of being drowned by the current token's embedding."""
+    return np.asarray(rng.standard_normal((out, inp)) / np.sqrt(inp), dtype=np.float32)
 
-    h, f = shape.hidden, shape.ffn
-    w: dict[str, Any] = {"model.embed_tokens.weight": rng.standard_normal((vocab, h)).astype(np.float32)}
-    for i in range(shape.layers):
-        p = f"model.layers.{i}."
-        w[p + "input_layernorm.weight"] = np.ones(h, np.float32)
-        for name in ("q_proj", "k_proj", "v_proj", "o_proj"):
-            w[p + f"self_attn.{name}.weight"] = proj(h, h)
-        w[p + "post_attention_layernorm.weight"] = np.ones(h, np.float32)
-        w[p + "mlp.gate_proj.weight"] = proj(f, h)
-        w[p + "mlp.up_proj.weight"] = proj(f, h)
-        w[p + "mlp.down_proj.weight"] = proj(h, f)
-    w["model.norm.weight"] = np.ones(h, np.float32)
-    head = proj(vocab, h) * LOGIT_SCALE
+
+def output_head(rng: Any, vocab: int, hidden: int, quiet: Sequence[int]) -> Any:
+    """The output layer: quiet tokens' rows zero (their logit 0 never wins a greedy step)."""
+    head = projection(rng, vocab, hidden) * LOGIT_SCALE
     head[list(quiet)] = 0.0
-    w["lm_head.weight"] = head
+    return head
+
+
+def random_weights(rng: Any, shapes: Mapping[str, tuple[int, ...]], *, vocab: int, quiet: Sequence[int],
+                   embed_std: float = 1.0) -> dict[str, Any]:
+    """Random float32 weights for every tensor of `shapes` (Hugging Face names, in order), by what
+    the name says it is: norms ones, biases zeros, the output layer `output_head`, the embeddings
+    N(0, embed_std), a Mamba / gated-delta-net decay (`A_log`, `dt_bias`, `D`) in the range trained
+    models keep it, a depthwise convolution over its kernel, every other matrix (2-D, or 3-D
+    stacked experts) a `projection` over its fan-in (dimension 1 in both layouts)."""
+    w: dict[str, Any] = {}
+    for name, shape in shapes.items():
+        leaf = name.rsplit(".", 1)[-1]
+        if name.endswith("embed_tokens.weight") or name.endswith("embeddings.weight"):
+            w[name] = np.asarray(rng.standard_normal(shape) * embed_std, dtype=np.float32)
+        elif name.endswith("lm_head.weight") or name.endswith("shared_head.head.weight"):
+            w[name] = output_head(rng, vocab, shape[1], quiet)
+        elif "norm" in name and leaf == "weight":
+            w[name] = np.ones(shape, np.float32)
+        elif leaf == "A_log":  # A = -exp(A_log) in [-16, -1]: each head forgets at its own rate
+            w[name] = np.log(rng.uniform(1.0, 16.0, shape)).astype(np.float32)
+        elif leaf == "dt_bias":  # softplus(dt_bias) = a step in [0.001, 0.1]
+            w[name] = np.log(np.expm1(np.exp(rng.uniform(np.log(1e-3), np.log(1e-1), shape)))).astype(np.float32)
+        elif leaf == "D":
+            w[name] = np.ones(shape, np.float32)
+        elif leaf == "sinks":  # attention sinks: a logit per head, about as large as the scores
+            w[name] = np.asarray(rng.standard_normal(shape), dtype=np.float32)
+        elif leaf.endswith("bias"):
+            w[name] = np.zeros(shape, np.float32)
+        elif len(shape) == 3 and shape[1] == 1:  # depthwise conv1d [channels, 1, kernel]
+            w[name] = np.asarray(rng.standard_normal(shape) / np.sqrt(shape[2]), dtype=np.float32)
+        elif len(shape) == 3:  # stacked experts
+            w[name] = np.asarray(rng.standard_normal(shape) / np.sqrt(shape[1]), dtype=np.float32)
+        else:
+            w[name] = projection(rng, shape[0], shape[1])
     return w
-
-
-def _lora_pairs(rng: Any, shape: TinyShape) -> dict[str, tuple[Any, Any]]:
-    h = shape.hidden
-    out = {}
-    for i in range(shape.layers):
-        for target in LORA_TARGETS:
-            a = np.asarray(rng.standard_normal((LORA_RANK, h)) / np.sqrt(h), dtype=np.float32)
-            b = np.asarray(rng.standard_normal((h, LORA_RANK)) * 0.18, dtype=np.float32)
-            out[f"model.layers.{i}.self_attn.{target}"] = (a, b)
-    return out
-
-
-def _gguf_name(hf_name: str) -> str:
-    stem = hf_name.removesuffix(".weight")
-    if stem in GGUF_MODEL_NAMES:
-        return GGUF_MODEL_NAMES[stem] + ".weight"
-    _, _, layer, rest = stem.split(".", 3)
-    return f"blk.{layer}.{GGUF_LAYER_NAMES[rest]}.weight"
 
 
 # --- GGUF (llama.cpp), version 3, laid out as gguf-py writes it -----------------------------
 
-_U32, _I32, _F32, _BOOL, _STR, _ARR = 4, 5, 6, 7, 8, 9  # GGUF value types
+U32, I32, F32, BOOL, STR, ARR = 4, 5, 6, 7, 8, 9  # GGUF value types
 _ALIGN = 32
 # llama.cpp's token types
-_NORMAL, _UNKNOWN, _CONTROL, _BYTE = 1, 2, 3, 6
+TOKEN_NORMAL, TOKEN_UNKNOWN, TOKEN_CONTROL, TOKEN_BYTE = 1, 2, 3, 6
 
 
 def _gguf_str(s: str) -> bytes:
@@ -817,17 +774,17 @@ def _gguf_str(s: str) -> bytes:
 
 
 def _gguf_value(vtype: int, value: Any) -> bytes:
-    if vtype == _STR:
+    if vtype == STR:
         return _gguf_str(value)
-    return struct.pack({_U32: "<I", _I32: "<i", _F32: "<f", _BOOL: "?"}[vtype], value)
+    return struct.pack({U32: "<I", I32: "<i", F32: "<f", BOOL: "?"}[vtype], value)
 
 
-def _gguf_file(path: Path, kv: Sequence[tuple[str, int, Any]], tensors: Sequence[tuple[str, Any]]) -> Path:
-    """`kv`: (key, type, value), an array as (key, _ARR, (element type, values))."""
+def gguf_file(path: Path, kv: Sequence[tuple[str, int, Any]], tensors: Sequence[tuple[str, Any]]) -> Path:
+    """`kv`: (key, type, value), an array as (key, ARR, (element type, values)); float32 tensors."""
     out = bytearray(b"GGUF" + struct.pack("<IQQ", 3, len(tensors), len(kv)))
     for key, vtype, value in kv:
         out += _gguf_str(key) + struct.pack("<I", vtype)
-        if vtype == _ARR:
+        if vtype == ARR:
             sub, items = value
             out += struct.pack("<IQ", sub, len(items)) + b"".join(_gguf_value(sub, v) for v in items)
         else:
@@ -847,52 +804,14 @@ def _gguf_file(path: Path, kv: Sequence[tuple[str, int, Any]], tensors: Sequence
     return path
 
 
-def _write_gguf(path: Path, shape: TinyShape, seed: int) -> Path:
-    """`servefuzz.models._write_gguf`: <unk>, <s>, </s>, the 256 byte tokens, then word pieces."""
-    rng = np.random.default_rng([seed, 2])
-    tokens = ["<unk>", "<s>", "</s>"] + [f"<0x{b:02X}>" for b in range(256)]
-    kinds = [_UNKNOWN, _CONTROL, _CONTROL] + [_BYTE] * 256
-    quiet = list(range(len(tokens)))
-    pieces = [chr(c) for c in range(ord("a"), ord("z") + 1)] + ["\u2581"]
-    pieces += ["\u2581" + w for w in _words(rng, GGUF_VOCAB - len(tokens) - len(pieces))]
-    tokens += pieces
-    kinds += [_NORMAL] * len(pieces)
-    scores = [0.0] * len(quiet) + [-float(i) for i in range(len(pieces))]
-    kv = [
-        ("general.architecture", _STR, "llama"),
-        ("general.name", _STR, "servefuzz-tiny"),
-        ("llama.context_length", _U32, shape.context),
-        ("llama.embedding_length", _U32, shape.hidden),
-        ("llama.block_count", _U32, shape.layers),
-        ("llama.feed_forward_length", _U32, shape.ffn),
-        ("llama.attention.head_count", _U32, shape.heads),
-        ("llama.attention.head_count_kv", _U32, shape.heads),
-        ("llama.rope.dimension_count", _U32, shape.head_dim),
-        ("llama.rope.freq_base", _F32, shape.rope_theta),
-        ("llama.attention.layer_norm_rms_epsilon", _F32, shape.rms_eps),
-        ("general.file_type", _U32, 0),  # all F32
-        ("llama.vocab_size", _U32, len(tokens)),
-        ("tokenizer.ggml.model", _STR, "llama"),
-        ("tokenizer.ggml.tokens", _ARR, (_STR, tokens)),
-        ("tokenizer.ggml.scores", _ARR, (_F32, scores)),
-        ("tokenizer.ggml.token_type", _ARR, (_I32, kinds)),
-        ("tokenizer.ggml.unknown_token_id", _U32, 0),
-        ("tokenizer.ggml.bos_token_id", _U32, 1),
-        ("tokenizer.ggml.eos_token_id", _U32, 2),
-        ("tokenizer.ggml.add_bos_token", _BOOL, False),  # prompts are exact token ids
-    ]
-    weights = _weights(rng, shape, len(tokens), quiet)
-    return _gguf_file(path, kv, [(_gguf_name(n), a) for n, a in weights.items()])
+# --- safetensors and the Hugging Face folder (vLLM, SGLang, transformers) --------------------
 
 
-# --- safetensors and the Hugging Face folder (vLLM, SGLang) ---------------------------------
-
-
-def _safetensors(path: Path, tensors: dict[str, Any], dtype: str) -> Path:
+def safetensors_file(path: Path, tensors: Mapping[str, Any], dtype: str) -> Path:
     """As the safetensors package writes one dtype: tensors sorted by name, the JSON header
     compact and padded with spaces to a multiple of 8."""
     names = sorted(tensors)
-    blobs = {n: _bf16_bits(tensors[n]).tobytes() if dtype == "bfloat16"
+    blobs = {n: bf16_bits(tensors[n]).tobytes() if dtype == "bfloat16"
              else np.ascontiguousarray(tensors[n], dtype="<f4").tobytes() for n in names}
     header: dict[str, Any] = {"__metadata__": {"format": "pt"}}
     offset = 0
@@ -909,14 +828,14 @@ def _safetensors(path: Path, tensors: dict[str, Any], dtype: str) -> Path:
     return path
 
 
-def _bf16_bits(a: Any) -> Any:
+def bf16_bits(a: Any) -> Any:
     """float32 -> bfloat16 bit patterns, rounding to nearest even as torch does."""
     bits = np.ascontiguousarray(a, dtype="<f4").view(np.uint32)
     rounded = bits + np.uint32(0x7FFF) + ((bits >> np.uint32(16)) & np.uint32(1))
     return (rounded >> np.uint32(16)).astype("<u2")
 
 
-def _json(path: Path, obj: Any) -> Path:
+def json_file(path: Path, obj: Any) -> Path:
     path.write_text(json.dumps(obj, indent=2) + "\n", encoding="utf-8")
     return path
 
@@ -942,9 +861,11 @@ def spell_bytes(token: str) -> bytes:
     return bytes(_BYTE_CHARS[c] for c in token)
 
 
-def _quiet_tokens(tokenizer: dict[str, Any]) -> tuple[int, list[int]]:
-    """(vocabulary size, quiet ids): the specials and every token that is not whole UTF-8 on its
-    own (`tokenizers` decodes it to U+FFFD, which servefuzz.models reads as quiet)."""
+def hf_tokens(tokenizer_json: str) -> tuple[int, list[int], dict[str, int]]:
+    """(vocabulary size, quiet ids, special token -> id) of a trained tokenizer.json. Quiet: the
+    specials and every token that is not whole UTF-8 on its own (`tokenizers` decodes it to
+    U+FFFD; llama.cpp would misalign its probabilities)."""
+    tokenizer = json.loads(tokenizer_json)
     vocab: dict[str, int] = dict(tokenizer["model"]["vocab"])
     specials = {t["content"]: int(t["id"]) for t in tokenizer.get("added_tokens") or ()}
     size = max([*vocab.values(), *specials.values()]) + 1
@@ -954,210 +875,392 @@ def _quiet_tokens(tokenizer: dict[str, Any]) -> tuple[int, list[int]]:
             continue
         if "\ufffd" in spell_bytes(token).decode("utf-8", "replace"):
             quiet.add(i)
-    return size, sorted(quiet)
+    return size, sorted(quiet), specials
 
 
-def _write_hf(hf_dir: Path, shape: TinyShape, seed: int, dtype: str, tokenizer_json: str) -> list[Path]:
+def write_hf_folder(hf_dir: Path, *, tokenizer_json: str, config: Mapping[str, Any], weights: Mapping[str, Any],
+                    dtype: str, context: int) -> list[Path]:
+    """A Hugging Face model folder: the tokenizer files, config.json and model.safetensors."""
     hf_dir.mkdir(parents=True, exist_ok=True)
-    tokenizer = json.loads(tokenizer_json)
-    vocab, quiet = _quiet_tokens(tokenizer)
-    ids = {t["content"]: int(t["id"]) for t in tokenizer.get("added_tokens") or ()}
     (hf_dir / "tokenizer.json").write_text(tokenizer_json, encoding="utf-8")
     specials = dict(zip(("bos_token", "eos_token", "pad_token"), HF_SPECIALS, strict=True))
-    written = [hf_dir / "tokenizer.json", _json(hf_dir / "special_tokens_map.json", specials)]
-    written.append(_json(hf_dir / "tokenizer_config.json", {
-        "tokenizer_class": "PreTrainedTokenizerFast", "model_max_length": shape.context,
+    written = [hf_dir / "tokenizer.json", json_file(hf_dir / "special_tokens_map.json", specials)]
+    written.append(json_file(hf_dir / "tokenizer_config.json", {
+        "tokenizer_class": "PreTrainedTokenizerFast", "model_max_length": context,
         "add_bos_token": False, "add_eos_token": False, **specials,
     }))
-    written.append(_json(hf_dir / "config.json", {
+    written.append(json_file(hf_dir / "config.json", dict(config)))
+    written.append(safetensors_file(hf_dir / "model.safetensors", weights, dtype))
+    return written
+"""servefuzz's tiny llama (RMSNorm, rotary positions, SwiGLU MLP): the model every preset serves
+by default, and the one architecture whose GGUF servefuzz writes itself (with a SentencePiece-style
+vocabulary of its own) rather than through llama.cpp's converter.
+
+`write_model` writes it in the layout `servefuzz.models.build_models` uses (`DIR/tiny.gguf`,
+`DIR/hf-<dtype>/`, `DIR/lora/`); every repro.py embeds this module's source verbatim, after
+`models.files`'s, so it imports nothing but that module (whose import line the embedding drops),
+the standard library and numpy. The one thing it cannot make is the Hugging Face tokenizer, which
+servefuzz trains with the `tokenizers` package: the caller hands its `tokenizer.json` in (repro.py
+carries it, compressed, as data), and the weights' quiet rows are read from it.
+"""
+
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, NamedTuple
+
+try:
+    import numpy as np
+except ImportError:  # as in `files`: only writing a model needs numpy
+    np = None  # type: ignore[assignment]
+
+
+__all__ = ["TINY", "ModelShape", "write_model"]
+
+
+class ModelShape(NamedTuple):
+    """The architecture both files share. A NamedTuple, not a dataclass: a dataclass looks its
+    module up in sys.modules, which a script loaded by path (repro.py, embedding this) need not be in."""
+
+    layers: int = 2
+    hidden: int = 256
+    heads: int = 4
+    ffn: int = 512
+    context: int = 2048
+    rope_theta: float = 10000.0
+    rms_eps: float = 1e-5
+
+    @property
+    def head_dim(self) -> int:
+        return self.hidden // self.heads
+
+
+TINY = ModelShape()
+ADAPTERS = ("lora-a", "lora-b")
+LORA_RANK = 8
+LORA_ALPHA = 16.0  # PEFT scales B @ A by alpha / rank: 2 here
+LORA_TARGETS = ("q_proj", "v_proj")  # PEFT's default for llama
+GGUF_VOCAB = 1024
+GGUF_NAME, DRAFT_NAME = "servefuzz-tiny", "servefuzz-tiny-draft"
+# truth.py's own copy of these names is held equal to this one by tests/models/test_llama.py.
+GGUF_LAYER_NAMES = {
+    "input_layernorm": "attn_norm", "self_attn.q_proj": "attn_q", "self_attn.k_proj": "attn_k",
+    "self_attn.v_proj": "attn_v", "self_attn.o_proj": "attn_output", "post_attention_layernorm": "ffn_norm",
+    "mlp.gate_proj": "ffn_gate", "mlp.up_proj": "ffn_up", "mlp.down_proj": "ffn_down",
+}
+GGUF_MODEL_NAMES = {"model.embed_tokens": "token_embd", "model.norm": "output_norm", "lm_head": "output"}
+
+
+def write_model(out_dir: Path, fmt: str, *, seed: int = 0, dtype: str = "float32", adapters: bool = True,
+                tokenizer_json: str | None = None) -> list[Path]:
+    """Write the model of format `fmt` ("gguf": llama.cpp; "hf": vLLM, SGLang) and, with
+    `adapters`, its two LoRA adapters under `out_dir`; the paths written. "hf" needs the
+    tokenizer servefuzz trained for `seed` (`tokenizer_json`, the text of its tokenizer.json)."""
+    need_numpy()
+    out_dir.mkdir(parents=True, exist_ok=True)
+    written: list[Path] = []
+    if fmt == "gguf":
+        written.append(write_gguf(out_dir / "tiny.gguf", TINY, seed))
+    elif fmt == "hf":
+        if tokenizer_json is None:
+            raise ValueError("an hf model needs the tokenizer.json servefuzz trained for it")
+        written += write_hf(out_dir / f"hf-{dtype}", TINY, seed, dtype, tokenizer_json)
+    else:
+        raise ValueError(f"unknown model format {fmt!r} (gguf or hf)")
+    if adapters:
+        written += write_adapters(out_dir / "lora", TINY, seed, gguf=fmt == "gguf")
+    return written
+
+
+def llama_weights(rng: Any, shape: ModelShape, vocab: int, quiet: Sequence[int]) -> dict[str, Any]:
+    """Random llama weights under Hugging Face names, as float32."""
+    h, f = shape.hidden, shape.ffn
+    w: dict[str, Any] = {"model.embed_tokens.weight": rng.standard_normal((vocab, h)).astype(np.float32)}
+    for i in range(shape.layers):
+        p = f"model.layers.{i}."
+        w[p + "input_layernorm.weight"] = np.ones(h, np.float32)
+        for name in ("q_proj", "k_proj", "v_proj", "o_proj"):
+            w[p + f"self_attn.{name}.weight"] = projection(rng, h, h)
+        w[p + "post_attention_layernorm.weight"] = np.ones(h, np.float32)
+        w[p + "mlp.gate_proj.weight"] = projection(rng, f, h)
+        w[p + "mlp.up_proj.weight"] = projection(rng, f, h)
+        w[p + "mlp.down_proj.weight"] = projection(rng, h, f)
+    w["model.norm.weight"] = np.ones(h, np.float32)
+    w["lm_head.weight"] = output_head(rng, vocab, h, quiet)
+    return w
+
+
+def lora_pairs(rng: Any, shape: ModelShape) -> dict[str, tuple[Any, Any]]:
+    """Module (HF name, without `.weight`) -> (A [rank, in], B [out, rank]), PEFT's shapes."""
+    h = shape.hidden
+    out = {}
+    for i in range(shape.layers):
+        for target in LORA_TARGETS:
+            a = np.asarray(rng.standard_normal((LORA_RANK, h)) / np.sqrt(h), dtype=np.float32)
+            # Spread of (B @ A) * alpha / rank = sqrt(rank) * 0.18 * (1 / sqrt(h)) * 2 ~ 1 / sqrt(h):
+            # the base projections' own.
+            b = np.asarray(rng.standard_normal((h, LORA_RANK)) * 0.18, dtype=np.float32)
+            out[f"model.layers.{i}.self_attn.{target}"] = (a, b)
+    return out
+
+
+def gguf_name(hf_name: str) -> str:
+    stem = hf_name.removesuffix(".weight")
+    if stem in GGUF_MODEL_NAMES:
+        return GGUF_MODEL_NAMES[stem] + ".weight"
+    _, _, layer, rest = stem.split(".", 3)  # model.layers.<i>.<rest>
+    return f"blk.{layer}.{GGUF_LAYER_NAMES[rest]}.weight"
+
+
+def write_gguf(path: Path, shape: ModelShape, seed: int, noise: tuple[Any, float] | None = None) -> Path:
+    """A SentencePiece-style vocabulary: <unk>, <s>, </s>, the 256 byte tokens, then word pieces.
+
+    `noise` (a random stream and a scale): the draft model's weights, each tensor but the norms
+    plus that many of its own standard deviations of Gaussian noise (`models.build_draft`)."""
+    rng = np.random.default_rng([seed, 2])
+    tokens = ["<unk>", "<s>", "</s>"] + [f"<0x{b:02X}>" for b in range(256)]
+    kinds = [TOKEN_UNKNOWN, TOKEN_CONTROL, TOKEN_CONTROL] + [TOKEN_BYTE] * 256
+    quiet = list(range(len(tokens)))
+    pieces = [chr(c) for c in range(ord("a"), ord("z") + 1)] + ["\u2581"]  # ▁ is SentencePiece's space
+    pieces += ["\u2581" + w for w in made_up_words(rng, GGUF_VOCAB - len(tokens) - len(pieces))]
+    tokens += pieces
+    kinds += [TOKEN_NORMAL] * len(pieces)
+    scores = [0.0] * len(quiet) + [-float(i) for i in range(len(pieces))]  # earlier pieces merge first
+    kv = [
+        ("general.architecture", STR, "llama"),
+        ("general.name", STR, GGUF_NAME if noise is None else DRAFT_NAME),
+        ("llama.context_length", U32, shape.context),
+        ("llama.embedding_length", U32, shape.hidden),
+        ("llama.block_count", U32, shape.layers),
+        ("llama.feed_forward_length", U32, shape.ffn),
+        ("llama.attention.head_count", U32, shape.heads),
+        ("llama.attention.head_count_kv", U32, shape.heads),
+        ("llama.rope.dimension_count", U32, shape.head_dim),
+        ("llama.rope.freq_base", F32, shape.rope_theta),
+        ("llama.attention.layer_norm_rms_epsilon", F32, shape.rms_eps),
+        ("general.file_type", U32, 0),  # all F32
+        ("llama.vocab_size", U32, len(tokens)),
+        ("tokenizer.ggml.model", STR, "llama"),
+        ("tokenizer.ggml.tokens", ARR, (STR, tokens)),
+        ("tokenizer.ggml.scores", ARR, (F32, scores)),
+        ("tokenizer.ggml.token_type", ARR, (I32, kinds)),
+        ("tokenizer.ggml.unknown_token_id", U32, 0),
+        ("tokenizer.ggml.bos_token_id", U32, 1),
+        ("tokenizer.ggml.eos_token_id", U32, 2),
+        ("tokenizer.ggml.add_bos_token", BOOL, False),  # prompts are exact token ids
+    ]
+    tensors = []
+    for name, array in llama_weights(rng, shape, len(tokens), quiet).items():
+        if noise is not None and not name.endswith("norm.weight"):
+            source, scale = noise
+            moved = array + np.float32(scale * float(array.std())) * source.standard_normal(array.shape, dtype=np.float32)
+            if name == "lm_head.weight":
+                moved[quiet] = 0.0  # the specials and byte tokens stay unpickable
+            array = np.asarray(moved, dtype=np.float32)
+        tensors.append((gguf_name(name), array))
+    return gguf_file(path, kv, tensors)
+
+
+def llama_config(shape: ModelShape, vocab: int, ids: dict[str, int], dtype: str) -> dict[str, Any]:
+    return {
         "architectures": ["LlamaForCausalLM"], "model_type": "llama", "vocab_size": vocab,
         "hidden_size": shape.hidden, "intermediate_size": shape.ffn, "num_hidden_layers": shape.layers,
         "num_attention_heads": shape.heads, "num_key_value_heads": shape.heads, "head_dim": shape.head_dim,
         "hidden_act": "silu", "max_position_embeddings": shape.context, "rms_norm_eps": shape.rms_eps,
         "rope_theta": shape.rope_theta, "tie_word_embeddings": False, "attention_bias": False, "mlp_bias": False,
         "bos_token_id": ids["<s>"], "eos_token_id": ids["</s>"], "pad_token_id": ids["<pad>"], "dtype": dtype,
-    }))
-    weights = _weights(np.random.default_rng([seed, 1]), shape, vocab, quiet)
-    written.append(_safetensors(hf_dir / "model.safetensors", weights, dtype))
-    return written
+    }
+
+
+def write_hf(hf_dir: Path, shape: ModelShape, seed: int, dtype: str, tokenizer_json: str) -> list[Path]:
+    vocab, quiet, ids = hf_tokens(tokenizer_json)
+    weights = llama_weights(np.random.default_rng([seed, 1]), shape, vocab, quiet)
+    return write_hf_folder(hf_dir, tokenizer_json=tokenizer_json, config=llama_config(shape, vocab, ids, dtype),
+                           weights=weights, dtype=dtype, context=shape.context)
 
 
 # --- the LoRA adapters ------------------------------------------------------------------------
 
 
-def _write_adapters(out_dir: Path, shape: TinyShape, seed: int, *, gguf: bool) -> list[Path]:
-    """Each of ADAPTERS: `NAME.gguf` (llama.cpp's LoRA GGUF) or `NAME/` (PEFT's layout)."""
+def write_adapters(out_dir: Path, shape: ModelShape, seed: int, *, gguf: bool) -> list[Path]:
+    """Each of ADAPTERS: `NAME.gguf` (llama.cpp's LoRA GGUF, as its convert_lora_to_gguf.py writes
+    one: llama.cpp checks A against the base tensor's input size, B against its output size) or
+    `NAME/` (PEFT's layout)."""
     out_dir.mkdir(parents=True, exist_ok=True)
     written: list[Path] = []
     for index, name in enumerate(ADAPTERS):
-        pairs = _lora_pairs(np.random.default_rng([seed, 3 + index]), shape)
+        pairs = lora_pairs(np.random.default_rng([seed, 3 + index]), shape)
         if gguf:
-            kv = [("general.architecture", _STR, "llama"), ("general.type", _STR, "adapter"),
-                  ("adapter.type", _STR, "lora"), ("adapter.lora.alpha", _F32, LORA_ALPHA)]
-            tensors = [(_gguf_name(m + ".weight") + suffix, t) for m, (a, b) in pairs.items()
+            kv = [("general.architecture", STR, "llama"), ("general.type", STR, "adapter"),
+                  ("adapter.type", STR, "lora"), ("adapter.lora.alpha", F32, LORA_ALPHA)]
+            tensors = [(gguf_name(m + ".weight") + suffix, t) for m, (a, b) in pairs.items()
                        for suffix, t in ((".lora_a", a), (".lora_b", b))]
-            written.append(_gguf_file(out_dir / f"{name}.gguf", kv, tensors))
+            written.append(gguf_file(out_dir / f"{name}.gguf", kv, tensors))
             continue
         folder = out_dir / name
         folder.mkdir(exist_ok=True)
-        written.append(_json(folder / "adapter_config.json", {
+        written.append(json_file(folder / "adapter_config.json", {
             "peft_type": "LORA", "task_type": "CAUSAL_LM", "base_model_name_or_path": None, "r": LORA_RANK,
             "lora_alpha": LORA_ALPHA, "lora_dropout": 0.0, "bias": "none", "target_modules": list(LORA_TARGETS),
             "fan_in_fan_out": False, "use_rslora": False, "use_dora": False,
         }))
         tensors_hf = {f"base_model.model.{m}.lora_{ab}.weight": t for m, (a, b) in pairs.items()
                       for ab, t in (("A", a), ("B", b))}
-        written.append(_safetensors(folder / "adapter_model.safetensors", tensors_hf, "float32"))
+        written.append(safetensors_file(folder / "adapter_model.safetensors", tensors_hf, "float32"))
     return written
 
 # --- the finding ---------------------------------------------------------------------------
 
 FINDING = json.loads(
-    '{"name":"finding_00007_830225997.json","bug":"numeric-drift (sglang:isolation:numeric-drift:pref'
-    'ix=shared,stream)","expected":["r07"],"expect_failure":null,"expect_cached":{},"choices":{},"bas'
-    'e_url":"http://127.0.0.1:47519","dialect":"sglang","path":"/generate","flush":"sglang","model":n'
-    'ull,"requests":[{"id":"r01","offset_ms":0.0,"cancel_after_ms":null,"copies":1,"body":{"extra_key'
-    '":"tenant-a-a382326f","input_ids":[486,657,116,93,231,173,745,623,937,692,881,602,695,433,225,10'
-    '05,167,935,176,128,639,877,234,395,210,660,227,669,180,81,629,1001,550,76,190,451,735,502,100,15'
-    '3,10,536,353,330,562,305,377,864,211,203,594,628,529,575,273,270,166,989,284,225,853,514,643,143'
-    ',183,583,317,112,756,183,288,813,695,590,590,825,593,154,300,232,694,716,913,1011,664,156,280,40'
-    '1,419,334,392,310,1013,956,4,485,978,974,539,889,718,475,705,421,164,209,736,321,400,579,458,895'
-    ',598,149,598,117,694,669,598,20,830,147,518,405,703,806,930,681,608,229,39,795,376,531,511,123,7'
-    '81,819,590,842,336,861,966,763,587,752,316,398,904,810,208,357,770,655,235,771,949,155,767,589,3'
-    '94,714,45,509,853,722,422,469,996,690,106,213,442,90,306,918,719,745,583,179,475,419,65,228,710,'
-    '977,450,783,851,834,152,578,952,422,724,915,927,88,742,199,906,880,843,1015,84,980,675,663,165,8'
-    '49,162,160,513,469,705,961,977,387,629,736,864,166,767,681,741,251,500,657,264,630,214,853,526,3'
-    '08,251,780,368,190,467,928,889,581,65,970,306,778,752,472,739,841,32,336,824,779,14,554,695,509,'
-    '942,377,205,749,185,487,446],"sampling_params":{"temperature":0.0,"max_new_tokens":4,"ignore_eos'
-    '":true,"n":1},"return_logprob":true,"top_logprobs_num":5,"logprob_start_len":-1,"stream":true}},'
-    '{"id":"r02","offset_ms":86.9,"cancel_after_ms":null,"copies":1,"body":{"input_ids":[721,643,637,'
-    '402,131,169,730,772,1011,182,140,978,778,493,227,80,908,601,846,172,680,1020,789,971,780,323,825'
-    ',408,198,753,792,898,28,399,616,869,79,987,239,279,632,928,272,442,584,233,648,155,323,469,9,439'
-    ',390,132,762,853,817,258,885,1011,706,578,216,229,564,79,781,465,439,810,893,793,92,235,349,763,'
-    '858,50,550,984,768,408,507,769,405,556,595,128,883,648,686,179,259,235,175,87,981,136,957,117,46'
-    '8,102,157,878,986,341,529,863,153,27,37,866,62,578,71,879,245,980,931,94,949,250,597,103,905,44,'
-    '249,306,671,981,111,507,672,66,438,55,181,621,352,704,518,888,876,504,994,281,598,383,176,340,58'
-    '5,715,148,190,314,310,397,533,313,74,560,551,580,959,714,17,463,503,674,855,647,864],"sampling_p'
-    'arams":{"temperature":0.0,"max_new_tokens":11,"ignore_eos":true,"n":1},"return_logprob":true,"to'
-    'p_logprobs_num":5,"logprob_start_len":-1,"stream":false}},{"id":"r07","offset_ms":150.7,"cancel_'
-    'after_ms":null,"copies":1,"body":{"extra_key":"tenant-a-a382326f","input_ids":[486,657,116,93,23'
-    '1,173,745,623,937,692,881,602,695,433,225,1005,167,935,176,128,639,877,234,395,210,660,227,669,1'
-    '80,81,629,1001,550,76,190,451,735,502,100,153,10,536,353,330,562,305,377,864,211,203,594,628,529'
-    ',575,273,270,166,989,284,225,853,514,643,143,183,583,317,112,756,183,288,813,695,590,590,825,593'
-    ',154,300,232,694,716,913,1011,664,156,280,401,419,334,392,310,1013,956,4,485,978,974,539,889,718'
-    ',475,705,421,164,209,736,321,400,579,458,895,598,149,598,117,694,669,598,20,830,147,518,405,703,'
-    '806,930,681,608,229,39,795,376,531,511,123,781,819,590,842,336,861,966,763,587,752,316,398,904,8'
-    '10,208,357,770,655,235,771,949,155,767,589,394,714,45,509,853,722,422,469,996,690,106,213,442,90'
-    ',306,918,719,745,583,179,475,419,65,228,710,977,450,783,851,834,152,578,952,422,724,915,927,88,7'
-    '42,199,906,880,843,1015,84,980,675,663,165,849,162,160,513,469,705,961,977,387,629,736,864,166,7'
-    '67,681,741,251,500,657,264,630,214,853,526,308,251,780,368,190,467,928,889,581,65,970,306,778,75'
-    '2,472,739,841,32,336,824,779,14,554,296,636,184,721,266,446,887,561,77],"sampling_params":{"temp'
-    'erature":0.0,"max_new_tokens":4,"ignore_eos":true,"n":1},"return_logprob":true,"top_logprobs_num'
-    '":5,"logprob_start_len":-1,"stream":true}},{"id":"r06","offset_ms":175.1,"cancel_after_ms":null,'
-    '"copies":1,"body":{"input_ids":[102,301,929,688,212,179,691,730,884,967,538,832,882,879,111,938,'
-    '188,1000,946,719,850,248,389,200,574,984,793,763,566,146,677,92,844,102,61,802,886,243,536,803,3'
-    '82,538,689,107,19,903,200,197,300,95,549,321,7,897,505,877,936,289,811,614,631,1001,932,148,748,'
-    '607,18,296,853,867,618,148,297,457,521,590,665,160,414,278,296,847,436,102,595,928,545,254,387,3'
-    '92,972,500,212,584,577,528,261,254,178,890,96,124,97,280,109,309,914,992,63,106,97,362,555,854,4'
-    '60,984,420,485,889,164,74,971,235,278,17,397,944,314,414,403,294,795,377,818,905,263,717,271,607'
-    ',401,452,227,803,155,618,339,800,562,1022,730,778,130,753,517,478,497,577,303,602,800,398,298,34'
-    '5,400,382,824,902,843,293,518,573,208,188,727,164,750,589,439,129,40,550,229,883,1013,775,275,39'
-    '8,930,759,257,509,456,456,701,625,969,186,226,886,957,1008,92,686,738,424,246,392,228,1006,714,2'
-    '93,458,928,290,601,497,46,374,737,671,4,380,612,307,800,581,389,481,718,450,656,30,566,370,520,2'
-    '87,580,773,108,935,869,240,339,683,704,729,240,341,577,899,589,30,621,850,541,293,327,245,230,52'
-    '0,960,520,446,726,657,249,714,752,539,90,615,991,1012,479,94,814,381,734,984,381,422],"sampling_'
-    'params":{"temperature":0.0,"max_new_tokens":12,"ignore_eos":true,"n":1},"return_logprob":true,"t'
-    'op_logprobs_num":5,"logprob_start_len":-1,"stream":false}},{"id":"r08","offset_ms":204.4,"cancel'
-    '_after_ms":null,"copies":1,"body":{"extra_key":"tenant-c-168ac1dc","input_ids":[899,278,322,841,'
-    '572,645,490,352,877,230,149,148,371,631,162,788,669,140,449,505,741,851,306,621,853,369,392,438,'
-    '801,915,441,406,907,445,812,543,219,735,941,490,441,471,748,512,902,158,393,427,838,369,482,559,'
-    '794,332,299,911,994,662,862,364,957,538,652,855,772,5,567,329,153,835,923,35,149,527,753,746,728'
-    ',58,115,387,838,347,117,753,352,360,471,82,735,48,598,241,458,1019,455,651,362,118,13,340,222,66'
-    '5,24,141,115,390,498,640,735,149,460,397,959,225,421,183,887,295,197,145,426,96,868,484,868,538,'
-    '919,503,334,935,131,60,578,688,516,497,240,717,316,931,155,416,331,938,185,478,688,250,605,146,2'
-    '42,282,7,285,12,885,283,583,253,205,532,818,268,941,33,825,732,832,387,24,886,407,985,423,227,88'
-    ',545,267,418,821,299,955,784,504,968,1023,885,161,691,1021,894,665,607,706,779,390,614,357,1022,'
-    '377,391,57,143,359,339,895,526,706,568,49,51,839,502,723,525,398,794,444,322,704,126,273,325,857'
-    ',956,360,629,59,754,394,519,555,975,32,96,96,464,239,348,196,132,531,428,348,606,28,728,741,305,'
-    '713,520,130,350,286,939,750,481,606,247,246,380,347,154,720,806],"sampling_params":{"temperature'
-    '":0.0,"max_new_tokens":4,"ignore_eos":true,"n":1},"return_logprob":true,"top_logprobs_num":5,"lo'
-    'gprob_start_len":-1,"stream":true}},{"id":"r05","offset_ms":244.8,"cancel_after_ms":null,"copies'
-    '":1,"body":{"input_ids":[212,852,880,250,460,775,310,134,890,944,920,28,470,94,84,659,602,418,69'
-    '2,800,501,776,609,822,393,301,703,620,333,481,712,851,920,263,462,540,97,760,614,596,460,1015,50'
-    '6,64,877,584,573,951,6,57,875,522,835,316,947,954,6,566,581,930,226,205,352,505,270,1002,682,975'
-    ',640,661,620,444,840,103,1014,817,847,10,405,819,312,516,714,975,651,707,712,843,728,575,900,290'
-    ',654,764,976,848,125,998,802,86,704,522,892,922,84,387,988,877,736,794,762,324,499,44,859,46,100'
-    '8,175,291,962,595,299,188,658,816,662,767,258,456,594,781,513,131,143,492,321,483,647,196,603,38'
-    '9,423,773,879,986,893,920,707,500,630,616,151,241,367,624,957,576,490,242,530,889,355,833,1013,9'
-    '63,952,22,116,515,464,767,995,155,625,851,74,588,909,453,623,481,669,723,5,549,320,202,258,331,5'
-    '57,83,931,983,895,672,630,537,938,867,661,777,752,88,134,454,598,514,690,282,869,1015,468,853,26'
-    '8,86,553,236,600,250,667,622,90,985,741,449,52,911,518,251,684,199,159,924,256,319,82,74,987,417'
-    ',824,555,117,718,229,899,168,181,648,1010,250,204,455,880,589,329,999,566,689,980,599,910,786,89'
-    '1,203,610,1020,467,412,381,313,831,457,849,226,358,299,610,20,596,803,683,999,132,31,343,89,690,'
-    '163,965,297,570,758,51,483,544,566,993,216,595,396,452,440,527,628,52,500,354,758,834,162,895,32'
-    '8,493,1009,97,1005,521,56,978,785,351,407,610,180,118,277,417,326,994,396,287,113,754,701,570,84'
-    '5,170,771,279,15,499,433,322,573,605,1011,484,557,441,375,1005,899,39,836,656,183,322,15,201,623'
-    ',127,454,672,278,155,724,410,516,870,669,441,441,834,429,533,330,424,60,47,134,391,495,257,992,2'
-    '48,700,178,928,563,613,166,170,452,850,118,435,263,411,159,666,556,48,915,322,787,892,595,720,10'
-    '15,217,707,60,622,162,175,845,907,643,26,389,229,866,243,37,951,557,984,364,277,437,336,429,973,'
-    '866,731,720,888,10,158,483,606,693,538,108,75,357,793,50,623,520,771,610,924,1006,738,705,413,12'
-    '7,819,813,674,142,812,566,686,753,910,361,132,723,347,654,640,18,389,207,288,1000,648,290,1010,9'
-    '11,83,495,791,722,90,825,583,613,768,119,741,371,892,617,950,818,229,322,771,1021,561,324,68,74,'
-    '973,246,144,336,266,901,290,730,351,158,316,43,453,177,902,567,987,986,564,983,502,826,371,328,9'
-    '49],"sampling_params":{"temperature":0.0,"max_new_tokens":13,"ignore_eos":true,"n":1},"return_lo'
-    'gprob":true,"top_logprobs_num":5,"logprob_start_len":-1,"stream":false}},{"id":"r03","offset_ms"'
-    ':248.6,"cancel_after_ms":null,"copies":1,"body":{"input_ids":[903,973,986,442,66,100,847,914,568'
-    ',472,915,634,4,416,227,392,368,298,219,18,53,109,878,688,713,247,866,45,114,551,812,669,264,294,'
-    '324,356,822,219,393,444,867,926,335,618,508,778,730,461,382,447,693,734,273,888,353,211,342,945,'
-    '834,428,845,999,262,699,8,35,20,167,112,613,43,137,976,757,559,941,142,147,106,458,620,836,267,1'
-    '013,655,298,327,760,955,136,790,43,274,37,1015,443,761,247,826,986,246,408,653,857,333,391,899,3'
-    '89,996,494,234,609,452,809,468,559,896,637,659,464,997,547,408,879,741,141,744,828,261,553,962,6'
-    '60,433,625,227,18,745,472,598,772,339,293,457,704,486,691,540,282,768,217,77,718,971,226,283,411'
-    ',656,338,707,915,625,418,139,114,39,756,799,427,700,286,595,826,449,304,118,865,649,5,305,934,24'
-    '5,215,857,91,810,273,444,384,479,404,244,929,996,571,208,691,475,141,69,753,57,23,271,799,818,87'
-    '1,656,565,988,317,206,685,171,818,980,359,706,419,385,62,671,824,159,908,719,360,380],"sampling_'
-    'params":{"temperature":0.0,"max_new_tokens":14,"ignore_eos":true,"n":1},"return_logprob":true,"t'
-    'op_logprobs_num":5,"logprob_start_len":-1,"stream":false}},{"id":"r04","offset_ms":256.8,"cancel'
-    '_after_ms":null,"copies":1,"body":{"input_ids":[281,44,325,895,153,702,810,591,993,242,736,609,8'
-    '13,116,424,94,127,709,254,627,505,259,699,351,766,422,761,292,78,593,747,791,454,58,972,840,765,'
-    '826,553,120,278,693,488,385,45,120,401,646,795,116,49,827,59,623,656,178,834,990,784,1016,1020,2'
-    '81,537,832,444,152,753,96,334,812,222,936,986,89,518,883,1008,482,326,249,381,83,485,273,941,330'
-    ',99,185,225,840,1013,514,18,352,196,579,289,390,604,668,708,61,184,134,126,119,780,668,369,147,7'
-    '98,969,818,792,895,831,778,89,706,46,467,597,95,450,805,175,569,139,301,623,196,435,345,766,46,2'
-    '07,352,184,277,663,906,53,23,940,201,259,322,659,309,708,322,778,96,779,784,99,540,377,250,812,1'
-    '38,311,629,229,239,782,23,874,562,484,208,392,290,813,127,531,152,938,1022,909,418,869,886,919,2'
-    '22,168,326,626,233,186,955,255,776,666,925,218,165,708,44,907,847,689,669,674,650,537,310,130,83'
-    '4,864,592,71,828,644,1004,343,297,231,224,652,464,150,95,683,303,81,485,1014,389,818,693,974,708'
-    ',201,759,61,369,505,628,125,766,839,196,647,924,766,247,1003,875,442,811,368,848,103,52,935,538,'
-    '581,142,756,343,132,758,71,34,409,373,108,63,91,942,954,99,874,508,1012,300,70,851,228,216,402,9'
-    '30,626,708,688,327,778,971,796,98,846,351,158,177,839,87,637,777,696,905,700,155,159,277,173,38,'
-    '725,853,1013,519,331,660,983,998,101,247,256,644,26,803,623,373,701,14,238,648,822,149,306,996,5'
-    '76,109,856,374,607,986,687,327,928,823,417,772,911,906,504,735,704,86,484,544,474,561,924,272,23'
-    ',481,593,422,968,824,422,265,373,915,890,22,977,525,56,835,149,783,412,780,78,825,212,855,982,50'
-    '9,833,236,267,419,746,172,527,78,370,195,196,365,538,893,97,900,869,386,68,497,730,664,173,436,5'
-    ',14,939,948,882,396,476,238,20,1015,810,518,800,354,953,715,884,582,396,1000,427,683,343,584,621'
-    ',615,408,552,209,821,648,874,29,331,88,987,676,934,349,904,34,69,126,291,696,922,944,616,999,370'
-    ',260,68,493,550,651,148,425,406,96,591,89,378,993,494,605,223,781,122,529,354,831,958,839,399,49'
-    '9,509,80,768,930,658,560,892,967,1015,497,537,48,929,595,827,217,234,188,105,239,355,911,703,183'
-    ',1018,443,450,515,38,810,223,498,399,601,615,129,902,219,454,466,944,977,623,354,242,53,100,56,8'
-    '21,321,209,525,399,104,558,472,660,409,143,1007,866,139,694,862,638,3,1013,567,14,467,481,413,27'
-    '6,833,373,635,346],"sampling_params":{"temperature":0.0,"max_new_tokens":10,"ignore_eos":true,"n'
-    '":1},"return_logprob":true,"top_logprobs_num":5,"logprob_start_len":-1,"stream":false}},{"id":"r'
-    '09","offset_ms":258.1,"cancel_after_ms":null,"copies":1,"body":{"extra_key":"tenant-b-1c603fed",'
-    '"input_ids":[486,657,116,93,231,173,745,623,937,692,881,602,695,433,225,1005,167,935,176,128,639'
-    ',877,234,395,210,660,227,669,180,81,629,1001,550,76,190,451,735,502,100,153,10,536,353,330,562,3'
-    '05,377,864,211,203,594,628,529,575,273,270,166,989,284,225,853,514,643,143,183,583,317,112,756,1'
-    '83,288,813,695,590,590,825,593,154,300,232,694,716,913,1011,664,156,280,401,419,334,392,310,1013'
-    ',956,4,485,978,974,539,889,718,475,705,421,164,209,736,321,400,579,458,895,598,149,598,117,694,6'
-    '69,598,20,830,147,518,405,703,806,930,681,608,229,39,795,376,531,511,123,781,819,590,842,336,861'
-    ',966,763,587,752,316,398,904,810,208,357,770,655,235,771,949,155,767,589,394,714,45,509,853,722,'
-    '422,469,996,690,106,213,442,90,306,918,719,745,583,179,475,419,65,228,710,977,450,783,851,834,15'
-    '2,578,952,422,724,915,927,88,742,199,906,880,843,1015,84,980,675,663,165,849,162,160,513,469,705'
-    ',961,977,387,629,736,864,166,767,681,741,251,500,657,264,630,214,853,526,308,251,780,368,190,467'
-    ',928,889,581,65,970,306,778,752,472,739,841,32,336,824,779,14,554,738,650,91,663,802,635,414,725'
-    ',170],"sampling_params":{"temperature":0.0,"max_new_tokens":4,"ignore_eos":true,"n":1},"return_l'
-    'ogprob":true,"top_logprobs_num":5,"logprob_start_len":-1,"stream":true}}],"probes":[],"health":"'
-    '/health","others":8,"model_files":null}'
+    '{"name":"finding_00007_830225997.json","bug":"contract-violation (sglang:isolation:contract-viol'
+    'ation:prefix=shared,stream)","expected":["r07"],"expect_failure":null,"promise":{"mode":"--enabl'
+    'e-deterministic-inference","words":"\\"SGLang achieves fully deterministic inference while mainta'
+    'ining compatibility with chunked prefill, CUDA graphs, radix cache, and non-greedy sampling\\"; f'
+    'or every cache-reuse path, \\"Any nonzero KL is a KV/state reuse bug.\\"","source":"https://docs.s'
+    'glang.io/advanced_features/deterministic_inference.html; https://github.com/sgl-project/sglang/i'
+    'ssues/34899"},"expect_cached":{},"choices":{},"base_url":"http://127.0.0.1:47519","dialect":"sgl'
+    'ang","path":"/generate","flush":"sglang","model":null,"requests":[{"id":"r01","offset_ms":0.0,"c'
+    'ancel_after_ms":null,"copies":1,"body":{"extra_key":"tenant-a-a382326f","input_ids":[486,657,116'
+    ',93,231,173,745,623,937,692,881,602,695,433,225,1005,167,935,176,128,639,877,234,395,210,660,227'
+    ',669,180,81,629,1001,550,76,190,451,735,502,100,153,10,536,353,330,562,305,377,864,211,203,594,6'
+    '28,529,575,273,270,166,989,284,225,853,514,643,143,183,583,317,112,756,183,288,813,695,590,590,8'
+    '25,593,154,300,232,694,716,913,1011,664,156,280,401,419,334,392,310,1013,956,4,485,978,974,539,8'
+    '89,718,475,705,421,164,209,736,321,400,579,458,895,598,149,598,117,694,669,598,20,830,147,518,40'
+    '5,703,806,930,681,608,229,39,795,376,531,511,123,781,819,590,842,336,861,966,763,587,752,316,398'
+    ',904,810,208,357,770,655,235,771,949,155,767,589,394,714,45,509,853,722,422,469,996,690,106,213,'
+    '442,90,306,918,719,745,583,179,475,419,65,228,710,977,450,783,851,834,152,578,952,422,724,915,92'
+    '7,88,742,199,906,880,843,1015,84,980,675,663,165,849,162,160,513,469,705,961,977,387,629,736,864'
+    ',166,767,681,741,251,500,657,264,630,214,853,526,308,251,780,368,190,467,928,889,581,65,970,306,'
+    '778,752,472,739,841,32,336,824,779,14,554,695,509,942,377,205,749,185,487,446],"sampling_params"'
+    ':{"temperature":0.0,"max_new_tokens":4,"ignore_eos":true,"n":1},"return_logprob":true,"top_logpr'
+    'obs_num":5,"logprob_start_len":-1,"stream":true}},{"id":"r02","offset_ms":86.9,"cancel_after_ms"'
+    ':null,"copies":1,"body":{"input_ids":[721,643,637,402,131,169,730,772,1011,182,140,978,778,493,2'
+    '27,80,908,601,846,172,680,1020,789,971,780,323,825,408,198,753,792,898,28,399,616,869,79,987,239'
+    ',279,632,928,272,442,584,233,648,155,323,469,9,439,390,132,762,853,817,258,885,1011,706,578,216,'
+    '229,564,79,781,465,439,810,893,793,92,235,349,763,858,50,550,984,768,408,507,769,405,556,595,128'
+    ',883,648,686,179,259,235,175,87,981,136,957,117,468,102,157,878,986,341,529,863,153,27,37,866,62'
+    ',578,71,879,245,980,931,94,949,250,597,103,905,44,249,306,671,981,111,507,672,66,438,55,181,621,'
+    '352,704,518,888,876,504,994,281,598,383,176,340,585,715,148,190,314,310,397,533,313,74,560,551,5'
+    '80,959,714,17,463,503,674,855,647,864],"sampling_params":{"temperature":0.0,"max_new_tokens":11,'
+    '"ignore_eos":true,"n":1},"return_logprob":true,"top_logprobs_num":5,"logprob_start_len":-1,"stre'
+    'am":false}},{"id":"r07","offset_ms":150.7,"cancel_after_ms":null,"copies":1,"body":{"extra_key":'
+    '"tenant-a-a382326f","input_ids":[486,657,116,93,231,173,745,623,937,692,881,602,695,433,225,1005'
+    ',167,935,176,128,639,877,234,395,210,660,227,669,180,81,629,1001,550,76,190,451,735,502,100,153,'
+    '10,536,353,330,562,305,377,864,211,203,594,628,529,575,273,270,166,989,284,225,853,514,643,143,1'
+    '83,583,317,112,756,183,288,813,695,590,590,825,593,154,300,232,694,716,913,1011,664,156,280,401,'
+    '419,334,392,310,1013,956,4,485,978,974,539,889,718,475,705,421,164,209,736,321,400,579,458,895,5'
+    '98,149,598,117,694,669,598,20,830,147,518,405,703,806,930,681,608,229,39,795,376,531,511,123,781'
+    ',819,590,842,336,861,966,763,587,752,316,398,904,810,208,357,770,655,235,771,949,155,767,589,394'
+    ',714,45,509,853,722,422,469,996,690,106,213,442,90,306,918,719,745,583,179,475,419,65,228,710,97'
+    '7,450,783,851,834,152,578,952,422,724,915,927,88,742,199,906,880,843,1015,84,980,675,663,165,849'
+    ',162,160,513,469,705,961,977,387,629,736,864,166,767,681,741,251,500,657,264,630,214,853,526,308'
+    ',251,780,368,190,467,928,889,581,65,970,306,778,752,472,739,841,32,336,824,779,14,554,296,636,18'
+    '4,721,266,446,887,561,77],"sampling_params":{"temperature":0.0,"max_new_tokens":4,"ignore_eos":t'
+    'rue,"n":1},"return_logprob":true,"top_logprobs_num":5,"logprob_start_len":-1,"stream":true}},{"i'
+    'd":"r06","offset_ms":175.1,"cancel_after_ms":null,"copies":1,"body":{"input_ids":[102,301,929,68'
+    '8,212,179,691,730,884,967,538,832,882,879,111,938,188,1000,946,719,850,248,389,200,574,984,793,7'
+    '63,566,146,677,92,844,102,61,802,886,243,536,803,382,538,689,107,19,903,200,197,300,95,549,321,7'
+    ',897,505,877,936,289,811,614,631,1001,932,148,748,607,18,296,853,867,618,148,297,457,521,590,665'
+    ',160,414,278,296,847,436,102,595,928,545,254,387,392,972,500,212,584,577,528,261,254,178,890,96,'
+    '124,97,280,109,309,914,992,63,106,97,362,555,854,460,984,420,485,889,164,74,971,235,278,17,397,9'
+    '44,314,414,403,294,795,377,818,905,263,717,271,607,401,452,227,803,155,618,339,800,562,1022,730,'
+    '778,130,753,517,478,497,577,303,602,800,398,298,345,400,382,824,902,843,293,518,573,208,188,727,'
+    '164,750,589,439,129,40,550,229,883,1013,775,275,398,930,759,257,509,456,456,701,625,969,186,226,'
+    '886,957,1008,92,686,738,424,246,392,228,1006,714,293,458,928,290,601,497,46,374,737,671,4,380,61'
+    '2,307,800,581,389,481,718,450,656,30,566,370,520,287,580,773,108,935,869,240,339,683,704,729,240'
+    ',341,577,899,589,30,621,850,541,293,327,245,230,520,960,520,446,726,657,249,714,752,539,90,615,9'
+    '91,1012,479,94,814,381,734,984,381,422],"sampling_params":{"temperature":0.0,"max_new_tokens":12'
+    ',"ignore_eos":true,"n":1},"return_logprob":true,"top_logprobs_num":5,"logprob_start_len":-1,"str'
+    'eam":false}},{"id":"r08","offset_ms":204.4,"cancel_after_ms":null,"copies":1,"body":{"extra_key"'
+    ':"tenant-c-168ac1dc","input_ids":[899,278,322,841,572,645,490,352,877,230,149,148,371,631,162,78'
+    '8,669,140,449,505,741,851,306,621,853,369,392,438,801,915,441,406,907,445,812,543,219,735,941,49'
+    '0,441,471,748,512,902,158,393,427,838,369,482,559,794,332,299,911,994,662,862,364,957,538,652,85'
+    '5,772,5,567,329,153,835,923,35,149,527,753,746,728,58,115,387,838,347,117,753,352,360,471,82,735'
+    ',48,598,241,458,1019,455,651,362,118,13,340,222,665,24,141,115,390,498,640,735,149,460,397,959,2'
+    '25,421,183,887,295,197,145,426,96,868,484,868,538,919,503,334,935,131,60,578,688,516,497,240,717'
+    ',316,931,155,416,331,938,185,478,688,250,605,146,242,282,7,285,12,885,283,583,253,205,532,818,26'
+    '8,941,33,825,732,832,387,24,886,407,985,423,227,88,545,267,418,821,299,955,784,504,968,1023,885,'
+    '161,691,1021,894,665,607,706,779,390,614,357,1022,377,391,57,143,359,339,895,526,706,568,49,51,8'
+    '39,502,723,525,398,794,444,322,704,126,273,325,857,956,360,629,59,754,394,519,555,975,32,96,96,4'
+    '64,239,348,196,132,531,428,348,606,28,728,741,305,713,520,130,350,286,939,750,481,606,247,246,38'
+    '0,347,154,720,806],"sampling_params":{"temperature":0.0,"max_new_tokens":4,"ignore_eos":true,"n"'
+    ':1},"return_logprob":true,"top_logprobs_num":5,"logprob_start_len":-1,"stream":true}},{"id":"r05'
+    '","offset_ms":244.8,"cancel_after_ms":null,"copies":1,"body":{"input_ids":[212,852,880,250,460,7'
+    '75,310,134,890,944,920,28,470,94,84,659,602,418,692,800,501,776,609,822,393,301,703,620,333,481,'
+    '712,851,920,263,462,540,97,760,614,596,460,1015,506,64,877,584,573,951,6,57,875,522,835,316,947,'
+    '954,6,566,581,930,226,205,352,505,270,1002,682,975,640,661,620,444,840,103,1014,817,847,10,405,8'
+    '19,312,516,714,975,651,707,712,843,728,575,900,290,654,764,976,848,125,998,802,86,704,522,892,92'
+    '2,84,387,988,877,736,794,762,324,499,44,859,46,1008,175,291,962,595,299,188,658,816,662,767,258,'
+    '456,594,781,513,131,143,492,321,483,647,196,603,389,423,773,879,986,893,920,707,500,630,616,151,'
+    '241,367,624,957,576,490,242,530,889,355,833,1013,963,952,22,116,515,464,767,995,155,625,851,74,5'
+    '88,909,453,623,481,669,723,5,549,320,202,258,331,557,83,931,983,895,672,630,537,938,867,661,777,'
+    '752,88,134,454,598,514,690,282,869,1015,468,853,268,86,553,236,600,250,667,622,90,985,741,449,52'
+    ',911,518,251,684,199,159,924,256,319,82,74,987,417,824,555,117,718,229,899,168,181,648,1010,250,'
+    '204,455,880,589,329,999,566,689,980,599,910,786,891,203,610,1020,467,412,381,313,831,457,849,226'
+    ',358,299,610,20,596,803,683,999,132,31,343,89,690,163,965,297,570,758,51,483,544,566,993,216,595'
+    ',396,452,440,527,628,52,500,354,758,834,162,895,328,493,1009,97,1005,521,56,978,785,351,407,610,'
+    '180,118,277,417,326,994,396,287,113,754,701,570,845,170,771,279,15,499,433,322,573,605,1011,484,'
+    '557,441,375,1005,899,39,836,656,183,322,15,201,623,127,454,672,278,155,724,410,516,870,669,441,4'
+    '41,834,429,533,330,424,60,47,134,391,495,257,992,248,700,178,928,563,613,166,170,452,850,118,435'
+    ',263,411,159,666,556,48,915,322,787,892,595,720,1015,217,707,60,622,162,175,845,907,643,26,389,2'
+    '29,866,243,37,951,557,984,364,277,437,336,429,973,866,731,720,888,10,158,483,606,693,538,108,75,'
+    '357,793,50,623,520,771,610,924,1006,738,705,413,127,819,813,674,142,812,566,686,753,910,361,132,'
+    '723,347,654,640,18,389,207,288,1000,648,290,1010,911,83,495,791,722,90,825,583,613,768,119,741,3'
+    '71,892,617,950,818,229,322,771,1021,561,324,68,74,973,246,144,336,266,901,290,730,351,158,316,43'
+    ',453,177,902,567,987,986,564,983,502,826,371,328,949],"sampling_params":{"temperature":0.0,"max_'
+    'new_tokens":13,"ignore_eos":true,"n":1},"return_logprob":true,"top_logprobs_num":5,"logprob_star'
+    't_len":-1,"stream":false}},{"id":"r03","offset_ms":248.6,"cancel_after_ms":null,"copies":1,"body'
+    '":{"input_ids":[903,973,986,442,66,100,847,914,568,472,915,634,4,416,227,392,368,298,219,18,53,1'
+    '09,878,688,713,247,866,45,114,551,812,669,264,294,324,356,822,219,393,444,867,926,335,618,508,77'
+    '8,730,461,382,447,693,734,273,888,353,211,342,945,834,428,845,999,262,699,8,35,20,167,112,613,43'
+    ',137,976,757,559,941,142,147,106,458,620,836,267,1013,655,298,327,760,955,136,790,43,274,37,1015'
+    ',443,761,247,826,986,246,408,653,857,333,391,899,389,996,494,234,609,452,809,468,559,896,637,659'
+    ',464,997,547,408,879,741,141,744,828,261,553,962,660,433,625,227,18,745,472,598,772,339,293,457,'
+    '704,486,691,540,282,768,217,77,718,971,226,283,411,656,338,707,915,625,418,139,114,39,756,799,42'
+    '7,700,286,595,826,449,304,118,865,649,5,305,934,245,215,857,91,810,273,444,384,479,404,244,929,9'
+    '96,571,208,691,475,141,69,753,57,23,271,799,818,871,656,565,988,317,206,685,171,818,980,359,706,'
+    '419,385,62,671,824,159,908,719,360,380],"sampling_params":{"temperature":0.0,"max_new_tokens":14'
+    ',"ignore_eos":true,"n":1},"return_logprob":true,"top_logprobs_num":5,"logprob_start_len":-1,"str'
+    'eam":false}},{"id":"r04","offset_ms":256.8,"cancel_after_ms":null,"copies":1,"body":{"input_ids"'
+    ':[281,44,325,895,153,702,810,591,993,242,736,609,813,116,424,94,127,709,254,627,505,259,699,351,'
+    '766,422,761,292,78,593,747,791,454,58,972,840,765,826,553,120,278,693,488,385,45,120,401,646,795'
+    ',116,49,827,59,623,656,178,834,990,784,1016,1020,281,537,832,444,152,753,96,334,812,222,936,986,'
+    '89,518,883,1008,482,326,249,381,83,485,273,941,330,99,185,225,840,1013,514,18,352,196,579,289,39'
+    '0,604,668,708,61,184,134,126,119,780,668,369,147,798,969,818,792,895,831,778,89,706,46,467,597,9'
+    '5,450,805,175,569,139,301,623,196,435,345,766,46,207,352,184,277,663,906,53,23,940,201,259,322,6'
+    '59,309,708,322,778,96,779,784,99,540,377,250,812,138,311,629,229,239,782,23,874,562,484,208,392,'
+    '290,813,127,531,152,938,1022,909,418,869,886,919,222,168,326,626,233,186,955,255,776,666,925,218'
+    ',165,708,44,907,847,689,669,674,650,537,310,130,834,864,592,71,828,644,1004,343,297,231,224,652,'
+    '464,150,95,683,303,81,485,1014,389,818,693,974,708,201,759,61,369,505,628,125,766,839,196,647,92'
+    '4,766,247,1003,875,442,811,368,848,103,52,935,538,581,142,756,343,132,758,71,34,409,373,108,63,9'
+    '1,942,954,99,874,508,1012,300,70,851,228,216,402,930,626,708,688,327,778,971,796,98,846,351,158,'
+    '177,839,87,637,777,696,905,700,155,159,277,173,38,725,853,1013,519,331,660,983,998,101,247,256,6'
+    '44,26,803,623,373,701,14,238,648,822,149,306,996,576,109,856,374,607,986,687,327,928,823,417,772'
+    ',911,906,504,735,704,86,484,544,474,561,924,272,23,481,593,422,968,824,422,265,373,915,890,22,97'
+    '7,525,56,835,149,783,412,780,78,825,212,855,982,509,833,236,267,419,746,172,527,78,370,195,196,3'
+    '65,538,893,97,900,869,386,68,497,730,664,173,436,5,14,939,948,882,396,476,238,20,1015,810,518,80'
+    '0,354,953,715,884,582,396,1000,427,683,343,584,621,615,408,552,209,821,648,874,29,331,88,987,676'
+    ',934,349,904,34,69,126,291,696,922,944,616,999,370,260,68,493,550,651,148,425,406,96,591,89,378,'
+    '993,494,605,223,781,122,529,354,831,958,839,399,499,509,80,768,930,658,560,892,967,1015,497,537,'
+    '48,929,595,827,217,234,188,105,239,355,911,703,183,1018,443,450,515,38,810,223,498,399,601,615,1'
+    '29,902,219,454,466,944,977,623,354,242,53,100,56,821,321,209,525,399,104,558,472,660,409,143,100'
+    '7,866,139,694,862,638,3,1013,567,14,467,481,413,276,833,373,635,346],"sampling_params":{"tempera'
+    'ture":0.0,"max_new_tokens":10,"ignore_eos":true,"n":1},"return_logprob":true,"top_logprobs_num":'
+    '5,"logprob_start_len":-1,"stream":false}},{"id":"r09","offset_ms":258.1,"cancel_after_ms":null,"'
+    'copies":1,"body":{"extra_key":"tenant-b-1c603fed","input_ids":[486,657,116,93,231,173,745,623,93'
+    '7,692,881,602,695,433,225,1005,167,935,176,128,639,877,234,395,210,660,227,669,180,81,629,1001,5'
+    '50,76,190,451,735,502,100,153,10,536,353,330,562,305,377,864,211,203,594,628,529,575,273,270,166'
+    ',989,284,225,853,514,643,143,183,583,317,112,756,183,288,813,695,590,590,825,593,154,300,232,694'
+    ',716,913,1011,664,156,280,401,419,334,392,310,1013,956,4,485,978,974,539,889,718,475,705,421,164'
+    ',209,736,321,400,579,458,895,598,149,598,117,694,669,598,20,830,147,518,405,703,806,930,681,608,'
+    '229,39,795,376,531,511,123,781,819,590,842,336,861,966,763,587,752,316,398,904,810,208,357,770,6'
+    '55,235,771,949,155,767,589,394,714,45,509,853,722,422,469,996,690,106,213,442,90,306,918,719,745'
+    ',583,179,475,419,65,228,710,977,450,783,851,834,152,578,952,422,724,915,927,88,742,199,906,880,8'
+    '43,1015,84,980,675,663,165,849,162,160,513,469,705,961,977,387,629,736,864,166,767,681,741,251,5'
+    '00,657,264,630,214,853,526,308,251,780,368,190,467,928,889,581,65,970,306,778,752,472,739,841,32'
+    ',336,824,779,14,554,738,650,91,663,802,635,414,725,170],"sampling_params":{"temperature":0.0,"ma'
+    'x_new_tokens":4,"ignore_eos":true,"n":1},"return_logprob":true,"top_logprobs_num":5,"logprob_sta'
+    'rt_len":-1,"stream":true}}],"probes":[],"health":"/health","others":8,"model_files":null}'
 )
 
 RULE = "=" * 60
@@ -1236,7 +1339,9 @@ class Server:
                 if status in (404, 501):
                     return False  # started without --slot-save-path
             return bool(slots)
-        path = "/flush_cache" if kind == "sglang" else "/reset_prefix_cache"
+        # vLLM: reset_external empties the KV connector's store too (offloading's CPU tier),
+        # which the plain call leaves full.
+        path = "/flush_cache" if kind == "sglang" else "/reset_prefix_cache?reset_external=true"
         for _ in range(50):
             if kind == "sglang":
                 status, _ = self.call("POST", path)
@@ -1625,6 +1730,11 @@ def expectation(expected, failure):
     divergence of outputs."""
     if FINDING.get("expect_cached"):
         return "%s to report cached tokens its own cache salt does not allow" % expected
+    promise = FINDING.get("promise")
+    if expected and promise:
+        # A near-tie flip is the bug only because the server's mode promised there would be none.
+        return "%s to diverge, which breaks the promise of %s: %s (%s)" % (
+            expected, promise["mode"], promise["words"], promise["source"])
     return "%s to diverge" % expected if expected else "%s again" % failure
 
 
