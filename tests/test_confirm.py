@@ -12,8 +12,9 @@ from servefuzz.launcher import Launch, ServerProcess
 from servefuzz.oracles.judge import Expectation
 from servefuzz.replay_report import render_confirmation
 from servefuzz.runner import RunConfig
+from servefuzz.servers import Replayer
 from servefuzz.triager import run_row
-from servefuzz.trial import Replayer, confirmed
+from servefuzz.trial import confirmed
 from servefuzz.workload import PromptBuilder, RequestSpec, Scenario
 
 STUB = Path(__file__).parent / "targets" / "stub_server.py"

@@ -9,7 +9,7 @@ tokens?), each candidate leak with its forced check, on the exact truth where se
 the model or on the engine alone (`trial.own_continuation`). A suspected corruption the leaks
 did not back gets the content-swap control (`trial.content_swap`), then, where the campaign
 has them, the deterministic control on a fresh server in the engine's deterministic mode
-(`trial.deterministic_control`, when servefuzz launched the target) and the truth control
+(`servers.deterministic_control`, when servefuzz launched the target) and the truth control
 (`oracles.controls.truth_control`: the references' majority and the deviant against the float64
 truth, when servefuzz built the model). The result is a `Finding` with its `Confirmation`.
 
@@ -52,17 +52,9 @@ from servefuzz.oracles.outputs import Output, group_variants
 from servefuzz.oracles.verdict import NoiseModel
 from servefuzz.oracles.vote import MIN_REFERENCES, Vote, vote
 from servefuzz.runner import DeadlinePassed, Runner
+from servefuzz.servers import deterministic_control, deterministic_launch
 from servefuzz.terms import first_difference
-from servefuzz.trial import (
-    Executed,
-    Reproduction,
-    content_swap,
-    deterministic_control,
-    deterministic_launch,
-    own_continuation,
-    reproduce,
-    suspects,
-)
+from servefuzz.trial import Executed, Reproduction, content_swap, own_continuation, reproduce, suspects
 from servefuzz.truth import Truth
 from servefuzz.workload import Scenario
 
