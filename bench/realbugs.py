@@ -47,9 +47,9 @@ from servefuzz.engines import presets
 from servefuzz.finding import Finding
 from servefuzz.launcher import Launch, preset_of, preset_version
 from servefuzz.runner import RunConfig
+from servefuzz.servers import LaunchedServer
 from servefuzz.strategies import DEFAULT_MIX, Strategy, TargetShape, get_strategies
 from servefuzz.traces import TraceRow, trace_scenarios
-from servefuzz.trial import LaunchedServer
 from servefuzz.workload import Scenario
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))

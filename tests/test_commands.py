@@ -24,9 +24,9 @@ from servefuzz.api import FuzzOptions
 from servefuzz.errors import TargetError, UsageError
 from servefuzz.finding import load_finding
 from servefuzz.launcher import Launch, ServerProcess, free_port, reference_argv
+from servefuzz.servers import open_target
 from servefuzz.targets import detect_engine
 from servefuzz.targets.detect import decide_server_info
-from servefuzz.trial import open_target
 
 
 def _server_json(out: Path) -> dict:

@@ -6,14 +6,15 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from servefuzz.anomaly import Anomaly, Oracle, Verdict
+from servefuzz.anomaly import Anomaly, Divergence, FlipSide, Oracle, Verdict
 from servefuzz.finding import Confirmation, Finding, TargetInfo
 from servefuzz.launcher import Launch, ServerProcess
 from servefuzz.oracles.judge import Expectation
 from servefuzz.replay_report import render_confirmation
 from servefuzz.runner import RunConfig
+from servefuzz.servers import Replayer
 from servefuzz.triager import run_row
-from servefuzz.trial import Replayer, confirmed
+from servefuzz.trial import confirmed
 from servefuzz.workload import PromptBuilder, RequestSpec, Scenario
 
 STUB = Path(__file__).parent / "targets" / "stub_server.py"
@@ -114,3 +115,34 @@ def test_expectation_follows_the_confirmed_requests() -> None:
     assert Expectation.of(both).flagged == ("r02",)
     assert Expectation.of(both).within(f.scenario.subset(["r01"])).flagged == ()
     assert Expectation.of(both).renamed({"r02": "r02_st"}).flagged == ("r02_st",)
+
+
+def _ladder(reproduced: int, *, launch: Launch | None, truth: Path | None) -> list[str]:
+    """The names of the steps whose guards hold for replays that reproduced `reproduced` of 5,
+    over one suspected corruption, on a runner without a deadline."""
+    from servefuzz.confirm import LADDER, ConfirmConfig, _Ladder
+    from servefuzz.oracles.judge import Judgement
+    from servefuzz.runner import Runner
+    from servefuzz.targets import make_target
+    from servefuzz.trial import Executed, Reproduction
+
+    side = FlipSide(0, "alone", 0, 7, -0.01, -5.0)
+    d = Divergence("r01", 1, side, FlipSide(1, "load", 0, 9, -0.02, -4.0), Verdict.SUSPECTED_CORRUPTION,
+                   "flip at token 1: ...; margin 4.9900 > threshold 0.0010 -> suspected-corruption", 4.99, False, 0.001)
+    a = Anomaly(Oracle.ISOLATION, Verdict.SUSPECTED_CORRUPTION, "r01", "r01: suspected-corruption", divergences=(d,))
+    rep = Reproduction(Confirmation(reproduced, 5, {}, ("r01",), ()), Judgement((a,), ()), (), {})
+    runner = Runner(make_target("reference", "http://127.0.0.1:9"))  # never entered: the guards send nothing
+    state = _Ladder(runner, Scenario(0, ()), 0, Executed(), ConfirmConfig(5, truth_model=truth, launch=launch),
+                    None, lambda what: None, rep, Expectation(Verdict.SUSPECTED_CORRUPTION, (a,)), (a,))
+    return [step.name for step in LADDER if step.guard(state)]
+
+
+def test_each_confirmation_step_runs_where_its_guard_holds() -> None:
+    ref = Launch("reference", ("python", "-m", "servefuzz.reference", "--port", "{port}"))
+    # A flip that came back: the votes, the leaks and every control the campaign has.
+    assert _ladder(3, launch=ref, truth=Path("model.gguf")) == ["votes", "leaks", "content swap", "deterministic",
+                                                                 "truth"]
+    # Without a launch (a server at a URL) no deterministic control; without a built model no truth.
+    assert _ladder(3, launch=None, truth=None) == ["votes", "leaks", "content swap"]
+    # A flip that did not come back: no replayed step, but the truth reads the runs already made.
+    assert _ladder(0, launch=ref, truth=Path("model.gguf")) == ["votes", "truth"]

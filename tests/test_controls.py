@@ -28,18 +28,10 @@ from servefuzz.oracles.controls import (
 )
 from servefuzz.oracles.judge import Expectation
 from servefuzz.runner import RunConfig, Runner
+from servefuzz.servers import deterministic_control, deterministic_launch, fresh_server_control
 from servefuzz.strategies import Draft, TargetShape
 from servefuzz.targets import make_target
-from servefuzz.trial import (
-    Control,
-    Reproduction,
-    content_swap,
-    deterministic_control,
-    deterministic_launch,
-    execute,
-    fresh_server_control,
-    reproduce,
-)
+from servefuzz.trial import Control, Reproduction, content_swap, execute, reproduce
 from servefuzz.workload import Scenario
 
 SHAPE = TargetShape(page_size=64, context_length=4096, vocab=range(3, 1024), max_total_tokens=131072,

@@ -14,8 +14,8 @@ import pytest
 from servefuzz import engines
 from servefuzz.errors import UsageError
 from servefuzz.launcher import Launch, preset_version
+from servefuzz.servers import deterministic_launch
 from servefuzz.triager import matrix_of
-from servefuzz.trial import deterministic_launch
 
 ROOT = Path(__file__).resolve().parents[1]
 LOCKS = ROOT / "scripts" / "gpu-engines"

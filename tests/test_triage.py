@@ -19,8 +19,8 @@ from servefuzz.finding import Finding, TargetInfo, Triage, TriageOutcome, load_f
 from servefuzz.launcher import Launch, reference_argv, reference_flags
 from servefuzz.reference.faults import FAULTS
 from servefuzz.reference.server_args import ServerArgs, parse_args
+from servefuzz.servers import Replayer, deterministic_launch
 from servefuzz.triager import FlagVariant, matrix_for, matrix_of, render_matrix, run_row, triage, triaged_name
-from servefuzz.trial import Replayer, deterministic_launch
 from servefuzz.workload import PromptBuilder, RequestSpec, Scenario
 
 # -- variants as data ----------------------------------------------------------------------------

@@ -46,12 +46,13 @@ from servefuzz.reports.coverage_page import write_coverage_page
 from servefuzz.reports.issue_md import WRITEUP_NAME, load_writeup
 from servefuzz.runner import RunConfig, Runner
 from servefuzz.sanitize import one_line
+from servefuzz.servers import LaunchedServer, Replayer, open_target
 from servefuzz.shrinker import Shrunk, shrink_finding
 from servefuzz.store import campaign_lock, check_campaign_dir, check_not_in_use, finding_noise, stored_config
 from servefuzz.strategies import get_strategies
 from servefuzz.traces import load_trace_seeds
 from servefuzz.triager import triage as triage_matrix
-from servefuzz.trial import DEFAULT_RUNS, LaunchedServer, Replayer, open_target
+from servefuzz.trial import DEFAULT_RUNS
 
 __all__ = [
     "COVERAGE_PAGE",

@@ -1,5 +1,5 @@
 """Run a bisection: each version `bisection.Search` picks is launched, the finding replayed on it
-by the one reproduction rule (`trial.Replayer.reproduce`, stopped once `stats.decide` decides),
+by the one reproduction rule on a fresh server (`servers.replay_fresh`, stopped once `stats.decide` decides),
 and the version decided good, bad or undecided. The search itself is `servefuzz.bisection`
 (pure); this module owns the servers.
 
@@ -13,14 +13,13 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from servefuzz import stats
-from servefuzz.anomaly import Verdict
 from servefuzz.bisection import UNDECIDED, Search, outcome_of
 from servefuzz.errors import InstallError, LaunchError, TargetError, UsageError
 from servefuzz.finding import BisectStep, Finding
 from servefuzz.launcher import Launch
 from servefuzz.oracles.judge import Expectation
 from servefuzz.oracles.noise import CampaignNoise
-from servefuzz.trial import Replayer
+from servefuzz.servers import replay_fresh
 
 __all__ = ["bisect", "try_version"]
 
@@ -41,15 +40,14 @@ def try_version(
     try:
         launch = launch_of(version)
         log = None if log_dir is None else log_dir / f"server-{version}.log"
-        with Replayer(launch, log_path=log, noise=noise) as bench:
-            reported = bench.info.version
-            rep = bench.reproduce(finding.scenario, Expectation.of(finding), runs,
-                                  stop=lambda seen, done: stats.decide(seen, done) != stats.UNDECIDED)
+        fresh = replay_fresh(launch, finding.scenario, Expectation.of(finding), runs, log_path=log, noise=noise,
+                             stop=lambda seen, done: stats.decide(seen, done) != stats.UNDECIDED)
     except (InstallError, LaunchError, TargetError, UsageError) as e:
         return BisectStep(version, UNDECIDED, error=str(e))
-    if rep.lost is not None and finding.verdict is not Verdict.CRASH:
+    rep, reported = fresh.reproduction, fresh.info.version
+    if fresh.gone is not None:
         return BisectStep(version, UNDECIDED, rep.reproduced, rep.attempts, reported=reported,
-                          error=f"the server went away: {rep.lost}")
+                          error=f"the server went away: {fresh.gone}")
     return BisectStep(version, outcome_of(stats.decide(rep.reproduced, rep.attempts)), rep.reproduced, rep.attempts,
                       reported=reported)
 

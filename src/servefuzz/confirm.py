@@ -9,9 +9,14 @@ tokens?), each candidate leak with its forced check, on the exact truth where se
 the model or on the engine alone (`trial.own_continuation`). A suspected corruption the leaks
 did not back gets the content-swap control (`trial.content_swap`), then, where the campaign
 has them, the deterministic control on a fresh server in the engine's deterministic mode
-(`trial.deterministic_control`, when servefuzz launched the target) and the truth control
+(`servers.deterministic_control`, when servefuzz launched the target) and the truth control
 (`oracles.controls.truth_control`: the references' majority and the deviant against the float64
 truth, when servefuzz built the model). The result is a `Finding` with its `Confirmation`.
+
+After the replays, confirmation is a ladder of named steps (`LADDER`: votes, leaks, content
+swap, deadline, deterministic, truth, picture), each behind one guard and run in order over
+one state, the way the shrinker runs its passes; none runs when the server went away under
+the replays.
 
 It is apart from `servefuzz.campaign` because it touches no campaign state: the loop keeps the
 directory, the corpus, the feedback and the dedup on the driver, while confirmation runs on
@@ -25,7 +30,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import functools
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -52,21 +57,13 @@ from servefuzz.oracles.outputs import Output, group_variants
 from servefuzz.oracles.verdict import NoiseModel
 from servefuzz.oracles.vote import MIN_REFERENCES, Vote, vote
 from servefuzz.runner import DeadlinePassed, Runner
+from servefuzz.servers import deterministic_control, deterministic_launch
 from servefuzz.terms import first_difference
-from servefuzz.trial import (
-    Executed,
-    Reproduction,
-    content_swap,
-    deterministic_control,
-    deterministic_launch,
-    own_continuation,
-    reproduce,
-    suspects,
-)
+from servefuzz.trial import Executed, Reproduction, content_swap, own_continuation, reproduce, suspects
 from servefuzz.truth import Truth
 from servefuzz.workload import Scenario
 
-__all__ = ["ConfirmConfig", "Confirmed", "confirm_finding"]
+__all__ = ["LADDER", "ConfirmConfig", "Confirmed", "Step", "confirm_finding"]
 
 
 @dataclass(frozen=True)
@@ -112,9 +109,10 @@ async def confirm_finding(
     say: Callable[[str], None] = lambda what: None,
 ) -> Confirmed:
     """Confirm an execution's anomalies on the server that showed them (`runner`): replays
-    against fresh alone references that vote, leak forensics and the content-swap control for a
-    suspected corruption, then the deterministic and truth controls where the campaign has them.
-    Touches no campaign state, so that a remote worker can run it (`say`: progress lines)."""
+    against fresh alone references, then the steps of `LADDER` in order, each where its guard
+    holds (the votes, leak forensics and the content-swap control for a suspected corruption,
+    then the deterministic and truth controls where the campaign has them). Touches no campaign
+    state, so that a remote worker can run it (`say`: progress lines)."""
     assert runner.info is not None, "enter the Runner before confirming on it"
     info = runner.info
     # The leaks are judged again below, with fresh references and the forced check: start from
@@ -129,65 +127,153 @@ async def confirm_finding(
         # the budget, not of the bug. Kept as seen, unconfirmed, as a lost target's is.
         return Confirmed(Finding(iteration, scenario.seed, scenario, info, verdict.anomalies,
                                  notes=(f"not confirmed: {rep.cut}",)), rep.sent, rep.lost)
-    sent = rep.sent
-    lost = rep.lost
-    notes: tuple[str, ...] = () if rep.lost is None else (f"confirmation cut short: {rep.lost}",)
-    anomalies = verdict.anomalies
-    if rep.lost is None:
-        votes = _votes(scenario, expect, done, rep, noise)
-        anomalies = tuple(dataclasses.replace(a, evidence={**a.evidence, "vote": votes[a.request_id].to_json()})
-                          if a.request_id in votes and a.verdict.is_divergence else a for a in anomalies)
-        notes = tuple(v.summary for v in votes.values())
-    if rep.lost is None and rep.reproduced:
-        # Leak forensics first: it reads the runs already made (every request's solo answer from
-        # the first execution, the fresh references for the suspects) and costs no replay but
-        # the forced check's, for every divergent request (a leak can back a near-tie flip).
-        leaks, forced = await _checked_leaks(runner, scenario, anomalies, done, rep, config, noise)
-        sent += forced
-        anomalies = back(anomalies, leaks)
-        expect = dataclasses.replace(expect, anomalies=tuple(
-            a for a in expect.anomalies if any(b.request_id == a.request_id and b.verdict is Verdict.SUSPECTED_CORRUPTION
-                                               for b in anomalies)))
-    if rep.lost is None and rep.reproduced and suspects(expect):
-        # A confident flip is only suspected until a control backs it: the content swap keeps
-        # every batch shape and changes only the neighbours' tokens (oracles/controls.py).
-        say(f"iteration {iteration}: confirmed {rep.rate}, content-swap control")
-        control = await content_swap(runner, scenario, expect, max(config.runs, MIN_CONTROL_RUNS),
-                                     original=rep.loaded,
-                                     alone=rep.alone, first_run=len(done.loaded) + rep.attempts, noise=noise)
-        sent += control.sent
-        lost = control.lost
-        if control.lost is None and control.cut is None:
-            anomalies = back(anomalies, control.results)
-        else:
-            notes = (*notes, f"content-swap control cut short: {control.lost or control.cut}")
-    if (why := runner.stopped) is not None and rep.lost is None and any(
-            a.verdict is Verdict.SUSPECTED_CORRUPTION for a in anomalies):
-        # Past the deadline no control starts (the deterministic one starts a whole server).
-        notes = (*notes, f"no further control: {why}")
-    if rep.lost is None and rep.reproduced and runner.stopped is None and config.launch is not None and deterministic_launch(
-            config.launch) is not None and any(
-            a.verdict is Verdict.SUSPECTED_CORRUPTION for a in anomalies):
-        say(f"iteration {iteration}: deterministic control on a fresh server")
-        unbacked = dataclasses.replace(expect, anomalies=tuple(
-            a for a in expect.anomalies if any(b.request_id == a.request_id and b.verdict is Verdict.SUSPECTED_CORRUPTION
-                                               for b in anomalies)))
-        try:
-            # A deviation seen rarely needs more runs before its absence there says anything.
-            runs = max(config.runs, runs_to_see(rep.reproduced, rep.attempts))
-            det = await asyncio.to_thread(deterministic_control, config.launch, scenario, unbacked, runs, original=rep)
-        except (LaunchError, TargetError) as e:
-            notes = (*notes, f"deterministic control did not run: {e}")
-        else:
-            sent += det.sent
-            anomalies = back(anomalies, det.results)
-    if rep.lost is None and runner.stopped is None and config.truth_model is not None and any(
-            a.verdict is Verdict.SUSPECTED_CORRUPTION for a in anomalies):
-        anomalies = back(anomalies, _truth_results(_truth(config.truth_model), scenario, anomalies, done, rep))
-    if rep.lost is None and noise is not None:
-        anomalies = tuple(_with_picture(a, noise, done, rep) for a in anomalies)
-    finding = Finding(iteration, scenario.seed, scenario, info, anomalies, confirmation=rep.confirmation, notes=notes)
-    return Confirmed(finding, sent, lost)
+    ladder = _Ladder(runner, scenario, iteration, done, config, noise, say, rep, expect, verdict.anomalies,
+                     sent=rep.sent, lost=rep.lost)
+    if rep.lost is not None:
+        # The server went away under the replays: no step reads them.
+        ladder.notes = (f"confirmation cut short: {rep.lost}",)
+    else:
+        for step in LADDER:
+            if step.guard(ladder):
+                await step.run(ladder)
+    finding = Finding(iteration, scenario.seed, scenario, info, ladder.anomalies, confirmation=rep.confirmation,
+                      notes=ladder.notes)
+    return Confirmed(finding, ladder.sent, ladder.lost)
+
+
+# -- the ladder ----------------------------------------------------------------------------
+
+
+@dataclass
+class _Ladder:
+    """What the confirmation's steps read and advance, as the shrinker's passes advance the
+    `Shrinker`: the replays (`rep`, which a step only reads), the anomalies as backed so far,
+    the expectation (narrowed to the suspects the leaks left), notes, requests sent, and why
+    the server went away during a control (`lost`)."""
+
+    runner: Runner
+    scenario: Scenario
+    iteration: int
+    done: Executed
+    config: ConfirmConfig
+    noise: CampaignNoise | None
+    say: Callable[[str], None]
+    rep: Reproduction
+    expect: Expectation
+    anomalies: tuple[Anomaly, ...]
+    notes: tuple[str, ...] = ()
+    sent: int = 0
+    lost: str | None = None
+
+    @property
+    def suspected(self) -> bool:
+        """Whether a suspected corruption is left that no step has backed yet."""
+        return any(a.verdict is Verdict.SUSPECTED_CORRUPTION for a in self.anomalies)
+
+    def still_suspected(self) -> Expectation:
+        """The expectation narrowed to the requests still suspected (what a later control is for)."""
+        left = {a.request_id for a in self.anomalies if a.verdict is Verdict.SUSPECTED_CORRUPTION}
+        return dataclasses.replace(self.expect, anomalies=tuple(a for a in self.expect.anomalies
+                                                                if a.request_id in left))
+
+
+@dataclass(frozen=True)
+class Step:
+    """One named step of the confirmation: it runs where its `guard` holds (every step needs
+    the replays to have kept their server: `confirm_finding` asks that once, for all)."""
+
+    name: str
+    guard: Callable[[_Ladder], bool]
+    run: Callable[[_Ladder], Awaitable[None]]
+
+
+async def _vote(s: _Ladder) -> None:
+    """Which run is wrong: the fresh references vote (`_votes`), on every divergent anomaly."""
+    votes = _votes(s.scenario, s.expect, s.done, s.rep, s.noise)
+    s.anomalies = tuple(dataclasses.replace(a, evidence={**a.evidence, "vote": votes[a.request_id].to_json()})
+                        if a.request_id in votes and a.verdict.is_divergence else a for a in s.anomalies)
+    s.notes = (*s.notes, *(v.summary for v in votes.values()))
+
+
+async def _leaks(s: _Ladder) -> None:
+    """Leak forensics first: it reads the runs already made (every request's solo answer from the
+    first execution, the fresh references for the suspects) and costs no replay but the forced
+    check's, for every divergent request (a leak can back a near-tie flip)."""
+    leaks, forced = await _checked_leaks(s.runner, s.scenario, s.anomalies, s.done, s.rep, s.config, s.noise)
+    s.sent += forced
+    s.anomalies = back(s.anomalies, leaks)
+    s.expect = s.still_suspected()
+
+
+async def _content_swap(s: _Ladder) -> None:
+    """A confident flip is only suspected until a control backs it: the content swap keeps every
+    batch shape and changes only the neighbours' tokens (oracles/controls.py)."""
+    s.say(f"iteration {s.iteration}: confirmed {s.rep.rate}, content-swap control")
+    control = await content_swap(s.runner, s.scenario, s.expect, max(s.config.runs, MIN_CONTROL_RUNS),
+                                 original=s.rep.loaded, alone=s.rep.alone,
+                                 first_run=len(s.done.loaded) + s.rep.attempts, noise=s.noise)
+    s.sent += control.sent
+    s.lost = control.lost
+    if control.lost is None and control.cut is None:
+        s.anomalies = back(s.anomalies, control.results)
+    else:
+        s.notes = (*s.notes, f"content-swap control cut short: {control.lost or control.cut}")
+
+
+async def _past_deadline(s: _Ladder) -> None:
+    """Past the deadline no control starts (the deterministic one starts a whole server): said."""
+    s.notes = (*s.notes, f"no further control: {s.runner.stopped}")
+
+
+async def _deterministic(s: _Ladder) -> None:
+    """The deterministic control, on a fresh server in the engine's deterministic mode."""
+    assert s.config.launch is not None
+    s.say(f"iteration {s.iteration}: deterministic control on a fresh server")
+    try:
+        # A deviation seen rarely needs more runs before its absence there says anything.
+        runs = max(s.config.runs, runs_to_see(s.rep.reproduced, s.rep.attempts))
+        det = await asyncio.to_thread(deterministic_control, s.config.launch, s.scenario, s.still_suspected(), runs,
+                                      original=s.rep)
+    except (LaunchError, TargetError) as e:
+        s.notes = (*s.notes, f"deterministic control did not run: {e}")
+    else:
+        s.sent += det.sent
+        s.anomalies = back(s.anomalies, det.results)
+
+
+async def _truth_step(s: _Ladder) -> None:
+    """The truth control: each suspect's references' majority and deviant against the float64 truth."""
+    assert s.config.truth_model is not None
+    s.anomalies = back(s.anomalies, _truth_results(_truth(s.config.truth_model), s.scenario, s.anomalies, s.done,
+                                                   s.rep))
+
+
+async def _picture(s: _Ladder) -> None:
+    """What the report draws of each divergence against the campaign's noise."""
+    assert s.noise is not None
+    noise = s.noise
+    s.anomalies = tuple(_with_picture(a, noise, s.done, s.rep) for a in s.anomalies)
+
+
+def _can_start_server(s: _Ladder) -> bool:
+    launch = s.config.launch
+    return launch is not None and deterministic_launch(launch) is not None
+
+
+# In order; each step's guard is read when the steps before it are done (the deadline may have
+# passed meanwhile). Only the leaks and the controls that replay need a finding that came back;
+# the truth control reads the runs already made.
+LADDER: tuple[Step, ...] = (
+    Step("votes", lambda s: True, _vote),
+    Step("leaks", lambda s: s.rep.reproduced > 0, _leaks),
+    Step("content swap", lambda s: s.rep.reproduced > 0 and bool(suspects(s.expect)), _content_swap),
+    Step("deadline", lambda s: s.runner.stopped is not None and s.suspected, _past_deadline),
+    Step("deterministic", lambda s: s.rep.reproduced > 0 and s.runner.stopped is None and _can_start_server(s)
+         and s.suspected, _deterministic),
+    Step("truth", lambda s: s.runner.stopped is None and s.config.truth_model is not None and s.suspected,
+         _truth_step),
+    Step("picture", lambda s: s.noise is not None, _picture),
+)
 
 
 async def _checked_leaks(runner: Runner, scenario: Scenario, anomalies: Sequence[Anomaly], done: Executed,

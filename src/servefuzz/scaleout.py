@@ -1,6 +1,6 @@
 """Campaign workers on a Ray cluster: `fuzz --ray ADDRESS|local --workers N`.
 
-Each worker is a Ray actor that launches and owns one server on its node (`trial.LaunchedServer`,
+Each worker is a Ray actor that launches and owns one server on its node (`servers.LaunchedServer`,
 GPUs as the Ray resource `num_gpus`), executes the scenarios the driver sends it and confirms
 what it saw there; the driver keeps the one campaign loop (`campaign.run_campaign_on`), the
 campaign directory, the corpus, the feedback and the dedup. Ray is an optional extra
@@ -31,8 +31,9 @@ from servefuzz.launcher import Launch
 from servefuzz.oracles.judge import Judgement
 from servefuzz.oracles.noise import CampaignNoise
 from servefuzz.runner import RunConfig
+from servefuzz.servers import LaunchedServer
 from servefuzz.triager import FlagVariant, RowRunner, run_row
-from servefuzz.trial import Executed, LaunchedServer, execute
+from servefuzz.trial import Executed, execute
 from servefuzz.workload import RequestSpec, Scenario
 
 __all__ = ["LOCAL", "RayWorker", "ServerActor", "ray_rows", "ray_workers"]

@@ -56,7 +56,8 @@ from servefuzz import stats
 from servefuzz.finding import Finding, derived_name
 from servefuzz.oracles.controls import MIN_CONTROL_RUNS, back
 from servefuzz.oracles.judge import Expectation
-from servefuzz.trial import DEFAULT_RUNS, Replayer, suspects
+from servefuzz.servers import Replayer
+from servefuzz.trial import DEFAULT_RUNS, suspects
 from servefuzz.workload import RequestSpec, Scenario
 
 __all__ = [

@@ -10,7 +10,7 @@
 Each row is a fresh server: first the baseline exactly as launched, then one per variant of
 the engine's matrix (its spec's `triage`, data: flags to add, flags to drop, environment,
 adapter options and the component a cure implicates). The finding is replayed under each with the one
-reproduction path (`trial.reproduce`). Every decision is a test from `servefuzz.stats`: the
+reproduction path (`trial.reproduce`), on a fresh server (`servers.replay_fresh`). Every decision is a test from `servefuzz.stats`: the
 baseline runs at least `runs` times and until the sequential test decides that it reproduces
 (up to 4x); a variant is *cured* only when its 0/n is significantly below the baseline's rate
 (one-sided Fisher exact test, p < 0.01, the p-value printed), *still there* when the finding
@@ -45,7 +45,8 @@ from servefuzz.finding import Finding, Triage, TriageOutcome, derived_name
 from servefuzz.launcher import Launch
 from servefuzz.oracles.judge import Expectation
 from servefuzz.oracles.noise import CampaignNoise
-from servefuzz.trial import DEFAULT_RUNS, Replayer
+from servefuzz.servers import replay_fresh
+from servefuzz.trial import DEFAULT_RUNS
 
 __all__ = [
     "FlagVariant",
@@ -117,13 +118,12 @@ def run_row(
     relaunch = launch if variant is None else variant.apply(launch)
     log = None if log_dir is None else log_dir / f"server-{_slug(name)}.log"
     try:
-        with Replayer(relaunch, log_path=log, noise=noise) as bench:
-            rep = bench.reproduce(finding.scenario, Expectation.of(finding), runs, stop=stop)
+        fresh = replay_fresh(relaunch, finding.scenario, Expectation.of(finding), runs, stop=stop, log_path=log,
+                             noise=noise)
     except ServefuzzError as e:
         return dataclasses.replace(row, error=str(e))
-    error = None
-    if rep.lost is not None and finding.verdict is not Verdict.CRASH:
-        error = f"the server went away under this variant: {rep.lost}"
+    rep = fresh.reproduction
+    error = None if fresh.gone is None else f"the server went away under this variant: {fresh.gone}"
     return dataclasses.replace(row, reproduced=rep.reproduced, attempts=rep.attempts, error=error)
 
 

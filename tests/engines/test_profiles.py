@@ -156,7 +156,7 @@ def test_a_campaign_under_a_profile_launches_its_flags_records_its_name_and_aims
 
 def test_a_replay_under_a_profile_says_so_in_its_target(tiny_models: ModelPaths) -> None:
     # What a shrunk finding records as its target (the replay bench's): the profile stays on it.
-    from servefuzz.trial import Replayer
+    from servefuzz.servers import Replayer
 
     with Replayer(_launch("llama-server", tiny_models, "kv-unified")) as bench:
         assert bench.info.profile == "kv-unified"

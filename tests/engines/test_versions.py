@@ -9,7 +9,7 @@ import pytest
 from servefuzz import engines
 from servefuzz.engines import llamacpp
 from servefuzz.launcher import Launch
-from servefuzz.trial import Replayer
+from servefuzz.servers import Replayer
 
 
 @pytest.mark.parametrize("tag", ["b11434", "b9093"])

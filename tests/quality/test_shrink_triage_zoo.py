@@ -31,10 +31,11 @@ from servefuzz.launcher import ServerProcess
 from servefuzz.oracles.judge import Expectation
 from servefuzz.reference.faults import FAULTS
 from servefuzz.runner import Runner
+from servefuzz.servers import Replayer
 from servefuzz.shrinker import minimal_name
 from servefuzz.targets import make_target
 from servefuzz.triager import triaged_name
-from servefuzz.trial import Executed, Replayer, confirmed, execute
+from servefuzz.trial import Executed, confirmed, execute
 from servefuzz.workload import PromptBuilder, RequestSpec, Scenario
 
 pytestmark = pytest.mark.slow

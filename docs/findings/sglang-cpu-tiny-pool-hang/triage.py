@@ -5,7 +5,7 @@ from servefuzz.finding import load_finding
 from servefuzz.launcher import Launch
 from servefuzz.oracles.judge import Expectation
 from servefuzz.runner import RunConfig
-from servefuzz.trial import Replayer
+from servefuzz.servers import Replayer
 from servefuzz.engine_flags import with_flags
 
 f = load_finding(Path("/work/main/docs/findings/sglang-cpu-tiny-pool-hang/finding.json"))

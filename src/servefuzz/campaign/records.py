@@ -72,7 +72,7 @@ class CampaignConfig:
     suspected corruption the content swap left unbacked is then held against the truth too.
     `launch`: how the target was started, when servefuzz started it: a suspected corruption the
     content swap left unbacked then gets the deterministic control (a fresh server in the
-    engine's deterministic mode, `trial.deterministic_control`), where the engine has one.
+    engine's deterministic mode, `servers.deterministic_control`), where the engine has one.
     Confirmation reads `confirm_runs`, `truth_model` and `launch` alone, as `confirm.ConfirmConfig`.
     `aims`: strategies the first round runs first (a feature profile's `Profile.aims`), ahead of
     those the target's shape points at (`strategies.shape_aims`: eviction first on a small pool).
