@@ -35,7 +35,7 @@ from servefuzz.anomaly import Verdict, worst
 from servefuzz.engines.registry import spec_of
 from servefuzz.errors import LaunchError, TargetError, UsageError
 from servefuzz.feedback import metric_deltas
-from servefuzz.finding import Confirmation, Finding, TargetInfo, redact_argv, redact_text
+from servefuzz.finding import Confirmation, Finding
 from servefuzz.history import RequestRecord, RunHistory, Status
 from servefuzz.launcher import Launch, ServerProcess
 from servefuzz.oracles.controls import (
@@ -54,6 +54,7 @@ from servefuzz.oracles.controls import (
 from servefuzz.oracles.judge import Expectation, Judgement, judge, reproduction
 from servefuzz.oracles.noise import CampaignNoise
 from servefuzz.runner import DeadlinePassed, RunConfig, Runner
+from servefuzz.server_facts import TargetInfo, redact_argv, redact_text
 from servefuzz.targets import Target, detect_engine, make_target
 from servefuzz.workload import RequestSpec, Scenario
 

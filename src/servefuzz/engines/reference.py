@@ -8,6 +8,7 @@ from typing import Any
 
 from servefuzz.engine_flags import Flag, FlagVariant, Kind, fault_name, flag_argv, flag_words, show, variant
 from servefuzz.engines.sglang import SERVER_ARG_FEATURES
+from servefuzz.engines.sglang import facts as sglang_facts
 from servefuzz.engines.spec import Built, CommandInputs, Deterministic, EngineSpec, Feature, IssueMatch, Meter, Preset, Switch
 from servefuzz.errors import UsageError
 
@@ -103,6 +104,8 @@ SPEC = EngineSpec(
     meters=METERS,
     switches=SWITCHES,
     chunk_budget=("chunked_prefill_size", "--chunked-prefill-size"),
+    # Its /server_info speaks SGLang's names (page_size, chunked_prefill_size, disable_radix_cache).
+    facts=sglang_facts,
 )
 
 

@@ -8,7 +8,8 @@ replay` send the same bytes), each request's offset and cancel time, the request
 diverge, and how to flush the engine's cache.
 
     >>> from servefuzz.anomaly import Anomaly, Oracle, Verdict
-    >>> from servefuzz.finding import Finding, TargetInfo
+    >>> from servefuzz.finding import Finding
+    >>> from servefuzz.server_facts import TargetInfo
     >>> from servefuzz.workload import RequestSpec, Scenario
     >>> sc = Scenario(1, (RequestSpec("r01", 0.0, (5, 6), 2),))
     >>> f = Finding(3, 1, sc, TargetInfo("sglang", "http://127.0.0.1:30000"),

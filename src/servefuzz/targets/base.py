@@ -54,9 +54,9 @@ import aiohttp
 from servefuzz.engines.registry import spec_of
 from servefuzz.engines.spec import EngineSpec
 from servefuzz.errors import UsageError
-from servefuzz.finding import TargetInfo
 from servefuzz.history import ChoiceRecord, TopLogprobs
 from servefuzz.sanitize import one_line
+from servefuzz.server_facts import TargetInfo
 from servefuzz.workload import RequestSpec
 
 __all__ = [
