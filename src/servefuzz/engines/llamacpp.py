@@ -642,7 +642,7 @@ SWITCHES: tuple[Switch, ...] = (
 # Built by scripts/setup_engines.sh (the default) and `servefuzz engines install` (the ladder).
 PRESET = Preset("llama-server", VERSIONS, _plan, _command, program="llama-server", profiles=PROFILES,
                 adapter_flags=adapter_flags, draft_flag="-md", fit=_fit,
-                install_version="servefuzz engines install {preset}@{version}")
+                install_version="servefuzz engines install {preset}@{version}", installer="llama-source")
 
 
 def facts(args: Mapping[str, object]) -> ServerFacts:

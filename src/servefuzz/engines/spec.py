@@ -471,6 +471,10 @@ class Preset:
     fit: Callable[[str, Sequence[str], Callable[[], str]], list[str]] | None = None
     install: str = "scripts/setup_engines.sh"
     install_version: str = ""
+    # The kind of installer `servefuzz engines install` runs for it (`install.INSTALLERS`, by
+    # kind: "llama-source", a pinned llama.cpp source tree built with cmake; "cpu-wheel", a
+    # release's CPU wheel into a fresh venv); "" where only `install` (the setup script) does.
+    installer: str = ""
 
     def install_hint(self, version: str) -> str:
         """What installs this preset at `version`.

