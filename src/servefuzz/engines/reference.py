@@ -12,7 +12,7 @@ from servefuzz.engines.sglang import facts as sglang_facts
 from servefuzz.engines.spec import Built, CommandInputs, Deterministic, EngineSpec, Feature, IssueMatch, Meter, Preset, Switch
 from servefuzz.errors import UsageError
 
-__all__ = ["FLAGS", "METERS", "PRESET", "SPEC", "SWITCHES", "TRIAGE", "relaunch_argv"]
+__all__ = ["FLAGS", "METERS", "PRESET", "SPEC", "SWITCHES", "TRIAGE", "ZOO_SETTINGS", "relaunch_argv"]
 
 # The embedded reference engine (servefuzz.reference.server_args.ServerArgs, minus host and port,
 # which servefuzz always sets itself, and faults, which `--fault` carries). The fuzzer does not
@@ -80,6 +80,16 @@ def _command(c: CommandInputs) -> Built:
 # The `reference` preset: servefuzz's embedded engine, which the launcher starts from its own
 # flags (`relaunch_argv`), so no plan here.
 PRESET = Preset("reference", command=_command, program="")
+
+# Engine settings a zoo fault needs to be reachable at all, as its trigger says (eviction needs
+# a pool small enough to fill); the embedded engine gets them when that fault is planted
+# (`api.FuzzOptions.reference_flags`).
+ZOO_SETTINGS: Mapping[str, tuple[str, ...]] = {
+    "evict-in-use": ("--max-total-tokens", "4096"),
+    # LoRA faults need adapters to alternate: two, as the lora-alternation strategy uses.
+    "lora-prefix-shared": ("--lora", "lora-a=1", "--lora", "lora-b=2"),
+}
+
 
 SPEC = EngineSpec(
     "reference",
