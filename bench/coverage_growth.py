@@ -26,11 +26,11 @@ from pathlib import Path
 
 from servefuzz.campaign import CampaignConfig, CampaignResult, run_campaign, shape_of
 from servefuzz.coverage import Coverage, FeatureSpace, points
-from servefuzz.finding import TargetInfo
 from servefuzz.history import RunHistory, read_history_jsonl
 from servefuzz.launcher import ServerProcess
 from servefuzz.reports.coverage_page import write_coverage_page
 from servefuzz.runner import Runner
+from servefuzz.server_facts import TargetInfo
 from servefuzz.strategies import get_strategies
 from servefuzz.targets import make_target
 from servefuzz.workload import Scenario

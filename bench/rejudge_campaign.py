@@ -31,10 +31,11 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from servefuzz.finding import Finding, TargetInfo
+from servefuzz.finding import Finding
 from servefuzz.history import RequestRecord, RunHistory, read_history_jsonl
 from servefuzz.oracles.judge import judge, learn
 from servefuzz.oracles.noise import NOISE_FILE, CampaignNoise
+from servefuzz.server_facts import TargetInfo
 from servefuzz.store import read_json, read_noise
 from servefuzz.workload import Scenario
 

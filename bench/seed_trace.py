@@ -23,9 +23,10 @@ import sys
 
 from servefuzz import api
 from servefuzz.anomaly import Anomaly, Oracle, Verdict
-from servefuzz.finding import Finding, TargetInfo
+from servefuzz.finding import Finding
 from servefuzz.models import TINY
 from servefuzz.replay_report import render_replay_report
+from servefuzz.server_facts import TargetInfo
 from servefuzz.workload import PromptBuilder, RequestSpec, Scenario
 
 # (request, offset ms, prompt_len, prefix_len) from the report's "Request trace" table.

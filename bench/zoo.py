@@ -6,7 +6,7 @@
     python bench/zoo.py --arms leave-one-out,leave-one-out+coverage --cap-s 300   # issue 18
 
 For every zoo fault and seed, each arm gets a fresh reference engine with that one fault planted
-(plus the settings the fault's trigger needs, `api.ZOO_SETTINGS`) and runs a campaign until
+(plus the settings the fault's trigger needs, `engines.reference.ZOO_SETTINGS`) and runs a campaign until
 its first *confirmed* finding of the right class: `numeric-drift` for the benign
 batch-variant-numerics and deterministic-decode-drift (in default mode), `corruption` for every
 other fault. One fault is planted at a time, so a finding of the right class is that fault

@@ -110,7 +110,7 @@ def test_a_bisected_finding_round_trips_and_an_older_file_still_loads(tmp_path: 
 @pytest.fixture
 def small_finding() -> Finding:
     from servefuzz.anomaly import Anomaly, Oracle, Verdict
-    from servefuzz.finding import TargetInfo
+    from servefuzz.server_facts import TargetInfo
     from servefuzz.workload import RequestSpec, Scenario
 
     sc = Scenario(1, (RequestSpec("r01", 0.0, (3, 4), 2),))

@@ -21,9 +21,10 @@ import servefuzz.campaign as campaign_module
 from servefuzz.anomaly import Anomaly, Oracle, Verdict
 from servefuzz.campaign import CampaignConfig, Stop, StopReason, derive_seed, run_campaign
 from servefuzz.errors import UsageError
-from servefuzz.finding import Confirmation, Finding, TargetInfo, load_finding
+from servefuzz.finding import Confirmation, Finding, load_finding
 from servefuzz.oracles.judge import Expectation, Judgement, judge, reproduction
 from servefuzz.runner import Runner
+from servefuzz.server_facts import TargetInfo
 from servefuzz.store import FindingStore, finding_size, read_noise
 from servefuzz.strategies import EvictionPressure, PageBoundaryBursts, RandomLoad
 from servefuzz.targets import make_target

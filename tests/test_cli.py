@@ -113,7 +113,8 @@ def test_a_bug_in_servefuzz_exits_4_with_one_line_and_the_traceback_in_a_file(
 
 def _a_finding(tmp_path: Path) -> Path:
     from servefuzz.anomaly import Anomaly, Oracle, Verdict
-    from servefuzz.finding import Finding, TargetInfo, write_finding
+    from servefuzz.finding import Finding, write_finding
+    from servefuzz.server_facts import TargetInfo
     from servefuzz.workload import RequestSpec, Scenario
 
     sc = Scenario(1, (RequestSpec("r01", 0.0, (5, 6), 2),))

@@ -7,11 +7,12 @@ from collections.abc import Callable
 from pathlib import Path
 
 from servefuzz.anomaly import Anomaly, Divergence, FlipSide, Oracle, Verdict
-from servefuzz.finding import Confirmation, Finding, TargetInfo
+from servefuzz.finding import Confirmation, Finding
 from servefuzz.launcher import Launch, ServerProcess
 from servefuzz.oracles.judge import Expectation
 from servefuzz.replay_report import render_confirmation
 from servefuzz.runner import RunConfig
+from servefuzz.server_facts import TargetInfo
 from servefuzz.servers import Replayer
 from servefuzz.triager import run_row
 from servefuzz.trial import confirmed

@@ -3,8 +3,10 @@ is one spec, and nothing else in the code says its name).
 
 Read with `ast`: a comparison (`==`, `!=`, `in`, `not in`, `is`) with an engine's name as a
 literal (alone or in a tuple, list or set), a `case "vllm":`, a lookup by a literal name
-(`table["sglang"]`, `table.get("llamacpp")`) and a set of names (a membership table) fail here.
-Code elsewhere asks `servefuzz.engines.registry.spec_of(engine)`. The spec's capabilities are the
+(`table["sglang"]`, `table.get("llamacpp")`), a set of names (a membership table), a table keyed
+by a name (`{"vllm-cpu": ...}`), and an `isinstance`/`issubclass` on a dialect's adapter class
+(`isinstance(t, VLLMTarget)`: the same dispatch, by type) fail here. Code elsewhere asks
+`servefuzz.engines.registry.spec_of(engine)`, or a field of the adapter. The spec's capabilities are the
 adapters' own, one name each: a test holds them together.
 """
 
@@ -27,6 +29,11 @@ ROOT = Path(__file__).resolve().parent.parent
 SRC = ROOT / "src" / "servefuzz"
 # Engines' names and their presets' (`sglang`, `sglang-cpu`): dispatching on either is saying an engine.
 NAMES = frozenset(SPECS) | frozenset(PRESETS)
+# The adapters' classes, by name (each registered adapter and the dialect classes it derives from;
+# not the shared plumbing, `HttpTarget`): asking `isinstance` of one is dispatching on its engine.
+DIALECT_CLASSES = frozenset(
+    c.__name__ for e in available_engines() for c in type(make_target(e, "http://127.0.0.1:1")).__mro__
+    if c.__module__.startswith("servefuzz.targets.") and c.__name__ != "HttpTarget")
 # Where names may be said: the specs themselves, the dialect adapters, the reference engine (a
 # program apart, which speaks its dialects by name) and the stand-ins (code for another interpreter).
 ALLOWED_DIRS = ("engines", "targets", "reference", "standins")
@@ -37,6 +44,8 @@ ALLOW: dict[tuple[str, str, str], str] = {
         "engine's preset is in engines/presets.py)",
     ("api.py", "FuzzOptions.validate", "reference"):
         "the `reference` --launch preset's name (--model and --fault against a preset): as above",
+    ("oracles/vote.py", "Vote.to_json", "reference"):
+        "a JSON key: the vote's reference output (what the fresh alone runs agree on), no engine",
 }
 
 
@@ -56,6 +65,20 @@ def _pattern_names(pattern: ast.pattern) -> Iterator[str]:
     elif isinstance(pattern, ast.MatchOr):
         for p in pattern.patterns:
             yield from _pattern_names(p)
+
+
+def _class_names(node: ast.AST) -> Iterator[str]:
+    """Dialect classes `node` names (`VLLMTarget`, `mod.VLLMTarget`, `A | B`, `(A, B)`)."""
+    if isinstance(node, ast.Name | ast.Attribute):
+        name = node.id if isinstance(node, ast.Name) else node.attr
+        if name in DIALECT_CLASSES:
+            yield name
+    elif isinstance(node, ast.BinOp) and isinstance(node.op, ast.BitOr):
+        yield from _class_names(node.left)
+        yield from _class_names(node.right)
+    elif isinstance(node, ast.Tuple | ast.List):
+        for elt in node.elts:
+            yield from _class_names(elt)
 
 
 def said_names(tree: ast.AST) -> Iterator[tuple[int, str, str, str]]:
@@ -79,6 +102,14 @@ def said_names(tree: ast.AST) -> Iterator[tuple[int, str, str, str]]:
                   and child.func.attr in ("get", "pop", "setdefault") and child.args):
                 for name in _names_in(child.args[0]):
                     yield child.lineno, inner, name, "looked up"
+            elif isinstance(child, ast.Dict):
+                for key in child.keys:
+                    for name in _names_in(key) if key is not None else ():
+                        yield child.lineno, inner, name, "a dict key"
+            elif (isinstance(child, ast.Call) and isinstance(child.func, ast.Name)
+                  and child.func.id in ("isinstance", "issubclass") and len(child.args) == 2):
+                for name in _class_names(child.args[1]):
+                    yield child.lineno, inner, name, f"asked by {child.func.id}"
             elif isinstance(child, ast.Set) or (isinstance(child, ast.Call) and isinstance(child.func, ast.Name)
                                                and child.func.id in ("set", "frozenset") and child.args):
                 elts = child if isinstance(child, ast.Set) else child.args[0]
@@ -128,6 +159,14 @@ def test_no_engine_name_is_compared_outside_the_engines_package_and_targets() ->
         ('def f(t):\n    return PORTS["vllm"]\n', "looked up"),
         ('def f(t):\n    return PORTS.get("llamacpp", 8000)\n', "looked up"),
         ('SEEDED = frozenset({"vllm", "reference"})\n', "in a set of names"),
+        # A table keyed by an engine's or a preset's name (install.py's installers were one).
+        ('INSTALLERS = {"llama-server": 1, "x": 2}\n', "a dict key"),
+        ('def f():\n    return {**{}, "sglang": 8}\n', "a dict key"),
+        # Dispatch by the adapter's type (repro.py's dialect choice was one).
+        ('def f(t):\n    return isinstance(t, VLLMTarget)\n', "asked by isinstance"),
+        ('def f(t):\n    return isinstance(t, SGLangTarget | LlamaCppTarget)\n', "asked by isinstance"),
+        ('def f(t):\n    return isinstance(t, (targets.OpenAITarget, int))\n', "asked by isinstance"),
+        ('def f(c):\n    return issubclass(c, ReferenceTarget)\n', "asked by issubclass"),
     ],
 )
 def test_the_check_catches_a_planted_comparison(tmp_path: Path, code: str, what: str) -> None:
@@ -148,8 +187,14 @@ def test_the_engines_package_s_generic_modules_name_no_engine_and_an_engine_s_ow
 
 
 def test_a_name_said_otherwise_is_no_offence(tmp_path: Path) -> None:
-    (tmp_path / "mod.py").write_text('def f(url):\n    return make_target("vllm", url), {"vllm": 1}, spec_of("sglang")\n')
+    (tmp_path / "mod.py").write_text('def f(url, t):\n    return make_target("vllm", url), spec_of("sglang"), {"model": "vllm"}, '
+                                     'isinstance(t, HttpTarget), isinstance(t, dict)\n')
     assert offences(tmp_path)[0] == []
+
+
+def test_the_dialect_classes_are_the_adapters() -> None:
+    assert {"SGLangTarget", "ReferenceTarget", "VLLMTarget", "OpenAITarget", "LlamaCppTarget"} <= DIALECT_CLASSES
+    assert "HttpTarget" not in DIALECT_CLASSES
 
 
 @pytest.mark.parametrize("engine", available_engines())

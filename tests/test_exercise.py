@@ -25,12 +25,13 @@ from servefuzz.campaign import CampaignConfig, CampaignResult, Stop, StopReason,
 from servefuzz.engines.registry import SPECS, spec_of
 from servefuzz.engines.spec import Feature
 from servefuzz.exercise import ANSWERS, Exercise, observe, settings_of, triggered
-from servefuzz.finding import Finding, TargetInfo, load_finding, write_finding
+from servefuzz.finding import Finding, load_finding, write_finding
 from servefuzz.history import RunHistory, read_history_jsonl
 from servefuzz.progress import print_summary
 from servefuzz.reports.coverage_page import GAP, coverage_html
 from servefuzz.reports.html import report_html
 from servefuzz.runner import Runner
+from servefuzz.server_facts import TargetInfo
 from servefuzz.strategies import BurstReuse, PageBoundaryBursts
 from servefuzz.targets import make_target
 from servefuzz.workload import RequestSpec, Scenario

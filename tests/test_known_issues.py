@@ -15,7 +15,6 @@ from servefuzz import known_issues
 from servefuzz.anomaly import Anomaly, Oracle, Verdict
 from servefuzz.finding import (
     Finding,
-    TargetInfo,
     Triage,
     TriageOutcome,
     load_finding,
@@ -30,6 +29,7 @@ from servefuzz.known_issues import (
     trigger_features,
 )
 from servefuzz.reference.faults import FAULTS
+from servefuzz.server_facts import TargetInfo
 from servefuzz.workload import PromptBuilder, RequestSpec, Scenario
 
 # The issue's list: every one must be in the catalogue.

@@ -25,7 +25,7 @@ from hypothesis import strategies as st
 from servefuzz.anomaly import Anomaly, Oracle, Verdict
 from servefuzz.api import replay
 from servefuzz.campaign import CampaignConfig, run_campaign
-from servefuzz.finding import Confirmation, Finding, TargetInfo, load_finding, write_finding
+from servefuzz.finding import Confirmation, Finding, load_finding, write_finding
 from servefuzz.history import ChoiceRecord, RequestRecord, RunHistory, Status
 from servefuzz.launcher import Launch, ServerProcess
 from servefuzz.oracles.judge import Expectation, reproduction
@@ -33,6 +33,7 @@ from servefuzz.oracles.noise import MIN_SAMPLES, NOISE_FILE, CampaignNoise, Shif
 from servefuzz.reports import write_report
 from servefuzz.reports.repro import repro_script
 from servefuzz.runner import RunConfig, Runner
+from servefuzz.server_facts import TargetInfo
 from servefuzz.servers import Replayer
 from servefuzz.store import finding_noise, write_noise
 from servefuzz.strategies import Draft, RandomLoad, TargetShape

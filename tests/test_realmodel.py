@@ -30,10 +30,10 @@ from servefuzz import engines, realmodel  # noqa: E402
 from servefuzz.cli import main  # noqa: E402
 from servefuzz.engines import llamacpp as llamacpp_engine  # noqa: E402
 from servefuzz.errors import Exit  # noqa: E402
-from servefuzz.finding import TargetInfo  # noqa: E402
 from servefuzz.launcher import Launch, ServerProcess  # noqa: E402
 from servefuzz.oracles.controls import own_by_truth  # noqa: E402
 from servefuzz.realmodel import PROVENANCE, Fetched, fetch, provenance_of, truth_folder  # noqa: E402
+from servefuzz.server_facts import TargetInfo  # noqa: E402
 from servefuzz.truth import HFTruth, LlamaTruth, Truth  # noqa: E402
 
 # The prompts, as a user would send them: the model's chat template and plain text.

@@ -6,11 +6,12 @@ import doctest
 
 from servefuzz import replay_report
 from servefuzz.anomaly import Anomaly, Oracle, Verdict
-from servefuzz.finding import Finding, TargetInfo
+from servefuzz.finding import Finding
 from servefuzz.history import ChoiceRecord, RequestRecord, RunHistory, Status
 from servefuzz.oracles.judge import Expectation, judge, reproduction
 from servefuzz.replay_report import ReplayResult, render_replay_report
 from servefuzz.replay_report import replay_result as report_of
+from servefuzz.server_facts import TargetInfo
 from servefuzz.workload import RequestSpec, Scenario
 
 # The seed report's finding_03330: eleven requests, r02 (prefix_len 64) the one that diverges.

@@ -244,7 +244,8 @@ def test_triage_on_ray_runs_every_row_as_a_task_and_names_the_overlap_scheduler(
     ray = pytest.importorskip("ray")
     from servefuzz.anomaly import Anomaly, Oracle, Verdict
     from servefuzz.cli import main as cli
-    from servefuzz.finding import Finding, TargetInfo, load_finding, write_finding
+    from servefuzz.finding import Finding, load_finding, write_finding
+    from servefuzz.server_facts import TargetInfo
     from servefuzz.triager import triaged_name
     from servefuzz.workload import PromptBuilder, RequestSpec, Scenario
 

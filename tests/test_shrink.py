@@ -13,7 +13,8 @@ from hypothesis import strategies as st
 
 from servefuzz.anomaly import Anomaly, Oracle, Verdict
 from servefuzz.cli import main as cli
-from servefuzz.finding import Confirmation, Finding, TargetInfo, load_finding, write_finding
+from servefuzz.finding import Confirmation, Finding, load_finding, write_finding
+from servefuzz.server_facts import TargetInfo
 from servefuzz.shrinker import Shrinker, Trial, ddmin, sort_key, with_lineage
 from servefuzz.workload import PromptBuilder, RequestSpec, Scenario
 

@@ -199,7 +199,7 @@ def test_seeded_sampling_sends_seeded_draws_together_and_only_where_seeds_are_pr
 
 def test_only_engines_that_promise_seeds_get_sampled_traffic() -> None:
     from servefuzz.campaign import shape_of
-    from servefuzz.finding import TargetInfo
+    from servefuzz.server_facts import TargetInfo
 
     promised = {e: shape_of(TargetInfo(e, "http://127.0.0.1:1")).seeded_sampling
                 for e in ("reference", "vllm", "llamacpp", "sglang", "openai")}
@@ -208,7 +208,7 @@ def test_only_engines_that_promise_seeds_get_sampled_traffic() -> None:
 
 def test_lora_alternation_alternates_adapters_over_shared_prefixes_only_where_adapters_are_served() -> None:
     from servefuzz.campaign import shape_of
-    from servefuzz.finding import TargetInfo
+    from servefuzz.server_facts import TargetInfo
 
     shape = TargetShape(page_size=16, adapters=("lora-a", "lora-b", "lora-c"))
     for seed in range(20):

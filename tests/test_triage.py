@@ -15,10 +15,11 @@ from servefuzz.engines import llamacpp as llamacpp_engine
 from servefuzz.engines import sglang as sglang_engine
 from servefuzz.engines import vllm as vllm_engine
 from servefuzz.errors import UsageError
-from servefuzz.finding import Finding, TargetInfo, Triage, TriageOutcome, load_finding, write_finding
+from servefuzz.finding import Finding, Triage, TriageOutcome, load_finding, write_finding
 from servefuzz.launcher import Launch, reference_argv, reference_flags
 from servefuzz.reference.faults import FAULTS
 from servefuzz.reference.server_args import ServerArgs, parse_args
+from servefuzz.server_facts import TargetInfo
 from servefuzz.servers import Replayer, deterministic_launch
 from servefuzz.triager import FlagVariant, matrix_for, matrix_of, render_matrix, run_row, triage, triaged_name
 from servefuzz.workload import PromptBuilder, RequestSpec, Scenario

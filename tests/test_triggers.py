@@ -10,8 +10,9 @@ from hypothesis import strategies as st
 
 from servefuzz import triggers
 from servefuzz.anomaly import Anomaly, Oracle, Verdict
-from servefuzz.finding import Finding, TargetInfo
+from servefuzz.finding import Finding
 from servefuzz.known_issues import trigger_features
+from servefuzz.server_facts import TargetInfo
 from servefuzz.workload import RequestSpec, Scenario
 
 

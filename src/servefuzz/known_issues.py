@@ -216,28 +216,28 @@ def _server_features(finding: Finding) -> dict[str, str]:
     An arg the server did not report says nothing: only an explicit value counts.
     """
     feats: dict[str, str] = {}
-    args = finding.target.server_args
+    target = finding.target
+    facts = target.facts
     requests = finding.scenario.requests
-    budget = args.get("chunked_prefill_size")
-    if isinstance(budget, int) and budget > 0 and requests:  # a finding may come with none
+    budget = facts.chunk_budget
+    if budget is not None and requests:  # a finding may come with none
         longest = max(requests, key=lambda r: r.prompt_len)
         if longest.prompt_len > budget:
             feats["chunked-prefill"] = (
                 f"{longest.id}'s prompt ({longest.prompt_len} tokens) is longer than the chunked-prefill budget {budget}"
             )
-    pool = finding.target.max_total_tokens or args.get("max_total_tokens")
+    pool = target.max_total_tokens or facts.pool_tokens
     need = sum((r.prompt_len + r.max_tokens) * r.n for r in requests)
-    if isinstance(pool, int) and 0 < pool < need:
+    if pool is not None and 0 < pool < need:
         feats["eviction"] = f"the scenario needs up to {need} tokens of KV, more than the pool's {pool}"
-    for shown in spec_of(finding.target.engine).arg_features:  # SGLang's (and the reference engine's) args
-        if args.get(shown.key) is shown.value and not (shown.unless_deterministic and finding.target.deterministic is not None):
+    args = target.server_args
+    for shown in spec_of(target.engine).arg_features:  # SGLang's (and the reference engine's) args
+        if args.get(shown.key) is shown.value and not (shown.unless_deterministic and facts.deterministic is not None):
             feats[shown.feature] = shown.says
-    if args.get("enable_prefix_caching") is True:
+    if facts.prefix_caching:
         feats["prefix-caching"] = "the server ran with prefix caching on"
-    if args.get("cache_prompt") is True:
-        feats["prefix-caching"] = "requests were sent with cache_prompt=true"
-    if (mode := finding.target.deterministic) is not None:
-        feats["deterministic"] = f"the server ran with {mode}"
+    if facts.deterministic is not None:
+        feats["deterministic"] = f"the server ran with {facts.deterministic}"
     return feats
 
 

@@ -37,7 +37,7 @@ from servefuzz import durable, engines
 from servefuzz.engines import presets
 from servefuzz.engines.reference import relaunch_argv
 from servefuzz.errors import LaunchError, UsageError
-from servefuzz.finding import TargetInfo, redact_argv
+from servefuzz.server_facts import TargetInfo, redact_argv
 
 __all__ = [
     "PRESETS", "VERSIONED_PRESETS", "Launch", "preset_of", "preset_version", "ServerProcess", "free_port", "group_alive", "reference_argv",

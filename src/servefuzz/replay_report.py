@@ -8,7 +8,8 @@ The text holds no control character (`sanitize.visible`) but may hold `[`: print
 never through a markup parser.
 
     >>> from servefuzz.anomaly import Anomaly, Oracle, Verdict
-    >>> from servefuzz.finding import Confirmation, Finding, TargetInfo
+    >>> from servefuzz.finding import Confirmation, Finding
+    >>> from servefuzz.server_facts import TargetInfo
     >>> from servefuzz.oracles.judge import Judgement
     >>> from servefuzz.workload import RequestSpec, Scenario
     >>> sc = Scenario(1, (RequestSpec("r01", 0.0, (3, 4), 2),))

@@ -26,11 +26,12 @@ from typing import Any
 from servefuzz.campaign import Worker, WorkerLost
 from servefuzz.confirm import ConfirmConfig, Confirmed, confirm_finding
 from servefuzz.errors import LaunchError, TargetError, UsageError
-from servefuzz.finding import Finding, TargetInfo, TriageOutcome
+from servefuzz.finding import Finding, TriageOutcome
 from servefuzz.launcher import Launch
 from servefuzz.oracles.judge import Judgement
 from servefuzz.oracles.noise import CampaignNoise
 from servefuzz.runner import RunConfig
+from servefuzz.server_facts import TargetInfo
 from servefuzz.servers import LaunchedServer
 from servefuzz.triager import FlagVariant, RowRunner, run_row
 from servefuzz.trial import Executed, execute

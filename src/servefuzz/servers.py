@@ -35,7 +35,7 @@ from servefuzz import durable
 from servefuzz.anomaly import Verdict
 from servefuzz.engines.registry import spec_of
 from servefuzz.errors import LaunchError, TargetError, UsageError
-from servefuzz.finding import Confirmation, TargetInfo, redact_argv, redact_text
+from servefuzz.finding import Confirmation
 from servefuzz.history import RequestRecord, RunHistory
 from servefuzz.launcher import Launch, ServerProcess
 from servefuzz.oracles.controls import DETERMINISTIC, FRESH_SERVER, deviating_runs, read_control
@@ -43,6 +43,7 @@ from servefuzz.oracles.judge import Expectation, judge
 from servefuzz.oracles.noise import CampaignNoise
 from servefuzz.realmodel import provenance_of
 from servefuzz.runner import RunConfig, Runner
+from servefuzz.server_facts import TargetInfo, redact_argv, redact_text
 from servefuzz.targets import Target, detect_engine, make_target
 from servefuzz.trial import Control, Reproduction, content_swap, reproduce, suspects
 from servefuzz.workload import RequestSpec, Scenario

@@ -19,11 +19,11 @@ import pytest
 from engine_client import with_runner
 
 from servefuzz import engines
-from servefuzz.finding import TargetInfo
 from servefuzz.history import RequestRecord
 from servefuzz.launcher import Launch, ServerProcess
 from servefuzz.models import ADAPTERS, ModelPaths
 from servefuzz.runner import Runner
+from servefuzz.server_facts import TargetInfo
 from servefuzz.strategies import LoraAlternation, TargetShape
 from servefuzz.trial import execute
 from servefuzz.workload import RequestSpec, Scenario

@@ -19,9 +19,9 @@ from engine_client import alone
 from servefuzz import engines
 from servefuzz.engines import PROFILES, flag_pairs, with_flags
 from servefuzz.errors import UsageError
-from servefuzz.finding import TargetInfo
 from servefuzz.launcher import Launch, ServerProcess
 from servefuzz.models import ModelPaths
+from servefuzz.server_facts import TargetInfo
 from servefuzz.strategies import DEFAULT_MIX
 from servefuzz.workload import RequestSpec
 

@@ -19,8 +19,9 @@ from conftest import Hostile
 from servefuzz.anomaly import Anomaly, Oracle, Verdict
 from servefuzz.campaign import BUDGET_GRACE_S
 from servefuzz.errors import Exit
-from servefuzz.finding import Finding, TargetInfo, load_finding, write_finding
+from servefuzz.finding import Finding, load_finding, write_finding
 from servefuzz.history import Status, read_history_jsonl
+from servefuzz.server_facts import TargetInfo
 from servefuzz.workload import RequestSpec, Scenario
 
 pytestmark = pytest.mark.slow

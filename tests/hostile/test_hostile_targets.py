@@ -18,7 +18,7 @@ from hostile_server import HOSTILE_TEXT, TOKEN
 from servefuzz.anomaly import Anomaly, Oracle, Variant, Verdict
 from servefuzz.engines.reference import relaunch_argv as reference_flag_argv
 from servefuzz.errors import TargetError, UsageError
-from servefuzz.finding import Finding, TargetInfo
+from servefuzz.finding import Finding
 from servefuzz.history import RunHistory, Status
 from servefuzz.oracles.liveness import liveness
 from servefuzz.reports.facts import server_command
@@ -26,6 +26,7 @@ from servefuzz.reports.html import report_html
 from servefuzz.reports.issue_md import issue_markdown
 from servefuzz.reports.repro import repro_script
 from servefuzz.runner import DeadlinePassed, RunConfig, Runner
+from servefuzz.server_facts import TargetInfo
 from servefuzz.targets import auth_headers, detect_engine, make_target
 from servefuzz.workload import RequestSpec, Scenario
 

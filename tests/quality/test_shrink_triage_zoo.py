@@ -26,11 +26,12 @@ import pytest
 
 from servefuzz.anomaly import Verdict
 from servefuzz.cli import main as cli
-from servefuzz.finding import Finding, TargetInfo, load_finding, write_finding
+from servefuzz.finding import Finding, load_finding, write_finding
 from servefuzz.launcher import ServerProcess
 from servefuzz.oracles.judge import Expectation
 from servefuzz.reference.faults import FAULTS
 from servefuzz.runner import Runner
+from servefuzz.server_facts import TargetInfo
 from servefuzz.servers import Replayer
 from servefuzz.shrinker import minimal_name
 from servefuzz.targets import make_target

@@ -10,8 +10,9 @@ scenario, as a campaign's histories.jsonl holds them.
 from __future__ import annotations
 
 from servefuzz.anomaly import Anomaly, Divergence, FlipSide, Oracle, Variant, Verdict
-from servefuzz.finding import Confirmation, Finding, TargetInfo, Triage, TriageOutcome
+from servefuzz.finding import Confirmation, Finding, Triage, TriageOutcome
 from servefuzz.history import ChoiceRecord, RequestRecord, RunHistory, Status
+from servefuzz.server_facts import TargetInfo
 from servefuzz.workload import PromptBuilder, RequestSpec, Scenario
 
 HOSTILE = "<script>alert(1)</script>|`x```'''\"\"\"\n#"

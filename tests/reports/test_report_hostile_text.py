@@ -17,7 +17,6 @@ from rich.console import Console
 
 from servefuzz.anomaly import Anomaly, Oracle, Verdict
 from servefuzz.campaign import CampaignResult, CampaignState, Stop, StopReason
-from servefuzz.finding import TargetInfo
 from servefuzz.known_issues import match
 from servefuzz.progress import LiveProgress, print_banner, print_summary
 from servefuzz.reports import write_report
@@ -26,6 +25,7 @@ from servefuzz.reports.html import report_html
 from servefuzz.reports.issue_md import issue_markdown
 from servefuzz.reports.repro import repro_script
 from servefuzz.sanitize import visible
+from servefuzz.server_facts import TargetInfo
 
 # What the issue saw: markup that crashed rich or rendered a link, and raw escape sequences.
 TERM = (

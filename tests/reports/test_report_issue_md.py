@@ -125,8 +125,8 @@ def test_a_finding_made_under_a_profile_gives_the_preset_s_command_with_the_prof
     # again with that very command line, taken from servefuzz's table by the recorded name.
     import dataclasses
 
-    from servefuzz.finding import TargetInfo
     from servefuzz.reports.facts import server_command
+    from servefuzz.server_facts import TargetInfo
 
     made = TargetInfo("llamacpp", "http://127.0.0.1:1", server_args={"model_path": "/m/tiny.gguf", "total_slots": 8},
                       profile="prompt-cache")
@@ -155,8 +155,8 @@ def test_a_finding_made_on_the_gpu_gives_the_gpu_preset_s_command_with_the_profi
     # CPU preset of the same engine and profile name.
     import dataclasses
 
-    from servefuzz.finding import TargetInfo
     from servefuzz.reports.facts import server_command
+    from servefuzz.server_facts import TargetInfo
 
     gpu = TargetInfo("vllm", "http://127.0.0.1:1", page_size=16, server_args={"dtype": "bfloat16"},
                      profile="batch-invariant", device="cuda")
@@ -176,8 +176,8 @@ def test_a_finding_made_on_the_gpu_gives_the_gpu_preset_s_command_with_the_profi
 def test_a_finding_made_under_the_lora_profile_names_the_adapters_where_model_build_writes_them() -> None:
     # Their real paths are servefuzz's cache; the report names them under `servefuzz model build
     # DIR`'s DIR/lora, as it names the model MODEL_DIR, and builds nothing.
-    from servefuzz.finding import TargetInfo
     from servefuzz.reports.facts import server_command
+    from servefuzz.server_facts import TargetInfo
 
     llama = server_command(TargetInfo("llamacpp", "http://127.0.0.1:1", server_args={"total_slots": 8}, profile="lora"))
     assert "--lora-scaled LORA_DIR/lora-a.gguf:0,LORA_DIR/lora-b.gguf:0" in llama, llama
@@ -189,8 +189,8 @@ def test_a_finding_made_under_the_spec_draft_profile_names_the_draft_where_model
     # The draft's real path is servefuzz's cache: the report names it under `servefuzz model build
     # DIR`'s DIR/draft (DRAFT_DIR), as the lora profile names LORA_DIR, and builds nothing.
     from servefuzz.engines import cache_dir
-    from servefuzz.finding import TargetInfo
     from servefuzz.reports.facts import server_command
+    from servefuzz.server_facts import TargetInfo
 
     made = TargetInfo("llamacpp", "http://127.0.0.1:1", server_args={"model_path": "/m/tiny.gguf", "total_slots": 8},
                       profile="spec-draft")

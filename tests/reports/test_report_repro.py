@@ -24,11 +24,12 @@ from typing import Any
 import pytest
 from report_findings import HOSTILE, seed_like
 
-from servefuzz.finding import Finding, TargetInfo, load_finding
+from servefuzz.finding import Finding, load_finding
 from servefuzz.launcher import ServerProcess, free_port
 from servefuzz.oracles.judge import judge
 from servefuzz.reports.repro import replay_plan, repro_script
 from servefuzz.runner import Runner
+from servefuzz.server_facts import TargetInfo
 from servefuzz.targets import make_target
 from servefuzz.trial import execute
 from servefuzz.workload import PromptBuilder, RequestSpec, Scenario

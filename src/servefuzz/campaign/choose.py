@@ -8,8 +8,8 @@ from collections.abc import Mapping, Sequence
 
 from servefuzz.corpus import Corpus, CorpusEntry, Schedule
 from servefuzz.engines.registry import spec_of
-from servefuzz.finding import TargetInfo
 from servefuzz.mutators import Mutator, mutate
+from servefuzz.server_facts import TargetInfo
 from servefuzz.strategies import DEFAULT_CAPTURE_SIZES, Strategy, TargetShape
 from servefuzz.workload import Scenario
 
@@ -22,34 +22,24 @@ def derive_seed(campaign_seed: int, iteration: int) -> int:
 
 
 def shape_of(info: TargetInfo) -> TargetShape:
-    """What the strategies may assume about this target (SGLang's and vLLM's names for it)."""
-    args = info.server_args
+    """What the strategies may assume about this target: its facts (`TargetInfo.facts`, read by
+    its engine's module), with servefuzz's defaults where the server does not tell."""
+    facts = info.facts
     spec = spec_of(info.engine)
-
-    def positive(*keys: str) -> int | None:
-        for k in keys:
-            v = args.get(k)
-            if isinstance(v, int) and not isinstance(v, bool) and v > 0:
-                return v
-        return None
-
-    graphs = args.get("cuda_graph_bs")
-    capture = tuple(sorted(int(b) for b in graphs)) if isinstance(graphs, list) and graphs else DEFAULT_CAPTURE_SIZES
     return TargetShape(
         page_size=info.page_size,
-        context_length=positive("context_length", "max_model_len") or 4096,
+        context_length=facts.context_length or 4096,
         vocab=range(3, info.vocab_size or 1024),
         max_total_tokens=info.max_total_tokens,
-        chunked_prefill_size=positive("chunked_prefill_size", "max_num_batched_tokens"),
-        capture_sizes=capture,
-        max_running_requests=positive("max_running_requests", "max_num_seqs"),
+        chunked_prefill_size=facts.chunk_budget,
+        capture_sizes=facts.capture_sizes or DEFAULT_CAPTURE_SIZES,
+        max_running_requests=facts.max_running,
         # What the engine's dialect sends and promises, from its spec (an unknown engine: none).
         salts=spec.salts,
         seeded_sampling=spec.seeds,
         choices=spec.choices,
         adapters=info.adapters if spec.adapters else (),
     )
-
 
 def _next_scenario(
     rng: random.Random,

@@ -8,10 +8,10 @@ from typing import Any, Protocol
 
 from servefuzz.confirm import ConfirmConfig, Confirmed, confirm_finding
 from servefuzz.errors import TargetError
-from servefuzz.finding import TargetInfo
 from servefuzz.oracles.judge import Judgement
 from servefuzz.oracles.noise import CampaignNoise
 from servefuzz.runner import Runner
+from servefuzz.server_facts import TargetInfo
 from servefuzz.trial import Executed, execute
 from servefuzz.workload import RequestSpec, Scenario, TextSource
 

@@ -18,8 +18,8 @@ from servefuzz.engine_flags import env_name
 from servefuzz.engines import PRESETS, PROFILES
 from servefuzz.engines.registry import spec_of
 from servefuzz.engines.spec import CommandInputs, EngineSpec
-from servefuzz.finding import TargetInfo
 from servefuzz.sanitize import one_line
+from servefuzz.server_facts import TargetInfo
 
 __all__ = ["server_command"]
 

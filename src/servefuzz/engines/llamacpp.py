@@ -9,7 +9,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from servefuzz.engine_flags import Flag, FlagVariant, Kind, check_flags, path_word, variant, with_flags, without_flags
@@ -25,8 +25,11 @@ from servefuzz.engines.spec import (
     Plan,
     Preset,
     Profile,
+    ServerFacts,
     Switch,
     Versions,
+    flag_arg,
+    positive_arg,
 )
 
 __all__ = ["BUG_FORM", "CMAKE_FLAGS", "COMMIT", "FLAGS", "LADDER", "METERS", "ONE_SLOT", "PRESET", "SOURCE_PACKAGE", "SPEC",
@@ -639,7 +642,20 @@ SWITCHES: tuple[Switch, ...] = (
 # Built by scripts/setup_engines.sh (the default) and `servefuzz engines install` (the ladder).
 PRESET = Preset("llama-server", VERSIONS, _plan, _command, program="llama-server", profiles=PROFILES,
                 adapter_flags=adapter_flags, draft_flag="-md", fit=_fit,
-                install_version="servefuzz engines install {preset}@{version}")
+                install_version="servefuzz engines install {preset}@{version}", installer="llama-source")
+
+
+def facts(args: Mapping[str, object]) -> ServerFacts:
+    """llama-server's recorded settings (`/props`, as the adapter names them), normalized: a
+    request must fit one slot (`context_length`, the slot's context); prefix reuse is the
+    requests' `cache_prompt`. It reports no page, budget or capture sizes.
+
+        >>> f = facts({"total_slots": 4, "slot_n_ctx": 512, "context_length": 512, "cache_prompt": True})
+        >>> f.context_length, f.prefix_caching, f.page_size
+        (512, True, None)
+    """
+    return ServerFacts(context_length=positive_arg(args, "context_length"), prefix_caching=flag_arg(args, "cache_prompt"))
+
 
 SPEC = EngineSpec(
     "llamacpp",
@@ -659,4 +675,5 @@ SPEC = EngineSpec(
     meters=METERS,
     switches=SWITCHES,
     metrics_flag="--metrics",
+    facts=facts,
 )

@@ -22,7 +22,7 @@ from pathlib import Path
 from servefuzz import engines
 from servefuzz.engines.spec import LaunchInputs, Plan, Preset
 from servefuzz.errors import UsageError
-from servefuzz.finding import TargetInfo
+from servefuzz.server_facts import TargetInfo
 
 __all__ = ["PLANS", "Plan", "built_model", "install_hint", "plan"]
 

@@ -8,10 +8,11 @@ from typing import Any
 
 from servefuzz.engine_flags import Flag, FlagVariant, Kind, fault_name, flag_argv, flag_words, show, variant
 from servefuzz.engines.sglang import SERVER_ARG_FEATURES
+from servefuzz.engines.sglang import facts as sglang_facts
 from servefuzz.engines.spec import Built, CommandInputs, Deterministic, EngineSpec, Feature, IssueMatch, Meter, Preset, Switch
 from servefuzz.errors import UsageError
 
-__all__ = ["FLAGS", "METERS", "PRESET", "SPEC", "SWITCHES", "TRIAGE", "relaunch_argv"]
+__all__ = ["FLAGS", "METERS", "PRESET", "SPEC", "SWITCHES", "TRIAGE", "ZOO_SETTINGS", "relaunch_argv"]
 
 # The embedded reference engine (servefuzz.reference.server_args.ServerArgs, minus host and port,
 # which servefuzz always sets itself, and faults, which `--fault` carries). The fuzzer does not
@@ -80,6 +81,16 @@ def _command(c: CommandInputs) -> Built:
 # flags (`relaunch_argv`), so no plan here.
 PRESET = Preset("reference", command=_command, program="")
 
+# Engine settings a zoo fault needs to be reachable at all, as its trigger says (eviction needs
+# a pool small enough to fill); the embedded engine gets them when that fault is planted
+# (`api.FuzzOptions.reference_flags`).
+ZOO_SETTINGS: Mapping[str, tuple[str, ...]] = {
+    "evict-in-use": ("--max-total-tokens", "4096"),
+    # LoRA faults need adapters to alternate: two, as the lora-alternation strategy uses.
+    "lora-prefix-shared": ("--lora", "lora-a=1", "--lora", "lora-b=2"),
+}
+
+
 SPEC = EngineSpec(
     "reference",
     default_port=30000,
@@ -103,6 +114,8 @@ SPEC = EngineSpec(
     meters=METERS,
     switches=SWITCHES,
     chunk_budget=("chunked_prefill_size", "--chunked-prefill-size"),
+    # Its /server_info speaks SGLang's names (page_size, chunked_prefill_size, disable_radix_cache).
+    facts=sglang_facts,
 )
 
 

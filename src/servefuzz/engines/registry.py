@@ -15,10 +15,10 @@ from servefuzz.engines.openai import GENERIC
 from servefuzz.engines.openai import SPEC as OPENAI
 from servefuzz.engines.reference import SPEC as REFERENCE
 from servefuzz.engines.sglang import SPEC as SGLANG
-from servefuzz.engines.spec import Deterministic, EngineSpec
+from servefuzz.engines.spec import Deterministic, EngineSpec, ServerFacts
 from servefuzz.engines.vllm import SPEC as VLLM
 
-__all__ = ["SPECS", "deterministic_mode", "promise_of", "spec_of"]
+__all__ = ["SPECS", "deterministic_mode", "facts_of", "promise_of", "spec_of"]
 
 SPECS: Mapping[str, EngineSpec] = {s.name: s for s in (SGLANG, VLLM, LLAMACPP, REFERENCE, OPENAI)}
 
@@ -62,6 +62,20 @@ def promise_of(engine: str, server_args: Mapping[str, object], env: Mapping[str,
     """
     mode = _mode(engine, server_args, env, profile)
     return mode.promise if mode is not None else None
+
+
+def facts_of(engine: str, server_args: Mapping[str, object], env: Mapping[str, str],
+             profile: str | None = None) -> ServerFacts:
+    """The server's facts (`ServerFacts`): its engine's reading of its recorded args, with the
+    contract mode it ran in (`deterministic_mode`, `promise_of`).
+
+    >>> f = facts_of("sglang", {"page_size": 16, "enable_deterministic_inference": True}, {})
+    >>> f.page_size, f.deterministic
+    (16, '--enable-deterministic-inference')
+    """
+    mode = _mode(engine, server_args, env, profile)
+    return dataclasses.replace(spec_of(engine).facts(server_args), deterministic=mode.says if mode is not None else None,
+                               promise=mode.promise if mode is not None else None)
 
 
 def _mode(engine: str, server_args: Mapping[str, object], env: Mapping[str, str],

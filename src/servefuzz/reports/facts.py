@@ -3,7 +3,7 @@ trace, the diverged outputs, the deciding divergence and the request timeline.
 
 issue.md and report.html render these facts; neither computes anything of its own.
 
-    >>> from servefuzz.finding import TargetInfo
+    >>> from servefuzz.server_facts import TargetInfo
     >>> print(server_command(TargetInfo("reference", "http://127.0.0.1:1", faults=("stale-padding",),
     ...                                 server_args={"page_size": 64, "disable_cuda_graph": False})))
     servefuzz serve-reference --page-size 64 --fault stale-padding --port 30000

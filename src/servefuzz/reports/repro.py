@@ -8,7 +8,8 @@ replay` send the same bytes), each request's offset and cancel time, the request
 diverge, and how to flush the engine's cache.
 
     >>> from servefuzz.anomaly import Anomaly, Oracle, Verdict
-    >>> from servefuzz.finding import Finding, TargetInfo
+    >>> from servefuzz.finding import Finding
+    >>> from servefuzz.server_facts import TargetInfo
     >>> from servefuzz.workload import RequestSpec, Scenario
     >>> sc = Scenario(1, (RequestSpec("r01", 0.0, (5, 6), 2),))
     >>> f = Finding(3, 1, sc, TargetInfo("sglang", "http://127.0.0.1:30000"),
@@ -43,11 +44,7 @@ from servefuzz.models import llama as llama_model
 from servefuzz.oracles.judge import Expectation
 from servefuzz.runner import RunConfig
 from servefuzz.targets import make_target
-from servefuzz.targets.llamacpp import LlamaCppTarget
-from servefuzz.targets.openai import OpenAITarget
-from servefuzz.targets.sglang import SGLangTarget
-from servefuzz.targets.vllm import VLLMTarget
-from servefuzz.workload import RequestSpec
+from servefuzz.targets.base import HttpTarget, ReproDialect
 
 __all__ = ["replay_plan", "repro_script"]
 
@@ -61,18 +58,19 @@ def replay_plan(finding: Finding) -> dict[str, Any]:
     # The llama.cpp adapter takes cache_prompt from its construction; the finding recorded it.
     if spec_of(info.engine).cache_prompt:
         # Adapters by id: the finding lists them in the order /lora-adapters gave them.
-        target = make_target(info.engine, info.base_url, cache_prompt=info.server_args.get("cache_prompt") is not False,
+        target = make_target(info.engine, info.base_url, cache_prompt=info.facts.prefix_caching is not False,
                              adapters=info.adapters)
     else:
         target = make_target(info.engine, info.base_url)
     model = info.server_args.get("model")
+    speaker, dialect = _dialect(target)
     requests = []
     for spec in finding.scenario.requests:
         copies = 1
-        if isinstance(target, VLLMTarget) and spec.n > 1 and not spec.sampled:
+        if dialect.n_as_requests and spec.n > 1 and not spec.sampled:
             # vLLM rejects n > 1 at temperature 0; its adapter sends n requests of n = 1.
             copies, spec = spec.n, dataclasses.replace(spec, n=1)
-        body = _body(target, spec, top_k, model)
+        body = speaker.repro_body(spec, top_k=top_k, model=model)
         entry = {"id": spec.id, "offset_ms": spec.offset_ms, "cancel_after_ms": spec.cancel_after_ms, "copies": copies, "body": body}
         if spec.adapter is not None:
             entry["adapter"] = spec.adapter  # the body names it; the script's --model must not replace it
@@ -86,8 +84,8 @@ def replay_plan(finding: Finding) -> dict[str, Any]:
         spec = specs[rid]
         bare = dataclasses.replace(spec, id=f"{spec.id}~prefix", prompt_ids=spec.prompt_ids[: spec.prefix_len],
                                    max_tokens=1, n=1, stream=False)
-        probes.append({"id": rid, "prime": _body(target, bare, top_k, model)})
-    dialect, path, flush = _dialect(target)
+        probes.append({"id": rid, "prime": speaker.repro_body(bare, top_k=top_k, model=model)})
+    flush = dialect.flush
     return {
         "name": finding.filename,
         "bug": f"{finding.verdict.value} ({finding.signature})",
@@ -104,8 +102,8 @@ def replay_plan(finding: Finding) -> dict[str, Any]:
         # answer against (an answer that is no prefix of any choice broke its own constraint).
         "choices": {rid: list(choices) for rid, choices in finding.scenario.constrained.items()},
         "base_url": info.base_url,
-        "dialect": dialect,
-        "path": path,
+        "dialect": dialect.reads,
+        "path": dialect.path,
         "flush": flush,
         "model": model,
         "requests": requests,
@@ -165,27 +163,13 @@ def model_source() -> str:
     return "".join(parts)
 
 
-def _body(target: object, spec: RequestSpec, top_k: int, model: Any) -> dict[str, Any]:
-    """The exact body servefuzz's adapter sends for `spec`."""
-    if isinstance(target, OpenAITarget):
-        body = target.body(spec, top_k=top_k, model=model or "")
-        # None: the script asks /v1/models, as the adapter does. A LoRA adapter is the model.
-        body["model"] = spec.adapter or model
-        return body
-    if isinstance(target, SGLangTarget | LlamaCppTarget):
-        return target.body(spec, top_k=top_k)
-    raise UsageError(f"repro.py cannot speak the {getattr(target, 'engine', '?')!r} dialect yet")
-
-
-def _dialect(target: object) -> tuple[str, str, str | None]:
-    """(how answers are read, where requests go, which cache flush the engine has)."""
-    if isinstance(target, VLLMTarget):
-        return "openai", "/v1/completions", "vllm"
-    if isinstance(target, OpenAITarget):
-        return "openai", "/v1/completions", None
-    if isinstance(target, LlamaCppTarget):
-        return "llamacpp", "/completion", "llamacpp"
-    return "sglang", "/generate", "sglang"
+def _dialect(target: object) -> tuple[HttpTarget, ReproDialect]:
+    """The adapter and how the script speaks its dialect (its `repro`); one it cannot speak is
+    a UsageError, one line."""
+    dialect = getattr(target, "repro", None)
+    if not isinstance(target, HttpTarget) or not isinstance(dialect, ReproDialect):
+        raise UsageError(f"repro.py cannot speak the {getattr(target, 'engine', '?')!r} dialect yet")
+    return target, dialect
 
 
 def repro_script(finding: Finding) -> str:

@@ -54,15 +54,16 @@ import aiohttp
 from servefuzz.engines.registry import spec_of
 from servefuzz.engines.spec import EngineSpec
 from servefuzz.errors import UsageError
-from servefuzz.finding import TargetInfo
 from servefuzz.history import ChoiceRecord, TopLogprobs
 from servefuzz.sanitize import one_line
+from servefuzz.server_facts import TargetInfo
 from servefuzz.workload import RequestSpec
 
 __all__ = [
     "DEFAULT_MAX_RESPONSE_BYTES",
     "DEFAULT_MAX_STREAM_BYTES",
     "BadReply",
+    "ReproDialect",
     "BadStatus",
     "ChoiceDraft",
     "Exchange",
@@ -283,6 +284,19 @@ class Absorb(Protocol):
     def __call__(self, exchange: Exchange, item: Any, *, position: int, streamed: bool) -> None: ...
 
 
+@dataclass(frozen=True)
+class ReproDialect:
+    """How a finding's repro.py speaks an adapter's dialect: `reads`, which of the script's
+    answer readers ("sglang", "openai", "llamacpp"); `path`, where requests go; `flush`, the cache
+    flush it has (None: none); `n_as_requests`, whether n > 1 at temperature 0 goes as n requests
+    of n = 1 (as the adapter sends it)."""
+
+    reads: str
+    path: str
+    flush: str | None = None
+    n_as_requests: bool = False
+
+
 class HttpTarget:
     """Plumbing the dialects share: URL handling, auth headers, bounded reads, JSON GETs,
     `/health` and `/metrics`.
@@ -292,6 +306,8 @@ class HttpTarget:
     """
 
     engine: ClassVar[str] = ""
+    # How repro.py speaks it (`reports.repro`); None: repro.py cannot speak it yet.
+    repro: ClassVar[ReproDialect | None] = None
     # What the dialect can send (salts, choice constraints, LoRA adapters) is its engine's spec's
     # (`capabilities`); a request it cannot send is refused (`unsupported`), never sent without.
 
@@ -315,6 +331,11 @@ class HttpTarget:
             raise UsageError("max_response_bytes must be >= 1 and max_stream_bytes >= max_response_bytes")
         self.max_response_bytes = max_response_bytes
         self.max_stream_bytes = max_stream_bytes
+
+    def repro_body(self, spec: RequestSpec, *, top_k: int, model: str | None) -> dict[str, Any]:
+        """The exact body this adapter sends for `spec`, as repro.py replays it (`model`: the
+        served model the finding recorded, for a dialect whose body names one)."""
+        raise UsageError(f"repro.py cannot speak the {self.engine or '?'!r} dialect yet")
 
     @property
     def authenticated(self) -> bool:

@@ -47,7 +47,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import PurePath
-from typing import Any
+from typing import Any, ClassVar
 
 import aiohttp
 
@@ -58,6 +58,7 @@ from servefuzz.targets.base import (
     BadStatus,
     Exchange,
     HttpTarget,
+    ReproDialect,
     TargetInfo,
     parse_json,
     read_error,
@@ -100,6 +101,11 @@ class LlamaCppTarget(HttpTarget):
         self.cache_prompt = cache_prompt
         self._slots: int | None = None
         self._lora_ids: dict[str, int] | None = None if adapters is None else {n: i for i, n in enumerate(adapters)}
+
+    repro: ClassVar[ReproDialect | None] = ReproDialect("llamacpp", "/completion", "llamacpp")
+
+    def repro_body(self, spec: RequestSpec, *, top_k: int, model: str | None) -> dict[str, Any]:
+        return self.body(spec, top_k=top_k)
 
     def body(self, spec: RequestSpec, *, top_k: int, cold: bool = False) -> dict[str, Any]:
         """The `/completion` body; a `cold` request (a clean reference) never reuses a cached

@@ -29,6 +29,7 @@ from servefuzz.targets.base import (
     BadStatus,
     Exchange,
     HttpTarget,
+    ReproDialect,
     TargetInfo,
     parse_json,
     read_error,
@@ -49,10 +50,17 @@ class OpenAITarget(HttpTarget):
 
     # Ask for `return_tokens_as_token_ids` (vLLM accepts it; a strict server may reject it).
     spell_token_ids: ClassVar[bool] = False
+    repro: ClassVar[ReproDialect | None] = ReproDialect("openai", "/v1/completions")
 
     def __init__(self, base_url: str, *, model: str | None = None, **http: Any) -> None:
         super().__init__(base_url, **http)
         self.model = model
+
+    def repro_body(self, spec: RequestSpec, *, top_k: int, model: str | None) -> dict[str, Any]:
+        body = self.body(spec, top_k=top_k, model=model or "")
+        # None: the script asks /v1/models, as the adapter does. A LoRA adapter is the model.
+        body["model"] = spec.adapter or model
+        return body
 
     def body(self, spec: RequestSpec, *, top_k: int, model: str) -> dict[str, Any]:
         body: dict[str, Any] = {

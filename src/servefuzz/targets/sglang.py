@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping, Sequence
-from typing import Any, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 import aiohttp
 
@@ -36,6 +36,7 @@ from servefuzz.targets.base import (
     BadStatus,
     Exchange,
     HttpTarget,
+    ReproDialect,
     TargetInfo,
     read_error,
     register,
@@ -68,6 +69,11 @@ class SGLangTarget(HttpTarget):
     # fixed in 0.5.11): a breach there is that bug, and the catalogue says so.
     # SGLang's native /generate names a request's adapter in `lora_path` (the NAME of
     # `--lora-paths NAME=PATH`); the reference engine takes the same field.
+
+    repro: ClassVar[ReproDialect | None] = ReproDialect("sglang", "/generate", "sglang")
+
+    def repro_body(self, spec: RequestSpec, *, top_k: int, model: str | None) -> dict[str, Any]:
+        return self.body(spec, top_k=top_k)
 
     def body(self, spec: RequestSpec, *, top_k: int) -> dict[str, Any]:
         salt = self.salt_of(spec)

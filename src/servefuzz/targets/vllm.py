@@ -42,6 +42,7 @@ from servefuzz.targets.base import (
     BadReply,
     BadStatus,
     Exchange,
+    ReproDialect,
     TargetInfo,
     parse_json,
     read_error,
@@ -66,6 +67,7 @@ class VLLMTarget(OpenAITarget):
 
     # vLLM spells top-k keys `token_id:N` on request, which keeps every alternative's id.
     spell_token_ids: ClassVar[bool] = True
+    repro: ClassVar[ReproDialect | None] = ReproDialect("openai", "/v1/completions", "vllm", n_as_requests=True)
     # What it sends that the plain dialect does not (its spec, engines/vllm.py, says it can):
     # `cache_salt` in the /v1/completions body: hashed into the first block's key
     # (vllm/v1/core/kv_cache_utils.py, 0.32), so different salts never share a cached block.
