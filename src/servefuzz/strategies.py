@@ -619,14 +619,10 @@ class StructuredBurst:
         page = rng.choice(shape.pages)
         d = Draft(seed, shape)
         prefix_len = rng.choice([page // 2, page, page + rng.randint(1, 16)])
-
-        def constraint() -> tuple[str, ...]:
-            return draw_choices(rng, shape.vocab)
-
-        last = constraint()
+        last = draw_choices(rng, shape.vocab)
         for _ in range(rng.randint(3, 6)):
             shared = rng.random() < 0.5
-            last = last if rng.random() < 0.2 else constraint()
+            last = last if rng.random() < 0.2 else draw_choices(rng, shape.vocab)
             # Room to finish: a real engine's tokenizer may spell one ' w<t>' word in a few tokens.
             d.add(rng.uniform(0, 8), prefix_len + rng.randint(4, 48), 24,
                   prefix="p0" if shared else None, prefix_len=prefix_len if shared else 0,
