@@ -4,9 +4,10 @@
     python bench/coverage_growth.py --time 600 --out /tmp/cov-off --no-coverage  # the default mix alone
     python bench/coverage_growth.py --logs /tmp/cov-off --html /tmp/cov-off.html  # any campaign directory
 
-A run starts a clean reference engine (default flags: the space has 507 pairs there), runs the
-default mix for `--time` seconds, with `CampaignConfig.coverage` on unless `--no-coverage`,
-then prints the coverage at each mark. The numbers are computed from the campaign's own logs
+A run starts a clean reference engine (default flags: the space has 722 pairs there, 507 before
+the salt, sampler and constraint dimensions of issue 41), runs the default mix for `--time`
+seconds, with `CampaignConfig.coverage` on unless `--no-coverage`, then prints the coverage at
+each mark. The numbers are computed from the campaign's own logs
 (`scenarios.jsonl`, the first loaded run of each iteration in `histories.jsonl`), by the same
 `coverage.points` the campaign uses, so a campaign that did not track coverage is measured the
 same way as one that did, and a finished directory can be measured again. Time is the wall

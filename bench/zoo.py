@@ -8,9 +8,10 @@
 For every zoo fault and seed, each arm gets a fresh reference engine with that one fault planted
 (plus the settings the fault's trigger needs, `engines.reference.ZOO_SETTINGS`) and runs a campaign until
 its first *confirmed* finding of the right class: `numeric-drift` for the benign
-batch-variant-numerics and deterministic-decode-drift (in default mode), `corruption` for every
-other fault. One fault is planted at a time, so a finding of the right class is that fault
-firing. Every arm is judged by the same oracles and confirmed the same way (`campaign.run_campaign`); only the workload differs:
+batch-variant-numerics and deterministic-decode-drift (in default mode), `isolation-breach` for
+salt-ignored (its answers stay exact), `corruption` for every other fault. One fault is planted at
+a time, so a finding of the right class is that fault firing. Every arm is judged by the same
+oracles and confirmed the same way (`campaign.run_campaign`); only the workload differs:
 
 - **servefuzz**: the default mix of strategies, greybox (corpus, mutation, energy).
 - **sglang-determinism**: SGLang's `test_deterministic.py` modes re-expressed as scenarios,
@@ -64,7 +65,9 @@ from servefuzz.workload import Scenario
 
 __all__ = ["ARMS", "RIGHT_CLASS", "BenchServingLoad", "SGLangDeterminismModes", "main", "run_one"]
 
-RIGHT_CLASS = {f: "numeric-drift" if f in ("batch-variant-numerics", "deterministic-decode-drift") else "corruption"
+# salt-ignored leaves every answer exact (docs/fault-zoo.md): what it breaks is tenant isolation.
+RIGHT_CLASS = {f: {"batch-variant-numerics": "numeric-drift", "deterministic-decode-drift": "numeric-drift",
+                   "salt-ignored": "isolation-breach"}.get(f, "corruption")
                for f in FAULTS}
 
 

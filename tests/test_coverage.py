@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import doctest
 import importlib.util
 import io
@@ -19,7 +20,7 @@ from rich.console import Console
 import servefuzz.coverage
 import servefuzz.covering
 from servefuzz.campaign import COVERAGE_FILE, CampaignConfig, CampaignResult, CampaignState, Stop, StopReason, run_campaign
-from servefuzz.coverage import CROSSABLE, Coverage, FeatureSpace, points
+from servefuzz.coverage import CROSSABLE, SURFACE, Coverage, FeatureSpace, points
 from servefuzz.covering import PairwiseCover, covered_by
 from servefuzz.history import RequestRecord, RunHistory, Status
 from servefuzz.mutators import CROSS, MUTATORS, cross, mutate
@@ -33,6 +34,8 @@ from servefuzz.workload import RequestSpec, Scenario
 SMALL = TargetShape(page_size=16, chunked_prefill_size=128, max_total_tokens=2048, context_length=1024)
 # The reference engine's defaults: a pool far too big to press within the load cap.
 DEFAULT = TargetShape(page_size=64, chunked_prefill_size=2048, max_total_tokens=131072, context_length=4096)
+# A target that offers every capability (the reference engine with adapters served).
+SURFACE_SHAPE = dataclasses.replace(SMALL, salts=True, seeded_sampling=True, choices=True, adapters=("lora-a", "lora-b"))
 
 
 def test_the_module_docstrings_run() -> None:
@@ -135,7 +138,7 @@ def test_the_generator_is_a_function_of_its_seed_and_the_coverage() -> None:
     assert a.to_json() == b.to_json() and a.to_json() != fresh.to_json()
 
 
-@pytest.mark.parametrize("shape", [SMALL, DEFAULT], ids=["small-pool", "reference-default"])
+@pytest.mark.parametrize("shape", [SMALL, DEFAULT, SURFACE_SHAPE], ids=["small-pool", "reference-default", "surface"])
 def test_cross_moves_one_request_along_exactly_one_dimension(shape: TargetShape) -> None:
     applied, dims = 0, set()
     for i in range(120):
@@ -149,10 +152,110 @@ def test_cross_moves_one_request_along_exactly_one_dimension(shape: TargetShape)
         assert len(moved) == 1 and m.meta["lineage"] == ["cross"] and len(m.requests) == len(s.requests)
         old = moved[0].removesuffix("_x")
         changed = {d for d in before[old] if before[old][d] != after[moved[0]][d]}
-        assert len(changed) == 1 and changed <= set(CROSSABLE), changed
+        # A constraint taken on needs its EOS: the one move that drags a second dimension.
+        assert len(changed - ({"sampling"} if "constraint" in changed else set())) == 1, changed
+        assert changed <= set(CROSSABLE), changed
         dims |= changed
         assert all(before[r.id] == after[r.id] for r in s.requests if r.id != old)
-    assert applied >= 100 and dims == set(CROSSABLE)
+    space = FeatureSpace.for_shape(shape)
+    assert applied >= 100 and dims == set(CROSSABLE) & space.names
+
+
+# --- the target's surface: one dimension per capability it offers ---------------------------
+
+# Each capability dimension, the shape that offers it alone, and what a request using it looks like.
+OFFERS: dict[str, tuple[TargetShape, Callable[[RequestSpec], bool]]] = {
+    "salt": (dataclasses.replace(SMALL, salts=True), lambda r: r.cache_salt is not None),
+    "sampler": (dataclasses.replace(SMALL, seeded_sampling=True), lambda r: r.seeded),
+    "constraint": (dataclasses.replace(SMALL, choices=True), lambda r: r.choices is not None),
+    "adapter": (dataclasses.replace(SMALL, adapters=("lora-a",)), lambda r: r.adapter is not None),
+}
+
+
+def test_each_capability_is_a_dimension_only_where_the_target_offers_it() -> None:
+    assert set(OFFERS) == set(SURFACE) and set(SURFACE) <= set(CROSSABLE)
+    bare = FeatureSpace.for_shape(SMALL)
+    assert not bare.names & set(SURFACE) and len(bare.pairs) == 573  # unchanged where nothing is offered
+    for dim, (shape, _) in OFFERS.items():
+        space = FeatureSpace.for_shape(shape)
+        assert space.names - bare.names == {dim}, dim
+        assert len(space.dimension(dim).buckets) == 2 and space.dimension(dim).cheap
+        assert len(space.pairs) > len(bare.pairs)
+    full = FeatureSpace.for_shape(SURFACE_SHAPE)
+    assert "constraint=choices & sampling=ignore-eos" not in full.pairs  # a constraint ends at its EOS
+    assert "sampling=eos & constraint=choices" in full.pairs or "constraint=choices & sampling=eos" in full.pairs
+    # A saved record of a surface space reads back with its dimensions' capabilities.
+    assert FeatureSpace.from_json(full.to_json()) == full
+
+
+def test_request_fields_decide_the_capability_buckets() -> None:
+    ids = tuple(range(3, 23))
+    sc = Scenario(1, (
+        RequestSpec("r01", 0.0, ids, 4, cache_salt="tenant-a-1", temperature=0.6, seed=7),
+        RequestSpec("r02", 0.0, ids, 4, choices=(" w5",), ignore_eos=False, adapter="lora-a"),
+        RequestSpec("r03", 0.0, ids, 4, temperature=0.6),  # unseeded: in no sampler bucket
+    ))
+    p = points(sc, SURFACE_SHAPE)
+    assert [p["r01"][d] for d in SURFACE] == ["salted", "seeded", "none", "base"]
+    assert [p["r02"][d] for d in SURFACE] == ["none", "greedy", "choices", "adapter"]
+    space = FeatureSpace.for_shape(SURFACE_SHAPE)
+    assert not any("sampler=" in k for k in space.cells_of(p["r03"])[0])
+    assert "salt=salted & sampler=seeded" in space.cells_of(p["r01"])[0]
+
+
+@pytest.mark.parametrize("dim", sorted(OFFERS))
+def test_the_covering_arrays_send_a_capability_where_offered_and_never_elsewhere(dim: str) -> None:
+    shape, uses = OFFERS[dim]
+    sent = [r for i in range(12) for r in PairwiseCover().generate(random.Random(i), shape, seed=i).requests]
+    assert sum(map(uses, sent)) >= 6, dim
+    others = [u for d, (_, u) in OFFERS.items() if d != dim]
+    assert not any(u(r) for r in sent for u in others)  # control: what this target does not offer, never
+    bare = [r for i in range(12) for r in PairwiseCover().generate(random.Random(i), SMALL, seed=i).requests]
+    assert not any(u(r) for r in bare for _, u in OFFERS.values())
+
+
+def test_capabilities_meet_on_one_prefix_in_the_arrays() -> None:
+    """Cross-request interactions from the arrays, not hand-written: on one shared prefix, a
+    salted request beside an unsalted one or another tenant, an adapter's beside the base's, a
+    seeded request in a batch whose prompts are chunked, a cancelled n > 1 request."""
+    seen: set[str] = set()
+    for i in range(30):
+        s = PairwiseCover().generate(random.Random(i), SURFACE_SHAPE, seed=i)
+        on_p0 = [r for r in s.requests if r.prefix_name == "p0"]
+        if len({r.cache_salt for r in on_p0}) >= 2:
+            seen.add("salts on one prefix")
+        if len({r.adapter for r in on_p0}) >= 2:
+            seen.add("adapters on one prefix")
+        if any(r.seeded for r in s.requests) and any(r.prompt_len > 128 for r in s.requests):
+            seen.add("seeded beside a chunked prompt")
+        if any(r.n > 1 and r.cancelled and r.prefix_name == "p0" for r in s.requests) and len(on_p0) >= 2:
+            seen.add("cancelled n > 1 on a shared prefix")
+    assert seen == {"salts on one prefix", "adapters on one prefix", "seeded beside a chunked prompt",
+                    "cancelled n > 1 on a shared prefix"}
+
+
+@pytest.mark.parametrize("dim", sorted(OFFERS))
+def test_cross_adds_and_removes_a_capability_only_where_offered(dim: str) -> None:
+    shape, uses = OFFERS[dim]
+    added = removed = 0
+    for i in range(60):
+        s = list(STRATEGIES.values())[i % len(STRATEGIES)].generate(random.Random(i), shape, seed=i)
+        for j in range(4):
+            m = cross(s, random.Random(100 * i + j), shape, dims=SURFACE)
+            assert m is not None
+            x = next(r for r in m.requests if r.id not in s.by_id())
+            was = s.by_id()[x.id.rsplit("_", 1)[0]]
+            added += uses(x) and not uses(was)
+            removed += uses(was) and not uses(x)
+            s = m
+    assert added >= 10 and removed >= 5, (added, removed)
+    # Control: on a target that offers none, a capability move does not exist, and the havoc
+    # with cross never sends one.
+    s = STRATEGIES["n-mix"].generate(random.Random(1), SMALL, seed=1)
+    assert cross(s, random.Random(1), SMALL, dims=SURFACE) is None
+    for i in range(80):
+        s = mutate(s, random.Random(i), SMALL, seed=i, extra=(CROSS,))
+    assert not any(u(r) for r in s.requests for _, u in OFFERS.values())
 
 
 def test_cross_joins_the_havoc_only_when_asked() -> None:
@@ -196,7 +299,8 @@ def test_a_campaign_keeps_its_coverage_on_disk_grows_it_and_resumes_it(
     saved = json.loads((out / COVERAGE_FILE).read_text())
     assert first.coverage is not None and saved["covered_pairs"] == first.coverage.covered > 0
     assert first.to_json()["coverage"]["covered_pairs"] == first.coverage.covered  # `fuzz --json`
-    assert saved["total_pairs"] == first.coverage.total == 573
+    # The reference engine takes salts, seeds and choices: SMALL's 573 pairs and their three dimensions'.
+    assert saved["total_pairs"] == first.coverage.total == 800
     sent = [json.loads(line) for line in (out / "scenarios.jsonl").read_text().splitlines()]
     assert saved["requests"] == sum(len(s["scenario"]["requests"]) for s in sent)
     assert any("cache=" in k for k in saved["pairs"]), "what the server reported counts too"

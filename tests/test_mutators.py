@@ -8,7 +8,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import servefuzz.mutators as mutators_module
-from servefuzz.mutators import MUTATORS, lineage_of, mutate
+from servefuzz.coverage import SURFACE, points
+from servefuzz.mutators import MUTATORS, cross, lineage_of, mutate
 from servefuzz.strategies import STRATEGIES, TargetShape
 from servefuzz.workload import Scenario
 
@@ -91,3 +92,42 @@ def test_snap_lands_prefixes_on_boundaries_or_their_neighbours() -> None:
 def test_lineage_reads_oldest_first() -> None:
     assert lineage_of("r02_b_s_b_s_s_s") == ("b", "s", "b", "s", "s", "s")
     assert lineage_of("r04") == ()
+
+
+# A target that offers every capability (the reference engine with adapters served).
+SURFACE_SHAPE = TargetShape(page_size=64, max_total_tokens=16384, chunked_prefill_size=512, context_length=2048,
+                            salts=True, seeded_sampling=True, choices=True, adapters=("lora-a", "lora-b"))
+
+
+@given(seed=st.integers(0, 2**31 - 1), name=st.sampled_from(sorted(STRATEGIES)), rounds=st.integers(1, 6))
+@settings(max_examples=120, deadline=None)
+def test_capability_crossings_keep_scenarios_valid_exact_and_traceable(seed: int, name: str, rounds: int) -> None:
+    rng = random.Random(seed)
+    s = STRATEGIES[name].generate(random.Random(seed), SURFACE_SHAPE, seed=seed)
+    for _ in range(rounds):
+        parent = s
+        # A capability added to or removed from one request: `cross` held to the surface.
+        got = cross(parent, rng, SURFACE_SHAPE, dims=SURFACE)
+        assert got is not None  # a capability move always exists: each has two buckets
+        s = got
+        moved = [r for r in s.requests if r.id not in parent.by_id()]
+        assert len(moved) == 1 and lineage_of(moved[0].id)[-1] == "x" and s.meta["lineage"][-1] == "cross"
+        assert len(s.requests) == len(parent.requests)
+        old = parent.by_id()[moved[0].id.rsplit("_", 1)[0]]
+        before, after = points(parent, SURFACE_SHAPE)[old.id], points(s, SURFACE_SHAPE)[moved[0].id]
+        changed = {d for d in before if before[d] != after[d]}
+        assert changed & set(SURFACE) and changed <= {*SURFACE, "sampling"}, changed
+        assert old.prompt_ids == moved[0].prompt_ids and old.offset_ms == moved[0].offset_ms
+    # Scenario and RequestSpec validate themselves: reaching here with a rebuilt scenario is the
+    # validity half; its JSON reads back as the same scenario.
+    assert Scenario.from_json(s.to_json()) == s
+    for r in s.requests:
+        assert r.prompt_len + r.max_tokens * r.n <= SURFACE_SHAPE.pool_tokens
+        assert r.adapter in (None, *SURFACE_SHAPE.adapters)
+        assert r.choices is None or not r.ignore_eos
+    salts = {r.cache_salt for r in s.requests if r.cache_salt is not None}
+    assert len(salts) <= 3  # the strategy's own tenants, or the two drawn for the scenario
+    for a in s.requests:
+        for b in s.requests:
+            if a.id < b.id and a.prefix_name and a.prefix_name == b.prefix_name and a.prompt_ids != b.prompt_ids:
+                assert _shared(a.prompt_ids, b.prompt_ids) == min(a.prefix_len, b.prefix_len), (a.id, b.id)

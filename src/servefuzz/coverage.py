@@ -19,6 +19,15 @@ of the cheap dimensions), how many requests exercised it.
 | `sampling` | ignore-eos, eos                           | the request (cheap; decoding is greedy)     |
 | `batch`    | 1, 2-4, 5-8, 9+                           | rows in flight when it was sent (the server's timeline, first loaded run) |
 | `cache`    | miss, partial, full                       | `cached_tokens` the server reported against the shared pages |
+| `salt`     | none, salted                              | the request's `cache_salt` (cheap; targets that take salts)   |
+| `sampler`  | greedy, seeded                            | temperature > 0 with a seed (cheap; engines that promise seeds) |
+| `constraint` | none, choices                           | a choice constraint (cheap; dialects that send one)           |
+| `adapter`  | base, adapter                             | a LoRA adapter named (cheap; servers that list some)          |
+
+The last four are the target's *surface*: the per-request capabilities its engine spec declares
+(`TargetShape.capabilities`, the names `strategies.offered` reads). Each exists only where the
+target offers it, so the covering generator and the `cross` mutator send salts, seeds,
+constraints and adapters there whatever strategies are enabled, and never where it does not.
 
 The space depends on the target (`FeatureSpace.for_shape`): a bucket the target cannot reach
 at a bearable cost is left out, and so are its pairs (`pressure` beyond `LOAD_CAP_TOKENS`;
@@ -42,6 +51,7 @@ that a percentage is of:
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
 from collections.abc import Iterable, Mapping, Sequence
@@ -51,13 +61,14 @@ from typing import Any, Literal
 from servefuzz.history import RunHistory
 from servefuzz.strategies import TargetShape
 from servefuzz.terms import burst_positions, page_class, page_edge, page_unit
-from servefuzz.workload import Scenario
+from servefuzz.workload import RequestSpec, Scenario
 
 __all__ = [
     "CROSSABLE",
     "DIMENSIONS",
     "IMPOSSIBLE",
     "LOAD_CAP_TOKENS",
+    "SURFACE",
     "Cell",
     "Coverage",
     "Dimension",
@@ -72,6 +83,7 @@ __all__ = [
     "prefix_bucket",
     "pressure_bucket",
     "prompt_bucket",
+    "surface_point",
 ]
 
 # A cancel earlier than this cuts a request in its prefill or first decode steps on a CPU engine.
@@ -91,12 +103,15 @@ Point = Mapping[str, str]  # dimension -> bucket, for one request
 class Dimension:
     """One axis of the space. `source`: what decides its bucket (a request's own fields, the
     whole scenario, or only what the server reported, which no generator can set directly).
-    `cheap` dimensions cost nothing to vary; their triples are tracked too."""
+    `cheap` dimensions cost nothing to vary; their triples are tracked too. `needs`: the
+    capability a target must offer for the dimension to be in its space."""
 
     name: str
     buckets: tuple[str, ...]
     source: Source
     cheap: bool = False
+    # The capability (`TargetShape.capabilities`) the dimension exists for; "": every target.
+    needs: str = ""
 
 
 DIMENSIONS: tuple[Dimension, ...] = (
@@ -111,10 +126,19 @@ DIMENSIONS: tuple[Dimension, ...] = (
     Dimension("sampling", ("ignore-eos", "eos"), "request", cheap=True),
     Dimension("batch", ("1", "2-4", "5-8", "9+"), "server"),
     Dimension("cache", ("miss", "partial", "full"), "server"),
+    Dimension("salt", ("none", "salted"), "request", cheap=True, needs="salts"),
+    Dimension("sampler", ("greedy", "seeded"), "request", cheap=True, needs="seeds"),
+    Dimension("constraint", ("none", "choices"), "request", cheap=True, needs="choices"),
+    Dimension("adapter", ("base", "adapter"), "request", cheap=True, needs="adapters"),
 )
 
-# The dimensions one request's own fields decide: what the `cross` mutator moves.
-CROSSABLE: tuple[str, ...] = ("n", "prompt", "prefix", "cancel", "stream", "decode", "sampling")
+# The dimensions one request's own fields decide: what the `cross` mutator moves (those of a
+# capability only where the target's space has them).
+CROSSABLE: tuple[str, ...] = ("n", "prompt", "prefix", "cancel", "stream", "decode", "sampling",
+                              "salt", "sampler", "constraint", "adapter")
+
+# The capability dimensions (the target's surface): each holds one per-request capability.
+SURFACE: tuple[str, ...] = tuple(d.name for d in DIMENSIONS if d.needs)
 
 # Pairs that cannot happen, whatever the target: never counted in the total.
 IMPOSSIBLE: frozenset[frozenset[Cell]] = frozenset(
@@ -132,6 +156,8 @@ IMPOSSIBLE: frozenset[frozenset[Cell]] = frozenset(
         (("n", "3+"), ("batch", "1")),
         # A request cut on purpose is indeterminate: its cached_tokens are never read.
         *((("cancel", c), ("cache", b)) for c in ("early", "late") for b in ("miss", "partial", "full")),
+        # A constrained request stops at its EOS (`RequestSpec`): it never ignores it.
+        (("constraint", "choices"), ("sampling", "ignore-eos")),
     )
 )
 
@@ -161,9 +187,12 @@ class FeatureSpace:
 
     @classmethod
     def for_shape(cls, shape: TargetShape) -> FeatureSpace:
-        """The space on a target of this shape: buckets it cannot reach are left out."""
+        """The space on a target of this shape: buckets it cannot reach are left out, and so
+        are the dimensions of capabilities it does not offer."""
         dims = []
         for d in DIMENSIONS:
+            if d.needs and d.needs not in shape.capabilities:
+                continue
             keep = d.buckets
             if d.name == "prompt" and not _chunk_reachable(shape):
                 keep = ("sub-page", "pages")
@@ -173,11 +202,15 @@ class FeatureSpace:
                     keep = ("light",)  # an unknown pool cannot be aimed at
                 elif pool >= LOAD_CAP_TOKENS:
                     keep = ("light",) if pool * HEAVY_SHARE >= LOAD_CAP_TOKENS else ("light", "heavy")
-            dims.append(Dimension(d.name, keep, d.source, d.cheap))
+            dims.append(dataclasses.replace(d, buckets=keep))
         return cls(tuple(dims))
 
     def dimension(self, name: str) -> Dimension:
         return next(d for d in self.dimensions if d.name == name)
+
+    @property
+    def names(self) -> frozenset[str]:
+        return frozenset(d.name for d in self.dimensions)
 
     def cells_of(self, point: Point) -> tuple[set[str], set[str]]:
         """The counted pairs and triples one point exercises."""
@@ -194,9 +227,10 @@ class FeatureSpace:
 
     @classmethod
     def from_json(cls, d: Sequence[Mapping[str, Any]]) -> FeatureSpace:
-        known = {x.name: x.source for x in DIMENSIONS}
+        known = {x.name: x for x in DIMENSIONS}
         return cls(tuple(
-            Dimension(str(v["name"]), tuple(str(b) for b in v["buckets"]), known[v["name"]], bool(v.get("cheap", False)))
+            dataclasses.replace(known[v["name"]], buckets=tuple(str(b) for b in v["buckets"]),
+                                cheap=bool(v.get("cheap", False)))
             for v in d if v.get("name") in known
         ))
 
@@ -350,6 +384,21 @@ def cancel_bucket(cancel_after_ms: float | None) -> str:
     return "early" if cancel_after_ms < EARLY_CANCEL_MS else "late"
 
 
+def surface_point(r: RequestSpec) -> dict[str, str]:
+    """The request's buckets in the capability dimensions. A sampled request without a seed is
+    in no `sampler` bucket (none generates it; judged for liveness only).
+
+    >>> surface_point(RequestSpec("r", 0.0, (5,), 2, cache_salt="t", temperature=0.5, seed=3))
+    {'salt': 'salted', 'sampler': 'seeded', 'constraint': 'none', 'adapter': 'base'}
+    """
+    return {
+        "salt": "none" if r.cache_salt is None else "salted",
+        "sampler": "seeded" if r.seeded else "greedy" if not r.sampled else "unseeded",
+        "constraint": "none" if r.choices is None else "choices",
+        "adapter": "base" if r.adapter is None else "adapter",
+    }
+
+
 def load_tokens(scenario: Scenario) -> int:
     """KV tokens the scenario asks for at most: every prompt and every choice's output."""
     return sum(r.prompt_len + r.max_tokens * r.n for r in scenario.requests)
@@ -396,6 +445,7 @@ def points(scenario: Scenario, shape: TargetShape, loaded: Sequence[RunHistory] 
             "stream": "on" if r.stream else "off",
             "decode": decode_bucket(r.prompt_len, r.max_tokens, page),
             "sampling": "ignore-eos" if r.ignore_eos else "eos",
+            **surface_point(r),
         }
         rec = records.get(r.id)
         if r.id in rows:

@@ -32,6 +32,7 @@ import dataclasses
 import random
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from servefuzz.coverage import (
     CROSSABLE,
@@ -39,6 +40,7 @@ from servefuzz.coverage import (
     HEAVY_SHARE,
     IMPOSSIBLE,
     LOAD_CAP_TOKENS,
+    SURFACE,
     Coverage,
     FeatureSpace,
     Point,
@@ -47,7 +49,7 @@ from servefuzz.coverage import (
     prefix_bucket,
     prompt_bucket,
 )
-from servefuzz.strategies import Draft, TargetShape
+from servefuzz.strategies import Draft, TargetShape, draw_choices, seeded_draw, tenant_salt
 from servefuzz.terms import BURST_GAP_MS
 from servefuzz.workload import Scenario
 
@@ -59,6 +61,7 @@ __all__ = [
     "prefix_len_in",
     "prompt_len_in",
     "realize_lengths",
+    "surface_fields",
 ]
 
 # What a row plans: its own fields, and the cache hit it should see (aimed at through primers).
@@ -92,13 +95,16 @@ class PairwiseCover:
                        key=lambda b: sum(1 for k in missing if f"pressure={b}" in k))
         plans = plan_rows(rng, space, [{"burst": b, "pressure": pressure} for b, _ in layout], missing,
                           _PLANNED if reports else CROSSABLE)
+        # Two tenants' salts per scenario, drawn only where the target takes salts (elsewhere a
+        # seed keeps the scenario it always had).
+        salts = (tenant_salt(rng, "a"), tenant_salt(rng, "b")) if "salt" in space.names else ()
         d = Draft(seed, shape)
         page = shape.unit
         pool = shape.max_total_tokens
         # The rows alone must not load the pool past the planned pressure: a row that would is
         # left out (the first is always sent).
         limit = {"light": HEAVY_SHARE * pool, "heavy": pool}.get(pressure) if pool is not None else None
-        rows: list[tuple[Point, float, int, tuple[int, int, int]]] = []
+        rows: list[tuple[Point, float, int, tuple[int, int, int], dict[str, Any]]] = []
         load = 0
         for plan, (_, at) in zip(plans, layout, strict=True):
             n = {"1": 1, "2": 2}.get(plan["n"], rng.randint(3, 4))
@@ -110,23 +116,29 @@ class PairwiseCover:
             if rows and limit is not None and load + lengths[0] + lengths[2] * n >= limit:
                 continue
             load += lengths[0] + lengths[2] * n
-            rows.append((plan, at, n, lengths))
+            surface: dict[str, Any] = {}
+            for dim in SURFACE:
+                if dim in plan:
+                    surface.update(surface_fields(rng, shape, dim, plan[dim], salts))
+            rows.append((plan, at, n, lengths, surface))
         # Primers, sent first: a row that should see a full cache hit gets its own prefix, whose
         # whole pages a primer caches; one that should see a partial hit, a primer one page
         # shorter. The other rows share one prefix, `p0`, among themselves (and reuse it at once).
         names = []
-        for i, (row, _, _, (_, prefix_len, _)) in enumerate(rows):
+        for i, (row, _, _, (_, prefix_len, _), surface) in enumerate(rows):
             primed = prefix_len // page * page - (page if row.get("cache") == "partial" else 0)
             if row.get("cache") in ("partial", "full") and primed >= page:
-                d.add(0.5 * len(d.specs), primed + rng.randint(1, 8), 2, prefix=f"c{i}", prefix_len=primed)
+                # Under the row's own salt and adapter: another's pages are no hit to aim at.
+                d.add(0.5 * len(d.specs), primed + rng.randint(1, 8), 2, prefix=f"c{i}", prefix_len=primed,
+                      cache_salt=surface.get("cache_salt"), adapter=surface.get("adapter"))
                 names.append(f"c{i}")
             else:
                 names.append("p0")
-        for (row, at, n, (prompt_len, prefix_len, max_tokens)), name in zip(rows, names, strict=True):
+        for (row, at, n, (prompt_len, prefix_len, max_tokens), surface), name in zip(rows, names, strict=True):
             cancel = {"none": None, "early": rng.uniform(5, EARLY_CANCEL_MS - 5)}.get(
                 row["cancel"], rng.uniform(EARLY_CANCEL_MS + 10, 300))
             spec = d.add(at, prompt_len, max_tokens, prefix=name, prefix_len=prefix_len, n=n,
-                         stream=row["stream"] == "on", cancel_after_ms=cancel)
+                         stream=row["stream"] == "on", cancel_after_ms=cancel, **surface)
             if row["sampling"] == "eos":
                 d.specs[-1] = dataclasses.replace(spec, ignore_eos=False)
         _press(rng, d, shape, pressure, after_ms=layout[-1][1] + 2 * BURST_GAP_MS, page=page)
@@ -179,7 +191,7 @@ def plan_rows(rng: random.Random, space: FeatureSpace, fixed_rows: Sequence[Mapp
                       and not any(frozenset({c, f}) in IMPOSSIBLE for c in _cells(k) for f in row.items()))
         if fits:
             row.update(dict(_cells(rng.choice(fits))))
-        dims = [d for d in planned if d not in row]
+        dims = [d for d in planned if d not in row and d in space.names]
         rng.shuffle(dims)
         for dim in dims:
             bucket = _best_bucket(rng, space, dim, row, missing)
@@ -188,6 +200,29 @@ def plan_rows(rng: random.Random, space: FeatureSpace, fixed_rows: Sequence[Mapp
         missing -= space.cells_of(row)[0]
         rows.append(row)
     return rows
+
+
+def surface_fields(rng: random.Random, shape: TargetShape, dim: str, bucket: str,
+                   salts: Sequence[str]) -> dict[str, Any]:
+    """The request fields (as `Draft.add` and `RequestSpec` name them) that put a request in
+    `bucket` of the capability dimension `dim` (`coverage.SURFACE`): a salt of `salts` (the
+    scenario's tenants), a temperature and seed, a choice constraint, an adapter the target
+    serves; or the field cleared. A constraint needs its EOS (`ignore_eos` False: the caller's).
+
+    >>> shape = TargetShape(adapters=("lora-a",))
+    >>> surface_fields(random.Random(0), shape, "adapter", "adapter", ()), surface_fields(random.Random(0), shape, "salt", "none", ())
+    ({'adapter': 'lora-a'}, {'cache_salt': None})
+    """
+    on = bucket not in ("none", "greedy", "base")
+    if dim == "salt":
+        return {"cache_salt": rng.choice(list(salts)) if on and salts else None}
+    if dim == "sampler":
+        return dict(seeded_draw(rng)) if on else {"temperature": 0.0, "seed": None}
+    if dim == "constraint":
+        return {"choices": draw_choices(rng, shape.vocab) if on else None}
+    if dim == "adapter":
+        return {"adapter": rng.choice(shape.adapters) if on and shape.adapters else None}
+    raise ValueError(f"not a capability dimension: {dim}")
 
 
 def realize_lengths(rng: random.Random, shape: TargetShape, plan: Point, n: int, tries: int = 64) -> tuple[int, int, int]:

@@ -19,7 +19,9 @@ report's `r02_b_s_b_s_s_s` reads the same way.
 A second copy made by one burst is told apart by a digit: `r02_b`, `r02_b2`. Every mutated
 scenario keeps the names of the mutators applied, oldest first, in `meta["lineage"]`.
 `cross` is not in `MUTATORS` (the default havoc): campaigns that track pairwise coverage add
-it (`mutate(..., extra=(CROSS,))`), so that a mutation can leave its strategy's own axis.
+it (`mutate(..., extra=(CROSS,))`), so that a mutation can leave its strategy's own axis. Its
+dimensions include the target's surface (`coverage.SURFACE`): where the target takes salts,
+seeds, choice constraints or adapters, `cross` adds one to a request or removes it.
 
     >>> import random
     >>> from servefuzz.strategies import PageBoundaryBursts, TargetShape
@@ -42,9 +44,9 @@ import random
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 
-from servefuzz.coverage import CROSSABLE, FeatureSpace, points
-from servefuzz.covering import max_tokens_in, prefix_len_in, prompt_len_in
-from servefuzz.strategies import TILE_SIZES, TargetShape
+from servefuzz.coverage import CROSSABLE, SURFACE, FeatureSpace, points
+from servefuzz.covering import max_tokens_in, prefix_len_in, prompt_len_in, surface_fields
+from servefuzz.strategies import TILE_SIZES, TargetShape, tenant_salt
 from servefuzz.workload import RequestSpec, Scenario, TokenIds
 
 __all__ = ["CROSS", "MUTATORS", "Mutator", "cross", "lineage_of", "mutate"]
@@ -260,14 +262,18 @@ def drop(scenario: Scenario, rng: random.Random, shape: TargetShape) -> Scenario
     return _with(scenario, [r for r in scenario.requests if r.id != gone.id], "drop")
 
 
-def cross(scenario: Scenario, rng: random.Random, shape: TargetShape, *, tries: int = 24) -> Scenario | None:
-    """Move one request into another bucket of one dimension of `coverage.CROSSABLE`, every
-    other dimension of every request (the scenario's pool pressure included) kept; None when no
-    try found such a move."""
+def cross(scenario: Scenario, rng: random.Random, shape: TargetShape, *, tries: int = 24,
+          dims: Collection[str] = CROSSABLE) -> Scenario | None:
+    """Move one request into another bucket of one dimension of `dims` (`coverage.CROSSABLE`,
+    those the target's space has), every other dimension of every request (the scenario's pool
+    pressure included) kept; None when no try found such a move, or the space has none of `dims`."""
     space = FeatureSpace.for_shape(shape)
+    movable = [d for d in CROSSABLE if d in dims and d in space.names and len(space.dimension(d).buckets) > 1]
+    if not movable:
+        return None
     before = points(scenario, shape)
     spec = rng.choice(scenario.requests)
-    dim = rng.choice([d for d in CROSSABLE if len(space.dimension(d).buckets) > 1])
+    dim = rng.choice(movable)
     to = rng.choice([b for b in space.dimension(dim).buckets if b != before[spec.id][dim]])
     rid = _retag(spec, "x", {r.id for r in scenario.requests})
     for _ in range(tries):
@@ -278,14 +284,27 @@ def cross(scenario: Scenario, rng: random.Random, shape: TargetShape, *, tries: 
         after = points(out, shape)
         moved = {d for d in before[spec.id] if before[spec.id][d] != after[rid][d]}
         others = all(before[r.id] == after[r.id] for r in scenario.requests if r.id != spec.id)
-        if moved == {dim} and others:
+        if moved - _DRAGS.get((dim, to), set()) == {dim} and others:
             return out
     return None
 
 
+# A move that cannot happen alone: a constraint needs its EOS, so a request that ignored it
+# moves to `sampling=eos` as it takes one.
+_DRAGS: dict[tuple[str, str], set[str]] = {("constraint", "choices"): {"sampling"}}
+
+
 def _crossed(scenario: Scenario, spec: RequestSpec, dim: str, to: str, rng: random.Random,
              shape: TargetShape) -> RequestSpec | None:
-    """One try at `spec` with dimension `dim` in bucket `to` (the caller checks the rest)."""
+    """One try at `spec` with dimension `dim` in bucket `to` (the caller checks the rest). A
+    capability (`coverage.SURFACE`) is added or removed: a salt of the scenario's tenants (two
+    drawn where it has none), a seeded draw, a constraint (with its EOS), an adapter."""
+    if dim in SURFACE:
+        salts = sorted({r.cache_salt for r in scenario.requests if r.cache_salt is not None})
+        fields = surface_fields(rng, shape, dim, to, salts or [tenant_salt(rng, t) for t in "ab"])
+        if fields.get("choices") is not None:
+            fields["ignore_eos"] = False
+        return dataclasses.replace(spec, **fields)
     page = shape.unit if shape.page_size else int(scenario.meta.get("page_size") or 64)
     if dim == "n":
         return dataclasses.replace(spec, n={"1": 1, "2": 2}.get(to, rng.randint(3, 4)))

@@ -45,7 +45,7 @@ from __future__ import annotations
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import ClassVar, Protocol
+from typing import ClassVar, Protocol, TypedDict
 
 from servefuzz.errors import UsageError
 from servefuzz.terms import known_page, page_unit
@@ -76,6 +76,9 @@ __all__ = [
     "aimed_first",
     "TileBoundaryPrefixes",
     "boundary_lengths",
+    "draw_choices",
+    "seeded_draw",
+    "tenant_salt",
     "get_strategies",
     "get_strategy",
     "offered",
@@ -114,6 +117,19 @@ class TargetShape:
     adapters: tuple[str, ...] = ()
     # Natural text in the target's tokens for the prompts (`servefuzz.natural`); None: random ids.
     text: TextSource | None = None
+
+    @property
+    def capabilities(self) -> frozenset[str]:
+        """The per-request capabilities this target takes, by their `EngineSpec` names: `salts`,
+        `seeds` (per-request seeds it promises), `choices`, `adapters` (some served). A strategy
+        that `needs_<name>` one, and a coverage dimension that needs one, exist only where it is.
+
+        >>> sorted(TargetShape(salts=True, adapters=("a",)).capabilities)
+        ['adapters', 'salts']
+        """
+        have = {"salts": self.salts, "seeds": self.seeded_sampling, "choices": self.choices,
+                "adapters": bool(self.adapters)}
+        return frozenset(k for k, v in have.items() if v)
 
     @property
     def pages(self) -> tuple[int, ...]:
@@ -541,7 +557,7 @@ class TenantSalt:
     def generate(self, rng: random.Random, shape: TargetShape, *, seed: int) -> Scenario:
         page = rng.choice(shape.pages)
         d = Draft(seed, shape)
-        a, b, c = (f"tenant-{x}-{rng.getrandbits(32):08x}" for x in "abc")
+        a, b, c = (tenant_salt(rng, x) for x in "abc")
         # Whole pages, long enough that a hit saves a visible prefill (the timing channel).
         prefix_len = page * rng.randint(max(2, 128 // page), max(4, 512 // page))
         prompt = prefix_len + rng.randint(4, 32)
@@ -582,8 +598,7 @@ class SeededSampling:
             shared = rng.random() < 0.5
             d.add(rng.uniform(0, 8), prefix_len + rng.randint(4, 48), rng.randint(8, 32),
                   prefix="p0" if shared else None, prefix_len=prefix_len if shared else 0,
-                  n=rng.choice([1, 1, 2, 3]), temperature=rng.choice([0.3, 0.6, 0.8, 1.0]),
-                  seed=rng.randrange(2**31))
+                  n=rng.choice([1, 1, 2, 3]), **seeded_draw(rng))
         if rng.random() < 0.5:
             d.add(rng.uniform(0, 8), rng.randint(16, 64), rng.randint(8, 24))  # a greedy bystander
         return d.scenario(self.name, page_size=page)
@@ -606,15 +621,10 @@ class StructuredBurst:
         page = rng.choice(shape.pages)
         d = Draft(seed, shape)
         prefix_len = rng.choice([page // 2, page, page + rng.randint(1, 16)])
-
-        def constraint() -> tuple[str, ...]:
-            words = {choice_text(rng.choice(shape.vocab) for _ in range(rng.randint(1, 3))) for _ in range(rng.randint(2, 5))}
-            return tuple(sorted(words))
-
-        last = constraint()
+        last = draw_choices(rng, shape.vocab)
         for _ in range(rng.randint(3, 6)):
             shared = rng.random() < 0.5
-            last = last if rng.random() < 0.2 else constraint()
+            last = last if rng.random() < 0.2 else draw_choices(rng, shape.vocab)
             # Room to finish: a real engine's tokenizer may spell one ' w<t>' word in a few tokens.
             d.add(rng.uniform(0, 8), prefix_len + rng.randint(4, 48), 24,
                   prefix="p0" if shared else None, prefix_len=prefix_len if shared else 0,
@@ -622,6 +632,28 @@ class StructuredBurst:
         for _ in range(rng.randint(0, 2)):
             d.add(rng.uniform(0, 8), rng.randint(16, 64), rng.randint(8, 24))  # unconstrained neighbours
         return d.scenario(self.name, page_size=page)
+
+
+def tenant_salt(rng: random.Random, tenant: str) -> str:
+    """A cache salt for `tenant`, drawn per scenario (no two scenarios' tenants share a cache)."""
+    return f"tenant-{tenant}-{rng.getrandbits(32):08x}"
+
+
+class SeededDraw(TypedDict):
+    temperature: float
+    seed: int
+
+
+def seeded_draw(rng: random.Random) -> SeededDraw:
+    """A sampled request's temperature and its own seed, as `Draft.add` takes them."""
+    return {"temperature": rng.choice([0.3, 0.6, 0.8, 1.0]), "seed": rng.randrange(2**31)}
+
+
+def draw_choices(rng: random.Random, vocab: range) -> tuple[str, ...]:
+    """A choice constraint: two to five distinct choices of one to three tokens each, spelt as
+    the reference engine reads them (`workload.choice_text`)."""
+    words = {choice_text(rng.choice(vocab) for _ in range(rng.randint(1, 3))) for _ in range(rng.randint(2, 5))}
+    return tuple(sorted(words))
 
 
 @dataclass(frozen=True)
@@ -689,10 +721,9 @@ def offered(strategies: Sequence[Strategy], shape: TargetShape) -> tuple[Strateg
     >>> [s.name for s in offered(lora, TargetShape())], [s.name for s in offered(lora, TargetShape(adapters=("a",)))]
     ([], ['lora-alternation'])
     """
-    return tuple(s for s in strategies if (shape.salts or not getattr(s, "needs_salts", False))
-                 and (shape.seeded_sampling or not getattr(s, "needs_seeds", False))
-                 and (shape.choices or not getattr(s, "needs_choices", False))
-                 and (shape.adapters or not getattr(s, "needs_adapters", False)))
+    have = shape.capabilities
+    return tuple(s for s in strategies
+                 if all(c in have for c in ("salts", "seeds", "choices", "adapters") if getattr(s, f"needs_{c}", False)))
 
 
 def get_strategy(name: str) -> Strategy:
