@@ -7,7 +7,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from servefuzz.engine_flags import Flag, FlagVariant, Kind, fault_name, flag_argv, flag_words, show, variant
-from servefuzz.engines.sglang import SERVER_ARG_FEATURES
+from servefuzz.engines.sglang import SERVER_ARG_FEATURES, SWITCH_FLAGS
 from servefuzz.engines.sglang import facts as sglang_facts
 from servefuzz.engines.spec import Built, CommandInputs, Deterministic, EngineSpec, Feature, IssueMatch, Meter, Preset, Switch
 from servefuzz.errors import UsageError
@@ -25,10 +25,7 @@ FLAGS: tuple[Flag, ...] = (
     Flag("context_length", "--context-length", Kind.INT, minimum=2, maximum=32768),
     Flag("model_seed", "--model-seed", Kind.INT, minimum=0),
     Flag("served_model_name", "--served-model-name", Kind.NAME),
-    Flag("disable_radix_cache", "--disable-radix-cache", Kind.BOOL),
-    Flag("disable_overlap_schedule", "--disable-overlap-schedule", Kind.BOOL),
-    Flag("disable_cuda_graph", "--disable-cuda-graph", Kind.BOOL),
-    Flag("enable_deterministic_inference", "--enable-deterministic-inference", Kind.BOOL),
+    *SWITCH_FLAGS,  # SGLang's own switches, by SGLang's names
 )
 
 # Triage's rows: the reference engine's own flags; each planted fault's cure is among them.

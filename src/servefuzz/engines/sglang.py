@@ -99,6 +99,15 @@ SWITCHES: tuple[Switch, ...] = (
     Switch(Feature.ADAPTERS, "lora_paths", _set),
 )
 
+# The four switches the seeds' bisection turns, spelled as SGLang spells them; the reference
+# engine, which speaks SGLang's dialect, takes the same four (engines/reference.py).
+SWITCH_FLAGS: tuple[Flag, ...] = (
+    Flag("disable_radix_cache", "--disable-radix-cache", Kind.BOOL),
+    Flag("disable_overlap_schedule", "--disable-overlap-schedule", Kind.BOOL),
+    Flag("disable_cuda_graph", "--disable-cuda-graph", Kind.BOOL),
+    Flag("enable_deterministic_inference", "--enable-deterministic-inference", Kind.BOOL),
+)
+
 # SGLang (`python -m sglang.launch_server`): the args that decide whether these bugs show (the
 # ones the seeds' bisection varies); the others are in a report's environment section.
 FLAGS: tuple[Flag, ...] = (
@@ -111,10 +120,7 @@ FLAGS: tuple[Flag, ...] = (
     Flag("attention_backend", "--attention-backend", Kind.NAME),
     Flag("kv_cache_dtype", "--kv-cache-dtype", Kind.NAME),
     Flag("tp_size", "--tp-size", Kind.INT, minimum=1),
-    Flag("disable_radix_cache", "--disable-radix-cache", Kind.BOOL),
-    Flag("disable_overlap_schedule", "--disable-overlap-schedule", Kind.BOOL),
-    Flag("disable_cuda_graph", "--disable-cuda-graph", Kind.BOOL),
-    Flag("enable_deterministic_inference", "--enable-deterministic-inference", Kind.BOOL),
+    *SWITCH_FLAGS,
 )
 
 # Triage's rows and what a cure by each implicates: the bisection plan of the SGLang survey and
