@@ -140,3 +140,29 @@ def test_a_server_still_running_after_the_grace_has_no_exit_status(server: Serve
         assert server.exit_status(grace_s=0.5) is None and server.alive
     finally:
         server.stop(timeout_s=2)
+
+
+def test_a_port_taken_while_the_server_starts_is_not_mistaken_for_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`free_port` names a port free a moment ago; a slow server (SGLang: a minute) can find it
+    taken by another, whose /health would pass for its own. The launcher accepts only an answer
+    from a listener of its own process group, and starts once more on a fresh port."""
+    from servefuzz import launcher
+
+    script = tmp_path / "server.py"
+    script.write_text(SERVER)
+    other = ServerProcess([sys.executable, str(script), "{port}"], log_path=tmp_path / "other.log", start_timeout_s=30)
+    other.start()
+    try:
+        assert other._proc is not None and launcher._listens(other._proc.pid, other.port) is True
+        ports = iter([other.port, launcher.free_port()])
+        monkeypatch.setattr(launcher, "free_port", lambda: next(ports))
+        ours = ServerProcess([sys.executable, str(script), "{port}"], log_path=tmp_path / "ours.log", start_timeout_s=30)
+        ours.start()
+        try:
+            assert ours.port != other.port  # the taken port was given up, not answered for us
+            assert ours._proc is not None and launcher._listens(ours._proc.pid, ours.port) is True
+            assert launcher._listens(ours._proc.pid, other.port) is False  # control: that listener is not ours
+        finally:
+            ours.stop()
+    finally:
+        other.stop()

@@ -13,6 +13,7 @@ killed campaign leaves no server behind.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import ctypes.util
 import dataclasses
@@ -67,6 +68,49 @@ def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+def _taken(port: int | None) -> bool:
+    """Whether some process listens on `port` now (False where /proc cannot say); asked once
+    our own server has gone, so any listener is another's."""
+    return port is not None and bool(_listening_inodes(port))
+
+
+def _listening_inodes(port: int) -> set[str]:
+    inodes = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with contextlib.suppress(OSError), open(table) as fh:
+            for row in list(fh)[1:]:
+                cols = row.split()
+                if cols[3] == "0A" and int(cols[1].rsplit(":", 1)[1], 16) == port:  # 0A: LISTEN
+                    inodes.add(f"socket:[{cols[9]}]")
+    return inodes
+
+
+def _listens(pgid: int, port: int | None) -> bool | None:
+    """Whether a process of group `pgid` holds the listening TCP socket on 127.0.0.1:`port`
+    (read from /proc on Linux); None where that cannot be read (another system, no /proc).
+
+    >>> _listens(os.getpgid(0), None) is None
+    True
+    """
+    if port is None:
+        return None
+    try:
+        inodes = _listening_inodes(port)
+        if not inodes:
+            return False
+        for pid in filter(str.isdigit, os.listdir("/proc")):
+            try:
+                if os.getpgid(int(pid)) != pgid:
+                    continue
+                if any(os.readlink(f"/proc/{pid}/fd/{fd}") in inodes for fd in os.listdir(f"/proc/{pid}/fd")):
+                    return True
+            except OSError:
+                continue  # gone, or not ours to read
+        return False
+    except OSError:
+        return None
 
 
 def group_alive(pgid: int) -> bool:
@@ -217,7 +261,19 @@ class ServerProcess:
             )
         except OSError as e:
             raise LaunchError(f"cannot start {self.argv[0]}: {e.strerror or e}") from None
-        self._wait_healthy()
+        try:
+            self._wait_healthy()
+        except LaunchError:
+            # Our server could not have the port: another took it between `free_port` and the
+            # bind. Once, on a fresh port (never with a port the caller fixed).
+            if self._fixed_port is not None or getattr(self, "_port_retry", False) or not _taken(self.port):
+                raise
+            self.stop()
+            self._port_retry = True
+            try:
+                return self.start()
+            finally:
+                self._port_retry = False
         return self.base_url
 
     def _wait_healthy(self) -> None:
@@ -229,7 +285,10 @@ class ServerProcess:
                 raise LaunchError(f"server exited with code {code} before it was healthy: {self.log_tail(3)}")
             try:
                 with urllib.request.urlopen(url, timeout=2) as resp:  # noqa: S310 - 127.0.0.1 only
-                    if resp.status == 200:
+                    # Healthy only when the answer is ours: a port free a moment ago can be taken
+                    # by another server while a slow one (SGLang: a minute and more) loads, and
+                    # its /health would then pass for ours (seen in the engine tests).
+                    if resp.status == 200 and self._proc is not None and _listens(self._proc.pid, self.port) is not False:
                         return
             except (urllib.error.URLError, ConnectionError, TimeoutError, OSError):
                 pass
