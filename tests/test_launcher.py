@@ -12,6 +12,7 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -20,13 +21,13 @@ from servefuzz.errors import LaunchError
 from servefuzz.launcher import ServerProcess, group_alive
 
 SERVER = """
-import http.server, subprocess, sys
+import http.server, os, subprocess, sys
 # A worker that shrugs off SIGTERM, like an engine process busy in native code.
 worker = subprocess.Popen([sys.executable, "-c",
     "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); print('worker up', flush=True); time.sleep(600)"])
 class Health(http.server.BaseHTTPRequestHandler):
     def do_GET(self):
-        self.send_response(200); self.end_headers(); self.wfile.write(b"ok")
+        self.send_response(200); self.end_headers(); self.wfile.write(str(os.getpid()).encode())
     def log_message(self, *a):
         pass
 print("worker", worker.pid, flush=True)
@@ -145,23 +146,28 @@ def test_a_server_still_running_after_the_grace_has_no_exit_status(server: Serve
 def test_a_port_taken_while_the_server_starts_is_not_mistaken_for_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """`free_port` names a port free a moment ago; a slow server (SGLang: a minute) can find it
     taken by another, whose /health would pass for its own. The launcher accepts only an answer
-    from a listener of its own process group, and starts once more on a fresh port."""
+    from a listener of its own process group, and starts once more on a fresh port. Each test
+    server answers with its own pid, so the test reads whose answer a URL gives, by no helper of
+    the launcher's."""
     from servefuzz import launcher
+
+    def answerer(url: str) -> int:
+        with urllib.request.urlopen(url + "/health", timeout=5) as resp:  # noqa: S310 - 127.0.0.1 only
+            return int(resp.read())
 
     script = tmp_path / "server.py"
     script.write_text(SERVER)
     other = ServerProcess([sys.executable, str(script), "{port}"], log_path=tmp_path / "other.log", start_timeout_s=30)
     other.start()
     try:
-        assert other._proc is not None and launcher._listens(other._proc.pid, other.port) is True
+        assert answerer(other.base_url) == other.pid  # control: the answer names the server that gave it
         ports = iter([other.port, launcher.free_port()])
         monkeypatch.setattr(launcher, "free_port", lambda: next(ports))
         ours = ServerProcess([sys.executable, str(script), "{port}"], log_path=tmp_path / "ours.log", start_timeout_s=30)
         ours.start()
         try:
+            assert answerer(ours.base_url) == ours.pid != other.pid  # the URL it gave answers for our server
             assert ours.port != other.port  # the taken port was given up, not answered for us
-            assert ours._proc is not None and launcher._listens(ours._proc.pid, ours.port) is True
-            assert launcher._listens(ours._proc.pid, other.port) is False  # control: that listener is not ours
         finally:
             ours.stop()
     finally:

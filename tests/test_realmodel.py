@@ -26,9 +26,10 @@ pytest.importorskip("gguf")
 pytest.importorskip("tokenizers")
 pytest.importorskip("safetensors")
 
+from llama_solo import one_slot_server, solo  # noqa: E402
+
 from servefuzz import engines, realmodel  # noqa: E402
 from servefuzz.cli import main  # noqa: E402
-from servefuzz.engines import llamacpp as llamacpp_engine  # noqa: E402
 from servefuzz.errors import Exit  # noqa: E402
 from servefuzz.launcher import Launch, ServerProcess  # noqa: E402
 from servefuzz.oracles.controls import own_by_truth  # noqa: E402
@@ -204,28 +205,8 @@ def test_the_provenance_reaches_the_target_a_finding_records(smollm2: Fetched) -
 
 @pytest.fixture(scope="module")
 def llama_smollm2(smollm2: Fetched, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
-    if not engines.installed("llama-server"):
-        pytest.skip(f"llama-server is not built under {engines.cache_dir()}: run {engines.SETUP_SCRIPT}")
-    tmp = tmp_path_factory.mktemp("llama-smollm2")
-    srv = ServerProcess(llamacpp_engine.server_argv(engines.program("llama-server"), smollm2.gguf, slots=1, ctx=2048,
-                                                   extra=["--cache-ram", "0"]),
-                        log_path=tmp / "server.log", start_timeout_s=60)
-    srv.start()
-    try:
+    with one_slot_server(smollm2.gguf, tmp_path_factory.mktemp("llama-smollm2")) as srv:
         yield srv
-    finally:
-        srv.stop()
-
-
-def _llama_solo(url: str, prompt: list[int], n: int) -> tuple[list[int], list[list[tuple[int, float]]]]:
-    body = {"prompt": prompt, "n_predict": n, "temperature": 0.0, "n_probs": 5, "ignore_eos": True,
-            "cache_prompt": False, "return_tokens": True}
-    req = urllib.request.Request(url + "/completion", data=json.dumps(body).encode(),
-                                 headers={"Content-Type": "application/json"})
-    with urllib.request.urlopen(req, timeout=300) as resp:
-        data = json.loads(resp.read())
-    probs = data["completion_probabilities"]
-    return [p["id"] for p in probs], [[(t["id"], t["logprob"]) for t in p["top_logprobs"]] for p in probs]
 
 
 @pytest.mark.engine
@@ -236,7 +217,7 @@ def test_the_hf_truth_agrees_with_llama_server_and_tells_a_planted_answer(
     eos = json.loads((smollm2.hf["float32"] / "config.json").read_text())["eos_token_id"]
     for text in TEXTS[:2]:
         prompt = tok.encode(text).ids
-        tokens, tops = _llama_solo(llama_smollm2.base_url, prompt, 12)
+        tokens, tops = solo(llama_smollm2.base_url, prompt, 12)
         noise = max(hf_truth.deviation(prompt, tokens, tops))
         assert noise < LLAMA_Q4_NOISE, (text, noise)
         # The clean answer is the truth's greedy one (the end of sequence aside: ignore_eos), up to

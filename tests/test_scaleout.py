@@ -36,7 +36,7 @@ def test_without_ray_servefuzz_imports_fuzz_help_works_and_ray_asks_for_the_extr
     """)
     assert "help exit 0" in done.stdout and "--ray ADDRESS" in done.stdout and "--workers N" in done.stdout
     assert f"code {int(Exit.USAGE)}" in done.stdout, done.stdout + done.stderr
-    assert "--ray needs Ray: pip install 'servefuzz[ray]'" in done.stderr
+    assert "--ray needs the Python package 'ray': pip install 'servefuzz[ray]'" in done.stderr
     assert not (tmp_path / "c" / "progress.json").exists(), "nothing of a campaign was started"
 
 

@@ -10,7 +10,7 @@ llama_server` asks a live server the same when one is built. float32 on a CPU la
 from __future__ import annotations
 
 import json
-import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -20,8 +20,8 @@ pytest.importorskip("gguf")
 pytest.importorskip("tokenizers")
 pytest.importorskip("safetensors")
 
-from servefuzz import engines  # noqa: E402
-from servefuzz.engines import llamacpp as llamacpp_engine
+from llama_solo import one_slot_server, solo  # noqa: E402
+
 from servefuzz.errors import UsageError  # noqa: E402
 from servefuzz.launcher import ServerProcess  # noqa: E402
 from servefuzz.models import ModelPaths, build_models  # noqa: E402
@@ -182,29 +182,9 @@ def test_bad_input_is_a_usage_error(truth: Truth, tmp_path: Path) -> None:
 
 
 @pytest.fixture(scope="module")
-def llama_server(models: ModelPaths, tmp_path_factory: pytest.TempPathFactory):
-    if not engines.installed("llama-server"):
-        pytest.skip(f"llama-server is not built under {engines.cache_dir()}: run {engines.SETUP_SCRIPT}")
-    tmp = tmp_path_factory.mktemp("truth-llama")
-    srv = ServerProcess(llamacpp_engine.server_argv(engines.program("llama-server"),
-                                                   models.gguf, slots=1, ctx=2048, extra=["--cache-ram", "0"]),
-                        log_path=tmp / "server.log", start_timeout_s=60)
-    srv.start()
-    try:
+def llama_server(models: ModelPaths, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    with one_slot_server(models.gguf, tmp_path_factory.mktemp("truth-llama")) as srv:
         yield srv
-    finally:
-        srv.stop()
-
-
-def solo(url: str, prompt: list[int], n: int) -> tuple[list[int], list[list[tuple[int, float]]]]:
-    body = {"prompt": prompt, "n_predict": n, "temperature": 0.0, "n_probs": 5, "ignore_eos": True,
-            "cache_prompt": False, "return_tokens": True}
-    req = urllib.request.Request(url + "/completion", data=json.dumps(body).encode(),
-                                 headers={"Content-Type": "application/json"})
-    with urllib.request.urlopen(req, timeout=120) as resp:
-        data = json.loads(resp.read())
-    probs = data["completion_probabilities"]
-    return [p["id"] for p in probs], [[(t["id"], t["logprob"]) for t in p["top_logprobs"]] for p in probs]
 
 
 @pytest.mark.engine

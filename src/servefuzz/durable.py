@@ -5,7 +5,8 @@ everywhere: `write_atomic` (a temp file in the same folder, fsynced, renamed int
 folder fsynced), `append_lines` (lines appended, then fsynced) and `unlink` (removed, and the
 removal made durable). A finding is written by `finding.write_finding`, which links its temp
 file into place so as never to replace another finding, and makes that durable with
-`fsync_dir`. They import nothing from servefuzz but its errors.
+`fsync_dir`. `sha256_of` reads a kept file back as its checksum (the one a download is held
+to, an engine's source or a real model's wheel). They import nothing from servefuzz but its errors.
 
 A full disk is the machine's state, not a bug of ours: a write that fails for want of space
 raises `DiskFullError` (one line naming the file and the space left, `Exit.DISK`), and leaves
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import hashlib
 import os
 import shutil
 from collections.abc import Iterable, Iterator
@@ -34,6 +36,7 @@ __all__ = [
     "disk_full",
     "reporting_full_disk",
     "is_disk_full",
+    "sha256_of",
 ]
 
 # No room: the filesystem is full, or the user's share of it (a quota) is.
@@ -179,3 +182,12 @@ def truncate_torn_tail(path: Path) -> int:
         f.flush()
         os.fsync(f.fileno())
     return size - keep
+
+
+def sha256_of(path: Path) -> str:
+    """The sha256 of `path`'s bytes, in hex, read a MiB at a time."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()

@@ -8,6 +8,8 @@ turns any `ServefuzzError` into one clear line and a non-zero exit, never a trac
 from __future__ import annotations
 
 import enum
+import importlib
+from types import ModuleType
 
 __all__ = [
     "Exit",
@@ -18,6 +20,7 @@ __all__ = [
     "LaunchError",
     "DiskFullError",
     "InstallError",
+    "extra_module",
 ]
 
 
@@ -88,3 +91,18 @@ class InstallError(ServefuzzError):
     wheel could not be downloaded (`servefuzz model fetch`: pip failed, or its sha256 differs)."""
 
     exit_code = Exit.INSTALL
+
+
+def extra_module(module: str, needed_for: str, extra: str = "models") -> ModuleType:
+    """`module` imported; where it is not installed, one line (a `UsageError`) saying that
+    `needed_for` needs it and which of servefuzz's optional extras brings it.
+
+        >>> extra_module("servefuzz_no_such_package", "building models")
+        Traceback (most recent call last):
+        servefuzz.errors.UsageError: building models needs the Python package 'servefuzz_no_such_package': pip install 'servefuzz[models]'
+    """
+    try:
+        return importlib.import_module(module)
+    except ImportError:
+        raise UsageError(f"{needed_for} needs the Python package {module.split('.')[0]!r}: "
+                         f"pip install 'servefuzz[{extra}]'") from None

@@ -7,13 +7,15 @@ servefuzz already records, the answers (`cached_tokens`, statuses, finish reason
 requests' adapters and cancellations) and each loaded run's `/metrics` counter deltas
 (`meta["metrics"]`, `trial.execute`), and says, per `engines.spec.Feature`, what happened and
 where each number came from. Which counter means what, and which server arg turns a mechanism
-on or off, is each engine's own knowledge (`EngineSpec.meters`, `switches`, `chunk_budget`;
+on or off, is each engine's own knowledge (`EngineSpec.meters`, `switches`, `chunk_flag`, `facts`;
 a profile's `features`): nothing here names an engine.
 
     >>> from servefuzz.history import RequestRecord, RunHistory, Status
     >>> from servefuzz.workload import RequestSpec, Scenario
+    >>> from servefuzz.engines.spec import ServerFacts
     >>> class Srv:
     ...     engine, server_args, env, profile, adapters, device = "reference", {"disable_radix_cache": False}, {}, None, (), ""
+    ...     facts = ServerFacts()
     >>> sc = Scenario(1, (RequestSpec("r01", 0.0, tuple(range(3, 103)), 8, "p0", 64),))
     >>> rec = RequestRecord("r01", 0, "load", Status.OK, 0.0, cached_tokens=0)
     >>> ex = observe(Srv(), sc, [RunHistory(0, "load", (rec,), meta={"metrics": {"sglang:prompt_tokens_total": 100}})])
@@ -31,7 +33,7 @@ from typing import Any, Protocol
 
 from servefuzz.anomaly import Anomaly, Oracle
 from servefuzz.engines.registry import spec_of
-from servefuzz.engines.spec import EngineSpec, Feature, Profile
+from servefuzz.engines.spec import EngineSpec, Feature, Profile, ServerFacts
 from servefuzz.history import RequestRecord, RunHistory, Status
 from servefuzz.workload import Scenario
 
@@ -61,6 +63,8 @@ class Server(Protocol):
     def adapters(self) -> tuple[str, ...]: ...
     @property
     def device(self) -> str: ...
+    @property
+    def facts(self) -> ServerFacts: ...
 
 
 @dataclass(frozen=True)
@@ -303,12 +307,11 @@ def settings_of(server: Server) -> tuple[Setting, ...]:
 
 
 def _budget(spec: EngineSpec, server: Server) -> int | None:
-    """The chunked-prefill step budget in tokens: the recorded server arg, else the profile's flag."""
-    key, flag = spec.chunk_budget
-    value = server.server_args.get(key) if key else None
-    if isinstance(value, int) and not isinstance(value, bool):
-        return value if value > 0 else None
-    profile = _profile(spec, server)
+    """The chunked-prefill step budget in tokens: the server's facts (its recorded server args as
+    its engine reads them), else the flag its profile launched it with (`EngineSpec.chunk_flag`)."""
+    if server.facts.chunk_budget is not None:
+        return server.facts.chunk_budget
+    flag, profile = spec.chunk_flag, _profile(spec, server)
     if flag and profile is not None and flag in profile.flags[:-1]:
         word = profile.flags[profile.flags.index(flag) + 1]
         return int(word) if word.isdigit() and int(word) > 0 else None

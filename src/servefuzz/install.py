@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import hashlib
 import os
 import shutil
 import subprocess
@@ -32,23 +31,15 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from servefuzz import engines
+from servefuzz import durable, engines
 from servefuzz.engines import llamacpp
 from servefuzz.errors import InstallError, UsageError
 from servefuzz.launcher import preset_version
 
-__all__ = ["INSTALLERS", "LOG", "Installer", "install", "sha256_of"]
+__all__ = ["INSTALLERS", "LOG", "Installer", "install"]
 
 Say = Callable[[str], None]
 LOG = "install.log"  # in the version's folder: every step's output, and the mark of an install begun here
-
-
-def sha256_of(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def install(spec: str, *, jobs: int = 2, say: Say | None = None) -> Path:
@@ -147,7 +138,7 @@ def _llama_server(version: str, folder: Path, jobs: int, say: Say) -> None:
     archives = sorted(work.glob("*.tar.gz"))
     if len(archives) != 1:
         raise InstallError(f"download: expected one sdist in {work}, found {len(archives)}")
-    got = sha256_of(archives[0])
+    got = durable.sha256_of(archives[0])
     if got != sha256:
         raise InstallError(f"{archives[0].name}: sha256 {got}, but servefuzz pins {sha256} for {version}")
     tree = _unpack_vendored(archives[0], work, version) if release is not None else _unpack(archives[0], work)

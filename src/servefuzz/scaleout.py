@@ -17,7 +17,6 @@ A worker's server writes its log beside the campaign (`<out>/workers/<name>/serv
 from __future__ import annotations
 
 import asyncio
-import importlib
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
@@ -25,7 +24,7 @@ from typing import Any
 
 from servefuzz.campaign import Worker, WorkerLost
 from servefuzz.confirm import ConfirmConfig, Confirmed, confirm_finding
-from servefuzz.errors import LaunchError, TargetError, UsageError
+from servefuzz.errors import LaunchError, TargetError, UsageError, extra_module
 from servefuzz.finding import Finding, TriageOutcome
 from servefuzz.launcher import Launch
 from servefuzz.oracles.judge import Judgement
@@ -45,10 +44,7 @@ LOCAL = "local"
 
 def _ray() -> Any:
     """The ray module, or one line saying how to get it."""
-    try:
-        return importlib.import_module("ray")
-    except ImportError:
-        raise UsageError("--ray needs Ray: pip install 'servefuzz[ray]'") from None
+    return extra_module("ray", "--ray", extra="ray")
 
 
 class ServerActor:

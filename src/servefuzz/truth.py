@@ -32,7 +32,6 @@ which is what llama-server (`n_probs`) and vLLM (`logprobs`) report.
 
 from __future__ import annotations
 
-import importlib
 import json
 import struct
 from collections.abc import Sequence
@@ -42,7 +41,7 @@ from typing import Any
 
 import numpy as np
 
-from servefuzz.errors import UsageError
+from servefuzz.errors import UsageError, extra_module
 
 __all__ = ["HFTruth", "LlamaTruth", "ModelSpec", "NUMPY_MAX_BYTES", "Position", "Truth", "ROPE_NORM", "ROPE_NEOX"]
 
@@ -205,7 +204,7 @@ class LlamaTruth(Truth):
 
     @classmethod
     def _load_gguf(cls, path: Path) -> LlamaTruth:
-        gguf = _gguf()
+        gguf = extra_module("gguf", "reading a GGUF")
         try:
             reader = gguf.GGUFReader(str(path))
         except (OSError, ValueError) as e:
@@ -335,7 +334,7 @@ class HFTruth(Truth):
     def load_folder(cls, folder: Path) -> HFTruth:
         if not (folder / "config.json").is_file():
             raise UsageError(f"{folder}: no config.json, not a Hugging Face model folder")
-        torch, transformers = _needs("torch"), _needs("transformers")
+        torch, transformers = (extra_module(m, "the exact truth of this model") for m in ("torch", "transformers"))
         transformers.utils.logging.set_verbosity_error()
         transformers.utils.logging.disable_progress_bar()
         try:
@@ -354,14 +353,6 @@ class HFTruth(Truth):
         with torch.no_grad():
             out = self.model(input_ids=torch.from_numpy(ids)[None, :], use_cache=False).logits[0]
         return np.asarray(out.to(torch.float64).numpy(), dtype=np.float64)
-
-
-def _needs(module: str) -> Any:
-    try:
-        return importlib.import_module(module)
-    except ImportError:
-        raise UsageError(f"the exact truth of this model needs the Python package {module!r}: "
-                         "pip install 'servefuzz[models]'") from None
 
 
 # -- pieces ----------------------------------------------------------------------------------------
@@ -401,13 +392,6 @@ def _rope(x: np.ndarray, cos: np.ndarray, sin: np.ndarray, style: str) -> np.nda
     else:
         raise UsageError(f"unknown rope style {style!r}")
     return out
-
-
-def _gguf() -> Any:
-    try:
-        return importlib.import_module("gguf")
-    except ImportError:
-        raise UsageError("reading a GGUF needs the Python package 'gguf': pip install 'servefuzz[models]'") from None
 
 
 def _field_value(field: Any) -> Any:
@@ -467,8 +451,9 @@ def _read_safetensors(path: Path) -> dict[str, np.ndarray]:
     return out
 
 
-# Hugging Face tensor names -> GGUF names, per layer and for the whole model (models.py writes
-# GGUF files with the same table).
+# Hugging Face tensor names -> llama.cpp's GGUF names, per layer and for the whole model: the one
+# table, by which models/llama.py writes its GGUF (and repro.py, which embeds these two assignments
+# before it) and realmodel converts a GGUF back.
 GGUF_LAYER_NAMES = {
     "input_layernorm": "attn_norm",
     "self_attn.q_proj": "attn_q",

@@ -14,7 +14,7 @@ from safetensors.numpy import load_file
 
 from servefuzz import models
 from servefuzz.cli import main as cli
-from servefuzz.errors import UsageError
+from servefuzz.errors import UsageError, extra_module
 from servefuzz.models import ADAPTERS, TINY, ModelPaths, build_models
 
 
@@ -215,5 +215,5 @@ def test_cli_bad_input_is_one_line_and_exit_2(tmp_path: Path, capsys: pytest.Cap
 
 
 def test_a_missing_extra_is_named_with_its_install_command() -> None:
-    with pytest.raises(UsageError, match=r"servefuzz\[models\]"):
-        models._extra("servefuzz_no_such_package")
+    with pytest.raises(UsageError, match=r"^building models needs .*: pip install 'servefuzz\[models\]'$"):
+        extra_module("servefuzz_no_such_package", "building models")

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import pytest
 
 from servefuzz.errors import UsageError
-from servefuzz.targets import available_engines, get_target_class, make_target
-from servefuzz.targets.base import TargetInfo, parse_prometheus
+from servefuzz.targets import available_engines, get_target_class, llamacpp, make_target, openai, sglang
+from servefuzz.targets.base import BadStatus, Exchange, TargetInfo, parse_prometheus
 from servefuzz.targets.openai import OpenAITarget
 from servefuzz.targets.sglang import ReferenceTarget, SGLangTarget
 
@@ -65,3 +68,24 @@ def test_prometheus_text_sums_label_sets_and_skips_comments() -> None:
         "weird": 3.0,
         "plain": 1000.0,
     }
+
+
+@pytest.mark.parametrize(
+    ("absorb", "kw", "answer"),
+    [
+        (llamacpp._absorb, {"position": 0}, {"index": 0, "tokens": [5], "content": "", "stop": True}),
+        (openai._absorb, {}, {"choices": [{"index": 0, "text": "", "finish_reason": "length"}]}),
+        (sglang._absorb, {"position": 0}, {"meta_info": {"finish_reason": {"type": "length"}}, "output_ids": [5]}),
+    ],
+    ids=["llamacpp", "openai", "sglang"],
+)
+def test_a_failure_reported_inside_a_200_answer_is_a_bad_status(
+    absorb: Callable[..., None], kw: dict[str, Any], answer: dict[str, Any]
+) -> None:
+    """llama.cpp, vLLM and SGLang report a failure once the status is sent as `{"error": ...}`:
+    every dialect reads it as the server's error (`base.in_band_error`), its message kept."""
+    for error in ({"message": "out of KV slots", "code": 500}, "out of KV slots"):
+        exchange = Exchange(clock=lambda: 0.0, http_status=200)
+        with pytest.raises(BadStatus, match=r"^HTTP 200: in-band error: out of KV slots$"):
+            absorb(exchange, {"error": error}, streamed=True, **kw)
+    absorb(Exchange(clock=lambda: 0.0, http_status=200), answer, streamed=False, **kw)  # the control: no error, no raise

@@ -110,7 +110,7 @@ SPEC = EngineSpec(
     presets=(PRESET,),
     meters=METERS,
     switches=SWITCHES,
-    chunk_budget=("chunked_prefill_size", "--chunked-prefill-size"),
+    chunk_flag="--chunked-prefill-size",
     # Its /server_info speaks SGLang's names (page_size, chunked_prefill_size, disable_radix_cache).
     facts=sglang_facts,
 )

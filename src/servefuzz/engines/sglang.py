@@ -401,7 +401,7 @@ SPEC = EngineSpec(
     bug_form=BUG_FORM,
     meters=METERS,
     switches=SWITCHES,
-    chunk_budget=("chunked_prefill_size", "--chunked-prefill-size"),
+    chunk_flag="--chunked-prefill-size",
     facts=facts,
     metrics_flag="--enable-metrics",
 )

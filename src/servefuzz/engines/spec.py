@@ -534,8 +534,9 @@ class EngineSpec:
 
     What a campaign reads to say what the engine did (`servefuzz.exercise`): `meters`, its
     `/metrics` counters and what each counts (`Meter`); `switches`, the recorded server args that
-    turn a mechanism on or off (`Switch`); `chunk_budget`, the server arg and the launch flag that
-    hold its chunked-prefill step budget in tokens; `metrics_flag`, what makes it serve `/metrics`
+    turn a mechanism on or off (`Switch`); `chunk_flag`, the launch flag that sets its
+    chunked-prefill step budget in tokens (read from a profile's flags where the server's facts
+    hold no budget); `metrics_flag`, what makes it serve `/metrics`
     at all ("" where it always does).
 
     `facts`: its recorded server arguments, normalized (`ServerFacts`), by its own names.
@@ -560,7 +561,7 @@ class EngineSpec:
     version_name: Callable[[str], str] = _as_named
     meters: tuple[Meter, ...] = ()
     switches: tuple[Switch, ...] = ()
-    chunk_budget: tuple[str, str] = ("", "")
+    chunk_flag: str = ""
     metrics_flag: str = ""
     facts: Callable[[Mapping[str, object]], ServerFacts] = no_facts
 

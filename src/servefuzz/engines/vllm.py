@@ -375,6 +375,6 @@ SPEC = EngineSpec(
     meters=METERS,
     switches=SWITCHES,
     # Not among cache_config_info's labels: known when a profile sets it.
-    chunk_budget=("max_num_batched_tokens", "--max-num-batched-tokens"),
+    chunk_flag="--max-num-batched-tokens",
     facts=facts,
 )

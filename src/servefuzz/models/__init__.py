@@ -38,7 +38,6 @@ imported only when used.
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -47,7 +46,7 @@ from typing import Any
 
 import numpy as np
 
-from servefuzz.errors import UsageError
+from servefuzz.errors import UsageError, extra_module
 from servefuzz.models import deepseek_v3, gemma3, gguf_convert, gpt_oss, llama, nemotron_h, qwen3_moe, qwen3_next
 from servefuzz.models.files import HF_SPECIALS, hf_tokens, made_up_words, random_weights, write_hf_folder
 from servefuzz.models.llama import ADAPTERS, TINY, ModelShape
@@ -236,16 +235,6 @@ def _sentences(rng: np.random.Generator, words: Sequence[str], count: int) -> It
         yield sentence[0].upper() + sentence[1:] + (". " if rng.random() < 0.8 else "? ")
 
 
-def _extra(module: str) -> ModuleType:
-    try:
-        return importlib.import_module(module)
-    except ImportError:
-        raise UsageError(
-            f"building models needs the Python package {module.split('.')[0]!r}: "
-            "pip install 'servefuzz[models]'"
-        ) from None
-
-
 def hf_tokenizer_json(seed: int = 0) -> str:
     """The text of the tokenizer.json `build_models` writes for `seed` (trained here, about a
     second). repro.py carries it as data: it is the one part of the Hugging Face folder that
@@ -254,7 +243,7 @@ def hf_tokenizer_json(seed: int = 0) -> str:
 
 
 def _train_tokenizer(rng: np.random.Generator) -> Any:
-    tk = _extra("tokenizers")
+    tk = extra_module("tokenizers", "building models")
     tokenizer = tk.Tokenizer(tk.models.BPE())
     tokenizer.pre_tokenizer = tk.pre_tokenizers.ByteLevel(add_prefix_space=False)
     tokenizer.decoder = tk.decoders.ByteLevel()

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .parts import FFN, HEAD_DIM, HEADS, HIDDEN, KV_HEADS, RMS_EPS, WINDOW, Shapes, attention, ends, mlp, shared_config
+from .parts import FFN, HEAD_DIM, HIDDEN, RMS_EPS, WINDOW, Shapes, attention, attention_config, ends, mlp, shared_config
 
 NAME = "gemma3"
 LAYERS = 6
@@ -25,8 +25,8 @@ EMBED_STD = 1.0 / HIDDEN ** 0.5
 def config(vocab: int, ids: dict[str, int], dtype: str) -> dict[str, Any]:
     return {
         "architectures": ["Gemma3ForCausalLM"], "model_type": "gemma3_text", **shared_config(ids, dtype, vocab),
-        "intermediate_size": FFN, "num_hidden_layers": LAYERS, "num_attention_heads": HEADS,
-        "num_key_value_heads": KV_HEADS, "head_dim": HEAD_DIM, "hidden_activation": "gelu_pytorch_tanh",
+        "intermediate_size": FFN, "num_hidden_layers": LAYERS, **attention_config(),
+        "hidden_activation": "gelu_pytorch_tanh",
         "rms_norm_eps": RMS_EPS, "rope_theta": 1000000.0, "rope_local_base_freq": 10000.0,
         "query_pre_attn_scalar": HEAD_DIM, "sliding_window": WINDOW, "sliding_window_pattern": PATTERN,
         "layer_types": LAYER_TYPES, "attention_bias": False, "final_logit_softcapping": None,

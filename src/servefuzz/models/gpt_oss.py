@@ -10,14 +10,13 @@ from .parts import (
     EXPERT_FFN,
     EXPERTS,
     EXPERTS_PER_TOKEN,
-    HEAD_DIM,
     HEADS,
     HIDDEN,
-    KV_HEADS,
     RMS_EPS,
     WINDOW,
     Shapes,
     attention,
+    attention_config,
     ends,
     shared_config,
 )
@@ -30,8 +29,8 @@ LAYER_TYPES = ["sliding_attention" if i % 2 == 0 else "full_attention" for i in 
 def config(vocab: int, ids: dict[str, int], dtype: str) -> dict[str, Any]:
     return {
         "architectures": ["GptOssForCausalLM"], "model_type": "gpt_oss", **shared_config(ids, dtype, vocab),
-        "intermediate_size": EXPERT_FFN, "num_hidden_layers": LAYERS, "num_attention_heads": HEADS,
-        "num_key_value_heads": KV_HEADS, "head_dim": HEAD_DIM, "hidden_act": "silu", "rms_norm_eps": RMS_EPS,
+        "intermediate_size": EXPERT_FFN, "num_hidden_layers": LAYERS, **attention_config(),
+        "hidden_act": "silu", "rms_norm_eps": RMS_EPS,
         "attention_bias": True, "num_local_experts": EXPERTS, "num_experts_per_tok": EXPERTS_PER_TOKEN,
         "experts_per_token": EXPERTS_PER_TOKEN, "router_aux_loss_coef": 0.9, "output_router_logits": False,
         "sliding_window": WINDOW, "layer_types": LAYER_TYPES, "swiglu_limit": 7.0, "rope_theta": 150000.0,

@@ -4,8 +4,8 @@ vocabulary of its own) rather than through llama.cpp's converter.
 
 `write_model` writes it in the layout `servefuzz.models.build_models` uses (`DIR/tiny.gguf`,
 `DIR/hf-<dtype>/`, `DIR/lora/`); every repro.py embeds this module's source verbatim, after
-`models.files`'s, so it imports nothing but that module (whose import line the embedding drops),
-the standard library and numpy. The one thing it cannot make is the Hugging Face tokenizer, which
+`models.files`'s and `truth`'s tensor-name tables, so it imports nothing but those (whose import
+lines the embedding drops), the standard library and numpy. The one thing it cannot make is the Hugging Face tokenizer, which
 servefuzz trains with the `tokenizers` package: the caller hands its `tokenizer.json` in (repro.py
 carries it, compressed, as data), and the weights' quiet rows are read from it.
 """
@@ -21,6 +21,7 @@ try:
 except ImportError:  # as in `files`: only writing a model needs numpy
     np = None  # type: ignore[assignment]
 
+from ..truth import GGUF_LAYER_NAMES, GGUF_MODEL_NAMES
 from .files import (
     ARR,
     BOOL,
@@ -70,13 +71,6 @@ LORA_ALPHA = 16.0  # PEFT scales B @ A by alpha / rank: 2 here
 LORA_TARGETS = ("q_proj", "v_proj")  # PEFT's default for llama
 GGUF_VOCAB = 1024
 GGUF_NAME, DRAFT_NAME = "servefuzz-tiny", "servefuzz-tiny-draft"
-# truth.py's own copy of these names is held equal to this one by tests/models/test_llama.py.
-GGUF_LAYER_NAMES = {
-    "input_layernorm": "attn_norm", "self_attn.q_proj": "attn_q", "self_attn.k_proj": "attn_k",
-    "self_attn.v_proj": "attn_v", "self_attn.o_proj": "attn_output", "post_attention_layernorm": "ffn_norm",
-    "mlp.gate_proj": "ffn_gate", "mlp.up_proj": "ffn_up", "mlp.down_proj": "ffn_down",
-}
-GGUF_MODEL_NAMES = {"model.embed_tokens": "token_embd", "model.norm": "output_norm", "lm_head": "output"}
 
 
 def write_model(out_dir: Path, fmt: str, *, seed: int = 0, dtype: str = "float32", adapters: bool = True,

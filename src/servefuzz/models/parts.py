@@ -38,6 +38,11 @@ def shared_config(ids: dict[str, int], dtype: str, vocab: int) -> dict[str, Any]
     }
 
 
+def attention_config() -> dict[str, Any]:
+    """The config keys of `attention`'s grouped-query heads, as every architecture's config names them."""
+    return {"num_attention_heads": HEADS, "num_key_value_heads": KV_HEADS, "head_dim": HEAD_DIM}
+
+
 def attention(t: Shapes, p: str, *, bias: bool = False, qk_norm: bool = False, q_gate: bool = False) -> None:
     """Grouped-query attention `p`q/k/v/o_proj (q doubled when a gate rides on it: Qwen3-Next)."""
     q = HEADS * HEAD_DIM * (2 if q_gate else 1)

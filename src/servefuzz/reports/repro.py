@@ -33,7 +33,7 @@ import zlib
 from importlib import resources
 from typing import Any
 
-from servefuzz import stats, terms
+from servefuzz import stats, terms, truth
 from servefuzz.anomaly import Verdict
 from servefuzz.engines.registry import spec_of
 from servefuzz.errors import UsageError
@@ -49,6 +49,8 @@ from servefuzz.targets.base import HttpTarget, ReproDialect
 __all__ = ["replay_plan", "repro_script"]
 
 _LINE = 96  # characters of JSON per line of the embedded literal
+# What repro.py's model writer takes of `truth`: the names llama.cpp gives a llama's tensors.
+_TRUTH_TABLES = ("GGUF_LAYER_NAMES", "GGUF_MODEL_NAMES")
 
 
 def replay_plan(finding: Finding) -> dict[str, Any]:
@@ -148,17 +150,24 @@ def model_files(finding: Finding) -> dict[str, Any] | None:
 
 
 def model_source() -> str:
-    """`models/files.py` then `models/llama.py` as repro.py embeds them: verbatim but for their
-    `__future__` imports (which must open a file, and the script's own has) and llama's import
-    of `files` (whose names the first part has already defined)."""
+    """`models/files.py`, the tensor-name tables of `truth.py` (its two assignments alone) and
+    `models/llama.py` as repro.py embeds them: verbatim but for their `__future__` imports (which
+    must open a file, and the script's own has) and llama's imports of `files` and `truth` (whose
+    names the first two parts have already defined)."""
     parts = []
-    for module in (model_formats, llama_model):
+    for module in (model_formats, truth, llama_model):
         text = inspect.getsource(module)
+        lines = text.splitlines(keepends=True)
+        tree = ast.parse(text).body
+        if module is truth:
+            tables = [node for node in tree if isinstance(node, ast.Assign)
+                      and any(isinstance(t, ast.Name) and t.id in _TRUTH_TABLES for t in node.targets)]
+            parts.append("".join("".join(lines[node.lineno - 1:node.end_lineno]) for node in tables) + "\n\n")
+            continue
         drop: set[int] = set()
-        for node in ast.parse(text).body:
+        for node in tree:
             if isinstance(node, ast.ImportFrom) and (node.level or node.module == "__future__"):
                 drop.update(range(node.lineno, (node.end_lineno or node.lineno) + 1))
-        lines = text.splitlines(keepends=True)
         parts.append("".join(line for n, line in enumerate(lines, 1) if n not in drop))
     return "".join(parts)
 

@@ -75,6 +75,7 @@ __all__ = [
     "available_engines",
     "describe_error",
     "get_target_class",
+    "in_band_error",
     "make_target",
     "parse_json",
     "parse_prometheus",
@@ -175,6 +176,15 @@ class BadStatus(Exception):
         self.status = status
         self.excerpt = one_line(body)[:_EXCERPT_CHARS]
         super().__init__(f"HTTP {status}: {self.excerpt}" if self.excerpt else f"HTTP {status}")
+
+
+def in_band_error(exchange: Exchange, item: Any) -> None:
+    """Raise the failure a server reported inside a 200 answer or stream (`{"error": ...}`: how
+    llama.cpp, vLLM and SGLang report one once the status is sent) as the `BadStatus` it is."""
+    if "error" in item:
+        err = item["error"]
+        message = err.get("message", err) if isinstance(err, Mapping) else err
+        raise BadStatus(exchange.http_status or 200, f"in-band error: {message}")
 
 
 class BadReply(Exception):

@@ -60,6 +60,7 @@ from servefuzz.targets.base import (
     HttpTarget,
     ReproDialect,
     TargetInfo,
+    in_band_error,
     parse_json,
     read_error,
     register,
@@ -291,10 +292,7 @@ def _absorb(
     """Fold one completion (or one stream chunk) into the exchange; a stream's withheld byte
     tokens go to `withheld` (placeholders in the draft until `_recover` fills them)."""
     with reply_shape("/completion"):
-        if "error" in item:  # llama.cpp reports a failure inside a 200 stream this way
-            err = item["error"]
-            message = err.get("message", err) if isinstance(err, Mapping) else err
-            raise BadStatus(exchange.http_status or 200, f"in-band error: {message}")
+        in_band_error(exchange, item)
         index = int(item.get("index", position))
         draft = exchange.choice(index)
         ids = [int(t) for t in item.get("tokens") or ()]

@@ -31,6 +31,7 @@ from servefuzz.targets.base import (
     HttpTarget,
     ReproDialect,
     TargetInfo,
+    in_band_error,
     parse_json,
     read_error,
     register,
@@ -148,10 +149,7 @@ class OpenAITarget(HttpTarget):
 def _absorb(exchange: Exchange, data: Any, *, streamed: bool) -> None:
     """Fold a completion (or one stream chunk: deltas, then a usage-only chunk) into the exchange."""
     with reply_shape("/v1/completions"):
-        if "error" in data:  # vLLM reports a failure inside a 200 stream this way
-            err = data["error"]
-            message = err.get("message", err) if isinstance(err, Mapping) else err
-            raise BadStatus(exchange.http_status or 200, f"in-band error: {message}")
+        in_band_error(exchange, data)
         for c in data.get("choices") or ():
             draft = exchange.choice(int(c["index"]))
             lp = c.get("logprobs") or {}

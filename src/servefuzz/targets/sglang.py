@@ -38,6 +38,7 @@ from servefuzz.targets.base import (
     HttpTarget,
     ReproDialect,
     TargetInfo,
+    in_band_error,
     read_error,
     register,
     reply_shape,
@@ -175,10 +176,7 @@ def choice_regex(choices: Sequence[str]) -> str:
 def _absorb(exchange: Exchange, item: Any, *, position: int, streamed: bool) -> None:
     """Fold one choice's answer (or stream chunk) into the exchange."""
     with reply_shape("/generate"):
-        if "error" in item:  # SGLang reports a failure inside a 200 stream this way
-            err = item["error"]
-            message = err.get("message", err) if isinstance(err, Mapping) else err
-            raise BadStatus(exchange.http_status or 200, f"in-band error: {message}")
+        in_band_error(exchange, item)
         meta = item["meta_info"]
         reason = meta.get("finish_reason")
         if isinstance(reason, Mapping) and reason.get("type") == "abort":
