@@ -177,33 +177,52 @@ def test_prefill_abort_cuts_a_recurrent_prefill_between_steps_and_the_retry_reus
         return dataclasses.replace(full, requests=tuple(dataclasses.replace(s, cancel_after_ms=None) for s in full.requests))
 
     with _serving("qwen3-next", tmp_path, ["-b", str(step), "-ub", str(step)]) as (server, folder):
-        scenario, history, _ = _run(server.base_url, folder, aimed, chunked_prefill_size=step)
+        # Where the cut lands depends on the clock: on a loaded machine the slot may not have
+        # started when the cut comes (the cut is then noticed at the first progress chunk, before
+        # any step, and nothing is kept). Up to three tries; a finished prefill never qualifies.
+        tries = []
+        for _ in range(3):
+            scenario, history, _ = _run(server.base_url, folder, aimed, chunked_prefill_size=step)
+            (victim,) = [s for s in scenario.requests if s.cancel_after_ms is not None]
+            (retry,) = [s for s in scenario.requests if s.prompt_ids == victim.prompt_ids and s is not victim]
+            records = _records(history)
+            assert records[victim.id].status.value == "cancelled"
+            tries.append(records[retry.id].cached_tokens)
+            # The retry found the state the cut prefill left: some tokens, short of both
+            # checkpoints a finished prefill leaves (one step and 4 tokens before its end).
+            if tries[-1] and 0 < tries[-1] < len(retry.prompt_ids) - step:
+                break
+        else:
+            pytest.fail(f"no retry reused a cut prefill's state: {tries}")
         _, quiet, _ = _run(server.base_url, folder, uncut, chunked_prefill_size=step)
-    (victim,) = [s for s in scenario.requests if s.cancel_after_ms is not None]
-    (retry,) = [s for s in scenario.requests if s.prompt_ids == victim.prompt_ids and s is not victim]
     assert victim.stream and len(victim.prompt_ids) > 4 * step
-    records, calm = _records(history), _records(quiet)
-    assert records[victim.id].status.value == "cancelled"
-    reused = records[retry.id].cached_tokens
-    # The retry found the state the cut prefill left: some tokens, short of both checkpoints a
-    # finished prefill leaves (one step and 4 tokens before its end).
-    assert reused is not None and 0 < reused < len(retry.prompt_ids) - step, reused
     # Uncut, the retry hits the finished prompt's own checkpoint, 4 tokens before its end.
+    calm = _records(quiet)
     assert calm[retry.id].cached_tokens == len(retry.prompt_ids) - CHECKPOINT_BACK, calm[retry.id].cached_tokens
 
 
 def test_expert_batch_decodes_a_probe_while_its_batch_grows_and_shrinks(tmp_path: Path) -> None:
+    def aimed(shape: TargetShape) -> Scenario:
+        return ExpertBatch().generate(random.Random(2), shape, seed=2)
+
+    def alone(shape: TargetShape) -> Scenario:
+        return dataclasses.replace(aimed(shape), requests=aimed(shape).requests[:1])
+
     with _serving("qwen3-moe", tmp_path) as (server, folder):
-        busy = _busy_slots_while(server.base_url, folder, lambda shape: ExpertBatch().generate(random.Random(2), shape, seed=2))
-
-        def alone(shape: TargetShape) -> Scenario:
-            full = ExpertBatch().generate(random.Random(2), shape, seed=2)
-            return dataclasses.replace(full, requests=full.requests[:1])
-
+        # The newcomers' waves meet the probe's decode as the clock has it: up to three tries.
+        tries = []
+        for _ in range(3):
+            tries.append(_busy_slots_while(server.base_url, folder, aimed))
+            if len(set(tries[-1])) >= 3:
+                break
+        else:
+            pytest.fail(f"the probe's batch took fewer than three sizes: {[sorted(set(t)) for t in tries]}")
         calm = _busy_slots_while(server.base_url, folder, alone)
-    # The probe's decode steps ran in batches of several sizes, up to several rows.
-    assert len(set(busy)) >= 3 and max(busy) >= 3, busy
-    assert set(calm) == {1}, calm  # alone, one row throughout
+    # The probe's decode steps ran in batches of several sizes.
+    assert max(tries[-1]) >= 3
+    # Control: the probe alone runs in a batch of one row throughout (the poll may also miss
+    # it, short as it is alone: the check must stay quiet either way).
+    assert set(calm) <= {1}, calm
 
 
 def _busy_slots_while(url: str, folder: Path, make: Callable[[TargetShape], Scenario]) -> list[int]:
