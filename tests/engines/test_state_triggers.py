@@ -28,13 +28,22 @@ import pytest
 
 from servefuzz import engines
 from servefuzz.campaign.choose import shape_of
-from servefuzz.coverage import points
+from servefuzz.coverage import points, window_bucket
 from servefuzz.engines import llamacpp as llamacpp_engine
 from servefuzz.history import RequestRecord, RunHistory
 from servefuzz.launcher import ServerProcess
 from servefuzz.model_facts import read_model_facts
 from servefuzz.runner import RunConfig, Runner
-from servefuzz.strategies import Draft, ExpertBatch, PrefillAbort, StateRestore, TargetShape, WindowPrefix, offered
+from servefuzz.strategies import (
+    Draft,
+    ExpertBatch,
+    PrefillAbort,
+    StateRestore,
+    TargetShape,
+    WindowEdge,
+    WindowPrefix,
+    offered,
+)
 from servefuzz.targets import make_target
 from servefuzz.terms import common_prefix
 from servefuzz.workload import RequestSpec, Scenario
@@ -100,9 +109,10 @@ def _records(history: RunHistory) -> dict[str, RequestRecord]:
     return {r.request_id: r for r in history.records}
 
 
+@pytest.mark.parametrize("arch", ["qwen3-next", "nemotron-h"])  # gated delta net, Mamba2
 def test_state_restore_hits_a_recurrent_state_at_the_cached_length_and_a_shorter_share_recomputes(
-        tmp_path: Path) -> None:
-    with _serving("qwen3-next", tmp_path) as (server, folder):
+        arch: str, tmp_path: Path) -> None:
+    with _serving(arch, tmp_path) as (server, folder):
         def aimed(shape: TargetShape) -> Scenario:
             assert [s.name for s in offered([StateRestore()], shape)] == ["state-restore"]
             return StateRestore().generate(random.Random(3), shape, seed=3)
@@ -117,7 +127,7 @@ def test_state_restore_hits_a_recurrent_state_at_the_cached_length_and_a_shorter
             return d.scenario("control")
 
         _, quiet, _ = _run(server.base_url, folder, control)
-    assert shape.model.recurrent and shape.model.state_chunk == 64
+    assert shape.model.recurrent and shape.model.state_chunk == {"qwen3-next": 64, "nemotron-h": 32}[arch]
     records = _records(history)
     where = points(scenario, shape, [history])
     restored = {}
@@ -162,6 +172,27 @@ def test_window_prefix_reuses_a_cached_prefix_longer_than_the_window_and_not_one
     # At least one hit of the whole cached prompt was served from the cache beyond the window.
     assert any(c is not None and c > w for c in hits), hits
     assert _records(quiet)["r02"].cached_tokens == 0  # a window stale: recomputed, not reused
+
+
+def test_window_edge_sends_prompts_on_the_window_and_crosses_it_while_decoding(tmp_path: Path) -> None:
+    with _serving("gemma3", tmp_path) as (server, folder):
+        scenario, history, shape = _run(server.base_url, folder,
+                                        lambda shape: WindowEdge().generate(random.Random(1), shape, seed=1))
+    w = shape.model.window
+    assert w is not None
+    records = _records(history)
+    seen = set()
+    for spec in scenario.requests:
+        rec = records[spec.id]
+        assert rec.ok and rec.prompt_tokens is not None, rec
+        made = len(rec.choices[0].token_ids)
+        # The engine's own counts: the prompt it evaluated and the tokens it wrote.
+        seen.add(window_bucket(rec.prompt_tokens, made, w))
+        if made == spec.max_tokens and rec.prompt_tokens // w < (rec.prompt_tokens + made - 1) // w:
+            seen.add("crossed")
+    assert {"edge", "crossing", "crossed"} <= seen, seen
+    # Control: the same prompts with one token each cross nothing while decoding.
+    assert not any(window_bucket(records[s.id].prompt_tokens or 0, 1, w) == "crossing" for s in scenario.requests)
 
 
 def test_prefill_abort_cuts_a_recurrent_prefill_between_steps_and_the_retry_reuses_the_state_at_the_cut(
