@@ -153,7 +153,9 @@ def test_state_restore_hits_each_cached_prompt_exactly_all_but_its_last_token_an
             shared = common_prefix(r.prompt_ids, p.prompt_ids)
             if r.offset_ms > 100 and shared >= p.prompt_len - 1:
                 kinds.append("all-but-last" if shared < p.prompt_len else "extend" if r.prompt_len > p.prompt_len else "again")
-        assert sorted(kinds) == (["again", "all-but-last", "extend"] if p.prompt_len > 1 else ["again", "extend"])
+        # The three hits, and a straggler that extends it again 1.2-2 s in (a slow engine's trigger).
+        assert sorted(kinds) == (["again", "all-but-last", "extend", "extend"] if p.prompt_len > 1 else ["again", "extend", "extend"])
+        assert any(r.offset_ms >= 1200 and common_prefix(r.prompt_ids, p.prompt_ids) == p.prompt_len for r in s.requests)
     buckets = reuse_buckets(s, None)
     assert {"exact", "whole-but-last"} <= set(buckets.values())
     # Lengths are aimed at the state chunk (32 here) and its neighbours more often than not.

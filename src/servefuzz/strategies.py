@@ -717,6 +717,10 @@ class LoraAlternation:
 # under 0.1 s; the reference engine: about as long) before a hit 150-250 ms later: the hit reads
 # it cached, not in flight.
 _CACHED_BY_MS = (150.0, 250.0)
+# A loaded engine is ten times slower (two shared cores at a load average of 18: that 300-token
+# prompt took 1.8 s, and a 40-request campaign's hits found nothing cached): one more hit per
+# cached prompt this late, so the trigger happens there too, alone in its batch.
+_STRAGGLER_MS = (1200.0, 2000.0)
 
 
 def _window(shape: TargetShape) -> int:
@@ -761,7 +765,8 @@ class WindowPrefix:
     own; then, in one burst, requests extend it by a few tokens (a hit of L: the windowed layers
     must see exactly the last window of it), one shares only a part that ends more than a window
     before L (the window the engine kept ends elsewhere: it must recompute or restore, never
-    reuse), and one shares exactly a window."""
+    reuse), and one shares exactly a window; a straggler extends it again 1.2-2 s in, for an
+    engine too slow to have cached it by then."""
 
     name: str = "window-prefix"
     needs_window: ClassVar[bool] = True
@@ -780,6 +785,7 @@ class WindowPrefix:
         if stale > 0:
             d.add(at + rng.uniform(0, 2), stale + rng.randint(1, w), rng.randint(8, 24), prefix="p0", prefix_len=stale)
         d.add(at + rng.uniform(0, 2), w + rng.randint(1, w), rng.randint(8, 24), prefix="p0", prefix_len=w)
+        d.add(rng.uniform(*_STRAGGLER_MS), cached + rng.randint(1, w), rng.randint(8, 24), prefix="p0", prefix_len=cached)
         return d.scenario(self.name, window=w, aims=[cached])
 
 
@@ -792,7 +798,8 @@ class StateRestore:
     only a checkpoint or a recompute has it), and the same prompt again (a full hit, its last
     token computed anew). One hit of each prompt goes in one burst behind a blocker (two restores
     in one batch); the others follow one at a time, later (an engine that keeps one state per
-    slot, as llama-server, restores for one request of a prompt at a time)."""
+    slot, as llama-server, restores for one request of a prompt at a time); a straggler extends
+    each 1.2-2 s in, for an engine too slow to have cached them by then."""
 
     name: str = "state-restore"
     needs_state: ClassVar[bool] = True
@@ -819,6 +826,8 @@ class StateRestore:
                     d.add(when, n, max_tokens, prefix=p, prefix_len=n - 1)
                 else:
                     d.add(when, 0, max_tokens, prefix=p, prefix_len=n, prompt_ids=primer.prompt_ids)
+        for i, n in enumerate(lengths):
+            d.add(rng.uniform(*_STRAGGLER_MS) + i * 100, n + rng.randint(1, c), rng.randint(8, 24), prefix=f"p{i}", prefix_len=n)
         return d.scenario(self.name, state_chunk=c, aims=lengths)
 
 
