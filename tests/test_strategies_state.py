@@ -5,26 +5,33 @@ tests/engines/test_state_triggers.py."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import random
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from servefuzz.campaign import CampaignConfig, run_campaign
 from servefuzz.campaign.choose import shape_of
 from servefuzz.coverage import FeatureSpace, points, reuse_buckets, state_bucket, window_bucket
+from servefuzz.errors import UsageError
 from servefuzz.model_facts import GDN_CHUNK, ModelFacts, facts_from_config, read_model_facts
 from servefuzz.models import deepseek_v3, gemma3, gpt_oss, nemotron_h, qwen3_moe, qwen3_next
 from servefuzz.models.llama import TINY, llama_config
+from servefuzz.runner import Runner
 from servefuzz.server_facts import TargetInfo
 from servefuzz.strategies import (
     DEFAULT_MIX,
     STRATEGIES,
     ExpertBatch,
     PrefillAbort,
+    RandomLoad,
     StateRestore,
+    Strategy,
     TargetShape,
     WindowEdge,
     WindowPrefix,
@@ -33,6 +40,7 @@ from servefuzz.strategies import (
     offered,
     shape_aims,
 )
+from servefuzz.targets import make_target
 from servefuzz.terms import common_prefix
 
 IDS = {"<s>": 1, "</s>": 2, "<pad>": 0}
@@ -215,3 +223,23 @@ def test_points_measure_the_state_strategies_aims() -> None:
     assert {p["window"] for p in points(w, WINDOWED).values()} >= {"edge", "crossing"}
     # Control: the same scenario on a dense model has none of these dimensions.
     assert not any({"window", "state", "reuse"} & set(p) for p in points(w, TargetShape()).values())
+
+
+@pytest.mark.timeout(120)
+def test_a_campaign_on_a_model_without_the_trait_leaves_the_strategy_out_and_says_so_once(
+        tmp_path: Path, reference_server: Callable[..., str]) -> None:
+    async def go(out: Path, strategies: list[Strategy]) -> None:
+        async with Runner(make_target("reference", reference_server())) as runner:
+            await run_campaign(runner, strategies, CampaignConfig(out, seed=0, request_budget=1))
+
+    asyncio.run(go(tmp_path / "mixed", [WindowEdge(), StateRestore(), RandomLoad()]))
+    config = json.loads((tmp_path / "mixed" / "config.json").read_text())
+    assert config["strategies"] == ["random"]
+    assert config["left_out"] == {"window-edge": "needs a sliding window: the served model has none known",
+                                  "state-restore": "needs a recurrent state: the served model has none known"}
+    # Control: nothing left out, nothing said; and a campaign of nothing but such strategies
+    # is refused in one line.
+    asyncio.run(go(tmp_path / "plain", [RandomLoad()]))
+    assert "left_out" not in json.loads((tmp_path / "plain" / "config.json").read_text())
+    with pytest.raises(UsageError, match="a model with a sliding window"):
+        asyncio.run(go(tmp_path / "none", [WindowEdge()]))
