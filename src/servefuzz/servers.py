@@ -82,8 +82,9 @@ async def open_target(
 
 def _say_launch(runner: Runner, launch: Launch | None) -> None:
     """The server cannot say which feature profile it was launched under, what device its preset
-    computes on, that servefuzz put stand-ins on its path, or where the model it serves came from
-    (a fetched model's provenance): servefuzz says these in the runner's target info, so a campaign's
+    computes on, that servefuzz put stand-ins on its path, where the model it serves came from
+    (a fetched model's provenance), or what state that model's architecture keeps (its window,
+    recurrent state, experts: `model_facts`): servefuzz says these in the runner's target info, so a campaign's
     config.json, its findings and a shrunk finding record them (and replay rebuilds the profile
     by name)."""
     if launch is None or runner.info is None:
