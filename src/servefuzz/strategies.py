@@ -775,7 +775,7 @@ class WindowPrefix:
         w = _window(shape)
         d = Draft(seed, shape)
         cached = w * rng.randint(2, 4) + rng.choice([-1, 0, 1, rng.randint(2, max(2, w - 1))])
-        d.add(0, cached, rng.randint(2, 8), prefix="p0", prefix_len=cached)  # the whole prompt is the prefix
+        cached = d.add(0, cached, rng.randint(2, 8), prefix="p0", prefix_len=cached).prompt_len  # all of it the prefix
         t = rng.uniform(*_CACHED_BY_MS)
         d.blocker(t)
         at = t + rng.uniform(6, 10)
@@ -810,6 +810,7 @@ class StateRestore:
         lengths = [rng.choice([*boundary_lengths(c, [1, 2, 3, 4]), rng.randint(c, 6 * c)]) for _ in range(2)]
         primers = [d.add(i * rng.uniform(0.3, 1.0), n, rng.randint(2, 8), prefix=f"p{i}", prefix_len=n)
                    for i, n in enumerate(lengths)]
+        lengths = [p.prompt_len for p in primers]  # as the target can hold them
         t = rng.uniform(*_CACHED_BY_MS)
         d.blocker(t)
         at, later = t + rng.uniform(6, 10), t + rng.uniform(300, 400)
@@ -824,8 +825,9 @@ class StateRestore:
                     d.add(when, n + rng.randint(1, c), max_tokens, prefix=p, prefix_len=n)
                 elif kind == "all-but-last":
                     d.add(when, n, max_tokens, prefix=p, prefix_len=n - 1)
-                else:
-                    d.add(when, 0, max_tokens, prefix=p, prefix_len=n, prompt_ids=primer.prompt_ids)
+                else:  # the very prompt: only its output must fit beside it
+                    d.add(when, 0, max(1, min(max_tokens, shape.pool_tokens - n)), prefix=p, prefix_len=n,
+                          prompt_ids=primer.prompt_ids)
         for i, n in enumerate(lengths):
             d.add(rng.uniform(*_STRAGGLER_MS) + i * 100, n + rng.randint(1, c), rng.randint(8, 24), prefix=f"p{i}", prefix_len=n)
         return d.scenario(self.name, state_chunk=c, aims=lengths)
@@ -851,14 +853,15 @@ class PrefillAbort:
         d.add(0, min(room, rng.randint(chunk, 2 * chunk)), rng.randint(4, 16))  # shares the step budget
         # Three to six steps of the budget: a cut 5-120 ms in lands between two of them on an
         # engine of any speed here (a step of 64 tokens took 45 ms on an idle core, 400 ms loaded).
-        shared = min(room - 64, chunk * rng.randint(3, 6) + rng.choice([-1, 0, 1, rng.randint(2, 63)]))
+        shared = max(1, min(room - 64, chunk * rng.randint(3, 6) + rng.choice([-1, 0, 1, rng.randint(2, 63)])))
         last = 0.0
         for _ in range(rng.randint(1, 2)):
             at, cut = rng.uniform(1, 3), rng.uniform(5, 120)
             victim = d.add(at, shared + rng.randint(1, 64), rng.randint(16, 64), prefix="p0", prefix_len=shared,
                            stream=True, cancel_after_ms=cut)
             retry = at + cut + rng.uniform(5, 60)
-            d.add(retry, 0, rng.randint(8, 24), prefix="p0", prefix_len=shared, prompt_ids=victim.prompt_ids)
+            d.add(retry, 0, max(1, min(rng.randint(8, 24), shape.pool_tokens - victim.prompt_len)), prefix="p0",
+                  prefix_len=victim.prefix_len, prompt_ids=victim.prompt_ids)
             last = max(last, retry)
         d.add(last + rng.uniform(*_CACHED_BY_MS), shared + rng.randint(65, 128), rng.randint(8, 24),
               prefix="p0", prefix_len=shared)
