@@ -23,11 +23,18 @@ of the cheap dimensions), how many requests exercised it.
 | `sampler`  | greedy, seeded                            | temperature > 0 with a seed (cheap; engines that promise seeds) |
 | `constraint` | none, choices                           | a choice constraint (cheap; dialects that send one)           |
 | `adapter`  | base, adapter                             | a LoRA adapter named (cheap; servers that list some)          |
+| `window`   | inside, edge, crossing, past              | prompt (and decode) against the sliding window (windowed models) |
+| `state`    | sub-chunk, aligned, edge, unaligned       | prompt length against the recurrent state's chunk (recurrent models) |
+| `reuse`    | none, exact, whole-but-last, beyond-window, other | the shared prefix against the earlier prompts it hits (either) |
 
 The last four are the target's *surface*: the per-request capabilities its engine spec declares
 (`TargetShape.capabilities`, the names `strategies.offered` reads). Each exists only where the
 target offers it, so the covering generator and the `cross` mutator send salts, seeds,
 constraints and adapters there whatever strategies are enabled, and never where it does not.
+
+The last three are the served model's *state* (issue 42): each exists only where the model has
+the trait it measures (`Dimension.trait`, `model_facts.ModelFacts.traits`: a sliding window, a
+recurrent state, either), so a dense model's space is what it was.
 
 The space depends on the target (`FeatureSpace.for_shape`): a bucket the target cannot reach
 at a bearable cost is left out, and so are its pairs (`pressure` beyond `LOAD_CAP_TOKENS`;
@@ -60,7 +67,7 @@ from typing import Any, Literal
 
 from servefuzz.history import RunHistory
 from servefuzz.strategies import TargetShape
-from servefuzz.terms import burst_positions, page_class, page_edge, page_unit
+from servefuzz.terms import burst_positions, common_prefix, page_class, page_edge, page_unit
 from servefuzz.workload import RequestSpec, Scenario
 
 __all__ = [
@@ -75,6 +82,9 @@ __all__ = [
     "FeatureSpace",
     "Point",
     "batch_bucket",
+    "reuse_buckets",
+    "state_bucket",
+    "window_bucket",
     "cancel_bucket",
     "decode_bucket",
     "load_tokens",
@@ -112,6 +122,8 @@ class Dimension:
     cheap: bool = False
     # The capability (`TargetShape.capabilities`) the dimension exists for; "": every target.
     needs: str = ""
+    # The trait of the served model (`ModelFacts.traits`) the dimension exists for; "": every model.
+    trait: str = ""
 
 
 DIMENSIONS: tuple[Dimension, ...] = (
@@ -130,6 +142,9 @@ DIMENSIONS: tuple[Dimension, ...] = (
     Dimension("sampler", ("greedy", "seeded"), "request", cheap=True, needs="seeds"),
     Dimension("constraint", ("none", "choices"), "request", cheap=True, needs="choices"),
     Dimension("adapter", ("base", "adapter"), "request", cheap=True, needs="adapters"),
+    Dimension("window", ("inside", "edge", "crossing", "past"), "request", trait="window"),
+    Dimension("state", ("sub-chunk", "aligned", "edge", "unaligned"), "request", trait="state"),
+    Dimension("reuse", ("none", "exact", "whole-but-last", "beyond-window", "other"), "scenario", trait="stateful"),
 )
 
 # The dimensions one request's own fields decide: what the `cross` mutator moves (those of a
@@ -158,6 +173,10 @@ IMPOSSIBLE: frozenset[frozenset[Cell]] = frozenset(
         *((("cancel", c), ("cache", b)) for c in ("early", "late") for b in ("miss", "partial", "full")),
         # A constrained request stops at its EOS (`RequestSpec`): it never ignores it.
         (("constraint", "choices"), ("sampling", "ignore-eos")),
+        # With nothing in common with an earlier prompt (the cache flushed before each run), a
+        # request has no hit to see.
+        (("reuse", "none"), ("cache", "partial")),
+        (("reuse", "none"), ("cache", "full")),
     )
 )
 
@@ -193,7 +212,11 @@ class FeatureSpace:
         for d in DIMENSIONS:
             if d.needs and d.needs not in shape.capabilities:
                 continue
+            if d.trait and d.trait not in shape.model.traits:
+                continue
             keep = d.buckets
+            if d.name == "reuse" and shape.model.window is None:
+                keep = tuple(b for b in keep if b != "beyond-window")
             if d.name == "prompt" and not _chunk_reachable(shape):
                 keep = ("sub-page", "pages")
             if d.name == "pressure":
@@ -399,6 +422,66 @@ def surface_point(r: RequestSpec) -> dict[str, str]:
     }
 
 
+def window_bucket(prompt_len: int, max_tokens: int, window: int) -> str:
+    """Against the sliding window: a prompt on a multiple of it +-1 (`edge`), one whose decode
+    crosses a multiple of it (`crossing`: the window moves on in the middle of decoding), one
+    that never leaves the first window (`inside`), or past it.
+
+    >>> [window_bucket(n, m, 64) for n, m in ((20, 8), (63, 8), (129, 4), (60, 10), (100, 4))]
+    ['inside', 'edge', 'edge', 'crossing', 'past']
+    """
+    if page_edge(prompt_len, window) or prompt_len % window == 0:
+        return "edge"
+    if (prompt_len + max_tokens - 1) // window > prompt_len // window:
+        return "crossing"
+    return "inside" if prompt_len + max_tokens <= window else "past"
+
+
+def state_bucket(prompt_len: int, chunk: int) -> str:
+    """The prompt's length against the chunk a recurrent state is scanned in.
+
+    >>> [state_bucket(n, 32) for n in (20, 64, 31, 65, 40)]
+    ['sub-chunk', 'aligned', 'edge', 'edge', 'unaligned']
+    """
+    if prompt_len < chunk - 1:
+        return "sub-chunk"
+    if prompt_len % chunk == 0:
+        return "aligned"
+    return "edge" if page_edge(prompt_len, chunk) else "unaligned"
+
+
+def reuse_buckets(scenario: Scenario, window: int | None) -> dict[str, str]:
+    """What each request's prompt shares with the prompts sent before it (`terms.common_prefix`,
+    in order of sending): `exact` where an earlier whole prompt is a prefix of it (a hit must
+    restore the state at exactly the cached length), `whole-but-last` where it shares all of one
+    but that one's last token, `beyond-window` where it shares more than the sliding window,
+    `other` where it shares less, `none` where it shares nothing.
+
+    >>> from servefuzz.workload import RequestSpec
+    >>> a, b = tuple(range(3, 43)), tuple(range(100, 190))
+    >>> rs = [RequestSpec("r01", 0.0, a, 2), RequestSpec("r02", 9.0, a + (7,), 2), RequestSpec("r03", 9.0, a[:-1] + (9,), 2),
+    ...       RequestSpec("r04", 9.5, b, 2), RequestSpec("r05", 20.0, b[:80] + (1,), 2), RequestSpec("r06", 21.0, a[:20], 2)]
+    >>> reuse_buckets(Scenario(1, tuple(rs)), 64)
+    {'r01': 'none', 'r02': 'exact', 'r03': 'whole-but-last', 'r04': 'none', 'r05': 'beyond-window', 'r06': 'other'}
+    """
+    out: dict[str, str] = {}
+    earlier: list[tuple[int, ...]] = []
+    for r in sorted(scenario.requests, key=lambda r: r.offset_ms):
+        prompt = tuple(r.prompt_ids)
+        shared = [(common_prefix(e, prompt), len(e)) for e in earlier]
+        longest = max((n for n, _ in shared), default=0)
+        if any(n == whole for n, whole in shared):
+            out[r.id] = "exact"
+        elif any(n == whole - 1 > 0 for n, whole in shared):
+            out[r.id] = "whole-but-last"
+        elif longest == 0:
+            out[r.id] = "none"
+        else:
+            out[r.id] = "beyond-window" if window is not None and longest > window else "other"
+        earlier.append(prompt)
+    return out
+
+
 def load_tokens(scenario: Scenario) -> int:
     """KV tokens the scenario asks for at most: every prompt and every choice's output."""
     return sum(r.prompt_len + r.max_tokens * r.n for r in scenario.requests)
@@ -433,6 +516,8 @@ def points(scenario: Scenario, shape: TargetShape, loaded: Sequence[RunHistory] 
     burst = dict(zip((r.id for r in scenario.requests), burst_positions([r.offset_ms for r in scenario.requests])))
     records = {r.request_id: r for r in loaded[0].records} if loaded else {}
     rows = _rows_at_send(loaded[0], scenario) if loaded else {}
+    model = shape.model
+    reuse = reuse_buckets(scenario, model.window) if "stateful" in model.traits else {}
     out: dict[str, Point] = {}
     for r in scenario.requests:
         p = {
@@ -447,6 +532,12 @@ def points(scenario: Scenario, shape: TargetShape, loaded: Sequence[RunHistory] 
             "sampling": "ignore-eos" if r.ignore_eos else "eos",
             **surface_point(r),
         }
+        if model.window is not None:
+            p["window"] = window_bucket(r.prompt_len, r.max_tokens, model.window)
+        if model.recurrent:
+            p["state"] = state_bucket(r.prompt_len, model.state_chunk or page)
+        if r.id in reuse:
+            p["reuse"] = reuse[r.id]
         rec = records.get(r.id)
         if r.id in rows:
             p["batch"] = batch_bucket(rows[r.id])

@@ -23,6 +23,7 @@ from typing import Any
 from servefuzz.anomaly import Promise
 from servefuzz.engines.registry import facts_of
 from servefuzz.engines.spec import ServerFacts
+from servefuzz.model_facts import ModelFacts
 from servefuzz.workload import ADAPTER_NAME
 
 __all__ = [
@@ -97,6 +98,10 @@ class TargetInfo:
     # package, its version and sha256, the licence, the form and how it was converted); said by
     # servefuzz from the model's folder, never by the server. Empty for any other model.
     model: Mapping[str, Any] = field(default_factory=dict)
+    # What the served model's architecture keeps per request (its sliding window, recurrent
+    # state, experts: `model_facts.read_model_facts` of the model servefuzz launched); said by
+    # servefuzz from the model's config.json, never by the server. Empty when not known.
+    architecture: ModelFacts = field(default_factory=ModelFacts)
     facts: ServerFacts = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -158,6 +163,7 @@ class TargetInfo:
             **({"standins": list(self.standins)} if self.standins else {}),
             **({"device": self.device} if self.device else {}),
             **({"model": dict(self.model)} if self.model else {}),
+            **({"architecture": self.architecture.to_json()} if self.architecture != ModelFacts() else {}),
         }
 
     @classmethod
@@ -179,6 +185,7 @@ class TargetInfo:
             standins=tuple(d.get("standins", ())),
             device=str(d.get("device", "")),
             model=d.get("model") or {},
+            architecture=ModelFacts.from_json(d.get("architecture")),
         )
 
 

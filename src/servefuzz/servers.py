@@ -38,6 +38,7 @@ from servefuzz.errors import LaunchError, TargetError, UsageError
 from servefuzz.finding import Confirmation
 from servefuzz.history import RequestRecord, RunHistory
 from servefuzz.launcher import Launch, ServerProcess
+from servefuzz.model_facts import read_model_facts
 from servefuzz.oracles.controls import DETERMINISTIC, FRESH_SERVER, deviating_runs, read_control
 from servefuzz.oracles.judge import Expectation, judge
 from servefuzz.oracles.noise import CampaignNoise
@@ -81,8 +82,9 @@ async def open_target(
 
 def _say_launch(runner: Runner, launch: Launch | None) -> None:
     """The server cannot say which feature profile it was launched under, what device its preset
-    computes on, that servefuzz put stand-ins on its path, or where the model it serves came from
-    (a fetched model's provenance): servefuzz says these in the runner's target info, so a campaign's
+    computes on, that servefuzz put stand-ins on its path, where the model it serves came from
+    (a fetched model's provenance), or what state that model's architecture keeps (its window,
+    recurrent state, experts: `model_facts`): servefuzz says these in the runner's target info, so a campaign's
     config.json, its findings and a shrunk finding record them (and replay rebuilds the profile
     by name)."""
     if launch is None or runner.info is None:
@@ -99,6 +101,8 @@ def _say_launch(runner: Runner, launch: Launch | None) -> None:
     provenance = provenance_of(launch.model) if launch.model is not None else None
     if provenance:
         runner.info = dataclasses.replace(runner.info, model=provenance)
+    if launch.model is not None:  # the tiny default llama keeps no state the strategies aim at
+        runner.info = dataclasses.replace(runner.info, architecture=read_model_facts(launch.model))
 
 
 def _joined(parts: Sequence[Reproduction], scenario: Scenario, noise: CampaignNoise | None) -> Reproduction:

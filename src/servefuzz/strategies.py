@@ -32,12 +32,20 @@ few milliseconds earlier, whose prefill keeps the scheduler busy while the burst
 | seeded-sampling | seeded draws (temperature > 0) decoding together | shared-sampler-rng     |
 | structured-burst | constrained requests decoding together       | bitmask-row-skip          |
 | lora-alternation | adapters (and base) alternating over shared prefixes | lora-prefix-shared   |
+| window-edge     | prompts at the sliding window +-1, the window crossed mid-decode | (ring/window bugs) |
+| window-prefix   | prefix hits longer than the window, and one a window stale | (window-cache bugs) |
+| state-restore   | hits at exactly a cached prompt's length, and at all but its last token | (state-checkpoint bugs) |
+| prefill-abort   | streams cut in the middle of a chunked prefill, then retried | (cut-prefill reuse) |
+| expert-batch    | a decode whose batch grows and shrinks, beside its own copies | (batch-variant routing) |
 
 A strategy that needs something not every target has says so (`needs_salts`, `needs_seeds`,
 `needs_choices`, `needs_adapters`); `offered` leaves it out of the mix where the target lacks it
 (tenant-salt where the dialect sends no salt, seeded-sampling where the engine promises no
 per-request seeds, structured-burst where the dialect sends no choice constraint,
-lora-alternation where the server lists no LoRA adapter).
+lora-alternation where the server lists no LoRA adapter). The last five need a trait of the
+served model (`TargetShape.model`: `needs_window`, `needs_state`, `needs_stateful` (either),
+`needs_experts`), known where servefuzz launched the model and read its config.json; elsewhere
+`offered` leaves them out and `left_out` says why, once per campaign.
 """
 
 from __future__ import annotations
@@ -48,6 +56,7 @@ from dataclasses import dataclass
 from typing import ClassVar, Protocol, TypedDict
 
 from servefuzz.errors import UsageError
+from servefuzz.model_facts import TRAITS, ModelFacts
 from servefuzz.terms import known_page, page_unit
 from servefuzz.workload import PromptBuilder, RequestSpec, Scenario, TextSource, TokenIds, choice_text
 
@@ -63,16 +72,21 @@ __all__ = [
     "ChunkBoundary",
     "Draft",
     "EvictionPressure",
+    "ExpertBatch",
     "LoraAlternation",
     "LongDecodes",
     "NChoices",
     "PageBoundaryBursts",
+    "PrefillAbort",
     "RandomLoad",
     "SeededSampling",
+    "StateRestore",
     "StructuredBurst",
     "Strategy",
     "TargetShape",
     "TenantSalt",
+    "WindowEdge",
+    "WindowPrefix",
     "aimed_first",
     "TileBoundaryPrefixes",
     "boundary_lengths",
@@ -81,6 +95,7 @@ __all__ = [
     "tenant_salt",
     "get_strategies",
     "get_strategy",
+    "left_out",
     "offered",
     "shape_aims",
 ]
@@ -117,6 +132,9 @@ class TargetShape:
     adapters: tuple[str, ...] = ()
     # Natural text in the target's tokens for the prompts (`servefuzz.natural`); None: random ids.
     text: TextSource | None = None
+    # The served model's sliding window, recurrent state and experts (`model_facts`), where
+    # servefuzz launched it and read its config; empty (no trait) otherwise.
+    model: ModelFacts = ModelFacts()
 
     @property
     def capabilities(self) -> frozenset[str]:
@@ -688,12 +706,216 @@ class LoraAlternation:
         return d.scenario(self.name, page_size=page)
 
 
+
+# --- the state the architectures keep (issue 42): a sliding window, a recurrent state, experts ---
+#
+# Each needs a trait of the served model (`TargetShape.model`, `model_facts.ModelFacts.traits`):
+# where the model lacks it the strategy would aim at nothing, so `offered` leaves it out and the
+# campaign says so once (`left_out`). Lengths are aimed at the model's own window and state chunk.
+
+# A prompt cached on its own is done on the engines measured (llama-server: a 300-token prompt in
+# under 0.1 s; the reference engine: about as long) before a hit 150-250 ms later: the hit reads
+# it cached, not in flight.
+_CACHED_BY_MS = (150.0, 250.0)
+# A loaded engine is ten times slower (two shared cores at a load average of 18: that 300-token
+# prompt took 1.8 s, and a 40-request campaign's hits found nothing cached): one more hit per
+# cached prompt this late, so the trigger happens there too, alone in its batch.
+_STRAGGLER_MS = (1200.0, 2000.0)
+
+
+def _window(shape: TargetShape) -> int:
+    """The model's sliding window, or the strategies' unit where it states none."""
+    return shape.model.window or shape.unit
+
+
+def _state_chunk(shape: TargetShape) -> int:
+    """The chunk the model scans its recurrent state in, or the strategies' unit where unknown."""
+    return shape.model.state_chunk or shape.unit
+
+
+@dataclass(frozen=True)
+class WindowEdge:
+    """Prompt lengths at multiples of the sliding window and +-1 (the length modulo the window),
+    and decodes that cross a multiple of it in the middle of decoding, in one burst behind a
+    blocker; a long decode crosses a whole window while newcomers join its batch. A ring buffer
+    or a freed out-of-window page indexed off by one shows there first."""
+
+    name: str = "window-edge"
+    needs_window: ClassVar[bool] = True
+
+    def generate(self, rng: random.Random, shape: TargetShape, *, seed: int) -> Scenario:
+        w = _window(shape)
+        d = Draft(seed, shape)
+        d.blocker(0)
+        at = rng.uniform(6, 10)
+        for _ in range(rng.randint(2, 4)):  # prompts on the window's edge
+            d.add(at + rng.uniform(0, 2), rng.choice(boundary_lengths(w, [1, 2, 3])), rng.randint(4, 16))
+        for _ in range(rng.randint(2, 3)):  # the window crossed in the middle of decoding
+            back = rng.randint(1, max(1, min(16, w - 1)))
+            d.add(at + rng.uniform(0, 2), rng.choice([1, 2]) * w - back, back + rng.randint(2, 24))
+        d.add(at + rng.uniform(0, 2), rng.randint(4, max(4, w // 2)), w + rng.randint(8, 32))  # a whole window
+        for _ in range(rng.randint(1, 3)):  # newcomers while it decodes
+            d.add(at + rng.uniform(20, 120), rng.choice(boundary_lengths(w, [1, 2])), rng.randint(4, 12))
+        return d.scenario(self.name, window=w)
+
+
+@dataclass(frozen=True)
+class WindowPrefix:
+    """Prefix hits longer than the sliding window. A prompt of L > window tokens is cached on its
+    own; then, in one burst, requests extend it by a few tokens (a hit of L: the windowed layers
+    must see exactly the last window of it), one shares only a part that ends more than a window
+    before L (the window the engine kept ends elsewhere: it must recompute or restore, never
+    reuse), and one shares exactly a window; a straggler extends it again 1.2-2 s in, for an
+    engine too slow to have cached it by then."""
+
+    name: str = "window-prefix"
+    needs_window: ClassVar[bool] = True
+
+    def generate(self, rng: random.Random, shape: TargetShape, *, seed: int) -> Scenario:
+        w = _window(shape)
+        d = Draft(seed, shape)
+        cached = w * rng.randint(2, 4) + rng.choice([-1, 0, 1, rng.randint(2, max(2, w - 1))])
+        cached = d.add(0, cached, rng.randint(2, 8), prefix="p0", prefix_len=cached).prompt_len  # all of it the prefix
+        t = rng.uniform(*_CACHED_BY_MS)
+        d.blocker(t)
+        at = t + rng.uniform(6, 10)
+        for _ in range(rng.randint(2, 3)):
+            d.add(at + rng.uniform(0, 2), cached + rng.randint(1, w), rng.randint(8, 24), prefix="p0", prefix_len=cached)
+        stale = cached - w - rng.randint(1, w)
+        if stale > 0:
+            d.add(at + rng.uniform(0, 2), stale + rng.randint(1, w), rng.randint(8, 24), prefix="p0", prefix_len=stale)
+        d.add(at + rng.uniform(0, 2), w + rng.randint(1, w), rng.randint(8, 24), prefix="p0", prefix_len=w)
+        d.add(rng.uniform(*_STRAGGLER_MS), cached + rng.randint(1, w), rng.randint(8, 24), prefix="p0", prefix_len=cached)
+        return d.scenario(self.name, window=w, aims=[cached])
+
+
+@dataclass(frozen=True)
+class StateRestore:
+    """Prefix hits that must restore a recurrent state at exactly the cached length. Two prompts
+    are cached on their own, their lengths at multiples of the state chunk and +-1 or anywhere.
+    Each is then hit three ways: a prompt that extends it by a few tokens (the state at exactly
+    its length), the whole prompt but its last token (the state one token before the cached one:
+    only a checkpoint or a recompute has it), and the same prompt again (a full hit, its last
+    token computed anew). One hit of each prompt goes in one burst behind a blocker (two restores
+    in one batch); the others follow one at a time, later (an engine that keeps one state per
+    slot, as llama-server, restores for one request of a prompt at a time); a straggler extends
+    each 1.2-2 s in, for an engine too slow to have cached them by then."""
+
+    name: str = "state-restore"
+    needs_state: ClassVar[bool] = True
+
+    def generate(self, rng: random.Random, shape: TargetShape, *, seed: int) -> Scenario:
+        c = _state_chunk(shape)
+        d = Draft(seed, shape)
+        lengths = [rng.choice([*boundary_lengths(c, [1, 2, 3, 4]), rng.randint(c, 6 * c)]) for _ in range(2)]
+        primers = [d.add(i * rng.uniform(0.3, 1.0), n, rng.randint(2, 8), prefix=f"p{i}", prefix_len=n)
+                   for i, n in enumerate(lengths)]
+        lengths = [p.prompt_len for p in primers]  # as the target can hold them
+        t = rng.uniform(*_CACHED_BY_MS)
+        d.blocker(t)
+        at, later = t + rng.uniform(6, 10), t + rng.uniform(300, 400)
+        for i, (n, primer) in enumerate(zip(lengths, primers, strict=True)):
+            kinds = ["extend", "all-but-last", "again"] if n > 1 else ["extend", "again"]
+            rng.shuffle(kinds)
+            for k, kind in enumerate(kinds):
+                when = at + rng.uniform(0, 2) if k == 0 else later + rng.uniform(0, 20)
+                later += rng.uniform(60, 120) if k else 0
+                p, max_tokens = f"p{i}", rng.randint(8, 24)
+                if kind == "extend":
+                    d.add(when, n + rng.randint(1, c), max_tokens, prefix=p, prefix_len=n)
+                elif kind == "all-but-last":
+                    d.add(when, n, max_tokens, prefix=p, prefix_len=n - 1)
+                else:  # the very prompt: only its output must fit beside it
+                    d.add(when, 0, max(1, min(max_tokens, shape.pool_tokens - n)), prefix=p, prefix_len=n,
+                          prompt_ids=primer.prompt_ids)
+        for i, n in enumerate(lengths):
+            d.add(rng.uniform(*_STRAGGLER_MS) + i * 100, n + rng.randint(1, c), rng.randint(8, 24), prefix=f"p{i}", prefix_len=n)
+        return d.scenario(self.name, state_chunk=c, aims=lengths)
+
+
+@dataclass(frozen=True)
+class PrefillAbort:
+    """Requests cut in the middle of a chunked prefill, and retried at once. Long prompts (three
+    to six steps of the step budget, sharing a prefix) are streamed and cancelled 5-120 ms in,
+    beside another long prompt that shares the step budget; each is sent again 5-60 ms after its
+    cut (the client's retry: whatever the engine kept of the cut prefill, a recurrent state or a
+    window at the cut, is what the retry reuses), and a longer prompt hits their prefix later.
+    On llama-server a cut lands between prefill steps only where the stream carries progress
+    (the adapter asks for it on a request it will cut)."""
+
+    name: str = "prefill-abort"
+    needs_stateful: ClassVar[bool] = True
+
+    def generate(self, rng: random.Random, shape: TargetShape, *, seed: int) -> Scenario:
+        room = shape.pool_tokens - 96
+        chunk = shape.chunked_prefill_size or rng.choice([256, 512])
+        d = Draft(seed, shape)
+        d.add(0, min(room, rng.randint(chunk, 2 * chunk)), rng.randint(4, 16))  # shares the step budget
+        # Three to six steps of the budget: a cut 5-120 ms in lands between two of them on an
+        # engine of any speed here (a step of 64 tokens took 45 ms on an idle core, 400 ms loaded).
+        shared = max(1, min(room - 64, chunk * rng.randint(3, 6) + rng.choice([-1, 0, 1, rng.randint(2, 63)])))
+        last = 0.0
+        for _ in range(rng.randint(1, 2)):
+            at, cut = rng.uniform(1, 3), rng.uniform(5, 120)
+            victim = d.add(at, shared + rng.randint(1, 64), rng.randint(16, 64), prefix="p0", prefix_len=shared,
+                           stream=True, cancel_after_ms=cut)
+            retry = at + cut + rng.uniform(5, 60)
+            d.add(retry, 0, max(1, min(rng.randint(8, 24), shape.pool_tokens - victim.prompt_len)), prefix="p0",
+                  prefix_len=victim.prefix_len, prompt_ids=victim.prompt_ids)
+            last = max(last, retry)
+        d.add(last + rng.uniform(*_CACHED_BY_MS), shared + rng.randint(65, 128), rng.randint(8, 24),
+              prefix="p0", prefix_len=shared)
+        return d.scenario(self.name, chunk=chunk, cancelled=sum(1 for r in d.specs if r.cancel_after_ms is not None))
+
+
+@dataclass(frozen=True)
+class ExpertBatch:
+    """Mixture-of-experts routing under batch changes: a probe decodes while the batch around it
+    grows and shrinks (waves of newcomers with short decodes), with copies of the probe in the
+    same burst (identical tokens in one step must be routed alike). A router or expert kernel
+    whose result depends on the batch's size or its other rows' tokens shows in the probe's
+    answer against its answer alone."""
+
+    name: str = "expert-batch"
+    needs_experts: ClassVar[bool] = True
+
+    def generate(self, rng: random.Random, shape: TargetShape, *, seed: int) -> Scenario:
+        d = Draft(seed, shape)
+        probe = d.add(0, rng.randint(16, 128), rng.randint(48, 96))
+        for _ in range(rng.randint(1, 2)):
+            d.add(rng.uniform(0.3, 2), 0, probe.max_tokens, prompt_ids=probe.prompt_ids)
+        t = 0.0
+        for _ in range(rng.randint(3, 5)):  # each wave joins, decodes a few steps and leaves
+            t += rng.uniform(15, 60)
+            for _ in range(rng.randint(1, 4)):
+                d.add(t + rng.uniform(0, 2), rng.randint(8, 256), rng.randint(2, 12))
+        return d.scenario(self.name, experts=shape.model.experts)
+
+
+def left_out(strategies: Sequence[Strategy], shape: TargetShape) -> dict[str, str]:
+    """The strategies `offered` leaves out for a trait the served model lacks, each with why, in
+    words: what the campaign says once.
+
+    >>> left_out([WindowEdge(), RandomLoad()], TargetShape())
+    {'window-edge': 'needs a sliding window: the served model has none known'}
+    """
+    words = {"window": "a sliding window", "state": "a recurrent state",
+             "stateful": "a sliding window or a recurrent state", "experts": "experts"}
+    have = shape.model.traits
+    out = {}
+    for s in strategies:
+        lacking = [t for t in words if getattr(s, f"needs_{t}", False) and t not in have]
+        if lacking:
+            out[s.name] = f"needs {' and '.join(words[t] for t in lacking)}: the served model has none known"
+    return out
+
 STRATEGIES: dict[str, Strategy] = {
     s.name: s
     for s in (
         PageBoundaryBursts(), BatchSweep(), LongDecodes(), CancellationStorm(), BurstReuse(), NChoices(),
         RandomLoad(), TenantSalt(), SeededSampling(), StructuredBurst(), LoraAlternation(), TileBoundaryPrefixes(),
-        ChunkBoundary(), EvictionPressure(),
+        ChunkBoundary(), EvictionPressure(), WindowEdge(), WindowPrefix(), StateRestore(), PrefillAbort(),
+        ExpertBatch(),
     )
 }
 # What `servefuzz fuzz` mixes by default, in the order of its first round: the seed's bug class
@@ -707,7 +929,8 @@ def offered(strategies: Sequence[Strategy], shape: TargetShape) -> tuple[Strateg
     """The strategies this target can run: those needing cache salts only where it sends them,
     those needing per-request seeds only where the engine promises them, those needing choice
     constraints only where the dialect sends them, those needing LoRA adapters only where the
-    server lists some.
+    server lists some, those needing a trait of the model (a window, a recurrent state,
+    experts) only where the served model has it.
 
     >>> [s.name for s in offered([RandomLoad(), TenantSalt(), SeededSampling()], TargetShape())]
     ['random']
@@ -720,10 +943,13 @@ def offered(strategies: Sequence[Strategy], shape: TargetShape) -> tuple[Strateg
     >>> lora = [LoraAlternation()]
     >>> [s.name for s in offered(lora, TargetShape())], [s.name for s in offered(lora, TargetShape(adapters=("a",)))]
     ([], ['lora-alternation'])
+    >>> state = [WindowPrefix(), StateRestore(), PrefillAbort()]
+    >>> [s.name for s in offered(state, TargetShape(model=ModelFacts(recurrent=True, state_chunk=32)))]
+    ['state-restore', 'prefill-abort']
     """
-    have = shape.capabilities
+    have = shape.capabilities | shape.model.traits
     return tuple(s for s in strategies
-                 if all(c in have for c in ("salts", "seeds", "choices", "adapters") if getattr(s, f"needs_{c}", False)))
+                 if all(c in have for c in ("salts", "seeds", "choices", "adapters", *TRAITS) if getattr(s, f"needs_{c}", False)))
 
 
 def get_strategy(name: str) -> Strategy:
@@ -748,7 +974,9 @@ def shape_aims(shape: TargetShape) -> tuple[str, ...]:
     means to test); `chunk-boundary` where the step's prefill budget is at most a quarter of the
     context (an ordinary long prompt is split). The embedded default (a 131,072-token pool, a
     2,048-token budget for 4,096 tokens of context) points at none, so its first round keeps
-    the default mix's order.
+    the default mix's order. The served model's traits point at the strategies aimed at them
+    (a recurrent state at `state-restore`, a window at `window-prefix` and `window-edge`, either
+    at `prefill-abort`, experts at `expert-batch`).
 
     >>> shape_aims(TargetShape(page_size=64, max_total_tokens=131072, chunked_prefill_size=2048))
     ()
@@ -756,6 +984,8 @@ def shape_aims(shape: TargetShape) -> tuple[str, ...]:
     ('lora-alternation', 'eviction', 'chunk-boundary')
     >>> shape_aims(TargetShape(max_total_tokens=4096))  # no pages: one slot per request (llama-server)
     ()
+    >>> shape_aims(TargetShape(model=ModelFacts(window=64, experts=8, experts_per_token=2)))
+    ('window-prefix', 'window-edge', 'prefill-abort', 'expert-batch')
     """
     aims: list[str] = []
     if shape.adapters:
@@ -764,7 +994,14 @@ def shape_aims(shape: TargetShape) -> tuple[str, ...]:
         aims.append(EvictionPressure.name)
     if shape.chunked_prefill_size is not None and 4 * shape.chunked_prefill_size <= shape.context_length:
         aims.append(ChunkBoundary.name)
+    traits = shape.model.traits  # the state the served model keeps: the workloads aimed at it
+    aims += [name for name, trait in _TRAIT_AIMS if trait in traits]
     return tuple(aims)
+
+
+# The strategies a model's trait points at, first-round order (`shape_aims`).
+_TRAIT_AIMS = ((StateRestore.name, "state"), (WindowPrefix.name, "window"), (WindowEdge.name, "window"),
+               (PrefillAbort.name, "stateful"), (ExpertBatch.name, "experts"))
 
 
 def aimed_first(strategies: Sequence[Strategy], aims: Sequence[str]) -> tuple[Strategy, ...]:

@@ -64,5 +64,9 @@ def test_a_campaign_launched_with_model_arch_serves_that_architecture(tmp_path: 
     done = subprocess.run([sys.executable, "-m", "servefuzz", "fuzz", "--launch", "llama-server", "--model-arch", "gemma3",
                            "--requests", "8", "--out", str(out)], capture_output=True, text=True, timeout=500, check=False)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
-    served = json.loads((out / "config.json").read_text())["target"]["server_args"]["model_path"]
+    config = json.loads((out / "config.json").read_text())
+    served = config["target"]["server_args"]["model_path"]
     assert served.endswith("tiny-gemma3-seed0/gemma3.gguf"), served
+    # servefuzz read the model's window from its config.json, and the first round aims at it.
+    assert config["target"]["architecture"]["window"] == 64
+    assert config["strategies"][:2] == ["window-prefix", "window-edge"] and "state-restore" in config["left_out"]

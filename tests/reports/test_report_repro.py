@@ -260,14 +260,14 @@ def test_plans_follow_each_engines_adapter() -> None:
 SGLANG_RECORDED = Path(__file__).parent.parent / "targets" / "data" / "sglang"
 
 
-def _repro_parse(tmp_path: Path, finding: Finding) -> Any:
-    """The rendered repro.py's own `parse`, for a finding made on SGLang."""
+def _repro_parse(tmp_path: Path, finding: Finding, engine: str = "sglang") -> Any:
+    """The rendered repro.py's own `parse`, for a finding made on `engine` (SGLang unless named)."""
     import importlib.util
 
-    sglang = dataclasses.replace(finding, target=dataclasses.replace(finding.target, engine="sglang"))
-    path = tmp_path / "repro_sglang.py"
-    path.write_text(repro_script(sglang), encoding="utf-8")
-    spec = importlib.util.spec_from_file_location("repro_sglang", path)
+    made = dataclasses.replace(finding, target=dataclasses.replace(finding.target, engine=engine))
+    path = tmp_path / f"repro_{engine}.py"
+    path.write_text(repro_script(made), encoding="utf-8")
+    spec = importlib.util.spec_from_file_location(f"repro_{engine}", path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -288,6 +288,21 @@ def test_repro_reads_every_sglang_stream_shape_as_the_whole_answer(tmp_path: Pat
         assert repro.parse(_chunks(name)) == expected, name
     with pytest.raises(repro.InBandError, match="aborted"):
         repro.parse(_chunks("generate_stream_abort.txt"))
+
+
+def test_repro_reads_a_llamacpp_stream_with_prefill_progress_as_its_tokens_alone(tmp_path: Path, finding: Finding) -> None:
+    # A cut stream asks llama-server for prefill progress (`targets.llamacpp`); each progress
+    # chunk carries a placeholder token 0 (recorded from 0c1e570), which is no token of the answer.
+    repro = _repro_parse(tmp_path, finding, "llamacpp")
+    progress = {"index": 0, "content": "", "tokens": [0], "stop": False, "tokens_predicted": 0,
+                "prompt_progress": {"total": 300, "cache": 0, "processed": 64, "time_ms": 29}}
+    token = {"index": 0, "content": "x", "tokens": [807], "stop": False, "tokens_predicted": 1}
+    end = {"index": 0, "content": "", "tokens": [], "stop": True, "tokens_predicted": 1}
+    assert repro.FINDING["dialect"] == "llamacpp"
+    assert repro.parse([progress, progress, token, end]) == repro.parse([token, end])
+    # Control: the same chunk without its progress is a token (what the skip keeps out).
+    plain = {k: v for k, v in progress.items() if k != "prompt_progress"}
+    assert repro.parse([plain, token, end]) != repro.parse([token, end])
 
 
 def test_the_script_decides_with_servefuzz_stats_verbatim(script: Path) -> None:

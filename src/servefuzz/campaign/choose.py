@@ -39,6 +39,7 @@ def shape_of(info: TargetInfo) -> TargetShape:
         seeded_sampling=spec.seeds,
         choices=spec.choices,
         adapters=info.adapters if spec.adapters else (),
+        model=info.architecture,
     )
 
 def _next_scenario(

@@ -30,7 +30,7 @@ from servefuzz.covering import PairwiseCover
 from servefuzz.errors import UsageError
 from servefuzz.runner import Runner
 from servefuzz.store import FindingStore, load_entries, open_campaign_dir, read_json, read_noise
-from servefuzz.strategies import Strategy, aimed_first, offered, shape_aims
+from servefuzz.strategies import Strategy, aimed_first, left_out, offered, shape_aims
 from servefuzz.workload import Scenario
 
 __all__ = ["run_campaign", "run_campaign_on"]
@@ -81,14 +81,19 @@ async def run_campaign_on(
     if not strategies:
         raise UsageError(
             f"{', '.join(s.name for s in asked)} needs what this {info.engine} target lacks "
-            "(cache salts, per-request seeds, choice constraints or LoRA adapters)"
+            "(cache salts, per-request seeds, choice constraints, LoRA adapters, or a model with a "
+            "sliding window, a recurrent state or experts)"
         )
+    # A strategy aimed at a trait the served model lacks would aim at nothing: said once, in
+    # the campaign's config.json, with why.
+    skipped = left_out(asked, shape)
     if config.coverage:
         strategies.setdefault(PairwiseCover.name, PairwiseCover())
     out = config.out_dir
     progress = open_campaign_dir(
         out, resume=config.resume, identity={"seed": config.seed, "strategies": list(strategies)},
-        settings={"runs": config.runs, "confirm_runs": config.confirm_runs, "target": info.to_json()},
+        settings={"runs": config.runs, "confirm_runs": config.confirm_runs, "target": info.to_json(),
+                  **({"left_out": skipped} if skipped else {})},
     )
     for log in ("scenarios.jsonl", "histories.jsonl", "constraints.jsonl"):
         durable.truncate_torn_tail(out / log)  # a kill mid-append must not glue the next line on

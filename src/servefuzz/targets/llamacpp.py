@@ -11,7 +11,8 @@ Answer shapes (llama.cpp `tools/server`, `server-task.cpp`):
 - streaming: `data: {...}` lines, one token each with its probabilities and `tokens_predicted`
   (how many tokens so far), then a last chunk with `stop: true`, the stop type and the timings
   (and no `data: [DONE]`). The server then closes the connection, though its headers promise
-  keep-alive.
+  keep-alive. With `return_progress: true` (asked for on a stream that will be cut) each prefill
+  step first sends a chunk with `prompt_progress` and a placeholder `tokens: [0]`: skipped.
 
 Byte tokens (`server-context.cpp`, `process_token`): a byte-level BPE model writes a character
 of several UTF-8 bytes as several tokens, and while the text ends in part of a character the
@@ -129,6 +130,10 @@ class LlamaCppTarget(HttpTarget):
             "cache_prompt": self.cache_prompt and not cold,
             "return_tokens": True,
             "stream": spec.stream,
+            # A stream to be cut gets the prefill's progress, one chunk per prefill step: llama-server
+            # notices a closed connection only when it writes, so without them a cut lands after
+            # the whole prefill, never in the middle of a chunked one (`strategies.PrefillAbort`).
+            **({"return_progress": True} if spec.stream and spec.cancel_after_ms is not None else {}),
             **({"seed": spec.seed} if spec.seed is not None else {}),
             **({"grammar": gbnf_choice(choices)} if (choices := self.choices_of(spec)) is not None else {}),
         }
@@ -293,6 +298,8 @@ def _absorb(
     tokens go to `withheld` (placeholders in the draft until `_recover` fills them)."""
     with reply_shape("/completion"):
         in_band_error(exchange, item)
+        if "prompt_progress" in item:  # a prefill step's progress (`return_progress`): its `tokens` [0] is no token
+            return
         index = int(item.get("index", position))
         draft = exchange.choice(index)
         ids = [int(t) for t in item.get("tokens") or ()]
