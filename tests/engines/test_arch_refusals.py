@@ -40,6 +40,9 @@ def _installed(preset: str) -> None:
     ("vllm-cpu", "qwen3-next", "gated delta net attention only in bfloat16, this model is float32"),
     ("sglang-cpu", "gpt-oss", "GPT-OSS needs one of SGLang's accelerated attention backends"),
     ("sglang-cpu", "gemma3", "SGLang's Gemma 3 ignores lm_head.weight"),
+    ("sglang-cpu", "qwen3-next", "needs GPU snapshots"),
+    ("sglang-cpu", "nemotron-h", "needs GPU snapshots"),
+    ("sglang-cpu", "deepseek-v3", "needs a rope_scaling"),
 ])
 def test_an_architecture_the_engine_refuses_is_one_line_before_it_starts(preset: str, arch: str, says: str,
                                                                          tmp_path: Path) -> None:

@@ -282,6 +282,15 @@ def cpu_refusal(architecture: str, config: Mapping[str, object]) -> str | None:
     if architecture == "GptOssForCausalLM":
         return ("GPT-OSS needs one of SGLang's accelerated attention backends (triton, intel_amx, ...) and the "
                 "preset runs torch_native: \"GptOssForCausalLM requires one of [...] attention backend\"")
+    if architecture in ("Qwen3NextForCausalLM", "NemotronHForCausalLM"):
+        # With `--mamba-radix-cache-strategy no_buffer --disable-overlap-schedule` (measured on
+        # Qwen3-Next) it gets further and dies importing `sgl_kernel.mamba`, a CPU kernel the
+        # stand-in package does not have.
+        return ("its hybrid (Mamba / gated delta net) models keep their state in a cache that needs GPU "
+                "snapshots: \"extra_buffer requires platform support for Mamba cache state snapshots\"")
+    if architecture == "DeepseekV3ForCausalLM" and not config.get("rope_scaling"):
+        return ("its CPU rotary embedding for DeepSeek needs a rope_scaling (get_rope_cpu: \"assert rope_scaling is "
+                "not None\") and this model has none")
     if architecture == "Gemma3ForCausalLM" and config.get("tie_word_embeddings") is False:
         return ("SGLang's Gemma 3 ignores lm_head.weight and computes logits with the input embeddings, and "
                 "this model's are untied (tie_word_embeddings false): it would serve another model than this one")
