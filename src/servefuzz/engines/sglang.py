@@ -45,7 +45,7 @@ from servefuzz.errors import UsageError
 
 __all__ = ["BUG_FORM", "CPU_PRESET", "CPU_VERSIONS", "DETERMINISTIC", "FLAGS", "GPU_PRESET", "GPU_VERSIONS",
            "INTERPRETED", "METERS", "SERVER_ARG_FEATURES", "SWITCHES", "SPEC", "START_TIMEOUT_S", "TRIAGE", "cpu_argv", "cpu_env",
-           "gpu_argv", "gpu_env"]
+           "cpu_refusal", "gpu_argv", "gpu_env"]
 
 # SGLang's deterministic inference (batch-invariant kernels) refuses to start with its CPU
 # attention backend (measured): on the CPU there is none.
@@ -266,7 +266,8 @@ def gpu_env(site: str, pythonpath: str = "") -> dict[str, str]:
 def cpu_refusal(architecture: str, config: Mapping[str, object]) -> str | None:
     """Why SGLang's CPU preset will not serve this model (its config's class and keys) as the
     folder says, or None: what servefuzz's tiny models showed on 0.5.23 (docs/engines.md), read
-    before a start that takes a minute.
+    before a start that takes a minute. Applied to every version of the preset: 0.5.10.post1's
+    Gemma 3 reads the same, its other rows are not checked there.
 
     A Gemma 3 with its own output layer is refused rather than served wrong: SGLang's
     `Gemma3ForCausalLM` (0.5.10.post1 and 0.5.23) computes the logits with the input embeddings

@@ -40,7 +40,8 @@ from servefuzz.engines.spec import (
 from servefuzz.errors import UsageError
 
 __all__ = ["BATCH_INVARIANT", "BUG_FORM", "CPU_PRESET", "CPU_VERSIONS", "FLAGS", "GPU_PRESET", "GPU_VERSIONS",
-           "METERS", "SPEC", "SWITCHES", "START_TIMEOUT_S", "TRIAGE", "adapter_flags", "cpu_argv", "cpu_env", "gpu_argv", "gpu_env"]
+           "METERS", "SPEC", "SWITCHES", "START_TIMEOUT_S", "TRIAGE", "adapter_flags", "cpu_argv", "cpu_env",
+           "cpu_refusal", "gpu_argv", "gpu_env"]
 
 # Batch-invariant kernels exist on NVIDIA GPUs of compute capability 8.0 and up only: a server
 # known to compute on the CPU has no such mode.
