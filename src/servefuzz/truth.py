@@ -338,8 +338,11 @@ class HFTruth(Truth):
         transformers.utils.logging.set_verbosity_error()
         transformers.utils.logging.disable_progress_bar()
         try:
+            # Eager experts too: transformers' default grouped matmul refuses float64 ("Expected
+            # mat_a to be Float32, BFloat16 or Float16"), so without it every MoE model's truth
+            # raised at its first forward pass; a dense model ignores the choice.
             model = transformers.AutoModelForCausalLM.from_pretrained(
-                str(folder), dtype=torch.float64, attn_implementation="eager")
+                str(folder), dtype=torch.float64, attn_implementation="eager", experts_implementation="eager")
         except (OSError, ValueError, KeyError) as e:
             raise UsageError(f"{folder}: transformers cannot load it ({str(e).splitlines()[0][:200]})") from None
         return cls(model.eval(), torch)

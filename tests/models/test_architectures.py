@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 pytest.importorskip("tokenizers")
@@ -146,3 +147,24 @@ def test_model_arch_needs_a_preset_and_no_second_model_and_says_so_in_one_line(t
                               env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[2] / "src")})
         assert done.returncode == 2 and said in done.stderr and "Traceback" not in done.stderr, done.stderr
         assert len(done.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("arch", OTHERS)
+def test_the_truth_control_computes_every_architecture_in_float64(built: dict[str, ArchPaths], arch: str) -> None:
+    """`Truth.load` of each folder is transformers in float64 and gives a forward pass (the MoE
+    ones raised at the first one until their experts ran eager), its greedy token that of
+    transformers in float32 on a prompt longer than the window and the state chunks."""
+    torch = pytest.importorskip("torch")
+    from servefuzz.truth import HFTruth, Truth
+
+    truth = Truth.load(built[arch].hf_dir)
+    assert isinstance(truth, HFTruth)
+    prompt = [300 + (i * 7) % 1500 for i in range(100)]
+    logits = truth.logits(prompt)
+    assert logits.shape == (100, truth.vocab) and bool(np.isfinite(logits).all())
+    model, _ = _load(built[arch].hf_dir)
+    with torch.no_grad():
+        single = model(input_ids=torch.tensor([prompt])).logits[0, -1].double().numpy()
+    assert int(np.argmax(logits[-1])) == int(np.argmax(single))
+    assert float(np.abs(logits[-1] - single).max()) < 1e-3

@@ -161,7 +161,8 @@ def _arch_model(args: argparse.Namespace) -> Path | None:
     preset = preset_of(args.launch) if args.launch else None
     if preset is None:
         raise UsageError("--model-arch needs --launch PRESET (a preset servefuzz starts with that model)")
-    folder = engines.arch_models(arch)
+    chosen = engines.PRESETS.get(preset)  # None for the reference engine
+    folder = engines.arch_models(arch, chosen.arch_dtypes.get(arch, "float32") if chosen else "float32")
     spec = engines.preset_spec(preset)
     if spec is not None and spec.model_format == "gguf" and not any(folder.glob("*.gguf")):
         raise UsageError(f"--model-arch {arch}: {preset} serves a GGUF and none was made of it "

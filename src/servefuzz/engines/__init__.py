@@ -61,6 +61,7 @@ __all__ = [
     "gguf_model",
     "hf_model_dir",
     "installed",
+    "model_config",
     "model_dtype",
     "preset_spec",
     "profile",
@@ -322,15 +323,17 @@ def default_models() -> Path:
     return _built_once(_DEFAULT_MODELS, lambda folder: build_models(folder, dtype="float32", seed=0))
 
 
-def arch_models(arch: str) -> Path:
-    """servefuzz's tiny model of `arch` (seed 0, float32) in the cache, built on first use
+def arch_models(arch: str, dtype: str = "float32") -> Path:
+    """servefuzz's tiny model of `arch` (seed 0) in the cache, built on first use
     (`tiny-ARCH-seed0/`: `hf-float32/` and, where llama.cpp's converter is here and takes it,
-    `ARCH.gguf`): what `--model-arch` serves. llama is the presets' own default models."""
+    `ARCH.gguf`; `tiny-ARCH-seed0-DTYPE/` in another type, `Preset.arch_dtypes`): what
+    `--model-arch` serves. llama in float32 is the presets' own default models."""
     from servefuzz.models import build_arch  # needs the `models` extra; only when used
 
-    if arch == "llama":
+    if arch == "llama" and dtype == "float32":
         return default_models()
-    return _built_once(f"tiny-{arch}-seed0", lambda folder: build_arch(folder, arch, converter=gguf_converter()))
+    name = f"tiny-{arch}-seed0" + ("" if dtype == "float32" else f"-{dtype}")
+    return _built_once(name, lambda folder: build_arch(folder, arch, dtype=dtype, converter=gguf_converter()))
 
 
 def default_adapters() -> AdapterPaths:
@@ -368,15 +371,21 @@ def hf_model_dir(model: Path | None) -> Path:
     raise UsageError(f"--model {model}: not a Hugging Face model folder (no config.json)")
 
 
-def model_dtype(hf_dir: Path) -> str:
-    """The weight type a model folder declares (`dtype`, or the older `torch_dtype`); `auto` when
-    it declares none or cannot be read, which lets vLLM decide."""
+def model_config(hf_dir: Path) -> dict[str, object]:
+    """A model folder's config.json; empty when it has none or it cannot be read."""
     try:
         config = json.loads((hf_dir / "config.json").read_text(encoding="utf-8"))
     except (OSError, ValueError):
-        return "auto"
-    dtype = config.get("dtype") or config.get("torch_dtype") if isinstance(config, dict) else None
-    return dtype if dtype in ("float32", "bfloat16", "float16") else "auto"
+        return {}
+    return config if isinstance(config, dict) else {}
+
+
+def model_dtype(hf_dir: Path) -> str:
+    """The weight type a model folder declares (`dtype`, or the older `torch_dtype`); `auto` when
+    it declares none or cannot be read, which lets vLLM decide."""
+    config = model_config(hf_dir)
+    dtype = config.get("dtype") or config.get("torch_dtype")
+    return dtype if isinstance(dtype, str) and dtype in ("float32", "bfloat16", "float16") else "auto"
 
 
 def gguf_model(model: Path | None) -> Path:

@@ -53,6 +53,7 @@ def plan(preset: str, version: str, target: TargetInfo | None, model: Path | Non
         model=served,
         version=version,
         model_dtype=engines.model_dtype(served) if served.is_dir() else "auto",
+        model_config=engines.model_config(served) if served.is_dir() else {},
         server_args={} if target is None else target.server_args,
         page_size=target.page_size if target is not None and target.page_size else None,
         standins=str(engines.standin_path()),

@@ -41,10 +41,11 @@ from servefuzz.engines.spec import (
     positive_arg,
     sizes_arg,
 )
+from servefuzz.errors import UsageError
 
 __all__ = ["BUG_FORM", "CPU_PRESET", "CPU_VERSIONS", "DETERMINISTIC", "FLAGS", "GPU_PRESET", "GPU_VERSIONS",
            "INTERPRETED", "METERS", "SERVER_ARG_FEATURES", "SWITCHES", "SPEC", "START_TIMEOUT_S", "TRIAGE", "cpu_argv", "cpu_env",
-           "gpu_argv", "gpu_env"]
+           "cpu_refusal", "gpu_argv", "gpu_env"]
 
 # SGLang's deterministic inference (batch-invariant kernels) refuses to start with its CPU
 # attention backend (measured): on the CPU there is none.
@@ -262,7 +263,45 @@ def gpu_env(site: str, pythonpath: str = "") -> dict[str, str]:
     return {"PYTHONPATH": first_on_path(site, pythonpath), "HF_HUB_OFFLINE": "1"}
 
 
+def cpu_refusal(architecture: str, config: Mapping[str, object]) -> str | None:
+    """Why SGLang's CPU preset will not serve this model (its config's class and keys) as the
+    folder says, or None: what servefuzz's tiny models showed on 0.5.23 (docs/engines.md), read
+    before a start that takes a minute. Applied to every version of the preset: 0.5.10.post1's
+    Gemma 3 reads the same, its other rows are not checked there.
+
+    A Gemma 3 with its own output layer is refused rather than served wrong: SGLang's
+    `Gemma3ForCausalLM` (0.5.10.post1 and 0.5.23) computes the logits with the input embeddings
+    whatever `tie_word_embeddings` says and skips `lm_head.weight` at load, so it would serve
+    another model than the one the truth control computes (measured: transformers in float64
+    with `lm_head` replaced by the embeddings gives SGLang's greedy tokens, 48 of 48).
+
+    >>> cpu_refusal("Gemma3ForCausalLM", {"tie_word_embeddings": False})[:39]
+    "SGLang's Gemma 3 ignores lm_head.weight"
+    >>> cpu_refusal("Gemma3ForCausalLM", {"tie_word_embeddings": True}) is None
+    True
+    """
+    if architecture == "GptOssForCausalLM":
+        return ("GPT-OSS needs one of SGLang's accelerated attention backends (triton, intel_amx, ...) and the "
+                "preset runs torch_native: \"GptOssForCausalLM requires one of [...] attention backend\"")
+    if architecture in ("Qwen3NextForCausalLM", "NemotronHForCausalLM"):
+        # With `--mamba-radix-cache-strategy no_buffer --disable-overlap-schedule` (measured on
+        # Qwen3-Next) it gets further and dies importing `sgl_kernel.mamba`, a CPU kernel the
+        # stand-in package does not have.
+        return ("its hybrid (Mamba / gated delta net) models keep their state in a cache that needs GPU "
+                "snapshots: \"extra_buffer requires platform support for Mamba cache state snapshots\"")
+    if architecture == "DeepseekV3ForCausalLM" and not config.get("rope_scaling"):
+        return ("its CPU rotary embedding for DeepSeek needs a rope_scaling (get_rope_cpu: \"assert rope_scaling is "
+                "not None\") and this model has none")
+    if architecture == "Gemma3ForCausalLM" and config.get("tie_word_embeddings") is False:
+        return ("SGLang's Gemma 3 ignores lm_head.weight and computes logits with the input embeddings, and "
+                "this model's are untied (tie_word_embeddings false): it would serve another model than this one")
+    return None
+
+
 def _cpu_plan(inputs: LaunchInputs) -> Plan:
+    refusal = cpu_refusal(inputs.architecture(), inputs.model_config)
+    if refusal is not None:
+        raise UsageError(f"sglang-cpu {inputs.version} will not serve {inputs.model}: {refusal}")
     argv = cpu_argv(inputs.program, inputs.model, dtype=inputs.arg("dtype", inputs.model_dtype),
                     page_size=inputs.page(1))
     interpreted = ("triton-interpreter",) if inputs.version in INTERPRETED else ()

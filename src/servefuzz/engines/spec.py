@@ -390,16 +390,17 @@ class LaunchInputs:
     """What a preset's plan is built from, found by `engines.presets` (the engine cache, the
     model) or written as placeholders by a report (`engines.commands`): the program that runs
     the server (an interpreter or a binary), the model it serves (in the spec's
-    `model_format`) and the type its config declares (`model_dtype`: "auto" for none), the
-    version, and what the finding's server recorded (`server_args`, `page_size`; empty for a
-    new campaign). `standins`: servefuzz's stand-in folder; `site`: a
-    GPU bundle's package folder; `pythonpath`: the caller's own, kept after what the plan puts
-    first."""
+    `model_format`) and the type its config declares (`model_dtype`: "auto" for none), its
+    config.json (`model_config`: empty for a GGUF or a placeholder), the version, and what the
+    finding's server recorded (`server_args`, `page_size`; empty for a new campaign).
+    `standins`: servefuzz's stand-in folder; `site`: a GPU bundle's package folder;
+    `pythonpath`: the caller's own, kept after what the plan puts first."""
 
     program: str
     model: Path
     version: str
     model_dtype: str = "auto"
+    model_config: Mapping[str, object] = field(default_factory=dict)
     server_args: Mapping[str, object] = field(default_factory=dict)
     page_size: int | None = None
     standins: str = ""
@@ -415,6 +416,11 @@ class LaunchInputs:
     def page(self, default: int) -> int:
         """The recorded page (block) size, else `default`."""
         return self.page_size or default
+
+    def architecture(self) -> str:
+        """The model class its config names (`architectures[0]`), "" where it names none."""
+        names = self.model_config.get("architectures")
+        return str(names[0]) if isinstance(names, list) and names else ""
 
 
 @dataclass(frozen=True)
@@ -456,7 +462,8 @@ class Preset:
     need them. `fit`: the command line as an older build spells it (`(version, argv, help) ->
     argv`, `help` giving the build's own `--help`), where some version needs that. `install`:
     what installs its default version when it is missing (later versions: `servefuzz engines
-    install`)."""
+    install`). `arch_dtypes`: the weight type `--model-arch NAME` builds an architecture in for
+    this preset where the engine serves it in no other (float32 for the rest)."""
 
     name: str
     versions: Versions | None = None
@@ -475,6 +482,7 @@ class Preset:
     # kind: "llama-source", a pinned llama.cpp source tree built with cmake; "cpu-wheel", a
     # release's CPU wheel into a fresh venv); "" where only `install` (the setup script) does.
     installer: str = ""
+    arch_dtypes: Mapping[str, str] = field(default_factory=dict)
 
     def install_hint(self, version: str) -> str:
         """What installs this preset at `version`.

