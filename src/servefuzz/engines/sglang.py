@@ -356,6 +356,13 @@ GPU_PROFILES: tuple[Profile, ...] = (
             "deterministic inference on FA3: outputs independent of the batch and of radix prefix hits",
             "batch numerics (deterministic inference on FA3)", needs=_FA3_NEEDS,
             aims=("burst-reuse", "batch-sweep", "eviction", "tenant-salt")),
+    # The Mamba / gated-delta-net hybrids (Qwen3-Next, NemotronH): their state pool capped at
+    # 256 slots. Left to itself SGLang 0.5.17 sizes it from a share of the free GPU memory
+    # (kv_cache_configurator), which a server started beside others must not take.
+    Profile("sglang-gpu", "hybrid", ("--max-mamba-cache-size", "256"),
+            "a Mamba / gated-delta-net hybrid: linear-attention states cached beside the radix tree",
+            "hybrid state cache (Mamba radix cache)", needs="a hybrid model: `--model-arch qwen3-next` or nemotron-h",
+            aims=("burst-reuse", "chunk-boundary", "batch-sweep"), features=(Feature.PREFIX_CACHE,)),
     # KV cache stored in fp8 (e4m3, scale 1.0) by the preset's Triton attention: every cached
     # token is quantized once and read back by decode and by an extend after a radix hit
     # (sglang#35938's class: fp8 KV read back wrong after reuse).
