@@ -177,7 +177,10 @@ trim_vllm() {
           "$site"/vllm/_qutlass_C.abi3.so "$site"/vllm/vllm-rs
     rm -rf "$site"/vllm/third_party/deep_gemm "$site"/vllm/third_party/fmha_sm100
     # The core ops and the MoE ops (moe_align_block_size, topk_softmax: every MoE model, the
-    # hybrids' experts too; 47.5 MB -> 1.5 MB of xz) cut to their sm_90 code.
+    # hybrids' experts too) cut to their sm_90 code. TODO: the MoE library's sm_90 code is still
+    # 19.4 MB (20 MB of xz): the bundle is then 66 MB, over a call's 64 MiB. Cut it to the kernels
+    # the Triton MoE path loads (a KERNELS pattern, as FA3_KERNELS) and smoke-test it on the
+    # device; docs/gpu/nondense-and-features.md carried it apart meanwhile.
     for lib in _C_stable_libtorch _moe_C_stable_libtorch; do
         "$PYTHON" scripts/gpu_prune_fatbin.py "$site/vllm/$lib.abi3.so" "$WORK/pruned.so" 90
         mv "$WORK/pruned.so" "$site/vllm/$lib.abi3.so"
