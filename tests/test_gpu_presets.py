@@ -157,6 +157,7 @@ def test_a_variant_the_bundler_does_not_know_is_one_line() -> None:
     ("sglang-gpu", "0.5.17", "spec-mtp", "--speculative-algorithm", "EAGLE"),
     ("sglang-gpu", "0.5.17", "hicache", "--hicache-ratio", "2"),
     ("sglang-gpu", "0.5.17", "hybrid", "--max-mamba-cache-size", "256"),
+    ("sglang-gpu", "0.5.17", "hybrid-fa3", "--max-mamba-cache-size", "256"),
     ("vllm-gpu", "0.26.0", "fp8-kv", "--kv-cache-dtype", "fp8"),
     ("vllm-gpu", "0.26.0", "spec-ngram", "--speculative-config", None),
     ("vllm-gpu", "0.26.0", "spec-mtp", "--speculative-config", None),

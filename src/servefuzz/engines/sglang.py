@@ -363,6 +363,12 @@ GPU_PROFILES: tuple[Profile, ...] = (
             "a Mamba / gated-delta-net hybrid: linear-attention states cached beside the radix tree",
             "hybrid state cache (Mamba radix cache)", needs="a hybrid model: `--model-arch qwen3-next` or nemotron-h",
             aims=("burst-reuse", "chunk-boundary", "batch-sweep"), features=(Feature.PREFIX_CACHE,)),
+    # The same on FA3: SGLang 0.5.17 refuses NemotronH on Triton attention ("the first layer
+    # might not be an attention layer", measured on the H200).
+    Profile("sglang-gpu", "hybrid-fa3", ("--attention-backend", "fa3", "--max-mamba-cache-size", "256"),
+            "a Mamba hybrid on FA3 attention (NemotronH): linear-attention states cached beside the radix tree",
+            "hybrid state cache (Mamba radix cache, FA3)", needs=_FA3_NEEDS + "; a hybrid model: `--model-arch nemotron-h`",
+            aims=("burst-reuse", "chunk-boundary", "batch-sweep"), features=(Feature.PREFIX_CACHE,)),
     # KV cache stored in fp8 (e4m3, scale 1.0) by the preset's Triton attention: every cached
     # token is quantized once and read back by decode and by an extend after a radix hit
     # (sglang#35938's class: fp8 KV read back wrong after reuse).
