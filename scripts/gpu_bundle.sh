@@ -169,15 +169,22 @@ for glibc in $(seq 17 39); do GPU_PLATFORM+=(--platform "manylinux_2_${glibc}_x8
 # What a dense model served on sm_90 never loads, per engine (measured on the H200: the server
 # starts and serves without them, ../shared/notes/gpu-engines.md):
 trim_vllm() {
-    local site=$1
-    # FlashAttention 2 (FA3 is Hopper's), the MoE, FlashMLA and QuTLASS kernels, the JIT sources
-    # of DeepGEMM and the sm_100 FMHA, and the optional Rust front end.
-    rm -f "$site"/vllm/vllm_flash_attn/_vllm_fa2_C.abi3.so "$site"/vllm/_moe_C_stable_libtorch.abi3.so \
+    local site=$1 lib
+    # FlashAttention 2 (FA3 is Hopper's), the FlashMLA and QuTLASS kernels, the JIT sources of
+    # DeepGEMM and the sm_100 FMHA, and the optional Rust front end.
+    rm -f "$site"/vllm/vllm_flash_attn/_vllm_fa2_C.abi3.so \
           "$site"/vllm/_flashmla_C.abi3.so "$site"/vllm/_flashmla_extension_C.abi3.so \
           "$site"/vllm/_qutlass_C.abi3.so "$site"/vllm/vllm-rs
     rm -rf "$site"/vllm/third_party/deep_gemm "$site"/vllm/third_party/fmha_sm100
-    "$PYTHON" scripts/gpu_prune_fatbin.py "$site/vllm/_C_stable_libtorch.abi3.so" "$WORK/pruned.so" 90
-    mv "$WORK/pruned.so" "$site/vllm/_C_stable_libtorch.abi3.so"
+    # The core ops and the MoE ops (moe_align_block_size, topk_softmax: every MoE model, the
+    # hybrids' experts too) cut to their sm_90 code. TODO: the MoE library's sm_90 code is still
+    # 19.4 MB (20 MB of xz): the bundle is then 66 MB, over a call's 64 MiB. Cut it to the kernels
+    # the Triton MoE path loads (a KERNELS pattern, as FA3_KERNELS) and smoke-test it on the
+    # device; docs/gpu/nondense-and-features.md carried it apart meanwhile.
+    for lib in _C_stable_libtorch _moe_C_stable_libtorch; do
+        "$PYTHON" scripts/gpu_prune_fatbin.py "$site/vllm/$lib.abi3.so" "$WORK/pruned.so" 90
+        mv "$WORK/pruned.so" "$site/vllm/$lib.abi3.so"
+    done
 }
 # SGLang's FA3 (`sglang@0.5.17+fa3`, the attention backend SGLang picks on Hopper): sgl_kernel's
 # flash_ops cut to the sm_90 forward kernels of head dim 64 in bfloat16 (the tiny model's and

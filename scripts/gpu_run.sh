@@ -24,8 +24,10 @@
 #                          scale-out run's worst, else issue 15's stored CUDA finding), each row a
 #                          Ray task with its own server on its own GPU (results/ray-triage*/)
 #   summary                nothing but the summary and the pack (on results already there)
-#   launch:PRESET:PROFILE:SECONDS
-#                          `servefuzz fuzz --launch PRESET --profile PROFILE` for SECONDS: an
+#   launch:PRESET:PROFILE:SECONDS[:ARCH]
+#                          `servefuzz fuzz --launch PRESET --profile PROFILE` for SECONDS (with ARCH:
+#                          `--model-arch ARCH`, servefuzz's tiny model of that architecture, built
+#                          on the machine, in campaign-PRESET-PROFILE-ARCH): an
 #                          engine of a bundle made by `scripts/gpu_bundle.sh vllm@0.26.0` (or
 #                          sglang@0.5.17), unpacked into the engine cache on first use, started,
 #                          owned and restarted by servefuzz as on the CPU (`vllm-gpu`,
@@ -226,22 +228,24 @@ def fuzz(profile: str, seconds: str) -> None:
         warm_replays(out, srv.base_url)
 
 
-def launched(preset: str, profile: str, seconds: str) -> None:
-    """`servefuzz fuzz --launch PRESET --profile PROFILE`: servefuzz starts the engine, owns it
-    (restarts it after a crash) and runs its controls on fresh servers of the same preset."""
+def launched(preset: str, profile: str, seconds: str, arch: str = "") -> None:
+    """`servefuzz fuzz --launch PRESET --profile PROFILE [--model-arch ARCH]`: servefuzz starts
+    the engine, owns it (restarts it after a crash) and runs its controls on fresh servers of the
+    same preset."""
     seed = os.environ.get("SEED", "0")
-    out, resume = campaign_dir(f"{preset}-{profile}", seed)
+    out, resume = campaign_dir(f"{preset}-{profile}" + (f"-{arch}" if arch else ""), seed)
     out.mkdir(parents=True, exist_ok=True)
     (out / "crash.json").unlink(missing_ok=True)
-    (out / "launched.json").write_text(json.dumps({"preset": preset, "profile": profile}))
-    cmd = [sys.executable, "-m", "servefuzz", "fuzz", "--launch", preset, "--profile", profile, "--keep-going",
+    (out / "launched.json").write_text(json.dumps({"preset": preset, "profile": profile, "arch": arch or "llama"}))
+    cmd = [sys.executable, "-m", "servefuzz", "fuzz", "--launch", preset, "--profile", profile,
+           *(["--model-arch", arch] if arch else []), "--keep-going",
            "--time", seconds, "--seed", seed, "--out", str(out), "--json",
            *(["--resume"] if resume else []), *os.environ.get("FUZZ_EXTRA", "").split()]
     print("$", " ".join(cmd), flush=True)
     with open(out / "fuzz.stderr", "a") as err:
         done = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=err, text=True)
     (out / "fuzz.json").write_text(done.stdout)
-    print(f"{preset}/{profile}: exit {done.returncode}; {done.stdout[-1500:]}", flush=True)
+    print(f"{preset}/{profile}{'/' + arch if arch else ''}: exit {done.returncode}; {done.stdout[-1500:]}", flush=True)
     if done.returncode not in (0, 1):
         tail = (out / "fuzz.stderr").read_text(errors="replace")[-3000:]
         (out / "crash.json").write_text(json.dumps({"exit": done.returncode, "command": cmd, "stderr_tail": tail}, indent=2))
@@ -847,11 +851,13 @@ one_step() {
                   seconds=$(( seconds < END - SECONDS - 80 ? seconds : END - SECONDS - 80 ))
                   if (( seconds < 10 )); then say "no time left to fuzz $profile"; return; fi
                   say "fuzzing profile $profile for $seconds s"; drive fuzz "$profile" "$seconds" ;;
-        launch:*:*:*) IFS=: read -r _ preset profile seconds <<<"$step"
+        launch:*:*:*) local arch
+                  IFS=: read -r _ preset profile seconds arch <<<"$step"
                   local left=$(( END - SECONDS - 80 - ENGINE_START_S ))
                   seconds=$(( seconds < left ? seconds : left ))
-                  if (( seconds < 10 )); then say "no time left to fuzz $preset/$profile"; return; fi
-                  say "fuzzing $preset, profile $profile, for $seconds s"; drive launched "$preset" "$profile" "$seconds" ;;
+                  if (( seconds < 10 )); then say "no time left to fuzz $preset/$profile${arch:+/$arch}"; return; fi
+                  say "fuzzing $preset, profile $profile${arch:+, model $arch}, for $seconds s"
+                  drive launched "$preset" "$profile" "$seconds" ${arch:+"$arch"} ;;
         summary) ;;  # only the summary and the pack, which every run ends with (here: on results brought back)
         triage) say "triage"; TRIAGE_UNTIL=$(( $(date +%s) + END - SECONDS - 25 )) drive triage "${MAX_FINDINGS:-2}" ;;
         ray:*) say "scale-out on Ray: arms ${ARMS:-local ray-1 ray-2}, at most ${step#ray:} s each"

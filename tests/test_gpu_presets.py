@@ -5,6 +5,7 @@ H200 (docs/gpu/); here the commands are built, not started."""
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 from pathlib import Path
@@ -12,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from servefuzz import engines
+from servefuzz.engines.spec import Feature
 from servefuzz.errors import UsageError
 from servefuzz.launcher import Launch, preset_version
 from servefuzz.servers import deterministic_launch
@@ -147,3 +149,45 @@ def test_a_variant_the_bundler_does_not_know_is_one_line() -> None:
                           timeout=120)
     assert done.returncode == 1
     assert "error: unknown variant in sglang@0.5.17+fa4 (known: sglang@VERSION+fa3)" in done.stderr
+
+
+@pytest.mark.parametrize(("preset", "version", "name", "flag", "value"), [
+    ("sglang-gpu", "0.5.17", "fp8-kv", "--kv-cache-dtype", "fp8_e4m3"),
+    ("sglang-gpu", "0.5.17", "spec-ngram", "--speculative-algorithm", "NGRAM"),
+    ("sglang-gpu", "0.5.17", "spec-mtp", "--speculative-algorithm", "EAGLE"),
+    ("sglang-gpu", "0.5.17", "hicache", "--hicache-ratio", "2"),
+    ("sglang-gpu", "0.5.17", "hybrid", "--max-mamba-cache-size", "256"),
+    ("sglang-gpu", "0.5.17", "hybrid-fa3", "--max-mamba-cache-size", "256"),
+    ("vllm-gpu", "0.26.0", "fp8-kv", "--kv-cache-dtype", "fp8"),
+    ("vllm-gpu", "0.26.0", "spec-ngram", "--speculative-config", None),
+    ("vllm-gpu", "0.26.0", "spec-mtp", "--speculative-config", None),
+    ("vllm-gpu", "0.26.0", "gdn", "--gdn-prefill-backend", "triton"),
+])
+def test_the_gpu_feature_profiles_add_their_flag_once_and_triage_can_drop_them(
+        cache: Path, preset: str, version: str, name: str, flag: str, value: str | None) -> None:
+    _unpack(cache, preset, version)
+    model = cache / "hf"
+    model.mkdir()
+    (model / "config.json").write_text("{}")
+    plain = list(Launch.resolve(preset, model=model).argv)
+    argv = list(Launch.resolve(preset, model=model, profile=name).argv)
+    assert flag not in plain and argv.count(flag) == 1
+    if value is not None:
+        assert argv[argv.index(flag) + 1] == value
+    else:  # a JSON config vLLM parses itself
+        assert json.loads(argv[argv.index(flag) + 1])["method"] in ("ngram_gpu", "mtp")
+    for word in ("--max-total-tokens", "--page-size", "--dtype"):  # replaced, never doubled
+        assert argv.count(word) == plain.count(word)
+    rows = [r.name for r in matrix_of(Launch.resolve(preset, model=model, profile=name))]
+    assert rows[0] == f"no profile {name}"
+
+
+def test_the_hicache_profile_shrinks_the_device_pool_so_pages_go_to_host_memory(cache: Path) -> None:
+    _unpack(cache, "sglang-gpu", "0.5.17")
+    model = cache / "hf"
+    model.mkdir()
+    (model / "config.json").write_text("{}")
+    argv = list(Launch.resolve("sglang-gpu", model=model, profile="hicache").argv)
+    assert argv[argv.index("--max-total-tokens") + 1] == "4096" and argv[argv.index("--page-size") + 1] == "16"
+    assert "--enable-hierarchical-cache" in argv
+    assert Feature.HOST_CACHE in engines.profile("sglang-gpu", "hicache").features

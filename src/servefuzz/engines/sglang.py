@@ -395,6 +395,47 @@ GPU_PROFILES: tuple[Profile, ...] = (
             "deterministic inference on FA3: outputs independent of the batch and of radix prefix hits",
             "batch numerics (deterministic inference on FA3)", needs=_FA3_NEEDS,
             aims=("burst-reuse", "batch-sweep", "eviction", "tenant-salt")),
+    # The Mamba / gated-delta-net hybrids (Qwen3-Next, NemotronH): their state pool capped at
+    # 256 slots. Left to itself SGLang 0.5.17 sizes it from a share of the free GPU memory
+    # (kv_cache_configurator), which a server started beside others must not take.
+    Profile("sglang-gpu", "hybrid", ("--max-mamba-cache-size", "256"),
+            "a Mamba / gated-delta-net hybrid: linear-attention states cached beside the radix tree",
+            "hybrid state cache (Mamba radix cache)", needs="a hybrid model: `--model-arch qwen3-next` or nemotron-h",
+            aims=("burst-reuse", "chunk-boundary", "batch-sweep"), features=(Feature.PREFIX_CACHE,)),
+    # The same on FA3: SGLang 0.5.17 refuses NemotronH on Triton attention ("the first layer
+    # might not be an attention layer", measured on the H200).
+    Profile("sglang-gpu", "hybrid-fa3", ("--attention-backend", "fa3", "--max-mamba-cache-size", "256"),
+            "a Mamba hybrid on FA3 attention (NemotronH): linear-attention states cached beside the radix tree",
+            "hybrid state cache (Mamba radix cache, FA3)", needs=_FA3_NEEDS + "; a hybrid model: `--model-arch nemotron-h`",
+            aims=("burst-reuse", "chunk-boundary", "batch-sweep"), features=(Feature.PREFIX_CACHE,)),
+    # KV cache stored in fp8 (e4m3, scale 1.0) by the preset's Triton attention: every cached
+    # token is quantized once and read back by decode and by an extend after a radix hit
+    # (sglang#35938's class: fp8 KV read back wrong after reuse).
+    Profile("sglang-gpu", "fp8-kv", ("--kv-cache-dtype", "fp8_e4m3"),
+            "fp8 (e4m3) KV cache: cached tokens quantized, read back by decode and radix-hit extends",
+            "KV cache dtype (fp8)", aims=("burst-reuse", "page-boundary", "batch-sweep"),
+            features=(Feature.PREFIX_CACHE,)),
+    # N-gram speculative decoding (SGLang's C++ n-gram corpus, JIT-built at start; drafts
+    # verified as a tree by Triton attention): drafts come from the request's own tokens.
+    Profile("sglang-gpu", "spec-ngram", ("--speculative-algorithm", "NGRAM", "--speculative-num-draft-tokens", "4"),
+            "n-gram speculative decoding (drafts from earlier tokens, 4 drafted tokens verified per step)",
+            "speculative decoding (n-gram)", aims=("batch-sweep", "n-mix"), features=(Feature.SPECULATIVE,)),
+    # Multi-token prediction through DeepSeek-V3's next-token layer (SGLang's EAGLE worker on
+    # the model's own `num_nextn_predict_layers` layer; 3 steps, top-1, 4 draft tokens chosen
+    # by SGLang for DeepseekV3ForCausalLM). Triton MLA attention for target and draft.
+    Profile("sglang-gpu", "spec-mtp", ("--speculative-algorithm", "EAGLE"),
+            "MTP speculative decoding through DeepSeek-V3's next-token layer (EAGLE worker, 3 steps)",
+            "speculative decoding (MTP)", needs="a DeepSeek-V3 model with its next-token layer and a hidden "
+            "size over 256 (SGLang 0.5.17's fused_eh_norm refuses 256, the tiny model's: measured on the H200)",
+            aims=("batch-sweep", "n-mix"), features=(Feature.SPECULATIVE,)),
+    # HiCache: a 4,096-token device pool (page 16) backed by a host pool twice its size, so that
+    # radix pages are written to host memory, evicted from the GPU and loaded back on a later
+    # hit (`sglang:load_back_tokens_total` counts the tokens that came back).
+    Profile("sglang-gpu", "hicache",
+            ("--enable-hierarchical-cache", "--hicache-ratio", "2", "--max-total-tokens", "4096", "--page-size", "16"),
+            "hierarchical cache: a 4,096-token device pool, radix pages evicted to host memory and loaded back",
+            "hierarchical cache (host tier)", aims=("eviction", "burst-reuse", "page-boundary"),
+            features=(Feature.HOST_CACHE, Feature.EVICTION, Feature.PREFIX_CACHE)),
 )
 
 CPU_PRESET = Preset("sglang-cpu", CPU_VERSIONS, _cpu_plan, _cpu_command, profiles=CPU_PROFILES,

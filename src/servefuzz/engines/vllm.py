@@ -327,6 +327,30 @@ GPU_PROFILES: tuple[Profile, ...] = (
             "batch-invariant kernels with Triton attention instead of FlashAttention 3, eager",
             "FlashAttention 3 under batch invariance", aims=("batch-sweep", "burst-reuse"),
             env=(("VLLM_BATCH_INVARIANT", "1"),)),
+    # KV cache in fp8 (e4m3, scale 1.0) read by FlashAttention 3: every cached block is
+    # quantized once and read back by decode and by prefix hits (vllm#50702's class).
+    Profile("vllm-gpu", "fp8-kv", ("--kv-cache-dtype", "fp8"),
+            "fp8 KV cache (FlashAttention 3): cached blocks quantized, read back by decode and prefix hits",
+            "KV cache dtype (fp8)", aims=("burst-reuse", "page-boundary", "batch-sweep"),
+            features=(Feature.PREFIX_CACHE,)),
+    # N-gram speculative decoding on the GPU (`ngram_gpu`: prompt lookup in torch, no numba).
+    Profile("vllm-gpu", "spec-ngram",
+            ("--speculative-config",
+             '{"method":"ngram_gpu","num_speculative_tokens":3,"prompt_lookup_min":2,"prompt_lookup_max":4}'),
+            "n-gram speculative decoding on the GPU (prompt lookup, 3 tokens drafted per step)",
+            "speculative decoding (n-gram)", aims=("batch-sweep", "n-mix"), features=(Feature.SPECULATIVE,)),
+    # Multi-token prediction through DeepSeek-V3's next-token layer (`mtp` resolves to
+    # deepseek_mtp for DeepseekV3ForCausalLM), one drafted token a step, MLA attention on FA3.
+    Profile("vllm-gpu", "spec-mtp", ("--speculative-config", '{"method":"mtp","num_speculative_tokens":1}'),
+            "MTP speculative decoding through DeepSeek-V3's next-token layer (1 drafted token a step)",
+            "speculative decoding (MTP)", needs="a DeepSeek-V3 model with its next-token layer: "
+            "`--model-arch deepseek-v3`", aims=("batch-sweep", "n-mix"), features=(Feature.SPECULATIVE,)),
+    # Qwen3-Next's gated delta net: its prefill picks FlashInfer on Hopper, which the bundle
+    # does not carry; Triton's (flash-linear-attention's kernels) is the one that runs there.
+    Profile("vllm-gpu", "gdn", ("--gdn-prefill-backend", "triton"),
+            "a gated-delta-net hybrid (Qwen3-Next) with its prefill on Triton kernels",
+            "linear attention prefill (gated delta net)", needs="a gated-delta-net model: `--model-arch qwen3-next`",
+            aims=("chunk-boundary", "burst-reuse", "batch-sweep"), features=(Feature.PREFIX_CACHE,)),
 )
 
 # vLLM's /metrics counters that say what the engine did, as its v1/metrics/loggers.py and
