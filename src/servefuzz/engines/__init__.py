@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import hashlib
 import json
 import os
 import shutil
@@ -324,13 +325,31 @@ def default_models() -> Path:
 
 def arch_models(arch: str) -> Path:
     """servefuzz's tiny model of `arch` (seed 0, float32) in the cache, built on first use
-    (`tiny-ARCH-seed0/`: `hf-float32/` and, where llama.cpp's converter is here and takes it,
-    `ARCH.gguf`): what `--model-arch` serves. llama is the presets' own default models."""
-    from servefuzz.models import build_arch  # needs the `models` extra; only when used
+    (`tiny-ARCH-seed0-KEY/`: `hf-float32/` and, where llama.cpp's converter is here and takes it,
+    `ARCH.gguf`): what `--model-arch` serves. llama is the presets' own default models.
+
+    KEY (`models.build_key`) hashes the model builder's source, the arguments and the converter
+    (its path, which names the llama.cpp build, and its sources): a change to any of them builds
+    anew (a folder built before a converter was here gets its GGUF then), where a bare name kept
+    serving the first build whatever changed since."""
+    from servefuzz.models import build_arch, build_key  # needs the `models` extra; only when used
 
     if arch == "llama":
         return default_models()
-    return _built_once(f"tiny-{arch}-seed0", lambda folder: build_arch(folder, arch, converter=gguf_converter()))
+    converter = gguf_converter()
+    key = build_key(arch, "float32", 0, str(converter), _converter_digest(converter))
+    return _built_once(f"tiny-{arch}-seed0-{key}", lambda folder: build_arch(folder, arch, converter=converter))
+
+
+def _converter_digest(converter: Path | None) -> str | None:
+    """A hash of llama.cpp's converter: its script and the two packages beside it that it imports
+    (`conversion/`, `gguf-py/`, as `models.gguf_convert` puts them on its path); None without one."""
+    if converter is None or not converter.is_file():
+        return None
+    digest = hashlib.sha256(converter.read_bytes())
+    for source in sorted([*converter.parent.glob("conversion/**/*.py"), *converter.parent.glob("gguf-py/gguf/**/*.py")]):
+        digest.update(str(source.relative_to(converter.parent)).encode() + b"\0" + source.read_bytes())
+    return digest.hexdigest()
 
 
 def default_adapters() -> AdapterPaths:
