@@ -80,14 +80,14 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     items.sort(key=rank)  # stable: within a rank, files and tests keep their order
 
 
-_SPENT: Counter[str] = Counter()  # seconds by group, setup and teardown included
+_SPENT: dict[str, float] = {}  # seconds by group, setup and teardown included
 _COUNTED: Counter[str] = Counter()  # tests by group
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     """Add each phase's time to its test's group (on the controller, every worker's reports)."""
     group = group_of(report.nodeid, report.keywords, in_engines=report.nodeid.startswith("tests/engines/"))
-    _SPENT[group] += report.duration
+    _SPENT[group] = _SPENT.get(group, 0.0) + report.duration
     _COUNTED[group] += report.when == "call" or (report.when == "setup" and report.skipped)
 
 
