@@ -5,6 +5,10 @@
   about cache state flush it first).
 - `stub_server(mode)` -> a `ServerProcess` running `tests/targets/stub_server.py` in one of its
   misbehaving modes (http500, garbage, down, hang); stopped after the test.
+
+At the end of a run the terminal summary says where the tests' time went, by group (`group_of`:
+vLLM's, the other real engines', the other slow tests, the rest), so every run of the README's
+command shows it (docs/benchmarks.md, "The test command's time").
 """
 
 from __future__ import annotations
@@ -17,7 +21,8 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import sys  # noqa: E402
-from collections.abc import Callable, Iterator
+from collections import Counter
+from collections.abc import Callable, Collection, Iterator
 from pathlib import Path
 
 import pytest
@@ -34,12 +39,20 @@ STUB = Path(__file__).parent / "targets" / "stub_server.py"
 TESTS = Path(__file__).parent
 
 
+def group_of(nodeid: str, marks: Collection[str], *, in_engines: bool) -> str:
+    """A test's group: "vllm" for vLLM's real-engine tests, "engines" for the other real engines'
+    (llama-server's, SGLang's, the tiny models'), both xdist groups; "slow" for the other tests
+    marked slow, "quick" for the rest. `in_engines`: the test is in tests/engines/."""
+    if in_engines or "engine" in marks:
+        return "vllm" if "vllm" in nodeid.lower() else "engines"
+    return "slow" if "slow" in marks else "quick"
+
+
 def engine_group(item: pytest.Item) -> str | None:
     """The xdist group of a real engine's test: "vllm" for vLLM's, "engines" for the others
     (llama-server's, the tiny models'); None for a test that starts no real engine."""
-    if TESTS / "engines" not in item.path.parents and item.get_closest_marker("engine") is None:
-        return None
-    return "vllm" if "vllm" in item.nodeid.lower() else "engines"
+    group = group_of(item.nodeid, {m.name for m in item.iter_markers()}, in_engines=TESTS / "engines" in item.path.parents)
+    return group if group in ("vllm", "engines") else None
 
 
 @pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the group markers
@@ -65,6 +78,23 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         return 2 if item.get_closest_marker("slow") is not None else 3
 
     items.sort(key=rank)  # stable: within a rank, files and tests keep their order
+
+
+_SPENT: dict[str, float] = {}  # seconds by group, setup and teardown included
+_COUNTED: Counter[str] = Counter()  # tests by group
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """Add each phase's time to its test's group (on the controller, every worker's reports)."""
+    group = group_of(report.nodeid, report.keywords, in_engines=report.nodeid.startswith("tests/engines/"))
+    _SPENT[group] = _SPENT.get(group, 0.0) + report.duration
+    _COUNTED[group] += report.when == "call" or (report.when == "setup" and report.skipped)
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    if _SPENT:
+        terminalreporter.write_line("time by group (the tests' own seconds, setup and teardown included): " + ", ".join(
+            f"{g} {_SPENT[g]:.0f} s in {_COUNTED[g]} tests" for g in ("vllm", "engines", "slow", "quick") if g in _SPENT))
 
 
 @pytest.fixture(scope="session")

@@ -38,13 +38,17 @@ async def _complete(url: str, copies: int) -> list[list[int]]:
 def test_llama_server_serves_the_architecture_and_a_batch_answers_as_one_alone(arch: str, tmp_path: Path) -> None:
     if not engines.installed("llama-server"):
         pytest.skip(f"llama-server is not built under {engines.cache_dir()}: run {engines.SETUP_SCRIPT}")
-    converter = engines.gguf_converter()
-    if converter is None:
+    if engines.gguf_converter() is None:
         pytest.skip(f"no llama.cpp converter beside llama-server: run {engines.SETUP_SCRIPT} or set {engines.GGUF_CONVERTER_ENV}")
-    built = build_arch(tmp_path / arch, arch, seed=0, converter=converter)
-    assert built.gguf is not None, built.gguf_missing
-    launch = Launch.resolve("llama-server", None, model=tmp_path / arch)  # `--model` of the built folder
-    assert str(built.gguf) in launch.argv
+    # The cache's build (`engines.arch_models`: `build_arch` with this converter, keyed by the
+    # builder's source), which the campaign below serves too: one conversion per architecture.
+    folder = engines.arch_models(arch)
+    gguf = folder / f"{arch}.gguf"
+    assert gguf.is_file(), f"no GGUF of {arch}: `servefuzz model build DIR --arch {arch}` says why"
+    assert build_arch(tmp_path / arch, arch, seed=0).hf_dir.joinpath("model.safetensors").read_bytes() \
+        == (folder / "hf-float32" / "model.safetensors").read_bytes()  # what build_arch writes today
+    launch = Launch.resolve("llama-server", None, model=folder)  # `--model` of the built folder
+    assert str(gguf) in launch.argv
     server = ServerProcess(launch.argv, log_path=tmp_path / "server.log", start_timeout_s=60)
     server.start()
     try:
@@ -66,7 +70,7 @@ def test_a_campaign_launched_with_model_arch_serves_that_architecture(tmp_path: 
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     config = json.loads((out / "config.json").read_text())
     served = config["target"]["server_args"]["model_path"]
-    assert served.endswith("tiny-gemma3-seed0/gemma3.gguf"), served
+    assert served == str(engines.arch_models("gemma3") / "gemma3.gguf"), served
     # servefuzz read the model's window from its config.json, and the first round aims at it.
     assert config["target"]["architecture"]["window"] == 64
     assert config["strategies"][:2] == ["window-prefix", "window-edge"] and "state-restore" in config["left_out"]

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -16,8 +17,10 @@ import pytest
 
 pytest.importorskip("tokenizers")
 
+import servefuzz  # noqa: E402
+from servefuzz import engines  # noqa: E402
 from servefuzz.errors import UsageError  # noqa: E402
-from servefuzz.models import ARCHITECTURES, ArchPaths, build_arch  # noqa: E402
+from servefuzz.models import ARCHITECTURES, ArchPaths, build_arch, build_key  # noqa: E402
 from servefuzz.models.files import hf_tokens, safetensors_file  # noqa: E402
 from servefuzz.models.parts import SSM_CHUNK, WINDOW  # noqa: E402
 
@@ -48,6 +51,36 @@ def test_every_architecture_is_built_from_one_seed_the_same_and_from_another_dif
     assert a.gguf is None and "converter" in a.gguf_missing  # none given: said, not guessed
     with pytest.raises(UsageError, match="unknown architecture 'mamba9'"):
         build_arch(tmp_path / "d", "mamba9")
+
+
+def _key_in(src: Path) -> str:
+    """`build_key("gemma3")` as the servefuzz package under `src` computes it."""
+    done = subprocess.run([sys.executable, "-c", "from servefuzz.models import build_key; print(build_key('gemma3'))"],
+                          capture_output=True, text=True, timeout=120, check=True, env={**os.environ, "PYTHONPATH": str(src)})
+    return done.stdout.strip()
+
+
+def test_the_cached_build_of_an_architecture_is_named_by_a_key_that_follows_the_builders_source(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`engines.arch_models` builds once per key, and the key (`build_key`) changes with any
+    module of the builder: a cached tiny-ARCH-seed0 is never an older builder's output."""
+    monkeypatch.setenv("SERVEFUZZ_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv(engines.GGUF_CONVERTER_ENV, str(tmp_path / "no-converter.py"))  # the HF folder alone
+    first = engines.arch_models("gemma3")
+    assert first.parent == tmp_path / "cache" / "models" and first.name.startswith("tiny-gemma3-seed0-")
+    assert (first / "hf-float32" / "config.json").is_file() and not any(first.glob("*.gguf"))
+    (first / "hf-float32" / "mark").touch()
+    assert engines.arch_models("gemma3") == first and (first / "hf-float32" / "mark").is_file()  # not rebuilt
+    monkeypatch.setenv(engines.GGUF_CONVERTER_ENV, str(tmp_path / "another-converter.py"))
+    assert engines.arch_models("gemma3") != first  # another converter: another build
+    # A copy of the package: the same sources give the same key wherever they lie, and one
+    # changed byte in a builder's module gives another.
+    copy = tmp_path / "src"
+    shutil.copytree(Path(servefuzz.__file__).parent, copy / "servefuzz", ignore=shutil.ignore_patterns("__pycache__"))
+    assert _key_in(copy) == build_key("gemma3")
+    parts = copy / "servefuzz" / "models" / "parts.py"
+    parts.write_text(parts.read_text() + "\n# changed\n")
+    assert _key_in(copy) != build_key("gemma3")
 
 
 @pytest.mark.parametrize("arch", OTHERS)

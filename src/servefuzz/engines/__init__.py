@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import hashlib
 import json
 import os
 import shutil
@@ -325,15 +326,33 @@ def default_models() -> Path:
 
 def arch_models(arch: str, dtype: str = "float32") -> Path:
     """servefuzz's tiny model of `arch` (seed 0) in the cache, built on first use
-    (`tiny-ARCH-seed0/`: `hf-float32/` and, where llama.cpp's converter is here and takes it,
-    `ARCH.gguf`; `tiny-ARCH-seed0-DTYPE/` in another type, `Preset.arch_dtypes`): what
-    `--model-arch` serves. llama in float32 is the presets' own default models."""
-    from servefuzz.models import build_arch  # needs the `models` extra; only when used
+    (`tiny-ARCH-seed0-KEY/`: `hf-float32/` and, where llama.cpp's converter is here and takes it,
+    `ARCH.gguf`; `tiny-ARCH-seed0-DTYPE-KEY/` in another type, `Preset.arch_dtypes`): what
+    `--model-arch` serves. llama in float32 is the presets' own default models.
+
+    KEY (`models.build_key`) hashes the model builder's source, the arguments and the converter
+    (its path, which names the llama.cpp build, and its sources): a change to any of them builds
+    anew (a folder built before a converter was here gets its GGUF then), where a bare name kept
+    serving the first build whatever changed since."""
+    from servefuzz.models import build_arch, build_key  # needs the `models` extra; only when used
 
     if arch == "llama" and dtype == "float32":
         return default_models()
-    name = f"tiny-{arch}-seed0" + ("" if dtype == "float32" else f"-{dtype}")
-    return _built_once(name, lambda folder: build_arch(folder, arch, dtype=dtype, converter=gguf_converter()))
+    converter = gguf_converter()
+    key = build_key(arch, dtype, 0, str(converter), _converter_digest(converter))
+    name = f"tiny-{arch}-seed0" + ("" if dtype == "float32" else f"-{dtype}") + f"-{key}"
+    return _built_once(name, lambda folder: build_arch(folder, arch, dtype=dtype, converter=converter))
+
+
+def _converter_digest(converter: Path | None) -> str | None:
+    """A hash of llama.cpp's converter: its script and the two packages beside it that it imports
+    (`conversion/`, `gguf-py/`, as `models.gguf_convert` puts them on its path); None without one."""
+    if converter is None or not converter.is_file():
+        return None
+    digest = hashlib.sha256(converter.read_bytes())
+    for source in sorted([*converter.parent.glob("conversion/**/*.py"), *converter.parent.glob("gguf-py/gguf/**/*.py")]):
+        digest.update(str(source.relative_to(converter.parent)).encode() + b"\0" + source.read_bytes())
+    return digest.hexdigest()
 
 
 def default_adapters() -> AdapterPaths:

@@ -38,6 +38,7 @@ imported only when used.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -66,6 +67,7 @@ __all__ = [
     "build_adapters",
     "build_arch",
     "build_draft",
+    "build_key",
     "build_models",
     "draft_path",
     "hf_tokenizer_json",
@@ -178,6 +180,26 @@ def build_arch(out_dir: Path, arch: str, *, dtype: str = "float32", seed: int = 
                     context=int(config["max_position_embeddings"]))
     made, why = gguf_convert.convert(hf_dir, out_dir / f"{arch}.gguf", converter)
     return ArchPaths(arch, hf_dir, dtype, vocab, made, why)
+
+
+def build_key(*args: object) -> str:
+    """A short hash of what a build's bytes depend on: the source of this package (every module
+    of it: the architectures, the shared parts, the file writers, the GGUF shim), the version of
+    the `tokenizers` library that trains the vocabulary, and `args` (the builder's arguments, the
+    converter's identity). A cached build named by it (`engines.arch_models`) is built anew when
+    any of them changes, and is never a stale copy of an older builder's output."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    digest = hashlib.sha256()
+    # truth.py holds the GGUF tensor-name tables the writers use (defined once, in the lower layer).
+    for source in [*sorted(Path(__file__).parent.glob("*.py")), Path(__file__).parent.parent / "truth.py"]:
+        digest.update(source.name.encode() + b"\0" + source.read_bytes() + b"\0")
+    try:
+        tokenizers = version("tokenizers")
+    except PackageNotFoundError:
+        tokenizers = "none"
+    digest.update(repr((tokenizers, *args)).encode())
+    return digest.hexdigest()[:12]
 
 
 def build_draft(out_dir: Path, *, seed: int = 0) -> Path:
