@@ -5,14 +5,20 @@ scenario reached. Each iteration either *generates* a fresh scenario from a stra
 *mutates* a corpus entry; both choices are weighted by a simple energy schedule:
 
 - an entry's energy is `(1 + features it was first to reach) x (2 if an oracle flagged it)
-  / (1 + times it was picked)`: novel and suspicious scenarios are mutated first, and none is
-  mutated forever;
+  x (1 + its rarity) / (1 + times it was picked)`: novel and suspicious scenarios are mutated
+  first, and none is mutated forever. The rarity is what the engine did under the entry's
+  load and few other entries made it do (`feedback.did_features`: an eviction, a preemption,
+  an abort): the sum, over its `did:` features, of 1 / the entries holding that feature. A
+  scenario that alone made the pool evict keeps twice the energy of one like it that did
+  not, for as long as it stays the only one (AFL++'s rare-edge schedule, over what the engine
+  reported rather than branches);
 - a strategy's weight is `(1 + features its scenarios were first to reach) / (1 + seconds its
   scenarios took / 10)`, so strategies that keep finding something run more often, costly
   ones that find nothing new fade, and every strategy keeps a chance.
 
-The first round runs every strategy once, in the mix's order. Everything here is pure state;
-the campaign persists it (`to_json` / `from_json`) after every iteration.
+The first round runs every strategy once, in the mix's order (`first_round`: a generator that
+serves every kind of bug, the covering arrays, may come back every few turns of it). Everything
+here is pure state; the campaign persists it (`to_json` / `from_json`) after every iteration.
 
     >>> import random
     >>> from servefuzz.workload import RequestSpec, Scenario
@@ -35,15 +41,41 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from servefuzz.feedback import DID
 from servefuzz.workload import Scenario
 
-__all__ = ["MUTATE_SHARE", "Corpus", "CorpusEntry", "Schedule"]
+__all__ = ["MUTATE_SHARE", "Corpus", "CorpusEntry", "Schedule", "first_round"]
 
 # After the first round, the share of iterations that mutate a corpus entry rather than
 # generate afresh (when the corpus is not empty).
 MUTATE_SHARE = 0.5
 # Seconds of execution that weigh as much as one use in a strategy's weight.
 COST_UNIT_S = 10.0
+# A recurring generator's turns in the first round (`first_round`): the second, then every this
+# many turns. A short campaign on a 2-core box gets through 13-17 scenarios in 120 s; once, at
+# the round's end, the covering arrays came at iteration 12 or 13 of it (issue 41).
+RECUR_EVERY = 5
+
+
+def first_round(names: tuple[str, ...], recurring: str | None) -> tuple[str, ...]:
+    """The first round's turns: `names` once each, in order, with `recurring` (one of them)
+    taken out and put at the second turn and every `RECUR_EVERY` turns after, while others are
+    left. The first turn stays the mix's first: the embedded default's first finding is there.
+
+    >>> first_round(("a", "b", "c", "d", "e", "f", "g", "P"), "P")
+    ('a', 'P', 'b', 'c', 'd', 'e', 'P', 'f', 'g')
+    >>> first_round(("a", "b"), None), first_round(("P",), "P")
+    (('a', 'b'), ('P',))
+    """
+    rest = [n for n in names if n != recurring]
+    if recurring is None or recurring not in names or not rest:
+        return names
+    out = [rest[0]]
+    for name in rest[1:]:
+        if (len(out) - 1) % RECUR_EVERY == 0:
+            out.append(recurring)
+        out.append(name)
+    return tuple(out)
 
 
 @dataclass(frozen=True)
@@ -84,6 +116,9 @@ class Corpus:
         self.entries: list[CorpusEntry] = sorted(entries, key=lambda e: e.id)
         self.seen: set[str] = set().union(*(e.features for e in self.entries)) if self.entries else set()
         self.picks: Counter[int] = Counter(picks or {})
+        # How many entries hold each engine-did feature: derived from the entries, so a resumed
+        # campaign weighs them as the one it resumes did.
+        self.holders: Counter[str] = Counter(f for e in self.entries for f in e.features if f.startswith(DID))
 
     def __len__(self) -> int:
         return len(self.entries)
@@ -101,10 +136,18 @@ class Corpus:
         entry = CorpusEntry(len(self.entries), scenario, features, new, origin, iteration, flagged)
         self.entries.append(entry)
         self.seen |= features
+        self.holders.update(f for f in features if f.startswith(DID))
         return entry
 
+    def rarity(self, entry: CorpusEntry) -> float:
+        """What the engine did under `entry`'s load that few entries made it do: the sum, over
+        its `did:` features, of 1 / the entries holding each (0 for an entry that made the
+        engine do nothing the spec meters)."""
+        return sum(1 / self.holders[f] for f in entry.features if f.startswith(DID) and self.holders[f])
+
     def energy(self, entry: CorpusEntry) -> float:
-        return (1 + len(entry.new)) * (2 if entry.flagged else 1) / (1 + self.picks[entry.id])
+        return ((1 + len(entry.new)) * (2 if entry.flagged else 1) * (1 + self.rarity(entry))
+                / (1 + self.picks[entry.id]))
 
     def pick(self, rng: random.Random) -> CorpusEntry:
         entry = rng.choices(self.entries, weights=[self.energy(e) for e in self.entries])[0]
@@ -121,10 +164,11 @@ class Schedule:
 
     def __init__(self, names: tuple[str, ...], uses: Mapping[str, int] | None = None,
                  gains: Mapping[str, int] | None = None, seconds: Mapping[str, float] | None = None,
-                 mutate_share: float = MUTATE_SHARE) -> None:
+                 mutate_share: float = MUTATE_SHARE, first: tuple[str, ...] | None = None) -> None:
         if not names:
             raise ValueError("a schedule needs at least one strategy")
         self.names = names
+        self.first = names if first is None else first  # the first round's turns (`first_round`)
         self.mutate_share = mutate_share
         self.uses: Counter[str] = Counter(uses or {})
         self.gains: Counter[str] = Counter(gains or {})
@@ -148,8 +192,8 @@ class Schedule:
         active = self.active
         if not active:
             raise ValueError("every strategy of the schedule is benched")
-        if iteration < len(self.names) and self.names[iteration] in active:
-            name = self.names[iteration]
+        if iteration < len(self.first) and self.first[iteration] in active:
+            name = self.first[iteration]
         elif corpus.entries and rng.random() < self.mutate_share:
             return "mutate", corpus.pick(rng)
         else:
