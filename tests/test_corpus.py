@@ -86,13 +86,17 @@ def test_an_entry_that_alone_made_the_engine_do_something_keeps_more_energy_unti
     assert Corpus(c.entries).rarity(rare) == 0.5
 
 
-def test_the_covering_generator_comes_back_through_the_first_round_behind_the_mix_s_first() -> None:
-    names = ("page-boundary", "batch-sweep", "long-decode", "cancel-storm", "burst-reuse", "n-mix", "random",
-             "tenant-salt", "pairwise")
-    turns = first_round(names, "pairwise")
-    assert turns[0] == "page-boundary" and [i for i, n in enumerate(turns) if n == "pairwise"] == [1, 6]
-    assert sorted(set(turns)) == sorted(names) and len(turns) == len(names) + 1
+def test_the_covering_generator_comes_right_after_the_capability_strategies_in_the_first_round() -> None:
+    names = ("page-boundary", "batch-sweep", "tenant-salt", "seeded-sampling", "tile-boundary", "eviction", "pairwise")
+    turns = first_round(names, "pairwise", after=("tenant-salt", "seeded-sampling"))
+    assert turns == ("page-boundary", "batch-sweep", "tenant-salt", "seeded-sampling", "pairwise", "tile-boundary",
+                     "eviction")
     s = Schedule(names, first=turns)
     rng, c = random.Random(0), Corpus()
     assert [s.next(rng, i, c)[1] for i in range(len(turns))] == list(turns)
-    assert first_round(names, None) == names  # no coverage: the mix's order, each once
+    # Leave-one-out: without seeded-sampling the arrays come right after tenant-salt.
+    loo = tuple(n for n in names if n != "seeded-sampling")
+    assert first_round(loo, "pairwise", after=("tenant-salt", "seeded-sampling")).index("pairwise") == 3
+    # No coverage, or no capability strategy offered: the mix's order, each once.
+    assert first_round(names, None, after=("tenant-salt",)) == names
+    assert first_round(names, "pairwise", after=()) == names

@@ -16,8 +16,8 @@ scenario reached. Each iteration either *generates* a fresh scenario from a stra
   scenarios took / 10)`, so strategies that keep finding something run more often, costly
   ones that find nothing new fade, and every strategy keeps a chance.
 
-The first round runs every strategy once, in the mix's order (`first_round`: a generator that
-serves every kind of bug, the covering arrays, may come back every few turns of it). Everything
+The first round runs every strategy once, in the mix's order (`first_round`: the covering
+arrays right after the strategies written for the capabilities they draw, not last). Everything
 here is pure state; the campaign persists it (`to_json` / `from_json`) after every iteration.
 
     >>> import random
@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import random
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -51,31 +51,26 @@ __all__ = ["MUTATE_SHARE", "Corpus", "CorpusEntry", "Schedule", "first_round"]
 MUTATE_SHARE = 0.5
 # Seconds of execution that weigh as much as one use in a strategy's weight.
 COST_UNIT_S = 10.0
-# A recurring generator's turns in the first round (`first_round`): the second, then every this
-# many turns. A short campaign on a 2-core box gets through 13-17 scenarios in 120 s; once, at
-# the round's end, the covering arrays came at iteration 12 or 13 of it (issue 41).
-RECUR_EVERY = 5
+def first_round(names: tuple[str, ...], covering: str | None, after: Collection[str] = ()) -> tuple[str, ...]:
+    """The first round's turns: `names` once each, in order, with `covering` (one of them, the
+    covering arrays) moved to right after the last of `after` (the strategies written for the
+    capabilities the arrays draw too: salts, seeds, constraints, adapters), where it stood last
+    before. Behind those, a capability bug their own strategy finds cheaply is found by it
+    first (a covering scenario is larger, and so is its confirmation); ahead of the costly
+    generic ones (long prompts, pool pressure), so that a short campaign without that strategy
+    meets the arrays' capabilities (issue 41). None of `after` among `names`: as they are.
 
-
-def first_round(names: tuple[str, ...], recurring: str | None) -> tuple[str, ...]:
-    """The first round's turns: `names` once each, in order, with `recurring` (one of them)
-    taken out and put at the second turn and every `RECUR_EVERY` turns after, while others are
-    left. The first turn stays the mix's first: the embedded default's first finding is there.
-
-    >>> first_round(("a", "b", "c", "d", "e", "f", "g", "P"), "P")
-    ('a', 'P', 'b', 'c', 'd', 'e', 'P', 'f', 'g')
-    >>> first_round(("a", "b"), None), first_round(("P",), "P")
-    (('a', 'b'), ('P',))
+    >>> first_round(("a", "s1", "s2", "costly", "P"), "P", after=("s1", "s2"))
+    ('a', 's1', 's2', 'P', 'costly')
+    >>> first_round(("a", "costly", "P"), "P", after=("s1",)), first_round(("a", "P"), None, after=("a",))
+    (('a', 'costly', 'P'), ('a', 'P'))
     """
-    rest = [n for n in names if n != recurring]
-    if recurring is None or recurring not in names or not rest:
+    last = max((names.index(n) for n in after if n in names), default=None)
+    if covering is None or covering not in names or last is None:
         return names
-    out = [rest[0]]
-    for name in rest[1:]:
-        if (len(out) - 1) % RECUR_EVERY == 0:
-            out.append(recurring)
-        out.append(name)
-    return tuple(out)
+    rest = [n for n in names if n != covering]
+    at = rest.index(names[last]) + 1
+    return (*rest[:at], covering, *rest[at:])
 
 
 @dataclass(frozen=True)
