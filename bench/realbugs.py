@@ -213,7 +213,9 @@ def table(rows: Sequence[dict[str, Any]]) -> str:
                 cells.append(f"{req:,.0f} ({sec:.0f} s), {len(hits)}/{len(mine)}")
             else:
                 cap = max(float(r["cap_s"]) for r in mine)
-                why = f"; sends no {bug.needs}" if bug.needs and arm not in ("servefuzz",) else ""
+                # Coverage on, the covering arrays send every capability the target takes
+                # (issue 41): only the arms without it cannot send what the bug needs.
+                why = f"; sends no {bug.needs}" if bug.needs and not _arm(arm, bug, 0)[2] else ""
                 cells.append(f"none in {cap:.0f} s, 0/{len(mine)}{why}")
         if any(c != "-" for c in cells):
             lines.append(f"| {name} | " + " | ".join(cells) + " |")

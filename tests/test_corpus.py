@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 from collections import Counter
 
-from servefuzz.corpus import Corpus, CorpusEntry, Schedule
+from servefuzz.corpus import Corpus, CorpusEntry, Schedule, first_round
 from servefuzz.workload import RequestSpec, Scenario
 
 
@@ -64,3 +64,39 @@ def test_state_survives_a_round_trip() -> None:
     assert again.seen == {"a", "b"} and again.energy(e) == c.energy(e)
     s = Schedule(("x", "y"), uses={"x": 3}, gains={"y": 2}, seconds={"y": 20.0})
     assert Schedule(("x", "y"), **s.state_json()).weight("y") == s.weight("y") == 1.0
+
+
+def test_an_entry_that_alone_made_the_engine_do_something_keeps_more_energy_until_others_do_it_too() -> None:
+    c = Corpus()
+    common = c.consider(sc(1), frozenset({"conc:1", "did:prefix-cache:hits:1"}), origin="x", iteration=0, flagged=False)
+    rare = c.consider(sc(2), frozenset({"conc:2", "did:eviction:evicted-tokens:64"}), origin="x", iteration=1,
+                      flagged=False)
+    control = c.consider(sc(3), frozenset({"conc:4", "did:prefix-cache:hits:1"}), origin="x", iteration=2,
+                         flagged=False)
+    assert common is not None and rare is not None and control is not None
+    # `common` and `rare` were first to two features each: what the engine did tells them apart.
+    assert c.rarity(rare) == 1 and c.rarity(common) == c.rarity(control) == 0.5
+    assert c.energy(rare) == 6 and c.energy(common) == 4.5 and c.energy(control) == 3
+    plain = c.consider(sc(4), frozenset({"conc:8"}), origin="x", iteration=3, flagged=False)
+    assert plain is not None and c.rarity(plain) == 0 and c.energy(plain) == 2
+    # Another entry that evicted as much: no longer rare, and a resumed corpus weighs it the same.
+    again = c.consider(sc(5), frozenset({"n:2", "did:eviction:evicted-tokens:64"}), origin="x", iteration=4,
+                       flagged=False)
+    assert again is not None and c.rarity(rare) == 0.5
+    assert Corpus(c.entries).rarity(rare) == 0.5
+
+
+def test_the_covering_generator_comes_right_after_the_capability_strategies_in_the_first_round() -> None:
+    names = ("page-boundary", "batch-sweep", "tenant-salt", "seeded-sampling", "tile-boundary", "eviction", "pairwise")
+    turns = first_round(names, "pairwise", after=("tenant-salt", "seeded-sampling"))
+    assert turns == ("page-boundary", "batch-sweep", "tenant-salt", "seeded-sampling", "pairwise", "tile-boundary",
+                     "eviction")
+    s = Schedule(names, first=turns)
+    rng, c = random.Random(0), Corpus()
+    assert [s.next(rng, i, c)[1] for i in range(len(turns))] == list(turns)
+    # Leave-one-out: without seeded-sampling the arrays come right after tenant-salt.
+    loo = tuple(n for n in names if n != "seeded-sampling")
+    assert first_round(loo, "pairwise", after=("tenant-salt", "seeded-sampling")).index("pairwise") == 3
+    # No coverage, or no capability strategy offered: the mix's order, each once.
+    assert first_round(names, None, after=("tenant-salt",)) == names
+    assert first_round(names, "pairwise", after=()) == names

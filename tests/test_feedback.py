@@ -1,11 +1,29 @@
-"""Greybox feedback: the features an execution reached, from histories and /metrics deltas."""
+"""Greybox feedback: the features an execution reached, from histories and what the engine did
+(its own /metrics counters, read by its spec's meters)."""
 
 from __future__ import annotations
 
+import asyncio
+import dataclasses
+import doctest
+import random
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
 from servefuzz.anomaly import Anomaly, Oracle, Verdict
-from servefuzz.feedback import boundary_class, features, metric_deltas
+from servefuzz.campaign import CampaignConfig, run_campaign
+from servefuzz.corpus import Corpus
+from servefuzz.exercise import observe
+from servefuzz.feedback import DID, boundary_class, features, metric_deltas
 from servefuzz.history import RequestRecord, RunHistory, Status
-from servefuzz.strategies import TargetShape
+from servefuzz.runner import Runner
+from servefuzz.store import load_entries
+from servefuzz.strategies import EvictionPressure, RandomLoad, TargetShape
+from servefuzz.targets import make_target
 from servefuzz.workload import RequestSpec, Scenario
 
 SHAPE = TargetShape(page_size=64, chunked_prefill_size=512)
@@ -39,17 +57,74 @@ def test_a_batch_shrinking_across_padded_sizes_is_seen_on_the_client_timeline() 
     assert not any(f.startswith("shrink:") for f in features(sc, [together], {}, (), SHAPE) - {"shrink:2>1"})
 
 
-def test_metrics_deltas_become_coarse_features_by_family() -> None:
+@dataclass(frozen=True)
+class _Server:
+    """What `exercise.observe` reads of a server's description."""
+
+    engine: str = "reference"
+    server_args: Mapping[str, Any] = field(default_factory=dict)
+    profile: str | None = None
+    adapters: tuple[str, ...] = ()
+    device: str = ""
+
+
+def test_what_the_engine_did_becomes_features_by_its_own_meters_only() -> None:
     before = {"sglang:evicted_tokens_total": 10.0, "vllm:num_preemptions_total": 0.0, "sglang:token_usage": 0.5,
-              "sglang:cache_hit_tokens_total": 0.0}
+              "sglang:num_retracted_requests_total": 1.0, "sglang:cache_hit_tokens_total": 0.0}
     after = {"sglang:evicted_tokens_total": 74.0, "vllm:num_preemptions_total": 3.0, "sglang:token_usage": 0.9,
-             "sglang:cache_hit_tokens_total": 0.0}
+             "sglang:num_retracted_requests_total": 4.0, "sglang:cache_hit_tokens_total": 0.0}
     deltas = metric_deltas(before, after)
-    assert deltas == {"sglang:evicted_tokens_total": 64.0, "vllm:num_preemptions_total": 3.0}
+    assert deltas == {"sglang:evicted_tokens_total": 64.0, "vllm:num_preemptions_total": 3.0,
+                      "sglang:num_retracted_requests_total": 3.0}
     sc = Scenario(1, (spec("a", 10),))
     run = RunHistory(0, "load", (record("a", 0, 5),), meta={"metrics": deltas})
-    got = features(sc, [run], {}, (), SHAPE)
-    assert {"metric:evict:64", "metric:preempt:2"} <= got and not any("cache-hit" in f for f in got)
+    got = features(sc, [run], {}, (), SHAPE, observe(_Server(), sc, [run]))
+    assert {"did:eviction:evicted-tokens:64", "did:preemption:retracted-requests:2"} <= got
+    # The reference engine's spec reads no vLLM counter, and a counter that did not move is nothing.
+    assert {f for f in got if f.startswith(DID)} == {"did:eviction:evicted-tokens:64",
+                                                      "did:preemption:retracted-requests:2"}
+    # Control: the same execution with no counter moved, or no exercise read at all, says nothing was done.
+    still = RunHistory(0, "load", (record("a", 0, 5),), meta={"metrics": {"sglang:token_usage": 0.1}})
+    assert not {f for f in features(sc, [still], {}, (), SHAPE, observe(_Server(), sc, [still])) if f.startswith(DID)}
+    assert not {f for f in features(sc, [run], {}, (), SHAPE) if f.startswith(DID)}
+
+
+def test_the_module_docstrings_run() -> None:
+    import servefuzz.corpus
+    import servefuzz.feedback
+
+    for m in (servefuzz.feedback, servefuzz.corpus):
+        result = doctest.testmod(m)
+        assert result.failed == 0 and result.attempted > 0, m.__name__
+
+
+@pytest.mark.timeout(300)
+def test_a_scenario_that_made_the_engine_evict_earns_a_feature_and_energy_and_on_a_roomy_pool_it_does_not(
+    tmp_path: Path, reference_server: Callable[..., str]
+) -> None:
+    """One eviction-pressure scenario, run as the campaign's first (a trace seed) on a 4,096-token
+    pool and, the control, on the default 131,072-token one: the same requests, so the corpus
+    entries differ only by what each engine did under them."""
+    small = TargetShape(page_size=64, max_total_tokens=4096, context_length=4096, chunked_prefill_size=2048)
+    scenario = EvictionPressure().generate(random.Random(5), small, seed=5)
+    entries = {}
+    for name, flags in (("small", ("--max-total-tokens", "4096")), ("roomy", ())):
+        url = reference_server(*flags)
+
+        async def go(url: str = url, name: str = name) -> None:
+            async with Runner(make_target("reference", url)) as runner:
+                config = CampaignConfig(tmp_path / name, seed=1, request_budget=1, isolation=False, cache_probes=0)
+                await run_campaign(runner, [RandomLoad()], config, seeds=[scenario])
+
+        asyncio.run(go())
+        [entries[name]] = [e for e in load_entries(tmp_path / name / "corpus") if e.origin == "trace"]
+    pressed = {f for f in entries["small"].features if f.startswith(("did:eviction", "did:preemption"))}
+    assert pressed, sorted(entries["small"].features)
+    assert not {f for f in entries["roomy"].features if f.startswith(("did:eviction", "did:preemption"))}
+    # Side by side in one corpus, the entry that made the engine evict or retract is the rare one.
+    corpus = Corpus([entries["small"], dataclasses.replace(entries["roomy"], id=1)])
+    assert corpus.rarity(entries["small"]) >= corpus.rarity(corpus.entries[1]) + len(pressed)
+    assert corpus.energy(entries["small"]) > corpus.energy(corpus.entries[1])
 
 
 def test_statuses_slowdowns_shapes_chunks_and_verdicts_are_features() -> None:

@@ -5,14 +5,20 @@ scenario reached. Each iteration either *generates* a fresh scenario from a stra
 *mutates* a corpus entry; both choices are weighted by a simple energy schedule:
 
 - an entry's energy is `(1 + features it was first to reach) x (2 if an oracle flagged it)
-  / (1 + times it was picked)`: novel and suspicious scenarios are mutated first, and none is
-  mutated forever;
+  x (1 + its rarity) / (1 + times it was picked)`: novel and suspicious scenarios are mutated
+  first, and none is mutated forever. The rarity is what the engine did under the entry's
+  load and few other entries made it do (`feedback.did_features`: an eviction, a preemption,
+  an abort): the sum, over its `did:` features, of 1 / the entries holding that feature. A
+  scenario that alone made the pool evict keeps twice the energy of one like it that did
+  not, for as long as it stays the only one (AFL++'s rare-edge schedule, over what the engine
+  reported rather than branches);
 - a strategy's weight is `(1 + features its scenarios were first to reach) / (1 + seconds its
   scenarios took / 10)`, so strategies that keep finding something run more often, costly
   ones that find nothing new fade, and every strategy keeps a chance.
 
-The first round runs every strategy once, in the mix's order. Everything here is pure state;
-the campaign persists it (`to_json` / `from_json`) after every iteration.
+The first round runs every strategy once, in the mix's order (`first_round`: the covering
+arrays right after the strategies written for the capabilities they draw, not last). Everything
+here is pure state; the campaign persists it (`to_json` / `from_json`) after every iteration.
 
     >>> import random
     >>> from servefuzz.workload import RequestSpec, Scenario
@@ -31,19 +37,40 @@ from __future__ import annotations
 
 import random
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from servefuzz.feedback import DID
 from servefuzz.workload import Scenario
 
-__all__ = ["MUTATE_SHARE", "Corpus", "CorpusEntry", "Schedule"]
+__all__ = ["MUTATE_SHARE", "Corpus", "CorpusEntry", "Schedule", "first_round"]
 
 # After the first round, the share of iterations that mutate a corpus entry rather than
 # generate afresh (when the corpus is not empty).
 MUTATE_SHARE = 0.5
 # Seconds of execution that weigh as much as one use in a strategy's weight.
 COST_UNIT_S = 10.0
+def first_round(names: tuple[str, ...], covering: str | None, after: Collection[str] = ()) -> tuple[str, ...]:
+    """The first round's turns: `names` once each, in order, with `covering` (one of them, the
+    covering arrays) moved to right after the last of `after` (the strategies written for the
+    capabilities the arrays draw too: salts, seeds, constraints, adapters), where it stood last
+    before. Behind those, a capability bug their own strategy finds cheaply is found by it
+    first (a covering scenario is larger, and so is its confirmation); ahead of the costly
+    generic ones (long prompts, pool pressure), so that a short campaign without that strategy
+    meets the arrays' capabilities (issue 41). None of `after` among `names`: as they are.
+
+    >>> first_round(("a", "s1", "s2", "costly", "P"), "P", after=("s1", "s2"))
+    ('a', 's1', 's2', 'P', 'costly')
+    >>> first_round(("a", "costly", "P"), "P", after=("s1",)), first_round(("a", "P"), None, after=("a",))
+    (('a', 'costly', 'P'), ('a', 'P'))
+    """
+    last = max((names.index(n) for n in after if n in names), default=None)
+    if covering is None or covering not in names or last is None:
+        return names
+    rest = [n for n in names if n != covering]
+    at = rest.index(names[last]) + 1
+    return (*rest[:at], covering, *rest[at:])
 
 
 @dataclass(frozen=True)
@@ -84,6 +111,9 @@ class Corpus:
         self.entries: list[CorpusEntry] = sorted(entries, key=lambda e: e.id)
         self.seen: set[str] = set().union(*(e.features for e in self.entries)) if self.entries else set()
         self.picks: Counter[int] = Counter(picks or {})
+        # How many entries hold each engine-did feature: derived from the entries, so a resumed
+        # campaign weighs them as the one it resumes did.
+        self.holders: Counter[str] = Counter(f for e in self.entries for f in e.features if f.startswith(DID))
 
     def __len__(self) -> int:
         return len(self.entries)
@@ -101,10 +131,18 @@ class Corpus:
         entry = CorpusEntry(len(self.entries), scenario, features, new, origin, iteration, flagged)
         self.entries.append(entry)
         self.seen |= features
+        self.holders.update(f for f in features if f.startswith(DID))
         return entry
 
+    def rarity(self, entry: CorpusEntry) -> float:
+        """What the engine did under `entry`'s load that few entries made it do: the sum, over
+        its `did:` features, of 1 / the entries holding each (0 for an entry that made the
+        engine do nothing the spec meters)."""
+        return sum(1 / self.holders[f] for f in entry.features if f.startswith(DID) and self.holders[f])
+
     def energy(self, entry: CorpusEntry) -> float:
-        return (1 + len(entry.new)) * (2 if entry.flagged else 1) / (1 + self.picks[entry.id])
+        return ((1 + len(entry.new)) * (2 if entry.flagged else 1) * (1 + self.rarity(entry))
+                / (1 + self.picks[entry.id]))
 
     def pick(self, rng: random.Random) -> CorpusEntry:
         entry = rng.choices(self.entries, weights=[self.energy(e) for e in self.entries])[0]
@@ -121,10 +159,11 @@ class Schedule:
 
     def __init__(self, names: tuple[str, ...], uses: Mapping[str, int] | None = None,
                  gains: Mapping[str, int] | None = None, seconds: Mapping[str, float] | None = None,
-                 mutate_share: float = MUTATE_SHARE) -> None:
+                 mutate_share: float = MUTATE_SHARE, first: tuple[str, ...] | None = None) -> None:
         if not names:
             raise ValueError("a schedule needs at least one strategy")
         self.names = names
+        self.first = names if first is None else first  # the first round's turns (`first_round`)
         self.mutate_share = mutate_share
         self.uses: Counter[str] = Counter(uses or {})
         self.gains: Counter[str] = Counter(gains or {})
@@ -148,8 +187,8 @@ class Schedule:
         active = self.active
         if not active:
             raise ValueError("every strategy of the schedule is benched")
-        if iteration < len(self.names) and self.names[iteration] in active:
-            name = self.names[iteration]
+        if iteration < len(self.first) and self.first[iteration] in active:
+            name = self.first[iteration]
         elif corpus.entries and rng.random() < self.mutate_share:
             return "mutate", corpus.pick(rng)
         else:

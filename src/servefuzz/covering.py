@@ -11,7 +11,9 @@ whole scenario; the `server` dimensions (batch at admission, cache hits) are wha
 made of it. `cache` is planned like a request's own field and aimed at through *primers*: a
 row that should see a full hit gets a prefix of its own whose pages a short request sent first
 caches, one that should see a partial hit a primer a page shorter (only once the target has
-reported cached tokens at all); `batch` is not aimed at.
+reported cached tokens at all), and where the target keys its cache on a salt or an adapter,
+another tenant's primer goes first on the same tokens (`_foreign`), so that a key that leaves
+one of them out shows; `batch` is not aimed at.
 
 It follows the strategies' conventions (`servefuzz.strategies`): a frozen class with a `name`
 and `generate(rng, shape, seed=...)`, same seed and same coverage, same scenario. The campaign
@@ -128,6 +130,15 @@ class PairwiseCover:
         for i, (row, _, _, (_, prefix_len, _), surface) in enumerate(rows):
             primed = prefix_len // page * page - (page if row.get("cache") == "partial" else 0)
             if row.get("cache") in ("partial", "full") and primed >= page:
+                # Another tenant's primer first, where the target keys its cache on more than
+                # tokens: the same pages under another adapter (or the base model) or another
+                # salt, which neither the row's own primer nor the row may reuse. A correct
+                # engine serves the row from its own primer's pages all the same; one whose key
+                # leaves the adapter or the salt out serves it another's KV (issue 41: salted
+                # and adapter requests on one prefix, from the arrays).
+                if (other := _foreign(rng, shape, surface, salts)) is not None:
+                    d.add(0.5 * len(d.specs), primed + rng.randint(1, 8), 2, prefix=f"c{i}", prefix_len=primed,
+                          **other)
                 # Under the row's own salt and adapter: another's pages are no hit to aim at.
                 d.add(0.5 * len(d.specs), primed + rng.randint(1, 8), 2, prefix=f"c{i}", prefix_len=primed,
                       cache_salt=surface.get("cache_salt"), adapter=surface.get("adapter"))
@@ -143,6 +154,20 @@ class PairwiseCover:
                 d.specs[-1] = dataclasses.replace(spec, ignore_eos=False)
         _press(rng, d, shape, pressure, after_ms=layout[-1][1] + 2 * BURST_GAP_MS, page=page)
         return d.scenario(self.name, page_size=page, aimed=len(missing))
+
+
+def _foreign(rng: random.Random, shape: TargetShape, surface: Mapping[str, Any],
+             salts: Sequence[str]) -> dict[str, Any] | None:
+    """The cache key of another tenant than the row's (`surface`): its adapter or its salt
+    changed (one of the two, where the target offers it), the other kept; None where the
+    target offers neither (its cache is keyed on tokens alone: no other tenant to be)."""
+    own = {"cache_salt": surface.get("cache_salt"), "adapter": surface.get("adapter")}
+    offered = [k for k, values in (("adapter", shape.adapters), ("cache_salt", salts)) if values]
+    if not offered:
+        return None
+    key = rng.choice(offered)
+    values: tuple[str | None, ...] = (None, *(shape.adapters if key == "adapter" else salts))
+    return {**own, key: rng.choice([v for v in values if v != own[key]])}
 
 
 def _layout(rng: random.Random, rows: int) -> list[tuple[str, float]]:

@@ -12,8 +12,8 @@ before.
 | `conc:8`                    | peak requests in flight, as a padded size  | batch buckets reached                    |
 | `shrink:8>4`                | a request ending moves the batch down a padded size | stale padding on shrinking batches |
 | `chunk:1+0`, `chunk:over`   | prompts at a chunked-prefill multiple +-1, or past it | chunk-boundary bugs          |
-| `metric:evict:4`            | `/metrics` counter deltas (log2 bucket):   | memory pressure, abort paths             |
-|                             | evictions, preemptions, aborts, cache hits |                                          |
+| `did:eviction:evicted-tokens:64` | what the engine did under the load (log2) | memory pressure, abort, adapter paths |
+|                             | (`exercise`: the spec's meters, the answers) | the rarer, the more energy (corpus)  |
 | `status:cancelled`          | records that did not end OK                | abort, timeout and error paths           |
 | `slow:8x`                   | worst loaded/solo latency ratio (log2)     | latency outliers                         |
 | `n:2`, `stream`             | request shapes                             | forking and streaming paths              |
@@ -34,24 +34,18 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 
 from servefuzz.anomaly import Anomaly
+from servefuzz.exercise import Exercise
 from servefuzz.history import RequestRecord, RunHistory
 from servefuzz.oracles import latency_ms
 from servefuzz.strategies import TargetShape
 from servefuzz.terms import page_boundary, page_unit
 from servefuzz.workload import RequestSpec, Scenario
 
-__all__ = ["boundary_class", "features", "metric_deltas"]
+__all__ = ["DID", "boundary_class", "did_features", "features", "metric_deltas"]
 
-# /metrics counter families, matched on the counter's name (engines name them differently:
-# vLLM `num_preemptions_total` and `prefix_cache_hits_total`, SGLang `num_retracted_requests_total`
-# and `cached_tokens_total`, llama.cpp `prompt_tokens_cached_total`, the reference engine
-# `evicted_tokens_total` and `cache_hit_tokens_total`).
-_METRIC_FAMILIES = (
-    ("evict", ("evict",)),
-    ("preempt", ("preempt", "retract")),
-    ("abort", ("abort",)),
-    ("cache-hit", ("cache_hit", "prefix_cache_hits", "cached_tokens_total", "tokens_cached_total")),
-)
+# The prefix of the features that say what the engine did (`did_features`): the corpus gives
+# an entry holding one few others hold more energy (`corpus.Corpus.rarity`).
+DID = "did:"
 
 
 def boundary_class(length: int, unit: int, *, cap: int = 4) -> str:
@@ -82,9 +76,11 @@ def features(
     alone: Mapping[str, Sequence[RequestRecord]],
     anomalies: Iterable[Anomaly],
     shape: TargetShape,
+    did: Exercise | None = None,
 ) -> frozenset[str]:
-    """The features one execution reached. Pure. Metric deltas are read from each loaded run's
-    `meta["metrics"]` (counter name -> increase), where the campaign puts them."""
+    """The features one execution reached, with what the engine did under its load (`did`:
+    `exercise.observe` over the loaded runs, whose `/metrics` deltas it reads by the engine's
+    own meters; `did_features`). Pure."""
     meta = scenario.meta.get("page_size")
     page = page_unit(shape.page_size, meta if isinstance(meta, int) else None)  # as coverage measures
     specs = scenario.by_id()
@@ -99,7 +95,8 @@ def features(
             if not rec.ok:
                 out.add(f"status:{rec.status.value}")
         out |= _batch_features(h.records, shape.capture_sizes)
-        out |= _metric_features(h.meta.get("metrics", {}))
+    if did is not None:
+        out |= did_features(did)
     slow = _worst_slowdown(loaded, alone)
     if slow >= 2:
         out.add(f"slow:{2 ** min(int(math.log2(slow)), 5)}x")
@@ -160,13 +157,20 @@ def _batch_features(records: Sequence[RequestRecord], sizes: Sequence[int]) -> s
     return out
 
 
-def _metric_features(deltas: Mapping[str, float]) -> set[str]:
-    out = set()
-    for family, needles in _METRIC_FAMILIES:
-        total = sum(v for k, v in deltas.items() if any(n in k.lower() for n in needles))
-        if total > 0:
-            out.add(f"metric:{family}:{2 ** int(math.log2(total)) if total >= 1 else 0}")
-    return out
+def did_features(did: Exercise) -> frozenset[str]:
+    """What the engine did, as features: one per count that shows its mechanism at work
+    (`exercise.Count.shows`, above 0), its size in a log2 bucket, so that doing it more (64
+    evicted tokens, then 1,024) is new too. Which counter means what is the engine spec's
+    (`EngineSpec.meters`), never guessed from a counter's name.
+
+    >>> from servefuzz.engines.spec import Feature
+    >>> from servefuzz.exercise import Count
+    >>> sorted(did_features(Exercise(counts=(Count(Feature.EVICTION, "evicted tokens", 100, "m", 1),
+    ...                                      Count(Feature.PREEMPTION, "retracted requests", 0, "n", 1)))))
+    ['did:eviction:evicted-tokens:64']
+    """
+    return frozenset(f"{DID}{c.feature.value}:{c.what.replace(' ', '-')}:{2 ** int(math.log2(c.value))}"
+                     for c in did.counts if c.shows and c.value >= 1)
 
 
 def _worst_slowdown(loaded: Sequence[RunHistory], alone: Mapping[str, Sequence[RequestRecord]]) -> float:

@@ -7,8 +7,8 @@ each a method returning a typed record (LibAFL's split of corpus feedback from o
   campaign's noise (which then learns from it), a lost server's evidence joined to the
   judgement: an `Observation`;
 - **feedback** (`_Loop.feedback`): the features the execution reached (pairwise coverage
-  included), the corpus keeping the scenario when one is new, its strategy credited: the
-  `CorpusEntry` kept, or None;
+  and what the engine did under its load included: `feedback.did_features`), the corpus
+  keeping the scenario when one is new, its strategy credited: the `CorpusEntry` kept, or None;
 - **objective** (`_Loop.objective`): the finding (`objective._finding_of`: confirmed on the
   worker, unless a confirmed, no larger one of its signature is kept), kept in the store, the
   progress written: the iteration's `_Outcome`, which tells the loop whether its server was lost.
@@ -148,15 +148,17 @@ class _Loop:
             verdict = _with_target_lost(verdict, done.lost, await worker.death())
         for a in verdict.anomalies:
             state.anomalies[a.verdict.value] += 1
-        # What the engine did (servefuzz.exercise): read from every answer it gave, as logged.
+        # What the engine did (servefuzz.exercise): read from every answer it gave, as logged;
+        # what it did under the scenario's load alone steers the search (feedback).
         state.exercise = state.exercise.merged(exercise_of(worker.info, scenario, _ran(done)))
-        return Observation(iteration, scenario, origin, done, verdict, began)
+        did = exercise_of(worker.info, scenario, done.loaded)
+        return Observation(iteration, scenario, origin, done, verdict, began, did)
 
     def feedback(self, seen: Observation) -> CorpusEntry | None:
         """What the execution reached, and the corpus entry it became when that was new."""
         state, corpus, out = self.state, self.corpus, self.config.out_dir
         scenario, done, verdict = seen.scenario, seen.done, seen.verdict
-        reached = features(scenario, done.loaded, done.alone, verdict.anomalies, self.shape)
+        reached = features(scenario, done.loaded, done.alone, verdict.anomalies, self.shape, seen.did)
         if state.coverage is not None:
             # Every pair this execution exercised is a feature: one no scenario reached before
             # makes this one new to the corpus, with energy, and credits its strategy.

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from servefuzz.anomaly import Anomaly, Oracle, Verdict
+from servefuzz.exercise import Exercise
 from servefuzz.history import RequestRecord, RunHistory
 from servefuzz.oracles.judge import Judgement
 from servefuzz.trial import Executed
@@ -22,7 +23,9 @@ __all__ = ["Observation"]
 class Observation:
     """One iteration's execution, judged: what feedback (the corpus) and the objective (findings)
     are computed from. `began`: when the iteration started (`time.monotonic()`), for the
-    strategy's cost."""
+    strategy's cost. `did`: what the engine did under the scenario's load (`exercise.observe`
+    over the loaded runs alone: the references and probes are servefuzz's own requests), which
+    feedback turns into features."""
 
     iteration: int
     scenario: Scenario
@@ -30,6 +33,7 @@ class Observation:
     done: Executed
     verdict: Judgement
     began: float
+    did: Exercise = Exercise()
 
 
 def _with_target_lost(j: Judgement, why: str, death: Mapping[str, Any]) -> Judgement:

@@ -1,0 +1,108 @@
+"""The covering arrays' other-tenant primers (issue 41): a row aimed at a cache hit is primed by
+another tenant first (another adapter, the base model or another salt) on the same tokens, then
+by its own. A correct engine serves the row from its own pages; one whose cache key leaves the
+adapter out (the zoo's lora-prefix-shared, vLLM #38606) serves it another adapter's KV."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import random
+from collections.abc import Callable
+
+import pytest
+
+from servefuzz.coverage import Coverage, FeatureSpace, points
+from servefuzz.covering import PairwiseCover
+from servefuzz.runner import Runner
+from servefuzz.strategies import TargetShape
+from servefuzz.targets import make_target
+from servefuzz.workload import RequestSpec, Scenario
+
+SMALL = TargetShape(page_size=16, chunked_prefill_size=128, max_total_tokens=2048, context_length=1024)
+TENANTS = dataclasses.replace(SMALL, salts=True, adapters=("lora-a", "lora-b"))
+FLAGS = ("--page-size", "16", "--chunked-prefill-size", "128", "--max-total-tokens", "2048", "--context-length", "1024",
+         "--lora", "lora-a=1", "--lora", "lora-b=2")
+
+
+def _reported(shape: TargetShape) -> Coverage:
+    """A coverage whose target has reported cached tokens: the arrays aim at hits from then on."""
+    return Coverage.empty(FeatureSpace.for_shape(shape)).observe([{"n": "1", "prefix": "none", "cache": "miss"}])
+
+
+def _primed(s: Scenario) -> list[tuple[list[RequestSpec], RequestSpec]]:
+    """Each row aimed at a cache hit, with the primers on its prefix (sent before it), in send order."""
+    out = []
+    for name in sorted({r.prefix_name for r in s.requests if r.prefix_name and r.prefix_name.startswith("c")}):
+        *primers, row = sorted((r for r in s.requests if r.prefix_name == name), key=lambda r: r.offset_ms)
+        out.append((primers, row))
+    return out
+
+
+def _key(r: RequestSpec) -> tuple[str | None, str | None]:
+    return r.adapter, r.cache_salt
+
+
+def test_a_row_aimed_at_a_hit_is_primed_by_another_tenant_first_then_by_its_own() -> None:
+    rows = 0
+    changed = set()
+    for seed in range(12):
+        for primers, row in _primed(PairwiseCover(coverage=_reported(TENANTS)).generate(random.Random(seed), TENANTS,
+                                                                                          seed=seed)):
+            foreign, own = primers
+            assert foreign.offset_ms < own.offset_ms < row.offset_ms
+            assert foreign.prefix_len == own.prefix_len and foreign.prompt_ids[:own.prefix_len] == own.prompt_ids[:own.prefix_len]
+            assert _key(own) == _key(row) and _key(foreign) != _key(row)
+            # Exactly one part of the key differs: the salt, or the adapter (or the base model).
+            assert (foreign.adapter == row.adapter) != (foreign.cache_salt == row.cache_salt)
+            changed.add("adapter" if foreign.adapter != row.adapter else "salt")
+            rows += 1
+    assert rows >= 6 and changed == {"adapter", "salt"}
+    # The control: a target that keys its cache on tokens alone has no other tenant to be.
+    for seed in range(12):
+        for primers, _ in _primed(PairwiseCover(coverage=_reported(SMALL)).generate(random.Random(seed), SMALL, seed=seed)):
+            assert len(primers) == 1
+
+
+def _adapter_rows(seeds: range) -> list[tuple[Scenario, RequestSpec]]:
+    """Scenarios with a greedy, unconstrained, uncancelled row of n = 1 behind another adapter's primer."""
+    out = []
+    for seed in seeds:
+        s = PairwiseCover(coverage=_reported(TENANTS)).generate(random.Random(seed), TENANTS, seed=seed)
+        for (foreign, _), row in _primed(s):
+            if foreign.adapter != row.adapter and row.n == 1 and not row.cancelled and not row.seeded \
+                    and row.choices is None and row.temperature == 0:
+                out.append((s, row))
+    return out
+
+
+@pytest.mark.timeout(600)
+def test_another_adapters_primer_leaves_a_correct_engine_s_row_exact_and_its_hit_planned_and_breaks_one_keyed_on_tokens(
+    reference_server: Callable[..., str]
+) -> None:
+    chosen = _adapter_rows(range(40))[:3]
+    assert len(chosen) == 3
+
+    async def go(url: str) -> list[tuple[bool, str | None]]:
+        """Per chosen row: whether its answer under the scenario's load equals its answer alone
+        on a flushed server, and the cache bucket it was read in."""
+        seen = []
+        async with Runner(make_target("reference", url)) as runner:
+            for s, row in chosen:
+                await runner.flush()
+                loaded = await runner.run(s, run=0)
+                got = points(s, TENANTS, [loaded])[row.id].get("cache")
+                await runner.flush()
+                alone = await runner.run(Scenario(s.seed, (dataclasses.replace(row, offset_ms=0.0),)), run=0)
+                tokens = {r.request_id: [c.token_ids for c in r.choices] for r in (*loaded.records, *alone.records)}
+                [under_load] = [r for r in loaded.records if r.request_id == row.id]
+                [by_itself] = [r for r in alone.records if r.request_id == row.id]
+                assert under_load.ok and by_itself.ok, tokens
+                seen.append(([c.token_ids for c in under_load.choices] == [c.token_ids for c in by_itself.choices], got))
+        return seen
+
+    clean = asyncio.run(go(reference_server(*FLAGS)))
+    assert all(same for same, _ in clean), clean
+    assert sum(got in ("full", "partial") for _, got in clean) >= 2, clean  # the planned hit, from its own primer
+    faulty = asyncio.run(go(reference_server(*FLAGS, "--fault", "lora-prefix-shared")))
+    assert not all(same for same, _ in faulty), faulty
