@@ -17,6 +17,7 @@ import pytest
 from servefuzz.anomaly import Anomaly, Oracle, Verdict
 from servefuzz.campaign import CampaignConfig, run_campaign
 from servefuzz.corpus import Corpus
+from servefuzz.engines.spec import ServerFacts
 from servefuzz.exercise import observe
 from servefuzz.feedback import DID, boundary_class, features, metric_deltas
 from servefuzz.history import RequestRecord, RunHistory, Status
@@ -66,6 +67,7 @@ class _Server:
     profile: str | None = None
     adapters: tuple[str, ...] = ()
     device: str = ""
+    facts: ServerFacts = field(default_factory=ServerFacts)
 
 
 def test_what_the_engine_did_becomes_features_by_its_own_meters_only() -> None:
