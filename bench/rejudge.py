@@ -106,7 +106,7 @@ def row(path: Path, shift: float) -> str:
     if d is None:
         return f"| {path.name} | {stored.value} | — | {f.verdict.value} | — | — | not a divergence |"
     head = next(a for a in f.anomalies if d in a.divergences)
-    backed = bool(head.evidence.get("backed_by"))
+    backed = bool(head.backed_by)
     new, threshold = rejudge(d, noise, flat, backed, promise)
     margin = "?" if d.margin is None else f"{'>=' if d.margin_is_bound else ''}{d.margin:.4f}"
     rate = f.confirmation.rate if f.confirmation else "-"

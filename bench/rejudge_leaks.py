@@ -41,12 +41,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             f = load_finding(path)
         except FindingError:
             continue
-        leaked = [a for a in f.anomalies if LEAK in a.evidence.get("backed_by", ())]
+        leaked = [a for a in f.anomalies if LEAK in a.backed_by]
         again = rejudged_leaks(f, truth)
-        checks = {str(c["evidence"]["own_check"]["how"]) + (": own" if c["evidence"]["own_check"]["first_other"] is None
-                                                           else ": not own")
-                  for a in again.anomalies for c in a.evidence.get("controls", ())
-                  if c["name"] == LEAK and "own_check" in c.get("evidence", {})}
+        checks = {c.own_check.how + (": own" if c.own_check.explains else ": not own")
+                  for a in again.anomalies for c in a.controls if c.name == LEAK and c.own_check is not None}
         changed += again.verdict is not f.verdict
         print(f"| {path} | {f.target.engine} {f.target.version or ''} | {len(leaked)} | {f.verdict.value} | "
               f"{again.verdict.value} | {', '.join(sorted(checks)) or '-'} |")

@@ -194,9 +194,9 @@ def run_one(arm: str, fault: str, seed: int, cap_s: float, workdir: Path) -> dic
     # Which control made the first finding of the right class a corruption (issue 12), in the
     # controls' own words: the backing names and the first backing summary.
     right = [f for _, f in result.findings if f.verdict.value == RIGHT_CLASS[fault]]
-    backing = [a.evidence for a in right[0].anomalies if a.evidence.get("backed_by")] if right else []
-    backed_by = sorted({name for ev in backing for name in ev["backed_by"]})
-    controls = [c.get("summary", "") for ev in backing for c in ev.get("controls", ()) if c.get("backs")]
+    backing = [a for a in right[0].anomalies if a.backed_by] if right else []
+    backed_by = sorted({name for a in backing for name in a.backed_by})
+    controls = [c.summary for a in backing for c in a.controls if c.backs]
     return {
         "arm": arm, "fault": fault, "seed": seed, "cap_s": cap_s,
         "found": first is not None,

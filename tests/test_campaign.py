@@ -202,11 +202,12 @@ def test_a_campaign_dedups_keeps_a_corpus_and_resumes_where_it_stopped(
     first = _campaign(url, CampaignConfig(out, seed=3, request_budget=150, confirm_runs=2), mix)
     assert first.first_confirmed["corruption"][0] <= first.requests
     backed = [f for _, f in first.findings if f.verdict is Verdict.CORRUPTION]
-    vote = backed[0].headline.evidence["vote"]  # three fresh alone references voted; the exact engine agrees
-    assert vote["agree"] == "3/3" and vote["recurrences"] >= 1 and vote["rejudged"] == vote["recurrences"]
-    assert backed[0].headline.evidence["backed_by"] == ["content-swap"]
-    drawn = backed[0].headline.evidence["picture"]  # what the report draws: the exact engine shifts by 0
-    assert drawn["margin"] > drawn["threshold"] and set(drawn["linf"]) <= {0.0} and drawn["noise"]["count"] >= 0
+    vote = backed[0].headline.vote  # three fresh alone references voted; the exact engine agrees
+    assert vote is not None and vote.agree == "3/3" and vote.recurrences >= 1 and vote.rejudged == vote.recurrences
+    assert backed[0].headline.backed_by == ("content-swap",)
+    drawn = backed[0].headline.picture  # what the report draws: the exact engine shifts by 0
+    assert drawn is not None and drawn.margin is not None and drawn.margin > drawn.threshold
+    assert set(drawn.linf) <= {0.0} and drawn.count >= 0
     files = sorted((out / "findings").glob("finding_*.json"))
     sigs = [json.loads(p.read_text())["signature"] for p in files]
     assert len(sigs) == len(set(sigs)) == len(first.findings), "one file per signature"

@@ -91,17 +91,17 @@ def test_back_upgrades_only_what_a_control_backs_and_keeps_a_quiet_control_as_ev
     no = read_control(CONTENT_SWAP, "r03", original=(5, 5), control=(5, 5))
     a, b, c = back([_suspect("r02"), _suspect("r03"), _suspect("r04")], [yes, no])
     assert a.verdict is Verdict.CORRUPTION and a.divergences[0].verdict is Verdict.CORRUPTION
-    assert a.evidence["backed_by"] == ["content-swap"] and a.evidence["controls"][0]["control"] == [0, 5]
+    assert a.backed_by == ("content-swap",) and a.controls[0].control == (0, 5) and a.evidence == {}
     assert "backed by the content-swap control" in a.divergences[0].reason
     assert a.divergences[0].reason.endswith("no rounding excuse)") and "corruption (" in a.divergences[0].reason
     assert a.summary.startswith("r02: 5/5 loaded runs differ from the output alone; corruption:")
-    assert (b.verdict, b.evidence["controls"][0]["backs"]) == (Verdict.SUSPECTED_CORRUPTION, False)
+    assert (b.verdict, b.controls[0].backs) == (Verdict.SUSPECTED_CORRUPTION, False)
     assert c == _suspect("r04")  # no control ran for it
     # A second control adds to the first's evidence: the quiet swap stays beside the one that backs.
     det = read_control("deterministic", "r03", original=(5, 5), control=(5, 5))
     [b2] = back([b], [det])
-    assert b2.verdict is Verdict.CORRUPTION and b2.evidence["backed_by"] == ["deterministic"]
-    assert [x["name"] for x in b2.evidence["controls"]] == ["content-swap", "deterministic"]
+    assert b2.verdict is Verdict.CORRUPTION and b2.backed_by == ("deterministic",)
+    assert [x.name for x in b2.controls] == ["content-swap", "deterministic"]
 
 
 # -- on the reference engine ---------------------------------------------------------------
@@ -237,10 +237,10 @@ def test_the_campaign_backs_what_the_swap_cannot_with_the_deterministic_control(
         return result.findings[0][1]
 
     f = asyncio.run(go())
-    controls = {c["name"]: c for c in f.headline.evidence["controls"]}
+    controls = {c.name: c for c in f.headline.controls}
     assert f.verdict is Verdict.CORRUPTION, controls
-    assert not controls["content-swap"]["backs"] and controls["deterministic"]["backs"], controls
-    assert f.headline.evidence["backed_by"] == ["deterministic"]
+    assert not controls["content-swap"].backs and controls["deterministic"].backs, controls
+    assert f.headline.backed_by == ("deterministic",)
 
 
 @pytest.mark.timeout(240)
@@ -260,10 +260,10 @@ def test_leak_forensics_fires_on_a_planted_leak_and_stays_quiet_on_numerics_and_
         dataclasses.replace(r, choices=(dataclasses.replace(r.choices[0], token_ids=r.choices[0].token_ids[:4] + stolen[:20]),))
         if r.request_id == victim else r for r in history.records))
     leak = leak_forensics(victim, scenario, [planted, *rep.loaded[1:]], rep.alone)
-    assert leak.backs and leak.evidence["source"] == f"{donor} continuation", leak.summary
-    assert leak.evidence["run"] == f"load#{history.run}" and leak.evidence["tokens"] >= 12, leak.evidence
+    assert leak.backs and leak.leak is not None and leak.leak.source == f"{donor} continuation", leak.summary
+    assert leak.leak.run == f"load#{history.run}" and leak.leak.tokens >= 12, leak.leak
     [backed] = back([_suspect(victim)], [leak])
-    assert backed.verdict is Verdict.CORRUPTION and backed.evidence["backed_by"] == [LEAK]
+    assert backed.verdict is Verdict.CORRUPTION and backed.backed_by == (LEAK,)
 
     # A real cross-request corruption that computes on a stale page copies no one's text: quiet.
     stale = page_boundary_scenario()

@@ -44,7 +44,7 @@ def test_a_deviant_off_the_models_numbers_is_named_and_backed(truth: Truth) -> N
     assert r.name == TRUTH and r.backs, r.summary
     assert r.distances["alone#0"] < 1e-4 and r.distances["load#1"] > 2.0
     [a] = back([Anomaly(Oracle.ISOLATION, Verdict.SUSPECTED_CORRUPTION, "r01", "r01: suspected-corruption")], [r])
-    assert a.evidence["backed_by"] == ["truth"]
+    assert a.backed_by == ("truth",)
 
 
 def test_a_flip_at_a_true_near_tie_is_not_backed(truth: Truth) -> None:

@@ -35,6 +35,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from servefuzz.evidence import ControlResult, Picture, Vote
 from servefuzz.terms import first_difference
 
 __all__ = [
@@ -380,13 +381,21 @@ class Promise:
         return cls(mode=str(d["mode"]), words=str(d["words"]), source=str(d["source"]))
 
 
+# The keys of a finding file's `evidence` object that hold the typed evidence below, not an
+# oracle's measurements: written there as they always were, read back into the fields.
+_TYPED = ("vote", "controls", "backed_by", "picture")
+
+
 @dataclass(frozen=True)
 class Anomaly:
     """One thing an oracle found, with its evidence.
 
     `request_id` is the request it concerns (for a crash: the first request that failed).
     `variants` and `divergences` are the typed evidence of divergence oracles; `evidence` holds
-    whatever else the oracle measured (runs, statuses, errors), JSON-ready. `promise`: for a
+    whatever else the oracle measured (runs, statuses, errors), JSON-ready. What the controls and
+    the confirmation add is typed (`servefuzz.evidence`): `controls`, every control's result for
+    this request, in the order they ran; `backed_by`, the names of those that backed it; `vote`,
+    the fresh alone references' vote; `picture`, what the report draws. `promise`: for a
     contract violation, the promise it breaks (`held_to`); None for every other verdict.
     """
 
@@ -398,15 +407,33 @@ class Anomaly:
     divergences: tuple[Divergence, ...] = ()
     evidence: Mapping[str, Any] = field(default_factory=dict)
     promise: Promise | None = None
+    controls: tuple[ControlResult, ...] = ()
+    backed_by: tuple[str, ...] = ()
+    vote: Vote | None = None
+    picture: Picture | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "evidence", dict(self.evidence))
+        typed = [k for k in _TYPED if k in self.evidence]
+        if typed:
+            raise ValueError(f"{', '.join(typed)}: typed evidence of the anomaly, not a key of its measurements")
 
     def __hash__(self) -> int:  # evidence is a dict; identity is the rest
         return hash((self.oracle, self.verdict, self.request_id, self.summary, self.variants, self.divergences,
-                     self.promise))
+                     self.promise, self.controls, self.backed_by, self.vote, self.picture))
 
     def to_json(self) -> dict[str, Any]:
+        # The typed evidence goes where the files have always had it, in the `evidence` object,
+        # and only where there is some: a file reads as it did before these fields.
+        evidence = dict(self.evidence)
+        if self.vote is not None:
+            evidence["vote"] = self.vote.to_json()
+        if self.controls:
+            evidence["controls"] = [c.to_json() for c in self.controls]
+        if self.backed_by:
+            evidence["backed_by"] = list(self.backed_by)
+        if self.picture is not None:
+            evidence["picture"] = self.picture.to_json()
         return {
             "oracle": self.oracle.value,
             "verdict": self.verdict.value,
@@ -414,22 +441,30 @@ class Anomaly:
             "summary": self.summary,
             "variants": [v.to_json() for v in self.variants],
             "divergences": [d.to_json() for d in self.divergences],
-            "evidence": dict(self.evidence),
+            "evidence": evidence,
             # Only on a contract violation: every other anomaly's JSON is what it always was.
             **({"promise": self.promise.to_json()} if self.promise is not None else {}),
         }
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> Anomaly:
+        evidence = dict(d.get("evidence", {}))
+        vote, controls = evidence.pop("vote", None), evidence.pop("controls", None) or ()
+        backed_by, picture = evidence.pop("backed_by", None) or (), evidence.pop("picture", None)
+        request_id = str(d["request_id"])
         return cls(
             oracle=Oracle(d["oracle"]),
             verdict=Verdict(d["verdict"]),
-            request_id=str(d["request_id"]),
+            request_id=request_id,
             summary=str(d["summary"]),
             variants=tuple(Variant.from_json(v) for v in d.get("variants", ())),
             divergences=tuple(Divergence.from_json(x) for x in d.get("divergences", ())),
-            evidence=dict(d.get("evidence", {})),
+            evidence=evidence,
             promise=None if d.get("promise") is None else Promise.from_json(d["promise"]),
+            controls=tuple(ControlResult.from_json(c) for c in controls),
+            backed_by=tuple(str(b) for b in backed_by),
+            vote=None if vote is None else Vote.from_json(vote, request_id),
+            picture=None if picture is None else Picture.from_json(picture),
         )
 
 

@@ -190,7 +190,7 @@ class Step:
 async def _vote(s: _Ladder) -> None:
     """Which run is wrong: the fresh references vote (`_votes`), on every divergent anomaly."""
     votes = _votes(s.scenario, s.expect, s.done, s.rep, s.noise)
-    s.anomalies = tuple(dataclasses.replace(a, evidence={**a.evidence, "vote": votes[a.request_id].to_json()})
+    s.anomalies = tuple(dataclasses.replace(a, vote=votes[a.request_id])
                         if a.request_id in votes and a.verdict.is_divergence else a for a in s.anomalies)
     s.notes = (*s.notes, *(v.summary for v in votes.values()))
 
@@ -293,7 +293,7 @@ async def _checked_leaks(runner: Runner, scenario: Scenario, anomalies: Sequence
     for rid, a in divergent.items():
         found = leak_forensics(rid, scenario, runs, refs, min_tokens=k)
         span = leak_span(found)
-        if not found.backs or span is None or rid not in specs:
+        if not found.backs or span is None or rid not in specs or found.leak is None or found.leak.output is None:
             out.append(found)
             continue
         head = deciding(a.divergences)
@@ -302,7 +302,7 @@ async def _checked_leaks(runner: Runner, scenario: Scenario, anomalies: Sequence
         check: OwnContinuation | None = None
         if config.truth_model is not None and spec.adapter is None:
             truth = _truth(config.truth_model)
-            output = [int(t) for t in found.evidence["output"]]
+            output = found.leak.output
             # The engine's own distance from the truth on its reference widens the tolerance: a
             # bf16 engine's argmax may be the truth's second choice at a gap it cannot resolve.
             pair = _reference_and_deviant(rid, done, rep)
@@ -343,14 +343,14 @@ def _reference_and_deviant(rid: str, done: Executed, rep: Reproduction) -> tuple
 
 
 def _with_picture(a: Anomaly, noise: CampaignNoise, done: Executed, rep: Reproduction) -> Anomaly:
-    """The anomaly with what the report draws (`oracles.noise.picture`) in its evidence."""
+    """The anomaly with what the report draws (`oracles.noise.picture`)."""
     head = deciding(a.divergences)
     pair = _reference_and_deviant(a.request_id, done, rep) if head is not None and a.verdict.is_divergence else None
     if pair is None or head is None:
         return a
     ref, dev = pair
     drawn = picture(noise, ref.choice, dev.choice, cached=ref.cached or dev.cached, margin=head.margin)
-    return dataclasses.replace(a, evidence={**a.evidence, "picture": drawn})
+    return dataclasses.replace(a, picture=drawn)
 
 
 def _truth_results(truth: Truth, scenario: Scenario, anomalies: Sequence[Anomaly], done: Executed,

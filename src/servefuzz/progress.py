@@ -95,9 +95,8 @@ def shorten_path(path: str, width: int) -> str:
 def _votes(f: Finding) -> str:
     """How many fresh alone references agreed on the headline request's answer ('3/3'), '-'
     where no vote was taken (a crash, or a finding confirmed before votes)."""
-    vote = f.headline.evidence.get("vote")
-    agree = vote.get("agree") if isinstance(vote, dict) else None
-    return one_line(str(agree)) if agree else "-"
+    vote = f.headline.vote
+    return one_line(vote.agree) if vote is not None and vote.agree else "-"
 
 
 def print_exercise(console: Console, exercise: Exercise) -> None:

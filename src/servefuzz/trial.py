@@ -38,8 +38,9 @@ from servefuzz.oracles.controls import (
     runs_to_refute,
     swap_content,
 )
-from servefuzz.oracles.judge import Expectation, Judgement, judge, reproduction
+from servefuzz.oracles.judge import Expectation, Judgement, judge, judged, reproduction
 from servefuzz.oracles.noise import CampaignNoise
+from servefuzz.oracles.observations import Observations
 from servefuzz.runner import DeadlinePassed, Runner
 from servefuzz.workload import RequestSpec, Scenario
 
@@ -64,18 +65,17 @@ DEFAULT_RUNS = 10
 # -- one execution -------------------------------------------------------------------------
 
 
-@dataclass
+@dataclass(frozen=True)
 class Executed:
-    """The histories of one scenario's execution, as far as it got.
-
-    Filled in place, so that when the target goes away mid-way (`lost` says why), or the
-    runner's deadline cuts it short (`cut` says why: the campaign's time budget), everything
-    recorded before that is still here to be judged and kept.
+    """The histories of one scenario's execution, as far as it got: when the target went away
+    mid-way (`lost` says why), or the runner's deadline cut it short (`cut` says why: the
+    campaign's time budget), everything recorded before that is here to be judged and kept
+    (`execute` records into a `_Recording` and freezes it into this, however it ended).
     """
 
-    loaded: list[RunHistory] = field(default_factory=list)
-    alone: dict[str, list[RequestRecord]] = field(default_factory=dict)
-    cache: list[RequestRecord] = field(default_factory=list)
+    loaded: tuple[RunHistory, ...] = ()
+    alone: Mapping[str, tuple[RequestRecord, ...]] = field(default_factory=dict)
+    cache: tuple[RequestRecord, ...] = ()
     lost: str | None = None
     # The target is lost because it stopped answering, alive (`stopped_answering`), not dead:
     # its requests hung and a lone 1-token request did too. `lost` says so.
@@ -84,16 +84,43 @@ class Executed:
     sent: int = 0  # requests on the wire, probes' priming requests included
     # Requests whose alone reference is the answer of an earlier, identical one (`Runner.reference`):
     # not sent for this scenario, and said so in its history.
-    reused: list[str] = field(default_factory=list)
+    reused: tuple[str, ...] = ()
     scenario: Scenario | None = None  # what ran: its prompts are the leak oracle's sources too
+
+    def __post_init__(self) -> None:
+        # Sequences given as lists (a test's, a caller's) are kept as tuples: nothing refills them.
+        object.__setattr__(self, "loaded", tuple(self.loaded))
+        object.__setattr__(self, "alone", {rid: tuple(recs) for rid, recs in self.alone.items()})
+        object.__setattr__(self, "cache", tuple(self.cache))
+        object.__setattr__(self, "reused", tuple(self.reused))
 
     @property
     def requests(self) -> int:
         return self.sent
 
+    def observations(self, *, performance: bool = False, campaign: CampaignNoise | None = None) -> Observations:
+        """What the oracles read of this execution (`oracles.observations`), with the campaign's noise."""
+        return Observations(self.loaded, self.alone, self.cache, self.scenario, campaign, performance)
+
     def judge(self, *, performance: bool = False, campaign: CampaignNoise | None = None) -> Judgement:
-        return judge(self.loaded, self.alone, cache=self.cache, performance=performance, campaign=campaign,
-                     scenario=self.scenario)
+        return judged(self.observations(performance=performance, campaign=campaign))
+
+
+@dataclass
+class _Recording:
+    """What `execute` fills in as the execution goes, frozen into an `Executed` when it ends
+    however it ends (the target lost, the deadline passed): nothing recorded before is lost."""
+
+    scenario: Scenario
+    loaded: list[RunHistory] = field(default_factory=list)
+    alone: dict[str, tuple[RequestRecord, ...]] = field(default_factory=dict)
+    cache: list[RequestRecord] = field(default_factory=list)
+    sent: int = 0
+    reused: list[str] = field(default_factory=list)
+
+    def frozen(self, *, lost: str | None = None, wedged: bool = False, cut: str | None = None) -> Executed:
+        return Executed(tuple(self.loaded), dict(self.alone), tuple(self.cache), lost, wedged, cut, self.sent,
+                        tuple(self.reused), self.scenario)
 
 
 async def _metrics(runner: Runner) -> dict[str, float]:
@@ -103,7 +130,7 @@ async def _metrics(runner: Runner) -> dict[str, float]:
         return {}  # no metrics is no feedback, not a lost target: the next run will tell
 
 
-async def _probe(runner: Runner, spec: RequestSpec, run: int, done: Executed) -> None:
+async def _probe(runner: Runner, spec: RequestSpec, run: int, done: _Recording) -> None:
     """The cache-state probes of one request: warm (again, no flush) and primed (flush, bare
     prefix alone, then the request)."""
     done.cache.append(await runner.run_alone(spec, run=run, label="warm", flush=False))
@@ -164,7 +191,7 @@ async def execute(
     state; `Runner.reference`, which reuses one taken for the same request before). Requests
     cancelled on purpose have no alone reference. At the runner's deadline
     (`Runner.stop_at`) it stops where it is: `cut` says why."""
-    done = Executed(scenario=scenario)
+    done = _Recording(scenario)
     try:
         for i in range(runs):
             await runner.flush()
@@ -177,8 +204,7 @@ async def execute(
             if any(r.status is Status.TIMEOUT for r in h.records):
                 done.sent += 1  # the probe
                 if (why := await stopped_answering(runner, scenario, h)) is not None:
-                    done.lost, done.wedged = why, True
-                    return done
+                    return done.frozen(lost=why, wedged=True)
         # Probed in the state the last loaded run left (warm: no flush), then primed: every
         # execution, first or replay, probes the same state, so what a replay re-checks is
         # what the first execution saw.
@@ -188,16 +214,16 @@ async def execute(
             for spec in scenario.requests:
                 if not spec.cancelled:
                     record, sent = await runner.reference(spec)  # an earlier one of the same request, reused
-                    done.alone[spec.id] = [record]
+                    done.alone[spec.id] = (record,)
                     if sent:
                         done.sent += 1
                     else:
                         done.reused.append(spec.id)
     except TargetError as e:
-        done.lost = str(e)
+        return done.frozen(lost=str(e))
     except DeadlinePassed as e:
-        done.cut = str(e)
-    return done
+        return done.frozen(cut=str(e))
+    return done.frozen()
 
 
 # -- reproduction --------------------------------------------------------------------------
@@ -424,9 +450,10 @@ async def own_continuation(
     say (a sampled or constrained request, whose forced prompt would not be its own state; an
     answer that failed or came back short; ties past FORCED_ROUNDS)."""
     span = leak_span(leak)
-    if span is None or spec.temperature > 0 or spec.choices is not None:
+    if span is None or leak.leak is None or leak.leak.output is None or spec.temperature > 0 \
+            or spec.choices is not None:
         return None, 0
-    output = tuple(int(t) for t in leak.evidence["output"])
+    output = leak.leak.output
     start, end = span
     t, own, sent = start, 0, 0
     for _ in range(FORCED_ROUNDS):

@@ -42,9 +42,9 @@ def test_an_answer_outside_its_choices_under_load_is_a_corruption_backed_by_the_
     j = judged(answer((9, 3), lp_other=-0.051), answer((5, 7)))
     mine = [a for a in j.anomalies if a.request_id == "r01"]
     assert mine and all(a.verdict is Verdict.CORRUPTION for a in mine if a.verdict.is_divergence)
-    control = next(c for a in mine for c in a.evidence["controls"] if c["name"] == CONSTRAINT)
-    assert control["backs"] and control["evidence"]["choices"] == list(CHOICES)
-    assert control["evidence"]["violations"][0]["text"] == " w9 w3" and control["evidence"]["alone"] == [" w5 w7"]
+    control = next(c for a in mine for c in a.controls if c.name == CONSTRAINT)
+    assert control.backs and control.broken is not None and control.broken.choices == tuple(CHOICES)
+    assert control.broken.violations[0][1] == " w9 w3" and control.broken.alone == (" w5 w7",)
     assert "r02" not in {a.request_id for a in j.anomalies} and j.constraint == ()
 
 
@@ -54,7 +54,7 @@ def test_a_valid_but_different_choice_stays_on_the_ordinary_ladder() -> None:
     plain = judged(answer((9,), lp_other=-0.051), answer((5, 7)), with_scenario=False)
     assert valid.anomalies and [a.verdict for a in valid.anomalies] == [a.verdict for a in plain.anomalies]
     assert Verdict.CORRUPTION not in {a.verdict for a in valid.anomalies}
-    assert all(c["name"] != CONSTRAINT for a in valid.anomalies for c in a.evidence.get("controls", ()))
+    assert all(c.name != CONSTRAINT for a in valid.anomalies for c in a.controls)
 
 
 def test_an_answer_cut_at_max_tokens_is_held_to_a_prefix_of_a_choice() -> None:

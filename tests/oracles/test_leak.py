@@ -55,18 +55,18 @@ def test_an_output_that_is_another_requests_continuation_is_a_candidate_the_forc
     # above the noise: the judgement records it and leaves the verdict alone.
     assert flagged and all(a.verdict is Verdict.UNCLASSIFIED for a in flagged), flagged
     for a in flagged:
-        assert "backed_by" not in a.evidence
-        [leak] = [c for c in a.evidence["controls"] if c["name"] == LEAK]
-        assert leak["evidence"]["source"] == "r01 continuation" and leak["evidence"]["at"] == 0
-        assert leak["evidence"]["tokens"] == 16 and leak["evidence"]["match"] == list(SOLO["r01"])
-        assert leak["summary"].startswith("leak: r02 load#0 output = request r01 continuation from its token 0")
+        assert a.backed_by == ()
+        [leak] = [c for c in a.controls if c.name == LEAK]
+        assert leak.leak is not None and leak.leak.source == "r01 continuation" and leak.leak.at == 0
+        assert leak.leak.tokens == 16 and leak.leak.match == tuple(SOLO["r01"])
+        assert leak.summary.startswith("leak: r02 load#0 output = request r01 continuation from its token 0")
     assert not any(a.request_id != "r02" for a in judgement.anomalies)
-    assert judgement.unleaked is not None and all("controls" not in a.evidence for a in judgement.unleaked)
+    assert judgement.unleaked is not None and all(not a.controls for a in judgement.unleaked)
     candidate = leak_forensics("r02", SCENARIO, loaded(r02=SOLO["r01"]), alone())
     # The forced check finds a token the victim's own context would not write: a leak, whatever the flip.
     proven = with_own_check(candidate, OwnContinuation("engine", 15, 2, 0.01, first_other=3, gap=2.5))
     backed = back(judgement.unleaked, [proven])
-    assert all(a.verdict is Verdict.CORRUPTION and a.evidence["backed_by"] == [LEAK] for a in backed if a.request_id == "r02")
+    assert all(a.verdict is Verdict.CORRUPTION and a.backed_by == (LEAK,) for a in backed if a.request_id == "r02")
     # Its own context writes every matched token: no leak, even above the noise.
     struck = with_own_check(candidate, OwnContinuation("engine", 15, 15, 0.01))
     assert not struck.backs and struck.summary.startswith("no leak: ")
@@ -78,8 +78,8 @@ def test_an_output_that_is_another_requests_continuation_is_a_candidate_the_forc
 
 def test_an_output_that_continues_another_requests_prompt_tail_is_a_candidate_with_or_without_the_scenario() -> None:
     def sources(runs: list[RunHistory], scenario: Scenario | None = SCENARIO) -> set[str]:
-        return {c["evidence"]["source"] for a in judge(runs, alone(), scenario=scenario).anomalies
-                for c in a.evidence.get("controls", ()) if c["name"] == LEAK and c["backs"]}
+        return {c.leak.source for a in judge(runs, alone(), scenario=scenario).anomalies
+                for c in a.controls if c.name == LEAK and c.backs and c.leak is not None}
 
     tail = (*PROMPTS["r03"][-6:], *SOLO["r03"][:6])  # a run from r03's prompt into its answer
     assert sources(loaded(r01=(*SOLO["r01"][:4], *tail))) == {"r03 prompt"}

@@ -21,7 +21,7 @@ import pytest
 from servefuzz.anomaly import Variant, Verdict
 from servefuzz.engines import hf_model_dir
 from servefuzz.finding import Finding, load_finding
-from servefuzz.oracles.controls import LEAK, LEAK_MIN_TOKENS, OwnContinuation, chance_run, leak_tokens
+from servefuzz.oracles.controls import LEAK, LEAK_MIN_TOKENS, ControlResult, chance_run, leak_tokens
 from servefuzz.oracles.judge import rejudged_leaks
 from servefuzz.truth import Truth
 
@@ -35,8 +35,8 @@ def truth() -> Truth:
     return Truth.load(hf_model_dir(None))  # the cache's seed-0 float32 models, built on first use
 
 
-def leaks(f: Finding) -> list[dict[str, object]]:
-    return [c for a in f.anomalies for c in a.evidence.get("controls", ()) if c["name"] == LEAK]
+def leaks(f: Finding) -> list[ControlResult]:
+    return [c for a in f.anomalies for c in a.controls if c.name == LEAK]
 
 
 @pytest.mark.parametrize("name", ATTRACTOR)
@@ -48,18 +48,19 @@ def test_a_tie_flip_onto_an_attractor_run_is_numeric_drift_under_the_leak_rule(n
     # With it: the forced check says every matched token is the victim's own continuation.
     again = rejudged_leaks(stored, truth)
     assert again.verdict is Verdict.NUMERIC_DRIFT
-    checks = [OwnContinuation.from_json(c["evidence"]["own_check"]) for c in leaks(again)]  # type: ignore[index]
-    assert checks and all(c.explains and c.how == "truth" and c.checked >= 8 for c in checks), checks
-    assert all(not c["backs"] and str(c["summary"]).startswith("no leak: ") for c in leaks(again))
+    checks = [c.own_check for c in leaks(again)]
+    assert checks and all(c is not None and c.explains and c.how == "truth" and c.checked >= 8 for c in checks), checks
+    assert all(not c.backs and c.summary.startswith("no leak: ") for c in leaks(again))
 
 
 def test_the_same_model_with_another_requests_text_planted_after_the_flip_is_still_a_leak(truth: Truth) -> None:
     """The control: in the vLLM finding, the deviant answer's matched run is replaced by a run of
     another request's prompt, which the victim's own context does not continue with."""
     stored = load_finding(DATA / ATTRACTOR[0])
-    head = next(a for a in stored.anomalies if LEAK in a.evidence.get("backed_by", ()))
-    [leak] = [c for c in head.evidence["controls"] if c["name"] == LEAK and c["backs"]]
-    start, match = int(leak["evidence"]["from_token"]), list(leak["evidence"]["match"])
+    head = next(a for a in stored.anomalies if LEAK in a.backed_by)
+    [leak] = [c for c in head.controls if c.name == LEAK and c.backs]
+    assert leak.leak is not None
+    start, match = leak.leak.from_token, list(leak.leak.match)
     source = next(s for s in stored.scenario.requests if s.id != head.request_id)
     planted_run = list(source.prompt_ids[5:5 + len(match)])
 
@@ -68,14 +69,13 @@ def test_the_same_model_with_another_requests_text_planted_after_the_flip_is_sti
             return v
         return dataclasses.replace(v, token_ids=(*v.token_ids[:start], *planted_run, *v.token_ids[start + len(match):]))
 
-    evidence = {**head.evidence, "controls": [
-        {**c, "evidence": {**c["evidence"], "match": planted_run, "source": f"{source.id} prompt"}}
-        if c is leak else c for c in head.evidence["controls"]]}
-    planted = dataclasses.replace(head, variants=tuple(plant(v) for v in head.variants), evidence=evidence)
+    moved = dataclasses.replace(leak.leak, match=tuple(planted_run), source=f"{source.id} prompt")
+    controls = tuple(dataclasses.replace(c, leak=moved) if c is leak else c for c in head.controls)
+    planted = dataclasses.replace(head, variants=tuple(plant(v) for v in head.variants), controls=controls)
     finding = dataclasses.replace(stored, anomalies=(planted,))
     again = rejudged_leaks(finding, truth)
-    assert again.verdict is Verdict.CORRUPTION, [c["summary"] for c in leaks(again)]
-    [check] = [OwnContinuation.from_json(c["evidence"]["own_check"]) for c in leaks(again)]  # type: ignore[index]
+    assert again.verdict is Verdict.CORRUPTION, [c.summary for c in leaks(again)]
+    [check] = [c.own_check for c in leaks(again) if c.own_check is not None]
     assert not check.explains and check.first_other is not None and check.first_other >= start
 
 
@@ -83,8 +83,8 @@ def test_the_stale_slot_leak_was_proven_by_the_forced_check_and_stays_a_leak() -
     """A campaign of the reference engine with `stale-slot-continuation` planted (servefuzz fuzz
     --fault stale-slot-continuation): its confirmation ran the forced check on the engine."""
     stored = load_finding(DATA / "reference-stale-slot.json")
-    assert stored.verdict is Verdict.CORRUPTION and LEAK in stored.headline.evidence["backed_by"]
-    checks = [OwnContinuation.from_json(c["evidence"]["own_check"]) for c in leaks(stored) if c["backs"]]  # type: ignore[index]
+    assert stored.verdict is Verdict.CORRUPTION and LEAK in stored.headline.backed_by
+    checks = [c.own_check for c in leaks(stored) if c.backs and c.own_check is not None]
     assert checks and all(c.how == "engine" and not c.explains for c in checks)
     assert rejudged_leaks(stored).verdict is Verdict.CORRUPTION
 

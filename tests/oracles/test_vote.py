@@ -40,7 +40,7 @@ def test_the_single_odd_alone_run_is_named_and_the_loaded_runs_no_longer_count_a
 def test_an_odd_fresh_reference_is_outvoted_and_named() -> None:
     v = vote("r11", alone(GOOD), alone(GOOD, C, GOOD), [run(2, rec("r11", 2, GOOD))])
     assert (v.reference, v.agree, v.odd) == (GOOD.token_ids, "2/3", ("fresh alone#1",))
-    assert v.odd_context[0]["run"] == "alone#1"
+    assert v.odd_context[0].run == "alone#1"
 
 
 def test_without_a_strict_majority_no_reference_is_named() -> None:
@@ -61,4 +61,4 @@ def test_only_recurrences_of_the_same_variant_that_are_still_confident_count() -
     assert v.odd == ("first load#0", "replay load#2", "replay load#3", "replay load#4", "replay load#6")
     assert v.to_json()["odd_context"][0]["ran_before"] is None  # a loaded run: its neighbours ran with it
     first_alone_odd = vote("r11", alone(B), alone(GOOD, GOOD, GOOD), [], before={"r11": "r10"})
-    assert first_alone_odd.odd_context[0]["ran_before"] == "r10"
+    assert first_alone_odd.odd_context[0].ran_before == "r10"

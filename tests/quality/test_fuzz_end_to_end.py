@@ -43,7 +43,7 @@ def test_first_command_finds_the_page_boundary_bug_and_replay_confirms_it(tmp_pa
     finding = load_finding(paths[-1])
     assert finding.verdict.value == "corruption", finding.why
     # corruption is only ever given by a control: the finding names the one that backed it.
-    assert finding.headline.evidence.get("backed_by") == ["content-swap"], finding.headline.evidence
+    assert finding.headline.backed_by == ("content-swap",), finding.headline.controls
     assert "backed by the content-swap control" in finding.why
     assert any("3/3 fresh alone references agree" in n for n in finding.notes), finding.notes
     assert finding.confirmation is not None and finding.confirmation.reproduced > 0

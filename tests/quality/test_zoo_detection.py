@@ -54,13 +54,13 @@ def test_the_default_campaign_finds_the_fault_with_the_right_class(fault: str, t
         found = [load_finding(f) for f in (out / "findings").glob("finding_*.json")]
         for f in (f for f in found if f.verdict.value == "corruption"):
             assert "seeded-sampling" in f.signature, f.signature
-            assert "deterministic" in f.headline.evidence["backed_by"], f.headline.evidence
+            assert "deterministic" in f.headline.backed_by, f.headline.controls
     if fault == "bitmask-row-skip":
         # Found on constrained requests and backed by the broken constraint itself.
         found = [load_finding(f) for f in (out / "findings").glob("finding_*.json")]
         for f in (f for f in found if f.verdict.value == "corruption"):
             assert "structured-output" in f.signature, f.signature
-            assert "constraint" in f.headline.evidence["backed_by"], f.headline.evidence
+            assert "constraint" in f.headline.backed_by, f.headline.controls
 
 
 def _controls(out: Path) -> list[str]:
@@ -71,7 +71,7 @@ def _controls(out: Path) -> list[str]:
         f = load_finding(path)
         if f.confirmation is not None and f.confirmation.reproduced:
             said += [f"{path.name}: {f.verdict.value}, {f.confirmation.rate}", *f.notes]
-            said += [c["summary"] for a in f.anomalies for c in a.evidence.get("controls", ())]
+            said += [c.summary for a in f.anomalies for c in a.controls]
     return said
 
 
@@ -94,9 +94,10 @@ def test_the_default_campaign_finds_the_stale_slot_by_the_leak_it_writes(tmp_pat
     assert summary["stopped_because"] == "first confirmed finding", summary["stopped_because"]
     [finding] = [load_finding(f) for f in (out / "findings").glob("finding_*.json")]
     assert finding.verdict.value == "corruption"
-    leaks = [c for a in finding.anomalies for c in a.evidence.get("controls", ()) if c["name"] == "leak-forensics" and c["backs"]]
-    assert leaks and "leak-forensics" in finding.headline.evidence["backed_by"], finding.headline.evidence
-    leak = leaks[0]["evidence"]
-    other = leak["request"]
-    assert other != leaks[0]["request_id"] and leak["source"] == f"{other} continuation" and leak["at"] == 0, leak
-    assert leak["tokens"] >= 8 and leaks[0]["summary"].startswith("leak: "), leaks[0]["summary"]
+    leaks = [c for a in finding.anomalies for c in a.controls if c.name == "leak-forensics" and c.backs]
+    assert leaks and "leak-forensics" in finding.headline.backed_by, finding.headline.controls
+    leak = leaks[0].leak
+    assert leak is not None
+    other = leak.request
+    assert other != leaks[0].request_id and leak.source == f"{other} continuation" and leak.at == 0, leak
+    assert leak.tokens >= 8 and leaks[0].summary.startswith("leak: "), leaks[0].summary

@@ -15,6 +15,7 @@ import pytest
 from png_pixels import hex_rgb, read_png
 from report_findings import loaded_run, seed_like
 
+from servefuzz.evidence import Picture
 from servefuzz.known_issues import match
 from servefuzz.reports import write_report
 from servefuzz.reports.facts import timeline
@@ -105,7 +106,7 @@ def test_the_margin_is_drawn_against_the_shifts_and_the_campaigns_noise() -> Non
              "margin": 1.47, "threshold": 0.027,
              "noise": {"where": "position 0 <b>", "count": 4222, "zeros": 10, "bins": {"50": 4000, "70": 212}},
              "edges": [1e-7, 12]}
-    head = dataclasses.replace(f.anomalies[0], evidence={**f.anomalies[0].evidence, "picture": drawn})
+    head = dataclasses.replace(f.anomalies[0], picture=Picture.from_json(drawn))
     page = report_html(dataclasses.replace(f, anomalies=(head, *f.anomalies[1:])), match(f))
     section = page[page.index("Where the margin sits"):]
     section = section[: section.index("</section>")]

@@ -180,10 +180,11 @@ class _Loop:
         config, state, store, on_event = self.config, self.state, self.store, self.on_event
         iteration, scenario, done, verdict = seen.iteration, seen.scenario, seen.done, seen.verdict
         try:
-            finding = await _finding_of(worker, scenario, iteration, done, verdict, config, store, state, on_event,
-                                        self.noise)
+            finding, lost = await _finding_of(worker, scenario, iteration, done, verdict, config, store, state, on_event,
+                                              self.noise)
         except WorkerLost as e:
-            finding, done.lost = None, str(e)  # seen, but not confirmed where it was seen: found again later
+            finding, lost = None, str(e)  # seen, but not confirmed where it was seen: found again later
+        done = dataclasses.replace(done, lost=lost)
         if finding is not None:
             finding = dataclasses.replace(finding, triggered=triggered(worker.info, finding.anomalies, _ran(done)))
             if worker.name is not None:

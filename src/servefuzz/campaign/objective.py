@@ -50,28 +50,29 @@ async def _finding_of(
     state: CampaignState,
     on_event: Callable[[CampaignState], None],
     noise: CampaignNoise | None = None,
-) -> Finding | None:
+) -> tuple[Finding | None, str | None]:
     """The finding of one execution, confirmed (on the worker that saw it) unless that is known
-    to be wasted effort."""
+    to be wasted effort, and why the server is gone after it (`done.lost`, or what went away
+    under the confirmation)."""
     info = worker.info
     if not verdict.anomalies:
-        return None
+        return None, done.lost
     if done.lost is not None or done.cut is not None:
         # The target is gone, or the budget is spent: keep what was seen, unconfirmed, rather
         # than lose it (requests cut at the budget are indeterminate and back no anomaly).
         return Finding(iteration, scenario.seed, scenario, info, verdict.anomalies,
-                       notes=(f"not confirmed: {done.lost or done.cut}",))
+                       notes=(f"not confirmed: {done.lost or done.cut}",)), done.lost
     if all(a.verdict is Verdict.ANOMALOUS_SHIFT for a in verdict.anomalies):
         # The reproduction rule compares tokens, and a shift's tokens agree: replays could only
         # ever say 0/n. Kept as seen, with its numbers, for a person (or a control) to look at.
         return Finding(iteration, scenario.seed, scenario, info, verdict.anomalies,
                        notes=("not confirmed: an anomalous shift is kept as seen (replays compare tokens, and its "
-                              "tokens agree)",))
+                              "tokens agree)",)), done.lost
     provisional = Finding(iteration, scenario.seed, scenario, info, verdict.anomalies)
     kept = store.known(provisional.signature)
     if kept is not None and _confirmed(kept) and finding_size(provisional)[1:] >= finding_size(kept)[1:]:
         # A confirmed, no larger example of this signature is kept: count it, spare the replays.
-        return provisional
+        return provisional, done.lost
     state.last = f"iteration {iteration}: {len(verdict.anomalies)} anomalies, confirming" + (
         "" if worker.name is None else f" on worker {worker.name}")
     if worker.name is not None:
@@ -85,8 +86,7 @@ async def _finding_of(
     settings = ConfirmConfig(runs=config.confirm_runs, truth_model=config.truth_model, launch=config.launch)
     confirmed = await worker.confirm(scenario, iteration, done, verdict, settings, noise, say)
     state.requests += confirmed.sent
-    done.lost = confirmed.lost
-    return confirmed.finding
+    return confirmed.finding, confirmed.lost
 
 
 def _downed_by(done: Executed) -> Verdict:

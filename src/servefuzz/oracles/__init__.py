@@ -10,6 +10,10 @@ the campaign's: `servefuzz.oracles.noise`); logprobs that moved beyond the campa
 without a flip are `anomalous-shift`s (`servefuzz.oracles.shift`); only a control
 (`servefuzz.oracles.controls`) makes a suspected corruption a corruption. docs/verdicts.md has
 the whole rule.
+
+The judge (`servefuzz.oracles.judge`) runs them as checkers over one frozen record of an
+execution (`servefuzz.oracles.observations.Observations`), whose shared views (outputs per
+request, the noise) are built once.
 """
 
 from __future__ import annotations

@@ -28,6 +28,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from servefuzz.evidence import ConstraintBreak
 from servefuzz.history import ChoiceRecord, RequestRecord, RunHistory
 from servefuzz.oracles.controls import CONSTRAINT, ControlResult
 from servefuzz.workload import Scenario, accepts
@@ -82,8 +83,7 @@ def constraint_check(
                    f"({refs[0].text!r})")
         results.append(ControlResult(
             CONSTRAINT, rid, (len(broken), len(answers)), (0, len(refs)), 0.0, True, summary,
-            evidence={"choices": list(choices), "violations": [{"where": w, "text": c.text, "token_ids": list(c.token_ids)}
-                                                               for w, c in broken[:8]],
-                      "alone": [c.text for c in refs[:3]]},
+            broken=ConstraintBreak(tuple(choices), tuple((w, c.text, tuple(c.token_ids)) for w, c in broken[:8]),
+                                   tuple(c.text for c in refs[:3])),
         ))
     return ConstraintCheck(tuple(results), tuple(status))

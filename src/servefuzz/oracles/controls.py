@@ -56,10 +56,10 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Collection, Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from servefuzz.anomaly import Anomaly, Verdict
+from servefuzz.evidence import ControlResult, LeakMatch, OwnContinuation
 from servefuzz.history import ChoiceRecord, RequestRecord, RunHistory
 from servefuzz.oracles.outputs import Output, determinate_outputs, group_variants, output_key
 from servefuzz.stats import fisher_less, wilson
@@ -152,46 +152,6 @@ _WHAT = {
                    "the deviation needs the traffic that came before it on the warm server",
                    "the deviation does not need earlier traffic"),
 }
-
-
-@dataclass(frozen=True)
-class ControlResult:
-    """What one control showed for one victim: deviations in `original` (k, n) runs and in the
-    control's (k, n) runs, the one-sided p-value of the change, and whether it backs the flip."""
-
-    name: str
-    request_id: str
-    original: tuple[int, int]
-    control: tuple[int, int]
-    p_value: float
-    backs: bool
-    summary: str
-    distances: Mapping[str, float] = dataclasses.field(default_factory=dict)  # the truth's: run -> distance
-    evidence: Mapping[str, Any] = dataclasses.field(default_factory=dict)  # leak forensics: what matched where
-
-    def __hash__(self) -> int:
-        return hash((self.name, self.request_id, self.original, self.control, self.backs))
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "request_id": self.request_id,
-            "original": list(self.original),
-            "control": list(self.control),
-            "p_value": self.p_value,
-            "backs": self.backs,
-            "summary": self.summary,
-            "distances": dict(self.distances),
-            "evidence": dict(self.evidence),
-        }
-
-    @classmethod
-    def from_json(cls, d: Mapping[str, Any]) -> ControlResult:
-        o, c = d["original"], d["control"]
-        return cls(str(d["name"]), str(d["request_id"]), (int(o[0]), int(o[1])), (int(c[0]), int(c[1])),
-                   float(d["p_value"]), bool(d["backs"]), str(d["summary"]),
-                   {str(k): float(v) for k, v in dict(d.get("distances", {})).items()},
-                   dict(d.get("evidence", {})))
 
 
 def runs_to_see(k: int, n: int, *, power: float = CONTROL_POWER, least: int = MIN_CONTROL_RUNS,
@@ -370,7 +330,7 @@ def back(anomalies: Sequence[Anomaly], results: Sequence[ControlResult]) -> tupl
             continue
         backing = [r for r in mine if r.backs]
         # Controls add up: a second control's results join the first's, never replace them.
-        evidence = {**a.evidence, "controls": [*a.evidence.get("controls", ()), *(r.to_json() for r in mine)]}
+        controls = (*a.controls, *mine)
         # An answer outside its own constraint (`oracles.constraint`) backs any divergence,
         # whatever its margin: no rounding unmasks a token. A leak does so only when the forced
         # check showed tokens the victim's own context would not write (`proves_leak`): at a
@@ -378,7 +338,7 @@ def back(anomalies: Sequence[Anomaly], results: Sequence[ControlResult]) -> tupl
         # itself, so an unchecked leak backs only a flip already above the noise.
         if not backing or (a.verdict is not Verdict.SUSPECTED_CORRUPTION
                            and not any(r.name == CONSTRAINT or proves_leak(r) for r in backing)):
-            out.append(dataclasses.replace(a, evidence=evidence))
+            out.append(dataclasses.replace(a, controls=controls))
             continue
         names = ", ".join(r.name for r in backing)
         clause = f"backed by the {names} control: " + "; ".join(r.summary for r in backing)
@@ -390,9 +350,8 @@ def back(anomalies: Sequence[Anomaly], results: Sequence[ControlResult]) -> tupl
         )
         summary = a.summary.replace(a.verdict.value, Verdict.CORRUPTION.value, 1)
         out.append(dataclasses.replace(a, verdict=Verdict.CORRUPTION, summary=f"{summary} (backed by {names})",
-                                       divergences=divergences,
-                                       evidence={**evidence, "backed_by": [*a.evidence.get("backed_by", ()),
-                                                                           *(r.name for r in backing)]}))
+                                       divergences=divergences, controls=controls,
+                                       backed_by=(*a.backed_by, *(r.name for r in backing))))
     return tuple(out)
 
 
@@ -453,14 +412,14 @@ def leak_forensics(
         >>> alone = {"r01": [rec("r01", "alone", [9] * 12)], "r02": [rec("r02", "alone", range(20, 32))]}
         >>> leaked = RunHistory(0, "load", (rec("r01", "load", [9, 9, *range(20, 30)]),))
         >>> r = leak_forensics("r01", sc, [leaked], alone)
-        >>> r.backs, r.evidence["source"], r.evidence["tokens"]
+        >>> r.backs, r.leak.source, r.leak.tokens
         (True, 'r02 continuation', 10)
         >>> r.summary.split(";")[0]
         'leak: r01 load#0 output = request r02 continuation from its token 0 (output tokens 2-11)'
         >>> leak_forensics("r01", sc, [RunHistory(0, "load", (rec("r01", "load", [9, 9, *range(40, 50)]),))], alone).backs
         False
         >>> leak_forensics("r01", sc, [RunHistory(0, "load", (rec("r01", "load", [9, 9, 8, *range(20, 29)]),))],
-        ...                alone).evidence["source"]   # the prompt's tail runs on into its continuation
+        ...                alone).leak.source   # the prompt's tail runs on into its continuation
         'r02 prompt'
     """
     k = max(min_tokens, LEAK_MIN_TOKENS)
@@ -485,13 +444,13 @@ def leak_forensics(
             index.setdefault(tokens[i:i + k], (s, i))
     deviants = [o for h in histories for r in h.records if r.request_id == request_id and r.ok
                 for c in r.choices if (o := Output.of(r, c)).choice.token_ids != reference]
-    best: dict[str, Any] = {}
+    best: LeakMatch | None = None
     matched = 0
     for o in deviants if reference is not None else ():
         dev = o.choice.token_ids
         flip = common_prefix(reference or (), dev)  # a deviant differs from its reference: their first difference
         tail = dev[flip:]
-        longest: dict[str, Any] = {}
+        longest: LeakMatch | None = None
         for i in range(len(tail) - k + 1):
             gram = tail[i:i + k]
             if gram in own_grams or len(set(gram)) == 1 or gram not in index:
@@ -501,29 +460,27 @@ def leak_forensics(
             n = k
             while i + n < len(tail) and at + n < len(source) and tail[i + n] == source[at + n]:
                 n += 1
-            if n > longest.get("tokens", 0):
+            if longest is None or n > longest.tokens:
                 where = "continuation" if at >= split else "prompt"
-                longest = {"run": f"{o.label}#{o.run}", "source": f"{rid} {where}", "request": rid,
-                           "at": at - split if at >= split else at, "tokens": n,
-                           "from_token": flip + i, "flip": flip, "match": list(tail[i:i + n]),
-                           "min_tokens": k, "output": list(dev)}
-        if longest:
+                longest = LeakMatch(f"{o.label}#{o.run}", f"{rid} {where}", rid, at - split if at >= split else at,
+                                    n, flip + i, flip, tuple(tail[i:i + n]), min_tokens=k, output=tuple(dev))
+        if longest is not None:
             matched += 1
-            if longest["tokens"] > best.get("tokens", 0):
+            if best is None or longest.tokens > best.tokens:
                 best = longest
     what = "the deviant output repeat another request's content from the flip on"
-    if best:
-        verdict = (f"leak: {request_id} {best['run']} output = request {best['source']} from its token {best['at']} "
-                   f"(output tokens {best['from_token']}-{best['from_token'] + best['tokens'] - 1}); flip at "
-                   f"{best['flip']}; {best['tokens']} tokens in a row (a leak needs {k}) of another request's "
+    if best is not None:
+        verdict = (f"leak: {request_id} {best.run} output = request {best.source} from its token {best.at} "
+                   f"(output tokens {best.from_token}-{best.from_token + best.tokens - 1}); flip at "
+                   f"{best.flip}; {best.tokens} tokens in a row (a leak needs {k}) of another request's "
                    "content, none of it in the request's own prompt or reference")
         summary = f"{verdict}; {matched}/{len(deviants)} deviant outputs repeat another request's content"
     else:
         verdict = (f"no deviant output repeats {k} or more tokens of another request's solo continuation or prompt: "
                    "no leak of content seen (which rules nothing out)")
         summary = f"leak forensics (does {what}?): {request_id}: {matched}/{len(deviants)} deviant outputs do; {verdict}"
-    return ControlResult(LEAK, request_id, (matched, len(deviants)), (0, 0), 0.0 if best else 1.0, bool(best), summary,
-                         evidence=best)
+    return ControlResult(LEAK, request_id, (matched, len(deviants)), (0, 0), 1.0 if best is None else 0.0,
+                         best is not None, summary, leak=best)
 
 
 # -- is a candidate leak the victim's own continuation? ------------------------------------------
@@ -597,56 +554,12 @@ def leak_span(result: ControlResult) -> tuple[int, int] | None:
     """The output positions [start, end) a candidate leak's forced check looks at: its matched
     tokens after the flip (the flipped token itself is forced, as the victim's own draw; it is
     the flip's margin, not the leak, that says whether that draw was benign)."""
-    e = result.evidence
-    if result.name != LEAK or not e or "output" not in e:
+    m = result.leak
+    if result.name != LEAK or m is None or m.output is None:
         return None
-    start = max(int(e["from_token"]), int(e["flip"]) + 1)
-    end = int(e["from_token"]) + int(e["tokens"])
+    start = max(m.from_token, m.flip + 1)
+    end = m.from_token + m.tokens
     return (start, end) if start < end else None
-
-
-@dataclass(frozen=True)
-class OwnContinuation:
-    """The forced check of a candidate leak: at each matched token, teacher-forced on the
-    victim's own prompt and its deviant output up to there, is that token what the victim's own
-    context gives (its logprob within `tolerance` of the best there)? `how`: the exact truth
-    ('truth') or the engine alone ('engine'). `first_other`: the first matched position where
-    it is not, and `gap`, how far below the best it sat; None when every checked token was the
-    context's own, which explains the run without any other request."""
-
-    how: str
-    checked: int
-    own: int
-    tolerance: float
-    first_other: int | None = None
-    gap: float | None = None
-
-    @property
-    def explains(self) -> bool:
-        """Whether the victim's own context writes every checked token: then nothing leaked."""
-        return self.first_other is None
-
-    @property
-    def summary(self) -> str:
-        source = "the exact truth" if self.how == "truth" else "the engine alone"
-        if self.explains:
-            return (f"forced check ({source}): all {self.checked} matched tokens are what the victim's own context "
-                    f"gives with its deviant output forced (within {self.tolerance:.4f}): its own continuation, "
-                    "not a leak")
-        gap = "outside the top-k" if self.gap is None else f"{self.gap:.4f} below the best"
-        return (f"forced check ({source}): output token {self.first_other} is not what the victim's own context "
-                f"gives ({gap}, tolerance {self.tolerance:.4f}; {self.own} of {self.checked} checked were): "
-                "written from another request's state")
-
-    def to_json(self) -> dict[str, Any]:
-        return {"how": self.how, "checked": self.checked, "own": self.own, "tolerance": self.tolerance,
-                "first_other": self.first_other, "gap": self.gap}
-
-    @classmethod
-    def from_json(cls, d: Mapping[str, Any]) -> OwnContinuation:
-        return cls(str(d["how"]), int(d["checked"]), int(d["own"]), float(d["tolerance"]),
-                   None if d.get("first_other") is None else int(d["first_other"]),
-                   None if d.get("gap") is None else float(d["gap"]))
 
 
 def with_own_check(result: ControlResult, check: OwnContinuation | None) -> ControlResult:
@@ -663,18 +576,17 @@ def with_own_check(result: ControlResult, check: OwnContinuation | None) -> Cont
     """
     if check is None or result.name != LEAK or not result.backs:
         return result
-    evidence = {**result.evidence, "own_check": check.to_json()}
     if check.explains:
-        return dataclasses.replace(result, backs=False, p_value=1.0, evidence=evidence,
+        return dataclasses.replace(result, backs=False, p_value=1.0, own_check=check,
                                    summary=f"no leak: {result.summary.removeprefix('leak: ')}; {check.summary}")
-    return dataclasses.replace(result, evidence=evidence, summary=f"{result.summary}; {check.summary}")
+    return dataclasses.replace(result, own_check=check, summary=f"{result.summary}; {check.summary}")
 
 
 def proves_leak(result: ControlResult) -> bool:
     """Whether a leak result backs whatever the flip's margin: a forced check ran and found a
     matched token the victim's own context would not give."""
-    check = result.evidence.get("own_check") if result.name == LEAK and result.backs else None
-    return check is not None and OwnContinuation.from_json(check).first_other is not None
+    check = result.own_check if result.name == LEAK and result.backs else None
+    return check is not None and check.first_other is not None
 
 
 def own_by_truth(

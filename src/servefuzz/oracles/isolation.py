@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 
 from servefuzz.anomaly import Anomaly, Divergence, Oracle, Variant, deciding
 from servefuzz.history import RequestRecord, RunHistory
-from servefuzz.oracles.outputs import Output, determinate_outputs, group_variants, output_key
+from servefuzz.oracles.outputs import Output, Outputs, determinate_outputs, group_variants, output_key
 from servefuzz.oracles.verdict import NoiseModel, brief, classify, measure_noise
 
 __all__ = ["isolation"]
@@ -26,15 +26,18 @@ def isolation(
     loaded: Sequence[RunHistory],
     alone: Mapping[str, Sequence[RequestRecord]],
     noise: NoiseModel | None = None,
+    *,
+    outputs: Outputs | None = None,
 ) -> list[Anomaly]:
     """Compare each request in `alone` (request id -> its alone record(s)) with its loaded outputs.
 
     The reference for a choice is the most frequent alone output of that choice index (choice 0
     when the alone run had fewer choices: at temperature 0 they must all agree anyway). A request
     whose alone records are all indeterminate is not judged. `noise` defaults to the jitter
-    between alone and loaded outputs of the requests that agree.
+    between alone and loaded outputs of the requests that agree. `outputs`:
+    `determinate_outputs(loaded)`, where the caller has it.
     """
-    table = determinate_outputs(loaded)
+    table = determinate_outputs(loaded) if outputs is None else outputs
     found: list[tuple[str, list[tuple[Output, list[Output]]], list[Variant]]] = []
     agreeing: list[list[Output]] = []
     for rid in sorted(alone):

@@ -21,7 +21,6 @@ from dataclasses import dataclass
 from servefuzz.anomaly import Anomaly, Oracle, Verdict, deciding, worst
 from servefuzz.finding import Confirmation, Finding
 from servefuzz.history import RequestRecord, RunHistory
-from servefuzz.oracles.cache_state import cache_state
 from servefuzz.oracles.constraint import constraint_check
 from servefuzz.oracles.controls import (
     LEAK,
@@ -35,16 +34,12 @@ from servefuzz.oracles.controls import (
     own_by_truth,
     with_own_check,
 )
-from servefuzz.oracles.isolation import isolation
 from servefuzz.oracles.liveness import liveness
-from servefuzz.oracles.nconsistency import n_consistency
-from servefuzz.oracles.noise import CampaignNoise, benign_shifts, pairs
+from servefuzz.oracles.noise import CampaignNoise, benign_shifts
 from servefuzz.oracles.noisy_neighbour import noisy_neighbour
+from servefuzz.oracles.observations import CHECKERS, Checker, Observations, alone_run
 from servefuzz.oracles.outputs import determinate_outputs, group_variants, output_key
-from servefuzz.oracles.replay import replay_consistency
-from servefuzz.oracles.shift import anomalous_shifts
-from servefuzz.oracles.tenancy import breached_in, tenant_isolation
-from servefuzz.oracles.verdict import NoiseModel, measure_noise
+from servefuzz.oracles.tenancy import breached_in
 from servefuzz.truth import Truth
 from servefuzz.workload import Scenario
 
@@ -52,6 +47,7 @@ __all__ = [
     "Judgement",
     "Expectation",
     "judge",
+    "judged",
     "leak_min_tokens",
     "learn",
     "rejudged_leaks",
@@ -92,11 +88,6 @@ class Judgement:
         return worst(a.verdict for a in self.anomalies)
 
 
-def alone_run(alone: Mapping[str, Sequence[RequestRecord]], run: int = 0) -> RunHistory:
-    """The alone references of a scenario as one history (labelled 'alone')."""
-    return RunHistory(run, "alone", tuple(r for recs in alone.values() for r in recs))
-
-
 def judge(
     loaded: Sequence[RunHistory],
     alone: Mapping[str, Sequence[RequestRecord]],
@@ -106,7 +97,7 @@ def judge(
     campaign: CampaignNoise | None = None,
     scenario: Scenario | None = None,
 ) -> Judgement:
-    """Run every oracle over one scenario's histories.
+    """Run every oracle over one scenario's histories (`judged` over their `Observations`).
 
     `alone`: each request's answer alone on a flushed cache (the isolation reference, and the
     cold state of the cache-state oracle); `cache`: warm and primed probe records;
@@ -119,53 +110,26 @@ def judge(
     the tenant-isolation oracle (`oracles.tenancy`) runs too: a request that reports cached
     tokens no request of its own salt could have left is an `isolation-breach`.
     """
-    # Liveness and tenant isolation judge every request, unseeded draws too.
-    every_loaded, every_alone, every_cache = loaded, alone, cache
-    if scenario is not None and scenario.unseeded:
-        # A sampled request without a seed may answer anything each time: nothing to compare
-        # its tokens with, so only liveness sees it.
-        loaded, alone = _without(set(scenario.unseeded), loaded, alone)
-        cache = [r for r in cache if r.request_id not in scenario.unseeded]
-    seeded = scenario.seeded if scenario is not None else frozenset()
-    shifts: list[Anomaly] = []
-    if campaign is not None:
-        # Logprobs that moved beyond the campaign's noise without a flip are an anomaly of their
-        # own, and must not lift this scenario's threshold for the real flips beside them.
-        flipped = frozenset(p.request_id for p in pairs(loaded, alone, cache)
-                            if output_key(p.a.choice) != output_key(p.b.choice))
-        shifts = anomalous_shifts(loaded, alone, cache, campaign, skip=flipped)
-    quiet_loaded, quiet_alone = _without({a.request_id for a in shifts}, loaded, alone)
-    replay = replay_consistency(quiet_loaded)
-    # Loaded runs of one scenario often batch alike, so their jitter can be zero while a request
-    # alone (a batch of one) still rounds differently: every oracle is held against the larger of
-    # the two measured jitters, or benign batch numerics would pass for corruption (and one flip
-    # could be drift to one oracle and corruption to another).
-    noise = max(replay.noise, _isolation_noise(quiet_loaded, quiet_alone), key=lambda n: n.threshold)
-    noise = dataclasses.replace(noise, campaign=campaign, sampled=seeded)
-    replay = replay_consistency(loaded, noise=noise)
-    found: list[Anomaly] = [*replay.anomalies, *shifts]
-    found += isolation(loaded, alone, noise=noise)
-    # The n choices of a sampled request are n draws: they need not agree with each other.
-    found += n_consistency(_without(set(seeded), loaded, {})[0], replay.noise)
-    if cache:
-        found += _cache_anomalies(alone, cache, dataclasses.replace(replay.noise, sampled=seeded))
-    if performance:
-        found += noisy_neighbour(loaded, alone)
-    found += liveness([*every_loaded, *([alone_run(every_alone)] if every_alone else [])])
-    # Cached tokens say as much about an unseeded draw as about any request.
-    tenancy = tenant_isolation(scenario, every_loaded, every_cache) if scenario is not None else None
-    if tenancy is not None:
-        found += tenancy.anomalies
+    return judged(Observations.of(loaded, alone, cache=cache, scenario=scenario, campaign=campaign,
+                                  performance=performance))
+
+
+def judged(seen: Observations, checkers: Sequence[Checker] = CHECKERS) -> Judgement:
+    """Every checker over `seen` (`oracles.observations.CHECKERS`), then the controls the records
+    alone can run: the constraint control (an answer outside its own constraint backs its
+    divergence) and the leak oracle (`leak`)."""
+    found = [a for check in checkers for a in check(seen)]
     # Constrained answers are held to their constraints over the compared histories: an
     # unseeded draw's answer may be anything in its constraint, never outside it, but with no
     # divergence to back its violation is named in the status lines instead.
-    bound = constraint_check(scenario, every_loaded, every_alone, every_cache)
-    compared = {r.request_id for h in loaded for r in h.records}
+    bound = constraint_check(seen.scenario, seen.loaded, seen.alone, seen.cache)
+    compared = {r.request_id for h in seen.compared_loaded for r in h.records}
     status = bound.status + tuple(f"{r.request_id} (an unseeded draw, compared by no token oracle): {r.summary}"
                                   for r in bound.results if r.request_id not in compared)
     found = list(back(found, bound.results))
-    leaked = leak(found, loaded, alone, cache, scenario, campaign)
-    return Judgement(leaked, replay.stable, tenancy.status if tenancy is not None else "", status,
+    leaked = leak(found, seen.compared_loaded, seen.compared_alone, seen.compared_cache, seen.scenario, seen.campaign)
+    tenancy = seen.tenancy
+    return Judgement(leaked, seen.replay.stable, tenancy.status if tenancy is not None else "", status,
                      unleaked=None if leaked == tuple(found) else tuple(found))
 
 
@@ -226,41 +190,6 @@ def learn(
     prompts = {spec.id: spec.prompt_ids for spec in scenario.requests} if scenario is not None else {}
     diverged = {a.request_id for a in judgement.anomalies if a.verdict.is_divergence and a.verdict is not Verdict.NUMERIC_DRIFT}
     return learned.with_chance_run(chance_run(prompts, alone, skip=diverged))
-
-
-def _without(
-    drop: set[str], loaded: Sequence[RunHistory], alone: Mapping[str, Sequence[RequestRecord]]
-) -> tuple[Sequence[RunHistory], Mapping[str, Sequence[RequestRecord]]]:
-    """The histories without the `drop`ped requests (what the scenario's noise is measured on)."""
-    if not drop:
-        return loaded, alone
-    kept = [dataclasses.replace(h, records=tuple(r for r in h.records if r.request_id not in drop)) for h in loaded]
-    return kept, {rid: recs for rid, recs in alone.items() if rid not in drop}
-
-
-def _cache_anomalies(
-    alone: Mapping[str, Sequence[RequestRecord]], cache: Sequence[RequestRecord], noise: NoiseModel | None = None
-) -> list[Anomaly]:
-    """The cache-state oracle over probe records; a probed request's alone record is its cold state."""
-    probed = {r.request_id for r in cache}
-    cold = [dataclasses.replace(r, label="cold") for rid in probed for r in alone.get(rid, ())]
-    return cache_state([*cold, *cache], noise)
-
-
-def _isolation_noise(loaded: Sequence[RunHistory], alone: Mapping[str, Sequence[RequestRecord]]) -> NoiseModel:
-    """Logprob jitter between each request alone and its loaded outputs that agree with it."""
-    table = determinate_outputs(loaded)
-    groups = []
-    for rid, records in alone.items():
-        ref = next((r for r in records if r.ok and r.choices), None)
-        if ref is None:
-            continue
-        for index, outs in table.get(rid, {}).items():
-            mine = next((c for c in ref.choices if c.index == index), ref.choices[0])
-            same = [o.choice for o in outs if output_key(o.choice) == output_key(mine)]
-            if same:
-                groups.append([mine, *same])
-    return measure_noise(groups)
 
 
 # -- the reproduction rule ------------------------------------------------------------------
@@ -426,12 +355,11 @@ def rejudged_leaks(finding: Finding, truth: Truth | None = None) -> Finding:
     specs = finding.scenario.by_id()
     out = []
     for a in finding.anomalies:
-        backed = [str(b) for b in a.evidence.get("backed_by", ())]
-        if LEAK not in backed:
+        if LEAK not in a.backed_by:
             out.append(a)
             continue
-        leaks = [ControlResult.from_json(c) for c in a.evidence.get("controls", ()) if c["name"] == LEAK and c["backs"]]
-        base = _without_leak(a, [b for b in backed if b != LEAK])
+        leaks = [c for c in a.controls if c.name == LEAK and c.backs]
+        base = _without_leak(a, [b for b in a.backed_by if b != LEAK])
         checked = []
         for r in leaks:
             r = _with_deviant_output(r, a)
@@ -439,35 +367,33 @@ def rejudged_leaks(finding: Finding, truth: Truth | None = None) -> Finding:
             spec = specs.get(a.request_id)
             head = deciding(a.divergences)
             if truth is not None and span is not None and spec is not None and spec.adapter is None \
-                    and "own_check" not in r.evidence:
+                    and r.own_check is None and r.leak is not None and r.leak.output is not None:
                 tolerance = max(head.threshold or 0.0 if head is not None else 0.0, TRUTH_NEAR)
-                r = with_own_check(r, own_by_truth(truth, spec.prompt_ids, [int(t) for t in r.evidence["output"]],
-                                                   span, tolerance))
+                r = with_own_check(r, own_by_truth(truth, spec.prompt_ids, r.leak.output, span, tolerance))
             checked.append(r)
         out.append(back([base], checked)[0])
     return dataclasses.replace(finding, anomalies=tuple(out))
 
 
 def _with_deviant_output(leak_result: ControlResult, a: Anomaly) -> ControlResult:
-    """The leak with the whole deviant output in its evidence (files from before it was kept
+    """The leak with the whole deviant output in its match (files from before it was kept
     there: the variant that holds the match where the leak says it starts)."""
-    e = leak_result.evidence
-    if "output" in e or "match" not in e:
+    m = leak_result.leak
+    if m is None or m.output is not None:
         return leak_result
-    match, start = [int(t) for t in e["match"]], int(e["from_token"])
-    output = next((v.token_ids for v in a.variants if list(v.token_ids[start:start + len(match)]) == match), None)
+    output = next((v.token_ids for v in a.variants if v.token_ids[m.from_token:m.from_token + len(m.match)] == m.match),
+                  None)
     if output is None:
         return leak_result
-    return dataclasses.replace(leak_result, evidence={**e, "output": list(output)})
+    return dataclasses.replace(leak_result, leak=dataclasses.replace(m, output=output))
 
 
 def _without_leak(a: Anomaly, still_backed_by: Sequence[str]) -> Anomaly:
     """The anomaly as it was before a leak backed it: the leak's results out of its evidence, and,
     when no other control backs it, the verdict its flip's margin gives."""
-    evidence = {k: v for k, v in a.evidence.items() if k != "backed_by"}
-    evidence["controls"] = [c for c in a.evidence.get("controls", ()) if c["name"] != LEAK]
+    controls = tuple(c for c in a.controls if c.name != LEAK)
     if still_backed_by:
-        return dataclasses.replace(a, evidence={**evidence, "backed_by": list(still_backed_by)})
+        return dataclasses.replace(a, controls=controls, backed_by=tuple(still_backed_by))
     head = deciding(a.divergences)
     if head is None or head.margin is None:
         verdict = Verdict.UNCLASSIFIED
@@ -483,4 +409,5 @@ def _without_leak(a: Anomaly, still_backed_by: Sequence[str]) -> Anomaly:
     divergences = tuple(dataclasses.replace(d, verdict=verdict, reason=undo(d.reason)) if d.verdict is Verdict.CORRUPTION
                         else d for d in a.divergences)
     summary = a.summary.replace(f" (backed by {LEAK})", "").replace(Verdict.CORRUPTION.value, verdict.value, 1)
-    return dataclasses.replace(a, verdict=verdict, summary=summary, divergences=divergences, evidence=evidence)
+    return dataclasses.replace(a, verdict=verdict, summary=summary, divergences=divergences, controls=controls,
+                               backed_by=())

@@ -41,8 +41,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from servefuzz.evidence import Picture
 from servefuzz.history import ChoiceRecord, RequestRecord, RunHistory
-from servefuzz.oracles.outputs import Output, determinate_outputs
+from servefuzz.oracles.outputs import Output, Outputs, determinate_outputs
 from servefuzz.terms import common_prefix
 
 __all__ = [
@@ -295,10 +296,13 @@ def pairs(
     loaded: Sequence[RunHistory],
     alone: Mapping[str, Sequence[RequestRecord]],
     cache: Sequence[RequestRecord] = (),
+    *,
+    outputs: Outputs | None = None,
 ) -> list[Pair]:
-    """Every comparison one execution offers, choice by choice (indeterminate records left out)."""
+    """Every comparison one execution offers, choice by choice (indeterminate records left out).
+    `outputs`: `determinate_outputs(loaded)`, where the caller has it."""
     out: list[Pair] = []
-    table = determinate_outputs(loaded)
+    table = determinate_outputs(loaded) if outputs is None else outputs
     refs = {rid: [Output.of(r, c) for r in recs if r.ok for c in r.choices] for rid, recs in alone.items()}
     for rid, per_choice in sorted(table.items()):
         for index, outs in sorted(per_choice.items()):
@@ -333,21 +337,16 @@ def benign_shifts(
 
 def picture(
     campaign: CampaignNoise, reference: ChoiceRecord, deviant: ChoiceRecord, *, cached: bool, margin: float | None
-) -> dict[str, Any]:
-    """What the report draws for a finding (JSON-ready, kept in the anomaly's evidence): the
+) -> Picture:
+    """What the report draws for a finding (kept as the anomaly's `picture`): the
     deviant run's top-k L-inf shift from the reference at every agreeing position before the
     flip against the campaign's band there (CAMPAIGN_K x its largest benign shift), the flip's
     position and margin; and the campaign's gap-shift histogram at the flip's bucket."""
     shifts = pair_shifts(reference, deviant)
     flip = common_prefix(reference.token_ids, deviant.token_ids)  # their first difference (the end if equal)
     hist, name = campaign.basis(flip, cached)
-    return {
-        "positions": [x.position for x in shifts],
-        "linf": [x.linf for x in shifts],
-        "band": [campaign.threshold(x.position, cached, "linf") for x in shifts],
-        "flip": flip,
-        "margin": margin,
-        "threshold": campaign.threshold(flip, cached),
-        "noise": {"where": name, **hist.to_json()},
-        "edges": [_EDGES[0], _PER_DECADE],  # bin i spans edges[0] * 10**((i-1)/per) .. edges[0] * 10**(i/per)
-    }
+    return Picture(tuple(x.position for x in shifts), tuple(x.linf for x in shifts),
+                   tuple(campaign.threshold(x.position, cached, "linf") for x in shifts), flip, margin,
+                   campaign.threshold(flip, cached), name, hist.to_json(),
+                   # bin i spans edges[0] * 10**((i-1)/per) .. edges[0] * 10**(i/per)
+                   (_EDGES[0], _PER_DECADE))

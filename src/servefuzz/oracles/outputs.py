@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from servefuzz.anomaly import Variant
 from servefuzz.history import ChoiceRecord, RequestRecord, RunHistory
 
-__all__ = ["Output", "VariantGroup", "output_key", "group_variants", "determinate_outputs"]
+__all__ = ["Output", "Outputs", "VariantGroup", "output_key", "group_variants", "determinate_outputs"]
 
 
 @dataclass(frozen=True)
@@ -62,7 +62,11 @@ def group_variants(outputs: Iterable[Output]) -> list[VariantGroup]:
     return [_group(outs) for outs in ordered]
 
 
-def determinate_outputs(histories: Sequence[RunHistory]) -> dict[str, dict[int, list[Output]]]:
+# Determinate outputs of some histories: request id -> choice index -> outputs (`determinate_outputs`).
+Outputs = dict[str, dict[int, list[Output]]]
+
+
+def determinate_outputs(histories: Sequence[RunHistory]) -> Outputs:
     """request id -> choice index -> outputs, from determinate OK records only.
 
     Timed-out, cut and cancelled records are indeterminate and never evidence of a divergence;

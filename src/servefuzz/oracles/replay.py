@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from servefuzz.anomaly import Anomaly, Oracle, deciding
 from servefuzz.history import RunHistory
-from servefuzz.oracles.outputs import VariantGroup, determinate_outputs, group_variants
+from servefuzz.oracles.outputs import Outputs, VariantGroup, determinate_outputs, group_variants
 from servefuzz.oracles.verdict import NoiseModel, brief, classify_splits, measure_noise
 
 __all__ = ["ReplayOutcome", "replay_consistency"]
@@ -43,14 +43,16 @@ class ReplayOutcome:
         return tuple(a.request_id for a in self.anomalies)
 
 
-def replay_consistency(histories: Sequence[RunHistory], noise: NoiseModel | None = None) -> ReplayOutcome:
+def replay_consistency(
+    histories: Sequence[RunHistory], noise: NoiseModel | None = None, *, outputs: Outputs | None = None
+) -> ReplayOutcome:
     """Compare R runs of one scenario, request by request and choice by choice.
 
     Indeterminate records are ignored. Each minority variant is classified against the most
     frequent one, at its first differing token, with `noise` (default: measured here on the
-    stable outputs).
+    stable outputs). `outputs`: `determinate_outputs(histories)`, where the caller has it.
     """
-    table = determinate_outputs(histories)
+    table = determinate_outputs(histories) if outputs is None else outputs
     stable: list[str] = []
     undetermined: list[str] = []
     diverging: dict[str, list[list[VariantGroup]]] = {}

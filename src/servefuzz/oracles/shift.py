@@ -55,11 +55,13 @@ def anomalous_shifts(
     campaign: CampaignNoise,
     *,
     skip: frozenset[str] = frozenset(),
+    compared: Sequence[Pair] | None = None,
 ) -> list[Anomaly]:
     """One anomaly per request (not in `skip`: those already flagged for a flip) whose agreeing
-    outputs moved beyond the campaign's noise; its evidence is the largest excess."""
+    outputs moved beyond the campaign's noise; its evidence is the largest excess. `compared`:
+    `pairs(loaded, alone, cache)`, where the caller has them."""
     worst: dict[str, tuple[float, Pair, Shift, float]] = {}
-    for p in pairs(loaded, alone, cache):
+    for p in pairs(loaded, alone, cache) if compared is None else compared:
         if p.request_id in skip or p.a.choice.token_ids != p.b.choice.token_ids:
             continue
         for s in p.shifts():

@@ -23,10 +23,9 @@ noise, is still above the threshold: "3/5 recurrences of variant B, each re-judg
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Any
 
 from servefuzz.anomaly import Verdict
+from servefuzz.evidence import OddRun, Vote
 from servefuzz.history import ChoiceRecord, RequestRecord, RunHistory
 from servefuzz.oracles.outputs import Output, group_variants, output_key
 from servefuzz.oracles.verdict import NoiseModel, classify
@@ -36,55 +35,12 @@ __all__ = ["MIN_REFERENCES", "Vote", "vote"]
 MIN_REFERENCES = 3
 
 
-@dataclass(frozen=True)
-class Vote:
-    """The vote for one request (choice 0). `reference`: the majority of the fresh alone runs
-    (None without a strict majority); `agree`: how many of them gave it ('3/3'); `odd`: every
-    run that answered otherwise ('first alone#0', 'replay load#4', 'fresh alone#1'), with
-    `odd_context` saying what was cached and evaluated for each and what ran just before it;
-    `recurrences`: replays that showed the first execution's deviant variant, `rejudged`: those
-    whose flip is still above the threshold when judged again, of `replays`."""
-
-    request_id: str
-    reference: tuple[int, ...] | None
-    agree: str
-    odd: tuple[str, ...]
-    odd_context: tuple[dict[str, Any], ...]
-    recurrences: int
-    rejudged: int
-    replays: int
-    deviant: tuple[int, ...] | None
-
-    @property
-    def summary(self) -> str:
-        ref = ("no strict majority among the fresh alone references" if self.reference is None
-               else f"{self.agree} fresh alone references agree")
-        odd = f"odd: {', '.join(self.odd)}" if self.odd else "no odd run"
-        if self.deviant is None:
-            return f"{self.request_id}: {ref}; {odd}"
-        return (f"{self.request_id}: {ref}; {odd}; {self.recurrences}/{self.replays} recurrences of the deviant "
-                f"variant, {self.rejudged} re-judged above the threshold")
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "reference": None if self.reference is None else list(self.reference),
-            "agree": self.agree,
-            "odd": list(self.odd),
-            "odd_context": [dict(c) for c in self.odd_context],
-            "recurrences": self.recurrences,
-            "rejudged": self.rejudged,
-            "replays": self.replays,
-            "deviant": None if self.deviant is None else list(self.deviant),
-            "summary": self.summary,
-        }
-
-
 def _choice(r: RequestRecord) -> ChoiceRecord | None:
     return next((c for c in r.choices if c.index == 0), None) if r.ok else None
 
 
-def _context(r: RequestRecord, before: str | None) -> dict[str, Any]:
-    return {"run": f"{r.label}#{r.run}", "cached_tokens": r.cached_tokens, "ran_before": before}
+def _context(r: RequestRecord, before: str | None) -> OddRun:
+    return OddRun(f"{r.label}#{r.run}", r.cached_tokens, before)
 
 
 def vote(
@@ -111,7 +67,7 @@ def vote(
     ref_out = top.outputs[0] if strict and top is not None else None
     noise = noise or NoiseModel(p99=None, tokens=0, outputs=0)
     odd: list[str] = []
-    context: list[dict[str, Any]] = []
+    context: list[OddRun] = []
     named = [("first", r) for r in first_alone] + [("first", r) for h in first_loaded for r in h.records
                                                     if r.request_id == request_id]
     named += [("fresh", r) for r in fresh] + [("replay", r) for h in replays for r in h.records

@@ -17,10 +17,10 @@ through `sanitize.html_text` (escaped, control characters made visible).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
 
 from servefuzz.anomaly import previews
+from servefuzz.evidence import Picture
 from servefuzz.finding import Bisect, Finding
 from servefuzz.history import RunHistory
 from servefuzz.known_issues import Match, trigger_features
@@ -68,8 +68,8 @@ def report_html(finding: Finding, matches: Sequence[Match], histories: Sequence[
             "blue: all requests, red: diverging.</p>" + prefix_mod_svg(trace_rows(finding), page),
         ),
     ]
-    drawn = finding.headline.evidence.get("picture")
-    if isinstance(drawn, dict):
+    drawn = finding.headline.picture
+    if drawn is not None:
         sections.append(_section("Where the margin sits", _picture(drawn)))
     if finding.triage is not None:
         sections.append(_section("Triage matrix", _triage(finding)))
@@ -224,16 +224,14 @@ def prefix_mod_svg(rows: Sequence[TraceRow], page: int | None) -> str:
     return _svg(height, "".join(parts))
 
 
-def _picture(d: Mapping[str, Any]) -> str:
+def _picture(d: Picture) -> str:
     """The two pictures of the verdict (`oracles.noise.picture`), with what they show."""
-    raw = d.get("noise")
-    noise: Mapping[str, Any] = raw if isinstance(raw, dict) else {}
     return (
         "<p class='note'>The deviant run's top-k logprob shift from the reference at each agreeing token before "
         "the flip (grey; log scale, zero at the bottom) against the campaign's band there (green: 2 x its largest "
         "benign shift); red: the flip's margin.</p>" + shift_svg(d)
-        + f"<p class='note'>The campaign's benign top-1/top-2 gap shifts at {_e(noise.get('where', '?'))} "
-          f"({_e(noise.get('count', 0))} of them; log-spaced bins, height: log count); red: the flip's margin, "
+        + f"<p class='note'>The campaign's benign top-1/top-2 gap shifts at {_e(d.where)} "
+          f"({_e(d.count)} of them; log-spaced bins, height: log count); red: the flip's margin, "
           "green: the threshold.</p>" + noise_svg(d)
     )
 
@@ -246,17 +244,14 @@ def _logx(v: float, left: float, width: float) -> float:
     return left + (lv - _LOG_LO) / (_LOG_HI - _LOG_LO) * width
 
 
-def shift_svg(d: Mapping[str, Any]) -> str:
+def shift_svg(d: Picture) -> str:
     """Per position: the shift (bars), the band (ticks), the flip's margin (a red bar).
 
-    >>> svg = shift_svg({"positions": [0, 1], "linf": [0.001, 0.0], "band": [0.01, 0.01], "flip": 2, "margin": 1.2})
+    >>> svg = shift_svg(Picture((0, 1), (0.001, 0.0), (0.01, 0.01), 2, 1.2, 0.02, "2-7/uncached", {}, (1e-7, 12)))
     >>> svg.count(DIVERGED), svg.count("#3a7d44")
     (1, 2)
     """
-    positions = [int(p) for p in d.get("positions", [])]
-    linf = [float(x) for x in d.get("linf", [])]
-    band = [float(x) for x in d.get("band", [])]
-    flip, margin = int(d.get("flip", len(positions))), d.get("margin")
+    positions, linf, band, flip, margin = d.positions, d.linf, d.band, d.flip, d.margin
     height, top, base, left = 200.0, 16.0, 170.0, 60.0
     n = max(flip + 1, 1)
     step = (_WIDTH - left - 20) / n
@@ -275,34 +270,31 @@ def shift_svg(d: Mapping[str, Any]) -> str:
         if b > 0:
             parts.append(f"<line x1='{x:.1f}' x2='{x + max(step - 1, 1):.1f}' y1='{y(b):.1f}' y2='{y(b):.1f}' "
                          "stroke='#3a7d44' stroke-width='2'/>")
-    if isinstance(margin, (int, float)):
+    if margin is not None:
         x = left + flip * step
-        parts.append(f"<rect x='{x:.1f}' y='{y(float(margin)):.1f}' width='{max(step - 1, 1):.1f}' "
-                     f"height='{base - y(float(margin)):.1f}' fill='{DIVERGED}'/>")
+        parts.append(f"<rect x='{x:.1f}' y='{y(margin):.1f}' width='{max(step - 1, 1):.1f}' "
+                     f"height='{base - y(margin):.1f}' fill='{DIVERGED}'/>")
     parts.append(f"<text x='{left}' y='{base + 20}'>token 0</text>"
                  f"<text x='{left + flip * step:.1f}' y='{base + 20}'>flip at token {flip}</text>")
     return _svg(height, "".join(parts))
 
 
-def noise_svg(d: Mapping[str, Any]) -> str:
+def noise_svg(d: Picture) -> str:
     """The campaign's benign gap shifts at the flip's bucket as a log-binned histogram, with the
     margin (red) and the threshold (green) marked.
 
-    >>> svg = noise_svg({"noise": {"count": 3, "zeros": 1, "bins": {"60": 2}}, "edges": [1e-7, 12],
-    ...                  "margin": 0.5, "threshold": 0.02})
+    >>> svg = noise_svg(Picture((), (), (), 0, 0.5, 0.02, "0-1/uncached", {"count": 3, "zeros": 1, "bins": {"60": 2}},
+    ...                         (1e-7, 12)))
     >>> svg.count(DIVERGED), svg.count("#3a7d44")
     (1, 1)
     """
-    raw = d.get("noise")
-    noise: Mapping[str, Any] = raw if isinstance(raw, dict) else {}
-    lo, per = (d.get("edges") or [1e-7, 12])[:2]
+    lo, per = d.edges
     height, top, base, left = 180.0, 16.0, 150.0, 60.0
     width = _WIDTH - left - 20
-    counts = {int(k): int(v) for k, v in dict(noise.get("bins", {})).items()}
-    tallest = math.log10(1 + max([*counts.values(), int(noise.get("zeros", 0)), 1]))
+    counts, zeros = d.bins, d.zeros
+    tallest = math.log10(1 + max([*counts.values(), zeros, 1]))
     parts = [f"<text x='{_logx(10.0 ** k, left, width) - 8:.1f}' y='{base + 18}'>1e{k}</text>" for k in range(-7, 3)]
     bar = width / ((_LOG_HI - _LOG_LO) * float(per))
-    zeros = int(noise.get("zeros", 0))
     if zeros:
         h = math.log10(1 + zeros) / tallest * (base - top)
         parts.append(f"<rect x='{left - bar - 4:.1f}' y='{base - h:.1f}' width='{bar + 2:.1f}' height='{h:.1f}' "
@@ -313,9 +305,9 @@ def noise_svg(d: Mapping[str, Any]) -> str:
         x = _logx(upper, left, width) - bar
         parts.append(f"<rect x='{x:.1f}' y='{base - h:.1f}' width='{max(bar - 1, 1):.1f}' height='{h:.1f}' "
                      f"fill='{ALL}'><title>{c} up to {upper:.2e}</title></rect>")
-    for value, colour in ((d.get("threshold"), "#3a7d44"), (d.get("margin"), DIVERGED)):
-        if isinstance(value, (int, float)) and value > 0:
-            x = _logx(float(value), left, width)
+    for value, colour in ((d.threshold, "#3a7d44"), (d.margin, DIVERGED)):
+        if value is not None and value > 0:
+            x = _logx(value, left, width)
             parts.append(f"<line x1='{x:.1f}' x2='{x:.1f}' y1='{top}' y2='{base}' stroke='{colour}' stroke-width='2'/>")
     return _svg(height, "".join(parts))
 
