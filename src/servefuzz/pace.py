@@ -30,22 +30,45 @@ from the server; one stuck while the rest are served is still caught, the floor 
     (6.12, 120.0)
     >>> round(p.timeout_s([r] * 40, floor_s=120.0))   # forty of them in one run
     979
+
+The same bound sizes a campaign's scenarios (`fit`): a scenario whose serial bound passes
+`SCENARIO_S` at the measured pace is cut to fit it, its output lengths first (one factor for all,
+never below `MIN_FITTED_TOKENS`), then its last-written requests (a strategy writes its trigger
+first; the bystanders, later waves and retries after it). Prompt lengths are left alone: they
+carry the aims (page, tile and chunk boundaries, a pool's pressure). A fast target is never cut
+(the reference engine's largest scenarios, eviction's, are 6 s at its measured pace, 14 s with a
+load of 9 on two cores); SmolLM2 on a CPU engine is, and its scenarios then end in about
+`SCENARIO_S` of serial work instead of minutes.
+
+    >>> s = Scenario(seed=1, requests=tuple(dataclasses.replace(r, id=f"r{i}") for i in range(40)))
+    >>> f = fit(s, p)
+    >>> len(f.requests), f.requests[0].max_tokens, round(p.expected_s(f.requests), 1), f.meta["fitted"]
+    (13, 16, 29.6, {'from_s': 244.8, 'max_tokens': 0.25, 'dropped': 27})
+    >>> fit(s, Pace(prefill_s=0.0003, decode_s=0.0025)) is s       # the reference engine
+    True
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections import deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from servefuzz.history import RequestRecord
-from servefuzz.workload import RequestSpec
+from servefuzz.workload import RequestSpec, Scenario
 
-__all__ = ["PACE_MULTIPLE", "Pace", "PaceMeter"]
+__all__ = ["MIN_FITTED_TOKENS", "PACE_MULTIPLE", "SCENARIO_S", "Pace", "PaceMeter", "fit"]
 
 # The timeout is this many times the expected time: the bound is already serial, so this is
 # room for a machine busier than when it was measured (the campaigns ran at load 2-5 here).
 PACE_MULTIPLE = 4.0
+# The serial bound a scenario may have (`fit`): the default timeout floor (120 s) over
+# `PACE_MULTIPLE`, so a fitted scenario's requests time out at the floor, as on a fast target.
+SCENARIO_S = 30.0
+# Output lengths a fit leaves at least (a smaller one stays as written): enough decode steps for a
+# batch to change under a request, and to cross a 16-token page.
+MIN_FITTED_TOKENS = 16
 # How many recent lone requests the fit reads, and how many recent runs `slowdown` is over.
 _WINDOW = 32
 # Lone requests needed for a fit: two shapes at least; a few more steady it.
@@ -134,3 +157,26 @@ def _fit(lone: Iterable[tuple[int, int, float]]) -> tuple[float, float] | None:
     a = max(t / p for p, _, t in rows if p > 0) if spp else 0.0
     b = max((t / o for _, o, t in rows if o > 0), default=0.0)
     return round(a, 9), round(b, 9)
+
+
+def fit(scenario: Scenario, pace: Pace | None, budget_s: float = SCENARIO_S) -> Scenario:
+    """`scenario` cut to a serial bound of `budget_s` at `pace` (the module docstring); the same
+    object where it fits already or nothing is measured yet. What was cut is in `meta["fitted"]`:
+    the bound before, the output factor, the requests dropped."""
+    before = pace.expected_s(scenario.requests) if pace is not None else 0.0
+    if pace is None or before <= budget_s:
+        return scenario
+    prefill = pace.slowdown * sum(len(r.prompt_ids) for r in scenario.requests) * pace.prefill_s
+    # One factor for every output length, a power of two: a little jitter in the measured pace
+    # does not make each scenario a slightly different size.
+    factor, longest = 1.0, max(r.max_tokens for r in scenario.requests)
+    while longest * factor > MIN_FITTED_TOKENS and prefill + (before - prefill) * factor > budget_s:
+        factor /= 2
+    requests = [dataclasses.replace(r, max_tokens=min(r.max_tokens, max(MIN_FITTED_TOKENS, round(r.max_tokens * factor))))
+                for r in scenario.requests]
+    dropped = 0
+    while len(requests) > 1 and pace.expected_s(requests) > budget_s:
+        requests.pop()
+        dropped += 1
+    meta = {**scenario.meta, "fitted": {"from_s": round(before, 1), "max_tokens": factor, "dropped": dropped}}
+    return dataclasses.replace(scenario, requests=tuple(requests), meta=meta)

@@ -40,6 +40,7 @@ from servefuzz.oracles.controls import (
 )
 from servefuzz.oracles.judge import Expectation, Judgement, judge, reproduction
 from servefuzz.oracles.noise import CampaignNoise
+from servefuzz.pace import Pace
 from servefuzz.runner import DeadlinePassed, Runner
 from servefuzz.workload import RequestSpec, Scenario
 
@@ -86,6 +87,9 @@ class Executed:
     # not sent for this scenario, and said so in its history.
     reused: list[str] = field(default_factory=list)
     scenario: Scenario | None = None  # what ran: its prompts are the leak oracle's sources too
+    # The target's speed as the runner measured it after this execution (`servefuzz.pace`): what
+    # the campaign sizes its next scenarios by (`pace.fit`), wherever the runner is.
+    pace: Pace | None = None
 
     @property
     def requests(self) -> int:
@@ -197,6 +201,8 @@ async def execute(
         done.lost = str(e)
     except DeadlinePassed as e:
         done.cut = str(e)
+    finally:
+        done.pace = runner.meter.pace
     return done
 
 
