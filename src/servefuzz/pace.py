@@ -33,12 +33,14 @@ from the server; one stuck while the rest are served is still caught, the floor 
 
 The same bound sizes a campaign's scenarios (`fit`): a scenario whose serial bound passes
 `SCENARIO_S` at the measured pace is cut to fit it, its output lengths first (one factor for all,
-never below `MIN_FITTED_TOKENS`), then its last-written requests (a strategy writes its trigger
-first; the bystanders, later waves and retries after it). Prompt lengths are left alone: they
-carry the aims (page, tile and chunk boundaries, a pool's pressure). A fast target is never cut
-(the reference engine's largest scenarios, eviction's, are 6 s at its measured pace, 14 s with a
-load of 9 on two cores); SmolLM2 on a CPU engine is, and its scenarios then end in about
-`SCENARIO_S` of serial work instead of minutes.
+never below `MIN_FITTED_TOKENS`), then its costliest requests (on a slow target the long prompts:
+a blocker, whose only job is to hold a fast scheduler for a few ms, pressure, long variants), so
+that as many requests as fit still run together, never fewer than `MIN_FITTED_REQUESTS` (a bug
+of concurrency needs two; past that the paced timeout still holds). Prompt lengths themselves are
+left alone: they carry the aims (page, tile and chunk boundaries). A fast target is not cut (the
+reference engine's largest scenarios, eviction's, are 6 s at its measured pace, 14 s with a load
+of 9 on two cores); SmolLM2 on a CPU engine is, and its scenarios then end in about `SCENARIO_S`
+of serial work instead of minutes.
 
     >>> s = Scenario(seed=1, requests=tuple(dataclasses.replace(r, id=f"r{i}") for i in range(40)))
     >>> f = fit(s, p)
@@ -58,7 +60,7 @@ from dataclasses import dataclass
 from servefuzz.history import RequestRecord
 from servefuzz.workload import RequestSpec, Scenario
 
-__all__ = ["MIN_FITTED_TOKENS", "PACE_MULTIPLE", "SCENARIO_S", "Pace", "PaceMeter", "fit"]
+__all__ = ["MIN_FITTED_REQUESTS", "MIN_FITTED_TOKENS", "PACE_MULTIPLE", "SCENARIO_S", "Pace", "PaceMeter", "fit"]
 
 # The timeout is this many times the expected time: the bound is already serial, so this is
 # room for a machine busier than when it was measured (the campaigns ran at load 2-5 here).
@@ -66,6 +68,8 @@ PACE_MULTIPLE = 4.0
 # The serial bound a scenario may have (`fit`): the default timeout floor (120 s) over
 # `PACE_MULTIPLE`, so a fitted scenario's requests time out at the floor, as on a fast target.
 SCENARIO_S = 30.0
+# Requests a fit leaves at least: two run together.
+MIN_FITTED_REQUESTS = 2
 # Output lengths a fit leaves at least (a smaller one stays as written): enough decode steps for a
 # batch to change under a request, and to cross a 16-token page.
 MIN_FITTED_TOKENS = 16
@@ -159,10 +163,11 @@ def _fit(lone: Iterable[tuple[int, int, float]]) -> tuple[float, float] | None:
     return round(a, 9), round(b, 9)
 
 
-def fit(scenario: Scenario, pace: Pace | None, budget_s: float = SCENARIO_S) -> Scenario:
-    """`scenario` cut to a serial bound of `budget_s` at `pace` (the module docstring); the same
-    object where it fits already or nothing is measured yet. What was cut is in `meta["fitted"]`:
-    the bound before, the output factor, the requests dropped."""
+def fit(scenario: Scenario, pace: Pace | None, budget_s: float | None = None) -> Scenario:
+    """`scenario` cut to a serial bound of `budget_s` (default `SCENARIO_S`) at `pace` (the module
+    docstring); the same object where it fits already, or nothing is measured yet. What was cut
+    is in `meta["fitted"]`: the bound before, the output factor, the requests dropped."""
+    budget_s = SCENARIO_S if budget_s is None else budget_s
     before = pace.expected_s(scenario.requests) if pace is not None else 0.0
     if pace is None or before <= budget_s:
         return scenario
@@ -175,8 +180,10 @@ def fit(scenario: Scenario, pace: Pace | None, budget_s: float = SCENARIO_S) -> 
     requests = [dataclasses.replace(r, max_tokens=min(r.max_tokens, max(MIN_FITTED_TOKENS, round(r.max_tokens * factor))))
                 for r in scenario.requests]
     dropped = 0
-    while len(requests) > 1 and pace.expected_s(requests) > budget_s:
-        requests.pop()
+    while len(requests) > MIN_FITTED_REQUESTS and pace.expected_s(requests) > budget_s:
+        # The costliest, the last written of equals; the rest keep their order and ids.
+        del requests[max(range(len(requests)),
+                         key=lambda i: (pace.work_s(len(requests[i].prompt_ids), requests[i].n * requests[i].max_tokens), i))]
         dropped += 1
     meta = {**scenario.meta, "fitted": {"from_s": round(before, 1), "max_tokens": factor, "dropped": dropped}}
     return dataclasses.replace(scenario, requests=tuple(requests), meta=meta)
