@@ -68,3 +68,14 @@ def test_a_scenario_too_long_for_a_slow_target_is_cut_to_the_budget_and_a_fast_o
     # The control: the reference engine's pace, a busy machine's slowdown, or nothing measured yet.
     assert fit(scenario, Pace(prefill_s=0.0003, decode_s=0.0025, slowdown=2.5)) is scenario
     assert fit(scenario, None) is scenario
+
+
+def test_noise_that_makes_a_term_negative_gives_the_better_one_kind_fit_not_each_kinds_worst() -> None:
+    # The longer prompt answered faster (a busy moment passed): least squares wants a negative
+    # prefill cost. The fit charges all to output tokens, at about what they cost (0.1 s), where
+    # each kind's largest rate at once made it 0.1 s a prompt token and 1 s an output token.
+    m = PaceMeter()
+    for prompt, out, s in ((100, 10, 1.0), (200, 10, 0.5), (100, 50, 5.0), (10, 1, 1.0)):
+        m.observe([_record(1000.0 * s, prompt, out)])
+    pace = m.pace
+    assert pace is not None and pace.prefill_s == 0.0 and 0.09 < pace.decode_s < 0.11, pace
