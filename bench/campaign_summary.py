@@ -6,7 +6,8 @@
 Per campaign: the target (engine, version, model form, the launch's argv less paths), the
 iterations and requests, how each request ended (status counts over every history), the
 findings by verdict and oracle, the scenarios `pace.fit` cut and by how much, the largest paced
-request timeout a run was given, the pace measured at the end, and the exercise evidence's lines.
+request timeout a run was given, the pace measured at the end, the benign shifts the campaign
+learnt (L-inf, nats, by bucket), and the exercise evidence's lines.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from typing import Any
 
 from servefuzz.history import read_history_jsonl
 from servefuzz.pace import PaceMeter
+from servefuzz.store import read_noise
 
 
 def summary(out: Path) -> dict[str, Any]:
@@ -64,6 +66,8 @@ def summary(out: Path) -> dict[str, Any]:
         "pace_at_end": None if pace is None else {"prefill_ms": round(pace.prefill_s * 1000, 2),
                                                   "decode_ms": round(pace.decode_s * 1000, 2),
                                                   "slowdown": round(pace.slowdown, 2)},
+        "noise": {"samples": (noise := read_noise(out)).samples,
+                  "linf_max_by_bucket": {b: h.max for b, h in noise.hists.get("linf", {}).items()}},
         "exercise": (progress.get("exercise") or {}).get("lines") if isinstance(progress.get("exercise"), dict) else None,
     }
 
