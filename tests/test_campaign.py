@@ -26,7 +26,7 @@ from servefuzz.oracles.judge import Expectation, Judgement, judge, reproduction
 from servefuzz.runner import Runner
 from servefuzz.server_facts import TargetInfo
 from servefuzz.store import FindingStore, finding_size, read_noise
-from servefuzz.strategies import EvictionPressure, PageBoundaryBursts, RandomLoad
+from servefuzz.strategies import BatchSweep, EvictionPressure, PageBoundaryBursts, RandomLoad
 from servefuzz.targets import make_target
 from servefuzz.workload import RequestSpec, Scenario
 
@@ -261,7 +261,7 @@ def test_a_worker_confirms_with_only_what_confirmation_reads(
     monkeypatch.setattr(campaign_module.workers, "confirm_finding", recording)  # what LocalWorker calls
     url = reference_server("--fault", "page-boundary-prefix")
     config = CampaignConfig(tmp_path / "c", seed=3, request_budget=150, confirm_runs=2, stop_at_first=True)
-    result = _campaign(url, config, [PageBoundaryBursts()])
+    result = _campaign(url, config, [BatchSweep()])
     assert result.stopped_because == "first confirmed finding" and result.stop.reason is StopReason.FIRST_CONFIRMED
     assert asked and set(asked) == {confirm.ConfirmConfig(runs=2, truth_model=None, launch=None)}
 
@@ -364,3 +364,23 @@ def test_a_campaign_dir_is_held_by_one_campaign_and_a_killed_holders_lock_is_fre
     check_not_in_use(out)
     with campaign_lock(out):
         pass
+
+
+@pytest.mark.timeout(240)
+def test_a_campaign_fits_its_scenarios_to_the_speed_it_measured(
+    tmp_path: Path, reference_server: Callable[..., str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A budget every scenario passes on the reference engine (1 ms of serial work) stands in for
+    a slow target: every scenario after the first is cut to two requests; the first, sent before
+    anything was measured, is not (at the default budget the reference engine's pace cuts
+    nothing: test_pace)."""
+    import servefuzz.pace
+    from servefuzz.pace import MIN_FITTED_REQUESTS
+
+    monkeypatch.setattr(servefuzz.pace, "SCENARIO_S", 0.001)
+    out = tmp_path / "slow"
+    _campaign(reference_server(), CampaignConfig(out, seed=2, request_budget=30, confirm_runs=2), [BatchSweep()])
+    lines = [json.loads(line)["scenario"] for line in (out / "scenarios.jsonl").read_text().splitlines()]
+    assert len(lines) >= 2 and "fitted" not in lines[0]["meta"] and len(lines[0]["requests"]) > 1, lines[0]
+    for s in lines[1:]:
+        assert "fitted" in s["meta"] and len(s["requests"]) == MIN_FITTED_REQUESTS, s

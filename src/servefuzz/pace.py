@@ -30,22 +30,49 @@ from the server; one stuck while the rest are served is still caught, the floor 
     (6.12, 120.0)
     >>> round(p.timeout_s([r] * 40, floor_s=120.0))   # forty of them in one run
     979
+
+The same bound sizes a campaign's scenarios (`fit`): a scenario whose serial bound passes
+`SCENARIO_S` at the measured pace is cut to fit it, its output lengths first (one factor for all,
+never below `MIN_FITTED_TOKENS`), then its costliest requests (on a slow target the long prompts:
+a blocker, whose only job is to hold a fast scheduler for a few ms, pressure, long variants), so
+that as many requests as fit still run together, never fewer than `MIN_FITTED_REQUESTS` (a bug
+of concurrency needs two; past that the paced timeout still holds). Prompt lengths themselves are
+left alone: they carry the aims (page, tile and chunk boundaries). A fast target is not cut (the
+reference engine's largest scenarios, eviction's, are 6 s at its measured pace, 14 s with a load
+of 9 on two cores); SmolLM2 on a CPU engine is, and its scenarios then end in about `SCENARIO_S`
+of serial work instead of minutes.
+
+    >>> s = Scenario(seed=1, requests=tuple(dataclasses.replace(r, id=f"r{i}") for i in range(40)))
+    >>> f = fit(s, p)
+    >>> len(f.requests), f.requests[0].max_tokens, round(p.expected_s(f.requests), 1), f.meta["fitted"]
+    (13, 16, 29.6, {'from_s': 244.8, 'max_tokens': 0.25, 'dropped': 27})
+    >>> fit(s, Pace(prefill_s=0.0003, decode_s=0.0025)) is s       # the reference engine
+    True
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections import deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from servefuzz.history import RequestRecord
-from servefuzz.workload import RequestSpec
+from servefuzz.workload import RequestSpec, Scenario
 
-__all__ = ["PACE_MULTIPLE", "Pace", "PaceMeter"]
+__all__ = ["MIN_FITTED_REQUESTS", "MIN_FITTED_TOKENS", "PACE_MULTIPLE", "SCENARIO_S", "Pace", "PaceMeter", "fit"]
 
 # The timeout is this many times the expected time: the bound is already serial, so this is
 # room for a machine busier than when it was measured (the campaigns ran at load 2-5 here).
 PACE_MULTIPLE = 4.0
+# The serial bound a scenario may have (`fit`): the default timeout floor (120 s) over
+# `PACE_MULTIPLE`, so a fitted scenario's requests time out at the floor, as on a fast target.
+SCENARIO_S = 30.0
+# Requests a fit leaves at least: two run together.
+MIN_FITTED_REQUESTS = 2
+# Output lengths a fit leaves at least (a smaller one stays as written): enough decode steps for a
+# batch to change under a request, and to cross a 16-token page.
+MIN_FITTED_TOKENS = 16
 # How many recent lone requests the fit reads, and how many recent runs `slowdown` is over.
 _WINDOW = 32
 # Lone requests needed for a fit: two shapes at least; a few more steady it.
@@ -110,8 +137,7 @@ class PaceMeter:
 
 def _fit(lone: Iterable[tuple[int, int, float]]) -> tuple[float, float] | None:
     """The least-squares (prefill, decode) seconds a token, both >= 0, from (prompt, output,
-    seconds) triples; None with too few, or with shapes too alike to tell the two apart (then
-    each is the other's bound: all time charged to decode, and prefill at its largest).
+    seconds) triples; None with too few (or none with a token).
 
     >>> _fit([(100, 10, 1.2), (200, 10, 1.4), (100, 50, 5.2)])   # 2 ms in, 100 ms out
     (0.002, 0.1)
@@ -129,8 +155,39 @@ def _fit(lone: Iterable[tuple[int, int, float]]) -> tuple[float, float] | None:
         a, b = (spt * soo - sot * spo) / det, (sot * spp - spt * spo) / det
         if a >= 0 and b >= 0:
             return round(a, 9), round(b, 9)
-    # Alike shapes or a negative term: charge everything to one kind of token, each kind's
-    # largest rate (an over-estimate of both, which only lengthens the timeout).
-    a = max(t / p for p, _, t in rows if p > 0) if spp else 0.0
-    b = max((t / o for _, o, t in rows if o > 0), default=0.0)
+    # Alike shapes or a negative term (noise: a busy machine, a probe's cached prompt): the best
+    # fit with both >= 0 then has one of them 0, so it is the better of the two one-kind fits.
+    # (Each kind's largest rate at once, as before, charged a 100-token prompt 90 s on vLLM CPU
+    # at load 20 and cut every scenario to two requests: an over-estimate costs `fit` too.)
+    edges = [(spt / spp, 0.0)] if spp else []
+    edges += [(0.0, sot / soo)] if soo else []
+    if not edges:
+        return None
+    a, b = min(edges, key=lambda e: sum((t - e[0] * p - e[1] * o) ** 2 for p, o, t in rows))
     return round(a, 9), round(b, 9)
+
+
+def fit(scenario: Scenario, pace: Pace | None, budget_s: float | None = None) -> Scenario:
+    """`scenario` cut to a serial bound of `budget_s` (default `SCENARIO_S`) at `pace` (the module
+    docstring); the same object where it fits already, or nothing is measured yet. What was cut
+    is in `meta["fitted"]`: the bound before, the output factor, the requests dropped."""
+    budget_s = SCENARIO_S if budget_s is None else budget_s
+    before = pace.expected_s(scenario.requests) if pace is not None else 0.0
+    if pace is None or before <= budget_s:
+        return scenario
+    prefill = pace.slowdown * sum(len(r.prompt_ids) for r in scenario.requests) * pace.prefill_s
+    # One factor for every output length, a power of two: a little jitter in the measured pace
+    # does not make each scenario a slightly different size.
+    factor, longest = 1.0, max(r.max_tokens for r in scenario.requests)
+    while longest * factor > MIN_FITTED_TOKENS and prefill + (before - prefill) * factor > budget_s:
+        factor /= 2
+    requests = [dataclasses.replace(r, max_tokens=min(r.max_tokens, max(MIN_FITTED_TOKENS, round(r.max_tokens * factor))))
+                for r in scenario.requests]
+    dropped = 0
+    while len(requests) > MIN_FITTED_REQUESTS and pace.expected_s(requests) > budget_s:
+        # The costliest, the last written of equals; the rest keep their order and ids.
+        del requests[max(range(len(requests)),
+                         key=lambda i: (pace.work_s(len(requests[i].prompt_ids), requests[i].n * requests[i].max_tokens), i))]
+        dropped += 1
+    meta = {**scenario.meta, "fitted": {"from_s": round(before, 1), "max_tokens": factor, "dropped": dropped}}
+    return dataclasses.replace(scenario, requests=tuple(requests), meta=meta)

@@ -41,6 +41,7 @@ from servefuzz.oracles.controls import (
 from servefuzz.oracles.judge import Expectation, Judgement, judge, judged, reproduction
 from servefuzz.oracles.noise import CampaignNoise
 from servefuzz.oracles.observations import Observations
+from servefuzz.pace import Pace, PaceMeter
 from servefuzz.runner import DeadlinePassed, Runner
 from servefuzz.workload import RequestSpec, Scenario
 
@@ -86,6 +87,9 @@ class Executed:
     # not sent for this scenario, and said so in its history.
     reused: tuple[str, ...] = ()
     scenario: Scenario | None = None  # what ran: its prompts are the leak oracle's sources too
+    # The target's speed as the runner measured it after this execution (`servefuzz.pace`): what
+    # the campaign sizes its next scenarios by (`pace.fit`), wherever the runner is.
+    pace: Pace | None = None
 
     def __post_init__(self) -> None:
         # Sequences given as lists (a test's, a caller's) are kept as tuples: nothing refills them.
@@ -112,6 +116,8 @@ class _Recording:
     however it ends (the target lost, the deadline passed): nothing recorded before is lost."""
 
     scenario: Scenario
+    # The runner's meter: its pace when the execution ends, however it ends, goes with it.
+    meter: PaceMeter
     loaded: list[RunHistory] = field(default_factory=list)
     alone: dict[str, tuple[RequestRecord, ...]] = field(default_factory=dict)
     cache: list[RequestRecord] = field(default_factory=list)
@@ -120,7 +126,7 @@ class _Recording:
 
     def frozen(self, *, lost: str | None = None, wedged: bool = False, cut: str | None = None) -> Executed:
         return Executed(tuple(self.loaded), dict(self.alone), tuple(self.cache), lost, wedged, cut, self.sent,
-                        tuple(self.reused), self.scenario)
+                        tuple(self.reused), self.scenario, self.meter.pace)
 
 
 async def _metrics(runner: Runner) -> dict[str, float]:
@@ -191,7 +197,7 @@ async def execute(
     state; `Runner.reference`, which reuses one taken for the same request before). Requests
     cancelled on purpose have no alone reference. At the runner's deadline
     (`Runner.stop_at`) it stops where it is: `cut` says why."""
-    done = _Recording(scenario)
+    done = _Recording(scenario, runner.meter)
     try:
         for i in range(runs):
             await runner.flush()

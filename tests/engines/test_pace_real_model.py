@@ -40,7 +40,8 @@ def _run(engine: str, url: str, config: RunConfig) -> tuple[RunHistory, float]:
                                                      ignore_eos=True), run=0)
                 assert lone.status is Status.OK, lone.error
             assert r.meter.pace is not None  # measured either way; used when paced
-            return await r.run(SCENARIO, run=0), r.timeout_s(SCENARIO.requests)
+            limit = r.timeout_s(SCENARIO.requests)  # before the run, which the meter then reads too
+            return await r.run(SCENARIO, run=0), limit
 
     return asyncio.run(main())
 

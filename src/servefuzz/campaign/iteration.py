@@ -45,6 +45,7 @@ from servefuzz.history import write_history_jsonl
 from servefuzz.mutators import CROSS
 from servefuzz.oracles.judge import learn
 from servefuzz.oracles.noise import CampaignNoise
+from servefuzz.pace import Pace, fit
 from servefuzz.store import FindingStore, Progress, append_json_line, write_json, write_noise, write_progress
 from servefuzz.strategies import Strategy, TargetShape
 from servefuzz.trial import probe_targets
@@ -92,6 +93,7 @@ class _Loop:
         self.noise, self.firsts, self.shape, self.on_event = noise, firsts, shape, on_event
         self.dispatched = first_iteration  # the next iteration to send out
         self.halt = False  # stop without waiting for the iterations in flight
+        self.pace: Pace | None = None  # the target's speed, as the last execution measured it
 
     def choose(self, iteration: int, seeds: Sequence[Scenario], strategies: dict[str, Strategy]) -> tuple[Scenario, str]:
         seed = derive_seed(self.config.seed, iteration)
@@ -100,8 +102,11 @@ class _Loop:
         coverage = self.state.coverage
         if coverage is not None and isinstance(pairwise := strategies.get(PairwiseCover.name), PairwiseCover):
             strategies[PairwiseCover.name] = pairwise.with_coverage(coverage)
-        return _next_scenario(random.Random(seed), iteration - len(seeds), seed, self.schedule, self.corpus,
-                              strategies, self.shape, extra=(CROSS,) if self.config.coverage else ())
+        scenario, origin = _next_scenario(random.Random(seed), iteration - len(seeds), seed, self.schedule,
+                                          self.corpus, strategies, self.shape,
+                                          extra=(CROSS,) if self.config.coverage else ())
+        # Sized to the target's measured speed (a trace's scenarios run as the user wrote them).
+        return fit(scenario, self.pace), origin
 
 
     async def iterate(self, worker: Worker, iteration: int, scenario: Scenario, origin: str) -> _Outcome:
@@ -131,6 +136,7 @@ class _Loop:
             on_event(state)
             return _Outcome(iteration, None, str(e))
         state.requests += done.requests
+        self.pace = done.pace or self.pace
         tag = {"iteration": iteration} if worker.name is None else {"iteration": iteration, "worker": worker.name}
         write_history_jsonl(out / "histories.jsonl", [
             dataclasses.replace(h, meta={**h.meta, **tag})
