@@ -261,7 +261,7 @@ def test_a_worker_confirms_with_only_what_confirmation_reads(
     monkeypatch.setattr(campaign_module.workers, "confirm_finding", recording)  # what LocalWorker calls
     url = reference_server("--fault", "page-boundary-prefix")
     config = CampaignConfig(tmp_path / "c", seed=3, request_budget=150, confirm_runs=2, stop_at_first=True)
-    result = _campaign(url, config, [BatchSweep()])
+    result = _campaign(url, config, [PageBoundaryBursts()])
     assert result.stopped_because == "first confirmed finding" and result.stop.reason is StopReason.FIRST_CONFIRMED
     assert asked and set(asked) == {confirm.ConfirmConfig(runs=2, truth_model=None, launch=None)}
 

@@ -162,7 +162,7 @@ def test_a_request_sent_alone_before_is_not_sent_again_for_its_reference(referen
     again = Scenario(1, (RequestSpec("r07_b", 3.0, (5, 6, 7), 4), RequestSpec("r08", 0.0, (5, 6, 7), 4, temperature=0.9),
                          RequestSpec("r09", 0.0, (5, 6, 8), 5)))
 
-    async def go(reuse: bool) -> tuple[int, int, list[str], dict[str, tuple[int, ...]]]:
+    async def go(reuse: bool) -> tuple[int, int, tuple[str, ...], dict[str, tuple[int, ...]]]:
         async with Runner(make_target("reference", url), RunConfig(reuse_references=reuse)) as runner:
             one = await execute(runner, first, runs=1, with_alone=True)
             two = await execute(runner, again, runs=1, with_alone=True)
@@ -170,7 +170,7 @@ def test_a_request_sent_alone_before_is_not_sent_again_for_its_reference(referen
         return one.sent, two.sent, one.reused + two.reused, tokens
 
     sent_one, sent_two, reused, tokens = asyncio.run(go(reuse=True))
-    assert (sent_one, sent_two, reused) == (2 + 2, 3 + 2, ["r07_b"])  # r01's answer: one reference not sent
+    assert (sent_one, sent_two, reused) == (2 + 2, 3 + 2, ("r07_b",))  # r01's answer: one reference not sent
     assert tokens["r07_b"] == tokens["r01"]
     fresh_one, fresh_two, none, fresh = asyncio.run(go(reuse=False))
-    assert (fresh_one, fresh_two, none) == (2 + 2, 3 + 3, []) and fresh["r07_b"] == fresh["r01"]
+    assert (fresh_one, fresh_two, none) == (2 + 2, 3 + 3, ()) and fresh["r07_b"] == fresh["r01"]
