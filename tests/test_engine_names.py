@@ -44,8 +44,10 @@ ALLOW: dict[tuple[str, str, str], str] = {
         "engine's preset is in engines/presets.py)",
     ("api.py", "FuzzOptions.validate", "reference"):
         "the `reference` --launch preset's name (--model and --fault against a preset): as above",
-    ("oracles/vote.py", "Vote.to_json", "reference"):
+    ("evidence.py", "Vote.to_json", "reference"):
         "a JSON key: the vote's reference output (what the fresh alone runs agree on), no engine",
+    ("evidence.py", "Vote.from_json", "reference"):
+        "the same JSON key, read back",
 }
 
 
