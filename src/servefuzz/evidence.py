@@ -35,6 +35,10 @@ __all__ = [
 ]
 
 
+# Decades a picture's bin may lie from its lowest edge: 10 to a larger power is past a float's range.
+_MOST_DECADES = 300
+
+
 def _ints(xs: Any) -> tuple[int, ...]:
     return tuple(int(x) for x in xs)
 
@@ -290,6 +294,17 @@ class Picture:
     where: str
     histogram: Mapping[str, Any]
     edges: tuple[float, int]
+
+    def __post_init__(self) -> None:
+        # A finding file is untrusted, and the report divides by the bins per decade, raises 10 to
+        # each bin's power over them and takes the log of each count: a picture it could not draw
+        # is refused here, where the file loads (one line, exit 2), never a crash of the report.
+        lo, per = self.edges
+        bins = self.bins  # raises for bins that are no mapping of numbers
+        if not (lo > 0 and per > 0):
+            raise ValueError(f"picture edges {list(self.edges)}: the lowest edge and the bins per decade must be positive")
+        if self.count < 0 or self.zeros < 0 or any(n < 0 or abs(i) / per > _MOST_DECADES for i, n in bins.items()):
+            raise ValueError("picture histogram: a negative count, or a bin past any float")
 
     def __hash__(self) -> int:  # the histogram is a mapping; the rest identifies the picture
         return hash((self.positions, self.linf, self.band, self.flip, self.margin, self.threshold, self.where))
