@@ -129,3 +129,12 @@ def test_a_crafted_picture_is_refused_when_the_file_loads_never_when_the_report_
     # The control: the file as stored loads and its picture is drawn.
     stored = load_finding(_DRAWN)
     assert stored.headline.picture is not None and "Where the margin sits" in report_html(stored, [])
+
+
+def test_the_module_examples_run() -> None:
+    import doctest
+
+    from servefuzz import evidence
+
+    result = doctest.testmod(evidence)
+    assert result.attempted > 0 and result.failed == 0

@@ -13,7 +13,7 @@ these records existed load into them unchanged.
     >>> ControlResult.from_json(r.to_json()) == r, r.to_json()["evidence"]["source"]
     (True, 'r02 continuation')
     >>> v = Vote("r01", (5, 6), "3/3", ("first alone#0",), (OddRun("alone#0", 0, None),), 0, 0, 5, (5, 7))
-    >>> Vote.from_json(v.to_json()) == v
+    >>> Vote.from_json(v.to_json(), "r01") == v
     True
 """
 
