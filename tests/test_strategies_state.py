@@ -188,6 +188,10 @@ def test_prefill_abort_cuts_long_streams_and_retries_each_at_once(seed: int) -> 
     s = PrefillAbort().generate(random.Random(seed), shape, seed=seed)
     cut = [r for r in s.requests if r.cancel_after_ms is not None]
     assert cut and all(r.stream and r.prompt_len >= 3 * 64 and 5 <= r.cancel_after_ms <= 120 for r in cut)
+    # Where the engine reports its prefill's progress the cut lands in the prefill: after whole
+    # steps of the budget, two of them at least still to come.
+    assert all(r.cancel_at_prefill is not None and r.cancel_at_prefill % 64 == 0
+               and 64 <= r.cancel_at_prefill <= r.prompt_len - 2 * 64 for r in cut)
     for v in cut:
         (retry,) = [r for r in s.requests if r.prompt_ids == v.prompt_ids and r is not v]
         assert retry.cancel_after_ms is None

@@ -664,6 +664,7 @@ SPEC = EngineSpec(
     choices=True,  # a GBNF `grammar`
     adapters=True,  # `lora: [{id, scale}]`
     cache_prompt=True,
+    prefill_progress=True,  # `return_progress`: a chunk after each prefill step
     deterministic=ONE_SLOT,
     flags=FLAGS,
     triage=TRIAGE,
