@@ -46,7 +46,7 @@ COMMIT = "0c1e57098"
 # UI from assets their sdist lacks unless LLAMA_BUILD_WEBUI is off, which the newer ones read as
 # the deprecated spelling of LLAMA_BUILD_UI.
 # The last flag sets the optimisation levels: ggml's kernels at Release's -O3, the C++ around them
-# at -O1 (a fifth less CPU for the build; the file says why the numerics are the same).
+# at -O1 (31% less CPU for the build, docs/benchmarks.md; the file says why the numerics are the same).
 OPT_LEVELS = Path(__file__).parents[1] / "data" / "llama-opt-levels.cmake"
 CMAKE_FLAGS: tuple[str, ...] = (
     "-G", "Ninja", "-DCMAKE_BUILD_TYPE=Release",
