@@ -19,7 +19,7 @@
 # (`sglang@0.5.17+fa3`: with SGLang's FA3 library cut to head dim 64 bfloat16, FA3_KERNELS below):
 #   .gpu/engines/NAME-gpu-VERSION.tar.xz  the engine's wheels as scripts/gpu-engines/NAME-VERSION.txt
 #                                   pins them (sha256), installed into site/ and trimmed to what a
-#                                   dense model on an H200 (sm_90) loads (vLLM about 46 MB, SGLang 36)
+#                                   dense model on an H200 (sm_90) loads (vLLM 43 MB with its MoE ops, SGLang 36)
 #   .gpu/models/                    `servefuzz model build` (seed 0): its hf-float32 folder
 #   .gpu/servefuzz-src.tar.gz, .gpu/wheels/, .gpu/MANIFEST as above; no llama.cpp, no Ray
 # One engine per bundle: a device call carries at most 64 MiB, the working tree included.
