@@ -429,3 +429,23 @@ def test_the_controls_doctests_run() -> None:
 
     result = doctest.testmod(controls)
     assert result.attempted > 0 and result.failed == 0
+
+
+@pytest.mark.timeout(60)
+def test_content_swap_with_only_whole_prefix_neighbours_is_skipped_and_sends_nothing() -> None:
+    d = Draft(5, SHAPE)
+    d.add(0.0, 417, 8, prefix="sys", prefix_len=160)
+    d.add(0.5, 160, 8, prefix="sys", prefix_len=160)   # wholly a prefix of the victim
+    sc = d.scenario("hand")
+    victim, whole = sc.requests
+
+    async def go() -> Control:
+        with ServerProcess.reference([]) as server:
+            async with Runner(make_target("reference", server.base_url), RunConfig()) as runner:
+                return await content_swap(runner, sc, Expectation(Verdict.SUSPECTED_CORRUPTION, (_suspect(victim.id),)),
+                                          5, original=(), alone={}, victim=victim.id)
+
+    control = asyncio.run(go())
+    [r] = control.results
+    assert control.sent == 0 and control.reproduction.loaded == () and not r.backs and r.control == (0, 0)
+    assert r.swap is not None and r.swap.whole == (whole.id,) and "skipped" in r.summary, r.summary

@@ -432,7 +432,8 @@ async def content_swap(
         runs = max(runs, runs_to_refute(*deviating_runs(victim, original, alone)))
     plan = swap_plan(scenario, [victim])
     if plan.nothing_to_swap:
-        skipped = Reproduction(Confirmation(0, 0, {}, (), ()), Judgement((), ()), (), dict(alone or {}))
+        skipped = Reproduction(Confirmation(0, 0, {}, (), ()), Judgement((), ()), (),
+                               {k: tuple(v) for k, v in (alone or {}).items()})
         return Control((read_control(CONTENT_SWAP, victim, original=deviating_runs(victim, original, alone or {}),
                                      control=(0, 0), swap=plan),), skipped)
     vocab = runner.info.vocab_size if runner.info is not None else None
