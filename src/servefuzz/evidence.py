@@ -3,7 +3,8 @@
 An oracle's own measurements (runs, statuses, cached tokens) stay in `Anomaly.evidence`; what
 the controls and the confirmation ladder add is typed and lives in fields of the anomaly: the
 controls' results (`ControlResult`: a leak's match `LeakMatch` and its forced check
-`OwnContinuation`, a broken constraint `ConstraintBreak`), the names of those that backed it,
+`OwnContinuation`, a broken constraint `ConstraintBreak`, what the content swap changed
+`SwapPlan`), the names of those that backed it,
 the fresh references' `Vote`, and the `Picture` the report draws. Each reads and writes the JSON
 finding files have always held (inside the anomaly's `evidence` object), so files written before
 these records existed load into them unchanged.
@@ -31,6 +32,7 @@ __all__ = [
     "OddRun",
     "OwnContinuation",
     "Picture",
+    "SwapPlan",
     "Vote",
 ]
 
@@ -152,7 +154,8 @@ class ControlResult:
     """What one control showed for one victim: deviations in `original` (k, n) runs and in the
     control's (k, n) runs, the one-sided p-value of the change, and whether it backs the flip.
     `distances`: the truth control's, run -> distance from the truth; `leak`: leak forensics'
-    match and `own_check` its forced check; `broken`: the constraint control's violations."""
+    match and `own_check` its forced check; `broken`: the constraint control's violations;
+    `swap`: what the content swap replaced and what it kept."""
 
     name: str
     request_id: str
@@ -165,6 +168,7 @@ class ControlResult:
     leak: LeakMatch | None = None
     own_check: OwnContinuation | None = None
     broken: ConstraintBreak | None = None
+    swap: SwapPlan | None = None
 
     def __hash__(self) -> int:
         return hash((self.name, self.request_id, self.original, self.control, self.backs))
@@ -179,6 +183,8 @@ class ControlResult:
             evidence["own_check"] = self.own_check.to_json()
         if self.broken is not None:
             evidence.update(self.broken.to_json())
+        if self.swap is not None:
+            evidence["swap"] = self.swap.to_json()
         return {
             "name": self.name,
             "request_id": self.request_id,
@@ -200,7 +206,40 @@ class ControlResult:
                    {str(k): float(v) for k, v in dict(d.get("distances", {})).items()},
                    leak=LeakMatch.from_json(e) if "match" in e else None,
                    own_check=OwnContinuation.from_json(e["own_check"]) if e.get("own_check") is not None else None,
-                   broken=ConstraintBreak.from_json(e) if "violations" in e else None)
+                   broken=ConstraintBreak.from_json(e) if "violations" in e else None,
+                   swap=SwapPlan.from_json(e["swap"]) if e.get("swap") is not None else None)
+
+
+@dataclass(frozen=True)
+class SwapPlan:
+    """What the content swap (`oracles.controls.swap_content`) did to the victim's neighbours:
+    `kept`, for each neighbour that shares a prefix with the victim, how many leading tokens of
+    its prompt it kept (the shared prefix, and with it whatever the engine's cache and prefill
+    split do with it, is the same in both arms); `swapped`, the neighbours whose own tail was
+    replaced; `whole`, the neighbours whose whole prompt is a prefix of the victim's, with no
+    content of their own to swap.
+
+        >>> p = SwapPlan((("r01", 64), ("r03", 64)), ("r03", "r04"), ("r01",))
+        >>> SwapPlan.from_json(p.to_json()) == p, p.nothing_to_swap
+        (True, False)
+    """
+
+    kept: tuple[tuple[str, int], ...]
+    swapped: tuple[str, ...]
+    whole: tuple[str, ...]
+
+    @property
+    def nothing_to_swap(self) -> bool:
+        """No neighbour has content of its own: the control would replay the original scenario."""
+        return not self.swapped
+
+    def to_json(self) -> dict[str, Any]:
+        return {"kept": {rid: n for rid, n in self.kept}, "swapped": list(self.swapped), "whole": list(self.whole)}
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> SwapPlan:
+        return cls(tuple((str(k), int(v)) for k, v in dict(d.get("kept") or {}).items()),
+                   tuple(str(x) for x in d.get("swapped") or ()), tuple(str(x) for x in d.get("whole") or ()))
 
 
 @dataclass(frozen=True)
