@@ -143,6 +143,30 @@ def test_sglang_gpu_fa3_profiles_swap_the_attention_backend(cache: Path) -> None
     assert det[det.index("--attention-backend") + 1] == "triton"  # the Triton profile stays as it was
 
 
+def test_sglang_gpu_flashinfer_profiles_swap_the_attention_backend_and_never_compile(cache: Path) -> None:
+    """FlashInfer replaces the preset's Triton, once, as FA3 does; its servers never JIT-compile
+    (a module missing from the prebuilt pack is an error, not a 4-minute build); triage can take
+    each back to Triton and to the preset."""
+    _unpack(cache, "sglang-gpu", "0.5.17")
+    model = cache / "hf"
+    model.mkdir()
+    (model / "config.json").write_text("{}")
+    plain = Launch.resolve("sglang-gpu", model=model)
+    triton = list(plain.argv)
+    assert "FLASHINFER_DISABLE_JIT" not in plain.env  # only the FlashInfer profiles refuse to compile
+    for name, deterministic in (("flashinfer", False), ("flashinfer-deterministic", True)):
+        launch = Launch.resolve("sglang-gpu", model=model, profile=name)
+        argv = list(launch.argv)
+        assert argv.count("--attention-backend") == 1 and argv[argv.index("--attention-backend") + 1] == "flashinfer"
+        assert ("--enable-deterministic-inference" in argv) is deterministic
+        assert sorted(w for w in argv if w not in ("flashinfer", "--enable-deterministic-inference")) == \
+            sorted(w for w in triton if w != "triton")  # nothing else changes
+        assert launch.env.get("FLASHINFER_DISABLE_JIT") == "1"
+        rows = [r.name for r in matrix_of(launch)]
+        assert rows[0] == f"no profile {name}" and "--attention-backend triton" in rows
+        assert "gpu-flashinfer.sha256" in engines.profile("sglang-gpu", name).needs
+
+
 def test_a_variant_the_bundler_does_not_know_is_one_line() -> None:
     done = subprocess.run([str(ROOT / "scripts" / "gpu_bundle.sh"), "sglang@0.5.17+fa4"], capture_output=True,
                           text=True, env={"PATH": "/usr/bin:/bin", "HOME": "/nonexistent", "SERVEFUZZ_CACHE": "/nonexistent"},
