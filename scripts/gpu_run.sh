@@ -178,15 +178,15 @@ flashinfer_jit() {
         done
         if [[ -z $up ]]; then say "flashinfer-jit: the server on $port did not come up"; ok=0; continue; fi
         say "flashinfer-jit: server $port (${labels[$i]}) up after $((SECONDS - t0)) s"
+        # Each answer to its own file: the 8 at once would interleave on one.
         complete_one() { curl -s "127.0.0.1:$port/v1/completions" -H 'Content-Type: application/json' \
-            -d "{\"model\":\"t\",\"prompt\":[$1],\"max_tokens\":16,\"temperature\":0}"; echo; }
-        {
-            complete_one 5,6,7,8,9,10,11,12
-            complete_one "$long"; complete_one "$long"
-            curls=()
-            for p in 13 14 15 16 17 18 19 20; do complete_one "$long,$p" & curls+=($!); done
-            wait "${curls[@]}"   # not the servers
-        } >"$OUT/flashinfer-jit-$port.answers.jsonl"
+            -d "{\"model\":\"t\",\"prompt\":[$1],\"max_tokens\":16,\"temperature\":0}" >"$W/fi-answer-$2"; echo >>"$W/fi-answer-$2"; }
+        rm -f -- "$W"/fi-answer-*
+        complete_one 5,6,7,8,9,10,11,12 00; complete_one "$long" 01; complete_one "$long" 02
+        curls=()
+        for p in 13 14 15 16 17 18 19 20; do complete_one "$long,$p" "$p" & curls+=($!); done
+        wait "${curls[@]}"   # not the servers
+        cat "$W"/fi-answer-* >"$OUT/flashinfer-jit-$port.answers.jsonl"
         say "flashinfer-jit: server $port answered $(grep -c '"finish_reason"' "$OUT/flashinfer-jit-$port.answers.jsonl" || true) of 11 requests"
     done
     for i in 0 1; do kill "${pids[$i]}" 2>/dev/null || true; done
