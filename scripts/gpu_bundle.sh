@@ -22,6 +22,8 @@
 #                                   dense model on an H200 (sm_90) loads (vLLM 43 MB with its MoE ops, SGLang 36)
 #   .gpu/models/                    `servefuzz model build` (seed 0): its hf-float32 folder
 #   .gpu/servefuzz-src.tar.gz, .gpu/wheels/, .gpu/MANIFEST as above; no llama.cpp, no Ray
+#   .gpu/flashinfer-jit-*.tar.xz    with sglang: FlashInfer's JIT modules, when the pack that
+#                                   scripts/gpu-flashinfer.sha256 pins is at hand (bundle_flashinfer)
 # One engine per bundle: a device call carries at most 64 MiB, the working tree included.
 # .gpu/ is ignored through .git/info/exclude and never committed. Downloads are cached under
 # ${SERVEFUZZ_CACHE:-~/.cache/servefuzz}, so a second bundle costs a few seconds.
@@ -263,6 +265,24 @@ bundle_engine() {
     ENGINE_LINES+=("$name $version${variant:+ +$variant}: the wheels of $lock (sha256-pinned), trimmed, as $(basename "$built")")
 }
 
+# FlashInfer's modules for the sglang-gpu `flashinfer` profiles: the pack `scripts/gpu_run.sh
+# flashinfer-jit` made on the device (one call, about 5 minutes), from FLASHINFER_JIT or else
+# $CACHE/gpu-engines/ under the name scripts/gpu-flashinfer.sha256 pins, checked against that
+# pin and copied into .gpu/ (gpu_run.sh checks it again and unpacks it). Without one the bundle
+# is made as before, and the `flashinfer` profiles' servers stop at their first module.
+bundle_flashinfer() {
+    local pin=scripts/gpu-flashinfer.sha256 want name pack
+    read -r want name < <(grep -v '^#' "$pin") || die "$pin pins nothing"
+    pack=${FLASHINFER_JIT:-$CACHE/gpu-engines/$name}
+    if [[ ! -f $pack ]]; then
+        say "no FlashInfer pack at $pack: the flashinfer profiles need one (scripts/gpu_run.sh flashinfer-jit; see $pin)"
+        return 0
+    fi
+    [[ $(sha256sum "$pack" | cut -d' ' -f1) == "$want" ]] || die "$pack does not have the sha256 $pin pins ($want)"
+    cp "$pack" "$GPU/$name"
+    ENGINE_LINES+=("FlashInfer's prebuilt JIT modules: $name (sha256 pinned in $pin)")
+}
+
 bundle_hf_model() {
     PYTHONPATH="$WORK/servefuzz" "$PYTHON" -m servefuzz model build "$WORK/model" --seed 0 >/dev/null   # the snapshot's
     mkdir -p "$GPU/models"
@@ -289,6 +309,7 @@ if (($#)); then
     bundle_hf_model
     bundle_wheels
     for engine in "$@"; do bundle_engine "$engine"; done
+    [[ " $* " != *" sglang@"* ]] || bundle_flashinfer
     {
         echo "# made by scripts/gpu_bundle.sh $* on $(date -u +%Y-%m-%dT%H:%M:%SZ)"
         printf '%s\n' "${ENGINE_LINES[@]}"
