@@ -19,9 +19,11 @@
 # (`sglang@0.5.17+fa3`: with SGLang's FA3 library cut to head dim 64 bfloat16, FA3_KERNELS below):
 #   .gpu/engines/NAME-gpu-VERSION.tar.xz  the engine's wheels as scripts/gpu-engines/NAME-VERSION.txt
 #                                   pins them (sha256), installed into site/ and trimmed to what a
-#                                   dense model on an H200 (sm_90) loads (vLLM about 46 MB, SGLang 36)
+#                                   dense model on an H200 (sm_90) loads (vLLM 43 MB with its MoE ops, SGLang 36)
 #   .gpu/models/                    `servefuzz model build` (seed 0): its hf-float32 folder
 #   .gpu/servefuzz-src.tar.gz, .gpu/wheels/, .gpu/MANIFEST as above; no llama.cpp, no Ray
+#   .gpu/flashinfer-jit-*.tar.xz    with sglang: FlashInfer's JIT modules, when the pack that
+#                                   scripts/gpu-flashinfer.sha256 pins is at hand (bundle_flashinfer)
 # One engine per bundle: a device call carries at most 64 MiB, the working tree included.
 # .gpu/ is ignored through .git/info/exclude and never committed. Downloads are cached under
 # ${SERVEFUZZ_CACHE:-~/.cache/servefuzz}, so a second bundle costs a few seconds.
@@ -168,6 +170,9 @@ for glibc in $(seq 17 39); do GPU_PLATFORM+=(--platform "manylinux_2_${glibc}_x8
 
 # What a dense model served on sm_90 never loads, per engine (measured on the H200: the server
 # starts and serves without them, ../shared/notes/gpu-engines.md):
+MOE_KERNELS='^(?!.*marlin_moe_wna16::)'
+MOE_KEPT='kept 21 of 37'
+MOE_SHA256=8df310ed711d6b641d430f20daeae08cc1e790490d06f257eee1b73ef48c80a1
 trim_vllm() {
     local site=$1 lib
     # FlashAttention 2 (FA3 is Hopper's), the FlashMLA and QuTLASS kernels, the JIT sources of
@@ -176,15 +181,20 @@ trim_vllm() {
           "$site"/vllm/_flashmla_C.abi3.so "$site"/vllm/_flashmla_extension_C.abi3.so \
           "$site"/vllm/_qutlass_C.abi3.so "$site"/vllm/vllm-rs
     rm -rf "$site"/vllm/third_party/deep_gemm "$site"/vllm/third_party/fmha_sm100
-    # The core ops and the MoE ops (moe_align_block_size, topk_softmax: every MoE model, the
-    # hybrids' experts too) cut to their sm_90 code. TODO: the MoE library's sm_90 code is still
-    # 19.4 MB (20 MB of xz): the bundle is then 66 MB, over a call's 64 MiB. Cut it to the kernels
-    # the Triton MoE path loads (a KERNELS pattern, as FA3_KERNELS) and smoke-test it on the
-    # device; docs/gpu/nondense-and-features.md carried it apart meanwhile.
-    for lib in _C_stable_libtorch _moe_C_stable_libtorch; do
-        "$PYTHON" scripts/gpu_prune_fatbin.py "$site/vllm/$lib.abi3.so" "$WORK/pruned.so" 90
-        mv "$WORK/pruned.so" "$site/vllm/$lib.abi3.so"
-    done
+    # The core ops cut to their sm_90 code; the MoE ops (moe_align_block_size, topk_softmax,
+    # moe_sum, grouped_topk: every MoE model, the hybrids' experts too) cut to sm_90 and to all but
+    # the Marlin kernels (weight-quantized experts; their sm_80 PTX was 13 of the 19.4 MB left),
+    # which a bfloat16 model on the Triton MoE path never launches: 19.9 -> 1.5 MB of xz, so that
+    # the bundle fits one call's 64 MiB. Checked by count and pinned by sha256, as FA3 below.
+    "$PYTHON" scripts/gpu_prune_fatbin.py "$site/vllm/_C_stable_libtorch.abi3.so" "$WORK/pruned.so" 90
+    mv "$WORK/pruned.so" "$site/vllm/_C_stable_libtorch.abi3.so"
+    local report
+    report=$("$PYTHON" scripts/gpu_prune_fatbin.py "$site/vllm/_moe_C_stable_libtorch.abi3.so" "$WORK/moe.so" 90 "$MOE_KERNELS")
+    say "$report"
+    [[ $(tail -1 <<<"$report") == "$MOE_KEPT" ]] || die "MoE cut: expected '$MOE_KEPT', got '$(tail -1 <<<"$report")'"
+    [[ $(sha256sum "$WORK/moe.so" | cut -d' ' -f1) == "$MOE_SHA256" ]] \
+        || die "MoE cut: the pruned _moe_C_stable_libtorch.abi3.so is not the pinned one (MOE_SHA256)"
+    mv "$WORK/moe.so" "$site/vllm/_moe_C_stable_libtorch.abi3.so"
 }
 # SGLang's FA3 (`sglang@0.5.17+fa3`, the attention backend SGLang picks on Hopper): sgl_kernel's
 # flash_ops cut to the sm_90 forward kernels of head dim 64 in bfloat16 (the tiny model's and
@@ -226,7 +236,7 @@ bundle_engine() {
     local lock=scripts/gpu-engines/$name-$version.txt
     # Built once per lock file, pruner and trim step, then copied: xz -9 of 340 MB takes 4 minutes here.
     local key built
-    key=$({ cat "$lock" scripts/gpu_prune_fatbin.py; declare -f "trim_$name"; echo "$variant $FA3_KERNELS $FA3_SHA256"; } \
+    key=$({ cat "$lock" scripts/gpu_prune_fatbin.py; declare -f "trim_$name"; echo "$variant $FA3_KERNELS $FA3_SHA256 $MOE_KERNELS $MOE_SHA256"; } \
           | sha256sum | cut -c1-12)
     built="$CACHE/gpu-engines/$name-gpu-$version${variant:++$variant}-$key.tar.xz"
     mkdir -p "$GPU/engines"
@@ -255,6 +265,24 @@ bundle_engine() {
     ENGINE_LINES+=("$name $version${variant:+ +$variant}: the wheels of $lock (sha256-pinned), trimmed, as $(basename "$built")")
 }
 
+# FlashInfer's modules for the sglang-gpu `flashinfer` profiles: the pack `scripts/gpu_run.sh
+# flashinfer-jit` made on the device (one call, about 5 minutes), from FLASHINFER_JIT or else
+# $CACHE/gpu-engines/ under the name scripts/gpu-flashinfer.sha256 pins, checked against that
+# pin and copied into .gpu/ (gpu_run.sh checks it again and unpacks it). Without one the bundle
+# is made as before, and the `flashinfer` profiles' servers stop at their first module.
+bundle_flashinfer() {
+    local pin=scripts/gpu-flashinfer.sha256 want name pack
+    read -r want name < <(grep -v '^#' "$pin") || die "$pin pins nothing"
+    pack=${FLASHINFER_JIT:-$CACHE/gpu-engines/$name}
+    if [[ ! -f $pack ]]; then
+        say "no FlashInfer pack at $pack: the flashinfer profiles need one (scripts/gpu_run.sh flashinfer-jit; see $pin)"
+        return 0
+    fi
+    [[ $(sha256sum "$pack" | cut -d' ' -f1) == "$want" ]] || die "$pack does not have the sha256 $pin pins ($want)"
+    cp "$pack" "$GPU/$name"
+    ENGINE_LINES+=("FlashInfer's prebuilt JIT modules: $name (sha256 pinned in $pin)")
+}
+
 bundle_hf_model() {
     PYTHONPATH="$WORK/servefuzz" "$PYTHON" -m servefuzz model build "$WORK/model" --seed 0 >/dev/null   # the snapshot's
     mkdir -p "$GPU/models"
@@ -281,6 +309,7 @@ if (($#)); then
     bundle_hf_model
     bundle_wheels
     for engine in "$@"; do bundle_engine "$engine"; done
+    [[ " $* " != *" sglang@"* ]] || bundle_flashinfer
     {
         echo "# made by scripts/gpu_bundle.sh $* on $(date -u +%Y-%m-%dT%H:%M:%SZ)"
         printf '%s\n' "${ENGINE_LINES[@]}"

@@ -9,15 +9,17 @@ most 64 MiB a call. This keeps, in every fat binary of the `.nv_fatbin` section,
 GPU would pick (its ELF images, else the newest PTX it can JIT), moved to the front, and
 zero-fills the rest: nothing else in the file moves, since each fat binary is reached through
 its own wrapper pointer, so the library links and loads as before (on sm_90 the driver's choice
-is unchanged; on another GPU it finds nothing, as a build for sm_90 alone would).
+is unchanged; on another GPU it finds nothing, as a build for sm_90 alone would). A fat binary
+with nothing this GPU can run (only sm_75 or sm_120 code, say) becomes the stub below.
 
 The layout (CUDA's fatbinary.h): a fat binary is a 16-byte header (magic 0xBA55ED50, u16
 version, u16 header size, u64 size of the entries) followed by entries, each a header (u16 kind:
 1 PTX, 2 ELF; u16 version; u32 header size; u64 payload size; ...; u32 arch at byte 28) and its
 payload.
 
-With KERNELS (a Python regular expression), a fat binary none of whose kept ELF images defines a
-kernel whose demangled name (c++filt) matches it is reduced to a stub too: the smallest ELF image
+With KERNELS (a Python regular expression), a fat binary none of whose kept ELF images defines
+(nor its kept PTX declares) a kernel whose demangled name (c++filt) matches it is reduced to a
+stub too: the smallest ELF image
 in the file built for another GPU, so that it stays well-formed and, as a build without that
 translation unit would, holds nothing this GPU can run. That is how SGLang's FA3 library (one fat
 binary per translation unit, one per head dim, dtype and feature mix: 1.1 GB) comes down to the
@@ -37,6 +39,7 @@ from dataclasses import dataclass
 FATBIN_MAGIC = 0xBA55ED50
 PTX, ELF = 1, 2
 ZSTD_MAGIC, ELF_MAGIC = b"\x28\xb5\x2f\xfd", b"\x7fELF"
+PTX_VERSION, PTX_ENTRY = re.compile(rb"^\s*\.version\s", re.M), re.compile(rb"\.entry\s+([\w$]+)")
 
 
 @dataclass(frozen=True)
@@ -83,10 +86,13 @@ def chosen(found: list[Entry], arch: int) -> list[Entry]:
 
 
 def kernels(image: bytes) -> list[str] | None:
-    """The mangled names of the kernels an ELF image defines (its `.text.NAME` sections), None
-    when the image is in a form this cannot read."""
+    """The mangled names of the kernels an ELF image defines (its `.text.NAME` sections) or a PTX
+    text declares (`.entry NAME`), None when the image is in a form this cannot read."""
     if image[:4] == ZSTD_MAGIC:
         image = subprocess.run(["zstd", "-d", "-c", "-q"], input=image, capture_output=True).stdout
+    if image[:4] != ELF_MAGIC and PTX_VERSION.search(image[:4096]):
+        # PTX text (the JIT's input where a library ships no sm_90 image): its `.entry` names.
+        return [name.decode(errors="replace") for name in PTX_ENTRY.findall(image)]
     if image[:4] != ELF_MAGIC or image[4] != 2:  # 64-bit ELF only
         return None
     shoff, = struct.unpack_from("<Q", image, 0x28)
@@ -143,7 +149,11 @@ def prune(buf: bytearray, start: int, size: int, arch: int,
         first, last = found[0].offset, found[-1].offset + found[-1].size
         picked = chosen(found, arch)
         blob = b"".join(bytes(buf[e.offset:e.offset + e.size]) for e in picked)
-        if keep is not None and stub and all(e.kind == ELF and e.arch == arch for e in picked):
+        if stub and not any(e.arch == arch if e.kind == ELF else e.arch <= arch for e in picked):
+            # Nothing this GPU can run (code for older or newer GPUs only, say an sm_120 kernel):
+            # the stub serves as well as the smallest of its own images, and is shared.
+            blob = stub
+        elif keep is not None and stub:  # sm_90 images, or the PTX this GPU would JIT
             header = [struct.unpack_from("<I", buf, e.offset + 4)[0] for e in picked]
             images = [bytes(buf[e.offset + h:e.offset + e.size]) for e, h in zip(picked, header, strict=True)]
             if not wanted(images, keep):

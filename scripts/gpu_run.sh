@@ -24,6 +24,10 @@
 #                          scale-out run's worst, else issue 15's stored CUDA finding), each row a
 #                          Ray task with its own server on its own GPU (results/ray-triage*/)
 #   summary                nothing but the summary and the pack (on results already there)
+#   flashinfer-jit         FlashInfer's JIT modules for the sglang-gpu `flashinfer` profiles, compiled
+#                          once (about 4 minutes) and packed as $OUT/flashinfer-jit-VERSION-ARCH.tar.xz
+#                          with its sha256 (pin it in scripts/gpu-flashinfer.sha256; gpu_bundle.sh
+#                          puts the pack into .gpu/, and every later call unpacks it, checked)
 #   launch:PRESET:PROFILE:SECONDS[:ARCH]
 #                          `servefuzz fuzz --launch PRESET --profile PROFILE` for SECONDS (with ARCH:
 #                          `--model-arch ARCH`, servefuzz's tiny model of that architecture, built
@@ -115,6 +119,88 @@ unpack_engines() {
         rm -rf -- "$models" && mkdir -p "$models"
         cp -r .gpu/models/hf-float32 "$models/" && touch "$models/.complete"
     fi
+    unpack_flashinfer
+}
+
+# FlashInfer's JIT modules, made once by the flashinfer-jit step and pinned by sha256 in
+# scripts/gpu-flashinfer.sha256, into the AOT folder of each SGLang bundle's FlashInfer
+# (flashinfer/data/aot: FLASHINFER_AOT_DIR when no flashinfer-jit-cache package is installed,
+# 0.6.15's jit/env.py), where its JitSpec.build_and_load loads a module without building it. The
+# `flashinfer` profiles set FLASHINFER_DISABLE_JIT, so a module missing here stops their server.
+unpack_flashinfer() {
+    local pack pin=scripts/gpu-flashinfer.sha256 want got version site
+    pack=$(compgen -G '.gpu/flashinfer-jit-*.tar.xz' | head -1) || return 0
+    [[ -f $pin ]] || die "$pack is not pinned: $pin is missing"
+    want=$(awk -v f="${pack##*/}" '$2 == f { print $1 }' "$pin")
+    got=$(sha256sum "$pack" | cut -d' ' -f1)
+    [[ -n $want && $got == "$want" ]] || die "$pack has sha256 $got; $pin pins ${want:-no file of that name}"
+    version=${pack##*/flashinfer-jit-}; version=${version%-*}
+    for site in "$SERVEFUZZ_CACHE"/sglang-gpu-*/site; do
+        [[ -d $site/flashinfer_python-$version.dist-info ]] || { say "not for $site: its FlashInfer is not $version"; continue; }
+        mkdir -p "$site/flashinfer/data/aot" && tar -xJf "$pack" -C "$site/flashinfer/data/aot"
+        say "FlashInfer modules of ${pack##*/} (sha256 pinned) in $site/flashinfer/data/aot"
+    done
+}
+
+# The flashinfer-jit step: FlashInfer's modules for the `flashinfer` profiles, compiled once by
+# the image's nvcc (254 s on the H200) and packed. One SGLang server per profile, with the
+# preset's flags (scripts/gpu_run.sh cannot import them: servefuzz's gpu_argv is the truth; the
+# modules depend on dtype, head dim and the backend, not on the pool), each compiling into the
+# same fresh FLASHINFER_WORKSPACE_BASE (FlashInfer locks each module while it builds), answering
+# a prompt, a 300-token prompt twice (the second an extend after a radix hit) and 8 at once
+# (batched decode), then stopped. The modules, laid out as the AOT folder wants them
+# (NAME/NAME.so), go into $OUT/flashinfer-jit-VERSION-ARCH.tar.xz; its sha256 line is printed and
+# written beside it, for scripts/gpu-flashinfer.sha256. A server that does not come up fails the step.
+flashinfer_jit() {
+    local complete dir site python model=$SERVEFUZZ_CACHE/models/tiny-seed0/hf-float32 ws=$W/flashinfer-jit
+    complete=$(compgen -G "$SERVEFUZZ_CACHE/sglang-gpu-*/.complete" | head -1) \
+        || die "flashinfer-jit needs an SGLang bundle in .gpu/: scripts/gpu_bundle.sh sglang@0.5.17"
+    dir=$(dirname "$complete"); site=$dir/site; python=$(cat "$dir/python")
+    [[ -f $model/config.json ]] || die "flashinfer-jit needs the bundle's model (.gpu/models/hf-float32)"
+    compgen -G "$site/flashinfer/data/aot/*/*.so" >/dev/null && die "$site already has FlashInfer modules: flashinfer-jit runs on a machine without them"
+    rm -rf -- "$ws" && mkdir -p "$ws"
+    local port=8310 pids=() ports=() extra t0=$SECONDS
+    for extra in "" "--enable-deterministic-inference"; do
+        FLASHINFER_WORKSPACE_BASE=$ws PYTHONPATH=$site HF_HUB_OFFLINE=1 "$python" -m sglang.launch_server \
+            --model-path "$model" --host 127.0.0.1 --port "$port" --attention-backend flashinfer \
+            --sampling-backend pytorch --dtype bfloat16 --mem-fraction-static 0.8 --max-total-tokens 262144 \
+            --page-size 1 --random-seed 0 --enable-metrics $extra >"$OUT/flashinfer-jit-$port.log" 2>&1 &
+        pids+=($!) ports+=("$port"); port=$((port + 1))
+        sleep 20   # SGLang sizes its pool from the memory free at its start: one at a time
+    done
+    local long i ok=1 up labels=(plain deterministic) curls
+    long=$(seq -s, 5 304)
+    for i in 0 1; do
+        port=${ports[$i]} up=""
+        while (( SECONDS < END - 40 )) && kill -0 "${pids[$i]}" 2>/dev/null; do
+            curl -sf "127.0.0.1:$port/health" >/dev/null && { up=1; break; }
+            sleep 2
+        done
+        if [[ -z $up ]]; then say "flashinfer-jit: the server on $port did not come up"; ok=0; continue; fi
+        say "flashinfer-jit: server $port (${labels[$i]}) up after $((SECONDS - t0)) s"
+        # Each answer to its own file: the 8 at once would interleave on one.
+        complete_one() { curl -s "127.0.0.1:$port/v1/completions" -H 'Content-Type: application/json' \
+            -d "{\"model\":\"t\",\"prompt\":[$1],\"max_tokens\":16,\"temperature\":0}" >"$W/fi-answer-$2"; echo >>"$W/fi-answer-$2"; }
+        rm -f -- "$W"/fi-answer-*
+        complete_one 5,6,7,8,9,10,11,12 00; complete_one "$long" 01; complete_one "$long" 02
+        curls=()
+        for p in 13 14 15 16 17 18 19 20; do complete_one "$long,$p" "$p" & curls+=($!); done
+        wait "${curls[@]}"   # not the servers
+        cat "$W"/fi-answer-* >"$OUT/flashinfer-jit-$port.answers.jsonl"
+        say "flashinfer-jit: server $port answered $(grep -c '"finish_reason"' "$OUT/flashinfer-jit-$port.answers.jsonl" || true) of 11 requests"
+    done
+    for i in 0 1; do kill "${pids[$i]}" 2>/dev/null || true; done
+    for i in 0 1; do wait "${pids[$i]}" 2>/dev/null || true; done
+    local ops name
+    ops=$(compgen -G "$ws/.cache/flashinfer/*/*/cached_ops" | head -1) || die "FlashInfer compiled nothing under $ws"
+    name=flashinfer-jit-$(basename "$(dirname "$(dirname "$ops")")")-$(basename "$(dirname "$ops")").tar.xz
+    (cd "$ops" && find . -mindepth 2 -maxdepth 2 -name '*.so' | sed 's|^\./||' | sort) >"$W/flashinfer-jit.list"
+    say "flashinfer-jit: $(wc -l <"$W/flashinfer-jit.list") modules compiled in $((SECONDS - t0)) s:"
+    sed 's/^/    /' "$W/flashinfer-jit.list"
+    tar -C "$ops" --sort=name --owner=0 --group=0 --numeric-owner --mtime=@0 -cf - -T "$W/flashinfer-jit.list" \
+        | xz -9 -T0 >"$OUT/$name"
+    (cd "$OUT" && sha256sum "$name" | tee "$name.sha256")
+    (( ok )) || die "flashinfer-jit: a server did not come up; $name holds what was compiled"
 }
 
 build() {
@@ -858,13 +944,14 @@ one_step() {
                   if (( seconds < 10 )); then say "no time left to fuzz $preset/$profile${arch:+/$arch}"; return; fi
                   say "fuzzing $preset, profile $profile${arch:+, model $arch}, for $seconds s"
                   drive launched "$preset" "$profile" "$seconds" ${arch:+"$arch"} ;;
+        flashinfer-jit) say "compiling FlashInfer's modules for the flashinfer profiles"; flashinfer_jit ;;
         summary) ;;  # only the summary and the pack, which every run ends with (here: on results brought back)
         triage) say "triage"; TRIAGE_UNTIL=$(( $(date +%s) + END - SECONDS - 25 )) drive triage "${MAX_FINDINGS:-2}" ;;
         ray:*) say "scale-out on Ray: arms ${ARMS:-local ray-1 ray-2}, at most ${step#ray:} s each"
                RAY_UNTIL=$(( $(date +%s) + END - SECONDS - 30 )) drive scaleout "${step#ray:}" ;;
         ray-triage) say "triage on Ray, two rows at once"
                     RAY_UNTIL=$(( $(date +%s) + END - SECONDS - 30 )) drive ray_triage ;;
-        *) die "unknown step $step (build, fuzz:PROFILE:SECONDS, launch:PRESET:PROFILE:SECONDS, triage, ray:SECONDS, ray-triage, summary; STEP+STEP at once)" ;;
+        *) die "unknown step $step (build, fuzz:PROFILE:SECONDS, launch:PRESET:PROFILE:SECONDS, triage, ray:SECONDS, ray-triage, flashinfer-jit, summary; STEP+STEP at once)" ;;
     esac
 }
 for step in "${@:-build}"; do

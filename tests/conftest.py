@@ -55,9 +55,24 @@ def engine_group(item: pytest.Item) -> str | None:
     return group if group in ("vllm", "engines") else None
 
 
+# `scripts/test.sh` runs the suite in two parts: the tests that need no real engine beside the
+# engines' setup, then the real engines' tests once it has finished. This variable names the part
+# ("no-engines" or "engines"); unset, a run has every test.
+PART = "SERVEFUZZ_TEST_PART"
+PARTS = ("no-engines", "engines")
+
+
+def needs_an_engine(item: pytest.Item) -> bool:
+    """The test starts a real engine or reads an installed one (`engine_group`): it waits for
+    `scripts/setup_engines.sh`. Tests outside tests/engines/ that read the engines' cache are
+    marked `engine` for this."""
+    return engine_group(item) is not None
+
+
 @pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the group markers
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Order the suite for the workers (`scripts/test.sh` runs `pytest -n 3 --dist loadgroup`).
+    """Keep the part `SERVEFUZZ_TEST_PART` names (the rest deselected, so counted as such), and
+    order the suite for the workers (`scripts/test.sh` runs `pytest -n N --dist loadgroup`).
 
     The real engines' tests form two groups, each run by one worker in order: vLLM's, so that
     one vLLM runs at a time (two starting together on two cores also run every other test
@@ -66,6 +81,15 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     then the other group, then the other slow tests, then the rest: longest first, so the last
     test to finish is a short one. Without xdist the marker is inert and only the order changes.
     """
+    part = os.environ.get(PART)
+    if part is not None:
+        if part not in PARTS:
+            raise pytest.UsageError(f"{PART}={part!r}: expected one of {', '.join(PARTS)}")
+        keep = [item for item in items if needs_an_engine(item) == (part == "engines")]
+        dropped = [item for item in items if needs_an_engine(item) != (part == "engines")]
+        if dropped:
+            config.hook.pytest_deselected(items=dropped)
+        items[:] = keep
     groups = {item.nodeid: engine_group(item) for item in items}
     for item in items:
         if groups[item.nodeid] is not None:

@@ -22,6 +22,7 @@ from servefuzz.anomaly import Anomaly, Oracle, Verdict
 from servefuzz.campaign import CampaignConfig, Stop, StopReason, derive_seed, run_campaign
 from servefuzz.errors import UsageError
 from servefuzz.finding import Confirmation, Finding, load_finding
+from servefuzz.launcher import Launch, reference_argv
 from servefuzz.oracles.judge import Expectation, Judgement, judge, reproduction
 from servefuzz.runner import Runner
 from servefuzz.server_facts import TargetInfo
@@ -199,12 +200,17 @@ def test_a_campaign_dedups_keeps_a_corpus_and_resumes_where_it_stopped(
     url = reference_server("--fault", "page-boundary-prefix")
     out = tmp_path / "c"
     mix = [PageBoundaryBursts(), RandomLoad()]
-    first = _campaign(url, CampaignConfig(out, seed=3, request_budget=150, confirm_runs=2), mix)
+    # The launch lets the ladder start the deterministic control: page-boundary-prefix's stale page
+    # follows the shared prefix, which the content swap keeps (2026-12-04), so the swap alone no
+    # longer backs it (tests/test_controls.py).
+    launch = Launch("reference", tuple(reference_argv(["--fault", "page-boundary-prefix"])))
+    first = _campaign(url, CampaignConfig(out, seed=3, request_budget=150, confirm_runs=2, launch=launch), mix)
     assert first.first_confirmed["corruption"][0] <= first.requests
     backed = [f for _, f in first.findings if f.verdict is Verdict.CORRUPTION]
     vote = backed[0].headline.vote  # three fresh alone references voted; the exact engine agrees
     assert vote is not None and vote.agree == "3/3" and vote.recurrences >= 1 and vote.rejudged == vote.recurrences
-    assert backed[0].headline.backed_by == ("content-swap",)
+    assert backed[0].headline.backed_by == ("deterministic",)
+    assert any(c.name == "content-swap" and not c.backs for c in backed[0].headline.controls)
     drawn = backed[0].headline.picture  # what the report draws: the exact engine shifts by 0
     assert drawn is not None and drawn.margin is not None and drawn.margin > drawn.threshold
     assert set(drawn.linf) <= {0.0} and drawn.count >= 0

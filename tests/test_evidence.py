@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -96,3 +97,44 @@ def test_a_leak_with_its_forced_check_and_a_vote_and_a_picture_round_trip() -> N
     a = Anomaly(Oracle.ISOLATION, Verdict.CORRUPTION, "r02", "r02", controls=(r,), backed_by=(LEAK,), vote=v, picture=p)
     again = Anomaly.from_json(json.loads(json.dumps(a.to_json())))
     assert again == a and again.picture is not None and again.picture.count == 4
+
+
+_DRAWN = ROOT / "tests/oracles/data/reference-stale-slot.json"  # a finding whose headline carries a picture
+
+
+@pytest.mark.parametrize(("why", "change"), [
+    ("no bins per decade", lambda p: p.update(edges=[1e-7, 0])),
+    ("a lowest edge of zero", lambda p: p.update(edges=[0, 12])),
+    ("a bin past any float", lambda p: p["noise"].update(bins={"99999": 3})),
+    ("a negative bin count", lambda p: p["noise"].update(bins={"60": -1})),
+    ("bins that are no mapping", lambda p: p["noise"].update(bins=[1])),
+    ("a count that is no number", lambda p: p["noise"].update(count="x")),
+    ("negative zeros", lambda p: p["noise"].update(zeros=-2)),
+])
+def test_a_crafted_picture_is_refused_when_the_file_loads_never_when_the_report_draws_it(
+        tmp_path: Path, why: str, change: Any) -> None:
+    """A finding file is untrusted: a picture the report could not draw (it divided by the bins per
+    decade, raised 10 to a bin's power, took the log of each count) was a crash of `servefuzz
+    report`, exit 4, where a bad finding file is one line and exit 2."""
+    from servefuzz.errors import FindingError
+    from servefuzz.reports.html import report_html
+
+    raw = json.loads(_DRAWN.read_text())
+    drawn = next(a["evidence"]["picture"] for a in raw["anomalies"] if "picture" in a["evidence"])
+    change(drawn)
+    path = tmp_path / "crafted.json"
+    path.write_text(json.dumps(raw))
+    with pytest.raises(FindingError, match="inconsistent finding"):
+        load_finding(path)
+    # The control: the file as stored loads and its picture is drawn.
+    stored = load_finding(_DRAWN)
+    assert stored.headline.picture is not None and "Where the margin sits" in report_html(stored, [])
+
+
+def test_the_module_examples_run() -> None:
+    import doctest
+
+    from servefuzz import evidence
+
+    result = doctest.testmod(evidence)
+    assert result.attempted > 0 and result.failed == 0

@@ -246,6 +246,7 @@ _SOURCES = {
 }
 
 
+@pytest.mark.engine  # reads the installed engine: after scripts/setup_engines.sh (tests/conftest.py)
 @pytest.mark.parametrize("engine", sorted(_SOURCES))
 def test_every_counter_a_spec_reads_is_one_its_installed_engine_defines(engine: str) -> None:
     from servefuzz import engines
@@ -259,6 +260,7 @@ def test_every_counter_a_spec_reads_is_one_its_installed_engine_defines(engine: 
         assert f'"{m.metric}"' in code or f'"{m.metric.removesuffix("_total")}"' in code, m.metric
 
 
+@pytest.mark.engine  # reads the built binary: after scripts/setup_engines.sh (tests/conftest.py)
 def test_every_counter_llama_cpp_s_spec_reads_is_one_its_server_prints() -> None:
     from servefuzz import engines
 

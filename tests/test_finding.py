@@ -348,3 +348,27 @@ def test_a_near_tie_flip_under_a_promised_mode_is_a_contract_violation_on_write_
 def test_in_a_mode_that_promises_nothing_a_near_tie_flip_stays_numeric_drift(target: TargetInfo) -> None:
     f = _drift_finding(target)
     assert f.verdict is Verdict.NUMERIC_DRIFT and f.headline.promise is None
+
+
+@pytest.mark.parametrize(("key", "value"), [("allowed", "x"), ("allowed", -1), ("threshold_ms", "soon"),
+                                            ("threshold_ms", None)])
+def test_a_tenancy_measurement_the_replay_reads_is_checked_when_the_file_loads(tmp_path: Path, key: str,
+                                                                                value: object) -> None:
+    """The reproduction rule (`tenancy.breached_in`) and repro.py read an isolation breach's
+    `allowed` and a suspected one's `threshold_ms` back from the file: a crafted one made `report`
+    and `replay` crash (exit 4) where a bad finding file is one line and exit 2."""
+    from servefuzz.history import RequestRecord, RunHistory, Status
+    from servefuzz.oracles.tenancy import breached_in
+
+    def breach(evidence: dict[str, object]) -> Anomaly:
+        verdict = Verdict.ISOLATION_BREACH if "allowed" in evidence else Verdict.SUSPECTED_ISOLATION_BREACH
+        return Anomaly(Oracle.TENANT_ISOLATION, verdict, "r02", "r02: cached tokens of another salt", evidence=evidence)
+
+    good: dict[str, object] = {"allowed": 0} if key == "allowed" else {"twin": "r03", "threshold_ms": 5.0}
+    path = write_finding(tmp_path, make(anomalies=(breach({**good, key: value}),)))
+    with pytest.raises(FindingError, match=key):
+        load_finding(path)
+    # The control: the measurement as the oracle writes it loads, and the replay's rule reads it.
+    kept = load_finding(write_finding(tmp_path / "good", make(anomalies=(breach(good),))))
+    run = RunHistory(0, "load", (RequestRecord("r02", 0, "load", Status.OK, 0.0, cached_tokens=64),))
+    assert breached_in(kept.headline, run) is (key == "allowed")

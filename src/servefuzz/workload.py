@@ -112,6 +112,13 @@ class RequestSpec:
     n: int = 1
     stream: bool = False
     cancel_after_ms: float | None = None
+    # A cut placed in the prefill rather than on the clock, for a stream with `cancel_after_ms`
+    # (inert otherwise): where the engine reports its prefill's progress on a stream (llama-server's
+    # `return_progress`), the request is cut once it reports at least this many of the prompt's
+    # tokens in its cache (at most the whole prompt: the prefill's end), and `cancel_after_ms` is
+    # not used; elsewhere the clock cuts it. A clock lands anywhere (before the prefill began,
+    # after it ended) as the machine's load has it; this lands inside the prefill. None: the clock.
+    cancel_at_prefill: int | None = None
     ignore_eos: bool = True
     # The tenant's prefix-cache salt (vLLM's and SGLang's `cache_salt`): requests with different
     # salts must never share a cached page. None: unsalted, as every request before salts was.
@@ -161,6 +168,8 @@ class RequestSpec:
                 raise ValueError(f"{self.id}: a constrained request must stop at its EOS (ignore_eos False)")
         if self.adapter is not None and not ADAPTER_NAME.fullmatch(self.adapter):
             raise ValueError(f"{self.id}: adapter must be a name of 1-64 letters, digits, '.', '_' or '-'")
+        if self.cancel_at_prefill is not None and self.cancel_at_prefill < 1:
+            raise ValueError(f"{self.id}: cancel_at_prefill must be >= 1, got {self.cancel_at_prefill}")
 
     @property
     def answer_key(self) -> RequestSpec | None:
@@ -177,7 +186,7 @@ class RequestSpec:
         if self.sampled and self.seed is None:
             return None
         return dataclasses.replace(self, id="r", offset_ms=0.0, prefix_name="p" if self.prefix_len else None,
-                                   cancel_after_ms=None)
+                                   cancel_after_ms=None, cancel_at_prefill=None)
 
     @property
     def sampled(self) -> bool:
@@ -227,6 +236,8 @@ class RequestSpec:
             d["choices"] = list(self.choices)
         if self.adapter is None:
             del d["adapter"]
+        if self.cancel_at_prefill is None:
+            del d["cancel_at_prefill"]  # a clock's cut reads as it always did
         return d
 
     @classmethod

@@ -97,7 +97,16 @@ def test_the_llama_server_build_flags_are_the_setup_scripts() -> None:
     text = SCRIPT.read_text()
     start = text.index('cmake -S "$src/vendor/llama.cpp" -B "$work/build"')
     words = text[start:text.index(">", start)].replace("\\\n", " ").split()
-    assert tuple(words[5:]) == llamacpp.CMAKE_FLAGS
+    # The optimisation levels' file: the script names it from the checkout's root, the package
+    # from its own folder; the same file, which sets ggml's level apart from the rest.
+    assert tuple(words[5:-1]) == llamacpp.CMAKE_FLAGS[:-1]
+    assert words[-1] == '-DCMAKE_PROJECT_INCLUDE="$OPT_LEVELS"'
+    assert llamacpp.CMAKE_FLAGS[-1] == f"-DCMAKE_PROJECT_INCLUDE={llamacpp.OPT_LEVELS}"
+    named = re.search(r'^OPT_LEVELS="\$ROOT/(\S+)"$', text, re.M)
+    assert named and (SCRIPT.parents[1] / named[1]).resolve() == llamacpp.OPT_LEVELS.resolve()
+    code = [line for line in llamacpp.OPT_LEVELS.read_text().splitlines() if not line.lstrip().startswith("#")]
+    assert 'if(PROJECT_NAME STREQUAL "ggml")' in code[0] and "-O3" in code[1] and "-O1" in code[4]
+    assert not any("fast-math" in line for line in code)
 
 
 def test_every_ladder_version_is_pinned_by_sha256() -> None:

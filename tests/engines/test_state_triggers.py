@@ -10,7 +10,8 @@ end (another one step before the end with a small `-b`); a hit is served from a 
 below the shared length, or the whole prompt is recomputed. A windowed model reuses a hit whose
 cached tail still holds the window, else restores a checkpoint or recomputes. A cut stream is
 noticed only when the server writes: with `return_progress` (what the adapter asks for on a
-stream it will cut) that is after each prefill step, so the cut lands between steps.
+stream it will cut) that is after each prefill step, so the cut lands between steps, and the
+adapter places it by that progress (`cancel_at_prefill`), not by the clock.
 """
 
 from __future__ import annotations
@@ -89,7 +90,10 @@ def _run(url: str, folder: Path, make: Callable[[TargetShape], Scenario], **chan
     writing this: a 255-token prefill took 1.8 s, ten times a campaign's), so a scenario's own
     spacing (a hit 150-250 ms after its prompt was cached) says nothing of what the engine had
     cached by then. In order, each request meets the state the earlier ones left, which is what
-    a trigger needs; a campaign sends the same requests together."""
+    a trigger needs; a campaign sends the same requests together. The next request waits for
+    every slot to be idle: a cut request's slot is released only when the server's loop takes
+    the cancel, and a retry sent before that went to another slot (measured: the retry's task
+    was placed 0.1 ms before the cut one's slot let go)."""
 
     async def main() -> tuple[Scenario, RunHistory, TargetShape]:
         async with Runner(make_target("llamacpp", url), RunConfig(top_k=1, request_timeout_s=120)) as r:
@@ -100,9 +104,21 @@ def _run(url: str, folder: Path, make: Callable[[TargetShape], Scenario], **chan
             for i, spec in enumerate(sorted(scenario.requests, key=lambda s: s.offset_ms)):
                 one = Scenario(scenario.seed, (dataclasses.replace(spec, offset_ms=0.0),), scenario.meta)
                 records += (await r.run(one, run=i)).records
+                await _slots_idle(url)
             return scenario, RunHistory(0, "load", tuple(records)), shape
 
     return asyncio.run(main())
+
+
+async def _slots_idle(url: str) -> None:
+    """Until no slot of the server is processing (`/slots`, `is_processing`)."""
+    async with aiohttp.ClientSession() as s:
+        for _ in range(3000):
+            async with s.get(url + "/slots") as got:
+                if not any(slot.get("is_processing") for slot in await got.json()):
+                    return
+            await asyncio.sleep(0.01)
+    pytest.fail("a slot was still processing 30 s after its request ended")
 
 
 def _records(history: RunHistory) -> dict[str, RequestRecord]:
@@ -195,15 +211,11 @@ def test_window_edge_sends_prompts_on_the_window_and_crosses_it_while_decoding(t
     assert not any(window_bucket(records[s.id].prompt_tokens or 0, 1, w) == "crossing" for s in scenario.requests)
 
 
-# Where a cut lands in a prefill depends on the clock: on 2026-12-04 this passed alone and in the
-# fresh-machine suite, and failed in a warm suite ([0, 0, 363]) and alone on a quiet box (six
-# zeros: the cut noticed before any step). Not strict until the trigger is made deterministic
-# (issue 42 follow-up); the other state triggers hold strictly.
-@pytest.mark.xfail(strict=False, reason="timing-dependent: where the cut lands in the prefill depends on the clock")
 def test_prefill_abort_cuts_a_recurrent_prefill_between_steps_and_the_retry_reuses_the_state_at_the_cut(
         tmp_path: Path) -> None:
-    step = 64  # llama-server's -b: the step a prompt's prefill is split in (as a chunked-prefill budget)
-    seed = 6  # one cut request (367 tokens: six steps), cut 59 ms in, retried 50 ms after
+    step = 16  # llama-server's -b: the step a prompt's prefill is split in
+    budget = 1024  # the step budget the strategy is told: its prompts are 3-6 of it, its cuts a multiple
+    seed = 6  # one cut request (3,856 tokens: 241 steps), cut once 1,024 of them are in its slot, then retried
 
     def aimed(shape: TargetShape) -> Scenario:
         return PrefillAbort().generate(random.Random(seed), shape, seed=seed)
@@ -212,27 +224,29 @@ def test_prefill_abort_cuts_a_recurrent_prefill_between_steps_and_the_retry_reus
         full = aimed(shape)
         return dataclasses.replace(full, requests=tuple(dataclasses.replace(s, cancel_after_ms=None) for s in full.requests))
 
-    with _serving("qwen3-next", tmp_path, ["-b", str(step), "-ub", str(step)]) as (server, folder):
-        # Where the cut lands depends on the clock: on a loaded machine the slot may not have
-        # started when the cut comes (the cut is then noticed at the first progress chunk, before
-        # any step, and nothing is kept). Up to three tries; a finished prefill never qualifies.
-        tries = []
-        for _ in range(3):
-            scenario, history, _ = _run(server.base_url, folder, aimed, chunked_prefill_size=step)
-            (victim,) = [s for s in scenario.requests if s.cancel_after_ms is not None]
-            (retry,) = [s for s in scenario.requests if s.prompt_ids == victim.prompt_ids and s is not victim]
-            records = _records(history)
-            assert records[victim.id].status.value == "cancelled"
-            tries.append(records[retry.id].cached_tokens)
-            # The retry found the state the cut prefill left: some tokens, short of both
-            # checkpoints a finished prefill leaves (one step and 4 tokens before its end).
-            if tries[-1] and 0 < tries[-1] < len(retry.prompt_ids) - step:
-                break
-        else:
-            pytest.fail(f"no retry reused a cut prefill's state: {tries}")
-        _, quiet, _ = _run(server.base_url, folder, uncut, chunked_prefill_size=step)
-    assert victim.stream and len(victim.prompt_ids) > 4 * step
-    # Uncut, the retry hits the finished prompt's own checkpoint, 4 tokens before its end.
+    # One slot of 4,096 tokens (the preset's eight of 1,024 hold no such prompt).
+    with _serving("qwen3-next", tmp_path, ["-b", str(step), "-ub", str(step), "-np", "1"]) as (server, folder):
+        # The cut is placed by the prefill's progress (`cancel_at_prefill`), not by the clock:
+        # once. (On the clock it landed before the slot started on a quiet box and after the
+        # whole prefill in a loaded suite.)
+        scenario, history, _ = _run(server.base_url, folder, aimed, chunked_prefill_size=budget)
+        _, quiet, _ = _run(server.base_url, folder, uncut, chunked_prefill_size=budget)
+    (victim,) = [s for s in scenario.requests if s.cancel_after_ms is not None]
+    (retry,) = [s for s in scenario.requests if s.prompt_ids == victim.prompt_ids and s is not victim]
+    # Cut at the budget's first step, the server's 64th. The client cuts on the first progress
+    # chunk past it, but the server goes on computing until it notices the client gone and its
+    # loop takes the cancel, which took it from one step to 0.6 s at a load average of 8 (with a
+    # 1,563-token prompt cut at 256: released at 272-1,547 tokens; a 367-token one ran to its
+    # end in 2 of 5 runs). Here 176 steps, about 1.5 s loaded, are left after the cut for that.
+    assert victim.stream and victim.cancel_at_prefill == budget and len(victim.prompt_ids) > 240 * step
+    records = _records(history)
+    assert records[victim.id].status.value == "cancelled", records[victim.id]
+    assert "prefilled" in (records[victim.id].error or "")  # cut by its progress, not by the clock
+    # The retry found the state the cut prefill left: at or past the cut, on a step boundary,
+    # and short of both checkpoints a finished prefill leaves (one step and 4 tokens before its end).
+    cached = records[retry.id].cached_tokens
+    assert cached is not None and budget <= cached < len(retry.prompt_ids) - step and cached % step == 0, cached
+    # Control: uncut, the retry hits the finished prompt's own checkpoint, 4 tokens before its end.
     calm = _records(quiet)
     assert calm[retry.id].cached_tokens == len(retry.prompt_ids) - CHECKPOINT_BACK, calm[retry.id].cached_tokens
 

@@ -8,7 +8,7 @@ import importlib
 import pytest
 
 MODULES = ["", ".outputs", ".verdict", ".replay", ".isolation", ".nconsistency", ".liveness", ".noise", ".shift",
-           ".controls", ".vote"]
+           ".controls", ".vote", ".observations"]
 
 
 @pytest.mark.parametrize("suffix", MODULES)

@@ -2,7 +2,7 @@
 
 - the README's first command finds the planted page-boundary bug by itself, and the finding's
   diverging request has prefix_len equal to the page size; `servefuzz replay` confirms it;
-- a clean engine yields no finding over 1,000 requests;
+- a clean engine yields no finding over 500 requests;
 - the benign batch-variant fault is called numeric drift, never corruption;
 - a server killed mid-campaign becomes a crash finding, and no finding already written is lost.
 """
@@ -21,6 +21,7 @@ import pytest
 
 from servefuzz.finding import load_finding
 from servefuzz.launcher import ServerProcess
+from servefuzz.strategies import STRATEGIES
 
 pytestmark = pytest.mark.slow
 
@@ -43,8 +44,12 @@ def test_first_command_finds_the_page_boundary_bug_and_replay_confirms_it(tmp_pa
     finding = load_finding(paths[-1])
     assert finding.verdict.value == "corruption", finding.why
     # corruption is only ever given by a control: the finding names the one that backed it.
-    assert finding.headline.backed_by == ("content-swap",), finding.headline.controls
-    assert "backed by the content-swap control" in finding.why
+    # The content swap keeps the prefix a neighbour shares with the victim (2026-12-04): it backs
+    # page-boundary-prefix only where the victim reads a neighbour's own tail; a stale page of the
+    # shared prefix itself is left to the deterministic control, which the launched engine gets.
+    [name] = finding.headline.backed_by
+    assert name in ("content-swap", "deterministic"), finding.headline.controls
+    assert f"backed by the {name} control" in finding.why
     assert any("3/3 fresh alone references agree" in n for n in finding.notes), finding.notes
     assert finding.confirmation is not None and finding.confirmation.reproduced > 0
     page = finding.target.page_size
@@ -65,15 +70,29 @@ def test_first_command_finds_the_page_boundary_bug_and_replay_confirms_it(tmp_pa
     assert r.returncode == 1 and "RESULT: NOT REPRODUCED" in r.stdout
 
 
-# 1,000 requests: the whole default mix twice over with its cache probes and controls, in about
-# two minutes. The 10-minute clean campaigns (1,175 and 2,072 requests, docs/engines.md and
-# docs/benchmarks.md) are run by hand; this keeps the claim in every test run at half their size.
+# 500 requests: every strategy the default mix offers this target (asserted below) with its
+# cache probes and controls, in about a minute; the same claim as the 1,000 it was until
+# 2026-12-04, over half the requests (docs/benchmarks.md, "the test command's time"). The
+# 10-minute clean campaigns (1,175 to 4,360 requests, docs/engines.md and docs/benchmarks.md) are
+# run by hand.
+CLEAN_REQUESTS = 500
+
+
 @pytest.mark.timeout(600)
-def test_a_clean_engine_gives_no_finding_over_1000_requests(tmp_path: Path) -> None:
+def test_a_clean_engine_gives_no_finding_over_500_requests(tmp_path: Path) -> None:
     out = tmp_path / "clean"
-    p = servefuzz("fuzz", "--fault", "none", "--requests", "1000", "--keep-going", "--json", "--out", str(out), timeout=540)
+    p = servefuzz("fuzz", "--fault", "none", "--requests", str(CLEAN_REQUESTS), "--keep-going", "--json", "--out", str(out),
+                  timeout=540)
     summary = json.loads(p.stdout)
-    assert summary["requests"] >= 1000
+    assert summary["requests"] >= CLEAN_REQUESTS
+    # Every strategy the mix offers this target ran at least once, so the claim covers the whole
+    # mix: all but those that need LoRA adapters or a model trait (a window, recurrent state,
+    # experts) the embedded default's llama lacks (`strategies.offered`).
+    ran = {json.loads(line)["scenario"]["meta"].get("strategy")
+           for line in (out / "scenarios.jsonl").read_text(encoding="utf-8").splitlines()}
+    lacking = ("adapters", "window", "state", "stateful", "experts")
+    offered = {name for name, s in STRATEGIES.items() if not any(getattr(s, f"needs_{need}", False) for need in lacking)}
+    assert len(offered) >= 10 and ran >= offered, sorted(offered - ran)
     assert summary["findings"] == [], summary["findings"]
     assert p.returncode == 0
     assert not findings_in(out)

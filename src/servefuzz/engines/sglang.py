@@ -343,6 +343,10 @@ def _gpu_command(c: CommandInputs) -> Built:
 
 _FA3_NEEDS = "a bundle made by `scripts/gpu_bundle.sh sglang@0.5.17+fa3` and a model of head dim 64 (bfloat16)"
 
+_FLASHINFER_NEEDS = ("FlashInfer's modules prebuilt: the pack of `scripts/gpu_run.sh flashinfer-jit` in .gpu/, "
+                     "its sha256 in scripts/gpu-flashinfer.sha256; a model of head dim 64 (bfloat16)")
+_FLASHINFER_ENV = (("FLASHINFER_DISABLE_JIT", "1"),)
+
 _PAGE_64 = ("a paged KV pool of 64-token pages (the seed report's block size): prefixes reused page by page",
             "paged KV (page size)")
 
@@ -395,6 +399,24 @@ GPU_PROFILES: tuple[Profile, ...] = (
             "deterministic inference on FA3: outputs independent of the batch and of radix prefix hits",
             "batch numerics (deterministic inference on FA3)", needs=_FA3_NEEDS,
             aims=("burst-reuse", "batch-sweep", "eviction", "tenant-salt")),
+    # FlashInfer attention, which SGLang 0.5.17 JIT-compiles on first use (4 modules, 254 s on the
+    # H200 with the image's nvcc). Its modules come prebuilt: `gpu_run.sh flashinfer-jit` makes
+    # the pack once, scripts/gpu-flashinfer.sha256 pins it, and gpu_run.sh unpacks it into
+    # FlashInfer's AOT folder (flashinfer/data/aot), where 0.6.15's JitSpec loads a module
+    # without building it. FLASHINFER_DISABLE_JIT: a module missing from the pack stops the server
+    # at once (MissingJITCacheError) instead of compiling past the start timeout.
+    Profile("sglang-gpu", "flashinfer", ("--attention-backend", "flashinfer"),
+            "FlashInfer attention: paged prefill, extend after a radix hit, decode (prebuilt JIT modules)",
+            "attention backend kernels (FlashInfer)", needs=_FLASHINFER_NEEDS,
+            aims=("page-boundary", "burst-reuse", "tile-boundary"), env=_FLASHINFER_ENV),
+    # SGLang 0.5.17 takes flashinfer for deterministic inference (DETERMINISTIC_ATTENTION_BACKEND_CHOICES)
+    # but not with the radix cache: it turns the radix cache off itself (its server_args:
+    # "radix cache is not compatible with flashinfer attention backend for deterministic
+    # inference"), so this campaign has no prefix hits to compare.
+    Profile("sglang-gpu", "flashinfer-deterministic", ("--attention-backend", "flashinfer", "--enable-deterministic-inference"),
+            "deterministic inference on FlashInfer (radix cache off, by SGLang): outputs independent of the batch",
+            "batch numerics (deterministic inference on FlashInfer)", needs=_FLASHINFER_NEEDS,
+            aims=("batch-sweep", "n-mix"), env=_FLASHINFER_ENV),
     # The Mamba / gated-delta-net hybrids (Qwen3-Next, NemotronH): their state pool capped at
     # 256 slots. Left to itself SGLang 0.5.17 sizes it from a share of the free GPU memory
     # (kv_cache_configurator), which a server started beside others must not take.

@@ -524,7 +524,9 @@ class EngineSpec:
     (per-request prefix-cache salts), `seeds` (per-request seeds it promises to honour),
     `choices` (choice constraints: grammar, regex or structured outputs), `adapters` (a request
     may name a LoRA adapter), `cache_prompt` (a request says whether it may reuse a cached
-    prompt: llama.cpp's `cache_prompt`, an option the adapter is built with).
+    prompt: llama.cpp's `cache_prompt`, an option the adapter is built with), `prefill_progress`
+    (a stream reports its prefill's progress, so a cut can land at a prompt length rather than on
+    the clock: `RequestSpec.cancel_at_prefill`).
 
     `deterministic`: its deterministic control (None: servefuzz knows none). `issue_key`: its
     engine key in the known-issue catalogue, `issue_match` which issues its findings may be,
@@ -557,6 +559,7 @@ class EngineSpec:
     choices: bool = False
     adapters: bool = False
     cache_prompt: bool = False
+    prefill_progress: bool = False
     deterministic: Deterministic | None = None
     issue_key: str = ""
     issue_match: IssueMatch = IssueMatch.ENGINE

@@ -4,13 +4,18 @@ A confident flip between two runs says the engine was sure of two different answ
 not say why. A control changes one thing and watches whether the flip follows:
 
 - *content swap*: every neighbour of the victims keeps its length, offset, max_tokens, n and
-  the prefixes it shares with other neighbours, but its tokens are replaced (a bijection on the
-  vocabulary, so no neighbour shares a token prefix with a victim any more). Batch sizes and
-  arrival times stay as they were, so an engine whose only excuse is batch numerics gives the
-  victim the same answers; a deviation that goes away with the neighbours' content depended on
-  that content: cross-request dependency, with no rounding excuse. (Prefill work can change
-  where a neighbour used to hit the victim's cached prefix: a cache hit is the one shape the
-  swap gives up, and a confident flip that follows a cache hit is corruption too.)
+  the prefix it shares with a victim, token for token; only its own tail past that prefix is
+  replaced (a bijection on the vocabulary, so neighbours that shared a tail still share it, and
+  the first replaced token is never the victim's own there: the shared prefix ends where it did).
+  Batch sizes, arrival times, and the prefix cache's hits and prefill splits at the shared
+  prefix stay as they were, so an engine whose only excuse is numerics (batch shapes, or where a
+  shared prefix splits the victim's prefill) gives the victim the same answers; a deviation that
+  goes away with the neighbours' own content depended on that content: cross-request
+  dependency, with no rounding excuse. A neighbour whose whole prompt is a prefix of the
+  victim's has no content of its own to swap (`SwapPlan.whole`); when no neighbour has any, the
+  control is skipped and says so. (Replacing the shared prefix too, as this control once did,
+  moves where the victim's prefill is split and calls the rounding that follows content: vLLM
+  CPU's bfloat16 qwen3-next, docs/engines.md.)
 - *deterministic control*: the same scenario on the engine's batch-invariant mode
   (`--enable-deterministic-inference` on the reference engine and SGLang). A deviation that
   survives it is not batch numerics; one it removes is.
@@ -59,7 +64,7 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Any
 
 from servefuzz.anomaly import Anomaly, Verdict
-from servefuzz.evidence import ControlResult, LeakMatch, OwnContinuation
+from servefuzz.evidence import ControlResult, LeakMatch, OwnContinuation, SwapPlan
 from servefuzz.history import ChoiceRecord, RequestRecord, RunHistory
 from servefuzz.oracles.outputs import Output, determinate_outputs, group_variants, output_key
 from servefuzz.stats import fisher_less, wilson
@@ -97,6 +102,7 @@ __all__ = [
     "runs_to_refute",
     "runs_to_see",
     "swap_content",
+    "swap_plan",
     "truth_control",
 ]
 
@@ -142,9 +148,10 @@ RATE_CONFIDENCE = 0.90
 _FIRST_TOKEN = 3  # PromptBuilder's vocabulary starts here: ids below are special tokens
 
 _WHAT = {
-    CONTENT_SWAP: ("the neighbours' prompts replaced by other tokens of the same lengths, offsets and max_tokens",
-                   "the deviation follows the neighbours' content: cross-request dependency, no rounding excuse",
-                   "the deviation stays with the neighbours' content changed: consistent with batch numerics"),
+    CONTENT_SWAP: ("the neighbours' own tails, past the prefix they share with the victim, replaced by other tokens "
+                   "of the same lengths, offsets and max_tokens",
+                   "the deviation follows the neighbours' own content: cross-request dependency, no rounding excuse",
+                   "the deviation stays with the neighbours' own content changed: consistent with numerics"),
     DETERMINISTIC: ("the engine's deterministic (batch-invariant) mode",
                     "the deviation survives batch invariance: not batch numerics",
                     "batch invariance removes the deviation: batch numerics"),
@@ -205,9 +212,21 @@ def rate_floor(k: int, n: int) -> float:
 
 
 def read_control(
-    name: str, request_id: str, *, original: tuple[int, int], control: tuple[int, int], alpha: float = CONTROL_ALPHA
+    name: str, request_id: str, *, original: tuple[int, int], control: tuple[int, int], alpha: float = CONTROL_ALPHA,
+    swap: SwapPlan | None = None,
 ) -> ControlResult:
-    """The one rule for every control (see the module docstring)."""
+    """The one rule for every control (see the module docstring). `swap`: what the content swap
+    changed; with nothing to swap it backs nothing and says it was skipped.
+
+        >>> plan = SwapPlan((("r03", 40),), (), ("r03",))
+        >>> r = read_control("content-swap", "r02", original=(5, 5), control=(0, 0), swap=plan)
+        >>> r.backs, r.summary.split(": ", 1)[1].split(",")[0]
+        (False, 'skipped: every neighbour sharing a prefix with r02 is wholly a prefix of it (r03)')
+    """
+    if swap is not None and swap.nothing_to_swap:
+        summary = (f"{name} control: skipped: every neighbour sharing a prefix with {request_id} is wholly a prefix of "
+                   f"it ({', '.join(swap.whole) or 'none'}), so none has content of its own to swap; inconclusive")
+        return ControlResult(name, request_id, original, (0, 0), 1.0, False, summary, swap=swap)
     (ko, no), (kc, nc) = original, control
     what, yes, no_ = _WHAT[name]
     if name in (CONTENT_SWAP, FRESH_SERVER):
@@ -233,9 +252,11 @@ def read_control(
     # A fresh server says where the bug lives (does it need history?), not whether it is one.
     backs = changed and name != FRESH_SERVER
     under = ("gave one of the same wrong answers in" if name == CONTENT_SWAP else "deviated in")
-    summary = (f"{name} control ({what}): {request_id} deviated in {ko}/{no} original runs and {under} {kc}/{nc} "
+    whole = (f" ({', '.join(swap.whole)} wholly a prefix of {request_id}: nothing of their own to swap, kept as they were)"
+             if swap is not None and swap.whole else "")
+    summary = (f"{name} control ({what}{whole}): {request_id} deviated in {ko}/{no} original runs and {under} {kc}/{nc} "
                f"under the control (one-sided p = {p:.3g}); {verdict}")
-    return ControlResult(name, request_id, original, control, p, backs, summary)
+    return ControlResult(name, request_id, original, control, p, backs, summary, swap=swap)
 
 
 def deviating_runs(
@@ -285,32 +306,72 @@ def _references(request_id: str, alone: Mapping[str, Sequence[RequestRecord]]) -
             for index, choices in by_choice.items()}
 
 
-def swap_content(scenario: Scenario, victims: Iterable[str], vocab_size: int | None = None) -> Scenario:
-    """`scenario` with every request but the `victims` given other tokens of the same length.
-
-    One bijection of the vocabulary (a rotation by half of it) maps every neighbour token, so
-    neighbours that shared a prefix still share one, and no neighbour shares a token with a
-    victim at the same position any more. Offsets, max_tokens, n, streaming and cancellation
-    are kept: the batch shapes the engine sees are the original's.
+def swap_plan(scenario: Scenario, victims: Iterable[str]) -> SwapPlan:
+    """What the content swap does to `scenario`'s neighbours of the `victims`: each keeps the
+    longest prefix it shares with a victim (`terms.common_prefix`) and swaps the rest.
 
         >>> from servefuzz.workload import RequestSpec, Scenario
-        >>> sc = Scenario(1, (RequestSpec("r01", 0.0, (3, 4, 5), 2), RequestSpec("r02", 1.0, (3, 4, 9), 2)))
-        >>> [r.prompt_ids for r in swap_content(sc, ["r02"], vocab_size=13).requests]
-        [(8, 9, 10), (3, 4, 9)]
+        >>> v = RequestSpec("r02", 1.0, (3, 4, 5, 6), 2)
+        >>> sc = Scenario(1, (RequestSpec("r01", 0.0, (3, 4), 2), v, RequestSpec("r03", 0.0, (3, 4, 9), 2),
+        ...                   RequestSpec("r04", 0.0, (7, 8), 2)))
+        >>> swap_plan(sc, ["r02"])
+        SwapPlan(kept=(('r01', 2), ('r03', 2)), swapped=('r03', 'r04'), whole=('r01',))
     """
     keep = set(victims)
+    theirs = [r.prompt_ids for r in scenario.requests if r.id in keep]
+    kept: list[tuple[str, int]] = []
+    swapped: list[str] = []
+    whole: list[str] = []
+    for r in scenario.requests:
+        if r.id in keep:
+            continue
+        shared = max((common_prefix(r.prompt_ids, v) for v in theirs), default=0)
+        if shared:
+            kept.append((r.id, shared))
+        (whole if shared == len(r.prompt_ids) else swapped).append(r.id)
+    return SwapPlan(tuple(kept), tuple(swapped), tuple(whole))
+
+
+def swap_content(scenario: Scenario, victims: Iterable[str], vocab_size: int | None = None) -> Scenario:
+    """`scenario` with every request but the `victims` given other tokens past the prefix it
+    shares with a victim (`swap_plan`), of the same length.
+
+    One bijection of the vocabulary (a rotation by half of it) maps every replaced token, so
+    neighbours that shared a tail still share one; the first replaced token is moved on further
+    where the rotation would land on a victim's own token there, so a shared prefix ends where it
+    did. Offsets, max_tokens, n, streaming and cancellation are kept: the batch shapes and the
+    prefix sharing the engine sees are the original's.
+
+        >>> from servefuzz.workload import RequestSpec, Scenario
+        >>> sc = Scenario(1, (RequestSpec("r01", 0.0, (3, 4, 4), 2), RequestSpec("r02", 1.0, (3, 4, 9, 6), 2),
+        ...                   RequestSpec("r03", 2.0, (7, 8), 2), RequestSpec("r04", 3.0, (3, 4), 2)))
+        >>> [r.prompt_ids for r in swap_content(sc, ["r02"], vocab_size=13).requests]  # 4 -> 9 is r02's: 10
+        [(3, 4, 10), (3, 4, 9, 6), (12, 3), (3, 4)]
+    """
+    keep = set(victims)
+    plan = dict(swap_plan(scenario, keep).kept)
+    theirs = [r.prompt_ids for r in scenario.requests if r.id in keep]
     top = max((t for r in scenario.requests for t in r.prompt_ids), default=_FIRST_TOKEN) + 1
     span = max((vocab_size or top), top) - _FIRST_TOKEN
-    shift = max(1, span // 2)
 
-    def other(t: int) -> int:
-        return t if t < _FIRST_TOKEN else _FIRST_TOKEN + (t - _FIRST_TOKEN + shift) % span
+    def other(t: int, by: int = max(1, span // 2)) -> int:
+        return t if t < _FIRST_TOKEN else _FIRST_TOKEN + (t - _FIRST_TOKEN + by) % span
 
     def swapped(r: RequestSpec) -> RequestSpec:
-        if r.id in keep:
+        shared = plan.get(r.id, 0)
+        if r.id in keep or shared == len(r.prompt_ids):
             return r
-        name = None if r.prefix_name is None else f"{r.prefix_name}~swapped"
-        return dataclasses.replace(r, prompt_ids=tuple(other(t) for t in r.prompt_ids), prefix_name=name)
+        head = r.prompt_ids[:shared]
+        tail = [other(t) for t in r.prompt_ids[shared:]]
+        # The victims' tokens right after this shared prefix: the replaced tail must not start
+        # with one, or it would share one token more than the original did.
+        taken = {v[shared] for v in theirs if len(v) > shared and tuple(v[:shared]) == tuple(head)}
+        by = max(1, span // 2)
+        while tail[0] in taken and by < span + span // 2:
+            by += 1
+            tail[0] = other(r.prompt_ids[shared], by)
+        name = r.prefix_name if r.prefix_name is None or shared >= r.prefix_len else f"{r.prefix_name}~swapped"
+        return dataclasses.replace(r, prompt_ids=(*head, *tail), prefix_name=name)
 
     meta = {**scenario.meta, "control": CONTENT_SWAP, "victims": sorted(keep)}
     return dataclasses.replace(scenario, requests=tuple(swapped(r) for r in scenario.requests), meta=meta)

@@ -44,7 +44,7 @@ from servefuzz.models import llama as llama_model
 from servefuzz.oracles.judge import Expectation
 from servefuzz.runner import RunConfig
 from servefuzz.targets import make_target
-from servefuzz.targets.base import HttpTarget, ReproDialect
+from servefuzz.targets.base import HttpTarget, ReproDialect, cut_in_prefill
 
 __all__ = ["replay_plan", "repro_script"]
 
@@ -74,6 +74,9 @@ def replay_plan(finding: Finding) -> dict[str, Any]:
             copies, spec = spec.n, dataclasses.replace(spec, n=1)
         body = speaker.repro_body(spec, top_k=top_k, model=model)
         entry = {"id": spec.id, "offset_ms": spec.offset_ms, "cancel_after_ms": spec.cancel_after_ms, "copies": copies, "body": body}
+        if cut_in_prefill(target, spec) and spec.cancel_at_prefill is not None:
+            # Cut where the prefill's progress reaches it, as the adapter does (at most the prompt).
+            entry["cancel_at_prefill"] = min(spec.cancel_at_prefill, spec.prompt_len)
         if spec.adapter is not None:
             entry["adapter"] = spec.adapter  # the body names it; the script's --model must not replace it
         requests.append(entry)

@@ -87,6 +87,8 @@ __all__ = [
     "sse_payloads",
     "capabilities",
     "supports_lora",
+    "CutInPrefill",
+    "cut_in_prefill",
     "unsupported",
     "supports_salts",
     "supports_choices",
@@ -286,6 +288,29 @@ def supports_lora(target: object) -> bool:
     (True, False)
     """
     return capabilities(target).adapters
+
+
+def cut_in_prefill(target: object, spec: RequestSpec) -> bool:
+    """Whether `target` cuts `spec` where its prefill has reached `spec.cancel_at_prefill`
+    (read from the engine's progress reports) instead of on the clock (`cancel_after_ms`).
+
+    >>> spec = RequestSpec("r01", 0.0, (5,) * 300, 4, stream=True, cancel_after_ms=40.0, cancel_at_prefill=128)
+    >>> llama, vllm = make_target("llamacpp", "http://127.0.0.1:8080"), make_target("vllm", "http://127.0.0.1:8000")
+    >>> whole = RequestSpec("r02", 0.0, (5,) * 300, 4, cancel_after_ms=40.0, cancel_at_prefill=128)  # not a stream
+    >>> cut_in_prefill(llama, spec), cut_in_prefill(vllm, spec), cut_in_prefill(llama, whole)
+    (True, False, False)
+    """
+    return (spec.cancel_at_prefill is not None and spec.stream and spec.cancel_after_ms is not None
+            and capabilities(target).prefill_progress)
+
+
+class CutInPrefill(Exception):
+    """The adapter cut a stream on purpose where the engine reported its prefill had reached the
+    request's `cancel_at_prefill` (`cut_in_prefill`): the runner records it as cancelled."""
+
+    def __init__(self, prefilled: int) -> None:
+        self.prefilled = prefilled
+        super().__init__(f"cancelled by the client at {prefilled} prompt tokens prefilled")
 
 
 class Absorb(Protocol):

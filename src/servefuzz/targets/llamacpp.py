@@ -12,7 +12,10 @@ Answer shapes (llama.cpp `tools/server`, `server-task.cpp`):
   (how many tokens so far), then a last chunk with `stop: true`, the stop type and the timings
   (and no `data: [DONE]`). The server then closes the connection, though its headers promise
   keep-alive. With `return_progress: true` (asked for on a stream that will be cut) each prefill
-  step first sends a chunk with `prompt_progress` and a placeholder `tokens: [0]`: skipped.
+  step first sends a chunk with `prompt_progress` (`{total, cache, processed, time_ms}`,
+  `processed` the prompt tokens the slot holds so far) and a placeholder `tokens: [0]`: skipped,
+  or, for a request with `cancel_at_prefill`, the cut once `processed` reaches it (the server
+  sends one at the slot's start too, `processed` then what it reused).
 
 Byte tokens (`server-context.cpp`, `process_token`): a byte-level BPE model writes a character
 of several UTF-8 bytes as several tokens, and while the text ends in part of a character the
@@ -57,10 +60,12 @@ from servefuzz.history import TopLogprobs
 from servefuzz.targets.base import (
     BadReply,
     BadStatus,
+    CutInPrefill,
     Exchange,
     HttpTarget,
     ReproDialect,
     TargetInfo,
+    cut_in_prefill,
     in_band_error,
     parse_json,
     read_error,
@@ -149,8 +154,12 @@ class LlamaCppTarget(HttpTarget):
             await self._adapters(session)
         body = self.body(spec, top_k=top_k, cold=exchange.cold)
         withheld: list[_Withheld] = []
+        # Cut where the prefill's progress reaches it (at most the whole prompt: the prefill's end).
+        cut_at = min(spec.cancel_at_prefill or 0, len(spec.prompt_ids)) if cut_in_prefill(self, spec) else None
 
         def absorb(exchange: Exchange, item: Any, *, position: int, streamed: bool) -> None:
+            if cut_at is not None and (done := _prefilled(item)) is not None and done >= cut_at:
+                raise CutInPrefill(done)
             _absorb(exchange, item, position=position, streamed=streamed, withheld=withheld)
 
         await self.generate(session, "/completion", body, spec, exchange, absorb, headers=headers)
@@ -289,6 +298,21 @@ def _whole_bytes(p: Mapping[str, Any]) -> bytes | None:
     """An entry's `bytes` (the text it sent), where the server gives them."""
     raw = p.get("bytes")
     return None if not isinstance(raw, list) else bytes(int(b) & 0xFF for b in raw)
+
+
+def _prefilled(item: Any) -> int | None:
+    """The prompt tokens a progress chunk (`return_progress`) says the slot holds, reused or
+    computed (`prompt_progress.processed`); None for any other chunk.
+
+    >>> _prefilled({"prompt_progress": {"total": 367, "cache": 0, "processed": 128, "time_ms": 90}, "tokens": [0]})
+    128
+    >>> _prefilled({"tokens": [17], "content": "a"}) is None
+    True
+    """
+    if not isinstance(item, Mapping) or "prompt_progress" not in item:
+        return None
+    with reply_shape("/completion"):
+        return int(item["prompt_progress"]["processed"])
 
 
 def _absorb(
