@@ -15,7 +15,7 @@ import pytest
 from servefuzz.coverage import Coverage, FeatureSpace, points
 from servefuzz.covering import PairwiseCover
 from servefuzz.runner import Runner
-from servefuzz.strategies import TargetShape
+from servefuzz.strategies import CACHED_BY_MS, TargetShape
 from servefuzz.targets import make_target
 from servefuzz.workload import RequestSpec, Scenario
 
@@ -62,6 +62,20 @@ def test_a_row_aimed_at_a_hit_is_primed_by_another_tenant_first_then_by_its_own(
     for seed in range(12):
         for primers, _ in _primed(PairwiseCover(coverage=_reported(SMALL)).generate(random.Random(seed), SMALL, seed=seed)):
             assert len(primers) == 1
+
+
+def test_another_tenants_primer_is_done_before_the_rows_own_primer_and_row_come() -> None:
+    """Sent together, the two primers land in two slots (llama.cpp) and the row's tenant never
+    reuses the other's finished work: llama.cpp's base-after-adapter slot (issue 41) went unseen
+    without its strategy. A keyed engine's scenarios keep their timing (the control)."""
+    for seed in range(12):
+        s = PairwiseCover(coverage=_reported(TENANTS)).generate(random.Random(seed), TENANTS, seed=seed)
+        for (foreign, own), row in _primed(s):
+            assert own.offset_ms - foreign.offset_ms >= CACHED_BY_MS[0] - 1
+            assert row.offset_ms > own.offset_ms
+    for seed in range(12):
+        s = PairwiseCover(coverage=_reported(SMALL)).generate(random.Random(seed), SMALL, seed=seed)
+        assert all(primers[0].offset_ms < CACHED_BY_MS[0] for primers, _ in _primed(s))
 
 
 def _adapter_rows(seeds: range) -> list[tuple[Scenario, RequestSpec]]:

@@ -51,7 +51,7 @@ from servefuzz.coverage import (
     prefix_bucket,
     prompt_bucket,
 )
-from servefuzz.strategies import Draft, TargetShape, draw_choices, seeded_draw, tenant_salt
+from servefuzz.strategies import CACHED_BY_MS, STRAGGLER_MS, Draft, TargetShape, draw_choices, seeded_draw, tenant_salt
 from servefuzz.terms import BURST_GAP_MS
 from servefuzz.workload import Scenario
 
@@ -126,6 +126,14 @@ class PairwiseCover:
         # Primers, sent first: a row that should see a full cache hit gets its own prefix, whose
         # whole pages a primer caches; one that should see a partial hit, a primer one page
         # shorter. The other rows share one prefix, `p0`, among themselves (and reuse it at once).
+        # Another tenant's primer is done before the row's own primer arrives (`CACHED_BY_MS`,
+        # a third of the time a loaded engine's `STRAGGLER_MS`): sent together, the two land in
+        # different slots or batches, and an engine that keys reuse on tokens alone (a slot
+        # reused under another adapter, a page under another salt) is never asked to reuse the
+        # other's finished work (issue 41: llama.cpp's base-after-adapter slot went unseen so).
+        # The rows follow their own primers by what they did before. Drawn only where a foreign
+        # primer is sent, so that a target keyed on tokens alone keeps the scenarios it had.
+        lead = 0.0
         names = []
         for i, (row, _, _, (_, prefix_len, _), surface) in enumerate(rows):
             primed = prefix_len // page * page - (page if row.get("cache") == "partial" else 0)
@@ -137,10 +145,11 @@ class PairwiseCover:
                 # leaves the adapter or the salt out serves it another's KV (issue 41: salted
                 # and adapter requests on one prefix, from the arrays).
                 if (other := _foreign(rng, shape, surface, salts)) is not None:
+                    lead = lead or rng.uniform(*(STRAGGLER_MS if rng.random() < 1 / 3 else CACHED_BY_MS))
                     d.add(0.5 * len(d.specs), primed + rng.randint(1, 8), 2, prefix=f"c{i}", prefix_len=primed,
                           **other)
                 # Under the row's own salt and adapter: another's pages are no hit to aim at.
-                d.add(0.5 * len(d.specs), primed + rng.randint(1, 8), 2, prefix=f"c{i}", prefix_len=primed,
+                d.add(lead + 0.5 * len(d.specs), primed + rng.randint(1, 8), 2, prefix=f"c{i}", prefix_len=primed,
                       cache_salt=surface.get("cache_salt"), adapter=surface.get("adapter"))
                 names.append(f"c{i}")
             else:
@@ -148,11 +157,11 @@ class PairwiseCover:
         for (row, at, n, (prompt_len, prefix_len, max_tokens), surface), name in zip(rows, names, strict=True):
             cancel = {"none": None, "early": rng.uniform(5, EARLY_CANCEL_MS - 5)}.get(
                 row["cancel"], rng.uniform(EARLY_CANCEL_MS + 10, 300))
-            spec = d.add(at, prompt_len, max_tokens, prefix=name, prefix_len=prefix_len, n=n,
+            spec = d.add(lead + at, prompt_len, max_tokens, prefix=name, prefix_len=prefix_len, n=n,
                          stream=row["stream"] == "on", cancel_after_ms=cancel, **surface)
             if row["sampling"] == "eos":
                 d.specs[-1] = dataclasses.replace(spec, ignore_eos=False)
-        _press(rng, d, shape, pressure, after_ms=layout[-1][1] + 2 * BURST_GAP_MS, page=page)
+        _press(rng, d, shape, pressure, after_ms=lead + layout[-1][1] + 2 * BURST_GAP_MS, page=page)
         return d.scenario(self.name, page_size=page, aimed=len(missing))
 
 

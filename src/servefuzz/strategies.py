@@ -61,9 +61,11 @@ from servefuzz.terms import known_page, page_unit
 from servefuzz.workload import PromptBuilder, RequestSpec, Scenario, TextSource, TokenIds, choice_text
 
 __all__ = [
+    "CACHED_BY_MS",
     "COMMON_PAGE_SIZES",
     "DEFAULT_CAPTURE_SIZES",
     "DEFAULT_MIX",
+    "STRAGGLER_MS",
     "STRATEGIES",
     "TILE_SIZES",
     "BatchSweep",
@@ -716,11 +718,11 @@ class LoraAlternation:
 # A prompt cached on its own is done on the engines measured (llama-server: a 300-token prompt in
 # under 0.1 s; the reference engine: about as long) before a hit 150-250 ms later: the hit reads
 # it cached, not in flight.
-_CACHED_BY_MS = (150.0, 250.0)
+CACHED_BY_MS = (150.0, 250.0)
 # A loaded engine is ten times slower (two shared cores at a load average of 18: that 300-token
 # prompt took 1.8 s, and a 40-request campaign's hits found nothing cached): one more hit per
 # cached prompt this late, so the trigger happens there too, alone in its batch.
-_STRAGGLER_MS = (1200.0, 2000.0)
+STRAGGLER_MS = (1200.0, 2000.0)
 
 
 def _window(shape: TargetShape) -> int:
@@ -776,7 +778,7 @@ class WindowPrefix:
         d = Draft(seed, shape)
         cached = w * rng.randint(2, 4) + rng.choice([-1, 0, 1, rng.randint(2, max(2, w - 1))])
         cached = d.add(0, cached, rng.randint(2, 8), prefix="p0", prefix_len=cached).prompt_len  # all of it the prefix
-        t = rng.uniform(*_CACHED_BY_MS)
+        t = rng.uniform(*CACHED_BY_MS)
         d.blocker(t)
         at = t + rng.uniform(6, 10)
         for _ in range(rng.randint(2, 3)):
@@ -785,7 +787,7 @@ class WindowPrefix:
         if stale > 0:
             d.add(at + rng.uniform(0, 2), stale + rng.randint(1, w), rng.randint(8, 24), prefix="p0", prefix_len=stale)
         d.add(at + rng.uniform(0, 2), w + rng.randint(1, w), rng.randint(8, 24), prefix="p0", prefix_len=w)
-        d.add(rng.uniform(*_STRAGGLER_MS), cached + rng.randint(1, w), rng.randint(8, 24), prefix="p0", prefix_len=cached)
+        d.add(rng.uniform(*STRAGGLER_MS), cached + rng.randint(1, w), rng.randint(8, 24), prefix="p0", prefix_len=cached)
         return d.scenario(self.name, window=w, aims=[cached])
 
 
@@ -811,7 +813,7 @@ class StateRestore:
         primers = [d.add(i * rng.uniform(0.3, 1.0), n, rng.randint(2, 8), prefix=f"p{i}", prefix_len=n)
                    for i, n in enumerate(lengths)]
         lengths = [p.prompt_len for p in primers]  # as the target can hold them
-        t = rng.uniform(*_CACHED_BY_MS)
+        t = rng.uniform(*CACHED_BY_MS)
         d.blocker(t)
         at, later = t + rng.uniform(6, 10), t + rng.uniform(300, 400)
         for i, (n, primer) in enumerate(zip(lengths, primers, strict=True)):
@@ -829,7 +831,7 @@ class StateRestore:
                     d.add(when, 0, max(1, min(max_tokens, shape.pool_tokens - n)), prefix=p, prefix_len=n,
                           prompt_ids=primer.prompt_ids)
         for i, n in enumerate(lengths):
-            d.add(rng.uniform(*_STRAGGLER_MS) + i * 100, n + rng.randint(1, c), rng.randint(8, 24), prefix=f"p{i}", prefix_len=n)
+            d.add(rng.uniform(*STRAGGLER_MS) + i * 100, n + rng.randint(1, c), rng.randint(8, 24), prefix=f"p{i}", prefix_len=n)
         return d.scenario(self.name, state_chunk=c, aims=lengths)
 
 
@@ -872,7 +874,7 @@ class PrefillAbort:
             d.add(retry, 0, max(1, min(rng.randint(8, 24), shape.pool_tokens - victim.prompt_len)), prefix="p0",
                   prefix_len=victim.prefix_len, prompt_ids=victim.prompt_ids)
             last = max(last, retry)
-        d.add(last + rng.uniform(*_CACHED_BY_MS), shared + rng.randint(65, 128), rng.randint(8, 24),
+        d.add(last + rng.uniform(*CACHED_BY_MS), shared + rng.randint(65, 128), rng.randint(8, 24),
               prefix="p0", prefix_len=shared)
         return d.scenario(self.name, chunk=chunk, cancelled=sum(1 for r in d.specs if r.cancel_after_ms is not None))
 
