@@ -188,13 +188,19 @@ trim_vllm() {
     # the bundle fits one call's 64 MiB. Checked by count and pinned by sha256, as FA3 below.
     "$PYTHON" scripts/gpu_prune_fatbin.py "$site/vllm/_C_stable_libtorch.abi3.so" "$WORK/pruned.so" 90
     mv "$WORK/pruned.so" "$site/vllm/_C_stable_libtorch.abi3.so"
-    local report
-    report=$("$PYTHON" scripts/gpu_prune_fatbin.py "$site/vllm/_moe_C_stable_libtorch.abi3.so" "$WORK/moe.so" 90 "$MOE_KERNELS")
+    cut_pinned "$site/vllm/_moe_C_stable_libtorch.abi3.so" "$MOE_KERNELS" "$MOE_KEPT" "$MOE_SHA256" MoE
+}
+# Cut LIB to the sm_90 kernels matching PATTERN, in place, after checking the cut: the pruner's
+# count must read KEPT and the pruned file's sha256 must be SHA (a new wheel or a changed pruner
+# is looked at, and smoke-tested on the device, before it travels).
+cut_pinned() {
+    local lib=$1 pattern=$2 kept=$3 sha=$4 what=$5 report
+    report=$("$PYTHON" scripts/gpu_prune_fatbin.py "$lib" "$WORK/cut.so" 90 "$pattern")
     say "$report"
-    [[ $(tail -1 <<<"$report") == "$MOE_KEPT" ]] || die "MoE cut: expected '$MOE_KEPT', got '$(tail -1 <<<"$report")'"
-    [[ $(sha256sum "$WORK/moe.so" | cut -d' ' -f1) == "$MOE_SHA256" ]] \
-        || die "MoE cut: the pruned _moe_C_stable_libtorch.abi3.so is not the pinned one (MOE_SHA256)"
-    mv "$WORK/moe.so" "$site/vllm/_moe_C_stable_libtorch.abi3.so"
+    [[ $(tail -1 <<<"$report") == "$kept" ]] || die "$what cut: expected '$kept', got '$(tail -1 <<<"$report")'"
+    [[ $(sha256sum "$WORK/cut.so" | cut -d' ' -f1) == "$sha" ]] \
+        || die "$what cut: the pruned $(basename "$lib") is not the pinned one"
+    mv "$WORK/cut.so" "$lib"
 }
 # SGLang's FA3 (`sglang@0.5.17+fa3`, the attention backend SGLang picks on Hopper): sgl_kernel's
 # flash_ops cut to the sm_90 forward kernels of head dim 64 in bfloat16 (the tiny model's and
@@ -211,13 +217,7 @@ trim_sglang() {
     # kernels above instead), FlashMLA, InfLLM (a cp310 build) and sm_100 ops are never loaded;
     # xgrammar's static library is for linking.
     if [[ $variant == fa3 ]]; then
-        local report
-        report=$("$PYTHON" scripts/gpu_prune_fatbin.py "$site/sgl_kernel/flash_ops.abi3.so" "$WORK/fa3.so" 90 "$FA3_KERNELS")
-        say "$report"
-        [[ $(tail -1 <<<"$report") == "$FA3_KEPT" ]] || die "FA3 cut: expected '$FA3_KEPT', got '$(tail -1 <<<"$report")'"
-        [[ $(sha256sum "$WORK/fa3.so" | cut -d' ' -f1) == "$FA3_SHA256" ]] \
-            || die "FA3 cut: the pruned flash_ops.abi3.so is not the pinned one (FA3_SHA256)"
-        mv "$WORK/fa3.so" "$site/sgl_kernel/flash_ops.abi3.so"
+        cut_pinned "$site/sgl_kernel/flash_ops.abi3.so" "$FA3_KERNELS" "$FA3_KEPT" "$FA3_SHA256" FA3
     else
         rm -f "$site"/sgl_kernel/flash_ops.abi3.so
     fi
