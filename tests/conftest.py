@@ -20,7 +20,8 @@ import os
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
-import sys  # noqa: E402
+import resource  # noqa: E402
+import sys
 from collections import Counter
 from collections.abc import Callable, Collection, Iterator
 from pathlib import Path
@@ -108,17 +109,54 @@ _SPENT: dict[str, float] = {}  # seconds by group, setup and teardown included
 _COUNTED: Counter[str] = Counter()  # tests by group
 
 
+_CPU: dict[str, float] = {}  # CPU seconds by group
+_CPU_BY_TEST: Counter[str] = Counter()
+
+
+def _cpu_seconds() -> float:
+    """This process's CPU time and that of the children it has reaped (a test's subprocesses and
+    the servers it stopped; a server shared by a module is counted where it is stopped)."""
+    own, reaped = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + reaped.ru_utime + reaped.ru_stime
+
+
+_cpu_mark = _cpu_seconds()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    """Attach the CPU seconds since the last report to this phase's report: on a machine whose
+    cores are shared, wall time says how busy the box was, CPU time what a test costs (a worker
+    runs one test at a time, so the difference between two reports is that phase's)."""
+    global _cpu_mark
+    outcome = yield
+    now = _cpu_seconds()
+    report = outcome.get_result()
+    report.user_properties = [*report.user_properties, ("cpu_s", now - _cpu_mark)]
+    _cpu_mark = now
+
+
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     """Add each phase's time to its test's group (on the controller, every worker's reports)."""
     group = group_of(report.nodeid, report.keywords, in_engines=report.nodeid.startswith("tests/engines/"))
     _SPENT[group] = _SPENT.get(group, 0.0) + report.duration
     _COUNTED[group] += report.when == "call" or (report.when == "setup" and report.skipped)
+    cpu = sum(float(v) for k, v in report.user_properties if k == "cpu_s")
+    _CPU[group] = _CPU.get(group, 0.0) + cpu
+    _CPU_BY_TEST[report.nodeid] += cpu
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
-    if _SPENT:
-        terminalreporter.write_line("time by group (the tests' own seconds, setup and teardown included): " + ", ".join(
-            f"{g} {_SPENT[g]:.0f} s in {_COUNTED[g]} tests" for g in ("vllm", "engines", "slow", "quick") if g in _SPENT))
+    if not _SPENT:
+        return
+    groups = [g for g in ("vllm", "engines", "slow", "quick") if g in _SPENT]
+    terminalreporter.write_line("time by group (the tests' own seconds, setup and teardown included): " + ", ".join(
+        f"{g} {_SPENT[g]:.0f} s in {_COUNTED[g]} tests" for g in groups))
+    terminalreporter.write_line("CPU by group (seconds, servers and subprocesses included): " + ", ".join(
+        f"{g} {_CPU.get(g, 0.0):.0f} s" for g in groups))
+    terminalreporter.write_line("most CPU (seconds, all phases):")
+    for nodeid, cpu in _CPU_BY_TEST.most_common(25):
+        terminalreporter.write_line(f"{cpu:8.1f}  {nodeid}")
 
 
 @pytest.fixture(scope="session")

@@ -110,5 +110,10 @@ def test_the_campaign_s_shape_is_the_facts() -> None:
     shape = shape_of(TargetInfo("sglang", "http://127.0.0.1:1", server_args=args, page_size=1))
     assert (shape.chunked_prefill_size, shape.max_running_requests, shape.capture_sizes, shape.context_length) == (
         8192, 128, (1, 2, 4), 4096)  # context length untold: servefuzz's default
+    assert shape.choices  # its grammar backend is xgrammar
+    # The CPU preset's SGLang runs without one and answers a constrained request with a 400: the
+    # campaign sends none there (a 30-minute campaign sent 654 before this, each refused).
+    no_grammar = shape_of(TargetInfo("sglang", "http://127.0.0.1:1", server_args={**args, "grammar_backend": "none"}))
+    assert not no_grammar.choices and "choices" not in no_grammar.capabilities
     vllm_shape = shape_of(load_finding(FINDINGS / "vllm-cpu-seed-chunked-crash" / "finding.json").target)
     assert (vllm_shape.context_length, vllm_shape.page_size, vllm_shape.capture_sizes) == (2048, 32, DEFAULT_CAPTURE_SIZES)

@@ -33,9 +33,22 @@ SHORTEST_LONG_PROMPT = 128
 MTP_PREFIXES = {"deepseek-v3": ("model.layers.2.",), "qwen3-next": ("mtp.",)}
 
 
+class _Builds(dict[str, ArchPaths]):
+    """Each architecture built on first use: the suite's workers share this module's tests, and
+    each builds only the architectures its own tests read."""
+
+    def __init__(self, factory: pytest.TempPathFactory) -> None:
+        super().__init__()
+        self.factory = factory
+
+    def __missing__(self, arch: str) -> ArchPaths:
+        self[arch] = build_arch(self.factory.mktemp(arch), arch, seed=0)
+        return self[arch]
+
+
 @pytest.fixture(scope="module")
 def built(tmp_path_factory: pytest.TempPathFactory) -> dict[str, ArchPaths]:
-    return {a: build_arch(tmp_path_factory.mktemp(a), a, seed=0) for a in OTHERS}
+    return _Builds(tmp_path_factory)
 
 
 def _config(paths: ArchPaths) -> dict[str, Any]:

@@ -1,6 +1,6 @@
 """The README's walkthrough, its commands run as a newcomer runs them, in a fresh folder.
 
-For the default seed and two others: `servefuzz fuzz` finds the planted bug; `servefuzz
+For the default seed and one other: `servefuzz fuzz` finds the planted bug; `servefuzz
 shrink ... --launch reference` ends at <= 3 requests; `servefuzz triage ... --launch reference`
 names the planted fault's cure with p < 0.01 and claims no cure without significance; `servefuzz
 report` writes repro.py, which says CONFIRMED at a rate of at least 8/10 against the faulty
@@ -41,9 +41,9 @@ def run(argv: list[str], cwd: Path, timeout: float = 900) -> subprocess.Complete
 
 
 @pytest.mark.timeout(1800)
-# The default seed and two others (each about a minute); the zoo's detection, shrink and triage
-# tests hold the same pipeline on every other fault.
-@pytest.mark.parametrize("seed", [None, 1, 2])
+# The default seed and one other (each about a minute, 20-30 CPU seconds: the suite's costliest
+# tests); the zoo's detection, shrink and triage tests hold the same pipeline on every other fault.
+@pytest.mark.parametrize("seed", [None, 1])
 def test_the_readme_walkthrough_holds(tmp_path: Path, seed: int | None) -> None:
     fuzz = ["servefuzz", "fuzz"] + ([] if seed is None else ["--seed", str(seed)])
     p = run(fuzz, tmp_path, timeout=300)
@@ -112,9 +112,9 @@ def test_the_walkthrough_on_a_timing_dependent_fault_never_claims_a_false_cure(t
     def filled(argv: list[str], name: str) -> list[str]:
         return [a.replace("finding_00000_NNN", name) for a in argv]
 
-    # A replay budget of 60 (the README's command spends up to 300): a timing-dependent
+    # A replay budget of 30 (the README's command spends up to 300): a timing-dependent
     # finding's shrink spends its whole budget, and what this test holds is the claims made.
-    p = run([*filled(shrink_cmd, found.stem), "--budget", "60"], findings)
+    p = run([*filled(shrink_cmd, found.stem), "--budget", "30"], findings)
     if p.returncode == 1:  # not reproduced here: said with its numbers, nothing written
         assert re.search(r"\d+/\d+ \(\d+%, 95% CI", p.stdout), p.stdout
         assert not (findings / f"{found.stem}_min.json").exists()

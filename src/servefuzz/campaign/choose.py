@@ -34,10 +34,11 @@ def shape_of(info: TargetInfo) -> TargetShape:
         chunked_prefill_size=facts.chunk_budget,
         capture_sizes=facts.capture_sizes or DEFAULT_CAPTURE_SIZES,
         max_running_requests=facts.max_running,
-        # What the engine's dialect sends and promises, from its spec (an unknown engine: none).
+        # What the engine's dialect sends and promises, from its spec (an unknown engine: none),
+        # less what this server was started without.
         salts=spec.salts,
         seeded_sampling=spec.seeds,
-        choices=spec.choices,
+        choices=spec.choices and facts.constraints is not False,
         adapters=info.adapters if spec.adapters else (),
         model=info.architecture,
     )

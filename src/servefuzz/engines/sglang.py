@@ -473,7 +473,12 @@ def facts(args: Mapping[str, object]) -> ServerFacts:
         ...            "page_size": 16, "cuda_graph_bs": [4, 1, 2], "disable_radix_cache": False})
         >>> f.context_length, f.chunk_budget, f.max_running, f.page_size, f.capture_sizes, f.prefix_caching
         (4096, 512, 8, 16, (1, 2, 4), True)
+        >>> facts({"grammar_backend": "none"}).constraints, facts({"grammar_backend": "xgrammar"}).constraints
+        (False, True)
     """
+    # `--grammar-backend none` (the CPU preset's: no grammar backend runs there) answers every
+    # constrained request with a 400; the campaign then sends none.
+    grammar = args.get("grammar_backend")
     return ServerFacts(
         context_length=positive_arg(args, "context_length"),
         chunk_budget=positive_arg(args, "chunked_prefill_size"),
@@ -482,6 +487,7 @@ def facts(args: Mapping[str, object]) -> ServerFacts:
         capture_sizes=sizes_arg(args, "cuda_graph_bs"),
         prefix_caching=flag_arg(args, "disable_radix_cache", inverted=True),
         pool_tokens=positive_arg(args, "max_total_tokens"),
+        constraints=grammar != "none" if isinstance(grammar, str) else None,
     )
 
 

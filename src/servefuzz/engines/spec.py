@@ -37,7 +37,9 @@ class ServerFacts:
     (block); `capture_sizes`: the padded batch sizes it captured graphs for, ascending;
     `prefix_caching`: whether it reuses cached prefixes across requests; `pool_tokens`: the KV
     pool in tokens where an argument sizes it (`TargetInfo.max_total_tokens` is what the server
-    says it sized, and wins). The contract mode is
+    says it sized, and wins); `constraints`: whether it takes choice constraints (False where it
+    was started without a grammar backend: the spec's `choices` says what its dialect can send,
+    this whether this server accepts them). The contract mode is
     not an argument of one engine (a variable of any engine counts): `deterministic`, the mode in
     words, and `promise`, what it promises, are filled by `engines.registry.facts_of`.
 
@@ -52,6 +54,7 @@ class ServerFacts:
     capture_sizes: tuple[int, ...] = ()
     prefix_caching: bool | None = None
     pool_tokens: int | None = None
+    constraints: bool | None = None
     deterministic: str | None = None
     promise: Promise | None = None
 
