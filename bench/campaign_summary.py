@@ -53,6 +53,7 @@ def summary(out: Path) -> dict[str, Any]:
     return {
         "engine": target.get("engine"), "version": target.get("version"),
         "model": {k: (target.get("model") or {}).get(k) for k in ("name", "form", "file", "dtype")},
+        "architecture": (target.get("architecture") or {}).get("arch"),  # a --model-arch build's
         "launch_flags": argv,
         "iterations": progress.get("next_iteration"), "requests": progress.get("requests"),
         "elapsed_s": progress.get("elapsed_s"), "restarts": progress.get("restarts"),
