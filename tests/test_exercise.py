@@ -136,13 +136,14 @@ def test_a_profile_aimed_at_a_feature_that_never_happened_says_so_loudly() -> No
 def test_the_step_budget_is_the_server_s_facts_else_its_profile_s_flag() -> None:
     """A 100-token prompt, answered with nothing cached: split under an 80-token step budget. vLLM
     reports no budget of its own: its `chunked-prefill` profile's `--max-num-batched-tokens 80`
-    gives it; recorded server args, read as the engine reads them (`TargetInfo.facts`), win."""
+    gives it (in the facts too, so the strategies aim at it); recorded server args, read as the
+    engine reads them (`TargetInfo.facts`), win."""
     from servefuzz.history import RequestRecord, Status
 
     sc = Scenario(1, (RequestSpec("r01", 0.0, tuple(range(3, 103)), 8),))
     runs = [RunHistory(0, "load", (RequestRecord("r01", 0, "load", Status.OK, 0.0, cached_tokens=0),))]
     profiled = TargetInfo("vllm", "http://127.0.0.1:1", profile="chunked-prefill", device="cpu")
-    assert profiled.facts.chunk_budget is None
+    assert profiled.facts.chunk_budget == 80 and dataclasses.replace(profiled, profile=None).facts.chunk_budget is None
     assert _value(observe(profiled, sc, runs), Feature.CHUNKED_PREFILL, "prompts split", ANSWERS["split"]) == 1
     recorded = dataclasses.replace(profiled, server_args={"max_num_batched_tokens": 200})
     assert _value(observe(recorded, sc, runs), Feature.CHUNKED_PREFILL, "prompts split", ANSWERS["split"]) == 0

@@ -115,5 +115,10 @@ def test_the_campaign_s_shape_is_the_facts() -> None:
     # campaign sends none there (a 30-minute campaign sent 654 before this, each refused).
     no_grammar = shape_of(TargetInfo("sglang", "http://127.0.0.1:1", server_args={**args, "grammar_backend": "none"}))
     assert not no_grammar.choices and "choices" not in no_grammar.capabilities
+    # llama-server's args never tell its step budget: under the prefill-steps profile it is the
+    # profile's -b, so prefill-abort cuts between its 64-token steps; elsewhere none is assumed.
+    stepped = shape_of(TargetInfo("llamacpp", "http://127.0.0.1:1", server_args={"total_slots": 8}, profile="prefill-steps"))
+    plain = shape_of(TargetInfo("llamacpp", "http://127.0.0.1:1", server_args={"total_slots": 8}))
+    assert (stepped.chunked_prefill_size, plain.chunked_prefill_size) == (64, None)
     vllm_shape = shape_of(load_finding(FINDINGS / "vllm-cpu-seed-chunked-crash" / "finding.json").target)
     assert (vllm_shape.context_length, vllm_shape.page_size, vllm_shape.capture_sizes) == (2048, 32, DEFAULT_CAPTURE_SIZES)

@@ -9,6 +9,9 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
+import subprocess
+import sys
 import urllib.request
 from pathlib import Path
 from typing import Any
@@ -162,3 +165,32 @@ def test_a_replay_under_a_profile_says_so_in_its_target(tiny_models: ModelPaths)
         assert bench.info.profile == "kv-unified"
     with Replayer(_launch("llama-server", tiny_models)) as bench:
         assert bench.info.profile is None
+
+
+def test_prefill_steps_lets_a_campaign_cut_a_prompt_between_two_steps(tmp_path: Path) -> None:
+    """Under `prefill-steps` (`-b 64 -ub 64`) the campaign's shape has a 64-token step budget, so
+    prefill-abort places its cuts at multiples of 64 inside the prompt, and llama-server's
+    progress stream lets the client cut there: a cancelled request says how many of its prompt
+    tokens were prefilled, fewer than the prompt. (The preset's own -b takes these prompts in one
+    step, with nothing to cut between.) A recurrent model, since prefill-abort needs kept state."""
+    if not engines.installed("llama-server"):
+        pytest.skip(f"llama-server is not built under {engines.cache_dir()}: run {engines.SETUP_SCRIPT}")
+    out = tmp_path / "c"
+    done = subprocess.run(
+        [sys.executable, "-m", "servefuzz", "fuzz", "--launch", "llama-server", "--profile", "prefill-steps",
+         "--model-arch", "qwen3-next", "--strategy", "prefill-abort", "--requests", "40", "--keep-going",
+         "--json", "--out", str(out)], capture_output=True, text=True, timeout=600, check=False)
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr[-2000:]
+    scenarios = [json.loads(line)["scenario"] for line in (out / "scenarios.jsonl").read_text().splitlines()]
+    assert {s["meta"]["chunk"] for s in scenarios} == {64}
+    cuts = {r["id"]: r["cancel_at_prefill"] for s in scenarios[:1] for r in s["requests"] if r.get("cancel_at_prefill")}
+    assert cuts and all(c % 64 == 0 for c in cuts.values()), cuts
+    prompt = {r["id"]: len(r["prompt_ids"]) for r in scenarios[0]["requests"]}
+    said = []
+    for line in (out / "histories.jsonl").read_text().splitlines():
+        r = json.loads(line)
+        if r.get("kind") == "record" and r["request_id"] in cuts and r.get("run") == 0 and r.get("label") == "load":
+            said.append((r["request_id"], r["status"], r.get("error")))
+    inside = [(rid, int(m.group(1))) for rid, status, error in said if status == "cancelled"
+              and (m := re.search(r"at (\d+) prompt tokens prefilled", error or ""))]
+    assert inside and all(n < prompt[rid] for rid, n in inside), said

@@ -611,6 +611,15 @@ PROFILES: tuple[Profile, ...] = (
             "speculative decoding (n-gram)", rows=(("--spec-type none", "speculative decoding"),),
             # drafts accepted and rejected across batch sizes
             aims=("batch-sweep", "n-mix"), features=(Feature.SPECULATIVE,)),
+    # Prompts prefilled in 64-token steps: -b is the tokens one decode step takes across the
+    # slots (the preset's default, 2048, takes any prompt here in one step) and -ub the same, so
+    # a step is one ubatch. A stream asking for `return_progress` is told of each step, so
+    # prefill-abort's cut lands between two of them (`RequestSpec.cancel_at_prefill`), and a
+    # recurrent model's state is written at each. The budget reaches the strategies through
+    # `SPEC.chunk_flag`.
+    Profile("llama-server", "prefill-steps", ("-b", "64", "-ub", "64"),
+            "prompts prefilled in 64-token steps (-b 64 -ub 64): a cut or a state checkpoint lands between two",
+            "prefill step budget (-b)", aims=("prefill-abort", "state-restore", "chunk-boundary")),
     # A draft model (models.build_draft: the tiny GGUF's weights with seeded noise) proposes up to
     # 4 tokens a step for every slot, batched in its own context beside the target's; the
     # target verifies them in one batch and keeps its KV up to the first rejected token.
@@ -678,6 +687,7 @@ SPEC = EngineSpec(
     version_name=version_name,
     meters=METERS,
     switches=SWITCHES,
+    chunk_flag="-b",  # the tokens a decode step takes across the slots (the prefill-steps profile)
     metrics_flag="--metrics",
     facts=facts,
 )

@@ -74,8 +74,26 @@ def facts_of(engine: str, server_args: Mapping[str, object], env: Mapping[str, s
     (16, '--enable-deterministic-inference')
     """
     mode = _mode(engine, server_args, env, profile)
-    return dataclasses.replace(spec_of(engine).facts(server_args), deterministic=mode.says if mode is not None else None,
+    facts = spec_of(engine).facts(server_args)
+    if facts.chunk_budget is None and profile is not None:
+        facts = dataclasses.replace(facts, chunk_budget=_profile_budget(spec_of(engine), profile))
+    return dataclasses.replace(facts, deterministic=mode.says if mode is not None else None,
                                promise=mode.promise if mode is not None else None)
+
+
+def _profile_budget(spec: EngineSpec, profile: str) -> int | None:
+    """The chunked-prefill step budget a profile launched the server with (its `chunk_flag` and
+    the number after it), for an engine whose recorded args do not tell (llama-server's `-b`).
+
+    >>> _profile_budget(spec_of("llamacpp"), "prefill-steps"), _profile_budget(spec_of("llamacpp"), "kv-unified")
+    (64, None)
+    """
+    flag = spec.chunk_flag
+    for p in (p for preset in spec.presets for p in preset.profiles if p.name == profile):
+        if flag and flag in p.flags[:-1]:
+            word = p.flags[p.flags.index(flag) + 1]
+            return int(word) if word.isdigit() and int(word) > 0 else None
+    return None
 
 
 def _mode(engine: str, server_args: Mapping[str, object], env: Mapping[str, str],

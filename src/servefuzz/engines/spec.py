@@ -32,7 +32,8 @@ class ServerFacts:
     server-argument names (`EngineSpec.facts`), so that no reader says an engine's key.
 
     `None` (or `()`) where the recorded arguments do not tell. `context_length`: the longest
-    sequence a request may have; `chunk_budget`: the chunked-prefill step budget in tokens;
+    sequence a request may have; `chunk_budget`: the chunked-prefill step budget in tokens (where
+    the args do not tell, the one its profile launched it with: `engines.registry.facts_of`);
     `max_running`: the most requests the scheduler runs at once; `page_size`: the KV page
     (block); `capture_sizes`: the padded batch sizes it captured graphs for, ascending;
     `prefix_caching`: whether it reuses cached prefixes across requests; `pool_tokens`: the KV
