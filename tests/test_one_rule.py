@@ -204,7 +204,12 @@ def test_every_path_gives_one_answer_on_the_reference_engine(
 
     rates = {"campaign": campaign, "replay": (replayed.confirmation.reproduced, replayed.confirmation.attempts),
              "shrink": (first.reproduced, first.attempts), "repro.py": script}
-    assert len(set(rates.values())) == 1 and campaign[0] > 0, rates
+    # One rule on every path: each reproduces the finding, at rates at most one replay of five
+    # apart. A path judging by another rule gives 0/5 beside 5/5; one replay that the box's load
+    # kept out of the batch the fault needs (4/5 beside 5/5, seen twice in loaded suites) is the
+    # scenario's timing, not the rule.
+    counts = [k for k, _ in rates.values()]
+    assert {n for _, n in rates.values()} == {5} and min(counts) > 0 and max(counts) - min(counts) <= 1, rates
     # Replays alone cannot back a flip (only a control can): they show the finding's verdict unbacked.
     assert first.verdict_of(Expectation.of(found)) is found.verdict.unbacked
     assert replayed.confirmed and {d.verdict for d in replayed.diverged if d.expected} == {found.verdict.unbacked}
