@@ -51,7 +51,8 @@ _SHOWN = 40
 
 
 class Server(Protocol):
-    """What is read of a server's description (`server_facts.TargetInfo` is one)."""
+    """What is read of a server's description (`server_facts.TargetInfo` is one): its `facts` as
+    `engines.registry.facts_of` reads them, a profile's step budget included."""
 
     @property
     def engine(self) -> str: ...
@@ -306,18 +307,6 @@ def settings_of(server: Server) -> tuple[Setting, ...]:
     return tuple(found[f] for f in Feature if f in found)
 
 
-def _budget(spec: EngineSpec, server: Server) -> int | None:
-    """The chunked-prefill step budget in tokens: the server's facts (its recorded server args as
-    its engine reads them), else the flag its profile launched it with (`EngineSpec.chunk_flag`)."""
-    if server.facts.chunk_budget is not None:
-        return server.facts.chunk_budget
-    flag, profile = spec.chunk_flag, _profile(spec, server)
-    if flag and profile is not None and flag in profile.flags[:-1]:
-        word = profile.flags[profile.flags.index(flag) + 1]
-        return int(word) if word.isdigit() and int(word) > 0 else None
-    return None
-
-
 def observe(server: Server, scenario: Scenario, runs: Iterable[RunHistory]) -> Exercise:
     """What one execution of `scenario` shows the engine did: `runs` as the campaign writes them
     to histories.jsonl (the loaded runs, with their `/metrics` deltas in `meta["metrics"]`; the
@@ -340,7 +329,8 @@ def observe(server: Server, scenario: Scenario, runs: Iterable[RunHistory]) -> E
                    Count(Feature.PREFIX_CACHE, "hit tokens", sum(r.cached_tokens or 0 for r in reported), src,
                          len(reported))]
     # Chunked prefill: an answered prompt whose uncached part is over the step budget was split.
-    budget = _budget(spec, server)
+    # The budget is the server's facts' (its recorded args, else its profile's flag: facts_of).
+    budget = server.facts.chunk_budget
     if budget is not None:
         done = [(r, specs[r.request_id]) for r in answers if r.ok and r.request_id in specs]
         split = sum(1 for r, s in done if s.prompt_len - (r.cached_tokens or 0) > budget)
