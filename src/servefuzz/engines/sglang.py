@@ -21,6 +21,7 @@ from servefuzz.engine_flags import Flag, FlagVariant, Kind, flag_words, path_wor
 from servefuzz.engines.spec import (
     GPU_INSTALL,
     GPU_START_TIMEOUT_S,
+    WRITE_BYTECODE,
     ArgFeature,
     BugForm,
     Built,
@@ -228,6 +229,7 @@ def cpu_env(standins: str, version: str | None = None, threads: int = 1, pythonp
         "HF_HUB_OFFLINE": "1",
         "OMP_NUM_THREADS": str(threads),
         **({"TRITON_INTERPRET": "1"} if version in INTERPRETED else {}),
+        **WRITE_BYTECODE,
     }
 
 

@@ -20,10 +20,18 @@ from pathlib import Path
 from servefuzz.anomaly import Promise
 from servefuzz.engine_flags import Flag, FlagVariant, flag_pairs, with_flags
 
-__all__ = ["GENERIC_FORM", "GPU_INSTALL", "GPU_START_TIMEOUT_S", "TINY_KV_BYTES_PER_TOKEN", "ArgFeature", "BugForm",
+__all__ = ["GENERIC_FORM", "GPU_INSTALL", "GPU_START_TIMEOUT_S", "TINY_KV_BYTES_PER_TOKEN", "WRITE_BYTECODE", "ArgFeature", "BugForm",
            "Built", "CommandInputs", "Deterministic", "EngineSpec", "Feature",
            "IssueMatch", "LaunchInputs", "Meter", "Plan", "Preset", "Profile", "ServerFacts", "Switch", "Versions",
            "first_on_path", "flag_arg", "no_facts", "positive_arg", "sizes_arg"]
+
+
+# In the environment of every Python engine servefuzz starts on the CPU (vLLM's, SGLang's): the
+# venvs that scripts/setup_engines.sh and `servefuzz engines install` make hold no bytecode (pip
+# --no-compile), so an engine's first start compiles what it imports and, with this, writes it
+# into its venv for the next; a PYTHONDONTWRITEBYTECODE of the caller's would have every start
+# compile again. Empty is unset (Python reads a non-empty value only).
+WRITE_BYTECODE: Mapping[str, str] = {"PYTHONDONTWRITEBYTECODE": ""}
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,7 @@ from servefuzz.engines.spec import (
     GPU_INSTALL,
     GPU_START_TIMEOUT_S,
     TINY_KV_BYTES_PER_TOKEN,
+    WRITE_BYTECODE,
     BugForm,
     Built,
     CommandInputs,
@@ -144,6 +145,7 @@ def cpu_env(threads: int = 1) -> dict[str, str]:
         "VLLM_SERVER_DEV_MODE": "1",  # mounts /reset_prefix_cache (404 otherwise)
         "VLLM_NO_USAGE_STATS": "1",
         "OMP_NUM_THREADS": str(threads),  # the front-end processes; the worker binds its own
+        **WRITE_BYTECODE,
     }
 
 
@@ -249,7 +251,9 @@ def _cpu_command(c: CommandInputs) -> Built:
         preset = cpu_argv("python3", Path("MODEL_DIR"), str(c.server_args.get("dtype") or "float32"),
                           block_size=c.page_size or 32)
         profile = c.profile.flags + (adapter_flags(c.adapters) if c.profile.adapters else ())
-        return ["python3", *without_flags(with_flags(preset[1:], profile), {"--port"})], {**cpu_env(), **c.env}, []
+        # servefuzz's own bytecode setting is no part of how the server runs: left out of the repro.
+        env = {k: v for k, v in cpu_env().items() if k not in WRITE_BYTECODE}
+        return ["python3", *without_flags(with_flags(preset[1:], profile), {"--port"})], {**env, **c.env}, []
     flags, bad = flag_words(FLAGS, c.server_args)
     argv = ["python3", "-m", "vllm.entrypoints.openai.api_server", "--model", path_word(c.server_args.get("model"), "MODEL")]
     return [*argv, *flags], _dev_mode(dict(c.env)), list(bad)
