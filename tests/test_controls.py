@@ -8,6 +8,7 @@ import dataclasses
 from pathlib import Path
 
 import pytest
+from zoo_cases import abort_reuse, evict_in_use
 
 from servefuzz.anomaly import Anomaly, Divergence, FlipSide, Oracle, Verdict
 from servefuzz.evidence import ControlResult, SwapPlan
@@ -35,7 +36,7 @@ from servefuzz.strategies import Draft, TargetShape
 from servefuzz.targets import make_target
 from servefuzz.terms import common_prefix
 from servefuzz.trial import Control, Reproduction, content_swap, execute, reproduce
-from servefuzz.workload import PromptBuilder, RequestSpec, Scenario
+from servefuzz.workload import PromptBuilder, Scenario
 
 SHAPE = TargetShape(page_size=64, context_length=4096, vocab=range(3, 1024), max_total_tokens=131072,
                     chunked_prefill_size=2048, capture_sizes=(1, 2, 4, 8), max_running_requests=128)
@@ -213,16 +214,8 @@ def test_content_swap_is_quiet_on_a_stale_prefix_page_whose_effect_is_the_shared
 
 def abort_reuse_scenario() -> Scenario:
     """A request holding a cached prefix is cancelled, r02's prompt (sharing nothing) takes its
-    freed pages, and r03 hits that prefix: it reads r02's KV (tests/quality/test_shrink_triage_zoo.py)."""
-    b = PromptBuilder(7, range(3, 1024))
-    return Scenario(5, (
-        RequestSpec("r01", 0.0, b.prompt("p0", 64, 80), 200, "p0", 64, cancel_after_ms=60.0),
-        RequestSpec("r02", 5.0, b.prompt(None, 0, 30), 8),
-        RequestSpec("r03", 120.0, b.prompt("p0", 64, 74), 8, "p0", 64),
-        RequestSpec("r04", 130.0, b.prompt(None, 0, 40), 8),
-        RequestSpec("r05", 200.0, b.prompt("p0", 64, 90), 8, "p0", 64),
-        RequestSpec("r06", 210.0, b.prompt(None, 0, 20), 4),
-    ))
+    freed pages, and r03 hits that prefix: it reads r02's KV (the zoo's case, tests/zoo_cases.py)."""
+    return abort_reuse(PromptBuilder(7, range(3, 1024)))[1]
 
 
 @pytest.mark.timeout(180)
@@ -245,17 +238,9 @@ def test_content_swap_backs_a_neighbours_tail_read_through_a_shared_prefix_not_t
 
 def evict_in_use_scenario() -> Scenario:
     """r01 decodes on a cached 32-token prefix it shares with r05; r03's long prompt forces an
-    eviction that frees r01's prefix pages under it and writes its own KV there
-    (tests/quality/test_shrink_triage_zoo.py)."""
-    b = PromptBuilder(7, range(3, 1024))
-    return Scenario(6, (
-        RequestSpec("r01", 0.0, b.prompt("p0", 32, 36), 40, "p0", 32),
-        RequestSpec("r02", 1.0, b.prompt(None, 0, 20), 8),
-        RequestSpec("r03", 15.0, b.prompt(None, 0, 180), 4),
-        RequestSpec("r04", 16.0, b.prompt(None, 0, 10), 4),
-        RequestSpec("r05", 300.0, b.prompt("p0", 32, 40), 8, "p0", 32),
-        RequestSpec("r06", 310.0, b.prompt(None, 0, 30), 4),
-    ))
+    eviction that frees r01's prefix pages under it and writes its own KV there (the zoo's case,
+    tests/zoo_cases.py)."""
+    return evict_in_use(PromptBuilder(7, range(3, 1024)))[1]
 
 
 @pytest.mark.timeout(180)

@@ -1,6 +1,6 @@
 """Issue 6's acceptance for shrink and triage, against the real reference engine's fault zoo.
 
-For each planted fault but the benign one: a hand-made scenario that triggers it, padded with
+For each planted fault but the benign one: a hand-made scenario that triggers it (tests/zoo_cases.py), padded with
 bystanders so that shrinking has work to do, is run against a faulty engine to make a real,
 confirmed finding; `servefuzz shrink --launch reference` must end at 3 requests or fewer, and
 `servefuzz triage --launch reference` must find the fault's own cure (its flag in the zoo) among
@@ -19,10 +19,10 @@ import random
 import re
 import subprocess
 import sys
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from zoo_cases import CASES
 
 from servefuzz.anomaly import Verdict
 from servefuzz.cli import main as cli
@@ -41,171 +41,10 @@ from servefuzz.workload import PromptBuilder, RequestSpec, Scenario
 
 pytestmark = pytest.mark.slow
 
-Case = tuple[list[str], Scenario]
-
-
-def page_boundary_prefix(b: PromptBuilder) -> Case:
-    # A pool of three pages: two requests sharing exactly one page (64 tokens) wait for a short
-    # request to finish, then enter one batch together, the first on the page the short one
-    # freed; the second reads that page before the first has written it. They come 30 ms after
-    # the short one: an idle engine waits up to 20 ms for the rest of a burst before its first
-    # round, and the short request must be running on its own by then.
-    return ["--max-total-tokens", "256"], Scenario(1, (
-        RequestSpec("r01", 0.0, b.prompt(None, 0, 10), 40),
-        RequestSpec("r02", 30.0, b.prompt("p0", 64, 70), 8, "p0", 64),
-        RequestSpec("r03", 30.5, b.prompt("p0", 64, 75), 8, "p0", 64),
-        RequestSpec("r04", 180.0, b.prompt(None, 0, 40), 8),
-        RequestSpec("r05", 190.0, b.prompt(None, 0, 20), 8),
-        RequestSpec("r06", 210.0, b.prompt("p0", 64, 90), 8, "p0", 64),
-        RequestSpec("r07", 230.0, b.prompt(None, 0, 30), 8),
-    ))
-
-
-def overlap_war(b: PromptBuilder) -> Case:
-    # One running request at a time: each newcomer waits for a free req_to_token row and is
-    # admitted in the very round in which the previous request's last decode is in flight.
-    return ["--max-running-requests", "1"], Scenario(2, (
-        RequestSpec("r01", 0.0, b.prompt(None, 0, 40), 12),
-        RequestSpec("r02", 0.5, b.prompt(None, 0, 30), 6),
-        RequestSpec("r03", 2.0, b.prompt(None, 0, 50), 8),
-        RequestSpec("r04", 3.0, b.prompt(None, 0, 20), 8),
-        RequestSpec("r05", 150.0, b.prompt(None, 0, 60), 6),
-        RequestSpec("r06", 200.0, b.prompt(None, 0, 30), 4),
-    ))
-
-
-def stale_padding(b: PromptBuilder) -> Case:
-    # Five decodes with staggered lengths: the batch shrinks across padded sizes (8 -> 4 -> 2).
-    burst = [RequestSpec(f"r{i + 1:02d}", i * 0.5, b.prompt(None, 0, 20 + 10 * i), 6 + 3 * i) for i in range(5)]
-    return [], Scenario(3, (
-        *burst,
-        RequestSpec("r06", 300.0, b.prompt(None, 0, 50), 8),
-        RequestSpec("r07", 350.0, b.prompt(None, 0, 30), 4),
-    ))
-
-
-def chunk_boundary(b: PromptBuilder) -> Case:
-    # A 64-token prefill budget: a long prompt's last chunk leaves room for part of the next
-    # prompt, which is cut at the budget beside it.
-    return ["--chunked-prefill-size", "64"], Scenario(4, (
-        RequestSpec("r01", 0.0, b.prompt(None, 0, 300), 4),
-        RequestSpec("r02", 2.0, b.prompt(None, 0, 100), 8),
-        RequestSpec("r03", 3.0, b.prompt(None, 0, 20), 8),
-        RequestSpec("r04", 150.0, b.prompt(None, 0, 60), 8),
-        RequestSpec("r05", 200.0, b.prompt(None, 0, 30), 8),
-        RequestSpec("r06", 260.0, b.prompt(None, 0, 50), 4),
-    ))
-
-
-def abort_reuse(b: PromptBuilder) -> Case:
-    # A request holding a cached prefix is cancelled; later requests hit that prefix.
-    return [], Scenario(5, (
-        RequestSpec("r01", 0.0, b.prompt("p0", 64, 80), 200, "p0", 64, cancel_after_ms=60.0),
-        RequestSpec("r02", 5.0, b.prompt(None, 0, 30), 8),
-        RequestSpec("r03", 120.0, b.prompt("p0", 64, 74), 8, "p0", 64),
-        RequestSpec("r04", 130.0, b.prompt(None, 0, 40), 8),
-        RequestSpec("r05", 200.0, b.prompt("p0", 64, 90), 8, "p0", 64),
-        RequestSpec("r06", 210.0, b.prompt(None, 0, 20), 4),
-    ))
-
-
-def evict_in_use(b: PromptBuilder) -> Case:
-    # A 256-token pool: a long prompt forces eviction while a request decodes on a cached prefix.
-    return ["--page-size", "16", "--max-total-tokens", "256"], Scenario(6, (
-        RequestSpec("r01", 0.0, b.prompt("p0", 32, 36), 40, "p0", 32),
-        RequestSpec("r02", 1.0, b.prompt(None, 0, 20), 8),
-        RequestSpec("r03", 15.0, b.prompt(None, 0, 180), 4),
-        RequestSpec("r04", 16.0, b.prompt(None, 0, 10), 4),
-        RequestSpec("r05", 300.0, b.prompt("p0", 32, 40), 8, "p0", 32),
-        RequestSpec("r06", 310.0, b.prompt(None, 0, 30), 4),
-    ))
-
-
-def stale_slot_continuation(b: PromptBuilder) -> Case:
-    # r01 finishes while r02 still decodes (its idle slot keeps r01's prompt state); r03 arrives
-    # fresh later, its own prompt under one page: a cache miss, served r01's state.
-    return [], Scenario(7, (
-        RequestSpec("r01", 0.0, b.prompt(None, 0, 30), 8),
-        RequestSpec("r02", 0.5, b.prompt(None, 0, 40), 40),
-        RequestSpec("r03", 150.0, b.prompt(None, 0, 20), 8),
-        RequestSpec("r04", 200.0, b.prompt(None, 0, 50), 8),
-        RequestSpec("r05", 260.0, b.prompt(None, 0, 30), 8),
-        RequestSpec("r06", 300.0, b.prompt(None, 0, 20), 4),
-    ))
-
-
-def salt_ignored(b: PromptBuilder) -> Case:
-    # Tenant A caches a two-page prefix; tenant B sends the same prefix later under its own salt,
-    # among unsalted neighbours: the token-only lookup hands B A's pages (cached_tokens > 0).
-    return [], Scenario(8, (
-        RequestSpec("r01", 0.0, b.prompt("p0", 128, 140), 4, "p0", 128, cache_salt="tenant-a"),
-        RequestSpec("r02", 5.0, b.prompt(None, 0, 60), 16),
-        RequestSpec("r03", 40.0, b.prompt(None, 0, 90), 8),
-        RequestSpec("r04", 200.0, b.prompt("p0", 128, 140), 4, "p0", 128, cache_salt="tenant-b"),
-        RequestSpec("r05", 210.0, b.prompt(None, 0, 30), 8),
-        RequestSpec("r06", 260.0, b.prompt(None, 0, 20), 4),
-    ))
-
-
-def shared_sampler_rng(b: PromptBuilder) -> Case:
-    # Two seeded draws decode in the same steps: with the fault, the second draws from the
-    # first's generator and so leaves the tokens its own seed gives it alone. Greedy
-    # bystanders come later.
-    return [], Scenario(9, (
-        RequestSpec("r01", 0.0, b.prompt(None, 0, 30), 12, temperature=1.0, seed=11),
-        RequestSpec("r02", 0.5, b.prompt(None, 0, 40), 12, temperature=1.0, seed=22),
-        RequestSpec("r03", 150.0, b.prompt(None, 0, 20), 8),
-        RequestSpec("r04", 200.0, b.prompt(None, 0, 50), 8),
-        RequestSpec("r05", 260.0, b.prompt(None, 0, 30), 8),
-        RequestSpec("r06", 300.0, b.prompt(None, 0, 20), 4),
-    ))
-
-
-def bitmask_row_skip(b: PromptBuilder) -> Case:
-    # Two constrained requests decode in the same steps: with the fault the second's mask misses
-    # the upper half of the vocabulary, so it answers outside its own choices (which lie in the
-    # lower half) whenever its best token lies up there. Free neighbours come later.
-    return [], Scenario(10, (
-        RequestSpec("r01", 0.0, b.prompt(None, 0, 30), 8, ignore_eos=False, choices=(" w5 w7", " w9", " w11 w12")),
-        RequestSpec("r02", 0.5, b.prompt(None, 0, 40), 8, ignore_eos=False, choices=(" w20", " w21 w22", " w23")),
-        RequestSpec("r03", 150.0, b.prompt(None, 0, 20), 8),
-        RequestSpec("r04", 200.0, b.prompt(None, 0, 50), 8),
-        RequestSpec("r05", 260.0, b.prompt(None, 0, 30), 8),
-        RequestSpec("r06", 300.0, b.prompt(None, 0, 20), 4),
-    ))
-
-
-def lora_prefix_shared(b: PromptBuilder) -> Case:
-    # r01 caches a two-page prefix under lora-a; r04 sends the same prefix later under lora-b,
-    # among base-model neighbours: the adapter-blind lookup hands r04 lora-a's pages.
-    return ["--lora", "lora-a=1", "--lora", "lora-b=2"], Scenario(10, (
-        RequestSpec("r01", 0.0, b.prompt("p0", 128, 140), 4, "p0", 128, adapter="lora-a"),
-        RequestSpec("r02", 5.0, b.prompt(None, 0, 60), 16),
-        RequestSpec("r03", 40.0, b.prompt(None, 0, 90), 8),
-        RequestSpec("r04", 200.0, b.prompt("p0", 128, 140), 8, "p0", 128, adapter="lora-b"),
-        RequestSpec("r05", 210.0, b.prompt(None, 0, 30), 8),
-        RequestSpec("r06", 260.0, b.prompt(None, 0, 20), 4),
-    ))
-
-
 # The class each fault's minimal finding must keep: a cross-tenant hit reads right KV, so it is
 # an isolation breach, never a corruption.
 RIGHT: dict[str, Verdict] = {"salt-ignored": Verdict.ISOLATION_BREACH}
 
-
-CASES: dict[str, Callable[[PromptBuilder], Case]] = {
-    "page-boundary-prefix": page_boundary_prefix,
-    "overlap-war": overlap_war,
-    "stale-padding": stale_padding,
-    "chunk-boundary": chunk_boundary,
-    "abort-reuse": abort_reuse,
-    "evict-in-use": evict_in_use,
-    "stale-slot-continuation": stale_slot_continuation,
-    "salt-ignored": salt_ignored,
-    "shared-sampler-rng": shared_sampler_rng,
-    "bitmask-row-skip": bitmask_row_skip,
-    "lora-prefix-shared": lora_prefix_shared,
-}
 
 
 def make_finding(fault: str, flags: list[str], scenario: Scenario, out: Path) -> Path:
