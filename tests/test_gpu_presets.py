@@ -23,12 +23,17 @@ ROOT = Path(__file__).resolve().parents[1]
 LOCKS = ROOT / "scripts" / "gpu-engines"
 
 
-def _unpack(cache: Path, preset: str, version: str) -> None:
-    """What scripts/gpu_run.sh's unpack_engines leaves: site/, the interpreter, the marker."""
+def _unpack(cache: Path, preset: str, version: str, config: str = "{}") -> Path:
+    """What scripts/gpu_run.sh's unpack_engines leaves (site/, the interpreter, the marker), and
+    a model folder beside it whose config.json is `config`; returns the model folder."""
     where = cache / f"{preset}-{version}"
     (where / "site").mkdir(parents=True)
     (where / "python").write_text("/usr/bin/python3\n")
     (where / ".complete").touch()
+    model = cache / "hf"
+    model.mkdir()
+    (model / "config.json").write_text(config)
+    return model
 
 
 @pytest.fixture
@@ -48,10 +53,7 @@ def test_a_preset_not_unpacked_is_one_line(cache: Path) -> None:
 
 
 def test_vllm_gpu_serves_the_gpu_defaults_from_the_bundle(cache: Path) -> None:
-    _unpack(cache, "vllm-gpu", "0.26.0")
-    model = cache / "hf"
-    model.mkdir()
-    (model / "config.json").write_text("{}")
+    model = _unpack(cache, "vllm-gpu", "0.26.0")
     launch = Launch.resolve("vllm-gpu", model=model)
     argv = list(launch.argv)
     assert (launch.engine, launch.device, argv[0]) == ("vllm", "cuda", "/usr/bin/python3")
@@ -77,10 +79,7 @@ def test_vllm_gpu_serves_the_gpu_defaults_from_the_bundle(cache: Path) -> None:
 
 
 def test_sglang_gpu_serves_bfloat16_with_triton_attention(cache: Path) -> None:
-    _unpack(cache, "sglang-gpu", "0.5.17")
-    model = cache / "hf"
-    model.mkdir()
-    (model / "config.json").write_text('{"dtype": "float32"}')
+    model = _unpack(cache, "sglang-gpu", "0.5.17", '{"dtype": "float32"}')
     launch = Launch.resolve("sglang-gpu", model=model, profile="page-64")
     argv = list(launch.argv)
     assert (launch.engine, launch.device) == ("sglang", "cuda")
@@ -125,10 +124,7 @@ def test_an_engine_the_bundler_does_not_know_is_one_line() -> None:
 def test_sglang_gpu_fa3_profiles_swap_the_attention_backend(cache: Path) -> None:
     """FA3 (SGLang's choice on Hopper) replaces the preset's Triton, once; the deterministic mode
     is a profile of each backend; triage can take each back to Triton and to the preset."""
-    _unpack(cache, "sglang-gpu", "0.5.17")
-    model = cache / "hf"
-    model.mkdir()
-    (model / "config.json").write_text("{}")
+    model = _unpack(cache, "sglang-gpu", "0.5.17")
     triton = list(Launch.resolve("sglang-gpu", model=model).argv)
     for name, deterministic in (("fa3", False), ("fa3-deterministic", True)):
         argv = list(Launch.resolve("sglang-gpu", model=model, profile=name).argv)
@@ -147,10 +143,7 @@ def test_sglang_gpu_flashinfer_profiles_swap_the_attention_backend_and_never_com
     """FlashInfer replaces the preset's Triton, once, as FA3 does; its servers never JIT-compile
     (a module missing from the prebuilt pack is an error, not a 4-minute build); triage can take
     each back to Triton and to the preset."""
-    _unpack(cache, "sglang-gpu", "0.5.17")
-    model = cache / "hf"
-    model.mkdir()
-    (model / "config.json").write_text("{}")
+    model = _unpack(cache, "sglang-gpu", "0.5.17")
     plain = Launch.resolve("sglang-gpu", model=model)
     triton = list(plain.argv)
     assert "FLASHINFER_DISABLE_JIT" not in plain.env  # only the FlashInfer profiles refuse to compile
@@ -189,10 +182,7 @@ def test_a_variant_the_bundler_does_not_know_is_one_line() -> None:
 ])
 def test_the_gpu_feature_profiles_add_their_flag_once_and_triage_can_drop_them(
         cache: Path, preset: str, version: str, name: str, flag: str, value: str | None) -> None:
-    _unpack(cache, preset, version)
-    model = cache / "hf"
-    model.mkdir()
-    (model / "config.json").write_text("{}")
+    model = _unpack(cache, preset, version)
     plain = list(Launch.resolve(preset, model=model).argv)
     argv = list(Launch.resolve(preset, model=model, profile=name).argv)
     assert flag not in plain and argv.count(flag) == 1
@@ -207,10 +197,7 @@ def test_the_gpu_feature_profiles_add_their_flag_once_and_triage_can_drop_them(
 
 
 def test_the_hicache_profile_shrinks_the_device_pool_so_pages_go_to_host_memory(cache: Path) -> None:
-    _unpack(cache, "sglang-gpu", "0.5.17")
-    model = cache / "hf"
-    model.mkdir()
-    (model / "config.json").write_text("{}")
+    model = _unpack(cache, "sglang-gpu", "0.5.17")
     argv = list(Launch.resolve("sglang-gpu", model=model, profile="hicache").argv)
     assert argv[argv.index("--max-total-tokens") + 1] == "4096" and argv[argv.index("--page-size") + 1] == "16"
     assert "--enable-hierarchical-cache" in argv
