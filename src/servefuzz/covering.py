@@ -13,7 +13,8 @@ row that should see a full hit gets a prefix of its own whose pages a short requ
 caches, one that should see a partial hit a primer a page shorter (only once the target has
 reported cached tokens at all), and where the target keys its cache on a salt or an adapter,
 another tenant's primer goes first on the same tokens (`_foreign`), so that a key that leaves
-one of them out shows; `batch` is not aimed at.
+one of them out shows (a share of those rows, `PROBE_SHARE`, get no primer of their own: the
+other tenant's pages are the only ones there to reuse); `batch` is not aimed at.
 
 It follows the strategies' conventions (`servefuzz.strategies`): a frozen class with a `name`
 and `generate(rng, shape, seed=...)`, same seed and same coverage, same scenario. The campaign
@@ -56,6 +57,7 @@ from servefuzz.terms import BURST_GAP_MS
 from servefuzz.workload import Scenario
 
 __all__ = [
+    "PROBE_SHARE",
     "PairwiseCover",
     "covered_by",
     "max_tokens_in",
@@ -68,6 +70,14 @@ __all__ = [
 
 # What a row plans: its own fields, and the cache hit it should see (aimed at through primers).
 _PLANNED = (*CROSSABLE, "cache")
+# The share of rows behind another tenant's primer that get no primer of their own: *cross-tenant
+# probes*, whose prefix only another tenant holds before them. A correct engine serves such a row
+# a miss; one whose key leaves the salt or adapter out serves it the other's pages. With its own
+# primer there, the row's hit is its own, and the primer's own hit on the other's pages is one
+# the tenant oracle must allow (the row, of its salt, shares those tokens: timing never excuses
+# a hit), so a salt the engine drops would never show from the arrays (issue 41: SGLang
+# 0.5.10.post1's dropped salt, leave-one-out 1 of 3 seeds before).
+PROBE_SHARE = 1 / 3
 # Dimensions whose buckets are listed cheapest first (fewer choices, shorter prompts and
 # decodes): a tie goes to the cheapest, so rows with nothing left to cover cost little.
 _CHEAPEST_FIRST = ("n", "prompt", "decode")
@@ -144,13 +154,16 @@ class PairwiseCover:
                 # engine serves the row from its own primer's pages all the same; one whose key
                 # leaves the adapter or the salt out serves it another's KV (issue 41: salted
                 # and adapter requests on one prefix, from the arrays).
+                probe = False
                 if (other := _foreign(rng, shape, surface, salts)) is not None:
                     lead = lead or rng.uniform(*(STRAGGLER_MS if rng.random() < 1 / 3 else CACHED_BY_MS))
                     d.add(0.5 * len(d.specs), primed + rng.randint(1, 8), 2, prefix=f"c{i}", prefix_len=primed,
                           **other)
-                # Under the row's own salt and adapter: another's pages are no hit to aim at.
-                d.add(lead + 0.5 * len(d.specs), primed + rng.randint(1, 8), 2, prefix=f"c{i}", prefix_len=primed,
-                      cache_salt=surface.get("cache_salt"), adapter=surface.get("adapter"))
+                    probe = rng.random() < PROBE_SHARE
+                if not probe:
+                    # Under the row's own salt and adapter: another's pages are no hit to aim at.
+                    d.add(lead + 0.5 * len(d.specs), primed + rng.randint(1, 8), 2, prefix=f"c{i}",
+                          prefix_len=primed, cache_salt=surface.get("cache_salt"), adapter=surface.get("adapter"))
                 names.append(f"c{i}")
             else:
                 names.append("p0")
