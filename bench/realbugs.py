@@ -231,6 +231,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--cap-s", type=float, default=300.0, help="seconds per campaign before 'none' (default 300)")
     p.add_argument("--out", type=Path, default=Path("realbugs.jsonl"), help="JSON lines, appended")
     p.add_argument("--table", type=Path, metavar="RESULTS", help="only print the table of a results file")
+    p.add_argument("--keep", type=Path, metavar="DIR",
+                   help="keep each campaign's directory (findings, progress) under DIR instead of a temporary one")
     p.add_argument("--list", action="store_true", help="list the bugs and arms, and which engines are installed")
     args = p.parse_args(argv)
     if args.list:
@@ -254,11 +256,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"realbugs.py: engine not installed for {', '.join(missing)}: run {engines.SETUP_SCRIPT}", file=sys.stderr)
         return 2
     rows = []
-    with tempfile.TemporaryDirectory(prefix="servefuzz-realbugs-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="servefuzz-realbugs-") as scratch:
+        tmp = args.keep or Path(scratch)
         for name in bugs:
             for seed in range(args.first_seed, args.first_seed + args.seeds):
                 for arm in arms:
-                    row = run_one(arm, BUGS[name], seed, args.cap_s, Path(tmp))
+                    row = run_one(arm, BUGS[name], seed, args.cap_s, tmp)
                     rows.append(row)
                     with open(args.out, "a", encoding="utf-8") as f:
                         f.write(json.dumps(row) + "\n")

@@ -1,8 +1,9 @@
 """Confirmation: whether a candidate finding is real, decided on the server that showed it.
 
 A candidate is one execution's anomalies (`trial.execute`, judged by `oracles.judge`). To
-confirm it, the scenario is replayed `ConfirmConfig.runs` times (`trial.reproduce`) against
-fresh alone references, and those references vote on which run is wrong (`oracles.vote`): the
+confirm it, the scenario is replayed `ConfirmConfig.runs` times (`trial.reproduce`; a confident
+flip none of them shows, up to `RARE_FACTOR` times as many, until one does) against fresh alone
+references, and those references vote on which run is wrong (`oracles.vote`): the
 one stored alone run may itself be the odd one. A reproduced divergence then goes through leak
 forensics (`oracles.controls.leak_forensics`: does the deviant output repeat another request's
 tokens?), each candidate leak with its forced check, on the exact truth where servefuzz built
@@ -63,7 +64,7 @@ from servefuzz.trial import Executed, Reproduction, content_swap, own_continuati
 from servefuzz.truth import Truth
 from servefuzz.workload import Scenario
 
-__all__ = ["LADDER", "ConfirmConfig", "Confirmed", "Step", "confirm_finding"]
+__all__ = ["LADDER", "RARE_FACTOR", "ConfirmConfig", "Confirmed", "Step", "confirm_finding"]
 
 
 @dataclass(frozen=True)
@@ -120,8 +121,13 @@ async def confirm_finding(
     verdict = dataclasses.replace(verdict, anomalies=verdict.before_leaks, unleaked=None)
     expect = Expectation.of_judgement(verdict)
     # Fresh alone references vote (oracles/vote.py): one stored alone run may itself be the odd one.
-    rep = await reproduce(runner, scenario, expect, config.runs, alone=done.alone,
-                          first_run=len(done.loaded), noise=noise, references=MIN_REFERENCES)
+    # A confident flip that no replay of `runs` shows again gets up to `RARE_FACTOR` times as many,
+    # ending at the first that shows it: a bug that comes back one time in four or five
+    # (llama.cpp's RAM prompt cache, docs/findings/llamacpp-ram-prompt-cache) misses five
+    # replays a third of the time, and was seen, judged and dropped unconfirmed so.
+    most = config.runs * (RARE_FACTOR if _worth_chasing(verdict.anomalies) else 1)
+    rep = await reproduce(runner, scenario, expect, most, alone=done.alone, first_run=len(done.loaded), noise=noise,
+                          references=MIN_REFERENCES, stop=lambda shown, runs: runs >= config.runs and shown > 0)
     if rep.cut is not None:
         # The budget ran out mid-confirmation: a rate of the runs that fitted would be a rate of
         # the budget, not of the bug. Kept as seen, unconfirmed, as a lost target's is.
@@ -139,6 +145,17 @@ async def confirm_finding(
     finding = Finding(iteration, scenario.seed, scenario, info, ladder.anomalies, confirmation=rep.confirmation,
                       notes=ladder.notes)
     return Confirmed(finding, ladder.sent, ladder.lost)
+
+
+# How many times `ConfirmConfig.runs` a candidate worth chasing may be replayed while none shows it.
+RARE_FACTOR = 3
+
+
+def _worth_chasing(anomalies: Sequence[Anomaly]) -> bool:
+    """Whether a candidate earns replays beyond `ConfirmConfig.runs` while none shows it: a
+    confident flip (a suspected corruption, or one a leak already backs), never a flip at a near-tie or
+    a shift, which a clean engine's numerics make and which would triple every such candidate's cost."""
+    return any(a.verdict in (Verdict.SUSPECTED_CORRUPTION, Verdict.CORRUPTION) for a in anomalies)
 
 
 # -- the ladder ----------------------------------------------------------------------------
