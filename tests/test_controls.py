@@ -22,6 +22,7 @@ from servefuzz.oracles.controls import (
     MAX_CONTROL_RUNS,
     MIN_CONTROL_RUNS,
     back,
+    deviating_runs,
     leak_forensics,
     read_control,
     runs_to_refute,
@@ -290,6 +291,19 @@ def test_the_deterministic_control_does_not_cure_a_stale_prefix_page() -> None:
     strong = [r for r in results if r.original[0] >= 4]
     assert strong and all(r.backs and r.control[0] > 0 for r in strong), [r.summary for r in results]
     assert not any(r.backs for r in results if r.original[0] == 0)
+
+
+@pytest.mark.timeout(240)
+def test_the_deterministic_control_ends_at_the_first_run_that_shows_a_lone_suspect() -> None:
+    # One deviation under batch invariance backs (any k > 0 is telling), so a lone suspect's
+    # control stops there; the batch-numerics control above runs all five, showing none.
+    expect, rep, _ = confirmed_suspects("page-boundary-prefix", page_boundary_scenario(), swap=False)
+    strong = [a for a in expect.anomalies if deviating_runs(a.request_id, rep.loaded, rep.alone)[0] >= 4]
+    assert strong, expect.anomalies
+    lone = dataclasses.replace(expect, anomalies=(strong[0],))
+    launch = Launch("reference", tuple(reference_argv(["--fault", "page-boundary-prefix"])))
+    [r] = deterministic_control(launch, page_boundary_scenario(), lone, 5, original=rep).results
+    assert r.backs and r.control == (1, 1), r.summary
 
 
 @pytest.mark.timeout(240)

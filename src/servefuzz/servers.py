@@ -468,7 +468,11 @@ def deterministic_control(
     det = deterministic_launch(launch)
     if det is None:
         raise UsageError(f"no deterministic mode is known for engine {launch.engine or '?'}")
-    return _on_new_server(DETERMINISTIC, det, scenario, expect, runs, original)
+    # One deviation there backs (`read_control`: any k > 0 of a deterministic engine is telling),
+    # so a lone suspect's replays end at the first run that shows it; with several, each needs its own.
+    lone = len(suspects(expect) or expect.flagged) == 1
+    return _on_new_server(DETERMINISTIC, det, scenario, expect, runs, original,
+                          stop=(lambda shown, _runs: shown > 0) if lone else None)
 
 
 def fresh_server_control(
@@ -487,14 +491,16 @@ def fresh_server_control(
 
 
 def _on_new_server(
-    name: str, launch: Launch, scenario: Scenario, expect: Expectation, runs: int, original: Reproduction
+    name: str, launch: Launch, scenario: Scenario, expect: Expectation, runs: int, original: Reproduction,
+    stop: Callable[[int, int], bool] | None = None,
 ) -> Control:
-    """Replay `scenario` on a server started from `launch` and read each suspect's deviations
-    there against those in the `original` replays (the controls that need their own server)."""
+    """Replay `scenario` on a server started from `launch` (up to `runs` times, `stop` as in
+    `trial.reproduce`) and read each suspect's deviations there against those in the `original`
+    replays (the controls that need their own server)."""
     victims = suspects(expect) or expect.flagged
     # A server that went away under the control leaves fewer runs to read, which `read_control`
     # weighs as it weighs any count: `FreshReplay.gone` is for callers that decide on the rate.
-    rep = replay_fresh(launch, scenario, expect, runs).reproduction
+    rep = replay_fresh(launch, scenario, expect, runs, stop=stop).reproduction
     results = tuple(
         read_control(name, rid, original=deviating_runs(rid, original.loaded, original.alone),
                      control=deviating_runs(rid, rep.loaded, rep.alone))
