@@ -70,14 +70,15 @@ __all__ = [
 
 # What a row plans: its own fields, and the cache hit it should see (aimed at through primers).
 _PLANNED = (*CROSSABLE, "cache")
-# The share of rows behind another tenant's primer that get no primer of their own: *cross-tenant
-# probes*, whose prefix only another tenant holds before them. A correct engine serves such a row
+# The share of rows behind another tenant's primer (of those with one sequence, not cut: the rows
+# whose hit the oracles can read) that get no primer of their own: *cross-tenant probes*, whose
+# prefix only another tenant holds before them. A correct engine serves such a row
 # a miss; one whose key leaves the salt or adapter out serves it the other's pages. With its own
 # primer there, the row's hit is its own, and the primer's own hit on the other's pages is one
 # the tenant oracle must allow (the row, of its salt, shares those tokens: timing never excuses
 # a hit), so a salt the engine drops would never show from the arrays (issue 41: SGLang
 # 0.5.10.post1's dropped salt, leave-one-out 1 of 3 seeds before).
-PROBE_SHARE = 1 / 3
+PROBE_SHARE = 1 / 2
 # Dimensions whose buckets are listed cheapest first (fewer choices, shorter prompts and
 # decodes): a tie goes to the cheapest, so rows with nothing left to cover cost little.
 _CHEAPEST_FIRST = ("n", "prompt", "decode")
@@ -159,7 +160,9 @@ class PairwiseCover:
                     lead = lead or rng.uniform(*(STRAGGLER_MS if rng.random() < 1 / 3 else CACHED_BY_MS))
                     d.add(0.5 * len(d.specs), primed + rng.randint(1, 8), 2, prefix=f"c{i}", prefix_len=primed,
                           **other)
-                    probe = rng.random() < PROBE_SHARE
+                    # Only a row whose hit the oracles can read: one sequence (a request of n > 1
+                    # computes its own prompt, and its siblings may reuse it) that is not cut.
+                    probe = rng.random() < PROBE_SHARE and row.get("n") == "1" and row.get("cancel") == "none"
                 if not probe:
                     # Under the row's own salt and adapter: another's pages are no hit to aim at.
                     d.add(lead + 0.5 * len(d.specs), primed + rng.randint(1, 8), 2, prefix=f"c{i}",
