@@ -477,12 +477,18 @@ def facts(args: Mapping[str, object]) -> ServerFacts:
         (4096, 512, 8, 16, (1, 2, 4), True)
         >>> facts({"grammar_backend": "none"}).constraints, facts({"grammar_backend": "xgrammar"}).constraints
         (False, True)
+
+    Without `--context-length` the model's own decides, which the args leave null; the scheduler's
+    longest admitted prompt (`max_req_input_len`, a few tokens under it) then bounds the context:
+
+        >>> facts({"context_length": None, "max_req_input_len": 2042}).context_length
+        2043
     """
     # `--grammar-backend none` (the CPU preset's: no grammar backend runs there) answers every
     # constrained request with a 400; the campaign then sends none.
     grammar = args.get("grammar_backend")
     return ServerFacts(
-        context_length=positive_arg(args, "context_length"),
+        context_length=positive_arg(args, "context_length") or _admitted(args),
         chunk_budget=positive_arg(args, "chunked_prefill_size"),
         max_running=positive_arg(args, "max_running_requests"),
         page_size=positive_arg(args, "page_size"),
@@ -491,6 +497,14 @@ def facts(args: Mapping[str, object]) -> ServerFacts:
         pool_tokens=positive_arg(args, "max_total_tokens"),
         constraints=grammar != "none" if isinstance(grammar, str) else None,
     )
+
+
+def _admitted(args: Mapping[str, object]) -> int | None:
+    """The context a request may fill, as the scheduler admits it: its longest prompt plus one
+    token out. Read where the args leave the context to the model (SGLang 0.5.10.post1 on the CPU,
+    whose 2,048-token model was taken for 4,096: prompts of 2,324 tokens answered 400)."""
+    longest = positive_arg(args, "max_req_input_len")
+    return None if longest is None else longest + 1
 
 
 SPEC = EngineSpec(
