@@ -244,6 +244,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--cap-s", type=float, default=300.0, help="seconds per campaign before 'not detected' (default 300)")
     p.add_argument("--out", type=Path, default=Path("zoo-results.jsonl"), help="JSON lines, appended")
     p.add_argument("--table", type=Path, metavar="RESULTS", help="only print the table of a results file")
+    p.add_argument("--keep", type=Path, metavar="DIR",
+                   help="keep each campaign's directory (findings, progress) under DIR instead of a temporary one")
     args = p.parse_args(argv)
     if args.table:
         rows = [json.loads(line) for line in args.table.read_text().splitlines() if line.strip()]
@@ -255,11 +257,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"zoo.py: unknown fault or arm: {', '.join(unknown)}", file=sys.stderr)
         return 2
     rows = []
-    with tempfile.TemporaryDirectory(prefix="servefuzz-zoo-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="servefuzz-zoo-") as scratch:
+        tmp = args.keep or Path(scratch)
         for fault in faults:
             for seed in range(args.first_seed, args.first_seed + args.seeds):
                 for arm in args.arms.split(","):
-                    row = run_one(arm, fault, seed, args.cap_s, Path(tmp))
+                    row = run_one(arm, fault, seed, args.cap_s, tmp)
                     rows.append(row)
                     with open(args.out, "a", encoding="utf-8") as f:
                         f.write(json.dumps(row) + "\n")

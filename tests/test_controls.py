@@ -11,6 +11,7 @@ import pytest
 from zoo_cases import abort_reuse, evict_in_use
 
 from servefuzz.anomaly import Anomaly, Divergence, FlipSide, Oracle, Verdict
+from servefuzz.confirm import ConfirmConfig, Confirmed, confirm_finding
 from servefuzz.evidence import ControlResult, SwapPlan
 from servefuzz.finding import Finding
 from servefuzz.launcher import Launch, ServerProcess, reference_argv
@@ -36,8 +37,8 @@ from servefuzz.servers import deterministic_control, deterministic_launch, fresh
 from servefuzz.strategies import Draft, TargetShape
 from servefuzz.targets import make_target
 from servefuzz.terms import common_prefix
-from servefuzz.trial import Control, Reproduction, content_swap, execute, reproduce
-from servefuzz.workload import PromptBuilder, Scenario
+from servefuzz.trial import Control, Reproduction, content_swap, execute, probe_targets, reproduce
+from servefuzz.workload import PromptBuilder, RequestSpec, Scenario
 
 SHAPE = TargetShape(page_size=64, context_length=4096, vocab=range(3, 1024), max_total_tokens=131072,
                     chunked_prefill_size=2048, capture_sizes=(1, 2, 4, 8), max_running_requests=128)
@@ -180,7 +181,7 @@ def confirmed_suspects(fault: str, scenario: Scenario, *, swap: bool, flags: tup
                 rep = await reproduce(runner, scenario, expect, 5, alone=done.alone, first_run=2)
                 if not swap:
                     return expect, rep, None
-                return expect, rep, await content_swap(runner, scenario, expect, 5, original=rep.loaded,
+                return expect, rep, await content_swap(runner, scenario, expect, 5, original=rep.observed,
                                                        alone=done.alone, first_run=7, victim=victim)
 
     return asyncio.run(go())
@@ -242,6 +243,46 @@ def evict_in_use_scenario() -> Scenario:
     eviction that frees r01's prefix pages under it and writes its own KV there (the zoo's case,
     tests/zoo_cases.py)."""
     return evict_in_use(PromptBuilder(7, range(3, 1024)))[1]
+
+
+def probed_abort_reuse_scenario() -> Scenario:
+    """From a leave-one-out campaign on abort-reuse (2026-12-06, seed 0): r01 (n = 127) shares a
+    page with two requests that are cut while it decodes. Under load every answer is right; the
+    cache-state probe after the run (r01 again, warm) answers wrong, five replays in five."""
+    b = PromptBuilder(7, range(3, 1024))
+    return Scenario(11, (
+        RequestSpec("r01", 3.9, b.prompt("p0", 64, 72), 8, "p0", 64, n=127),
+        RequestSpec("r02", 6.1, b.prompt(None, 0, 13), 2),
+        RequestSpec("r03", 9.1, b.prompt("p0", 64, 114), 128, "p0", 64, cancel_after_ms=245.0),
+        RequestSpec("r04", 119.9, b.prompt("p0", 64, 114), 128, "p0", 64, cancel_after_ms=245.0),
+    ))
+
+
+@pytest.mark.timeout(240)
+def test_the_controls_count_a_deviation_the_cache_probes_show_and_the_loaded_runs_do_not() -> None:
+    # The reproduction rule counts a cache-state anomaly in the replays' probes; the controls read
+    # only the loaded runs, so such a finding, reproduced 5/5, was "0/5 original runs: nothing to
+    # control" under every control and stayed suspected (the zoo's abort-reuse, leave-one-out).
+    scenario = probed_abort_reuse_scenario()
+
+    async def go(url: str) -> Confirmed | None:
+        async with Runner(make_target("reference", url), RunConfig()) as runner:
+            done = await execute(runner, scenario, runs=2, with_alone=True, probes=probe_targets(scenario, 1))
+            seen = done.judge()
+            if not seen.anomalies:
+                return None
+            assert {(a.request_id, a.oracle) for a in seen.anomalies} == {("r01", Oracle.CACHE_STATE)}, seen.anomalies
+            return await confirm_finding(runner, scenario, 0, done, seen, ConfirmConfig(runs=5))
+
+    with ServerProcess.reference(["--fault", "abort-reuse"]) as server:
+        got = asyncio.run(go(server.base_url))
+    assert got is not None and got.finding.confirmation is not None
+    [a] = got.finding.anomalies
+    swap = next(c for c in a.controls if c.name == CONTENT_SWAP)
+    assert swap.original[0] >= 3 and swap.backs and a.verdict is Verdict.CORRUPTION, swap.summary
+    # The control: the engine without the fault shows nothing to confirm.
+    with ServerProcess.reference([]) as server:
+        assert asyncio.run(go(server.base_url)) is None
 
 
 @pytest.mark.timeout(180)

@@ -228,7 +228,7 @@ async def _content_swap(s: _Ladder) -> None:
     neighbours' own tails (oracles/controls.py)."""
     s.say(f"iteration {s.iteration}: confirmed {s.rep.rate}, content-swap control")
     control = await content_swap(s.runner, s.scenario, s.expect, max(s.config.runs, MIN_CONTROL_RUNS),
-                                 original=s.rep.loaded, alone=s.rep.alone,
+                                 original=s.rep.observed, alone=s.rep.alone,
                                  first_run=len(s.done.loaded) + s.rep.attempts, noise=s.noise)
     s.sent += control.sent
     s.lost = control.lost

@@ -502,8 +502,8 @@ def _on_new_server(
     # weighs as it weighs any count: `FreshReplay.gone` is for callers that decide on the rate.
     rep = replay_fresh(launch, scenario, expect, runs, stop=stop).reproduction
     results = tuple(
-        read_control(name, rid, original=deviating_runs(rid, original.loaded, original.alone),
-                     control=deviating_runs(rid, rep.loaded, rep.alone))
+        read_control(name, rid, original=deviating_runs(rid, original.observed, original.alone),
+                     control=deviating_runs(rid, rep.observed, rep.alone))
         for rid in victims
     )
     return Control(results, rep)

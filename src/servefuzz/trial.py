@@ -267,6 +267,13 @@ class Reproduction:
     def flaky(self) -> bool:
         return self.reproduced == 0
 
+    @property
+    def observed(self) -> tuple[RunHistory, ...]:
+        """The loaded runs and, as one more history, their cache-state probes (warm, primed), whose
+        records keep their run's index: what a control counts of a request's deviations, as the
+        reproduction rule does (a cache-state anomaly shows in the probes, not under load)."""
+        return (*self.loaded, RunHistory(0, "cache", self.cache)) if self.cache else self.loaded
+
     def verdict_of(self, expect: Expectation) -> Verdict | None:
         """The worst verdict the oracles gave the flagged requests (a divergence finding), or the
         expected failure if it came back (a liveness finding); for any other finding (an
@@ -420,7 +427,8 @@ async def content_swap(
     both would keep the dependency the swap is there to remove. `alone`: the victim's reference
     (its prompt is not changed, so the original one holds); without it `reproduce` measures it.
     `runs` is a floor: given `alone`, the control runs as often as `runs_to_refute` asks for the
-    victim's original rate, so that a rarely reproduced flip can still be backed."""
+    victim's original rate, so that a rarely reproduced flip can still be backed. `original`: the
+    replays' `Reproduction.observed` (their cache-state probes too), as the control's are read."""
     # The suspect that deviated most often in the original replays: a flip seen once in the first
     # execution and never again has nothing for a control to take away.
     victim = victim or max(suspects(expect), key=lambda rid: deviating_runs(rid, original, alone or {})[0],
@@ -442,7 +450,7 @@ async def content_swap(
     rep = await reproduce(runner, swapped, only, runs, alone=alone, memo=memo, first_run=first_run, noise=noise)
     wrong = deviant_outputs(victim, original, rep.alone)  # the same wrong answers, or the swap changed them
     result = read_control(CONTENT_SWAP, victim, original=deviating_runs(victim, original, rep.alone),
-                          control=deviating_runs(victim, rep.loaded, rep.alone, among=wrong), swap=plan)
+                          control=deviating_runs(victim, rep.observed, rep.alone, among=wrong), swap=plan)
     return Control((result,), rep)
 
 
