@@ -35,7 +35,11 @@ def test_sglang_reads_its_server_info() -> None:
     f = sglang.facts(args)
     assert (f.chunk_budget, f.max_running, f.page_size, f.capture_sizes, f.prefix_caching, f.pool_tokens) == (
         8192, 128, 1, (1, 2, 4), True, 20480)
-    assert f.context_length is None  # the recording's context_length is null: not told
+    # The recording's context_length is null (the model's decides); the scheduler's longest
+    # admitted prompt, max_req_input_len 20,474 (its 20,480-token pool's bound), is told.
+    assert f.context_length == 20475
+    untold = {k: v for k, v in args.items() if k != "max_req_input_len"}
+    assert sglang.facts(untold).context_length is None
     off = sglang.facts(_json(ROOT / "tests" / "data" / "exercise" / "sglang-no-radix" / "target.json")["server_args"])
     on = sglang.facts(_json(ROOT / "tests" / "data" / "exercise" / "sglang-radix" / "target.json")["server_args"])
     assert (off.prefix_caching, on.prefix_caching, on.chunk_budget, on.page_size) == (False, True, 4096, 16)
@@ -109,7 +113,9 @@ def test_the_campaign_s_shape_is_the_facts() -> None:
     args = _json(ROOT / "tests" / "targets" / "data" / "sglang" / "server_info.json")
     shape = shape_of(TargetInfo("sglang", "http://127.0.0.1:1", server_args=args, page_size=1))
     assert (shape.chunked_prefill_size, shape.max_running_requests, shape.capture_sizes, shape.context_length) == (
-        8192, 128, (1, 2, 4), 4096)  # context length untold: servefuzz's default
+        8192, 128, (1, 2, 4), 20475)  # the scheduler's bound (test_sglang_reads_its_server_info)
+    untold = {k: v for k, v in args.items() if k != "max_req_input_len"}
+    assert shape_of(TargetInfo("sglang", "http://127.0.0.1:1", server_args=untold, page_size=1)).context_length == 4096
     assert shape.choices  # its grammar backend is xgrammar
     # The CPU preset's SGLang runs without one and answers a constrained request with a 400: the
     # campaign sends none there (a 30-minute campaign sent 654 before this, each refused).
