@@ -271,13 +271,14 @@ def test_the_controls_count_a_deviation_the_cache_probes_show_and_the_loaded_run
             seen = done.judge()
             if not seen.anomalies:
                 return None
-            assert {(a.request_id, a.oracle) for a in seen.anomalies} == {("r01", Oracle.CACHE_STATE)}, seen.anomalies
+            # On a quiet machine the warm probe alone shows it; a loaded one may flip a loaded run too.
+            assert ("r01", Oracle.CACHE_STATE) in {(a.request_id, a.oracle) for a in seen.anomalies}, seen.anomalies
             return await confirm_finding(runner, scenario, 0, done, seen, ConfirmConfig(runs=5))
 
     with ServerProcess.reference(["--fault", "abort-reuse"]) as server:
         got = asyncio.run(go(server.base_url))
     assert got is not None and got.finding.confirmation is not None
-    [a] = got.finding.anomalies
+    a = next(a for a in got.finding.anomalies if a.oracle is Oracle.CACHE_STATE)
     swap = next(c for c in a.controls if c.name == CONTENT_SWAP)
     assert swap.original[0] >= 3 and swap.backs and a.verdict is Verdict.CORRUPTION, swap.summary
     # The control: the engine without the fault shows nothing to confirm.
