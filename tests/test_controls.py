@@ -28,6 +28,7 @@ from servefuzz.oracles.controls import (
     read_control,
     runs_to_refute,
     runs_to_see,
+    swap_can_back,
     swap_content,
     swap_plan,
 )
@@ -208,8 +209,14 @@ def test_content_swap_is_quiet_on_a_stale_prefix_page_whose_effect_is_the_shared
     # nothing. It backed the fault before only because it replaced the shared prefix too (as on
     # vLLM CPU's qwen3-next, where that moved a prefill split). The deterministic control backs
     # this fault (test_the_deterministic_control_does_not_cure_a_stale_prefix_page).
-    [r] = control_on("page-boundary-prefix", page_boundary_scenario()).results
+    control = control_on("page-boundary-prefix", page_boundary_scenario())
+    [r] = control.results
     assert not r.backs and r.original[0] >= 3 and r.control[0] > 0, r.summary
+    # It ended at the run after which no run left could back the flip (two of the same wrong
+    # answers against 5/5 originals: p = 0.083 at best), not at its fifth.
+    assert r.control[1] < 5 and len(control.reproduction.loaded) == r.control[1], r.summary
+    assert not swap_can_back(r.control, 5, r.original) and swap_can_back((r.control[0] - 1, r.control[1] - 1), 5,
+                                                                          r.original), r.summary
     assert "stays with the neighbours' own content changed" in r.summary
     assert r.swap is not None and all(n == 64 for _, n in r.swap.kept) and len(r.swap.kept) == 2, r.swap
 
@@ -295,6 +302,7 @@ def test_content_swap_backs_a_neighbours_content_read_through_a_shared_page() ->
                          victim="r01")
     [r] = control.results
     assert r.backs and r.original[0] >= 3 and r.control[0] == 0, r.summary
+    assert r.control[1] >= 5, r.summary  # a swap that can still back runs to its end
     assert r.swap is not None and "r03" in r.swap.swapped and dict(r.swap.kept) == {"r05": 32}, r.swap
 
 

@@ -36,12 +36,14 @@ from servefuzz.oracles.controls import (
     leak_span,
     read_control,
     runs_to_refute,
+    swap_can_back,
     swap_content,
     swap_plan,
 )
 from servefuzz.oracles.judge import Expectation, Judgement, judge, judged, reproduction
 from servefuzz.oracles.noise import CampaignNoise
 from servefuzz.oracles.observations import Observations
+from servefuzz.oracles.outputs import observed_runs
 from servefuzz.pace import Pace, PaceMeter
 from servefuzz.runner import DeadlinePassed, Runner
 from servefuzz.workload import RequestSpec, Scenario
@@ -272,7 +274,7 @@ class Reproduction:
         """The loaded runs and, as one more history, their cache-state probes (warm, primed), whose
         records keep their run's index: what a control counts of a request's deviations, as the
         reproduction rule does (a cache-state anomaly shows in the probes, not under load)."""
-        return (*self.loaded, RunHistory(0, "cache", self.cache)) if self.cache else self.loaded
+        return observed_runs(self.loaded, self.cache)
 
     def verdict_of(self, expect: Expectation) -> Verdict | None:
         """The worst verdict the oracles gave the flagged requests (a divergence finding), or the
@@ -294,6 +296,7 @@ async def reproduce(
     runs: int,
     *,
     stop: Callable[[int, int], bool] | None = None,
+    settled: Callable[[Sequence[RunHistory]], bool] | None = None,
     alone: Mapping[str, Sequence[RequestRecord]] | None = None,
     memo: dict[RequestSpec, RequestRecord] | None = None,
     first_run: int = 0,
@@ -309,7 +312,9 @@ async def reproduce(
     anomaly are probed warm and primed after every loaded run. After each run `stop(reproduced,
     done)` may end the replays early. When the server goes away the replays end and `lost`
     says why; at the runner's deadline they end too, and `cut` says why (a cut run is left
-    out). `noise`: the campaign's noise model (`store.read_noise`), which the judgement's
+    out). `settled(observed)` may end them too, given the runs so far with their probes (as
+    `Reproduction.observed`): for a control decided by which answers came back, not how often.
+    `noise`: the campaign's noise model (`store.read_noise`), which the judgement's
     verdicts are held against too (the rate does not depend on it). `references` > 1: that many
     fresh alone references per flagged request (alone#0, alone#1, ...), whatever `alone` holds;
     the reference is their majority (`oracles.vote` names the odd runs).
@@ -361,6 +366,8 @@ async def reproduce(
         if lost is not None:
             break
         if stop is not None and stop(reproduction(expect, loaded, refs, cache=cache).reproduced, i + 1):
+            break
+        if settled is not None and settled(observed_runs(loaded, cache)):
             break
     return Reproduction(
         confirmation=reproduction(expect, loaded, refs, cache=cache, lost=lost),
@@ -447,7 +454,14 @@ async def content_swap(
     vocab = runner.info.vocab_size if runner.info is not None else None
     swapped = swap_content(scenario, [victim], vocab)
     only = dataclasses.replace(expect, anomalies=tuple(a for a in expect.anomalies if a.request_id == victim))
-    rep = await reproduce(runner, swapped, only, runs, alone=alone, memo=memo, first_run=first_run, noise=noise)
+    settled = None
+    if alone is not None:
+        # The swap ends once it can no longer back the flip, whatever its runs left would show:
+        # a bug that follows the victim's own state gives the same wrong answer run after run.
+        wrong, before = deviant_outputs(victim, original, alone), deviating_runs(victim, original, alone)
+        settled = lambda seen: not swap_can_back(deviating_runs(victim, seen, alone, among=wrong), runs, before)  # noqa: E731
+    rep = await reproduce(runner, swapped, only, runs, settled=settled, alone=alone, memo=memo, first_run=first_run,
+                          noise=noise)
     wrong = deviant_outputs(victim, original, rep.alone)  # the same wrong answers, or the swap changed them
     result = read_control(CONTENT_SWAP, victim, original=deviating_runs(victim, original, rep.alone),
                           control=deviating_runs(victim, rep.observed, rep.alone, among=wrong), swap=plan)

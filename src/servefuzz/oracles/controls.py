@@ -101,6 +101,7 @@ __all__ = [
     "rate_floor",
     "runs_to_refute",
     "runs_to_see",
+    "swap_can_back",
     "swap_content",
     "swap_plan",
     "truth_control",
@@ -197,6 +198,23 @@ def runs_to_refute(k: int, n: int, *, alpha: float = CONTROL_ALPHA, least: int =
         if fisher_less(0, runs, min(k, n), n) <= alpha:
             return runs
     return least
+
+
+def swap_can_back(control: tuple[int, int], runs: int, original: tuple[int, int], *,
+                  alpha: float = CONTROL_ALPHA) -> bool:
+    """Whether a content swap that has shown `control` (k of its runs so far gave one of the same
+    wrong answers) can still back the flip by the end of its `runs`: at best every run left shows
+    none of them, and k in `runs` must still be significantly below the original rate. Once it
+    cannot, the runs left would only be spent on an outcome already decided.
+
+    Against 5/5 originals, one same wrong answer can still be outweighed (1/5 is p = 0.024), two
+    cannot (2/5, p = 0.083):
+
+    >>> swap_can_back((1, 1), 5, (5, 5)), swap_can_back((2, 2), 5, (5, 5))
+    (True, False)
+    """
+    (kc, nc), (ko, no) = control, original
+    return ko > 0 and no > 0 and fisher_less(kc, max(runs, nc, 1), ko, no) <= alpha
 
 
 def rate_floor(k: int, n: int) -> float:

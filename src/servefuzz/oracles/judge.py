@@ -38,7 +38,7 @@ from servefuzz.oracles.liveness import liveness
 from servefuzz.oracles.noise import CampaignNoise, benign_shifts
 from servefuzz.oracles.noisy_neighbour import noisy_neighbour
 from servefuzz.oracles.observations import CHECKERS, Checker, Observations, alone_run
-from servefuzz.oracles.outputs import determinate_outputs, group_variants, output_key
+from servefuzz.oracles.outputs import determinate_outputs, group_variants, observed_runs, output_key
 from servefuzz.oracles.tenancy import breached_in
 from servefuzz.truth import Truth
 from servefuzz.workload import Scenario
@@ -164,7 +164,7 @@ def leak(
     if not divergent:
         return tuple(found)
     sources: Scenario | Mapping[str, Sequence[int]] = scenario if scenario is not None else {}
-    runs = [*loaded, RunHistory(0, "cache", tuple(cache))] if cache else list(loaded)
+    runs = observed_runs(loaded, cache)
     k = leak_min_tokens(alone, scenario, campaign, skip=divergent)
     leaks = [r for rid in divergent if (r := leak_forensics(rid, sources, runs, alone, min_tokens=k)).backs]
     return back(found, leaks)
@@ -296,7 +296,7 @@ def reproduction(
     diverged_in: dict[str, set[int]] = {rid: set() for rid in flagged}
     # A flagged request reproduces in a run when it answers other than its reference there,
     # under load or in that run's cache-state probes (warm, primed).
-    probed = determinate_outputs([RunHistory(0, "cache", tuple(cache))])
+    probed = determinate_outputs(observed_runs((), cache))
     for rid in (r for r in flagged if r in references):  # nothing determinate: nothing to differ from
         refs_of = references[rid]
         for per in (*table.get(rid, {}).values(), *probed.get(rid, {}).values()):

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from servefuzz.anomaly import Variant
 from servefuzz.history import ChoiceRecord, RequestRecord, RunHistory
 
-__all__ = ["Output", "Outputs", "VariantGroup", "output_key", "group_variants", "determinate_outputs"]
+__all__ = ["Output", "Outputs", "VariantGroup", "output_key", "group_variants", "determinate_outputs", "observed_runs"]
 
 
 @dataclass(frozen=True)
@@ -64,6 +64,13 @@ def group_variants(outputs: Iterable[Output]) -> list[VariantGroup]:
 
 # Determinate outputs of some histories: request id -> choice index -> outputs (`determinate_outputs`).
 Outputs = dict[str, dict[int, list[Output]]]
+
+
+def observed_runs(loaded: Sequence[RunHistory], cache: Sequence[RequestRecord] = ()) -> tuple[RunHistory, ...]:
+    """Loaded runs and, as one more history labelled "cache", their cache-state probes (warm,
+    primed), whose records keep their run's index: what a request's deviations are counted over,
+    since a cache-state anomaly shows in the probes, not under load."""
+    return (*loaded, RunHistory(0, "cache", tuple(cache))) if cache else tuple(loaded)
 
 
 def determinate_outputs(histories: Sequence[RunHistory]) -> Outputs:
