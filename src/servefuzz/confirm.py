@@ -64,7 +64,7 @@ from servefuzz.trial import Executed, Reproduction, content_swap, own_continuati
 from servefuzz.truth import Truth
 from servefuzz.workload import Scenario
 
-__all__ = ["LADDER", "RARE_FACTOR", "ConfirmConfig", "Confirmed", "Step", "confirm_finding"]
+__all__ = ["LADDER", "RARE_FACTOR", "ConfirmConfig", "Confirmed", "Step", "confirm_finding", "glimpsed", "worth_chasing"]
 
 
 @dataclass(frozen=True)
@@ -125,7 +125,7 @@ async def confirm_finding(
     # ending at the first that shows it: a bug that comes back one time in four or five
     # (llama.cpp's RAM prompt cache, docs/findings/llamacpp-ram-prompt-cache) misses five
     # replays a third of the time, and was seen, judged and dropped unconfirmed so.
-    most = config.runs * (RARE_FACTOR if _worth_chasing(verdict.anomalies) else 1)
+    most = config.runs * (RARE_FACTOR if worth_chasing(verdict.anomalies) else 1)
     rep = await reproduce(runner, scenario, expect, most, alone=done.alone, first_run=len(done.loaded), noise=noise,
                           references=MIN_REFERENCES, stop=lambda shown, runs: runs >= config.runs and shown > 0)
     if rep.cut is not None:
@@ -151,7 +151,15 @@ async def confirm_finding(
 RARE_FACTOR = 3
 
 
-def _worth_chasing(anomalies: Sequence[Anomaly]) -> bool:
+def glimpsed(finding: Finding) -> bool:
+    """Whether a confirmed finding is an objective glimpsed and lost: a candidate worth chasing
+    that none of its replays showed again (however the truth then judged its one deviant run).
+    The campaign searches around it (`corpus.Corpus.follow`)."""
+    rep = finding.confirmation
+    return rep is not None and rep.attempts > 0 and rep.reproduced == 0 and worth_chasing(finding.anomalies)
+
+
+def worth_chasing(anomalies: Sequence[Anomaly]) -> bool:
     """Whether a candidate earns replays beyond `ConfirmConfig.runs` while none shows it: a
     confident flip (a suspected corruption, or one a leak already backs), never a flip at a near-tie or
     a shift, which a clean engine's numerics make and which would triple every such candidate's cost."""

@@ -32,8 +32,8 @@ from servefuzz.campaign.objective import CRASH_REPLAYS, _Downed, _downed_by, _fi
 from servefuzz.campaign.observe import Observation, _ran, _with_target_lost, _with_wedge
 from servefuzz.campaign.records import COVERAGE_FILE, CampaignConfig, CampaignState, Stop, StopReason, _confirmed
 from servefuzz.campaign.workers import Worker, WorkerLost
-from servefuzz.confirm import ConfirmConfig
-from servefuzz.corpus import Corpus, CorpusEntry, Schedule
+from servefuzz.confirm import ConfirmConfig, glimpsed
+from servefuzz.corpus import LEAD_MUTATIONS, Corpus, CorpusEntry, Schedule
 from servefuzz.coverage import points
 from servefuzz.covering import PairwiseCover
 from servefuzz.errors import TargetError
@@ -114,7 +114,23 @@ class _Loop:
         if isinstance(seen, _Outcome):
             return seen  # the worker itself was lost: nothing of it is evidence
         entry = self.feedback(seen)
-        return await self.objective(worker, seen, entry)
+        outcome = await self.objective(worker, seen, entry)
+        if outcome.finding is not None and self.config.greybox and glimpsed(outcome.finding):
+            self.follow(seen, outcome.finding)
+        return outcome
+
+    def follow(self, seen: Observation, finding: Finding) -> None:
+        """A confident flip no replay showed again: its scenario becomes the lead, whose mutations
+        come next (`Corpus.follow`), since a bug that needs state the scenario builds only
+        sometimes is often built every time by a neighbour of it."""
+        reached = frozenset(f for e in self.corpus.entries if e.scenario == seen.scenario for f in e.features)
+        lead = self.corpus.follow(seen.scenario, reached, signature=finding.signature, origin=seen.origin,
+                                  iteration=seen.iteration)
+        if lead is not None:
+            write_json(self.config.out_dir / "corpus" / f"entry_{lead.id:05d}.json", lead.to_json())
+            self.state.last = (f"iteration {seen.iteration}: a {finding.verdict.value} seen once and in no replay: "
+                               f"its next {LEAD_MUTATIONS} mutations come first")
+            self.on_event(self.state)
 
     async def observe(self, worker: Worker, iteration: int, scenario: Scenario, origin: str) -> Observation | _Outcome:
         """The scenario executed on `worker`, logged and judged (a worker lost: its `_Outcome`)."""
