@@ -356,14 +356,21 @@ def _truth(model: Path) -> Truth:
 
 def _reference_and_deviant(rid: str, done: Executed, rep: Reproduction) -> tuple[Output, Output] | None:
     """The fresh references' majority and the first run that answered otherwise (first
-    execution, then replays), both with top-k logprobs; None when there is no such pair."""
+    execution, then replays), both with top-k logprobs; None when there is no such pair.
+
+    A request cut on purpose has no reference alone (`trial.reproduce`), yet it answers in full
+    whenever it ends before its cut: then the majority of its loaded answers stands in. That is
+    no verdict on which one is right: the truth control asks the model of both, and backs
+    nothing unless the stand-in is on the model's numbers and the deviant off them."""
+    loaded = [Output.of(r, c) for h in (*done.loaded, *rep.loaded) for r in h.records
+              if r.request_id == rid and r.ok for c in r.choices if c.index == 0]
     refs = [Output.of(r, c) for r in rep.alone.get(rid, ()) if r.ok for c in r.choices if c.index == 0]
+    if not refs and not done.alone.get(rid):
+        refs = loaded
     if not refs:
         return None
     ref = group_variants(refs)[0].outputs[0]
-    others = [Output.of(r, c) for h in (*done.loaded, *rep.loaded) for r in h.records
-              if r.request_id == rid and r.ok for c in r.choices if c.index == 0]
-    others += [Output.of(r, c) for r in done.alone.get(rid, ()) if r.ok for c in r.choices if c.index == 0]
+    others = [*loaded, *(Output.of(r, c) for r in done.alone.get(rid, ()) if r.ok for c in r.choices if c.index == 0)]
     deviant = next((o for o in others if o.choice.token_ids != ref.choice.token_ids and o.choice.top_logprobs), None)
     return None if deviant is None or not ref.choice.top_logprobs else (ref, deviant)
 
@@ -400,7 +407,7 @@ def _truth_results(truth: Truth, scenario: Scenario, anomalies: Sequence[Anomaly
         pos = first_difference(ref.choice.token_ids, deviant.choice.token_ids)
         if pos is None:
             continue  # the same tokens: the truth has no flip to judge
-        out.append(truth_control(a.request_id, specs[a.request_id].prompt_ids, (f"alone#{ref.run}", ref.choice),
+        out.append(truth_control(a.request_id, specs[a.request_id].prompt_ids, (f"{ref.label}#{ref.run}", ref.choice),
                                  (f"{deviant.label}#{deviant.run}", deviant.choice), pos, head.threshold or 0.0, truth))
     return out
 
