@@ -470,7 +470,7 @@ def deterministic_control(
         raise UsageError(f"no deterministic mode is known for engine {launch.engine or '?'}")
     # One deviation there backs (`read_control`: any k > 0 of a deterministic engine is telling),
     # so a lone suspect's replays end at the first run that shows it; with several, each needs its own.
-    lone = len(suspects(expect) or expect.flagged) == 1
+    lone = len(_victims(expect)) == 1
     return _on_new_server(DETERMINISTIC, det, scenario, expect, runs, original,
                           stop=(lambda shown, _runs: shown > 0) if lone else None)
 
@@ -490,6 +490,12 @@ def fresh_server_control(
     return _on_new_server(FRESH_SERVER, launch, scenario, expect, runs, original)
 
 
+def _victims(expect: Expectation) -> tuple[str, ...]:
+    """Whose deviations a control on its own server reads: the suspects no control has backed
+    yet, or, where none is left (a caller's own expectation), every flagged request."""
+    return suspects(expect) or tuple(expect.flagged)
+
+
 def _on_new_server(
     name: str, launch: Launch, scenario: Scenario, expect: Expectation, runs: int, original: Reproduction,
     stop: Callable[[int, int], bool] | None = None,
@@ -497,7 +503,7 @@ def _on_new_server(
     """Replay `scenario` on a server started from `launch` (up to `runs` times, `stop` as in
     `trial.reproduce`) and read each suspect's deviations there against those in the `original`
     replays (the controls that need their own server)."""
-    victims = suspects(expect) or expect.flagged
+    victims = _victims(expect)
     # A server that went away under the control leaves fewer runs to read, which `read_control`
     # weighs as it weighs any count: `FreshReplay.gone` is for callers that decide on the rate.
     rep = replay_fresh(launch, scenario, expect, runs, stop=stop).reproduction
