@@ -122,3 +122,47 @@ def test_a_request_cut_on_purpose_that_answered_in_full_is_held_to_the_truth_by_
         assert r.backs and r.distances["load#1"] > 2.0, r.summary
     else:
         assert not r.backs and r.distances["load#1"] < 1e-4, r.summary
+
+
+@pytest.mark.parametrize("calibrated", [True, False])
+def test_a_request_off_the_model_in_every_run_is_wrong_state_where_the_engine_is_on_it_elsewhere(
+        truth: Truth, calibrated: bool) -> None:
+    # llama-server's RAM prompt cache saves a poisoned state and serves it again (docs/findings/
+    # llamacpp-ram-prompt-cache, "Root cause"): on leave-one-out seed 0 (2026-12-06) r08's loaded
+    # majority was 1.82 nats off the truth and its deviant 1.45, so no answer of its own could
+    # stand for the model. Another request's answer alone on the model's numbers shows the engine
+    # computes them: then a deviant off them is wrong state. Without it, nothing is backed.
+    from servefuzz.confirm import _truth_results
+    from servefuzz.finding import Confirmation
+    from servefuzz.history import RequestRecord, RunHistory, Status
+    from servefuzz.oracles.judge import judge
+    from servefuzz.trial import Executed, Reproduction
+    from servefuzz.workload import RequestSpec, Scenario
+
+    off = ((593, -0.4), (520, -1.4), (741, -4.5), (862, -5.0), (767, -5.5))
+    farther = ((520, -0.01), (593, -4.0), (741, -4.5), (862, -5.0), (767, -5.5))
+    poisoned, deviant = choice(TOKENS[:3], (*TOPS[:2], off)), choice((715, 322, 520), (*TOPS[:2], farther))
+
+    def rec(rid: str, k: int, label: str, c: ChoiceRecord) -> RequestRecord:
+        return RequestRecord(rid, k, label, Status.OK, 0.0, choices=(c,))
+
+    def run(k: int, c: ChoiceRecord) -> RunHistory:
+        return RunHistory(k, "load", (rec("r08", k, "load", c),))
+
+    calibration = RequestSpec("r01", 0.0, tuple(PROMPT), 3)
+    suspect = RequestSpec("r08", 1.0, tuple(PROMPT), 3, cancel_after_ms=500.0)
+    sc = Scenario(1, (calibration, suspect) if calibrated else (suspect,))
+    alone = {"r01": [rec("r01", 0, "alone", choice(TOKENS[:3], TOPS))]} if calibrated else {}
+    done = Executed(loaded=[run(0, poisoned), run(1, deviant)], alone=alone)
+    replays = (run(2, poisoned), run(3, poisoned))
+    rep = Reproduction(Confirmation(0, 2, {}, ("r08",), ()), judge(list(replays), {}), replays, {})
+    anomaly = Anomaly(Oracle.REPLAY, Verdict.SUSPECTED_CORRUPTION, "r08", "r08: 2 variants over 4 runs",
+                      divergences=(Divergence("r08", 2, FlipSide(0, "load", 0, 593, -0.4, -1.4),
+                                              FlipSide(1, "load", 0, 520, -0.01, -4.0), Verdict.SUSPECTED_CORRUPTION,
+                                              "flip at token 2", 3.99, False, 0.001),))
+    [r] = _truth_results(truth, sc, [anomaly], done, rep)
+    assert r.distances["load#0"] > 0.5 and r.distances["load#1"] > 2.0, r.summary  # both off the model
+    if calibrated:
+        assert r.backs and r.distances["r01 alone"] < 1e-4 and "computed on wrong state" in r.summary, r.summary
+    else:
+        assert not r.backs and "does not single out" in r.summary, r.summary

@@ -50,6 +50,7 @@ from servefuzz.oracles.controls import (
     own_by_truth,
     runs_to_see,
     truth_control,
+    truth_distance,
     with_own_check,
 )
 from servefuzz.oracles.judge import Expectation, Judgement, leak_min_tokens
@@ -407,9 +408,36 @@ def _truth_results(truth: Truth, scenario: Scenario, anomalies: Sequence[Anomaly
         pos = first_difference(ref.choice.token_ids, deviant.choice.token_ids)
         if pos is None:
             continue  # the same tokens: the truth has no flip to judge
-        out.append(truth_control(a.request_id, specs[a.request_id].prompt_ids, (f"{ref.label}#{ref.run}", ref.choice),
-                                 (f"{deviant.label}#{deviant.run}", deviant.choice), pos, head.threshold or 0.0, truth))
+        args = (a.request_id, specs[a.request_id].prompt_ids, (f"{ref.label}#{ref.run}", ref.choice),
+                (f"{deviant.label}#{deviant.run}", deviant.choice), pos, head.threshold or 0.0, truth)
+        result = truth_control(*args)
+        if not result.backs and min(result.distances.values()) > TRUTH_NEAR:
+            # Both answers are off the model: is the engine on it anywhere (`truth_control`)?
+            result = truth_control(*args, calibration=_calibration(truth, scenario, done, skip=a.request_id))
+        out.append(result)
     return out
+
+
+# How many of a scenario's answers alone, and how many of their first tokens, the calibration reads.
+_CALIBRATION_ANSWERS, _CALIBRATION_TOKENS = 3, 8
+
+
+def _calibration(truth: Truth, scenario: Scenario, done: Executed, *, skip: str) -> tuple[str, float] | None:
+    """The answer alone nearest the truth among a few of the scenario's plain requests (greedy,
+    base model, unconstrained, not cut), over their first tokens: whether this engine computes
+    the model's own numbers here at all. None when there is no such answer."""
+    best: tuple[str, float] | None = None
+    plain = [s for s in scenario.requests if s.id != skip and not s.cancelled and s.temperature == 0
+             and s.adapter is None and s.choices is None]
+    for spec in plain[:_CALIBRATION_ANSWERS]:
+        record = next((r for r in done.alone.get(spec.id, ()) if r.ok and r.choices), None)
+        choice = None if record is None else record.choices[0]
+        if choice is None or not choice.top_logprobs or not choice.token_ids:
+            continue
+        d = truth_distance(truth, spec.prompt_ids, choice, min(len(choice.token_ids), _CALIBRATION_TOKENS) - 1)
+        if best is None or d < best[1]:
+            best = (f"{spec.id} alone", d)
+    return best
 
 
 def _votes(

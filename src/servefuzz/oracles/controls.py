@@ -105,6 +105,7 @@ __all__ = [
     "swap_content",
     "swap_plan",
     "truth_control",
+    "truth_distance",
 ]
 
 # A structured-output answer outside its own constraint under load, inside it alone
@@ -442,24 +443,44 @@ def truth_control(
     position: int,
     threshold: float,
     truth: Truth,
+    *,
+    calibration: tuple[str, float] | None = None,
 ) -> ControlResult:
     """Distance from the exact truth (`servefuzz.truth`), for servefuzz's own models: each run's
     top-k logprobs against the float64 forward pass, teacher-forced on that run's own tokens, at
     every position up to and including the flip. Backs the flip when the deviant run is farther
     from the truth than the flip's threshold while the reference sits within TRUTH_NEAR: the
-    model itself says which run is wrong, and it is not a near-tie either way."""
+    model itself says which run is wrong, and it is not a near-tie either way.
+
+    `calibration`: another answer of the same engine in the same scenario and its distance from
+    the truth (`truth_distance`). Within TRUTH_NEAR it shows the engine computes the model's own
+    numbers, so a deviant far off them is wrong state even where the reference is off them too:
+    a request served every time from a poisoned cache entry has no right answer to stand in."""
     dist = {}
     for name, c in (reference, deviant):
-        tops = [list(t) for t in c.top_logprobs[: position + 1]]
-        dist[name] = max(truth.deviation(prompt_ids, c.token_ids[: len(tops)], tops), default=0.0)
+        dist[name] = truth_distance(truth, prompt_ids, c, position)
     near, far = dist[reference[0]], dist[deviant[0]]
-    backs = near <= TRUTH_NEAR and far > max(threshold, TRUTH_NEAR)
-    verdict = ("the deviant run is off the model's own numbers while the reference is on them: it computed on wrong "
-               "state" if backs else "the truth does not single out the deviant run")
+    calibrated = calibration is not None and calibration[1] <= TRUTH_NEAR
+    backs = far > max(threshold, TRUTH_NEAR) and (near <= TRUTH_NEAR or calibrated)
+    if backs and near <= TRUTH_NEAR:
+        verdict = "the deviant run is off the model's own numbers while the reference is on them: it computed on wrong state"
+    elif backs and calibration is not None:
+        dist[calibration[0]] = calibration[1]
+        verdict = (f"both are off the model's own numbers, while {calibration[0]} of this engine is "
+                   f"{calibration[1]:.2e} from them: {request_id} computed on wrong state, in the deviant run at least")
+    else:
+        verdict = "the truth does not single out the deviant run"
     summary = (f"truth control ({truth.how}): {request_id} {reference[0]} is "
                f"{near:.2e} from the truth, {deviant[0]} {far:.2e} (up to token {position}; threshold "
                f"{threshold:.4f}); {verdict}")
     return ControlResult(TRUTH, request_id, (0, 0), (0, 0), 0.0 if backs else 1.0, backs, summary, dist)
+
+
+def truth_distance(truth: Truth, prompt_ids: Sequence[int], choice: ChoiceRecord, position: int) -> float:
+    """How far one answer's top-k logprobs are from the exact truth, teacher-forced on its own
+    tokens, at every position up to and including `position` (the largest |difference|)."""
+    tops = [list(t) for t in choice.top_logprobs[: position + 1]]
+    return max(truth.deviation(prompt_ids, choice.token_ids[: len(tops)], tops), default=0.0)
 
 
 def leak_forensics(
