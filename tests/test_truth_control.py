@@ -108,7 +108,7 @@ def test_a_request_cut_on_purpose_that_answered_in_full_is_held_to_the_truth_by_
     def run(k: int, c: ChoiceRecord) -> RunHistory:
         return RunHistory(k, "load", (RequestRecord("r08", k, "load", Status.OK, 0.0, choices=(c,)),))
 
-    done = Executed(loaded=[run(0, good), run(1, other)], alone={})
+    done = Executed(loaded=(run(0, good), run(1, other)), alone={})
     replays = (run(2, good), run(3, good))
     rep = Reproduction(Confirmation(0, 2, {}, ("r08",), ()), judge(list(replays), {}), replays, {})
     sc = Scenario(1, (RequestSpec("r08", 0.0, tuple(PROMPT), 3, cancel_after_ms=500.0),))
@@ -152,8 +152,8 @@ def test_a_request_off_the_model_in_every_run_is_wrong_state_where_the_engine_is
     calibration = RequestSpec("r01", 0.0, tuple(PROMPT), 3)
     suspect = RequestSpec("r08", 1.0, tuple(PROMPT), 3, cancel_after_ms=500.0)
     sc = Scenario(1, (calibration, suspect) if calibrated else (suspect,))
-    alone = {"r01": [rec("r01", 0, "alone", choice(TOKENS[:3], TOPS))]} if calibrated else {}
-    done = Executed(loaded=[run(0, poisoned), run(1, deviant)], alone=alone)
+    alone = {"r01": (rec("r01", 0, "alone", choice(TOKENS[:3], TOPS)),)} if calibrated else {}
+    done = Executed(loaded=(run(0, poisoned), run(1, deviant)), alone=alone)
     replays = (run(2, poisoned), run(3, poisoned))
     rep = Reproduction(Confirmation(0, 2, {}, ("r08",), ()), judge(list(replays), {}), replays, {})
     anomaly = Anomaly(Oracle.REPLAY, Verdict.SUSPECTED_CORRUPTION, "r08", "r08: 2 variants over 4 runs",
