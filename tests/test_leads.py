@@ -43,13 +43,10 @@ def _finding(verdict: Verdict, reproduced: int, attempts: int = 15) -> Finding:
                    confirmation=conf)
 
 
-def test_a_glimpse_is_a_confident_flip_no_replay_showed_again_or_no_control_backed() -> None:
+def test_a_glimpse_is_a_confident_flip_no_replay_showed_again() -> None:
     assert glimpsed(_finding(Verdict.SUSPECTED_CORRUPTION, 0))
     assert glimpsed(_finding(Verdict.CORRUPTION, 0))  # the truth backed its one deviant run
-    # It came back and a control backed it: the objective is reached, nothing to look for.
-    assert not glimpsed(_finding(Verdict.CORRUPTION, 1))
-    # It came back, once in fifteen, and no control could back it: a neighbour may show it every time.
-    assert glimpsed(_finding(Verdict.SUSPECTED_CORRUPTION, 1))
+    assert not glimpsed(_finding(Verdict.SUSPECTED_CORRUPTION, 1))  # it came back: a finding, not a lead
     assert not glimpsed(_finding(Verdict.NUMERIC_DRIFT, 0))  # a near-tie: a clean engine's numerics
     unconfirmed = Finding(67, 1, _scenario(9), TargetInfo("llamacpp", "http://127.0.0.1:1"),
                           (_flip(Verdict.SUSPECTED_CORRUPTION),))

@@ -153,15 +153,11 @@ RARE_FACTOR = 3
 
 
 def glimpsed(finding: Finding) -> bool:
-    """Whether a confirmed finding is an objective glimpsed but not reached: a candidate worth
-    chasing that none of its replays showed again (however the truth then judged its one
-    deviant run), or that came back but no control could back (too rarely for the controls to
-    read, say, or on a request with no reference alone). The campaign searches around it
-    (`corpus.Corpus.follow`): a neighbour may show it every time, and be backed."""
+    """Whether a confirmed finding is an objective glimpsed and lost: a candidate worth chasing
+    that none of its replays showed again (however the truth then judged its one deviant run).
+    The campaign searches around it (`corpus.Corpus.follow`)."""
     rep = finding.confirmation
-    if rep is None or rep.attempts == 0 or not worth_chasing(finding.anomalies):
-        return False
-    return rep.reproduced == 0 or finding.verdict is Verdict.SUSPECTED_CORRUPTION
+    return rep is not None and rep.attempts > 0 and rep.reproduced == 0 and worth_chasing(finding.anomalies)
 
 
 def worth_chasing(anomalies: Sequence[Anomaly]) -> bool:

@@ -16,13 +16,12 @@ scenario reached. Each iteration either *generates* a fresh scenario from a stra
   scenarios took / 10)`, so strategies that keep finding something run more often, costly
   ones that find nothing new fade, and every strategy keeps a chance.
 
-A *lead* is a scenario that showed a confident flip no replay showed again, or none of the
-controls backed (`Corpus.follow`, `confirm.glimpsed`): an objective glimpsed but not reached,
-where a bug that needs state the scenario only sometimes builds lives (llama.cpp's RAM prompt
-cache: one such scenario flipped once in 30 replays, while 2 of 14 of its mutants flipped in 6
-of 6). After the first round its next `LEAD_MUTATIONS` picks are all mutations of it, ahead of
-anything else; one lead at a time, one per signature, so a noisy engine's glimpses cost at most
-that many scenarios each.
+A *lead* is a scenario that showed a confident flip no replay showed again (`Corpus.follow`):
+an objective glimpsed and lost, where a bug that needs state the scenario only sometimes builds
+lives (llama.cpp's RAM prompt cache: one such scenario flipped once in 30 replays, while 2 of 14
+of its mutants flipped in 6 of 6). After the first round its next `LEAD_MUTATIONS` picks are
+all mutations of it, ahead of anything else; one lead at a time, one per signature, so a
+noisy engine's glimpses cost at most that many scenarios each.
 
 The first round runs every strategy once, in the mix's order (`first_round`: the covering
 arrays right after the strategies written for the capabilities they draw, not last). Everything
@@ -163,7 +162,7 @@ class Corpus:
     def follow(self, scenario: Scenario, features: frozenset[str], *, signature: str, origin: str,
                iteration: int) -> CorpusEntry | None:
         """Make `scenario` (kept already, or kept now though it reached nothing new) the lead for
-        the flip of `signature` it showed and its confirmation did not make a corruption; the entry, or None
+        the flip of `signature` it showed once and no replay showed again; the entry, or None
         when a lead is still being followed or this signature had one (each is followed once).
 
             >>> from servefuzz.workload import RequestSpec

@@ -120,15 +120,15 @@ class _Loop:
         return outcome
 
     def follow(self, seen: Observation, finding: Finding) -> None:
-        """A confident flip no replay showed again, or no control backed: its scenario becomes the
-        lead, whose mutations come next (`Corpus.follow`), since a bug that needs state the
-        scenario builds only sometimes is often built every time by a neighbour of it."""
+        """A confident flip no replay showed again: its scenario becomes the lead, whose mutations
+        come next (`Corpus.follow`), since a bug that needs state the scenario builds only
+        sometimes is often built every time by a neighbour of it."""
         reached = frozenset(f for e in self.corpus.entries if e.scenario == seen.scenario for f in e.features)
         lead = self.corpus.follow(seen.scenario, reached, signature=finding.signature, origin=seen.origin,
                                   iteration=seen.iteration)
         if lead is not None:
             write_json(self.config.out_dir / "corpus" / f"entry_{lead.id:05d}.json", lead.to_json())
-            self.state.last = (f"iteration {seen.iteration}: a {finding.verdict.value} glimpsed, not reached: "
+            self.state.last = (f"iteration {seen.iteration}: a {finding.verdict.value} seen once and in no replay: "
                                f"its next {LEAD_MUTATIONS} mutations come first")
             self.on_event(self.state)
 
