@@ -54,6 +54,8 @@ kept in the evidence too, because a quiet control is information.
     (True, 0.004)
     >>> read_control("content-swap", "r02", original=(5, 5), control=(5, 5)).backs
     False
+    >>> read_control("content-swap", "r02", original=(1, 5), control=(0, 1)).summary.rsplit("; ", 1)[1]
+    'none of the same wrong answers in 1 run, too few against 1/5 originals to say the swap removed it: inconclusive'
 """
 
 from __future__ import annotations
@@ -264,6 +266,11 @@ def read_control(
         if miss > alpha:
             verdict = (f"not seen in {nc} runs, which a deviation at the original rate misses {miss:.0%} of the "
                        "time: inconclusive")
+    if name == CONTENT_SWAP and not changed and ko > 0 and no and kc == 0:
+        # None came back, and still no significance: the original rate is too low for this many
+        # runs (or any: 1/5 against 0/30 is p = 0.14) to say the swap took it away.
+        verdict = (f"none of the same wrong answers in {nc} run{'s' if nc != 1 else ''}, too few against {ko}/{no} "
+                   "originals to say the swap removed it: inconclusive")
     if ko == 0:
         # The deviation never came back in the original replays: a control has nothing to take
         # away, and its own runs, deviating or not, say nothing about the first execution's flip.
