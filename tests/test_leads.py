@@ -6,14 +6,16 @@ leads find on a real engine is bench/realbugs.py (docs/benchmarks.md, the RAM pr
 
 from __future__ import annotations
 
+import json
 import random
+from pathlib import Path
 
 from servefuzz.anomaly import Anomaly, Divergence, FlipSide, Oracle, Verdict
 from servefuzz.confirm import glimpsed
 from servefuzz.corpus import LEAD_MUTATIONS, Corpus, CorpusEntry, Lead, Schedule
 from servefuzz.finding import Confirmation, Finding
 from servefuzz.server_facts import TargetInfo
-from servefuzz.store import Progress
+from servefuzz.store import Progress, load_entries
 from servefuzz.workload import RequestSpec, Scenario
 
 SIG = "llamacpp:replay:corruption:abort,prefix=none"
@@ -112,3 +114,13 @@ def test_a_lead_and_how_far_it_was_followed_survive_a_resume() -> None:
     # An entry written before leads existed reads as no lead.
     old = {k: v for k, v in corpus.entries[0].to_json().items() if k != "lead"}
     assert CorpusEntry.from_json(old).lead is None
+
+
+def test_a_hostile_corpus_file_is_skipped_on_resume_not_a_traceback(tmp_path: Path) -> None:
+    # A lead read back from disk: a wrong type, NaN, or a number too big for an int.
+    good = _corpus(1).entries[0].to_json()
+    (tmp_path / "entry_00000.json").write_text(json.dumps(good))
+    for i, lead in enumerate(('"abc"', '{"signature": "x", "until": NaN}', '{"signature": "x", "until": 1e400}'), 1):
+        bad = json.dumps({**good, "id": i}).replace('"flagged": false', f'"flagged": false, "lead": {lead}')
+        (tmp_path / f"entry_{i:05d}.json").write_text(bad)
+    assert [e.id for e in load_entries(tmp_path)] == [0]

@@ -310,8 +310,8 @@ def load_entries(directory: Path) -> list[CorpusEntry]:
     for path in sorted(directory.glob("entry_*.json")):
         try:
             entries.append(CorpusEntry.from_json(json.loads(path.read_text(encoding="utf-8"))))
-        except (OSError, ValueError, KeyError, TypeError):
-            continue  # written atomically, so only a foreign file lands here; skip it
+        except (OSError, ValueError, KeyError, TypeError, OverflowError):
+            continue  # written atomically, so only a foreign file lands here; skip it (1e400 as an int: overflow)
     # Ids must run 0..n-1 for new entries to get fresh ones; keep the unbroken run.
     return [e for i, e in enumerate(entries) if e.id == i]
 
