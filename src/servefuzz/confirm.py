@@ -408,13 +408,9 @@ def _truth_results(truth: Truth, scenario: Scenario, anomalies: Sequence[Anomaly
         pos = first_difference(ref.choice.token_ids, deviant.choice.token_ids)
         if pos is None:
             continue  # the same tokens: the truth has no flip to judge
-        args = (a.request_id, specs[a.request_id].prompt_ids, (f"{ref.label}#{ref.run}", ref.choice),
-                (f"{deviant.label}#{deviant.run}", deviant.choice), pos, head.threshold or 0.0, truth)
-        result = truth_control(*args)
-        if not result.backs and min(result.distances.values()) > TRUTH_NEAR:
-            # Both answers are off the model: is the engine on it anywhere (`truth_control`)?
-            result = truth_control(*args, calibration=_calibration(truth, scenario, done, skip=a.request_id))
-        out.append(result)
+        out.append(truth_control(a.request_id, specs[a.request_id].prompt_ids, (f"{ref.label}#{ref.run}", ref.choice),
+                                 (f"{deviant.label}#{deviant.run}", deviant.choice), pos, head.threshold or 0.0, truth,
+                                 calibration=functools.partial(_calibration, truth, scenario, done, skip=a.request_id)))
     return out
 
 

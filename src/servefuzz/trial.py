@@ -454,16 +454,17 @@ async def content_swap(
     vocab = runner.info.vocab_size if runner.info is not None else None
     swapped = swap_content(scenario, [victim], vocab)
     only = dataclasses.replace(expect, anomalies=tuple(a for a in expect.anomalies if a.request_id == victim))
+    settled: Callable[[Sequence[RunHistory]], bool] | None = None
+    if alone is not None:
+        known, wrong, rate = alone, deviant_outputs(victim, original, alone), deviating_runs(victim, original, alone)
 
-    def settled(seen: Sequence[RunHistory]) -> bool:
-        """The swap ends once it can no longer back the flip, whatever its runs left would show:
-        a bug that follows the victim's own state gives the same wrong answer run after run."""
-        assert alone is not None
-        wrong = deviant_outputs(victim, original, alone)
-        shown = deviating_runs(victim, seen, alone, among=wrong)
-        return not swap_can_back(shown, runs, deviating_runs(victim, original, alone))
+        def decided(seen: Sequence[RunHistory]) -> bool:
+            """The swap ends once it can no longer back the flip, whatever its runs left would show:
+            a bug that follows the victim's own state gives the same wrong answer run after run."""
+            return not swap_can_back(deviating_runs(victim, seen, known, among=wrong), runs, rate)
 
-    rep = await reproduce(runner, swapped, only, runs, settled=None if alone is None else settled, alone=alone,
+        settled = decided
+    rep = await reproduce(runner, swapped, only, runs, settled=settled, alone=alone,
                           memo=memo, first_run=first_run, noise=noise)
     wrong = deviant_outputs(victim, original, rep.alone)  # the same wrong answers, or the swap changed them
     result = read_control(CONTENT_SWAP, victim, original=deviating_runs(victim, original, rep.alone),

@@ -123,8 +123,8 @@ class _Loop:
         """A confident flip no replay showed again: its scenario becomes the lead, whose mutations
         come next (`Corpus.follow`), since a bug that needs state the scenario builds only
         sometimes is often built every time by a neighbour of it."""
-        reached = frozenset(f for e in self.corpus.entries if e.scenario == seen.scenario for f in e.features)
-        lead = self.corpus.follow(seen.scenario, reached, signature=finding.signature, origin=seen.origin,
+        # Kept already, it keeps its features; not kept, it reached nothing new, and none is needed.
+        lead = self.corpus.follow(seen.scenario, frozenset(), signature=finding.signature, origin=seen.origin,
                                   iteration=seen.iteration)
         if lead is not None:
             write_json(self.config.out_dir / "corpus" / f"entry_{lead.id:05d}.json", lead.to_json())

@@ -62,7 +62,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from typing import Any
 
 from servefuzz.anomaly import Anomaly, Verdict
@@ -451,7 +451,7 @@ def truth_control(
     threshold: float,
     truth: Truth,
     *,
-    calibration: tuple[str, float] | None = None,
+    calibration: Callable[[], tuple[str, float] | None] | None = None,
 ) -> ControlResult:
     """Distance from the exact truth (`servefuzz.truth`), for servefuzz's own models: each run's
     top-k logprobs against the float64 forward pass, teacher-forced on that run's own tokens, at
@@ -459,22 +459,24 @@ def truth_control(
     from the truth than the flip's threshold while the reference sits within TRUTH_NEAR: the
     model itself says which run is wrong, and it is not a near-tie either way.
 
-    `calibration`: another answer of the same engine in the same scenario and its distance from
-    the truth (`truth_distance`). Within TRUTH_NEAR it shows the engine computes the model's own
-    numbers, so a deviant far off them is wrong state even where the reference is off them too:
-    a request served every time from a poisoned cache entry has no right answer to stand in."""
+    `calibration`: asked only where both answers are off the model, another answer of the same
+    engine in the same scenario and its distance from the truth (`truth_distance`). Within
+    TRUTH_NEAR it shows the engine computes the model's own numbers, so a deviant far off them is
+    wrong state even where the reference is off them too: a request served every time from a
+    poisoned cache entry has no right answer to stand in."""
     dist = {}
     for name, c in (reference, deviant):
         dist[name] = truth_distance(truth, prompt_ids, c, position)
     near, far = dist[reference[0]], dist[deviant[0]]
-    calibrated = calibration is not None and calibration[1] <= TRUTH_NEAR
-    backs = far > max(threshold, TRUTH_NEAR) and (near <= TRUTH_NEAR or calibrated)
+    off = far > max(threshold, TRUTH_NEAR)
+    on = calibration() if off and near > TRUTH_NEAR and calibration is not None else None
+    backs = off and (near <= TRUTH_NEAR or (on is not None and on[1] <= TRUTH_NEAR))
     if backs and near <= TRUTH_NEAR:
         verdict = "the deviant run is off the model's own numbers while the reference is on them: it computed on wrong state"
-    elif backs and calibration is not None:
-        dist[calibration[0]] = calibration[1]
-        verdict = (f"both are off the model's own numbers, while {calibration[0]} of this engine is "
-                   f"{calibration[1]:.2e} from them: {request_id} computed on wrong state, in the deviant run at least")
+    elif backs and on is not None:
+        dist[on[0]] = on[1]
+        verdict = (f"both are off the model's own numbers, while {on[0]} of this engine is "
+                   f"{on[1]:.2e} from them: {request_id} computed on wrong state, in the deviant run at least")
     else:
         verdict = "the truth does not single out the deviant run"
     summary = (f"truth control ({truth.how}): {request_id} {reference[0]} is "
