@@ -96,8 +96,12 @@ def test_a_shift_without_a_flip_is_an_anomaly_and_never_lifts_the_threshold_of_a
     loaded = [run(0, rec("r11", 0, _shifted(0.0)), rec("r02", 0, good)),
               run(1, rec("r11", 1, _shifted(-0.2)), rec("r02", 1, bad))]
     alone = {"r02": [rec("r02", 0, good, label="alone")]}
-    # Without the campaign's noise, r11's shift is "noise" and excuses r02's flip: drift.
-    assert {a.verdict for a in judge(loaded, alone).anomalies} == {Verdict.NUMERIC_DRIFT}
+    # Without the campaign's noise r11's shift is no anomaly, but it is not r02's noise either: r02's
+    # own agreeing tokens moved by nothing, so r11's 0.2 is far beyond the typical request here
+    # and is set aside (issue 51: it once excused r02's flip as drift). The reason says so.
+    young = judge(loaded, alone).anomalies
+    assert {(a.request_id, a.verdict) for a in young} == {("r02", Verdict.SUSPECTED_CORRUPTION)}
+    assert all("not counted as noise: r11 0.2000" in a.divergences[0].reason for a in young)
     campaign = benign(0.01, 0).merged(benign(0.01, 1))
     found = {a.request_id: a for a in judge(loaded, alone, campaign=campaign).anomalies}
     assert found["r11"].verdict is Verdict.ANOMALOUS_SHIFT and found["r11"].oracle is Oracle.REPLAY
@@ -112,10 +116,83 @@ def test_a_shift_without_a_flip_is_an_anomaly_and_never_lifts_the_threshold_of_a
 
 
 def test_flagged_requests_never_enter_the_estimate() -> None:
-    loaded = [run(i, rec("r11", i, _shifted(-0.2 * i)), rec("r01", i, _shifted(-0.001 * i))) for i in range(2)]
+    loaded = [run(i, rec("r11", i, _shifted(-0.002 * i)), rec("r01", i, _shifted(-0.001 * i))) for i in range(2)]
     every = benign_shifts(loaded, {})
-    assert every.hists["linf"]["0/uncached"].max == pytest.approx(0.2)
+    assert every.hists["linf"]["0/uncached"].max == pytest.approx(0.002)
     quiet = benign_shifts(loaded, {}, exclude={"r11"})
     assert quiet.samples == 4 and quiet.hists["linf"]["0/uncached"].max == pytest.approx(0.001)
+    # A request that moved 200 times as far as the other is implicated by the execution itself,
+    # flagged by no oracle or not (issue 51: a fault's other victim must not become the noise).
+    victim = [run(i, rec("r11", i, _shifted(-0.2 * i)), rec("r01", i, _shifted(-0.001 * i))) for i in range(2)]
+    assert benign_shifts(victim, {}).hists["linf"]["0/uncached"].max == pytest.approx(0.001)
     cached = benign_shifts([run(i, rec("r01", i, _shifted(0.0), cached_tokens=64)) for i in range(2)], {})
     assert set(cached.hists["gap"]) == {"0/cached", "1-7/cached"}
+
+
+def _victim(run_: int, moved: float, *, label: str = "load") -> ChoiceRecord:
+    """A request whose four tokens agree while its second token's logprobs moved by `moved`
+    (every top-k entry alike, so the top-1/top-2 gap stays): the other victim of issue 51."""
+    c = scored([21, 22, 23, 24])
+    lp = -7.25 + moved
+    top = (c.top_logprobs[0], ((22, lp), (22 + ALT, lp - 0.4)), *c.top_logprobs[2:])
+    return ChoiceRecord(0, c.token_ids, (c.logprobs[0], lp, *c.logprobs[2:]), top, finish_reason="length")
+
+
+def _flipping(margin: float) -> tuple[ChoiceRecord, ChoiceRecord]:
+    """A request's answer alone and under load, flipping at token 1 with the given margin."""
+    base = scored([10, 11, 12, 13])
+    good = flip(base, 1, chosen=11, lp_chosen=-0.3, other=99, lp_other=-0.3 - margin, tail=[12, 13])
+    bad = flip(base, 1, chosen=99, lp_chosen=-0.3, other=11, lp_other=-0.3 - margin, tail=[7, 7])
+    return good, bad
+
+
+def _execution(moves: tuple[float, float], margin: float) -> tuple[list, dict]:  # type: ignore[type-arg]
+    """Two loaded runs of r01 (a bystander), r02 (a victim that keeps its tokens) and r03 (one
+    that flips), and each alone; `moves`: how far r01 and r02 move under load."""
+    good, bad = _flipping(margin)
+    loaded = [run(i, rec("r01", i, _victim(i, moves[0])), rec("r02", i, _victim(i, moves[1])),
+                  rec("r03", i, bad)) for i in range(2)]
+    alone = {"r01": [rec("r01", 0, _victim(0, 0.0), label="alone")],
+             "r02": [rec("r02", 0, _victim(0, 0.0), label="alone")],
+             "r03": [rec("r03", 0, good, label="alone")]}
+    return loaded, alone
+
+
+def test_a_faults_other_victim_does_not_raise_the_bar_for_its_flip() -> None:
+    # Issue 51, as a new user met it on a planted fault of the exact reference engine: r02 kept its
+    # tokens while its logprob moved from -7.25 to -10.48; counted as noise, that 3.23 lifted the
+    # threshold to 12.9 and r03's 2.56-nat flip fell under it. The bystander r01 moved by nothing,
+    # which is this engine's noise: r02 is set aside, and the flip is held against the floor.
+    loaded, alone = _execution((0.0, -3.23), 2.56)
+    [flipped] = {a for a in judge(loaded, alone).anomalies if a.oracle is Oracle.ISOLATION}
+    assert flipped.request_id == "r03" and flipped.verdict is Verdict.SUSPECTED_CORRUPTION, flipped.summary
+    d = flipped.divergences[0]
+    assert d.threshold == pytest.approx(0.001) and d.margin == pytest.approx(2.56)
+    assert "not counted as noise: r02 3.2300" in d.reason
+    # Nor does the campaign learn it: r02's move never enters the noise a later flip is held against.
+    learned = benign_shifts(loaded, alone)
+    assert learned.largest("linf")[1] == 0.0 and learned.samples > 0
+
+
+def test_benign_numerics_that_move_every_request_alike_set_nothing_aside() -> None:
+    # The quiet control: batch numerics move the bystander and the other request alike (0.01 and
+    # 0.012), so both are noise and a flip within four times their jitter is drift, as before.
+    loaded, alone = _execution((-0.01, -0.012), 0.02)
+    found = [a for a in judge(loaded, alone).anomalies if a.request_id == "r03"]
+    assert found and all(a.verdict is Verdict.NUMERIC_DRIFT for a in found), [a.summary for a in found]
+    assert all("not counted as noise" not in a.divergences[0].reason for a in found)
+    assert benign_shifts(loaded, alone).largest("linf")[1] == pytest.approx(0.012)
+
+
+def test_a_lone_victim_is_set_aside_only_by_the_campaigns_calibration() -> None:
+    # Without a bystander (one loaded run: the flipping request has no agreeing twin either) there
+    # is no typical request: a young campaign keeps the old rule (the move counts), one that has
+    # measured this engine exact (every benign shift zero) does not.
+    loaded, alone = _execution((0.0, -3.23), 2.56)
+    loaded = [run(0, *(r for r in loaded[0].records if r.request_id != "r01"))]
+    alone = {k: v for k, v in alone.items() if k != "r01"}
+    young = [a for a in judge(loaded, alone).anomalies if a.request_id == "r03"]
+    assert all(a.verdict is not Verdict.SUSPECTED_CORRUPTION for a in young)
+    exact = CampaignNoise.empty().with_shifts([Shift(1, 0.0, 0.0)] * MIN_SAMPLES, cached=False)
+    calibrated = [a for a in judge(loaded, alone, campaign=exact).anomalies if a.request_id == "r03"]
+    assert calibrated and all(a.verdict is Verdict.SUSPECTED_CORRUPTION for a in calibrated)

@@ -180,11 +180,12 @@ def learn(
 ) -> CampaignNoise:
     """The campaign's noise model after one execution `judgement` judged: every agreeing token
     pair of it added, except on requests an oracle flagged as more than drift (corrupted or
-    shifted logprobs are not noise), and the longest chance run between its requests' answers
-    alone (`controls.chance_run`; `scenario` gives the prompts). Judged first, added after, so nothing is its own bar. The
-    campaign learns this way, and so does a re-judging of its stored histories."""
+    shifted logprobs are not noise) or the execution implicates (`noise.implicated`), and the
+    longest chance run between its requests' answers alone (`controls.chance_run`; `scenario`
+    gives the prompts). Judged first, added after, so nothing is its own bar. The campaign learns
+    this way, and so does a re-judging of its stored histories."""
     flagged = {a.request_id for a in judgement.anomalies if a.verdict is not Verdict.NUMERIC_DRIFT}
-    learned = campaign.merged(benign_shifts(loaded, alone, cache, exclude=flagged))
+    learned = campaign.merged(benign_shifts(loaded, alone, cache, exclude=flagged, campaign=campaign))
     # Chance runs are measured on answers no oracle questioned: a drifting request's alone answer
     # is its reference, and only divergent outputs (never measured here) can hold a leak.
     prompts = {spec.id: spec.prompt_ids for spec in scenario.requests} if scenario is not None else {}

@@ -22,6 +22,17 @@ thinner bucket borrows the largest shift over every bucket (a campaign's first m
 not call anything corruption that a later sample would have excused). Requests flagged by any
 oracle never add samples: a corrupted or shifted request is not noise.
 
+Nor does a request the execution itself implicates (`implicated`): one whose agreeing tokens
+moved more than IMPLICATED_K times as far as the execution's typical request (the lower median
+of every request's largest move) and the campaign's largest benign move (its calibration, once
+it holds MIN_SAMPLES). A fault that corrupts one request's state often leaves another victim's
+tokens standing while its logprobs move by nats; counted as noise, that move would raise the bar
+above the very flip the fault caused (a planted fault's 2.56-nat flip judged against a 12.9-nat
+threshold built from its other victim's 3.23-nat move). The bar is set by the requests the
+finding does not implicate, so on an exact engine, whose bystanders move by nothing, it is zero.
+Benign numerics move every request of a batch alike, so the typical request carries them and
+nothing is set aside.
+
     >>> from servefuzz.history import ChoiceRecord
     >>> a = ChoiceRecord(0, (5, 6), (-0.1, -0.5), (((5, -0.1), (7, -2.0)), ((6, -0.5), (8, -0.9))))
     >>> b = ChoiceRecord(0, (5, 6), (-0.1, -0.52), (((5, -0.1), (7, -2.01)), ((6, -0.52), (8, -0.9))))
@@ -37,19 +48,23 @@ from __future__ import annotations
 import bisect
 import dataclasses
 import math
+import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from servefuzz.evidence import Picture
-from servefuzz.history import ChoiceRecord, RequestRecord, RunHistory
+from servefuzz.history import ChoiceRecord, RequestRecord, RunHistory, TopLogprobs
 from servefuzz.oracles.outputs import Output, Outputs, determinate_outputs
 from servefuzz.terms import common_prefix
 
 __all__ = [
     "BUCKETS",
     "CAMPAIGN_K",
+    "GRID_MIN",
+    "IMPLICATED_K",
     "MIN_SAMPLES",
+    "NOISE_FLOOR",
     "SHIFT_K",
     "SHIFT_MIN_SAMPLES",
     "NOISE_FILE",
@@ -59,7 +74,11 @@ __all__ = [
     "Pair",
     "benign_shifts",
     "fmt_lp",
+    "implicated",
+    "jitter_by_request",
+    "logit_step",
     "picture",
+    "step_at",
     "bucket_of",
     "pair_shifts",
     "pairs",
@@ -76,10 +95,22 @@ MIN_SAMPLES = 30
 # is not: on batch-variant-numerics 30 samples' max understated the benign tail).
 SHIFT_K = 4.0
 SHIFT_MIN_SAMPLES = 1000
+# A request is implicated when its agreeing tokens moved more than this many times as far as the
+# execution's typical request and the campaign's largest benign move: benign numerics spread over
+# a batch within a small factor (batch-variant-numerics: every batched request by 0.01-0.02),
+# while a wrong state read moves a victim by nats next to bystanders that move by nothing.
+IMPLICATED_K = 8.0
 # Histogram bins: zero, then 12 per decade from 1e-7 to 100 nats (log-spaced edges).
 _LO, _DECADES, _PER_DECADE = 1e-7, 9, 12
 _EDGES = tuple(_LO * 10 ** (i / _PER_DECADE) for i in range(_DECADES * _PER_DECADE + 1))
 _METRICS = ("linf", "gap")
+NOISE_FLOOR = 0.001  # GRIEF's logprob gap: below it no engine's numerics are worth arguing over
+# The finest logit grid the step rule recognises: bfloat16 logits of magnitude 2 or more are at
+# least this coarse; float16 and float32 logits are far finer, so the rule leaves them alone.
+GRID_MIN = 2.0**-6
+_GRIDS = tuple(2.0**-k for k in range(1, 7))  # 0.5 down to GRID_MIN
+# JSON carries float32 logprobs to about 1e-6 at these magnitudes; a gap is on the grid within this.
+_GRID_TOLERANCE = 2e-5
 
 
 def fmt_lp(x: float) -> str:
@@ -229,6 +260,11 @@ class CampaignNoise:
                         for k in {*mine, *theirs}}
         return CampaignNoise(hists, max(self.chance_run, other.chance_run))
 
+    def largest(self, metric: str = "linf") -> tuple[int, float]:
+        """How many shifts of `metric` the campaign holds over every bucket, and the largest."""
+        hists = self.hists.get(metric, {}).values()
+        return sum(h.count for h in hists), max((h.max for h in hists), default=0.0)
+
     def basis(self, position: int, cached: bool, metric: str = "gap",
               min_samples: int = MIN_SAMPLES) -> tuple[ShiftHistogram, str]:
         """The histogram a threshold at this position stands on, and how to name it: the bucket's
@@ -317,19 +353,114 @@ def pairs(
     return out
 
 
+def logit_step(*tops: TopLogprobs) -> float:
+    """The coarsest power-of-two step (at least GRID_MIN) that every gap between consecutive
+    top-k logprobs is a whole multiple of; 0.0 when there is none or too few gaps to tell.
+
+    >>> logit_step(((1, -1.0), (2, -1.0625), (3, -1.1875)), ((2, -1.0), (1, -1.03125), (3, -1.125)))
+    0.03125
+    >>> logit_step(((1, -1.0), (2, -1.0631), (3, -1.1875)), ((2, -1.0), (1, -1.0312), (3, -1.125)))
+    0.0
+    """
+    every = [abs(x - y) for top in tops for (_, x), (_, y) in zip(top, top[1:])]
+    gaps = [g for g in every if g > _GRID_TOLERANCE]
+    # A few gaps fit some grid by chance; three float32 gaps all do ~1e-8 of the time. An exact
+    # tie between distinct tokens is itself a sign of coarse logits (float32 ones never tie), so
+    # with a tie two gaps are enough.
+    ties = len(every) - len(gaps)
+    if len(gaps) < (2 if ties else 3):
+        return 0.0
+    for q in _GRIDS:
+        if all(abs(g / q - round(g / q)) * q <= _GRID_TOLERANCE for g in gaps):
+            return q
+    return 0.0
+
+
+def step_at(a: ChoiceRecord, b: ChoiceRecord, pos: int) -> float:
+    """`logit_step` of two outputs' top-k at token `pos`; 0.0 where either has none there."""
+    tops = [c.top_logprobs[pos] for c in (a, b) if pos < len(c.top_logprobs)]
+    return logit_step(*tops) if len(tops) == 2 else 0.0
+
+
+def jitter_by_request(compared: Iterable[Pair]) -> dict[str, float]:
+    """Each request's largest logprob move on agreeing tokens, over its pairs whose tokens agree
+    whole (the outputs the noise is measured on): the chosen token's logprob and, where both
+    runs give top-k, every token both list. A move within two logit steps where the logits lie
+    on a coarse grid (`logit_step`: bfloat16) is rounding, and counts as none.
+
+    >>> from servefuzz.history import ChoiceRecord
+    >>> a = Output(0, "load", ChoiceRecord(0, (5, 6), (-0.1, -0.5)))
+    >>> b = Output(1, "load", ChoiceRecord(0, (5, 6), (-0.1, -0.75)))
+    >>> c = Output(1, "load", ChoiceRecord(0, (5, 7), (-0.1, -0.75)))
+    >>> jitter_by_request([Pair("r01", "replay", a, b), Pair("r02", "replay", a, c)])
+    {'r01': 0.25}
+    """
+    out: dict[str, float] = {}
+    for p in compared:
+        ca, cb = p.a.choice, p.b.choice
+        if ca.token_ids != cb.token_ids:
+            continue
+        moves = {i: abs(x - y) for i, (x, y) in enumerate(zip(ca.logprobs, cb.logprobs))
+                 if x is not None and y is not None}
+        for sh in p.shifts():
+            moves[sh.position] = max(moves.get(sh.position, 0.0), sh.linf)
+        unexplained = [m for i, m in moves.items() if m > 2 * step_at(ca, cb, i)]
+        out[p.request_id] = max(out.get(p.request_id, 0.0), *unexplained, 0.0)
+    return out
+
+
+def implicated(compared: Iterable[Pair], campaign: CampaignNoise | None = None) -> dict[str, float]:
+    """The requests this execution implicates, with how far their agreeing tokens moved: more
+    than IMPLICATED_K x the larger of the typical request's move here (the lower median over the
+    requests, so a minority of victims cannot raise it; none for a request with no others) and
+    the campaign's largest benign move (once it holds MIN_SAMPLES), and above the noise floor.
+    Where neither is known nothing is set aside. Their moves are not noise: whatever
+    moved them is what a finding here is about.
+
+    >>> from servefuzz.history import ChoiceRecord
+    >>> ref = Output(0, "alone", ChoiceRecord(0, (5, 6), (-0.1, -7.25)))
+    >>> def pair(rid, lp):
+    ...     return Pair(rid, "isolation", ref, Output(1, "load", ChoiceRecord(0, (5, 6), (-0.1, lp))))
+    >>> implicated([pair("r01", -7.25), pair("r02", -10.48), pair("r03", -7.25)])
+    {'r02': 3.2300000000000004}
+    >>> implicated([pair("r01", -7.26), pair("r02", -7.27), pair("r03", -7.24)])  # benign: alike
+    {}
+    >>> implicated([pair("r02", -10.48)])  # alone in its execution, no calibration yet: unknown
+    {}
+    >>> exact = CampaignNoise.empty().with_shifts([Shift(1, 0.0, 0.0)] * MIN_SAMPLES, cached=False)
+    >>> implicated([pair("r02", -10.48)], exact)  # the campaign's calibration: an exact engine
+    {'r02': 3.2300000000000004}
+    """
+    moved = jitter_by_request(compared)
+    if not moved:
+        return {}
+    # One request has no others to be typical of: only the campaign's calibration can set it aside.
+    typical = statistics.median_low(moved.values()) if len(moved) > 1 else None
+    count, largest = campaign.largest("linf") if campaign is not None else (0, 0.0)
+    calibrated = largest if count >= MIN_SAMPLES else None
+    known = [x for x in (typical, calibrated) if x is not None]
+    if not known:
+        return {}
+    bar = max(NOISE_FLOOR, IMPLICATED_K * max(known))
+    return {rid: m for rid, m in sorted(moved.items()) if m > bar}
+
+
 def benign_shifts(
     loaded: Sequence[RunHistory],
     alone: Mapping[str, Sequence[RequestRecord]],
     cache: Sequence[RequestRecord] = (),
     *,
     exclude: Iterable[str] = (),
+    campaign: CampaignNoise | None = None,
 ) -> CampaignNoise:
     """The shifts one execution adds to the campaign's noise: every agreeing token of every pair,
     up to the pair's first differing token, except for the `exclude`d requests (those an oracle
-    flagged as anything but numeric drift: corrupted or shifted logprobs are not noise)."""
-    skip = set(exclude)
+    flagged as anything but numeric drift: corrupted or shifted logprobs are not noise) and the
+    requests the execution implicates against the `campaign` so far (`implicated`)."""
+    compared = pairs(loaded, alone, cache)
+    skip = set(exclude) | set(implicated(compared, campaign))
     model = CampaignNoise.empty()
-    for p in pairs(loaded, alone, cache):
+    for p in compared:
         if p.request_id not in skip:
             model = model.with_shifts(p.shifts(), cached=p.cached)
     return model

@@ -30,7 +30,7 @@ from servefuzz.oracles.cache_state import cache_state
 from servefuzz.oracles.isolation import isolation
 from servefuzz.oracles.liveness import liveness
 from servefuzz.oracles.nconsistency import n_consistency
-from servefuzz.oracles.noise import CampaignNoise, Pair, pairs
+from servefuzz.oracles.noise import CampaignNoise, Pair, implicated, pairs
 from servefuzz.oracles.noisy_neighbour import noisy_neighbour
 from servefuzz.oracles.outputs import Outputs, determinate_outputs, output_key
 from servefuzz.oracles.replay import ReplayOutcome, replay_consistency
@@ -138,18 +138,27 @@ class Observations:
                                       skip=flipped, compared=self.pairs))
 
     @functools.cached_property
+    def implicated(self) -> dict[str, float]:
+        """The requests whose agreeing tokens moved too far beside the others' to be noise
+        (`noise.implicated`), with how far."""
+        return implicated(self.pairs, self.campaign)
+
+    @functools.cached_property
     def noise(self) -> NoiseModel:
         """The noise every divergence is held against. Loaded runs of one scenario often batch
         alike, so their jitter can be zero while a request alone (a batch of one) still rounds
-        differently: the larger of the two measured jitters, on the requests that did not shift,
-        or benign batch numerics would pass for corruption (and one flip could be drift to one
-        oracle and corruption to another); with the campaign's noise and the seeded requests."""
-        drop = {a.request_id for a in self.shifts}
+        differently: the larger of the two measured jitters, on the requests that neither shifted
+        beyond the campaign's noise nor are implicated (a fault's other victim must not raise
+        the bar for its flip), or benign batch numerics would pass for corruption (and one flip
+        could be drift to one oracle and corruption to another); with the campaign's noise and
+        the seeded requests."""
+        drop = {a.request_id for a in self.shifts} | set(self.implicated)
         loaded, alone = without(drop, self.compared_loaded, self.compared_alone)
         same = None if drop else self.outputs
         replayed = replay_consistency(loaded, outputs=same).noise
         noise = max(replayed, _isolation_noise(loaded, alone, outputs=same), key=lambda n: n.threshold)
-        return dataclasses.replace(noise, campaign=self.campaign, sampled=self.seeded)
+        return dataclasses.replace(noise, campaign=self.campaign, sampled=self.seeded,
+                                   set_aside=tuple(self.implicated.items()))
 
     @functools.cached_property
     def replay(self) -> ReplayOutcome:

@@ -62,8 +62,17 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from servefuzz.anomaly import Divergence, FlipSide, Variant, Verdict
-from servefuzz.history import ChoiceRecord, TopLogprobs
-from servefuzz.oracles.noise import CAMPAIGN_K, CampaignNoise, fmt_lp
+from servefuzz.history import ChoiceRecord
+from servefuzz.oracles.noise import (
+    CAMPAIGN_K,
+    GRID_MIN,
+    IMPLICATED_K,
+    NOISE_FLOOR,
+    CampaignNoise,
+    fmt_lp,
+    logit_step,
+    step_at,
+)
 from servefuzz.oracles.outputs import Output, VariantGroup
 from servefuzz.terms import first_difference
 
@@ -87,13 +96,6 @@ NOISE_K = 4.0
 # p99, as measured on llama.cpp CUDA, docs/gpu/): the threshold also covers twice the largest
 # jitter seen, so the tail of benign noise is never called corruption.
 NOISE_MAX_K = 2.0
-NOISE_FLOOR = 0.001  # GRIEF's logprob gap: below it no engine's numerics are worth arguing over
-# The finest logit grid the step rule recognises: bfloat16 logits of magnitude 2 or more are at
-# least this coarse; float16 and float32 logits are far finer, so the rule leaves them alone.
-GRID_MIN = 2.0**-6
-_GRIDS = tuple(2.0**-k for k in range(1, 7))  # 0.5 down to GRID_MIN
-# JSON carries float32 logprobs to about 1e-6 at these magnitudes; a gap is on the grid within this.
-_GRID_TOLERANCE = 2e-5
 
 
 @dataclass(frozen=True)
@@ -116,6 +118,10 @@ class NoiseModel:
     # The requests sampled under a seed (`Scenario.seeded`): their flips are draws, judged by
     # `classify`'s sampled rule. It rides here because every oracle hands this model to classify.
     sampled: frozenset[str] = frozenset()
+    # The requests whose agreeing tokens moved too far to be noise (`noise.implicated`), with how
+    # far: left out of `p99` and `max`, and named in `describe()`, so a verdict says what its bar
+    # did not stand on.
+    set_aside: tuple[tuple[str, float], ...] = ()
 
     @property
     def threshold(self) -> float:
@@ -123,6 +129,17 @@ class NoiseModel:
 
     def describe(self) -> str:
         """Where the threshold comes from, for reason strings."""
+        return self._measured() + self._aside()
+
+    def _aside(self) -> str:
+        if not self.set_aside:
+            return ""
+        moved = ", ".join(f"{rid} {fmt_lp(m)}" for rid, m in self.set_aside[:3])
+        more = f" and {len(self.set_aside) - 3} more" if len(self.set_aside) > 3 else ""
+        return (f"; not counted as noise: {moved}{more} (agreeing tokens moved over {IMPLICATED_K:g} x the "
+                "typical request's move and the campaign's largest benign one)")
+
+    def _measured(self) -> str:
         if self.p99 is None:
             return f"floor {fmt_lp(NOISE_FLOOR)}: no agreeing tokens with logprobs to measure noise on"
         measured = (
@@ -160,35 +177,6 @@ def measure_noise(stable: Iterable[Sequence[ChoiceRecord]]) -> NoiseModel:
     return NoiseModel(
         p99=float(np.percentile(samples, 99)), tokens=len(samples), outputs=outputs, max=float(max(samples))
     )
-
-
-def logit_step(*tops: TopLogprobs) -> float:
-    """The coarsest power-of-two step (at least GRID_MIN) that every gap between consecutive
-    top-k logprobs is a whole multiple of; 0.0 when there is none or too few gaps to tell.
-
-    >>> logit_step(((1, -1.0), (2, -1.0625), (3, -1.1875)), ((2, -1.0), (1, -1.03125), (3, -1.125)))
-    0.03125
-    >>> logit_step(((1, -1.0), (2, -1.0631), (3, -1.1875)), ((2, -1.0), (1, -1.0312), (3, -1.125)))
-    0.0
-    """
-    every = [abs(x - y) for top in tops for (_, x), (_, y) in zip(top, top[1:])]
-    gaps = [g for g in every if g > _GRID_TOLERANCE]
-    # A few gaps fit some grid by chance; three float32 gaps all do ~1e-8 of the time. An exact
-    # tie between distinct tokens is itself a sign of coarse logits (float32 ones never tie), so
-    # with a tie two gaps are enough.
-    ties = len(every) - len(gaps)
-    if len(gaps) < (2 if ties else 3):
-        return 0.0
-    for q in _GRIDS:
-        if all(abs(g / q - round(g / q)) * q <= _GRID_TOLERANCE for g in gaps):
-            return q
-    return 0.0
-
-
-def step_at(a: ChoiceRecord, b: ChoiceRecord, pos: int) -> float:
-    """`logit_step` of two outputs' top-k at token `pos`; 0.0 where either has none there."""
-    tops = [c.top_logprobs[pos] for c in (a, b) if pos < len(c.top_logprobs)]
-    return logit_step(*tops) if len(tops) == 2 else 0.0
 
 
 def classify_splits(
