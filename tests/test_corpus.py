@@ -5,7 +5,9 @@ from __future__ import annotations
 import random
 from collections import Counter
 
-from servefuzz.corpus import Corpus, CorpusEntry, Schedule, first_round
+import pytest
+
+from servefuzz.corpus import Corpus, CorpusEntry, Schedule, first_round, novelty
 from servefuzz.workload import RequestSpec, Scenario
 
 
@@ -100,3 +102,18 @@ def test_the_covering_generator_comes_right_after_the_capability_strategies_in_t
     # No coverage, or no capability strategy offered: the mix's order, each once.
     assert first_round(names, None, after=("tenant-salt",)) == names
     assert first_round(names, "pairwise", after=()) == names
+
+
+def test_an_entry_that_alone_reached_engine_code_keeps_more_energy_and_its_many_points_count_by_log2() -> None:
+    c = Corpus()
+    shared = frozenset({f"cov:{p:x}:1" for p in range(100)})
+    first = c.consider(sc(1), shared | {"conc:1"}, origin="x", iteration=0, flagged=False)
+    rare = c.consider(sc(2), shared | {"cov:abc:1", "cov:abc:4", "conc:2"}, origin="x", iteration=1, flagged=False)
+    control = c.consider(sc(3), shared | {"conc:4"}, origin="x", iteration=2, flagged=False)
+    assert first is not None and rare is not None and control is not None
+    # One point in two hit buckets is one point; the 100 shared ones are held by all three.
+    assert c.rarity(rare) == pytest.approx(100 / 3 + 1) and c.rarity(control) == pytest.approx(100 / 3)
+    assert c.energy(rare) > c.energy(control)
+    # A hundred new points count as 1 + log2 of them, not as a hundred features.
+    assert novelty(first.new) == 1 + 7 and novelty(rare.new) == 1 + 1 and novelty(control.new) == 1
+    assert Corpus(c.entries).rarity(rare) == c.rarity(rare)  # a resumed corpus weighs them the same

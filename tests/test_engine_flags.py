@@ -26,7 +26,9 @@ _KINDS = {bool: Kind.BOOL, int: Kind.INT, str: Kind.NAME}
 def test_the_reference_table_is_the_engines_flags_with_their_types() -> None:
     hints = typing.get_type_hints(ServerArgs)
     # --fault and --lora repeat: they are rebuilt beside the table (fault_name, NAME=SEED checks).
-    fields = {f.name for f in dataclasses.fields(ServerArgs)} - {"host", "port", "faults", "lora"}
+    # --coverage instruments the engine for a campaign's feedback (`reference.tracer`), changing
+    # no answer: a replay or triage of a finding relaunches without it.
+    fields = {f.name for f in dataclasses.fields(ServerArgs)} - {"host", "port", "faults", "lora", "coverage"}
     assert {f.key for f in REFERENCE_FLAGS} == fields
     for flag in REFERENCE_FLAGS:
         assert flag.kind is _KINDS[hints[flag.key]], flag.key

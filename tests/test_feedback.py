@@ -19,12 +19,15 @@ from servefuzz.campaign import CampaignConfig, run_campaign
 from servefuzz.corpus import Corpus
 from servefuzz.engines.spec import ServerFacts
 from servefuzz.exercise import observe
-from servefuzz.feedback import DID, boundary_class, features, metric_deltas
+from servefuzz.feedback import COV, DID, boundary_class, coverage_delta, features, hit_bucket, metric_deltas
 from servefuzz.history import RequestRecord, RunHistory, Status
+from servefuzz.reference.tracer import CONTEXTS
 from servefuzz.runner import Runner
 from servefuzz.store import load_entries
 from servefuzz.strategies import EvictionPressure, RandomLoad, TargetShape
 from servefuzz.targets import make_target
+from servefuzz.targets.base import MAX_COVERAGE_POINTS, parse_coverage
+from servefuzz.trial import execute
 from servefuzz.workload import RequestSpec, Scenario
 
 SHAPE = TargetShape(page_size=64, chunked_prefill_size=512)
@@ -142,3 +145,56 @@ def test_statuses_slowdowns_shapes_chunks_and_verdicts_are_features() -> None:
 def test_boundary_classes() -> None:
     assert [boundary_class(n, 64) for n in (63, 64, 65, 96, 256, 257, 1)] == [
         "1p-1", "1p+0", "1p+1", "mid", "4+p+0", "4+p+1", "mid"]
+
+
+# -- engine coverage (the reference engine's --coverage) ----------------------------------------
+
+
+def test_coverage_features_are_the_points_a_run_moved_each_with_its_hit_bucket() -> None:
+    before = {0x10: 5, 0x20: 1}
+    after = {0x10: 5, 0x20: 4, 0x30: 200}
+    gained = coverage_delta(before, after)
+    assert gained == {0x20: 3, 0x30: 200}  # 0x10 was reached before, not by this run: no feature
+    reached = {(p, hit_bucket(n)) for p, n in gained.items()}
+    sc = Scenario(1, (spec("a", 10),))
+    got = features(sc, [], {}, (), SHAPE, engine=reached)
+    assert {f for f in got if f.startswith(COV)} == {"cov:20:3", "cov:30:128"}
+    assert not {f for f in features(sc, [], {}, (), SHAPE) if f.startswith(COV)}  # control: no coverage given
+    assert coverage_delta(after, before) == {}  # a restarted engine's map went down: nothing
+
+
+@pytest.mark.parametrize("answer", [
+    None, [], {"points": []}, {"points": {"1": "2"}}, {"points": {"1": 2.5}}, {"points": {"1": True}},
+    {"points": {"-3": 1}}, {"points": {"1_0": 1}}, {"points": {"9" * 13: 1}}, {"points": {"1": -1}},
+    {"points": {"1": 2 ** 70}}, {"points": {"٣": 1}},
+])
+def test_a_malformed_coverage_answer_is_no_coverage(answer: Any) -> None:
+    assert parse_coverage(answer) == {}
+    assert parse_coverage({"points": {"7": 2, "8": 0}}) == {7: 2, 8: 0}  # control: a good one reads
+
+
+def test_an_oversized_coverage_answer_is_no_coverage() -> None:
+    assert parse_coverage({"points": {str(p): 1 for p in range(MAX_COVERAGE_POINTS + 1)}}) == {}
+
+
+@pytest.mark.timeout(300)
+def test_execute_reads_the_engines_coverage_per_loaded_run_and_n_over_1_reaches_its_own_context(
+    reference_server: Callable[..., str]
+) -> None:
+    """Through servefuzz's own runner: the n > 1 scenario reaches points in the `n` context that
+    the same scenario with n = 1 does not; a server without --coverage gives none."""
+    one = Scenario(3, (RequestSpec("r01", 0.0, tuple(range(40, 140)), 6),))
+    two = Scenario(3, (dataclasses.replace(one.requests[0], n=2),))
+
+    async def reached(url: str, sc: Scenario) -> frozenset[tuple[int, int]]:
+        async with Runner(make_target("reference", url)) as runner:
+            done = await execute(runner, sc, runs=2, with_alone=False)
+        assert done.lost is None
+        return done.engine_coverage
+
+    traced = reference_server("--coverage")
+    got = {name: asyncio.run(reached(traced, sc)) for name, sc in (("one", one), ("two", two))}
+    n_bit = 1 << CONTEXTS.index("n")
+    assert got["one"] and not any(p & n_bit for p, _ in got["one"])
+    assert any(p & n_bit for p, _ in got["two"])
+    assert asyncio.run(reached(reference_server(), two)) == frozenset()

@@ -118,6 +118,9 @@ class FuzzOptions:
     # tried 73%, and with each zoo fault's own strategy left out it found 13 of 14 (fault, seed)
     # within 5 minutes where the mix alone found 12 (docs/benchmarks.md).
     coverage: bool | None = None
+    # Engine coverage (`CampaignConfig.engine_coverage`): a launched reference engine traces its
+    # own code (`--coverage`) and the search steers by the points it reaches; False: neither.
+    engine_coverage: bool = True
     # Sent with every request (auth: `targets.auth_headers`); never written anywhere.
     headers: Mapping[str, str] = dataclasses.field(default_factory=dict, repr=False)
     # Prompts of natural text in the target's own tokens where its model has a real tokenizer
@@ -177,7 +180,8 @@ class FuzzOptions:
         if "none" in self.planted and faults:
             raise UsageError("--fault none cannot be combined with other faults")
         settings = [arg for f in faults for arg in ZOO_SETTINGS.get(f, ())]
-        return [arg for f in faults for arg in ("--fault", f)] + settings
+        traced = ["--coverage"] if self.engine_coverage else []
+        return [arg for f in faults for arg in ("--fault", f)] + settings + traced
 
     def identity(self) -> tuple[int, str]:
         """The campaign's seed and strategy spec: as given, else stored (resume), else defaults."""
@@ -247,6 +251,7 @@ def fuzz(
     trace: str | Path | None = FuzzOptions.trace,
     slowdowns: bool = FuzzOptions.slowdowns,
     coverage: bool | None = FuzzOptions.coverage,
+    engine_coverage: bool = FuzzOptions.engine_coverage,
     headers: Mapping[str, str] | None = None,
     request_timeout_s: float | None = FuzzOptions.request_timeout_s,
     natural_text: bool = FuzzOptions.natural_text,
@@ -266,8 +271,9 @@ def fuzz(
         engine=engine, faults=faults, requests=requests, time_s=time_s, seed=seed, runs=runs,
         confirm_runs=confirm_runs, strategy=strategy, stop_at_first=stop_at_first, resume=resume,
         trace=None if trace is None else Path(trace), slowdowns=slowdowns, coverage=coverage,
-        headers={} if headers is None else headers, request_timeout_s=request_timeout_s, natural_text=natural_text, ray=ray,
-        workers=workers, gpus_per_worker=gpus_per_worker,
+        engine_coverage=engine_coverage, headers={} if headers is None else headers,
+        request_timeout_s=request_timeout_s, natural_text=natural_text, ray=ray, workers=workers,
+        gpus_per_worker=gpus_per_worker,
     )
     opts = given
     if options is not None:
@@ -301,6 +307,7 @@ def fuzz(
         resume=opts.resume,
         coverage=opts.uses_coverage(),
         aims=aims,
+        engine_coverage=opts.engine_coverage,
     )
     events = on_event or (lambda state: None)
     # Slowdowns compare each request's latency under load with its own alone: a reference reused

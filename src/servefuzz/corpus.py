@@ -4,16 +4,21 @@ The corpus keeps every scenario that reached a feature (see `servefuzz.feedback`
 scenario reached. Each iteration either *generates* a fresh scenario from a strategy or
 *mutates* a corpus entry; both choices are weighted by a simple energy schedule:
 
-- an entry's energy is `(1 + features it was first to reach) x (2 if an oracle flagged it)
+- an entry's energy is `(1 + the novelty of what it was first to reach) x (2 if an oracle flagged it)
   x (1 + its rarity) / (1 + times it was picked)`: novel and suspicious scenarios are mutated
   first, and none is mutated forever. The rarity is what the engine did under the entry's
   load and few other entries made it do (`feedback.did_features`: an eviction, a preemption,
   an abort): the sum, over its `did:` features, of 1 / the entries holding that feature. A
   scenario that alone made the pool evict keeps twice the energy of one like it that did
   not, for as long as it stays the only one (AFL++'s rare-edge schedule, over what the engine
-  reported rather than branches);
-- a strategy's weight is `(1 + features its scenarios were first to reach) / (1 + seconds its
-  scenarios took / 10)`, so strategies that keep finding something run more often, costly
+  reported rather than branches). Engine coverage (`feedback.COV`: the reference engine's own
+  edges in context) counts the same way, per point (its hit buckets together): an entry that
+  alone reached some code of the scheduler has that much more energy, AFL's rare-edge schedule
+  over real edges. Its new points count in `novelty` by their log2, not one each: a scenario's
+  first execution reaches thousands, and counted one each they would outweigh everything else
+  the schedule knows;
+- a strategy's weight is `(1 + the novelty of what its scenarios were first to reach) / (1 +
+  seconds its scenarios took / 10)`, so strategies that keep finding something run more often, costly
   ones that find nothing new fade, and every strategy keeps a chance.
 
 A *lead* is a scenario that showed a confident flip no replay showed again (`Corpus.follow`):
@@ -43,16 +48,17 @@ here is pure state; the campaign persists it (`to_json` / `from_json`) after eve
 from __future__ import annotations
 
 import dataclasses
+import math
 import random
 from collections import Counter, defaultdict
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from servefuzz.feedback import DID
+from servefuzz.feedback import COV, DID
 from servefuzz.workload import Scenario
 
-__all__ = ["LEAD_MUTATIONS", "MUTATE_SHARE", "Corpus", "CorpusEntry", "Lead", "Schedule", "first_round"]
+__all__ = ["LEAD_MUTATIONS", "MUTATE_SHARE", "Corpus", "CorpusEntry", "Lead", "Schedule", "first_round", "novelty"]
 
 # After the first round, the share of iterations that mutate a corpus entry rather than
 # generate afresh (when the corpus is not empty).
@@ -63,6 +69,28 @@ COST_UNIT_S = 10.0
 # glimpsed flip again in 6 of 6 replays for 2 of 14 (the RAM-cache lead above), so twelve find such a
 # mutant five times in six.
 LEAD_MUTATIONS = 12
+def _rare(feature: str) -> str | None:
+    """What a feature counts as in the rarity (`Corpus.rarity`): a `did:` feature itself, an
+    engine-coverage feature's point (its hit bucket cut off); None for the rest."""
+    if feature.startswith(DID):
+        return feature
+    if feature.startswith(COV):
+        return feature.rpartition(":")[0]
+    return None
+
+
+def novelty(new: Iterable[str]) -> int:
+    """How much a set of features never seen before counts for: one each, engine-coverage
+    points by the log2 of their number (one new point: 1; 1,000: 10).
+
+    >>> novelty({"conc:1", "n:2"}), novelty({"cov:1:1"}), novelty({f"cov:{p:x}:1" for p in range(1000)} | {"n:2"})
+    (2, 1, 11)
+    """
+    new = list(new)
+    points = len({_rare(f) for f in new if f.startswith(COV)})
+    return sum(1 for f in new if not f.startswith(COV)) + math.ceil(math.log2(1 + points))
+
+
 def first_round(names: tuple[str, ...], covering: str | None, after: Collection[str] = ()) -> tuple[str, ...]:
     """The first round's turns: `names` once each, in order, with `covering` (one of them, the
     covering arrays) moved to right after the last of `after` (the strategies written for the
@@ -136,9 +164,14 @@ class Corpus:
         self.entries: list[CorpusEntry] = sorted(entries, key=lambda e: e.id)
         self.seen: set[str] = set().union(*(e.features for e in self.entries)) if self.entries else set()
         self.picks: Counter[int] = Counter(picks or {})
-        # How many entries hold each engine-did feature: derived from the entries, so a resumed
-        # campaign weighs them as the one it resumes did.
-        self.holders: Counter[str] = Counter(f for e in self.entries for f in e.features if f.startswith(DID))
+        # How many entries hold each engine-did feature and each engine-coverage point (`_rare`):
+        # derived from the entries, so a resumed campaign weighs them as the one it resumes did.
+        self.holders: Counter[str] = Counter()
+        for e in self.entries:
+            self._hold(e.features)
+
+    def _hold(self, features: Iterable[str]) -> None:
+        self.holders.update({k for f in features if (k := _rare(f)) is not None})
 
     def __len__(self) -> int:
         return len(self.entries)
@@ -156,7 +189,7 @@ class Corpus:
         entry = CorpusEntry(len(self.entries), scenario, features, new, origin, iteration, flagged)
         self.entries.append(entry)
         self.seen |= features
-        self.holders.update(f for f in features if f.startswith(DID))
+        self._hold(features)
         return entry
 
     def follow(self, scenario: Scenario, features: frozenset[str], *, signature: str, origin: str,
@@ -182,7 +215,7 @@ class Corpus:
             kept = CorpusEntry(len(self.entries), scenario, features, frozenset(), origin, iteration, True)
             self.entries.append(kept)
             self.seen |= features
-            self.holders.update(f for f in features if f.startswith(DID))
+            self._hold(features)
         entry = dataclasses.replace(kept, lead=Lead(signature, self.picks[kept.id] + LEAD_MUTATIONS))
         self.entries[entry.id] = entry
         return entry
@@ -199,13 +232,15 @@ class Corpus:
         return entry
 
     def rarity(self, entry: CorpusEntry) -> float:
-        """What the engine did under `entry`'s load that few entries made it do: the sum, over
-        its `did:` features, of 1 / the entries holding each (0 for an entry that made the
-        engine do nothing the spec meters)."""
-        return sum(1 / self.holders[f] for f in entry.features if f.startswith(DID) and self.holders[f])
+        """What the engine did under `entry`'s load, and the code of its own it ran, that few
+        entries made it do: the sum, over its `did:` features and its engine-coverage points
+        (`_rare`), of 1 / the entries holding each (0 for an entry that made the engine do
+        nothing the spec meters, on an engine without coverage)."""
+        keys = {k for f in entry.features if (k := _rare(f)) is not None}
+        return sum(1 / self.holders[k] for k in keys if self.holders[k])
 
     def energy(self, entry: CorpusEntry) -> float:
-        return ((1 + len(entry.new)) * (2 if entry.flagged else 1) * (1 + self.rarity(entry))
+        return ((1 + novelty(entry.new)) * (2 if entry.flagged else 1) * (1 + self.rarity(entry))
                 / (1 + self.picks[entry.id]))
 
     def pick(self, rng: random.Random) -> CorpusEntry:

@@ -18,6 +18,7 @@ before.
 | `slow:8x`                   | worst loaded/solo latency ratio (log2)     | latency outliers                         |
 | `n:2`, `stream`             | request shapes                             | forking and streaming paths              |
 | `anomaly:isolation:corruption` | the oracles' verdicts                   | scenarios near a bug are worth mutating  |
+| `cov:1a2b3:4`               | an engine edge in its step's context, and its hit bucket | code no strategy aimed at (`--coverage`) |
 
     >>> from servefuzz.history import RequestRecord, RunHistory, Status
     >>> from servefuzz.strategies import TargetShape
@@ -41,11 +42,19 @@ from servefuzz.strategies import TargetShape
 from servefuzz.terms import page_boundary, page_unit
 from servefuzz.workload import RequestSpec, Scenario
 
-__all__ = ["DID", "boundary_class", "did_features", "features", "metric_deltas"]
+__all__ = ["COV", "DID", "boundary_class", "coverage_delta", "coverage_features", "did_features", "features",
+           "hit_bucket", "metric_deltas"]
 
 # The prefix of the features that say what the engine did (`did_features`): the corpus gives
 # an entry holding one few others hold more energy (`corpus.Corpus.rarity`).
 DID = "did:"
+# The prefix of the engine-coverage features (`coverage_features`): a point of the engine's own
+# code in its context, reached so many times; the rarer its point, the more energy (corpus).
+COV = "cov:"
+
+# AFL's hit-count buckets: a point reached once, twice, three times, 4-7, 8-15, 16-31, 32-127 or
+# 128+ times in a run. Running a loop more turns is new; a few more turns of the same is not.
+_HIT_BUCKETS = (1, 2, 3, 4, 8, 16, 32, 128)
 
 
 def boundary_class(length: int, unit: int, *, cap: int = 4) -> str:
@@ -70,6 +79,36 @@ def metric_deltas(before: Mapping[str, float], after: Mapping[str, float]) -> di
     }
 
 
+def hit_bucket(hits: int) -> int:
+    """AFL's bucket of a hit count: its lower bound (`_HIT_BUCKETS`); 0 for none.
+
+    >>> [hit_bucket(n) for n in (0, 1, 3, 5, 8, 31, 100, 5000)]
+    [0, 1, 3, 4, 8, 16, 32, 128]
+    """
+    return next((b for b in reversed(_HIT_BUCKETS) if hits >= b), 0)
+
+
+def coverage_delta(before: Mapping[int, int], after: Mapping[int, int]) -> dict[int, int]:
+    """What one run added to an engine's cumulative coverage map: each point's hits between two
+    readings (a point that went down, a restarted engine, is left out).
+
+    >>> coverage_delta({1: 5, 2: 1}, {1: 5, 2: 4, 3: 1})
+    {2: 3, 3: 1}
+    """
+    return {p: n - before.get(p, 0) for p, n in after.items() if n > before.get(p, 0)}
+
+
+def coverage_features(reached: Iterable[tuple[int, int]]) -> frozenset[str]:
+    """Engine-coverage features: one per (point, hit bucket) reached, as `cov:<point hex>:<bucket>`.
+    Only points a run reached (`coverage_delta`) come here: a point the engine reached before,
+    and not in this execution, is no feature of it.
+
+    >>> sorted(coverage_features([(4660, 1), (4660, 4), (7, 128)]))
+    ['cov:1234:1', 'cov:1234:4', 'cov:7:128']
+    """
+    return frozenset(f"{COV}{point:x}:{bucket}" for point, bucket in reached if bucket >= 1)
+
+
 def features(
     scenario: Scenario,
     loaded: Sequence[RunHistory],
@@ -77,10 +116,12 @@ def features(
     anomalies: Iterable[Anomaly],
     shape: TargetShape,
     did: Exercise | None = None,
+    engine: Iterable[tuple[int, int]] = (),
 ) -> frozenset[str]:
     """The features one execution reached, with what the engine did under its load (`did`:
     `exercise.observe` over the loaded runs, whose `/metrics` deltas it reads by the engine's
-    own meters; `did_features`). Pure."""
+    own meters; `did_features`) and the engine's own code its loaded runs reached (`engine`:
+    (point, hit bucket) pairs, `coverage_features`). Pure."""
     meta = scenario.meta.get("page_size")
     page = page_unit(shape.page_size, meta if isinstance(meta, int) else None)  # as coverage measures
     specs = scenario.by_id()
@@ -97,6 +138,7 @@ def features(
         out |= _batch_features(h.records, shape.capture_sizes)
     if did is not None:
         out |= did_features(did)
+    out |= coverage_features(engine)
     slow = _worst_slowdown(loaded, alone)
     if slow >= 2:
         out.add(f"slow:{2 ** min(int(math.log2(slow)), 5)}x")

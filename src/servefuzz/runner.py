@@ -148,6 +148,7 @@ class Runner:
         self._stop_at: float | None = None  # time.monotonic(); None: no deadline
         self._stop_why = ""
         self._flushes = False  # whether the last flush emptied the cache (the engine has one)
+        self._no_coverage = False  # the target said it has no engine coverage (`engine_coverage`)
         self._references: dict[RequestSpec, RequestRecord] = {}
         self.meter = PaceMeter()
         # Paced but not yet measured: the whole-request timeouts in flight, each restarted
@@ -217,6 +218,18 @@ class Runner:
 
     async def metrics(self) -> dict[str, float]:
         return await self._call("/metrics", lambda: self.target.metrics(self.session))
+
+    async def engine_coverage(self) -> dict[int, int]:
+        """The engine's cumulative coverage map (the reference engine's `--coverage`), {} where
+        there is none. A target that said it has none (a 404) is not asked again: its answer
+        would be the same every run."""
+        read = getattr(self.target, "engine_coverage", None)
+        if read is None or self._no_coverage:
+            return {}
+        got: dict[int, int] | None = await self._call("/coverage", lambda: read(self.session))
+        if got is None:
+            self._no_coverage = True
+        return got or {}
 
     async def _call(self, what: str, call: Callable[[], Awaitable[_R]]) -> _R:
         """Await a call about the server; any failure means the target cannot be used.

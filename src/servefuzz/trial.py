@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 
 from servefuzz.anomaly import Verdict, worst
 from servefuzz.errors import TargetError
-from servefuzz.feedback import metric_deltas
+from servefuzz.feedback import coverage_delta, hit_bucket, metric_deltas
 from servefuzz.finding import Confirmation, Finding
 from servefuzz.history import RequestRecord, RunHistory, Status
 from servefuzz.oracles.controls import (
@@ -93,6 +93,10 @@ class Executed:
     # The target's speed as the runner measured it after this execution (`servefuzz.pace`): what
     # the campaign sizes its next scenarios by (`pace.fit`), wherever the runner is.
     pace: Pace | None = None
+    # The engine's own code its loaded runs reached (the reference engine's `--coverage`): each
+    # (point, hit bucket) one run reached, `feedback.coverage_features`. The set, not a map per
+    # run: histories.jsonl stays as it was, and what feedback reads of it is this.
+    engine_coverage: frozenset[tuple[int, int]] = frozenset()
 
     def __post_init__(self) -> None:
         # Sequences given as lists (a test's, a caller's) are kept as tuples: nothing refills them.
@@ -126,10 +130,11 @@ class _Recording:
     cache: list[RequestRecord] = field(default_factory=list)
     sent: int = 0
     reused: list[str] = field(default_factory=list)
+    engine_coverage: set[tuple[int, int]] = field(default_factory=set)
 
     def frozen(self, *, lost: str | None = None, wedged: bool = False, cut: str | None = None) -> Executed:
         return Executed(tuple(self.loaded), dict(self.alone), tuple(self.cache), lost, wedged, cut, self.sent,
-                        tuple(self.reused), self.scenario, self.meter.pace)
+                        tuple(self.reused), self.scenario, self.meter.pace, frozenset(self.engine_coverage))
 
 
 async def _metrics(runner: Runner) -> dict[str, float]:
@@ -137,6 +142,13 @@ async def _metrics(runner: Runner) -> dict[str, float]:
         return await runner.metrics()
     except TargetError:
         return {}  # no metrics is no feedback, not a lost target: the next run will tell
+
+
+async def _engine_coverage(runner: Runner) -> dict[int, int]:
+    try:
+        return await runner.engine_coverage()
+    except TargetError:
+        return {}  # as _metrics: no coverage is no feedback
 
 
 async def _probe(runner: Runner, spec: RequestSpec, run: int, done: _Recording) -> None:
@@ -199,17 +211,21 @@ async def execute(
     then, if asked, each request alone on a flushed cache (its isolation reference and cold
     state; `Runner.reference`, which reuses one taken for the same request before). Requests
     cancelled on purpose have no alone reference. At the runner's deadline
-    (`Runner.stop_at`) it stops where it is: `cut` says why."""
+    (`Runner.stop_at`) it stops where it is: `cut` says why. The engine's coverage (its
+    `/coverage`, where it has one) is read around each loaded run too: `Executed.engine_coverage`."""
     done = _Recording(scenario, runner.meter)
     try:
         for i in range(runs):
             await runner.flush()
             before = await _metrics(runner)
+            covered = await _engine_coverage(runner)
             h = await runner.run(scenario, run=first_run + i, label="load")
             done.loaded.append(h)  # kept even when the deadline takes the metrics after it
             done.sent += scenario.total_requests
             delta = metric_deltas(before, await _metrics(runner))
             done.loaded[-1] = dataclasses.replace(h, meta={**h.meta, "metrics": delta})
+            gained = coverage_delta(covered, await _engine_coverage(runner))  # none: no request (Runner)
+            done.engine_coverage |= {(p, hit_bucket(n)) for p, n in gained.items()}
             if any(r.status is Status.TIMEOUT for r in h.records):
                 done.sent += 1  # the probe
                 if (why := await stopped_answering(runner, scenario, h)) is not None:

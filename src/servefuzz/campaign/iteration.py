@@ -6,8 +6,9 @@ each a method returning a typed record (LibAFL's split of corpus feedback from o
 - **observe** (`_Loop.observe`): the execution, its histories logged, judged against the
   campaign's noise (which then learns from it), a lost server's evidence joined to the
   judgement: an `Observation`;
-- **feedback** (`_Loop.feedback`): the features the execution reached (pairwise coverage
-  and what the engine did under its load included: `feedback.did_features`), the corpus
+- **feedback** (`_Loop.feedback`): the features the execution reached (pairwise coverage,
+  what the engine did under its load: `feedback.did_features`, and the engine's own code it
+  reached where the engine reports it: `feedback.coverage_features`), the corpus
   keeping the scenario when one is new, its strategy credited: the `CorpusEntry` kept, or None;
 - **objective** (`_Loop.objective`): the finding (`objective._finding_of`: confirmed on the
   worker, unless a confirmed, no larger one of its signature is kept), kept in the store, the
@@ -33,7 +34,7 @@ from servefuzz.campaign.observe import Observation, _ran, _with_target_lost, _wi
 from servefuzz.campaign.records import COVERAGE_FILE, CampaignConfig, CampaignState, Stop, StopReason, _confirmed
 from servefuzz.campaign.workers import Worker, WorkerLost
 from servefuzz.confirm import ConfirmConfig, glimpsed
-from servefuzz.corpus import LEAD_MUTATIONS, Corpus, CorpusEntry, Schedule
+from servefuzz.corpus import LEAD_MUTATIONS, Corpus, CorpusEntry, Schedule, novelty
 from servefuzz.coverage import points
 from servefuzz.covering import PairwiseCover
 from servefuzz.errors import TargetError
@@ -180,7 +181,8 @@ class _Loop:
         """What the execution reached, and the corpus entry it became when that was new."""
         state, corpus, out = self.state, self.corpus, self.config.out_dir
         scenario, done, verdict = seen.scenario, seen.done, seen.verdict
-        reached = features(scenario, done.loaded, done.alone, verdict.anomalies, self.shape, seen.did)
+        reached = features(scenario, done.loaded, done.alone, verdict.anomalies, self.shape, seen.did,
+                           done.engine_coverage if self.config.engine_coverage else ())
         if state.coverage is not None:
             # Every pair this execution exercised is a feature: one no scenario reached before
             # makes this one new to the corpus, with energy, and credits its strategy.
@@ -192,7 +194,7 @@ class _Loop:
                                 flagged=bool(verdict.anomalies))
         if entry is not None:
             write_json(out / "corpus" / f"entry_{entry.id:05d}.json", entry.to_json())
-        self.schedule.credit(str(scenario.meta.get("strategy", seen.origin)), len(entry.new) if entry else 0,
+        self.schedule.credit(str(scenario.meta.get("strategy", seen.origin)), novelty(entry.new) if entry else 0,
                              time.monotonic() - seen.began)
         return entry
 

@@ -80,6 +80,11 @@ class CampaignConfig:
     the `pairwise` covering generator joins the mix, the `cross` mutator joins the havoc, and
     every pair a scenario is first to exercise counts as a new feature (`pair:...`), so it gives
     the scenario energy and its strategy weight. Off by default until it is measured.
+    `engine_coverage`: steer by the engine's own code where it reports it (the reference
+    engine's `--coverage`, which a launched one gets unless `--no-engine-coverage`): each point
+    of its code in context a scenario is first to reach (`feedback.COV`) is a new feature, and
+    the rarer its points the more energy (`corpus.Corpus.rarity`). False: the points are still
+    read (`Executed.engine_coverage`) but steer nothing: the benchmark's control arm.
     """
 
     out_dir: Path
@@ -100,6 +105,7 @@ class CampaignConfig:
     launch: Launch | None = None
     coverage: bool = False
     aims: tuple[str, ...] = ()
+    engine_coverage: bool = True
 
     def __post_init__(self) -> None:
         if self.runs < 2:

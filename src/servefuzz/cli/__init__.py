@@ -184,7 +184,7 @@ def _fuzz(args: argparse.Namespace) -> int:
         faults=tuple(args.fault) if args.fault else None, requests=args.requests, time_s=args.time, seed=args.seed,
         runs=max(2, args.runs), confirm_runs=args.confirm_runs, strategy=args.strategy,
         stop_at_first=args.stop_at_first, resume=args.resume, trace=args.trace, slowdowns=args.slowdowns,
-        coverage=args.coverage,
+        coverage=args.coverage, engine_coverage=args.engine_coverage,
         headers=_headers(args), request_timeout_s=args.request_timeout, natural_text=not args.random_prompts,
         ray=args.ray, workers=args.workers, gpus_per_worker=args.gpus_per_worker,
     )

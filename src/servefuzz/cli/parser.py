@@ -143,6 +143,9 @@ def _fuzz_flags(f: argparse.ArgumentParser) -> None:
     f.add_argument("--coverage", action=argparse.BooleanOptionalAction, default=None,
                    help="steer toward untried pairs of features (n, prompt vs chunk and page, prefix sharing, "
                         "cancellation, ...); kept in coverage.json, drawn in coverage.html (default: on, unless --strategy names one)")
+    f.add_argument("--no-engine-coverage", dest="engine_coverage", action="store_false",
+                   help="do not steer by the reference engine's own code (its --coverage edges in context); "
+                        "default: a launched reference engine traces itself and the search climbs it")
     stop = f.add_mutually_exclusive_group()
     stop.add_argument("--stop-at-first", dest="stop_at_first", action="store_true", default=None,
                       help="stop at the first confirmed finding (default on the embedded engine)")

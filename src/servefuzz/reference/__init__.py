@@ -9,6 +9,7 @@ from the rest of servefuzz: it is a separate server, started by `servefuzz serve
 - `server_args.py` SGLang-named flags <-> one frozen record
 - `kvpool.py`      paged KV pool, page allocator, req_to_token rows
 - `radix.py`       radix prefix cache over pages (lock_ref, LRU eviction)
+- `tracer.py`      engine coverage (`--coverage`): its own lines as edges in the step's context
 - `scheduler.py`   continuous batching, chunked prefill, padded decode, overlap, abort
 - `server.py`      aiohttp: SGLang and OpenAI dialects
 """

@@ -53,6 +53,7 @@ from servefuzz.reference.model import (
 )
 from servefuzz.reference.radix import RadixCache, RadixNode
 from servefuzz.reference.server_args import CAPTURE_BATCH_SIZES, ServerArgs
+from servefuzz.reference.tracer import Tracer, context_of, engine_files
 
 __all__ = [
     "Engine",
@@ -289,6 +290,10 @@ class Engine:
         self._events: dict[int, tuple[Request, list[Event]]] = {}
         self._inbox: queue.SimpleQueue[tuple[str, Any]] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
+        # --coverage: the engine thread traces its own code (`tracer`); `_aborted` marks the
+        # step after an abort, part of that step's context.
+        self.coverage = Tracer(engine_files()) if args.coverage else None
+        self._aborted = False
 
     def _has(self, fault: str) -> bool:
         return self.args.has_fault(fault)
@@ -373,6 +378,8 @@ class Engine:
 
     def _loop(self) -> None:
         try:
+            if self.coverage is not None:
+                self.coverage.install()  # this thread only: the HTTP loop is never traced
             while True:
                 idle = not self.busy
                 # Set while an idle engine waits for the rest of a burst (see BURST_QUIET_S).
@@ -455,6 +462,7 @@ class Engine:
             self._finish(s, FinishReason("abort", message="aborted by the client"))
             if s.inflight == 0:
                 self._release(s)
+        self._aborted = True
         self._emit()
 
     def flush_now(self) -> bool:
@@ -474,6 +482,8 @@ class Engine:
 
     def step(self) -> None:
         """One scheduling round: in overlap mode schedule N+1, then run and process N."""
+        if self.coverage is not None:
+            self.coverage.context = self._context() if self.busy else None
         if self.overlap:
             nxt = self._schedule()
             if self.inflight is not None:
@@ -486,7 +496,28 @@ class Engine:
         if self.graph is not None and not self.busy:
             self.graph.last_bs = 0  # a busy period ended: the next decode is nobody's "next step"
         self._update_gauges()
+        if self.coverage is not None and not self.busy:
+            # Idle from here: stop counting before the answers go out, so that a client that
+            # reads /coverage once its requests are answered reads a map that has stopped.
+            self.coverage.context = None
         self._emit()
+
+    def _context(self) -> int:
+        """The step's context for engine coverage (`tracer.CONTEXTS`): what the requests in
+        flight are, read from the engine's own records. Clears the abort mark."""
+        reqs = list(self.requests.values())
+        names = {"multi"} if len(reqs) > 1 else set()
+        for r in reqs:
+            names |= {name for name, on in (
+                ("n", r.n > 1), ("seed", r.temperature > 0), ("adapter", r.adapter is not None),
+                ("choice", r.choices is not None), ("salt", r.cache_salt is not None), ("hit", r.cached_tokens > 0),
+            ) if on}
+        if self.chunked is not None:
+            names.add("chunk")
+        if self._aborted:
+            names.add("abort")
+            self._aborted = False
+        return context_of(names)
 
     def run_until_idle(self, max_steps: int = 100_000) -> None:
         """Step until nothing is waiting, running or in flight (tests and tools)."""

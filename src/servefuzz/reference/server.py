@@ -6,7 +6,8 @@
 SGLang dialect: `POST /generate` (`input_ids`, `sampling_params`, `return_logprob`,
 `top_logprobs_num`, `stream`, `rid`), `POST /flush_cache` (400 while requests are in progress),
 `POST /abort_request`, `GET /server_info` (and `/get_server_info`), `/get_model_info`,
-`/health`, `/metrics` (Prometheus text, `sglang:` names). OpenAI dialect: `POST /v1/completions`
+`/health`, `/metrics` (Prometheus text, `sglang:` names), `/coverage` (with `--coverage`: the
+engine's cumulative edge-in-context map, `tracer`; 404 without). OpenAI dialect: `POST /v1/completions`
 with a token-id `prompt`, `logprobs`, `n`, `stream`, and `usage.prompt_tokens_details`;
 `GET /v1/models`.
 
@@ -44,6 +45,7 @@ from servefuzz.reference.scheduler import (
     RequestError,
 )
 from servefuzz.reference.server_args import ArgsError, ServerArgs, parse_args
+from servefuzz.reference.tracer import CONTEXTS, EDGE_BITS
 
 __all__ = ["VERSION", "build_app", "main"]
 
@@ -461,6 +463,18 @@ async def metrics(request: web.Request) -> web.Response:
     return web.Response(text="\n".join(lines) + "\n", content_type="text/plain", charset="utf-8")
 
 
+async def coverage(request: web.Request) -> web.Response:
+    """The cumulative coverage map, `{"points": {"<point>": hits}}` (a point: the edge's
+    `EDGE_BITS`-bit hash shifted left by one bit per context name, or'ed with the context bits,
+    `tracer`). Cumulative since the start, as /metrics counters are: a client takes deltas."""
+    tracer = request.app[_ENGINE].coverage
+    if tracer is None:
+        return _error("engine coverage is off: start the server with --coverage", 404)
+    points = tracer.snapshot()
+    return web.json_response({"edge_bits": EDGE_BITS, "contexts": list(CONTEXTS),
+                              "points": {str(p): n for p, n in points.items()}})
+
+
 # -- OpenAI dialect --------------------------------------------------------------------------
 
 _OPENAI_FIELDS = {
@@ -620,6 +634,7 @@ def build_app(engine: Engine) -> web.Application:
             web.get("/get_model_info", model_info),
             web.get("/health", health),
             web.get("/metrics", metrics),
+            web.get("/coverage", coverage),
             web.post("/v1/completions", completions),
             web.get("/v1/models", models),
         ]

@@ -59,6 +59,9 @@ class ServerArgs:
     enable_deterministic_inference: bool = False
     faults: tuple[str, ...] = ()
     lora: tuple[tuple[str, int], ...] = ()  # (name, seed) of each adapter served
+    # Trace the engine's own code as edges in context, served at GET /coverage (`tracer`):
+    # instrumentation for a fuzzer's feedback, not an engine setting (it changes no answer).
+    coverage: bool = False
 
     def __post_init__(self) -> None:
         if self.page_size < 1:
@@ -155,6 +158,11 @@ def build_parser() -> argparse.ArgumentParser:
         default=[],
         metavar="NAME",
         help=f"plant a bug (repeatable): {', '.join(FAULTS)}",
+    )
+    p.add_argument(
+        "--coverage",
+        action="store_true",
+        help="trace the engine's scheduling code as edges in context, served at GET /coverage",
     )
     p.add_argument(
         "--lora",

@@ -62,6 +62,7 @@ from servefuzz.workload import RequestSpec
 __all__ = [
     "DEFAULT_MAX_RESPONSE_BYTES",
     "DEFAULT_MAX_STREAM_BYTES",
+    "MAX_COVERAGE_POINTS",
     "BadReply",
     "ReproDialect",
     "BadStatus",
@@ -72,6 +73,7 @@ __all__ = [
     "TargetInfo",
     "TooLarge",
     "auth_headers",
+    "parse_coverage",
     "available_engines",
     "describe_error",
     "get_target_class",
@@ -461,6 +463,21 @@ class HttpTarget:
             body = await self.read(resp)
         return parse_prometheus(body.decode("utf-8", errors="replace"))
 
+    async def engine_coverage(self, session: aiohttp.ClientSession) -> dict[int, int] | None:
+        """The engine's cumulative coverage map (`parse_coverage`: a malformed one is {}); None
+        where it has none (404: an engine without `/coverage`, or the reference engine without
+        `--coverage`)."""
+        async with self.get(session, "/coverage") as resp:
+            if resp.status == 404:
+                return None
+            if resp.status >= 300:
+                raise BadStatus(resp.status, await read_error(resp))
+            body = await self.read(resp)
+        try:
+            return parse_coverage(parse_json(body, "/coverage"))
+        except BadReply:
+            return {}
+
     def stream(self, resp: aiohttp.ClientResponse) -> AsyncIterator[Any]:
         """The JSON payloads of a server-sent-event answer, within this target's caps."""
         return sse_payloads(resp, max_line_bytes=self.max_response_bytes, max_total_bytes=self.max_stream_bytes)
@@ -642,6 +659,35 @@ async def sse_payloads(
 
 def _size(n: int) -> str:
     return f"{n / (1 << 20):g} MiB" if n >= 1 << 20 else f"{n} bytes"
+
+
+# The most points a /coverage answer may hold: the reference engine's map is at most 2**25 points
+# but a campaign reaches some thousands; an answer past this is no coverage, not a memory hog.
+MAX_COVERAGE_POINTS = 1 << 18
+
+
+def parse_coverage(data: Any) -> dict[int, int]:
+    """A `/coverage` answer (`{"points": {"<point>": hits}}`, the reference engine's `--coverage`)
+    as {point: hits}; anything else, one malformed entry or more than `MAX_COVERAGE_POINTS`
+    included, is {}: a server's word is untrusted, and bad coverage is no coverage, never a crash.
+
+    >>> parse_coverage({"points": {"12": 3, "7": 1}}), parse_coverage({"points": {"x": 1}}), parse_coverage([])
+    ({12: 3, 7: 1}, {}, {})
+    >>> parse_coverage({"points": {"12": True}}), parse_coverage({"points": {"-1": 2}})
+    ({}, {})
+    """
+    points = data.get("points") if isinstance(data, dict) else None
+    if not isinstance(points, dict) or len(points) > MAX_COVERAGE_POINTS:
+        return {}
+    out: dict[int, int] = {}
+    for key, hits in points.items():
+        # Digits only, at most 12 (a point is ~25 bits): no sign, no '1_000', no 4,300-digit int.
+        if not (isinstance(key, str) and 0 < len(key) <= 12 and key.isascii() and key.isdigit()):
+            return {}
+        if isinstance(hits, bool) or not isinstance(hits, int) or not 0 <= hits < 1 << 62:
+            return {}
+        out[int(key)] = hits
+    return out
 
 
 def parse_prometheus(text: str) -> dict[str, float]:

@@ -1,0 +1,187 @@
+"""Engine coverage (issue 57): what the tracer costs the reference engine, and what steering by it
+buys a campaign, side by side on the same seeds in one run.
+
+    python bench/engine_coverage.py                          # 2 seeds, 90 s per campaign arm
+    python bench/engine_coverage.py --seeds 3 --budget-s 300 --out /tmp/engcov.jsonl
+
+(a) **Cost**: two reference engines, one with `--coverage` and one without, serve the same
+    fixed workload per seed (prompts on shared prefixes, some n = 2 and seeded, `--concurrency`
+    requests in flight), the two arms alternating; requests per second of wall clock, and per
+    CPU-second of the server process (from /proc; it moves much less with a shared machine's
+    load), and their ratios traced / untraced.
+(b) **Gain**: the default mix's campaign (greybox, pairwise coverage on, as `servefuzz fuzz`
+    runs it) for `--budget-s` seconds against a fresh `--coverage` engine, with engine-coverage
+    feedback (`CampaignConfig.engine_coverage`) and without: the engine measures its coverage in
+    both arms, only the feedback differs. Counted at the end from the engine's own `/coverage`:
+    the context points (edge x context) reached, the distinct edges among them, and the
+    campaign's requests; ratio feedback / no feedback per seed.
+
+Results are appended as JSON lines to `--out`; the summary with the ratios is printed last.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import random
+import statistics
+import sys
+import tempfile
+import time
+import urllib.request
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+
+from servefuzz.campaign import CampaignConfig, run_campaign
+from servefuzz.launcher import ServerProcess
+from servefuzz.reference.tracer import CONTEXT_BITS
+from servefuzz.runner import Runner
+from servefuzz.strategies import DEFAULT_MIX, get_strategies
+from servefuzz.targets import make_target
+
+__all__ = ["campaign_arm", "main", "throughput_arm"]
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process so far (Linux /proc)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def points(url: str) -> dict[int, int]:
+    with urllib.request.urlopen(url + "/coverage", timeout=30) as resp:
+        return {int(p): int(n) for p, n in json.loads(resp.read())["points"].items()}
+
+
+def workload(seed: int, requests: int) -> list[dict[str, Any]]:
+    """/generate bodies: prompts on four shared prefixes, a quarter n = 2, a quarter sampled."""
+    rng = random.Random(seed)
+    prefixes = [[rng.randrange(3, 1024) for _ in range(rng.choice((64, 100, 128)))] for _ in range(4)]
+    out = []
+    for i in range(requests):
+        prompt = rng.choice(prefixes) + [rng.randrange(3, 1024) for _ in range(rng.randint(8, 96))]
+        sp: dict[str, Any] = {"max_new_tokens": rng.randint(8, 32), "ignore_eos": True, "temperature": 0,
+                              "n": 2 if i % 4 == 1 else 1}
+        if i % 4 == 2:
+            sp.update(temperature=0.8, sampling_seed=rng.randrange(1 << 30))
+        out.append({"input_ids": prompt, "sampling_params": sp})
+    return out
+
+
+async def _drive(url: str, bodies: Sequence[dict[str, Any]], concurrency: int) -> None:
+    todo = list(bodies)
+    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=600)) as session:
+
+        async def worker() -> None:
+            while todo:
+                body = todo.pop(0)
+                async with session.post(url + "/generate", json=body) as resp:
+                    assert resp.status == 200, await resp.text()
+                    await resp.read()
+
+        await asyncio.gather(*(worker() for _ in range(concurrency)))
+
+
+def throughput_arm(srv: ServerProcess, seed: int, requests: int, concurrency: int) -> dict[str, float]:
+    """One pass of the seed's workload: requests per wall second and per server CPU-second."""
+    pid = srv.pid
+    assert pid is not None
+    bodies = workload(seed, requests)
+    with urllib.request.urlopen(urllib.request.Request(srv.base_url + "/flush_cache", method="POST")):
+        pass
+    cpu0, t0 = cpu_seconds(pid), time.perf_counter()
+    asyncio.run(_drive(srv.base_url, bodies, concurrency))
+    wall, cpu = time.perf_counter() - t0, cpu_seconds(pid) - cpu0
+    return {"rps": requests / wall, "rps_cpu": requests / max(cpu, 1e-9)}
+
+
+def campaign_arm(seed: int, budget_s: float, feedback: bool, workdir: Path) -> dict[str, Any]:
+    """The default mix's campaign against a fresh `--coverage` engine; what it reached there."""
+    strategies = get_strategies(",".join(DEFAULT_MIX))
+    with ServerProcess.reference(["--coverage"], log_path=workdir / "server.log") as srv:
+        config = CampaignConfig(out_dir=workdir / f"campaign-{seed}-{feedback}", seed=seed, time_budget_s=budget_s,
+                                coverage=True, engine_coverage=feedback)
+
+        async def go() -> int:
+            async with Runner(make_target("reference", srv.base_url)) as runner:
+                return (await run_campaign(runner, strategies, config)).requests
+
+        sent = asyncio.run(go())
+        reached = points(srv.base_url)
+    return {"seed": seed, "feedback": feedback, "budget_s": budget_s, "requests": sent,
+            "points": len(reached), "edges": len({p >> CONTEXT_BITS for p in reached}),
+            "contexts": len({p & ((1 << CONTEXT_BITS) - 1) for p in reached})}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--seeds", type=int, default=2)
+    p.add_argument("--first-seed", type=int, default=0)
+    p.add_argument("--budget-s", type=float, default=90.0, help="seconds per campaign arm (default 90)")
+    p.add_argument("--requests", type=int, default=64, help="requests per throughput pass (default 64)")
+    p.add_argument("--concurrency", type=int, default=8)
+    p.add_argument("--skip", choices=("cost", "gain"), help="leave one half out")
+    p.add_argument("--out", type=Path, default=Path("engine-coverage.jsonl"), help="JSON lines, appended")
+    args = p.parse_args(argv)
+    seeds = range(args.first_seed, args.first_seed + args.seeds)
+    rows: list[dict[str, Any]] = []
+
+    def keep(row: dict[str, Any]) -> None:
+        rows.append(row)
+        with open(args.out, "a", encoding="utf-8") as f:
+            f.write(json.dumps(row) + "\n")
+        print(json.dumps(row), flush=True)
+
+    if args.skip != "cost":
+        with ServerProcess.reference([]) as plain, ServerProcess.reference(["--coverage"]) as traced:
+            throughput_arm(plain, 99, args.concurrency, args.concurrency)  # warm both up alike
+            throughput_arm(traced, 99, args.concurrency, args.concurrency)
+            for seed in seeds:
+                # Alternating, so the machine's load moves both arms alike.
+                for name, srv in (("untraced", plain), ("traced", traced)):
+                    keep({"part": "cost", "seed": seed, "arm": name,
+                          **throughput_arm(srv, seed, args.requests, args.concurrency)})
+    if args.skip != "gain":
+        with tempfile.TemporaryDirectory(prefix="servefuzz-engcov-") as tmp:
+            for seed in seeds:
+                for feedback in (True, False):
+                    keep({"part": "gain", **campaign_arm(seed, args.budget_s, feedback, Path(tmp))})
+    print(summary(rows))
+    return 0
+
+
+def summary(rows: Sequence[dict[str, Any]]) -> str:
+    lines = []
+    cost = [r for r in rows if r["part"] == "cost"]
+    if cost:
+        for key, what in (("rps", "requests/s (wall)"), ("rps_cpu", "requests per server CPU-second")):
+            ratios = []
+            for seed in sorted({r["seed"] for r in cost}):
+                arm = {r["arm"]: r[key] for r in cost if r["seed"] == seed}
+                ratios.append(arm["traced"] / arm["untraced"])
+                lines.append(f"cost seed {seed}: {what} untraced {arm['untraced']:.2f}, traced {arm['traced']:.2f}, "
+                             f"ratio {ratios[-1]:.2f}")
+            lines.append(f"cost: traced / untraced {what}: mean ratio {statistics.mean(ratios):.2f}")
+    gain = [r for r in rows if r["part"] == "gain"]
+    if gain:
+        ratios = []
+        for seed in sorted({r["seed"] for r in gain}):
+            on = next(r for r in gain if r["seed"] == seed and r["feedback"])
+            off = next(r for r in gain if r["seed"] == seed and not r["feedback"])
+            ratios.append(on["points"] / off["points"])
+            lines.append(f"gain seed {seed}: context points with feedback {on['points']} ({on['edges']} edges, "
+                         f"{on['requests']} requests), without {off['points']} ({off['edges']} edges, "
+                         f"{off['requests']} requests), ratio {ratios[-1]:.3f}")
+        lines.append(f"gain: context points with / without engine-coverage feedback: mean ratio "
+                     f"{statistics.mean(ratios):.3f}")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
