@@ -158,6 +158,19 @@ def lora_prefix_shared(b: PromptBuilder) -> Case:
     ))
 
 
+def lossy_hit_reload(b: PromptBuilder) -> Case:
+    # r01 caches a 256-token prefix; behind a long blocker (r03), four requests on it arrive at once
+    # and are prefilled in one extend batch, each a hit read back rounded: some flip, the others keep
+    # their tokens with moved logprobs (issue 51's other victims). r02 and r08 stand by.
+    return [], Scenario(3, (
+        RequestSpec("r01", 0.0, b.prompt("p0", 256, 276), 2, "p0", 256),
+        RequestSpec("r02", 10.0, b.prompt(None, 0, 40), 8),
+        RequestSpec("r03", 60.0, b.prompt(None, 0, 1000), 8),
+        *(RequestSpec(f"r0{4 + k}", 64.0 + 0.2 * k, b.prompt("p0", 256, 266 + k), 8, "p0", 256) for k in range(4)),
+        RequestSpec("r08", 400.0, b.prompt(None, 0, 30), 8),
+    ))
+
+
 CASES: dict[str, Callable[[PromptBuilder], Case]] = {
     "page-boundary-prefix": page_boundary_prefix,
     "overlap-war": overlap_war,
@@ -170,4 +183,5 @@ CASES: dict[str, Callable[[PromptBuilder], Case]] = {
     "shared-sampler-rng": shared_sampler_rng,
     "bitmask-row-skip": bitmask_row_skip,
     "lora-prefix-shared": lora_prefix_shared,
+    "lossy-hit-reload": lossy_hit_reload,
 }

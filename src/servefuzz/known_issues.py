@@ -70,6 +70,7 @@ REFERENCE_FAULTS = (
     "shared-sampler-rng",
     "bitmask-row-skip",
     "lora-prefix-shared",
+    "lossy-hit-reload",
 )
 
 # Weights of the evidence. A cure seen in the triage matrix says the most; the engine (or the

@@ -203,6 +203,16 @@ def alternating_adapters(url: str) -> list[Answer]:
                        ("base", 0, generate_body(PREFIX256 + toks(97, 20), 8))])
 
 
+def hits_in_one_batch(url: str) -> list[Answer]:
+    # H caches a 256-token prefix; then, behind a long blocker, five requests on that prefix arrive
+    # at once and are prefilled in one extend batch, each a hit. Their cached pages come back
+    # rounded: most keep their tokens with moved logprobs, near-tied ones flip.
+    burst(url, [("H", 0, generate_body(PREFIX256 + toks(100, 20), 2))])
+    reqs: Burst = [("blocker", 0, generate_body(toks(101, 1000), 1))]
+    reqs += [(f"V{i}", 20 + 0.2 * i, generate_body(PREFIX256 + toks(102 + i, 20), 12)) for i in range(5)]
+    return burst(url, reqs)
+
+
 # fault -> (flags that set up its trigger, trigger, flags of the cure)
 CASES: dict[str, tuple[list[str], Callable[[str], list[Answer]], list[str]]] = {
     "page-boundary-prefix": ([], page_boundary_burst, ["--disable-radix-cache"]),
@@ -220,6 +230,7 @@ CASES: dict[str, tuple[list[str], Callable[[str], list[Answer]], list[str]]] = {
     "shared-sampler-rng": ([], seeded_burst, ["--max-running-requests", "1"]),
     "bitmask-row-skip": ([], structured_burst, ["--max-running-requests", "1"]),
     "lora-prefix-shared": (LORA_FLAGS, alternating_adapters, ["--disable-radix-cache"]),
+    "lossy-hit-reload": ([], hits_in_one_batch, ["--disable-radix-cache"]),
 }
 
 

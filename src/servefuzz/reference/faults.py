@@ -21,7 +21,7 @@ from functools import lru_cache
 
 import numpy as np
 
-__all__ = ["FAULTS", "NUMERIC_DRIFT_UNITS", "Fault", "batch_variant_offsets"]
+__all__ = ["FAULTS", "LOSSY_STEP", "NUMERIC_DRIFT_UNITS", "Fault", "batch_variant_offsets"]
 
 
 @dataclass(frozen=True)
@@ -142,6 +142,16 @@ FAULTS: dict[str, Fault] = {
             "from its answer alone, with cached_tokens > 0",
         ),
         Fault(
+            "lossy-hit-reload",
+            "vLLM #50702 (int8 KV with prefix caching), SGLang #38031 (host-tier load-back) class",
+            "prefix cache x batched prefill (the cached pages' read path)",
+            "a request whose prompt hits the prefix cache is admitted into an extend batch holding "
+            "other requests: its cached pages are read through the batched path, which rounds them",
+            "--disable-radix-cache",
+            "the hit request's cached keys and values lose their low bits: its logprobs move by "
+            "tenths of a nat, often with every token the same, and near-tied tokens flip",
+        ),
+        Fault(
             "batch-variant-numerics",
             "vLLM #23138, llama.cpp #7052 (benign class)",
             "batch-size-dependent reductions",
@@ -162,6 +172,12 @@ FAULTS: dict[str, Fault] = {
         ),
     )
 }
+
+# FAULT lossy-hit-reload: the grid the cached K and V are rounded to, in the pool's integer units
+# (values reach some thousands): coarse enough to move a victim's logprobs by tenths of a nat,
+# fine enough that many victims keep every token (measured: of four hits in one batch, one to
+# two flip), the faults whose other victims are what issue 51's noise rule is about.
+LOSSY_STEP = 32
 
 # The perturbation is at most this many 1/1024-nat logit units (~0.012 nats): only tokens whose
 # margin is under twice that can flip, which is what makes it *numeric drift*, not corruption.

@@ -39,7 +39,7 @@ from typing import Any
 
 import numpy as np
 
-from servefuzz.reference.faults import batch_variant_offsets
+from servefuzz.reference.faults import LOSSY_STEP, batch_variant_offsets
 from servefuzz.reference.kvpool import PADDING_SLOT, KVPool, ReqToTokenPool
 from servefuzz.reference.model import (
     EOS_ID,
@@ -732,6 +732,7 @@ class Engine:
         spans = list(zip(items, bounds[:-1], bounds[1:]))
         h = m.embed(ids)
         adapters = [it.seq.req.adapter for it in items for _ in range(it.end - it.start)]
+        lossy = self._has("lossy-hit-reload") and len({id(it.seq.req) for it in items}) > 1
         for layer in range(m.config.n_layers):
             q, k, v = self._qkv(layer, h, positions, adapters)
             out = np.empty_like(q)
@@ -740,6 +741,14 @@ class Engine:
                 # KV comes straight from this batch, as in a ragged extend kernel. The batch's
                 # writes land after every request has gathered its prefix.
                 prefix_k, prefix_v = pool.gather(layer, self.rows.table[it.row, : it.start])
+                if lossy and it.start and it.start == it.seq.req.cached_tokens:
+                    # FAULT lossy-hit-reload (models vLLM #50702, int8 KV with prefix caching, and
+                    # SGLang #38031's host-tier load-back): a prompt that hit the cache and is
+                    # prefilled beside other requests reads its cached pages through a lossy copy
+                    # (rounded to LOSSY_STEP), while its own new tokens' KV is exact. The error is
+                    # small: its answer's logprobs move, and only near-tied tokens flip.
+                    prefix_k = np.round(prefix_k / LOSSY_STEP) * LOSSY_STEP
+                    prefix_v = np.round(prefix_v / LOSSY_STEP) * LOSSY_STEP
                 keys = np.concatenate([prefix_k, k[a:b]])
                 values = np.concatenate([prefix_v, v[a:b]])
                 out[a:b] = causal_attention(q[a:b], keys, values, it.start, m.attn_lut)
