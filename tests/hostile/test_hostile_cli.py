@@ -55,6 +55,20 @@ def test_fuzz_survives_a_hostile_server_and_shows_its_text_inert(hostile_server:
         assert list((tmp_path / "c" / "findings").glob("finding_*.json"))
 
 
+def test_the_junit_file_of_a_hostile_campaign_parses_and_holds_no_control_character(hostile_server: Hostile,
+                                                                                     tmp_path: Path) -> None:
+    # The server's text (markup, escapes, bidi, control characters) reaches a CI page through
+    # --junit only through sanitize: XML 1.0 refuses most control characters outright.
+    import xml.etree.ElementTree as ET
+
+    xml = tmp_path / "j.xml"
+    p = servefuzz("fuzz", "--url", hostile_server("markup"), *FUZZ, "--junit", str(xml), "--out", str(tmp_path / "c"))
+    held(p, Exit.OK, Exit.FOUND)
+    text = xml.read_text(encoding="utf-8")
+    assert ET.fromstring(text.split("\n", 1)[1]).tag == "testsuites"
+    assert not any(ord(ch) < 0x20 and ch not in "\t\n" for ch in text), "a raw control character in the XML"
+
+
 # Starting the command is outside the budget: the interpreter, the imports and the target's
 # /server_info, on a shared 2-core machine. The budget and its grace are the campaign's own.
 STARTUP_SLACK_S = 20.0

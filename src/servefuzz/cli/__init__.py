@@ -25,11 +25,14 @@ import traceback
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from types import FrameType
-from typing import cast
+from typing import TYPE_CHECKING, cast
 
 from servefuzz.durable import disk_full, is_disk_full
 from servefuzz.errors import DiskFullError, Exit, ServefuzzError, UsageError
 from servefuzz.sanitize import one_line, visible
+
+if TYPE_CHECKING:
+    from servefuzz.campaign import CampaignResult
 
 __all__ = ["main"]
 
@@ -179,6 +182,8 @@ def _fuzz(args: argparse.Namespace) -> int:
 
     if args.out.exists() and not args.out.is_dir():
         raise UsageError(f"--out {args.out} is a file, not a directory")
+    if args.junit is not None and (args.junit.is_dir() or not args.junit.parent.is_dir()):
+        raise UsageError(f"--junit {args.junit}: not a file in an existing directory")
     opts = FuzzOptions(
         out=args.out, url=args.url, launch=args.launch, model=_arch_model(args), profile=args.profile, engine=args.engine,
         faults=tuple(args.fault) if args.fault else None, requests=args.requests, time_s=args.time, seed=args.seed,
@@ -204,7 +209,18 @@ def _fuzz(args: argparse.Namespace) -> int:
         with LiveProgress(console, f"fuzzing {target}") as live:
             result = fuzz(opts, on_event=live.update)
         print_summary(Console(), result)
+    if args.junit is not None:
+        _write_junit(args, result)
     return Exit.FOUND if result.found else Exit.OK
+
+
+def _write_junit(args: argparse.Namespace, result: CampaignResult) -> None:
+    """`--junit FILE`: the campaign as JUnit XML, written whole or not at all (`durable`)."""
+    from servefuzz.durable import write_atomic
+    from servefuzz.reports.junit import junit_xml
+
+    target = args.url or (f"--launch {args.launch}" if args.launch else "the embedded reference engine")
+    write_atomic(args.junit, junit_xml(result, target=target, seed=args.seed))
 
 
 def _replay(args: argparse.Namespace) -> int:

@@ -159,6 +159,9 @@ def _fuzz_flags(f: argparse.ArgumentParser) -> None:
     scale.add_argument("--gpus-per-worker", type=float, default=0.0, metavar="G",
                        help="with --ray: GPUs each worker's server holds, as a Ray resource (default 0)")
     f.add_argument("--json", action="store_true", help="print one JSON summary on stdout instead of the display")
+    f.add_argument("--junit", type=Path, metavar="FILE",
+                   help="also write the campaign as JUnit XML for a CI job: a failed test per finding that fails "
+                        "the exit code, a skipped one per mechanism left untested (docs/ci.md)")
     _auth(f)
 
 
