@@ -299,8 +299,11 @@ def _report(args: argparse.Namespace) -> int:
 
     out = args.out or args.finding.with_name(args.finding.stem + "-report")
     paths = report(args.finding, out=out, histories=histories_for(args.finding, args.histories), writeup=args.writeup)
-    for path in (paths.repro, paths.issue, paths.html):
-        print(visible(path))
+    for path in (paths.repro, paths.issue, paths.html, paths.minimal):
+        if path is not None:
+            print(visible(path))
+    if paths.no_minimal is not None:
+        print(visible(f"no minimal_repro.py: {paths.no_minimal}"), file=sys.stderr)
     return Exit.OK
 
 

@@ -1,4 +1,5 @@
-"""Reports of a finding: a standalone `repro.py`, a ready-to-file `issue.md`, a `report.html`.
+"""Reports of a finding: a standalone `repro.py`, a ready-to-file `issue.md`, a `report.html`,
+and where the finding has one, `minimal_repro.py` (some fifty lines a maintainer reads).
 
     >>> paths = write_report(load_finding("findings/finding_00006_1907863917.json"), "report/")  # doctest: +SKIP
     >>> paths.repro.name, paths.issue.name, paths.html.name                                     # doctest: +SKIP
@@ -23,6 +24,7 @@ from servefuzz.history import RunHistory, read_history_jsonl
 from servefuzz.known_issues import match
 from servefuzz.reports.html import report_html
 from servefuzz.reports.issue_md import WriteUp, issue_markdown
+from servefuzz.reports.minimal import minimal_repro
 from servefuzz.reports.repro import repro_script
 
 __all__ = ["ReportPaths", "write_report", "histories_for"]
@@ -30,11 +32,14 @@ __all__ = ["ReportPaths", "write_report", "histories_for"]
 
 @dataclass(frozen=True)
 class ReportPaths:
-    """Where `write_report` put the three files."""
+    """Where `write_report` put its files: the three every finding gets, and `minimal_repro.py`
+    where the finding has a minimal form (`reports.minimal`; else None, and `no_minimal` says why)."""
 
     repro: Path
     issue: Path
     html: Path
+    minimal: Path | None = None
+    no_minimal: str | None = None
 
 
 def write_report(finding: Finding, out_dir: Path | str, histories: Sequence[RunHistory] = (),
@@ -45,17 +50,23 @@ def write_report(finding: Finding, out_dir: Path | str, histories: Sequence[RunH
     """
     out = Path(out_dir)
     matches = match(finding)
-    paths = ReportPaths(out / "repro.py", out / "issue.md", out / "report.html")
+    minimal, no_minimal = minimal_repro(finding)
+    paths = ReportPaths(out / "repro.py", out / "issue.md", out / "report.html",
+                        out / "minimal_repro.py" if minimal is not None else None, no_minimal)
     texts = {
         paths.repro: repro_script(finding),
         paths.issue: issue_markdown(finding, matches, writeup),
         paths.html: report_html(finding, matches, histories),
     }
+    if paths.minimal is not None and minimal is not None:
+        texts[paths.minimal] = minimal
     try:
         out.mkdir(parents=True, exist_ok=True)
         for path, text in texts.items():
             path.write_text(text, encoding="utf-8")
-        os.chmod(paths.repro, 0o755)
+        for script in (paths.repro, paths.minimal):
+            if script is not None:
+                os.chmod(script, 0o755)
     except OSError as e:
         if durable.is_disk_full(e):
             raise durable.disk_full(out) from None

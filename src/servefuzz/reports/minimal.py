@@ -1,0 +1,215 @@
+"""minimal_repro.py: the finding as a maintainer reads it, a script of some fifty lines.
+
+repro.py replays any finding with servefuzz's whole reproduction rule (streams cut mid-prefill,
+cache probes, constraints, a server it starts and restarts, the sequential test): about 1,800
+lines no maintainer reads. Most findings need none of that once shrunk: a few requests at their
+offsets, and each watched request compared with its own answer alone on a flushed cache. That is
+this script: the standard library only (urllib, json, threading), the exact bodies servefuzz's
+adapter sends (`repro.replay_plan`, so both scripts send the same bytes), the server command as
+a comment, the runs and the rate printed, exit 0 when a watched request answered otherwise in
+some run, 1 when none did.
+
+A request servefuzz streamed goes whole here (how an answer travels does not change what the
+engine computes; the script's runs say whether the finding comes back so). Where the finding
+needs more than that (a stream cut, a cache probe, a tenant's cached-token
+allowance, a choice constraint, a crash or hang to wait for, n copies of one request), there is
+no minimal form: `minimal_repro` says why, in one line, and repro.py stays the way to replay it.
+The finding is data, never code: the plan goes in as a JSON text inside a `repr`'d literal.
+
+    >>> from servefuzz.anomaly import Anomaly, Oracle, Verdict
+    >>> from servefuzz.finding import Finding
+    >>> from servefuzz.server_facts import TargetInfo
+    >>> from servefuzz.workload import RequestSpec, Scenario
+    >>> sc = Scenario(1, (RequestSpec("r01", 0.0, (5, 6), 2), RequestSpec("r02", 3.0, (7, 8), 2)))
+    >>> f = Finding(3, 1, sc, TargetInfo("sglang", "http://127.0.0.1:30000"),
+    ...             (Anomaly(Oracle.ISOLATION, Verdict.CORRUPTION, "r02", "r02 diverged"),))
+    >>> text, why = minimal_repro(f)
+    >>> why is None and compile(text, "minimal_repro.py", "exec") is not None
+    True
+    >>> minimal_repro(Finding(3, 1, sc, TargetInfo("sglang", "http://127.0.0.1:30000"),
+    ...                       (Anomaly(Oracle.LIVENESS, Verdict.CRASH, "r02", "died"),)))[1]
+    'a crash finding: its repro.py waits for the server to die; the minimal form compares answers only'
+"""
+
+from __future__ import annotations
+
+import json
+import string
+
+from servefuzz.engines.commands import server_command
+from servefuzz.finding import Finding
+from servefuzz.reports.repro import replay_plan
+from servefuzz.sanitize import one_line
+
+__all__ = ["minimal_repro"]
+
+_LINE = 96  # characters of JSON per line of the embedded literal
+_STREAM_KEYS = ("stream", "stream_options")
+
+# How each dialect's answer gives its choices' token ids (non-streamed), and how its cache is
+# flushed; only the finding's own dialect goes into a script.
+_TOKENS = {
+    "sglang": '''def tokens(answer):  # SGLang's /generate: one item per choice, or the one item
+    items = answer if isinstance(answer, list) else [answer]
+    return [tuple(i.get("output_ids") or [t[1] for t in i["meta_info"]["output_token_logprobs"]]) for i in items]''',
+    "openai": '''def tokens(answer):  # /v1/completions: ids as token_ids, or "token_id:N" with return_tokens_as_token_ids
+    return [tuple(c.get("token_ids") or [int(t.split(":", 1)[1]) for t in c["logprobs"]["tokens"]])
+            for c in sorted(answer["choices"], key=lambda c: c["index"])]''',
+    "llamacpp": '''def tokens(answer):  # llama-server's /completion: one object per choice, each with its tokens
+    items = answer if isinstance(answer, list) else [answer]
+    return [tuple(i["tokens"]) for i in sorted(items, key=lambda i: i.get("index", 0))]''',
+}
+_FLUSH = {
+    "sglang": '''def flush():
+    empty_cache("/flush_cache")''',
+    "vllm": '''def flush():  # reset_external empties the offloading connector's CPU tier too
+    empty_cache("/reset_prefix_cache?reset_external=true")''',
+    "llamacpp": '''def flush():  # needs --slot-save-path; the slots' cached prompts are erased
+    for slot in range(get("/props")["total_slots"]):
+        empty_cache(f"/slots/{slot}?action=erase")''',
+}
+
+_SCRIPT = string.Template('''#!/usr/bin/env python3
+"""servefuzz finding ${name}: ${bug}.
+
+Server, as servefuzz ran it: ${command}
+Run:  python minimal_repro.py [BASE_URL] [RUNS]      (default ${base_url}, 10 runs)
+
+Sends the ${count} requests of REQUESTS at their offsets on a flushed cache, RUNS times, and compares
+each of ${watched} with its own answer alone on a flushed cache: a request computes the same tokens
+at temperature 0 whatever runs beside it. Exit 0: reproduced (some run answered otherwise); 1: not reproduced.${streamed}"""
+import json, sys, threading, time, urllib.error, urllib.request
+
+URL = (sys.argv[1] if len(sys.argv) > 1 else "${base_url}").rstrip("/")
+RUNS = int(sys.argv[2]) if len(sys.argv) > 2 else 10
+PATH = ${path}
+WATCH = ${watch}  # what answered otherwise under load when servefuzz found it
+
+
+def post(path, body, answer=True):
+    req = urllib.request.Request(URL + path, json.dumps(body).encode(), {"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=300) as resp:
+        return json.loads(resp.read()) if answer else resp.read()
+
+
+def empty_cache(path):  # a busy server refuses a flush while requests finish: try again
+    for _ in range(50):
+        try:
+            return post(path, {}, answer=False)
+        except urllib.error.HTTPError:
+            time.sleep(0.1)
+    sys.exit(f"{URL}{path} refused the flush 50 times")
+
+
+def get(path):
+    with urllib.request.urlopen(URL + path, timeout=30) as resp:
+        return json.loads(resp.read())
+
+
+${tokens}
+
+
+${flush}
+
+
+def run(ids):
+    """The requests named by `ids`, each at its offset, on a flushed cache: id -> token ids."""
+    flush()
+    out, t0 = {}, time.perf_counter()
+
+    def send(r):
+        time.sleep(max(0.0, r["offset_ms"] / 1000 - (time.perf_counter() - t0)))
+        out[r["id"]] = tokens(post(PATH, r["body"]))
+
+    threads = [threading.Thread(target=send, args=(r,)) for r in REQUESTS if r["id"] in ids]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return out
+
+
+def main():
+    alone = {rid: run({rid})[rid] for rid in WATCH}
+    wrong = 0
+    for i in range(RUNS):
+        got = run({r["id"] for r in REQUESTS})
+        bad = [rid for rid in WATCH if got.get(rid) != alone[rid]]
+        wrong += bool(bad)
+        said = "; ".join(f"{rid} {got.get(rid)} (alone: {alone[rid]})" for rid in bad)
+        print(f"run {i + 1}/{RUNS}: {said or 'every watched request as alone'}")
+    print(f"{wrong}/{RUNS} runs answered otherwise than alone: {'REPRODUCED' if wrong else 'NOT REPRODUCED'}")
+    return 0 if wrong else 1
+
+
+# The exact request bodies servefuzz sent, with their offsets (ms from the first): data, not code.
+REQUESTS = json.loads(
+${literal}
+)
+
+if __name__ == "__main__":
+    sys.exit(main())
+''')
+
+
+def minimal_repro(finding: Finding) -> tuple[str | None, str | None]:
+    """The minimal script's text, or None and the one-line reason it has none (see above)."""
+    plan = replay_plan(finding)
+    why = _refusal(plan)
+    if why is not None:
+        return None, why
+    dialect = plan["dialect"]
+    flush = plan["flush"]
+    if dialect not in _TOKENS or flush not in _FLUSH:
+        return None, f"no cache flush the minimal form knows for the {plan['dialect']!r} dialect"
+    # A streamed request goes whole: how the answer travels does not change what the engine
+    # computes, and the runs below say whether the finding comes back without it.
+    requests = [{"id": r["id"], "offset_ms": r["offset_ms"],
+                 "body": {k: v for k, v in r["body"].items() if k not in _STREAM_KEYS}} for r in plan["requests"]]
+    streamed = [r["id"] for r in plan["requests"] if r["body"].get("stream")]
+    text = json.dumps(requests, ensure_ascii=True, separators=(",", ":"))
+    literal = "\n".join("    " + repr(text[i : i + _LINE]) for i in range(0, len(text), _LINE))
+    watch = list(plan["expected"])
+    return _SCRIPT.substitute(
+        # Everything from the finding file goes in as a Python literal or through one_line in the
+        # docstring (with its quotes and backslashes made inert), never as code.
+        name=_doc(plan["name"]), bug=_doc(plan["bug"]), command=_doc(server_command(finding.target)),
+        base_url=_url(finding.target.base_url), count=len(requests),
+        watched=_doc(", ".join(watch)), path=repr(plan["path"]), watch=repr(watch),
+        tokens=_TOKENS[dialect], flush=_FLUSH[flush], literal=literal,
+        streamed=f"\nServefuzz streamed {_doc(', '.join(streamed))}; here every answer comes whole." if streamed else "",
+    ), None
+
+
+def _refusal(plan: dict[str, object]) -> str | None:
+    """Why the plan needs repro.py's machinery, or None when the minimal form can carry it."""
+    if plan["expect_failure"]:
+        return (f"a {plan['expect_failure']} finding: its repro.py waits for the server to die; "
+                "the minimal form compares answers only")
+    if not plan["expected"]:
+        return "no request to watch"
+    requests = plan["requests"]
+    assert isinstance(requests, list)
+    for r in requests:
+        if r.get("cancel_after_ms") is not None or r.get("cancel_at_prefill") is not None:
+            return f"{r['id']} is a stream cut on purpose: only repro.py cuts streams"
+        if r.get("copies", 1) != 1:
+            return f"{r['id']} goes as {r['copies']} copies (n > 1 at temperature 0 on this engine): only repro.py sends those"
+    if plan["probes"]:
+        return "a cache-state finding: its warm and primed probes are repro.py's"
+    if plan["expect_cached"]:
+        return "an isolation breach: the cached-token allowance is repro.py's check"
+    if plan["choices"]:
+        return "a constrained request: the constraint check is repro.py's"
+    return None
+
+
+def _doc(text: object) -> str:
+    """A finding-file string for the script's docstring: one line, no quote or backslash that
+    could end the docstring or start an escape."""
+    return one_line(text).replace("\\", "/").replace('"', "'")
+
+
+def _url(text: str) -> str:
+    """The finding's base URL as the default (a string literal's contents, so nothing can end it)."""
+    return _doc(text).replace("'", "%27")

@@ -1,0 +1,105 @@
+"""minimal_repro.py (issue 54, item 1): some fifty lines of the standard library a maintainer reads,
+derived from the finding, REPRODUCED on the faulty reference engine and NOT REPRODUCED on the clean
+one; a finding that needs repro.py's machinery gets none, with the reason; what a finding file says
+stays data.
+
+The finding is made by servefuzz's own pipeline from the page-boundary scenario of
+tests/reports/test_report_repro.py: a long prompt keeps the engine busy while three requests sharing
+exactly one page arrive together, and the later ones read the first's page before it is written."""
+
+from __future__ import annotations
+
+import ast
+import asyncio
+import dataclasses
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from servefuzz.anomaly import Anomaly, Oracle, Verdict
+from servefuzz.finding import Finding
+from servefuzz.launcher import ServerProcess
+from servefuzz.oracles.judge import judge
+from servefuzz.reports import write_report
+from servefuzz.reports.minimal import minimal_repro
+from servefuzz.runner import Runner
+from servefuzz.server_facts import TargetInfo
+from servefuzz.targets import make_target
+from servefuzz.trial import execute
+from servefuzz.workload import PromptBuilder, RequestSpec, Scenario
+
+FAULT = ["--fault", "page-boundary-prefix"]
+
+
+def page_boundary() -> Scenario:
+    b = PromptBuilder(0, range(3, 1024))
+    busy = RequestSpec("r00", 0.0, b.prompt(None, 0, 600), 16)
+    burst = [RequestSpec(f"r{i:02d}", 5.0, b.prompt("p0", 64, 72 + i), 16, "p0", 64, stream=i == 2) for i in (1, 2, 3)]
+    return Scenario(0, (busy, *burst), {"page_size": 64})
+
+
+async def _find(url: str) -> Finding:
+    async with Runner(make_target("reference", url)) as runner:
+        scenario = page_boundary()
+        done = await execute(runner, scenario, runs=2, with_alone=True)
+        verdict = judge(done.loaded, done.alone)
+        assert runner.info is not None and verdict.anomalies, "the scenario must trigger the fault"
+        return Finding(0, scenario.seed, scenario, runner.info, verdict.anomalies)
+
+
+@pytest.fixture(scope="module")
+def finding() -> Finding:
+    with ServerProcess.reference(FAULT) as srv:
+        return asyncio.run(_find(srv.base_url))
+
+
+def run_script(path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    # -I -S: the standard library only.
+    return subprocess.run([sys.executable, "-I", "-S", str(path), *args], capture_output=True, text=True,
+                          timeout=180, check=False)
+
+
+def test_it_reproduces_on_the_faulty_engine_and_not_on_the_clean_one(finding: Finding, tmp_path: Path) -> None:
+    paths = write_report(finding, tmp_path)
+    assert paths.minimal is not None and paths.no_minimal is None
+    text = paths.minimal.read_text(encoding="utf-8")
+    # What a maintainer reads: the logic, without the request bodies' data, in about fifty lines.
+    logic = text.split("# The exact request bodies")[0]
+    assert len(logic.splitlines()) <= 80, len(logic.splitlines())
+    assert "servefuzz serve-reference" in text and "--fault page-boundary-prefix" in text  # the server, as a comment
+    assert "r02; here every answer comes whole" in text  # the streamed request, said so
+    with ServerProcess.reference(FAULT) as faulty:
+        p = run_script(paths.minimal, faulty.base_url, "5")
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert re.search(r"^[345]/5 runs answered otherwise than alone: REPRODUCED$", p.stdout, re.M), p.stdout
+    with ServerProcess.reference([]) as clean:
+        p = run_script(paths.minimal, clean.base_url, "5")
+    assert p.returncode == 1, p.stdout + p.stderr
+    assert "0/5 runs answered otherwise than alone: NOT REPRODUCED" in p.stdout
+
+
+def test_it_imports_only_the_standard_library_and_holds_the_finding_as_data(finding: Finding) -> None:
+    hostile = dataclasses.replace(finding, target=dataclasses.replace(
+        finding.target, base_url='http://127.0.0.1:1/"""\nimport os\nos.system("x")#'))
+    text, why = minimal_repro(hostile)
+    assert text is not None and why is None
+    tree = ast.parse(text)
+    imported = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+    assert imported == {"json", "sys", "threading", "time", "urllib.error", "urllib.request"}
+    assert not any(isinstance(n, ast.Call) and ast.unparse(n.func) == "os.system" for n in ast.walk(tree))
+
+
+def test_a_finding_that_needs_repro_py_gets_no_minimal_form_and_says_why(finding: Finding, tmp_path: Path) -> None:
+    crash = dataclasses.replace(finding, anomalies=(Anomaly(Oracle.LIVENESS, Verdict.CRASH, "r01", "died"),))
+    paths = write_report(crash, tmp_path)
+    assert paths.minimal is None and not (tmp_path / "minimal_repro.py").exists()
+    assert paths.no_minimal is not None and "crash" in paths.no_minimal
+    cut = dataclasses.replace(finding, scenario=dataclasses.replace(finding.scenario, requests=tuple(
+        dataclasses.replace(r, cancel_after_ms=50.0, stream=True) if r.id == "r00" else r
+        for r in finding.scenario.requests)))
+    assert minimal_repro(cut) == (None, "r00 is a stream cut on purpose: only repro.py cuts streams")
+    assert minimal_repro(dataclasses.replace(finding, target=TargetInfo("openai", "http://127.0.0.1:1")))[1] \
+        == "no cache flush the minimal form knows for the 'openai' dialect"
