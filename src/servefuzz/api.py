@@ -332,7 +332,8 @@ def fuzz(
             async with ray_workers(opts.ray, opts.workers, launch, opts.out, headers=opts.headers, config=run_config,
                                    gpus_per_worker=opts.gpus_per_worker) as workers:
                 return await run_campaign_on(workers, strategies, launched, seeds=seeds, on_event=events)
-        async with LaunchedServer(launch, opts.out, headers=opts.headers, config=run_config) as server:
+        async with LaunchedServer(launch, opts.out, headers=opts.headers, config=run_config,
+                                  engine_coverage=opts.engine_coverage) as server:
             return await run_campaign(server.runner, strategies, launched, seeds=seeds, on_event=events, revival=server)
 
     # One campaign in a directory at a time, from before its server starts (whose log and
