@@ -198,3 +198,23 @@ def test_a_dead_process_is_not_waited_for_and_its_last_map_counts(tmp_path: Path
     started = time.monotonic()
     assert files.read() == {7: 3}
     assert time.monotonic() - started < 30.0  # it did not wait out the bound for a dead process
+
+
+@pytest.mark.parametrize(("engine", "asked", "traced"), [
+    ("vllm", True, True), ("sglang", True, True), ("vllm", False, False), ("reference", True, False),
+    ("llamacpp", True, False),
+])
+def test_only_the_campaigns_launched_server_gets_the_tracer(tmp_path: Path, engine: str, asked: bool,
+                                                            traced: bool) -> None:
+    from servefuzz.launcher import Launch
+    from servefuzz.servers import ENGINE_COVERAGE_DIR, LaunchedServer
+
+    launch = Launch(engine, ("python", "-m", "engine", "--port", "{port}"), env={"PYTHONPATH": "/standins"})
+    server = LaunchedServer(launch, tmp_path, engine_coverage=asked)
+    env = server.process._env or {}
+    assert (coverage_files.ENV_DIR in env) is traced and (server.coverage is not None) is traced
+    if traced:
+        assert env[coverage_files.ENV_DIR] == str(tmp_path / ENGINE_COVERAGE_DIR)
+        assert env["PYTHONPATH"] == f"/standins{os.pathsep}{engines.tracer_path()}"  # the stand-ins' first
+    # What a replay, triage or a control relaunches from is the Launch, which never carries it.
+    assert coverage_files.ENV_DIR not in launch.env

@@ -119,7 +119,9 @@ class FuzzOptions:
     # within 5 minutes where the mix alone found 12 (docs/benchmarks.md).
     coverage: bool | None = None
     # Engine coverage (`CampaignConfig.engine_coverage`): a launched reference engine traces its
-    # own code (`--coverage`) and the search steers by the points it reaches; False: neither.
+    # own code (`--coverage`), a launched vLLM or SGLang runs servefuzz's tracer in its processes
+    # (`LaunchedServer(engine_coverage=...)`), and the search steers by the points they reach;
+    # False: neither.
     engine_coverage: bool = True
     # Sent with every request (auth: `targets.auth_headers`); never written anywhere.
     headers: Mapping[str, str] = dataclasses.field(default_factory=dict, repr=False)
