@@ -119,7 +119,9 @@ class FuzzOptions:
     # within 5 minutes where the mix alone found 12 (docs/benchmarks.md).
     coverage: bool | None = None
     # Engine coverage (`CampaignConfig.engine_coverage`): a launched reference engine traces its
-    # own code (`--coverage`) and the search steers by the points it reaches; False: neither.
+    # own code (`--coverage`), a launched vLLM or SGLang runs servefuzz's tracer in its processes
+    # (`LaunchedServer(engine_coverage=...)`), and the search steers by the points they reach;
+    # False: neither.
     engine_coverage: bool = True
     # Sent with every request (auth: `targets.auth_headers`); never written anywhere.
     headers: Mapping[str, str] = dataclasses.field(default_factory=dict, repr=False)
@@ -332,7 +334,8 @@ def fuzz(
             async with ray_workers(opts.ray, opts.workers, launch, opts.out, headers=opts.headers, config=run_config,
                                    gpus_per_worker=opts.gpus_per_worker) as workers:
                 return await run_campaign_on(workers, strategies, launched, seeds=seeds, on_event=events)
-        async with LaunchedServer(launch, opts.out, headers=opts.headers, config=run_config) as server:
+        async with LaunchedServer(launch, opts.out, headers=opts.headers, config=run_config,
+                                  engine_coverage=opts.engine_coverage) as server:
             return await run_campaign(server.runner, strategies, launched, seeds=seeds, on_event=events, revival=server)
 
     # One campaign in a directory at a time, from before its server starts (whose log and

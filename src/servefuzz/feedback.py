@@ -42,8 +42,8 @@ from servefuzz.strategies import TargetShape
 from servefuzz.terms import page_boundary, page_unit
 from servefuzz.workload import RequestSpec, Scenario
 
-__all__ = ["COV", "DID", "boundary_class", "coverage_delta", "coverage_features", "did_features", "features",
-           "hit_bucket", "metric_deltas"]
+__all__ = ["COV", "DID", "RUN_CONTEXTS", "boundary_class", "coverage_delta", "coverage_features", "did_features",
+           "features", "hit_bucket", "in_context", "metric_deltas", "run_context"]
 
 # The prefix of the features that say what the engine did (`did_features`): the corpus gives
 # an entry holding one few others hold more energy (`corpus.Corpus.rarity`).
@@ -96,6 +96,40 @@ def coverage_delta(before: Mapping[int, int], after: Mapping[int, int]) -> dict[
     {2: 3, 3: 1}
     """
     return {p: n - before.get(p, 0) for p, n in after.items() if n > before.get(p, 0)}
+
+
+# The features of a loaded run's requests that make the context of an engine's edges where the
+# engine's tracer knows no step context of its own (vLLM, SGLang: `targets.coverage_files`), a bit
+# each: more than one request; n > 1; sampled; under a LoRA adapter; constrained to choices; a
+# tenant's cache salt; cut on purpose; streamed; a shared prefix. Client-side and per run, not per
+# step as the reference engine's (`reference.tracer.CONTEXTS`): an edge counts under every feature
+# the run held, whether or not the step that reached it held it.
+RUN_CONTEXTS = ("multi", "n", "sampled", "adapter", "choice", "salt", "cancel", "stream", "prefix")
+
+
+def run_context(scenario: Scenario) -> int:
+    """The context bits (`RUN_CONTEXTS`) of one loaded run of `scenario`.
+
+    >>> from servefuzz.workload import RequestSpec, Scenario
+    >>> run_context(Scenario(0, (RequestSpec("a", 0.0, (1, 2), 4, n=2), RequestSpec("b", 1.0, (3,), 4, stream=True))))
+    131
+    """
+    reqs = scenario.requests
+    held = (len(reqs) > 1, any(r.n > 1 for r in reqs), any(r.sampled for r in reqs),
+            any(r.adapter is not None for r in reqs), any(r.choices is not None for r in reqs),
+            any(r.cache_salt is not None for r in reqs), any(r.cancelled for r in reqs),
+            any(r.stream for r in reqs), any(r.prefix_len > 0 for r in reqs))
+    return sum(1 << i for i, on in enumerate(held) if on)
+
+
+def in_context(reached: Mapping[int, int], context: int) -> dict[int, int]:
+    """Context-free edges (`coverage_delta` of a `CoverageSource.context_free` engine) as points
+    in `context` (`run_context`), laid out as the reference engine's: the edge above the bits.
+
+    >>> in_context({5: 2}, 3)
+    {2563: 2}
+    """
+    return {(edge << len(RUN_CONTEXTS)) | context: hits for edge, hits in reached.items()}
 
 
 def coverage_features(reached: Iterable[tuple[int, int]]) -> frozenset[str]:

@@ -231,6 +231,13 @@ class Runner:
             self._no_coverage = True
         return got or {}
 
+    @property
+    def coverage_context_free(self) -> bool:
+        """Whether the target's coverage points are edges alone, with no context of the engine's
+        own (`targets.base.CoverageSource`): the trial then folds in the run's."""
+        source = getattr(self.target, "coverage_source", None)
+        return bool(getattr(source, "context_free", False))
+
     async def _call(self, what: str, call: Callable[[], Awaitable[_R]]) -> _R:
         """Await a call about the server; any failure means the target cannot be used.
 

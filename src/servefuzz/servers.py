@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
+import os
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -31,9 +32,10 @@ from typing import Any, Self
 
 import aiohttp
 
-from servefuzz import durable
+from servefuzz import durable, engines
 from servefuzz.anomaly import Verdict
 from servefuzz.engines.registry import spec_of
+from servefuzz.engines.spec import first_on_path
 from servefuzz.errors import LaunchError, TargetError, UsageError
 from servefuzz.finding import Confirmation
 from servefuzz.history import RequestRecord, RunHistory
@@ -46,11 +48,14 @@ from servefuzz.realmodel import provenance_of
 from servefuzz.runner import RunConfig, Runner
 from servefuzz.server_facts import TargetInfo, redact_argv, redact_text
 from servefuzz.targets import Target, detect_engine, make_target
+from servefuzz.targets.base import HttpTarget
+from servefuzz.targets.coverage_files import ENV_DIR, ENV_TRACED, CoverageFiles
 from servefuzz.trial import Control, Reproduction, content_swap, reproduce, suspects
 from servefuzz.workload import RequestSpec, Scenario
 
 __all__ = [
     "DEATH_GRACE_S",
+    "ENGINE_COVERAGE_DIR",
     "STANDIN_LOG",
     "FreshReplay",
     "LaunchedServer",
@@ -58,6 +63,7 @@ __all__ = [
     "deterministic_control",
     "deterministic_launch",
     "fresh_server_control",
+    "tracing_env",
     "open_target",
     "replay_fresh",
 ]
@@ -294,6 +300,24 @@ class Replayer:
 
 # Beside server.log: one JSON line per call of a stand-in's helper (`Launch.standins`).
 STANDIN_LOG = "standin_calls.jsonl"
+# Beside server.log: the folder the traced engine's processes answer in (`targets.coverage_files`).
+ENGINE_COVERAGE_DIR = "engine_coverage"
+
+
+def tracing_env(env: Mapping[str, str], folder: Path, traced: Sequence[str]) -> dict[str, str]:
+    """`env` with servefuzz's tracer in every process it starts (`engines.tracer_path`): the
+    folder to answer in, what to follow, and the tracer's folder on the path. After a path the
+    launch sets (SGLang's stand-ins, whose `sitecustomize` starts the tracer too: only the first
+    on the path runs), else before the caller's own.
+
+    >>> e = tracing_env({"PYTHONPATH": "/standins"}, Path("/out/cov"), ("a/b/",))
+    >>> e["PYTHONPATH"].endswith("/standins/coverage"), e["SERVEFUZZ_ENGINE_TRACED"]
+    (True, 'a/b/')
+    """
+    tracer = str(engines.tracer_path())
+    given = env.get("PYTHONPATH")
+    path = given + os.pathsep + tracer if given else first_on_path(tracer, os.environ.get("PYTHONPATH", ""))
+    return {**env, "PYTHONPATH": path, ENV_DIR: str(folder), ENV_TRACED: ":".join(traced)}
 # How long a server whose requests were lost gets to finish dying before its crash is recorded
 # (SGLang's launcher takes its tree down after its scheduler; seconds on a busy machine).
 DEATH_GRACE_S = 20.0
@@ -311,7 +335,8 @@ class LaunchedServer:
     """
 
     def __init__(
-        self, launch: Launch, out: Path, *, headers: Mapping[str, str] | None = None, config: RunConfig = _DEFAULT_CONFIG
+        self, launch: Launch, out: Path, *, headers: Mapping[str, str] | None = None, config: RunConfig = _DEFAULT_CONFIG,
+        engine_coverage: bool = False,
     ) -> None:
         self.launch = launch
         self.out = out
@@ -321,6 +346,12 @@ class LaunchedServer:
         # A stand-in logs every call of its helpers there (standins/sgl_kernel): the record of
         # whether a campaign's path ran through servefuzz's code rather than the engine's.
         env = {**launch.env, "SERVEFUZZ_STANDIN_LOG": str(out / STANDIN_LOG)} if launch.standins else launch.env
+        # The engine's own coverage, traced inside its processes where its spec says what to
+        # follow (`engine_coverage`: the campaign's server only; a replay's relaunch never is).
+        traced = spec_of(launch.engine).traced if engine_coverage and launch.engine else ()
+        self.coverage = CoverageFiles(out / ENGINE_COVERAGE_DIR) if traced else None
+        if self.coverage is not None:
+            env = tracing_env(env, self.coverage.folder, traced)
         self.process = ServerProcess(launch.argv, env=env, start_timeout_s=launch.start_timeout_s,
                                      log_path=out / "server.log")
         self._runner: Runner | None = None
@@ -346,10 +377,14 @@ class LaunchedServer:
         await asyncio.to_thread(self.process.stop)
 
     async def _start(self, *, again: bool = False) -> None:
+        if self.coverage is not None:
+            self.coverage.reset()  # a restarted engine counts from zero: no map of the former one
         # Starting takes seconds (vLLM: tens of them); a thread keeps the event loop free.
         url = await asyncio.to_thread(self.process.restart if again else self.process.start)
         self._write_state()
         target = await open_target(url, self.engine, headers=self.headers, **self.launch.target_opts)
+        if self.coverage is not None and isinstance(target, HttpTarget):
+            target.coverage_source = self.coverage
         self.engine = target.engine
         runner = Runner(target, self.config)
         await runner.__aenter__()

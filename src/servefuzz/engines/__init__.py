@@ -70,6 +70,7 @@ __all__ = [
     "served_model",
     "spec_of",
     "standin_path",
+    "tracer_path",
     "version_of",
     "with_flags",
     "without_flags",
@@ -167,6 +168,13 @@ def standin_path() -> Path:
     """The folder holding servefuzz's stand-in `sgl_kernel` package (and its check): put on the
     PYTHONPATH of SGLang's processes only, never of servefuzz's own."""
     return Path(__file__).resolve().parent.parent / "standins"
+
+
+def tracer_path() -> Path:
+    """The folder holding servefuzz's engine-coverage tracer (`servefuzz_tracer`, and a
+    `sitecustomize` that starts it): put on the PYTHONPATH of a launched engine's processes when
+    servefuzz traces its coverage, never of servefuzz's own."""
+    return standin_path() / "coverage"
 
 
 def fit_to_build(preset: str | None, version: str | None, argv: Sequence[str]) -> list[str]:

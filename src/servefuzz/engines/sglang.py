@@ -528,4 +528,8 @@ SPEC = EngineSpec(
     chunk_flag="--chunked-prefill-size",
     facts=facts,
     metrics_flag="--enable-metrics",
+    # The scheduler (scheduler.py and its scheduler_*_mixin.py files), the batch and its policy,
+    # the radix cache and KV pools and allocators (mem_cache/), and the sampler.
+    traced=("sglang/srt/managers/scheduler", "sglang/srt/managers/schedule_batch.py",
+            "sglang/srt/managers/schedule_policy.py", "sglang/srt/mem_cache/", "sglang/srt/layers/sampler.py"),
 )

@@ -562,6 +562,11 @@ class EngineSpec:
     at all ("" where it always does).
 
     `facts`: its recorded server arguments, normalized (`ServerFacts`), by its own names.
+
+    `traced`: where its scheduling, cache, allocator and sampler code lives, as path fragments
+    (`vllm/v1/core/`: every file under it; `.../scheduler`: each file whose path holds it), which
+    servefuzz's tracer follows inside a launched server's processes for the search's coverage
+    (`targets.coverage_files`); () where servefuzz traces none.
     """
 
     name: str
@@ -587,6 +592,7 @@ class EngineSpec:
     chunk_flag: str = ""
     metrics_flag: str = ""
     facts: Callable[[Mapping[str, object]], ServerFacts] = no_facts
+    traced: tuple[str, ...] = ()
 
     def _on(self, device: str) -> Preset | None:
         return next((p for p in self.presets if p.device == device), None)

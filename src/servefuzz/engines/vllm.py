@@ -433,4 +433,8 @@ SPEC = EngineSpec(
     # Not among cache_config_info's labels: known when a profile sets it.
     chunk_flag="--max-num-batched-tokens",
     facts=facts,
+    # The v1 engine core's scheduler, KV cache manager, block pool and prefix hashing (core/), the
+    # sampler (sample/), and the model runner's persistent batch and block table, which the CPU
+    # worker shares with the GPU one: what a campaign's timing decides, not the forward pass.
+    traced=("vllm/v1/core/", "vllm/v1/sample/", "vllm/v1/worker/gpu_input_batch.py", "vllm/v1/worker/block_table.py"),
 )

@@ -6,12 +6,17 @@ registrations for `torchvision::nms` and `qnms` die ("operator torchvision::nms 
 and the import with them. Text serving calls no torchvision operator, so the two schemas are
 declared (no implementation: a call would fail loudly) right before torchvision is first
 imported, and its pure-Python parts load. Nothing is imported here until then.
+
+When servefuzz traces the engine's coverage it puts `coverage/` on the path too, after this
+folder: only the first `sitecustomize` on the path runs, so this one starts the tracer
+(`coverage/servefuzz_tracer.py`) as that folder's own would.
 """
 
 from __future__ import annotations
 
 import importlib.abc
 import importlib.machinery
+import os
 import sys
 from collections.abc import Sequence
 from types import ModuleType
@@ -43,3 +48,6 @@ class _DeclareTorchvisionOps(importlib.abc.MetaPathFinder):
 
 
 sys.meta_path.insert(0, _DeclareTorchvisionOps())
+
+if os.environ.get("SERVEFUZZ_ENGINE_COVERAGE"):
+    import servefuzz_tracer  # noqa: F401 - importing it starts it

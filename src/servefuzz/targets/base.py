@@ -63,6 +63,7 @@ __all__ = [
     "DEFAULT_MAX_RESPONSE_BYTES",
     "DEFAULT_MAX_STREAM_BYTES",
     "MAX_COVERAGE_POINTS",
+    "CoverageSource",
     "BadReply",
     "ReproDialect",
     "BadStatus",
@@ -334,6 +335,16 @@ class ReproDialect:
     n_as_requests: bool = False
 
 
+class CoverageSource(Protocol):
+    """Engine coverage read other than over HTTP (`targets.coverage_files.CoverageFiles`), with
+    `HttpTarget.engine_coverage`'s contract. `context_free`: its points are edges alone, no step
+    context (the trial folds in the run's own: `feedback.run_context`)."""
+
+    context_free: bool
+
+    async def engine_coverage(self) -> dict[int, int] | None: ...
+
+
 class HttpTarget:
     """Plumbing the dialects share: URL handling, auth headers, bounded reads, JSON GETs,
     `/health` and `/metrics`.
@@ -368,6 +379,9 @@ class HttpTarget:
             raise UsageError("max_response_bytes must be >= 1 and max_stream_bytes >= max_response_bytes")
         self.max_response_bytes = max_response_bytes
         self.max_stream_bytes = max_stream_bytes
+        # Where the engine's coverage comes from when not from its `/coverage` route: the tracer
+        # servefuzz runs inside an engine it launched (`targets.coverage_files`). None: the route.
+        self.coverage_source: CoverageSource | None = None
 
     def repro_body(self, spec: RequestSpec, *, top_k: int, model: str | None) -> dict[str, Any]:
         """The exact body this adapter sends for `spec`, as repro.py replays it (`model`: the
@@ -466,7 +480,9 @@ class HttpTarget:
     async def engine_coverage(self, session: aiohttp.ClientSession) -> dict[int, int] | None:
         """The engine's cumulative coverage map (`parse_coverage`: a malformed one is {}); None
         where it has none (404: an engine without `/coverage`, or the reference engine without
-        `--coverage`)."""
+        `--coverage`). With a `coverage_source` (a launched engine traced from inside), its map."""
+        if self.coverage_source is not None:
+            return await self.coverage_source.engine_coverage()
         async with self.get(session, "/coverage") as resp:
             if resp.status == 404:
                 return None
