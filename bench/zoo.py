@@ -24,6 +24,9 @@ oracles and confirmed the same way (`campaign.run_campaign`); only the workload 
   rest of the campaign takes to find a bug no one wrote a strategy for.
   **leave-one-out+coverage**: the same with `CampaignConfig.coverage` (the pairwise generator,
   the cross mutator, new pairs as energy); its rows also give the pairs covered at the end.
+  **leave-one-out+coverage+engine**: the same steered by the engine's own code too (issue 57:
+  the engine started with `--coverage`, `CampaignConfig.engine_coverage`), the default campaign
+  now; the other arms run the engine untraced.
 - **bench-serving**: the load `vllm bench serve` / `sglang.bench_serving` generate, replayed
   without feedback: `random` (lengths uniform in [len * (1 - range_ratio), len], Poisson
   arrivals) and `generated-shared-prefix` (groups of questions behind one system prompt),
@@ -166,6 +169,9 @@ ARMS: dict[str, tuple[tuple[Strategy, ...], bool]] = {
     "servefuzz-fresh-refs": (get_strategies(",".join(DEFAULT_MIX)), True),
     "leave-one-out": (get_strategies(",".join(DEFAULT_MIX)), True),
     "leave-one-out+coverage": (get_strategies(",".join(DEFAULT_MIX)), True),
+    # The same, steered by the engine's own code too (issue 57: `--coverage` on the engine, its
+    # edges in context as `cov:` features): what `servefuzz fuzz` runs by default now.
+    "leave-one-out+coverage+engine": (get_strategies(",".join(DEFAULT_MIX)), True),
     "sglang-determinism": ((SGLangDeterminismModes(),), False),
     "bench-serving": ((BenchServingLoad(),), False),
 }
@@ -176,13 +182,16 @@ def run_one(arm: str, fault: str, seed: int, cap_s: float, workdir: Path) -> dic
     strategies, greybox = ARMS[arm]
     if arm.startswith("leave-one-out"):
         strategies = tuple(s for s in strategies if s.name not in OWN_STRATEGIES[fault])
-    flags = FuzzOptions(out=workdir, faults=(fault,)).reference_flags()
+    # Engine coverage only in the arms that steer by it: the others run the engine untraced, as
+    # every arm did before it existed, so their rows stay comparable with the older results.
+    engine = arm.endswith("+engine")
+    flags = FuzzOptions(out=workdir, faults=(fault,), engine_coverage=engine).reference_flags()
     # The launch lets the campaign back a suspect the content swap cannot (overlap-war) with the
     # deterministic control, on a fresh server of its own.
     config = CampaignConfig(
         out_dir=workdir / f"{arm}-{fault}-{seed}", seed=seed, time_budget_s=cap_s, stop_at_first=True,
         stop_verdicts=(RIGHT_CLASS[fault],), greybox=greybox, launch=Launch("reference", tuple(reference_argv(flags))),
-        coverage=arm.endswith("+coverage"),
+        coverage="+coverage" in arm, engine_coverage=engine,
     )
     with ServerProcess.reference(flags, log_path=workdir / "server.log") as srv:
 

@@ -218,3 +218,18 @@ def test_only_the_campaigns_launched_server_gets_the_tracer(tmp_path: Path, engi
         assert env["PYTHONPATH"] == f"/standins{os.pathsep}{engines.tracer_path()}"  # the stand-ins' first
     # What a replay, triage or a control relaunches from is the Launch, which never carries it.
     assert coverage_files.ENV_DIR not in launch.env
+
+
+def test_engine_coverage_is_on_by_default_only_where_its_cost_is_small(tmp_path: Path) -> None:
+    # The reference engine traces itself at 0.75x its requests/s; servefuzz's tracer costs vLLM and
+    # SGLang 0.53x and 0.67x, so there it waits to be asked for (docs/benchmarks.md).
+    from servefuzz.api import FuzzOptions
+
+    assert FuzzOptions(out=tmp_path).uses_engine_coverage()  # the embedded engine
+    assert FuzzOptions(out=tmp_path, launch="reference").uses_engine_coverage()
+    assert "--coverage" in FuzzOptions(out=tmp_path).reference_flags()
+    for launch in ("vllm-cpu", "sglang-cpu"):
+        assert not FuzzOptions(out=tmp_path, launch=launch).uses_engine_coverage()
+        assert FuzzOptions(out=tmp_path, launch=launch, engine_coverage=True).uses_engine_coverage()
+    assert not FuzzOptions(out=tmp_path, url="http://127.0.0.1:1").uses_engine_coverage()
+    assert "--coverage" not in FuzzOptions(out=tmp_path, engine_coverage=False).reference_flags()

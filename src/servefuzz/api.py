@@ -121,8 +121,10 @@ class FuzzOptions:
     # Engine coverage (`CampaignConfig.engine_coverage`): a launched reference engine traces its
     # own code (`--coverage`), a launched vLLM or SGLang runs servefuzz's tracer in its processes
     # (`LaunchedServer(engine_coverage=...)`), and the search steers by the points they reach;
-    # False: neither.
-    engine_coverage: bool = True
+    # False: neither. None: on where its cost is small, the reference engine (0.75x its
+    # requests/s), off on vLLM and SGLang (0.53x and 0.67x), where nothing has yet shown that
+    # steering by it pays for half the requests (docs/benchmarks.md): `uses_engine_coverage`.
+    engine_coverage: bool | None = None
     # Sent with every request (auth: `targets.auth_headers`); never written anywhere.
     headers: Mapping[str, str] = dataclasses.field(default_factory=dict, repr=False)
     # Prompts of natural text in the target's own tokens where its model has a real tokenizer
@@ -182,7 +184,7 @@ class FuzzOptions:
         if "none" in self.planted and faults:
             raise UsageError("--fault none cannot be combined with other faults")
         settings = [arg for f in faults for arg in ZOO_SETTINGS.get(f, ())]
-        traced = ["--coverage"] if self.engine_coverage else []
+        traced = ["--coverage"] if self.uses_engine_coverage() else []
         return [arg for f in faults for arg in ("--fault", f)] + settings + traced
 
     def identity(self) -> tuple[int, str]:
@@ -204,6 +206,13 @@ class FuzzOptions:
             was = "no profile" if before is None else f"profile {one_line(before)[:64]}"  # the file is anyone's
             raise UsageError(f"{self.out} was started with {was}; resume it with the same --profile (or none)")
         return self.profile if self.profile is not None else before if isinstance(before, str) else None
+
+    def uses_engine_coverage(self) -> bool:
+        """Engine coverage as given; else on for the reference engine (embedded or launched) and
+        off for the others (see the field)."""
+        if self.engine_coverage is not None:
+            return self.engine_coverage
+        return self.url is None and (preset_of(self.launch or "reference") or self.launch) == "reference"
 
     def uses_coverage(self) -> bool:
         """Coverage as given; on resume as the campaign was started; else on for the default mix
@@ -253,7 +262,7 @@ def fuzz(
     trace: str | Path | None = FuzzOptions.trace,
     slowdowns: bool = FuzzOptions.slowdowns,
     coverage: bool | None = FuzzOptions.coverage,
-    engine_coverage: bool = FuzzOptions.engine_coverage,
+    engine_coverage: bool | None = FuzzOptions.engine_coverage,
     headers: Mapping[str, str] | None = None,
     request_timeout_s: float | None = FuzzOptions.request_timeout_s,
     natural_text: bool = FuzzOptions.natural_text,
@@ -309,7 +318,7 @@ def fuzz(
         resume=opts.resume,
         coverage=opts.uses_coverage(),
         aims=aims,
-        engine_coverage=opts.engine_coverage,
+        engine_coverage=opts.uses_engine_coverage(),
     )
     events = on_event or (lambda state: None)
     # Slowdowns compare each request's latency under load with its own alone: a reference reused
@@ -335,7 +344,7 @@ def fuzz(
                                    gpus_per_worker=opts.gpus_per_worker) as workers:
                 return await run_campaign_on(workers, strategies, launched, seeds=seeds, on_event=events)
         async with LaunchedServer(launch, opts.out, headers=opts.headers, config=run_config,
-                                  engine_coverage=opts.engine_coverage) as server:
+                                  engine_coverage=opts.uses_engine_coverage()) as server:
             return await run_campaign(server.runner, strategies, launched, seeds=seeds, on_event=events, revival=server)
 
     # One campaign in a directory at a time, from before its server starts (whose log and

@@ -81,7 +81,8 @@ class CampaignConfig:
     every pair a scenario is first to exercise counts as a new feature (`pair:...`), so it gives
     the scenario energy and its strategy weight. Off by default until it is measured.
     `engine_coverage`: steer by the engine's own code where it reports it (the reference
-    engine's `--coverage`, which a launched one gets unless `--no-engine-coverage`): each point
+    engine's `--coverage`, which a launched one gets unless `--no-engine-coverage`; a launched vLLM
+    or SGLang, servefuzz's tracer, with `--engine-coverage`): each point
     of its code in context a scenario is first to reach (`feedback.COV`) is a new feature, and
     the rarer its points the more energy (`corpus.Corpus.rarity`). False: the points are still
     read (`Executed.engine_coverage`) but steer nothing: the benchmark's control arm.
