@@ -160,8 +160,8 @@ def test_the_resume_line_repeats_every_flag_given_but_credentials_and_parses_bac
     from servefuzz.cli.parser import build_parser, resume_argv
 
     parser = build_parser()
-    given = ["fuzz", "--launch", "my-engine --port {port}", "--eng", "sglang", "--fault", "a", "--fault", "b",
-             "--time", "120", "--requests", "9", "--out", "rel/dir", "--keep-going", "--no-coverage", "--seed", "3",
+    given = ["fuzz", "--launch", "my-engine --port {port}", "--engine", "sglang", "--fault", "a", "--fault", "b",
+             "--time", "120", "--requests", "9", "--out", "rel/dir", "--keep-going", "--no-coverage", "--see", "3",
              "--api-key", "sk-secret", "--header", "X-Token: hunter2", "--request-timeout", "2.5", "--json"]
     args = parser.parse_args(given)
     words = resume_argv(args)
