@@ -3,6 +3,8 @@ buys a campaign, side by side on the same seeds in one run.
 
     python bench/engine_coverage.py                          # 2 seeds, 90 s per campaign arm
     python bench/engine_coverage.py --seeds 3 --budget-s 300 --out /tmp/engcov.jsonl
+    python bench/engine_coverage.py --skip cost --seeds 3 --budget-s 300 --side-by-side   # both arms at once
+    python bench/engine_coverage.py --skip cost --seeds 3 --budget-requests 1500          # per request
 
 (a) **Cost**: two reference engines, one with `--coverage` and one without, serve the same
     fixed workload per seed (prompts on shared prefixes, some n = 2 and seeded, `--concurrency`
@@ -32,6 +34,7 @@ import tempfile
 import time
 import urllib.request
 from collections.abc import Sequence
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -101,12 +104,13 @@ def throughput_arm(srv: ServerProcess, seed: int, requests: int, concurrency: in
     return {"rps": requests / wall, "rps_cpu": requests / max(cpu, 1e-9)}
 
 
-def campaign_arm(seed: int, budget_s: float, feedback: bool, workdir: Path) -> dict[str, Any]:
+def campaign_arm(seed: int, budget_s: float | None, feedback: bool, workdir: Path,
+                 budget_requests: int | None = None) -> dict[str, Any]:
     """The default mix's campaign against a fresh `--coverage` engine; what it reached there."""
     strategies = get_strategies(",".join(DEFAULT_MIX))
-    with ServerProcess.reference(["--coverage"], log_path=workdir / "server.log") as srv:
+    with ServerProcess.reference(["--coverage"], log_path=workdir / f"server-{seed}-{feedback}.log") as srv:
         config = CampaignConfig(out_dir=workdir / f"campaign-{seed}-{feedback}", seed=seed, time_budget_s=budget_s,
-                                coverage=True, engine_coverage=feedback)
+                                request_budget=budget_requests, coverage=True, engine_coverage=feedback)
 
         async def go() -> int:
             async with Runner(make_target("reference", srv.base_url)) as runner:
@@ -114,7 +118,8 @@ def campaign_arm(seed: int, budget_s: float, feedback: bool, workdir: Path) -> d
 
         sent = asyncio.run(go())
         reached = points(srv.base_url)
-    return {"seed": seed, "feedback": feedback, "budget_s": budget_s, "requests": sent,
+    return {"seed": seed, "feedback": feedback, "budget_s": budget_s, "budget_requests": budget_requests,
+            "requests": sent,
             "points": len(reached), "edges": len({p >> CONTEXT_BITS for p in reached}),
             "contexts": len({p & ((1 << CONTEXT_BITS) - 1) for p in reached})}
 
@@ -124,6 +129,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--seeds", type=int, default=2)
     p.add_argument("--first-seed", type=int, default=0)
     p.add_argument("--budget-s", type=float, default=90.0, help="seconds per campaign arm (default 90)")
+    p.add_argument("--budget-requests", type=int,
+                   help="requests per campaign arm instead of seconds: the search's reach per request, which a "
+                        "shared machine's load moves far less than its reach per second")
+    p.add_argument("--side-by-side", action="store_true",
+                   help="run a seed's two campaign arms at once, each on its own engine and process, so that the "
+                        "machine's load falls on both alike (each then has about half the cores)")
     p.add_argument("--requests", type=int, default=64, help="requests per throughput pass (default 64)")
     p.add_argument("--concurrency", type=int, default=8)
     p.add_argument("--skip", choices=("cost", "gain"), help="leave one half out")
@@ -148,10 +159,17 @@ def main(argv: Sequence[str] | None = None) -> int:
                     keep({"part": "cost", "seed": seed, "arm": name,
                           **throughput_arm(srv, seed, args.requests, args.concurrency)})
     if args.skip != "gain":
+        budget_s = None if args.budget_requests else args.budget_s
         with tempfile.TemporaryDirectory(prefix="servefuzz-engcov-") as tmp:
             for seed in seeds:
-                for feedback in (True, False):
-                    keep({"part": "gain", **campaign_arm(seed, args.budget_s, feedback, Path(tmp))})
+                arms = [(seed, budget_s, feedback, Path(tmp), args.budget_requests) for feedback in (True, False)]
+                if args.side_by_side:
+                    with ProcessPoolExecutor(max_workers=2) as pool:
+                        done = list(pool.map(campaign_arm, *zip(*arms, strict=True)))
+                else:
+                    done = [campaign_arm(*arm) for arm in arms]
+                for row in done:
+                    keep({"part": "gain", **row})
     print(summary(rows))
     return 0
 

@@ -105,15 +105,24 @@ def test_the_covering_generator_comes_right_after_the_capability_strategies_in_t
 
 
 def test_an_entry_that_alone_reached_engine_code_keeps_more_energy_and_its_many_points_count_by_log2() -> None:
+    from servefuzz.feedback import coverage_features
+
+    def reached(*points: int) -> frozenset[str]:
+        return coverage_features([(p, 1) for p in points])
+
     c = Corpus()
-    shared = frozenset({f"cov:{p:x}:1" for p in range(100)})
+    shared = reached(*range(100 << 9, 200 << 9, 1 << 9))  # 100 edges in context 0
     first = c.consider(sc(1), shared | {"conc:1"}, origin="x", iteration=0, flagged=False)
-    rare = c.consider(sc(2), shared | {"cov:abc:1", "cov:abc:4", "conc:2"}, origin="x", iteration=1, flagged=False)
+    # One more edge (in hit buckets 1 and 4: one point, one edge), in a context no one else ran.
+    rare = c.consider(sc(2), shared | reached(0xabc << 9 | 5) | coverage_features([(0xabc << 9 | 5, 4)]) | {"conc:2"},
+                      origin="x", iteration=1, flagged=False)
     control = c.consider(sc(3), shared | {"conc:4"}, origin="x", iteration=2, flagged=False)
     assert first is not None and rare is not None and control is not None
-    # One point in two hit buckets is one point; the 100 shared ones are held by all three.
-    assert c.rarity(rare) == pytest.approx(100 / 3 + 1) and c.rarity(control) == pytest.approx(100 / 3)
+    # The rarest edge or context counts, not the sum: the 100 shared edges are held by all three.
+    assert c.rarity(rare) == pytest.approx(1.0) and c.rarity(control) == pytest.approx(1 / 3)
     assert c.energy(rare) > c.energy(control)
-    # A hundred new points count as 1 + log2 of them, not as a hundred features.
-    assert novelty(first.new) == 1 + 7 and novelty(rare.new) == 1 + 1 and novelty(control.new) == 1
+    # A hundred new points, and a hundred new edges, count as log2 of them, not as a hundred
+    # features each; a new context counts in full (a new mix of requests in flight).
+    assert novelty(first.new) == 1 + 1 + 7 + 7 and novelty(rare.new) == 1 + 1 + 1 + 1
+    assert novelty(control.new) == 1
     assert Corpus(c.entries).rarity(rare) == c.rarity(rare)  # a resumed corpus weighs them the same

@@ -198,3 +198,12 @@ def test_execute_reads_the_engines_coverage_per_loaded_run_and_n_over_1_reaches_
     assert got["one"] and not any(p & n_bit for p, _ in got["one"])
     assert any(p & n_bit for p, _ in got["two"])
     assert asyncio.run(reached(reference_server(), two)) == frozenset()
+
+
+def test_a_points_context_bits_are_laid_out_alike_for_every_engine() -> None:
+    # The corpus splits a point into its edge and its context (`feedback.coverage_features`) by
+    # one width, whether the reference engine's tracer or servefuzz's own (in vLLM, SGLang) made it.
+    from servefuzz.feedback import COV_CONTEXT_BITS, RUN_CONTEXTS
+    from servefuzz.reference.tracer import CONTEXT_BITS, CONTEXTS
+
+    assert COV_CONTEXT_BITS == CONTEXT_BITS == len(CONTEXTS) == len(RUN_CONTEXTS)

@@ -55,7 +55,7 @@ from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from servefuzz.feedback import COV, DID
+from servefuzz.feedback import COV, CTX, DID, EDGE
 from servefuzz.workload import Scenario
 
 __all__ = ["LEAD_MUTATIONS", "MUTATE_SHARE", "Corpus", "CorpusEntry", "Lead", "Schedule", "first_round", "novelty"]
@@ -70,25 +70,28 @@ COST_UNIT_S = 10.0
 # mutant five times in six.
 LEAD_MUTATIONS = 12
 def _rare(feature: str) -> str | None:
-    """What a feature counts as in the rarity (`Corpus.rarity`): a `did:` feature itself, an
-    engine-coverage feature's point (its hit bucket cut off); None for the rest."""
-    if feature.startswith(DID):
-        return feature
-    if feature.startswith(COV):
-        return feature.rpartition(":")[0]
-    return None
+    """What a feature counts as in the rarity (`Corpus.rarity`): a `did:` feature, an engine
+    edge or an engine context itself; None for the rest (an engine point among them: a new
+    context brings hundreds, and it is the context, or the edge, that is rare)."""
+    return feature if feature.startswith((DID, EDGE, CTX)) else None
 
 
 def novelty(new: Iterable[str]) -> int:
-    """How much a set of features never seen before counts for: one each, engine-coverage
-    points by the log2 of their number (one new point: 1; 1,000: 10).
+    """How much a set of features never seen before counts for: one each, a new engine context
+    (a new mix of requests in flight) among them; new engine edges and new engine points by the
+    log2 of their number (one: 1; 1,000: 10), so that a first execution's hundreds of edges and
+    thousands of points do not drown everything else the schedule knows.
 
     >>> novelty({"conc:1", "n:2"}), novelty({"cov:1:1"}), novelty({f"cov:{p:x}:1" for p in range(1000)} | {"n:2"})
     (2, 1, 11)
+    >>> novelty({"cov:201:1", "edge:1", "ctx:1"})  # new code, in a new mix of requests
+    3
     """
     new = list(new)
-    points = len({_rare(f) for f in new if f.startswith(COV)})
-    return sum(1 for f in new if not f.startswith(COV)) + math.ceil(math.log2(1 + points))
+    points = len({f.rpartition(":")[0] for f in new if f.startswith(COV)})
+    edges = sum(1 for f in new if f.startswith(EDGE))
+    rest = sum(1 for f in new if not f.startswith((COV, EDGE)))
+    return rest + math.ceil(math.log2(1 + edges)) + math.ceil(math.log2(1 + points))
 
 
 def first_round(names: tuple[str, ...], covering: str | None, after: Collection[str] = ()) -> tuple[str, ...]:
@@ -233,11 +236,14 @@ class Corpus:
 
     def rarity(self, entry: CorpusEntry) -> float:
         """What the engine did under `entry`'s load, and the code of its own it ran, that few
-        entries made it do: the sum, over its `did:` features and its engine-coverage points
-        (`_rare`), of 1 / the entries holding each (0 for an entry that made the engine do
-        nothing the spec meters, on an engine without coverage)."""
-        keys = {k for f in entry.features if (k := _rare(f)) is not None}
-        return sum(1 / self.holders[k] for k in keys if self.holders[k])
+        entries made it do: the sum, over its `did:` features, of 1 / the entries holding each,
+        plus 1 / the holders of its rarest engine edge or context (AFL++'s rare-edge schedule:
+        the rarest is what to climb from; summed, the hundreds of common ones an entry holds
+        would weigh by its size). 0 for an entry that made the engine do nothing the spec
+        meters, on an engine without coverage."""
+        did = sum(1 / self.holders[f] for f in entry.features if f.startswith(DID) and self.holders[f])
+        engine = [1 / self.holders[f] for f in entry.features if f.startswith((EDGE, CTX)) and self.holders[f]]
+        return did + max(engine, default=0.0)
 
     def energy(self, entry: CorpusEntry) -> float:
         return ((1 + novelty(entry.new)) * (2 if entry.flagged else 1) * (1 + self.rarity(entry))

@@ -42,15 +42,21 @@ from servefuzz.strategies import TargetShape
 from servefuzz.terms import page_boundary, page_unit
 from servefuzz.workload import RequestSpec, Scenario
 
-__all__ = ["COV", "DID", "RUN_CONTEXTS", "boundary_class", "coverage_delta", "coverage_features", "did_features",
+__all__ = ["COV", "COV_CONTEXT_BITS", "CTX", "DID", "EDGE", "RUN_CONTEXTS", "boundary_class", "coverage_delta", "coverage_features", "did_features",
            "features", "hit_bucket", "in_context", "metric_deltas", "run_context"]
 
 # The prefix of the features that say what the engine did (`did_features`): the corpus gives
 # an entry holding one few others hold more energy (`corpus.Corpus.rarity`).
 DID = "did:"
-# The prefix of the engine-coverage features (`coverage_features`): a point of the engine's own
-# code in its context, reached so many times; the rarer its point, the more energy (corpus).
+# The prefixes of the engine-coverage features (`coverage_features`): a point of the engine's own
+# code in its context, reached so many times (`cov:`); and, derived from the points, each edge
+# whatever its context (`edge:`) and each context whatever its edges (`ctx:`). A new edge is new
+# code and a new context a new mix of request features in flight: each counts in full as
+# something new, while new points, which a new context brings by the hundred, count by their
+# log2 (`corpus.novelty`); an entry's rarest edge or context gives it energy (`corpus.Corpus.rarity`).
 COV = "cov:"
+EDGE = "edge:"
+CTX = "ctx:"
 
 # AFL's hit-count buckets: a point reached once, twice, three times, 4-7, 8-15, 16-31, 32-127 or
 # 128+ times in a run. Running a loop more turns is new; a few more turns of the same is not.
@@ -105,6 +111,10 @@ def coverage_delta(before: Mapping[int, int], after: Mapping[int, int]) -> dict[
 # step as the reference engine's (`reference.tracer.CONTEXTS`): an edge counts under every feature
 # the run held, whether or not the step that reached it held it.
 RUN_CONTEXTS = ("multi", "n", "sampled", "adapter", "choice", "salt", "cancel", "stream", "prefix")
+# How a point holds its context: the low bits, one per context name, the edge above them; the
+# reference engine's points are laid out alike (`reference.tracer.CONTEXT_BITS`, held equal by
+# tests/test_feedback.py).
+COV_CONTEXT_BITS = len(RUN_CONTEXTS)
 
 
 def run_context(scenario: Scenario) -> int:
@@ -129,18 +139,23 @@ def in_context(reached: Mapping[int, int], context: int) -> dict[int, int]:
     >>> in_context({5: 2}, 3)
     {2563: 2}
     """
-    return {(edge << len(RUN_CONTEXTS)) | context: hits for edge, hits in reached.items()}
+    return {(edge << COV_CONTEXT_BITS) | context: hits for edge, hits in reached.items()}
 
 
 def coverage_features(reached: Iterable[tuple[int, int]]) -> frozenset[str]:
-    """Engine-coverage features: one per (point, hit bucket) reached, as `cov:<point hex>:<bucket>`.
-    Only points a run reached (`coverage_delta`) come here: a point the engine reached before,
-    and not in this execution, is no feature of it.
+    """Engine-coverage features: one per (point, hit bucket) reached, as `cov:<point hex>:<bucket>`,
+    and one per edge and per context among them (`edge:<hex>`, `ctx:<hex>`; a point is the edge
+    above `COV_CONTEXT_BITS` bits of context). Only points a run reached (`coverage_delta`) come
+    here: a point the engine reached before, and not in this execution, is no feature of it.
 
     >>> sorted(coverage_features([(4660, 1), (4660, 4), (7, 128)]))
-    ['cov:1234:1', 'cov:1234:4', 'cov:7:128']
+    ['cov:1234:1', 'cov:1234:4', 'cov:7:128', 'ctx:34', 'ctx:7', 'edge:0', 'edge:9']
     """
-    return frozenset(f"{COV}{point:x}:{bucket}" for point, bucket in reached if bucket >= 1)
+    pairs = [(point, bucket) for point, bucket in reached if bucket >= 1]
+    mask = (1 << COV_CONTEXT_BITS) - 1
+    return frozenset({f"{COV}{point:x}:{bucket}" for point, bucket in pairs}
+                     | {f"{EDGE}{point >> COV_CONTEXT_BITS:x}" for point, _ in pairs}
+                     | {f"{CTX}{point & mask:x}" for point, _ in pairs})
 
 
 def features(
