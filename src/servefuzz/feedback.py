@@ -42,8 +42,8 @@ from servefuzz.strategies import TargetShape
 from servefuzz.terms import page_boundary, page_unit
 from servefuzz.workload import RequestSpec, Scenario
 
-__all__ = ["COV", "COV_CONTEXT_BITS", "CTX", "DID", "EDGE", "RUN_CONTEXTS", "boundary_class", "coverage_delta", "coverage_features", "did_features",
-           "features", "hit_bucket", "in_context", "metric_deltas", "run_context"]
+__all__ = ["COV", "COV_CONTEXT_BITS", "CTX", "DID", "EDGE", "RUN_CONTEXTS", "boundary_class", "coverage_delta",
+           "coverage_features", "did_features", "features", "hit_bucket", "in_context", "metric_deltas", "run_context"]
 
 # The prefix of the features that say what the engine did (`did_features`): the corpus gives
 # an entry holding one few others hold more energy (`corpus.Corpus.rarity`).
