@@ -20,7 +20,7 @@ twenty, and transformers refuses to save a model it loaded from a GGUF anyway.
 Every form's folder holds `servefuzz-model.json`, the provenance: the package, its version, the
 wheel's sha256, the licence (its text, from the wheel), the form and how it was converted. The
 launch of a preset on such a model puts it (`provenance_of`, less the licence text) into the
-target description of every finding made on it (`finding.TargetInfo.model`). The top folder's
+target description of every finding made on it (`server_facts.TargetInfo.model`). The top folder's
 file is written last, so it also says that the fetch finished: a second fetch is then instant.
 """
 

@@ -179,10 +179,10 @@ def test_a_salt_travels_with_the_request_and_keys_the_cache(ref: str) -> None:
 
 def test_a_salted_request_is_refused_where_the_dialect_has_no_salt(ref: str) -> None:
     from servefuzz.errors import UsageError
-    from servefuzz.targets.base import supports_salts
+    from servefuzz.targets.base import capabilities
 
     salted = RequestSpec("r01", 0.0, (5, 6), 2, cache_salt="tenant-a")
-    assert [supports_salts(make_target(e, "http://127.0.0.1:1")) for e in ("reference", "sglang", "vllm", "openai", "llamacpp")] == [
+    assert [capabilities(make_target(e, "http://127.0.0.1:1")).salts for e in ("reference", "sglang", "vllm", "openai", "llamacpp")] == [
         True, True, True, False, False]
     assert make_target("sglang", "http://127.0.0.1:1").body(salted, top_k=1)["extra_key"] == "tenant-a"
     assert make_target("vllm", "http://127.0.0.1:1").body(salted, top_k=1, model="m")["cache_salt"] == "tenant-a"
@@ -265,7 +265,7 @@ def test_a_constrained_spec_answers_one_of_its_choices_and_the_text_reads_as_it(
     assert all(c.text in choices and c.finish_reason == "stop" for c in got.choices), got.choices
 def test_an_adapter_travels_with_the_request_in_each_dialect(reference_server: Callable[..., str]) -> None:
     from servefuzz.errors import UsageError
-    from servefuzz.targets.base import supports_lora
+    from servefuzz.targets.base import capabilities
 
     url = reference_server("--page-size", str(PAGE), "--lora", "lora-a=1", "--lora", "lora-b=2")
     info = with_runner(url, "reference", lambda r: r.server_info())
@@ -281,7 +281,7 @@ def test_an_adapter_travels_with_the_request_in_each_dialect(reference_server: C
     oa_a = asyncio.run(as_model_lora_a())
     assert sg_a.status is Status.OK and oa_a.status is Status.OK, (sg_a.error, oa_a.error)
     assert sg_a.choices[0].token_ids == oa_a.choices[0].token_ids != sg_base.choices[0].token_ids
-    assert [supports_lora(make_target(e, "http://127.0.0.1:1")) for e in ("reference", "sglang", "vllm", "openai")] == [
+    assert [capabilities(make_target(e, "http://127.0.0.1:1")).adapters for e in ("reference", "sglang", "vllm", "openai")] == [
         True, True, True, False]
     assert make_target("vllm", "http://127.0.0.1:1").body(under_a, top_k=1, model="m")["model"] == "lora-a"
     assert make_target("sglang", "http://127.0.0.1:1").body(under_a, top_k=1)["lora_path"] == "lora-a"

@@ -89,12 +89,9 @@ __all__ = [
     "split_credentials",
     "sse_payloads",
     "capabilities",
-    "supports_lora",
     "CutInPrefill",
     "cut_in_prefill",
     "unsupported",
-    "supports_salts",
-    "supports_choices",
 ]
 
 # How much of an error body a record keeps: enough to recognise the message, not a whole page.
@@ -264,33 +261,6 @@ def unsupported(target: object, spec: RequestSpec) -> str | None:
     if spec.adapter is not None and not caps.adapters:
         return f"request {spec.id} runs under LoRA adapter {spec.adapter}, and the {engine} dialect has none"
     return None
-
-
-def supports_salts(target: object) -> bool:
-    """Whether `target` sends `RequestSpec.cache_salt`.
-
-    >>> supports_salts(make_target("vllm", "http://127.0.0.1:8000")), supports_salts(make_target("llamacpp", "http://127.0.0.1:8080"))
-    (True, False)
-    """
-    return capabilities(target).salts
-
-
-def supports_choices(target: object) -> bool:
-    """Whether `target` sends `RequestSpec.choices` (a structured-output constraint).
-
-    >>> supports_choices(make_target("vllm", "http://127.0.0.1:8000")), supports_choices(make_target("openai", "http://127.0.0.1:8080"))
-    (True, False)
-    """
-    return capabilities(target).choices
-
-
-def supports_lora(target: object) -> bool:
-    """Whether `target` sends `RequestSpec.adapter`.
-
-    >>> supports_lora(make_target("vllm", "http://127.0.0.1:8000")), supports_lora(make_target("openai", "http://127.0.0.1:8000"))
-    (True, False)
-    """
-    return capabilities(target).adapters
 
 
 def cut_in_prefill(target: object, spec: RequestSpec) -> bool:
