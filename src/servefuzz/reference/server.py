@@ -86,31 +86,27 @@ def _reject_unknown(d: dict[str, Any], known: set[str], where: str) -> None:
         raise BadRequest(f"unknown field {unknown[0]!r} in {where}")
 
 
-def _int(d: dict[str, Any], key: str, default: int) -> int:
+def _field(d: dict[str, Any], key: str, default: Any, kinds: type | tuple[type, ...], what: str) -> Any:
+    """`d[key]` when it is one of `kinds` (JSON's true and false are never numbers), `default`
+    when missing or null; anything else is a 400 that says what it must be."""
     v = d.get(key, default)
     if v is None:
         return default
-    if isinstance(v, bool) or not isinstance(v, int):
-        raise BadRequest(f"{key} must be an integer")
+    if (isinstance(v, bool) and bool not in (kinds if isinstance(kinds, tuple) else (kinds,))) or not isinstance(v, kinds):
+        raise BadRequest(f"{key} must be {what}")
     return v
+
+
+def _int(d: dict[str, Any], key: str, default: int) -> int:
+    return int(_field(d, key, default, int, "an integer"))
 
 
 def _bool(d: dict[str, Any], key: str, default: bool) -> bool:
-    v = d.get(key, default)
-    if v is None:
-        return default
-    if not isinstance(v, bool):
-        raise BadRequest(f"{key} must be true or false")
-    return v
+    return bool(_field(d, key, default, bool, "true or false"))
 
 
 def _float(d: dict[str, Any], key: str, default: float) -> float:
-    v = d.get(key, default)
-    if v is None:
-        return default
-    if isinstance(v, bool) or not isinstance(v, int | float):
-        raise BadRequest(f"{key} must be a number")
-    return float(v)
+    return float(_field(d, key, default, (int, float), "a number"))
 
 
 def _token_ids(v: Any, key: str) -> tuple[int, ...]:
