@@ -23,15 +23,15 @@ not call anything corruption that a later sample would have excused). Requests f
 oracle never add samples: a corrupted or shifted request is not noise.
 
 Nor does a request the execution itself implicates (`implicated`): one whose agreeing tokens
-moved more than IMPLICATED_K times as far as the execution's typical request (the lower median
-of every request's largest move) and the campaign's largest benign move (its calibration, once
-it holds MIN_SAMPLES). A fault that corrupts one request's state often leaves another victim's
-tokens standing while its logprobs move by nats; counted as noise, that move would raise the bar
-above the very flip the fault caused (a planted fault's 2.56-nat flip judged against a 12.9-nat
-threshold built from its other victim's 3.23-nat move). The bar is set by the requests the
-finding does not implicate, so on an exact engine, whose bystanders move by nothing, it is zero.
-Benign numerics move every request of a batch alike, so the typical request carries them and
-nothing is set aside.
+moved more than IMPLICATED_K times as far as the engine's benign move, which is the campaign's
+largest (its calibration, once it holds MIN_SAMPLES) or, before that, the typical move of the
+execution's requests that did not flip (the lower median). A fault that corrupts one request's
+state often leaves another victim's tokens standing while its logprobs move by nats; counted as
+noise, that move would raise the bar above the very flip the fault caused (a planted fault's
+2.56-nat flip judged against a 12.9-nat threshold built from its other victim's 3.23-nat move).
+The bar is set by what the finding does not implicate, so on an exact engine, whose calibration
+is zero, it is the floor; benign numerics move requests as far as the campaign has seen them
+move, and nothing is set aside.
 
     >>> from servefuzz.history import ChoiceRecord
     >>> a = ChoiceRecord(0, (5, 6), (-0.1, -0.5), (((5, -0.1), (7, -2.0)), ((6, -0.5), (8, -0.9))))
@@ -409,23 +409,24 @@ def jitter_by_request(compared: Iterable[Pair]) -> dict[str, float]:
     return out
 
 
-def implicated(compared: Iterable[Pair], campaign: CampaignNoise | None = None) -> dict[str, float]:
-    """The requests this execution implicates, with how far their agreeing tokens moved: more
-    than IMPLICATED_K x the larger of the typical request's move here (the lower median over the
-    requests, so a minority of victims cannot raise it; none for a request with no others) and
-    the campaign's largest benign move (once it holds MIN_SAMPLES), and above the noise floor.
-    Where neither is known nothing is set aside. Their moves are not noise: whatever
-    moved them is what a finding here is about.
+def implicated(compared: Sequence[Pair], campaign: CampaignNoise | None = None) -> dict[str, float]:
+    """The requests this execution implicates, with how far their agreeing tokens moved: more than
+    IMPLICATED_K x the engine's benign move and above the noise floor. The benign move is the
+    campaign's calibration, its largest benign move once it holds MIN_SAMPLES (an exact engine's
+    is zero); before that, the typical move of this execution's requests that did not flip (the
+    lower median, so a minority of victims cannot raise it), where at least two did not. Where
+    neither is known nothing is set aside. Their moves are not noise: whatever moved them is what
+    a finding here is about.
 
     >>> from servefuzz.history import ChoiceRecord
     >>> ref = Output(0, "alone", ChoiceRecord(0, (5, 6), (-0.1, -7.25)))
-    >>> def pair(rid, lp):
-    ...     return Pair(rid, "isolation", ref, Output(1, "load", ChoiceRecord(0, (5, 6), (-0.1, lp))))
+    >>> def pair(rid, lp, tokens=(5, 6)):
+    ...     return Pair(rid, "isolation", ref, Output(1, "load", ChoiceRecord(0, tokens, (-0.1, lp))))
     >>> implicated([pair("r01", -7.25), pair("r02", -10.48), pair("r03", -7.25)])
     {'r02': 3.2300000000000004}
     >>> implicated([pair("r01", -7.26), pair("r02", -7.27), pair("r03", -7.24)])  # benign: alike
     {}
-    >>> implicated([pair("r02", -10.48)])  # alone in its execution, no calibration yet: unknown
+    >>> implicated([pair("r02", -10.48), pair("r03", -7.25, (5, 7))])  # no other to be typical of
     {}
     >>> exact = CampaignNoise.empty().with_shifts([Shift(1, 0.0, 0.0)] * MIN_SAMPLES, cached=False)
     >>> implicated([pair("r02", -10.48)], exact)  # the campaign's calibration: an exact engine
@@ -434,14 +435,18 @@ def implicated(compared: Iterable[Pair], campaign: CampaignNoise | None = None) 
     moved = jitter_by_request(compared)
     if not moved:
         return {}
-    # One request has no others to be typical of: only the campaign's calibration can set it aside.
-    typical = statistics.median_low(moved.values()) if len(moved) > 1 else None
     count, largest = campaign.largest("linf") if campaign is not None else (0, 0.0)
-    calibrated = largest if count >= MIN_SAMPLES else None
-    known = [x for x in (typical, calibrated) if x is not None]
-    if not known:
-        return {}
-    bar = max(NOISE_FLOOR, IMPLICATED_K * max(known))
+    if count >= MIN_SAMPLES:
+        benign = largest
+    else:
+        # A request that flipped is the finding's, and its agreeing prefix says little of the
+        # others: the typical move is read from the requests that did not.
+        flipped = {p.request_id for p in compared if p.a.choice.token_ids != p.b.choice.token_ids}
+        steady = [m for rid, m in moved.items() if rid not in flipped]
+        if len(steady) < 2:
+            return {}
+        benign = statistics.median_low(steady)
+    bar = max(NOISE_FLOOR, IMPLICATED_K * benign)
     return {rid: m for rid, m in sorted(moved.items()) if m > bar}
 
 
