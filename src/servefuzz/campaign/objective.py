@@ -83,7 +83,10 @@ async def _finding_of(
         state.last = what
         on_event(state)
 
-    settings = ConfirmConfig(runs=config.confirm_runs, truth_model=config.truth_model, launch=config.launch)
+    # An engine measured off the built model's truth gets no truth control: it would hold every
+    # run to numbers the engine does not compute (`confirm.TruthCheck`).
+    truth_model = None if state.truth is not None and state.truth.far else config.truth_model
+    settings = ConfirmConfig(runs=config.confirm_runs, truth_model=truth_model, launch=config.launch)
     confirmed = await worker.confirm(scenario, iteration, done, verdict, settings, noise, say)
     state.requests += confirmed.sent
     return confirmed.finding, confirmed.lost

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from servefuzz.anomaly import Verdict
+from servefuzz.confirm import TruthCheck
 from servefuzz.coverage import Coverage
 from servefuzz.exercise import Exercise
 from servefuzz.finding import Finding
@@ -133,6 +134,7 @@ class CampaignState:
     coverage: Coverage | None = None  # pairwise feature coverage, when the campaign tracks it
     workers: dict[str, str] = field(default_factory=dict)  # a named (remote) worker -> what it does now
     exercise: Exercise = field(default_factory=Exercise)  # what the engine did (servefuzz.exercise)
+    truth: TruthCheck | None = None  # whether the engine computes the built model (`truth_model`), once read
 
     @property
     def elapsed_s(self) -> float:
@@ -158,6 +160,7 @@ class CampaignResult:
     restarts: int = 0
     coverage: Coverage | None = None
     exercise: Exercise = field(default_factory=Exercise)  # what the engine did (servefuzz.exercise)
+    truth: TruthCheck | None = None  # whether the engine computes the built model (`CampaignState.truth`)
 
     @property
     def stopped_because(self) -> str:
@@ -178,8 +181,11 @@ class CampaignResult:
             "covered_pairs": self.coverage.covered, "total_pairs": self.coverage.total,
             "covered_triples": len(self.coverage.triples), "total_triples": len(self.coverage.space.triples),
         }}
+        # The truth check only where the campaign had a built model to hold the engine to.
+        checked = {} if self.truth is None else {"truth_check": self.truth.to_json()}
         return {
             **tracked,
+            **checked,
             "exercise": self.exercise.to_json(),
             "iterations": self.iterations,
             "requests": self.requests,

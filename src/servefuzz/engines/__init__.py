@@ -51,6 +51,7 @@ __all__ = [
     "adapter_flags",
     "adapters_for",
     "arch_models",
+    "built_truth",
     "cache_dir",
     "default_draft",
     "default_models",
@@ -427,6 +428,21 @@ def gguf_model(model: Path | None) -> Path:
     if len(found) != 1:
         raise UsageError(f"--model {model}: expected one .gguf file there, found {len(found)}")
     return found[0]
+
+
+def built_truth(preset: str, model: Path) -> Path | None:
+    """What the exact truth computes for a `--model` servefuzz built into the cache
+    (`default_models`, `arch_models`: what `--model-arch` serves), or None for any other model.
+    The default llama's file as `preset` serves it (its GGUF is another model than its HF folder:
+    a vocabulary of its own); an architecture's HF folder whichever format `preset` serves (its
+    GGUF, where there is one, is llama.cpp's converter's float32 copy of those weights)."""
+    root = model.resolve()
+    if root.parent != (cache_dir() / "models").resolve() or not (root / ".complete").is_file():
+        return None
+    if root.name == _DEFAULT_MODELS:
+        return served_model(preset, root)
+    found = sorted(root.glob("hf-*/config.json"))
+    return found[0].parent if len(found) == 1 else None
 
 
 def served_model(preset: str, model: Path | None) -> Path:
