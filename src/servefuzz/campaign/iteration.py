@@ -34,7 +34,7 @@ from servefuzz.campaign.observe import Observation, _ran, _with_target_lost, _wi
 from servefuzz.campaign.records import COVERAGE_FILE, CampaignConfig, CampaignState, Stop, StopReason, _confirmed
 from servefuzz.campaign.workers import Worker, WorkerLost
 from servefuzz.confirm import ConfirmConfig, glimpsed, truth_check
-from servefuzz.corpus import LEAD_MUTATIONS, Corpus, CorpusEntry, Schedule, novelty
+from servefuzz.corpus import LEAD_MUTATIONS, Corpus, CorpusEntry, Schedule, credit
 from servefuzz.coverage import points
 from servefuzz.covering import PairwiseCover
 from servefuzz.errors import TargetError
@@ -201,7 +201,7 @@ class _Loop:
                                 flagged=bool(verdict.anomalies))
         if entry is not None:
             write_json(out / "corpus" / f"entry_{entry.id:05d}.json", entry.to_json())
-        self.schedule.credit(str(scenario.meta.get("strategy", seen.origin)), novelty(entry.new) if entry else 0,
+        self.schedule.credit(str(scenario.meta.get("strategy", seen.origin)), credit(entry.new) if entry else 0,
                              time.monotonic() - seen.began)
         return entry
 
