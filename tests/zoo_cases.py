@@ -159,14 +159,14 @@ def lora_prefix_shared(b: PromptBuilder) -> Case:
 
 
 def lossy_hit_reload(b: PromptBuilder) -> Case:
-    # r01 caches a 256-token prefix; behind a long blocker (r03), four requests on it arrive at once
-    # and are prefilled in one extend batch, each a hit read back rounded: some flip, the others keep
-    # their tokens with moved logprobs (issue 51's other victims). r02 and r08 stand by.
+    # r01 caches a 256-token prefix; 150 ms later, when it is long done, five requests on it
+    # arrive together and are prefilled in one extend batch (an idle engine waits for the rest of
+    # a burst), each a hit read back rounded: some flip, the others keep their tokens with moved
+    # logprobs (issue 51's other victims). r02 and r08 stand by. Two hits are the least it takes.
     return [], Scenario(3, (
         RequestSpec("r01", 0.0, b.prompt("p0", 256, 276), 2, "p0", 256),
         RequestSpec("r02", 10.0, b.prompt(None, 0, 40), 8),
-        RequestSpec("r03", 60.0, b.prompt(None, 0, 1000), 8),
-        *(RequestSpec(f"r0{4 + k}", 64.0 + 0.2 * k, b.prompt("p0", 256, 266 + k), 8, "p0", 256) for k in range(4)),
+        *(RequestSpec(f"r0{3 + k}", 150.0 + 0.2 * k, b.prompt("p0", 256, 266 + k), 12, "p0", 256) for k in range(5)),
         RequestSpec("r08", 400.0, b.prompt(None, 0, 30), 8),
     ))
 

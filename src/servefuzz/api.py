@@ -32,6 +32,7 @@ from servefuzz.bisector import bisect as bisect_versions
 from servefuzz.campaign import CampaignConfig, CampaignResult, CampaignState, run_campaign, run_campaign_on
 from servefuzz.covering import PairwiseCover
 from servefuzz.engines import presets
+from servefuzz.engines.reference import SPEC as REFERENCE
 from servefuzz.engines.reference import ZOO_SETTINGS
 from servefuzz.errors import UsageError
 from servefuzz.finding import BisectStep, Finding, TriageOutcome, load_finding
@@ -184,7 +185,7 @@ class FuzzOptions:
         if "none" in self.planted and faults:
             raise UsageError("--fault none cannot be combined with other faults")
         settings = [arg for f in faults for arg in ZOO_SETTINGS.get(f, ())]
-        traced = ["--coverage"] if self.uses_engine_coverage() else []
+        traced = [REFERENCE.coverage_flag] if self.uses_engine_coverage() else []
         return [arg for f in faults for arg in ("--fault", f)] + settings + traced
 
     def identity(self) -> tuple[int, str]:
@@ -212,7 +213,8 @@ class FuzzOptions:
         off for the others (see the field)."""
         if self.engine_coverage is not None:
             return self.engine_coverage
-        return self.url is None and (preset_of(self.launch or "reference") or self.launch) == "reference"
+        spec = engines.preset_spec(preset_of(self.launch) or self.launch) if self.launch else REFERENCE
+        return self.url is None and spec is not None and bool(spec.coverage_flag)
 
     def uses_coverage(self) -> bool:
         """Coverage as given; on resume as the campaign was started; else on for the default mix

@@ -91,6 +91,7 @@ ZOO_SETTINGS: Mapping[str, tuple[str, ...]] = {
 SPEC = EngineSpec(
     "reference",
     default_port=30000,
+    coverage_flag="--coverage",  # it traces its own scheduler, cache and pool (reference/tracer.py)
     salts=True,  # `extra_key`, as SGLang
     seeds=True,
     choices=True,  # SGLang's `regex` alternation, read as token choices

@@ -567,6 +567,11 @@ class EngineSpec:
     (`vllm/v1/core/`: every file under it; `.../scheduler`: each file whose path holds it), which
     servefuzz's tracer follows inside a launched server's processes for the search's coverage
     (`targets.coverage_files`); () where servefuzz traces none.
+
+    `coverage_flag`: the engine's own flag that makes it trace itself (the reference engine's
+    `--coverage`, 0.75x its requests/s), where it has one: there engine coverage is on by
+    default; servefuzz's tracer in an engine's processes (`traced`) costs a third to a half of
+    its requests and waits to be asked for (`api.FuzzOptions.uses_engine_coverage`).
     """
 
     name: str
@@ -593,6 +598,7 @@ class EngineSpec:
     metrics_flag: str = ""
     facts: Callable[[Mapping[str, object]], ServerFacts] = no_facts
     traced: tuple[str, ...] = ()
+    coverage_flag: str = ""
 
     def _on(self, device: str) -> Preset | None:
         return next((p for p in self.presets if p.device == device), None)

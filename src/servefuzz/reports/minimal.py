@@ -40,34 +40,12 @@ from servefuzz.engines.commands import server_command
 from servefuzz.finding import Finding
 from servefuzz.reports.repro import replay_plan
 from servefuzz.sanitize import one_line
+from servefuzz.targets.base import ReproDialect, get_target_class
 
 __all__ = ["minimal_repro"]
 
 _LINE = 96  # characters of JSON per line of the embedded literal
 _STREAM_KEYS = ("stream", "stream_options")
-
-# How each dialect's answer gives its choices' token ids (non-streamed), and how its cache is
-# flushed; only the finding's own dialect goes into a script.
-_TOKENS = {
-    "sglang": '''def tokens(answer):  # SGLang's /generate: one item per choice, or the one item
-    items = answer if isinstance(answer, list) else [answer]
-    return [tuple(i.get("output_ids") or [t[1] for t in i["meta_info"]["output_token_logprobs"]]) for i in items]''',
-    "openai": '''def tokens(answer):  # /v1/completions: ids as token_ids, or "token_id:N" with return_tokens_as_token_ids
-    return [tuple(c.get("token_ids") or [int(t.split(":", 1)[1]) for t in c["logprobs"]["tokens"]])
-            for c in sorted(answer["choices"], key=lambda c: c["index"])]''',
-    "llamacpp": '''def tokens(answer):  # llama-server's /completion: one object per choice, each with its tokens
-    items = answer if isinstance(answer, list) else [answer]
-    return [tuple(i["tokens"]) for i in sorted(items, key=lambda i: i.get("index", 0))]''',
-}
-_FLUSH = {
-    "sglang": '''def flush():
-    empty_cache("/flush_cache")''',
-    "vllm": '''def flush():  # reset_external empties the offloading connector's CPU tier too
-    empty_cache("/reset_prefix_cache?reset_external=true")''',
-    "llamacpp": '''def flush():  # needs --slot-save-path; the slots' cached prompts are erased
-    for slot in range(get("/props")["total_slots"]):
-        empty_cache(f"/slots/{slot}?action=erase")''',
-}
 
 _SCRIPT = string.Template('''#!/usr/bin/env python3
 """servefuzz finding ${name}: ${bug}.
@@ -158,9 +136,8 @@ def minimal_repro(finding: Finding) -> tuple[str | None, str | None]:
     why = _refusal(plan)
     if why is not None:
         return None, why
-    dialect = plan["dialect"]
-    flush = plan["flush"]
-    if dialect not in _TOKENS or flush not in _FLUSH:
+    speaks = getattr(get_target_class(finding.target.engine), "repro", None)
+    if not isinstance(speaks, ReproDialect) or not speaks.minimal_tokens or not speaks.minimal_flush:
         return None, f"no cache flush the minimal form knows for the {plan['dialect']!r} dialect"
     # A streamed request goes whole: how the answer travels does not change what the engine
     # computes, and the runs below say whether the finding comes back without it.
@@ -176,7 +153,7 @@ def minimal_repro(finding: Finding) -> tuple[str | None, str | None]:
         name=_doc(plan["name"]), bug=_doc(plan["bug"]), command=_doc(server_command(finding.target)),
         base_url=_url(finding.target.base_url), count=len(requests),
         watched=_doc(", ".join(watch)), path=repr(plan["path"]), watch=repr(watch),
-        tokens=_TOKENS[dialect], flush=_FLUSH[flush], literal=literal,
+        tokens=speaks.minimal_tokens, flush=speaks.minimal_flush, literal=literal,
         streamed=f"\nServefuzz streamed {_doc(', '.join(streamed))}; here every answer comes whole." if streamed else "",
     ), None
 

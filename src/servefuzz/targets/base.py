@@ -297,12 +297,16 @@ class ReproDialect:
     """How a finding's repro.py speaks an adapter's dialect: `reads`, which of the script's
     answer readers ("sglang", "openai", "llamacpp"); `path`, where requests go; `flush`, the cache
     flush it has (None: none); `n_as_requests`, whether n > 1 at temperature 0 goes as n requests
-    of n = 1 (as the adapter sends it)."""
+    of n = 1 (as the adapter sends it); and the two functions minimal_repro.py speaks it with."""
 
     reads: str
     path: str
     flush: str | None = None
     n_as_requests: bool = False
+    # How minimal_repro.py (`reports.minimal`) reads an answer's token ids and empties the cache,
+    # as Python source of a `tokens(answer)` and a `flush()` function; "" where it cannot.
+    minimal_tokens: str = ""
+    minimal_flush: str = ""
 
 
 class CoverageSource(Protocol):

@@ -90,6 +90,15 @@ def gbnf_choice(choices: Sequence[str]) -> str:
     return "root ::= " + " | ".join(f'"{c}"' for c in choices)
 
 
+# How minimal_repro.py (reports.minimal) reads this dialect's answers and empties its cache.
+_MINIMAL_TOKENS = '''def tokens(answer):  # llama-server's /completion: one object per choice, each with its tokens
+    items = answer if isinstance(answer, list) else [answer]
+    return [tuple(i["tokens"]) for i in sorted(items, key=lambda i: i.get("index", 0))]'''
+_MINIMAL_FLUSH = '''def flush():  # needs --slot-save-path; the slots' cached prompts are erased
+    for slot in range(get("/props")["total_slots"]):
+        empty_cache(f"/slots/{slot}?action=erase")'''
+
+
 @register("llamacpp")
 class LlamaCppTarget(HttpTarget):
     """A llama.cpp server (`llama-server -m model.gguf ...`). It has no per-request cache salt
@@ -109,7 +118,8 @@ class LlamaCppTarget(HttpTarget):
         self._slots: int | None = None
         self._lora_ids: dict[str, int] | None = None if adapters is None else {n: i for i, n in enumerate(adapters)}
 
-    repro: ClassVar[ReproDialect | None] = ReproDialect("llamacpp", "/completion", "llamacpp")
+    repro: ClassVar[ReproDialect | None] = ReproDialect("llamacpp", "/completion", "llamacpp",
+        minimal_tokens=_MINIMAL_TOKENS, minimal_flush=_MINIMAL_FLUSH)
 
     def repro_body(self, spec: RequestSpec, *, top_k: int, model: str | None) -> dict[str, Any]:
         return self.body(spec, top_k=top_k)

@@ -50,6 +50,14 @@ __all__ = ["ReferenceTarget", "SGLangTarget", "choice_regex"]
 _E = TypeVar("_E")
 
 
+# How minimal_repro.py (reports.minimal) reads this dialect's answers and empties its cache.
+_MINIMAL_TOKENS = '''def tokens(answer):  # SGLang's /generate: one item per choice, or the one item
+    items = answer if isinstance(answer, list) else [answer]
+    return [tuple(i.get("output_ids") or [t[1] for t in i["meta_info"]["output_token_logprobs"]]) for i in items]'''
+_MINIMAL_FLUSH = '''def flush():
+    empty_cache("/flush_cache")'''
+
+
 @register("sglang")
 class SGLangTarget(HttpTarget):
     """An SGLang server (`python -m sglang.launch_server ...`).
@@ -71,7 +79,8 @@ class SGLangTarget(HttpTarget):
     # SGLang's native /generate names a request's adapter in `lora_path` (the NAME of
     # `--lora-paths NAME=PATH`); the reference engine takes the same field.
 
-    repro: ClassVar[ReproDialect | None] = ReproDialect("sglang", "/generate", "sglang")
+    repro: ClassVar[ReproDialect | None] = ReproDialect("sglang", "/generate", "sglang",
+        minimal_tokens=_MINIMAL_TOKENS, minimal_flush=_MINIMAL_FLUSH)
 
     def repro_body(self, spec: RequestSpec, *, top_k: int, model: str | None) -> dict[str, Any]:
         return self.body(spec, top_k=top_k)

@@ -61,13 +61,22 @@ FLUSH_PARAMS = {"reset_external": "true"}
 _N_NOTE = "n > 1 at temperature 0 is sent as n concurrent requests of n = 1 (vLLM rejects n > 1 there)"
 
 
+# How minimal_repro.py (reports.minimal) reads this dialect's answers and empties its cache.
+_MINIMAL_TOKENS = '''def tokens(answer):  # /v1/completions: ids as token_ids, or "token_id:N" with return_tokens_as_token_ids
+    return [tuple(c.get("token_ids") or [int(t.split(":", 1)[1]) for t in c["logprobs"]["tokens"]])
+            for c in sorted(answer["choices"], key=lambda c: c["index"])]'''
+_MINIMAL_FLUSH = '''def flush():  # reset_external empties the offloading connector's CPU tier too
+    empty_cache("/reset_prefix_cache?reset_external=true")'''
+
+
 @register("vllm")
 class VLLMTarget(OpenAITarget):
     """A vLLM server (`python -m vllm.entrypoints.openai.api_server ...`)."""
 
     # vLLM spells top-k keys `token_id:N` on request, which keeps every alternative's id.
     spell_token_ids: ClassVar[bool] = True
-    repro: ClassVar[ReproDialect | None] = ReproDialect("openai", "/v1/completions", "vllm", n_as_requests=True)
+    repro: ClassVar[ReproDialect | None] = ReproDialect("openai", "/v1/completions", "vllm", n_as_requests=True,
+        minimal_tokens=_MINIMAL_TOKENS, minimal_flush=_MINIMAL_FLUSH)
     # What it sends that the plain dialect does not (its spec, engines/vllm.py, says it can):
     # `cache_salt` in the /v1/completions body: hashed into the first block's key
     # (vllm/v1/core/kv_cache_utils.py, 0.32), so different salts never share a cached block.
