@@ -4,7 +4,9 @@
 three variants, a cancelled bystander, and (by default) a triage matrix in which only
 --disable-radix-cache cures it. `hostile=True` puts markup and quotes (or `hostile_text`)
 wherever a finding holds free text, to check that reports escape them. `loaded_run` is a run history of a finding's
-scenario, as a campaign's histories.jsonl holds them.
+scenario, as a campaign's histories.jsonl holds them. `page_boundary` and `found_on` make a real
+finding instead: the planted page-boundary-prefix fault triggered on a running reference engine,
+judged by servefuzz's own pipeline (the repro tests replay it).
 """
 
 from __future__ import annotations
@@ -14,6 +16,33 @@ from servefuzz.finding import Confirmation, Finding, Triage, TriageOutcome
 from servefuzz.history import ChoiceRecord, RequestRecord, RunHistory, Status
 from servefuzz.server_facts import TargetInfo
 from servefuzz.workload import PromptBuilder, RequestSpec, Scenario
+
+PAGE_BOUNDARY_FAULT = ["--fault", "page-boundary-prefix"]
+
+
+def page_boundary(*, streamed: tuple[str, ...] = ()) -> Scenario:
+    """A long prompt keeps the engine busy while three requests sharing exactly one page (64
+    tokens) arrive together: the later ones read the first's page before it is written.
+    `streamed`: the ids sent as streams."""
+    b = PromptBuilder(0, range(3, 1024))
+    busy = RequestSpec("r00", 0.0, b.prompt(None, 0, 600), 16)
+    burst = [RequestSpec(f"r{i:02d}", 5.0, b.prompt("p0", 64, 72 + i), 16, "p0", 64, stream=f"r{i:02d}" in streamed)
+             for i in (1, 2, 3)]
+    return Scenario(0, (busy, *burst), {"page_size": 64})
+
+
+async def found_on(url: str, scenario: Scenario) -> Finding:
+    """`scenario` executed on the reference engine at `url` and judged: the finding it makes."""
+    from servefuzz.oracles.judge import judge
+    from servefuzz.runner import Runner
+    from servefuzz.targets import make_target
+    from servefuzz.trial import execute
+
+    async with Runner(make_target("reference", url)) as runner:
+        done = await execute(runner, scenario, runs=2, with_alone=True)
+        verdict = judge(done.loaded, done.alone)
+        assert runner.info is not None and verdict.anomalies, "the scenario must trigger the fault"
+        return Finding(0, scenario.seed, scenario, runner.info, verdict.anomalies)
 
 HOSTILE = "<script>alert(1)</script>|`x```'''\"\"\"\n#"
 

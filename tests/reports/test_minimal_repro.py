@@ -3,8 +3,8 @@ derived from the finding, REPRODUCED on the faulty reference engine and NOT REPR
 one; a finding that needs repro.py's machinery gets none, with the reason; what a finding file says
 stays data.
 
-The finding is made by servefuzz's own pipeline from the page-boundary scenario of
-tests/reports/test_report_repro.py: a long prompt keeps the engine busy while three requests sharing
+The finding is made by servefuzz's own pipeline from the page-boundary scenario repro.py's tests
+replay too (report_findings.page_boundary, r02 streamed): a long prompt keeps the engine busy while three requests sharing
 exactly one page arrive together, and the later ones read the first's page before it is written."""
 
 from __future__ import annotations
@@ -18,42 +18,22 @@ import sys
 from pathlib import Path
 
 import pytest
+from report_findings import PAGE_BOUNDARY_FAULT, found_on, page_boundary
 
 from servefuzz.anomaly import Anomaly, Oracle, Verdict
 from servefuzz.finding import Finding
 from servefuzz.launcher import ServerProcess
-from servefuzz.oracles.judge import judge
 from servefuzz.reports import write_report
 from servefuzz.reports.minimal import minimal_repro
-from servefuzz.runner import Runner
 from servefuzz.server_facts import TargetInfo
-from servefuzz.targets import make_target
-from servefuzz.trial import execute
-from servefuzz.workload import PromptBuilder, RequestSpec, Scenario
 
-FAULT = ["--fault", "page-boundary-prefix"]
-
-
-def page_boundary() -> Scenario:
-    b = PromptBuilder(0, range(3, 1024))
-    busy = RequestSpec("r00", 0.0, b.prompt(None, 0, 600), 16)
-    burst = [RequestSpec(f"r{i:02d}", 5.0, b.prompt("p0", 64, 72 + i), 16, "p0", 64, stream=i == 2) for i in (1, 2, 3)]
-    return Scenario(0, (busy, *burst), {"page_size": 64})
-
-
-async def _find(url: str) -> Finding:
-    async with Runner(make_target("reference", url)) as runner:
-        scenario = page_boundary()
-        done = await execute(runner, scenario, runs=2, with_alone=True)
-        verdict = judge(done.loaded, done.alone)
-        assert runner.info is not None and verdict.anomalies, "the scenario must trigger the fault"
-        return Finding(0, scenario.seed, scenario, runner.info, verdict.anomalies)
+FAULT = PAGE_BOUNDARY_FAULT
 
 
 @pytest.fixture(scope="module")
 def finding() -> Finding:
     with ServerProcess.reference(FAULT) as srv:
-        return asyncio.run(_find(srv.base_url))
+        return asyncio.run(found_on(srv.base_url, page_boundary(streamed=("r02",))))
 
 
 def run_script(path: Path, *args: str) -> subprocess.CompletedProcess[str]:

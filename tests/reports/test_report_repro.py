@@ -22,41 +22,21 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from report_findings import HOSTILE, seed_like
+from report_findings import HOSTILE, PAGE_BOUNDARY_FAULT, found_on, page_boundary, seed_like
 
 from servefuzz.finding import Finding, load_finding
 from servefuzz.launcher import ServerProcess, free_port
-from servefuzz.oracles.judge import judge
 from servefuzz.reports.repro import replay_plan, repro_script
-from servefuzz.runner import Runner
 from servefuzz.server_facts import TargetInfo
-from servefuzz.targets import make_target
-from servefuzz.trial import execute
 from servefuzz.workload import PromptBuilder, RequestSpec, Scenario
 
-FAULT = ["--fault", "page-boundary-prefix"]
-
-
-def minimal_scenario() -> Scenario:
-    b = PromptBuilder(0, range(3, 1024))
-    busy = RequestSpec("r00", 0.0, b.prompt(None, 0, 600), 16)
-    burst = [RequestSpec(f"r{i:02d}", 5.0, b.prompt("p0", 64, 72 + i), 16, "p0", 64) for i in (1, 2, 3)]
-    return Scenario(0, (busy, *burst), {"page_size": 64})
-
-
-async def _find(url: str) -> Finding:
-    async with Runner(make_target("reference", url)) as runner:
-        scenario = minimal_scenario()
-        done = await execute(runner, scenario, runs=2, with_alone=True)
-        verdict = judge(done.loaded, done.alone)
-        assert runner.info is not None and verdict.anomalies, "the minimal scenario must trigger the fault"
-        return Finding(0, scenario.seed, scenario, runner.info, verdict.anomalies)
+FAULT = PAGE_BOUNDARY_FAULT
 
 
 @pytest.fixture(scope="module")
 def finding() -> Finding:
     with ServerProcess.reference(FAULT) as srv:
-        return asyncio.run(_find(srv.base_url))
+        return asyncio.run(found_on(srv.base_url, page_boundary()))
 
 
 def run_script(path: Path, *args: str) -> subprocess.CompletedProcess[str]:
