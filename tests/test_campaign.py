@@ -277,9 +277,13 @@ def test_the_module_docstrings_run() -> None:
     import servefuzz.feedback
     import servefuzz.mutators
     import servefuzz.strategies
+    import servefuzz.strategies.offer
+    import servefuzz.strategies.shape
     import servefuzz.traces
 
-    for m in (servefuzz.corpus, servefuzz.feedback, servefuzz.mutators, servefuzz.strategies, servefuzz.traces):
+    modules = (servefuzz.corpus, servefuzz.feedback, servefuzz.mutators, servefuzz.strategies,
+               servefuzz.strategies.offer, servefuzz.strategies.shape, servefuzz.traces)
+    for m in modules:
         result = doctest.testmod(m)
         assert result.attempted > 0 and result.failed == 0, m.__name__
 
@@ -288,6 +292,7 @@ class _Broken:
     """A strategy with a bug of ours, as cancel-storm had on llama.cpp's CUDA server."""
 
     name = "broken"
+    needs: frozenset[str] = frozenset()
 
     def generate(self, rng: object, shape: object, *, seed: int) -> Scenario:
         raise ValueError("r06/r05: prefix_len 1024 outside the prompt")

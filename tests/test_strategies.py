@@ -227,3 +227,12 @@ def test_lora_alternation_alternates_adapters_over_shared_prefixes_only_where_ad
     served = {e: shape_of(TargetInfo(e, "http://127.0.0.1:1", adapters=("lora-a",))).adapters
               for e in ("reference", "vllm", "openai", "llamacpp")}
     assert served == {"reference": ("lora-a",), "vllm": ("lora-a",), "openai": (), "llamacpp": ("lora-a",)}
+
+
+def test_the_package_table_names_every_strategy_once() -> None:
+    # The table in the package's docstring is what a newcomer reads first: it must not drift from
+    # the registry (a strategy added without its row, or a row left behind by a rename).
+    import servefuzz.strategies as package
+
+    rows = [line.split("|")[1].strip() for line in (package.__doc__ or "").splitlines() if line.startswith("| ")]
+    assert sorted(rows[1:]) == sorted(STRATEGIES), rows  # rows[0] is the header

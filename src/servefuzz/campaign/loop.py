@@ -101,7 +101,7 @@ async def run_campaign_on(
     # The covering arrays draw the target's capabilities in combination: in the first round they
     # come right after the strategies written for one capability each, before the costly
     # generic ones, rather than last (`corpus.first_round`).
-    surface = [s.name for s in strategies.values() if any(getattr(s, f"needs_{c}", False) for c in shape.capabilities)]
+    surface = [s.name for s in strategies.values() if s.needs & shape.capabilities]
     schedule = Schedule(tuple(strategies), **progress.schedule, mutate_share=MUTATE_SHARE if config.greybox else 0.0,
                         first=first_round(tuple(strategies), PairwiseCover.name if config.coverage else None, surface))
     for name, error in progress.benched.items():
