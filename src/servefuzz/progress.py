@@ -17,7 +17,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from servefuzz.campaign import CampaignResult, CampaignState
+from servefuzz.campaign import CampaignResult, CampaignState, FindingKept
 from servefuzz.exercise import Exercise
 from servefuzz.finding import Finding
 from servefuzz.sanitize import one_line, terminal, visible
@@ -64,14 +64,14 @@ class LiveProgress:
         far = state.truth is not None and state.truth.far
         if state.truth is not None and far:  # stays on the panel: every finding below reads in its light
             body.append("\n" + one_line(state.truth.said()), style="bold red")
-        if state.last:
-            body.append("\n" + one_line(state.last), style="dim")
+        if state.last is not None:
+            body.append("\n" + one_line(state.last.words()), style="dim")
         self._live.update(Panel(body, title=Text(one_line(self.title)), title_align="left"))
         if not self.console.is_terminal and state.truth is not None and far and not self._told_truth:
             self._told_truth = True
             self.console.print(Text(one_line(state.truth.said()), style="bold red"))
-        if not self.console.is_terminal and state.last.startswith("finding"):
-            self.console.print(Text(one_line(state.last)))
+        if not self.console.is_terminal and isinstance(state.last, FindingKept):
+            self.console.print(Text(one_line(state.last.words())))
 
 
 def print_banner(console: Console, text: str) -> None:

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from servefuzz import durable
 from servefuzz.campaign.choose import _SourceFailed, shape_of
+from servefuzz.campaign.events import SourceFailed
 from servefuzz.campaign.iteration import _Loop, _Outcome, _revive, _save_progress, _sync
 from servefuzz.campaign.records import (
     BUDGET_GRACE_S,
@@ -156,8 +157,7 @@ async def run_campaign_on(
                     # A bug in one of our generators must not end the campaign (nor pass for a finding).
                     if e.strategy is not None:
                         schedule.bench(e.strategy, e.error)
-                    state.last = f"iteration {iteration}: {e.source} failed ({e.error})" + (
-                        "; benched it" if e.strategy is not None else "")
+                    state.last = SourceFailed(iteration, e.source, e.error, benched=e.strategy is not None)
                     state.iteration = run.dispatched
                     _save_progress(out, state, corpus, schedule, store, firsts)
                     on_event(state)

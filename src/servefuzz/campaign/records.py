@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from servefuzz.anomaly import Verdict
+from servefuzz.campaign.events import CampaignEvent
 from servefuzz.confirm import TruthCheck
 from servefuzz.coverage import Coverage
 from servefuzz.exercise import Exercise
@@ -130,7 +131,7 @@ class CampaignState:
     findings: list[tuple[Path, Finding]] = field(default_factory=list)
     seen: Counter[str] = field(default_factory=Counter)  # signature -> times found
     restarts: int = 0  # of a launched server that died, this campaign, resumed sessions included
-    last: str = ""
+    last: CampaignEvent | None = None  # what happened last (`campaign.events`), for the display
     coverage: Coverage | None = None  # pairwise feature coverage, when the campaign tracks it
     workers: dict[str, str] = field(default_factory=dict)  # a named (remote) worker -> what it does now
     exercise: Exercise = field(default_factory=Exercise)  # what the engine did (servefuzz.exercise)
