@@ -126,7 +126,7 @@ def test_a_profile_aimed_at_a_feature_that_never_happened_says_so_loudly() -> No
     assert line.startswith("NOT EXERCISED, though the profile aims at it: chunked prefill: 0 prompts split in 14 requests")
     out = io.StringIO()
     print_summary(Console(file=out, width=250), CampaignResult(1, 14, 1.0, (), Stop(StopReason.TIME_BUDGET, "done"), exercise=missed))
-    assert "NOT EXERCISED, though the profile aims at it: chunked prefill" in out.getvalue()
+    assert "NOT EXERCISED, though the profile aims at it: chunked prefill" in unwrapped(out.getvalue())
     # The control: with 16-token chunks the uncached prompts are split, and nothing is said.
     split = observe(dataclasses.replace(chunked, server_args={"chunked_prefill_size": 16}), sc, runs)
     assert _value(split, Feature.CHUNKED_PREFILL, "prompts split", ANSWERS["split"]) > 0 and split.missed_aims == ()
@@ -202,6 +202,11 @@ def _campaign(url: str, out: Path) -> CampaignResult:
 
 
 @pytest.mark.timeout(240)
+def unwrapped(summary: str) -> str:
+    """The summary with each wrapped line joined again (its continuations are four spaces in)."""
+    return summary.replace("\n    ", " ")
+
+
 def test_a_campaign_with_the_prefix_cache_off_says_it_never_exercised_it_and_with_it_on_reports_its_hits(
     tmp_path: Path, reference_server: Callable[..., str]
 ) -> None:
@@ -211,7 +216,7 @@ def test_a_campaign_with_the_prefix_cache_off_says_it_never_exercised_it_and_wit
         out = io.StringIO()
         print_summary(Console(file=out, width=250), result)
         progress = json.loads((tmp_path / name / "progress.json").read_text())
-        results[name] = (result, out.getvalue(), progress)
+        results[name] = (result, unwrapped(out.getvalue()), progress)
     off, said_off, progress_off = results["off"]
     on, said_on, progress_on = results["on"]
     assert not off.exercise.exercised(Feature.PREFIX_CACHE)

@@ -52,6 +52,7 @@ from servefuzz.exercise import observe as exercise_of
 from servefuzz.exercise import triggered
 from servefuzz.feedback import features
 from servefuzz.finding import Finding
+from servefuzz.goals import GOAL_SHARE, Pursuit, budget_spent
 from servefuzz.history import write_history_jsonl
 from servefuzz.mutators import CROSS
 from servefuzz.oracles.judge import learn
@@ -105,6 +106,9 @@ class _Loop:
         self.dispatched = first_iteration  # the next iteration to send out
         self.halt = False  # stop without waiting for the iterations in flight
         self.pace: Pace | None = None  # the target's speed, as the last execution measured it
+        # The engine's meters as objectives (`servefuzz.goals`): rebuilt by a resumed campaign
+        # from its exercise evidence, which progress.json keeps (what was tried is not kept).
+        self.pursuit = Pursuit(schedule.names)
 
     def choose(self, iteration: int, seeds: Sequence[Scenario], strategies: dict[str, Strategy]) -> tuple[Scenario, str]:
         seed = derive_seed(self.config.seed, iteration)
@@ -210,8 +214,16 @@ class _Loop:
                                 flagged=bool(verdict.anomalies))
         if entry is not None:
             write_json(out / "corpus" / f"entry_{entry.id:05d}.json", entry.to_json())
-        self.schedule.credit(str(scenario.meta.get("strategy", seen.origin)), credit(entry.new) if entry else 0,
-                             time.monotonic() - seen.began)
+        strategy = str(scenario.meta.get("strategy", seen.origin))
+        self.schedule.credit(strategy, credit(entry.new) if entry else 0, time.monotonic() - seen.began)
+        # What the engine has done so far against its goals: a mechanism still at zero once a
+        # share of the budget is spent gets part of the schedule's turns (`goals.Pursuit`).
+        self.pursuit.ran(strategy)
+        config = self.config
+        self.pursuit.update(state.exercise, iteration=seen.iteration, spent=budget_spent(
+            elapsed_s=state.elapsed_s, time_budget_s=config.time_budget_s, requests=state.requests,
+            request_budget=config.request_budget, scenarios=state.iteration))
+        self.schedule.aim(self.pursuit.focus, GOAL_SHARE)
         return entry
 
     async def objective(self, worker: Worker, seen: Observation, entry: CorpusEntry | None) -> _Outcome:

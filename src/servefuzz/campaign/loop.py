@@ -206,6 +206,7 @@ async def run_campaign_on(
         state.iteration - first_iteration, state.requests, state.elapsed_s, tuple(store.findings()), stopped,
         features=state.features, corpus=state.corpus, seen=dict(store.counts), first_confirmed=firsts,
         restarts=state.restarts, coverage=state.coverage, exercise=state.exercise, truth=state.truth,
+        goals=tuple(run.pursuit.goals.values()), unreached=run.pursuit.said(shape),
     )
 
 

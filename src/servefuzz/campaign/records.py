@@ -18,6 +18,7 @@ from servefuzz.confirm import TruthCheck
 from servefuzz.coverage import Coverage
 from servefuzz.exercise import Exercise
 from servefuzz.finding import Finding
+from servefuzz.goals import Goal
 from servefuzz.launcher import Launch
 
 __all__ = ["BUDGET_GRACE_S", "COVERAGE_FILE", "CampaignConfig", "CampaignResult", "CampaignState", "Stop", "StopReason"]
@@ -162,6 +163,10 @@ class CampaignResult:
     coverage: Coverage | None = None
     exercise: Exercise = field(default_factory=Exercise)  # what the engine did (servefuzz.exercise)
     truth: TruthCheck | None = None  # whether the engine computes the built model (`CampaignState.truth`)
+    # The engine's meters as goals (`servefuzz.goals`): each goal's record, and one line per goal
+    # that stayed at zero with why, which the summary says first.
+    goals: tuple[Goal, ...] = ()
+    unreached: tuple[str, ...] = ()
 
     @property
     def stopped_because(self) -> str:
@@ -188,6 +193,8 @@ class CampaignResult:
             **tracked,
             **checked,
             "exercise": self.exercise.to_json(),
+            "goals": [g.to_json() for g in self.goals],
+            "unreached": list(self.unreached),
             "iterations": self.iterations,
             "requests": self.requests,
             "elapsed_s": round(self.elapsed_s, 3),
