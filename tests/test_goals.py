@@ -75,17 +75,18 @@ def _summary(result: CampaignResult) -> list[str]:
 def test_a_budget_above_every_prompt_is_said_first_and_a_reachable_one_is_reached(
     tmp_path: Path, reference_server: Callable[..., str]
 ) -> None:
-    # Out of reach: a step budget above the context, so no prompt can be split. The campaign
-    # pursues it, gives up or runs out, and its summary says so before anything else, with why.
-    far = _campaign(reference_server("--chunked-prefill-size", "8192"), tmp_path / "far")
+    # Out of reach: a step budget above the context and every batch these scenarios make, so no
+    # prefill is cut (the engine counts its cuts). The campaign pursues it, gives up or runs out,
+    # and its summary says so before anything else, with why.
+    far = _campaign(reference_server("--chunked-prefill-size", "100000"), tmp_path / "far")
     goal = next(g for g in far.goals if g.feature is Feature.CHUNKED_PREFILL)
     assert goal.reached_at is None and goal.pursued_at is not None, far.goals
     # Two goals at zero, each with its reason: neither strategy shares a prefix (none aims at the
     # prefix cache), and no prompt can outgrow the step budget.
     assert far.unreached == (
         "prefix cache: still at zero: no strategy offered to this target aims at it",
-        "chunked prefill: still at zero: the step budget (8,192 tokens) is above the longest prompt the server "
-        "takes (4,032): no prompt can be split",
+        "chunked prefill: still at zero: the step budget (100,000 tokens) is above the longest prompt the server "
+        "takes (4,032): only prompts batched together past it can be cut",
     )
     lines = _summary(far)
     assert lines[0] == "Goals the engine's meters never showed reached:"

@@ -161,7 +161,7 @@ def why_unreached(goal: Goal, shape: TargetShape) -> str:
 
     >>> why_unreached(Goal(Feature.CHUNKED_PREFILL, ("chunk-boundary",), 5, None, {"chunk-boundary": 12}),
     ...               TargetShape(context_length=4096, chunked_prefill_size=8192))
-    'the step budget (8,192 tokens) is above the longest prompt the server takes (4,032): no prompt can be split'
+    'the step budget (8,192 tokens) is above the longest prompt the server takes (4,032): only prompts batched together past it can be cut'
     >>> why_unreached(Goal(Feature.SPECULATIVE, ()), TargetShape())
     'no strategy offered to this target aims at it'
     """
@@ -169,7 +169,7 @@ def why_unreached(goal: Goal, shape: TargetShape) -> str:
     budget = shape.chunked_prefill_size
     if goal.feature is Feature.CHUNKED_PREFILL and budget is not None and budget >= room:
         return (f"the step budget ({budget:,} tokens) is above the longest prompt the server takes ({room:,}): "
-                "no prompt can be split")
+                "only prompts batched together past it can be cut")
     pool = shape.max_total_tokens
     if goal.feature in (Feature.EVICTION, Feature.PREEMPTION, Feature.HOST_CACHE) and pool is not None \
             and pool * 1.1 > EvictionPressure.cap_tokens:

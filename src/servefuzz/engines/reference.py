@@ -47,6 +47,9 @@ METERS: tuple[Meter, ...] = (
     Meter("sglang:num_retracted_requests_total", Feature.PREEMPTION, "retracted requests"),
     Meter("sglang:evicted_tokens_total", Feature.EVICTION, "evicted tokens"),
     Meter("sglang:num_aborted_requests_total", Feature.ABORTS, "aborted requests"),
+    # Its own: SGLang counts no cut prefills. A batch total over the budget cuts its last prompt
+    # even where no prompt alone outgrows the budget (what the answers' count sees).
+    Meter("sglang:chunked_prefill_cuts_total", Feature.CHUNKED_PREFILL, "prefill cuts"),
 )
 
 # Its /server_info args (ServerArgs) that turn a mechanism on or off: SGLang's names; `lora`

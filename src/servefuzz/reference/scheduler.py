@@ -223,6 +223,7 @@ class EngineStats:
     finished_reqs: int = 0
     aborted_reqs: int = 0
     forward_steps: int = 0
+    chunked_cuts: int = 0  # prefill chunks cut at the step budget, their sequence continued next batch
     num_running_reqs: int = 0
     num_queue_reqs: int = 0
     token_usage: float = 0.0
@@ -649,6 +650,7 @@ class Engine:
         s.inflight += 1
         final = end == len(s.tokens)
         self.chunked = None if final else s
+        self.stats.chunked_cuts += 0 if final else 1
         if self._has("page-boundary-prefix") and self.tree is not None:
             # FAULT page-boundary-prefix (models SGLang #22819): the batch's full pages enter
             # the tree at schedule time, before the forward writes their KV (marked not ready;

@@ -436,6 +436,7 @@ _METRICS = (
     ("prompt_tokens_total", "counter", "Prompt tokens of admitted requests.", "prompt_tokens"),
     ("generation_tokens_total", "counter", "Generated tokens.", "generation_tokens"),
     ("forward_steps_total", "counter", "Forward batches run.", "forward_steps"),
+    ("chunked_prefill_cuts_total", "counter", "Prefill chunks cut at the step budget (continued next batch).", "chunked_cuts"),
     ("num_running_reqs", "gauge", "Requests running (prefill or decode).", "num_running_reqs"),
     ("num_queue_reqs", "gauge", "Requests waiting.", "num_queue_reqs"),
     ("token_usage", "gauge", "Fraction of KV pages in use (cache included).", "token_usage"),
