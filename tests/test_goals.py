@@ -23,7 +23,7 @@ from servefuzz.exercise import Count, Exercise, Setting
 from servefuzz.goals import GOAL_SHARE, Pursuit
 from servefuzz.progress import print_summary
 from servefuzz.runner import Runner
-from servefuzz.strategies import ChunkBoundary, RandomLoad
+from servefuzz.strategies import ChunkBoundary, RandomLoad, RetractionPressure
 from servefuzz.targets import make_target
 
 
@@ -113,3 +113,19 @@ def test_the_summary_wraps_a_long_line_of_counts_inside_80_columns() -> None:
     assert len(body) >= 3 and all(len(x) <= 80 for x in body), body
     assert body[0].startswith("  prefix cache: 4 hits, 320 hit tokens") and all(x.startswith("    ") for x in body[1:])
     assert "sglang:cache_hit_tokens_total" in " ".join(body)  # wrapped, never cut
+
+
+@pytest.mark.timeout(300)
+def test_retraction_makes_a_small_pool_retract_stateful_requests_and_a_clean_engine_answers_as_alone(
+    tmp_path: Path, reference_server: Callable[..., str]
+) -> None:
+    url = reference_server("--max-total-tokens", "4096")
+    config = CampaignConfig(tmp_path / "c", seed=2, request_budget=10)
+
+    async def go() -> CampaignResult:
+        async with Runner(make_target("reference", url)) as runner:
+            return await run_campaign(runner, [RetractionPressure()], config)
+
+    result = asyncio.run(go())
+    assert result.exercise.exercised(Feature.PREEMPTION), result.exercise.lines()
+    assert result.findings == ()  # the clean engine restores every retracted request exactly

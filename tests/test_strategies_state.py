@@ -112,8 +112,9 @@ def test_state_strategies_are_offered_only_where_the_model_has_the_trait_and_the
         "state-restore": "needs a recurrent state: the served model has none known",
         "prefill-abort": "needs a sliding window or a recurrent state: the served model has none known",
         "expert-batch": "needs experts: the served model has none known",
+        "retraction": "needs a KV pool one scenario can fill past (at most 10,240 tokens): the server states none",
     }
-    assert set(left_out(mix, WINDOWED)) == {"state-restore", "expert-batch"}
+    assert set(left_out(mix, WINDOWED)) == {"state-restore", "expert-batch", "retraction"}
     assert shape_aims(RECURRENT) == ("state-restore", "prefill-abort", "expert-batch")
     assert shape_aims(TargetShape()) == ()
 

@@ -57,7 +57,7 @@ UNBUDGETED_SCENARIOS = 200
 AIMED_AT: Mapping[Feature, tuple[str, ...]] = {
     Feature.PREFIX_CACHE: ("burst-reuse", "page-boundary", "state-restore"),
     Feature.HOST_CACHE: ("eviction",),
-    Feature.PREEMPTION: ("eviction", "long-decode"),
+    Feature.PREEMPTION: ("retraction", "eviction", "long-decode"),
     Feature.EVICTION: ("eviction",),
     Feature.CHUNKED_PREFILL: ("chunk-boundary", "prefill-abort"),
     Feature.SPECULATIVE: (),  # no strategy yet makes drafts that the model accepts

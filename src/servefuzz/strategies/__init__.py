@@ -38,22 +38,24 @@ few milliseconds earlier, whose prefill keeps the scheduler busy while the burst
 | state-restore   | hits at exactly a cached prompt's length, and at all but its last token | (state-checkpoint bugs) |
 | prefill-abort   | streams cut in the middle of a chunked prefill, then retried | (cut-prefill reuse) |
 | expert-batch    | a decode whose batch grows and shrinks, beside its own copies | (batch-variant routing) |
+| retraction      | decodes that outgrow a small pool, each with state to restore (seed, adapter, forks) | (state lost on retraction) |
 
 A strategy that needs something not every target has declares it in `needs`: a capability
 (`salts`, `seeds`, `choices`, `adapters`) or a trait of the served model (`window`, `state`,
 `stateful` (either), `experts`). `offered` leaves it out of the mix where the target lacks one
 (tenant-salt where the dialect sends no salt, seeded-sampling where the engine promises no
 per-request seeds, structured-burst where the dialect sends no choice constraint,
-lora-alternation where the server lists no LoRA adapter, the last five where the served model has
-no such trait, known where servefuzz launched the model and read its config.json); `left_out`
-says why, once per campaign.
+lora-alternation where the server lists no LoRA adapter, window-edge to expert-batch where the
+served model has no such trait, known where servefuzz launched the model and read its config.json,
+retraction where the server states no pool a scenario can fill: `small-pool`,
+`TargetShape.conditions`); `left_out` says why, once per campaign.
 
 The package, one module per family, imports pointing one way:
 
     shape     TargetShape, the Strategy protocol, Draft, the burst timing helpers
     prefix    page-boundary, tile-boundary, burst-reuse, eviction, cancel-storm
     batch     batch-sweep, chunk-boundary, long-decode, n-mix, random
-    features  tenant-salt, seeded-sampling, structured-burst, lora-alternation
+    features  tenant-salt, seeded-sampling, structured-burst, lora-alternation, retraction
     state     window-edge, window-prefix, state-restore, prefill-abort, expert-batch
     offer     STRATEGIES, DEFAULT_MIX, offered, left_out, shape_aims, aimed_first
 """
@@ -63,6 +65,7 @@ from __future__ import annotations
 from servefuzz.strategies.batch import BatchSweep, ChunkBoundary, LongDecodes, NChoices, RandomLoad
 from servefuzz.strategies.features import (
     LoraAlternation,
+    RetractionPressure,
     SeededSampling,
     StructuredBurst,
     TenantSalt,
@@ -91,6 +94,7 @@ from servefuzz.strategies.shape import (
     CACHED_BY_MS,
     COMMON_PAGE_SIZES,
     DEFAULT_CAPTURE_SIZES,
+    PRESSURE_TOKENS,
     STRAGGLER_MS,
     TILE_SIZES,
     Draft,
@@ -105,6 +109,7 @@ __all__ = [
     "COMMON_PAGE_SIZES",
     "DEFAULT_CAPTURE_SIZES",
     "DEFAULT_MIX",
+    "PRESSURE_TOKENS",
     "STRAGGLER_MS",
     "STRATEGIES",
     "TILE_SIZES",
@@ -121,6 +126,7 @@ __all__ = [
     "PageBoundaryBursts",
     "PrefillAbort",
     "RandomLoad",
+    "RetractionPressure",
     "SeededSampling",
     "StateRestore",
     "Strategy",

@@ -12,6 +12,7 @@ from servefuzz.workload import Scenario, choice_text
 
 __all__ = [
     "LoraAlternation",
+    "RetractionPressure",
     "SeededDraw",
     "SeededSampling",
     "StructuredBurst",
@@ -167,3 +168,47 @@ class LoraAlternation:
         return d.scenario(self.name, page_size=page)
 
 
+
+
+@dataclass(frozen=True)
+class RetractionPressure:
+    """Decodes that outgrow the pool, each carrying state a retraction must restore (issue 53).
+
+    Three to six requests with short prompts leave within a few milliseconds, so the pool holds
+    all their prompts and admits them together; their outputs add up to 1.2-1.6 times the pool,
+    so as they decode the engine runs out of pages and must retract (or preempt) some of them
+    and prefill them again later. Each carries, in turn, one of the per-request features whose
+    state outlives a retraction: a seeded draw (its sampler must resume where it was), an adapter
+    (its KV must be recomputed under it), n = 2 forks (both copies retracted and resumed), or
+    nothing (greedy, the control). A newcomer or two arrive while the pool is full. Each answer
+    alone is the reference: a retracted request must answer what it answers alone. Choice
+    constraints are not among them: a constrained answer ends after its choice, too soon to hold
+    pages when the pool runs out.
+
+    Offered only where the server states a pool one scenario can fill past (`small-pool`:
+    `TargetShape.conditions`); on a larger one the same traffic would only decode for minutes.
+    """
+
+    name: str = "retraction"
+    needs: ClassVar[frozenset[str]] = frozenset({"small-pool"})
+
+    def generate(self, rng: random.Random, shape: TargetShape, *, seed: int) -> Scenario:
+        pool = shape.max_total_tokens or shape.pool_tokens
+        d = Draft(seed, shape)
+        kinds = ["greedy", "forks"] + (["seeded"] if shape.seeded_sampling else []) + (["adapter"] if shape.adapters else [])
+        count = rng.randint(3, 6)
+        want = int(pool * rng.uniform(1.2, 1.6))
+        prompts = [rng.randint(16, max(17, pool // (4 * count))) for _ in range(count)]
+        each = max(8, (want - sum(prompts)) // count)
+        start = rng.randrange(len(kinds))  # the features in turn, from a drawn one
+        for i, prompt in enumerate(prompts):
+            kind = kinds[(start + i) % len(kinds)]
+            draw = seeded_draw(rng) if kind == "seeded" else SeededDraw(temperature=0.0, seed=0)
+            n = 2 if kind == "forks" else 1
+            # Each copy's output fits beside the prompt in what one request may hold.
+            d.add(rng.uniform(0, 3), prompt, min(each, shape.pool_tokens - prompt - 1) // n, n=n, temperature=draw["temperature"],
+                  seed=draw["seed"] if kind == "seeded" else None,
+                  adapter=rng.choice(shape.adapters) if kind == "adapter" else None)
+        for _ in range(rng.randint(1, 2)):  # newcomers that meet a full pool
+            d.add(rng.uniform(100, 600), rng.randint(16, 128), rng.randint(8, 32))
+        return d.scenario(self.name, pool=pool, load_tokens=sum(prompts) + each * count)

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 from servefuzz.errors import UsageError
 from servefuzz.strategies.batch import BatchSweep, ChunkBoundary, LongDecodes, NChoices, RandomLoad
-from servefuzz.strategies.features import LoraAlternation, SeededSampling, StructuredBurst, TenantSalt
+from servefuzz.strategies.features import LoraAlternation, RetractionPressure, SeededSampling, StructuredBurst, TenantSalt
 from servefuzz.strategies.prefix import (
     BurstReuse,
     CancellationStorm,
@@ -15,7 +15,7 @@ from servefuzz.strategies.prefix import (
     PageBoundaryBursts,
     TileBoundaryPrefixes,
 )
-from servefuzz.strategies.shape import Strategy, TargetShape
+from servefuzz.strategies.shape import PRESSURE_TOKENS, Strategy, TargetShape
 from servefuzz.strategies.state import ExpertBatch, PrefillAbort, StateRestore, WindowEdge, WindowPrefix
 
 __all__ = ["DEFAULT_MIX", "STRATEGIES", "aimed_first", "get_strategies", "get_strategy", "left_out", "offered", "shape_aims"]
@@ -30,12 +30,15 @@ def left_out(strategies: Sequence[Strategy], shape: TargetShape) -> dict[str, st
     """
     words = {"window": "a sliding window", "state": "a recurrent state",
              "stateful": "a sliding window or a recurrent state", "experts": "experts"}
-    have = shape.model.traits
+    have = shape.model.traits | shape.conditions
     out = {}
     for s in strategies:
         lacking = [t for t in words if t in s.needs - have]
         if lacking:
             out[s.name] = f"needs {' and '.join(words[t] for t in lacking)}: the served model has none known"
+        elif "small-pool" in s.needs - have:
+            out[s.name] = (f"needs a KV pool one scenario can fill past (at most {PRESSURE_TOKENS / 1.2:,.0f} tokens): "
+                           "the server states " + (f"{shape.max_total_tokens:,}" if shape.max_total_tokens else "none"))
     return out
 
 STRATEGIES: dict[str, Strategy] = {
@@ -44,7 +47,7 @@ STRATEGIES: dict[str, Strategy] = {
         PageBoundaryBursts(), BatchSweep(), LongDecodes(), CancellationStorm(), BurstReuse(), NChoices(),
         RandomLoad(), TenantSalt(), SeededSampling(), StructuredBurst(), LoraAlternation(), TileBoundaryPrefixes(),
         ChunkBoundary(), EvictionPressure(), WindowEdge(), WindowPrefix(), StateRestore(), PrefillAbort(),
-        ExpertBatch(),
+        ExpertBatch(), RetractionPressure(),
     )
 }
 # What `servefuzz fuzz` mixes by default, in the order of its first round: the seed's bug class
@@ -77,7 +80,7 @@ def offered(strategies: Sequence[Strategy], shape: TargetShape) -> tuple[Strateg
     >>> [s.name for s in offered(state, TargetShape(model=ModelFacts(recurrent=True, state_chunk=32)))]
     ['state-restore', 'prefill-abort']
     """
-    have = shape.capabilities | shape.model.traits
+    have = shape.capabilities | shape.model.traits | shape.conditions
     return tuple(s for s in strategies if s.needs <= have)
 
 

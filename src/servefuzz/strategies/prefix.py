@@ -7,7 +7,7 @@ import random
 from dataclasses import dataclass
 from typing import ClassVar
 
-from servefuzz.strategies.shape import TILE_SIZES, Draft, TargetShape, boundary_lengths, bystanders, prefix_burst
+from servefuzz.strategies.shape import PRESSURE_TOKENS, TILE_SIZES, Draft, TargetShape, boundary_lengths, bystanders, prefix_burst
 from servefuzz.workload import Scenario
 
 __all__ = [
@@ -118,7 +118,7 @@ class EvictionPressure:
 
     name: str = "eviction"
     needs: ClassVar[frozenset[str]] = frozenset()
-    cap_tokens: int = 12288
+    cap_tokens: int = PRESSURE_TOKENS
 
     def generate(self, rng: random.Random, shape: TargetShape, *, seed: int) -> Scenario:
         page = rng.choice(shape.pages)

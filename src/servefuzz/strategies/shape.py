@@ -21,6 +21,7 @@ from servefuzz.workload import PromptBuilder, RequestSpec, Scenario, TextSource,
 
 __all__ = [
     "BLOCKER_TOKENS",
+    "PRESSURE_TOKENS",
     "CACHED_BY_MS",
     "COMMON_PAGE_SIZES",
     "DEFAULT_CAPTURE_SIZES",
@@ -43,6 +44,9 @@ TILE_SIZES: tuple[int, ...] = (16, 32, 64, 128, 256)
 DEFAULT_CAPTURE_SIZES: tuple[int, ...] = (1, 2, 4, 8, *range(16, 257, 8))
 # Prompt tokens a blocker sends: enough prefill to hold a scheduler for a burst's few ms.
 BLOCKER_TOKENS = 384
+# The most KV tokens one scenario sends to press a pool: a larger pool gets heavy load instead of
+# a scenario that runs for minutes, and is not "small" (`TargetShape.conditions`).
+PRESSURE_TOKENS = 12288
 # A prompt cached on its own is done on the engines measured (llama-server: a 300-token prompt in
 # under 0.1 s; the reference engine: about as long) before a hit 150-250 ms later: the hit reads
 # it cached, not in flight.
@@ -90,6 +94,17 @@ class TargetShape:
         have = {"salts": self.salts, "seeds": self.seeded_sampling, "choices": self.choices,
                 "adapters": bool(self.adapters)}
         return frozenset(k for k, v in have.items() if v)
+
+    @property
+    def conditions(self) -> frozenset[str]:
+        """What the target's size allows beside its capabilities: `small-pool` where the server
+        states a KV pool one scenario can fill past (at most `PRESSURE_TOKENS` / 1.2).
+
+        >>> sorted(TargetShape(max_total_tokens=4096).conditions), sorted(TargetShape().conditions)
+        (['small-pool'], [])
+        """
+        small = self.max_total_tokens is not None and self.max_total_tokens * 1.2 <= PRESSURE_TOKENS
+        return frozenset({"small-pool"}) if small else frozenset()
 
     @property
     def pages(self) -> tuple[int, ...]:
