@@ -1,9 +1,9 @@
 """minimal_repro.py (issue 54, item 1): some fifty lines of the standard library a maintainer reads,
 derived from the finding, REPRODUCED on the faulty reference engine and NOT REPRODUCED on the clean
-one; a finding that needs repro.py's machinery gets none, with the reason; what a finding file says
+one; a finding that needs repro_full.py's machinery gets none, with the reason; what a finding file says
 stays data.
 
-The finding is made by servefuzz's own pipeline from the page-boundary scenario repro.py's tests
+The finding is made by servefuzz's own pipeline from the page-boundary scenario repro_full.py's tests
 replay too (report_findings.page_boundary, r02 streamed): a long prompt keeps the engine busy while three requests sharing
 exactly one page arrive together, and the later ones read the first's page before it is written."""
 
@@ -80,6 +80,6 @@ def test_a_finding_that_needs_repro_py_gets_no_minimal_form_and_says_why(finding
     cut = dataclasses.replace(finding, scenario=dataclasses.replace(finding.scenario, requests=tuple(
         dataclasses.replace(r, cancel_after_ms=50.0, stream=True) if r.id == "r00" else r
         for r in finding.scenario.requests)))
-    assert minimal_repro(cut) == (None, "r00 is a stream cut on purpose: only repro.py cuts streams")
+    assert minimal_repro(cut) == (None, "r00 is a stream cut on purpose: only repro_full.py cuts streams")
     assert minimal_repro(dataclasses.replace(finding, target=TargetInfo("openai", "http://127.0.0.1:1")))[1] \
         == "no cache flush the minimal form knows for the 'openai' dialect"

@@ -245,7 +245,7 @@ def _model_dir() -> str:
 
 
 def _served_command(draft: _Draft, *, multiline: bool = True) -> str:
-    """The server command with the model paths where `repro.py --write-model ./tiny` puts them."""
+    """The server command with the model paths where `repro_full.py --write-model ./tiny` puts them."""
     command = server_command(draft.finding.target, multiline=multiline)
     files = model_files(draft.finding)
     if files is None:
@@ -361,8 +361,8 @@ def _steps(draft: _Draft) -> str:
     if files is not None:
         adapters = " (and its LoRA adapters)" if files["adapters"] else ""
         steps += [f"1. Write the tiny random-weight model the finding ran on{adapters} with the attached "
-                  "`repro.py` (it needs numpy for this step only, no servefuzz):",
-                  fence(f"python3 repro.py --write-model {_model_dir()}", "bash")]
+                  "`repro_full.py` (it needs numpy for this step only, no servefuzz):",
+                  fence(f"python3 repro_full.py --write-model {_model_dir()}", "bash")]
     elif (fetched := _fetched(f)) is not None:
         steps += fetched
     steps += [f"{len(steps) // 2 + 1}. Start the server:", fence(_served_command(draft), "bash")]
@@ -517,7 +517,7 @@ def _trace(finding: Finding) -> str:
             f"| {md(r.id)} | {r.offset_ms:g} | {r.prompt_len} | {r.prefix_len} | {r.max_tokens} | {r.n} | {md(adapter)} | "
             f"{'✓' if r.diverged else ''} | {md(r.notes)} |"
         )
-    return "The requests (`repro.py` sends exactly these):\n\n" + "\n".join(rows)
+    return "The requests (`repro_full.py` sends exactly these):\n\n" + "\n".join(rows)
 
 
 # A variant's condition, as the expected-against-actual lines say it.

@@ -1,6 +1,6 @@
 """minimal_repro.py: the finding as a maintainer reads it, a script of some fifty lines.
 
-repro.py replays any finding with servefuzz's whole reproduction rule (streams cut mid-prefill,
+repro_full.py replays any finding with servefuzz's whole reproduction rule (streams cut mid-prefill,
 cache probes, constraints, a server it starts and restarts, the sequential test): about 1,800
 lines no maintainer reads. Most findings need none of that once shrunk: a few requests at their
 offsets, and each watched request compared with its own answer alone on a flushed cache. That is
@@ -13,7 +13,7 @@ A request servefuzz streamed goes whole here (how an answer travels does not cha
 engine computes; the script's runs say whether the finding comes back so). Where the finding
 needs more than that (a stream cut, a cache probe, a tenant's cached-token
 allowance, a choice constraint, a crash or hang to wait for, n copies of one request), there is
-no minimal form: `minimal_repro` says why, in one line, and repro.py stays the way to replay it.
+no minimal form: `minimal_repro` says why, in one line, and repro_full.py stays the way to replay it.
 The finding is data, never code: the plan goes in as a JSON text inside a `repr`'d literal.
 
     >>> from servefuzz.anomaly import Anomaly, Oracle, Verdict
@@ -28,7 +28,7 @@ The finding is data, never code: the plan goes in as a JSON text inside a `repr`
     True
     >>> minimal_repro(Finding(3, 1, sc, TargetInfo("sglang", "http://127.0.0.1:30000"),
     ...                       (Anomaly(Oracle.LIVENESS, Verdict.CRASH, "r02", "died"),)))[1]
-    'a crash finding: its repro.py waits for the server to die; the minimal form compares answers only'
+    'a crash finding: its repro_full.py waits for the server to die; the minimal form compares answers only'
 """
 
 from __future__ import annotations
@@ -159,9 +159,9 @@ def minimal_repro(finding: Finding) -> tuple[str | None, str | None]:
 
 
 def _refusal(plan: dict[str, object]) -> str | None:
-    """Why the plan needs repro.py's machinery, or None when the minimal form can carry it."""
+    """Why the plan needs repro_full.py's machinery, or None when the minimal form can carry it."""
     if plan["expect_failure"]:
-        return (f"a {plan['expect_failure']} finding: its repro.py waits for the server to die; "
+        return (f"a {plan['expect_failure']} finding: its repro_full.py waits for the server to die; "
                 "the minimal form compares answers only")
     if not plan["expected"]:
         return "no request to watch"
@@ -169,15 +169,15 @@ def _refusal(plan: dict[str, object]) -> str | None:
     assert isinstance(requests, list)
     for r in requests:
         if r.get("cancel_after_ms") is not None or r.get("cancel_at_prefill") is not None:
-            return f"{r['id']} is a stream cut on purpose: only repro.py cuts streams"
+            return f"{r['id']} is a stream cut on purpose: only repro_full.py cuts streams"
         if r.get("copies", 1) != 1:
-            return f"{r['id']} goes as {r['copies']} copies (n > 1 at temperature 0 on this engine): only repro.py sends those"
+            return f"{r['id']} goes as {r['copies']} copies (n > 1 at temperature 0 on this engine): only repro_full.py sends those"
     if plan["probes"]:
-        return "a cache-state finding: its warm and primed probes are repro.py's"
+        return "a cache-state finding: its warm and primed probes are repro_full.py's"
     if plan["expect_cached"]:
-        return "an isolation breach: the cached-token allowance is repro.py's check"
+        return "an isolation breach: the cached-token allowance is repro_full.py's check"
     if plan["choices"]:
-        return "a constrained request: the constraint check is repro.py's"
+        return "a constrained request: the constraint check is repro_full.py's"
     return None
 
 
