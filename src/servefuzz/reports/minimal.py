@@ -37,9 +37,8 @@ from __future__ import annotations
 import json
 import string
 
-from servefuzz.engines.commands import server_command
 from servefuzz.finding import Finding
-from servefuzz.reports.repro import replay_plan
+from servefuzz.reports.repro import MODEL_DIR, model_files, replay_plan, served_command
 from servefuzz.sanitize import one_line
 from servefuzz.targets.base import ReproDialect, get_target_class
 
@@ -52,7 +51,7 @@ MAX_LINES = 60  # what a maintainer reads in one screen, the request data includ
 # request's body is one line of data however long its prompt.
 _SCRIPT = string.Template('''#!/usr/bin/env python3
 """servefuzz finding ${name}: ${bug}.
-Server, as servefuzz ran it: ${command}
+Server, as servefuzz ran it: ${command}${model}
 Run: python3 minimal_repro.py [BASE_URL] [RUNS] (default ${base_url} 10): the ${count} requests at their offsets \
 on a flushed cache, RUNS times; at temperature 0, ${watched} must answer as alone.${streamed}"""
 import json, sys, time, urllib.error, urllib.request
@@ -128,7 +127,8 @@ def minimal_repro(finding: Finding) -> tuple[str | None, str | None]:
     text = _SCRIPT.substitute(
         # Everything from the finding file goes in as a Python literal or through one_line in the
         # docstring (with its quotes and backslashes made inert), never as code.
-        name=_doc(plan["name"]), bug=_doc(plan["bug"]), command=_doc(server_command(finding.target)),
+        name=_doc(plan["name"]), bug=_doc(plan["bug"]), command=_doc(served_command(finding)),
+        model=f" ({MODEL_DIR}: `python3 repro_full.py --write-model {MODEL_DIR}`, numpy only)" if model_files(finding) else "",
         base_url=_url(finding.target.base_url), count=len(requests),
         watched=_doc(", ".join(watch)), path=repr(plan["path"]), watch=repr(watch),
         tokens=speaks.minimal_tokens, flush=speaks.minimal_flush, literal=literal,

@@ -28,6 +28,7 @@ import base64
 import dataclasses
 import inspect
 import json
+import re
 import string
 import zlib
 from importlib import resources
@@ -35,6 +36,7 @@ from typing import Any
 
 from servefuzz import stats, terms, truth
 from servefuzz.anomaly import Verdict
+from servefuzz.engines.commands import server_command
 from servefuzz.engines.registry import spec_of
 from servefuzz.errors import UsageError
 from servefuzz.finding import Finding
@@ -46,7 +48,7 @@ from servefuzz.runner import RunConfig
 from servefuzz.targets import make_target
 from servefuzz.targets.base import HttpTarget, ReproDialect, cut_in_prefill
 
-__all__ = ["replay_plan", "repro_script"]
+__all__ = ["MODEL_DIR", "replay_plan", "repro_script", "served_command"]
 
 _LINE = 96  # characters of JSON per line of the embedded literal
 # What repro_full.py's model writer takes of `truth`: the names llama.cpp gives a llama's tensors.
@@ -126,6 +128,21 @@ def replay_plan(finding: Finding) -> dict[str, Any]:
 # and the name vLLM's presets serve them under.
 _TINY_FOLDER = "tiny-seed0"
 _TINY_SERVED = "tiny"
+
+
+MODEL_DIR = "./tiny"  # where the reports' commands say `repro_full.py --write-model` puts the model
+
+
+def served_command(finding: Finding, *, multiline: bool = False) -> str:
+    """The server command with the model paths where `repro_full.py --write-model ./tiny` puts
+    them (the cache's own paths where servefuzz built none), as issue.md and minimal_repro.py give it."""
+    command = server_command(finding.target, multiline=multiline)
+    files = model_files(finding)
+    if files is None:
+        return command
+    command = re.sub(r"\S*/tiny-seed0(?=/)", MODEL_DIR, command)
+    command = command.replace("LORA_DIR", f"{MODEL_DIR}/lora")
+    return command.replace("MODEL_DIR", f"{MODEL_DIR}/hf-{files['dtype']}")
 
 
 def model_files(finding: Finding) -> dict[str, Any] | None:
