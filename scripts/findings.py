@@ -249,14 +249,14 @@ def sync(pkgs: list[Package]) -> None:
 
 
 def run(folder: Path, label: str, serve: str, url: str, command: list[str], model: Path | None, path: list[str],
-        env: dict[str, str], timeout: float) -> int:
-    """Start `serve` in a work folder (./tiny -> `model`, the package's scripts copied), wait for
-    `url`/health, run `command` there, and write folder/minimal-output-LABEL.txt."""
+        env: dict[str, str], timeout: float, links: dict[str, Path]) -> int:
+    """Start `serve` in a work folder (./tiny -> `model`, ./NAME -> each of `links`, the package's
+    scripts copied), wait for `url`/health, run `command` there, and write folder/minimal-output-LABEL.txt."""
     work = Path(tempfile.mkdtemp(prefix=f"findings-{folder.name}-"))
     for script in folder.glob("*.py"):
         shutil.copy2(script, work / script.name)
-    if model is not None:
-        (work / "tiny").symlink_to(model)
+    for name, target in {**({"tiny": model} if model is not None else {}), **links}.items():
+        (work / name).symlink_to(target)
     full = {**os.environ, **env, "PATH": os.pathsep.join([*path, os.environ["PATH"]])}
     log = open(work / "server.log", "wb")  # noqa: SIM115 - open for the server's life
     server = subprocess.Popen(serve, shell=True, cwd=work, env=full, stdout=log, stderr=subprocess.STDOUT,
@@ -282,7 +282,8 @@ def run(folder: Path, label: str, serve: str, url: str, command: list[str], mode
     when = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
     program = next(w for w in serve.split() if "=" not in w)
     text = (f"# {label}: scripts/findings.py run, {when}, on a 2-core CPU box shared with other work\n"
-            f"# the server's program: {shutil.which(program, path=full['PATH']) or program}; ./tiny: {model}\n"
+            f"# the server's program: {shutil.which(program, path=full['PATH']) or program}; ./tiny: {model}"
+            + "".join(f"; ./{name}: {target}" for name, target in links.items()) + "\n"
             f"$ {serve}\n$ {' '.join(command)}\n{done.stdout}{done.stderr}# exit status {done.returncode}\n")
     out = folder / f"minimal-output-{label}.txt"
     out.write_text(text, encoding="utf-8")
@@ -304,6 +305,7 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--model", type=Path, help="what ./tiny is in the work folder")
     r.add_argument("--path", action="append", default=[], help="a folder put first on PATH (the engine's)")
     r.add_argument("--env", action="append", default=[], help="NAME=VALUE for the server, not shown in its command")
+    r.add_argument("--link", action="append", default=[], help="NAME=PATH: ./NAME in the work folder is PATH")
     r.add_argument("--timeout", type=float, default=600)
     argv = sys.argv[1:] if argv is None else argv
     command = argv[argv.index("--") + 1:] if "--" in argv else []
@@ -314,8 +316,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.verb == "run":
         env = dict(e.split("=", 1) for e in args.env)
+        links = {name: Path(target) for name, target in (a.split("=", 1) for a in args.link)}
         return run(FINDINGS / args.package, args.label, args.serve, args.url, command, args.model, args.path, env,
-                   args.timeout)
+                   args.timeout, links)
     found = [p for pkg in pkgs for p in problems(pkg)] + readme_problems(pkgs)
     missing = sorted(d.name for d in FINDINGS.iterdir() if d.is_dir() and not (d / "package.toml").is_file())
     found += [f"{m}: no package.toml" for m in missing]
