@@ -52,7 +52,7 @@ STATUS_KINDS = re.compile(r"(file|comment on \S*#\d+|known, do not file|fixed in
 MAX_LINES = 60
 SHELL_FENCE = re.compile(r"^(`{3,})(?:bash|sh|shell|console)\n(.*?)^\1$", re.M | re.S)
 # A rate (k/n) or a decimal measurement; a version (three parts), a path or a URL is none.
-NUMBER = re.compile(r"(?<![\w./#-])(\d+/\d+|\d+\.\d+(?:e-?\d+)?|\d+e-\d+)(?![\w/]|\.\d)")
+NUMBER = re.compile(r"(?<![\w./#])(\d+/\d+|\d+\.\d+(?:e-?\d+)?|\d+e-\d+)(?![\w/]|\.\d)")
 URL = re.compile(r"https?://\S+|\]\([^)]*\)")
 STATE_SAID = re.compile(r"#(\d+)\*{0,2},? \(?(open|closed|merged)\b")
 BLOCK_START = "<!-- package.toml, as scripts/findings.py sync writes it: edit the record, not this -->"
@@ -228,9 +228,10 @@ def sync(pkgs: list[Package]) -> None:
             path = pkg.folder / draft
             lines = path.read_text(encoding="utf-8").splitlines()
             at = next((i for i, line in enumerate(lines[:15]) if line.startswith("**Status (upstream read ")), None)
-            if at is None:
-                lines[1:1] = ["", pkg.status_line]
-                at = 2
+            if at is None:  # after the title (the first "# " line: a draft may open with a comment)
+                title = next((i for i, line in enumerate(lines) if line.startswith("# ")), 0)
+                lines[title + 1:title + 1] = ["", pkg.status_line]
+                at = title + 2
             else:
                 lines[at] = pkg.status_line
             text = "\n".join(lines) + "\n"
