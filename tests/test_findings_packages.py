@@ -24,6 +24,12 @@ def test_the_package_agrees_with_its_record(name: str) -> None:
     assert findings.problems(findings.Package.load(ROOT / "docs/findings" / name)) == []
 
 
+def test_every_package_has_a_record_and_the_readme_table_lists_each_with_its_status() -> None:
+    folders = sorted(d.name for d in (ROOT / "docs/findings").iterdir() if d.is_dir())
+    assert folders == PACKAGES
+    assert findings.readme_problems(findings.packages()) == []
+
+
 def test_a_stale_draft_fails_the_check_and_the_package_as_it_is_passes(tmp_path: Path) -> None:
     name = "llamacpp-ram-prompt-cache"
     copy = tmp_path / name
