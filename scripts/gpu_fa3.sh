@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # The FA3 deterministic finding's device work (docs/findings/sglang-gpu-fa3-deterministic/):
-# triage, replays and the standalone repro.py on SGLang 0.5.17 with its FA3 attention and
+# triage, replays and the standalone repro_full.py on SGLang 0.5.17 with its FA3 attention and
 # `--enable-deterministic-inference`, on servefuzz's tiny model and on SmolLM2-135M-Instruct.
 # Runs on the lent H200 from the repository root as DIR/fa3/gpu_fa3.sh, DIR carried: DIR/fa3/
-# holds this script, scripts/gpu_smollm2.py, findings/ and repro/ (the findings' repro.py files),
+# holds this script, scripts/gpu_smollm2.py, findings/ and repro/ (the findings' repro_full.py files),
 # DIR/smol-N a piece of the SmolLM2 GGUF (a device call carries at most 64 MiB, the bundle of
 # `scripts/gpu_bundle.sh sglang@0.5.17+fa3` in .gpu/ about 46 MiB of it: the GGUF's 94 MiB take
 # three calls, back to back; the pieces collect in the work folder, which outlives a call while
@@ -14,7 +14,7 @@
 #   smollm2                        check the GGUF (size, sha256) and convert it (gpu_smollm2.py)
 #   triage:MODEL:PAGE:FINDING      `servefuzz triage` (runs RUNS, PARALLEL servers at a time)
 #   replay:MODEL:PAGE:FINDING:FLAG `servefuzz replay --runs RUNS` with one extra flag (`-`: none)
-#   repro:MODEL:PAGE:FINDING       the finding's standalone repro.py, --serve, --runs RUNS
+#   repro:MODEL:PAGE:FINDING       the finding's standalone repro_full.py, --serve, --runs RUNS
 # MODEL is tiny or smollm2; PAGE the page size; FINDING a file name in DIR/fa3/findings.
 # Outputs go to $OUT/<step>.txt (at most 8 files come back; keep the step list short).
 set -uo pipefail

@@ -164,7 +164,7 @@ def test_no_engine_name_is_compared_outside_the_engines_package_and_targets() ->
         # A table keyed by an engine's or a preset's name (install.py's installers were one).
         ('INSTALLERS = {"llama-server": 1, "x": 2}\n', "a dict key"),
         ('def f():\n    return {**{}, "sglang": 8}\n', "a dict key"),
-        # Dispatch by the adapter's type (repro.py's dialect choice was one).
+        # Dispatch by the adapter's type (repro_full.py's dialect choice was one).
         ('def f(t):\n    return isinstance(t, VLLMTarget)\n', "asked by isinstance"),
         ('def f(t):\n    return isinstance(t, SGLangTarget | LlamaCppTarget)\n', "asked by isinstance"),
         ('def f(t):\n    return isinstance(t, (targets.OpenAITarget, int))\n', "asked by isinstance"),

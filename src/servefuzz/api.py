@@ -524,7 +524,7 @@ def report(
     histories: Sequence[RunHistory] | None = None,
     writeup: str | Path | None = None,
 ) -> ReportPaths:
-    """Write repro.py, issue.md and report.html for the finding into `out`; issue.md takes a
+    """Write repro_full.py, issue.md and report.html for the finding into `out`; issue.md takes a
     person's `writeup` (a JSON file: title, mechanism, versions, version_output, environment,
     traceback), by default `writeup.json` beside the finding file when there is one."""
     found = _finding(finding)[0]

@@ -7,7 +7,7 @@ threshold, so that no two readers can mean different things by it; the modules a
 of these definitions (a trigger's `prefix=mid-page`, a coverage bucket's `page-edge`, a feedback
 feature's `2p-1` are all read from `page_boundary`).
 
-Standard library only, and nothing else of servefuzz: the standalone repro.py embeds
+Standard library only, and nothing else of servefuzz: the standalone repro_full.py embeds
 `first_difference` verbatim (`reports/repro.py`), so the script and servefuzz find a
 divergence at the same token.
 

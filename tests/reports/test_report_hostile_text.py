@@ -71,7 +71,7 @@ def test_repro_py_prints_server_text_made_visible(tmp_path: Path) -> None:
     finding = hostile_finding()
     script = repro_script(finding)
     space: dict[str, object] = {"__name__": "repro"}
-    exec(compile(script, "repro.py", "exec"), space)  # the generated script, as a module
+    exec(compile(script, "repro_full.py", "exec"), space)  # the generated script, as a module
     # Its own copy of the sanitizer (it may import nothing of servefuzz) is the same set.
     from servefuzz import sanitize
 

@@ -249,8 +249,8 @@ def build_parser() -> UsageParser:
     b.add_argument("--no-install", dest="install", action="store_false",
                    help="do not install a version missing from the engine cache (it is undecided instead)")
 
-    o = sub.add_parser("report", help="write repro.py, issue.md and report.html for a finding",
-                       description="Write repro.py, issue.md and report.html for a finding.", epilog=EXIT_CODES_HELP)
+    o = sub.add_parser("report", help="write repro_full.py, issue.md and report.html for a finding",
+                       description="Write repro_full.py, issue.md and report.html for a finding.", epilog=EXIT_CODES_HELP)
     o.add_argument("finding", type=Path, metavar="FINDING", help="a finding file (findings/finding_*.json)")
     o.add_argument("--out", type=Path, metavar="DIR", help="where to write (default: <FINDING without .json>-report)")
     o.add_argument("--writeup", type=Path, metavar="FILE",

@@ -549,7 +549,7 @@ class EngineSpec:
     `presets`: the `--launch` presets that start it (`Preset`, at most one per device: what
     each starts, its versions, profiles and the command a report rebuilds).
     `model_format`: the file format of the tiny model its presets serve, which a finding's
-    repro.py writes with `--write-model` ("gguf", "hf"; "" where servefuzz built none: the
+    repro_full.py writes with `--write-model` ("gguf", "hf"; "" where servefuzz built none: the
     reference engine makes its own). `bug_form`: its own bug-report form (`BugForm`), which
     issue.md fills in; `version_name` the version a server reports as the engine's releases
     name it (llama.cpp built from a tree without git tags reports "b1-<commit>").

@@ -239,7 +239,7 @@ def _gpu_plan(inputs: LaunchInputs) -> Plan:
 
 
 def _dev_mode(env: dict[str, str]) -> dict[str, str]:
-    # The dev mode mounts /reset_prefix_cache, which servefuzz and repro.py flush with.
+    # The dev mode mounts /reset_prefix_cache, which servefuzz and repro_full.py flush with.
     return {"VLLM_SERVER_DEV_MODE": "1", **{k: v for k, v in env.items() if k != "VLLM_SERVER_DEV_MODE"}}
 
 

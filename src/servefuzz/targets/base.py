@@ -294,7 +294,7 @@ class Absorb(Protocol):
 
 @dataclass(frozen=True)
 class ReproDialect:
-    """How a finding's repro.py speaks an adapter's dialect: `reads`, which of the script's
+    """How a finding's repro_full.py speaks an adapter's dialect: `reads`, which of the script's
     answer readers ("sglang", "openai", "llamacpp"); `path`, where requests go; `flush`, the cache
     flush it has (None: none); `n_as_requests`, whether n > 1 at temperature 0 goes as n requests
     of n = 1 (as the adapter sends it); and the two functions minimal_repro.py speaks it with."""
@@ -328,7 +328,7 @@ class HttpTarget:
     """
 
     engine: ClassVar[str] = ""
-    # How repro.py speaks it (`reports.repro`); None: repro.py cannot speak it yet.
+    # How repro_full.py speaks it (`reports.repro`); None: repro_full.py cannot speak it yet.
     repro: ClassVar[ReproDialect | None] = None
     # What the dialect can send (salts, choice constraints, LoRA adapters) is its engine's spec's
     # (`capabilities`); a request it cannot send is refused (`unsupported`), never sent without.
@@ -358,9 +358,9 @@ class HttpTarget:
         self.coverage_source: CoverageSource | None = None
 
     def repro_body(self, spec: RequestSpec, *, top_k: int, model: str | None) -> dict[str, Any]:
-        """The exact body this adapter sends for `spec`, as repro.py replays it (`model`: the
+        """The exact body this adapter sends for `spec`, as repro_full.py replays it (`model`: the
         served model the finding recorded, for a dialect whose body names one)."""
-        raise UsageError(f"repro.py cannot speak the {self.engine or '?'!r} dialect yet")
+        raise UsageError(f"repro_full.py cannot speak the {self.engine or '?'!r} dialect yet")
 
     @property
     def authenticated(self) -> bool:
