@@ -120,3 +120,4 @@ def test_a_bad_engine_python_is_one_line_and_exit_2(
     code = main(["fuzz", "--out", str(tmp_path / "out"), "--time", "5", *(a.format(**fill) for a in args)])
     err = capsys.readouterr().err
     assert code == Exit.USAGE and err.count("\n") == 1 and said.format(**fill) in err, err
+    assert not (tmp_path / "out").exists()  # refused before the campaign's directory is made

@@ -354,24 +354,29 @@ def fuzz(
     run_config = RunConfig.timing_out(opts.request_timeout_s, reuse_references=not opts.slowdowns,
                                       natural_text=opts.natural_text)
 
+    # The server to start, found and checked (its engine, version and flags) before the campaign's
+    # directory is made or locked: a bad engine leaves nothing behind.
+    started = None if opts.url is not None else Launch.resolve(
+        opts.request or LaunchRequest.parse("reference"), model=opts.model, engine=opts.engine,
+        reference_flags=opts.reference_flags(), profile=profile)
+
     async def go() -> CampaignResult:
         if opts.url is not None:
             target = await open_target(opts.url, opts.engine, headers=opts.headers)
             async with Runner(target, run_config) as runner:
                 return await run_campaign(runner, strategies, config, seeds=seeds, on_event=events)
-        launch = Launch.resolve(opts.request or LaunchRequest.parse("reference"), model=opts.model, engine=opts.engine,
-                                reference_flags=opts.reference_flags(), profile=profile)
+        assert started is not None  # resolved above for every target but a URL
         # servefuzz started the server, so its controls may start more: the deterministic
         # control gets `launch`, and the truth control the model servefuzz built (if it is one).
-        launched = dataclasses.replace(config, launch=launch, truth_model=_built_model(opts.preset, opts.model))
+        launched = dataclasses.replace(config, launch=started, truth_model=_built_model(opts.preset, opts.model))
         opts.out.mkdir(parents=True, exist_ok=True)
         if opts.ray is not None:
             from servefuzz.scaleout import ray_workers  # the optional extra: imported only when asked for
 
-            async with ray_workers(opts.ray, opts.workers, launch, opts.out, headers=opts.headers, config=run_config,
+            async with ray_workers(opts.ray, opts.workers, started, opts.out, headers=opts.headers, config=run_config,
                                    gpus_per_worker=opts.gpus_per_worker) as workers:
                 return await run_campaign_on(workers, strategies, launched, seeds=seeds, on_event=events)
-        async with LaunchedServer(launch, opts.out, headers=opts.headers, config=run_config,
+        async with LaunchedServer(started, opts.out, headers=opts.headers, config=run_config,
                                   engine_coverage=opts.uses_engine_coverage()) as server:
             return await run_campaign(server.runner, strategies, launched, seeds=seeds, on_event=events, revival=server)
 

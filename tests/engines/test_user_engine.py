@@ -84,7 +84,7 @@ def test_an_install_without_the_engine_or_at_another_version_is_one_line(
     ):
         done = _servefuzz("fuzz", "--launch", launch, "--engine-python", str(python), "--out", str(tmp_path / "c"))
         assert done.returncode == Exit.USAGE and done.stderr == f"servefuzz: error: {said}\n"
-        assert not (tmp_path / "c" / "server.json").exists()
+        assert not (tmp_path / "c").exists()  # refused before the campaign's directory is made
 
 
 def test_the_help_check_passes_every_flag_of_the_cpu_presets_and_profiles_on_these_versions() -> None:
