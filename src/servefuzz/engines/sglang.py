@@ -162,8 +162,13 @@ BUG_FORM = BugForm(
 # On CPU: the newest on PyPI (what `--launch sglang-cpu` runs) and the version of the seed report
 # (sgl-project/sglang#22819), both installed by scripts/setup_engines.sh, oldest first.
 CPU_VERSIONS = Versions("0.5.23", "sglang-cpu", ladder=("0.5.10.post1", "0.5.23"))
-# On the H200: sglang 0.5.17 with sglang-kernel 0.4.5, built against the image's torch 2.11.0.
-GPU_VERSIONS = Versions("0.5.17", "sglang-gpu")
+# On a GPU: the default is sglang 0.5.17 with sglang-kernel 0.4.5, built against the lent H200
+# image's torch 2.11.0 (what scripts/gpu_bundle.sh packs); the ladder, the releases `servefuzz
+# engines install sglang-gpu@V` puts into the cache with pip (PyPI's wheels and their CUDA kernel
+# package), from the seed report's version on.
+GPU_VERSIONS = Versions("0.5.17", "sglang-gpu", ladder=(
+    "0.5.10.post1", "0.5.11", "0.5.12", "0.5.12.post1", "0.5.13", "0.5.13.post1", "0.5.14", "0.5.15",
+    "0.5.15.post1", "0.5.16", "0.5.17", "0.5.18", "0.5.19", "0.5.20", "0.5.21", "0.5.22", "0.5.23"))
 
 # Its four processes import torch, transformers and SGLang's model zoo before /health answers:
 # 48-79 s measured here under load (../shared/notes/sglang-cpu.md).
@@ -463,9 +468,11 @@ GPU_PROFILES: tuple[Profile, ...] = (
 )
 
 CPU_PRESET = Preset("sglang-cpu", CPU_VERSIONS, _cpu_plan, _cpu_command, profiles=CPU_PROFILES,
-                    install="scripts/setup_engines.sh sglang")
+                    install="scripts/setup_engines.sh sglang", module="sglang")
+# Found as vllm-gpu's is (engines/vllm.py): the user's install, or the cache's venv or bundle.
 GPU_PRESET = Preset("sglang-gpu", GPU_VERSIONS, _gpu_plan, _gpu_command, device="cuda", program_named_by="python",
-                    profiles=GPU_PROFILES, install=GPU_INSTALL)
+                    profiles=GPU_PROFILES, install=GPU_INSTALL, install_version=GPU_INSTALL, installer="gpu-wheel",
+                    module="sglang")
 
 
 def facts(args: Mapping[str, object]) -> ServerFacts:

