@@ -102,6 +102,11 @@ def assert_no_leaks(engine: Engine) -> None:
     if engine.tree is not None:
         for node in engine.tree._nodes()[1:]:
             assert node.lock_ref == 0 and engine.pool.refcount(node.page) == 1
+    if engine.window is not None:  # window pages: free, or held once by the tree for a cached page
+        held = getattr(engine.tree, "held", set())
+        assert engine.window.free_pages + len(held) == engine.window.usable_pages
+        assert all(engine.window.pool.refcount(int(engine.window.of_full[p])) == 1 for p in held)
+        assert np.count_nonzero(engine.window.of_full) == len(held)
 
 
 @st.composite

@@ -25,6 +25,7 @@ FLAGS: tuple[Flag, ...] = (
     Flag("context_length", "--context-length", Kind.INT, minimum=2, maximum=32768),
     Flag("model_seed", "--model-seed", Kind.INT, minimum=0),
     Flag("served_model_name", "--served-model-name", Kind.NAME),
+    Flag("swa_full_tokens_ratio", "--swa-full-tokens-ratio", Kind.FLOAT, minimum=0.01, maximum=1.0),
     *SWITCH_FLAGS,  # SGLang's own switches, by SGLang's names
 )
 

@@ -152,6 +152,37 @@ FAULTS: dict[str, Fault] = {
             "tenths of a nat, often with every token the same, and near-tied tokens flip",
         ),
         Fault(
+            "window-ring-stale",
+            "SGLang PR #32759 (stale sliding-window ring read on radix reuse)",
+            "radix cache x sliding-window KV pool (a hit's window check)",
+            "a windowed model: a request hits a cached prefix whose window KV has slid out (a prompt "
+            "longer than the window, or a long decode), after the pool handed those window pages to "
+            "other traffic",
+            "--disable-radix-cache",
+            "the hit is taken whole and its windowed layers read window pages that now hold another "
+            "request's (or a later step's) KV: its answer differs from its answer alone, with "
+            "cached_tokens > 0",
+        ),
+        Fault(
+            "window-modulo-after-saturation",
+            "vLLM #50749 / #49716 (padded non-contiguous page strides, only after pool saturation)",
+            "sliding-window KV pool (the last partial page's write)",
+            "a windowed model, once a KV pool has run dry under load: a prompt whose length modulo "
+            "the page is in 1..page/2 is prefilled",
+            "a larger --max-total-tokens",
+            "the partial last page's window KV lands one window page past the page before it: the "
+            "first decode steps read stale window KV there (and another page is overwritten)",
+        ),
+        Fault(
+            "router-tie-numerics",
+            "vLLM #23138 class, as a mixture of experts shows it (bfloat16 routing near-ties; benign class)",
+            "batch-size-dependent reductions in the experts' router",
+            "a mixture of experts: more than one request in a forward batch",
+            "--enable-deterministic-inference",
+            "near-tied expert choices flip and every routing weight moves a little: logprobs move by "
+            "~0.01, near-tied tokens flip (margin < 0.05)",
+        ),
+        Fault(
             "batch-variant-numerics",
             "vLLM #23138, llama.cpp #7052 (benign class)",
             "batch-size-dependent reductions",

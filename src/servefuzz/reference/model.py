@@ -32,6 +32,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from servefuzz.reference.experts import Experts
+
 __all__ = [
     "BOS_ID",
     "EOS_ID",
@@ -81,10 +83,23 @@ class ModelConfig:
     # token among hundreds able to decide what a step attends to, so that changing any prompt
     # token, or reading one wrong KV page, changes the greedy continuation (tested).
     head_sharpness: tuple[float, ...] = (2.0, 4.0, 8.0, 12.0, 16.0, 24.0, 32.0, 48.0)
+    # Each layer's attention by transformers' names, () for all "full_attention": a
+    # "sliding_attention" layer sees only the last `window` tokens (`window.py`).
+    layer_types: tuple[str, ...] = ()
+    window: int = 0
+    # A mixture of experts in place of every layer's MLP (`experts.py`) where experts > 0:
+    # each token takes `experts_per_token` of them, each of hidden size `d_expert`.
+    experts: int = 0
+    experts_per_token: int = 0
+    d_expert: int = 64
 
     @property
     def head_dim(self) -> int:
         return self.d_model // self.n_heads
+
+    def windowed(self, layer: int) -> bool:
+        """Whether `layer` is a sliding-window layer."""
+        return bool(self.layer_types) and self.layer_types[layer] == "sliding_attention"
 
 
 @dataclass(frozen=True)
@@ -181,15 +196,26 @@ def _top_k(row: np.ndarray, k: int) -> np.ndarray:
     return candidates[np.argsort(-row[candidates], kind="stable")][:k]
 
 
-def causal_attention(q: np.ndarray, keys: np.ndarray, values: np.ndarray, start: int, lut: np.ndarray) -> np.ndarray:
+def causal_attention(
+    q: np.ndarray, keys: np.ndarray, values: np.ndarray, start: int, lut: np.ndarray, *,
+    window: int = 0, key_start: int = 0,
+) -> np.ndarray:
     """Attention of one sequence's new tokens. q [n,H,D] at positions start..start+n-1; keys
-    and values [start+n,H,D] (cached prefix, then the new tokens) -> [n,H,D].
+    and values [start+n-key_start,H,D] at positions key_start..start+n-1 (cached prefix, then the
+    new tokens) -> [n,H,D].
 
     Queries go through in blocks, each against only the keys it may see: memory stays small
     for long prompts, and since every row is exact, blocking changes no bit. A block sees every
     key before it; only its own square of keys is masked (the causal triangle), so the mask is
     written on that square alone rather than over the whole block. Keys are transposed once
     into one contiguous [H, D, K] array, which BLAS reads faster than a strided view.
+
+    With a `window` (a sliding-window layer: the query at p sees the keys p - window < j <= p),
+    a block takes only the keys some row of it may see, from the first one its first row sees,
+    and masks on that slice what has slid out for the later rows too. The cached prefix need
+    only start there (`key_start`, at most the first query's first visible key). Masked keys
+    weigh exactly 0 and a row's maximum is over its visible keys, so the result is bit for bit
+    what masking the whole matrix gives.
     """
     n, heads = q.shape[0], q.shape[1]
     out = np.empty_like(q)
@@ -198,13 +224,17 @@ def causal_attention(q: np.ndarray, keys: np.ndarray, values: np.ndarray, start:
     fewest, most = _QUERY_BLOCK
     a = 0
     while a < n:
-        rows = min(most, max(fewest, _SCORES_PER_BLOCK // (heads * (start + a + 1))))
+        lo = max(key_start, start + a - window + 1) if window else key_start  # the block's first key
+        rows = min(most, max(fewest, _SCORES_PER_BLOCK // (heads * (start + a + 1 - lo))))
         b = min(n, a + rows)
         width = start + b
-        s = _bucketed_scores(np.swapaxes(q[a:b], 0, 1)[None], kt[..., :width])
+        s = _bucketed_scores(np.swapaxes(q[a:b], 0, 1)[None], kt[..., lo - key_start : width - key_start])
         future = np.arange(b - a)[None, :] > np.arange(b - a)[:, None]
-        np.copyto(s[..., start + a : width], _MASKED_BUCKET, where=future)
-        out[a:b] = np.swapaxes(_weighted_values(s, vt[:, :, :width], lut)[0], 0, 1)
+        np.copyto(s[..., start + a - lo : width - lo], _MASKED_BUCKET, where=future)
+        if window:
+            gone = np.arange(lo, width)[None, :] <= np.arange(start + a - window, start + b - window)[:, None]
+            np.copyto(s, _MASKED_BUCKET, where=gone)
+        out[a:b] = np.swapaxes(_weighted_values(s, vt[:, :, lo - key_start : width - key_start], lut)[0], 0, 1)
         a = b
     return out
 
@@ -240,6 +270,10 @@ class TinyModel:
             raise ValueError("d_model must split into heads of even size")
         if len(c.head_sharpness) != c.n_heads:
             raise ValueError("head_sharpness needs one value per head")
+        if c.layer_types and len(c.layer_types) != c.n_layers:
+            raise ValueError("layer_types needs one entry per layer")
+        if any(c.windowed(i) for i in range(c.n_layers)) != (c.window > 0):
+            raise ValueError("a window needs sliding_attention layers, and they need a window")
         self.config = c
         rng = np.random.default_rng(c.seed)
 
@@ -265,6 +299,10 @@ class TinyModel:
                 }
             )
         self.unembed = ints((d, c.vocab_size), 32.0)
+        # Experts from a generator of their own: the rest of the model is the dense one's, bit for bit.
+        moe = np.random.default_rng((c.seed, 0xE7)) if c.experts else None
+        self.experts = [Experts(moe, d, c.d_expert, c.experts, c.experts_per_token) if moe else None
+                        for _ in range(c.n_layers)]
         # Pad and BOS must never be generated: a huge negative column bias keeps them out.
         self.logit_bias = np.zeros(c.vocab_size)
         self.logit_bias[[PAD_ID, BOS_ID]] = -64 * LOGIT_UNIT
@@ -319,13 +357,25 @@ class TinyModel:
         v = _quant(x @ w["wv"], self.shift_qkv).reshape(shape)
         return self._rope(q, positions), self._rope(k, positions), v
 
-    def post_attention(self, layer: int, h: np.ndarray, attn: np.ndarray) -> np.ndarray:
-        """Residual [T, d] and attention output [T, H, D] -> residual after out-proj and MLP."""
+    def post_attention(
+        self, layer: int, h: np.ndarray, attn: np.ndarray, router_offsets: np.ndarray | None = None
+    ) -> np.ndarray:
+        """Residual [T, d] and attention output [T, H, D] -> residual after out-proj and MLP (or
+        experts; `router_offsets` is the planted router-tie-numerics fault's, see experts.py)."""
         w = self.layers[layer]
         o = _quant(attn.reshape(h.shape[0], -1) @ w["wo"], self.shift_o)
         h = np.clip(h + o, -RESID_CLIP, RESID_CLIP)
+        experts = self.experts[layer]
+        if experts is not None:
+            return np.clip(h + experts(_rms_norm(h), CLIP, router_offsets), -RESID_CLIP, RESID_CLIP)
         u = np.maximum(_quant(_rms_norm(h) @ w["w1"], self.shift_1), 0.0)  # ReLU: exact
         return np.clip(h + _quant(u @ w["w2"], self.shift_2), -RESID_CLIP, RESID_CLIP)
+
+    def attention(self, layer: int, q: np.ndarray, keys: np.ndarray, values: np.ndarray, start: int,
+                  key_start: int = 0) -> np.ndarray:
+        """`causal_attention` as this layer attends: windowed on a sliding-window layer."""
+        window = self.config.window if self.config.windowed(layer) else 0
+        return causal_attention(q, keys, values, start, self.attn_lut, window=window, key_start=key_start)
 
     def logits(self, h: np.ndarray) -> np.ndarray:
         """Residual [T, d] -> integer logits [T, V] in 1/LOGIT_UNIT nats."""
@@ -371,7 +421,7 @@ class TinyModel:
                 cache.append((k[:0], v[:0]))
             keys, values = (np.concatenate([cache[layer][0], k]), np.concatenate([cache[layer][1], v]))
             cache[layer] = (keys, values)
-            h = self.post_attention(layer, h, causal_attention(q, keys, values, start, self.attn_lut))
+            h = self.post_attention(layer, h, self.attention(layer, q, keys, values, start))
         return h
 
     def forward(self, token_ids: Sequence[int]) -> np.ndarray:
@@ -428,8 +478,12 @@ class TinyModel:
         for i, w in enumerate(self.layers):
             out[f"layer{i}.qkv"] = max(mm(CLIP, w[n]) for n in ("wq", "wk", "wv"))
             out[f"layer{i}.out_proj"] = mm(CLIP, w["wo"])
-            out[f"layer{i}.mlp_up"] = mm(CLIP, w["w1"])
-            out[f"layer{i}.mlp_down"] = mm(CLIP, w["w2"])
+            experts = self.experts[i]
+            if experts is None:
+                out[f"layer{i}.mlp_up"] = mm(CLIP, w["w1"])
+                out[f"layer{i}.mlp_down"] = mm(CLIP, w["w2"])
+            else:
+                out |= {f"layer{i}.{k}": v for k, v in experts.bounds(CLIP).items()}
         out["rope"] = 2 * CLIP * ROPE_ONE
         out["attn_scores"] = c.head_dim * CLIP * CLIP
         out["attn_weighted_values"] = c.context_length * ATTN_LUT_ONE * CLIP

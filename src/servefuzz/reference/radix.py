@@ -192,15 +192,19 @@ class RadixCache:
             del parent.children[node.key]
             self.cached_pages -= 1
             evicted += 1
-            if ignore_locks:
-                # FAULT evict-in-use (models vLLM #37076 / #50702): the tree believes it is the
-                # page's only owner and frees it outright, under any request still reading it.
-                self.pool.force_free([node.page])
-            else:
-                self.pool.release([node.page])
+            self._drop(node, ignore_locks)
             if evictable(parent):
                 heapq.heappush(heap, (parent.last_access, id(parent), parent))
         return evicted
+
+    def _drop(self, node: RadixNode, ignore_locks: bool) -> None:
+        """Give back what an evicted node held (a subclass that holds more gives that back too)."""
+        if ignore_locks:
+            # FAULT evict-in-use (models vLLM #37076 / #50702): the tree believes it is the
+            # page's only owner and frees it outright, under any request still reading it.
+            self.pool.force_free([node.page])
+        else:
+            self.pool.release([node.page])
 
     def reset(self) -> None:
         """Forget every cached page. The caller (a flush of an idle engine) clears the pool."""

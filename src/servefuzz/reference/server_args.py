@@ -57,6 +57,9 @@ class ServerArgs:
     disable_overlap_schedule: bool = False
     disable_cuda_graph: bool = False
     enable_deterministic_inference: bool = False
+    # A windowed model's window KV pool, as a share of --max-total-tokens (SGLang's flag and
+    # default): its sliding-window layers keep their KV there, given back as the window moves.
+    swa_full_tokens_ratio: float = 0.8
     faults: tuple[str, ...] = ()
     lora: tuple[tuple[str, int], ...] = ()  # (name, seed) of each adapter served
     # Trace the engine's own code as edges in context, served at GET /coverage (`tracer`):
@@ -76,6 +79,8 @@ class ServerArgs:
             raise ArgsError("--context-length must be in 2..32768")
         if not 0 <= self.port <= 65535:
             raise ArgsError("--port must be in 0..65535")
+        if not (0 < self.swa_full_tokens_ratio <= 1) or self.swa_tokens < 2 * self.page_size:
+            raise ArgsError("--swa-full-tokens-ratio must be in (0, 1] and leave the window pool two pages")
         for name in self.faults:
             if name not in FAULTS:
                 raise ArgsError(f"unknown fault {name!r}; known: {', '.join(sorted(FAULTS))}")
@@ -88,6 +93,11 @@ class ServerArgs:
             raise ArgsError("--lora names must be distinct")
         if names == [self.served_model_name] or self.served_model_name in names:
             raise ArgsError("a --lora name must differ from --served-model-name")
+
+    @property
+    def swa_tokens(self) -> int:
+        """The window KV pool's size in tokens (a windowed model's; `window.WindowPool`)."""
+        return int(self.max_total_tokens * self.swa_full_tokens_ratio)
 
     def has_fault(self, name: str) -> bool:
         assert name in FAULTS, name
@@ -151,6 +161,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--disable-overlap-schedule", action="store_true")
     p.add_argument("--disable-cuda-graph", action="store_true", help="no decode batch padding")
     p.add_argument("--enable-deterministic-inference", action="store_true", help="batch-invariant numerics")
+    p.add_argument(
+        "--swa-full-tokens-ratio",
+        type=float,
+        default=d.swa_full_tokens_ratio,
+        help="a windowed model's window KV pool, as a share of --max-total-tokens (default %(default)s)",
+    )
     p.add_argument(
         "--fault",
         dest="faults",
