@@ -12,7 +12,11 @@ from servefuzz.engines.sglang import facts as sglang_facts
 from servefuzz.engines.spec import Built, CommandInputs, Deterministic, EngineSpec, Feature, IssueMatch, Meter, Preset, Switch
 from servefuzz.errors import UsageError
 
-__all__ = ["FLAGS", "METERS", "PRESET", "SPEC", "SWITCHES", "TRIAGE", "ZOO_SETTINGS", "relaunch_argv"]
+__all__ = ["ARCHS", "FLAGS", "METERS", "PRESET", "SPEC", "SWITCHES", "TRIAGE", "ZOO_SETTINGS", "relaunch_argv"]
+
+# The architectures it serves (`--model-arch`; servefuzz.reference.architectures.REFERENCE_ARCHS,
+# kept equal to this by tests/test_engine_flags.py): the dense llama and the hybrid Qwen3-Next.
+ARCHS: tuple[str, ...] = ("llama", "qwen3-next")
 
 # The embedded reference engine (servefuzz.reference.server_args.ServerArgs, minus host and port,
 # which servefuzz always sets itself, and faults, which `--fault` carries). The fuzzer does not
@@ -24,6 +28,9 @@ FLAGS: tuple[Flag, ...] = (
     Flag("max_running_requests", "--max-running-requests", Kind.INT, minimum=1),
     Flag("context_length", "--context-length", Kind.INT, minimum=2, maximum=32768),
     Flag("model_seed", "--model-seed", Kind.INT, minimum=0),
+    Flag("model_arch", "--model-arch", Kind.NAME),
+    Flag("mamba_track_interval", "--mamba-track-interval", Kind.INT, minimum=1),
+    Flag("max_mamba_cache_size", "--max-mamba-cache-size", Kind.INT, minimum=0),
     Flag("served_model_name", "--served-model-name", Kind.NAME),
     *SWITCH_FLAGS,  # SGLang's own switches, by SGLang's names
 )

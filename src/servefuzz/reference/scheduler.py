@@ -39,13 +39,14 @@ from typing import Any
 
 import numpy as np
 
+from servefuzz.reference.architectures import model_config
 from servefuzz.reference.faults import LOSSY_STEP, batch_variant_offsets
 from servefuzz.reference.kvpool import PADDING_SLOT, KVPool, ReqToTokenPool
 from servefuzz.reference.model import (
     EOS_ID,
+    LINEAR,
     LOGIT_UNIT,
     PAD_ID,
-    ModelConfig,
     TinyModel,
     TokenLogprobs,
     attend,
@@ -53,6 +54,7 @@ from servefuzz.reference.model import (
 )
 from servefuzz.reference.radix import RadixCache, RadixNode
 from servefuzz.reference.server_args import CAPTURE_BATCH_SIZES, ServerArgs
+from servefuzz.reference.statecache import SCRATCH_SLOT, StateCache
 from servefuzz.reference.tracer import Tracer, context_of, engine_files
 
 __all__ = [
@@ -166,6 +168,10 @@ class Seq:
         self.inflight = 0  # scheduled batches holding this sequence, not yet processed
         self.node: RadixNode | None = None  # the radix node this sequence keeps locked
         self.admitted = False
+        # A hybrid model's recurrent state: this sequence's slot (`StateCache`), and the
+        # checkpoints its forwards took, (position, slot), not yet stored with the radix tree.
+        self.state_slot: int | None = None
+        self.pending: list[tuple[int, int]] = []
         # Any integer seeds a choice's own generator (numpy wants non-negative: fold it).
         self.rng = np.random.default_rng((req.seed % 2**63, index)) if req.temperature > 0 else None
 
@@ -217,6 +223,9 @@ class EngineStats:
     cache_hit_tokens: int = 0
     cache_query_tokens: int = 0
     evicted_tokens: int = 0
+    # A hybrid model's state checkpoints: restored by prefix hits, dropped for want of a slot.
+    state_restores: int = 0
+    state_evictions: int = 0
     retracted_reqs: int = 0
     prompt_tokens: int = 0
     generation_tokens: int = 0
@@ -269,13 +278,20 @@ class Engine:
 
     def __init__(self, args: ServerArgs, model: TinyModel | None = None) -> None:
         self.args = args
-        self.model = model or TinyModel(ModelConfig(seed=args.model_seed, context_length=args.context_length))
+        self.model = model or TinyModel(model_config(args.model_arch, seed=args.model_seed,
+                                                     context_length=args.context_length))
         # Adapters are loaded at start, as vLLM's --lora-modules and SGLang's --lora-paths are.
         self.loras = {name: self.model.with_lora(seed) for name, seed in args.lora}
         c = self.model.config
         self.pool = KVPool(c.n_layers, c.n_heads, c.head_dim, args.max_total_tokens, args.page_size)
         self.rows = ReqToTokenPool(args.max_running_requests, args.context_length)
         self.tree = None if args.disable_radix_cache else RadixCache(self.pool)
+        self.states = None
+        if c.recurrent_layers:
+            self.states = StateCache(self.model.state_shape(), slots=args.state_slots,
+                                     interval=args.mamba_track_interval, page_size=args.page_size)
+            if self.tree is not None:
+                self.tree.on_evict = self.states.forget
         self.overlap = not args.disable_overlap_schedule
         self.graph = None if args.disable_cuda_graph else _GraphBuffers(max(CAPTURE_BATCH_SIZES), self.rows.padding_row)
         self.stats = EngineStats()
@@ -476,6 +492,8 @@ class Engine:
             self.tree.reset()
         self.pool.clear()
         self.rows.clear()
+        if self.states is not None:
+            self.states.clear()
         self._idle_slot = None
         self._update_gauges()
         return True
@@ -595,6 +613,16 @@ class Engine:
                 boundary_fast_path=self._has("page-boundary-prefix"), salt_blind=self._has("salt-ignored"),
             )
             prefix, node = match.pages, match.node
+        restore: int | None = None
+        if self.states is not None:
+            # A recurrent state to start from: a slot of its own, then the hit cut back to its
+            # deepest checkpoint (taking the slot may have evicted one).
+            s.state_slot = self.states.alloc()
+            if s.state_slot is None:
+                return None
+            if self.tree is not None:
+                hit = self.states.usable(match)
+                prefix, node, restore = hit.pages, hit.node, hit.slot
         start = len(prefix) * ps
         end = min(len(s.tokens), start + budget)
         need = math.ceil(end / ps) - len(prefix)
@@ -606,9 +634,16 @@ class Engine:
             self.pool.release(prefix)
             if self.tree is not None and node is not None and prefix:
                 self.tree.unlock(node)
+            if self.states is not None:
+                self.states.free(s.state_slot)
+                s.state_slot = None
             return None
         if prefix:
             s.node = node
+        if self.states is not None:
+            assert s.state_slot is not None
+            self.states.data[s.state_slot] = 0.0 if restore is None else self.states.data[restore]
+            self.stats.state_restores += restore is not None
         s.pages = prefix + (self.pool.alloc(need) or [])
         s.row = self.rows.alloc()
         for sib in siblings:
@@ -733,7 +768,15 @@ class Engine:
         h = m.embed(ids)
         adapters = [it.seq.req.adapter for it in items for _ in range(it.end - it.start)]
         lossy = self._has("lossy-hit-reload") and len({id(it.seq.req) for it in items}) > 1
-        for layer in range(m.config.n_layers):
+        wanted = self._checkpoints_wanted(items)
+        taken: list[list[list[np.ndarray]]] = []  # per recurrent layer, per item, its checkpoints
+        for layer, kind in enumerate(m.config.kinds):
+            if kind == LINEAR:
+                o, snaps = self._linear_mix(layer, h, [(a, b) for _, a, b in spans],
+                                            [it.seq.state_slot for it in items], adapters, wanted)
+                taken.append(snaps)
+                h = m.post_attention(layer, h, o)
+                continue
             q, k, v = self._qkv(layer, h, positions, adapters)
             out = np.empty_like(q)
             for it, a, b in spans:
@@ -768,8 +811,68 @@ class Engine:
                 else:
                     pool.write(layer, slots, k[a:b], v[a:b])
             h = m.post_attention(layer, h, out)
+        if taken:
+            self._take_checkpoints(items, wanted, taken)
         last = [b - 1 for it, _, b in spans if it.final]
         return m.logits(h[last])
+
+    # -- a hybrid model's recurrent state ------------------------------------------------------
+
+    def _checkpoints_wanted(self, items: Sequence[_ExtendItem]) -> list[list[int]]:
+        """Per item, the token counts after which its state is checkpointed (none without a
+        radix cache to keep them, or for a dense model): each multiple of the interval the
+        chunk passes, as counts of the chunk's own tokens."""
+        if self.states is None or self.tree is None:
+            return [[] for _ in items]
+        return [[p - it.start for p in self.states.boundaries(it.start, it.end)] for it in items]
+
+    def _linear_mix(self, layer: int, h: np.ndarray, spans: list[tuple[int, int]], slots: Sequence[int | None],
+                    adapters: Sequence[str | None], wanted: Sequence[Sequence[int]]
+                    ) -> tuple[np.ndarray, list[list[np.ndarray]]]:
+        """A linear-attention layer over a batch: each sequence's rows h[a:b] from its state in
+        its slot (None: a padding row, from the scratch slot, kept nowhere), which is replaced by
+        its state after them. The rows of each adapter go through that adapter's weights (as
+        `_qkv`). Returns the outputs and each sequence's checkpoints (copies of its state after
+        each count in `wanted[i]`)."""
+        assert self.states is not None
+        li = self.model.config.recurrent_layers.index(layer)
+        data = self.states.data
+        out = np.empty((len(h), *data.shape[2:4]))
+        snaps: list[list[np.ndarray]] = [[] for _ in spans]
+        by_adapter: dict[str | None, list[int]] = {}
+        for i, (a, _) in enumerate(spans):
+            by_adapter.setdefault(adapters[a] if a < len(adapters) else None, []).append(i)
+        for name, idx in by_adapter.items():
+            rows = np.concatenate([np.arange(*spans[i]) for i in idx])
+            local, at = [], 0
+            for i in idx:
+                local.append((at, at + spans[i][1] - spans[i][0]))
+                at = local[-1][1]
+            held = np.array([SCRATCH_SLOT if slots[i] is None else slots[i] for i in idx], dtype=np.intp)
+            states = data[held, li]
+            model = self.model if name is None else self.loras[name]
+            o, got = model.linear_mix(layer, h[rows], local, states, [wanted[i] for i in idx])
+            out[rows] = o
+            for j, i in enumerate(idx):
+                snaps[i] = got[j]
+                slot = slots[i]
+                if slot is not None:
+                    data[slot, li] = states[j]
+        return out, snaps
+
+    def _take_checkpoints(self, items: Sequence[_ExtendItem], wanted: Sequence[Sequence[int]],
+                          taken: Sequence[Sequence[Sequence[np.ndarray]]]) -> None:
+        """Each item's checkpoints, every recurrent layer's state at each wanted count, into
+        slots of their own, pending until their pages enter the radix tree. A checkpoint with
+        no slot to hold it is not taken: a later hit stops at an earlier one."""
+        assert self.states is not None
+        for i, it in enumerate(items):
+            for j, count in enumerate(wanted[i]):
+                slot = self.states.alloc()
+                if slot is None:
+                    continue
+                self.states.data[slot] = np.stack([layer[i][j] for layer in taken])
+                it.seq.pending.append((it.start + count, slot))
 
     def _forward_decode(self, batch: _DecodeBatch) -> np.ndarray:
         m, pool = self.model, self.pool
@@ -792,14 +895,35 @@ class Engine:
         valid = (np.arange(width)[None, :] < lens[:, None])[:, None, None, :]
         # Padding rows (past `raw`) run the base model; a padded row's output is never read.
         adapters = [it.seq.req.adapter for it in items] + [None] * (len(ids) - raw)
-        for layer in range(m.config.n_layers):
+        state_slots = [it.seq.state_slot for it in items] + [None] * (len(ids) - raw)
+        for layer, kind in enumerate(m.config.kinds):
+            if kind == LINEAR:
+                # Padding rows run from the scratch slot; their outputs are never read.
+                o, _ = self._linear_mix(layer, h, [(i, i + 1) for i in range(len(ids))], state_slots,
+                                        adapters, [()] * len(ids))
+                h = m.post_attention(layer, h, o)
+                continue
             q, k, v = self._qkv(layer, h, positions, adapters)
             pool.write(layer, slots, k, v)  # a paged decode kernel writes its token, then reads the row
             keys, values = pool.gather(layer, self.rows.table[rows, :width])  # row read at execution time
             keys, values = np.swapaxes(keys, 1, 2), np.swapaxes(values, 1, 2)  # [B, H, width, D]
             a = attend(q[:, :, None, :], keys, values, valid, m.attn_lut)[:, :, 0, :]
             h = m.post_attention(layer, h, a)
+        if self.states is not None and self.tree is not None:
+            self._decode_checkpoints(items)
         return m.logits(h[:raw])
+
+    def _decode_checkpoints(self, items: Sequence[_DecodeItem]) -> None:
+        """A decode step that completes a multiple of the interval checkpoints the state there."""
+        assert self.states is not None
+        for it in items:
+            s = it.seq
+            if (it.position + 1) % self.states.interval or s.state_slot is None:
+                continue
+            slot = self.states.alloc()
+            if slot is not None:
+                self.states.data[slot] = self.states.data[s.state_slot]
+                s.pending.append((it.position + 1, slot))
 
     # -- results ---------------------------------------------------------------------------------
 
@@ -924,12 +1048,19 @@ class Engine:
         for sib in self._fork_pending(parent):
             sib.admitted = True
             own: list[int] = []
+            if self.states is not None:
+                sib.state_slot = self.states.alloc()
+            if (rem and not self._ensure_free_pages(1)) or (self.states is not None and sib.state_slot is None):
+                if self.states is not None:
+                    self.states.free(sib.state_slot)
+                    sib.state_slot = None
+                self.rows.free(sib.row)  # type: ignore[arg-type]
+                sib.row, sib.state = None, _State.WAITING
+                self.waiting.appendleft(sib)  # prefill it on its own later (cache hit)
+                continue
+            if self.states is not None:
+                self.states.data[sib.state_slot] = self.states.data[parent.state_slot]
             if rem:
-                if not self._ensure_free_pages(1):
-                    self.rows.free(sib.row)  # type: ignore[arg-type]
-                    sib.row, sib.state = None, _State.WAITING
-                    self.waiting.appendleft(sib)  # prefill it on its own later (cache hit)
-                    continue
                 own = self.pool.alloc(1) or []
                 src = self.pool.slots(parent.pages, full * ps, parent.kv_len)
                 self.pool.copy_slots(src, self.pool.slots(own, 0, rem))
@@ -945,21 +1076,46 @@ class Engine:
         return forked
 
     def _cache(self, s: Seq, end: int) -> None:
-        """Put the computed full pages in the radix tree and move this sequence's lock there."""
+        """Put the computed full pages in the radix tree, with the state checkpoints taken in
+        them, and move this sequence's lock there."""
         if self.tree is None or not s.pages:
             return
         node = self.tree.insert(s.tokens[:end], s.pages, salt=self._cache_key(s.req))
+        if s.pending:
+            self._keep_checkpoints(s, node, min(end // self.args.page_size, len(s.pages)))
         if node is not s.node and node is not self.tree.root:
             self.tree.lock(node)
             if s.node is not None:
                 self.tree.unlock(s.node)
             s.node = node
 
+    def _keep_checkpoints(self, s: Seq, node: RadixNode, depth: int) -> None:
+        """Store each pending checkpoint that ends within the `depth` pages cached down to
+        `node` with the node of its last page; the others wait for more pages."""
+        assert self.states is not None
+        ps, later = self.args.page_size, []
+        for position, slot in s.pending:
+            if position > depth * ps:
+                later.append((position, slot))
+                continue
+            at = node
+            for _ in range(depth - position // ps):
+                assert at.parent is not None
+                at = at.parent
+            if not self.states.keep(at, slot):
+                self.states.free(slot)  # the node has one: the same state, by exactness
+        s.pending = later
+
     def _release(self, s: Seq) -> None:
         if s.row is not None:
             self.rows.free(s.row)
             s.row = None
         self._cache(s, min(s.kv_len, len(s.tokens)))
+        if self.states is not None:
+            for _, slot in s.pending:
+                self.states.free(slot)
+            self.states.free(s.state_slot)
+            s.pending, s.state_slot = [], None
         if s.node is not None and self.tree is not None:
             self.tree.unlock(s.node)
         s.node = None
@@ -997,3 +1153,5 @@ class Engine:
         )
         st.num_queue_reqs = len({id(s.req) for s in self.waiting})
         st.token_usage = 1.0 - self.pool.free_pages / self.pool.usable_pages
+        if self.states is not None:
+            st.state_evictions = self.states.evicted
