@@ -92,6 +92,12 @@ ZOO_SETTINGS: Mapping[str, tuple[str, ...]] = {
     "evict-in-use": ("--max-total-tokens", "4096"),
     # LoRA faults need adapters to alternate: two, as the lora-alternation strategy uses.
     "lora-prefix-shared": ("--lora", "lora-a=1", "--lora", "lora-b=2"),
+    # The state-cache faults need a model with a recurrent state; stale-state-donated a prefill
+    # cut in chunks, which the default budget (2048) leaves to the longest prompts alone.
+    "ssm-checkpoint-batch": ("--model-arch", "qwen3-next"),
+    "stale-state-donated": ("--model-arch", "qwen3-next", "--chunked-prefill-size", "256"),
+    "unwritten-state-published": ("--model-arch", "qwen3-next"),
+    "state-n-minus-1": ("--model-arch", "qwen3-next"),
 }
 
 

@@ -193,6 +193,7 @@ class _ExtendItem:
     end: int
     ids: np.ndarray
     final: bool  # the chunk reaches the end of the sequence: its last position yields a token
+    resumed: bool = False  # a later chunk of a prefill cut at the budget (not its first)
 
 
 @dataclass(eq=False)
@@ -588,6 +589,7 @@ class Engine:
                 return None
             s.pages += self.pool.alloc(need) or []
             items.append(self._extend_item(s, end))
+            items[-1].resumed = True
             budget -= end - items[-1].start
         while self.waiting and budget > 0:
             item = self._admit(self.waiting[0], budget, reserve)
@@ -623,6 +625,8 @@ class Engine:
             if self.tree is not None:
                 hit = self.states.usable(match)
                 prefix, node, restore = hit.pages, hit.node, hit.slot
+                if self._has("state-n-minus-1"):
+                    restore = self._fault_whole_prompt_state(s) or restore
         start = len(prefix) * ps
         end = min(len(s.tokens), start + budget)
         need = math.ceil(end / ps) - len(prefix)
@@ -656,6 +660,20 @@ class Engine:
         self.stats.cache_query_tokens += len(s.tokens)
         self.stats.cache_hit_tokens += start
         return self._extend_item(s, end)
+
+    def _fault_whole_prompt_state(self, s: Seq) -> int | None:
+        # FAULT state-n-minus-1 (models LMCache #4614, the root cause of vLLM #52617): where the
+        # whole prompt is cached with a checkpoint at its end (its length a multiple of the
+        # interval, cached by an earlier request), the hit the scheduler takes stops short of it,
+        # as it must, to compute the last tokens again; but the state is retrieved for the whole
+        # prompt, so those tokens enter the state twice. Needs a checkpoint an earlier request
+        # left: one request alone on a flushed server never has one.
+        assert self.tree is not None and self.states is not None
+        ps = self.args.page_size
+        if len(s.tokens) % self.states.interval:
+            return None
+        whole = self.tree.match_prefix(s.tokens, len(s.tokens) // ps, salt=self._cache_key(s.req))
+        return self.states.checkpoint(whole.node) if len(whole.pages) * ps == len(s.tokens) else None
 
     def _fault_stale_slot(self, s: Seq) -> bool:
         # FAULT stale-slot-continuation (models llama.cpp #27148, the server prompt cache with
@@ -770,6 +788,7 @@ class Engine:
         lossy = self._has("lossy-hit-reload") and len({id(it.seq.req) for it in items}) > 1
         wanted = self._checkpoints_wanted(items)
         taken: list[list[list[np.ndarray]]] = []  # per recurrent layer, per item, its checkpoints
+        stale = self._fault_stale_states(items, wanted)
         for layer, kind in enumerate(m.config.kinds):
             if kind == LINEAR:
                 o, snaps = self._linear_mix(layer, h, [(a, b) for _, a, b in spans],
@@ -812,7 +831,7 @@ class Engine:
                     pool.write(layer, slots, k[a:b], v[a:b])
             h = m.post_attention(layer, h, out)
         if taken:
-            self._take_checkpoints(items, wanted, taken)
+            self._take_checkpoints(items, wanted, taken, stale)
         last = [b - 1 for it, _, b in spans if it.final]
         return m.logits(h[last])
 
@@ -861,18 +880,48 @@ class Engine:
         return out, snaps
 
     def _take_checkpoints(self, items: Sequence[_ExtendItem], wanted: Sequence[Sequence[int]],
-                          taken: Sequence[Sequence[Sequence[np.ndarray]]]) -> None:
+                          taken: Sequence[Sequence[Sequence[np.ndarray]]], stale: dict[int, np.ndarray]) -> None:
         """Each item's checkpoints, every recurrent layer's state at each wanted count, into
         slots of their own, pending until their pages enter the radix tree. A checkpoint with
         no slot to hold it is not taken: a later hit stops at an earlier one."""
         assert self.states is not None
+        data = self.states.data
+        shared = len({id(it.seq.req) for it in items}) > 1
         for i, it in enumerate(items):
             for j, count in enumerate(wanted[i]):
                 slot = self.states.alloc()
                 if slot is None:
                     continue
-                self.states.data[slot] = np.stack([layer[i][j] for layer in taken])
+                if i in stale:
+                    data[slot] = stale[i]  # FAULT stale-state-donated (see _fault_stale_states)
+                elif self._has("ssm-checkpoint-batch") and shared and i > 0:
+                    # FAULT ssm-checkpoint-batch (models SGLang PR #37836): the track slots of a
+                    # multi-request prefill batch are indexed from the batch's first request, so
+                    # requests 2..n checkpoint that request's state slot, not their own. The
+                    # checkpoint is kept under their own prefix, and a later hit on it restores
+                    # another prompt's state. One request alone is always the first.
+                    data[slot] = data[items[0].seq.state_slot]
+                elif self._has("unwritten-state-published") and j < len(wanted[i]) - 1:
+                    # FAULT unwritten-state-published (models vLLM #53084; LMCache #4984): only the
+                    # last checkpoint a chunk passes is written, but a key is published for every
+                    # one, each with a slot never written (zeros after a flush, or whatever its
+                    # previous occupant left). A later request whose hit stops at one of the
+                    # earlier ones restores a state that belongs to no prompt.
+                    pass
+                else:
+                    data[slot] = np.stack([layer[i][j] for layer in taken])
                 it.seq.pending.append((it.start + count, slot))
+
+    def _fault_stale_states(self, items: Sequence[_ExtendItem], wanted: Sequence[Sequence[int]]) -> dict[int, np.ndarray]:
+        """FAULT stale-state-donated (models SGLang #39342, --enable-mixed-chunk with the mamba
+        extra buffer): a later chunk of a cut prefill, run in a batch it shares with another
+        request, loses its track index, so the checkpoints it passes are donated from its slot
+        before the chunk updates it: the state at the chunk's start. Per such item, that state.
+        A prompt prefilled alone, or in one chunk, donates the right one."""
+        if not self._has("stale-state-donated") or self.states is None or len({id(it.seq.req) for it in items}) < 2:
+            return {}
+        return {i: self.states.data[it.seq.state_slot].copy() for i, it in enumerate(items)
+                if it.resumed and wanted[i] and it.seq.state_slot is not None}
 
     def _forward_decode(self, batch: _DecodeBatch) -> np.ndarray:
         m, pool = self.model, self.pool

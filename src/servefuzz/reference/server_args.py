@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from servefuzz.reference.architectures import DEFAULT_ARCH, REFERENCE_ARCHS
-from servefuzz.reference.faults import FAULTS
+from servefuzz.reference.faults import FAULTS, RECURRENT_FAULTS
 
 __all__ = ["CAPTURE_BATCH_SIZES", "ArgsError", "ServerArgs", "build_parser", "parse_args"]
 
@@ -95,6 +95,8 @@ class ServerArgs:
         for name in self.faults:
             if name not in FAULTS:
                 raise ArgsError(f"unknown fault {name!r}; known: {', '.join(sorted(FAULTS))}")
+            if name in RECURRENT_FAULTS and not self.recurrent:
+                raise ArgsError(f"fault {name} needs a model with a recurrent state: --model-arch qwen3-next")
         # /server_info lists adapters as NAME=SEED: take that form back too, so that a client
         # relaunches from what the server reports (as it does with every other flag).
         object.__setattr__(self, "lora", tuple(
