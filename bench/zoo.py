@@ -160,6 +160,13 @@ OWN_STRATEGIES: dict[str, tuple[str, ...]] = {
     # No strategy was written for it: any prefix hit prefilled beside other requests triggers it
     # (issue 51's fault whose other victims keep their tokens while their logprobs move).
     "lossy-hit-reload": (),
+    # The hybrid model's state-cache faults (qwen3-next): state-restore caches prompts whose
+    # lengths sit on the state chunk and hits them by extension, all but the last token and again;
+    # prefill-abort sends prompts cut in chunks beside other long ones.
+    "ssm-checkpoint-batch": ("state-restore",),
+    "stale-state-donated": ("state-restore", "prefill-abort"),
+    "unwritten-state-published": ("state-restore",),
+    "state-n-minus-1": ("state-restore",),
 }
 
 ARMS: dict[str, tuple[tuple[Strategy, ...], bool]] = {

@@ -71,6 +71,10 @@ REFERENCE_FAULTS = (
     "bitmask-row-skip",
     "lora-prefix-shared",
     "lossy-hit-reload",
+    "ssm-checkpoint-batch",
+    "stale-state-donated",
+    "unwritten-state-published",
+    "state-n-minus-1",
 )
 
 # Weights of the evidence. A cure seen in the triage matrix says the most; the engine (or the
@@ -239,6 +243,8 @@ def _server_features(finding: Finding) -> dict[str, str]:
         feats["prefix-caching"] = "the server ran with prefix caching on"
     if facts.deterministic is not None:
         feats["deterministic"] = f"the server ran with {facts.deterministic}"
+    if target.architecture.recurrent:
+        feats["recurrent-state"] = f"the served model ({target.architecture.arch or 'unnamed'}) keeps a recurrent state"
     return feats
 
 

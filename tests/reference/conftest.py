@@ -12,6 +12,7 @@ from __future__ import annotations
 import pytest
 
 import servefuzz.reference  # noqa: F401 - before numpy loads: pins BLAS to one thread
+from servefuzz.reference.architectures import model_config
 from servefuzz.reference.model import ModelConfig, TinyModel
 
 
@@ -21,19 +22,19 @@ def model() -> TinyModel:
     return TinyModel(ModelConfig())
 
 
-# The non-dense models the engine serves, as their architectures lay them out (servefuzz.models).
-GEMMA3 = ModelConfig(n_layers=6, layer_types=tuple(
-    "full_attention" if (i + 1) % 6 == 0 else "sliding_attention" for i in range(6)), window=64)
-QWEN3_MOE = ModelConfig(experts=8, experts_per_token=2)
+@pytest.fixture(scope="session")
+def hybrid() -> TinyModel:
+    """The model of `--model-arch qwen3-next` (seed 0): linear-attention layers 3:1 with full attention."""
+    return TinyModel(model_config("qwen3-next", seed=0, context_length=4096))
 
 
 @pytest.fixture(scope="session")
 def windowed() -> TinyModel:
-    """A Gemma 3-like model: five sliding-window layers (a 64-token window) to one global."""
-    return TinyModel(GEMMA3)
+    """The model of `--model-arch gemma3` (seed 0): five sliding-window layers (a 64-token window) to one global."""
+    return TinyModel(model_config("gemma3", seed=0, context_length=4096))
 
 
 @pytest.fixture(scope="session")
 def moe() -> TinyModel:
-    """A Qwen3-MoE-like model: every MLP a mixture of 8 experts, 2 a token."""
-    return TinyModel(QWEN3_MOE)
+    """The model of `--model-arch qwen3-moe` (seed 0): every MLP a mixture of 8 experts, 2 a token."""
+    return TinyModel(model_config("qwen3-moe", seed=0, context_length=4096))

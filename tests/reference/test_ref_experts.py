@@ -91,7 +91,7 @@ def test_moe_engine_is_bit_exact_under_any_schedule(moe: TinyModel, args: Server
 
 
 def test_the_router_fault_needs_more_than_one_request_and_moves_little(moe: TinyModel) -> None:
-    fault = {"faults": ("router-tie-numerics",)}
+    fault = {"faults": ("router-tie-numerics",), "model_arch": "qwen3-moe"}
     many = [(0, Request(f"N{i}", tuple(tokens(60 + i, 100)), 32, top_logprobs_num=2), None) for i in range(8)]
     assert fault_run(moe, many, **fault)  # flips beside others
     assert fault_run(moe, many, **fault, enable_deterministic_inference=True) == set()

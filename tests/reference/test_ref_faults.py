@@ -213,6 +213,51 @@ def hits_in_one_batch(url: str) -> list[Answer]:
     return burst(url, reqs)
 
 
+# -- a hybrid model's state cache (qwen3-next: checkpoints every 64 tokens) ----------------------
+
+HYBRID = ["--model-arch", "qwen3-next"]
+PROMPT_X, PROMPT_Y = toks(110, 130), toks(111, 200)
+
+
+def two_prefills_then_hits(url: str) -> list[Answer]:
+    # X and Y, sent at once, are prefilled in one extend batch: Y, the second request, passes the
+    # checkpoints at 64, 128 and 192. Then requests extend each prompt's prefix: Z hits Y's
+    # checkpoint at 192, W hits X's at 128.
+    burst(url, [("X", 0, generate_body(PROMPT_X, 4)), ("Y", 0.5, generate_body(PROMPT_Y, 4))])
+    return burst(url, [("Z", 0, generate_body(PROMPT_Y[:192] + toks(112, 10), 12)),
+                       ("W", 0, generate_body(PROMPT_X[:128] + toks(113, 6), 12))])
+
+
+PROMPT_CHUNKED = toks(115, 260)
+
+
+def chunk_shared_then_hit(url: str) -> list[Answer]:
+    # With a 100-token budget, P's last chunk [200, 260) passes the checkpoint at 256 and leaves
+    # 40 tokens of the budget to Q, which arrives while P is still prefilling: P's last chunk
+    # shares its batch. Then Z hits P's prefix at 256.
+    burst(url, [("P", 0, generate_body(PROMPT_CHUNKED, 4)), ("Q", 0.5, generate_body(toks(116, 300), 4))])
+    return burst(url, [("Z", 0, generate_body(PROMPT_CHUNKED[:256] + toks(117, 9), 12))])
+
+
+PROMPT_LONG = toks(118, 200)
+
+
+def long_prefill_then_short_hit(url: str) -> list[Answer]:
+    # P's one prefill chunk passes the checkpoints at 64, 128 and 192; Z shares its first 150
+    # tokens, so its hit stops at the checkpoint at 128.
+    burst(url, [("P", 0, generate_body(PROMPT_LONG, 4))])
+    return burst(url, [("Z", 0, generate_body(PROMPT_LONG[:150] + toks(119, 7), 12))])
+
+
+PROMPT_ALIGNED = toks(120, 128)
+
+
+def whole_prompt_again(url: str) -> list[Answer]:
+    # P is 128 tokens, two checkpoints; the same prompt again is a hit on the whole of it.
+    burst(url, [("P", 0, generate_body(PROMPT_ALIGNED, 4))])
+    return burst(url, [("again", 0, generate_body(PROMPT_ALIGNED, 12))])
+
+
 # fault -> (flags that set up its trigger, trigger, flags of the cure)
 CASES: dict[str, tuple[list[str], Callable[[str], list[Answer]], list[str]]] = {
     "page-boundary-prefix": ([], page_boundary_burst, ["--disable-radix-cache"]),
@@ -231,7 +276,19 @@ CASES: dict[str, tuple[list[str], Callable[[str], list[Answer]], list[str]]] = {
     "bitmask-row-skip": ([], structured_burst, ["--max-running-requests", "1"]),
     "lora-prefix-shared": (LORA_FLAGS, alternating_adapters, ["--disable-radix-cache"]),
     "lossy-hit-reload": ([], hits_in_one_batch, ["--disable-radix-cache"]),
+    "ssm-checkpoint-batch": (HYBRID, two_prefills_then_hits, ["--disable-radix-cache"]),
+    "stale-state-donated": ([*HYBRID, "--chunked-prefill-size", "100"], chunk_shared_then_hit,
+                            ["--chunked-prefill-size", "-1"]),
+    "unwritten-state-published": (HYBRID, long_prefill_then_short_hit, ["--disable-radix-cache"]),
+    "state-n-minus-1": (HYBRID, whole_prompt_again, ["--disable-radix-cache"]),
 }
+
+
+@pytest.fixture
+def served(request: pytest.FixtureRequest) -> Callable[[Sequence[str]], TinyModel]:
+    """The model a server started with these flags serves: the hybrid one under --model-arch
+    qwen3-next, the dense one otherwise."""
+    return lambda flags: request.getfixturevalue("hybrid" if "qwen3-next" in flags else "model")
 
 
 def test_every_fault_has_a_case() -> None:
@@ -240,9 +297,10 @@ def test_every_fault_has_a_case() -> None:
 
 @pytest.mark.parametrize("fault", list(CASES))
 def test_fault_fires_under_its_trigger_and_its_cure_removes_it(
-    reference_server: Server, model: TinyModel, fault: str
+    reference_server: Server, served: Callable[[Sequence[str]], TinyModel], fault: str
 ) -> None:
     setup, trigger, cure = CASES[fault]
+    model = served(setup)
     judge = JUDGES.get(fault, wrong_answers)
     faulty = reference_server("--fault", fault, *setup)
     wrong = fires(model, faulty, trigger, judge=judge)
@@ -252,8 +310,11 @@ def test_fault_fires_under_its_trigger_and_its_cure_removes_it(
 
 
 @pytest.mark.parametrize("fault", list(CASES))
-def test_fault_is_invisible_to_one_request_alone(reference_server: Server, model: TinyModel, fault: str) -> None:
+def test_fault_is_invisible_to_one_request_alone(
+    reference_server: Server, served: Callable[[Sequence[str]], TinyModel], fault: str
+) -> None:
     setup = CASES[fault][0]
+    model = served(setup)
     url = reference_server("--fault", fault, *setup)
     one_slot = "--max-running-requests" in setup  # there, n > 1 is refused
     alone: Sequence[tuple[list[int], int, int]] = [
@@ -311,9 +372,11 @@ def test_numeric_drift_moves_logprobs_a_little_and_flips_only_near_ties(
     assert flips >= 1
 
 
-def test_clean_server_is_exact_under_every_trigger(reference_server: Server, model: TinyModel) -> None:
+def test_clean_server_is_exact_under_every_trigger(
+    reference_server: Server, served: Callable[[Sequence[str]], TinyModel]
+) -> None:
     for fault, (setup, trigger, _) in CASES.items():
-        assert exact(model, reference_server(*setup), trigger, judge=JUDGES.get(fault, wrong_answers)), fault
+        assert exact(served(setup), reference_server(*setup), trigger, judge=JUDGES.get(fault, wrong_answers)), fault
 
 
 def test_the_page_boundary_corruption_hits_the_requests_that_read_a_stale_page(
@@ -393,3 +456,29 @@ def test_the_deterministic_mode_removes_batch_numerics_but_not_the_decode_drift_
     wrong = fires(model, leaky, many_requests_burst)
     assert wrong, "the decode drift did not show under the deterministic mode"
     assert all(step >= 1 for step in wrong.values()), wrong  # token 0 (prefill) bit-exact, as promised
+
+
+def test_the_state_faults_corrupt_exactly_the_checkpoints_their_cousins_do(
+    reference_server: Server, hybrid: TinyModel
+) -> None:
+    """ssm-checkpoint-batch: the hit on the second request's checkpoint is wrong, the one on the
+    first request's is right. unwritten-state-published: a hit stopping at an earlier checkpoint
+    of a chunk is wrong, one at its last is right. state-n-minus-1: a hit on the whole prompt is
+    wrong, one extending it past its end is right. Each control runs on the faulty server."""
+    url = reference_server("--fault", "ssm-checkpoint-batch", *HYBRID)
+    wrong = fires(hybrid, url, two_prefills_then_hits)
+    assert set(wrong) == {"Z"}, wrong
+
+    url = reference_server("--fault", "unwritten-state-published", *HYBRID)
+    assert set(fires(hybrid, url, long_prefill_then_short_hit)) == {"Z"}
+    flush(url)
+    burst(url, [("P", 0, generate_body(PROMPT_LONG, 4))])
+    last = burst(url, [("Z2", 0, generate_body(PROMPT_LONG[:195] + toks(121, 7), 12))])  # stops at 192
+    assert last[0].cached_tokens == 192 and wrong_answers(hybrid, last) == {}
+
+    url = reference_server("--fault", "state-n-minus-1", *HYBRID)
+    assert set(fires(hybrid, url, whole_prompt_again)) == {"again"}
+    flush(url)
+    burst(url, [("P", 0, generate_body(PROMPT_ALIGNED, 4))])
+    longer = burst(url, [("longer", 0, generate_body(PROMPT_ALIGNED + toks(122, 5), 12))])
+    assert longer[0].cached_tokens == 128 and wrong_answers(hybrid, longer) == {}

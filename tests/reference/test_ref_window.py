@@ -10,17 +10,18 @@ import doctest
 
 import numpy as np
 import pytest
-from conftest import GEMMA3
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_ref_core import LORAS, Outcome, assert_exact, assert_no_leaks, run, tokens
 
 from servefuzz.reference import window as window_module
+from servefuzz.reference.architectures import REFERENCE_ARCHS
 from servefuzz.reference.model import TinyModel
 from servefuzz.reference.scheduler import Engine, Request, RequestError
 from servefuzz.reference.server_args import ServerArgs
 from servefuzz.reference.window import WindowRadixCache, first_needed
 
+GEMMA3 = REFERENCE_ARCHS["gemma3"]
 W = GEMMA3.window
 _RNG = np.random.default_rng(78)
 PREFIXES = [[int(t) for t in _RNG.integers(3, 1024, 300)] for _ in range(2)]

@@ -44,15 +44,11 @@ from servefuzz.reference.kvpool import KVPool
 from servefuzz.reference.radix import PrefixMatch, RadixCache, RadixNode
 
 __all__ = [
-    "SLIDING",
     "WindowPool",
     "WindowRadixCache",
     "first_needed",
     "visible",
 ]
-
-SLIDING = "sliding_attention"  # transformers' name of a windowed layer in `layer_types`
-
 
 def visible(position: int, window: int) -> range:
     """The key positions a query at `position` attends to in a windowed layer."""
