@@ -224,6 +224,39 @@ def state_n_minus_1(b: PromptBuilder) -> Case:
     ))
 
 
+# The sliding-window faults: gemma3, a 64-token window over pages of 64.
+WINDOWED = ["--model-arch", "gemma3"]
+
+
+def window_ring_stale(b: PromptBuilder) -> Case:
+    # r01's 300-token prefill slides the window off its pages 0-2 before they are cached; r03's
+    # pages take the window pages r01 gave back; r04 shares r01's first two pages, a hit the clean
+    # engine cuts (their windows are gone) and the faulty one takes, reading r03's window KV.
+    return WINDOWED, Scenario(15, (
+        RequestSpec("r01", 0.0, b.prompt("p0", 300, 300), 4, "p0", 300),
+        RequestSpec("r02", 5.0, b.prompt(None, 0, 40), 8),
+        RequestSpec("r03", 300.0, b.prompt(None, 0, 200), 4),
+        RequestSpec("r04", 600.0, b.prompt("p0", 128, 138), 16, "p0", 128),
+        RequestSpec("r05", 610.0, b.prompt(None, 0, 30), 8),
+        RequestSpec("r06", 700.0, b.prompt(None, 0, 20), 4),
+    ))
+
+
+def window_modulo_after_saturation(b: PromptBuilder) -> Case:
+    # A 4096-token pool: r01 and r02 together need more pages than it has (r02 waits, the pool
+    # saturated with two requests in). Then r04 is cached, and r05 hits its first three pages
+    # with 10 tokens more (202 tokens, 10 past a page edge): its partial page's window KV is
+    # written one window page past r04's page 2, not into its own.
+    return [*WINDOWED, "--max-total-tokens", "4096"], Scenario(16, (
+        RequestSpec("r01", 0.0, b.prompt(None, 0, 2000), 4),
+        RequestSpec("r02", 0.5, b.prompt(None, 0, 2000), 4),
+        RequestSpec("r03", 20.0, b.prompt(None, 0, 40), 8),
+        RequestSpec("r04", 3000.0, b.prompt("p0", 250, 250), 4, "p0", 250),
+        RequestSpec("r05", 4000.0, b.prompt("p0", 192, 202), 16, "p0", 192),
+        RequestSpec("r06", 4100.0, b.prompt(None, 0, 30), 4),
+    ))
+
+
 CASES: dict[str, Callable[[PromptBuilder], Case]] = {
     "page-boundary-prefix": page_boundary_prefix,
     "overlap-war": overlap_war,
@@ -241,4 +274,6 @@ CASES: dict[str, Callable[[PromptBuilder], Case]] = {
     "stale-state-donated": stale_state_donated,
     "unwritten-state-published": unwritten_state_published,
     "state-n-minus-1": state_n_minus_1,
+    "window-ring-stale": window_ring_stale,
+    "window-modulo-after-saturation": window_modulo_after_saturation,
 }

@@ -75,6 +75,9 @@ REFERENCE_FAULTS = (
     "stale-state-donated",
     "unwritten-state-published",
     "state-n-minus-1",
+    "window-ring-stale",
+    "window-modulo-after-saturation",
+    "router-tie-numerics",
 )
 
 # Weights of the evidence. A cure seen in the triage matrix says the most; the engine (or the
@@ -245,6 +248,9 @@ def _server_features(finding: Finding) -> dict[str, str]:
         feats["deterministic"] = f"the server ran with {facts.deterministic}"
     if target.architecture.recurrent:
         feats["recurrent-state"] = f"the served model ({target.architecture.arch or 'unnamed'}) keeps a recurrent state"
+    if target.architecture.window is not None:
+        feats["sliding-window"] = (f"the served model ({target.architecture.arch or 'unnamed'}) has a "
+                                   f"{target.architecture.window}-token sliding window")
     return feats
 
 

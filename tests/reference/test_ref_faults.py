@@ -258,6 +258,41 @@ def whole_prompt_again(url: str) -> list[Answer]:
     return burst(url, [("again", 0, generate_body(PROMPT_ALIGNED, 12))])
 
 
+# -- a sliding-window model (gemma3: a 64-token window, pages of 64) -----------------------------
+
+WINDOWED = ["--model-arch", "gemma3"]
+PROMPT_LONG_W = toks(130, 300)
+
+
+def hit_on_slid_out_prefix(url: str) -> list[Answer]:
+    # A's 300-token prefill slides its windows off pages 0-2 before they are cached: the tree keeps
+    # them as tombstones. B's pages then take the window pages A gave back. C shares A's first two
+    # pages: a clean engine cuts that hit (the window of page 1 is gone) and recomputes; the faulty
+    # one takes it and reads B's window KV there.
+    burst(url, [("A", 0, generate_body(PROMPT_LONG_W, 4))])
+    burst(url, [("B", 0, generate_body(toks(131, 200), 4))])
+    return burst(url, [("C", 0, generate_body(PROMPT_LONG_W[:128] + toks(132, 10), 16))])
+
+
+PROMPT_P = toks(135, 250)
+
+
+def saturated_then_partial_page(url: str) -> list[Answer]:
+    # Eight 500-token prompts at once need more pages than a 4096-token pool has: admissions wait
+    # for pages with other requests in the engine (the pool saturated). Then P is cached (the
+    # windows of its pages 2 and 3 held) and V hits P's first three pages with 10 tokens more:
+    # 202 tokens, 10 past a page edge. V's partial page gets the lowest free window page, not the
+    # one after P's page 2: the faulty write lands there, V's own stays stale.
+    burst(url, [(f"F{i}", 0.2 * i, generate_body(toks(140 + i, 500), 4)) for i in range(8)])
+    burst(url, [("P", 0, generate_body(PROMPT_P, 4))])
+    return burst(url, [("V", 0, generate_body(PROMPT_P[:192] + toks(136, 10), 16))])
+
+
+# -- a mixture of experts (qwen3-moe) -----------------------------------------------------------
+
+EXPERTS = ["--model-arch", "qwen3-moe"]
+
+
 # fault -> (flags that set up its trigger, trigger, flags of the cure)
 CASES: dict[str, tuple[list[str], Callable[[str], list[Answer]], list[str]]] = {
     "page-boundary-prefix": ([], page_boundary_burst, ["--disable-radix-cache"]),
@@ -281,14 +316,21 @@ CASES: dict[str, tuple[list[str], Callable[[str], list[Answer]], list[str]]] = {
                             ["--chunked-prefill-size", "-1"]),
     "unwritten-state-published": (HYBRID, long_prefill_then_short_hit, ["--disable-radix-cache"]),
     "state-n-minus-1": (HYBRID, whole_prompt_again, ["--disable-radix-cache"]),
+    "window-ring-stale": (WINDOWED, hit_on_slid_out_prefix, ["--disable-radix-cache"]),
+    "window-modulo-after-saturation": ([*WINDOWED, "--max-total-tokens", "4096"], saturated_then_partial_page,
+                                       ["--max-total-tokens", "65536"]),
+    "router-tie-numerics": (EXPERTS, many_requests_burst, ["--enable-deterministic-inference"]),
 }
+
+# The model each --model-arch serves, by its fixture (tests/reference/conftest.py).
+ARCH_FIXTURES = {"qwen3-next": "hybrid", "gemma3": "windowed", "qwen3-moe": "moe"}
 
 
 @pytest.fixture
 def served(request: pytest.FixtureRequest) -> Callable[[Sequence[str]], TinyModel]:
-    """The model a server started with these flags serves: the hybrid one under --model-arch
-    qwen3-next, the dense one otherwise."""
-    return lambda flags: request.getfixturevalue("hybrid" if "qwen3-next" in flags else "model")
+    """The model a server started with these flags serves: the one its --model-arch names
+    (`ARCH_FIXTURES`), the dense one otherwise."""
+    return lambda flags: request.getfixturevalue(next((f for a, f in ARCH_FIXTURES.items() if a in flags), "model"))
 
 
 def test_every_fault_has_a_case() -> None:
@@ -482,3 +524,30 @@ def test_the_state_faults_corrupt_exactly_the_checkpoints_their_cousins_do(
     burst(url, [("P", 0, generate_body(PROMPT_ALIGNED, 4))])
     longer = burst(url, [("longer", 0, generate_body(PROMPT_ALIGNED + toks(122, 5), 12))])
     assert longer[0].cached_tokens == 128 and wrong_answers(hybrid, longer) == {}
+
+
+def test_the_window_faults_corrupt_exactly_where_their_cousins_do(
+    reference_server: Server, windowed: TinyModel
+) -> None:
+    """window-ring-stale: the hit on the slid-out prefix is wrong, one extending A's whole prompt
+    (its last windows still held) is right and hits. window-modulo-after-saturation: nothing goes
+    wrong until the pool has saturated, and then only a prompt 1..32 tokens past a page edge."""
+    url = reference_server("--fault", "window-ring-stale", *WINDOWED)
+    wrong = fires(windowed, url, hit_on_slid_out_prefix)
+    assert set(wrong) == {"C"}, wrong
+    flush(url)
+    burst(url, [("A", 0, generate_body(PROMPT_LONG_W, 4))])
+    burst(url, [("B", 0, generate_body(toks(131, 200), 4))])
+    longer = burst(url, [("D", 0, generate_body(PROMPT_LONG_W + toks(133, 5), 12))])
+    assert longer[0].cached_tokens == 256 and wrong_answers(windowed, longer) == {}
+
+    setup = CASES["window-modulo-after-saturation"][0]
+    url = reference_server("--fault", "window-modulo-after-saturation", *setup)
+    assert set(fires(windowed, url, saturated_then_partial_page)) == {"V"}
+    flush(url)  # a flushed pool has not saturated: the same P and V are right
+    burst(url, [("P", 0, generate_body(PROMPT_P, 4))])
+    assert wrong_answers(windowed, burst(url, [("V", 0, generate_body(PROMPT_P[:192] + toks(136, 10), 16))])) == {}
+    flush(url)
+    saturated_then_partial_page(url)  # saturated, and 40 tokens past the page edge: right
+    late = burst(url, [("V40", 0, generate_body(PROMPT_P[:192] + toks(137, 40), 16))])
+    assert late[0].cached_tokens == 192 and wrong_answers(windowed, late) == {}
