@@ -148,6 +148,7 @@ def test_window_pressure_turns_cached_windows_into_tombstones_first(windowed: Ti
     outcomes = run(engine, plan)
     assert isinstance(engine.tree, WindowRadixCache)
     assert engine.tree.cached_pages == 4 * 5 and len(engine.tree.held) < 4 * 3  # tombstoned, not evicted
+    assert engine.stats.swa_evicted_tokens > 0 and engine.stats.evicted_tokens == 0
     again = run(engine, [(0, Request("again", tuple(tokens(20, 90) + tokens(9, 5)), 6), None)])
     assert_exact(windowed, {**outcomes, **again})
     assert_no_leaks(engine)

@@ -229,6 +229,8 @@ class EngineStats:
     # A hybrid model's state checkpoints: restored by prefix hits, dropped for want of a slot.
     state_restores: int = 0
     state_evictions: int = 0
+    # A windowed model's cached window KV given back under window-pool pressure (tombstoned).
+    swa_evicted_tokens: int = 0
     retracted_reqs: int = 0
     prompt_tokens: int = 0
     generation_tokens: int = 0
@@ -238,6 +240,7 @@ class EngineStats:
     num_running_reqs: int = 0
     num_queue_reqs: int = 0
     token_usage: float = 0.0
+    swa_token_usage: float = 0.0  # a windowed model's window pool in use, as SGLang's gauge
 
 
 class _GraphBuffers:
@@ -588,7 +591,7 @@ class Engine:
             self.stats.evicted_tokens += evicted * self.args.page_size
         window_short = 0 if self.window is None else n - self.window.free_pages
         if window_short > 0 and isinstance(self.tree, WindowRadixCache):
-            self.tree.evict_windows(window_short)
+            self.stats.swa_evicted_tokens += self.tree.evict_windows(window_short) * self.args.page_size
         if (short > 0 or window_short > 0) and len(self.requests) > 1:
             self._saturated = True
         return self.pool.free_pages >= n and (self.window is None or self.window.free_pages >= n)
@@ -1340,5 +1343,7 @@ class Engine:
         )
         st.num_queue_reqs = len({id(s.req) for s in self.waiting})
         st.token_usage = 1.0 - self.pool.free_pages / self.pool.usable_pages
+        if self.window is not None:
+            st.swa_token_usage = 1.0 - self.window.free_pages / self.window.usable_pages
         if self.states is not None:
             st.state_evictions = self.states.evicted

@@ -438,6 +438,8 @@ _METRICS = (
      "state_restores"),
     ("state_evictions_total", "counter", "Recurrent-state checkpoints evicted for want of a state slot.",
      "state_evictions"),
+    ("swa_evicted_tokens_total", "counter", "Cached sliding-window KV tokens given back under window-pool pressure.",
+     "swa_evicted_tokens"),
     ("num_retracted_requests_total", "counter", "Decode requests retracted for lack of KV memory.", "retracted_reqs"),
     ("num_finished_reqs_total", "counter", "Requests finished (length or stop).", "finished_reqs"),
     ("num_aborted_requests_total", "counter", "Requests aborted.", "aborted_reqs"),
@@ -447,6 +449,8 @@ _METRICS = (
     ("num_running_reqs", "gauge", "Requests running (prefill or decode).", "num_running_reqs"),
     ("num_queue_reqs", "gauge", "Requests waiting.", "num_queue_reqs"),
     ("token_usage", "gauge", "Fraction of KV pages in use (cache included).", "token_usage"),
+    ("swa_token_usage", "gauge", "Fraction of the sliding-window KV pool's pages in use (windowed models).",
+     "swa_token_usage"),
 )
 
 
