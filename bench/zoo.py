@@ -70,7 +70,7 @@ __all__ = ["ARMS", "RIGHT_CLASS", "BenchServingLoad", "SGLangDeterminismModes", 
 
 # salt-ignored leaves every answer exact (docs/fault-zoo.md): what it breaks is tenant isolation.
 RIGHT_CLASS = {f: {"batch-variant-numerics": "numeric-drift", "deterministic-decode-drift": "numeric-drift",
-                   "salt-ignored": "isolation-breach"}.get(f, "corruption")
+                   "router-tie-numerics": "numeric-drift", "salt-ignored": "isolation-breach"}.get(f, "corruption")
                for f in FAULTS}
 
 
@@ -160,6 +160,19 @@ OWN_STRATEGIES: dict[str, tuple[str, ...]] = {
     # No strategy was written for it: any prefix hit prefilled beside other requests triggers it
     # (issue 51's fault whose other victims keep their tokens while their logprobs move).
     "lossy-hit-reload": (),
+    # The hybrid model's state-cache faults (qwen3-next): state-restore caches prompts whose
+    # lengths sit on the state chunk and hits them by extension, all but the last token and again;
+    # prefill-abort sends prompts cut in chunks beside other long ones.
+    "ssm-checkpoint-batch": ("state-restore",),
+    "stale-state-donated": ("state-restore", "prefill-abort"),
+    "unwritten-state-published": ("state-restore",),
+    "state-n-minus-1": ("state-restore",),
+    # The sliding-window faults (gemma3): window-prefix hits prefixes longer than the window, one
+    # of them a window stale; window-edge sends prompt lengths at the window and the page +-1.
+    "window-ring-stale": ("window-prefix",),
+    "window-modulo-after-saturation": ("window-edge",),
+    # The benign routing drift (qwen3-moe): expert-batch grows and shrinks a decode's batch.
+    "router-tie-numerics": ("expert-batch",),
 }
 
 ARMS: dict[str, tuple[tuple[Strategy, ...], bool]] = {

@@ -255,6 +255,26 @@ def test_a_campaign_on_a_model_without_the_trait_leaves_the_strategy_out_and_say
         asyncio.run(go(tmp_path / "none", [WindowEdge()]))
 
 
+@pytest.mark.timeout(120)
+def test_the_hybrid_reference_engine_says_its_state_and_the_state_strategies_are_offered_on_it(
+        tmp_path: Path, reference_server: Callable[..., str]) -> None:
+    # The reference engine builds its model itself: no config.json, so its /server_info says what
+    # the model keeps (a recurrent state, checkpointed every --mamba-track-interval tokens).
+    url = reference_server("--model-arch", "qwen3-next", "--mamba-track-interval", "128")
+
+    async def go() -> None:
+        async with Runner(make_target("reference", url)) as runner:
+            assert runner.info is not None and runner.info.architecture.traits == {"state", "stateful"}
+            assert shape_of(runner.info).model.state_chunk == 128
+            await run_campaign(runner, [StateRestore(), PrefillAbort(), WindowEdge(), RandomLoad()],
+                               CampaignConfig(tmp_path, seed=0, request_budget=1))
+
+    asyncio.run(go())
+    config = json.loads((tmp_path / "config.json").read_text())
+    assert config["strategies"] == ["state-restore", "prefill-abort", "random"]
+    assert list(config["left_out"]) == ["window-edge"]
+
+
 def test_the_model_facts_examples_run() -> None:
     import doctest
 

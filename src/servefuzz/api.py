@@ -37,6 +37,7 @@ from servefuzz.bisector import bisect as bisect_versions
 from servefuzz.campaign import CampaignConfig, CampaignResult, CampaignState, run_campaign, run_campaign_on
 from servefuzz.covering import PairwiseCover
 from servefuzz.engines import presets
+from servefuzz.engines.reference import ARCHS as REFERENCE_ARCHS
 from servefuzz.engines.reference import SPEC as REFERENCE
 from servefuzz.engines.reference import ZOO_SETTINGS
 from servefuzz.engines.request import LaunchRequest
@@ -113,6 +114,10 @@ class FuzzOptions:
     profile: str | None = None
     engine: str | None = None
     faults: tuple[str, ...] | None = None
+    # The reference engine's model architecture (`engines.reference.ARCHS`: llama, qwen3-next);
+    # None: llama, or what a planted fault needs (`ZOO_SETTINGS`). A preset's model of another
+    # architecture is `model` (the CLI's `--model-arch` builds it).
+    model_arch: str | None = None
     requests: int | None = None
     time_s: float | None = None
     seed: int | None = None
@@ -185,6 +190,13 @@ class FuzzOptions:
             engines.profile(self.preset or str(self.launch or ""), self.chosen_profile() or "", model=self.model)
         if self.faults is not None and not (self.url is None and (request is None or request.is_reference)):
             raise UsageError("--fault plants faults in the reference engine; use it without --url, or with --launch reference")
+        if self.model_arch is not None:
+            if not (self.url is None and (request is None or request.is_reference)):
+                raise UsageError("model_arch picks the reference engine's model; a preset serves another architecture "
+                                 "as its --model (the CLI's --model-arch builds it)")
+            if self.model_arch not in REFERENCE_ARCHS:
+                raise UsageError(f"--model-arch {self.model_arch}: the reference engine serves "
+                                 f"{', '.join(REFERENCE_ARCHS)}; --launch a preset for the others")
         if self.runs < 2:
             raise UsageError("--runs must be at least 2: replay consistency compares runs")
         if self.ray is None and (self.workers != 1 or self.gpus_per_worker):
@@ -210,8 +222,15 @@ class FuzzOptions:
         if "none" in self.planted and faults:
             raise UsageError("--fault none cannot be combined with other faults")
         settings = [arg for f in faults for arg in ZOO_SETTINGS.get(f, ())]
+        needed = {settings[i + 1] for i, arg in enumerate(settings[:-1]) if arg == "--model-arch"}
+        if self.model_arch is not None and needed - {self.model_arch}:
+            raise UsageError(f"--fault {', '.join(faults)} needs --model-arch {', '.join(sorted(needed))}, "
+                             f"not {self.model_arch}")
+        if len(needed) > 1:
+            raise UsageError(f"--fault {', '.join(faults)}: these faults need different models ({', '.join(sorted(needed))})")
+        arch = ["--model-arch", self.model_arch] if self.model_arch is not None and not needed else []
         traced = [REFERENCE.coverage_flag] if self.uses_engine_coverage() else []
-        return [arg for f in faults for arg in ("--fault", f)] + settings + traced
+        return [arg for f in faults for arg in ("--fault", f)] + settings + arch + traced
 
     def identity(self) -> tuple[int, str]:
         """The campaign's seed and strategy spec: as given, else stored (resume), else defaults."""
@@ -258,10 +277,11 @@ class FuzzOptions:
 
 def embedded_banner(opts: FuzzOptions) -> str:
     faults = [f for f in opts.planted if f != "none"]
+    engine = "the embedded reference engine" + (f" ({opts.model_arch})" if opts.model_arch else "")
     if not faults:
-        return "No target given: fuzzing the embedded reference engine with no fault planted."
+        return f"No target given: fuzzing {engine} with no fault planted."
     return (
-        "No target given: fuzzing the embedded reference engine with the planted fault "
+        f"No target given: fuzzing {engine} with the planted fault "
         f"{', '.join(faults)} (a known bug, planted on purpose so you can watch servefuzz find it). "
         "Point servefuzz at your own server with --url URL --engine ENGINE."
     )
@@ -279,6 +299,7 @@ def fuzz(
     profile: str | None = FuzzOptions.profile,
     engine: str | None = FuzzOptions.engine,
     faults: tuple[str, ...] | None = FuzzOptions.faults,
+    model_arch: str | None = FuzzOptions.model_arch,
     requests: int | None = FuzzOptions.requests,
     time_s: float | None = FuzzOptions.time_s,
     seed: int | None = FuzzOptions.seed,
@@ -308,7 +329,7 @@ def fuzz(
     given = FuzzOptions(
         out=Path(out), url=url, launch=launch, engine_python=None if engine_python is None else Path(engine_python),
         model=None if model is None else Path(model), profile=profile,
-        engine=engine, faults=faults, requests=requests, time_s=time_s, seed=seed, runs=runs,
+        engine=engine, faults=faults, model_arch=model_arch, requests=requests, time_s=time_s, seed=seed, runs=runs,
         confirm_runs=confirm_runs, strategy=strategy, stop_at_first=stop_at_first, resume=resume,
         trace=None if trace is None else Path(trace), slowdowns=slowdowns, coverage=coverage,
         engine_coverage=engine_coverage, headers={} if headers is None else headers,

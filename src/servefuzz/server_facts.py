@@ -106,7 +106,9 @@ class TargetInfo:
     model: Mapping[str, Any] = field(default_factory=dict)
     # What the served model's architecture keeps per request (its sliding window, recurrent
     # state, experts: `model_facts.read_model_facts` of the model servefuzz launched); said by
-    # servefuzz from the model's config.json, never by the server. Empty when not known.
+    # servefuzz from the model's config.json, never by a real server; the reference engine,
+    # which builds its model itself, says it in /server_info (read through `ModelFacts.from_json`,
+    # which keeps only well-formed values). Empty when not known.
     architecture: ModelFacts = field(default_factory=ModelFacts)
     facts: ServerFacts = field(init=False, repr=False, compare=False)
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import pytest
@@ -94,14 +94,23 @@ def assert_exact(model: TinyModel, outcomes: dict[str, Outcome], aborted: set[st
 
 
 def assert_no_leaks(engine: Engine) -> None:
-    """Idle engine: every row free, every page either free or held once by the cache, no locks."""
+    """Idle engine: every row free, every page either free or held once by the cache, no locks;
+    every state slot free or holding a checkpoint of the cache."""
     assert not engine.busy and not engine.requests
     assert engine.rows.free_rows == engine.args.max_running_requests
+    if engine.states is not None:
+        assert engine.states.free_slots + engine.states.kept == engine.states.slots
+        assert engine.tree is not None or engine.states.kept == 0
     cached = engine.tree.cached_pages if engine.tree else 0
     assert engine.pool.free_pages + cached == engine.pool.usable_pages
     if engine.tree is not None:
         for node in engine.tree._nodes()[1:]:
             assert node.lock_ref == 0 and engine.pool.refcount(node.page) == 1
+    if engine.window is not None:  # window pages: free, or held once by the tree for a cached page
+        held = getattr(engine.tree, "held", set())
+        assert engine.window.free_pages + len(held) == engine.window.usable_pages
+        assert all(engine.window.pool.refcount(int(engine.window.of_full[p])) == 1 for p in held)
+        assert np.count_nonzero(engine.window.of_full) == len(held)
 
 
 @st.composite
@@ -159,6 +168,54 @@ def test_clean_engine_is_bit_exact_under_any_schedule(model: TinyModel, args: Se
         servable.append(item)
     outcomes = run(engine, servable)
     assert_exact(model, outcomes, aborted={r.rid for _, r, a in servable if a is not None})
+    assert_no_leaks(engine)
+
+
+@st.composite
+def hybrid_args(draw: st.DrawFn) -> ServerArgs:
+    """The same engine settings with the hybrid model: its checkpoint interval one to four pages
+    (one to sixteen tokens on one-token pages), its state slots plenty or barely enough."""
+    args = draw(engine_args())
+    unit = args.page_size if args.page_size > 1 else 4
+    slots = draw(st.sampled_from([0, args.max_running_requests + 2]))
+    return replace(args, model_arch="qwen3-next", mamba_track_interval=unit * draw(st.sampled_from([1, 2, 4])),
+                   max_mamba_cache_size=slots)
+
+
+@st.composite
+def prefix_heavy_workloads(draw: st.DrawFn) -> list[tuple[int, Request, int | None]]:
+    """`workloads`, with what a state cache is for made likely: several requests, most of them
+    on one of the two long prefixes (often all of it, so that the whole prompt is cached), the
+    later ones after the earlier ones' pages are cached."""
+    plan = draw(workloads())
+    more = []
+    for i in range(draw(st.integers(2, 5))):
+        prefix = PREFIXES[draw(st.integers(0, 1))][: draw(st.sampled_from([16, 47, 64, 65, 100, 128, 129, 140]))]
+        suffix = tokens(draw(st.integers(0, 2)), draw(st.sampled_from([0, 0, 1, 5, 30])))
+        req = Request(f"h{i}", tuple(prefix + suffix) or (5,), max_new_tokens=draw(st.integers(1, 20)),
+                      n=draw(st.integers(1, 3)), top_logprobs_num=2,
+                      adapter=draw(st.sampled_from([None, None, None, "lora-a"])))
+        more.append((draw(st.integers(0, 60)), req, draw(st.one_of(st.none(), st.none(), st.integers(0, 12)))))
+    return plan + more
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(args=hybrid_args(), plan=prefix_heavy_workloads())
+def test_the_hybrid_model_is_bit_exact_under_any_schedule(hybrid: TinyModel, args: ServerArgs, plan: list) -> None:
+    """The property test on qwen3-next: the recurrent state carried across chunks, checkpointed
+    and restored on prefix hits (cut back to a checkpoint), forked to n > 1 choices, evicted
+    under slot pressure, dropped on aborts and retractions: every token and logprob is still
+    the lone forward's."""
+    engine = Engine(args, model=hybrid)
+    servable = []
+    for item in plan:
+        try:
+            engine.check(item[1])
+        except RequestError:
+            continue
+        servable.append(item)
+    outcomes = run(engine, servable)
+    assert_exact(hybrid, outcomes, aborted={r.rid for _, r, a in servable if a is not None})
     assert_no_leaks(engine)
 
 

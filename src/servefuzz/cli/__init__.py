@@ -162,20 +162,31 @@ def _request(args: argparse.Namespace) -> LaunchRequest | None:
     return LaunchRequest.parse(args.launch, engine_python=python)
 
 
+def _on_reference(args: argparse.Namespace) -> bool:
+    """The campaign's target is the reference engine (embedded, or `--launch reference`)."""
+    from servefuzz.engines.reference import PRESET
+
+    return getattr(args, "url", None) is None and args.launch in (None, PRESET.name)
+
+
 def _arch_model(args: argparse.Namespace, request: LaunchRequest | None) -> Path | None:
     """`--model`, or the folder of `--model-arch`'s tiny model (built once into the cache); one
     line where the two are both given, there is no preset to serve it, or the preset serves a
-    GGUF and none could be made of that architecture."""
+    GGUF and none could be made of that architecture. The reference engine builds its model of
+    the architecture itself (`FuzzOptions.model_arch`): None."""
     arch = getattr(args, "model_arch", None)
     if arch is None:
         return cast("Path | None", args.model)
     if args.model is not None:
         raise UsageError("--model and --model-arch both name a model: give one")
+    if _on_reference(args):
+        return None
     from servefuzz import engines
 
     preset = request.preset if request is not None else None
     if preset is None:
-        raise UsageError("--model-arch needs --launch PRESET (a preset servefuzz starts with that model)")
+        raise UsageError("--model-arch needs --launch PRESET (a preset servefuzz starts with that model) "
+                         "or the reference engine")
     chosen = engines.PRESETS.get(preset)  # None for the reference engine
     folder = engines.arch_models(arch, chosen.arch_dtypes.get(arch, "float32") if chosen else "float32")
     spec = engines.preset_spec(preset)
@@ -200,7 +211,8 @@ def _fuzz(args: argparse.Namespace) -> int:
     opts = FuzzOptions(
         out=args.out, url=args.url, launch=request, engine_python=args.engine_python, model=_arch_model(args, request),
         profile=args.profile, engine=args.engine,
-        faults=tuple(args.fault) if args.fault else None, requests=args.requests, time_s=args.time, seed=args.seed,
+        faults=tuple(args.fault) if args.fault else None,
+        model_arch=args.model_arch if _on_reference(args) else None, requests=args.requests, time_s=args.time, seed=args.seed,
         runs=max(2, args.runs), confirm_runs=args.confirm_runs, strategy=args.strategy,
         stop_at_first=args.stop_at_first, resume=args.resume, trace=args.trace, slowdowns=args.slowdowns,
         coverage=args.coverage, engine_coverage=args.engine_coverage,

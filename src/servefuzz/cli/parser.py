@@ -15,6 +15,7 @@ from servefuzz._version import __version__
 from servefuzz.api import EMBEDDED_FAULT, EMBEDDED_TIME_S, REMOTE_TIME_S
 from servefuzz.engines import PRESETS as ENGINE_PRESETS
 from servefuzz.engines import PROFILES, SPECS, preset_spec
+from servefuzz.engines.reference import ARCHS as REFERENCE_ARCHS
 from servefuzz.engines.request import NAMES as PRESETS
 from servefuzz.engines.request import PYTHON_PRESETS
 from servefuzz.engines.request import VERSIONED as VERSIONED_PRESETS
@@ -125,7 +126,8 @@ def _fuzz_flags(f: argparse.ArgumentParser) -> None:
     _engine_python(f)
     f.add_argument("--model-arch", choices=ARCHITECTURES, metavar="ARCH",
                    help=f"with a --launch preset, instead of --model: servefuzz's tiny model of this architecture "
-                        f"({', '.join(ARCHITECTURES)}; built once into the cache)")
+                        f"({', '.join(ARCHITECTURES)}; built once into the cache); on the reference engine (no "
+                        f"target, or --launch reference) the model it serves exactly ({', '.join(REFERENCE_ARCHS)})")
     f.add_argument("--profile", metavar="NAME",
                    help="with a --launch preset: run it under a feature profile "
                         f"({_profile_names()}; docs/engines.md); recorded in findings, varied by triage")

@@ -12,7 +12,12 @@ from servefuzz.engines.sglang import facts as sglang_facts
 from servefuzz.engines.spec import Built, CommandInputs, Deterministic, EngineSpec, Feature, IssueMatch, Meter, Preset, Switch
 from servefuzz.errors import UsageError
 
-__all__ = ["FLAGS", "METERS", "PRESET", "SPEC", "SWITCHES", "TRIAGE", "ZOO_SETTINGS", "relaunch_argv"]
+__all__ = ["ARCHS", "FLAGS", "METERS", "PRESET", "SPEC", "SWITCHES", "TRIAGE", "ZOO_SETTINGS", "relaunch_argv"]
+
+# The architectures it serves (`--model-arch`; servefuzz.reference.architectures.REFERENCE_ARCHS,
+# kept equal to this by tests/test_engine_flags.py): the dense llama, the hybrid Qwen3-Next, the
+# sliding-window Gemma 3 and the mixture-of-experts Qwen3-MoE.
+ARCHS: tuple[str, ...] = ("llama", "qwen3-next", "gemma3", "qwen3-moe")
 
 # The embedded reference engine (servefuzz.reference.server_args.ServerArgs, minus host and port,
 # which servefuzz always sets itself, and faults, which `--fault` carries). The fuzzer does not
@@ -24,7 +29,11 @@ FLAGS: tuple[Flag, ...] = (
     Flag("max_running_requests", "--max-running-requests", Kind.INT, minimum=1),
     Flag("context_length", "--context-length", Kind.INT, minimum=2, maximum=32768),
     Flag("model_seed", "--model-seed", Kind.INT, minimum=0),
+    Flag("model_arch", "--model-arch", Kind.NAME),
+    Flag("mamba_track_interval", "--mamba-track-interval", Kind.INT, minimum=1),
+    Flag("max_mamba_cache_size", "--max-mamba-cache-size", Kind.INT, minimum=0),
     Flag("served_model_name", "--served-model-name", Kind.NAME),
+    Flag("swa_full_tokens_ratio", "--swa-full-tokens-ratio", Kind.FLOAT, minimum=0.01, maximum=1.0),
     *SWITCH_FLAGS,  # SGLang's own switches, by SGLang's names
 )
 
@@ -88,6 +97,17 @@ ZOO_SETTINGS: Mapping[str, tuple[str, ...]] = {
     "evict-in-use": ("--max-total-tokens", "4096"),
     # LoRA faults need adapters to alternate: two, as the lora-alternation strategy uses.
     "lora-prefix-shared": ("--lora", "lora-a=1", "--lora", "lora-b=2"),
+    # The state-cache faults need a model with a recurrent state; stale-state-donated a prefill
+    # cut in chunks, which the default budget (2048) leaves to the longest prompts alone.
+    "ssm-checkpoint-batch": ("--model-arch", "qwen3-next"),
+    "stale-state-donated": ("--model-arch", "qwen3-next", "--chunked-prefill-size", "256"),
+    "unwritten-state-published": ("--model-arch", "qwen3-next"),
+    "state-n-minus-1": ("--model-arch", "qwen3-next"),
+    # The sliding-window faults need a windowed model; the one that waits for a saturated pool a
+    # pool small enough to fill, as evict-in-use's. The router's a mixture of experts.
+    "window-ring-stale": ("--model-arch", "gemma3"),
+    "window-modulo-after-saturation": ("--model-arch", "gemma3", "--max-total-tokens", "4096"),
+    "router-tie-numerics": ("--model-arch", "qwen3-moe"),
 }
 
 

@@ -34,6 +34,7 @@ from typing import Any
 
 from aiohttp import web
 
+from servefuzz.reference.architectures import model_facts
 from servefuzz.reference.faults import FAULTS
 from servefuzz.reference.model import BOS_ID, EOS_ID, PAD_ID, TokenLogprobs, detokenize
 from servefuzz.reference.scheduler import (
@@ -408,6 +409,9 @@ def _server_info(engine: Engine) -> dict[str, Any]:
         "version": VERSION,
         "engine": "servefuzz-reference",
         "known_faults": sorted(FAULTS),
+        # What the model keeps per request beside per-token KV (a recurrent state and the
+        # interval it is checkpointed at), in the shape of the fuzzer's `model_facts.ModelFacts`.
+        "architecture": model_facts(engine.args.model_arch, state_interval=engine.args.mamba_track_interval),
     }
 
 
@@ -430,6 +434,12 @@ _METRICS = (
     ("cache_hit_tokens_total", "counter", "Prompt tokens served from the prefix cache.", "cache_hit_tokens"),
     ("cache_query_tokens_total", "counter", "Prompt tokens looked up in the prefix cache.", "cache_query_tokens"),
     ("evicted_tokens_total", "counter", "KV tokens evicted from the prefix cache.", "evicted_tokens"),
+    ("state_restores_total", "counter", "Recurrent-state checkpoints restored by prefix hits (hybrid models).",
+     "state_restores"),
+    ("state_evictions_total", "counter", "Recurrent-state checkpoints evicted for want of a state slot.",
+     "state_evictions"),
+    ("swa_evicted_tokens_total", "counter", "Cached sliding-window KV tokens given back under window-pool pressure.",
+     "swa_evicted_tokens"),
     ("num_retracted_requests_total", "counter", "Decode requests retracted for lack of KV memory.", "retracted_reqs"),
     ("num_finished_reqs_total", "counter", "Requests finished (length or stop).", "finished_reqs"),
     ("num_aborted_requests_total", "counter", "Requests aborted.", "aborted_reqs"),
@@ -440,6 +450,8 @@ _METRICS = (
     ("num_running_reqs", "gauge", "Requests running (prefill or decode).", "num_running_reqs"),
     ("num_queue_reqs", "gauge", "Requests waiting.", "num_queue_reqs"),
     ("token_usage", "gauge", "Fraction of KV pages in use (cache included).", "token_usage"),
+    ("swa_token_usage", "gauge", "Fraction of the sliding-window KV pool's pages in use (windowed models).",
+     "swa_token_usage"),
 )
 
 

@@ -33,11 +33,11 @@ few milliseconds earlier, whose prefill keeps the scheduler busy while the burst
 | seeded-sampling | seeded draws (temperature > 0) decoding together | shared-sampler-rng     |
 | structured-burst | constrained requests decoding together       | bitmask-row-skip          |
 | lora-alternation | adapters (and base) alternating over shared prefixes | lora-prefix-shared   |
-| window-edge     | prompts at the sliding window +-1, the window crossed mid-decode | (ring/window bugs) |
-| window-prefix   | prefix hits longer than the window, and one a window stale | (window-cache bugs) |
+| window-edge     | prompts at the sliding window +-1, the window crossed mid-decode | window-modulo-after-saturation |
+| window-prefix   | prefix hits longer than the window, and one a window stale | window-ring-stale |
 | state-restore   | hits at exactly a cached prompt's length, and at all but its last token | (state-checkpoint bugs) |
 | prefill-abort   | streams cut in the middle of a chunked prefill, then retried | (cut-prefill reuse) |
-| expert-batch    | a decode whose batch grows and shrinks, beside its own copies | (batch-variant routing) |
+| expert-batch    | a decode whose batch grows and shrinks, beside its own copies | router-tie-numerics |
 | retraction      | decodes that outgrow a small pool, each with state to restore (seed, adapter, forks) | (state lost on retraction) |
 
 A strategy that needs something not every target has declares it in `needs`: a capability
