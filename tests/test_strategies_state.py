@@ -159,19 +159,31 @@ def test_window_prefix_hits_a_cached_prompt_longer_than_the_window(seed: int) ->
 @pytest.mark.parametrize("seed", range(20))
 def test_state_restore_hits_each_cached_prompt_exactly_all_but_its_last_token_and_again(seed: int) -> None:
     s = StateRestore().generate(random.Random(seed), RECURRENT, seed=seed)
+    chunk = RECURRENT.model.state_chunk
+    assert chunk is not None
     primers = s.requests[:2]
     assert all(r.prompt_len in s.meta["aims"] for r in primers)  # type: ignore[operator]
+    heads: dict[str, str] = {}
     for p in primers:
         kinds = []
         for r in s.requests:
             shared = common_prefix(r.prompt_ids, p.prompt_ids)
-            if r.offset_ms > 100 and shared >= p.prompt_len - 1:
+            if r.offset_ms <= 100 or not shared:
+                continue
+            if r.prompt_len == shared < p.prompt_len and shared % chunk == 0:
+                kinds.append("head")  # its beginning alone, up to the last chunk multiple below its length
+                heads[r.id] = "whole-but-last" if shared == p.prompt_len - 1 else "within"
+            elif shared >= p.prompt_len - 1:
                 kinds.append("all-but-last" if shared < p.prompt_len else "extend" if r.prompt_len > p.prompt_len else "again")
-        # The three hits, and a straggler that extends it again 1.2-2 s in (a slow engine's trigger).
-        assert sorted(kinds) == (["again", "all-but-last", "extend", "extend"] if p.prompt_len > 1 else ["again", "extend", "extend"])
+        # The hits, and a straggler that extends it again 1.2-2 s in (a slow engine's trigger).
+        head = ["head"] if p.prompt_len > chunk else []
+        assert sorted(kinds) == sorted(["again", "all-but-last", "extend", "extend", *head] if p.prompt_len > 1
+                                       else ["again", "extend", "extend"])
         assert any(r.offset_ms >= 1200 and common_prefix(r.prompt_ids, p.prompt_ids) == p.prompt_len for r in s.requests)
     buckets = reuse_buckets(s, None)
-    assert {"exact", "whole-but-last"} <= set(buckets.values())
+    # (A hit on all but the last token sent after the head is an exact hit on the head.)
+    assert "exact" in buckets.values() and {"whole-but-last", "within"} & set(buckets.values())
+    assert {rid: buckets[rid] for rid in heads} == heads  # the N-1 hit: every token of the prompt cached
     # Every cached prompt holds at least a chunk but its last token (32 here): a shorter one would
     # leave no scanned state to restore (how often they land on a chunk edge: the next test).
     assert all(state_bucket(r.prompt_len, 32) != "sub-chunk" for r in primers)

@@ -198,6 +198,7 @@ def stale_state_donated(b: PromptBuilder) -> Case:
         RequestSpec("r03", 30.0, b.prompt(None, 0, 40), 8),
         RequestSpec("r04", 600.0, b.prompt("p0", 256, 265), 12, "p0", 256),
         RequestSpec("r05", 620.0, b.prompt(None, 0, 30), 4),
+        RequestSpec("r06", 700.0, b.prompt(None, 0, 50), 6),
     ))
 
 
@@ -210,6 +211,7 @@ def unwritten_state_published(b: PromptBuilder) -> Case:
         RequestSpec("r03", 250.0, b.prompt(None, 0, 30), 8),
         RequestSpec("r04", 300.0, b.prompt("p0", 150, 157), 12, "p0", 150),
         RequestSpec("r05", 320.0, b.prompt(None, 0, 20), 4),
+        RequestSpec("r06", 400.0, b.prompt(None, 0, 50), 6),
     ))
 
 
@@ -221,6 +223,7 @@ def state_n_minus_1(b: PromptBuilder) -> Case:
         RequestSpec("r03", 250.0, b.prompt(None, 0, 30), 8),
         RequestSpec("r04", 300.0, b.prompt("p0", 128, 128), 12, "p0", 128),
         RequestSpec("r05", 320.0, b.prompt(None, 0, 20), 4),
+        RequestSpec("r06", 400.0, b.prompt(None, 0, 50), 6),
     ))
 
 

@@ -97,13 +97,17 @@ class WindowPrefix:
 class StateRestore:
     """Prefix hits that must restore a recurrent state at exactly the cached length. Two prompts
     are cached on their own, their lengths at multiples of the state chunk and +-1 or anywhere.
-    Each is then hit three ways: a prompt that extends it by a few tokens (the state at exactly
+    Each is then hit four ways: a prompt that extends it by a few tokens (the state at exactly
     its length), the whole prompt but its last token (the state one token before the cached one:
-    only a checkpoint or a recompute has it), and the same prompt again (a full hit, its last
-    token computed anew). One hit of each prompt goes in one burst behind a blocker (two restores
-    in one batch); the others follow one at a time, later (an engine that keeps one state per
-    slot, as llama-server, restores for one request of a prompt at a time); a straggler extends
-    each 1.2-2 s in, for an engine too slow to have cached them by then."""
+    only a checkpoint or a recompute has it), the same prompt again (a full hit, its last
+    token computed anew), and, where the prompt is longer than a chunk, its beginning up to the
+    last multiple of the chunk below its length alone (a whole prompt cached inside a longer one,
+    ending on a checkpoint: the N-1 hit of LMCache #4614, whose last tokens are computed again
+    from an earlier state, not restored after them). One hit of each prompt goes in one burst
+    behind a blocker (two restores in one batch); the others follow one at a time, later (an
+    engine that keeps one state per slot, as llama-server, restores for one request of a prompt
+    at a time); a straggler extends each 1.2-2 s in, for an engine too slow to have cached them
+    by then."""
 
     name: str = "state-restore"
     needs: ClassVar[frozenset[str]] = frozenset({"state"})
@@ -119,7 +123,8 @@ class StateRestore:
         d.blocker(t)
         at, later = t + rng.uniform(6, 10), t + rng.uniform(300, 400)
         for i, (n, primer) in enumerate(zip(lengths, primers, strict=True)):
-            kinds = ["extend", "all-but-last", "again"] if n > 1 else ["extend", "again"]
+            head = (n - 1) // c * c  # the last multiple of the chunk below n: a checkpoint inside it
+            kinds = ["extend", "all-but-last", "again", *(["head"] if head else [])] if n > 1 else ["extend", "again"]
             rng.shuffle(kinds)
             for k, kind in enumerate(kinds):
                 when = at + rng.uniform(0, 2) if k == 0 else later + rng.uniform(0, 20)
@@ -129,6 +134,8 @@ class StateRestore:
                     d.add(when, n + rng.randint(1, c), max_tokens, prefix=p, prefix_len=n)
                 elif kind == "all-but-last":
                     d.add(when, n, max_tokens, prefix=p, prefix_len=n - 1)
+                elif kind == "head":  # the primer's beginning alone, every token of it cached
+                    d.add(when, 0, max_tokens, prefix=p, prefix_len=head, prompt_ids=primer.prompt_ids[:head])
                 else:  # the very prompt: only its output must fit beside it
                     d.add(when, 0, max(1, min(max_tokens, shape.pool_tokens - n)), prefix=p, prefix_len=n,
                           prompt_ids=primer.prompt_ids)
