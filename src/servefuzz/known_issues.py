@@ -71,6 +71,9 @@ REFERENCE_FAULTS = (
     "bitmask-row-skip",
     "lora-prefix-shared",
     "lossy-hit-reload",
+    "host-loadback-stale-pages",
+    "host-key-no-salt",
+    "host-loadback-race",
 )
 
 # Weights of the evidence. A cure seen in the triage matrix says the most; the engine (or the

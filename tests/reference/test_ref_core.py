@@ -118,6 +118,9 @@ def engine_args(draw: st.DrawFn) -> ServerArgs:
         disable_overlap_schedule=draw(st.booleans()),
         disable_cuda_graph=draw(st.booleans()),
         lora=LORAS,
+        # The host tier: what small pools evict is loaded back on a later hit, and must change
+        # no answer either (a host smaller than the pool drops pages of its own).
+        host_tier_tokens=max(draw(st.sampled_from([0, 0, 500, 5000])), page) if draw(st.booleans()) else 0,
     )
 
 

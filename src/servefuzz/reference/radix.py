@@ -32,7 +32,7 @@ from __future__ import annotations
 import hashlib
 import heapq
 import itertools
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from servefuzz.reference.kvpool import KVPool
@@ -83,6 +83,9 @@ class RadixCache:
         self.root.lock_ref = 1  # never evicted
         self._clock = itertools.count(1)
         self.cached_pages = 0
+        # Called with each node `evict` removes, before its page is released: the host tier
+        # (`hosttier.HostTier`) keeps a copy of what leaves the device. None: nothing below.
+        self.on_evict: Callable[[RadixNode], None] | None = None
 
     def _chunk(self, tokens: Sequence[int], i: int, salt: str | None = None) -> tuple[int, ...]:
         page = tuple(tokens[i * self.page_size : (i + 1) * self.page_size])
@@ -189,6 +192,8 @@ class RadixCache:
             _, _, node = heapq.heappop(heap)
             parent = node.parent
             assert parent is not None
+            if self.on_evict is not None:
+                self.on_evict(node)
             del parent.children[node.key]
             self.cached_pages -= 1
             evicted += 1

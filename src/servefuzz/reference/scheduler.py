@@ -40,6 +40,7 @@ from typing import Any
 import numpy as np
 
 from servefuzz.reference.faults import LOSSY_STEP, batch_variant_offsets
+from servefuzz.reference.hosttier import HostEntry, HostTier
 from servefuzz.reference.kvpool import PADDING_SLOT, KVPool, ReqToTokenPool
 from servefuzz.reference.model import (
     EOS_ID,
@@ -276,6 +277,11 @@ class Engine:
         self.pool = KVPool(c.n_layers, c.n_heads, c.head_dim, args.max_total_tokens, args.page_size)
         self.rows = ReqToTokenPool(args.max_running_requests, args.context_length)
         self.tree = None if args.disable_radix_cache else RadixCache(self.pool)
+        # The host tier (HiCache-shaped, `hosttier`): behind the radix tree only.
+        self.host = None if self.tree is None or not args.host_tier_tokens else HostTier(
+            self.pool, self.tree, args.host_tier_tokens, key_no_salt=self._has("host-key-no-salt"))
+        # The last admissions' fresh pages and who took them (FAULT host-loadback-stale-pages).
+        self._handed: deque[tuple[Seq, list[int]]] = deque(maxlen=4)
         self.overlap = not args.disable_overlap_schedule
         self.graph = None if args.disable_cuda_graph else _GraphBuffers(max(CAPTURE_BATCH_SIZES), self.rows.padding_row)
         self.stats = EngineStats()
@@ -474,6 +480,10 @@ class Engine:
             return False
         if self.tree is not None:
             self.tree.reset()
+        if self.host is not None and not self.args.flush_device_only:
+            # --flush-device-only leaves the host tier as it is (vLLM's /reset_prefix_cache
+            # without reset_external, vllm#57727): what a client's flush check must catch.
+            self.host.clear()
         self.pool.clear()
         self.rows.clear()
         self._idle_slot = None
@@ -595,7 +605,10 @@ class Engine:
                 boundary_fast_path=self._has("page-boundary-prefix"), salt_blind=self._has("salt-ignored"),
             )
             prefix, node = match.pages, match.node
-        start = len(prefix) * ps
+        # Pages the host tier holds past the device match (loaded back below, once there is room).
+        hosted = [] if self.host is None or node is None else self.host.lookup(
+            node, s.tokens, len(prefix), (len(s.tokens) - 1) // ps, self._cache_key(s.req))
+        start = (len(prefix) + len(hosted)) * ps
         end = min(len(s.tokens), start + budget)
         need = math.ceil(end / ps) - len(prefix)
         # Hold the matched prefix *before* making room: eviction must not take it from under us.
@@ -607,9 +620,17 @@ class Engine:
             if self.tree is not None and node is not None and prefix:
                 self.tree.unlock(node)
             return None
-        if prefix:
+        if hosted:
+            loaded = self._load_back(s, prefix, node, hosted)  # type: ignore[arg-type]
+            prefix, node = prefix + loaded, s.node
+            start = len(prefix) * ps  # less than planned where the host dropped a page meanwhile
+            end = min(len(s.tokens), start + budget)
+            need = math.ceil(end / ps) - len(prefix)
+        elif prefix:
             s.node = node
-        s.pages = prefix + (self.pool.alloc(need) or [])
+        handed = self.pool.alloc(need) or []
+        s.pages = prefix + handed
+        self._handed.append((s, handed))
         s.row = self.rows.alloc()
         for sib in siblings:
             sib.row = self.rows.alloc()
@@ -621,6 +642,47 @@ class Engine:
         self.stats.cache_query_tokens += len(s.tokens)
         self.stats.cache_hit_tokens += start
         return self._extend_item(s, end)
+
+    def _load_back(self, s: Seq, prefix: list[int], node: RadixNode, hosted: list[HostEntry]) -> list[int]:
+        """The host pages `hosted` continue `s`'s device match `prefix` (whose last node `node`
+        `s` holds locked): copied into device pages and cached in the radix tree as if computed
+        here; `s`'s lock moves down to them (`s.node`). Returns the device pages, held for `s`."""
+        assert self.host is not None and self.tree is not None
+        ps = self.args.page_size
+        hosted = self.host.still_held(hosted)
+        pages = self._fault_loadback_pages(s, len(hosted)) if self._has("host-loadback-stale-pages") else (
+            self.pool.alloc(len(hosted)) or [])
+        # FAULT host-loadback-race (models a load-back whose copy stream is not waited on: SGLang's
+        # HiCache load_back / load_cache_event class): in overlap mode, when the batch in flight
+        # is a decode, the host-to-device copy is issued beside it and the extend that reads the
+        # pages is not made to wait: its forward reads them before the copy lands (zeros, or the
+        # KV of whoever held the pages before), and the copy lands only after it. Needs a load-back
+        # (other requests evicted the prefix to the host) while another request decodes. Cured by
+        # --disable-overlap-schedule (nothing is in flight at schedule time).
+        racing = self._has("host-loadback-race") and self.overlap and isinstance(self.inflight, _DecodeBatch)
+        self.host.copy_in(hosted[: len(pages)], pages, defer_for=s if racing else None)
+        full = prefix + pages
+        deepest = self.tree.insert(s.tokens[: len(full) * ps], full, salt=self._cache_key(s.req))
+        self.tree.lock(deepest)
+        if prefix:
+            self.tree.unlock(node)
+        s.node = deepest if deepest is not self.tree.root else None
+        self.host.stats.host_hit_tokens += len(pages) * ps
+        return pages
+
+    def _fault_loadback_pages(self, s: Seq, n: int) -> list[int]:
+        # FAULT host-loadback-stale-pages (models a HiCache load-back landing in device indices
+        # the allocator already handed out, the class of sglang#38031 and #39830's "host-tier hit
+        # answers another prompt"): the load-back takes its device pages from a free-list view a
+        # few admissions stale, so it is given pages one of the last admitted requests took while
+        # that request still holds them. The copy lands there, then that request's prefill and
+        # decode write their own KV over it: the returning request decodes, and every later hit
+        # on the loaded prefix reads, another prompt's KV. Needs a load-back (other requests
+        # evicted the prefix to the host) while a recently admitted request still runs.
+        taken = next((fresh for other, fresh in reversed(self._handed) if fresh and other is not s
+                      and other.state is not _State.DONE and set(fresh) <= set(other.pages)), [])[:n]
+        self.pool.retain(taken)  # held for s too: the accounting stays whole, only the KV is wrong
+        return taken + (self.pool.alloc(n - len(taken)) or [])
 
     def _fault_stale_slot(self, s: Seq) -> bool:
         # FAULT stale-slot-continuation (models llama.cpp #27148, the server prompt cache with
@@ -693,7 +755,10 @@ class Engine:
 
     def _run(self, batch: _Batch) -> None:
         if isinstance(batch, _ExtendBatch):
-            self._process_extend(batch, self._drift(batch, self._forward_extend(batch)))
+            logits = self._forward_extend(batch)
+            if self.host is not None and self.host.pending:
+                self.host.landed([it.seq for it in batch.items])  # FAULT host-loadback-race: late copies land
+            self._process_extend(batch, self._drift(batch, logits))
         else:
             self._process_decode(batch, self._drift(batch, self._forward_decode(batch)))
         self.stats.forward_steps += 1
@@ -949,6 +1014,8 @@ class Engine:
         if self.tree is None or not s.pages:
             return
         node = self.tree.insert(s.tokens[:end], s.pages, salt=self._cache_key(s.req))
+        if self.host is not None:
+            self.host.write_through(node)  # write-through: the host gets each page as it is cached
         if node is not s.node and node is not self.tree.root:
             self.tree.lock(node)
             if s.node is not None:

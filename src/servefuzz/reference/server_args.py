@@ -59,6 +59,11 @@ class ServerArgs:
     enable_deterministic_inference: bool = False
     faults: tuple[str, ...] = ()
     lora: tuple[tuple[str, int], ...] = ()  # (name, seed) of each adapter served
+    # The host tier (`hosttier`, HiCache-shaped): its pool in tokens; 0 is off. With
+    # `flush_device_only` a flush empties the device pool alone (vLLM's /reset_prefix_cache
+    # without reset_external): a misconfigured flush, for a client's flush check to catch.
+    host_tier_tokens: int = 0
+    flush_device_only: bool = False
     # Trace the engine's own code as edges in context, served at GET /coverage (`tracer`):
     # instrumentation for a fuzzer's feedback, not an engine setting (it changes no answer).
     coverage: bool = False
@@ -74,6 +79,10 @@ class ServerArgs:
             raise ArgsError("--max-running-requests must be >= 1")
         if not 2 <= self.context_length <= 32768:
             raise ArgsError("--context-length must be in 2..32768")
+        if self.host_tier_tokens and self.host_tier_tokens < self.page_size:
+            raise ArgsError("--host-tier-tokens must be 0 (off) or hold at least one page")
+        if self.host_tier_tokens < 0:
+            raise ArgsError("--host-tier-tokens must be >= 0")
         if not 0 <= self.port <= 65535:
             raise ArgsError("--port must be in 0..65535")
         for name in self.faults:
@@ -158,6 +167,19 @@ def build_parser() -> argparse.ArgumentParser:
         default=[],
         metavar="NAME",
         help=f"plant a bug (repeatable): {', '.join(FAULTS)}",
+    )
+    p.add_argument(
+        "--host-tier-tokens",
+        type=int,
+        default=d.host_tier_tokens,
+        help="a host-memory KV tier of this many tokens behind the radix cache (HiCache-shaped: "
+        "written through, loaded back on a hit); 0 is off (default %(default)s)",
+    )
+    p.add_argument(
+        "--flush-device-only",
+        action="store_true",
+        help="a flush empties the device pool but keeps the host tier (as vLLM's /reset_prefix_cache "
+        "without reset_external): cold references then hit the host",
     )
     p.add_argument(
         "--coverage",
