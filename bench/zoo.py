@@ -164,10 +164,11 @@ OWN_STRATEGIES: dict[str, tuple[str, ...]] = {
     # No strategy was written for it: any prefix hit prefilled beside other requests triggers it
     # (issue 51's fault whose other victims keep their tokens while their logprobs move).
     "lossy-hit-reload": (),
-    # The host tier's (issue 53): no strategy written for them yet.
-    "host-loadback-stale-pages": (),
-    "host-key-no-salt": (),
-    "host-loadback-race": (),
+    # The host tier's (issue 53): the strategy that pushes a prefix out to the host and returns
+    # to it. Left out, eviction's later wave on its holders' prefix is the nearest thing.
+    "host-loadback-stale-pages": ("host-tier-return",),
+    "host-key-no-salt": ("host-tier-return",),
+    "host-loadback-race": ("host-tier-return",),
 }
 
 ARMS: dict[str, tuple[tuple[Strategy, ...], bool]] = {

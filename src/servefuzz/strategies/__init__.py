@@ -38,15 +38,16 @@ few milliseconds earlier, whose prefill keeps the scheduler busy while the burst
 | state-restore   | hits at exactly a cached prompt's length, and at all but its last token | (state-checkpoint bugs) |
 | prefill-abort   | streams cut in the middle of a chunked prefill, then retried | (cut-prefill reuse) |
 | expert-batch    | a decode whose batch grows and shrinks, beside its own copies | (batch-variant routing) |
+| host-tier-return | a prefix pushed out to the host tier, then sent again | host-loadback-stale-pages, -race, host-key-no-salt |
 
 A strategy that needs something not every target has declares it in `needs`: a capability
-(`salts`, `seeds`, `choices`, `adapters`) or a trait of the served model (`window`, `state`,
-`stateful` (either), `experts`). `offered` leaves it out of the mix where the target lacks one
+(`salts`, `seeds`, `choices`, `adapters`, `host_tier`) or a trait of the served model (`window`,
+`state`, `stateful` (either), `experts`). `offered` leaves it out of the mix where the target lacks one
 (tenant-salt where the dialect sends no salt, seeded-sampling where the engine promises no
 per-request seeds, structured-burst where the dialect sends no choice constraint,
-lora-alternation where the server lists no LoRA adapter, the last five where the served model has
-no such trait, known where servefuzz launched the model and read its config.json); `left_out`
-says why, once per campaign.
+lora-alternation where the server lists no LoRA adapter, host-tier-return where the server has no
+host tier, the five of `state` where the served model has no such trait, known where servefuzz
+launched the model and read its config.json); `left_out` says why, once per campaign.
 
 The package, one module per family, imports pointing one way:
 
@@ -55,6 +56,7 @@ The package, one module per family, imports pointing one way:
     batch     batch-sweep, chunk-boundary, long-decode, n-mix, random
     features  tenant-salt, seeded-sampling, structured-burst, lora-alternation
     state     window-edge, window-prefix, state-restore, prefill-abort, expert-batch
+    tiers     host-tier-return
     offer     STRATEGIES, DEFAULT_MIX, offered, left_out, shape_aims, aimed_first
 """
 
@@ -99,6 +101,7 @@ from servefuzz.strategies.shape import (
     boundary_lengths,
 )
 from servefuzz.strategies.state import ExpertBatch, PrefillAbort, StateRestore, WindowEdge, WindowPrefix
+from servefuzz.strategies.tiers import HostTierReturn
 
 __all__ = [
     "CACHED_BY_MS",
@@ -115,6 +118,7 @@ __all__ = [
     "Draft",
     "EvictionPressure",
     "ExpertBatch",
+    "HostTierReturn",
     "LongDecodes",
     "LoraAlternation",
     "NChoices",
