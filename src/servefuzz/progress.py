@@ -122,6 +122,8 @@ def print_exercise(console: Console, exercise: Exercise) -> None:
 def print_summary(console: Console, result: CampaignResult) -> None:
     if result.truth is not None and result.truth.far:  # first: it is how every finding below must be read
         console.print(Text(one_line(result.truth.said()), style="bold red"), soft_wrap=True)
+    if result.flush is not None and not result.flush.trusted:  # so is a flush that left a tier full
+        console.print(Text(one_line(result.flush.said()), style="bold red"), soft_wrap=True)
     console.print(
         f"[bold]{result.iterations:,}[/] scenarios, [bold]{result.requests:,}[/] requests in "
         f"{result.elapsed_s:.1f} s; {result.features:,} features, corpus of {result.corpus:,}; "
