@@ -54,6 +54,11 @@ METERS: tuple[Meter, ...] = (
     Meter("sglang:cached_tokens_total{cache_source=host}", Feature.HOST_CACHE, "hit tokens from the host tier"),
     Meter("sglang:hicache_backup_tokens_total", Feature.HOST_CACHE, "tokens written to the host tier", shows=False),
     Meter("sglang:num_retracted_requests_total", Feature.PREEMPTION, "retracted requests"),
+    # Its own: retractions of requests whose state must be carried over (seeded draws, grammars,
+    # adapters, n > 1 siblings), each a count of its own (issue 53, item 5).
+    *(Meter(f"sglang:num_retracted_requests_by_feature_total{{feature={name}}}", Feature.PREEMPTION, f"retracted {what}")
+      for name, what in (("seeded", "seeded requests"), ("choices", "constrained requests"),
+                         ("adapter", "requests under adapters"), ("n", "choices of n > 1 requests"))),
     Meter("sglang:evicted_tokens_total", Feature.EVICTION, "evicted tokens"),
     Meter("sglang:num_aborted_requests_total", Feature.ABORTS, "aborted requests"),
 )

@@ -144,6 +144,17 @@ class Request:
     seqs: list[Seq] = field(default_factory=list, repr=False)
 
 
+# The request features whose state a retraction must carry over to the sequence's second
+# prefill: its seeded generator's draws so far, its grammar's position, its adapter, its siblings.
+STATEFUL = ("seeded", "choices", "adapter", "n")
+
+
+def stateful(req: Request) -> tuple[str, ...]:
+    """The `STATEFUL` features `req` has."""
+    return tuple(name for name, on in zip(STATEFUL, (req.temperature > 0, req.choices is not None,
+                                                       req.adapter is not None, req.n > 1), strict=True) if on)
+
+
 class _State(enum.Enum):
     WAITING = "waiting"
     PREFILL = "prefill"
@@ -219,6 +230,9 @@ class EngineStats:
     cache_query_tokens: int = 0
     evicted_tokens: int = 0
     retracted_reqs: int = 0
+    # Retractions by the request state a retraction must carry over (`STATEFUL`): what a client
+    # reads to know that a retracted request of that kind ran at all (issue 53, item 5).
+    retracted_by: dict[str, int] = field(default_factory=lambda: dict.fromkeys(STATEFUL, 0))
     prompt_tokens: int = 0
     generation_tokens: int = 0
     finished_reqs: int = 0
@@ -743,6 +757,8 @@ class Engine:
         self.running.remove(s)
         s.state = _State.RETRACTING
         self.stats.retracted_reqs += 1
+        for name in stateful(s.req):
+            self.stats.retracted_by[name] += 1
         if s.inflight == 0:
             self._requeue(s)
 

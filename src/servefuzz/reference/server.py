@@ -457,6 +457,10 @@ async def metrics(request: web.Request) -> web.Response:
     lines += ["# HELP sglang:cache_hit_rate Prefix cache hit rate (tokens).", "# TYPE sglang:cache_hit_rate gauge"]
     lines.append(f"sglang:cache_hit_rate{label} {rate}")
     lines += _host_metrics(engine, engine.args.served_model_name)
+    lines += ["# HELP sglang:num_retracted_requests_by_feature_total Retracted requests with each stateful feature.",
+              "# TYPE sglang:num_retracted_requests_by_feature_total counter"]
+    lines += [f'sglang:num_retracted_requests_by_feature_total{{model_name="{engine.args.served_model_name}",'
+              f'feature="{name}"}} {n}' for name, n in st.retracted_by.items()]
     return web.Response(text="\n".join(lines) + "\n", content_type="text/plain", charset="utf-8")
 
 
