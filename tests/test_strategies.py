@@ -32,7 +32,7 @@ from servefuzz.workload import Scenario
 
 SHAPES = [
     TargetShape(page_size=64, max_total_tokens=131072, chunked_prefill_size=2048, adapters=("lora-a", "lora-b")),
-    TargetShape(page_size=16, context_length=2048, max_total_tokens=4096, chunked_prefill_size=512),
+    TargetShape(page_size=16, context_length=2048, max_total_tokens=4096, chunked_prefill_size=512, host_tier=True),
     TargetShape(),  # a server that says nothing about itself
     # SGLang's default: pages of one token, a small prefill budget, salts (eviction, cancel-storm
     # and pairwise raised on it in a campaign, 2026-12-02).

@@ -260,6 +260,47 @@ def window_modulo_after_saturation(b: PromptBuilder) -> Case:
     ))
 
 
+# The host-tier faults: a 1,024-token device pool (15 pages of 64) behind a 4,096-token host tier.
+HOST = ["--max-total-tokens", "1024", "--host-tier-tokens", "4096"]
+
+
+def pushed_out(b: PromptBuilder, first: str = "r01", adapter: str | None = None) -> tuple[RequestSpec, ...]:
+    """r01 caches a 256-token prefix (written through to the host); 150 ms later five 300-token
+    prompts (25 pages) push it out of the device. The prefix stays on the host."""
+    return (RequestSpec(first, 0.0, b.prompt("p0", 256, 276), 2, "p0", 256, adapter=adapter),
+            *(RequestSpec(f"r0{2 + k}", 150.0 + k, b.prompt(None, 0, 300), 8) for k in range(5)))
+
+
+def host_loadback_stale_pages(b: PromptBuilder) -> Case:
+    # After the push-out, r07 (fresh) and r08 (the prefix again) arrive together, queued behind
+    # the pushers: r08's load-back is given pages r07 was just handed, and r07 writes over them.
+    return HOST, Scenario(11, (
+        *pushed_out(b),
+        RequestSpec("r07", 400.0, b.prompt(None, 0, 100), 24),
+        RequestSpec("r08", 400.5, b.prompt("p0", 256, 266), 12, "p0", 256),
+    ))
+
+
+def host_key_no_salt(b: PromptBuilder) -> Case:
+    # r01 caches a 256-token prefix under lora-a (and the host keeps it, written through); r07 sends
+    # it under lora-b among base-model neighbours: the host, keyed on the tokens alone, loads back
+    # lora-a's KV for it.
+    return [*HOST, "--lora", "lora-a=1", "--lora", "lora-b=2"], Scenario(12, (
+        *pushed_out(b, adapter="lora-a"),
+        RequestSpec("r07", 400.0, b.prompt("p0", 256, 266), 12, "p0", 256, adapter="lora-b"),
+    ))
+
+
+def host_loadback_race(b: PromptBuilder) -> Case:
+    # After the push-out, r07 decodes 300 tokens; r08 returns to the prefix while it does: its
+    # load-back is issued beside r07's decode in flight, and its prefill reads the pages early.
+    return HOST, Scenario(13, (
+        *pushed_out(b),
+        RequestSpec("r07", 160.0, b.prompt(None, 0, 40), 300),
+        RequestSpec("r08", 700.0, b.prompt("p0", 256, 266), 12, "p0", 256),
+    ))
+
+
 CASES: dict[str, Callable[[PromptBuilder], Case]] = {
     "page-boundary-prefix": page_boundary_prefix,
     "overlap-war": overlap_war,
@@ -279,4 +320,7 @@ CASES: dict[str, Callable[[PromptBuilder], Case]] = {
     "state-n-minus-1": state_n_minus_1,
     "window-ring-stale": window_ring_stale,
     "window-modulo-after-saturation": window_modulo_after_saturation,
+    "host-loadback-stale-pages": host_loadback_stale_pages,
+    "host-key-no-salt": host_key_no_salt,
+    "host-loadback-race": host_loadback_race,
 }

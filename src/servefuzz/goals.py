@@ -56,9 +56,9 @@ UNBUDGETED_SCENARIOS = 200
 # a target is not offered (`strategies.offered`) are left out of its pursuit.
 AIMED_AT: Mapping[Feature, tuple[str, ...]] = {
     Feature.PREFIX_CACHE: ("burst-reuse", "page-boundary", "state-restore"),
-    Feature.HOST_CACHE: ("eviction",),
+    Feature.HOST_CACHE: ("host-tier-return", "eviction"),
     Feature.PREEMPTION: ("retraction", "eviction", "long-decode"),
-    Feature.EVICTION: ("eviction",),
+    Feature.EVICTION: ("eviction", "host-tier-return"),
     Feature.CHUNKED_PREFILL: ("chunk-boundary", "prefill-abort"),
     Feature.SPECULATIVE: (),  # no strategy yet makes drafts that the model accepts
     Feature.ADAPTERS: ("lora-alternation",),

@@ -78,6 +78,9 @@ REFERENCE_FAULTS = (
     "window-ring-stale",
     "window-modulo-after-saturation",
     "router-tie-numerics",
+    "host-loadback-stale-pages",
+    "host-key-no-salt",
+    "host-loadback-race",
 )
 
 # Weights of the evidence. A cure seen in the triage matrix says the most; the engine (or the

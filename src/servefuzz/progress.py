@@ -135,6 +135,8 @@ def print_summary(console: Console, result: CampaignResult) -> None:
         console.print(Text("Goals the engine's meters never showed reached:", style="bold red"))
         for line in result.unreached:
             _print_wrapped(console, one_line(line), "bold red")
+    if result.flush is not None and not result.flush.trusted:  # so is a flush that left a tier full
+        console.print(Text(one_line(result.flush.said()), style="bold red"), soft_wrap=True)
     console.print(
         f"[bold]{result.iterations:,}[/] scenarios, [bold]{result.requests:,}[/] requests in "
         f"{result.elapsed_s:.1f} s; {result.features:,} features, corpus of {result.corpus:,}; "

@@ -127,6 +127,9 @@ def engine_args(draw: st.DrawFn) -> ServerArgs:
         disable_overlap_schedule=draw(st.booleans()),
         disable_cuda_graph=draw(st.booleans()),
         lora=LORAS,
+        # The host tier: what small pools evict is loaded back on a later hit, and must change
+        # no answer either (a host smaller than the pool drops pages of its own).
+        host_tier_tokens=max(draw(st.sampled_from([0, 0, 500, 5000])), page) if draw(st.booleans()) else 0,
     )
 
 
@@ -499,3 +502,28 @@ def test_an_engine_failure_ends_every_request_instead_of_hanging_it(model: TinyM
     assert engine.error is not None and "RuntimeError: boom" in engine.error
     assert victim.finish[0] == FinishReason("abort", message="internal engine error")
     engine.stop()
+
+
+def test_retractions_are_counted_by_the_state_they_carry_and_each_resumes_as_alone(model: TinyModel) -> None:
+    # Four long decoders fill a 39-page pool beside a seeded draw, an adapter's request, two
+    # choices of one request and a long constrained one: each of those is retracted at least once
+    # (counted under its feature, /metrics' num_retracted_requests_by_feature_total) and, prefilled
+    # again, answers exactly as it does alone on an idle engine: draws, grammar and siblings resumed.
+    def stateful_plan() -> list[tuple[int, Request, int | None]]:
+        plan: list[tuple[int, Request, int | None]] = [
+            (0, Request(f"q{i}", tuple(tokens(i, 60)), 40, top_logprobs_num=2), None) for i in range(4)]
+        return plan + [
+            (0, Request("s", tuple(tokens(20, 60)), 40, temperature=0.8, seed=3, top_logprobs_num=2), None),
+            (0, Request("a", tuple(tokens(21, 60)), 40, adapter="lora-a", top_logprobs_num=2), None),
+            (0, Request("n", tuple(tokens(22, 60)), 40, n=2, top_logprobs_num=2), None),
+            (0, Request("c", tuple(tokens(23, 60)), 45, choices=(tuple(range(5, 45)), (11, 12)), ignore_eos=False,
+                        top_logprobs_num=2), None),
+        ]
+
+    engine = Engine(ServerArgs(page_size=16, max_total_tokens=640, lora=LORAS), model=model)
+    loaded = run(engine, stateful_plan())
+    assert all(engine.stats.retracted_by[f] > 0 for f in ("seeded", "choices", "adapter", "n")), engine.stats.retracted_by
+    assert_no_leaks(engine)
+    for _, req, _ in stateful_plan():
+        alone = run(Engine(ServerArgs(page_size=16, max_total_tokens=640, lora=LORAS), model=model), [(0, req, None)])
+        assert loaded[req.rid].steps == alone[req.rid].steps, req.rid

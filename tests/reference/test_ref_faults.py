@@ -293,6 +293,40 @@ def saturated_then_partial_page(url: str) -> list[Answer]:
 EXPERTS = ["--model-arch", "qwen3-moe"]
 
 
+# The host-tier faults' setup: a 1,024-token device pool behind a 4,096-token host tier.
+HOST_FLAGS = ["--max-total-tokens", "1024", "--host-tier-tokens", "4096"]
+
+
+def pushed_out(url: str, **tenant: Any) -> None:
+    # H caches a 256-token prefix (written through to the host); five 300-token prompts push it
+    # out of the device pool. It stays on the host.
+    burst(url, [("H", 0, generate_body(PREFIX256 + toks(110, 20), 2, **tenant))])
+    burst(url, [(f"F{i}", i, generate_body(toks(111 + i, 300), 4)) for i in range(5)])
+
+
+def return_beside_a_newcomer(url: str) -> list[Answer]:
+    # The prefix comes back right behind a fresh prompt C: both are admitted in one round, and
+    # the load-back is given the pages C was just handed. Then a later hit on the loaded prefix.
+    pushed_out(url)
+    answers = burst(url, [("C", 0, generate_body(toks(120, 100), 16)), ("B", 0.5, generate_body(PREFIX256 + toks(121, 20), 12))])
+    return answers + burst(url, [("D", 0, generate_body(PREFIX256 + toks(122, 20), 12))])
+
+
+def return_while_another_decodes(url: str) -> list[Answer]:
+    # The prefix comes back while L decodes (overlap mode: a decode batch in flight as it is
+    # admitted): its prefill reads the device pages before the host copy lands.
+    pushed_out(url)
+    return burst(url, [("L", 0, generate_body(toks(130, 40), 300)), ("B", 100, generate_body(PREFIX256 + toks(131, 20), 12))])
+
+
+def return_under_another_adapter(url: str) -> list[Answer]:
+    # H cached the prefix under lora-a (and the host has it, written through); lora-b and the base
+    # model send it. A clean host keys the adapter too: no hit; the faulty one loads lora-a's KV.
+    burst(url, [("H", 0, generate_body(PREFIX256 + toks(140, 20), 2, lora_path="lora-a"))])
+    return burst(url, [("B", 0, generate_body(PREFIX256 + toks(141, 20), 8, lora_path="lora-b")),
+                       ("base", 0, generate_body(PREFIX256 + toks(142, 20), 8))])
+
+
 # fault -> (flags that set up its trigger, trigger, flags of the cure)
 CASES: dict[str, tuple[list[str], Callable[[str], list[Answer]], list[str]]] = {
     "page-boundary-prefix": ([], page_boundary_burst, ["--disable-radix-cache"]),
@@ -320,6 +354,9 @@ CASES: dict[str, tuple[list[str], Callable[[str], list[Answer]], list[str]]] = {
     "window-modulo-after-saturation": ([*WINDOWED, "--max-total-tokens", "4096"], saturated_then_partial_page,
                                        ["--max-total-tokens", "65536"]),
     "router-tie-numerics": (EXPERTS, many_requests_burst, ["--enable-deterministic-inference"]),
+    "host-loadback-stale-pages": (HOST_FLAGS, return_beside_a_newcomer, ["--host-tier-tokens", "0"]),
+    "host-key-no-salt": (HOST_FLAGS + LORA_FLAGS, return_under_another_adapter, ["--host-tier-tokens", "0"]),
+    "host-loadback-race": (HOST_FLAGS, return_while_another_decodes, ["--disable-overlap-schedule"]),
 }
 
 # The model each --model-arch serves, by its fixture (tests/reference/conftest.py).

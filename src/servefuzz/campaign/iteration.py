@@ -187,6 +187,13 @@ class _Loop:
         # What the engine did (servefuzz.exercise): read from every answer it gave, as logged;
         # what it did under the scenario's load alone steers the search (feedback).
         state.exercise = state.exercise.merged(exercise_of(worker.info, scenario, _ran(done)))
+        if state.flush is not None:
+            # Every cold reference is one more probe of the flush: said at once when one is warm.
+            trusted = state.flush.trusted
+            state.flush = state.flush.seen(scenario, done.alone, done.reused)
+            if trusted and not state.flush.trusted:
+                state.last = Said(state.flush.said())
+                on_event(state)
         did = exercise_of(worker.info, scenario, done.loaded)
         if config.truth_model is not None and state.truth is None and done.lost is None:
             # Read before this iteration's findings are confirmed, so no verdict leans on a truth
@@ -243,6 +250,8 @@ class _Loop:
                 finding = dataclasses.replace(finding, notes=(*finding.notes, f"found and confirmed on worker {worker.name}"))
             if state.truth is not None and state.truth.far:  # the file read alone says it too
                 finding = dataclasses.replace(finding, notes=(*finding.notes, state.truth.said()))
+            if state.flush is not None and not state.flush.trusted:  # its references may be warm
+                finding = dataclasses.replace(finding, notes=(*finding.notes, state.flush.said()))
             path, what_happened = store.add(finding)
             if _confirmed(finding) and finding.verdict.value not in self.firsts:
                 self.firsts[finding.verdict.value] = (state.requests, state.elapsed_s)

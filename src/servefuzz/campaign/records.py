@@ -18,6 +18,7 @@ from servefuzz.confirm import TruthCheck
 from servefuzz.coverage import Coverage
 from servefuzz.exercise import Exercise
 from servefuzz.finding import Finding
+from servefuzz.flushcheck import FlushCheck
 from servefuzz.goals import Goal
 from servefuzz.launcher import Launch
 
@@ -83,6 +84,8 @@ class CampaignConfig:
     the `pairwise` covering generator joins the mix, the `cross` mutator joins the havoc, and
     every pair a scenario is first to exercise counts as a new feature (`pair:...`), so it gives
     the scenario energy and its strategy weight. Off by default until it is measured.
+    `flush_check`: prove the flush first (`servefuzz.flushcheck`: a probe at the start, every cold
+    reference after); off only for a battery that must send nothing but its own scenarios.
     `engine_coverage`: steer by the engine's own code where it reports it (the reference
     engine's `--coverage`, which a launched one gets unless `--no-engine-coverage`; a launched vLLM
     or SGLang, servefuzz's tracer, with `--engine-coverage`): each point
@@ -110,6 +113,7 @@ class CampaignConfig:
     coverage: bool = False
     aims: tuple[str, ...] = ()
     engine_coverage: bool = True
+    flush_check: bool = True
 
     def __post_init__(self) -> None:
         if self.runs < 2:
@@ -137,6 +141,7 @@ class CampaignState:
     workers: dict[str, str] = field(default_factory=dict)  # a named (remote) worker -> what it does now
     exercise: Exercise = field(default_factory=Exercise)  # what the engine did (servefuzz.exercise)
     truth: TruthCheck | None = None  # whether the engine computes the built model (`truth_model`), once read
+    flush: FlushCheck | None = None  # whether a flush empties every tier (`servefuzz.flushcheck`)
 
     @property
     def elapsed_s(self) -> float:
@@ -167,6 +172,7 @@ class CampaignResult:
     # that stayed at zero with why, which the summary says first.
     goals: tuple[Goal, ...] = ()
     unreached: tuple[str, ...] = ()
+    flush: FlushCheck | None = None  # whether a flush empties every tier (`CampaignState.flush`)
 
     @property
     def stopped_because(self) -> str:
@@ -189,9 +195,11 @@ class CampaignResult:
         }}
         # The truth check only where the campaign had a built model to hold the engine to.
         checked = {} if self.truth is None else {"truth_check": self.truth.to_json()}
+        flushed = {} if self.flush is None else {"flush_check": self.flush.to_json()}
         return {
             **tracked,
             **checked,
+            **flushed,
             "exercise": self.exercise.to_json(),
             "goals": [g.to_json() for g in self.goals],
             "unreached": list(self.unreached),

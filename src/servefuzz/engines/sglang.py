@@ -76,6 +76,8 @@ SERVER_ARG_FEATURES = (
 METERS: tuple[Meter, ...] = (
     Meter("sglang:cached_tokens_total", Feature.PREFIX_CACHE, "hit tokens"),
     Meter("sglang:load_back_tokens_total", Feature.HOST_CACHE, "tokens loaded back from the host tier"),
+    Meter("sglang:cached_tokens_total{cache_source=host}", Feature.HOST_CACHE, "hit tokens from the host tier"),
+    Meter("sglang:hicache_backup_tokens_total", Feature.HOST_CACHE, "tokens written to the host tier", shows=False),
     Meter("sglang:num_retracted_requests_total", Feature.PREEMPTION, "retracted requests"),
     Meter("sglang:evicted_tokens_total", Feature.EVICTION, "evicted tokens"),
     Meter("sglang:num_aborted_requests_total", Feature.ABORTS, "aborted requests"),
@@ -485,6 +487,14 @@ def facts(args: Mapping[str, object]) -> ServerFacts:
         >>> facts({"grammar_backend": "none"}).constraints, facts({"grammar_backend": "xgrammar"}).constraints
         (False, True)
 
+    HiCache's host pool is `--hicache-ratio` times the device pool, unless `--hicache-size` sizes
+    it in gigabytes (then its tokens depend on the model's KV bytes, which the args do not say):
+
+        >>> f = facts({"enable_hierarchical_cache": True, "hicache_ratio": 2.0, "hicache_size": 0,
+        ...            "max_total_num_tokens": 4096})
+        >>> f.host_tier, f.host_tier_tokens, facts({"enable_hierarchical_cache": False}).host_tier
+        (True, 8192, False)
+
     Without `--context-length` the model's own decides, which the args leave null; the scheduler's
     longest admitted prompt (`max_req_input_len`, a few tokens under it) then bounds the context:
 
@@ -503,7 +513,20 @@ def facts(args: Mapping[str, object]) -> ServerFacts:
         prefix_caching=flag_arg(args, "disable_radix_cache", inverted=True),
         pool_tokens=positive_arg(args, "max_total_tokens"),
         constraints=grammar != "none" if isinstance(grammar, str) else None,
+        host_tier=flag_arg(args, "enable_hierarchical_cache"),
+        host_tier_tokens=_host_tokens(args),
     )
+
+
+def _host_tokens(args: Mapping[str, object]) -> int | None:
+    """HiCache's host pool in tokens: `hicache_ratio` x the device pool (the scheduler's sized
+    one, `max_total_num_tokens`, else the flag), where no `hicache_size` overrides the ratio."""
+    if args.get("enable_hierarchical_cache") is not True or positive_arg(args, "hicache_size"):
+        return None
+    ratio, pool = args.get("hicache_ratio"), positive_arg(args, "max_total_num_tokens", "max_total_tokens")
+    if isinstance(ratio, bool) or not isinstance(ratio, int | float) or ratio <= 0 or pool is None:
+        return None
+    return int(ratio * pool)
 
 
 def _admitted(args: Mapping[str, object]) -> int | None:

@@ -48,7 +48,9 @@ class ServerFacts:
     pool in tokens where an argument sizes it (`TargetInfo.max_total_tokens` is what the server
     says it sized, and wins); `constraints`: whether it takes choice constraints (False where it
     was started without a grammar backend: the spec's `choices` says what its dialect can send,
-    this whether this server accepts them). The contract mode is
+    this whether this server accepts them). `host_tier`: whether a second KV tier in host
+    memory backs the pool (SGLang's HiCache, vLLM's CPU offloading); `host_tier_tokens`: its size
+    in tokens, where the args tell it. The contract mode is
     not an argument of one engine (a variable of any engine counts): `deterministic`, the mode in
     words, and `promise`, what it promises, are filled by `engines.registry.facts_of`.
 
@@ -64,6 +66,8 @@ class ServerFacts:
     prefix_caching: bool | None = None
     pool_tokens: int | None = None
     constraints: bool | None = None
+    host_tier: bool | None = None
+    host_tier_tokens: int | None = None
     deterministic: str | None = None
     promise: Promise | None = None
 

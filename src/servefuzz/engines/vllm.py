@@ -409,6 +409,14 @@ def facts(args: Mapping[str, object]) -> ServerFacts:
         >>> f = facts({"max_model_len": 2048, "block_size": 16, "enable_prefix_caching": True, "max_num_seqs": 4})
         >>> f.context_length, f.page_size, f.prefix_caching, f.max_running, f.chunk_budget
         (2048, 16, True, 4, None)
+
+    CPU offloading (`--kv-offloading-size`, GiB) is a host tier; its size in tokens is known where
+    the pool's bytes are (`kv_cache_memory_bytes` over the pool's tokens give a token's bytes):
+
+        >>> g = facts({"kv_offloading_size": 0.5, "kv_cache_memory_bytes": 2**30, "num_gpu_blocks": 64,
+        ...            "block_size": 16})
+        >>> g.host_tier, g.host_tier_tokens, facts({"kv_offloading_size": "None"}).host_tier
+        (True, 512, False)
     """
     return ServerFacts(
         context_length=positive_arg(args, "max_model_len"),
@@ -416,7 +424,20 @@ def facts(args: Mapping[str, object]) -> ServerFacts:
         max_running=positive_arg(args, "max_num_seqs"),
         page_size=positive_arg(args, "block_size"),
         prefix_caching=flag_arg(args, "enable_prefix_caching"),
+        host_tier=_offloaded(args.get("kv_offloading_size")) if "kv_offloading_size" in args else None,
+        host_tier_tokens=_offloaded_tokens(args),
     )
+
+
+def _offloaded_tokens(args: Mapping[str, object]) -> int | None:
+    """The CPU tier in tokens: its GiB over a token's bytes (the GPU pool's bytes over its tokens)."""
+    size, pool_bytes = args.get("kv_offloading_size"), positive_arg(args, "kv_cache_memory_bytes")
+    blocks, block = positive_arg(args, "num_gpu_blocks"), positive_arg(args, "block_size")
+    pool = positive_arg(args, "kv_cache_size_tokens") or (blocks * block if blocks and block else None)
+    if not _offloaded(size) or pool_bytes is None or pool is None:
+        return None
+    assert isinstance(size, int | float)
+    return int(size * 2**30 * pool / pool_bytes)
 
 
 SPEC = EngineSpec(

@@ -237,6 +237,40 @@ FAULTS: dict[str, Fault] = {
             "whole prompt: the last tokens enter the recurrent state twice and the answer differs from its first token",
         ),
         Fault(
+            "host-loadback-stale-pages",
+            "SGLang #38031 / #39830 (HiCache host-tier load-back) class",
+            "host tier (load-back into device pages)",
+            "a prompt whose prefix other requests pushed out to the host tier comes back and is "
+            "admitted in the same scheduling round as another new request: the load-back is given "
+            "device pages that request was just handed",
+            "--host-tier-tokens 0",
+            "two requests share those pages and whichever writes last wins: the returning request "
+            "decodes over another prompt's KV (and so does every later hit on that prefix), or the "
+            "other request decodes over the loaded prefix",
+        ),
+        Fault(
+            "host-key-no-salt",
+            "SGLang #37160 / vLLM CVE-2025-46570 class, on the host tier (a host key of tokens alone)",
+            "host tier (its keys: cache salt and adapter)",
+            "a request under one tenant's salt or adapter misses on the device where another "
+            "tenant (or adapter) has the same prefix on the host tier: the host entry, keyed on the "
+            "tokens alone, is loaded back for it",
+            "--host-tier-tokens 0",
+            "the request decodes over KV computed under another adapter (its answer differs from "
+            "its answer alone), or a cross-tenant hit (cached_tokens > 0 for a salt that never sent it)",
+        ),
+        Fault(
+            "host-loadback-race",
+            "SGLang HiCache load-back / load_cache_event class (a copy not waited on)",
+            "host tier x overlap scheduler (the load-back's copy stream)",
+            "a prompt whose prefix was pushed out to the host tier comes back while another request "
+            "decodes (overlap mode: a decode batch in flight): its prefill reads the device pages "
+            "before the host copy lands",
+            "--disable-overlap-schedule",
+            "the returning request's prefill reads zeros or a previous occupant's KV as its prefix: "
+            "wrong from its first token; the copy lands after, so later hits read it right",
+        ),
+        Fault(
             "batch-variant-numerics",
             "vLLM #23138, llama.cpp #7052 (benign class)",
             "batch-size-dependent reductions",

@@ -83,7 +83,9 @@ class RadixCache:
         self.root.lock_ref = 1  # never evicted
         self._clock = itertools.count(1)
         self.cached_pages = 0
-        # Told of each node eviction removes (a hybrid model's state checkpoint goes with it).
+        # Called with each node `evict` removes, before its page is released: a hybrid model's state
+        # checkpoint goes with it (`statecache`), the host tier (`hosttier.HostTier`) keeps a copy of
+        # what leaves the device. None: nothing below.
         self.on_evict: Callable[[RadixNode], None] | None = None
 
     def _chunk(self, tokens: Sequence[int], i: int, salt: str | None = None) -> tuple[int, ...]:
@@ -191,6 +193,8 @@ class RadixCache:
             _, _, node = heapq.heappop(heap)
             parent = node.parent
             assert parent is not None
+            if self.on_evict is not None:
+                self.on_evict(node)
             del parent.children[node.key]
             self.cached_pages -= 1
             evicted += 1

@@ -42,6 +42,7 @@ import numpy as np
 from servefuzz.reference.architectures import model_config
 from servefuzz.reference.experts import router_offsets
 from servefuzz.reference.faults import LOSSY_STEP, batch_variant_offsets
+from servefuzz.reference.hosttier import HostEntry, HostTier
 from servefuzz.reference.kvpool import PADDING_SLOT, KVPool, ReqToTokenPool
 from servefuzz.reference.model import (
     EOS_ID,
@@ -146,6 +147,17 @@ class Request:
     seqs: list[Seq] = field(default_factory=list, repr=False)
 
 
+# The request features whose state a retraction must carry over to the sequence's second
+# prefill: its seeded generator's draws so far, its grammar's position, its adapter, its siblings.
+STATEFUL = ("seeded", "choices", "adapter", "n")
+
+
+def stateful(req: Request) -> tuple[str, ...]:
+    """The `STATEFUL` features `req` has."""
+    return tuple(name for name, on in zip(STATEFUL, (req.temperature > 0, req.choices is not None,
+                                                       req.adapter is not None, req.n > 1), strict=True) if on)
+
+
 class _State(enum.Enum):
     WAITING = "waiting"
     PREFILL = "prefill"
@@ -232,6 +244,9 @@ class EngineStats:
     # A windowed model's cached window KV given back under window-pool pressure (tombstoned).
     swa_evicted_tokens: int = 0
     retracted_reqs: int = 0
+    # Retractions by the request state a retraction must carry over (`STATEFUL`): what a client
+    # reads to know that a retracted request of that kind ran at all (issue 53, item 5).
+    retracted_by: dict[str, int] = field(default_factory=lambda: dict.fromkeys(STATEFUL, 0))
     prompt_tokens: int = 0
     generation_tokens: int = 0
     finished_reqs: int = 0
@@ -305,6 +320,12 @@ class Engine:
                                      interval=args.mamba_track_interval, page_size=args.page_size)
             if self.tree is not None:
                 self.tree.on_evict = self.states.forget
+        # The host tier (HiCache-shaped, `hosttier`): behind a dense model's radix tree only (a
+        # window pool's or a recurrent state's host copy is not modelled; `server_args` refuses it).
+        self.host = None if self.tree is None or not args.host_tier_tokens or c.window or c.recurrent_layers \
+            else HostTier(self.pool, self.tree, args.host_tier_tokens, key_no_salt=self._has("host-key-no-salt"))
+        # The last admissions' fresh pages and who took them (FAULT host-loadback-stale-pages).
+        self._handed: deque[tuple[Seq, list[int]]] = deque(maxlen=4)
         self.overlap = not args.disable_overlap_schedule
         self.graph = None if args.disable_cuda_graph else _GraphBuffers(max(CAPTURE_BATCH_SIZES), self.rows.padding_row)
         self.stats = EngineStats()
@@ -504,6 +525,10 @@ class Engine:
             return False
         if self.tree is not None:
             self.tree.reset()
+        if self.host is not None and not self.args.flush_device_only:
+            # --flush-device-only leaves the host tier as it is (vLLM's /reset_prefix_cache
+            # without reset_external, vllm#57727): what a client's flush check must catch.
+            self.host.clear()
         self.pool.clear()
         if self.window is not None:
             self.window.clear()
@@ -681,7 +706,10 @@ class Engine:
                 prefix, node, restore = hit.pages, hit.node, hit.slot
                 if self._has("state-n-minus-1"):
                     restore = self._fault_whole_prompt_state(s) or restore
-        start = len(prefix) * ps
+        # Pages the host tier holds past the device match (loaded back below, once there is room).
+        hosted = [] if self.host is None or node is None else self.host.lookup(
+            node, s.tokens, len(prefix), (len(s.tokens) - 1) // ps, self._cache_key(s.req))
+        start = (len(prefix) + len(hosted)) * ps
         end = min(len(s.tokens), start + budget)
         need = math.ceil(end / ps) - len(prefix)
         # Hold the matched prefix *before* making room: eviction must not take it from under us.
@@ -702,13 +730,21 @@ class Engine:
                 self.states.free(s.state_slot)
                 s.state_slot = None
             return None
-        if prefix:
+        if hosted:
+            loaded = self._load_back(s, prefix, node, hosted)  # type: ignore[arg-type]
+            prefix, node = prefix + loaded, s.node
+            start = len(prefix) * ps  # less than planned where the host dropped a page meanwhile
+            end = min(len(s.tokens), start + budget)
+            need = math.ceil(end / ps) - len(prefix)
+        elif prefix:
             s.node = node
         if self.states is not None:
             assert s.state_slot is not None
             self.states.data[s.state_slot] = 0.0 if restore is None else self.states.data[restore]
             self.stats.state_restores += restore is not None
-        s.pages = prefix + self._alloc(need)
+        handed = self._alloc(need)
+        s.pages = prefix + handed
+        self._handed.append((s, handed))
         s.win_from = win_from
         s.row = self.rows.alloc()
         for sib in siblings:
@@ -735,6 +771,47 @@ class Engine:
             return None
         whole = self.tree.match_prefix(s.tokens, len(s.tokens) // ps, salt=self._cache_key(s.req))
         return self.states.checkpoint(whole.node) if len(whole.pages) * ps == len(s.tokens) else None
+
+    def _load_back(self, s: Seq, prefix: list[int], node: RadixNode, hosted: list[HostEntry]) -> list[int]:
+        """The host pages `hosted` continue `s`'s device match `prefix` (whose last node `node`
+        `s` holds locked): copied into device pages and cached in the radix tree as if computed
+        here; `s`'s lock moves down to them (`s.node`). Returns the device pages, held for `s`."""
+        assert self.host is not None and self.tree is not None
+        ps = self.args.page_size
+        hosted = self.host.still_held(hosted)
+        pages = self._fault_loadback_pages(s, len(hosted)) if self._has("host-loadback-stale-pages") else (
+            self.pool.alloc(len(hosted)) or [])
+        # FAULT host-loadback-race (models a load-back whose copy stream is not waited on: SGLang's
+        # HiCache load_back / load_cache_event class): in overlap mode, when the batch in flight
+        # is a decode, the host-to-device copy is issued beside it and the extend that reads the
+        # pages is not made to wait: its forward reads them before the copy lands (zeros, or the
+        # KV of whoever held the pages before), and the copy lands only after it. Needs a load-back
+        # (other requests evicted the prefix to the host) while another request decodes. Cured by
+        # --disable-overlap-schedule (nothing is in flight at schedule time).
+        racing = self._has("host-loadback-race") and self.overlap and isinstance(self.inflight, _DecodeBatch)
+        self.host.copy_in(hosted[: len(pages)], pages, defer_for=s if racing else None)
+        full = prefix + pages
+        deepest = self.tree.insert(s.tokens[: len(full) * ps], full, salt=self._cache_key(s.req))
+        self.tree.lock(deepest)
+        if prefix:
+            self.tree.unlock(node)
+        s.node = deepest if deepest is not self.tree.root else None
+        self.host.stats.host_hit_tokens += len(pages) * ps
+        return pages
+
+    def _fault_loadback_pages(self, s: Seq, n: int) -> list[int]:
+        # FAULT host-loadback-stale-pages (models a HiCache load-back landing in device indices
+        # the allocator already handed out, the class of sglang#38031 and #39830's "host-tier hit
+        # answers another prompt"): the load-back takes its device pages from a free-list view a
+        # few admissions stale, so it is given pages one of the last admitted requests took while
+        # that request still holds them. The copy lands there, then that request's prefill and
+        # decode write their own KV over it: the returning request decodes, and every later hit
+        # on the loaded prefix reads, another prompt's KV. Needs a load-back (other requests
+        # evicted the prefix to the host) while a recently admitted request still runs.
+        taken = next((fresh for other, fresh in reversed(self._handed) if fresh and other is not s
+                      and other.state is not _State.DONE and set(fresh) <= set(other.pages)), [])[:n]
+        self.pool.retain(taken)  # held for s too: the accounting stays whole, only the KV is wrong
+        return taken + (self.pool.alloc(n - len(taken)) or [])
 
     def _fault_stale_slot(self, s: Seq) -> bool:
         # FAULT stale-slot-continuation (models llama.cpp #27148, the server prompt cache with
@@ -796,6 +873,8 @@ class Engine:
         self.running.remove(s)
         s.state = _State.RETRACTING
         self.stats.retracted_reqs += 1
+        for name in stateful(s.req):
+            self.stats.retracted_by[name] += 1
         if s.inflight == 0:
             self._requeue(s)
 
@@ -808,7 +887,10 @@ class Engine:
 
     def _run(self, batch: _Batch) -> None:
         if isinstance(batch, _ExtendBatch):
-            self._process_extend(batch, self._drift(batch, self._forward_extend(batch)))
+            logits = self._forward_extend(batch)
+            if self.host is not None and self.host.pending:
+                self.host.landed([it.seq for it in batch.items])  # FAULT host-loadback-race: late copies land
+            self._process_extend(batch, self._drift(batch, logits))
         else:
             self._process_decode(batch, self._drift(batch, self._forward_decode(batch)))
         self.stats.forward_steps += 1
@@ -1274,6 +1356,8 @@ class Engine:
             self.tree.adopt(node, s.pages, s.win_from)
         if s.pending:
             self._keep_checkpoints(s, node, min(end // self.args.page_size, len(s.pages)))
+        if self.host is not None:
+            self.host.write_through(node)  # write-through: the host gets each page as it is cached
         if node is not s.node and node is not self.tree.root:
             self.tree.lock(node)
             if s.node is not None:

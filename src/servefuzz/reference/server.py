@@ -469,7 +469,46 @@ async def metrics(request: web.Request) -> web.Response:
     rate = st.cache_hit_tokens / st.cache_query_tokens if st.cache_query_tokens else 0.0
     lines += ["# HELP sglang:cache_hit_rate Prefix cache hit rate (tokens).", "# TYPE sglang:cache_hit_rate gauge"]
     lines.append(f"sglang:cache_hit_rate{label} {rate}")
+    lines += _host_metrics(engine, engine.args.served_model_name)
+    lines += ["# HELP sglang:num_retracted_requests_by_feature_total Retracted requests with each stateful feature.",
+              "# TYPE sglang:num_retracted_requests_by_feature_total counter"]
+    lines += [f'sglang:num_retracted_requests_by_feature_total{{model_name="{engine.args.served_model_name}",'
+              f'feature="{name}"}} {n}' for name, n in st.retracted_by.items()]
     return web.Response(text="\n".join(lines) + "\n", content_type="text/plain", charset="utf-8")
+
+
+# The host tier's series, under SGLang's names and labels (its metrics_collector.py, 0.5.23): what
+# the tier wrote, loaded back and dropped, the hit tokens by the tier they came from (what the
+# host gave is loaded back first, so both tiers' sum is `cache_hit_tokens_total`), and its pool.
+_HOST_METRICS = (
+    ("hicache_backup_tokens_total", "counter", "Tokens backed up from the device pool to the host tier.",
+     "backup_tokens", ',pool="kv"'),
+    ("load_back_tokens_total", "counter", "Tokens loaded back from the host tier to the device pool.",
+     "load_back_tokens", ',pool="kv"'),
+    ("hicache_dropped_tokens_total", "counter", "Device tokens evicted with no host copy kept.",
+     "dropped_tokens", ',reason="host_pressure",pool="kv"'),
+)
+
+
+def _host_metrics(engine: Engine, model_name: str) -> list[str]:
+    host = engine.host
+    if host is None:
+        return []
+    label = f'model_name="{model_name}"'
+    lines = []
+    for name, kind, help_text, attr, extra in _HOST_METRICS:
+        lines += [f"# HELP sglang:{name} {help_text}", f"# TYPE sglang:{name} {kind}",
+                  f"sglang:{name}{{{label}{extra}}} {getattr(host.stats, attr)}"]
+    device = engine.stats.cache_hit_tokens - host.stats.host_hit_tokens
+    lines += ["# HELP sglang:cached_tokens_total Number of cached prompt tokens by source (device/host/storage).",
+              "# TYPE sglang:cached_tokens_total counter",
+              f'sglang:cached_tokens_total{{{label},cache_source="device"}} {device}',
+              f'sglang:cached_tokens_total{{{label},cache_source="host"}} {host.stats.host_hit_tokens}']
+    ps = engine.pool.page_size
+    for name, value in (("hicache_host_used_tokens", host.used_pages * ps), ("hicache_host_total_tokens", host.num_pages * ps)):
+        lines += [f"# HELP sglang:{name} The host tier's tokens ({name.rsplit('_', 2)[-2]}).", f"# TYPE sglang:{name} gauge",
+                  f"sglang:{name}{{{label}}} {value}"]
+    return lines
 
 
 async def coverage(request: web.Request) -> web.Response:

@@ -72,6 +72,11 @@ class ServerArgs:
     swa_full_tokens_ratio: float = 0.8
     faults: tuple[str, ...] = ()
     lora: tuple[tuple[str, int], ...] = ()  # (name, seed) of each adapter served
+    # The host tier (`hosttier`, HiCache-shaped): its pool in tokens; 0 is off. With
+    # `flush_device_only` a flush empties the device pool alone (vLLM's /reset_prefix_cache
+    # without reset_external): a misconfigured flush, for a client's flush check to catch.
+    host_tier_tokens: int = 0
+    flush_device_only: bool = False
     # Trace the engine's own code as edges in context, served at GET /coverage (`tracer`):
     # instrumentation for a fuzzer's feedback, not an engine setting (it changes no answer).
     coverage: bool = False
@@ -87,12 +92,21 @@ class ServerArgs:
             raise ArgsError("--max-running-requests must be >= 1")
         if not 2 <= self.context_length <= 32768:
             raise ArgsError("--context-length must be in 2..32768")
+        if self.host_tier_tokens and self.host_tier_tokens < self.page_size:
+            raise ArgsError("--host-tier-tokens must be 0 (off) or hold at least one page")
+        if self.host_tier_tokens < 0:
+            raise ArgsError("--host-tier-tokens must be >= 0")
         if not 0 <= self.port <= 65535:
             raise ArgsError("--port must be in 0..65535")
         if not (0 < self.swa_full_tokens_ratio <= 1) or self.swa_tokens < 2 * self.page_size:
             raise ArgsError("--swa-full-tokens-ratio must be in (0, 1] and leave the window pool two pages")
         if self.model_arch not in REFERENCE_ARCHS:
             raise ArgsError(f"unknown --model-arch {self.model_arch!r}; this engine serves: {', '.join(REFERENCE_ARCHS)}")
+        if self.host_tier_tokens and (self.recurrent or REFERENCE_ARCHS[self.model_arch].window):
+            # A host copy of a window pool or of recurrent checkpoints is not modelled: one line,
+            # not a tier that silently holds only half of what a hit needs.
+            raise ArgsError(f"--host-tier-tokens: the host tier sits behind a dense model's cache; "
+                            f"--model-arch {self.model_arch} keeps state it does not hold")
         if self.recurrent and (self.mamba_track_interval < 1 or self.mamba_track_interval % self.page_size):
             raise ArgsError("--mamba-track-interval must be a positive multiple of --page-size")
         if self.max_mamba_cache_size and self.max_mamba_cache_size < self.max_running_requests:
@@ -213,6 +227,19 @@ def build_parser() -> argparse.ArgumentParser:
         default=[],
         metavar="NAME",
         help=f"plant a bug (repeatable): {', '.join(FAULTS)}",
+    )
+    p.add_argument(
+        "--host-tier-tokens",
+        type=int,
+        default=d.host_tier_tokens,
+        help="a host-memory KV tier of this many tokens behind the radix cache (HiCache-shaped: "
+        "written through, loaded back on a hit); 0 is off (default %(default)s)",
+    )
+    p.add_argument(
+        "--flush-device-only",
+        action="store_true",
+        help="a flush empties the device pool but keeps the host tier (as vLLM's /reset_prefix_cache "
+        "without reset_external): cold references then hit the host",
     )
     p.add_argument(
         "--coverage",

@@ -39,16 +39,17 @@ few milliseconds earlier, whose prefill keeps the scheduler busy while the burst
 | prefill-abort   | streams cut in the middle of a chunked prefill, then retried | (cut-prefill reuse) |
 | expert-batch    | a decode whose batch grows and shrinks, beside its own copies | router-tie-numerics |
 | retraction      | decodes that outgrow a small pool, each with state to restore (seed, adapter, forks) | (state lost on retraction) |
+| host-tier-return | a prefix pushed out to the host tier, then sent again | host-loadback-stale-pages, -race, host-key-no-salt |
 
 A strategy that needs something not every target has declares it in `needs`: a capability
-(`salts`, `seeds`, `choices`, `adapters`) or a trait of the served model (`window`, `state`,
-`stateful` (either), `experts`). `offered` leaves it out of the mix where the target lacks one
+(`salts`, `seeds`, `choices`, `adapters`, `host_tier`) or a trait of the served model (`window`,
+`state`, `stateful` (either), `experts`). `offered` leaves it out of the mix where the target lacks one
 (tenant-salt where the dialect sends no salt, seeded-sampling where the engine promises no
 per-request seeds, structured-burst where the dialect sends no choice constraint,
-lora-alternation where the server lists no LoRA adapter, window-edge to expert-batch where the
-served model has no such trait, known where servefuzz launched the model and read its config.json,
-retraction where the server states no pool a scenario can fill: `small-pool`,
-`TargetShape.conditions`); `left_out` says why, once per campaign.
+lora-alternation where the server lists no LoRA adapter, host-tier-return where the server has no
+host tier, window-edge to expert-batch where the served model has no such trait, known where
+servefuzz launched the model and read its config.json, retraction where the server states no pool
+a scenario can fill: `small-pool`, `TargetShape.conditions`); `left_out` says why, once per campaign.
 
 The package, one module per family, imports pointing one way:
 
@@ -57,6 +58,7 @@ The package, one module per family, imports pointing one way:
     batch     batch-sweep, chunk-boundary, long-decode, n-mix, random
     features  tenant-salt, seeded-sampling, structured-burst, lora-alternation, retraction
     state     window-edge, window-prefix, state-restore, prefill-abort, expert-batch
+    tiers     host-tier-return
     offer     STRATEGIES, DEFAULT_MIX, offered, left_out, shape_aims, aimed_first
 """
 
@@ -103,6 +105,7 @@ from servefuzz.strategies.shape import (
     boundary_lengths,
 )
 from servefuzz.strategies.state import ExpertBatch, PrefillAbort, StateRestore, WindowEdge, WindowPrefix
+from servefuzz.strategies.tiers import HostTierReturn
 
 __all__ = [
     "CACHED_BY_MS",
@@ -120,6 +123,7 @@ __all__ = [
     "Draft",
     "EvictionPressure",
     "ExpertBatch",
+    "HostTierReturn",
     "LongDecodes",
     "LoraAlternation",
     "NChoices",

@@ -76,6 +76,10 @@ class TargetShape:
     choices: bool = False  # the dialect sends choice constraints (its spec's `choices`)
     # The LoRA adapters the server serves (TargetInfo.adapters) where its dialect names them.
     adapters: tuple[str, ...] = ()
+    # A second KV tier behind the pool (SGLang's HiCache, vLLM's CPU offloading), and its size in
+    # tokens where the server's args say it (`ServerFacts.host_tier`, `host_tier_tokens`).
+    host_tier: bool = False
+    host_tier_tokens: int | None = None
     # Natural text in the target's tokens for the prompts (`servefuzz.natural`); None: random ids.
     text: TextSource | None = None
     # The served model's sliding window, recurrent state and experts (`model_facts`), where
@@ -85,14 +89,15 @@ class TargetShape:
     @property
     def capabilities(self) -> frozenset[str]:
         """The per-request capabilities this target takes, by their `EngineSpec` names: `salts`,
-        `seeds` (per-request seeds it promises), `choices`, `adapters` (some served). A strategy
-        whose `needs` names one, and a coverage dimension that needs one, exist only where it is.
+        `seeds` (per-request seeds it promises), `choices`, `adapters` (some served); and
+        `host_tier`, a second KV tier the server has on. A strategy whose `needs` names one, and
+        a coverage dimension that needs one, exist only where it is.
 
-        >>> sorted(TargetShape(salts=True, adapters=("a",)).capabilities)
-        ['adapters', 'salts']
+        >>> sorted(TargetShape(salts=True, adapters=("a",), host_tier=True).capabilities)
+        ['adapters', 'host_tier', 'salts']
         """
         have = {"salts": self.salts, "seeds": self.seeded_sampling, "choices": self.choices,
-                "adapters": bool(self.adapters)}
+                "adapters": bool(self.adapters), "host_tier": self.host_tier}
         return frozenset(k for k, v in have.items() if v)
 
     @property

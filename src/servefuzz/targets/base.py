@@ -44,6 +44,7 @@ import contextlib
 import json
 import math
 import os
+import re
 import urllib.parse
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -82,6 +83,7 @@ __all__ = [
     "make_target",
     "parse_json",
     "parse_prometheus",
+    "SPLIT_LABELS",
     "read_body",
     "read_error",
     "register",
@@ -680,14 +682,25 @@ def parse_coverage(data: Any) -> dict[int, int]:
     return out
 
 
+# Labels whose values split a counter into parts a meter reads on their own (`engines.spec.Meter`
+# names one as `name{label=value}`): where a prompt's cached tokens came from (SGLang's
+# `cached_tokens_total{cache_source="device"|"host"|"storage"}`: the host tier's hits), which
+# request feature a retraction carried over (the reference engine's retractions by feature).
+SPLIT_LABELS = ("cache_source", "feature")
+_SPLIT = re.compile(r'\b(' + "|".join(SPLIT_LABELS) + r')="([^"\\]*)"')
+
+
 def parse_prometheus(text: str) -> dict[str, float]:
     """Parse Prometheus exposition text into {metric name: value}, summing over label sets.
 
     Labels are dropped because the engines label every series with the model name, and the
-    fuzzer wants one number per metric (a counter's delta around a run).
+    fuzzer wants one number per metric (a counter's delta around a run); a label of
+    `SPLIT_LABELS` also keeps its part, as `name{label=value}`.
 
     >>> parse_prometheus('# TYPE x counter\\nx{model="a"} 3\\nx{model="b"} 4\\ny 1.5e2\\n')
     {'x': 7.0, 'y': 150.0}
+    >>> parse_prometheus('c{model="a",cache_source="host"} 3\\nc{model="a",cache_source="device"} 4\\n')
+    {'c': 7.0, 'c{cache_source=host}': 3.0, 'c{cache_source=device}': 4.0}
     """
     out: dict[str, float] = {}
     for line in text.splitlines():
@@ -707,6 +720,10 @@ def parse_prometheus(text: str) -> dict[str, float]:
             continue  # not a sample line; exposition text may carry other content
         name = line[:name_end]
         out[name] = out.get(name, 0.0) + value
+        if line[name_end] == "{":
+            for label, part in _SPLIT.findall(line[name_end : line.rfind("}")]):
+                key = f"{name}{{{label}={part}}}"
+                out[key] = out.get(key, 0.0) + value
     return out
 
 
