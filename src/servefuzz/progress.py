@@ -131,12 +131,12 @@ def _print_wrapped(console: Console, line: str, style: str = "") -> None:
 def print_summary(console: Console, result: CampaignResult) -> None:
     if result.truth is not None and result.truth.far:  # first: it is how every finding below must be read
         console.print(Text(one_line(result.truth.said()), style="bold red"), soft_wrap=True)
-    if result.unreached:  # first too: a clean campaign proves nothing about what it never made happen
+    if result.flush is not None and not result.flush.trusted:  # first too: so is a flush that left a tier full
+        console.print(Text(one_line(result.flush.said()), style="bold red"), soft_wrap=True)
+    if result.unreached:  # then: a clean campaign proves nothing about what it never made happen
         console.print(Text("Goals the engine's meters never showed reached:", style="bold red"))
         for line in result.unreached:
             _print_wrapped(console, one_line(line), "bold red")
-    if result.flush is not None and not result.flush.trusted:  # so is a flush that left a tier full
-        console.print(Text(one_line(result.flush.said()), style="bold red"), soft_wrap=True)
     console.print(
         f"[bold]{result.iterations:,}[/] scenarios, [bold]{result.requests:,}[/] requests in "
         f"{result.elapsed_s:.1f} s; {result.features:,} features, corpus of {result.corpus:,}; "

@@ -88,7 +88,7 @@ def _shared_prefix_records(out: Path) -> list[tuple[int, RequestRecord]]:
     scenarios = _scenarios(out)
     shared = []
     for h in read_history_jsonl(out / "histories.jsonl"):
-        if h.label != "load":
+        if h.label != "load" or "iteration" not in h.meta:  # the flush probe's runs are no scenario's
             continue
         specs = scenarios[int(h.meta["iteration"])].by_id()
         shared += [(specs[r.request_id].prefix_len, r) for r in h.records if specs[r.request_id].prefix_len > 0]

@@ -91,7 +91,7 @@ def test_a_clean_engine_gives_no_finding_over_500_requests(tmp_path: Path) -> No
     # retract (`small-pool`), which the default's is not (`strategies.offered`).
     ran = {json.loads(line)["scenario"]["meta"].get("strategy")
            for line in (out / "scenarios.jsonl").read_text(encoding="utf-8").splitlines()}
-    lacking = ("adapters", "window", "state", "stateful", "experts", "small-pool")
+    lacking = ("adapters", "host_tier", "window", "state", "stateful", "experts", "small-pool")
     offered = {name for name, s in STRATEGIES.items() if not s.needs & set(lacking)}
     assert len(offered) >= 10 and ran >= offered, sorted(offered - ran)
     assert summary["findings"] == [], summary["findings"]

@@ -27,9 +27,13 @@ CAP_S = 150  # seed 0 finds each fault in about a minute or less on 2 shared cor
 # A cross-tenant cache hit reads the right KV: its class is an isolation breach (docs/verdicts.md).
 # The contract fault in default mode (as here) is benign drift too; under its mode it is a
 # contract violation (tests/quality/test_contract_tier.py).
-RIGHT = {f: {"batch-variant-numerics": "numeric-drift", "deterministic-decode-drift": "numeric-drift",
-             "router-tie-numerics": "numeric-drift", "salt-ignored": "isolation-breach"}.get(f, "corruption")
-         for f in FAULTS}
+# host-key-no-salt is either, as the tenant its host key forgets is a salt (the right KV of another
+# tenant: an isolation breach) or an adapter (KV computed under another adapter: corruption).
+RIGHT: dict[str, tuple[str, ...]] = {
+    f: {"batch-variant-numerics": ("numeric-drift",), "deterministic-decode-drift": ("numeric-drift",),
+        "router-tie-numerics": ("numeric-drift",), "salt-ignored": ("isolation-breach",),
+        "host-key-no-salt": ("corruption", "isolation-breach")}.get(f, ("corruption",))
+    for f in FAULTS}
 
 
 @pytest.mark.timeout(CAP_S + 60)
@@ -43,9 +47,9 @@ def test_the_default_campaign_finds_the_fault_with_the_right_class(fault: str, t
     assert "Traceback" not in p.stderr, p.stderr[-2000:]
     summary = json.loads(p.stdout)
     assert summary["stopped_because"] == "first confirmed finding", summary["stopped_because"]
-    assert RIGHT[fault] in summary["first_confirmed"], (summary["first_confirmed"], _controls(out))
+    assert set(RIGHT[fault]) & set(summary["first_confirmed"]), (summary["first_confirmed"], _controls(out))
     verdicts = {load_finding(f).verdict.value for f in (out / "findings").glob("finding_*.json")}
-    assert RIGHT[fault] in verdicts
+    assert set(RIGHT[fault]) & verdicts, verdicts
     if fault in ("batch-variant-numerics", "deterministic-decode-drift", "router-tie-numerics"):
         assert verdicts == {"numeric-drift"}, verdicts
     if fault == "shared-sampler-rng":

@@ -181,8 +181,9 @@ def hybrid_args(draw: st.DrawFn) -> ServerArgs:
     args = draw(engine_args())
     unit = args.page_size if args.page_size > 1 else 4
     slots = draw(st.sampled_from([0, args.max_running_requests + 2]))
+    # No host tier: it sits behind a dense model's cache only (`ServerArgs` refuses it here).
     return replace(args, model_arch="qwen3-next", mamba_track_interval=unit * draw(st.sampled_from([1, 2, 4])),
-                   max_mamba_cache_size=slots)
+                   max_mamba_cache_size=slots, host_tier_tokens=0)
 
 
 @st.composite

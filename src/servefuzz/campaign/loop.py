@@ -15,6 +15,7 @@ from servefuzz import durable
 from servefuzz.campaign.choose import _SourceFailed, shape_of
 from servefuzz.campaign.events import Said, SourceFailed
 from servefuzz.campaign.iteration import _Loop, _Outcome, _revive, _save_progress, _sync
+from servefuzz.campaign.observe import _ran
 from servefuzz.campaign.records import (
     BUDGET_GRACE_S,
     COVERAGE_FILE,
@@ -30,6 +31,7 @@ from servefuzz.coverage import Coverage, FeatureSpace
 from servefuzz.covering import PairwiseCover
 from servefuzz.errors import UsageError
 from servefuzz.flushcheck import FlushCheck, probe_scenario, probed
+from servefuzz.history import write_history_jsonl
 from servefuzz.runner import Runner
 from servefuzz.store import FindingStore, load_entries, open_campaign_dir, read_json, read_noise
 from servefuzz.strategies import Strategy, TargetShape, aimed_first, left_out, offered, shape_aims
@@ -166,7 +168,7 @@ async def run_campaign_on(
                 worker = free.pop(0)
                 if config.flush_check and state.flush is None:
                     # Before the first scenario (none at all: nothing sent), as no reference yet rests on it.
-                    await _prove_flush(worker, shape, state, on_event)
+                    await _prove_flush(worker, shape, state, on_event, out)
                 busy[asyncio.ensure_future(run.iterate(worker, iteration, scenario, origin))] = worker
             if not busy or (stopped is not None and run.halt):
                 break
@@ -216,7 +218,7 @@ async def run_campaign_on(
 
 
 async def _prove_flush(worker: Worker, shape: TargetShape, state: CampaignState,
-                       on_event: Callable[[CampaignState], None]) -> None:
+                       on_event: Callable[[CampaignState], None], out: Path) -> None:
     """The flush probe (`flushcheck.probe_scenario`) on the first worker's server, before any
     reference rests on its flush: two loaded runs, each after a flush. A lost server or the
     deadline leave the flush untested (the campaign's own loop then meets what ended it)."""
@@ -227,6 +229,10 @@ async def _prove_flush(worker: Worker, shape: TargetShape, state: CampaignState,
         state.flush = FlushCheck("untested", f"the flush probe's worker went away: {e}")
         return
     state.requests += done.requests
+    # Logged as every execution is (what it sent, what was cut at a deadline, indeterminate), under
+    # no iteration: no scenario of the campaign's is it.
+    write_history_jsonl(out / "histories.jsonl", [
+        dataclasses.replace(h, meta={**h.meta, "probe": "flush"}) for h in _ran(done)])
     state.flush = probed(worker.info, probe, done.loaded) if done.lost is None and done.cut is None else FlushCheck(
         "untested", f"the flush probe was cut short: {done.lost or done.cut}")
     if not state.flush.trusted:
