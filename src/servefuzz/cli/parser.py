@@ -17,7 +17,7 @@ from servefuzz.engines import PRESETS as ENGINE_PRESETS
 from servefuzz.engines import PROFILES, SPECS, preset_spec
 from servefuzz.errors import UsageError
 from servefuzz.launcher import PRESETS, VERSIONED_PRESETS
-from servefuzz.models import ARCHITECTURES, DTYPES
+from servefuzz.models import ARCHITECTURES, BUILDS, DEFAULT_BUILD, DTYPES
 from servefuzz.trial import DEFAULT_RUNS
 
 __all__ = ["UsageParser", "build_parser", "positive_int", "positive_float", "resume_argv", "EXIT_CODES_HELP"]
@@ -115,6 +115,10 @@ def _fuzz_flags(f: argparse.ArgumentParser) -> None:
     f.add_argument("--model-arch", choices=ARCHITECTURES, metavar="ARCH",
                    help=f"with a --launch preset, instead of --model: servefuzz's tiny model of this architecture "
                         f"({', '.join(ARCHITECTURES)}; built once into the cache)")
+    f.add_argument("--model-build", choices=BUILDS, metavar="BUILD",
+                   help=f"with --model-arch: which build of it ({DEFAULT_BUILD}, the default: decisive routers, "
+                        "contractive recurrent states, confident output layer, so bfloat16 rounding rarely flips a "
+                        "route or a token; numerics: random weights as drawn, for hunting numerics)")
     f.add_argument("--profile", metavar="NAME",
                    help="with a --launch preset: run it under a feature profile "
                         f"({_profile_names()}; docs/engines.md); recorded in findings, varied by triage")
@@ -276,6 +280,10 @@ def build_parser() -> UsageParser:
     m.add_argument("--arch", choices=ARCHITECTURES, default="llama",
                    help="architecture (default llama, the presets' own); any other is written as DIR/hf-DTYPE/ and, "
                         "through llama.cpp's converter where it is installed, DIR/ARCH.gguf")
+    m.add_argument("--build", choices=BUILDS, default=DEFAULT_BUILD,
+                   help=f"with --arch other than llama: {DEFAULT_BUILD} (default: decisive routers, contractive "
+                        "recurrent states, confident output layer) or numerics (random weights as drawn, for hunting "
+                        "numerics)")
 
     e = sub.add_parser("engines", help="install an engine version into servefuzz's cache (for --launch PRESET@VERSION)",
                        description="install PRESET@VERSION: build llama-server at a release tag (bNNNN, from PyPI's "
