@@ -117,7 +117,8 @@ def _table(rows: Sequence[dict[str, Any]]) -> str:
         if "error" in r:
             lines.append(f"| {r['arch']} | {r['build']} | did not run: {r['error'][:120]} | | | | | | |")
             continue
-        ratio = f"{r['p99'] / dense:.2f}" if dense and r["p99"] is not None else "-"
+        ratio = ("-" if dense is None or r["p99"] is None else f"{r['p99'] / dense:.2f}" if dense
+                 else "both 0" if r["p99"] == 0 else "dense is 0")
         lines.append(f"| {r['arch']} | {r['build']} | {r['samples']:,} | {r['p99']:.3g} | {r['max']:.3g} | "
                      f"{r['flipped_pairs']}/{r['pairs']} | {r['chance_run']} | {ratio} | {r['load']} |")
     return "\n".join(lines)

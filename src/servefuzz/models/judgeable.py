@@ -25,7 +25,8 @@ from a swapped KV block. `shape` rewrites the random weights `files.random_weigh
   the vocabulary, whose output rows lean along t's embedding (`HEAD_GAIN`; the final hidden state
   keeps its current token's embedding through the residual stream), so the two stand above the
   rest of the vocabulary. Which of the two wins is told by one dimension of the residual stream
-  that the embeddings leave empty and the layers write (`switch`: what the context wrote), read
+  that only attention and recurrent layers write (`switch`: what the context wrote; a token's own
+  MLP writing there too made answers that met at one token walk on together), read
   with opposite signs by the two halves (`SWITCH_GAIN`). A near-tie then needs that one number
   near zero, where a random layer's needs the best two of 2,048 logits within rounding of each
   other, which is some ten times as likely. The random rows stay, smaller (`REST`), and every
@@ -85,6 +86,7 @@ LEVEL = 2.0
 _ROUTER = re.compile(r"\.(gate|router)\.weight$")
 _WRITER = re.compile(r"\.(o_proj|down_proj|out_proj)\.weight$")
 _STACKED_WRITER = re.compile(r"\.experts\.down_proj$")
+_FEEDFORWARD = re.compile(r"\.down_proj\.weight$")  # the MLPs' and experts' writers (a token's own)
 
 
 def _embeddings(w: Mapping[str, Any]) -> list[str]:
@@ -172,8 +174,10 @@ def _head(w: dict[str, Any], rng: Any, *, vocab: int, quiet: Sequence[int], hidd
     for name in w:
         if _WRITER.search(name) and w[name].shape[0] == hidden:
             w[name][level] = 0.0
+            if _FEEDFORWARD.search(name):  # the switch is the context's: attention and state write it
+                w[name][switch] = 0.0
         elif _STACKED_WRITER.search(name) and w[name].shape[-1] == hidden:
-            w[name][..., level] = 0.0
+            w[name][..., [level, switch]] = 0.0
     loud = np.array(sorted(set(range(vocab)) - set(quiet)))
     unit = np.zeros((len(loud), hidden))
     unit[:, :level] = embed[loud, :level]  # the token's own direction, reserved dimensions left out
