@@ -44,8 +44,9 @@ from typing import Any
 from servefuzz import engines
 from servefuzz.campaign import CampaignConfig, CampaignResult, run_campaign
 from servefuzz.engines import presets
+from servefuzz.engines.request import LaunchRequest
 from servefuzz.finding import Finding
-from servefuzz.launcher import Launch, preset_of, preset_version
+from servefuzz.launcher import Launch
 from servefuzz.runner import RunConfig
 from servefuzz.servers import LaunchedServer
 from servefuzz.strategies import DEFAULT_MIX, Strategy, TargetShape, get_strategies
@@ -75,8 +76,8 @@ class RealBug:
 
     def installed(self) -> bool:
         """Whether the bug's engine, at its version, is installed here."""
-        preset, version = preset_version(self.launch)
-        return preset is not None and engines.installed(preset, version or None)
+        request = LaunchRequest.parse(self.launch)
+        return request.preset is not None and engines.installed(request.preset, request.version or None)
 
 
 BUGS: dict[str, RealBug] = {b.name: b for b in (
@@ -167,8 +168,9 @@ ARMS = ("servefuzz", "leave-one-out", "sglang-determinism", "bench-serving", "tr
 def run_one(arm: str, bug: RealBug, seed: int, cap_s: float, workdir: Path) -> dict[str, Any]:
     """One campaign of one arm on one bug's fresh server; the detection numbers as a row."""
     strategies, greybox, coverage = _arm(arm, bug, seed)
-    preset = preset_of(bug.launch) or bug.launch
-    launch = Launch.resolve(bug.launch, profile=bug.profile)
+    request = LaunchRequest.parse(bug.launch)
+    preset = request.name
+    launch = Launch.resolve(request, profile=bug.profile)
     aims = () if bug.profile is None else engines.profile(preset, bug.profile).aims
     out = workdir / f"{bug.name}-{arm}-{seed}"
     # What `servefuzz fuzz --launch` gives a campaign: the launch (the deterministic control) and

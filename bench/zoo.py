@@ -69,9 +69,13 @@ from servefuzz.workload import Scenario
 __all__ = ["ARMS", "RIGHT_CLASS", "BenchServingLoad", "SGLangDeterminismModes", "main", "run_one"]
 
 # salt-ignored leaves every answer exact (docs/fault-zoo.md): what it breaks is tenant isolation.
-RIGHT_CLASS = {f: {"batch-variant-numerics": "numeric-drift", "deterministic-decode-drift": "numeric-drift",
-                   "salt-ignored": "isolation-breach"}.get(f, "corruption")
-               for f in FAULTS}
+# host-key-no-salt breaks either, as the tenant it confuses is a salt (exact answers, a cross-tenant
+# hit) or an adapter (KV of another adapter). A finding of any of a fault's classes is the fault.
+RIGHT_CLASS: dict[str, tuple[str, ...]] = {
+    f: {"batch-variant-numerics": ("numeric-drift",), "deterministic-decode-drift": ("numeric-drift",),
+        "router-tie-numerics": ("numeric-drift",), "salt-ignored": ("isolation-breach",),
+        "host-key-no-salt": ("corruption", "isolation-breach")}.get(f, ("corruption",))
+    for f in FAULTS}
 
 
 @dataclass(frozen=True)
@@ -160,6 +164,24 @@ OWN_STRATEGIES: dict[str, tuple[str, ...]] = {
     # No strategy was written for it: any prefix hit prefilled beside other requests triggers it
     # (issue 51's fault whose other victims keep their tokens while their logprobs move).
     "lossy-hit-reload": (),
+    # The hybrid model's state-cache faults (qwen3-next): state-restore caches prompts whose
+    # lengths sit on the state chunk and hits them by extension, all but the last token and again;
+    # prefill-abort sends prompts cut in chunks beside other long ones.
+    "ssm-checkpoint-batch": ("state-restore",),
+    "stale-state-donated": ("state-restore", "prefill-abort"),
+    "unwritten-state-published": ("state-restore",),
+    "state-n-minus-1": ("state-restore",),
+    # The sliding-window faults (gemma3): window-prefix hits prefixes longer than the window, one
+    # of them a window stale; window-edge sends prompt lengths at the window and the page +-1.
+    "window-ring-stale": ("window-prefix",),
+    "window-modulo-after-saturation": ("window-edge",),
+    # The benign routing drift (qwen3-moe): expert-batch grows and shrinks a decode's batch.
+    "router-tie-numerics": ("expert-batch",),
+    # The host tier's (issue 53): the strategy that pushes a prefix out to the host and returns
+    # to it. Left out, eviction's later wave on its holders' prefix is the nearest thing.
+    "host-loadback-stale-pages": ("host-tier-return",),
+    "host-key-no-salt": ("host-tier-return",),
+    "host-loadback-race": ("host-tier-return",),
 }
 
 ARMS: dict[str, tuple[tuple[Strategy, ...], bool]] = {
@@ -190,7 +212,7 @@ def run_one(arm: str, fault: str, seed: int, cap_s: float, workdir: Path) -> dic
     # deterministic control, on a fresh server of its own.
     config = CampaignConfig(
         out_dir=workdir / f"{arm}-{fault}-{seed}", seed=seed, time_budget_s=cap_s, stop_at_first=True,
-        stop_verdicts=(RIGHT_CLASS[fault],), greybox=greybox, launch=Launch("reference", tuple(reference_argv(flags))),
+        stop_verdicts=RIGHT_CLASS[fault], greybox=greybox, launch=Launch("reference", tuple(reference_argv(flags))),
         coverage="+coverage" in arm, engine_coverage=engine,
     )
     with ServerProcess.reference(flags, log_path=workdir / "server.log") as srv:
@@ -201,11 +223,12 @@ def run_one(arm: str, fault: str, seed: int, cap_s: float, workdir: Path) -> dic
                 return await run_campaign(runner, strategies, config)
 
         result = asyncio.run(go())
-    first = result.first_confirmed.get(RIGHT_CLASS[fault])
-    other = sorted({f.verdict.value for _, f in result.findings} - {RIGHT_CLASS[fault]})
+    firsts = [result.first_confirmed[v] for v in RIGHT_CLASS[fault] if v in result.first_confirmed]
+    first = min(firsts, key=lambda f: f[1]) if firsts else None
+    other = sorted({f.verdict.value for _, f in result.findings} - set(RIGHT_CLASS[fault]))
     # Which control made the first finding of the right class a corruption (issue 12), in the
     # controls' own words: the backing names and the first backing summary.
-    right = [f for _, f in result.findings if f.verdict.value == RIGHT_CLASS[fault]]
+    right = [f for _, f in result.findings if f.verdict.value in RIGHT_CLASS[fault]]
     backing = [a for a in right[0].anomalies if a.backed_by] if right else []
     backed_by = sorted({name for a in backing for name in a.backed_by})
     controls = [c.summary for a in backing for c in a.controls if c.backs]

@@ -228,6 +228,22 @@ trim_sglang() {
     mv "$WORK/pruned.so" "$site/sgl_kernel/sm90/common_ops.abi3.so"
 }
 
+# The GPU image's torch (the device's KINDS.md, and machine.txt of each call). SGLang's kernel
+# package is C++ built against one torch's internal ABI, not torch's stable one, and SGLang pins
+# that torch: a wheel pinning another would fail to import there ("undefined symbol"), after a
+# 20-minute xz here. sglang 0.5.18-0.5.21 pin torch==2.13.0 and 0.5.22-0.5.23 torch==2.14.1;
+# every sglang-kernel after 0.4.5 needs symbols torch 2.11.0 lacks (scripts/gpu_torch_abi.py),
+# so 0.5.17 is the newest SGLang this image runs as released.
+IMAGE_TORCH=2.11.0
+check_torch_pin() {   # WHEEL...: none may pin a torch other than the image's
+    local whl line
+    for whl in "$@"; do
+        line=$(unzip -p "$whl" '*.dist-info/METADATA' | grep -m1 -E '^Requires-Dist: torch ?\(?==' || true)
+        [[ -z $line || $line =~ ==$IMAGE_TORCH[^.0-9]*$ ]] \
+            || die "$(basename "$whl") says '$line'; the GPU image has torch $IMAGE_TORCH, which its code was not built for"
+    done
+}
+
 bundle_engine() {
     # NAME@VERSION[+VARIANT]: the variant (fa3) is handed to trim_NAME; the bundle keeps the
     # engine's name, so the preset finds it.
@@ -253,6 +269,7 @@ bundle_engine() {
                 || die "no wheel for $spec in $wheels"
             files+=("$(head -1 <<<"$found")")
         done <"$lock"
+        check_torch_pin "${files[@]}"
         "$PYTHON" -m pip install -q --no-index --no-deps --no-compile "${GPU_PLATFORM[@]}" --target "$site" "${files[@]}"
         rm -rf -- "$site/bin"
         "trim_$name" "$site" "$variant"

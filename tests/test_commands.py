@@ -183,8 +183,8 @@ def test_presets_for_a_new_campaign() -> None:
 @pytest.mark.parametrize("opts, message", [
     (dict(url="http://127.0.0.1:1", launch="reference"), "not both"),
     (dict(url="127.0.0.1:1"), "must start with http"),
-    (dict(model=Path("m")), r"use it with --launch .*vllm-cpu"),
-    (dict(launch="reference", model=Path("m")), r"use it with --launch .*vllm-cpu"),
+    (dict(model=Path("m")), r"model= names the model a preset serves: give it with launch= .*vllm-cpu"),
+    (dict(launch="reference", model=Path("m")), r"give it with launch= .*vllm-cpu"),
 ])
 def test_contradictory_options_are_refused_before_anything_starts(opts: dict, message: str, tmp_path: Path) -> None:
     with pytest.raises(UsageError, match=message):

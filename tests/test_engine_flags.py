@@ -20,7 +20,7 @@ from servefuzz.errors import UsageError
 from servefuzz.reference.faults import FAULTS
 from servefuzz.reference.server_args import ServerArgs, build_parser, parse_args
 
-_KINDS = {bool: Kind.BOOL, int: Kind.INT, str: Kind.NAME}
+_KINDS = {bool: Kind.BOOL, int: Kind.INT, float: Kind.FLOAT, str: Kind.NAME}
 
 
 def test_the_reference_table_is_the_engines_flags_with_their_types() -> None:
@@ -138,3 +138,16 @@ def test_environment_names() -> None:
     assert env_name("VLLM_BATCH_INVARIANT") and env_name("_x1")
     for bad in ("X=1;touch /tmp/x;Y", "1X", "A-B", "", "A B", "A\nB", 3):
         assert not env_name(bad)
+
+
+def test_the_reference_architectures_are_the_engines_and_their_facts_the_fuzzers_record() -> None:
+    from servefuzz.engines.reference import ARCHS
+    from servefuzz.model_facts import ModelFacts
+    from servefuzz.reference.architectures import REFERENCE_ARCHS, model_facts
+
+    assert ARCHS == tuple(REFERENCE_ARCHS)
+    for arch in ARCHS:
+        said = model_facts(arch, state_interval=64)
+        assert ModelFacts.from_json(said).to_json() == said, arch  # every key the record's, well formed
+    assert ModelFacts.from_json(model_facts("qwen3-next", state_interval=64)).traits == {"state", "stateful"}
+    assert ModelFacts.from_json(model_facts("llama", state_interval=64)).traits == frozenset()

@@ -39,11 +39,6 @@ DIALECT_CLASSES = frozenset(
 ALLOWED_DIRS = ("engines", "targets", "reference", "standins")
 # (module path, function, literal): why it stays. Every entry must still be needed.
 ALLOW: dict[tuple[str, str, str], str] = {
-    ("launcher.py", "Launch._resolve", "reference"):
-        "the `reference` --launch preset's name (servefuzz's own engine, started from its own flags; every "
-        "engine's preset is in engines/presets.py)",
-    ("api.py", "FuzzOptions.validate", "reference"):
-        "the `reference` --launch preset's name (--model and --fault against a preset): as above",
     ("evidence.py", "Vote.to_json", "reference"):
         "a JSON key: the vote's reference output (what the fresh alone runs agree on), no engine",
     ("evidence.py", "Vote.from_json", "reference"):
@@ -164,7 +159,7 @@ def test_no_engine_name_is_compared_outside_the_engines_package_and_targets() ->
         # A table keyed by an engine's or a preset's name (install.py's installers were one).
         ('INSTALLERS = {"llama-server": 1, "x": 2}\n', "a dict key"),
         ('def f():\n    return {**{}, "sglang": 8}\n', "a dict key"),
-        # Dispatch by the adapter's type (repro.py's dialect choice was one).
+        # Dispatch by the adapter's type (repro_full.py's dialect choice was one).
         ('def f(t):\n    return isinstance(t, VLLMTarget)\n', "asked by isinstance"),
         ('def f(t):\n    return isinstance(t, SGLangTarget | LlamaCppTarget)\n', "asked by isinstance"),
         ('def f(t):\n    return isinstance(t, (targets.OpenAITarget, int))\n', "asked by isinstance"),

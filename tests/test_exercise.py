@@ -126,7 +126,7 @@ def test_a_profile_aimed_at_a_feature_that_never_happened_says_so_loudly() -> No
     assert line.startswith("NOT EXERCISED, though the profile aims at it: chunked prefill: 0 prompts split in 14 requests")
     out = io.StringIO()
     print_summary(Console(file=out, width=250), CampaignResult(1, 14, 1.0, (), Stop(StopReason.TIME_BUDGET, "done"), exercise=missed))
-    assert "NOT EXERCISED, though the profile aims at it: chunked prefill" in out.getvalue()
+    assert "NOT EXERCISED, though the profile aims at it: chunked prefill" in unwrapped(out.getvalue())
     # The control: with 16-token chunks the uncached prompts are split, and nothing is said.
     split = observe(dataclasses.replace(chunked, server_args={"chunked_prefill_size": 16}), sc, runs)
     assert _value(split, Feature.CHUNKED_PREFILL, "prompts split", ANSWERS["split"]) > 0 and split.missed_aims == ()
@@ -155,7 +155,9 @@ def test_the_step_budget_is_the_server_s_facts_else_its_profile_s_flag() -> None
 def test_every_engine_s_meters_and_profiles_speak_the_one_feature_vocabulary() -> None:
     for name in SPECS:
         spec = spec_of(name)
-        assert all(isinstance(m.feature, Feature) and m.metric.endswith("_total") for m in spec.meters), name
+        # A counter, or a labelled part of one (`name_total{label=value}`).
+        assert all(isinstance(m.feature, Feature) and m.metric.partition("{")[0].endswith("_total")
+                   for m in spec.meters), name
         assert len({m.metric for m in spec.meters}) == len(spec.meters), name
         assert all(isinstance(f, Feature) for p in spec.presets for prof in p.profiles for f in prof.features), name
     # An engine servefuzz does not know has no settings and no counters: nothing is claimed.
@@ -202,6 +204,11 @@ def _campaign(url: str, out: Path) -> CampaignResult:
 
 
 @pytest.mark.timeout(240)
+def unwrapped(summary: str) -> str:
+    """The summary with each wrapped line joined again (its continuations are four spaces in)."""
+    return summary.replace("\n    ", " ")
+
+
 def test_a_campaign_with_the_prefix_cache_off_says_it_never_exercised_it_and_with_it_on_reports_its_hits(
     tmp_path: Path, reference_server: Callable[..., str]
 ) -> None:
@@ -211,7 +218,7 @@ def test_a_campaign_with_the_prefix_cache_off_says_it_never_exercised_it_and_wit
         out = io.StringIO()
         print_summary(Console(file=out, width=250), result)
         progress = json.loads((tmp_path / name / "progress.json").read_text())
-        results[name] = (result, out.getvalue(), progress)
+        results[name] = (result, unwrapped(out.getvalue()), progress)
     off, said_off, progress_off = results["off"]
     on, said_on, progress_on = results["on"]
     assert not off.exercise.exercised(Feature.PREFIX_CACHE)
@@ -231,7 +238,8 @@ def test_a_campaign_with_the_prefix_cache_off_says_it_never_exercised_it_and_wit
 
 def test_the_reference_engine_serves_every_counter_its_spec_reads(reference_server: Callable[..., str]) -> None:
     async def go() -> dict[str, float]:
-        async with Runner(make_target("reference", reference_server())) as runner:
+        # With its host tier on: its counters are served only then (as SGLang's HiCache ones).
+        async with Runner(make_target("reference", reference_server("--host-tier-tokens", "8192"))) as runner:
             return await runner.metrics()
 
     served = asyncio.run(go())
@@ -258,7 +266,10 @@ def test_every_counter_a_spec_reads_is_one_its_installed_engine_defines(engine: 
     [site] = (engines.engine_dir(preset, engines.PRESET_VERSIONS[preset].default) / "venv" / "lib").glob("python*/site-packages")
     code = "".join((site / f).read_text() for f in files)
     for m in spec_of(engine).meters:
-        assert f'"{m.metric}"' in code or f'"{m.metric.removesuffix("_total")}"' in code, m.metric
+        # A labelled part (`name{label=value}`): the counter, and its label among the code's names.
+        name, _, part = m.metric.partition("{")
+        assert f'"{name}"' in code or f'"{name.removesuffix("_total")}"' in code, m.metric
+        assert not part or f'"{part.partition("=")[0]}"' in code, m.metric
 
 
 @pytest.mark.engine  # reads the built binary: after scripts/setup_engines.sh (tests/conftest.py)

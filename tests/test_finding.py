@@ -354,7 +354,7 @@ def test_in_a_mode_that_promises_nothing_a_near_tie_flip_stays_numeric_drift(tar
                                             ("threshold_ms", None)])
 def test_a_tenancy_measurement_the_replay_reads_is_checked_when_the_file_loads(tmp_path: Path, key: str,
                                                                                 value: object) -> None:
-    """The reproduction rule (`tenancy.breached_in`) and repro.py read an isolation breach's
+    """The reproduction rule (`tenancy.breached_in`) and repro_full.py read an isolation breach's
     `allowed` and a suspected one's `threshold_ms` back from the file: a crafted one made `report`
     and `replay` crash (exit 4) where a bad finding file is one line and exit 2."""
     from servefuzz.history import RequestRecord, RunHistory, Status

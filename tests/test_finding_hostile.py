@@ -219,7 +219,7 @@ def test_any_mutated_finding_loads_sanely_or_is_one_line(tmp_path: Path, text: s
         assert math.isfinite(r.offset_ms) and 0 <= r.offset_ms <= 3_600_000
         assert r.cancel_after_ms is None or 0 <= r.cancel_after_ms <= 3_600_000
         assert 1 <= r.max_tokens <= 1_000_000 and 1 <= r.n <= 1024
-    # Whatever loads, every report renders (repro.py may refuse a dialect it cannot speak: one line).
+    # Whatever loads, every report renders (repro_full.py may refuse a dialect it cannot speak: one line).
     matches = match(f)
     issue_markdown(f, matches)
     report_html(f, matches)

@@ -13,9 +13,10 @@ from pathlib import Path
 import pytest
 
 from servefuzz import engines
+from servefuzz.engines.request import LaunchRequest
 from servefuzz.engines.spec import Feature
 from servefuzz.errors import UsageError
-from servefuzz.launcher import Launch, preset_version
+from servefuzz.launcher import Launch
 from servefuzz.servers import deterministic_launch
 from servefuzz.triager import matrix_of
 
@@ -45,11 +46,14 @@ def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 def test_a_preset_not_unpacked_is_one_line(cache: Path) -> None:
     for preset in engines.GPU_VERSIONS:
-        with pytest.raises(UsageError, match=rf"{preset} \S+ is not installed under .*: run scripts/gpu_run.sh on the GPU machine"):
+        version = engines.PRESET_VERSIONS[preset].default
+        with pytest.raises(UsageError, match=rf"{preset} {version} is not installed under .*: run `servefuzz engines "
+                                             rf"install {preset}@{version}` .*--engine-python PATH.*scripts/gpu_run.sh"):
             Launch.resolve(preset)  # said before any model is looked for or built
-    with pytest.raises(UsageError, match=r"vllm-gpu@0.1: not a version servefuzz knows \(it knows 0.26.0\)"):
-        preset_version("vllm-gpu@0.1")
-    assert preset_version("sglang-gpu@0.5.17") == ("sglang-gpu", "0.5.17")
+    with pytest.raises(UsageError, match=r"vllm-gpu@0.1: not a version servefuzz knows \(it knows 0.26.0, 0.27.0"):
+        LaunchRequest.parse("vllm-gpu@0.1")
+    request = LaunchRequest.parse("sglang-gpu@0.5.17")
+    assert (request.preset, request.version) == ("sglang-gpu", "0.5.17")
 
 
 def test_vllm_gpu_serves_the_gpu_defaults_from_the_bundle(cache: Path) -> None:

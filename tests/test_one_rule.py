@@ -1,11 +1,11 @@
 """One rule decides whether a finding came back, on every path that asks.
 
-- On recorded histories: the standalone repro.py (standard library only) and
+- On recorded histories: the standalone repro_full.py (standard library only) and
   `oracles.judge.reproduction` give the same runs and the same diverged requests, for any
   histories hypothesis makes (alone references or none, cache-state probes, failures).
 - On the reference engine: a corruption finding and a cache-state finding get the same verdict
   and the same rate from the campaign's confirmation, `servefuzz replay`, shrink's first
-  reproduction and repro.py; a replayed finding file is held to its campaign's noise model.
+  reproduction and repro_full.py; a replayed finding file is held to its campaign's noise model.
 """
 
 from __future__ import annotations
@@ -44,9 +44,9 @@ IDS = ("r01", "r02", "r03")
 
 
 def script_module(finding: Finding) -> types.ModuleType:
-    """repro.py of `finding`, loaded as a module (its main() is not run)."""
+    """repro_full.py of `finding`, loaded as a module (its main() is not run)."""
     module = types.ModuleType("repro_under_test")
-    exec(compile(repro_script(finding), "repro.py", "exec"), module.__dict__)
+    exec(compile(repro_script(finding), "repro_full.py", "exec"), module.__dict__)
     return module
 
 
@@ -203,7 +203,7 @@ def test_every_path_gives_one_answer_on_the_reference_engine(
     script = repro_rate(found, tmp_path / "report")
 
     rates = {"campaign": campaign, "replay": (replayed.confirmation.reproduced, replayed.confirmation.attempts),
-             "shrink": (first.reproduced, first.attempts), "repro.py": script}
+             "shrink": (first.reproduced, first.attempts), "repro_full.py": script}
     # One rule on every path: each reproduces the finding, at rates at most one replay of five
     # apart. A path judging by another rule gives 0/5 beside 5/5; one replay that the box's load
     # kept out of the batch the fault needs (4/5 beside 5/5, seen twice in loaded suites) is the

@@ -76,3 +76,20 @@ def test_drift_says_benign_and_a_contract_violation_names_the_broken_promise(tmp
     assert "Benign numerics only" not in text and "contract-violation" in text
     assert "Contract violation: the server ran with VLLM_BATCH_INVARIANT=1, which promises" in text
     assert "vllm-project/vllm/pull/48694" in text and "exit 1" in text
+
+
+def test_a_log_hears_each_kept_finding_once_and_no_other_event() -> None:
+    # A console that is no terminal (CI's log) gets no live panel: it is told the findings, by
+    # their event's type, and nothing of the iterations around them.
+    from servefuzz.campaign import CampaignState, Chose, Confirming, FindingKept
+    from servefuzz.progress import LiveProgress
+
+    log = io.StringIO()
+    state = CampaignState()
+    with LiveProgress(Console(file=log, force_terminal=False, width=200), "fuzzing") as live:
+        for event in (Chose(1, "page-boundary", 6), Confirming(1, 2),
+                      FindingKept("finding_00001_1.json", "new", "corruption", "r02 diverged at token 4"),
+                      Chose(2, "random", 5)):
+            state.last = event
+            live.update(state)
+    assert log.getvalue().splitlines() == ["finding finding_00001_1.json (new): corruption, r02 diverged at token 4"]

@@ -220,7 +220,7 @@ def test_the_live_panel_shows_every_remote_worker_and_nothing_more_for_a_local_o
 
     from rich.console import Console
 
-    from servefuzz.campaign import CampaignState
+    from servefuzz.campaign import CampaignState, Chose
     from servefuzz.progress import LiveProgress
 
     def shown(state: CampaignState) -> str:
@@ -230,11 +230,11 @@ def test_the_live_panel_shows_every_remote_worker_and_nothing_more_for_a_local_o
             live._live.refresh()
         return re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", screen.getvalue())  # the text, without terminal codes
 
-    state = CampaignState(last="iteration 7: random-load, 3 requests")
+    state = CampaignState(last=Chose(7, "random-load", 3))
     state.workers = {"w1": "iteration 7: random-load, 3 requests", "w0": "iteration 6: confirming 1 anomalies"}
     remote = shown(state)
     assert "w0  iteration 6: confirming 1 anomalies" in remote and "w1  iteration 7: random-load" in remote
-    assert "w0" not in shown(CampaignState(last="iteration 7: random-load, 3 requests"))
+    assert "w0" not in shown(CampaignState(last=Chose(7, "random-load", 3)))
 
 
 @pytest.mark.timeout(300)

@@ -370,15 +370,15 @@ def test_flaky_when_it_reproduced_and_then_stopped() -> None:
 
 
 def test_the_source_stands_alone() -> None:
-    """repro.py embeds the module's source: it may import only the standard library's math,
-    must not use a __future__ import (it must not come first in repro.py) or `$` (the
+    """repro_full.py embeds the module's source: it may import only the standard library's math,
+    must not use a __future__ import (it must not come first in repro_full.py) or `$` (the
     template's placeholder), and the copy must decide exactly as the module."""
     source = inspect.getsource(stats)
     tree = ast.parse(source)
     imported = {a.name for node in ast.walk(tree) if isinstance(node, ast.Import | ast.ImportFrom) for a in node.names}
     assert imported == {"math"} and "$" not in source
     copy: dict[str, object] = {}
-    exec(compile("import json\n" + source, "repro.py", "exec"), copy)  # noqa: S102 - our own source
+    exec(compile("import json\n" + source, "repro_full.py", "exec"), copy)  # noqa: S102 - our own source
     for k, n in [(0, 0), (2, 2), (1, 5), (0, 8), (8, 10), (3, 7)]:
         assert copy["decide"](k, n) == stats.decide(k, n)  # type: ignore[operator]
         assert str(copy["Rate"](k, n)) == str(Rate(k, n))  # type: ignore[operator]

@@ -21,16 +21,18 @@ from servefuzz.strategies import (
     LoraAlternation,
     PageBoundaryBursts,
     RandomLoad,
+    RetractionPressure,
     SeededSampling,
     TargetShape,
     get_strategies,
+    left_out,
     offered,
 )
 from servefuzz.workload import Scenario
 
 SHAPES = [
     TargetShape(page_size=64, max_total_tokens=131072, chunked_prefill_size=2048, adapters=("lora-a", "lora-b")),
-    TargetShape(page_size=16, context_length=2048, max_total_tokens=4096, chunked_prefill_size=512),
+    TargetShape(page_size=16, context_length=2048, max_total_tokens=4096, chunked_prefill_size=512, host_tier=True),
     TargetShape(),  # a server that says nothing about itself
     # SGLang's default: pages of one token, a small prefill budget, salts (eviction, cancel-storm
     # and pairwise raised on it in a campaign, 2026-12-02).
@@ -227,3 +229,32 @@ def test_lora_alternation_alternates_adapters_over_shared_prefixes_only_where_ad
     served = {e: shape_of(TargetInfo(e, "http://127.0.0.1:1", adapters=("lora-a",))).adapters
               for e in ("reference", "vllm", "openai", "llamacpp")}
     assert served == {"reference": ("lora-a",), "vllm": ("lora-a",), "openai": (), "llamacpp": ("lora-a",)}
+
+
+def test_the_package_table_names_every_strategy_once() -> None:
+    # The table in the package's docstring is what a newcomer reads first: it must not drift from
+    # the registry (a strategy added without its row, or a row left behind by a rename).
+    import servefuzz.strategies as package
+
+    rows = [line.split("|")[1].strip() for line in (package.__doc__ or "").splitlines() if line.startswith("| ")]
+    assert sorted(rows[1:]) == sorted(STRATEGIES), rows  # rows[0] is the header
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_retraction_outgrows_the_pool_by_decoding_and_carries_each_stateful_feature(seed: int) -> None:
+    shape = TargetShape(page_size=16, max_total_tokens=4096, seeded_sampling=True, adapters=("lora-a",))
+    s = RetractionPressure().generate(random.Random(seed), shape, seed=seed)
+    wave = [r for r in s.requests if r.offset_ms < 10]
+    # The prompts fit the pool with room to spare (admitted together); the outputs do not.
+    assert sum(r.prompt_len for r in wave) <= 4096 // 4 + 16 * len(wave)
+    assert sum(r.prompt_len + r.max_tokens * r.n for r in wave) >= 1.1 * 4096
+    kinds = {"seeded" if r.seed is not None else "adapter" if r.adapter else "forks" if r.n > 1 else "greedy" for r in wave}
+    assert len(kinds) >= min(3, len(wave) - 1), kinds
+
+
+def test_retraction_needs_a_pool_a_scenario_can_fill_and_says_why_elsewhere() -> None:
+    small, large = TargetShape(max_total_tokens=4096), TargetShape(max_total_tokens=131072)
+    assert [s.name for s in offered([RetractionPressure()], small)] == ["retraction"]
+    assert offered([RetractionPressure()], large) == () and offered([RetractionPressure()], TargetShape()) == ()
+    assert left_out([RetractionPressure()], large) == {
+        "retraction": "needs a KV pool one scenario can fill past (at most 10,240 tokens): the server states 131,072"}

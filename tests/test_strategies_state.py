@@ -112,8 +112,9 @@ def test_state_strategies_are_offered_only_where_the_model_has_the_trait_and_the
         "state-restore": "needs a recurrent state: the served model has none known",
         "prefill-abort": "needs a sliding window or a recurrent state: the served model has none known",
         "expert-batch": "needs experts: the served model has none known",
+        "retraction": "needs a KV pool one scenario can fill past (at most 10,240 tokens): the server states none",
     }
-    assert set(left_out(mix, WINDOWED)) == {"state-restore", "expert-batch"}
+    assert set(left_out(mix, WINDOWED)) == {"state-restore", "expert-batch", "retraction"}
     assert shape_aims(RECURRENT) == ("state-restore", "prefill-abort", "expert-batch")
     assert shape_aims(TargetShape()) == ()
 
@@ -158,19 +159,31 @@ def test_window_prefix_hits_a_cached_prompt_longer_than_the_window(seed: int) ->
 @pytest.mark.parametrize("seed", range(20))
 def test_state_restore_hits_each_cached_prompt_exactly_all_but_its_last_token_and_again(seed: int) -> None:
     s = StateRestore().generate(random.Random(seed), RECURRENT, seed=seed)
+    chunk = RECURRENT.model.state_chunk
+    assert chunk is not None
     primers = s.requests[:2]
     assert all(r.prompt_len in s.meta["aims"] for r in primers)  # type: ignore[operator]
+    heads: dict[str, str] = {}
     for p in primers:
         kinds = []
         for r in s.requests:
             shared = common_prefix(r.prompt_ids, p.prompt_ids)
-            if r.offset_ms > 100 and shared >= p.prompt_len - 1:
+            if r.offset_ms <= 100 or not shared:
+                continue
+            if r.prompt_len == shared < p.prompt_len and shared % chunk == 0:
+                kinds.append("head")  # its beginning alone, up to the last chunk multiple below its length
+                heads[r.id] = "whole-but-last" if shared == p.prompt_len - 1 else "within"
+            elif shared >= p.prompt_len - 1:
                 kinds.append("all-but-last" if shared < p.prompt_len else "extend" if r.prompt_len > p.prompt_len else "again")
-        # The three hits, and a straggler that extends it again 1.2-2 s in (a slow engine's trigger).
-        assert sorted(kinds) == (["again", "all-but-last", "extend", "extend"] if p.prompt_len > 1 else ["again", "extend", "extend"])
+        # The hits, and a straggler that extends it again 1.2-2 s in (a slow engine's trigger).
+        head = ["head"] if p.prompt_len > chunk else []
+        assert sorted(kinds) == sorted(["again", "all-but-last", "extend", "extend", *head] if p.prompt_len > 1
+                                       else ["again", "extend", "extend"])
         assert any(r.offset_ms >= 1200 and common_prefix(r.prompt_ids, p.prompt_ids) == p.prompt_len for r in s.requests)
     buckets = reuse_buckets(s, None)
-    assert {"exact", "whole-but-last"} <= set(buckets.values())
+    # (A hit on all but the last token sent after the head is an exact hit on the head.)
+    assert "exact" in buckets.values() and {"whole-but-last", "within"} & set(buckets.values())
+    assert {rid: buckets[rid] for rid in heads} == heads  # the N-1 hit: every token of the prompt cached
     # Every cached prompt holds at least a chunk but its last token (32 here): a shorter one would
     # leave no scanned state to restore (how often they land on a chunk edge: the next test).
     assert all(state_bucket(r.prompt_len, 32) != "sub-chunk" for r in primers)
@@ -252,6 +265,26 @@ def test_a_campaign_on_a_model_without_the_trait_leaves_the_strategy_out_and_say
     assert "left_out" not in json.loads((tmp_path / "plain" / "config.json").read_text())
     with pytest.raises(UsageError, match="a model with a sliding window"):
         asyncio.run(go(tmp_path / "none", [WindowEdge()]))
+
+
+@pytest.mark.timeout(120)
+def test_the_hybrid_reference_engine_says_its_state_and_the_state_strategies_are_offered_on_it(
+        tmp_path: Path, reference_server: Callable[..., str]) -> None:
+    # The reference engine builds its model itself: no config.json, so its /server_info says what
+    # the model keeps (a recurrent state, checkpointed every --mamba-track-interval tokens).
+    url = reference_server("--model-arch", "qwen3-next", "--mamba-track-interval", "128")
+
+    async def go() -> None:
+        async with Runner(make_target("reference", url)) as runner:
+            assert runner.info is not None and runner.info.architecture.traits == {"state", "stateful"}
+            assert shape_of(runner.info).model.state_chunk == 128
+            await run_campaign(runner, [StateRestore(), PrefillAbort(), WindowEdge(), RandomLoad()],
+                               CampaignConfig(tmp_path, seed=0, request_budget=1))
+
+    asyncio.run(go())
+    config = json.loads((tmp_path / "config.json").read_text())
+    assert config["strategies"] == ["state-restore", "prefill-abort", "random"]
+    assert list(config["left_out"]) == ["window-edge"]
 
 
 def test_the_model_facts_examples_run() -> None:

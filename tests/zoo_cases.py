@@ -171,6 +171,136 @@ def lossy_hit_reload(b: PromptBuilder) -> Case:
     ))
 
 
+# The hybrid model's state-cache faults: qwen3-next, its state checkpointed every 64 tokens.
+HYBRID = ["--model-arch", "qwen3-next"]
+
+
+def ssm_checkpoint_batch(b: PromptBuilder) -> Case:
+    # r01 and r02 arrive together and are prefilled in one extend batch; r02, the second, passes
+    # the checkpoints at 64, 128 and 192 and keeps r01's state there. r05 hits r02's prefix at
+    # 192 once both are cached; r03, r04 and r06 stand by.
+    return HYBRID, Scenario(11, (
+        RequestSpec("r01", 0.0, b.prompt(None, 0, 130), 4),
+        RequestSpec("r02", 0.5, b.prompt("p0", 192, 200), 4, "p0", 192),
+        RequestSpec("r03", 20.0, b.prompt(None, 0, 40), 8),
+        RequestSpec("r04", 300.0, b.prompt(None, 0, 30), 8),
+        RequestSpec("r05", 400.0, b.prompt("p0", 192, 202), 12, "p0", 192),
+        RequestSpec("r06", 420.0, b.prompt(None, 0, 20), 4),
+    ))
+
+
+def stale_state_donated(b: PromptBuilder) -> Case:
+    # A 100-token budget: r01's last chunk [200, 260) passes the checkpoint at 256 beside the
+    # first chunk of r02, and donates the state at 200 there. r04 hits r01's prefix at 256.
+    return [*HYBRID, "--chunked-prefill-size", "100"], Scenario(12, (
+        RequestSpec("r01", 0.0, b.prompt("p0", 256, 260), 4, "p0", 256),
+        RequestSpec("r02", 0.5, b.prompt(None, 0, 300), 4),
+        RequestSpec("r03", 30.0, b.prompt(None, 0, 40), 8),
+        RequestSpec("r04", 600.0, b.prompt("p0", 256, 265), 12, "p0", 256),
+        RequestSpec("r05", 620.0, b.prompt(None, 0, 30), 4),
+        RequestSpec("r06", 700.0, b.prompt(None, 0, 50), 6),
+    ))
+
+
+def unwritten_state_published(b: PromptBuilder) -> Case:
+    # r01's one prefill chunk passes the checkpoints at 64, 128 and 192; only the last is written.
+    # r04 shares r01's first 150 tokens: its hit stops at the unwritten checkpoint at 128.
+    return HYBRID, Scenario(13, (
+        RequestSpec("r01", 0.0, b.prompt("p0", 150, 200), 4, "p0", 150),
+        RequestSpec("r02", 10.0, b.prompt(None, 0, 40), 8),
+        RequestSpec("r03", 250.0, b.prompt(None, 0, 30), 8),
+        RequestSpec("r04", 300.0, b.prompt("p0", 150, 157), 12, "p0", 150),
+        RequestSpec("r05", 320.0, b.prompt(None, 0, 20), 4),
+        RequestSpec("r06", 400.0, b.prompt(None, 0, 50), 6),
+    ))
+
+
+def state_n_minus_1(b: PromptBuilder) -> Case:
+    # r01 is 128 tokens, two checkpoints; r04 is the same prompt again, a hit on the whole of it.
+    return HYBRID, Scenario(14, (
+        RequestSpec("r01", 0.0, b.prompt("p0", 128, 128), 4, "p0", 128),
+        RequestSpec("r02", 10.0, b.prompt(None, 0, 40), 8),
+        RequestSpec("r03", 250.0, b.prompt(None, 0, 30), 8),
+        RequestSpec("r04", 300.0, b.prompt("p0", 128, 128), 12, "p0", 128),
+        RequestSpec("r05", 320.0, b.prompt(None, 0, 20), 4),
+        RequestSpec("r06", 400.0, b.prompt(None, 0, 50), 6),
+    ))
+
+
+# The sliding-window faults: gemma3, a 64-token window over pages of 64.
+WINDOWED = ["--model-arch", "gemma3"]
+
+
+def window_ring_stale(b: PromptBuilder) -> Case:
+    # r01's 300-token prefill slides the window off its pages 0-2 before they are cached; r03's
+    # pages take the window pages r01 gave back; r04 shares r01's first two pages, a hit the clean
+    # engine cuts (their windows are gone) and the faulty one takes, reading r03's window KV.
+    return WINDOWED, Scenario(15, (
+        RequestSpec("r01", 0.0, b.prompt("p0", 300, 300), 4, "p0", 300),
+        RequestSpec("r02", 5.0, b.prompt(None, 0, 40), 8),
+        RequestSpec("r03", 300.0, b.prompt(None, 0, 200), 4),
+        RequestSpec("r04", 600.0, b.prompt("p0", 128, 138), 16, "p0", 128),
+        RequestSpec("r05", 610.0, b.prompt(None, 0, 30), 8),
+        RequestSpec("r06", 700.0, b.prompt(None, 0, 20), 4),
+    ))
+
+
+def window_modulo_after_saturation(b: PromptBuilder) -> Case:
+    # A 4096-token pool: r01 and r02 together need more pages than it has (r02 waits, the pool
+    # saturated with two requests in). Then r04 is cached, and r05 hits its first three pages
+    # with 10 tokens more (202 tokens, 10 past a page edge): its partial page's window KV is
+    # written one window page past r04's page 2, not into its own.
+    return [*WINDOWED, "--max-total-tokens", "4096"], Scenario(16, (
+        RequestSpec("r01", 0.0, b.prompt(None, 0, 2000), 4),
+        RequestSpec("r02", 0.5, b.prompt(None, 0, 2000), 4),
+        RequestSpec("r03", 20.0, b.prompt(None, 0, 40), 8),
+        RequestSpec("r04", 3000.0, b.prompt("p0", 250, 250), 4, "p0", 250),
+        RequestSpec("r05", 4000.0, b.prompt("p0", 192, 202), 16, "p0", 192),
+        RequestSpec("r06", 4100.0, b.prompt(None, 0, 30), 4),
+    ))
+
+
+# The host-tier faults: a 1,024-token device pool (15 pages of 64) behind a 4,096-token host tier.
+HOST = ["--max-total-tokens", "1024", "--host-tier-tokens", "4096"]
+
+
+def pushed_out(b: PromptBuilder, first: str = "r01", adapter: str | None = None) -> tuple[RequestSpec, ...]:
+    """r01 caches a 256-token prefix (written through to the host); 150 ms later five 300-token
+    prompts (25 pages) push it out of the device. The prefix stays on the host."""
+    return (RequestSpec(first, 0.0, b.prompt("p0", 256, 276), 2, "p0", 256, adapter=adapter),
+            *(RequestSpec(f"r0{2 + k}", 150.0 + k, b.prompt(None, 0, 300), 8) for k in range(5)))
+
+
+def host_loadback_stale_pages(b: PromptBuilder) -> Case:
+    # After the push-out, r07 (fresh) and r08 (the prefix again) arrive together, queued behind
+    # the pushers: r08's load-back is given pages r07 was just handed, and r07 writes over them.
+    return HOST, Scenario(11, (
+        *pushed_out(b),
+        RequestSpec("r07", 400.0, b.prompt(None, 0, 100), 24),
+        RequestSpec("r08", 400.5, b.prompt("p0", 256, 266), 12, "p0", 256),
+    ))
+
+
+def host_key_no_salt(b: PromptBuilder) -> Case:
+    # r01 caches a 256-token prefix under lora-a (and the host keeps it, written through); r07 sends
+    # it under lora-b among base-model neighbours: the host, keyed on the tokens alone, loads back
+    # lora-a's KV for it.
+    return [*HOST, "--lora", "lora-a=1", "--lora", "lora-b=2"], Scenario(12, (
+        *pushed_out(b, adapter="lora-a"),
+        RequestSpec("r07", 400.0, b.prompt("p0", 256, 266), 12, "p0", 256, adapter="lora-b"),
+    ))
+
+
+def host_loadback_race(b: PromptBuilder) -> Case:
+    # After the push-out, r07 decodes 300 tokens; r08 returns to the prefix while it does: its
+    # load-back is issued beside r07's decode in flight, and its prefill reads the pages early.
+    return HOST, Scenario(13, (
+        *pushed_out(b),
+        RequestSpec("r07", 160.0, b.prompt(None, 0, 40), 300),
+        RequestSpec("r08", 700.0, b.prompt("p0", 256, 266), 12, "p0", 256),
+    ))
+
+
 CASES: dict[str, Callable[[PromptBuilder], Case]] = {
     "page-boundary-prefix": page_boundary_prefix,
     "overlap-war": overlap_war,
@@ -184,4 +314,13 @@ CASES: dict[str, Callable[[PromptBuilder], Case]] = {
     "bitmask-row-skip": bitmask_row_skip,
     "lora-prefix-shared": lora_prefix_shared,
     "lossy-hit-reload": lossy_hit_reload,
+    "ssm-checkpoint-batch": ssm_checkpoint_batch,
+    "stale-state-donated": stale_state_donated,
+    "unwritten-state-published": unwritten_state_published,
+    "state-n-minus-1": state_n_minus_1,
+    "window-ring-stale": window_ring_stale,
+    "window-modulo-after-saturation": window_modulo_after_saturation,
+    "host-loadback-stale-pages": host_loadback_stale_pages,
+    "host-key-no-salt": host_key_no_salt,
+    "host-loadback-race": host_loadback_race,
 }

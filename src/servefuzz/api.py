@@ -15,13 +15,18 @@ path of its file; replay, shrink and triage judge a finding file in a campaign's
 against that campaign's noise model (`noise.json`), as the campaign judged it, and a `Finding`
 object (no path, no campaign) against its scenario's own noise only. Servers are named the same way everywhere: `url` (a server someone else
 runs) or `launch` (a preset, `reference`, `vllm-cpu`, `llama-server`, or a command with
-`{port}`, which servefuzz starts, owns and stops).
+`{port}`, which servefuzz starts, owns and stops: words, or an `engines.request.LaunchRequest`
+parsed from them), with `engine_python` naming the interpreter of the user's own install of a
+Python engine (vLLM, SGLang) for its preset. A bad value is one line that names the parameter
+as these functions spell it (`launch=`, `engine_python=`); the command line spells it with
+dashes (`--launch`, `--engine-python`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,13 +37,15 @@ from servefuzz.bisector import bisect as bisect_versions
 from servefuzz.campaign import CampaignConfig, CampaignResult, CampaignState, run_campaign, run_campaign_on
 from servefuzz.covering import PairwiseCover
 from servefuzz.engines import presets
+from servefuzz.engines.reference import ARCHS as REFERENCE_ARCHS
 from servefuzz.engines.reference import SPEC as REFERENCE
 from servefuzz.engines.reference import ZOO_SETTINGS
+from servefuzz.engines.request import LaunchRequest
 from servefuzz.errors import UsageError
 from servefuzz.finding import BisectStep, Finding, TriageOutcome, load_finding
 from servefuzz.history import RunHistory
 from servefuzz.install import install as install_version
-from servefuzz.launcher import Launch, preset_of, preset_version
+from servefuzz.launcher import Launch
 from servefuzz.oracles.judge import Expectation
 from servefuzz.oracles.noise import CampaignNoise
 from servefuzz.realmodel import truth_folder
@@ -85,7 +92,8 @@ class FuzzOptions:
     """Everything `servefuzz fuzz` can be told.
 
     The target: `url` (a server someone else runs), or `launch` (a preset or a command with
-    `{port}` that servefuzz starts, serving `model`), or neither: the embedded reference engine
+    `{port}` that servefuzz starts, serving `model`; a Python engine's preset runs the install
+    whose interpreter `engine_python` names, a venv's folder or its python), or neither: the embedded reference engine
     with `faults` planted (None: the embedded default plants EMBEDDED_FAULT, a reference engine
     launched by name is clean; `--fault` applies to the reference engine only). `engine` None:
     detected from the server's answers. `seed` and
@@ -95,13 +103,21 @@ class FuzzOptions:
 
     out: Path = Path("servefuzz-out")
     url: str | None = None
-    launch: str | None = None
+    launch: str | LaunchRequest | None = None
+    # The interpreter (or venv folder) of the user's own install of the `launch` preset's engine;
+    # None: servefuzz's own interpreter where it imports the engine and no @VERSION is asked,
+    # else the engine cache (`engines.presets.find`).
+    engine_python: Path | None = None
     model: Path | None = None
     # A feature profile of the `launch` preset (`engines.PROFILES`): its flags go on the command
     # line, its name into config.json and every finding.
     profile: str | None = None
     engine: str | None = None
     faults: tuple[str, ...] | None = None
+    # The reference engine's model architecture (`engines.reference.ARCHS`: llama, qwen3-next);
+    # None: llama, or what a planted fault needs (`ZOO_SETTINGS`). A preset's model of another
+    # architecture is `model` (the CLI's `--model-arch` builds it).
+    model_arch: str | None = None
     requests: int | None = None
     time_s: float | None = None
     seed: int | None = None
@@ -140,6 +156,18 @@ class FuzzOptions:
     workers: int = 1
     gpus_per_worker: float = 0.0
 
+    @functools.cached_property
+    def request(self) -> LaunchRequest | None:
+        """`launch`, parsed once (with `engine_python`); None without one."""
+        if self.launch is None:
+            return None
+        return LaunchRequest.of(self.launch, engine_python=self.engine_python)
+
+    @property
+    def preset(self) -> str:
+        """The preset `launch` names ("" for none, or a command of the user's own)."""
+        return self.request.name if self.request is not None else ""
+
     @property
     def embedded(self) -> bool:
         """No target named: the embedded reference engine, with its planted fault."""
@@ -148,18 +176,27 @@ class FuzzOptions:
     def validate(self) -> None:
         """Refuse contradictory options with one line, before anything starts."""
         if self.url is not None and self.launch is not None:
-            raise UsageError("give --url (a running server) or --launch (a server to start), not both")
+            raise UsageError("give url= (a running server) or launch= (a server to start), not both")
         if self.url is not None and not self.url.startswith(("http://", "https://")):
-            raise UsageError(f"--url must start with http:// or https://, got {self.url!r}")
-        if self.launch is not None:
-            preset_version(self.launch)  # a version the preset cannot take, or not set up here
-        if self.model is not None and preset_of(self.launch or "") in (None, "reference"):
-            raise UsageError(f"--model names the model a preset serves: use it with --launch {', '.join(presets.PLANS)}")
+            raise UsageError(f"url= must start with http:// or https://, got {self.url!r}")
+        if self.engine_python is not None and self.launch is None:
+            raise UsageError("engine_python= names the install of an engine servefuzz starts: give it with launch= "
+                             "(a preset of a Python engine)")
+        request = self.request  # parsed: a preset's version, or a command without {port}, is one line
+        if self.model is not None and (request is None or request.preset is None or request.is_reference):
+            raise UsageError(f"model= names the model a preset serves: give it with launch= one of {', '.join(presets.PLANS)}")
         if self.chosen_profile() is not None:
-            # the preset has it (and, for spec-draft, a draft for --model), or one line
-            engines.profile(preset_of(self.launch or "") or self.launch or "", self.chosen_profile() or "", model=self.model)
-        if self.faults is not None and not (self.url is None and self.launch in (None, "reference")):
+            # the preset has it (and, for spec-draft, a draft for model=), or one line
+            engines.profile(self.preset or str(self.launch or ""), self.chosen_profile() or "", model=self.model)
+        if self.faults is not None and not (self.url is None and (request is None or request.is_reference)):
             raise UsageError("--fault plants faults in the reference engine; use it without --url, or with --launch reference")
+        if self.model_arch is not None:
+            if not (self.url is None and (request is None or request.is_reference)):
+                raise UsageError("model_arch picks the reference engine's model; a preset serves another architecture "
+                                 "as its --model (the CLI's --model-arch builds it)")
+            if self.model_arch not in REFERENCE_ARCHS:
+                raise UsageError(f"--model-arch {self.model_arch}: the reference engine serves "
+                                 f"{', '.join(REFERENCE_ARCHS)}; --launch a preset for the others")
         if self.runs < 2:
             raise UsageError("--runs must be at least 2: replay consistency compares runs")
         if self.ray is None and (self.workers != 1 or self.gpus_per_worker):
@@ -185,8 +222,15 @@ class FuzzOptions:
         if "none" in self.planted and faults:
             raise UsageError("--fault none cannot be combined with other faults")
         settings = [arg for f in faults for arg in ZOO_SETTINGS.get(f, ())]
+        needed = {settings[i + 1] for i, arg in enumerate(settings[:-1]) if arg == "--model-arch"}
+        if self.model_arch is not None and needed - {self.model_arch}:
+            raise UsageError(f"--fault {', '.join(faults)} needs --model-arch {', '.join(sorted(needed))}, "
+                             f"not {self.model_arch}")
+        if len(needed) > 1:
+            raise UsageError(f"--fault {', '.join(faults)}: these faults need different models ({', '.join(sorted(needed))})")
+        arch = ["--model-arch", self.model_arch] if self.model_arch is not None and not needed else []
         traced = [REFERENCE.coverage_flag] if self.uses_engine_coverage() else []
-        return [arg for f in faults for arg in ("--fault", f)] + settings + traced
+        return [arg for f in faults for arg in ("--fault", f)] + settings + arch + traced
 
     def identity(self) -> tuple[int, str]:
         """The campaign's seed and strategy spec: as given, else stored (resume), else defaults."""
@@ -213,7 +257,7 @@ class FuzzOptions:
         off for the others (see the field)."""
         if self.engine_coverage is not None:
             return self.engine_coverage
-        spec = engines.preset_spec(preset_of(self.launch) or self.launch) if self.launch else REFERENCE
+        spec = engines.preset_spec(self.preset) if self.launch is not None else REFERENCE
         return self.url is None and spec is not None and bool(spec.coverage_flag)
 
     def uses_coverage(self) -> bool:
@@ -233,10 +277,11 @@ class FuzzOptions:
 
 def embedded_banner(opts: FuzzOptions) -> str:
     faults = [f for f in opts.planted if f != "none"]
+    engine = "the embedded reference engine" + (f" ({opts.model_arch})" if opts.model_arch else "")
     if not faults:
-        return "No target given: fuzzing the embedded reference engine with no fault planted."
+        return f"No target given: fuzzing {engine} with no fault planted."
     return (
-        "No target given: fuzzing the embedded reference engine with the planted fault "
+        f"No target given: fuzzing {engine} with the planted fault "
         f"{', '.join(faults)} (a known bug, planted on purpose so you can watch servefuzz find it). "
         "Point servefuzz at your own server with --url URL --engine ENGINE."
     )
@@ -248,11 +293,13 @@ def fuzz(
     *,
     out: str | Path = FuzzOptions.out,
     url: str | None = FuzzOptions.url,
-    launch: str | None = FuzzOptions.launch,
+    launch: str | LaunchRequest | None = FuzzOptions.launch,
+    engine_python: str | Path | None = FuzzOptions.engine_python,
     model: str | Path | None = FuzzOptions.model,
     profile: str | None = FuzzOptions.profile,
     engine: str | None = FuzzOptions.engine,
     faults: tuple[str, ...] | None = FuzzOptions.faults,
+    model_arch: str | None = FuzzOptions.model_arch,
     requests: int | None = FuzzOptions.requests,
     time_s: float | None = FuzzOptions.time_s,
     seed: int | None = FuzzOptions.seed,
@@ -280,8 +327,9 @@ def fuzz(
     names a running one; with neither, fuzzes the embedded reference engine. `on_event` is
     called with the campaign's state after every iteration."""
     given = FuzzOptions(
-        out=Path(out), url=url, launch=launch, model=None if model is None else Path(model), profile=profile,
-        engine=engine, faults=faults, requests=requests, time_s=time_s, seed=seed, runs=runs,
+        out=Path(out), url=url, launch=launch, engine_python=None if engine_python is None else Path(engine_python),
+        model=None if model is None else Path(model), profile=profile,
+        engine=engine, faults=faults, model_arch=model_arch, requests=requests, time_s=time_s, seed=seed, runs=runs,
         confirm_runs=confirm_runs, strategy=strategy, stop_at_first=stop_at_first, resume=resume,
         trace=None if trace is None else Path(trace), slowdowns=slowdowns, coverage=coverage,
         engine_coverage=engine_coverage, headers={} if headers is None else headers,
@@ -302,8 +350,7 @@ def fuzz(
     seed, spec = opts.identity()
     strategies = get_strategies(spec)
     profile = opts.chosen_profile()
-    preset = preset_of(opts.launch or "") or opts.launch or ""  # sglang-cpu@0.5.10.post1 is sglang-cpu's
-    aims = () if profile is None else engines.profile(preset, profile, model=opts.model).aims
+    aims = () if profile is None else engines.profile(opts.preset, profile, model=opts.model).aims
     seeds = load_trace_seeds(opts.trace) if opts.trace is not None else ()
     time_s = opts.time_s
     if time_s is None and opts.requests is None:
@@ -328,24 +375,29 @@ def fuzz(
     run_config = RunConfig.timing_out(opts.request_timeout_s, reuse_references=not opts.slowdowns,
                                       natural_text=opts.natural_text)
 
+    # The server to start, found and checked (its engine, version and flags) before the campaign's
+    # directory is made or locked: a bad engine leaves nothing behind.
+    started = None if opts.url is not None else Launch.resolve(
+        opts.request or LaunchRequest.parse("reference"), model=opts.model, engine=opts.engine,
+        reference_flags=opts.reference_flags(), profile=profile)
+
     async def go() -> CampaignResult:
         if opts.url is not None:
             target = await open_target(opts.url, opts.engine, headers=opts.headers)
             async with Runner(target, run_config) as runner:
                 return await run_campaign(runner, strategies, config, seeds=seeds, on_event=events)
-        launch = Launch.resolve(opts.launch or "reference", model=opts.model, engine=opts.engine,
-                                reference_flags=opts.reference_flags(), profile=profile)
+        assert started is not None  # resolved above for every target but a URL
         # servefuzz started the server, so its controls may start more: the deterministic
         # control gets `launch`, and the truth control the model servefuzz built (if it is one).
-        launched = dataclasses.replace(config, launch=launch, truth_model=_built_model(opts.launch, opts.model))
+        launched = dataclasses.replace(config, launch=started, truth_model=_built_model(opts.preset, opts.model))
         opts.out.mkdir(parents=True, exist_ok=True)
         if opts.ray is not None:
             from servefuzz.scaleout import ray_workers  # the optional extra: imported only when asked for
 
-            async with ray_workers(opts.ray, opts.workers, launch, opts.out, headers=opts.headers, config=run_config,
+            async with ray_workers(opts.ray, opts.workers, started, opts.out, headers=opts.headers, config=run_config,
                                    gpus_per_worker=opts.gpus_per_worker) as workers:
                 return await run_campaign_on(workers, strategies, launched, seeds=seeds, on_event=events)
-        async with LaunchedServer(launch, opts.out, headers=opts.headers, config=run_config,
+        async with LaunchedServer(started, opts.out, headers=opts.headers, config=run_config,
                                   engine_coverage=opts.uses_engine_coverage()) as server:
             return await run_campaign(server.runner, strategies, launched, seeds=seeds, on_event=events, revival=server)
 
@@ -358,16 +410,15 @@ def fuzz(
     return result
 
 
-def _built_model(preset: str | None, model: Path | None) -> Path | None:
+def _built_model(preset: str, model: Path | None) -> Path | None:
     """The model a preset serves when servefuzz built or fetched it (the truth control computes it
     exactly: `realmodel.truth_folder` says which fetched forms it can, `engines.built_truth` which
     builds: `--model-arch`'s too, whose campaigns had no truth before); None for a user's model,
     which may be far too big to hold in float64, and for the reference engine, whose numerics are
     exact already."""
     if model is not None:
-        served = preset_of(preset or "")
-        return (truth_folder(model) or engines.built_truth(served, model)) if served else None
-    return presets.built_model(preset_of(preset or "") or "")
+        return (truth_folder(model) or engines.built_truth(preset, model)) if preset else None
+    return presets.built_model(preset)
 
 
 def _finding(finding: Finding | str | Path) -> tuple[Finding, CampaignNoise | None]:
@@ -380,15 +431,26 @@ def _finding(finding: Finding | str | Path) -> tuple[Finding, CampaignNoise | No
     return load_finding(finding), finding_noise(Path(finding))
 
 
+def _request(launch: str | LaunchRequest | None, engine_python: Path | None) -> LaunchRequest | None:
+    """`launch` parsed once, with `engine_python`; None without a launch (one line where
+    `engine_python` is given without one)."""
+    if launch is None:
+        if engine_python is not None:
+            raise UsageError("engine_python= names the install of an engine servefuzz starts: give it with launch=")
+        return None
+    return LaunchRequest.of(launch, engine_python=None if engine_python is None else Path(engine_python))
+
+
 def _bench(
-    finding: Finding, url: str | None, launch: str | None, engine: str | None, model: Path | None,
+    finding: Finding, url: str | None, launch: LaunchRequest | None, engine: str | None, model: Path | None,
     headers: Mapping[str, str] | None,
     request_timeout_s: float | None,
     noise: CampaignNoise | None,
 ) -> Replayer:
     """The server a finding is replayed on: one at `url`, or one servefuzz starts from `launch`."""
     if (url is None) == (launch is None):
-        raise UsageError("give a server to replay on: --base-url URL or --launch PRESET (one of them)")
+        raise UsageError("give a server to replay on: url= (--base-url, a running server) or launch= (a preset or "
+                         "command servefuzz starts), one of them")
     config = RunConfig.timing_out(request_timeout_s)
     if launch is not None:
         return Replayer(Launch.resolve(launch, finding.target, model=model, engine=engine), headers=headers,
@@ -401,7 +463,8 @@ def replay(
     finding: Finding | str | Path,
     *,
     url: str | None = None,
-    launch: str | None = None,
+    launch: str | LaunchRequest | None = None,
+    engine_python: Path | None = None,
     engine: str | None = None,
     model: Path | None = None,
     runs: int = DEFAULT_RUNS,
@@ -415,7 +478,7 @@ def replay(
     if runs < 1:
         raise UsageError("--runs must be at least 1")
     found, noise = _finding(finding)
-    with _bench(found, url, launch, engine, model, headers, request_timeout_s, noise) as bench:
+    with _bench(found, url, _request(launch, engine_python), engine, model, headers, request_timeout_s, noise) as bench:
         rep = bench.reproduce(found.scenario, Expectation.of(found), runs)
         promise = bench.info.promise  # the replaying server's mode: its flips are held to it
     return replay_result(found, rep.confirmation, rep.judgement, promise)
@@ -425,7 +488,8 @@ def shrink(
     finding: Finding | str | Path,
     *,
     url: str | None = None,
-    launch: str | None = None,
+    launch: str | LaunchRequest | None = None,
+    engine_python: Path | None = None,
     engine: str | None = None,
     model: Path | None = None,
     runs: int = stats.REPRODUCTION.cap,
@@ -439,14 +503,15 @@ def shrink(
     the replays of the finding's own re-check and of each candidate (each stops once decided).
     A finding file's campaign noise model holds every candidate's verdict, as in `replay`."""
     found, noise = _finding(finding)
-    with _bench(found, url, launch, engine, model, headers, request_timeout_s, noise) as bench:
+    with _bench(found, url, _request(launch, engine_python), engine, model, headers, request_timeout_s, noise) as bench:
         return shrink_finding(found, bench, runs=runs, budget=budget, confirm_runs=confirm_runs, restart=restart)
 
 
 def triage(
     finding: Finding | str | Path,
     *,
-    launch: str,
+    launch: str | LaunchRequest,
+    engine_python: Path | None = None,
     engine: str | None = None,
     model: Path | None = None,
     runs: int = DEFAULT_RUNS,
@@ -462,7 +527,7 @@ def triage(
     if ray is None and gpus_per_worker:
         raise UsageError("--gpus-per-worker runs rows on Ray: give --ray ADDRESS (or --ray local)")
     found, noise = _finding(finding)
-    start = Launch.resolve(launch, found.target, model=model, engine=engine)
+    start = Launch.resolve(LaunchRequest.of(launch, engine_python=engine_python), found.target, model=model, engine=engine)
     rows = on_row or (lambda row: None)
     if ray is not None:
         from servefuzz.scaleout import ray_rows  # the optional extra: imported only when asked for
@@ -477,7 +542,7 @@ def triage(
 def bisect(
     finding: Finding | str | Path,
     *,
-    launch: str,
+    launch: str | LaunchRequest,
     versions: str,
     engine: str | None = None,
     model: Path | None = None,
@@ -499,19 +564,21 @@ def bisect(
         raise UsageError("--runs must be at least 1")
     if max_versions is not None and max_versions < 2:
         raise UsageError("--max-versions must be at least 2 (the newest and the oldest come first)")
-    preset, asked = preset_version(launch)
-    if preset is None or preset not in engines.PRESET_VERSIONS:
+    request = LaunchRequest.of(launch)
+    if request.preset is None or request.preset not in engines.PRESET_VERSIONS:
         takes = ", ".join(engines.PRESET_VERSIONS)
-        raise UsageError(f"bisect --launch {launch[:80]!r}: name a preset that takes versions ({takes})")
-    if asked:
-        raise UsageError(f"bisect --launch {preset}@{asked}: give the preset alone; --versions says which versions")
+        raise UsageError(f"bisect launch={request.given[:80]!r}: name a preset that takes versions ({takes})")
+    if request.version or request.engine_python is not None:
+        raise UsageError(f"bisect launch={request.given[:80]!r}: give the preset alone; versions= (--versions) says "
+                         "which versions, each from the engine cache")
+    preset = request.preset
     span = bisection.span(engines.PRESET_VERSIONS[preset].ladder, versions)
     found, noise = _finding(finding)
 
     def launch_of(version: str) -> Launch:
         if install and not engines.installed(preset, version):
-            install_version(f"{preset}@{version}", say=on_install)
-        return Launch.resolve(f"{preset}@{version}", found.target, model=model, engine=engine)
+            install_version(request.at(version), say=on_install)
+        return Launch.resolve(request.at(version), found.target, model=model, engine=engine)
 
     search = bisect_versions(found, span, launch_of, runs=runs, noise=noise, on_step=on_step, max_versions=max_versions)
     return dataclasses.replace(found, bisect=search.record(preset, versions))
@@ -524,7 +591,7 @@ def report(
     histories: Sequence[RunHistory] | None = None,
     writeup: str | Path | None = None,
 ) -> ReportPaths:
-    """Write repro.py, issue.md and report.html for the finding into `out`; issue.md takes a
+    """Write repro_full.py, issue.md and report.html for the finding into `out`; issue.md takes a
     person's `writeup` (a JSON file: title, mechanism, versions, version_output, environment,
     traceback), by default `writeup.json` beside the finding file when there is one."""
     found = _finding(finding)[0]

@@ -52,7 +52,7 @@ import dataclasses
 import math
 import random
 from collections import Counter, defaultdict
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -289,6 +289,10 @@ class Schedule:
         self.gains: Counter[str] = Counter(gains or {})
         self.seconds: defaultdict[str, float] = defaultdict(float, seconds or {})
         self.benched: dict[str, str] = {}  # strategy -> the error that benched it
+        # The strategies aimed at the campaign's goals still at zero (`goals.Pursuit.focus`) and the
+        # share of turns they get while there are any (`aim`).
+        self.focus: tuple[str, ...] = ()
+        self.focus_share = 0.0
 
     def weight(self, name: str) -> float:
         return (1 + self.gains[name]) / (1 + self.seconds[name] / COST_UNIT_S)
@@ -296,6 +300,10 @@ class Schedule:
     @property
     def active(self) -> tuple[str, ...]:
         return tuple(n for n in self.names if n not in self.benched)
+
+    def aim(self, names: Sequence[str], share: float) -> None:
+        """Give `share` of the turns after the first round to `names` (none: the usual schedule)."""
+        self.focus, self.focus_share = tuple(names), share
 
     def bench(self, name: str, error: str) -> None:
         """Never pick `name` again: its generator raised `error` (a bug of ours, not the target's)."""
@@ -307,8 +315,11 @@ class Schedule:
         active = self.active
         if not active:
             raise ValueError("every strategy of the schedule is benched")
+        aimed = [n for n in self.focus if n in active]
         if iteration < len(self.first) and self.first[iteration] in active:
             name = self.first[iteration]
+        elif aimed and rng.random() < self.focus_share:
+            name = rng.choices(aimed, weights=[self.weight(n) for n in aimed])[0]
         elif self.mutate_share > 0 and (lead := corpus.lead_pick()) is not None:
             return "mutate", lead
         elif corpus.entries and rng.random() < self.mutate_share:

@@ -25,7 +25,7 @@ of the cheap dimensions), how many requests exercised it.
 | `adapter`  | base, adapter                             | a LoRA adapter named (cheap; servers that list some)          |
 | `window`   | inside, edge, crossing, past              | prompt (and decode) against the sliding window (windowed models) |
 | `state`    | sub-chunk, aligned, edge, unaligned       | prompt length against the recurrent state's chunk (recurrent models) |
-| `reuse`    | none, exact, whole-but-last, beyond-window, other | the shared prefix against the earlier prompts it hits (either) |
+| `reuse`    | none, exact, whole-but-last, within, beyond-window, other | the shared prefix against the earlier prompts it hits (either) |
 
 The last four are the target's *surface*: the per-request capabilities its engine spec declares
 (`TargetShape.capabilities`, the names `strategies.offered` reads). Each exists only where the
@@ -144,7 +144,8 @@ DIMENSIONS: tuple[Dimension, ...] = (
     Dimension("adapter", ("base", "adapter"), "request", cheap=True, needs="adapters"),
     Dimension("window", ("inside", "edge", "crossing", "past"), "request", trait="window"),
     Dimension("state", ("sub-chunk", "aligned", "edge", "unaligned"), "request", trait="state"),
-    Dimension("reuse", ("none", "exact", "whole-but-last", "beyond-window", "other"), "scenario", trait="stateful"),
+    Dimension("reuse", ("none", "exact", "whole-but-last", "within", "beyond-window", "other"), "scenario",
+              trait="stateful"),
 )
 
 # The dimensions one request's own fields decide: what the `cross` mutator moves (those of a
@@ -454,15 +455,18 @@ def reuse_buckets(scenario: Scenario, window: int | None) -> dict[str, str]:
     """What each request's prompt shares with the prompts sent before it (`terms.common_prefix`,
     in order of sending): `exact` where an earlier whole prompt is a prefix of it (a hit must
     restore the state at exactly the cached length), `whole-but-last` where it shares all of one
-    but that one's last token, `beyond-window` where it shares more than the sliding window,
-    `other` where it shares less, `none` where it shares nothing.
+    but that one's last token, `within` where the whole prompt is the beginning of a longer earlier
+    one (every token cached: the N-1 hit, whose last token must be computed again from a state
+    before it), `beyond-window` where it shares more than the sliding window, `other` where it
+    shares less, `none` where it shares nothing.
 
     >>> from servefuzz.workload import RequestSpec
     >>> a, b = tuple(range(3, 43)), tuple(range(100, 190))
     >>> rs = [RequestSpec("r01", 0.0, a, 2), RequestSpec("r02", 9.0, a + (7,), 2), RequestSpec("r03", 9.0, a[:-1] + (9,), 2),
-    ...       RequestSpec("r04", 9.5, b, 2), RequestSpec("r05", 20.0, b[:80] + (1,), 2), RequestSpec("r06", 21.0, a[:20], 2)]
+    ...       RequestSpec("r04", 9.5, b, 2), RequestSpec("r05", 20.0, b[:80] + (1,), 2), RequestSpec("r06", 21.0, a[:20] + (1,), 2),
+    ...       RequestSpec("r07", 22.0, b[:64], 2)]
     >>> reuse_buckets(Scenario(1, tuple(rs)), 64)
-    {'r01': 'none', 'r02': 'exact', 'r03': 'whole-but-last', 'r04': 'none', 'r05': 'beyond-window', 'r06': 'other'}
+    {'r01': 'none', 'r02': 'exact', 'r03': 'whole-but-last', 'r04': 'none', 'r05': 'beyond-window', 'r06': 'other', 'r07': 'within'}
     """
     out: dict[str, str] = {}
     earlier: list[tuple[int, ...]] = []
@@ -474,6 +478,8 @@ def reuse_buckets(scenario: Scenario, window: int | None) -> dict[str, str]:
             out[r.id] = "exact"
         elif any(n == whole - 1 > 0 for n, whole in shared):
             out[r.id] = "whole-but-last"
+        elif longest == len(prompt):
+            out[r.id] = "within"
         elif longest == 0:
             out[r.id] = "none"
         else:

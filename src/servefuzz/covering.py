@@ -35,7 +35,7 @@ import dataclasses
 import random
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 from servefuzz.coverage import (
     CROSSABLE,
@@ -89,6 +89,7 @@ class PairwiseCover:
     """Scenarios of `rows` requests aimed at the pairs `coverage` lacks (greedy, AETG-like)."""
 
     name: str = "pairwise"
+    needs: ClassVar[frozenset[str]] = frozenset()
     coverage: Coverage | None = None
     rows: int = 8
 

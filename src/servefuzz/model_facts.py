@@ -29,7 +29,7 @@ __all__ = ["GDN_CHUNK", "TRAITS", "ModelFacts", "facts_from_config", "read_model
 # chunked kernels the engines run (flash-linear-attention's `chunk_gated_delta_rule`, 64), not a
 # config key.
 GDN_CHUNK = 64
-# The traits a strategy may need (`needs_window`, ...): a sliding window, a recurrent state,
+# The traits a strategy may need (its `needs`: `window`, ...): a sliding window, a recurrent state,
 # either of the two (state a prefix hit or a cut prefill leaves behind other than per-token KV),
 # a mixture of experts.
 TRAITS = ("window", "state", "stateful", "experts")

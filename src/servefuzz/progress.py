@@ -9,6 +9,7 @@ character left), or through `sanitize.terminal` where it sits inside a markup st
 from __future__ import annotations
 
 import shlex
+import textwrap
 from types import TracebackType
 
 from rich.console import Console
@@ -17,7 +18,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from servefuzz.campaign import CampaignResult, CampaignState
+from servefuzz.campaign import CampaignResult, CampaignState, FindingKept
 from servefuzz.exercise import Exercise
 from servefuzz.finding import Finding
 from servefuzz.sanitize import one_line, terminal, visible
@@ -64,14 +65,14 @@ class LiveProgress:
         far = state.truth is not None and state.truth.far
         if state.truth is not None and far:  # stays on the panel: every finding below reads in its light
             body.append("\n" + one_line(state.truth.said()), style="bold red")
-        if state.last:
-            body.append("\n" + one_line(state.last), style="dim")
+        if state.last is not None:
+            body.append("\n" + one_line(state.last.words()), style="dim")
         self._live.update(Panel(body, title=Text(one_line(self.title)), title_align="left"))
         if not self.console.is_terminal and state.truth is not None and far and not self._told_truth:
             self._told_truth = True
             self.console.print(Text(one_line(state.truth.said()), style="bold red"))
-        if not self.console.is_terminal and state.last.startswith("finding"):
-            self.console.print(Text(one_line(state.last)))
+        if not self.console.is_terminal and isinstance(state.last, FindingKept):
+            self.console.print(Text(one_line(state.last.words())))
 
 
 def print_banner(console: Console, text: str) -> None:
@@ -116,12 +117,26 @@ def print_exercise(console: Console, exercise: Exercise) -> None:
     aimed = set(exercise.missed_aims)
     for feature, line, gap in marked:
         style = "bold red" if feature in aimed else "yellow" if gap else ""
-        console.print(Text("  " + one_line(line), style=style), soft_wrap=True)
+        _print_wrapped(console, one_line(line), style)
+
+
+def _print_wrapped(console: Console, line: str, style: str = "") -> None:
+    """`line` two spaces in, wrapped at the console's width (80 at most) with its continuation
+    lines four spaces in: a line of counts and their sources is read whole, never cut off."""
+    width = max(40, min(80, console.width))
+    for part in textwrap.wrap(line, width, initial_indent="  ", subsequent_indent="    ", break_on_hyphens=False):
+        console.print(Text(part, style=style), soft_wrap=True)
 
 
 def print_summary(console: Console, result: CampaignResult) -> None:
     if result.truth is not None and result.truth.far:  # first: it is how every finding below must be read
         console.print(Text(one_line(result.truth.said()), style="bold red"), soft_wrap=True)
+    if result.unreached:  # first too: a clean campaign proves nothing about what it never made happen
+        console.print(Text("Goals the engine's meters never showed reached:", style="bold red"))
+        for line in result.unreached:
+            _print_wrapped(console, one_line(line), "bold red")
+    if result.flush is not None and not result.flush.trusted:  # so is a flush that left a tier full
+        console.print(Text(one_line(result.flush.said()), style="bold red"), soft_wrap=True)
     console.print(
         f"[bold]{result.iterations:,}[/] scenarios, [bold]{result.requests:,}[/] requests in "
         f"{result.elapsed_s:.1f} s; {result.features:,} features, corpus of {result.corpus:,}; "

@@ -22,7 +22,7 @@ from typing import Any
 
 from servefuzz.anomaly import Promise
 from servefuzz.engines.registry import facts_of
-from servefuzz.engines.spec import ServerFacts
+from servefuzz.engines.spec import EngineSource, ServerFacts
 from servefuzz.model_facts import ModelFacts
 from servefuzz.workload import ADAPTER_NAME
 
@@ -54,6 +54,8 @@ _SECRET = re.compile(
 KNOWN_STANDINS = frozenset({"sgl_kernel", "triton-interpreter"})
 # What a launch preset's server computes on (`launcher.Launch.device`).
 DEVICES = frozenset({"cpu", "cuda"})
+# Where servefuzz found the engine it launched (`engines.spec.EngineSource`, by value).
+INSTALLS = frozenset(source.value for source in EngineSource)
 
 
 @dataclass(frozen=True)
@@ -94,13 +96,19 @@ class TargetInfo:
     # What the server computed on when servefuzz launched it from a preset ("cpu", "cuda"), so
     # a report rebuilds the right preset's command (`vllm-gpu`, not `vllm-cpu`); "" when unknown.
     device: str = ""
+    # Where servefuzz found the engine it launched from a preset (`EngineSource`'s values: "cache",
+    # "engine-python" for the user's own install, "interpreter" for servefuzz's own); said by
+    # servefuzz, never by the server. "" when it launched none, or a finding file said another word.
+    install: str = ""
     # Where the served model came from, when servefuzz fetched it (`realmodel.provenance_of`: the
     # package, its version and sha256, the licence, the form and how it was converted); said by
     # servefuzz from the model's folder, never by the server. Empty for any other model.
     model: Mapping[str, Any] = field(default_factory=dict)
     # What the served model's architecture keeps per request (its sliding window, recurrent
     # state, experts: `model_facts.read_model_facts` of the model servefuzz launched); said by
-    # servefuzz from the model's config.json, never by the server. Empty when not known.
+    # servefuzz from the model's config.json, never by a real server; the reference engine,
+    # which builds its model itself, says it in /server_info (read through `ModelFacts.from_json`,
+    # which keeps only well-formed values). Empty when not known.
     architecture: ModelFacts = field(default_factory=ModelFacts)
     facts: ServerFacts = field(init=False, repr=False, compare=False)
 
@@ -109,6 +117,8 @@ class TargetInfo:
         object.__setattr__(self, "model", dict(self.model) if isinstance(self.model, Mapping) else {})
         if self.device not in DEVICES:
             object.__setattr__(self, "device", "")  # a finding file's word, kept only when known
+        if self.install not in INSTALLS:
+            object.__setattr__(self, "install", "")
         object.__setattr__(self, "adapters", tuple(dict.fromkeys(
             a for a in self.adapters if isinstance(a, str) and ADAPTER_NAME.fullmatch(a)))[:64])
         object.__setattr__(self, "server_args", redact(self.server_args))
@@ -162,6 +172,7 @@ class TargetInfo:
             **({"adapters": list(self.adapters)} if self.adapters else {}),
             **({"standins": list(self.standins)} if self.standins else {}),
             **({"device": self.device} if self.device else {}),
+            **({"install": self.install} if self.install else {}),
             **({"model": dict(self.model)} if self.model else {}),
             **({"architecture": self.architecture.to_json()} if self.architecture != ModelFacts() else {}),
         }
@@ -184,6 +195,7 @@ class TargetInfo:
             adapters=tuple(d.get("adapters", ())),
             standins=tuple(d.get("standins", ())),
             device=str(d.get("device", "")),
+            install=str(d.get("install", "")),
             model=d.get("model") or {},
             architecture=ModelFacts.from_json(d.get("architecture")),
         )

@@ -88,11 +88,12 @@ async def open_target(
 
 def _say_launch(runner: Runner, launch: Launch | None) -> None:
     """The server cannot say which feature profile it was launched under, what device its preset
-    computes on, that servefuzz put stand-ins on its path, where the model it serves came from
-    (a fetched model's provenance), or what state that model's architecture keeps (its window,
-    recurrent state, experts: `model_facts`): servefuzz says these in the runner's target info, so a campaign's
-    config.json, its findings and a shrunk finding record them (and replay rebuilds the profile
-    by name)."""
+    computes on, where servefuzz found its engine (the user's install, the cache: with the
+    version read from it, for a server that reports none), that servefuzz put stand-ins on its
+    path, where the model it serves came from (a fetched model's provenance), or what state that
+    model's architecture keeps (its window, recurrent state, experts: `model_facts`): servefuzz
+    says these in the runner's target info, so a campaign's config.json, its findings and a
+    shrunk finding record them (and replay rebuilds the profile by name)."""
     if launch is None or runner.info is None:
         return
     if launch.profile is not None:
@@ -104,6 +105,10 @@ def _say_launch(runner: Runner, launch: Launch | None) -> None:
         runner.info = dataclasses.replace(runner.info, standins=launch.standins)
     if launch.device:
         runner.info = dataclasses.replace(runner.info, device=launch.device)
+    if launch.source is not None:
+        # The version read from the engine a preset found, where the server tells none itself.
+        runner.info = dataclasses.replace(runner.info, install=launch.source.value,
+                                          version=runner.info.version or launch.version or None)
     provenance = provenance_of(launch.model) if launch.model is not None else None
     if provenance:
         runner.info = dataclasses.replace(runner.info, model=provenance)

@@ -7,7 +7,7 @@ threshold, so that no two readers can mean different things by it; the modules a
 of these definitions (a trigger's `prefix=mid-page`, a coverage bucket's `page-edge`, a feedback
 feature's `2p-1` are all read from `page_boundary`).
 
-Standard library only, and nothing else of servefuzz: the standalone repro.py embeds
+Standard library only, and nothing else of servefuzz: the standalone repro_full.py embeds
 `first_difference` verbatim (`reports/repro.py`), so the script and servefuzz find a
 divergence at the same token.
 
@@ -82,7 +82,7 @@ def common_prefix(a: Sequence[Hashable], b: Sequence[Hashable]) -> int:
 
 # Requests that leave at most this long after the one before them leave in one burst (a burst
 # chains: its first and last request may be further apart). The strategies space a burst's
-# requests 0.3-2 ms apart and a blocker 6-11 ms ahead of it (`strategies._prefix_burst`), and
+# requests 0.3-2 ms apart and a blocker 6-11 ms ahead of it (`strategies.shape.prefix_burst`), and
 # requests one client sends at one instant reached an engine up to 11 ms apart on two busy cores
 # (docs/fault-zoo.md): 12 ms keeps all of that one burst, and the pairwise generator
 # (`covering`) spaces the bursts it plans several times this far apart.

@@ -4,7 +4,7 @@ This is the one path by which servefuzz exercises a server. The campaign execute
 scenario with `execute` and judges it with `servefuzz.oracles.judge`; every later question
 ("does this finding come back?") goes through `reproduce`, whoever asks it: the campaign's
 confirmation, `servefuzz replay`, shrink's gate and triage's rows. `reproduce` decides with
-`oracles.reproduction`, the same rule the standalone `repro.py` carries.
+`oracles.reproduction`, the same rule the standalone `repro_full.py` carries.
 
     async with Runner(target) as runner:
         done = await execute(runner, scenario, runs=2, with_alone=True)

@@ -54,6 +54,8 @@ FEATURES: Mapping[str, str] = {
     "deterministic": "the server runs in its deterministic (batch-invariant) mode",
     "cache-salt": "requests of the scenario carry tenants' prefix-cache salts (cache_salt)",
     "lora": "requests of the scenario run under LoRA adapters",
+    "recurrent-state": "the served model keeps a recurrent state per request (linear-attention or Mamba layers)",
+    "sliding-window": "the served model has sliding-window attention layers (their KV kept only a window back)",
 }
 
 # The features a finding's dedup signature keys on: the shape of the requests that diverged,

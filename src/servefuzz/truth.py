@@ -455,7 +455,7 @@ def _read_safetensors(path: Path) -> dict[str, np.ndarray]:
 
 
 # Hugging Face tensor names -> llama.cpp's GGUF names, per layer and for the whole model: the one
-# table, by which models/llama.py writes its GGUF (and repro.py, which embeds these two assignments
+# table, by which models/llama.py writes its GGUF (and repro_full.py, which embeds these two assignments
 # before it) and realmodel converts a GGUF back.
 GGUF_LAYER_NAMES = {
     "input_layernorm": "attn_norm",

@@ -127,6 +127,7 @@ def test_every_ladder_version_is_pinned_by_sha256() -> None:
 
 @pytest.mark.parametrize("module", ["servefuzz.engines", "servefuzz.engines.spec", "servefuzz.engines.llamacpp",
                                     "servefuzz.engines.vllm", "servefuzz.engines.sglang", "servefuzz.engines.registry",
+                                    "servefuzz.engines.request",
                                     "servefuzz.engine_flags", "servefuzz.targets.vllm", "servefuzz.targets.llamacpp"])
 def test_docstring_examples(module: str) -> None:
     result = doctest.testmod(importlib.import_module(module))

@@ -31,7 +31,7 @@ def test_an_engine_that_computes_the_built_model_passes_the_truth_check_quietly(
 
     async def go() -> CampaignResult:
         async with Runner(make_target("llamacpp", llama_server.base_url)) as runner:
-            return await run_campaign(runner, [RandomLoad()], config, on_event=lambda s: lasts.append(s.last))
+            return await run_campaign(runner, [RandomLoad()], config, on_event=lambda s: lasts.append(s.last.words() if s.last else ""))
 
     result = asyncio.run(go())
     assert result.truth is not None, "the check read no answer alone"

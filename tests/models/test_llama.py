@@ -1,4 +1,4 @@
-"""The model writer every repro.py embeds (`models/files.py` then `models/llama.py`, as
+"""The model writer every repro_full.py embeds (`models/files.py` then `models/llama.py`, as
 `reports.repro.model_source` joins them), run on its own with nothing of servefuzz loaded, writes
 what servefuzz's own model builder (`servefuzz.models.build_models`) writes for the same seed:
 byte for byte, every file, GGUF and Hugging Face, the LoRA adapters of both."""
@@ -26,7 +26,7 @@ def files(root: Path) -> dict[str, bytes]:
 
 @pytest.fixture(scope="module")
 def embedded() -> dict[str, Any]:
-    """The embedded source, executed as repro.py runs it: in a namespace of its own."""
+    """The embedded source, executed as repro_full.py runs it: in a namespace of its own."""
     namespace: dict[str, Any] = {"__name__": "repro_model"}
     exec(compile(model_source(), "repro-model", "exec"), namespace)  # noqa: S102 - our own source
     return namespace
@@ -63,7 +63,7 @@ def test_the_embedded_source_imports_only_the_standard_library_and_numpy() -> No
 
 
 def test_the_embedded_writer_names_the_tensors_as_the_truth_reads_them(embedded: dict[str, Any]) -> None:
-    """The tables are written once, in truth.py; repro.py carries that text, not a copy of its own."""
+    """The tables are written once, in truth.py; repro_full.py carries that text, not a copy of its own."""
     assert llama.GGUF_LAYER_NAMES is truth.GGUF_LAYER_NAMES and llama.GGUF_MODEL_NAMES is truth.GGUF_MODEL_NAMES
     assert embedded["GGUF_LAYER_NAMES"] == truth.GGUF_LAYER_NAMES
     assert embedded["GGUF_MODEL_NAMES"] == truth.GGUF_MODEL_NAMES

@@ -3,7 +3,7 @@
 For the default seed and one other: `servefuzz fuzz` finds the planted bug; `servefuzz
 shrink ... --launch reference` ends at <= 3 requests; `servefuzz triage ... --launch reference`
 names the planted fault's cure with p < 0.01 and claims no cure without significance; `servefuzz
-report` writes repro.py, which says CONFIRMED at a rate of at least 8/10 against the faulty
+report` writes repro_full.py, which says CONFIRMED at a rate of at least 8/10 against the faulty
 engine started the way issue.md says. The commands are read from the README itself, so the page
 and this test cannot drift apart.
 """
@@ -79,7 +79,7 @@ def test_the_readme_walkthrough_holds(tmp_path: Path, seed: int | None) -> None:
     issue = (report / "issue.md").read_text(encoding="utf-8")
     assert "servefuzz serve-reference" in issue and "--fault page-boundary-prefix" in issue
     with ServerProcess.reference(["--fault", "page-boundary-prefix", "--page-size", "64"]) as server:
-        r = subprocess.run([sys.executable, str(report / "repro.py"), "--base-url", server.base_url, "--runs", "10"],
+        r = subprocess.run([sys.executable, str(report / "repro_full.py"), "--base-url", server.base_url, "--runs", "10"],
                            capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stdout + r.stderr
     m = re.search(r"RESULT: CONFIRMED\s+\(in (\d+)/10 replays", r.stdout)

@@ -28,7 +28,7 @@ CAP_S = 150  # seed 0 finds each fault in about a minute or less on 2 shared cor
 # The contract fault in default mode (as here) is benign drift too; under its mode it is a
 # contract violation (tests/quality/test_contract_tier.py).
 RIGHT = {f: {"batch-variant-numerics": "numeric-drift", "deterministic-decode-drift": "numeric-drift",
-             "salt-ignored": "isolation-breach"}.get(f, "corruption")
+             "router-tie-numerics": "numeric-drift", "salt-ignored": "isolation-breach"}.get(f, "corruption")
          for f in FAULTS}
 
 
@@ -46,7 +46,7 @@ def test_the_default_campaign_finds_the_fault_with_the_right_class(fault: str, t
     assert RIGHT[fault] in summary["first_confirmed"], (summary["first_confirmed"], _controls(out))
     verdicts = {load_finding(f).verdict.value for f in (out / "findings").glob("finding_*.json")}
     assert RIGHT[fault] in verdicts
-    if fault in ("batch-variant-numerics", "deterministic-decode-drift"):
+    if fault in ("batch-variant-numerics", "deterministic-decode-drift", "router-tie-numerics"):
         assert verdicts == {"numeric-drift"}, verdicts
     if fault == "shared-sampler-rng":
         # Found by the seeded-sampling rule on seeded draws, and backed by the deterministic

@@ -39,6 +39,9 @@ def test_port_zero_picks_a_free_port_and_says_which() -> None:
         (["--chunked-prefill-size", "0"], "or -1 to disable chunking"),
         (["--max-total-tokens", "64"], "at least two pages"),
         (["--port", "x"], "invalid int value"),
+        (["--model-arch", "gemma9"], "argument --model-arch: invalid choice: 'gemma9' (choose from 'llama', 'qwen3-next')"),
+        (["--model-arch", "qwen3-next", "--page-size", "48"], "--mamba-track-interval must be a positive multiple"),
+        (["--model-arch", "qwen3-next", "--max-mamba-cache-size", "3"], "at least --max-running-requests"),
     ],
 )
 def test_bad_flags_are_one_line_and_exit_2(argv: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import pytest
@@ -94,14 +94,23 @@ def assert_exact(model: TinyModel, outcomes: dict[str, Outcome], aborted: set[st
 
 
 def assert_no_leaks(engine: Engine) -> None:
-    """Idle engine: every row free, every page either free or held once by the cache, no locks."""
+    """Idle engine: every row free, every page either free or held once by the cache, no locks;
+    every state slot free or holding a checkpoint of the cache."""
     assert not engine.busy and not engine.requests
     assert engine.rows.free_rows == engine.args.max_running_requests
+    if engine.states is not None:
+        assert engine.states.free_slots + engine.states.kept == engine.states.slots
+        assert engine.tree is not None or engine.states.kept == 0
     cached = engine.tree.cached_pages if engine.tree else 0
     assert engine.pool.free_pages + cached == engine.pool.usable_pages
     if engine.tree is not None:
         for node in engine.tree._nodes()[1:]:
             assert node.lock_ref == 0 and engine.pool.refcount(node.page) == 1
+    if engine.window is not None:  # window pages: free, or held once by the tree for a cached page
+        held = getattr(engine.tree, "held", set())
+        assert engine.window.free_pages + len(held) == engine.window.usable_pages
+        assert all(engine.window.pool.refcount(int(engine.window.of_full[p])) == 1 for p in held)
+        assert np.count_nonzero(engine.window.of_full) == len(held)
 
 
 @st.composite
@@ -118,6 +127,9 @@ def engine_args(draw: st.DrawFn) -> ServerArgs:
         disable_overlap_schedule=draw(st.booleans()),
         disable_cuda_graph=draw(st.booleans()),
         lora=LORAS,
+        # The host tier: what small pools evict is loaded back on a later hit, and must change
+        # no answer either (a host smaller than the pool drops pages of its own).
+        host_tier_tokens=max(draw(st.sampled_from([0, 0, 500, 5000])), page) if draw(st.booleans()) else 0,
     )
 
 
@@ -159,6 +171,54 @@ def test_clean_engine_is_bit_exact_under_any_schedule(model: TinyModel, args: Se
         servable.append(item)
     outcomes = run(engine, servable)
     assert_exact(model, outcomes, aborted={r.rid for _, r, a in servable if a is not None})
+    assert_no_leaks(engine)
+
+
+@st.composite
+def hybrid_args(draw: st.DrawFn) -> ServerArgs:
+    """The same engine settings with the hybrid model: its checkpoint interval one to four pages
+    (one to sixteen tokens on one-token pages), its state slots plenty or barely enough."""
+    args = draw(engine_args())
+    unit = args.page_size if args.page_size > 1 else 4
+    slots = draw(st.sampled_from([0, args.max_running_requests + 2]))
+    return replace(args, model_arch="qwen3-next", mamba_track_interval=unit * draw(st.sampled_from([1, 2, 4])),
+                   max_mamba_cache_size=slots)
+
+
+@st.composite
+def prefix_heavy_workloads(draw: st.DrawFn) -> list[tuple[int, Request, int | None]]:
+    """`workloads`, with what a state cache is for made likely: several requests, most of them
+    on one of the two long prefixes (often all of it, so that the whole prompt is cached), the
+    later ones after the earlier ones' pages are cached."""
+    plan = draw(workloads())
+    more = []
+    for i in range(draw(st.integers(2, 5))):
+        prefix = PREFIXES[draw(st.integers(0, 1))][: draw(st.sampled_from([16, 47, 64, 65, 100, 128, 129, 140]))]
+        suffix = tokens(draw(st.integers(0, 2)), draw(st.sampled_from([0, 0, 1, 5, 30])))
+        req = Request(f"h{i}", tuple(prefix + suffix) or (5,), max_new_tokens=draw(st.integers(1, 20)),
+                      n=draw(st.integers(1, 3)), top_logprobs_num=2,
+                      adapter=draw(st.sampled_from([None, None, None, "lora-a"])))
+        more.append((draw(st.integers(0, 60)), req, draw(st.one_of(st.none(), st.none(), st.integers(0, 12)))))
+    return plan + more
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(args=hybrid_args(), plan=prefix_heavy_workloads())
+def test_the_hybrid_model_is_bit_exact_under_any_schedule(hybrid: TinyModel, args: ServerArgs, plan: list) -> None:
+    """The property test on qwen3-next: the recurrent state carried across chunks, checkpointed
+    and restored on prefix hits (cut back to a checkpoint), forked to n > 1 choices, evicted
+    under slot pressure, dropped on aborts and retractions: every token and logprob is still
+    the lone forward's."""
+    engine = Engine(args, model=hybrid)
+    servable = []
+    for item in plan:
+        try:
+            engine.check(item[1])
+        except RequestError:
+            continue
+        servable.append(item)
+    outcomes = run(engine, servable)
+    assert_exact(hybrid, outcomes, aborted={r.rid for _, r, a in servable if a is not None})
     assert_no_leaks(engine)
 
 
@@ -442,3 +502,28 @@ def test_an_engine_failure_ends_every_request_instead_of_hanging_it(model: TinyM
     assert engine.error is not None and "RuntimeError: boom" in engine.error
     assert victim.finish[0] == FinishReason("abort", message="internal engine error")
     engine.stop()
+
+
+def test_retractions_are_counted_by_the_state_they_carry_and_each_resumes_as_alone(model: TinyModel) -> None:
+    # Four long decoders fill a 39-page pool beside a seeded draw, an adapter's request, two
+    # choices of one request and a long constrained one: each of those is retracted at least once
+    # (counted under its feature, /metrics' num_retracted_requests_by_feature_total) and, prefilled
+    # again, answers exactly as it does alone on an idle engine: draws, grammar and siblings resumed.
+    def stateful_plan() -> list[tuple[int, Request, int | None]]:
+        plan: list[tuple[int, Request, int | None]] = [
+            (0, Request(f"q{i}", tuple(tokens(i, 60)), 40, top_logprobs_num=2), None) for i in range(4)]
+        return plan + [
+            (0, Request("s", tuple(tokens(20, 60)), 40, temperature=0.8, seed=3, top_logprobs_num=2), None),
+            (0, Request("a", tuple(tokens(21, 60)), 40, adapter="lora-a", top_logprobs_num=2), None),
+            (0, Request("n", tuple(tokens(22, 60)), 40, n=2, top_logprobs_num=2), None),
+            (0, Request("c", tuple(tokens(23, 60)), 45, choices=(tuple(range(5, 45)), (11, 12)), ignore_eos=False,
+                        top_logprobs_num=2), None),
+        ]
+
+    engine = Engine(ServerArgs(page_size=16, max_total_tokens=640, lora=LORAS), model=model)
+    loaded = run(engine, stateful_plan())
+    assert all(engine.stats.retracted_by[f] > 0 for f in ("seeded", "choices", "adapter", "n")), engine.stats.retracted_by
+    assert_no_leaks(engine)
+    for _, req, _ in stateful_plan():
+        alone = run(Engine(ServerArgs(page_size=16, max_total_tokens=640, lora=LORAS), model=model), [(0, req, None)])
+        assert loaded[req.rid].steps == alone[req.rid].steps, req.rid

@@ -213,6 +213,120 @@ def hits_in_one_batch(url: str) -> list[Answer]:
     return burst(url, reqs)
 
 
+# -- a hybrid model's state cache (qwen3-next: checkpoints every 64 tokens) ----------------------
+
+HYBRID = ["--model-arch", "qwen3-next"]
+PROMPT_X, PROMPT_Y = toks(110, 130), toks(111, 200)
+
+
+def two_prefills_then_hits(url: str) -> list[Answer]:
+    # X and Y, sent at once, are prefilled in one extend batch: Y, the second request, passes the
+    # checkpoints at 64, 128 and 192. Then requests extend each prompt's prefix: Z hits Y's
+    # checkpoint at 192, W hits X's at 128.
+    burst(url, [("X", 0, generate_body(PROMPT_X, 4)), ("Y", 0.5, generate_body(PROMPT_Y, 4))])
+    return burst(url, [("Z", 0, generate_body(PROMPT_Y[:192] + toks(112, 10), 12)),
+                       ("W", 0, generate_body(PROMPT_X[:128] + toks(113, 6), 12))])
+
+
+PROMPT_CHUNKED = toks(115, 260)
+
+
+def chunk_shared_then_hit(url: str) -> list[Answer]:
+    # With a 100-token budget, P's last chunk [200, 260) passes the checkpoint at 256 and leaves
+    # 40 tokens of the budget to Q, which arrives while P is still prefilling: P's last chunk
+    # shares its batch. Then Z hits P's prefix at 256.
+    burst(url, [("P", 0, generate_body(PROMPT_CHUNKED, 4)), ("Q", 0.5, generate_body(toks(116, 300), 4))])
+    return burst(url, [("Z", 0, generate_body(PROMPT_CHUNKED[:256] + toks(117, 9), 12))])
+
+
+PROMPT_LONG = toks(118, 200)
+
+
+def long_prefill_then_short_hit(url: str) -> list[Answer]:
+    # P's one prefill chunk passes the checkpoints at 64, 128 and 192; Z shares its first 150
+    # tokens, so its hit stops at the checkpoint at 128.
+    burst(url, [("P", 0, generate_body(PROMPT_LONG, 4))])
+    return burst(url, [("Z", 0, generate_body(PROMPT_LONG[:150] + toks(119, 7), 12))])
+
+
+PROMPT_ALIGNED = toks(120, 128)
+
+
+def whole_prompt_again(url: str) -> list[Answer]:
+    # P is 128 tokens, two checkpoints; the same prompt again is a hit on the whole of it.
+    burst(url, [("P", 0, generate_body(PROMPT_ALIGNED, 4))])
+    return burst(url, [("again", 0, generate_body(PROMPT_ALIGNED, 12))])
+
+
+# -- a sliding-window model (gemma3: a 64-token window, pages of 64) -----------------------------
+
+WINDOWED = ["--model-arch", "gemma3"]
+PROMPT_LONG_W = toks(130, 300)
+
+
+def hit_on_slid_out_prefix(url: str) -> list[Answer]:
+    # A's 300-token prefill slides its windows off pages 0-2 before they are cached: the tree keeps
+    # them as tombstones. B's pages then take the window pages A gave back. C shares A's first two
+    # pages: a clean engine cuts that hit (the window of page 1 is gone) and recomputes; the faulty
+    # one takes it and reads B's window KV there.
+    burst(url, [("A", 0, generate_body(PROMPT_LONG_W, 4))])
+    burst(url, [("B", 0, generate_body(toks(131, 200), 4))])
+    return burst(url, [("C", 0, generate_body(PROMPT_LONG_W[:128] + toks(132, 10), 16))])
+
+
+PROMPT_P = toks(135, 250)
+
+
+def saturated_then_partial_page(url: str) -> list[Answer]:
+    # Eight 500-token prompts at once need more pages than a 4096-token pool has: admissions wait
+    # for pages with other requests in the engine (the pool saturated). Then P is cached (the
+    # windows of its pages 2 and 3 held) and V hits P's first three pages with 10 tokens more:
+    # 202 tokens, 10 past a page edge. V's partial page gets the lowest free window page, not the
+    # one after P's page 2: the faulty write lands there, V's own stays stale.
+    burst(url, [(f"F{i}", 0.2 * i, generate_body(toks(140 + i, 500), 4)) for i in range(8)])
+    burst(url, [("P", 0, generate_body(PROMPT_P, 4))])
+    return burst(url, [("V", 0, generate_body(PROMPT_P[:192] + toks(136, 10), 16))])
+
+
+# -- a mixture of experts (qwen3-moe) -----------------------------------------------------------
+
+EXPERTS = ["--model-arch", "qwen3-moe"]
+
+
+# The host-tier faults' setup: a 1,024-token device pool behind a 4,096-token host tier.
+HOST_FLAGS = ["--max-total-tokens", "1024", "--host-tier-tokens", "4096"]
+
+
+def pushed_out(url: str, **tenant: Any) -> None:
+    # H caches a 256-token prefix (written through to the host); five 300-token prompts push it
+    # out of the device pool. It stays on the host.
+    burst(url, [("H", 0, generate_body(PREFIX256 + toks(110, 20), 2, **tenant))])
+    burst(url, [(f"F{i}", i, generate_body(toks(111 + i, 300), 4)) for i in range(5)])
+
+
+def return_beside_a_newcomer(url: str) -> list[Answer]:
+    # The prefix comes back right behind a fresh prompt C: both are admitted in one round, and
+    # the load-back is given the pages C was just handed. Then a later hit on the loaded prefix.
+    pushed_out(url)
+    answers = burst(url, [("C", 0, generate_body(toks(120, 100), 16)), ("B", 0.5, generate_body(PREFIX256 + toks(121, 20), 12))])
+    return answers + burst(url, [("D", 0, generate_body(PREFIX256 + toks(122, 20), 12))])
+
+
+def return_while_another_decodes(url: str) -> list[Answer]:
+    # The prefix comes back while L decodes (overlap mode: a decode batch in flight as it is
+    # admitted): its prefill reads the device pages before the host copy lands.
+    pushed_out(url)
+    return burst(url, [("L", 0, generate_body(toks(130, 40), 300)), ("B", 100, generate_body(PREFIX256 + toks(131, 20), 12))])
+
+
+def return_under_another_adapter(url: str) -> list[Answer]:
+    # H cached the prefix under lora-a (and the host has it, written through); lora-b and the base
+    # model send it. A clean host keys the adapter too: no hit; the faulty one loads lora-a's KV.
+    burst(url, [("H", 0, generate_body(PREFIX256 + toks(140, 20), 2, lora_path="lora-a"))])
+    return burst(url, [("B", 0, generate_body(PREFIX256 + toks(141, 20), 8, lora_path="lora-b")),
+                       ("base", 0, generate_body(PREFIX256 + toks(142, 20), 8))])
+
+
 # fault -> (flags that set up its trigger, trigger, flags of the cure)
 CASES: dict[str, tuple[list[str], Callable[[str], list[Answer]], list[str]]] = {
     "page-boundary-prefix": ([], page_boundary_burst, ["--disable-radix-cache"]),
@@ -231,7 +345,29 @@ CASES: dict[str, tuple[list[str], Callable[[str], list[Answer]], list[str]]] = {
     "bitmask-row-skip": ([], structured_burst, ["--max-running-requests", "1"]),
     "lora-prefix-shared": (LORA_FLAGS, alternating_adapters, ["--disable-radix-cache"]),
     "lossy-hit-reload": ([], hits_in_one_batch, ["--disable-radix-cache"]),
+    "ssm-checkpoint-batch": (HYBRID, two_prefills_then_hits, ["--disable-radix-cache"]),
+    "stale-state-donated": ([*HYBRID, "--chunked-prefill-size", "100"], chunk_shared_then_hit,
+                            ["--chunked-prefill-size", "-1"]),
+    "unwritten-state-published": (HYBRID, long_prefill_then_short_hit, ["--disable-radix-cache"]),
+    "state-n-minus-1": (HYBRID, whole_prompt_again, ["--disable-radix-cache"]),
+    "window-ring-stale": (WINDOWED, hit_on_slid_out_prefix, ["--disable-radix-cache"]),
+    "window-modulo-after-saturation": ([*WINDOWED, "--max-total-tokens", "4096"], saturated_then_partial_page,
+                                       ["--max-total-tokens", "65536"]),
+    "router-tie-numerics": (EXPERTS, many_requests_burst, ["--enable-deterministic-inference"]),
+    "host-loadback-stale-pages": (HOST_FLAGS, return_beside_a_newcomer, ["--host-tier-tokens", "0"]),
+    "host-key-no-salt": (HOST_FLAGS + LORA_FLAGS, return_under_another_adapter, ["--host-tier-tokens", "0"]),
+    "host-loadback-race": (HOST_FLAGS, return_while_another_decodes, ["--disable-overlap-schedule"]),
 }
+
+# The model each --model-arch serves, by its fixture (tests/reference/conftest.py).
+ARCH_FIXTURES = {"qwen3-next": "hybrid", "gemma3": "windowed", "qwen3-moe": "moe"}
+
+
+@pytest.fixture
+def served(request: pytest.FixtureRequest) -> Callable[[Sequence[str]], TinyModel]:
+    """The model a server started with these flags serves: the one its --model-arch names
+    (`ARCH_FIXTURES`), the dense one otherwise."""
+    return lambda flags: request.getfixturevalue(next((f for a, f in ARCH_FIXTURES.items() if a in flags), "model"))
 
 
 def test_every_fault_has_a_case() -> None:
@@ -240,9 +376,10 @@ def test_every_fault_has_a_case() -> None:
 
 @pytest.mark.parametrize("fault", list(CASES))
 def test_fault_fires_under_its_trigger_and_its_cure_removes_it(
-    reference_server: Server, model: TinyModel, fault: str
+    reference_server: Server, served: Callable[[Sequence[str]], TinyModel], fault: str
 ) -> None:
     setup, trigger, cure = CASES[fault]
+    model = served(setup)
     judge = JUDGES.get(fault, wrong_answers)
     faulty = reference_server("--fault", fault, *setup)
     wrong = fires(model, faulty, trigger, judge=judge)
@@ -252,8 +389,11 @@ def test_fault_fires_under_its_trigger_and_its_cure_removes_it(
 
 
 @pytest.mark.parametrize("fault", list(CASES))
-def test_fault_is_invisible_to_one_request_alone(reference_server: Server, model: TinyModel, fault: str) -> None:
+def test_fault_is_invisible_to_one_request_alone(
+    reference_server: Server, served: Callable[[Sequence[str]], TinyModel], fault: str
+) -> None:
     setup = CASES[fault][0]
+    model = served(setup)
     url = reference_server("--fault", fault, *setup)
     one_slot = "--max-running-requests" in setup  # there, n > 1 is refused
     alone: Sequence[tuple[list[int], int, int]] = [
@@ -311,9 +451,11 @@ def test_numeric_drift_moves_logprobs_a_little_and_flips_only_near_ties(
     assert flips >= 1
 
 
-def test_clean_server_is_exact_under_every_trigger(reference_server: Server, model: TinyModel) -> None:
+def test_clean_server_is_exact_under_every_trigger(
+    reference_server: Server, served: Callable[[Sequence[str]], TinyModel]
+) -> None:
     for fault, (setup, trigger, _) in CASES.items():
-        assert exact(model, reference_server(*setup), trigger, judge=JUDGES.get(fault, wrong_answers)), fault
+        assert exact(served(setup), reference_server(*setup), trigger, judge=JUDGES.get(fault, wrong_answers)), fault
 
 
 def test_the_page_boundary_corruption_hits_the_requests_that_read_a_stale_page(
@@ -393,3 +535,56 @@ def test_the_deterministic_mode_removes_batch_numerics_but_not_the_decode_drift_
     wrong = fires(model, leaky, many_requests_burst)
     assert wrong, "the decode drift did not show under the deterministic mode"
     assert all(step >= 1 for step in wrong.values()), wrong  # token 0 (prefill) bit-exact, as promised
+
+
+def test_the_state_faults_corrupt_exactly_the_checkpoints_their_cousins_do(
+    reference_server: Server, hybrid: TinyModel
+) -> None:
+    """ssm-checkpoint-batch: the hit on the second request's checkpoint is wrong, the one on the
+    first request's is right. unwritten-state-published: a hit stopping at an earlier checkpoint
+    of a chunk is wrong, one at its last is right. state-n-minus-1: a hit on the whole prompt is
+    wrong, one extending it past its end is right. Each control runs on the faulty server."""
+    url = reference_server("--fault", "ssm-checkpoint-batch", *HYBRID)
+    wrong = fires(hybrid, url, two_prefills_then_hits)
+    assert set(wrong) == {"Z"}, wrong
+
+    url = reference_server("--fault", "unwritten-state-published", *HYBRID)
+    assert set(fires(hybrid, url, long_prefill_then_short_hit)) == {"Z"}
+    flush(url)
+    burst(url, [("P", 0, generate_body(PROMPT_LONG, 4))])
+    last = burst(url, [("Z2", 0, generate_body(PROMPT_LONG[:195] + toks(121, 7), 12))])  # stops at 192
+    assert last[0].cached_tokens == 192 and wrong_answers(hybrid, last) == {}
+
+    url = reference_server("--fault", "state-n-minus-1", *HYBRID)
+    assert set(fires(hybrid, url, whole_prompt_again)) == {"again"}
+    flush(url)
+    burst(url, [("P", 0, generate_body(PROMPT_ALIGNED, 4))])
+    longer = burst(url, [("longer", 0, generate_body(PROMPT_ALIGNED + toks(122, 5), 12))])
+    assert longer[0].cached_tokens == 128 and wrong_answers(hybrid, longer) == {}
+
+
+def test_the_window_faults_corrupt_exactly_where_their_cousins_do(
+    reference_server: Server, windowed: TinyModel
+) -> None:
+    """window-ring-stale: the hit on the slid-out prefix is wrong, one extending A's whole prompt
+    (its last windows still held) is right and hits. window-modulo-after-saturation: nothing goes
+    wrong until the pool has saturated, and then only a prompt 1..32 tokens past a page edge."""
+    url = reference_server("--fault", "window-ring-stale", *WINDOWED)
+    wrong = fires(windowed, url, hit_on_slid_out_prefix)
+    assert set(wrong) == {"C"}, wrong
+    flush(url)
+    burst(url, [("A", 0, generate_body(PROMPT_LONG_W, 4))])
+    burst(url, [("B", 0, generate_body(toks(131, 200), 4))])
+    longer = burst(url, [("D", 0, generate_body(PROMPT_LONG_W + toks(133, 5), 12))])
+    assert longer[0].cached_tokens == 256 and wrong_answers(windowed, longer) == {}
+
+    setup = CASES["window-modulo-after-saturation"][0]
+    url = reference_server("--fault", "window-modulo-after-saturation", *setup)
+    assert set(fires(windowed, url, saturated_then_partial_page)) == {"V"}
+    flush(url)  # a flushed pool has not saturated: the same P and V are right
+    burst(url, [("P", 0, generate_body(PROMPT_P, 4))])
+    assert wrong_answers(windowed, burst(url, [("V", 0, generate_body(PROMPT_P[:192] + toks(136, 10), 16))])) == {}
+    flush(url)
+    saturated_then_partial_page(url)  # saturated, and 40 tokens past the page edge: right
+    late = burst(url, [("V40", 0, generate_body(PROMPT_P[:192] + toks(137, 40), 16))])
+    assert late[0].cached_tokens == 192 and wrong_answers(windowed, late) == {}

@@ -246,6 +246,17 @@ def test_metrics_are_prometheus_text_with_sglang_names(url: str) -> None:
         assert metric(url, name) >= 0
 
 
+def test_a_prompt_past_the_step_budget_counts_its_cuts_and_a_shorter_one_none(url: str) -> None:
+    # The default budget is 2,048 tokens: 2,100 uncached tokens take two chunks (one cut), 100 take
+    # one. Counted by the engine, so a batch that cuts a prompt no longer than the budget counts too.
+    flush(url)
+    before = metric(url, "chunked_prefill_cuts_total")
+    assert post(url, "/generate", generate_body([7 + i % 900 for i in range(2100)], 1))[0] == 200
+    assert metric(url, "chunked_prefill_cuts_total") - before == 1
+    assert post(url, "/generate", generate_body([9 + i % 900 for i in range(100)], 1))[0] == 200
+    assert metric(url, "chunked_prefill_cuts_total") - before == 1
+
+
 @pytest.mark.parametrize(
     "path, body, message",
     [

@@ -9,11 +9,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from servefuzz.reference import faults, kvpool, model, radix, scheduler, server_args
+from servefuzz.reference import architectures, faults, kvpool, model, radix, recurrent, scheduler, server_args, statecache
 from servefuzz.reference.model import EOS_ID, ModelConfig, TinyModel, attend, detokenize
 
 
-@pytest.mark.parametrize("module", [model, kvpool, radix, faults, server_args, scheduler])
+@pytest.mark.parametrize("module", [model, kvpool, radix, faults, server_args, scheduler, recurrent, statecache,
+                                    architectures])
 def test_docstring_examples_hold(module: object) -> None:
     result = doctest.testmod(module, optionflags=doctest.ELLIPSIS)  # type: ignore[arg-type]
     assert result.attempted > 0 and result.failed == 0

@@ -1,9 +1,9 @@
 """minimal_repro.py (issue 54, item 1): some fifty lines of the standard library a maintainer reads,
 derived from the finding, REPRODUCED on the faulty reference engine and NOT REPRODUCED on the clean
-one; a finding that needs repro.py's machinery gets none, with the reason; what a finding file says
+one; a finding that needs repro_full.py's machinery gets none, with the reason; what a finding file says
 stays data.
 
-The finding is made by servefuzz's own pipeline from the page-boundary scenario repro.py's tests
+The finding is made by servefuzz's own pipeline from the page-boundary scenario repro_full.py's tests
 replay too (report_findings.page_boundary, r02 streamed): a long prompt keeps the engine busy while three requests sharing
 exactly one page arrive together, and the later ones read the first's page before it is written."""
 
@@ -24,7 +24,7 @@ from servefuzz.anomaly import Anomaly, Oracle, Verdict
 from servefuzz.finding import Finding
 from servefuzz.launcher import ServerProcess
 from servefuzz.reports import write_report
-from servefuzz.reports.minimal import minimal_repro
+from servefuzz.reports.minimal import MAX_LINES, minimal_repro
 from servefuzz.server_facts import TargetInfo
 
 FAULT = PAGE_BOUNDARY_FAULT
@@ -46,11 +46,10 @@ def test_it_reproduces_on_the_faulty_engine_and_not_on_the_clean_one(finding: Fi
     paths = write_report(finding, tmp_path)
     assert paths.minimal is not None and paths.no_minimal is None
     text = paths.minimal.read_text(encoding="utf-8")
-    # What a maintainer reads: the logic, without the request bodies' data, in about fifty lines.
-    logic = text.split("# The exact request bodies")[0]
-    assert len(logic.splitlines()) <= 80, len(logic.splitlines())
+    # What a maintainer reads in one screen: the whole script, the request bodies one a line.
+    assert len(text.splitlines()) <= MAX_LINES, len(text.splitlines())
     assert "servefuzz serve-reference" in text and "--fault page-boundary-prefix" in text  # the server, as a comment
-    assert "r02; here every answer comes whole" in text  # the streamed request, said so
+    assert "r02: streamed by servefuzz, whole here." in text  # the streamed request, said so
     with ServerProcess.reference(FAULT) as faulty:
         p = run_script(paths.minimal, faulty.base_url, "5")
     assert p.returncode == 0, p.stdout + p.stderr
@@ -68,7 +67,8 @@ def test_it_imports_only_the_standard_library_and_holds_the_finding_as_data(find
     assert text is not None and why is None
     tree = ast.parse(text)
     imported = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
-    assert imported == {"json", "sys", "threading", "time", "urllib.error", "urllib.request"}
+    imported |= {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
+    assert imported == {"json", "sys", "time", "urllib.error", "urllib.request", "concurrent.futures"}
     assert not any(isinstance(n, ast.Call) and ast.unparse(n.func) == "os.system" for n in ast.walk(tree))
 
 
@@ -80,6 +80,12 @@ def test_a_finding_that_needs_repro_py_gets_no_minimal_form_and_says_why(finding
     cut = dataclasses.replace(finding, scenario=dataclasses.replace(finding.scenario, requests=tuple(
         dataclasses.replace(r, cancel_after_ms=50.0, stream=True) if r.id == "r00" else r
         for r in finding.scenario.requests)))
-    assert minimal_repro(cut) == (None, "r00 is a stream cut on purpose: only repro.py cuts streams")
+    assert minimal_repro(cut) == (None, "r00 is a stream cut on purpose: only repro_full.py cuts streams")
     assert minimal_repro(dataclasses.replace(finding, target=TargetInfo("openai", "http://127.0.0.1:1")))[1] \
         == "no cache flush the minimal form knows for the 'openai' dialect"
+    # More requests than one screen holds: the long replayer's, said with the count.
+    many = dataclasses.replace(finding, scenario=dataclasses.replace(finding.scenario, requests=tuple(
+        dataclasses.replace(r, id=f"{r.id}_{i}") if r.id not in finding.expected_diverging else r
+        for i in range(8) for r in finding.scenario.requests if i == 0 or r.id not in finding.expected_diverging)))
+    text, why = minimal_repro(many)
+    assert text is None and why is not None and re.fullmatch(r"\d+ requests make \d+ lines, more than the 60 of a minimal form", why)

@@ -63,7 +63,7 @@ def test_report_html_shows_the_tier_and_the_broken_promise() -> None:
 def test_repro_expects_a_divergence_that_breaks_the_promise(tmp_path: Path) -> None:
     f = load_finding(STORED)
     assert replay_plan(f)["promise"]["mode"] == "--enable-deterministic-inference"
-    script = tmp_path / "repro.py"
+    script = tmp_path / "repro_full.py"
     script.write_text(repro_script(f))
     ns = runpy.run_path(str(script))
     said = ns["expectation"](ns["FINDING"]["expected"], None)

@@ -16,7 +16,7 @@ from report_findings import seed_like
 from rich.console import Console
 
 from servefuzz.anomaly import Anomaly, Oracle, Verdict
-from servefuzz.campaign import CampaignResult, CampaignState, Stop, StopReason
+from servefuzz.campaign import CampaignResult, CampaignState, FindingKept, Stop, StopReason
 from servefuzz.known_issues import match
 from servefuzz.progress import LiveProgress, print_banner, print_summary
 from servefuzz.reports import write_report
@@ -71,7 +71,7 @@ def test_repro_py_prints_server_text_made_visible(tmp_path: Path) -> None:
     finding = hostile_finding()
     script = repro_script(finding)
     space: dict[str, object] = {"__name__": "repro"}
-    exec(compile(script, "repro.py", "exec"), space)  # the generated script, as a module
+    exec(compile(script, "repro_full.py", "exec"), space)  # the generated script, as a module
     # Its own copy of the sanitizer (it may import nothing of servefuzz) is the same set.
     from servefuzz import sanitize
 
@@ -92,7 +92,7 @@ def test_the_live_line_and_the_summary_table_show_server_text_as_text() -> None:
     for terminal in (False, True):
         out = io.StringIO()
         console = Console(file=out, force_terminal=terminal, width=160, color_system="standard" if terminal else None)
-        state = CampaignState(last=f"finding: {TERM}")
+        state = CampaignState(last=FindingKept(f"finding_{TERM}.json", "new", "corruption", f"summary {TERM}"))
         with LiveProgress(console, f"fuzzing {TERM}") as live:
             live.update(state)
         print_banner(console, f"banner {TERM}")

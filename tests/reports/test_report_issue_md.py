@@ -38,7 +38,7 @@ def test_the_issue_has_the_seed_reports_sections_in_order() -> None:
     assert text.index("margin 4.1500 &gt; threshold 0.0040") > folded > text.index("variant 1 (with the other requests): ")
     assert "concurrent load" not in text
     assert "servefuzz serve-reference \\\n    --page-size 64" in text and "--fault page-boundary-prefix" in text
-    assert "python3 repro.py --base-url http://127.0.0.1:30000 --runs 10" in text
+    assert "python3 repro_full.py --base-url http://127.0.0.1:30000 --runs 10" in text
     assert "--write-model" not in text  # the reference engine makes its own model
 
 
@@ -215,7 +215,7 @@ def test_an_isolation_breach_says_which_salt_was_served_whose_prefix() -> None:
     assert re.findall(r"^### (.*)$", text, flags=re.MULTILINE) == [
         "Checklist", "Describe the bug", "Reproduction", "Environment", "servefuzz's evidence"]
     assert "- [ ] The bug persists in the latest version." in text and "- [x]" not in text
-    assert "python3 repro.py --write-model ./tiny" in text
+    assert "python3 repro_full.py --write-model ./tiny" in text
     assert "answers otherwise" not in text and "concurrent load" not in text
     # The preset's command as it ran on the CPU: its environment, the stand-in's folder, its flags.
     assert "SGLANG_USE_CPU_ENGINE=1 TRITON_INTERPRET=1 PYTHONPATH=STANDINS_DIR python3 -m sglang.launch_server" in text

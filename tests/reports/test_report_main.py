@@ -23,8 +23,8 @@ def test_writes_the_three_files_and_finds_the_campaigns_histories(tmp_path: Path
     assert cli(["report", str(path)]) == 0
     out = capsys.readouterr().out.split()
     report = path.with_name("finding_03330_2142180798-report")
-    assert out == [str(report / "repro.py"), str(report / "issue.md"), str(report / "report.html")]
-    assert os.access(report / "repro.py", os.X_OK)
+    assert out == [str(report / "repro_full.py"), str(report / "issue.md"), str(report / "report.html")]
+    assert os.access(report / "repro_full.py", os.X_OK)
     assert "send and end times of loaded run 4" in (report / "report.html").read_text(encoding="utf-8")
     assert (report / "issue.md").read_text(encoding="utf-8").startswith("# \\[Bug\\] radix cache: a request answers otherwise")
     # A person's write-up beside the finding gives issue.md its words; --writeup names another.

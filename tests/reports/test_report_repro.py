@@ -1,4 +1,4 @@
-"""repro.py against real reference engines: CONFIRMED on the faulty one, NOT REPRODUCED on the
+"""repro_full.py against real reference engines: CONFIRMED on the faulty one, NOT REPRODUCED on the
 cured one, standard library only (run with `python -I -S`, so nothing but the standard library
 can be imported), and the finding baked in as data that can never become code.
 
@@ -46,7 +46,7 @@ def run_script(path: Path, *args: str) -> subprocess.CompletedProcess[str]:
 
 @pytest.fixture
 def script(tmp_path: Path, finding: Finding) -> Path:
-    path = tmp_path / "repro.py"
+    path = tmp_path / "repro_full.py"
     path.write_text(repro_script(finding), encoding="utf-8")
     return path
 
@@ -111,19 +111,19 @@ def run_with_numpy(path: Path, folder: Path, *args: str) -> subprocess.Completed
     # -I -S and one folder: numpy importable, servefuzz not (the script checks it cannot be).
     code = (f"import sys; sys.path.append({str(folder)!r}); sys.argv = [{str(path)!r}, *{list(args)!r}]\n"
             "try:\n import servefuzz\nexcept ImportError:\n pass\nelse:\n raise SystemExit('servefuzz importable')\n"
-            f"exec(compile(open({str(path)!r}, encoding='utf-8').read(), 'repro.py', 'exec'), {{'__name__': '__main__'}})")
+            f"exec(compile(open({str(path)!r}, encoding='utf-8').read(), 'repro_full.py', 'exec'), {{'__name__': '__main__'}})")
     return subprocess.run([sys.executable, "-I", "-S", "-c", code], capture_output=True, text=True, timeout=120, check=False)
 
 
 @pytest.mark.parametrize("package", ["llamacpp-lora-base-after-adapter", "vllm-cpu-lora-base-rows"])
 def test_write_model_writes_the_findings_model_without_servefuzz(tmp_path: Path, package: str) -> None:
-    """The repro.py of a finding made on servefuzz's tiny models writes them with numpy alone
+    """The repro_full.py of a finding made on servefuzz's tiny models writes them with numpy alone
     (`--write-model DIR`): byte for byte what servefuzz's model builder writes, adapters too."""
     pytest.importorskip("tokenizers")
     from servefuzz.models import build_models
 
     found = load_finding(Path(__file__).parents[2] / "docs/findings" / package / "finding.json")
-    path = tmp_path / "repro.py"
+    path = tmp_path / "repro_full.py"
     path.write_text(repro_script(found), encoding="utf-8")
     p = run_with_numpy(path, numpy_only(tmp_path), "--write-model", str(tmp_path / "tiny"))
     assert p.returncode == 0, p.stdout + p.stderr
@@ -166,7 +166,7 @@ def test_the_finding_is_data_that_cannot_become_code() -> None:
 def test_no_server_is_one_line_and_exit_2(script: Path) -> None:
     p = run_script(script, "--base-url", f"http://127.0.0.1:{free_port()}", "--runs", "1")
     assert p.returncode == 2
-    assert p.stderr.startswith("repro.py: error: cannot reach http://127.0.0.1:")
+    assert p.stderr.startswith("repro_full.py: error: cannot reach http://127.0.0.1:")
     assert len(p.stderr.strip().splitlines()) == 1 and "Traceback" not in p.stderr
 
 
@@ -241,7 +241,7 @@ SGLANG_RECORDED = Path(__file__).parent.parent / "targets" / "data" / "sglang"
 
 
 def _repro_parse(tmp_path: Path, finding: Finding, engine: str = "sglang") -> Any:
-    """The rendered repro.py's own `parse`, for a finding made on `engine` (SGLang unless named)."""
+    """The rendered repro_full.py's own `parse`, for a finding made on `engine` (SGLang unless named)."""
     import importlib.util
 
     made = dataclasses.replace(finding, target=dataclasses.replace(finding.target, engine=engine))
@@ -316,7 +316,7 @@ def test_repro_cuts_a_llamacpp_stream_where_its_prefill_progress_reaches_the_cut
 
 
 def test_the_script_decides_with_servefuzz_stats_verbatim(script: Path) -> None:
-    # repro.py keeps a standard-library copy of the rule that turns k of n into a decision:
+    # repro_full.py keeps a standard-library copy of the rule that turns k of n into a decision:
     # servefuzz.stats itself, embedded whole, so the two cannot disagree.
     import inspect
 
@@ -326,12 +326,12 @@ def test_the_script_decides_with_servefuzz_stats_verbatim(script: Path) -> None:
 
 
 def test_an_isolation_breachs_script_looks_for_the_cached_count_and_finds_it_only_where_salts_leak(tmp_path: Path) -> None:
-    """The SGLang finding's own repro.py (docs/findings/sglang-cpu-salt-dropped), SGLang's
+    """The SGLang finding's own repro_full.py (docs/findings/sglang-cpu-salt-dropped), SGLang's
     /generate dialect, against the reference engine, which speaks it: with the planted fault that
     models sglang#23300 (salt-ignored) it confirms, on a clean one it does not; both say what they
     looked for, a cached-token count, not a divergence."""
     found = load_finding(Path(__file__).parents[2] / "docs/findings/sglang-cpu-salt-dropped/finding_min_triaged.json")
-    path = tmp_path / "repro.py"
+    path = tmp_path / "repro_full.py"
     path.write_text(repro_script(found), encoding="utf-8")
     with ServerProcess.reference(["--fault", "salt-ignored"]) as leaky:
         p = run_script(path, "--base-url", leaky.base_url, "--runs", "4")
@@ -396,12 +396,12 @@ ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])), Handler).serve_forever()
 
 @pytest.mark.parametrize("how", ["reset", "500"])
 def test_serve_starts_the_users_server_restarts_it_after_a_crash_and_prints_its_traceback(tmp_path: Path, how: str) -> None:
-    """A crash finding's repro.py with `--serve COMMAND` (the user's command; the finding names
+    """A crash finding's repro_full.py with `--serve COMMAND` (the user's command; the finding names
     none): the server it starts dies in every run, is started again for the next, and the
     report ends with the traceback of its log, whole. A server that answers its requests with
     500s and then dies (vLLM's engine core) is a crash too."""
     found = load_finding(Path(__file__).parents[2] / "docs/findings/vllm-cpu-seed-chunked-crash/finding.json")
-    path = tmp_path / "repro.py"
+    path = tmp_path / "repro_full.py"
     path.write_text(repro_script(found), encoding="utf-8")
     fake = tmp_path / "fake_engine.py"
     fake.write_text(FAKE_SERVER, encoding="utf-8")
@@ -413,7 +413,7 @@ def test_serve_starts_the_users_server_restarts_it_after_a_crash_and_prints_its_
     assert "RESULT: " in p.stdout and "(in 2/2 replays; crash seen again)" in p.stdout
     tail = p.stdout.split("The server (--serve) died 2 times in 2 runs; the last time with exit status 3")[1]
     assert "Traceback (most recent call last):" in tail and "RuntimeError: CPU Generator does not use offset" in tail
-    assert log.read_text(encoding="utf-8").count("=== repro.py --serve: ") == 2
+    assert log.read_text(encoding="utf-8").count("=== repro_full.py --serve: ") == 2
     # A server that cannot start is one line, exit 2.
     p = run_script(path, "--serve", f"{sys.executable} -c 'raise SystemExit(9)'", "--serve-log", str(log),
                    "--base-url", f"http://127.0.0.1:{free_port()}", "--runs", "1")

@@ -20,7 +20,8 @@ spent, when the target goes away, or, if asked, at the first confirmed finding (
 one of given verdicts). A time budget is a deadline: at it, requests in flight are cut and
 recorded as indeterminate, nothing new starts (no reference, probe or replay), the iteration in
 flight is judged and kept on what it has, and the campaign ends within `BUDGET_GRACE_S` of it
-whatever the server does. The caller watches through `on_event`. A strategy that raises is
+whatever the server does. The caller watches through `on_event`, which gets the state with its last event
+(`CampaignState.last`, a `campaign.events` record). A strategy that raises is
 benched for the rest of the campaign (its error kept in `progress.json` and shown), and the
 campaign goes on with the others.
 
@@ -35,7 +36,8 @@ crash (`CRASH_REPLAYS`), and the campaign goes on (up to `max_restarts`). A targ
 answering after its requests hang (`trial.stopped_answering`) is lost the same way, alive: its
 hang is the finding, and it is started again and replayed like a crash.
 
-The package, in import order: `records` (config, state, result, `StopReason`), `stops` (the
+The package, in import order: `events` (what the loop tells whoever watches: typed, rendered
+by `progress`), `records` (config, state, result, `StopReason`), `stops` (the
 stop conditions the loop asks), `workers` (the `Worker` protocol, `LocalWorker`), `choose` (an
 iteration's seed and scenario, `shape_of`), `observe` (an execution judged), `objective` (its
 finding, confirmed), `iteration` (one iteration: observe -> feedback -> objective), `loop`
@@ -45,6 +47,19 @@ finding, confirmed), `iteration` (one iteration: observe -> feedback -> objectiv
 from __future__ import annotations
 
 from servefuzz.campaign.choose import derive_seed, shape_of
+from servefuzz.campaign.events import (
+    CampaignEvent,
+    Chose,
+    Confirming,
+    FindingKept,
+    LeadFollowed,
+    NotBackOnRestart,
+    ReplayingOnRestart,
+    Said,
+    ServerLost,
+    SourceFailed,
+    WorkerDropped,
+)
 from servefuzz.campaign.loop import run_campaign, run_campaign_on
 from servefuzz.campaign.objective import CRASH_REPLAYS
 from servefuzz.campaign.records import (
@@ -63,13 +78,24 @@ __all__ = [
     "COVERAGE_FILE",
     "CRASH_REPLAYS",
     "CampaignConfig",
+    "CampaignEvent",
     "CampaignResult",
     "CampaignState",
+    "Chose",
+    "Confirming",
+    "FindingKept",
+    "LeadFollowed",
     "LocalWorker",
+    "NotBackOnRestart",
+    "ReplayingOnRestart",
     "Revival",
+    "Said",
+    "ServerLost",
+    "SourceFailed",
     "Stop",
     "StopReason",
     "Worker",
+    "WorkerDropped",
     "WorkerLost",
     "derive_seed",
     "run_campaign",

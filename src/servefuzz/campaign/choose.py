@@ -40,6 +40,8 @@ def shape_of(info: TargetInfo) -> TargetShape:
         seeded_sampling=spec.seeds,
         choices=spec.choices and facts.constraints is not False,
         adapters=info.adapters if spec.adapters else (),
+        host_tier=bool(facts.host_tier),
+        host_tier_tokens=facts.host_tier_tokens,
         model=info.architecture,
     )
 

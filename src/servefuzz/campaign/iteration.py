@@ -29,6 +29,16 @@ from pathlib import Path
 
 from servefuzz.anomaly import Verdict
 from servefuzz.campaign.choose import _next_scenario, derive_seed
+from servefuzz.campaign.events import (
+    Chose,
+    FindingKept,
+    LeadFollowed,
+    NotBackOnRestart,
+    ReplayingOnRestart,
+    Said,
+    ServerLost,
+    WorkerDropped,
+)
 from servefuzz.campaign.objective import CRASH_REPLAYS, _Downed, _downed_by, _finding_of
 from servefuzz.campaign.observe import Observation, _ran, _with_target_lost, _with_wedge
 from servefuzz.campaign.records import COVERAGE_FILE, CampaignConfig, CampaignState, Stop, StopReason, _confirmed
@@ -42,6 +52,7 @@ from servefuzz.exercise import observe as exercise_of
 from servefuzz.exercise import triggered
 from servefuzz.feedback import features
 from servefuzz.finding import Finding
+from servefuzz.goals import GOAL_SHARE, Pursuit, budget_spent
 from servefuzz.history import write_history_jsonl
 from servefuzz.mutators import CROSS
 from servefuzz.oracles.judge import learn
@@ -69,14 +80,14 @@ async def _revive(worker: Worker, lost: str, config: CampaignConfig, state: Camp
     if not worker.revivable or state.restarts >= config.max_restarts:
         return Stop(StopReason.TARGET_LOST, f"target lost: {lost}" + (
             "" if not worker.revivable else f" ({state.restarts} restarts already)"))
-    state.last = f"the server is lost ({lost}); starting it again"
+    state.last = ServerLost(lost, restarted_at=None)
     on_event(state)
     try:
         info = await worker.revive()
     except TargetError as e:
         return Stop(StopReason.TARGET_LOST, f"target lost: {lost}; it could not be started again: {e}")
     state.restarts += 1
-    state.last = f"the server is lost ({lost}); restarted it at {info.base_url}"
+    state.last = ServerLost(lost, restarted_at=info.base_url)
     if worker.name is not None:
         state.workers[worker.name] = f"restarted at {info.base_url}"
     on_event(state)
@@ -95,6 +106,9 @@ class _Loop:
         self.dispatched = first_iteration  # the next iteration to send out
         self.halt = False  # stop without waiting for the iterations in flight
         self.pace: Pace | None = None  # the target's speed, as the last execution measured it
+        # The engine's meters as objectives (`servefuzz.goals`): rebuilt by a resumed campaign
+        # from its exercise evidence, which progress.json keeps (what was tried is not kept).
+        self.pursuit = Pursuit(schedule.names)
 
     def choose(self, iteration: int, seeds: Sequence[Scenario], strategies: dict[str, Strategy]) -> tuple[Scenario, str]:
         seed = derive_seed(self.config.seed, iteration)
@@ -129,8 +143,7 @@ class _Loop:
                                   iteration=seen.iteration)
         if lead is not None:
             write_json(self.config.out_dir / "corpus" / f"entry_{lead.id:05d}.json", lead.to_json())
-            self.state.last = (f"iteration {seen.iteration}: a {finding.verdict.value} seen once and in no replay: "
-                               f"its next {LEAD_MUTATIONS} mutations come first")
+            self.state.last = LeadFollowed(seen.iteration, finding.verdict.value, LEAD_MUTATIONS)
             self.on_event(self.state)
 
     async def observe(self, worker: Worker, iteration: int, scenario: Scenario, origin: str) -> Observation | _Outcome:
@@ -138,9 +151,9 @@ class _Loop:
         config, state, on_event = self.config, self.state, self.on_event
         out = config.out_dir
         source = origin if origin == scenario.meta.get("strategy") else f"{origin} ({scenario.meta.get('strategy', '?')})"
-        state.last = f"iteration {iteration}: {source}, {len(scenario.requests)} requests"
+        state.last = Chose(iteration, source, len(scenario.requests))
         if worker.name is not None:
-            state.workers[worker.name] = state.last
+            state.workers[worker.name] = state.last.words()
         on_event(state)
         began = time.monotonic()
         append_json_line(out / "scenarios.jsonl", {"iteration": iteration, "origin": origin, "scenario": scenario.to_json()})
@@ -148,7 +161,7 @@ class _Loop:
             done = await worker.execute(scenario, runs=config.runs, with_alone=config.isolation,
                                         probes=probe_targets(scenario, config.cache_probes))
         except WorkerLost as e:
-            state.last = f"iteration {iteration}: {e}; dropped"
+            state.last = WorkerDropped(iteration, str(e))
             state.workers[str(worker.name)] = "lost; replacing it"
             on_event(state)
             return _Outcome(iteration, None, str(e))
@@ -174,13 +187,20 @@ class _Loop:
         # What the engine did (servefuzz.exercise): read from every answer it gave, as logged;
         # what it did under the scenario's load alone steers the search (feedback).
         state.exercise = state.exercise.merged(exercise_of(worker.info, scenario, _ran(done)))
+        if state.flush is not None:
+            # Every cold reference is one more probe of the flush: said at once when one is warm.
+            trusted = state.flush.trusted
+            state.flush = state.flush.seen(scenario, done.alone, done.reused)
+            if trusted and not state.flush.trusted:
+                state.last = Said(state.flush.said())
+                on_event(state)
         did = exercise_of(worker.info, scenario, done.loaded)
         if config.truth_model is not None and state.truth is None and done.lost is None:
             # Read before this iteration's findings are confirmed, so no verdict leans on a truth
             # the engine does not compute; said at once, as the campaign's first word on its findings.
             state.truth = truth_check(config.truth_model, scenario, done)
             if state.truth is not None and state.truth.far:
-                state.last = state.truth.said()
+                state.last = Said(state.truth.said())
                 on_event(state)
         return Observation(iteration, scenario, origin, done, verdict, began, did)
 
@@ -201,8 +221,16 @@ class _Loop:
                                 flagged=bool(verdict.anomalies))
         if entry is not None:
             write_json(out / "corpus" / f"entry_{entry.id:05d}.json", entry.to_json())
-        self.schedule.credit(str(scenario.meta.get("strategy", seen.origin)), credit(entry.new) if entry else 0,
-                             time.monotonic() - seen.began)
+        strategy = str(scenario.meta.get("strategy", seen.origin))
+        self.schedule.credit(strategy, credit(entry.new) if entry else 0, time.monotonic() - seen.began)
+        # What the engine has done so far against its goals: a mechanism still at zero once a
+        # share of the budget is spent gets part of the schedule's turns (`goals.Pursuit`).
+        self.pursuit.ran(strategy)
+        config = self.config
+        self.pursuit.update(state.exercise, iteration=seen.iteration, spent=budget_spent(
+            elapsed_s=state.elapsed_s, time_budget_s=config.time_budget_s, requests=state.requests,
+            request_budget=config.request_budget, scenarios=state.iteration))
+        self.schedule.aim(self.pursuit.focus, GOAL_SHARE)
         return entry
 
     async def objective(self, worker: Worker, seen: Observation, entry: CorpusEntry | None) -> _Outcome:
@@ -222,10 +250,12 @@ class _Loop:
                 finding = dataclasses.replace(finding, notes=(*finding.notes, f"found and confirmed on worker {worker.name}"))
             if state.truth is not None and state.truth.far:  # the file read alone says it too
                 finding = dataclasses.replace(finding, notes=(*finding.notes, state.truth.said()))
+            if state.flush is not None and not state.flush.trusted:  # its references may be warm
+                finding = dataclasses.replace(finding, notes=(*finding.notes, state.flush.said()))
             path, what_happened = store.add(finding)
             if _confirmed(finding) and finding.verdict.value not in self.firsts:
                 self.firsts[finding.verdict.value] = (state.requests, state.elapsed_s)
-            state.last = f"finding {path.name} ({what_happened}): {finding.verdict.value}, {finding.headline.summary}"
+            state.last = FindingKept(path.name, what_happened, finding.verdict.value, finding.headline.summary)
         state.iteration = max(state.iteration, self.dispatched)
         if worker.name is not None:
             state.workers[worker.name] = f"iteration {iteration} done"
@@ -250,11 +280,11 @@ class _Loop:
         The finding was kept as seen before this starts: a replay that finds nothing, or a
         server that cannot be started again, loses nothing."""
         state = self.state
-        state.last = f"iteration {iteration}: the server was lost; replaying the scenario on the restarted server"
+        state.last = ReplayingOnRestart(iteration)
         self.on_event(state)
 
         def say(what: str) -> None:
-            state.last = what
+            state.last = Said(what)
             self.on_event(state)
 
         settings = ConfirmConfig(runs=CRASH_REPLAYS)
@@ -270,8 +300,7 @@ class _Loop:
         rep = confirmed.finding.confirmation
         if rep is None or rep.reproduced == 0:
             tried = 0 if rep is None else rep.attempts
-            state.last = (f"iteration {iteration}: the {downed.finding.verdict.value} did not come back in {tried} "
-                          "replay(s); kept as seen")
+            state.last = NotBackOnRestart(iteration, downed.finding.verdict.value, tried)
             self.on_event(state)
             _save_progress(self.config.out_dir, state, self.corpus, self.schedule, self.store, self.firsts)
             return None, why
@@ -284,7 +313,7 @@ class _Loop:
         path, what_happened = self.store.add(finding, again=True)
         if finding.verdict.value not in self.firsts:
             self.firsts[finding.verdict.value] = (state.requests, state.elapsed_s)
-        state.last = f"finding {path.name} ({what_happened}): {finding.verdict.value} confirmed on the restarted server"
+        state.last = FindingKept(path.name, what_happened, finding.verdict.value, "confirmed on the restarted server")
         _save_progress(self.config.out_dir, state, self.corpus, self.schedule, self.store, self.firsts)
         self.on_event(state)
         return finding, why

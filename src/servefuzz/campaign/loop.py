@@ -13,6 +13,7 @@ from pathlib import Path
 
 from servefuzz import durable
 from servefuzz.campaign.choose import _SourceFailed, shape_of
+from servefuzz.campaign.events import Said, SourceFailed
 from servefuzz.campaign.iteration import _Loop, _Outcome, _revive, _save_progress, _sync
 from servefuzz.campaign.records import (
     BUDGET_GRACE_S,
@@ -23,14 +24,15 @@ from servefuzz.campaign.records import (
     Stop,
 )
 from servefuzz.campaign.stops import Moment, TimeBudget, budgets, first_stop, stop_conditions
-from servefuzz.campaign.workers import LocalWorker, Revival, Worker
+from servefuzz.campaign.workers import LocalWorker, Revival, Worker, WorkerLost
 from servefuzz.corpus import MUTATE_SHARE, Corpus, Schedule, first_round
 from servefuzz.coverage import Coverage, FeatureSpace
 from servefuzz.covering import PairwiseCover
 from servefuzz.errors import UsageError
+from servefuzz.flushcheck import FlushCheck, probe_scenario, probed
 from servefuzz.runner import Runner
 from servefuzz.store import FindingStore, load_entries, open_campaign_dir, read_json, read_noise
-from servefuzz.strategies import Strategy, aimed_first, left_out, offered, shape_aims
+from servefuzz.strategies import Strategy, TargetShape, aimed_first, left_out, offered, shape_aims
 from servefuzz.workload import Scenario
 
 __all__ = ["run_campaign", "run_campaign_on"]
@@ -101,7 +103,7 @@ async def run_campaign_on(
     # The covering arrays draw the target's capabilities in combination: in the first round they
     # come right after the strategies written for one capability each, before the costly
     # generic ones, rather than last (`corpus.first_round`).
-    surface = [s.name for s in strategies.values() if any(getattr(s, f"needs_{c}", False) for c in shape.capabilities)]
+    surface = [s.name for s in strategies.values() if s.needs & shape.capabilities]
     schedule = Schedule(tuple(strategies), **progress.schedule, mutate_share=MUTATE_SHARE if config.greybox else 0.0,
                         first=first_round(tuple(strategies), PairwiseCover.name if config.coverage else None, surface))
     for name, error in progress.benched.items():
@@ -156,13 +158,15 @@ async def run_campaign_on(
                     # A bug in one of our generators must not end the campaign (nor pass for a finding).
                     if e.strategy is not None:
                         schedule.bench(e.strategy, e.error)
-                    state.last = f"iteration {iteration}: {e.source} failed ({e.error})" + (
-                        "; benched it" if e.strategy is not None else "")
+                    state.last = SourceFailed(iteration, e.source, e.error, benched=e.strategy is not None)
                     state.iteration = run.dispatched
                     _save_progress(out, state, corpus, schedule, store, firsts)
                     on_event(state)
                     continue  # asked again first: with every strategy benched, the campaign ends
                 worker = free.pop(0)
+                if config.flush_check and state.flush is None:
+                    # Before the first scenario (none at all: nothing sent), as no reference yet rests on it.
+                    await _prove_flush(worker, shape, state, on_event)
                 busy[asyncio.ensure_future(run.iterate(worker, iteration, scenario, origin))] = worker
             if not busy or (stopped is not None and run.halt):
                 break
@@ -206,7 +210,28 @@ async def run_campaign_on(
         state.iteration - first_iteration, state.requests, state.elapsed_s, tuple(store.findings()), stopped,
         features=state.features, corpus=state.corpus, seen=dict(store.counts), first_confirmed=firsts,
         restarts=state.restarts, coverage=state.coverage, exercise=state.exercise, truth=state.truth,
+        goals=tuple(run.pursuit.goals.values()), unreached=run.pursuit.said(shape),
+        flush=state.flush,
     )
+
+
+async def _prove_flush(worker: Worker, shape: TargetShape, state: CampaignState,
+                       on_event: Callable[[CampaignState], None]) -> None:
+    """The flush probe (`flushcheck.probe_scenario`) on the first worker's server, before any
+    reference rests on its flush: two loaded runs, each after a flush. A lost server or the
+    deadline leave the flush untested (the campaign's own loop then meets what ended it)."""
+    probe = probe_scenario(shape.unit, shape.vocab)
+    try:
+        done = await worker.execute(probe, runs=2, with_alone=False, probes=())
+    except WorkerLost as e:
+        state.flush = FlushCheck("untested", f"the flush probe's worker went away: {e}")
+        return
+    state.requests += done.requests
+    state.flush = probed(worker.info, probe, done.loaded) if done.lost is None and done.cut is None else FlushCheck(
+        "untested", f"the flush probe was cut short: {done.lost or done.cut}")
+    if not state.flush.trusted:
+        state.last = Said(state.flush.said())
+        on_event(state)
 
 
 def _last_logged(path: Path) -> int:

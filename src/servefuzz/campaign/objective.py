@@ -8,6 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from servefuzz.anomaly import Verdict
+from servefuzz.campaign.events import Confirming, Said
 from servefuzz.campaign.records import CampaignConfig, CampaignState, _confirmed
 from servefuzz.campaign.workers import Worker
 from servefuzz.confirm import ConfirmConfig
@@ -73,14 +74,13 @@ async def _finding_of(
     if kept is not None and _confirmed(kept) and finding_size(provisional)[1:] >= finding_size(kept)[1:]:
         # A confirmed, no larger example of this signature is kept: count it, spare the replays.
         return provisional, done.lost
-    state.last = f"iteration {iteration}: {len(verdict.anomalies)} anomalies, confirming" + (
-        "" if worker.name is None else f" on worker {worker.name}")
+    state.last = Confirming(iteration, len(verdict.anomalies), worker.name)
     if worker.name is not None:
         state.workers[worker.name] = f"iteration {iteration}: confirming {len(verdict.anomalies)} anomalies"
     on_event(state)
 
     def say(what: str) -> None:
-        state.last = what
+        state.last = Said(what)
         on_event(state)
 
     # An engine measured off the built model's truth gets no truth control: it would hold every

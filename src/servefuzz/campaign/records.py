@@ -13,10 +13,13 @@ from pathlib import Path
 from typing import Any
 
 from servefuzz.anomaly import Verdict
+from servefuzz.campaign.events import CampaignEvent
 from servefuzz.confirm import TruthCheck
 from servefuzz.coverage import Coverage
 from servefuzz.exercise import Exercise
 from servefuzz.finding import Finding
+from servefuzz.flushcheck import FlushCheck
+from servefuzz.goals import Goal
 from servefuzz.launcher import Launch
 
 __all__ = ["BUDGET_GRACE_S", "COVERAGE_FILE", "CampaignConfig", "CampaignResult", "CampaignState", "Stop", "StopReason"]
@@ -81,6 +84,8 @@ class CampaignConfig:
     the `pairwise` covering generator joins the mix, the `cross` mutator joins the havoc, and
     every pair a scenario is first to exercise counts as a new feature (`pair:...`), so it gives
     the scenario energy and its strategy weight. Off by default until it is measured.
+    `flush_check`: prove the flush first (`servefuzz.flushcheck`: a probe at the start, every cold
+    reference after); off only for a battery that must send nothing but its own scenarios.
     `engine_coverage`: steer by the engine's own code where it reports it (the reference
     engine's `--coverage`, which a launched one gets unless `--no-engine-coverage`; a launched vLLM
     or SGLang, servefuzz's tracer, with `--engine-coverage`): each point
@@ -108,6 +113,7 @@ class CampaignConfig:
     coverage: bool = False
     aims: tuple[str, ...] = ()
     engine_coverage: bool = True
+    flush_check: bool = True
 
     def __post_init__(self) -> None:
         if self.runs < 2:
@@ -130,11 +136,12 @@ class CampaignState:
     findings: list[tuple[Path, Finding]] = field(default_factory=list)
     seen: Counter[str] = field(default_factory=Counter)  # signature -> times found
     restarts: int = 0  # of a launched server that died, this campaign, resumed sessions included
-    last: str = ""
+    last: CampaignEvent | None = None  # what happened last (`campaign.events`), for the display
     coverage: Coverage | None = None  # pairwise feature coverage, when the campaign tracks it
     workers: dict[str, str] = field(default_factory=dict)  # a named (remote) worker -> what it does now
     exercise: Exercise = field(default_factory=Exercise)  # what the engine did (servefuzz.exercise)
     truth: TruthCheck | None = None  # whether the engine computes the built model (`truth_model`), once read
+    flush: FlushCheck | None = None  # whether a flush empties every tier (`servefuzz.flushcheck`)
 
     @property
     def elapsed_s(self) -> float:
@@ -161,6 +168,11 @@ class CampaignResult:
     coverage: Coverage | None = None
     exercise: Exercise = field(default_factory=Exercise)  # what the engine did (servefuzz.exercise)
     truth: TruthCheck | None = None  # whether the engine computes the built model (`CampaignState.truth`)
+    # The engine's meters as goals (`servefuzz.goals`): each goal's record, and one line per goal
+    # that stayed at zero with why, which the summary says first.
+    goals: tuple[Goal, ...] = ()
+    unreached: tuple[str, ...] = ()
+    flush: FlushCheck | None = None  # whether a flush empties every tier (`CampaignState.flush`)
 
     @property
     def stopped_because(self) -> str:
@@ -183,10 +195,14 @@ class CampaignResult:
         }}
         # The truth check only where the campaign had a built model to hold the engine to.
         checked = {} if self.truth is None else {"truth_check": self.truth.to_json()}
+        flushed = {} if self.flush is None else {"flush_check": self.flush.to_json()}
         return {
             **tracked,
             **checked,
+            **flushed,
             "exercise": self.exercise.to_json(),
+            "goals": [g.to_json() for g in self.goals],
+            "unreached": list(self.unreached),
             "iterations": self.iterations,
             "requests": self.requests,
             "elapsed_s": round(self.elapsed_s, 3),

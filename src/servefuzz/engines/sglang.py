@@ -76,6 +76,8 @@ SERVER_ARG_FEATURES = (
 METERS: tuple[Meter, ...] = (
     Meter("sglang:cached_tokens_total", Feature.PREFIX_CACHE, "hit tokens"),
     Meter("sglang:load_back_tokens_total", Feature.HOST_CACHE, "tokens loaded back from the host tier"),
+    Meter("sglang:cached_tokens_total{cache_source=host}", Feature.HOST_CACHE, "hit tokens from the host tier"),
+    Meter("sglang:hicache_backup_tokens_total", Feature.HOST_CACHE, "tokens written to the host tier", shows=False),
     Meter("sglang:num_retracted_requests_total", Feature.PREEMPTION, "retracted requests"),
     Meter("sglang:evicted_tokens_total", Feature.EVICTION, "evicted tokens"),
     Meter("sglang:num_aborted_requests_total", Feature.ABORTS, "aborted requests"),
@@ -162,8 +164,13 @@ BUG_FORM = BugForm(
 # On CPU: the newest on PyPI (what `--launch sglang-cpu` runs) and the version of the seed report
 # (sgl-project/sglang#22819), both installed by scripts/setup_engines.sh, oldest first.
 CPU_VERSIONS = Versions("0.5.23", "sglang-cpu", ladder=("0.5.10.post1", "0.5.23"))
-# On the H200: sglang 0.5.17 with sglang-kernel 0.4.5, built against the image's torch 2.11.0.
-GPU_VERSIONS = Versions("0.5.17", "sglang-gpu")
+# On a GPU: the default is sglang 0.5.17 with sglang-kernel 0.4.5, built against the lent H200
+# image's torch 2.11.0 (what scripts/gpu_bundle.sh packs); the ladder, the releases `servefuzz
+# engines install sglang-gpu@V` puts into the cache with pip (PyPI's wheels and their CUDA kernel
+# package), from the seed report's version on.
+GPU_VERSIONS = Versions("0.5.17", "sglang-gpu", ladder=(
+    "0.5.10.post1", "0.5.11", "0.5.12", "0.5.12.post1", "0.5.13", "0.5.13.post1", "0.5.14", "0.5.15",
+    "0.5.15.post1", "0.5.16", "0.5.17", "0.5.18", "0.5.19", "0.5.20", "0.5.21", "0.5.22", "0.5.23"))
 
 # Its four processes import torch, transformers and SGLang's model zoo before /health answers:
 # 48-79 s measured here under load (../shared/notes/sglang-cpu.md).
@@ -463,9 +470,11 @@ GPU_PROFILES: tuple[Profile, ...] = (
 )
 
 CPU_PRESET = Preset("sglang-cpu", CPU_VERSIONS, _cpu_plan, _cpu_command, profiles=CPU_PROFILES,
-                    install="scripts/setup_engines.sh sglang")
+                    install="scripts/setup_engines.sh sglang", module="sglang")
+# Found as vllm-gpu's is (engines/vllm.py): the user's install, or the cache's venv or bundle.
 GPU_PRESET = Preset("sglang-gpu", GPU_VERSIONS, _gpu_plan, _gpu_command, device="cuda", program_named_by="python",
-                    profiles=GPU_PROFILES, install=GPU_INSTALL)
+                    profiles=GPU_PROFILES, install=GPU_INSTALL, install_version=GPU_INSTALL, installer="gpu-wheel",
+                    module="sglang")
 
 
 def facts(args: Mapping[str, object]) -> ServerFacts:
@@ -477,6 +486,14 @@ def facts(args: Mapping[str, object]) -> ServerFacts:
         (4096, 512, 8, 16, (1, 2, 4), True)
         >>> facts({"grammar_backend": "none"}).constraints, facts({"grammar_backend": "xgrammar"}).constraints
         (False, True)
+
+    HiCache's host pool is `--hicache-ratio` times the device pool, unless `--hicache-size` sizes
+    it in gigabytes (then its tokens depend on the model's KV bytes, which the args do not say):
+
+        >>> f = facts({"enable_hierarchical_cache": True, "hicache_ratio": 2.0, "hicache_size": 0,
+        ...            "max_total_num_tokens": 4096})
+        >>> f.host_tier, f.host_tier_tokens, facts({"enable_hierarchical_cache": False}).host_tier
+        (True, 8192, False)
 
     Without `--context-length` the model's own decides, which the args leave null; the scheduler's
     longest admitted prompt (`max_req_input_len`, a few tokens under it) then bounds the context:
@@ -496,7 +513,20 @@ def facts(args: Mapping[str, object]) -> ServerFacts:
         prefix_caching=flag_arg(args, "disable_radix_cache", inverted=True),
         pool_tokens=positive_arg(args, "max_total_tokens"),
         constraints=grammar != "none" if isinstance(grammar, str) else None,
+        host_tier=flag_arg(args, "enable_hierarchical_cache"),
+        host_tier_tokens=_host_tokens(args),
     )
+
+
+def _host_tokens(args: Mapping[str, object]) -> int | None:
+    """HiCache's host pool in tokens: `hicache_ratio` x the device pool (the scheduler's sized
+    one, `max_total_num_tokens`, else the flag), where no `hicache_size` overrides the ratio."""
+    if args.get("enable_hierarchical_cache") is not True or positive_arg(args, "hicache_size"):
+        return None
+    ratio, pool = args.get("hicache_ratio"), positive_arg(args, "max_total_num_tokens", "max_total_tokens")
+    if isinstance(ratio, bool) or not isinstance(ratio, int | float) or ratio <= 0 or pool is None:
+        return None
+    return int(ratio * pool)
 
 
 def _admitted(args: Mapping[str, object]) -> int | None:

@@ -21,7 +21,7 @@ from servefuzz.anomaly import Promise
 from servefuzz.engine_flags import Flag, FlagVariant, flag_pairs, with_flags
 
 __all__ = ["GENERIC_FORM", "GPU_INSTALL", "GPU_START_TIMEOUT_S", "TINY_KV_BYTES_PER_TOKEN", "WRITE_BYTECODE", "ArgFeature", "BugForm",
-           "Built", "CommandInputs", "Deterministic", "EngineSpec", "Feature",
+           "Built", "CommandInputs", "Deterministic", "EngineSource", "EngineSpec", "Feature", "Installed",
            "IssueMatch", "LaunchInputs", "Meter", "Plan", "Preset", "Profile", "ServerFacts", "Switch", "Versions",
            "first_on_path", "flag_arg", "no_facts", "positive_arg", "sizes_arg"]
 
@@ -48,7 +48,9 @@ class ServerFacts:
     pool in tokens where an argument sizes it (`TargetInfo.max_total_tokens` is what the server
     says it sized, and wins); `constraints`: whether it takes choice constraints (False where it
     was started without a grammar backend: the spec's `choices` says what its dialect can send,
-    this whether this server accepts them). The contract mode is
+    this whether this server accepts them). `host_tier`: whether a second KV tier in host
+    memory backs the pool (SGLang's HiCache, vLLM's CPU offloading); `host_tier_tokens`: its size
+    in tokens, where the args tell it. The contract mode is
     not an argument of one engine (a variable of any engine counts): `deterministic`, the mode in
     words, and `promise`, what it promises, are filled by `engines.registry.facts_of`.
 
@@ -64,6 +66,8 @@ class ServerFacts:
     prefix_caching: bool | None = None
     pool_tokens: int | None = None
     constraints: bool | None = None
+    host_tier: bool | None = None
+    host_tier_tokens: int | None = None
     deterministic: str | None = None
     promise: Promise | None = None
 
@@ -397,6 +401,28 @@ class Plan:
     standins: tuple[str, ...] = ()
 
 
+class EngineSource(enum.Enum):
+    """Where the engine a preset starts was found (`engines.presets.find`)."""
+
+    CACHE = "cache"  # servefuzz's engine cache: the setup script's, `engines install`'s, a GPU bundle's
+    ENGINE_PYTHON = "engine-python"  # the interpreter `--engine-python` names: the user's own install
+    INTERPRETER = "interpreter"  # servefuzz's own interpreter, which imports the engine
+
+
+@dataclass(frozen=True)
+class Installed:
+    """The engine a preset starts, as found on this machine: the program that runs it (an
+    interpreter or a binary), its version (read from the engine itself where it is the user's),
+    where it was found, and a GPU bundle's package folder, put first on the server's path ("" for
+    none)."""
+
+    preset: str
+    version: str
+    program: str
+    source: EngineSource
+    site: str = ""
+
+
 @dataclass(frozen=True)
 class LaunchInputs:
     """What a preset's plan is built from, found by `engines.presets` (the engine cache, the
@@ -495,6 +521,11 @@ class Preset:
     # release's CPU wheel into a fresh venv); "" where only `install` (the setup script) does.
     installer: str = ""
     arch_dtypes: Mapping[str, str] = field(default_factory=dict)
+    # The engine's Python package (`vllm`, `sglang`), for a preset whose program is a Python
+    # interpreter: one that imports it holds the engine (`--engine-python`, or servefuzz's own
+    # interpreter), and the package's installed version is the engine's. "" for a program that
+    # is no Python package's (llama-server) and for the reference engine.
+    module: str = ""
 
     def install_hint(self, version: str) -> str:
         """What installs this preset at `version`.
@@ -503,17 +534,18 @@ class Preset:
         'servefuzz engines install x-cpu@2'
         """
         default = self.versions is None or version == self.versions.default
-        return self.install if default or not self.install_version else self.install_version.format(
-            preset=self.name, version=version)
+        chosen = self.install if default or not self.install_version else self.install_version
+        return chosen.format(preset=self.name, version=version)
 
 
 def first_on_path(first: str, pythonpath: str) -> str:
-    """A PYTHONPATH with `first` before the caller's own `pythonpath`.
+    """A PYTHONPATH with `first` before the caller's own `pythonpath` (`first` empty: the
+    caller's alone; an empty entry would put the server's working folder on its path).
 
-    >>> first_on_path("/standins", ""), first_on_path("/site", "/mine")
-    ('/standins', '/site:/mine')
+    >>> first_on_path("/standins", ""), first_on_path("/site", "/mine"), first_on_path("", "/mine")
+    ('/standins', '/site:/mine', '/mine')
     """
-    return first + (os.pathsep + pythonpath if pythonpath else "")
+    return os.pathsep.join(p for p in (first, pythonpath) if p)
 
 
 # Bytes of KV one token of servefuzz's tiny model takes (2 layers x 4 heads x 64 dims x K and V x
@@ -522,8 +554,12 @@ TINY_KV_BYTES_PER_TOKEN = 2 * 4 * 64 * 2 * 4
 # A GPU engine's start on the lent H200: loading, then CUDA-graph capture, 80-134 s measured
 # there for the tiny model.
 GPU_START_TIMEOUT_S = 420.0
-# How a GPU preset is installed: there is no registry on the GPU machine.
-GPU_INSTALL = "scripts/gpu_run.sh on the GPU machine, from scripts/gpu_bundle.sh's bundle"
+# How a GPU preset's engine is found or installed: the user's own install (an interpreter that
+# imports it), a release's CUDA wheels put into the cache with pip, or the lent GPU machine's
+# bundle (no registry is reachable there), which scripts/gpu_run.sh unpacks.
+GPU_INSTALL = ("`servefuzz engines install {preset}@{version}` (pip, CUDA wheels), or name your own install "
+               "with --engine-python PATH (engine_python=), or on the lent GPU machine unpack scripts/gpu_bundle.sh's "
+               "bundle with scripts/gpu_run.sh")
 
 
 @dataclass(frozen=True)
@@ -549,7 +585,7 @@ class EngineSpec:
     `presets`: the `--launch` presets that start it (`Preset`, at most one per device: what
     each starts, its versions, profiles and the command a report rebuilds).
     `model_format`: the file format of the tiny model its presets serve, which a finding's
-    repro.py writes with `--write-model` ("gguf", "hf"; "" where servefuzz built none: the
+    repro_full.py writes with `--write-model` ("gguf", "hf"; "" where servefuzz built none: the
     reference engine makes its own). `bug_form`: its own bug-report form (`BugForm`), which
     issue.md fills in; `version_name` the version a server reports as the engine's releases
     name it (llama.cpp built from a tree without git tags reports "b1-<commit>").

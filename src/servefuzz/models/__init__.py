@@ -12,7 +12,7 @@ deterministic functions of the seed, so a finding recorded against them replays 
 Architectures are an axis of their own (`ARCHITECTURES`, `build_arch`): one module each
 (`llama`, `qwen3_moe`, `deepseek_v3`, `gpt_oss`, `gemma3`, `qwen3_next`, `nemotron_h`), the
 sizes they share in `parts`, and the file formats written once, with numpy and the standard
-library alone, in `files` (which every repro.py embeds with `llama`, so a maintainer rebuilds
+library alone, in `files` (which every repro_full.py embeds with `llama`, so a maintainer rebuilds
 the model a finding ran on without servefuzz). `build_arch` writes the Hugging Face folder of
 any of them, and a GGUF through llama.cpp's own converter where one is found (`gguf_convert`).
 
@@ -275,7 +275,7 @@ def _sentences(rng: np.random.Generator, words: Sequence[str], count: int) -> It
 
 def hf_tokenizer_json(seed: int = 0) -> str:
     """The text of the tokenizer.json `build_models` writes for `seed` (trained here, about a
-    second). repro.py carries it as data: it is the one part of the Hugging Face folder that
+    second). repro_full.py carries it as data: it is the one part of the Hugging Face folder that
     `models.llama`, numpy alone, cannot make."""
     return str(_train_tokenizer(np.random.default_rng([seed, 0])).to_str(pretty=True))
 

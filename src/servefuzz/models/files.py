@@ -2,10 +2,10 @@
 GGUF v3 as gguf-py lays it out, safetensors as the safetensors package writes it, the Hugging Face
 folder's JSON files, and the random streams every architecture draws from.
 
-Every architecture module writes through these, and every repro.py embeds this module's source
+Every architecture module writes through these, and every repro_full.py embeds this module's source
 verbatim with `models.llama`'s (`reports/repro.py`), so a maintainer rebuilds the exact model a
 finding ran on without servefuzz. Nothing here imports servefuzz, and numpy only when a model is
-written: repro.py's replay runs on the standard library alone.
+written: repro_full.py's replay runs on the standard library alone.
 
     >>> spell_bytes("\u0120a\u00c3")
     b' a\\xc3'
@@ -21,7 +21,7 @@ from typing import Any
 
 try:
     import numpy as np
-except ImportError:  # repro.py embeds this module: a replay needs no numpy, only --write-model does
+except ImportError:  # repro_full.py embeds this module: a replay needs no numpy, only --write-model does
     np = None  # type: ignore[assignment]
 
 __all__ = ["HF_SPECIALS", "spell_bytes"]

@@ -3,10 +3,10 @@ by default, and the one architecture whose GGUF servefuzz writes itself (with a 
 vocabulary of its own) rather than through llama.cpp's converter.
 
 `write_model` writes it in the layout `servefuzz.models.build_models` uses (`DIR/tiny.gguf`,
-`DIR/hf-<dtype>/`, `DIR/lora/`); every repro.py embeds this module's source verbatim, after
+`DIR/hf-<dtype>/`, `DIR/lora/`); every repro_full.py embeds this module's source verbatim, after
 `models.files`'s and `truth`'s tensor-name tables, so it imports nothing but those (whose import
 lines the embedding drops), the standard library and numpy. The one thing it cannot make is the Hugging Face tokenizer, which
-servefuzz trains with the `tokenizers` package: the caller hands its `tokenizer.json` in (repro.py
+servefuzz trains with the `tokenizers` package: the caller hands its `tokenizer.json` in (repro_full.py
 carries it, compressed, as data), and the weights' quiet rows are read from it.
 """
 
@@ -49,7 +49,7 @@ __all__ = ["TINY", "ModelShape", "write_model"]
 
 class ModelShape(NamedTuple):
     """The architecture both files share. A NamedTuple, not a dataclass: a dataclass looks its
-    module up in sys.modules, which a script loaded by path (repro.py, embedding this) need not be in."""
+    module up in sys.modules, which a script loaded by path (repro_full.py, embedding this) need not be in."""
 
     layers: int = 2
     hidden: int = 256

@@ -1,14 +1,20 @@
 """The embedded reference engine: a small, exact, continuous-batching server with a fault zoo.
 
 It is servefuzz's default target and the benchmark of its detection power. It imports nothing
-from the rest of servefuzz: it is a separate server, started by `servefuzz serve-reference` or
+from the rest of servefuzz but the architecture modules of `servefuzz.models` (data: the layer
+layout it serves): it is a separate server, started by `servefuzz serve-reference` or
 `python -m servefuzz.reference`. Layout, imports pointing down the list:
 
-- `model.py`       tiny transformer in exact integer-valued float64 arithmetic
+- `recurrent.py`   the gated delta rule of linear-attention layers, in the same exact fixed point
+- `experts.py`     a mixture of experts: top-k routing continuous at its edge, the same fixed point
+- `model.py`       tiny transformer in exact integer-valued float64 arithmetic (and sliding windows)
+- `architectures.py` the architectures `--model-arch` serves (layouts from `servefuzz.models`)
 - `faults.py`      the planted-bug catalogue (one fault per real corruption class)
 - `server_args.py` SGLang-named flags <-> one frozen record
 - `kvpool.py`      paged KV pool, page allocator, req_to_token rows
 - `radix.py`       radix prefix cache over pages (lock_ref, LRU eviction)
+- `statecache.py`  a hybrid model's state slots and the checkpoints kept with radix nodes
+- `window.py`      a windowed model's window KV pool and the radix cache that holds its windows
 - `tracer.py`      engine coverage (`--coverage`): its own lines as edges in the step's context
 - `scheduler.py`   continuous batching, chunked prefill, padded decode, overlap, abort
 - `server.py`      aiohttp: SGLang and OpenAI dialects

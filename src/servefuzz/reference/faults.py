@@ -3,8 +3,13 @@
 Every fault models an upstream cousin, fires only under that cousin's concurrency, timing or
 size condition (never for one request alone on a flushed server), and is cured by the server
 flag that cures the cousin. The faulty code paths are small and marked `FAULT <name>` in place
-(kvpool, radix, scheduler); this module holds the catalogue, which `docs/fault-zoo.md` mirrors,
-and the one fault that is pure arithmetic.
+(kvpool, radix, scheduler); the four of a hybrid model's state cache (`ssm-checkpoint-batch`,
+`stale-state-donated`, `unwritten-state-published`, `state-n-minus-1`: `RECURRENT_FAULTS`) need
+`--model-arch qwen3-next` and are refused on a dense model; so are the two of a sliding-window
+KV pool (`window-ring-stale`, `window-modulo-after-saturation`: `WINDOW_FAULTS`, `--model-arch
+gemma3`) and the one of a mixture of experts' router (`router-tie-numerics`: `EXPERT_FAULTS`,
+`--model-arch qwen3-moe`, its offsets in `experts.py`). This module holds the catalogue, which
+`docs/fault-zoo.md` mirrors, and the one fault that is pure arithmetic.
 
     >>> sorted(FAULTS)[:2]
     ['abort-reuse', 'batch-variant-numerics']
@@ -21,7 +26,16 @@ from functools import lru_cache
 
 import numpy as np
 
-__all__ = ["FAULTS", "LOSSY_STEP", "NUMERIC_DRIFT_UNITS", "Fault", "batch_variant_offsets"]
+__all__ = [
+    "EXPERT_FAULTS",
+    "FAULTS",
+    "LOSSY_STEP",
+    "NUMERIC_DRIFT_UNITS",
+    "RECURRENT_FAULTS",
+    "WINDOW_FAULTS",
+    "Fault",
+    "batch_variant_offsets",
+]
 
 
 @dataclass(frozen=True)
@@ -152,6 +166,111 @@ FAULTS: dict[str, Fault] = {
             "tenths of a nat, often with every token the same, and near-tied tokens flip",
         ),
         Fault(
+            "window-ring-stale",
+            "SGLang PR #32759 (stale sliding-window ring read on radix reuse)",
+            "radix cache x sliding-window KV pool (a hit's window check)",
+            "a windowed model: a request hits a cached prefix whose window KV has slid out (a prompt "
+            "longer than the window, or a long decode), after the pool handed those window pages to "
+            "other traffic",
+            "--disable-radix-cache",
+            "the hit is taken whole and its windowed layers read window pages that now hold another "
+            "request's (or a later step's) KV: its answer differs from its answer alone, with "
+            "cached_tokens > 0",
+        ),
+        Fault(
+            "window-modulo-after-saturation",
+            "vLLM #50749 / #49716 (padded non-contiguous page strides, only after pool saturation)",
+            "sliding-window KV pool (the last partial page's write)",
+            "a windowed model, once a KV pool has run dry under load: a prompt whose length modulo "
+            "the page is in 1..page/2 is prefilled",
+            "a larger --max-total-tokens",
+            "the partial last page's window KV lands one window page past the page before it: the "
+            "first decode steps read stale window KV there (and another page is overwritten)",
+        ),
+        Fault(
+            "router-tie-numerics",
+            "vLLM #23138 class, as a mixture of experts shows it (bfloat16 routing near-ties; benign class)",
+            "batch-size-dependent reductions in the experts' router",
+            "a mixture of experts: more than one request in a forward batch",
+            "--enable-deterministic-inference",
+            "near-tied expert choices flip and every routing weight moves a little: logprobs move by "
+            "~0.01, near-tied tokens flip (margin < 0.05)",
+        ),
+        Fault(
+            "ssm-checkpoint-batch",
+            "SGLang PR #37836 (closes #31833)",
+            "hybrid state cache (checkpoints of a multi-request prefill batch)",
+            "a hybrid model's prefill batch holding more than one request, in which a request after the "
+            "first passes a state checkpoint; then a later request hits that request's prefix",
+            "--disable-radix-cache",
+            "the checkpoints of requests 2..n are copied from the first request's state slot: a hit on "
+            "their prefixes restores another prompt's recurrent state and answers wrongly from its first token",
+        ),
+        Fault(
+            "stale-state-donated",
+            "SGLang #39342 (--enable-mixed-chunk with the mamba extra buffer)",
+            "hybrid state cache x chunked prefill (the state donated to the radix tree)",
+            "a hybrid model's prompt prefilled in chunks, a later chunk of which shares its batch with "
+            "another request and passes a state checkpoint; then a later request hits that prefix",
+            "--chunked-prefill-size -1",
+            "the checkpoint is the state from before the chunk (its track index dropped): a hit on that "
+            "prefix restores a stale recurrent state",
+        ),
+        Fault(
+            "unwritten-state-published",
+            "vLLM #53084 (a store publishes keys for never-written recurrent blocks); LMCache #4984",
+            "hybrid state cache (which checkpoints were written)",
+            "a hybrid model's prefill chunk that passes more than one state checkpoint; then a later "
+            "request whose prefix hit stops at one of the earlier ones",
+            "--disable-radix-cache",
+            "only the chunk's last checkpoint is written, the earlier ones are published with slots never "
+            "written (zeros, or a previous occupant's state): a hit there restores a state that belongs to nothing",
+        ),
+        Fault(
+            "state-n-minus-1",
+            "LMCache #4614 (root cause of vLLM #52617: a full-prompt hit the scheduler treats as N-1)",
+            "hybrid state cache (a hit on the whole prompt)",
+            "a hybrid model's prompt whose whole length ends on a state checkpoint another request left "
+            "(the same prompt again, or a longer one that began with it)",
+            "--disable-radix-cache",
+            "the hit keeps its last tokens to recompute, as it must, but restores the state after the "
+            "whole prompt: the last tokens enter the recurrent state twice and the answer differs from its first token",
+        ),
+        Fault(
+            "host-loadback-stale-pages",
+            "SGLang #38031 / #39830 (HiCache host-tier load-back) class",
+            "host tier (load-back into device pages)",
+            "a prompt whose prefix other requests pushed out to the host tier comes back and is "
+            "admitted in the same scheduling round as another new request: the load-back is given "
+            "device pages that request was just handed",
+            "--host-tier-tokens 0",
+            "two requests share those pages and whichever writes last wins: the returning request "
+            "decodes over another prompt's KV (and so does every later hit on that prefix), or the "
+            "other request decodes over the loaded prefix",
+        ),
+        Fault(
+            "host-key-no-salt",
+            "SGLang #37160 / vLLM CVE-2025-46570 class, on the host tier (a host key of tokens alone)",
+            "host tier (its keys: cache salt and adapter)",
+            "a request under one tenant's salt or adapter misses on the device where another "
+            "tenant (or adapter) has the same prefix on the host tier: the host entry, keyed on the "
+            "tokens alone, is loaded back for it",
+            "--host-tier-tokens 0",
+            "the request decodes over KV computed under another adapter (its answer differs from "
+            "its answer alone), or a cross-tenant hit (cached_tokens > 0 for a salt that never sent it)",
+        ),
+        Fault(
+            "host-loadback-race",
+            "SGLang HiCache load-back / load_cache_event class (a copy not waited on)",
+            "host tier x overlap scheduler (the load-back's copy stream)",
+            "a prompt whose prefix was pushed out to the host tier comes back while another request "
+            "decodes (overlap mode: a decode batch in flight): its prefill reads the device pages "
+            "before the host copy lands",
+            "--disable-overlap-schedule",
+            "the returning request's prefill reads zeros or a previous occupant's KV as its prefix: "
+            "wrong from its first token; the copy lands after, so later hits read it right",
+        ),
+        Fault(
             "batch-variant-numerics",
             "vLLM #23138, llama.cpp #7052 (benign class)",
             "batch-size-dependent reductions",
@@ -172,6 +291,14 @@ FAULTS: dict[str, Fault] = {
         ),
     )
 }
+
+# The faults of a hybrid model's recurrent-state cache: planted only on a model that has one.
+RECURRENT_FAULTS = frozenset({"ssm-checkpoint-batch", "stale-state-donated", "unwritten-state-published",
+                              "state-n-minus-1"})
+# The faults of a sliding-window KV pool, and of a mixture of experts' router: planted only on a
+# model that has one.
+WINDOW_FAULTS = frozenset({"window-ring-stale", "window-modulo-after-saturation"})
+EXPERT_FAULTS = frozenset({"router-tie-numerics"})
 
 # FAULT lossy-hit-reload: the grid the cached K and V are rounded to, in the pool's integer units
 # (values reach some thousands): coarse enough to move a victim's logprobs by tenths of a nat,

@@ -29,12 +29,20 @@ import copy
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
+
+from servefuzz.reference import recurrent
+from servefuzz.reference.experts import Experts
 
 __all__ = [
     "BOS_ID",
     "EOS_ID",
+    "FULL",
+    "LAYER_KINDS",
+    "LINEAR",
+    "SLIDING",
     "LOGIT_UNIT",
     "PAD_ID",
     "UNIT",
@@ -49,6 +57,8 @@ __all__ = [
 ]
 
 PAD_ID, BOS_ID, EOS_ID = 0, 1, 2
+FULL, LINEAR, SLIDING = "full_attention", "linear_attention", "sliding_attention"  # `ModelConfig.layer_types`
+LAYER_KINDS = (FULL, LINEAR, SLIDING)
 UNIT = 256  # 1.0 in activation fixed point
 CLIP = 4095  # |normalised activation|, |q|, |k|, |v| bound: keeps every dot product small
 RESID_CLIP = 32767  # residual stream bound
@@ -81,10 +91,36 @@ class ModelConfig:
     # token among hundreds able to decide what a step attends to, so that changing any prompt
     # token, or reading one wrong KV page, changes the greedy continuation (tested).
     head_sharpness: tuple[float, ...] = (2.0, 4.0, 8.0, 12.0, 16.0, 24.0, 32.0, 48.0)
+    # What each layer is, in Hugging Face's `layer_types` words (`architectures.py` takes them from
+    # `servefuzz.models`): "full_attention" (causal attention over the paged KV),
+    # "linear_attention" (a gated delta rule: a recurrent state per request, `recurrent.py`) or
+    # "sliding_attention" (attention over the last `window` tokens only, `window.py`).
+    # Empty: every layer full attention, the dense llama.
+    layer_types: tuple[str, ...] = ()
+    window: int = 0
+    # A mixture of experts in place of every layer's MLP (`experts.py`) where experts > 0:
+    # each token takes `experts_per_token` of them, each of hidden size `d_expert`.
+    experts: int = 0
+    experts_per_token: int = 0
+    d_expert: int = 64
 
     @property
     def head_dim(self) -> int:
         return self.d_model // self.n_heads
+
+    @property
+    def kinds(self) -> tuple[str, ...]:
+        """The kind of every layer (`layer_types`, or all full attention)."""
+        return self.layer_types or ("full_attention",) * self.n_layers
+
+    @property
+    def recurrent_layers(self) -> tuple[int, ...]:
+        """The layers that keep a recurrent state instead of KV, in order."""
+        return tuple(i for i, k in enumerate(self.kinds) if k == LINEAR)
+
+    def windowed(self, layer: int) -> bool:
+        """Whether `layer` is a sliding-window layer."""
+        return self.kinds[layer] == SLIDING
 
 
 @dataclass(frozen=True)
@@ -181,15 +217,26 @@ def _top_k(row: np.ndarray, k: int) -> np.ndarray:
     return candidates[np.argsort(-row[candidates], kind="stable")][:k]
 
 
-def causal_attention(q: np.ndarray, keys: np.ndarray, values: np.ndarray, start: int, lut: np.ndarray) -> np.ndarray:
+def causal_attention(
+    q: np.ndarray, keys: np.ndarray, values: np.ndarray, start: int, lut: np.ndarray, *,
+    window: int = 0, key_start: int = 0,
+) -> np.ndarray:
     """Attention of one sequence's new tokens. q [n,H,D] at positions start..start+n-1; keys
-    and values [start+n,H,D] (cached prefix, then the new tokens) -> [n,H,D].
+    and values [start+n-key_start,H,D] at positions key_start..start+n-1 (cached prefix, then the
+    new tokens) -> [n,H,D].
 
     Queries go through in blocks, each against only the keys it may see: memory stays small
     for long prompts, and since every row is exact, blocking changes no bit. A block sees every
     key before it; only its own square of keys is masked (the causal triangle), so the mask is
     written on that square alone rather than over the whole block. Keys are transposed once
     into one contiguous [H, D, K] array, which BLAS reads faster than a strided view.
+
+    With a `window` (a sliding-window layer: the query at p sees the keys p - window < j <= p),
+    a block takes only the keys some row of it may see, from the first one its first row sees,
+    and masks on that slice what has slid out for the later rows too. The cached prefix need
+    only start there (`key_start`, at most the first query's first visible key). Masked keys
+    weigh exactly 0 and a row's maximum is over its visible keys, so the result is bit for bit
+    what masking the whole matrix gives.
     """
     n, heads = q.shape[0], q.shape[1]
     out = np.empty_like(q)
@@ -198,13 +245,17 @@ def causal_attention(q: np.ndarray, keys: np.ndarray, values: np.ndarray, start:
     fewest, most = _QUERY_BLOCK
     a = 0
     while a < n:
-        rows = min(most, max(fewest, _SCORES_PER_BLOCK // (heads * (start + a + 1))))
+        lo = max(key_start, start + a - window + 1) if window else key_start  # the block's first key
+        rows = min(most, max(fewest, _SCORES_PER_BLOCK // (heads * (start + a + 1 - lo))))
         b = min(n, a + rows)
         width = start + b
-        s = _bucketed_scores(np.swapaxes(q[a:b], 0, 1)[None], kt[..., :width])
+        s = _bucketed_scores(np.swapaxes(q[a:b], 0, 1)[None], kt[..., lo - key_start : width - key_start])
         future = np.arange(b - a)[None, :] > np.arange(b - a)[:, None]
-        np.copyto(s[..., start + a : width], _MASKED_BUCKET, where=future)
-        out[a:b] = np.swapaxes(_weighted_values(s, vt[:, :, :width], lut)[0], 0, 1)
+        np.copyto(s[..., start + a - lo : width - lo], _MASKED_BUCKET, where=future)
+        if window:
+            gone = np.arange(lo, width)[None, :] <= np.arange(start + a - window, start + b - window)[:, None]
+            np.copyto(s, _MASKED_BUCKET, where=gone)
+        out[a:b] = np.swapaxes(_weighted_values(s, vt[:, :, lo - key_start : width - key_start], lut)[0], 0, 1)
         a = b
     return out
 
@@ -240,6 +291,10 @@ class TinyModel:
             raise ValueError("d_model must split into heads of even size")
         if len(c.head_sharpness) != c.n_heads:
             raise ValueError("head_sharpness needs one value per head")
+        if len(c.kinds) != c.n_layers or not set(c.kinds) <= set(LAYER_KINDS):
+            raise ValueError(f"layer_types needs one of {LAYER_KINDS} per layer")
+        if (SLIDING in c.kinds) != (c.window > 0):
+            raise ValueError("a window needs sliding_attention layers, and they need a window")
         self.config = c
         rng = np.random.default_rng(c.seed)
 
@@ -265,6 +320,17 @@ class TinyModel:
                 }
             )
         self.unembed = ints((d, c.vocab_size), 32.0)
+        # Linear-attention layers' gates come from a stream of their own, so that the weights
+        # every layer shares are the dense model's, bit for bit, whatever the layer kinds.
+        gate_rng = np.random.default_rng((c.seed, 0x6D)) if c.recurrent_layers else None
+        for i in c.recurrent_layers:
+            assert gate_rng is not None
+            self.layers[i].update(recurrent.layer_weights(gate_rng, d, c.n_heads))
+        self.gate_tables = recurrent.GateTables(c.n_heads)
+        # Experts from a generator of their own: the rest of the model is the dense one's, bit for bit.
+        moe = np.random.default_rng((c.seed, 0xE7)) if c.experts else None
+        self.experts = [Experts(moe, d, c.d_expert, c.experts, c.experts_per_token) if moe else None
+                        for _ in range(c.n_layers)]
         # Pad and BOS must never be generated: a huge negative column bias keeps them out.
         self.logit_bias = np.zeros(c.vocab_size)
         self.logit_bias[[PAD_ID, BOS_ID]] = -64 * LOGIT_UNIT
@@ -319,13 +385,39 @@ class TinyModel:
         v = _quant(x @ w["wv"], self.shift_qkv).reshape(shape)
         return self._rope(q, positions), self._rope(k, positions), v
 
-    def post_attention(self, layer: int, h: np.ndarray, attn: np.ndarray) -> np.ndarray:
-        """Residual [T, d] and attention output [T, H, D] -> residual after out-proj and MLP."""
+    def post_attention(
+        self, layer: int, h: np.ndarray, attn: np.ndarray, router_offsets: np.ndarray | None = None
+    ) -> np.ndarray:
+        """Residual [T, d] and attention output [T, H, D] -> residual after out-proj and MLP (or
+        experts; `router_offsets` is the planted router-tie-numerics fault's, see experts.py)."""
         w = self.layers[layer]
         o = _quant(attn.reshape(h.shape[0], -1) @ w["wo"], self.shift_o)
         h = np.clip(h + o, -RESID_CLIP, RESID_CLIP)
+        experts = self.experts[layer]
+        if experts is not None:
+            return np.clip(h + experts(_rms_norm(h), CLIP, router_offsets), -RESID_CLIP, RESID_CLIP)
         u = np.maximum(_quant(_rms_norm(h) @ w["w1"], self.shift_1), 0.0)  # ReLU: exact
         return np.clip(h + _quant(u @ w["w2"], self.shift_2), -RESID_CLIP, RESID_CLIP)
+
+    def attention(self, layer: int, q: np.ndarray, keys: np.ndarray, values: np.ndarray, start: int,
+                  key_start: int = 0) -> np.ndarray:
+        """`causal_attention` as this layer attends: windowed on a sliding-window layer."""
+        window = self.config.window if self.config.windowed(layer) else 0
+        return causal_attention(q, keys, values, start, self.attn_lut, window=window, key_start=key_start)
+
+    def linear_mix(self, layer: int, h: np.ndarray, spans: Sequence[tuple[int, int]], states: np.ndarray,
+                   snapshot_at: Sequence[Sequence[int]]) -> tuple[np.ndarray, list[list[np.ndarray]]]:
+        """The linear-attention layer's mixing of several requests' new tokens (residual rows
+        h[a:b] per span): each request's recurrent state states[i] [H, Dv, Dk] is replaced in
+        place by its state after its tokens. Returns the outputs [T, H, Dv] (for
+        `post_attention`) and, per request, copies of its state after each count of its tokens
+        in `snapshot_at[i]` (`recurrent.scan_ragged`)."""
+        return recurrent.scan_ragged(self.layers[layer], self.gate_tables, _rms_norm(h), spans, states, snapshot_at)
+
+    def state_shape(self) -> tuple[int, ...]:
+        """One request's whole recurrent state: [recurrent layers, H, Dv, Dk] (empty for a dense model)."""
+        c = self.config
+        return (len(c.recurrent_layers), *recurrent.state_shape(c.d_model, c.n_heads))
 
     def logits(self, h: np.ndarray) -> np.ndarray:
         """Residual [T, d] -> integer logits [T, V] in 1/LOGIT_UNIT nats."""
@@ -357,26 +449,34 @@ class TinyModel:
 
     # -- the plain reference: one sequence alone, contiguous private KV --------------------------
 
-    def _extend(self, token_ids: Sequence[int], cache: list[tuple[np.ndarray, np.ndarray]]) -> np.ndarray:
-        """Run new tokens after the cached ones; append their K/V to `cache`; return their residuals."""
+    def _extend(self, token_ids: Sequence[int], cache: list[Any], start: int) -> np.ndarray:
+        """Run new tokens after the `start` cached ones; add them to `cache` (per layer: its K and
+        V so far, or a linear-attention layer's recurrent state); return their residuals."""
         ids = np.asarray(token_ids, dtype=np.intp)
-        start = len(cache[0][0]) if cache else 0
         if ids.ndim != 1 or len(ids) == 0 or start + len(ids) > self.config.context_length:
             raise ValueError("need 1..context_length token ids in all")
         pos = np.arange(start, start + len(ids))
         h = self.embed(ids)
-        for layer in range(self.config.n_layers):
+        for layer, kind in enumerate(self.config.kinds):
+            if kind == LINEAR:
+                if len(cache) <= layer:
+                    cache.append(np.zeros(self.state_shape()[1:]))
+                state = cache[layer][None].copy()
+                o, _ = self.linear_mix(layer, h, [(0, len(ids))], state, [()])
+                cache[layer] = state[0]
+                h = self.post_attention(layer, h, o)
+                continue
             q, k, v = self.qkv(layer, h, pos)
             if len(cache) <= layer:
                 cache.append((k[:0], v[:0]))
             keys, values = (np.concatenate([cache[layer][0], k]), np.concatenate([cache[layer][1], v]))
             cache[layer] = (keys, values)
-            h = self.post_attention(layer, h, causal_attention(q, keys, values, start, self.attn_lut))
+            h = self.post_attention(layer, h, self.attention(layer, q, keys, values, start))
         return h
 
     def forward(self, token_ids: Sequence[int]) -> np.ndarray:
         """Integer logits [T, V] for every position of one sequence, computed from scratch."""
-        return self.logits(self._extend(token_ids, []))
+        return self.logits(self._extend(token_ids, [], 0))
 
     @staticmethod
     def greedy(logits_row: np.ndarray) -> int:
@@ -387,16 +487,16 @@ class TinyModel:
         self, prompt: Sequence[int], max_new_tokens: int, *, ignore_eos: bool = True, top_k: int = 0
     ) -> Generation:
         """Greedy continuation of one sequence alone (one prefill, then one token per step)."""
-        cache: list[tuple[np.ndarray, np.ndarray]] = []
+        cache: list[Any] = []
         steps: list[TokenLogprobs] = []
-        h = self._extend(prompt, cache)
+        h = self._extend(prompt, cache, 0)
         for _ in range(max_new_tokens):
             row = self.logits(h[-1:])
             tok = self.greedy(row[0])
             steps += self.logprobs(row, [tok], [top_k])
             if (tok == EOS_ID and not ignore_eos) or len(steps) == max_new_tokens:
                 break
-            h = self._extend([tok], cache)
+            h = self._extend([tok], cache, len(prompt) + len(steps) - 1)
         return Generation(tuple(s.token_id for s in steps), tuple(steps))
 
     def score(self, prompt: Sequence[int], output: Sequence[int], *, top_k: int = 0) -> Generation:
@@ -426,14 +526,20 @@ class TinyModel:
 
         out: dict[str, float] = {"rms_sum_of_squares": c.d_model * RESID_CLIP**2}
         for i, w in enumerate(self.layers):
-            out[f"layer{i}.qkv"] = max(mm(CLIP, w[n]) for n in ("wq", "wk", "wv"))
+            out[f"layer{i}.qkv"] = max(mm(CLIP, w[n]) for n in ("wq", "wk", "wv", *(("wa", "wb") if "wa" in w else ())))
             out[f"layer{i}.out_proj"] = mm(CLIP, w["wo"])
-            out[f"layer{i}.mlp_up"] = mm(CLIP, w["w1"])
-            out[f"layer{i}.mlp_down"] = mm(CLIP, w["w2"])
+            experts = self.experts[i]
+            if experts is None:
+                out[f"layer{i}.mlp_up"] = mm(CLIP, w["w1"])
+                out[f"layer{i}.mlp_down"] = mm(CLIP, w["w2"])
+            else:
+                out |= {f"layer{i}.{k}": v for k, v in experts.bounds(CLIP).items()}
         out["rope"] = 2 * CLIP * ROPE_ONE
         out["attn_scores"] = c.head_dim * CLIP * CLIP
         out["attn_weighted_values"] = c.context_length * ATTN_LUT_ONE * CLIP
         out["attn_weight_sum"] = c.context_length * ATTN_LUT_ONE
         out["logits"] = mm(CLIP, self.unembed)
         out["softmax_partition"] = c.vocab_size * 2.0**LOGIT_LUT_BITS
+        if c.recurrent_layers:
+            out.update(recurrent.exactness_bounds(c.d_model, c.n_heads))
         return out

@@ -32,7 +32,7 @@ from __future__ import annotations
 import hashlib
 import heapq
 import itertools
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from servefuzz.reference.kvpool import KVPool
@@ -83,6 +83,10 @@ class RadixCache:
         self.root.lock_ref = 1  # never evicted
         self._clock = itertools.count(1)
         self.cached_pages = 0
+        # Called with each node `evict` removes, before its page is released: a hybrid model's state
+        # checkpoint goes with it (`statecache`), the host tier (`hosttier.HostTier`) keeps a copy of
+        # what leaves the device. None: nothing below.
+        self.on_evict: Callable[[RadixNode], None] | None = None
 
     def _chunk(self, tokens: Sequence[int], i: int, salt: str | None = None) -> tuple[int, ...]:
         page = tuple(tokens[i * self.page_size : (i + 1) * self.page_size])
@@ -189,18 +193,26 @@ class RadixCache:
             _, _, node = heapq.heappop(heap)
             parent = node.parent
             assert parent is not None
+            if self.on_evict is not None:
+                self.on_evict(node)
             del parent.children[node.key]
             self.cached_pages -= 1
             evicted += 1
-            if ignore_locks:
-                # FAULT evict-in-use (models vLLM #37076 / #50702): the tree believes it is the
-                # page's only owner and frees it outright, under any request still reading it.
-                self.pool.force_free([node.page])
-            else:
-                self.pool.release([node.page])
+            self._drop(node, ignore_locks)
             if evictable(parent):
                 heapq.heappush(heap, (parent.last_access, id(parent), parent))
         return evicted
+
+    def _drop(self, node: RadixNode, ignore_locks: bool) -> None:
+        """Give back what an evicted node held (a subclass that holds more gives that back too)."""
+        if self.on_evict is not None:
+            self.on_evict(node)
+        if ignore_locks:
+            # FAULT evict-in-use (models vLLM #37076 / #50702): the tree believes it is the
+            # page's only owner and frees it outright, under any request still reading it.
+            self.pool.force_free([node.page])
+        else:
+            self.pool.release([node.page])
 
     def reset(self) -> None:
         """Forget every cached page. The caller (a flush of an idle engine) clears the pool."""

@@ -39,21 +39,25 @@ from typing import Any
 
 import numpy as np
 
+from servefuzz.reference.architectures import model_config
+from servefuzz.reference.experts import router_offsets
 from servefuzz.reference.faults import LOSSY_STEP, batch_variant_offsets
+from servefuzz.reference.hosttier import HostEntry, HostTier
 from servefuzz.reference.kvpool import PADDING_SLOT, KVPool, ReqToTokenPool
 from servefuzz.reference.model import (
     EOS_ID,
+    LINEAR,
     LOGIT_UNIT,
     PAD_ID,
-    ModelConfig,
     TinyModel,
     TokenLogprobs,
     attend,
-    causal_attention,
 )
 from servefuzz.reference.radix import RadixCache, RadixNode
 from servefuzz.reference.server_args import CAPTURE_BATCH_SIZES, ServerArgs
+from servefuzz.reference.statecache import SCRATCH_SLOT, StateCache
 from servefuzz.reference.tracer import Tracer, context_of, engine_files
+from servefuzz.reference.window import WindowPool, WindowRadixCache, first_needed
 
 __all__ = [
     "Engine",
@@ -143,6 +147,17 @@ class Request:
     seqs: list[Seq] = field(default_factory=list, repr=False)
 
 
+# The request features whose state a retraction must carry over to the sequence's second
+# prefill: its seeded generator's draws so far, its grammar's position, its adapter, its siblings.
+STATEFUL = ("seeded", "choices", "adapter", "n")
+
+
+def stateful(req: Request) -> tuple[str, ...]:
+    """The `STATEFUL` features `req` has."""
+    return tuple(name for name, on in zip(STATEFUL, (req.temperature > 0, req.choices is not None,
+                                                       req.adapter is not None, req.n > 1), strict=True) if on)
+
+
 class _State(enum.Enum):
     WAITING = "waiting"
     PREFILL = "prefill"
@@ -165,7 +180,12 @@ class Seq:
         self.kv_len = 0  # positions whose KV is written or scheduled to be written
         self.inflight = 0  # scheduled batches holding this sequence, not yet processed
         self.node: RadixNode | None = None  # the radix node this sequence keeps locked
+        self.win_from = 0  # a windowed model: it holds the window pages of pages[win_from:] (window.py)
         self.admitted = False
+        # A hybrid model's recurrent state: this sequence's slot (`StateCache`), and the
+        # checkpoints its forwards took, (position, slot), not yet stored with the radix tree.
+        self.state_slot: int | None = None
+        self.pending: list[tuple[int, int]] = []
         # Any integer seeds a choice's own generator (numpy wants non-negative: fold it).
         self.rng = np.random.default_rng((req.seed % 2**63, index)) if req.temperature > 0 else None
 
@@ -187,6 +207,7 @@ class _ExtendItem:
     end: int
     ids: np.ndarray
     final: bool  # the chunk reaches the end of the sequence: its last position yields a token
+    resumed: bool = False  # a later chunk of a prefill cut at the budget (not its first)
 
 
 @dataclass(eq=False)
@@ -217,15 +238,25 @@ class EngineStats:
     cache_hit_tokens: int = 0
     cache_query_tokens: int = 0
     evicted_tokens: int = 0
+    # A hybrid model's state checkpoints: restored by prefix hits, dropped for want of a slot.
+    state_restores: int = 0
+    state_evictions: int = 0
+    # A windowed model's cached window KV given back under window-pool pressure (tombstoned).
+    swa_evicted_tokens: int = 0
     retracted_reqs: int = 0
+    # Retractions by the request state a retraction must carry over (`STATEFUL`): what a client
+    # reads to know that a retracted request of that kind ran at all (issue 53, item 5).
+    retracted_by: dict[str, int] = field(default_factory=lambda: dict.fromkeys(STATEFUL, 0))
     prompt_tokens: int = 0
     generation_tokens: int = 0
     finished_reqs: int = 0
     aborted_reqs: int = 0
     forward_steps: int = 0
+    chunked_cuts: int = 0  # prefill chunks cut at the step budget, their sequence continued next batch
     num_running_reqs: int = 0
     num_queue_reqs: int = 0
     token_usage: float = 0.0
+    swa_token_usage: float = 0.0  # a windowed model's window pool in use, as SGLang's gauge
 
 
 class _GraphBuffers:
@@ -269,13 +300,32 @@ class Engine:
 
     def __init__(self, args: ServerArgs, model: TinyModel | None = None) -> None:
         self.args = args
-        self.model = model or TinyModel(ModelConfig(seed=args.model_seed, context_length=args.context_length))
+        self.model = model or TinyModel(model_config(args.model_arch, seed=args.model_seed,
+                                                     context_length=args.context_length))
         # Adapters are loaded at start, as vLLM's --lora-modules and SGLang's --lora-paths are.
         self.loras = {name: self.model.with_lora(seed) for name, seed in args.lora}
         c = self.model.config
         self.pool = KVPool(c.n_layers, c.n_heads, c.head_dim, args.max_total_tokens, args.page_size)
         self.rows = ReqToTokenPool(args.max_running_requests, args.context_length)
-        self.tree = None if args.disable_radix_cache else RadixCache(self.pool)
+        # A windowed model's sliding-window layers keep their KV in a pool of their own (window.py).
+        self.window = WindowPool(c.n_layers, c.n_heads, c.head_dim, args.swa_tokens, args.page_size,
+                                 self.pool.num_pages) if c.window else None
+        self.tree: RadixCache | None = None
+        if not args.disable_radix_cache:
+            self.tree = RadixCache(self.pool) if self.window is None else WindowRadixCache(self.pool, self.window, c.window)
+        self._saturated = False  # FAULT window-modulo-after-saturation: a pool ran dry under load
+        self.states = None
+        if c.recurrent_layers:
+            self.states = StateCache(self.model.state_shape(), slots=args.state_slots,
+                                     interval=args.mamba_track_interval, page_size=args.page_size)
+            if self.tree is not None:
+                self.tree.on_evict = self.states.forget
+        # The host tier (HiCache-shaped, `hosttier`): behind a dense model's radix tree only (a
+        # window pool's or a recurrent state's host copy is not modelled; `server_args` refuses it).
+        self.host = None if self.tree is None or not args.host_tier_tokens or c.window or c.recurrent_layers \
+            else HostTier(self.pool, self.tree, args.host_tier_tokens, key_no_salt=self._has("host-key-no-salt"))
+        # The last admissions' fresh pages and who took them (FAULT host-loadback-stale-pages).
+        self._handed: deque[tuple[Seq, list[int]]] = deque(maxlen=4)
         self.overlap = not args.disable_overlap_schedule
         self.graph = None if args.disable_cuda_graph else _GraphBuffers(max(CAPTURE_BATCH_SIZES), self.rows.padding_row)
         self.stats = EngineStats()
@@ -333,7 +383,7 @@ class Engine:
         if not 1 <= req.n <= a.max_running_requests:
             raise RequestError(f"n must be in 1..{a.max_running_requests} (max_running_requests)")
         pages = math.ceil((len(req.prompt) + req.max_new_tokens) / a.page_size) * req.n
-        if pages > self.pool.usable_pages:
+        if pages > self.pool.usable_pages or (self.window is not None and pages > self.window.usable_pages):
             raise RequestError(
                 f"the request needs up to {pages * a.page_size} KV tokens, more than "
                 f"max_total_tokens={a.max_total_tokens} can hold"
@@ -457,6 +507,7 @@ class Engine:
                 # FAULT abort-reuse (models SGLang #23392 / #24527): the abort path frees every
                 # page of the request, including the prefix pages it shares with the radix
                 # tree, which it should only unlock. The tree keeps pointing at them.
+                self._release_window(s)  # the window pool's references are given back as they should be
                 self.pool.force_free(s.pages)
                 s.pages = []
             self._finish(s, FinishReason("abort", message="aborted by the client"))
@@ -474,8 +525,17 @@ class Engine:
             return False
         if self.tree is not None:
             self.tree.reset()
+        if self.host is not None and not self.args.flush_device_only:
+            # --flush-device-only leaves the host tier as it is (vLLM's /reset_prefix_cache
+            # without reset_external, vllm#57727): what a client's flush check must catch.
+            self.host.clear()
         self.pool.clear()
+        if self.window is not None:
+            self.window.clear()
+        self._saturated = False
         self.rows.clear()
+        if self.states is not None:
+            self.states.clear()
         self._idle_slot = None
         self._update_gauges()
         return True
@@ -549,11 +609,39 @@ class Engine:
                 s.row = None
 
     def _ensure_free_pages(self, n: int) -> bool:
+        """Room for `n` new pages (and, for a windowed model, their window pages), evicting
+        least recently used cached pages, and then cached windows alone (tombstones), if short."""
         short = n - self.pool.free_pages
         if short > 0 and self.tree is not None:
             evicted = self.tree.evict(short, ignore_locks=self._has("evict-in-use"))
             self.stats.evicted_tokens += evicted * self.args.page_size
-        return self.pool.free_pages >= n
+        window_short = 0 if self.window is None else n - self.window.free_pages
+        if window_short > 0 and isinstance(self.tree, WindowRadixCache):
+            self.stats.swa_evicted_tokens += self.tree.evict_windows(window_short) * self.args.page_size
+        if (short > 0 or window_short > 0) and len(self.requests) > 1:
+            self._saturated = True
+        return self.pool.free_pages >= n and (self.window is None or self.window.free_pages >= n)
+
+    def _alloc(self, n: int) -> list[int]:
+        """`n` pages (each with its window page, for a windowed model); `_ensure_free_pages(n)` first."""
+        pages = self.pool.alloc(n) or []
+        if self.window is not None and pages and not self.window.alloc_for(pages):
+            raise RuntimeError("no free window page (the scheduler must make room first)")
+        return pages
+
+    def _slide(self, s: Seq, end: int) -> None:
+        """Positions up to `end` computed: give back the window pages no later query can see."""
+        if self.window is None:
+            return
+        upto = min(first_needed(end, self.model.config.window, self.args.page_size), len(s.pages))
+        if upto > s.win_from:
+            self.window.release(s.pages[s.win_from : upto])
+            s.win_from = upto
+
+    def _release_window(self, s: Seq) -> None:
+        if self.window is not None:
+            self.window.release(s.pages[s.win_from :])
+        s.win_from = 0
 
     def _pages_for(self, s: Seq, end: int) -> int:
         return max(0, math.ceil(end / self.args.page_size) - len(s.pages))
@@ -568,8 +656,9 @@ class Engine:
             need = self._pages_for(s, end)
             if not self._ensure_free_pages(need + reserve):
                 return None
-            s.pages += self.pool.alloc(need) or []
+            s.pages += self._alloc(need)
             items.append(self._extend_item(s, end))
+            items[-1].resumed = True
             budget -= end - items[-1].start
         while self.waiting and budget > 0:
             item = self._admit(self.waiting[0], budget, reserve)
@@ -594,22 +683,69 @@ class Engine:
                 s.tokens, (len(s.tokens) - 1) // ps, salt=self._cache_key(s.req),
                 boundary_fast_path=self._has("page-boundary-prefix"), salt_blind=self._has("salt-ignored"),
             )
+            if isinstance(self.tree, WindowRadixCache) and not self._has("window-ring-stale"):
+                # A windowed model's hit must still have the window KV of its last `window`
+                # tokens; a longer match whose windows are gone is cut to one that has them.
+                # FAULT window-ring-stale (models SGLang PR #32759, a stale sliding-window ring
+                # read on radix reuse): the cut is skipped, and the windowed layers read the hit's
+                # slid-out pages through the window pages they last had (`WindowPool.slots`,
+                # stale), which the pool gave back and may have handed to another request since.
+                # Needs a cached prefix whose windows slid out (a prompt longer than the window,
+                # or a long decode) and a later request that hits it: never one request alone.
+                match = self.tree.usable(match)
             prefix, node = match.pages, match.node
-        start = len(prefix) * ps
+        restore: int | None = None
+        if self.states is not None:
+            # A recurrent state to start from: a slot of its own, then the hit cut back to its
+            # deepest checkpoint (taking the slot may have evicted one).
+            s.state_slot = self.states.alloc()
+            if s.state_slot is None:
+                return None
+            if self.tree is not None:
+                hit = self.states.usable(match)
+                prefix, node, restore = hit.pages, hit.node, hit.slot
+                if self._has("state-n-minus-1"):
+                    restore = self._fault_whole_prompt_state(s) or restore
+        # Pages the host tier holds past the device match (loaded back below, once there is room).
+        hosted = [] if self.host is None or node is None else self.host.lookup(
+            node, s.tokens, len(prefix), (len(s.tokens) - 1) // ps, self._cache_key(s.req))
+        start = (len(prefix) + len(hosted)) * ps
         end = min(len(s.tokens), start + budget)
         need = math.ceil(end / ps) - len(prefix)
         # Hold the matched prefix *before* making room: eviction must not take it from under us.
         self.pool.retain(prefix)
+        win_from = 0
+        if self.window is not None:
+            win_from = min(first_needed(start, self.model.config.window, ps), len(prefix))
+            self.window.retain(prefix[win_from:])
         if self.tree is not None and node is not None and prefix:
             self.tree.lock(node)
         if not self._ensure_free_pages(need + reserve):
             self.pool.release(prefix)
+            if self.window is not None:
+                self.window.release(prefix[win_from:])
             if self.tree is not None and node is not None and prefix:
                 self.tree.unlock(node)
+            if self.states is not None:
+                self.states.free(s.state_slot)
+                s.state_slot = None
             return None
-        if prefix:
+        if hosted:
+            loaded = self._load_back(s, prefix, node, hosted)  # type: ignore[arg-type]
+            prefix, node = prefix + loaded, s.node
+            start = len(prefix) * ps  # less than planned where the host dropped a page meanwhile
+            end = min(len(s.tokens), start + budget)
+            need = math.ceil(end / ps) - len(prefix)
+        elif prefix:
             s.node = node
-        s.pages = prefix + (self.pool.alloc(need) or [])
+        if self.states is not None:
+            assert s.state_slot is not None
+            self.states.data[s.state_slot] = 0.0 if restore is None else self.states.data[restore]
+            self.stats.state_restores += restore is not None
+        handed = self._alloc(need)
+        s.pages = prefix + handed
+        self._handed.append((s, handed))
+        s.win_from = win_from
         s.row = self.rows.alloc()
         for sib in siblings:
             sib.row = self.rows.alloc()
@@ -621,6 +757,61 @@ class Engine:
         self.stats.cache_query_tokens += len(s.tokens)
         self.stats.cache_hit_tokens += start
         return self._extend_item(s, end)
+
+    def _fault_whole_prompt_state(self, s: Seq) -> int | None:
+        # FAULT state-n-minus-1 (models LMCache #4614, the root cause of vLLM #52617): where the
+        # whole prompt is cached with a checkpoint at its end (its length a multiple of the
+        # interval, cached by an earlier request), the hit the scheduler takes stops short of it,
+        # as it must, to compute the last tokens again; but the state is retrieved for the whole
+        # prompt, so those tokens enter the state twice. Needs a checkpoint an earlier request
+        # left: one request alone on a flushed server never has one.
+        assert self.tree is not None and self.states is not None
+        ps = self.args.page_size
+        if len(s.tokens) % self.states.interval:
+            return None
+        whole = self.tree.match_prefix(s.tokens, len(s.tokens) // ps, salt=self._cache_key(s.req))
+        return self.states.checkpoint(whole.node) if len(whole.pages) * ps == len(s.tokens) else None
+
+    def _load_back(self, s: Seq, prefix: list[int], node: RadixNode, hosted: list[HostEntry]) -> list[int]:
+        """The host pages `hosted` continue `s`'s device match `prefix` (whose last node `node`
+        `s` holds locked): copied into device pages and cached in the radix tree as if computed
+        here; `s`'s lock moves down to them (`s.node`). Returns the device pages, held for `s`."""
+        assert self.host is not None and self.tree is not None
+        ps = self.args.page_size
+        hosted = self.host.still_held(hosted)
+        pages = self._fault_loadback_pages(s, len(hosted)) if self._has("host-loadback-stale-pages") else (
+            self.pool.alloc(len(hosted)) or [])
+        # FAULT host-loadback-race (models a load-back whose copy stream is not waited on: SGLang's
+        # HiCache load_back / load_cache_event class): in overlap mode, when the batch in flight
+        # is a decode, the host-to-device copy is issued beside it and the extend that reads the
+        # pages is not made to wait: its forward reads them before the copy lands (zeros, or the
+        # KV of whoever held the pages before), and the copy lands only after it. Needs a load-back
+        # (other requests evicted the prefix to the host) while another request decodes. Cured by
+        # --disable-overlap-schedule (nothing is in flight at schedule time).
+        racing = self._has("host-loadback-race") and self.overlap and isinstance(self.inflight, _DecodeBatch)
+        self.host.copy_in(hosted[: len(pages)], pages, defer_for=s if racing else None)
+        full = prefix + pages
+        deepest = self.tree.insert(s.tokens[: len(full) * ps], full, salt=self._cache_key(s.req))
+        self.tree.lock(deepest)
+        if prefix:
+            self.tree.unlock(node)
+        s.node = deepest if deepest is not self.tree.root else None
+        self.host.stats.host_hit_tokens += len(pages) * ps
+        return pages
+
+    def _fault_loadback_pages(self, s: Seq, n: int) -> list[int]:
+        # FAULT host-loadback-stale-pages (models a HiCache load-back landing in device indices
+        # the allocator already handed out, the class of sglang#38031 and #39830's "host-tier hit
+        # answers another prompt"): the load-back takes its device pages from a free-list view a
+        # few admissions stale, so it is given pages one of the last admitted requests took while
+        # that request still holds them. The copy lands there, then that request's prefill and
+        # decode write their own KV over it: the returning request decodes, and every later hit
+        # on the loaded prefix reads, another prompt's KV. Needs a load-back (other requests
+        # evicted the prefix to the host) while a recently admitted request still runs.
+        taken = next((fresh for other, fresh in reversed(self._handed) if fresh and other is not s
+                      and other.state is not _State.DONE and set(fresh) <= set(other.pages)), [])[:n]
+        self.pool.retain(taken)  # held for s too: the accounting stays whole, only the KV is wrong
+        return taken + (self.pool.alloc(n - len(taken)) or [])
 
     def _fault_stale_slot(self, s: Seq) -> bool:
         # FAULT stale-slot-continuation (models llama.cpp #27148, the server prompt cache with
@@ -649,6 +840,7 @@ class Engine:
         s.inflight += 1
         final = end == len(s.tokens)
         self.chunked = None if final else s
+        self.stats.chunked_cuts += 0 if final else 1
         if self._has("page-boundary-prefix") and self.tree is not None:
             # FAULT page-boundary-prefix (models SGLang #22819): the batch's full pages enter
             # the tree at schedule time, before the forward writes their KV (marked not ready;
@@ -667,7 +859,7 @@ class Engine:
                 if not self._ensure_free_pages(1):
                     self._retract(s)
                     continue
-                s.pages += self.pool.alloc(1) or []
+                s.pages += self._alloc(1)
             slot = s.pages[pos // ps] * ps + pos % ps
             assert s.row is not None
             self.rows.table[s.row, pos] = slot
@@ -681,6 +873,8 @@ class Engine:
         self.running.remove(s)
         s.state = _State.RETRACTING
         self.stats.retracted_reqs += 1
+        for name in stateful(s.req):
+            self.stats.retracted_by[name] += 1
         if s.inflight == 0:
             self._requeue(s)
 
@@ -693,7 +887,10 @@ class Engine:
 
     def _run(self, batch: _Batch) -> None:
         if isinstance(batch, _ExtendBatch):
-            self._process_extend(batch, self._drift(batch, self._forward_extend(batch)))
+            logits = self._forward_extend(batch)
+            if self.host is not None and self.host.pending:
+                self.host.landed([it.seq for it in batch.items])  # FAULT host-loadback-race: late copies land
+            self._process_extend(batch, self._drift(batch, logits))
         else:
             self._process_decode(batch, self._drift(batch, self._forward_decode(batch)))
         self.stats.forward_steps += 1
@@ -733,14 +930,31 @@ class Engine:
         h = m.embed(ids)
         adapters = [it.seq.req.adapter for it in items for _ in range(it.end - it.start)]
         lossy = self._has("lossy-hit-reload") and len({id(it.seq.req) for it in items}) > 1
-        for layer in range(m.config.n_layers):
+        router = self._router_offsets(batch)
+        wanted = self._checkpoints_wanted(items)
+        taken: list[list[list[np.ndarray]]] = []  # per recurrent layer, per item, its checkpoints
+        stale = self._fault_stale_states(items, wanted)
+        for layer, kind in enumerate(m.config.kinds):
+            if kind == LINEAR:
+                o, snaps = self._linear_mix(layer, h, [(a, b) for _, a, b in spans],
+                                            [it.seq.state_slot for it in items], adapters, wanted)
+                taken.append(snaps)
+                h = m.post_attention(layer, h, o, router if layer == m.config.n_layers - 1 else None)
+                continue
             q, k, v = self._qkv(layer, h, positions, adapters)
             out = np.empty_like(q)
             for it, a, b in spans:
                 # Prefix KV is gathered from the pool through the row, read now; the new tokens'
                 # KV comes straight from this batch, as in a ragged extend kernel. The batch's
-                # writes land after every request has gathered its prefix.
-                prefix_k, prefix_v = pool.gather(layer, self.rows.table[it.row, : it.start])
+                # writes land after every request has gathered its prefix. A sliding-window
+                # layer gathers only what its first query sees, from the window pool.
+                lo = 0
+                if self.window is not None and m.config.windowed(layer):
+                    lo = max(0, it.start - m.config.window + 1)
+                    prefix_k, prefix_v = self.window.gather(
+                        layer, self.rows.table[it.row, lo : it.start], stale=self._has("window-ring-stale"))
+                else:
+                    prefix_k, prefix_v = pool.gather(layer, self.rows.table[it.row, : it.start])
                 if lossy and it.start and it.start == it.seq.req.cached_tokens:
                     # FAULT lossy-hit-reload (models vLLM #50702, int8 KV with prefix caching, and
                     # SGLang #38031's host-tier load-back): a prompt that hit the cache and is
@@ -751,10 +965,12 @@ class Engine:
                     prefix_v = np.round(prefix_v / LOSSY_STEP) * LOSSY_STEP
                 keys = np.concatenate([prefix_k, k[a:b]])
                 values = np.concatenate([prefix_v, v[a:b]])
-                out[a:b] = causal_attention(q[a:b], keys, values, it.start, m.attn_lut)
+                out[a:b] = m.attention(layer, q[a:b], keys, values, it.start, lo)
             for it, a, b in spans:
                 slots = self.rows.table[it.row, it.start : it.end]
-                if self._has("chunk-boundary") and len(items) > 1 and not it.final:
+                if self.window is not None and m.config.windowed(layer) and self._fault_strided(it):
+                    self._write_strided(layer, it, k[a:b], v[a:b])
+                elif self._has("chunk-boundary") and len(items) > 1 and not it.final:
                     # FAULT chunk-boundary (models SGLang #22291 / PR #17850): a chunk cut at the
                     # batch's token budget next to other requests takes its keys one row early
                     # in the batch's ragged K (its values from the right rows), so every later
@@ -763,13 +979,102 @@ class Engine:
                     # in a shared batch). Shifting whole entries would be nearly harmless:
                     # attention over a cached prefix ignores where an entry sits (RoPE is in
                     # the key), and a lost entry is one among hundreds.
-                    kv = pool.kv[layer]  # [slot, K|V, head, dim]
-                    kv[slots, 0], kv[slots, 1] = k[a - 1 : b - 1], v[a:b]
+                    self._write(layer, slots, k[a - 1 : b - 1], v[a:b])
                 else:
-                    pool.write(layer, slots, k[a:b], v[a:b])
-            h = m.post_attention(layer, h, out)
+                    self._write(layer, slots, k[a:b], v[a:b])
+            h = m.post_attention(layer, h, out, router if layer == m.config.n_layers - 1 else None)
+        if taken:
+            self._take_checkpoints(items, wanted, taken, stale)
         last = [b - 1 for it, _, b in spans if it.final]
         return m.logits(h[last])
+
+    # -- a hybrid model's recurrent state ------------------------------------------------------
+
+    def _checkpoints_wanted(self, items: Sequence[_ExtendItem]) -> list[list[int]]:
+        """Per item, the token counts after which its state is checkpointed (none without a
+        radix cache to keep them, or for a dense model): each multiple of the interval the
+        chunk passes, as counts of the chunk's own tokens."""
+        if self.states is None or self.tree is None:
+            return [[] for _ in items]
+        return [[p - it.start for p in self.states.boundaries(it.start, it.end)] for it in items]
+
+    def _linear_mix(self, layer: int, h: np.ndarray, spans: list[tuple[int, int]], slots: Sequence[int | None],
+                    adapters: Sequence[str | None], wanted: Sequence[Sequence[int]]
+                    ) -> tuple[np.ndarray, list[list[np.ndarray]]]:
+        """A linear-attention layer over a batch: each sequence's rows h[a:b] from its state in
+        its slot (None: a padding row, from the scratch slot, kept nowhere), which is replaced by
+        its state after them. The rows of each adapter go through that adapter's weights (as
+        `_qkv`). Returns the outputs and each sequence's checkpoints (copies of its state after
+        each count in `wanted[i]`)."""
+        assert self.states is not None
+        li = self.model.config.recurrent_layers.index(layer)
+        data = self.states.data
+        out = np.empty((len(h), *data.shape[2:4]))
+        snaps: list[list[np.ndarray]] = [[] for _ in spans]
+        by_adapter: dict[str | None, list[int]] = {}
+        for i, (a, _) in enumerate(spans):
+            by_adapter.setdefault(adapters[a] if a < len(adapters) else None, []).append(i)
+        for name, idx in by_adapter.items():
+            rows = np.concatenate([np.arange(*spans[i]) for i in idx])
+            local, at = [], 0
+            for i in idx:
+                local.append((at, at + spans[i][1] - spans[i][0]))
+                at = local[-1][1]
+            held = np.array([SCRATCH_SLOT if slots[i] is None else slots[i] for i in idx], dtype=np.intp)
+            states = data[held, li]
+            model = self.model if name is None else self.loras[name]
+            o, got = model.linear_mix(layer, h[rows], local, states, [wanted[i] for i in idx])
+            out[rows] = o
+            for j, i in enumerate(idx):
+                snaps[i] = got[j]
+                slot = slots[i]
+                if slot is not None:
+                    data[slot, li] = states[j]
+        return out, snaps
+
+    def _take_checkpoints(self, items: Sequence[_ExtendItem], wanted: Sequence[Sequence[int]],
+                          taken: Sequence[Sequence[Sequence[np.ndarray]]], stale: dict[int, np.ndarray]) -> None:
+        """Each item's checkpoints, every recurrent layer's state at each wanted count, into
+        slots of their own, pending until their pages enter the radix tree. A checkpoint with
+        no slot to hold it is not taken: a later hit stops at an earlier one."""
+        assert self.states is not None
+        data = self.states.data
+        shared = len({id(it.seq.req) for it in items}) > 1
+        for i, it in enumerate(items):
+            for j, count in enumerate(wanted[i]):
+                slot = self.states.alloc()
+                if slot is None:
+                    continue
+                if i in stale:
+                    data[slot] = stale[i]  # FAULT stale-state-donated (see _fault_stale_states)
+                elif self._has("ssm-checkpoint-batch") and shared and i > 0:
+                    # FAULT ssm-checkpoint-batch (models SGLang PR #37836): the track slots of a
+                    # multi-request prefill batch are indexed from the batch's first request, so
+                    # requests 2..n checkpoint that request's state slot, not their own. The
+                    # checkpoint is kept under their own prefix, and a later hit on it restores
+                    # another prompt's state. One request alone is always the first.
+                    data[slot] = data[items[0].seq.state_slot]
+                elif self._has("unwritten-state-published") and j < len(wanted[i]) - 1:
+                    # FAULT unwritten-state-published (models vLLM #53084; LMCache #4984): only the
+                    # last checkpoint a chunk passes is written, but a key is published for every
+                    # one, each with a slot never written (zeros after a flush, or whatever its
+                    # previous occupant left). A later request whose hit stops at one of the
+                    # earlier ones restores a state that belongs to no prompt.
+                    pass
+                else:
+                    data[slot] = np.stack([layer[i][j] for layer in taken])
+                it.seq.pending.append((it.start + count, slot))
+
+    def _fault_stale_states(self, items: Sequence[_ExtendItem], wanted: Sequence[Sequence[int]]) -> dict[int, np.ndarray]:
+        """FAULT stale-state-donated (models SGLang #39342, --enable-mixed-chunk with the mamba
+        extra buffer): a later chunk of a cut prefill, run in a batch it shares with another
+        request, loses its track index, so the checkpoints it passes are donated from its slot
+        before the chunk updates it: the state at the chunk's start. Per such item, that state.
+        A prompt prefilled alone, or in one chunk, donates the right one."""
+        if not self._has("stale-state-donated") or self.states is None or len({id(it.seq.req) for it in items}) < 2:
+            return {}
+        return {i: self.states.data[it.seq.state_slot].copy() for i, it in enumerate(items)
+                if it.resumed and wanted[i] and it.seq.state_slot is not None}
 
     def _forward_decode(self, batch: _DecodeBatch) -> np.ndarray:
         m, pool = self.model, self.pool
@@ -792,14 +1097,98 @@ class Engine:
         valid = (np.arange(width)[None, :] < lens[:, None])[:, None, None, :]
         # Padding rows (past `raw`) run the base model; a padded row's output is never read.
         adapters = [it.seq.req.adapter for it in items] + [None] * (len(ids) - raw)
-        for layer in range(m.config.n_layers):
+        router = self._router_offsets(batch)
+        if self.window is not None:
+            # A sliding-window layer reads the last `window` positions of each row: (p - window, p].
+            w = m.config.window
+            cols = lens[:, None] - w + np.arange(w)[None, :]
+            window_valid = (cols >= 0)[:, None, None, :]
+            window_cols = np.maximum(cols, 0)
+        state_slots = [it.seq.state_slot for it in items] + [None] * (len(ids) - raw)
+        for layer, kind in enumerate(m.config.kinds):
+            if kind == LINEAR:
+                # Padding rows run from the scratch slot; their outputs are never read.
+                o, _ = self._linear_mix(layer, h, [(i, i + 1) for i in range(len(ids))], state_slots,
+                                        adapters, [()] * len(ids))
+                h = m.post_attention(layer, h, o, router if layer == m.config.n_layers - 1 else None)
+                continue
             q, k, v = self._qkv(layer, h, positions, adapters)
-            pool.write(layer, slots, k, v)  # a paged decode kernel writes its token, then reads the row
-            keys, values = pool.gather(layer, self.rows.table[rows, :width])  # row read at execution time
+            self._write(layer, slots, k, v)  # a paged decode kernel writes its token, then reads the row
+            if self.window is not None and m.config.windowed(layer):
+                keys, values = self.window.gather(layer, self.rows.table[rows[:, None], window_cols],
+                                                  stale=self._has("window-ring-stale"))
+                mask = window_valid
+            else:
+                keys, values = pool.gather(layer, self.rows.table[rows, :width])  # row read at execution time
+                mask = valid
             keys, values = np.swapaxes(keys, 1, 2), np.swapaxes(values, 1, 2)  # [B, H, width, D]
-            a = attend(q[:, :, None, :], keys, values, valid, m.attn_lut)[:, :, 0, :]
-            h = m.post_attention(layer, h, a)
+            a = attend(q[:, :, None, :], keys, values, mask, m.attn_lut)[:, :, 0, :]
+            h = m.post_attention(layer, h, a, router if layer == m.config.n_layers - 1 else None)
+        if self.states is not None and self.tree is not None:
+            self._decode_checkpoints(items)
         return m.logits(h[:raw])
+
+    def _write(self, layer: int, slots: np.ndarray, k: np.ndarray, v: np.ndarray) -> None:
+        """Store K and V of tokens at these slots: a sliding-window layer's in the window pool."""
+        if self.window is not None and self.model.config.windowed(layer):
+            self.window.write(layer, slots, k, v)
+        else:
+            self.pool.write(layer, slots, k, v)
+
+    def _fault_strided(self, it: _ExtendItem) -> bool:
+        # FAULT window-modulo-after-saturation (models vLLM #50749 / #49716: padded, non-contiguous
+        # page strides; the first tokens wrong when the prompt length modulo the block falls in a
+        # range, and only once the pool has saturated): once either KV pool ran dry with more than
+        # one request in the engine, a prompt's last chunk whose length modulo the page is in
+        # 1..page/2 writes its partial last page's window KV one page past the window page before
+        # it, as if the window pages lay in a row. On a pool that never saturated they mostly do,
+        # and the page it writes is its own; after saturation the free list is scattered, so the
+        # page it should have written keeps what it held before (and another page is overwritten):
+        # the decode steps that still see those positions read stale window KV. Cured by a pool
+        # that does not saturate (a larger --max-total-tokens), or by a page of one token.
+        ps = self.args.page_size
+        return (self._has("window-modulo-after-saturation") and self._saturated and it.final
+                and it.end // ps > 0 and 1 <= it.end % ps <= ps // 2 and it.end // ps < len(it.seq.pages))
+
+    def _write_strided(self, layer: int, it: _ExtendItem, k: np.ndarray, v: np.ndarray) -> None:
+        """FAULT window-modulo-after-saturation's write: the last page's slots one window page past
+        the window page of the page before it (see `_fault_strided`)."""
+        assert self.window is not None
+        ps, pages = self.args.page_size, it.seq.pages
+        cut = (it.end // ps) * ps  # the partial last page starts here
+        slots = self.rows.table[it.row, it.start : it.end]
+        head = slots[: max(0, cut - it.start)]
+        self.window.write(layer, head, k[: len(head)], v[: len(head)])
+        before = int(self.window.of_full[pages[cut // ps - 1]])
+        wrong = (before + 1) % self.window.pool.num_pages * ps + np.arange(max(it.start, cut), it.end) % ps
+        self.window.pool.write(layer, wrong, k[len(head):], v[len(head):])
+
+    def _router_offsets(self, batch: _Batch) -> np.ndarray | None:
+        # FAULT router-tie-numerics (the benign class of vLLM #23138, as it shows in a mixture of
+        # experts): the last layer's router scores are rounded by the batch's size, as a split-K
+        # reduction chosen from it, so near-tied expert choices flip and every routing weight moves
+        # a little; a batch of one is the reference order. The weights vanish at the top-k's edge
+        # (experts.route), so a flipped choice moves the answer no more than the rounding did. In
+        # the last layer only: a flip there moves that token's logits alone; in an earlier one it
+        # would move the KV every later token reads, which this model's sharp heads amplify into
+        # flips far from any tie (routing amplification, which real engines do show, but not the
+        # benign class this stands for). Cured by --enable-deterministic-inference.
+        c = self.model.config
+        if not (c.experts and self._has("router-tie-numerics")) or self.args.enable_deterministic_inference:
+            return None
+        return router_offsets(len({id(it.seq.req) for it in batch.items}), c.experts)
+
+    def _decode_checkpoints(self, items: Sequence[_DecodeItem]) -> None:
+        """A decode step that completes a multiple of the interval checkpoints the state there."""
+        assert self.states is not None
+        for it in items:
+            s = it.seq
+            if (it.position + 1) % self.states.interval or s.state_slot is None:
+                continue
+            slot = self.states.alloc()
+            if slot is not None:
+                self.states.data[slot] = self.states.data[s.state_slot]
+                s.pending.append((it.position + 1, slot))
 
     # -- results ---------------------------------------------------------------------------------
 
@@ -814,6 +1203,7 @@ class Engine:
                 if s.inflight == 0:
                     self._release(s)
                 continue
+            self._slide(s, it.end)
             self._cache(s, it.end)
             if row is None:
                 continue
@@ -836,6 +1226,7 @@ class Engine:
         for it, row in zip(batch.items, logits, strict=True):
             it.seq.inflight -= 1
             if it.seq.state in (_State.RUNNING, _State.RETRACTING):
+                self._slide(it.seq, it.position + 1)
                 taking.append((it.seq, row))
         self._take_tokens(taking)
         for it in batch.items:
@@ -924,17 +1315,28 @@ class Engine:
         for sib in self._fork_pending(parent):
             sib.admitted = True
             own: list[int] = []
+            if self.states is not None:
+                sib.state_slot = self.states.alloc()
+            if (rem and not self._ensure_free_pages(1)) or (self.states is not None and sib.state_slot is None):
+                if self.states is not None:
+                    self.states.free(sib.state_slot)
+                    sib.state_slot = None
+                self.rows.free(sib.row)  # type: ignore[arg-type]
+                sib.row, sib.state = None, _State.WAITING
+                self.waiting.appendleft(sib)  # prefill it on its own later (cache hit)
+                continue
+            if self.states is not None:
+                self.states.data[sib.state_slot] = self.states.data[parent.state_slot]
             if rem:
-                if not self._ensure_free_pages(1):
-                    self.rows.free(sib.row)  # type: ignore[arg-type]
-                    sib.row, sib.state = None, _State.WAITING
-                    self.waiting.appendleft(sib)  # prefill it on its own later (cache hit)
-                    continue
-                own = self.pool.alloc(1) or []
-                src = self.pool.slots(parent.pages, full * ps, parent.kv_len)
-                self.pool.copy_slots(src, self.pool.slots(own, 0, rem))
+                own = self._alloc(1)
+                src, dst = self.pool.slots(parent.pages, full * ps, parent.kv_len), self.pool.slots(own, 0, rem)
+                self.pool.copy_slots(src, dst)
+                if self.window is not None:
+                    self.window.copy(src, dst)
             self.pool.retain(parent.pages[:full])
-            sib.pages = parent.pages[:full] + own
+            if self.window is not None:
+                self.window.retain(parent.pages[parent.win_from : full])
+            sib.pages, sib.win_from = parent.pages[:full] + own, parent.win_from
             assert sib.row is not None
             self.rows.write(sib.row, 0, self.pool.slots(sib.pages, 0, parent.kv_len))
             sib.kv_len = parent.kv_len
@@ -945,24 +1347,54 @@ class Engine:
         return forked
 
     def _cache(self, s: Seq, end: int) -> None:
-        """Put the computed full pages in the radix tree and move this sequence's lock there."""
+        """Put the computed full pages in the radix tree, with the state checkpoints taken in
+        them, and move this sequence's lock there."""
         if self.tree is None or not s.pages:
             return
         node = self.tree.insert(s.tokens[:end], s.pages, salt=self._cache_key(s.req))
+        if isinstance(self.tree, WindowRadixCache):
+            self.tree.adopt(node, s.pages, s.win_from)
+        if s.pending:
+            self._keep_checkpoints(s, node, min(end // self.args.page_size, len(s.pages)))
+        if self.host is not None:
+            self.host.write_through(node)  # write-through: the host gets each page as it is cached
         if node is not s.node and node is not self.tree.root:
             self.tree.lock(node)
             if s.node is not None:
                 self.tree.unlock(s.node)
             s.node = node
 
+    def _keep_checkpoints(self, s: Seq, node: RadixNode, depth: int) -> None:
+        """Store each pending checkpoint that ends within the `depth` pages cached down to
+        `node` with the node of its last page; the others wait for more pages."""
+        assert self.states is not None
+        ps, later = self.args.page_size, []
+        for position, slot in s.pending:
+            if position > depth * ps:
+                later.append((position, slot))
+                continue
+            at = node
+            for _ in range(depth - position // ps):
+                assert at.parent is not None
+                at = at.parent
+            if not self.states.keep(at, slot):
+                self.states.free(slot)  # the node has one: the same state, by exactness
+        s.pending = later
+
     def _release(self, s: Seq) -> None:
         if s.row is not None:
             self.rows.free(s.row)
             s.row = None
         self._cache(s, min(s.kv_len, len(s.tokens)))
+        if self.states is not None:
+            for _, slot in s.pending:
+                self.states.free(slot)
+            self.states.free(s.state_slot)
+            s.pending, s.state_slot = [], None
         if s.node is not None and self.tree is not None:
             self.tree.unlock(s.node)
         s.node = None
+        self._release_window(s)
         self.pool.release(s.pages)
         s.pages = []
 
@@ -997,3 +1429,7 @@ class Engine:
         )
         st.num_queue_reqs = len({id(s.req) for s in self.waiting})
         st.token_usage = 1.0 - self.pool.free_pages / self.pool.usable_pages
+        if self.window is not None:
+            st.swa_token_usage = 1.0 - self.window.free_pages / self.window.usable_pages
+        if self.states is not None:
+            st.state_evictions = self.states.evicted

@@ -34,6 +34,7 @@ from typing import Any
 
 from aiohttp import web
 
+from servefuzz.reference.architectures import model_facts
 from servefuzz.reference.faults import FAULTS
 from servefuzz.reference.model import BOS_ID, EOS_ID, PAD_ID, TokenLogprobs, detokenize
 from servefuzz.reference.scheduler import (
@@ -408,6 +409,9 @@ def _server_info(engine: Engine) -> dict[str, Any]:
         "version": VERSION,
         "engine": "servefuzz-reference",
         "known_faults": sorted(FAULTS),
+        # What the model keeps per request beside per-token KV (a recurrent state and the
+        # interval it is checkpointed at), in the shape of the fuzzer's `model_facts.ModelFacts`.
+        "architecture": model_facts(engine.args.model_arch, state_interval=engine.args.mamba_track_interval),
     }
 
 
@@ -430,15 +434,24 @@ _METRICS = (
     ("cache_hit_tokens_total", "counter", "Prompt tokens served from the prefix cache.", "cache_hit_tokens"),
     ("cache_query_tokens_total", "counter", "Prompt tokens looked up in the prefix cache.", "cache_query_tokens"),
     ("evicted_tokens_total", "counter", "KV tokens evicted from the prefix cache.", "evicted_tokens"),
+    ("state_restores_total", "counter", "Recurrent-state checkpoints restored by prefix hits (hybrid models).",
+     "state_restores"),
+    ("state_evictions_total", "counter", "Recurrent-state checkpoints evicted for want of a state slot.",
+     "state_evictions"),
+    ("swa_evicted_tokens_total", "counter", "Cached sliding-window KV tokens given back under window-pool pressure.",
+     "swa_evicted_tokens"),
     ("num_retracted_requests_total", "counter", "Decode requests retracted for lack of KV memory.", "retracted_reqs"),
     ("num_finished_reqs_total", "counter", "Requests finished (length or stop).", "finished_reqs"),
     ("num_aborted_requests_total", "counter", "Requests aborted.", "aborted_reqs"),
     ("prompt_tokens_total", "counter", "Prompt tokens of admitted requests.", "prompt_tokens"),
     ("generation_tokens_total", "counter", "Generated tokens.", "generation_tokens"),
     ("forward_steps_total", "counter", "Forward batches run.", "forward_steps"),
+    ("chunked_prefill_cuts_total", "counter", "Prefill chunks cut at the step budget (continued next batch).", "chunked_cuts"),
     ("num_running_reqs", "gauge", "Requests running (prefill or decode).", "num_running_reqs"),
     ("num_queue_reqs", "gauge", "Requests waiting.", "num_queue_reqs"),
     ("token_usage", "gauge", "Fraction of KV pages in use (cache included).", "token_usage"),
+    ("swa_token_usage", "gauge", "Fraction of the sliding-window KV pool's pages in use (windowed models).",
+     "swa_token_usage"),
 )
 
 
@@ -456,7 +469,46 @@ async def metrics(request: web.Request) -> web.Response:
     rate = st.cache_hit_tokens / st.cache_query_tokens if st.cache_query_tokens else 0.0
     lines += ["# HELP sglang:cache_hit_rate Prefix cache hit rate (tokens).", "# TYPE sglang:cache_hit_rate gauge"]
     lines.append(f"sglang:cache_hit_rate{label} {rate}")
+    lines += _host_metrics(engine, engine.args.served_model_name)
+    lines += ["# HELP sglang:num_retracted_requests_by_feature_total Retracted requests with each stateful feature.",
+              "# TYPE sglang:num_retracted_requests_by_feature_total counter"]
+    lines += [f'sglang:num_retracted_requests_by_feature_total{{model_name="{engine.args.served_model_name}",'
+              f'feature="{name}"}} {n}' for name, n in st.retracted_by.items()]
     return web.Response(text="\n".join(lines) + "\n", content_type="text/plain", charset="utf-8")
+
+
+# The host tier's series, under SGLang's names and labels (its metrics_collector.py, 0.5.23): what
+# the tier wrote, loaded back and dropped, the hit tokens by the tier they came from (what the
+# host gave is loaded back first, so both tiers' sum is `cache_hit_tokens_total`), and its pool.
+_HOST_METRICS = (
+    ("hicache_backup_tokens_total", "counter", "Tokens backed up from the device pool to the host tier.",
+     "backup_tokens", ',pool="kv"'),
+    ("load_back_tokens_total", "counter", "Tokens loaded back from the host tier to the device pool.",
+     "load_back_tokens", ',pool="kv"'),
+    ("hicache_dropped_tokens_total", "counter", "Device tokens evicted with no host copy kept.",
+     "dropped_tokens", ',reason="host_pressure",pool="kv"'),
+)
+
+
+def _host_metrics(engine: Engine, model_name: str) -> list[str]:
+    host = engine.host
+    if host is None:
+        return []
+    label = f'model_name="{model_name}"'
+    lines = []
+    for name, kind, help_text, attr, extra in _HOST_METRICS:
+        lines += [f"# HELP sglang:{name} {help_text}", f"# TYPE sglang:{name} {kind}",
+                  f"sglang:{name}{{{label}{extra}}} {getattr(host.stats, attr)}"]
+    device = engine.stats.cache_hit_tokens - host.stats.host_hit_tokens
+    lines += ["# HELP sglang:cached_tokens_total Number of cached prompt tokens by source (device/host/storage).",
+              "# TYPE sglang:cached_tokens_total counter",
+              f'sglang:cached_tokens_total{{{label},cache_source="device"}} {device}',
+              f'sglang:cached_tokens_total{{{label},cache_source="host"}} {host.stats.host_hit_tokens}']
+    ps = engine.pool.page_size
+    for name, value in (("hicache_host_used_tokens", host.used_pages * ps), ("hicache_host_total_tokens", host.num_pages * ps)):
+        lines += [f"# HELP sglang:{name} The host tier's tokens ({name.rsplit('_', 2)[-2]}).", f"# TYPE sglang:{name} gauge",
+                  f"sglang:{name}{{{label}}} {value}"]
+    return lines
 
 
 async def coverage(request: web.Request) -> web.Response:

@@ -27,7 +27,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from servefuzz.reference.faults import FAULTS
+from servefuzz.reference.architectures import DEFAULT_ARCH, REFERENCE_ARCHS
+from servefuzz.reference.faults import EXPERT_FAULTS, FAULTS, RECURRENT_FAULTS, WINDOW_FAULTS
 
 __all__ = ["CAPTURE_BATCH_SIZES", "ArgsError", "ServerArgs", "build_parser", "parse_args"]
 
@@ -52,13 +53,30 @@ class ServerArgs:
     max_running_requests: int = 128
     context_length: int = 4096
     model_seed: int = 0
+    # The served model's architecture (`architectures.REFERENCE_ARCHS`): the dense llama, or a
+    # hybrid whose linear-attention layers keep a recurrent state per request.
+    model_arch: str = DEFAULT_ARCH
+    # A hybrid model's state cache, by SGLang's names: the state is checkpointed every this many
+    # tokens (a multiple of the page size), and a prefix hit restores it at a checkpoint only.
+    mamba_track_interval: int = 64
+    # State slots (each request running holds one, each checkpoint kept in the cache one);
+    # 0: twice --max-running-requests, and 64 more.
+    max_mamba_cache_size: int = 0
     served_model_name: str = "servefuzz-reference"
     disable_radix_cache: bool = False
     disable_overlap_schedule: bool = False
     disable_cuda_graph: bool = False
     enable_deterministic_inference: bool = False
+    # A windowed model's window KV pool, as a share of --max-total-tokens (SGLang's flag and
+    # default): its sliding-window layers keep their KV there, given back as the window moves.
+    swa_full_tokens_ratio: float = 0.8
     faults: tuple[str, ...] = ()
     lora: tuple[tuple[str, int], ...] = ()  # (name, seed) of each adapter served
+    # The host tier (`hosttier`, HiCache-shaped): its pool in tokens; 0 is off. With
+    # `flush_device_only` a flush empties the device pool alone (vLLM's /reset_prefix_cache
+    # without reset_external): a misconfigured flush, for a client's flush check to catch.
+    host_tier_tokens: int = 0
+    flush_device_only: bool = False
     # Trace the engine's own code as edges in context, served at GET /coverage (`tracer`):
     # instrumentation for a fuzzer's feedback, not an engine setting (it changes no answer).
     coverage: bool = False
@@ -74,11 +92,34 @@ class ServerArgs:
             raise ArgsError("--max-running-requests must be >= 1")
         if not 2 <= self.context_length <= 32768:
             raise ArgsError("--context-length must be in 2..32768")
+        if self.host_tier_tokens and self.host_tier_tokens < self.page_size:
+            raise ArgsError("--host-tier-tokens must be 0 (off) or hold at least one page")
+        if self.host_tier_tokens < 0:
+            raise ArgsError("--host-tier-tokens must be >= 0")
         if not 0 <= self.port <= 65535:
             raise ArgsError("--port must be in 0..65535")
+        if not (0 < self.swa_full_tokens_ratio <= 1) or self.swa_tokens < 2 * self.page_size:
+            raise ArgsError("--swa-full-tokens-ratio must be in (0, 1] and leave the window pool two pages")
+        if self.model_arch not in REFERENCE_ARCHS:
+            raise ArgsError(f"unknown --model-arch {self.model_arch!r}; this engine serves: {', '.join(REFERENCE_ARCHS)}")
+        if self.host_tier_tokens and (self.recurrent or REFERENCE_ARCHS[self.model_arch].window):
+            # A host copy of a window pool or of recurrent checkpoints is not modelled: one line,
+            # not a tier that silently holds only half of what a hit needs.
+            raise ArgsError(f"--host-tier-tokens: the host tier sits behind a dense model's cache; "
+                            f"--model-arch {self.model_arch} keeps state it does not hold")
+        if self.recurrent and (self.mamba_track_interval < 1 or self.mamba_track_interval % self.page_size):
+            raise ArgsError("--mamba-track-interval must be a positive multiple of --page-size")
+        if self.max_mamba_cache_size and self.max_mamba_cache_size < self.max_running_requests:
+            raise ArgsError("--max-mamba-cache-size must be 0 (automatic) or at least --max-running-requests")
         for name in self.faults:
             if name not in FAULTS:
                 raise ArgsError(f"unknown fault {name!r}; known: {', '.join(sorted(FAULTS))}")
+            if name in RECURRENT_FAULTS and not self.recurrent:
+                raise ArgsError(f"fault {name} needs a model with a recurrent state: --model-arch qwen3-next")
+            if name in WINDOW_FAULTS and not REFERENCE_ARCHS[self.model_arch].window:
+                raise ArgsError(f"fault {name} needs a model with a sliding window: --model-arch gemma3")
+            if name in EXPERT_FAULTS and not REFERENCE_ARCHS[self.model_arch].experts:
+                raise ArgsError(f"fault {name} needs a mixture of experts: --model-arch qwen3-moe")
         # /server_info lists adapters as NAME=SEED: take that form back too, so that a client
         # relaunches from what the server reports (as it does with every other flag).
         object.__setattr__(self, "lora", tuple(
@@ -88,6 +129,21 @@ class ServerArgs:
             raise ArgsError("--lora names must be distinct")
         if names == [self.served_model_name] or self.served_model_name in names:
             raise ArgsError("a --lora name must differ from --served-model-name")
+
+    @property
+    def swa_tokens(self) -> int:
+        """The window KV pool's size in tokens (a windowed model's; `window.WindowPool`)."""
+        return int(self.max_total_tokens * self.swa_full_tokens_ratio)
+
+    @property
+    def recurrent(self) -> bool:
+        """The model keeps a recurrent state per request (its state cache flags apply)."""
+        return bool(REFERENCE_ARCHS[self.model_arch].recurrent_layers)
+
+    @property
+    def state_slots(self) -> int:
+        """The state pool's slots (`--max-mamba-cache-size`, 0 resolved)."""
+        return self.max_mamba_cache_size or 2 * self.max_running_requests + 64
 
     def has_fault(self, name: str) -> bool:
         assert name in FAULTS, name
@@ -146,11 +202,24 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-running-requests", type=int, default=d.max_running_requests)
     p.add_argument("--context-length", type=int, default=d.context_length)
     p.add_argument("--model-seed", type=int, default=d.model_seed, help="seed of the random weights")
+    p.add_argument("--model-arch", default=d.model_arch, choices=list(REFERENCE_ARCHS),
+                   help="the model's architecture (default %(default)s; qwen3-next: linear-attention layers with a "
+                        "recurrent state, 3:1 with full attention)")
+    p.add_argument("--mamba-track-interval", type=int, default=d.mamba_track_interval,
+                   help="a hybrid model's state is checkpointed every this many tokens (default %(default)s)")
+    p.add_argument("--max-mamba-cache-size", type=int, default=d.max_mamba_cache_size,
+                   help="a hybrid model's state slots; 0: 2 * --max-running-requests + 64 (default %(default)s)")
     p.add_argument("--served-model-name", default=d.served_model_name)
     p.add_argument("--disable-radix-cache", action="store_true")
     p.add_argument("--disable-overlap-schedule", action="store_true")
     p.add_argument("--disable-cuda-graph", action="store_true", help="no decode batch padding")
     p.add_argument("--enable-deterministic-inference", action="store_true", help="batch-invariant numerics")
+    p.add_argument(
+        "--swa-full-tokens-ratio",
+        type=float,
+        default=d.swa_full_tokens_ratio,
+        help="a windowed model's window KV pool, as a share of --max-total-tokens (default %(default)s)",
+    )
     p.add_argument(
         "--fault",
         dest="faults",
@@ -158,6 +227,19 @@ def build_parser() -> argparse.ArgumentParser:
         default=[],
         metavar="NAME",
         help=f"plant a bug (repeatable): {', '.join(FAULTS)}",
+    )
+    p.add_argument(
+        "--host-tier-tokens",
+        type=int,
+        default=d.host_tier_tokens,
+        help="a host-memory KV tier of this many tokens behind the radix cache (HiCache-shaped: "
+        "written through, loaded back on a hit); 0 is off (default %(default)s)",
+    )
+    p.add_argument(
+        "--flush-device-only",
+        action="store_true",
+        help="a flush empties the device pool but keeps the host tier (as vLLM's /reset_prefix_cache "
+        "without reset_external): cold references then hit the host",
     )
     p.add_argument(
         "--coverage",

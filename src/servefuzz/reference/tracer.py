@@ -50,7 +50,7 @@ CONTEXT_BITS = len(CONTEXTS)
 
 # The engine's own modules, traced whole, and the model's sampler (its forward pass is numpy
 # work that branches on nothing a scheduler decides, and would cost a call per line per layer).
-_TRACED_MODULES = ("scheduler.py", "radix.py", "kvpool.py", "faults.py")
+_TRACED_MODULES = ("scheduler.py", "radix.py", "kvpool.py", "statecache.py", "window.py", "faults.py", "hosttier.py")
 _MODEL_SAMPLER = frozenset({"logprobs", "greedy", "_top_k"})
 
 

@@ -1,9 +1,9 @@
-"""Reports of a finding: a standalone `repro.py`, a ready-to-file `issue.md`, a `report.html`,
+"""Reports of a finding: a standalone `repro_full.py`, a ready-to-file `issue.md`, a `report.html`,
 and where the finding has one, `minimal_repro.py` (some fifty lines a maintainer reads).
 
     >>> paths = write_report(load_finding("findings/finding_00006_1907863917.json"), "report/")  # doctest: +SKIP
     >>> paths.repro.name, paths.issue.name, paths.html.name                                     # doctest: +SKIP
-    ('repro.py', 'issue.md', 'report.html')
+    ('repro_full.py', 'issue.md', 'report.html')
 
 `servefuzz report FINDING [--out DIR]` calls `write_report`. The timeline of report.html draws send *and*
 end times when a run of the finding's scenario is in the campaign's `histories.jsonl` (found
@@ -44,14 +44,14 @@ class ReportPaths:
 
 def write_report(finding: Finding, out_dir: Path | str, histories: Sequence[RunHistory] = (),
                  writeup: WriteUp | None = None) -> ReportPaths:
-    """Write repro.py, issue.md and report.html for `finding` into `out_dir` (created if needed).
+    """Write repro_full.py, issue.md and report.html for `finding` into `out_dir` (created if needed).
 
     Known-issue matches are computed here, with the finding's own triage when it has one.
     """
     out = Path(out_dir)
     matches = match(finding)
     minimal, no_minimal = minimal_repro(finding)
-    paths = ReportPaths(out / "repro.py", out / "issue.md", out / "report.html",
+    paths = ReportPaths(out / "repro_full.py", out / "issue.md", out / "report.html",
                         out / "minimal_repro.py" if minimal is not None else None, no_minimal)
     texts = {
         paths.repro: repro_script(finding),

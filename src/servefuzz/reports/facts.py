@@ -41,7 +41,7 @@ DEFAULT_PORTS = {name: spec.default_port for name, spec in SPECS.items()}
 
 def repro_command(finding: Finding, runs: int = 10) -> str:
     port = spec_of(finding.target.engine).default_port
-    return f"python3 repro.py --base-url http://127.0.0.1:{port} --runs {runs}"
+    return f"python3 repro_full.py --base-url http://127.0.0.1:{port} --runs {runs}"
 
 
 @dataclass(frozen=True)

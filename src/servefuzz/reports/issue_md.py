@@ -44,12 +44,11 @@ from servefuzz.reports.facts import (
     deciding_divergence,
     diverged_variants,
     repro_command,
-    server_command,
     server_death,
     trace_rows,
     triage_rows,
 )
-from servefuzz.reports.repro import model_files
+from servefuzz.reports.repro import MODEL_DIR, model_files, served_command
 from servefuzz.sanitize import fence, visible
 from servefuzz.sanitize import markdown as md
 from servefuzz.sanitize import markdown_code as code
@@ -240,20 +239,8 @@ def _modules(draft: _Draft) -> str:
     return ", ".join(md(m) for m in draft.form.modules) or "(not known)"
 
 
-def _model_dir() -> str:
-    return "./tiny"
-
-
 def _served_command(draft: _Draft, *, multiline: bool = True) -> str:
-    """The server command with the model paths where `repro.py --write-model ./tiny` puts them."""
-    command = server_command(draft.finding.target, multiline=multiline)
-    files = model_files(draft.finding)
-    if files is None:
-        return command
-    root = _model_dir()
-    command = re.sub(r"\S*/tiny-seed0(?=/)", root, command)
-    command = command.replace("LORA_DIR", f"{root}/lora")
-    return command.replace("MODEL_DIR", f"{root}/hf-{files['dtype']}")
+    return served_command(draft.finding, multiline=multiline)
 
 
 def _command(draft: _Draft) -> str:
@@ -361,8 +348,8 @@ def _steps(draft: _Draft) -> str:
     if files is not None:
         adapters = " (and its LoRA adapters)" if files["adapters"] else ""
         steps += [f"1. Write the tiny random-weight model the finding ran on{adapters} with the attached "
-                  "`repro.py` (it needs numpy for this step only, no servefuzz):",
-                  fence(f"python3 repro.py --write-model {_model_dir()}", "bash")]
+                  "`repro_full.py` (it needs numpy for this step only, no servefuzz):",
+                  fence(f"python3 repro_full.py --write-model {MODEL_DIR}", "bash")]
     elif (fetched := _fetched(f)) is not None:
         steps += fetched
     steps += [f"{len(steps) // 2 + 1}. Start the server:", fence(_served_command(draft), "bash")]
@@ -517,7 +504,7 @@ def _trace(finding: Finding) -> str:
             f"| {md(r.id)} | {r.offset_ms:g} | {r.prompt_len} | {r.prefix_len} | {r.max_tokens} | {r.n} | {md(adapter)} | "
             f"{'✓' if r.diverged else ''} | {md(r.notes)} |"
         )
-    return "The requests (`repro.py` sends exactly these):\n\n" + "\n".join(rows)
+    return "The requests (`repro_full.py` sends exactly these):\n\n" + "\n".join(rows)
 
 
 # A variant's condition, as the expected-against-actual lines say it.

@@ -1,4 +1,4 @@
-"""repro.py: one standalone script per finding that replays it, standard library only.
+"""repro_full.py: one standalone script per finding that replays it, standard library only.
 
 The script is `templates/repro.py.tmpl` with the finding baked in as *data*: a JSON text in a
 Python string literal (written with `repr`, so nothing in the finding can become code), parsed
@@ -17,7 +17,7 @@ diverge, and how to flush the engine's cache.
     >>> plan = replay_plan(f)
     >>> plan["path"], plan["flush"], plan["requests"][0]["body"]["input_ids"]
     ('/generate', 'sglang', [5, 6])
-    >>> compile(repro_script(f), "repro.py", "exec") is not None
+    >>> compile(repro_script(f), "repro_full.py", "exec") is not None
     True
 """
 
@@ -28,6 +28,7 @@ import base64
 import dataclasses
 import inspect
 import json
+import re
 import string
 import zlib
 from importlib import resources
@@ -35,6 +36,7 @@ from typing import Any
 
 from servefuzz import stats, terms, truth
 from servefuzz.anomaly import Verdict
+from servefuzz.engines.commands import server_command
 from servefuzz.engines.registry import spec_of
 from servefuzz.errors import UsageError
 from servefuzz.finding import Finding
@@ -46,10 +48,10 @@ from servefuzz.runner import RunConfig
 from servefuzz.targets import make_target
 from servefuzz.targets.base import HttpTarget, ReproDialect, cut_in_prefill
 
-__all__ = ["replay_plan", "repro_script"]
+__all__ = ["MODEL_DIR", "replay_plan", "repro_script", "served_command"]
 
 _LINE = 96  # characters of JSON per line of the embedded literal
-# What repro.py's model writer takes of `truth`: the names llama.cpp gives a llama's tensors.
+# What repro_full.py's model writer takes of `truth`: the names llama.cpp gives a llama's tensors.
 _TRUTH_TABLES = ("GGUF_LAYER_NAMES", "GGUF_MODEL_NAMES")
 
 
@@ -128,8 +130,23 @@ _TINY_FOLDER = "tiny-seed0"
 _TINY_SERVED = "tiny"
 
 
+MODEL_DIR = "./tiny"  # where the reports' commands say `repro_full.py --write-model` puts the model
+
+
+def served_command(finding: Finding, *, multiline: bool = False) -> str:
+    """The server command with the model paths where `repro_full.py --write-model ./tiny` puts
+    them (the cache's own paths where servefuzz built none), as issue.md and minimal_repro.py give it."""
+    command = server_command(finding.target, multiline=multiline)
+    files = model_files(finding)
+    if files is None:
+        return command
+    command = re.sub(r"\S*/tiny-seed0(?=/)", MODEL_DIR, command)
+    command = command.replace("LORA_DIR", f"{MODEL_DIR}/lora")
+    return command.replace("MODEL_DIR", f"{MODEL_DIR}/hf-{files['dtype']}")
+
+
 def model_files(finding: Finding) -> dict[str, Any] | None:
-    """What `repro.py --write-model DIR` writes: the tiny model the finding ran on (format,
+    """What `repro_full.py --write-model DIR` writes: the tiny model the finding ran on (format,
     seed, dtype, its adapters, and for a Hugging Face folder the tokenizer servefuzz trained,
     zlib-compressed and base64'd, as data). None where the server served no model of
     servefuzz's presets (a user's own model, the reference engine's built-in one)."""
@@ -154,7 +171,7 @@ def model_files(finding: Finding) -> dict[str, Any] | None:
 
 def model_source() -> str:
     """`models/files.py`, the tensor-name tables of `truth.py` (its two assignments alone) and
-    `models/llama.py` as repro.py embeds them: verbatim but for their `__future__` imports (which
+    `models/llama.py` as repro_full.py embeds them: verbatim but for their `__future__` imports (which
     must open a file, and the script's own has) and llama's imports of `files` and `truth` (whose
     names the first two parts have already defined)."""
     parts = []
@@ -180,12 +197,12 @@ def _dialect(target: object) -> tuple[HttpTarget, ReproDialect]:
     a UsageError, one line."""
     dialect = getattr(target, "repro", None)
     if not isinstance(target, HttpTarget) or not isinstance(dialect, ReproDialect):
-        raise UsageError(f"repro.py cannot speak the {getattr(target, 'engine', '?')!r} dialect yet")
+        raise UsageError(f"repro_full.py cannot speak the {getattr(target, 'engine', '?')!r} dialect yet")
     return target, dialect
 
 
 def repro_script(finding: Finding) -> str:
-    """The text of the standalone repro.py for `finding`."""
+    """The text of the standalone repro_full.py for `finding`."""
     text = json.dumps(replay_plan(finding), ensure_ascii=True, separators=(",", ":"))
     # Adjacent string literals concatenate: the JSON spread over short lines, each one `repr`'d.
     literal = "\n".join("    " + repr(text[i : i + _LINE]) for i in range(0, len(text), _LINE))

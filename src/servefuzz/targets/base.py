@@ -44,6 +44,7 @@ import contextlib
 import json
 import math
 import os
+import re
 import urllib.parse
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -82,6 +83,7 @@ __all__ = [
     "make_target",
     "parse_json",
     "parse_prometheus",
+    "SPLIT_LABELS",
     "read_body",
     "read_error",
     "register",
@@ -294,7 +296,7 @@ class Absorb(Protocol):
 
 @dataclass(frozen=True)
 class ReproDialect:
-    """How a finding's repro.py speaks an adapter's dialect: `reads`, which of the script's
+    """How a finding's repro_full.py speaks an adapter's dialect: `reads`, which of the script's
     answer readers ("sglang", "openai", "llamacpp"); `path`, where requests go; `flush`, the cache
     flush it has (None: none); `n_as_requests`, whether n > 1 at temperature 0 goes as n requests
     of n = 1 (as the adapter sends it); and the two functions minimal_repro.py speaks it with."""
@@ -328,7 +330,7 @@ class HttpTarget:
     """
 
     engine: ClassVar[str] = ""
-    # How repro.py speaks it (`reports.repro`); None: repro.py cannot speak it yet.
+    # How repro_full.py speaks it (`reports.repro`); None: repro_full.py cannot speak it yet.
     repro: ClassVar[ReproDialect | None] = None
     # What the dialect can send (salts, choice constraints, LoRA adapters) is its engine's spec's
     # (`capabilities`); a request it cannot send is refused (`unsupported`), never sent without.
@@ -358,9 +360,9 @@ class HttpTarget:
         self.coverage_source: CoverageSource | None = None
 
     def repro_body(self, spec: RequestSpec, *, top_k: int, model: str | None) -> dict[str, Any]:
-        """The exact body this adapter sends for `spec`, as repro.py replays it (`model`: the
+        """The exact body this adapter sends for `spec`, as repro_full.py replays it (`model`: the
         served model the finding recorded, for a dialect whose body names one)."""
-        raise UsageError(f"repro.py cannot speak the {self.engine or '?'!r} dialect yet")
+        raise UsageError(f"repro_full.py cannot speak the {self.engine or '?'!r} dialect yet")
 
     @property
     def authenticated(self) -> bool:
@@ -680,14 +682,25 @@ def parse_coverage(data: Any) -> dict[int, int]:
     return out
 
 
+# Labels whose values split a counter into parts a meter reads on their own (`engines.spec.Meter`
+# names one as `name{label=value}`): where a prompt's cached tokens came from (SGLang's
+# `cached_tokens_total{cache_source="device"|"host"|"storage"}`: the host tier's hits), which
+# request feature a retraction carried over (the reference engine's retractions by feature).
+SPLIT_LABELS = ("cache_source", "feature")
+_SPLIT = re.compile(r'\b(' + "|".join(SPLIT_LABELS) + r')="([^"\\]*)"')
+
+
 def parse_prometheus(text: str) -> dict[str, float]:
     """Parse Prometheus exposition text into {metric name: value}, summing over label sets.
 
     Labels are dropped because the engines label every series with the model name, and the
-    fuzzer wants one number per metric (a counter's delta around a run).
+    fuzzer wants one number per metric (a counter's delta around a run); a label of
+    `SPLIT_LABELS` also keeps its part, as `name{label=value}`.
 
     >>> parse_prometheus('# TYPE x counter\\nx{model="a"} 3\\nx{model="b"} 4\\ny 1.5e2\\n')
     {'x': 7.0, 'y': 150.0}
+    >>> parse_prometheus('c{model="a",cache_source="host"} 3\\nc{model="a",cache_source="device"} 4\\n')
+    {'c': 7.0, 'c{cache_source=host}': 3.0, 'c{cache_source=device}': 4.0}
     """
     out: dict[str, float] = {}
     for line in text.splitlines():
@@ -707,6 +720,10 @@ def parse_prometheus(text: str) -> dict[str, float]:
             continue  # not a sample line; exposition text may carry other content
         name = line[:name_end]
         out[name] = out.get(name, 0.0) + value
+        if line[name_end] == "{":
+            for label, part in _SPLIT.findall(line[name_end : line.rfind("}")]):
+                key = f"{name}{{{label}={part}}}"
+                out[key] = out.get(key, 0.0) + value
     return out
 
 

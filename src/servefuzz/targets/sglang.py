@@ -25,12 +25,14 @@ examples and their sources are in `tests/targets/data/sglang/`):
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar, TypeVar
 
 import aiohttp
 
 from servefuzz.errors import TargetError
+from servefuzz.model_facts import ModelFacts
 from servefuzz.targets.base import (
     BadReply,
     BadStatus,
@@ -170,7 +172,14 @@ class SGLangTarget(HttpTarget):
 
 @register("reference")
 class ReferenceTarget(SGLangTarget):
-    """servefuzz's embedded reference engine: the SGLang dialect, plus faults in `/server_info`."""
+    """servefuzz's embedded reference engine: the SGLang dialect, plus faults in `/server_info`,
+    and what its model keeps per request (`architecture`: a recurrent state and its checkpoint
+    interval), which no config.json tells since the engine builds its model itself."""
+
+    async def server_info(self, session: aiohttp.ClientSession) -> TargetInfo:
+        info = await super().server_info(session)
+        d = info.server_args.get("architecture")
+        return dataclasses.replace(info, architecture=ModelFacts.from_json(d)) if d is not None else info
 
 
 def choice_regex(choices: Sequence[str]) -> str:
