@@ -1,6 +1,6 @@
 """The agreeing-token noise of servefuzz's tiny models on one engine in bfloat16: each
-architecture's `numerics` build (random weights as drawn) and its `judgeable` build (the
-default, `models.judgeable`) beside the dense llama, in one run (issue 51).
+architecture's `numerics` build (random weights as drawn, the default) and its `judgeable`
+build (opt-in, `models.judgeable`) beside the dense llama, in one run (issue 51).
 
     python bench/judgeable_noise.py --preset vllm-cpu --out /tmp/judgeable-noise.jsonl
     python bench/judgeable_noise.py --preset sglang-cpu --arch qwen3-moe
@@ -38,7 +38,7 @@ from typing import Any
 from servefuzz import engines
 from servefuzz.errors import LaunchError, UsageError
 from servefuzz.launcher import Launch, ServerProcess
-from servefuzz.models import ARCHITECTURES, BUILDS
+from servefuzz.models import ARCHITECTURES, BUILDS, DEFAULT_BUILD
 from servefuzz.oracles.controls import chance_run
 from servefuzz.oracles.noise import CampaignNoise, ShiftHistogram, pairs
 from servefuzz.runner import RunConfig, Runner
@@ -147,7 +147,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     for arch, build in plan:
         row: dict[str, Any] = {"preset": args.preset, "arch": arch, "build": build, "load": _load()}
         try:
-            row |= _serve(args.preset, arch, "judgeable" if build == "dense" else build, logs)
+            row |= _serve(args.preset, arch, DEFAULT_BUILD if build == "dense" else build, logs)
         except (LaunchError, UsageError) as e:  # a model the engine refuses: said, and the run goes on
             row["error"] = str(e).splitlines()[0]
         row["load_after"] = _load()

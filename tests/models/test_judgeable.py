@@ -1,5 +1,5 @@
-"""The judgeable build (`models.judgeable`, every architecture's default) against the numerics
-build (random weights as drawn), in transformers on the CPU, no engine: its routers choose their
+"""The judgeable build (`models.judgeable`, opt-in) against the numerics build (random weights as
+drawn, the default), in transformers on the CPU, no engine: its routers choose their
 experts by margins far above bfloat16's resolution at every token of a few prompts where the
 numerics build's do not, its output layer leaves far fewer near-tied top tokens, its recurrent
 states forget within tens of tokens, and a request that reads another's KV or state still
@@ -217,12 +217,13 @@ def test_the_judgeable_recurrent_states_forget_within_tens_of_tokens(built: _Bui
 
 
 def test_the_numerics_build_is_kept_and_cached_apart(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """`numerics` writes the random draw as it was (the judgeable build reshapes the same draw),
-    and the cache keeps each build in a folder of its own; an unknown build is one line."""
-    assert DEFAULT_BUILD == "judgeable" and set(BUILDS) == {"judgeable", "numerics"}
+    """`numerics`, the default (what tests and findings were measured on), writes the random
+    draw as it was (the judgeable build reshapes the same draw), and the cache keeps each build
+    in a folder of its own; an unknown build is one line."""
+    assert DEFAULT_BUILD == "numerics" and set(BUILDS) == {"judgeable", "numerics"}
     safetensors_numpy = pytest.importorskip("safetensors.numpy")
-    a = build_arch(tmp_path / "a", "qwen3-moe")
-    b = build_arch(tmp_path / "b", "qwen3-moe", build="numerics")
+    a = build_arch(tmp_path / "a", "qwen3-moe", build="judgeable")
+    b = build_arch(tmp_path / "b", "qwen3-moe")
     wa, wb = (safetensors_numpy.load_file(str(p.hf_dir / "model.safetensors")) for p in (a, b))
     assert np.array_equal(wa["model.layers.0.self_attn.q_proj.weight"], wb["model.layers.0.self_attn.q_proj.weight"])
     assert not np.array_equal(wa["model.layers.0.mlp.gate.weight"], wb["model.layers.0.mlp.gate.weight"])
@@ -230,17 +231,24 @@ def test_the_numerics_build_is_kept_and_cached_apart(tmp_path: Path, monkeypatch
         build_arch(tmp_path / "c", "qwen3-moe", build="trained")
     monkeypatch.setenv("SERVEFUZZ_CACHE", str(tmp_path / "cache"))
     monkeypatch.setenv(engines.GGUF_CONVERTER_ENV, str(tmp_path / "no-converter.py"))
-    judged, drawn = engines.arch_models("gemma3"), engines.arch_models("gemma3", build="numerics")
-    assert judged != drawn and "-numerics-" in drawn.name and "-numerics-" not in judged.name
+    judged, drawn = engines.arch_models("gemma3", build="judgeable"), engines.arch_models("gemma3")
+    assert judged != drawn and "-judgeable-" in judged.name and "-judgeable-" not in drawn.name
+    assert engines.arch_models("gemma3", build="numerics") == drawn
     assert json.loads((judged / "hf-float32" / "config.json").read_text()) == json.loads(
         (drawn / "hf-float32" / "config.json").read_text())
     assert (judged / "hf-float32" / "model.safetensors").read_bytes() != (drawn / "hf-float32" / "model.safetensors").read_bytes()
 
 
-def test_model_build_needs_model_arch_and_says_so_in_one_line(tmp_path: Path) -> None:
+@pytest.mark.parametrize(("where", "said"), [
+    (["--launch", "vllm-cpu"], "--model-build needs --model-arch"),
+    # The reference engine computes its own exact model of the layout: a build would be ignored.
+    (["--model-arch", "qwen3-moe"], "reference engine computes its own model"),
+])
+def test_model_build_where_it_picks_nothing_says_so_in_one_line(tmp_path: Path, where: list[str], said: str) -> None:
     done = subprocess.run([sys.executable, "-m", "servefuzz", "fuzz", "--requests", "1", "--out", str(tmp_path / "o"),
-                           "--launch", "vllm-cpu", "--model-build", "numerics"],
+                           *where, "--model-build", "judgeable"],
                           capture_output=True, text=True, timeout=120, check=False,
                           env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[2] / "src")})
-    assert done.returncode == 2 and "--model-build needs --model-arch" in done.stderr, done.stderr
+    assert done.returncode == 2 and said in done.stderr, done.stderr
     assert len(done.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "o").exists()

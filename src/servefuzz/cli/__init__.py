@@ -183,6 +183,9 @@ def _arch_model(args: argparse.Namespace, request: LaunchRequest | None) -> Path
     if args.model is not None:
         raise UsageError("--model and --model-arch both name a model: give one")
     if _on_reference(args):
+        if build is not None:  # it computes its own exact model of the layout: no weights to pick
+            raise UsageError("--model-build picks the weights of the tiny model a --launch preset serves; the "
+                             "reference engine computes its own model of the architecture exactly")
         return None
     from servefuzz import engines
 

@@ -298,7 +298,7 @@ def arch_models(arch: str, dtype: str = "float32", build: str | None = None) -> 
     """servefuzz's tiny model of `arch` (seed 0) in the cache, built on first use
     (`tiny-ARCH-seed0-KEY/`: `hf-float32/` and, where llama.cpp's converter is here and takes it,
     `ARCH.gguf`; `tiny-ARCH-seed0-DTYPE-KEY/` in another type, `Preset.arch_dtypes`;
-    `tiny-ARCH-seed0[-DTYPE]-numerics-KEY/` for the `numerics` build, `models.judgeable`): what
+    `tiny-ARCH-seed0[-DTYPE]-judgeable-KEY/` for the opt-in `judgeable` build, `models.judgeable`): what
     `--model-arch` (and `--model-build`) serves. llama has one build; in float32 it is the
     presets' own default models.
 
