@@ -110,16 +110,18 @@ def _load() -> str:
 
 
 def _table(rows: Sequence[dict[str, Any]]) -> str:
-    dense = next((r["p99"] for r in rows if r["arch"] == "llama" and r.get("p99") is not None), None)
-    lines = ["| model | build | samples | p99 | max | flipped pairs | chance run | p99 / dense llama's | load |",
-             "|---|---|---|---|---|---|---|---|---|"]
+    """One line per served model; each p99 set against the dense llama's on the same preset."""
+    dense = {r["preset"]: r["p99"] for r in reversed(rows) if r["arch"] == "llama" and r.get("p99") is not None}
+    lines = ["| engine | model | build | samples | p99 | max | flipped pairs | chance run | p99 / dense llama's | load |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         if "error" in r:
-            lines.append(f"| {r['arch']} | {r['build']} | did not run: {r['error'][:120]} | | | | | | |")
+            lines.append(f"| {r['preset']} | {r['arch']} | {r['build']} | did not run: {r['error'][:120]} | | | | | | |")
             continue
-        ratio = ("-" if dense is None or r["p99"] is None else f"{r['p99'] / dense:.2f}" if dense
+        base = dense.get(r["preset"])
+        ratio = ("-" if base is None or r["p99"] is None else f"{r['p99'] / base:.2f}" if base
                  else "both 0" if r["p99"] == 0 else "dense is 0")
-        lines.append(f"| {r['arch']} | {r['build']} | {r['samples']:,} | {r['p99']:.3g} | {r['max']:.3g} | "
+        lines.append(f"| {r['preset']} | {r['arch']} | {r['build']} | {r['samples']:,} | {r['p99']:.3g} | {r['max']:.3g} | "
                      f"{r['flipped_pairs']}/{r['pairs']} | {r['chance_run']} | {ratio} | {r['load']} |")
     return "\n".join(lines)
 
