@@ -43,12 +43,13 @@ the residual stream as in the random build, and every projection reads the whole
 request that reads another's KV or state answers otherwise, by nats (tests/models/).
 
 The random weights as drawn stay the default, `numerics`: every test and finding so far was
-measured on them, and on vLLM CPU in bfloat16 neither build showed any agreeing-token noise
-(docs/benchmarks.md, "Judgeable models"), so nothing measured yet says this build judges better
-there; it is also the model for hunting numerics (every near-tie a bfloat16 engine can flip is
-there). This build is the one to try where the numerics build's noise drowns verdicts (the
-GPU's MoE and hybrid models, docs/gpu/nondense-and-features.md); its cost: answers follow the
-current token more closely, so unrelated answers share longer runs by chance (`chance_run`).
+measured on them, and on vLLM CPU and SGLang CPU in bfloat16 neither build of the MoE and
+hybrid models showed any agreeing-token noise (docs/benchmarks.md, "Judgeable models"), so
+nothing measured yet says this build judges better there; it is also the model for hunting
+numerics (every near-tie a bfloat16 engine can flip is there). This build is the one to try
+where the numerics build's noise drowns verdicts (the GPU's MoE and hybrid models,
+docs/gpu/nondense-and-features.md); its cost: answers follow the current token more closely, so
+unrelated answers share longer runs by chance (`chance_run`).
 """
 
 from __future__ import annotations
