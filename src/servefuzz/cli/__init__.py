@@ -175,11 +175,17 @@ def _arch_model(args: argparse.Namespace, request: LaunchRequest | None) -> Path
     GGUF and none could be made of that architecture. The reference engine builds its model of
     the architecture itself (`FuzzOptions.model_arch`): None."""
     arch = getattr(args, "model_arch", None)
+    build = getattr(args, "model_build", None)
     if arch is None:
+        if build is not None:
+            raise UsageError("--model-build needs --model-arch (it picks a build of servefuzz's tiny model)")
         return cast("Path | None", args.model)
     if args.model is not None:
         raise UsageError("--model and --model-arch both name a model: give one")
     if _on_reference(args):
+        if build is not None:  # it computes its own exact model of the layout: no weights to pick
+            raise UsageError("--model-build picks the weights of the tiny model a --launch preset serves; the "
+                             "reference engine computes its own model of the architecture exactly")
         return None
     from servefuzz import engines
 
@@ -188,7 +194,7 @@ def _arch_model(args: argparse.Namespace, request: LaunchRequest | None) -> Path
         raise UsageError("--model-arch needs --launch PRESET (a preset servefuzz starts with that model) "
                          "or the reference engine")
     chosen = engines.PRESETS.get(preset)  # None for the reference engine
-    folder = engines.arch_models(arch, chosen.arch_dtypes.get(arch, "float32") if chosen else "float32")
+    folder = engines.arch_models(arch, chosen.arch_dtypes.get(arch, "float32") if chosen else "float32", build)
     spec = engines.preset_spec(preset)
     if spec is not None and spec.model_format == "gguf" and not any(folder.glob("*.gguf")):
         raise UsageError(f"--model-arch {arch}: {preset} serves a GGUF and none was made of it "
@@ -382,8 +388,10 @@ def _model_arch(args: argparse.Namespace) -> int:
     from servefuzz import engines
     from servefuzz.models import build_arch
 
-    paths = build_arch(args.dir, args.arch, dtype=args.dtype, seed=args.seed, converter=engines.gguf_converter())
-    print(f"{args.arch} (Hugging Face): {visible(paths.hf_dir)}  (vocabulary {paths.vocab_size}, {paths.dtype})")
+    paths = build_arch(args.dir, args.arch, dtype=args.dtype, seed=args.seed, converter=engines.gguf_converter(),
+                       build=args.build)
+    build = "" if args.arch == "llama" else f", {args.build} build"
+    print(f"{args.arch} (Hugging Face): {visible(paths.hf_dir)}  (vocabulary {paths.vocab_size}, {paths.dtype}{build})")
     if paths.gguf is not None:
         print(f"{args.arch} (GGUF):         {visible(paths.gguf)}  (the same vocabulary, float32)")
     else:

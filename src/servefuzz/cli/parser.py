@@ -20,7 +20,7 @@ from servefuzz.engines.request import NAMES as PRESETS
 from servefuzz.engines.request import PYTHON_PRESETS
 from servefuzz.engines.request import VERSIONED as VERSIONED_PRESETS
 from servefuzz.errors import UsageError
-from servefuzz.models import ARCHITECTURES, DTYPES
+from servefuzz.models import ARCHITECTURES, BUILDS, DEFAULT_BUILD, DTYPES
 from servefuzz.trial import DEFAULT_RUNS
 
 __all__ = ["UsageParser", "build_parser", "positive_int", "positive_float", "resume_argv", "EXIT_CODES_HELP"]
@@ -128,6 +128,10 @@ def _fuzz_flags(f: argparse.ArgumentParser) -> None:
                    help=f"with a --launch preset, instead of --model: servefuzz's tiny model of this architecture "
                         f"({', '.join(ARCHITECTURES)}; built once into the cache); on the reference engine (no "
                         f"target, or --launch reference) the model it serves exactly ({', '.join(REFERENCE_ARCHS)})")
+    f.add_argument("--model-build", choices=BUILDS, metavar="BUILD",
+                   help=f"with --model-arch: which build of it ({DEFAULT_BUILD}, the default: random weights as drawn, "
+                        "what findings so far were measured on; judgeable: decisive routers, contractive recurrent "
+                        "states, confident output layer, so bfloat16 rounding rarely flips a route or a token)")
     f.add_argument("--profile", metavar="NAME",
                    help="with a --launch preset: run it under a feature profile "
                         f"({_profile_names()}; docs/engines.md); recorded in findings, varied by triage")
@@ -290,6 +294,9 @@ def build_parser() -> UsageParser:
     m.add_argument("--arch", choices=ARCHITECTURES, default="llama",
                    help="architecture (default llama, the presets' own); any other is written as DIR/hf-DTYPE/ and, "
                         "through llama.cpp's converter where it is installed, DIR/ARCH.gguf")
+    m.add_argument("--build", choices=BUILDS, default=DEFAULT_BUILD,
+                   help=f"with --arch other than llama: {DEFAULT_BUILD} (default: random weights as drawn) or judgeable "
+                        "(decisive routers, contractive recurrent states, confident output layer)")
 
     e = sub.add_parser("engines", help="install an engine version into servefuzz's cache (for --launch PRESET@VERSION)",
                        description="install PRESET@VERSION: build llama-server at a release tag (bNNNN, from PyPI's "

@@ -294,24 +294,32 @@ def default_models() -> Path:
     return _built_once(_DEFAULT_MODELS, lambda folder: build_models(folder, dtype="float32", seed=0))
 
 
-def arch_models(arch: str, dtype: str = "float32") -> Path:
+def arch_models(arch: str, dtype: str = "float32", build: str | None = None) -> Path:
     """servefuzz's tiny model of `arch` (seed 0) in the cache, built on first use
     (`tiny-ARCH-seed0-KEY/`: `hf-float32/` and, where llama.cpp's converter is here and takes it,
-    `ARCH.gguf`; `tiny-ARCH-seed0-DTYPE-KEY/` in another type, `Preset.arch_dtypes`): what
-    `--model-arch` serves. llama in float32 is the presets' own default models.
+    `ARCH.gguf`; `tiny-ARCH-seed0-DTYPE-KEY/` in another type, `Preset.arch_dtypes`;
+    `tiny-ARCH-seed0[-DTYPE]-judgeable-KEY/` for the opt-in `judgeable` build, `models.judgeable`): what
+    `--model-arch` (and `--model-build`) serves. llama has one build; in float32 it is the
+    presets' own default models.
 
-    KEY (`models.build_key`) hashes the model builder's source, the arguments and the converter
-    (its path, which names the llama.cpp build, and its sources): a change to any of them builds
-    anew (a folder built before a converter was here gets its GGUF then), where a bare name kept
-    serving the first build whatever changed since."""
-    from servefuzz.models import build_arch, build_key  # needs the `models` extra; only when used
+    KEY (`models.build_key`) hashes the model builder's source, the arguments (the build among
+    them) and the converter (its path, which names the llama.cpp build, and its sources): a
+    change to any of them builds anew (a folder built before a converter was here gets its GGUF
+    then), where a bare name kept serving the first build whatever changed since."""
+    from servefuzz.models import BUILDS, DEFAULT_BUILD, build_arch, build_key  # needs the `models` extra
 
+    build = build or DEFAULT_BUILD
+    if build not in BUILDS:
+        raise UsageError(f"unknown model build {build!r} (choose from {', '.join(BUILDS)})")
     if arch == "llama" and dtype == "float32":
         return default_models()
+    if arch == "llama":
+        build = DEFAULT_BUILD  # llama has one build (the dense baseline, written by hand)
     converter = gguf_converter()
-    key = build_key(arch, dtype, 0, str(converter), _converter_digest(converter))
-    name = f"tiny-{arch}-seed0" + ("" if dtype == "float32" else f"-{dtype}") + f"-{key}"
-    return _built_once(name, lambda folder: build_arch(folder, arch, dtype=dtype, converter=converter))
+    key = build_key(arch, dtype, 0, str(converter), _converter_digest(converter), build)
+    name = (f"tiny-{arch}-seed0" + ("" if dtype == "float32" else f"-{dtype}")
+            + ("" if build == DEFAULT_BUILD else f"-{build}") + f"-{key}")
+    return _built_once(name, lambda folder: build_arch(folder, arch, dtype=dtype, converter=converter, build=build))
 
 
 def _converter_digest(converter: Path | None) -> str | None:

@@ -48,13 +48,16 @@ from typing import Any
 import numpy as np
 
 from servefuzz.errors import UsageError, extra_module
-from servefuzz.models import deepseek_v3, gemma3, gguf_convert, gpt_oss, llama, nemotron_h, qwen3_moe, qwen3_next
+from servefuzz.models import deepseek_v3, gemma3, gguf_convert, gpt_oss, judgeable, llama, nemotron_h, qwen3_moe, qwen3_next
 from servefuzz.models.files import HF_SPECIALS, hf_tokens, made_up_words, random_weights, write_hf_folder
+from servefuzz.models.judgeable import BUILDS, DEFAULT_BUILD
 from servefuzz.models.llama import ADAPTERS, TINY, ModelShape
 
 __all__ = [
     "ADAPTERS",
     "ARCHITECTURES",
+    "BUILDS",
+    "DEFAULT_BUILD",
     "DRAFT_GGUF",
     "DRAFT_NOISE",
     "DTYPES",
@@ -155,7 +158,7 @@ def build_models(out_dir: Path, *, dtype: str = "float32", seed: int = 0) -> Mod
 
 
 def build_arch(out_dir: Path, arch: str, *, dtype: str = "float32", seed: int = 0,
-               converter: Path | None = None) -> ArchPaths:
+               converter: Path | None = None, build: str = DEFAULT_BUILD) -> ArchPaths:
     """Write a tiny random-weight model of `arch` (one of `ARCHITECTURES`; llama is
     `build_models`'s, GGUF and all) as `out_dir/hf-<dtype>/` and, given llama.cpp's
     `convert_hf_to_gguf.py` as `converter`, `out_dir/<arch>.gguf` where it takes the architecture
@@ -168,6 +171,8 @@ def build_arch(out_dir: Path, arch: str, *, dtype: str = "float32", seed: int = 
     if module is None:
         raise UsageError(f"unknown architecture {arch!r} (choose from {', '.join(ARCHITECTURES)})")
     _check(dtype, seed)
+    if build not in BUILDS:
+        raise UsageError(f"unknown model build {build!r} (choose from {', '.join(BUILDS)})")
     hf_dir = out_dir / f"hf-{dtype}"
     _mkdir(hf_dir)
     text = hf_tokenizer_json(seed)
@@ -176,10 +181,21 @@ def build_arch(out_dir: Path, arch: str, *, dtype: str = "float32", seed: int = 
     weights = random_weights(np.random.default_rng([seed, 1]), shapes, vocab=vocab, quiet=quiet,
                              embed_std=getattr(module, "EMBED_STD", 1.0))
     config = module.config(vocab, ids, dtype)
+    if build == "judgeable":  # the same draw, reshaped (its own stream: the draw stays the numerics build's)
+        judgeable.shape(weights, np.random.default_rng([seed, 6]), vocab=vocab, quiet=quiet,
+                        hidden=int(config["hidden_size"]), experts=_experts(config),
+                        groups=int(config.get("n_group") or 1), mamba_heads=int(config.get("mamba_num_heads") or 0),
+                        head_gain=getattr(module, "HEAD_GAIN", judgeable.HEAD_GAIN),
+                        centred_norm=getattr(module, "centred_norm", None))
     write_hf_folder(hf_dir, tokenizer_json=text, config=config, weights=weights, dtype=dtype,
                     context=int(config["max_position_embeddings"]))
     made, why = gguf_convert.convert(hf_dir, out_dir / f"{arch}.gguf", converter)
     return ArchPaths(arch, hf_dir, dtype, vocab, made, why)
+
+
+def _experts(config: dict[str, Any]) -> int:
+    """A config's routed experts (each architecture names the key its own way); 0 for a dense model."""
+    return int(config.get("num_experts") or config.get("n_routed_experts") or config.get("num_local_experts") or 0)
 
 
 def build_key(*args: object) -> str:

@@ -32,6 +32,10 @@ PATTERN = "MEM*"  # M: Mamba2, E: experts, *: attention
 MAMBA_HEADS, MAMBA_HEAD_DIM = 8, 32  # 8 x 32 = the hidden size
 STATE, GROUPS, CONV_KERNEL = 16, 1, 4
 
+# The judgeable build's output-layer lean (`models.judgeable.HEAD_GAIN`, 0.3 elsewhere): its residual
+# stream keeps less of the current token's embedding than the MoE models' do.
+HEAD_GAIN = 0.6
+
 
 def config(vocab: int, ids: dict[str, int], dtype: str) -> dict[str, Any]:
     return {

@@ -32,6 +32,10 @@ LINEAR_KEY_HEADS, LINEAR_VALUE_HEADS = 2, 4
 LINEAR_KEY_DIM = LINEAR_VALUE_DIM = 64
 CONV_KERNEL = 4
 
+# The judgeable build's output-layer lean (`models.judgeable.HEAD_GAIN`, 0.3 elsewhere): its residual
+# stream keeps less of the current token's embedding than the MoE models' do.
+HEAD_GAIN = 0.45
+
 
 def config(vocab: int, ids: dict[str, int], dtype: str) -> dict[str, Any]:
     return {
@@ -79,3 +83,9 @@ def _layer(t: Shapes, p: str, kind: str, key: int, value: int) -> None:
     experts(t, p + "mlp.")
     mlp(t, p + "mlp.shared_expert.", EXPERT_FFN)
     t[p + "mlp.shared_expert_gate.weight"] = (1, HIDDEN)
+
+
+def centred_norm(name: str) -> bool:
+    """Qwen3-Next's RMS norms scale by 1 + weight, all but the gated delta net's own output norm
+    (`models.judgeable` sets them to zero)."""
+    return "norm" in name.rsplit(".", 2)[-2] and not name.endswith("linear_attn.norm.weight")
