@@ -87,7 +87,8 @@ def test_two_ray_workers_find_the_embedded_fault_once_and_every_history_names_it
     runs = [r for r in lines if r["kind"] == "run"]
     workers = Counter(r["meta"].get("worker") for r in runs)
     assert set(workers) == {"w0", "w1"}, workers  # both ran scenarios, and no history is unnamed
-    by_iteration = {r["meta"]["iteration"]: r["meta"]["worker"] for r in runs}
+    # (The flush probe's runs, before the first scenario, are named by worker and by no iteration.)
+    by_iteration = {r["meta"]["iteration"]: r["meta"]["worker"] for r in runs if "probe" not in r["meta"]}
     for f in confirmed:
         # Confirmed on the worker that saw it: its note names the worker that ran its iteration.
         assert f"found and confirmed on worker {by_iteration[f.iteration]}" in f.notes
@@ -208,7 +209,7 @@ def test_a_lost_ray_worker_is_replaced_and_the_campaign_goes_on(tmp_path: Path, 
     assert result.restarts == 1 and not result.findings, "a lost worker is no crash of the target"
     runs = [json.loads(line)["meta"] for line in (out / "histories.jsonl").read_text().splitlines()
             if line.startswith('{"kind": "run"')]
-    assert any(m["worker"] == "w0" and m["iteration"] > killed[1] for m in runs), "the new w0 ran scenarios"
+    assert any(m["worker"] == "w0" and "probe" not in m and m["iteration"] > killed[1] for m in runs), "the new w0 ran scenarios"
     now = json.loads((out / "workers" / "w0" / "server.json").read_text())
     assert now["pid"] != killed[2] and now["starts"] == 1, "a new actor started a server of its own"
     assert not [p for p in killed[:1] if _cmdline(p)], "the lost actor is gone"

@@ -229,10 +229,10 @@ async def _prove_flush(worker: Worker, shape: TargetShape, state: CampaignState,
         state.flush = FlushCheck("untested", f"the flush probe's worker went away: {e}")
         return
     state.requests += done.requests
-    # Logged as every execution is (what it sent, what was cut at a deadline, indeterminate), under
-    # no iteration: no scenario of the campaign's is it.
-    write_history_jsonl(out / "histories.jsonl", [
-        dataclasses.replace(h, meta={**h.meta, "probe": "flush"}) for h in _ran(done)])
+    # Logged as every execution is (what it sent, what was cut at a deadline, indeterminate), with
+    # its worker's name, under no iteration: no scenario of the campaign's is it.
+    tag = {"probe": "flush"} if worker.name is None else {"probe": "flush", "worker": worker.name}
+    write_history_jsonl(out / "histories.jsonl", [dataclasses.replace(h, meta={**h.meta, **tag}) for h in _ran(done)])
     state.flush = probed(worker.info, probe, done.loaded) if done.lost is None and done.cut is None else FlushCheck(
         "untested", f"the flush probe was cut short: {done.lost or done.cut}")
     if not state.flush.trusted:
