@@ -91,9 +91,9 @@ async def measure(engine: str, base_url: str, runs: int = 2) -> dict[str, Any]:
             "by_bucket_p99": {k: h.quantile(0.99) for k, h in sorted(noise.hists.get("linf", {}).items())}}
 
 
-def _serve(preset: str, arch: str, build: str, log_dir: Path) -> dict[str, Any]:
+def _serve(preset: str, arch: str, build: str, log_dir: Path, profile: str | None = None) -> dict[str, Any]:
     folder = engines.arch_models(arch, "bfloat16", build=build)
-    launch = Launch.resolve(preset, model=folder)
+    launch = Launch.resolve(preset, model=folder, profile=profile)
     t0 = time.monotonic()
     log = log_dir / f"{arch}-{build}.log"
     with ServerProcess(launch.argv, env=launch.env, log_path=log, start_timeout_s=launch.start_timeout_s) as srv:
@@ -132,6 +132,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--arch", action="append", choices=[a for a in ARCHITECTURES if a != "llama"],
                    help="an architecture to measure (repeatable; default: qwen3-moe, qwen3-next, gpt-oss, gemma3)")
     p.add_argument("--builds", default=",".join(BUILDS), help=f"comma-separated builds (default {','.join(BUILDS)})")
+    p.add_argument("--profile", action="append", default=[], metavar="ARCH=PROFILE",
+                   help="serve ARCH under the preset's PROFILE (repeatable; e.g. qwen3-next=hybrid on sglang-gpu, "
+                        "whose state pool is otherwise sized from free GPU memory)")
     p.add_argument("--out", type=Path, default=Path("judgeable-noise.jsonl"))
     p.add_argument("--table", type=Path, metavar="FILE", help="print the table of a results file and exit")
     args = p.parse_args(argv)
@@ -143,13 +146,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not set(builds) <= set(BUILDS):
         print(f"unknown build in {args.builds!r} (choose from {', '.join(BUILDS)})", file=sys.stderr)
         return 2
+    profiles = dict(item.split("=", 1) for item in args.profile if "=" in item)
+    if len(profiles) != len(args.profile):
+        print("--profile takes ARCH=PROFILE", file=sys.stderr)
+        return 2
     plan = [("llama", "dense")] + [(a, b) for a in archs for b in builds]
     logs = Path(tempfile.mkdtemp(prefix="judgeable-noise-"))
     rows = []
     for arch, build in plan:
-        row: dict[str, Any] = {"preset": args.preset, "arch": arch, "build": build, "load": _load()}
+        row: dict[str, Any] = {"preset": args.preset, "arch": arch, "build": build, "load": _load(),
+                               **({"profile": profiles[arch]} if arch in profiles else {})}
         try:
-            row |= _serve(args.preset, arch, DEFAULT_BUILD if build == "dense" else build, logs)
+            row |= _serve(args.preset, arch, DEFAULT_BUILD if build == "dense" else build, logs, profiles.get(arch))
         except (LaunchError, UsageError) as e:  # a model the engine refuses: said, and the run goes on
             row["error"] = str(e).splitlines()[0]
         row["load_after"] = _load()

@@ -36,6 +36,10 @@
 #                          sglang@0.5.17), unpacked into the engine cache on first use, started,
 #                          owned and restarted by servefuzz as on the CPU (`vllm-gpu`,
 #                          `sglang-gpu`); its controls run there too. In campaign-PRESET-PROFILE
+#   noise:PRESET           bench/judgeable_noise.py --preset PRESET $NOISE_ARGS (issue 51: the
+#                          agreeing-token noise of each tiny architecture's numerics and judgeable
+#                          builds beside the dense llama, bfloat16), the working tree's servefuzz;
+#                          rows in judgeable-noise-PRESET.jsonl, the log beside them
 #   STEP+STEP              the steps at once (two engines side by side on the one GPU), e.g.
 #                          launch:vllm-gpu:default:400+launch:sglang-gpu:default:400
 #
@@ -944,6 +948,17 @@ one_step() {
                   if (( seconds < 10 )); then say "no time left to fuzz $preset/$profile${arch:+/$arch}"; return; fi
                   say "fuzzing $preset, profile $profile${arch:+, model $arch}, for $seconds s"
                   drive launched "$preset" "$profile" "$seconds" ${arch:+"$arch"} ;;
+        noise:*) local preset=${step#noise:}
+                 say "agreeing-token noise of the tiny models on $preset: bench/judgeable_noise.py ${NOISE_ARGS:-}"
+                 # The working tree's servefuzz (the bench needs the builds of this commit), the
+                 # bundle's wheels and engine as the other steps have them; the rows reach
+                 # $RESULTS as each model ends, so a deadline keeps what was measured.
+                 # shellcheck disable=SC2086
+                 PYTHONPATH=$ROOT/src:$W/site timeout $(( END - SECONDS - 30 )) \
+                     python3 bench/judgeable_noise.py --preset "$preset" ${NOISE_ARGS:-} \
+                     --out "$RESULTS/judgeable-noise-$preset.jsonl" >"$RESULTS/judgeable-noise-$preset.log" 2>&1 \
+                     || say "the noise bench ended early ($?): see judgeable-noise-$preset.log"
+                 cp "$RESULTS/judgeable-noise-$preset".* "$OUT/" 2>/dev/null || true ;;
         flashinfer-jit) say "compiling FlashInfer's modules for the flashinfer profiles"; flashinfer_jit ;;
         summary) ;;  # only the summary and the pack, which every run ends with (here: on results brought back)
         triage) say "triage"; TRIAGE_UNTIL=$(( $(date +%s) + END - SECONDS - 25 )) drive triage "${MAX_FINDINGS:-2}" ;;
