@@ -18,7 +18,7 @@ before.
 | `slow:8x`                   | worst loaded/solo latency ratio (log2)     | latency outliers                         |
 | `n:2`, `stream`             | request shapes                             | forking and streaming paths              |
 | `anomaly:isolation:corruption` | the oracles' verdicts                   | scenarios near a bug are worth mutating  |
-| `cov:1a2b3:4`               | an engine edge in its step's context (the reference engine: each request in flight's features; others: the run's), and its hit bucket | code no strategy aimed at, under a mix no strategy named (`--coverage`) |
+| `cov:1a2b3:4`               | an engine edge in its step's context, and its hit bucket | code no strategy aimed at (`--coverage`) |
 
     >>> from servefuzz.history import RequestRecord, RunHistory, Status
     >>> from servefuzz.strategies import TargetShape
