@@ -71,13 +71,11 @@ COST_UNIT_S = 10.0
 # glimpsed flip again in 6 of 6 replays for 2 of 14 (the RAM-cache lead above), so twelve find such a
 # mutant five times in six.
 LEAD_MUTATIONS = 12
-
-
 def _rare(feature: str) -> str | None:
-    """What a feature counts as in the rarity (`Corpus.rarity`): a `did:` feature or an engine
-    context itself; None for the rest (an engine point among them: a new context brings
-    hundreds, and it is the context that is rare; an engine edge: every arm reaches the same)."""
-    return feature if feature.startswith((DID, CTX)) else None
+    """What a feature counts as in the rarity (`Corpus.rarity`): a `did:` feature, an engine
+    edge or an engine context itself; None for the rest (an engine point among them: a new
+    context brings hundreds, and it is the context, or the edge, that is rare)."""
+    return feature if feature.startswith((DID, EDGE, CTX)) else None
 
 
 def novelty(new: Iterable[str]) -> int:
@@ -254,15 +252,12 @@ class Corpus:
     def rarity(self, entry: CorpusEntry) -> float:
         """What the engine did under `entry`'s load, and the code of its own it ran, that few
         entries made it do: the sum, over its `did:` features, of 1 / the entries holding each,
-        plus 1 / the holders of its rarest engine context (AFL++'s rare-edge schedule over the
-        mixes of requests in flight: the rarest is what to climb from; summed, the hundreds of
-        common ones an entry holds would weigh by its size). Its edges are left out: within a
-        campaign every arm reaches the same engine edges (docs/benchmarks.md), so an edge's
-        holders say which entry came first, where a context's say which mix few entries run.
-        0 for an entry that made the engine do nothing the spec meters, on an engine without
-        coverage."""
+        plus 1 / the holders of its rarest engine edge or context (AFL++'s rare-edge schedule:
+        the rarest is what to climb from; summed, the hundreds of common ones an entry holds
+        would weigh by its size). 0 for an entry that made the engine do nothing the spec
+        meters, on an engine without coverage."""
         did = sum(1 / self.holders[f] for f in entry.features if f.startswith(DID) and self.holders[f])
-        engine = [1 / self.holders[f] for f in entry.features if f.startswith(CTX) and self.holders[f]]
+        engine = [1 / self.holders[f] for f in entry.features if f.startswith((EDGE, CTX)) and self.holders[f]]
         return did + max(engine, default=0.0)
 
     def energy(self, entry: CorpusEntry) -> float:

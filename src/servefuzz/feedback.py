@@ -53,7 +53,7 @@ DID = "did:"
 # whatever its context (`edge:`) and each context whatever its edges (`ctx:`). A new edge is new
 # code and a new context a new mix of request features in flight: each counts in full as
 # something new, while new points, which a new context brings by the hundred, count by their
-# log2 (`corpus.novelty`); an entry's rarest context gives it energy (`corpus.Corpus.rarity`).
+# log2 (`corpus.novelty`); an entry's rarest edge or context gives it energy (`corpus.Corpus.rarity`).
 COV = "cov:"
 EDGE = "edge:"
 CTX = "ctx:"
