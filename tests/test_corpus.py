@@ -105,16 +105,17 @@ def test_the_covering_generator_comes_right_after_the_capability_strategies_in_t
 
 
 def test_an_entry_that_alone_reached_engine_code_keeps_more_energy_and_its_many_points_count_by_log2() -> None:
+    from servefuzz.feedback import COV_CONTEXT_BITS as B
     from servefuzz.feedback import coverage_features
 
     def reached(*points: int) -> frozenset[str]:
         return coverage_features([(p, 1) for p in points])
 
     c = Corpus()
-    shared = reached(*range(100 << 9, 200 << 9, 1 << 9))  # 100 edges in context 0
+    shared = reached(*range(100 << B, 200 << B, 1 << B))  # 100 edges in context 0
     first = c.consider(sc(1), shared | {"conc:1"}, origin="x", iteration=0, flagged=False)
     # One more edge (in hit buckets 1 and 4: one point, one edge), in a context no one else ran.
-    rare = c.consider(sc(2), shared | reached(0xabc << 9 | 5) | coverage_features([(0xabc << 9 | 5, 4)]) | {"conc:2"},
+    rare = c.consider(sc(2), shared | reached(0xabc << B | 5) | coverage_features([(0xabc << B | 5, 4)]) | {"conc:2"},
                       origin="x", iteration=1, flagged=False)
     control = c.consider(sc(3), shared | {"conc:4"}, origin="x", iteration=2, flagged=False)
     assert first is not None and rare is not None and control is not None

@@ -113,13 +113,14 @@ def coverage_delta(before: Mapping[int, int], after: Mapping[int, int]) -> dict[
 # engine's tracer knows no step context of its own (vLLM, SGLang: `targets.coverage_files`), a bit
 # each: more than one request; n > 1; sampled; under a LoRA adapter; constrained to choices; a
 # tenant's cache salt; cut on purpose; streamed; a shared prefix. Client-side and per run, not per
-# step as the reference engine's (`reference.tracer.CONTEXTS`): an edge counts under every feature
-# the run held, whether or not the step that reached it held it.
+# step as the reference engine's (`reference.tracer.step_context`: each request's features in
+# flight at the step): an edge counts under every feature the run held, whether or not the step
+# that reached it held it.
 RUN_CONTEXTS = ("multi", "n", "sampled", "adapter", "choice", "salt", "cancel", "stream", "prefix")
-# How a point holds its context: the low bits, one per context name, the edge above them; the
-# reference engine's points are laid out alike (`reference.tracer.CONTEXT_BITS`, held equal by
-# tests/test_feedback.py).
-COV_CONTEXT_BITS = len(RUN_CONTEXTS)
+# How a point holds its context: the low bits, the edge above them, for every engine alike: the
+# reference engine's step context's key (`reference.tracer.CONTEXT_BITS`, held equal by
+# tests/test_feedback.py), or a run context's bits (`run_context`, one per `RUN_CONTEXTS` name).
+COV_CONTEXT_BITS = 16
 
 
 def run_context(scenario: Scenario) -> int:
@@ -142,7 +143,7 @@ def in_context(reached: Mapping[int, int], context: int) -> dict[int, int]:
     in `context` (`run_context`), laid out as the reference engine's: the edge above the bits.
 
     >>> in_context({5: 2}, 3)
-    {2563: 2}
+    {327683: 2}
     """
     return {(edge << COV_CONTEXT_BITS) | context: hits for edge, hits in reached.items()}
 
@@ -153,8 +154,8 @@ def coverage_features(reached: Iterable[tuple[int, int]]) -> frozenset[str]:
     above `COV_CONTEXT_BITS` bits of context). Only points a run reached (`coverage_delta`) come
     here: a point the engine reached before, and not in this execution, is no feature of it.
 
-    >>> sorted(coverage_features([(4660, 1), (4660, 4), (7, 128)]))
-    ['cov:1234:1', 'cov:1234:4', 'cov:7:128', 'ctx:34', 'ctx:7', 'edge:0', 'edge:9']
+    >>> sorted(coverage_features([(0x51234, 1), (0x51234, 4), (7, 128)]))
+    ['cov:51234:1', 'cov:51234:4', 'cov:7:128', 'ctx:1234', 'ctx:7', 'edge:0', 'edge:5']
     """
     pairs = [(point, bucket) for point, bucket in reached if bucket >= 1]
     mask = (1 << COV_CONTEXT_BITS) - 1

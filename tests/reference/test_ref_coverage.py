@@ -1,5 +1,6 @@
 """Engine coverage (`--coverage`, GET /coverage): the reference engine's own edges in the context
-of the requests in flight, over real HTTP on 127.0.0.1; and the tracer itself, in-process."""
+of the requests in flight at each step, request by request, over real HTTP on 127.0.0.1; and the
+tracer itself, in-process."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import pytest
 from refclient import Answer, burst, flush, generate_body, get, post, wrong_answers
 
 from servefuzz.reference.model import TinyModel
-from servefuzz.reference.tracer import CONTEXT_BITS, CONTEXTS, EDGE_BITS, Tracer, context_names, context_of
+from servefuzz.reference.tracer import CONTEXT_BITS, EDGE_BITS, REQUEST_FEATURES, Tracer, describe
 
 PROMPT = [int(t) for t in np.random.default_rng(21).integers(3, 1024, 150)]
 
@@ -32,8 +33,27 @@ def reached(url: str, send: Callable[[], object]) -> dict[int, int]:
     return {p: n - before.get(p, 0) for p, n in after.items() if n > before.get(p, 0)}
 
 
-def contexts(delta: dict[int, int]) -> set[tuple[str, ...]]:
-    return {context_names(p & ((1 << CONTEXT_BITS) - 1)) for p in delta}
+def context(point: int) -> int:
+    return point & ((1 << CONTEXT_BITS) - 1)
+
+
+def names(url: str) -> dict[int, str]:
+    """What each step context the engine entered holds (`tracer.describe`), from /coverage."""
+    status, text = get(url, "/coverage")
+    assert status == 200, text
+    return {int(k): v for k, v in json.loads(text)["contexts"].items()}
+
+
+def contexts(url: str, delta: dict[int, int]) -> set[str]:
+    table = names(url)
+    return {table[context(p)] for p in delta}
+
+
+def held(described: str) -> set[str]:
+    """Every feature of a described step context, step's and requests' alike: what one bit per
+    feature in flight (the run context's kind of key) would have kept of it."""
+    step, _, reqs = described.partition("|")
+    return {f for part in [step, *reqs.split(";")] for f in part.replace(",", "+").split("+") if f not in ("", "-")}
 
 
 @pytest.fixture(scope="module")
@@ -52,7 +72,7 @@ def test_a_request_moves_the_map_and_its_answer_stays_exact(url: str, model: Tin
     assert wrong_answers(model, answers) == {}
     assert len(delta) > 50  # scheduler, pool, radix and sampler lines of one request
     assert all(0 <= p < 1 << (EDGE_BITS + CONTEXT_BITS) for p in delta)
-    assert contexts(delta) == {()}  # one greedy request alone: no feature in flight
+    assert contexts(url, delta) == {"|-"}  # one greedy request alone: no feature in flight
 
 
 def test_an_idle_engine_counts_nothing(url: str) -> None:
@@ -67,8 +87,8 @@ def test_an_idle_engine_counts_nothing(url: str) -> None:
 def test_n_over_1_reaches_points_in_its_own_context_and_n_1_does_not(url: str) -> None:
     one = reached(url, lambda: post(url, "/generate", generate_body(PROMPT, 6, n=1)))
     two = reached(url, lambda: post(url, "/generate", generate_body(PROMPT, 6, n=2)))
-    assert not any("n" in c for c in contexts(one))
-    assert ("n",) in contexts(two)
+    assert not any("n" in held(c) for c in contexts(url, one))
+    assert "|n" in contexts(url, two)
     # The same edges run under the n context are new points: context-sensitive coverage.
     edges_one = {p >> CONTEXT_BITS for p in one}
     assert any(p >> CONTEXT_BITS in edges_one for p in two if p not in one)
@@ -77,10 +97,10 @@ def test_n_over_1_reaches_points_in_its_own_context_and_n_1_does_not(url: str) -
 def test_a_burst_is_in_the_multi_context_and_a_cached_prefix_in_the_hit_one(url: str) -> None:
     both = reached(url, lambda: burst(url, [("a", 0, generate_body(PROMPT, 4)),
                                             ("b", 0, generate_body(PROMPT[:140] + [7, 8, 9], 4))]))
-    assert any("multi" in c for c in contexts(both))
+    assert any(c.startswith("multi|") for c in contexts(url, both))
     again = reached(url, lambda: (post(url, "/generate", generate_body(PROMPT, 2)),
                                   post(url, "/generate", generate_body(PROMPT, 2))))
-    assert ("hit",) in contexts(again)  # the second request hit the first one's pages
+    assert "|hit" in contexts(url, again)  # the second request hit the first one's pages
 
 
 def test_points_mean_the_same_in_another_process(reference_server: Callable[..., str]) -> None:
@@ -115,9 +135,64 @@ def test_the_tracer_follows_only_its_files_and_only_in_a_context() -> None:
         th.start()
         th.join()
         assert t.counts == {}
-    th = threading.Thread(target=run, args=(tracer, context_of({"seed", "chunk"})))
+    key = tracer.enter(frozenset(), frozenset({frozenset({"seed", "chunk"})}))
+    th = threading.Thread(target=run, args=(tracer, key))
     th.start()
     th.join()
-    assert tracer.counts and {context_names(p & ((1 << CONTEXT_BITS) - 1)) for p in tracer.counts} == {("seed", "chunk")}
+    assert tracer.counts and {tracer.names()[context(p)] for p in tracer.counts} == {"|chunk+seed"}
     assert max(tracer.counts.values()) >= 3  # the loop's back edge, once per turn
-    assert set(CONTEXTS) >= {"n", "seed", "adapter", "choice", "salt", "abort", "chunk", "hit"}
+    assert set(REQUEST_FEATURES) >= {"n", "seed", "adapter", "choice", "salt", "chunk", "hit", "retracted"}
+
+
+# Two requests on prompts that share no page (no cache hit), long enough to be in flight together.
+_OTHER = [int(t) for t in np.random.default_rng(22).integers(3, 1024, 150)]
+
+
+def _mix(url: str, forked_seeded: bool) -> dict[int, int]:
+    """Two requests at once holding n > 1 and a seed between them: both in the forked request
+    (beside a plain one), or one each."""
+    if forked_seeded:
+        bodies = [generate_body(PROMPT, 12, n=2, temperature=0.8, seed=5), generate_body(_OTHER, 12)]
+    else:
+        bodies = [generate_body(PROMPT, 12, n=2), generate_body(_OTHER, 12, temperature=0.8, seed=5)]
+    return reached(url, lambda: burst(url, [("a", 0, bodies[0]), ("b", 0, bodies[1])]))
+
+
+def _together(url: str, delta: dict[int, int]) -> dict[int, set[int]]:
+    """Each edge reached while both requests were in flight -> the context keys it ran under."""
+    table = names(url)
+    out: dict[int, set[int]] = {}
+    for p in delta:
+        if table[context(p)].startswith("multi|"):
+            out.setdefault(p >> CONTEXT_BITS, set()).add(context(p))
+    return out
+
+
+def test_the_same_edge_under_another_mix_of_requests_in_flight_is_another_point(url: str) -> None:
+    """A step context is each request's features, not the features held in flight: a seeded fork
+    beside a plain request, and a fork beside a seeded request, hold the same features (one bit per
+    feature, a run context, could not tell them apart) and run the same scheduler edges, each
+    under its own context. Control: the same mix again runs them under the same contexts."""
+    first, other, again = _mix(url, True), _mix(url, False), _mix(url, True)
+    table = names(url)
+    ctx_first, ctx_other, ctx_again = ({table[c] for e in _together(url, d).values() for c in e}
+                                       for d in (first, other, again))
+    assert ctx_first == {"multi|-;n+seed"} and ctx_other == {"multi|n;seed"}
+    assert {f for c in ctx_first for f in held(c)} == {f for c in ctx_other for f in held(c)} == {"multi", "n", "seed"}
+    shared = set(_together(url, first)) & set(_together(url, other))
+    assert len(shared) > 20  # the same edges of the batch's steps, reached by both mixes
+    assert all(_together(url, first)[e].isdisjoint(_together(url, other)[e]) for e in shared)
+    # Control: the same mix, the same context for each edge both runs reached together.
+    assert ctx_again == ctx_first
+    both = set(_together(url, first)) & set(_together(url, again))
+    assert len(both) > 20 and all(_together(url, first)[e] == _together(url, again)[e] for e in both)
+
+
+def test_a_step_context_is_its_mix_whatever_the_order() -> None:
+    # The key is a frozenset's: the same requests in another order are the same context, a set
+    # of requests that differs in one request's features is another, in every process alike.
+    assert describe({"multi"}, [{"seed"}, {"n"}]) == describe({"multi"}, [{"n"}, {"seed"}]) == "multi|n;seed"
+    tracer = Tracer(files=())
+    same = tracer.enter(frozenset({"multi"}), frozenset({frozenset({"n"}), frozenset({"seed"})}))
+    other = tracer.enter(frozenset({"multi"}), frozenset({frozenset({"n", "seed"}), frozenset()}))
+    assert same != other and tracer.names() == {same: "multi|n;seed", other: "multi|-;n+seed"}

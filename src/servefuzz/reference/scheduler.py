@@ -56,7 +56,7 @@ from servefuzz.reference.model import (
 from servefuzz.reference.radix import RadixCache, RadixNode
 from servefuzz.reference.server_args import CAPTURE_BATCH_SIZES, ServerArgs
 from servefuzz.reference.statecache import SCRATCH_SLOT, StateCache
-from servefuzz.reference.tracer import Tracer, context_of, engine_files
+from servefuzz.reference.tracer import Tracer, engine_files
 from servefuzz.reference.window import WindowPool, WindowRadixCache, first_needed
 
 __all__ = [
@@ -145,6 +145,7 @@ class Request:
     sink: Callable[[Sequence[Event]], None] | None = None
     cached_tokens: int = 0  # set by the engine when the request is admitted
     seqs: list[Seq] = field(default_factory=list, repr=False)
+    retracted: bool = False  # a choice of it was retracted: part of its engine-coverage context
 
 
 # The request features whose state a retraction must carry over to the sequence's second
@@ -543,7 +544,10 @@ class Engine:
     def step(self) -> None:
         """One scheduling round: in overlap mode schedule N+1, then run and process N."""
         if self.coverage is not None:
-            self.coverage.context = self._context() if self.busy else None
+            if self.busy:
+                self._context()
+            else:
+                self.coverage.context = None
         if self.overlap:
             nxt = self._schedule()
             if self.inflight is not None:
@@ -563,21 +567,19 @@ class Engine:
         self._emit()
 
     def _context(self) -> int:
-        """The step's context for engine coverage (`tracer.CONTEXTS`): what the requests in
-        flight are, read from the engine's own records. Clears the abort mark."""
-        reqs = list(self.requests.values())
-        names = {"multi"} if len(reqs) > 1 else set()
-        for r in reqs:
-            names |= {name for name, on in (
-                ("n", r.n > 1), ("seed", r.temperature > 0), ("adapter", r.adapter is not None),
-                ("choice", r.choices is not None), ("salt", r.cache_salt is not None), ("hit", r.cached_tokens > 0),
-            ) if on}
-        if self.chunked is not None:
-            names.add("chunk")
-        if self._aborted:
-            names.add("abort")
-            self._aborted = False
-        return context_of(names)
+        """Enter the step's context for engine coverage (`tracer.step_context`): what each
+        request in flight is, read from the engine's own records, and the step's own features.
+        Clears the abort mark."""
+        assert self.coverage is not None
+        chunked = self.chunked.req if self.chunked is not None else None
+        reqs = frozenset(frozenset(name for name, on in (
+            ("n", r.n > 1), ("seed", r.temperature > 0), ("adapter", r.adapter is not None),
+            ("choice", r.choices is not None), ("salt", r.cache_salt is not None), ("hit", r.cached_tokens > 0),
+            ("chunk", r is chunked), ("retracted", r.retracted),
+        ) if on) for r in self.requests.values())
+        step = frozenset(name for name, on in (("multi", len(self.requests) > 1), ("abort", self._aborted)) if on)
+        self._aborted = False
+        return self.coverage.enter(step, reqs)
 
     def run_until_idle(self, max_steps: int = 100_000) -> None:
         """Step until nothing is waiting, running or in flight (tests and tools)."""
@@ -873,6 +875,7 @@ class Engine:
         self.running.remove(s)
         s.state = _State.RETRACTING
         self.stats.retracted_reqs += 1
+        s.req.retracted = True
         for name in stateful(s.req):
             self.stats.retracted_by[name] += 1
         if s.inflight == 0:

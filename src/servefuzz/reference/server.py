@@ -46,7 +46,7 @@ from servefuzz.reference.scheduler import (
     RequestError,
 )
 from servefuzz.reference.server_args import ArgsError, ServerArgs, parse_args
-from servefuzz.reference.tracer import CONTEXTS, EDGE_BITS
+from servefuzz.reference.tracer import CONTEXT_BITS, EDGE_BITS
 
 __all__ = ["VERSION", "build_app", "main"]
 
@@ -513,13 +513,15 @@ def _host_metrics(engine: Engine, model_name: str) -> list[str]:
 
 async def coverage(request: web.Request) -> web.Response:
     """The cumulative coverage map, `{"points": {"<point>": hits}}` (a point: the edge's
-    `EDGE_BITS`-bit hash shifted left by one bit per context name, or'ed with the context bits,
-    `tracer`). Cumulative since the start, as /metrics counters are: a client takes deltas."""
+    `EDGE_BITS`-bit hash shifted left by `CONTEXT_BITS`, or'ed with the step context's key,
+    `tracer`), and each context key's features (`"contexts": {"<key>": "multi|-;n+seed"}`,
+    `tracer.describe`). Cumulative since the start, as /metrics counters are: a client takes deltas."""
     tracer = request.app[_ENGINE].coverage
     if tracer is None:
         return _error("engine coverage is off: start the server with --coverage", 404)
-    points = tracer.snapshot()
-    return web.json_response({"edge_bits": EDGE_BITS, "contexts": list(CONTEXTS),
+    points, names = tracer.snapshot(), tracer.names()
+    return web.json_response({"edge_bits": EDGE_BITS, "context_bits": CONTEXT_BITS,
+                              "contexts": {str(k): v for k, v in names.items()},
                               "points": {str(p): n for p, n in points.items()}})
 
 

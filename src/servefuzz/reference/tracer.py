@@ -9,13 +9,20 @@ cost one dictionary lookup per call and nothing per line.
 
 A *point* is an edge within one code object, (previous line, line) hashed to `EDGE_BITS`
 bits as AFL hashes (previous >> 1) ^ current, together with the *context* of the scheduler step
-it ran in: which features the requests in flight had at the step's start (`CONTEXTS`, a bit
-each). The same edge under a new context is a new point (AFL's context-sensitive coverage):
-the abort path run while a forked n > 1 request is decoding is not the abort path alone.
+it ran in: the features of each request in flight at the step's start, request by request
+(`REQUEST_FEATURES`), and the step's own (`STEP_FEATURES`), as a frozenset keyed to
+`CONTEXT_BITS` bits (`step_context`). The same edge under a new context is a new point (AFL's
+context-sensitive coverage): the abort path run while a forked n > 1 request is decoding is not
+the abort path alone, and a forked *seeded* request beside a plain one is not a forked request
+beside a seeded one, though the features held in flight are the same.
 
     >>> t = Tracer(files=())
-    >>> context_of({"n", "multi"}), context_names(context_of({"n", "multi"}))
-    (3, ('multi', 'n'))
+    >>> a = step_context({"multi"}, [{"n", "seed"}, set()])
+    >>> b = step_context({"multi"}, [{"n"}, {"seed"}])
+    >>> a != b, a == step_context({"multi"}, [set(), {"seed", "n"}]), 0 <= a < 1 << CONTEXT_BITS
+    (True, True, True)
+    >>> describe({"multi"}, [{"n", "seed"}, set()])
+    'multi|-;n+seed'
     >>> t.counts, t.context is None
     ({}, True)
 
@@ -33,20 +40,30 @@ from collections.abc import Callable, Collection, Iterable, Mapping
 from types import CodeType, FrameType
 from typing import Any
 
-__all__ = ["CONTEXTS", "CONTEXT_BITS", "EDGE_BITS", "Tracer", "context_names", "context_of", "engine_files"]
+__all__ = ["CONTEXT_BITS", "EDGE_BITS", "REQUEST_FEATURES", "STEP_FEATURES", "Tracer", "describe", "engine_files",
+           "step_context"]
 
 # AFL's map is 64 Ki edges; the engine's traced modules hold about two thousand lines, so
 # collisions are rare at this size and a point stays a small int (EDGE_BITS + CONTEXT_BITS bits).
 EDGE_BITS = 16
 _EDGE_MASK = (1 << EDGE_BITS) - 1
 
-# The features of the requests in flight that make up a step's context, one bit each, in this
-# order (`Engine._context` reads them from its own request objects at the start of each step):
-# more than one request; a request with n > 1 (forks); a sampled (seeded) request; a request under
-# a LoRA adapter; a constrained (choice) request; a tenant's cache salt; an abort since the last
-# step; a prompt chunked across steps; a request whose prompt hit the prefix cache.
-CONTEXTS = ("multi", "n", "seed", "adapter", "choice", "salt", "abort", "chunk", "hit")
-CONTEXT_BITS = len(CONTEXTS)
+# The features of one request in flight that make up its part of a step's context, in this order
+# (`Engine._context` reads them from its own request objects at the start of each step): n > 1
+# (forks); sampled (seeded); under a LoRA adapter; constrained (choice); a tenant's cache salt;
+# its prompt hit the prefix cache; its prompt is the one being chunked across steps; it was
+# retracted (its state carried over a second prefill). Each is state the request carries that an
+# engine event can move: kept per request, so that a combination *within* a request (a seeded
+# fork, a retracted grammar) is a context of its own.
+REQUEST_FEATURES = ("n", "seed", "adapter", "choice", "salt", "hit", "chunk", "retracted")
+# The step's own features: more than one request in flight; an abort since the last step.
+STEP_FEATURES = ("multi", "abort")
+# A step context is a frozenset of per-request feature sets with the step's features, hashed
+# (crc32 of its canonical text, `describe`) to this many bits: a campaign reaches some hundreds,
+# so collisions are rare at 64 Ki and a point stays a small int. Feedback splits every engine's
+# points at this width (`feedback.COV_CONTEXT_BITS`, held equal by tests/test_feedback.py).
+CONTEXT_BITS = 16
+_CONTEXT_MASK = (1 << CONTEXT_BITS) - 1
 
 # The engine's own modules, traced whole, and the model's sampler (its forward pass is numpy
 # work that branches on nothing a scheduler decides, and would cost a call per line per layer).
@@ -63,14 +80,20 @@ def engine_files() -> dict[str, frozenset[str] | None]:
     return files
 
 
-def context_of(names: Iterable[str]) -> int:
-    """The context bits of a set of feature names (`CONTEXTS`); unknown names are a bug."""
-    return sum(1 << CONTEXTS.index(n) for n in set(names))
+def describe(step: Collection[str], requests: Iterable[Collection[str]]) -> str:
+    """A step context's canonical text: its step features, then the distinct feature sets of its
+    requests (`-` for a request with none), each sorted: `multi|-;n+seed`. Unknown names are a bug."""
+    assert set(step) <= set(STEP_FEATURES), step
+    kinds = set()
+    for names in requests:
+        assert set(names) <= set(REQUEST_FEATURES), names
+        kinds.add("+".join(sorted(names)) or "-")
+    return f"{','.join(sorted(step))}|{';'.join(sorted(kinds))}"
 
 
-def context_names(bits: int) -> tuple[str, ...]:
-    """The names back from context bits, in `CONTEXTS` order."""
-    return tuple(n for i, n in enumerate(CONTEXTS) if bits >> i & 1)
+def step_context(step: Collection[str], requests: Iterable[Collection[str]]) -> int:
+    """The `CONTEXT_BITS`-bit key of a step context (`describe`): the same in every process."""
+    return zlib.crc32(describe(step, requests).encode()) & _CONTEXT_MASK
 
 
 _UNSEEN = -1
@@ -79,9 +102,10 @@ _UNSEEN = -1
 class Tracer:
     """The cumulative map `{point: hits}` of one engine, filled on the engine thread.
 
-    `context` is what the engine sets at the start of each step (`context_of`); None while it is
+    `context` is what the engine sets at the start of each step (`enter`); None while it is
     idle, so that flushes, idle steps and whatever a client's read of the map races with count
-    nothing: the map moves only while requests are in flight.
+    nothing: the map moves only while requests are in flight. `contexts` names each key the
+    engine entered (`describe`), for a reader of `/coverage`.
     """
 
     def __init__(self, files: Mapping[str, Collection[str] | None] | Collection[str]) -> None:
@@ -90,8 +114,21 @@ class Tracer:
             if isinstance(files, Mapping) else dict.fromkeys(files))
         self.counts: dict[int, int] = {}
         self.context: int | None = None
+        self.contexts: dict[int, str] = {}
+        # (step features, per-request feature sets) -> key: a step's key is one dict lookup once
+        # its mix was seen, not a crc32 per step.
+        self._keys: dict[tuple[frozenset[str], frozenset[frozenset[str]]], int] = {}
         # Each code object's edge base, or None for code not traced: decided once per code.
         self._codes: dict[CodeType, int | None] = {}
+
+    def enter(self, step: frozenset[str], requests: frozenset[frozenset[str]]) -> int:
+        """Count from here in the step context of `step`'s and `requests`' features; its key."""
+        key = self._keys.get((step, requests))
+        if key is None:
+            key = self._keys[(step, requests)] = step_context(step, requests)
+            self.contexts[key] = describe(step, requests)
+        self.context = key
+        return key
 
     def install(self) -> None:
         """Trace the calling thread (the engine thread calls this first thing)."""
@@ -101,6 +138,10 @@ class Tracer:
         """A copy of the map, safe from another thread: `dict(d)` copies an int-keyed dict in C
         without releasing the GIL, so the engine thread cannot change it mid-copy."""
         return dict(self.counts)
+
+    def names(self) -> dict[int, str]:
+        """A copy of `contexts`, safe from another thread as `snapshot` is."""
+        return dict(self.contexts)
 
     def _base(self, code: CodeType) -> int | None:
         if code.co_filename not in self._files:

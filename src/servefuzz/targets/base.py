@@ -653,9 +653,10 @@ def _size(n: int) -> str:
     return f"{n / (1 << 20):g} MiB" if n >= 1 << 20 else f"{n} bytes"
 
 
-# The most points a /coverage answer may hold: the reference engine's map is at most 2**25 points
-# but a campaign reaches some thousands; an answer past this is no coverage, not a memory hog.
-MAX_COVERAGE_POINTS = 1 << 18
+# The most points a /coverage answer may hold: the reference engine's map is at most 2**32 points
+# (a 16-bit edge in a 16-bit step context) and a campaign reaches some tens of thousands; an
+# answer past this is no coverage, not a memory hog.
+MAX_COVERAGE_POINTS = 1 << 20
 
 
 def parse_coverage(data: Any) -> dict[int, int]:
