@@ -13,7 +13,7 @@ from servefuzz.engines.sglang import facts as sglang_facts
 from servefuzz.engines.spec import Built, CommandInputs, Deterministic, EngineSpec, Feature, IssueMatch, Meter, Preset, Switch
 from servefuzz.errors import UsageError
 
-__all__ = ["ARCHS", "FLAGS", "METERS", "PRESET", "SPEC", "SWITCHES", "TRIAGE", "ZOO_SETTINGS", "relaunch_argv"]
+__all__ = ["ARCHS", "FLAGS", "METERS", "PAIR_FLAGS", "PRESET", "SPEC", "SWITCHES", "TRIAGE", "ZOO_SETTINGS", "relaunch_argv"]
 
 # The architectures it serves (`--model-arch`; servefuzz.reference.architectures.REFERENCE_ARCHS,
 # kept equal to this by tests/test_engine_flags.py): the dense llama, the hybrid Qwen3-Next, the
@@ -38,6 +38,9 @@ FLAGS: tuple[Flag, ...] = (
     *SWITCH_FLAGS,  # SGLang's own switches, by SGLang's names
     Flag("host_tier_tokens", "--host-tier-tokens", Kind.INT, minimum=0),
     Flag("flush_device_only", "--flush-device-only", Kind.BOOL),
+    # A prefill/decode pair (`reference/pd.py`): the router in front of a prefill and a decode
+    # server, which it starts with these same flags.
+    Flag("disaggregation_mode", "--disaggregation-mode", Kind.NAME),
 )
 
 # Triage's rows: the reference engine's own flags; each planted fault's cure is among them.
@@ -51,6 +54,8 @@ TRIAGE: tuple[FlagVariant, ...] = (
     variant("--max-total-tokens 131072", "KV pool size (eviction)"),
     variant("--enable-deterministic-inference", "batch-variant numerics"),
     variant("--host-tier-tokens 0", "host tier (HiCache load-back)"),
+    # One server: the pair relaunched as one engine, no KV transfer (only where it was a pair).
+    FlagVariant("--disaggregation-mode null", "one server (prefill/decode KV transfer)", drop=("--disaggregation-mode",)),
 )
 
 # Its /metrics counters (reference/server.py, `_METRICS`: SGLang's prefix, its own names) that say
@@ -101,6 +106,9 @@ def _command(c: CommandInputs) -> Built:
     return argv, dict(c.env), [*bad, *(["faults not spelled like fault names"] if len(faults) < len(c.faults) else [])]
 
 
+# `--disaggregation-mode pair`: what makes the reference engine a prefill/decode pair.
+PAIR_FLAGS: tuple[str, ...] = ("--disaggregation-mode", "pair")
+
 # The `reference` preset: servefuzz's embedded engine, which the launcher starts from its own
 # flags (`relaunch_argv`), so no plan here.
 PRESET = Preset("reference", command=_command, program="")
@@ -130,6 +138,8 @@ ZOO_SETTINGS: Mapping[str, tuple[str, ...]] = {
        for f in ("host-loadback-stale-pages", "host-loadback-race")},
     "host-key-no-salt": ("--max-total-tokens", "4096", "--host-tier-tokens", "8192",
                          "--lora", "lora-a=1", "--lora", "lora-b=2"),
+    # The transfer fault needs a transfer: the prefill/decode pair (the `reference-pd` preset's).
+    "transfer-region-dedupe": PAIR_FLAGS,
 }
 
 
