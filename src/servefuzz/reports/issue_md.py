@@ -458,6 +458,9 @@ def _environment(draft: _Draft) -> str:
     lines = [f"- engine: {md(t.engine)}" + (f" {md(name(t.version))}" if t.version else ""),
              f"- device: {md(t.device or 'not recorded')}; OS: Linux",
              f"- KV page size: {t.page_size if t.page_size else 'unknown'}"]
+    if t.facts.transfer:
+        lines.append(f"- servers: a prefill server and a decode server behind a router (KV transfer: "
+                     f"{md(t.facts.transfer)}); which did what: the finding's exercise evidence, by `role`")
     if t.standins:
         lines.append(f"- servefuzz's stand-ins on the server's path: {md(', '.join(t.standins))}")
     if t.faults:
