@@ -25,6 +25,7 @@ from servefuzz.finding import load_finding
 from servefuzz.launcher import Launch, ServerProcess, group_alive, reference_argv
 from servefuzz.reference.server_args import parse_args
 from servefuzz.runner import Runner
+from servefuzz.server_facts import TargetInfo
 from servefuzz.servers import Replayer
 from servefuzz.targets import make_target
 
@@ -42,8 +43,12 @@ def test_the_reference_pd_preset_is_the_reference_engine_as_a_pair() -> None:
 
 
 def test_one_server_is_a_triage_row_only_for_a_pair_and_relaunches_one_engine() -> None:
-    pair, one = Launch.resolve("reference-pd"), Launch.resolve("reference")
-    assert ONE_SERVER.changes(pair) and not ONE_SERVER.changes(one)
+    # Triage relaunches a finding's server from its recorded args, which say its mode.
+    def rebuilt(mode: str) -> Launch:
+        return Launch.resolve("reference", TargetInfo("reference", "http://127.0.0.1:1", server_args={"disaggregation_mode": mode}))
+
+    pair, one = rebuilt("pair"), rebuilt("null")
+    assert ONE_SERVER.changes(pair) and not ONE_SERVER.changes(one) and ONE_SERVER.flags == ("--disaggregation-mode", "null")
     relaunched = [a.replace("{port}", "0") for a in ONE_SERVER.apply(pair).argv]
     assert relaunched[:3] == reference_argv()[:3] and parse_args(relaunched[3:]).disaggregation_mode == "null"
 

@@ -310,6 +310,7 @@ def transfer_region_dedupe(b: PromptBuilder) -> Case:
         RequestSpec("r03", 1.0, b.prompt(None, 0, 130), 8),
         RequestSpec("r04", 400.0, b.prompt(None, 0, 60), 8),
         RequestSpec("r05", 700.0, b.prompt(None, 0, 90), 8),
+        RequestSpec("r06", 1000.0, b.prompt(None, 0, 40), 8),
     ))
 
 
