@@ -24,6 +24,7 @@ from servefuzz.engines.spec import Feature
 from servefuzz.finding import load_finding
 from servefuzz.launcher import Launch, ServerProcess, group_alive, reference_argv
 from servefuzz.reference.server_args import parse_args
+from servefuzz.reports.issue_md import issue_markdown
 from servefuzz.runner import Runner
 from servefuzz.server_facts import TargetInfo
 from servefuzz.servers import Replayer
@@ -98,6 +99,9 @@ def test_a_campaign_owns_the_pair_finds_its_transfer_fault_and_leaves_no_server(
     said = {(t.source, t.what) for t in f.triggered if t.feature is Feature.KV_TRANSFER and t.value > 0}
     assert ("sglang:kv_transfers_total{role=decode}", "transfers received by the decode server") in said, f.triggered
     assert any("role=prefill" in source for source, _ in said), said
+    # And the issue draft says it in its environment.
+    servers = next(line for line in issue_markdown(f, []).splitlines() if line.startswith("- servers:"))
+    assert "KV transfer: http-pull" in servers and "transfers received by the decode server" in servers, servers
     # The router's group took both servers down with it: nothing of the pair is left.
     pids = [f.target.server_args["disaggregation"][role]["pid"] for role in ("prefill", "decode")]
     assert not any(group_alive(pid) or Path(f"/proc/{pid}").exists() for pid in pids), pids
