@@ -182,6 +182,9 @@ OWN_STRATEGIES: dict[str, tuple[str, ...]] = {
     "host-loadback-stale-pages": ("host-tier-return",),
     "host-key-no-salt": ("host-tier-return",),
     "host-loadback-race": ("host-tier-return",),
+    # The prefill/decode pair's (issue 56): no strategy was written for it; any burst of different
+    # prompts puts two transfers in flight at once.
+    "transfer-region-dedupe": (),
 }
 
 ARMS: dict[str, tuple[tuple[Strategy, ...], bool]] = {

@@ -28,7 +28,10 @@ def test_the_reference_table_is_the_engines_flags_with_their_types() -> None:
     # --fault and --lora repeat: they are rebuilt beside the table (fault_name, NAME=SEED checks).
     # --coverage instruments the engine for a campaign's feedback (`reference.tracer`), changing
     # no answer: a replay or triage of a finding relaunches without it.
-    fields = {f.name for f in dataclasses.fields(ServerArgs)} - {"host", "port", "faults", "lora", "coverage"}
+    # --disaggregation-peer-port is the pair's router's to set (its prefill server's port, picked
+    # at start): a relaunch of the pair starts a router, which picks another.
+    fields = {f.name for f in dataclasses.fields(ServerArgs)} - {"host", "port", "faults", "lora", "coverage",
+                                                                 "disaggregation_peer_port"}
     assert {f.key for f in REFERENCE_FLAGS} == fields
     for flag in REFERENCE_FLAGS:
         assert flag.kind is _KINDS[hints[flag.key]], flag.key

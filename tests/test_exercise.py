@@ -237,12 +237,13 @@ def test_a_campaign_with_the_prefix_cache_off_says_it_never_exercised_it_and_wit
 
 
 def test_the_reference_engine_serves_every_counter_its_spec_reads(reference_server: Callable[..., str]) -> None:
-    async def go() -> dict[str, float]:
-        # With its host tier on: its counters are served only then (as SGLang's HiCache ones).
-        async with Runner(make_target("reference", reference_server("--host-tier-tokens", "8192"))) as runner:
+    async def go(*flags: str) -> dict[str, float]:
+        async with Runner(make_target("reference", reference_server(*flags))) as runner:
             return await runner.metrics()
 
-    served = asyncio.run(go())
+    # With its host tier on, and as a prefill/decode pair: each one's counters are served only then
+    # (as SGLang's HiCache ones); a pair cannot have a host tier, so two servers.
+    served = {**asyncio.run(go("--host-tier-tokens", "8192")), **asyncio.run(go("--disaggregation-mode", "pair"))}
     assert {m.metric for m in spec_of("reference").meters} <= set(served)
 
 

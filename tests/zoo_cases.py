@@ -301,6 +301,19 @@ def host_loadback_race(b: PromptBuilder) -> Case:
     ))
 
 
+def transfer_region_dedupe(b: PromptBuilder) -> Case:
+    # A prefill/decode pair: three different prompts at once put three transfers in the decode
+    # server's receive buffer together; the bystanders come alone, one transfer at a time.
+    return ["--disaggregation-mode", "pair"], Scenario(14, (
+        RequestSpec("r01", 0.0, b.prompt(None, 0, 150), 8),
+        RequestSpec("r02", 0.5, b.prompt(None, 0, 140), 8),
+        RequestSpec("r03", 1.0, b.prompt(None, 0, 130), 8),
+        RequestSpec("r04", 400.0, b.prompt(None, 0, 60), 8),
+        RequestSpec("r05", 700.0, b.prompt(None, 0, 90), 8),
+        RequestSpec("r06", 1000.0, b.prompt(None, 0, 40), 8),
+    ))
+
+
 CASES: dict[str, Callable[[PromptBuilder], Case]] = {
     "page-boundary-prefix": page_boundary_prefix,
     "overlap-war": overlap_war,
@@ -323,4 +336,5 @@ CASES: dict[str, Callable[[PromptBuilder], Case]] = {
     "host-loadback-stale-pages": host_loadback_stale_pages,
     "host-key-no-salt": host_key_no_salt,
     "host-loadback-race": host_loadback_race,
+    "transfer-region-dedupe": transfer_region_dedupe,
 }

@@ -63,6 +63,8 @@ AIMED_AT: Mapping[Feature, tuple[str, ...]] = {
     Feature.SPECULATIVE: (),  # no strategy yet makes drafts that the model accepts
     Feature.ADAPTERS: ("lora-alternation",),
     Feature.ABORTS: ("cancel-storm", "prefill-abort"),
+    # Every request of a prefill/decode pair moves its KV; a burst puts transfers in flight at once.
+    Feature.KV_TRANSFER: ("burst-reuse",),
 }
 
 

@@ -81,6 +81,7 @@ REFERENCE_FAULTS = (
     "host-loadback-stale-pages",
     "host-key-no-salt",
     "host-loadback-race",
+    "transfer-region-dedupe",
 )
 
 # Weights of the evidence. A cure seen in the triage matrix says the most; the engine (or the

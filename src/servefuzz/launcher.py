@@ -36,7 +36,7 @@ from typing import Any
 
 from servefuzz import durable, engines
 from servefuzz.engines import presets
-from servefuzz.engines.reference import relaunch_argv
+from servefuzz.engines.reference import PAIR_FLAGS, PAIR_PRESET, relaunch_argv
 from servefuzz.engines.request import NAMES, VERSIONED, LaunchRequest
 from servefuzz.engines.spec import EngineSource
 from servefuzz.errors import LaunchError, UsageError
@@ -458,7 +458,10 @@ class Launch:
             # A user's server may take long to load its model; the dialect is detected when not given.
             return cls(engine or (target.engine if target is not None else ""), request.command, start_timeout_s=600.0)
         if request.is_reference:
-            return cls.reference(target) if target is not None else cls("reference", tuple(reference_argv(reference_flags)))
+            if target is not None:
+                return cls.reference(target)  # a pair where the finding's server was one: its args say
+            pair = request.preset == PAIR_PRESET and PAIR_FLAGS[0] not in reference_flags
+            return cls("reference", tuple(reference_argv([*reference_flags, *(PAIR_FLAGS if pair else ())])))
         if model is not None:
             engines.served_model(request.preset, model)  # a bad --model first, before the engine is looked for
         found = presets.find(request)

@@ -68,9 +68,9 @@ def make_finding(fault: str, flags: list[str], scenario: Scenario, out: Path) ->
 
 
 def cure_flag(fault: str) -> str:
-    """The zoo's cure as flag words: '--chunked-prefill-size -1', or '--max-total-tokens' for
-    'a larger --max-total-tokens'."""
-    found = re.search(r"--[a-z-]+(?: -?\d+)?", FAULTS[fault].cure)
+    """The zoo's cure as flag words: '--chunked-prefill-size -1', '--disaggregation-mode null', or
+    '--max-total-tokens' for 'a larger --max-total-tokens'."""
+    found = re.search(r"--[a-z-]+(?: -?\d+| null)?", FAULTS[fault].cure)
     assert found is not None, FAULTS[fault].cure
     return found.group()
 

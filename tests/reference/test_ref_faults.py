@@ -327,6 +327,16 @@ def return_under_another_adapter(url: str) -> list[Answer]:
                        ("base", 0, generate_body(PREFIX256 + toks(142, 20), 8))])
 
 
+# The transfer fault's setup: a prefill/decode pair behind its router.
+PAIR = ["--disaggregation-mode", "pair"]
+
+
+def transfers_at_once(url: str) -> list[Answer]:
+    # Three prompts of different first pages at once: their three transfers are in the decode
+    # server's receive buffer together (the engine waits for the rest of a burst before it admits).
+    return burst(url, [(f"T{i}", 0, generate_body(toks(150 + i, 150), 8)) for i in range(3)])
+
+
 # fault -> (flags that set up its trigger, trigger, flags of the cure)
 CASES: dict[str, tuple[list[str], Callable[[str], list[Answer]], list[str]]] = {
     "page-boundary-prefix": ([], page_boundary_burst, ["--disable-radix-cache"]),
@@ -357,6 +367,8 @@ CASES: dict[str, tuple[list[str], Callable[[str], list[Answer]], list[str]]] = {
     "host-loadback-stale-pages": (HOST_FLAGS, return_beside_a_newcomer, ["--host-tier-tokens", "0"]),
     "host-key-no-salt": (HOST_FLAGS + LORA_FLAGS, return_under_another_adapter, ["--host-tier-tokens", "0"]),
     "host-loadback-race": (HOST_FLAGS, return_while_another_decodes, ["--disable-overlap-schedule"]),
+    # Cured by one server: no transfer at all (the flag a relaunch of the pair as one engine gives).
+    "transfer-region-dedupe": (PAIR, transfers_at_once, ["--disaggregation-mode", "null"]),
 }
 
 # The model each --model-arch serves, by its fixture (tests/reference/conftest.py).

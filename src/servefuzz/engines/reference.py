@@ -13,7 +13,7 @@ from servefuzz.engines.sglang import facts as sglang_facts
 from servefuzz.engines.spec import Built, CommandInputs, Deterministic, EngineSpec, Feature, IssueMatch, Meter, Preset, Switch
 from servefuzz.errors import UsageError
 
-__all__ = ["ARCHS", "FLAGS", "METERS", "PRESET", "SPEC", "SWITCHES", "TRIAGE", "ZOO_SETTINGS", "relaunch_argv"]
+__all__ = ["ARCHS", "FLAGS", "METERS", "PAIR_FLAGS", "PAIR_PRESET", "PRESET", "SPEC", "SWITCHES", "TRIAGE", "ZOO_SETTINGS", "relaunch_argv"]
 
 # The architectures it serves (`--model-arch`; servefuzz.reference.architectures.REFERENCE_ARCHS,
 # kept equal to this by tests/test_engine_flags.py): the dense llama, the hybrid Qwen3-Next, the
@@ -38,6 +38,9 @@ FLAGS: tuple[Flag, ...] = (
     *SWITCH_FLAGS,  # SGLang's own switches, by SGLang's names
     Flag("host_tier_tokens", "--host-tier-tokens", Kind.INT, minimum=0),
     Flag("flush_device_only", "--flush-device-only", Kind.BOOL),
+    # A prefill/decode pair (`reference/pd.py`): the router in front of a prefill and a decode
+    # server, which it starts with these same flags.
+    Flag("disaggregation_mode", "--disaggregation-mode", Kind.NAME),
 )
 
 # Triage's rows: the reference engine's own flags; each planted fault's cure is among them.
@@ -51,6 +54,9 @@ TRIAGE: tuple[FlagVariant, ...] = (
     variant("--max-total-tokens 131072", "KV pool size (eviction)"),
     variant("--enable-deterministic-inference", "batch-variant numerics"),
     variant("--host-tier-tokens 0", "host tier (HiCache load-back)"),
+    # One server: the pair relaunched as one engine, no KV transfer (a finding's server rebuilt from
+    # its args says its mode, so on one server the row changes nothing and is not run).
+    variant("--disaggregation-mode null", "one server (prefill/decode KV transfer)"),
 )
 
 # Its /metrics counters (reference/server.py, `_METRICS`: SGLang's prefix, its own names) that say
@@ -73,6 +79,12 @@ METERS: tuple[Meter, ...] = (
     # Its own: SGLang counts no cut prefills. A batch total over the budget cuts its last prompt
     # even where no prompt alone outgrows the budget (what the answers' count sees).
     Meter("sglang:chunked_prefill_cuts_total", Feature.CHUNKED_PREFILL, "prefill cuts"),
+    # A prefill/decode pair's (its router labels each server's series with its `role`): what the
+    # decode server received, and what the prefill server handed over.
+    Meter("sglang:kv_transfers_total{role=decode}", Feature.KV_TRANSFER, "transfers received by the decode server"),
+    Meter("sglang:kv_transfer_pages_total{role=decode}", Feature.KV_TRANSFER, "KV pages moved to the decode server"),
+    Meter("sglang:kv_transfer_bytes_total{role=decode}", Feature.KV_TRANSFER, "KV bytes moved to the decode server"),
+    Meter("sglang:kv_transfers_total{role=prefill}", Feature.KV_TRANSFER, "transfers the prefill server handed over"),
 )
 
 # Its /server_info args (ServerArgs) that turn a mechanism on or off: SGLang's names; `lora`
@@ -83,6 +95,7 @@ SWITCHES: tuple[Switch, ...] = (
            lambda v: v > 0 if isinstance(v, int) and not isinstance(v, bool) else None),
     Switch(Feature.ADAPTERS, "lora", lambda v: bool(v) if isinstance(v, list) else None),
     Switch(Feature.HOST_CACHE, "host_tier_tokens", lambda v: v > 0 if isinstance(v, int) and not isinstance(v, bool) else None),
+    Switch(Feature.KV_TRANSFER, "disaggregation_mode", lambda v: v != "null" if isinstance(v, str) else None),
 )
 
 
@@ -101,9 +114,17 @@ def _command(c: CommandInputs) -> Built:
     return argv, dict(c.env), [*bad, *(["faults not spelled like fault names"] if len(faults) < len(c.faults) else [])]
 
 
+# `--disaggregation-mode pair`: what makes the reference engine a prefill/decode pair.
+PAIR_FLAGS: tuple[str, ...] = ("--disaggregation-mode", "pair")
+
 # The `reference` preset: servefuzz's embedded engine, which the launcher starts from its own
 # flags (`relaunch_argv`), so no plan here.
 PRESET = Preset("reference", command=_command, program="")
+# The `reference-pd` preset: the same engine as a prefill/decode pair behind its router (the
+# launcher adds `PAIR_FLAGS`); a report's command for it is the reference engine's, whose args say
+# `--disaggregation-mode pair`.
+PAIR_PRESET = "reference-pd"
+PAIR = Preset(PAIR_PRESET, command=_command, program="")
 
 # Engine settings a zoo fault needs to be reachable at all, as its trigger says (eviction needs
 # a pool small enough to fill); the embedded engine gets them when that fault is planted
@@ -130,6 +151,8 @@ ZOO_SETTINGS: Mapping[str, tuple[str, ...]] = {
        for f in ("host-loadback-stale-pages", "host-loadback-race")},
     "host-key-no-salt": ("--max-total-tokens", "4096", "--host-tier-tokens", "8192",
                          "--lora", "lora-a=1", "--lora", "lora-b=2"),
+    # The transfer fault needs a transfer: the prefill/decode pair (the `reference-pd` preset's).
+    "transfer-region-dedupe": PAIR_FLAGS,
 }
 
 
@@ -153,13 +176,13 @@ SPEC = EngineSpec(
     arg_features=SERVER_ARG_FEATURES,
     flags=FLAGS,
     triage=TRIAGE,
-    presets=(PRESET,),
+    presets=(PRESET, PAIR),
     meters=METERS,
     switches=SWITCHES,
     chunk_flag="--chunked-prefill-size",
     # Its /server_info speaks SGLang's names (page_size, chunked_prefill_size, disable_radix_cache),
     # and its own for its host tier.
-    facts=lambda args: dataclasses.replace(sglang_facts(args), **_host_facts(args)),
+    facts=lambda args: dataclasses.replace(sglang_facts(args), **_host_facts(args), **_pair_facts(args)),
 )
 
 
@@ -173,6 +196,22 @@ def _host_facts(args: Mapping[str, Any]) -> dict[str, Any]:
     if isinstance(tokens, bool) or not isinstance(tokens, int):
         return {}
     return {"host_tier": tokens > 0, "host_tier_tokens": tokens if tokens > 0 else None}
+
+
+def _pair_facts(args: Mapping[str, Any]) -> dict[str, Any]:
+    """Its KV transfer's backend, where its args say it is a prefill/decode pair (a name, else
+    "unknown": the server's words are never taken as they come).
+
+    >>> _pair_facts({"disaggregation_mode": "pair", "disaggregation": {"transfer_backend": "http-pull"}})
+    {'transfer': 'http-pull'}
+    >>> _pair_facts({"disaggregation_mode": "pair", "disaggregation": {"transfer_backend": "<b>"}}), _pair_facts({})
+    ({'transfer': 'unknown'}, {})
+    """
+    if args.get("disaggregation_mode") != "pair":
+        return {}
+    said = args.get("disaggregation")
+    backend = said.get("transfer_backend") if isinstance(said, dict) else None
+    return {"transfer": backend if isinstance(backend, str) and re.fullmatch(r"[a-z0-9-]{1,32}", backend) else "unknown"}
 
 
 def relaunch_argv(server_args: Mapping[str, Any], faults: Iterable[Any]) -> list[str]:

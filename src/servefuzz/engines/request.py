@@ -26,14 +26,15 @@ import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
+from servefuzz.engines.reference import PAIR_PRESET
 from servefuzz.engines.registry import PRESET_VERSIONS, PRESETS, version_of
 from servefuzz.errors import UsageError
 
 __all__ = ["LaunchRequest", "NAMES", "PYTHON_PRESETS", "VERSIONED"]
 
-# Every preset a launch may name: the embedded reference engine's, then each engine's that
-# servefuzz starts from a plan.
-NAMES: tuple[str, ...] = ("reference", *(name for name, p in PRESETS.items() if p.plan is not None))
+# Every preset a launch may name: the embedded reference engine's (one server, and the
+# prefill/decode pair behind its router), then each engine's that servefuzz starts from a plan.
+NAMES: tuple[str, ...] = ("reference", PAIR_PRESET, *(name for name, p in PRESETS.items() if p.plan is not None))
 # Those that take `@VERSION` (the others install one version of their engine).
 VERSIONED: tuple[str, ...] = tuple(name for name in NAMES if name in PRESET_VERSIONS)
 # Those whose engine is a Python package, which `engine_python` may name an install of.
@@ -120,8 +121,9 @@ class LaunchRequest:
 
     @property
     def is_reference(self) -> bool:
-        """The embedded reference engine, which the launcher starts from its own flags."""
-        return self.preset == "reference"
+        """The embedded reference engine (one server or the pair), which the launcher starts
+        from its own flags."""
+        return self.preset in ("reference", PAIR_PRESET)
 
     def at(self, version: str) -> LaunchRequest:
         """The same preset at `version` (a bisection's step); checked as `parse` checks it."""

@@ -50,7 +50,9 @@ class ServerFacts:
     was started without a grammar backend: the spec's `choices` says what its dialect can send,
     this whether this server accepts them). `host_tier`: whether a second KV tier in host
     memory backs the pool (SGLang's HiCache, vLLM's CPU offloading); `host_tier_tokens`: its size
-    in tokens, where the args tell it. The contract mode is
+    in tokens, where the args tell it. `transfer`: the KV transfer's backend where the server is a
+    prefill/decode pair behind a router (the reference engine's `http-pull`), None for one server
+    or where the args do not tell. The contract mode is
     not an argument of one engine (a variable of any engine counts): `deterministic`, the mode in
     words, and `promise`, what it promises, are filled by `engines.registry.facts_of`.
 
@@ -68,6 +70,7 @@ class ServerFacts:
     constraints: bool | None = None
     host_tier: bool | None = None
     host_tier_tokens: int | None = None
+    transfer: str | None = None
     deterministic: str | None = None
     promise: Promise | None = None
 
@@ -129,6 +132,7 @@ class Feature(enum.Enum):
     SPECULATIVE = "speculative"  # drafted tokens verified and accepted
     ADAPTERS = "adapters"  # LoRA adapters, switched between requests
     ABORTS = "aborts"  # requests aborted (cancelled by the client, or by the engine)
+    KV_TRANSFER = "kv-transfer"  # a prompt's KV moved from a prefill server to a decode server
 
     @property
     def words(self) -> str:
@@ -140,7 +144,7 @@ _FEATURE_WORDS = {
     Feature.PREFIX_CACHE: "prefix cache", Feature.HOST_CACHE: "host-tier cache",
     Feature.PREEMPTION: "preemption/retraction", Feature.EVICTION: "eviction",
     Feature.CHUNKED_PREFILL: "chunked prefill", Feature.SPECULATIVE: "speculative decoding",
-    Feature.ADAPTERS: "LoRA adapters", Feature.ABORTS: "aborts",
+    Feature.ADAPTERS: "LoRA adapters", Feature.ABORTS: "aborts", Feature.KV_TRANSFER: "prefill/decode KV transfer",
 }
 
 

@@ -16,8 +16,10 @@ layout it serves): it is a separate server, started by `servefuzz serve-referenc
 - `statecache.py`  a hybrid model's state slots and the checkpoints kept with radix nodes
 - `window.py`      a windowed model's window KV pool and the radix cache that holds its windows
 - `tracer.py`      engine coverage (`--coverage`): its own lines as edges in the step's context
+- `transfer.py`    prefill/decode KV transfer: wire format, the prefill outbox, the decode receive buffer
 - `scheduler.py`   continuous batching, chunked prefill, padded decode, overlap, abort
-- `server.py`      aiohttp: SGLang and OpenAI dialects
+- `pd.py`          the prefill/decode pair's router (`--disaggregation-mode pair`), which starts both servers
+- `server.py`      aiohttp: SGLang and OpenAI dialects (and the two sides of a pair)
 """
 
 from __future__ import annotations

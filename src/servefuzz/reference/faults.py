@@ -8,8 +8,11 @@ flag that cures the cousin. The faulty code paths are small and marked `FAULT <n
 `--model-arch qwen3-next` and are refused on a dense model; so are the two of a sliding-window
 KV pool (`window-ring-stale`, `window-modulo-after-saturation`: `WINDOW_FAULTS`, `--model-arch
 gemma3`) and the one of a mixture of experts' router (`router-tie-numerics`: `EXPERT_FAULTS`,
-`--model-arch qwen3-moe`, its offsets in `experts.py`). This module holds the catalogue, which
-`docs/fault-zoo.md` mirrors, and the one fault that is pure arithmetic.
+`--model-arch qwen3-moe`, its offsets in `experts.py`); the one of the prefill/decode KV transfer
+(`transfer-region-dedupe`: `TRANSFER_FAULTS`, `transfer.py`) fires only on `--disaggregation-mode pair`
+(planted on one server it has no transfer to spoil: one server is its cure, as no host tier is the
+host tier's faults').
+This module holds the catalogue, which `docs/fault-zoo.md` mirrors, and the one fault that is pure arithmetic.
 
     >>> sorted(FAULTS)[:2]
     ['abort-reuse', 'batch-variant-numerics']
@@ -32,6 +35,7 @@ __all__ = [
     "LOSSY_STEP",
     "NUMERIC_DRIFT_UNITS",
     "RECURRENT_FAULTS",
+    "TRANSFER_FAULTS",
     "WINDOW_FAULTS",
     "Fault",
     "batch_variant_offsets",
@@ -271,6 +275,18 @@ FAULTS: dict[str, Fault] = {
             "wrong from its first token; the copy lands after, so later hits read it right",
         ),
         Fault(
+            "transfer-region-dedupe",
+            "vLLM #57661 (NIXL dedupes registered regions by base address), #52627 (1P1D NIXL silent "
+            "corruption under sustained load); SGLang #22716 class (transfer buffer index collision)",
+            "prefill/decode KV transfer (the decode server's receive buffer)",
+            "a prefill/decode pair: two or more transfers in flight at once (received, not yet "
+            "admitted by the decode engine), their prompts different in a page both hold",
+            "--disaggregation-mode null",
+            "the later transfer's pages are deduped into the earlier's regions (same base address): "
+            "its request decodes over the other prompt's KV (or zeros, once that one was taken): "
+            "wrong from its first token",
+        ),
+        Fault(
             "batch-variant-numerics",
             "vLLM #23138, llama.cpp #7052 (benign class)",
             "batch-size-dependent reductions",
@@ -299,6 +315,8 @@ RECURRENT_FAULTS = frozenset({"ssm-checkpoint-batch", "stale-state-donated", "un
 # model that has one.
 WINDOW_FAULTS = frozenset({"window-ring-stale", "window-modulo-after-saturation"})
 EXPERT_FAULTS = frozenset({"router-tie-numerics"})
+# The faults of the prefill/decode KV transfer: they fire only on a pair (`--disaggregation-mode`).
+TRANSFER_FAULTS = frozenset({"transfer-region-dedupe"})
 
 # FAULT lossy-hit-reload: the grid the cached K and V are rounded to, in the pool's integer units
 # (values reach some thousands): coarse enough to move a victim's logprobs by tenths of a nat,

@@ -57,6 +57,7 @@ from servefuzz.reference.radix import RadixCache, RadixNode
 from servefuzz.reference.server_args import CAPTURE_BATCH_SIZES, ServerArgs
 from servefuzz.reference.statecache import SCRATCH_SLOT, StateCache
 from servefuzz.reference.tracer import Tracer, engine_files
+from servefuzz.reference.transfer import Outbox, ReceiveBuffer, Transfer
 from servefuzz.reference.window import WindowPool, WindowRadixCache, first_needed
 
 __all__ = [
@@ -142,6 +143,10 @@ class Request:
     # row may take only a token that continues some choice, or EOS once it has spelt one whole.
     choices: tuple[tuple[int, ...], ...] | None = None
     adapter: str | None = None  # the LoRA adapter (a `--lora` name) it runs under; None: the base model
+    # Prefill/decode disaggregation (`transfer`): a prefill server keeps the prompt's KV for its
+    # decode server under `transfer_out`; a decode server starts from the KV staged under `transfer_in`.
+    transfer_out: str | None = None
+    transfer_in: str | None = None
     sink: Callable[[Sequence[Event]], None] | None = None
     cached_tokens: int = 0  # set by the engine when the request is admitted
     seqs: list[Seq] = field(default_factory=list, repr=False)
@@ -187,6 +192,7 @@ class Seq:
         # checkpoints its forwards took, (position, slot), not yet stored with the radix tree.
         self.state_slot: int | None = None
         self.pending: list[tuple[int, int]] = []
+        self.transferred: Transfer | None = None  # a decode server's: the KV taken for its admission
         # Any integer seeds a choice's own generator (numpy wants non-negative: fold it).
         self.rng = np.random.default_rng((req.seed % 2**63, index)) if req.temperature > 0 else None
 
@@ -345,6 +351,12 @@ class Engine:
         # step after an abort, part of that step's context.
         self.coverage = Tracer(engine_files()) if args.coverage else None
         self._aborted = False
+        # Prefill/decode disaggregation (`transfer`): the prefill side's finished transfers, the
+        # decode side's transfers in flight.
+        mode = args.disaggregation_mode
+        self.outbox = Outbox(args.page_size) if mode == "prefill" else None
+        self.received = ReceiveBuffer(args.page_size, dedupe_by_base=self._has("transfer-region-dedupe")) \
+            if mode == "decode" else None
 
     def _has(self, fault: str) -> bool:
         return self.args.has_fault(fault)
@@ -502,6 +514,8 @@ class Engine:
                 continue
             if s.state is _State.WAITING and s in self.waiting:
                 self.waiting.remove(s)
+                if self.received is not None and s.req.transfer_in is not None:
+                    self.received.discard(s.req.transfer_in)
             if self.chunked is s:
                 self.chunked = None
             if self._has("abort-reuse") and s.pages:
@@ -538,6 +552,9 @@ class Engine:
         if self.states is not None:
             self.states.clear()
         self._idle_slot = None
+        for side in (self.outbox, self.received):
+            if side is not None:
+                side.clear()
         self._update_gauges()
         return True
 
@@ -677,6 +694,11 @@ class Engine:
         siblings = [x for x in s.req.seqs[1:] if x.state is _State.FORK_PENDING] if fresh else []
         if self.rows.free_rows < 1 + len(siblings):
             return None
+        if fresh and self.received is not None and s.req.transfer_in is not None and s.index == 0:
+            if s.transferred is None:
+                s.transferred = self.received.take(s.req.transfer_in)
+            if s.transferred is not None:
+                return self._admit_transferred(s, s.transferred, budget, reserve, siblings)
         stale = fresh and self._fault_stale_slot(s)
         prefix: list[int] = []
         node = None
@@ -759,6 +781,38 @@ class Engine:
         self.stats.cache_query_tokens += len(s.tokens)
         self.stats.cache_hit_tokens += start
         return self._extend_item(s, end)
+
+    def _admit_transferred(self, s: Seq, t: Transfer, budget: int, reserve: int, siblings: list[Seq]) -> _ExtendItem | None:
+        """A decode server's admission of a request whose prompt KV a prefill server computed:
+        the transferred KV is copied into fresh pages, and the prefill goes on from there (the
+        last prompt token, computed here). The decode server's own cache is not looked up: the
+        prompt was the prefill server's to cache, and its hit is what the request reports."""
+        ps, start = self.args.page_size, t.tokens
+        end = min(len(s.tokens), start + budget)
+        need = math.ceil(end / ps)
+        if not self._ensure_free_pages(need + reserve):
+            return None
+        s.pages = self._alloc(need)
+        self._handed.append((s, s.pages))
+        s.row = self.rows.alloc()
+        for sib in siblings:
+            sib.row = self.rows.alloc()
+        slots = self.pool.slots(s.pages, 0, start)
+        for layer, block in enumerate(t.kv):
+            self.pool.kv[layer][slots] = block
+        self.rows.write(s.row, 0, slots)
+        s.kv_len, s.state, s.admitted, s.transferred = start, _State.PREFILL, True, None
+        s.req.cached_tokens = t.cached_tokens
+        self.stats.prompt_tokens += len(s.tokens)
+        return self._extend_item(s, end)
+
+    def _export(self, s: Seq) -> None:
+        """A prefill server's finished request: the KV of its prompt but the last token, kept
+        for the decode server to pull (the decode server computes that token itself)."""
+        assert self.outbox is not None and s.req.transfer_out is not None
+        slots = self.pool.slots(s.pages, 0, len(s.req.prompt) - 1)
+        kv = np.stack([layer[slots] for layer in self.pool.kv])
+        self.outbox.put(s.req.transfer_out, Transfer(s.req.prompt, s.req.cached_tokens, kv))
 
     def _fault_whole_prompt_state(self, s: Seq) -> int | None:
         # FAULT state-n-minus-1 (models LMCache #4614, the root cause of vLLM #52617): where the
@@ -1403,6 +1457,8 @@ class Engine:
 
     def _finish(self, s: Seq, reason: FinishReason) -> None:
         s.state = _State.DONE
+        if self.outbox is not None and s.req.transfer_out is not None and reason.kind != "abort" and s.index == 0:
+            self._export(s)
         if (self._has("stale-slot-continuation") and reason.kind != "abort" and s.req.n == 1
                 and len(self.requests) > 1):
             self._idle_slot = s.req.prompt  # FAULT stale-slot-continuation: the idle slot keeps it

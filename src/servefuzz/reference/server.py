@@ -32,11 +32,13 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import aiohttp
 from aiohttp import web
 
 from servefuzz.reference.architectures import model_facts
 from servefuzz.reference.faults import FAULTS
 from servefuzz.reference.model import BOS_ID, EOS_ID, PAD_ID, TokenLogprobs, detokenize
+from servefuzz.reference.pd import serve_pair
 from servefuzz.reference.scheduler import (
     Engine,
     Event,
@@ -47,12 +49,14 @@ from servefuzz.reference.scheduler import (
 )
 from servefuzz.reference.server_args import ArgsError, ServerArgs, parse_args
 from servefuzz.reference.tracer import CONTEXT_BITS, EDGE_BITS
+from servefuzz.reference.transfer import TRANSFER_ID, Transfer, TransferError
 
 __all__ = ["VERSION", "build_app", "main"]
 
 VERSION = "0.1.0"
 _ENGINE = web.AppKey("engine", Engine)
 _LIVE_RIDS = web.AppKey("live_rids", set)
+_PEER = web.AppKey("peer", aiohttp.ClientSession)
 
 
 class BadRequest(Exception):
@@ -243,6 +247,10 @@ async def _run(
         return _error(str(e))
     if req.rid in live:
         return _error(f"request id {req.rid!r} is already in progress")
+    if req.transfer_in is not None:
+        failed = await _pull_transfer(request, req)
+        if failed is not None:
+            return failed
     tracker = _Tracker(asyncio.get_running_loop(), req.n, stream is not None)
     req.sink = tracker.sink
     live.add(req.rid)
@@ -269,6 +277,56 @@ async def _run(
             engine.abort(req.rid)
 
 
+def _transfer_params(engine: Engine, req: Request, d: dict[str, Any]) -> None:
+    """`kv_transfer_params` (vLLM's field): on a prefill server `{"do_remote_decode": true}` keeps
+    the prompt's KV for its decode server; on a decode server `{"transfer_id": ID}` starts from
+    the KV the prefill server keeps under ID. Elsewhere, and in any other shape, a 400."""
+    params, mode = d.get("kv_transfer_params"), engine.args.disaggregation_mode
+    if params is None:
+        return
+    if mode == "prefill" and params == {"do_remote_decode": True}:
+        req.transfer_out = uuid.uuid4().hex
+    elif mode == "decode" and isinstance(params, dict) and set(params) == {"transfer_id"} \
+            and isinstance(params["transfer_id"], str) and TRANSFER_ID.fullmatch(params["transfer_id"]):
+        req.transfer_in = params["transfer_id"]
+    else:
+        raise BadRequest(f"kv_transfer_params: not a {mode} server's ({{\"do_remote_decode\": true}} on a prefill "
+                         'server, {"transfer_id": ID} on a decode server)')
+
+
+async def _pull_transfer(request: web.Request, req: Request) -> web.Response | None:
+    """A decode server's request: pull its KV from the prefill server (127.0.0.1, its own
+    --disaggregation-peer-port; the request names only the transfer) and stage it for the engine."""
+    engine = request.app[_ENGINE]
+    assert engine.received is not None and req.transfer_in is not None
+    url = f"http://127.0.0.1:{engine.args.disaggregation_peer_port}/kv_transfer/{req.transfer_in}"
+    try:
+        async with request.app[_PEER].get(url) as resp:
+            if resp.status != 200:
+                return _error(f"kv transfer {req.transfer_in}: the prefill server answered {resp.status}")
+            t = Transfer.decode(await resp.read())
+    except (aiohttp.ClientError, TimeoutError) as e:
+        return _error(f"kv transfer {req.transfer_in}: the prefill server is unreachable ({type(e).__name__})", 503)
+    except TransferError as e:
+        return _error(str(e))
+    if t.prompt != req.prompt or t.tokens != len(req.prompt) - 1 or t.kv.shape[0] != len(engine.pool.kv) \
+            or t.kv.shape[2:] != engine.pool.kv[0].shape[1:]:
+        return _error(f"kv transfer {req.transfer_in}: not this prompt's KV on this model")
+    engine.received.stage(req.transfer_in, t)
+    return None
+
+
+async def kv_transfer(request: web.Request) -> web.Response:
+    """A prefill server hands a finished transfer over, once: its decode server's pull."""
+    outbox = request.app[_ENGINE].outbox
+    if outbox is None:
+        return _error("not a prefill server (--disaggregation-mode prefill)", 404)
+    t = outbox.pull(request.match_info["tid"])
+    if t is None:
+        return _error("no such transfer (pulled already, or never made)", 404)
+    return web.Response(body=t.encode(), content_type="application/octet-stream")
+
+
 async def _sse(resp: web.StreamResponse, obj: Any) -> None:
     await resp.write(b"data: " + json.dumps(obj).encode() + b"\n\n")
 
@@ -287,6 +345,7 @@ _SGLANG_FIELDS = {
     "rid",
     "extra_key",  # SGLang's cache key beside the tokens: what its OpenAI API makes of cache_salt
     "lora_path",  # SGLang's per-request adapter: a --lora NAME (never a path here)
+    "kv_transfer_params",  # prefill/decode disaggregation (`_transfer_params`)
 }
 _SAMPLING_FIELDS = {"temperature", "max_new_tokens", "n", "ignore_eos", "top_p", "top_k", "sampling_seed", "regex"}
 
@@ -337,6 +396,7 @@ async def generate(request: web.Request) -> web.StreamResponse:
             choices=_choices(sp, "regex"),
             adapter=_adapter(body.get("lora_path")),
         )
+        _transfer_params(request.app[_ENGINE], req, body)
         stream = _bool(body, "stream", False)
     except BadRequest as e:
         return _error(str(e), e.status)
@@ -351,6 +411,8 @@ async def generate(request: web.Request) -> web.StreamResponse:
             "cached_tokens": req.cached_tokens,
             "e2e_latency": time.monotonic() - t.started,
         }
+        if req.transfer_out is not None:
+            meta["kv_transfer_params"] = {"transfer_id": req.transfer_out}
         if return_logprob:
             meta["output_token_logprobs"] = [_lp_triple(s.logprob, s.token_id, as_text) for s in c.steps]
             if top_k > 0:
@@ -470,6 +532,7 @@ async def metrics(request: web.Request) -> web.Response:
     lines += ["# HELP sglang:cache_hit_rate Prefix cache hit rate (tokens).", "# TYPE sglang:cache_hit_rate gauge"]
     lines.append(f"sglang:cache_hit_rate{label} {rate}")
     lines += _host_metrics(engine, engine.args.served_model_name)
+    lines += _transfer_metrics(engine, engine.args.served_model_name)
     lines += ["# HELP sglang:num_retracted_requests_by_feature_total Retracted requests with each stateful feature.",
               "# TYPE sglang:num_retracted_requests_by_feature_total counter"]
     lines += [f'sglang:num_retracted_requests_by_feature_total{{model_name="{engine.args.served_model_name}",'
@@ -511,6 +574,25 @@ def _host_metrics(engine: Engine, model_name: str) -> list[str]:
     return lines
 
 
+_TRANSFER_METRICS = (
+    ("kv_transfers_total", "KV transfers done (prefill: pulled by the decode server; decode: received).", "transfers"),
+    ("kv_transfer_pages_total", "KV pages moved by those transfers.", "pages"),
+    ("kv_transfer_bytes_total", "KV bytes moved by those transfers.", "bytes"),
+)
+
+
+def _transfer_metrics(engine: Engine, model_name: str) -> list[str]:
+    """A prefill or decode server's transfer counters (its own names: SGLang's differ by backend)."""
+    side = engine.outbox or engine.received
+    if side is None:
+        return []
+    lines = []
+    for name, help_text, attr in _TRANSFER_METRICS:
+        lines += [f"# HELP sglang:{name} {help_text}", f"# TYPE sglang:{name} counter",
+                  f'sglang:{name}{{model_name="{model_name}"}} {getattr(side.stats, attr)}']
+    return lines
+
+
 async def coverage(request: web.Request) -> web.Response:
     """The cumulative coverage map, `{"points": {"<point>": hits}}` (a point: the edge's
     `EDGE_BITS`-bit hash shifted left by `CONTEXT_BITS`, or'ed with the step context's key,
@@ -543,6 +625,7 @@ _OPENAI_FIELDS = {
     "user",
     "echo",
     "cache_salt",
+    "kv_transfer_params",
 }
 
 
@@ -601,6 +684,7 @@ async def completions(request: web.Request) -> web.StreamResponse:
             cache_salt=_salt(body, "cache_salt"),
             adapter=None if model == name else str(model),
         )
+        _transfer_params(engine, req, body)
         stream = _bool(body, "stream", False)
     except BadRequest as e:
         return _error(str(e), e.status)
@@ -634,6 +718,8 @@ async def completions(request: web.Request) -> web.StreamResponse:
     def respond(t: _Tracker) -> dict[str, Any]:
         out = envelope([choice(t, i, 0) for i in range(req.n)])
         out["usage"] = usage(t)
+        if req.transfer_out is not None:
+            out["kv_transfer_params"] = {"transfer_id": req.transfer_out}
         if with_ids:
             out["prompt_token_ids"] = list(prompt)
         return out
@@ -687,8 +773,16 @@ def build_app(engine: Engine) -> web.Application:
             web.get("/coverage", coverage),
             web.post("/v1/completions", completions),
             web.get("/v1/models", models),
+            web.get("/kv_transfer/{tid}", kv_transfer),
         ]
     )
+    if engine.args.disaggregation_mode == "decode":
+        async def peer(app: web.Application) -> AsyncIterator[None]:
+            async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=60)) as session:
+                app[_PEER] = session
+                yield
+
+        app.cleanup_ctx.append(peer)
     return app
 
 
@@ -735,6 +829,8 @@ def main(argv: list[str]) -> int:
         return 2
     except SystemExit as e:  # --help
         return int(e.code or 0)
+    if args.disaggregation_mode == "pair":
+        return serve_pair(args)
     try:
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)

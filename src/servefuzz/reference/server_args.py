@@ -30,10 +30,13 @@ from typing import Any
 from servefuzz.reference.architectures import DEFAULT_ARCH, REFERENCE_ARCHS
 from servefuzz.reference.faults import EXPERT_FAULTS, FAULTS, RECURRENT_FAULTS, WINDOW_FAULTS
 
-__all__ = ["CAPTURE_BATCH_SIZES", "ArgsError", "ServerArgs", "build_parser", "parse_args"]
+__all__ = ["CAPTURE_BATCH_SIZES", "DISAGGREGATION_MODES", "ArgsError", "ServerArgs", "build_parser", "parse_args"]
 
 # Decode batch sizes "captured as CUDA graphs": a decode batch is padded up to the next one.
 CAPTURE_BATCH_SIZES = (1, 2, 4, 8, *range(16, 257, 8))
+# `--disaggregation-mode`: SGLang's values (null, prefill, decode), and the pair: the router that
+# starts one of each behind it (`pd.py`).
+DISAGGREGATION_MODES = ("null", "prefill", "decode", "pair")
 # An adapter's name: the charset the fuzzer's requests may carry (servefuzz.workload.ADAPTER_NAME;
 # the engine imports nothing from the fuzzer, so the rule is stated again here).
 _LORA_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
@@ -80,6 +83,13 @@ class ServerArgs:
     # Trace the engine's own code as edges in context, served at GET /coverage (`tracer`):
     # instrumentation for a fuzzer's feedback, not an engine setting (it changes no answer).
     coverage: bool = False
+    # Prefill/decode disaggregation (`pd.py`, SGLang's flag name and values): "null" is one
+    # server; "prefill" computes a prompt's KV and holds it for its decode server to pull;
+    # "decode" pulls it from the prefill server on `disaggregation_peer_port` (127.0.0.1 only)
+    # and continues from it; "pair" is the router in front of a prefill and a decode server,
+    # which it starts with the same flags.
+    disaggregation_mode: str = "null"
+    disaggregation_peer_port: int = 0
 
     def __post_init__(self) -> None:
         if self.page_size < 1:
@@ -100,6 +110,15 @@ class ServerArgs:
             raise ArgsError("--port must be in 0..65535")
         if not (0 < self.swa_full_tokens_ratio <= 1) or self.swa_tokens < 2 * self.page_size:
             raise ArgsError("--swa-full-tokens-ratio must be in (0, 1] and leave the window pool two pages")
+        if self.disaggregation_mode not in DISAGGREGATION_MODES:
+            raise ArgsError(f"--disaggregation-mode must be one of {', '.join(DISAGGREGATION_MODES)}")
+        if self.disaggregation_mode != "null" and (self.model_arch != DEFAULT_ARCH or self.host_tier_tokens):
+            # A transfer of window pages or recurrent states (or of a host tier's) is not modelled:
+            # one line, not a pair that silently hands over half of what the decode needs.
+            raise ArgsError("--disaggregation-mode: the KV transfer carries a dense model's KV pages alone "
+                            f"(--model-arch {DEFAULT_ARCH}, no --host-tier-tokens)")
+        if self.disaggregation_mode == "decode" and not 0 < self.disaggregation_peer_port <= 65535:
+            raise ArgsError("--disaggregation-mode decode needs --disaggregation-peer-port (its prefill server's port)")
         if self.model_arch not in REFERENCE_ARCHS:
             raise ArgsError(f"unknown --model-arch {self.model_arch!r}; this engine serves: {', '.join(REFERENCE_ARCHS)}")
         if self.host_tier_tokens and (self.recurrent or REFERENCE_ARCHS[self.model_arch].window):
@@ -245,6 +264,19 @@ def build_parser() -> argparse.ArgumentParser:
         "--coverage",
         action="store_true",
         help="trace the engine's scheduling code as edges in context, served at GET /coverage",
+    )
+    p.add_argument(
+        "--disaggregation-mode",
+        default=d.disaggregation_mode,
+        choices=DISAGGREGATION_MODES,
+        help="prefill/decode disaggregation: prefill or decode (one side), pair (a router in front of one "
+        "prefill and one decode server it starts with these flags), null: one server (default %(default)s)",
+    )
+    p.add_argument(
+        "--disaggregation-peer-port",
+        type=int,
+        default=d.disaggregation_peer_port,
+        help="a decode server's prefill server, on 127.0.0.1, that it pulls KV from",
     )
     p.add_argument(
         "--lora",

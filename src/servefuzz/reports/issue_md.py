@@ -34,7 +34,7 @@ from typing import Any
 from servefuzz._version import __version__
 from servefuzz.anomaly import Variant, Verdict, previews
 from servefuzz.engines.registry import spec_of
-from servefuzz.engines.spec import BugForm
+from servefuzz.engines.spec import BugForm, Feature
 from servefuzz.errors import UsageError
 from servefuzz.finding import Bisect, Finding
 from servefuzz.known_issues import Match, trigger_features
@@ -458,6 +458,11 @@ def _environment(draft: _Draft) -> str:
     lines = [f"- engine: {md(t.engine)}" + (f" {md(name(t.version))}" if t.version else ""),
              f"- device: {md(t.device or 'not recorded')}; OS: Linux",
              f"- KV page size: {t.page_size if t.page_size else 'unknown'}"]
+    if t.facts.transfer:
+        # Which server did what under the finding's load: each one's transfer meters, by `role`.
+        did = [f"{x.value:,} {md(x.what)} ({code(x.source)})" for x in f.triggered if x.feature is Feature.KV_TRANSFER]
+        lines.append(f"- servers: a prefill server and a decode server behind a router (KV transfer: "
+                     f"{md(t.facts.transfer)})" + (f"; in the loaded runs: {'; '.join(did)}" if did else ""))
     if t.standins:
         lines.append(f"- servefuzz's stand-ins on the server's path: {md(', '.join(t.standins))}")
     if t.faults:

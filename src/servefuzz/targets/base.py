@@ -686,8 +686,10 @@ def parse_coverage(data: Any) -> dict[int, int]:
 # Labels whose values split a counter into parts a meter reads on their own (`engines.spec.Meter`
 # names one as `name{label=value}`): where a prompt's cached tokens came from (SGLang's
 # `cached_tokens_total{cache_source="device"|"host"|"storage"}`: the host tier's hits), which
-# request feature a retraction carried over (the reference engine's retractions by feature).
-SPLIT_LABELS = ("cache_source", "feature")
+# request feature a retraction carried over (the reference engine's retractions by feature), which
+# server of a prefill/decode pair counted it (the reference pair's router labels each one's series
+# with its `role`: "prefill", "decode").
+SPLIT_LABELS = ("cache_source", "feature", "role")
 _SPLIT = re.compile(r'\b(' + "|".join(SPLIT_LABELS) + r')="([^"\\]*)"')
 
 
