@@ -22,7 +22,8 @@ from scriptload import load_script  # noqa: E402
 
 from servefuzz.models import BUILDS, ArchPaths, build_arch  # noqa: E402
 from servefuzz.models.deepseek_v3 import LAYERS, NEXT_TOKEN_LAYER, SPECULATIVE_HIDDEN  # noqa: E402
-from servefuzz.models.parts import HIDDEN  # noqa: E402
+from servefuzz.models.judgeable import switch_dim  # noqa: E402
+from servefuzz.models.parts import EXPERTS, HIDDEN  # noqa: E402
 
 AGREEMENT = load_script(Path(__file__).parents[2] / "bench" / "mtp_agreement.py")
 
@@ -73,7 +74,7 @@ def test_its_next_token_layer_guesses_the_main_models_token_after_next_most_of_t
 def test_where_the_width_stays_only_the_next_token_layer_differs_from_the_judgeable_build(tmp_path: Path) -> None:
     """Qwen3-Next keeps hidden 256 in the speculative build: its main model is the judgeable
     one's, tensor for tensor, and its MTP layer (`mtp.*`) is rewritten, the fusing matrix to
-    the identity over the embedding half."""
+    the identity over the embedding half (but the context dimension)."""
     from servefuzz.models.qwen3_next import NEXT_TOKEN_LAYER as QWEN
 
     judged, spec = (safetensors_numpy.load_file(str(build_arch(tmp_path / b, "qwen3-next", build=b).hf_dir
@@ -81,4 +82,9 @@ def test_where_the_width_stays_only_the_next_token_layer_differs_from_the_judgea
     assert judged.keys() == spec.keys()
     differ = {n for n in spec if not np.array_equal(spec[n], judged[n])}
     assert differ and all(n.startswith("mtp.") for n in differ), differ
-    assert QWEN.fuse in differ and np.array_equal(spec[QWEN.fuse][:, :HIDDEN], np.eye(HIDDEN, dtype=np.float32))
+    # The identity over the embedding half but at the context dimension, which the hidden half feeds.
+    switch = switch_dim(HIDDEN, EXPERTS)
+    passed = np.eye(HIDDEN, dtype=np.float32)
+    passed[switch, switch] = 0.0
+    fuse = spec[QWEN.fuse]
+    assert np.array_equal(fuse[:, :HIDDEN], passed) and fuse[switch, HIDDEN + switch] > 0
