@@ -16,6 +16,14 @@ token is its draft of token j+2; a verifier drafting one token a step accepts it
 model's own greedy token j+2 is the same. The figure printed is that agreement over every
 generated token j+2 (a verifier drafts at most one a step, so it sees a subset of these
 positions: the rate, not the count, carries over).
+
+`--serve` asks vLLM CPU (the `vllm-cpu` preset, float32) instead: each DeepSeek-V3 build from
+servefuzz's cache (`engines.arch_models`, as `--model-arch deepseek-v3 --model-build BUILD`
+serves it) behind `--speculative-config {"method":"mtp","num_speculative_tokens":1}`, eight
+greedy 48-token completions of random 24-token prompts one after another, and the engine's own
+meter: `vllm:spec_decode_num_accepted_tokens_total` of `vllm:spec_decode_num_draft_tokens_total`.
+
+    python bench/mtp_agreement.py --serve
 """
 
 from __future__ import annotations
@@ -146,6 +154,35 @@ def agreement(hf_dir: Path, arch: str = "deepseek-v3", *, prompts: int = 6, new:
     return hits, total
 
 
+MTP_CONFIG = ("--speculative-config", '{"method":"mtp","num_speculative_tokens":1}')
+_METERS = ("vllm:spec_decode_num_draft_tokens_total", "vllm:spec_decode_num_accepted_tokens_total")
+
+
+def served(build: str, log: Path, *, answers: int = 8, new: int = 48, seed: int = 53) -> tuple[int, int]:
+    """(accepted, drafted) by vLLM CPU's own meter for the DeepSeek-V3 `build` (the module docstring)."""
+    import urllib.request
+
+    from servefuzz import engines
+    from servefuzz.engine_flags import with_flags
+    from servefuzz.launcher import Launch, ServerProcess
+
+    launch = Launch.resolve("vllm-cpu", model=engines.arch_models("deepseek-v3", build=build))
+    argv = with_flags(launch.argv, MTP_CONFIG)
+    rng = np.random.default_rng(seed)
+    with ServerProcess(argv, env=launch.env, log_path=log, start_timeout_s=launch.start_timeout_s) as srv:
+        for _ in range(answers):
+            body = {"model": "tiny", "prompt": rng.integers(100, 2000, 24).tolist(), "max_tokens": new, "temperature": 0}
+            request = urllib.request.Request(srv.base_url + "/v1/completions", json.dumps(body).encode(),
+                                             {"Content-Type": "application/json"})
+            with urllib.request.urlopen(request, timeout=300) as answer:
+                answer.read()
+        with urllib.request.urlopen(srv.base_url + "/metrics", timeout=30) as page:
+            text = page.read().decode()
+    counts = {m: sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines() if line.startswith(m + "{"))
+              for m in _METERS}
+    return int(counts[_METERS[1]]), int(counts[_METERS[0]])
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     from servefuzz.models import BUILDS, build_arch
 
@@ -154,7 +191,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--builds", nargs="+", default=list(BUILDS), choices=BUILDS)
     parser.add_argument("--prompts", type=int, default=6)
     parser.add_argument("--new", type=int, default=50)
+    parser.add_argument("--serve", action="store_true", help="vLLM CPU's own acceptance meter instead (DeepSeek-V3)")
     args = parser.parse_args(argv)
+    if args.serve:
+        print("| engine | model | build | accepted / drafted | rate | seconds |")
+        print("|---|---|---|---|---|---|")
+        for build in args.builds:
+            start = time.monotonic()
+            with tempfile.TemporaryDirectory() as tmp:
+                accepted, drafted = served(build, Path(tmp) / "server.log")
+            print(f"| vLLM CPU | deepseek-v3 | {build} | {accepted} / {drafted} | {accepted / max(drafted, 1):.1%} "
+                  f"| {time.monotonic() - start:.0f} |", flush=True)
+        return 0
     print("| model | build | hidden | agreeing drafts | rate | seconds |")
     print("|---|---|---|---|---|---|")
     for arch in args.arch:
