@@ -220,7 +220,7 @@ def test_the_numerics_build_is_kept_and_cached_apart(tmp_path: Path, monkeypatch
     """`numerics`, the default (what tests and findings were measured on), writes the random
     draw as it was (the judgeable build reshapes the same draw), and the cache keeps each build
     in a folder of its own; an unknown build is one line."""
-    assert DEFAULT_BUILD == "numerics" and set(BUILDS) == {"judgeable", "numerics"}
+    assert DEFAULT_BUILD == "numerics" and set(BUILDS) == {"judgeable", "numerics", "speculative"}
     safetensors_numpy = pytest.importorskip("safetensors.numpy")
     a = build_arch(tmp_path / "a", "qwen3-moe", build="judgeable")
     b = build_arch(tmp_path / "b", "qwen3-moe")

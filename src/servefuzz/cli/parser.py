@@ -131,7 +131,9 @@ def _fuzz_flags(f: argparse.ArgumentParser) -> None:
     f.add_argument("--model-build", choices=BUILDS, metavar="BUILD",
                    help=f"with --model-arch: which build of it ({DEFAULT_BUILD}, the default: random weights as drawn, "
                         "what findings so far were measured on; judgeable: decisive routers, contractive recurrent "
-                        "states, confident output layer, so bfloat16 rounding rarely flips a route or a token)")
+                        "states, confident output layer, so bfloat16 rounding rarely flips a route or a token; "
+                        "speculative: judgeable with an MTP layer whose drafts agree most of the time, DeepSeek-V3 at "
+                        "hidden 512 for SGLang's MTP)")
     f.add_argument("--profile", metavar="NAME",
                    help="with a --launch preset: run it under a feature profile "
                         f"({_profile_names()}; docs/engines.md); recorded in findings, varied by triage")
@@ -295,8 +297,9 @@ def build_parser() -> UsageParser:
                    help="architecture (default llama, the presets' own); any other is written as DIR/hf-DTYPE/ and, "
                         "through llama.cpp's converter where it is installed, DIR/ARCH.gguf")
     m.add_argument("--build", choices=BUILDS, default=DEFAULT_BUILD,
-                   help=f"with --arch other than llama: {DEFAULT_BUILD} (default: random weights as drawn) or judgeable "
-                        "(decisive routers, contractive recurrent states, confident output layer)")
+                   help=f"with --arch other than llama: {DEFAULT_BUILD} (default: random weights as drawn), judgeable "
+                        "(decisive routers, contractive recurrent states, confident output layer) or speculative "
+                        "(judgeable with an MTP layer whose drafts agree most of the time)")
 
     e = sub.add_parser("engines", help="install an engine version into servefuzz's cache (for --launch PRESET@VERSION)",
                        description="install PRESET@VERSION: build llama-server at a release tag (bNNNN, from PyPI's "

@@ -457,7 +457,8 @@ GPU_PROFILES: tuple[Profile, ...] = (
     Profile("sglang-gpu", "spec-mtp", ("--speculative-algorithm", "EAGLE"),
             "MTP speculative decoding through DeepSeek-V3's next-token layer (EAGLE worker, 3 steps)",
             "speculative decoding (MTP)", needs="a DeepSeek-V3 model with its next-token layer and a hidden "
-            "size over 256 (SGLang 0.5.17's fused_eh_norm refuses 256, the tiny model's: measured on the H200)",
+            "size over 256 (SGLang 0.5.17's fused_eh_norm refuses 256: measured on the H200): "
+            "`--model-arch deepseek-v3 --model-build speculative` (hidden 512, drafts that agree)",
             aims=("batch-sweep", "n-mix"), features=(Feature.SPECULATIVE,)),
     # HiCache: a 4,096-token device pool (page 16) backed by a host pool twice its size, so that
     # radix pages are written to host memory, evicted from the GPU and loaded back on a later

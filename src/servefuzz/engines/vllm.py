@@ -352,7 +352,8 @@ GPU_PROFILES: tuple[Profile, ...] = (
     Profile("vllm-gpu", "spec-mtp", ("--speculative-config", '{"method":"mtp","num_speculative_tokens":1}'),
             "MTP speculative decoding through DeepSeek-V3's next-token layer (1 drafted token a step)",
             "speculative decoding (MTP)", needs="a DeepSeek-V3 model with its next-token layer: "
-            "`--model-arch deepseek-v3`", aims=("batch-sweep", "n-mix"), features=(Feature.SPECULATIVE,)),
+            "`--model-arch deepseek-v3`; `--model-build speculative` for drafts that agree",
+            aims=("batch-sweep", "n-mix"), features=(Feature.SPECULATIVE,)),
     # Qwen3-Next's gated delta net: its prefill picks FlashInfer on Hopper, which the bundle
     # does not carry; Triton's (flash-linear-attention's kernels) is the one that runs there.
     Profile("vllm-gpu", "gdn", ("--gdn-prefill-backend", "triton"),

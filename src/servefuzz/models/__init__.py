@@ -32,6 +32,12 @@ It writes a draft model for llama-server's draft-model speculative decoding too 
 that its greedy guesses are the target's often but not always and the verify step both accepts
 and rejects drafts.
 
+Builds are an axis too (`BUILDS`): `numerics`, the draw as it is (the default), `judgeable`
+(`models.judgeable`: the draw reshaped so rounding rarely flips a route or a token) and
+`speculative` (judgeable, and the next-token-prediction layer of DeepSeek-V3 and Qwen3-Next built
+to agree with the main model, `models.speculative`; DeepSeek-V3 `SPECULATIVE_HIDDEN` wide, for
+SGLang's MTP kernel).
+
 The tokenizer is trained with the optional `models` extra (`pip install 'servefuzz[models]'`),
 imported only when used.
 """
@@ -48,7 +54,18 @@ from typing import Any
 import numpy as np
 
 from servefuzz.errors import UsageError, extra_module
-from servefuzz.models import deepseek_v3, gemma3, gguf_convert, gpt_oss, judgeable, llama, nemotron_h, qwen3_moe, qwen3_next
+from servefuzz.models import (
+    deepseek_v3,
+    gemma3,
+    gguf_convert,
+    gpt_oss,
+    judgeable,
+    llama,
+    nemotron_h,
+    qwen3_moe,
+    qwen3_next,
+    speculative,
+)
 from servefuzz.models.files import HF_SPECIALS, hf_tokens, made_up_words, random_weights, write_hf_folder
 from servefuzz.models.judgeable import BUILDS, DEFAULT_BUILD
 from servefuzz.models.llama import ADAPTERS, TINY, ModelShape
@@ -80,7 +97,9 @@ DTYPES = ("float32", "bfloat16")
 _HF_VOCAB = 2048
 
 # Every architecture `build_arch` writes, by the name `--arch` takes: llama is `build_models`'s
-# own; the others are one module each with `config(vocab, ids, dtype)` and `shapes(vocab)`.
+# own; the others are one module each with `config(vocab, ids, dtype)` and `shapes(vocab)` (both
+# taking `hidden=` where the module sets a `SPECULATIVE_HIDDEN`), and `NEXT_TOKEN_LAYER` where it
+# has an MTP layer.
 _ARCH_MODULES: dict[str, ModuleType] = {m.NAME: m for m in (qwen3_moe, deepseek_v3, gpt_oss, gemma3, qwen3_next, nemotron_h)}
 ARCHITECTURES = ("llama", *_ARCH_MODULES)
 
@@ -177,16 +196,22 @@ def build_arch(out_dir: Path, arch: str, *, dtype: str = "float32", seed: int = 
     _mkdir(hf_dir)
     text = hf_tokenizer_json(seed)
     vocab, quiet, ids = hf_tokens(text)
-    shapes = module.shapes(vocab)
+    # The speculative build's own width where an engine's speculative kernel refuses the others'.
+    wide = {"hidden": module.SPECULATIVE_HIDDEN} if build == "speculative" and hasattr(module, "SPECULATIVE_HIDDEN") else {}
+    shapes = module.shapes(vocab, **wide)
     weights = random_weights(np.random.default_rng([seed, 1]), shapes, vocab=vocab, quiet=quiet,
                              embed_std=getattr(module, "EMBED_STD", 1.0))
-    config = module.config(vocab, ids, dtype)
-    if build == "judgeable":  # the same draw, reshaped (its own stream: the draw stays the numerics build's)
+    config = module.config(vocab, ids, dtype, **wide)
+    if build != DEFAULT_BUILD:  # the same draw, reshaped (its own stream: the draw stays the numerics build's)
         judgeable.shape(weights, np.random.default_rng([seed, 6]), vocab=vocab, quiet=quiet,
                         hidden=int(config["hidden_size"]), experts=_experts(config),
                         groups=int(config.get("n_group") or 1), mamba_heads=int(config.get("mamba_num_heads") or 0),
                         head_gain=getattr(module, "HEAD_GAIN", judgeable.HEAD_GAIN),
                         centred_norm=getattr(module, "centred_norm", None))
+    layer = getattr(module, "NEXT_TOKEN_LAYER", None)
+    if build == "speculative" and layer is not None:  # where the architecture has one (as released)
+        hidden = int(config["hidden_size"])
+        speculative.agree(weights, layer, hidden=hidden, switch=judgeable.switch_dim(hidden, _experts(config)))
     write_hf_folder(hf_dir, tokenizer_json=text, config=config, weights=weights, dtype=dtype,
                     context=int(config["max_position_embeddings"]))
     made, why = gguf_convert.convert(hf_dir, out_dir / f"{arch}.gguf", converter)

@@ -22,6 +22,7 @@ from .parts import (
     mlp,
     shared_config,
 )
+from .speculative import NextTokenLayer
 
 NAME = "deepseek-v3"
 LAYERS = 2
@@ -35,11 +36,23 @@ QK_ROPE = 64
 QK_NOPE = 128
 V_HEAD = 128
 GROUPS, TOPK_GROUPS = 2, 1
+# The speculative build's hidden size (`models.speculative`): SGLang's MTP fuses the two norms
+# before `eh_proj` in one CUDA kernel that takes a hidden size in (256, 8192], a multiple of 256
+# (sglang/kernels/ops/layernorm/fused_eh_norm.py: "fused_eh_norm: unsupported hidden_size=256"
+# on the H200), so the build SGLang's MTP is served is one step wider than the others.
+SPECULATIVE_HIDDEN = 512
+# The next-token-prediction layer as released: its own copies of the embeddings and the output
+# layer beside the fusing `eh_proj` (vLLM's deepseek_mtp.py and SGLang's deepseek_nextn.py read
+# `enorm(embedding)` then `hnorm(hidden)`, in that order, through it).
+_MTP = f"model.layers.{LAYERS}."
+NEXT_TOKEN_LAYER = NextTokenLayer(
+    fuse=_MTP + "eh_proj.weight", block=_MTP,
+    copies=((_MTP + "embed_tokens.weight", "model.embed_tokens.weight"), (_MTP + "shared_head.head.weight", "lm_head.weight")))
 
 
-def config(vocab: int, ids: dict[str, int], dtype: str) -> dict[str, Any]:
+def config(vocab: int, ids: dict[str, int], dtype: str, hidden: int = HIDDEN) -> dict[str, Any]:
     return {
-        "architectures": ["DeepseekV3ForCausalLM"], "model_type": "deepseek_v3", **shared_config(ids, dtype, vocab),
+        "architectures": ["DeepseekV3ForCausalLM"], "model_type": "deepseek_v3", **shared_config(ids, dtype, vocab, hidden),
         "intermediate_size": FFN, "num_hidden_layers": LAYERS, "num_attention_heads": HEADS,
         "num_key_value_heads": HEADS, "hidden_act": "silu", "rms_norm_eps": RMS_EPS, "rope_theta": 10000.0,
         "attention_bias": False, "q_lora_rank": Q_LORA_RANK, "kv_lora_rank": KV_LORA_RANK,
@@ -52,38 +65,38 @@ def config(vocab: int, ids: dict[str, int], dtype: str) -> dict[str, Any]:
     }
 
 
-def _layer(t: Shapes, i: int) -> None:
+def _layer(t: Shapes, i: int, hidden: int) -> None:
     p = f"model.layers.{i}."
-    t[p + "input_layernorm.weight"] = (HIDDEN,)
+    t[p + "input_layernorm.weight"] = (hidden,)
     a = p + "self_attn."
-    t[a + "q_a_proj.weight"] = (Q_LORA_RANK, HIDDEN)
+    t[a + "q_a_proj.weight"] = (Q_LORA_RANK, hidden)
     t[a + "q_a_layernorm.weight"] = (Q_LORA_RANK,)
     t[a + "q_b_proj.weight"] = (HEADS * (QK_NOPE + QK_ROPE), Q_LORA_RANK)
-    t[a + "kv_a_proj_with_mqa.weight"] = (KV_LORA_RANK + QK_ROPE, HIDDEN)
+    t[a + "kv_a_proj_with_mqa.weight"] = (KV_LORA_RANK + QK_ROPE, hidden)
     t[a + "kv_a_layernorm.weight"] = (KV_LORA_RANK,)
     t[a + "kv_b_proj.weight"] = (HEADS * (QK_NOPE + V_HEAD), KV_LORA_RANK)
-    t[a + "o_proj.weight"] = (HIDDEN, HEADS * V_HEAD)
-    t[p + "post_attention_layernorm.weight"] = (HIDDEN,)
+    t[a + "o_proj.weight"] = (hidden, HEADS * V_HEAD)
+    t[p + "post_attention_layernorm.weight"] = (hidden,)
     if i < DENSE_LAYERS:
-        mlp(t, p + "mlp.")
+        mlp(t, p + "mlp.", hidden=hidden)
         return
-    experts(t, p + "mlp.")
+    experts(t, p + "mlp.", hidden)
     t[p + "mlp.gate.e_score_correction_bias"] = (EXPERTS,)
-    mlp(t, p + "mlp.shared_experts.", EXPERT_FFN)
+    mlp(t, p + "mlp.shared_experts.", EXPERT_FFN, hidden)
 
 
-def shapes(vocab: int) -> Shapes:
+def shapes(vocab: int, hidden: int = HIDDEN) -> Shapes:
     t: Shapes = {}
     for i in range(LAYERS):
-        _layer(t, i)
-    ends(t, vocab)
+        _layer(t, i, hidden)
+    ends(t, vocab, hidden=hidden)
     for i in range(LAYERS, LAYERS + MTP_LAYERS):  # the next-token-prediction layer, as released
         p = f"model.layers.{i}."
-        t[p + "embed_tokens.weight"] = (vocab, HIDDEN)
-        t[p + "enorm.weight"] = (HIDDEN,)
-        t[p + "hnorm.weight"] = (HIDDEN,)
-        t[p + "eh_proj.weight"] = (HIDDEN, 2 * HIDDEN)
-        _layer(t, i)
-        t[p + "shared_head.norm.weight"] = (HIDDEN,)
-        t[p + "shared_head.head.weight"] = (vocab, HIDDEN)
+        t[p + "embed_tokens.weight"] = (vocab, hidden)
+        t[p + "enorm.weight"] = (hidden,)
+        t[p + "hnorm.weight"] = (hidden,)
+        t[p + "eh_proj.weight"] = (hidden, 2 * hidden)
+        _layer(t, i, hidden)
+        t[p + "shared_head.norm.weight"] = (hidden,)
+        t[p + "shared_head.head.weight"] = (vocab, hidden)
     return t

@@ -60,10 +60,11 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["BUILDS", "DEFAULT_BUILD", "shape"]
+__all__ = ["BUILDS", "DEFAULT_BUILD", "WRITER", "shape", "switch_dim"]
 
-# numerics, the default: what every test and finding before this build was measured on.
-BUILDS = ("numerics", "judgeable")
+# numerics, the default: what every test and finding before this build was measured on;
+# speculative: this build with next-token-prediction layers that agree (`models.speculative`).
+BUILDS = ("numerics", "judgeable", "speculative")
 DEFAULT_BUILD = "numerics"
 
 # The routing code: CODE in each of a token's two preferred dimensions of the residual stream.
@@ -91,7 +92,7 @@ LEVEL = 2.0
 # residual stream (rows = hidden dimensions; GPT-OSS's stacked experts keep them last), the gates
 # of a recurrent layer.
 _ROUTER = re.compile(r"\.(gate|router)\.weight$")
-_WRITER = re.compile(r"\.(o_proj|down_proj|out_proj)\.weight$")
+WRITER = re.compile(r"\.(o_proj|down_proj|out_proj)\.weight$")
 _STACKED_WRITER = re.compile(r"\.experts\.down_proj$")
 _FEEDFORWARD = re.compile(r"\.down_proj\.weight$")  # the MLPs' and experts' writers (a token's own)
 
@@ -135,7 +136,7 @@ def _route(w: dict[str, Any], rng: Any, *, vocab: int, hidden: int, experts: int
         scale = float(np.std(w[name][:, : hidden - experts]))  # Gemma draws its embeddings smaller
         w[name][:, code] = table * scale
     for name in w:
-        if _WRITER.search(name) and w[name].shape[0] == hidden:
+        if WRITER.search(name) and w[name].shape[0] == hidden:
             w[name][code] = 0.0
         elif _STACKED_WRITER.search(name) and w[name].shape[-1] == hidden:
             w[name][..., code] = 0.0
@@ -163,6 +164,12 @@ def _recur(w: dict[str, Any], rng: Any, mamba_heads: int) -> None:
             w[layer + "in_proj.weight"][-mamba_heads:] *= GATE_SCALE
 
 
+def switch_dim(hidden: int, experts: int) -> int:
+    """The residual dimension that tells a token's two successors apart (`_head`): the one below
+    the routing code, which only the context's layers write."""
+    return hidden - experts - 1
+
+
 def _head(w: dict[str, Any], rng: Any, *, vocab: int, quiet: Sequence[int], hidden: int, experts: int,
           gain: float) -> None:
     """Successor pairs told apart by one context dimension (the module docstring). Two dimensions
@@ -173,13 +180,13 @@ def _head(w: dict[str, Any], rng: Any, *, vocab: int, quiet: Sequence[int], hidd
         return  # the architecture's residual stream cannot carry the lean: its random layer stays
     names = _embeddings(w)
     embed = w[names[0]]
-    switch, level = hidden - experts - 1, hidden - experts - 2
+    switch, level = switch_dim(hidden, experts), hidden - experts - 2
     scale = float(np.std(embed[:, :level]))  # Gemma draws its embeddings smaller
     for name in names:
         w[name][:, switch] = 0.0
         w[name][:, level] = scale
     for name in w:
-        if _WRITER.search(name) and w[name].shape[0] == hidden:
+        if WRITER.search(name) and w[name].shape[0] == hidden:
             w[name][level] = 0.0
             if _FEEDFORWARD.search(name):  # the switch is the context's: attention and state write it
                 w[name][switch] = 0.0

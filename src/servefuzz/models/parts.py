@@ -12,7 +12,8 @@ Shapes = dict[str, tuple[int, ...]]
 
 # One size for every architecture's common dimensions, chosen so the engines pick their real
 # kernels: head_dim 64 (FlashAttention's and the Triton kernels' smallest common size), grouped
-# query attention (4 query heads share 2 KV heads), a hidden size of 256 that builds in a second.
+# query attention (4 query heads share 2 KV heads), a hidden size of 256 that builds in a second
+# (an architecture may take another where an engine's kernel refuses 256: `hidden` below).
 HIDDEN = 256
 HEADS = 4
 KV_HEADS = 2
@@ -29,10 +30,10 @@ SSM_CHUNK = 32
 RMS_EPS = 1e-6
 
 
-def shared_config(ids: dict[str, int], dtype: str, vocab: int) -> dict[str, Any]:
+def shared_config(ids: dict[str, int], dtype: str, vocab: int, hidden: int = HIDDEN) -> dict[str, Any]:
     """The config keys every architecture takes the same way."""
     return {
-        "vocab_size": vocab, "hidden_size": HIDDEN, "max_position_embeddings": CONTEXT,
+        "vocab_size": vocab, "hidden_size": hidden, "max_position_embeddings": CONTEXT,
         "tie_word_embeddings": False, "bos_token_id": ids["<s>"], "eos_token_id": ids["</s>"],
         "pad_token_id": ids["<pad>"], "dtype": dtype,
     }
@@ -58,21 +59,22 @@ def attention(t: Shapes, p: str, *, bias: bool = False, qk_norm: bool = False, q
         t[f"{p}k_norm.weight"] = (HEAD_DIM,)
 
 
-def mlp(t: Shapes, p: str, ffn: int = FFN) -> None:
+def mlp(t: Shapes, p: str, ffn: int = FFN, hidden: int = HIDDEN) -> None:
     """A SwiGLU MLP `p`gate/up/down_proj."""
-    t[f"{p}gate_proj.weight"] = (ffn, HIDDEN)
-    t[f"{p}up_proj.weight"] = (ffn, HIDDEN)
-    t[f"{p}down_proj.weight"] = (HIDDEN, ffn)
+    t[f"{p}gate_proj.weight"] = (ffn, hidden)
+    t[f"{p}up_proj.weight"] = (ffn, hidden)
+    t[f"{p}down_proj.weight"] = (hidden, ffn)
 
 
-def experts(t: Shapes, p: str) -> None:
+def experts(t: Shapes, p: str, hidden: int = HIDDEN) -> None:
     """A router `p`gate and `EXPERTS` SwiGLU experts `p`experts.J, one tensor each (as released)."""
-    t[f"{p}gate.weight"] = (EXPERTS, HIDDEN)
+    t[f"{p}gate.weight"] = (EXPERTS, hidden)
     for j in range(EXPERTS):
-        mlp(t, f"{p}experts.{j}.", EXPERT_FFN)
+        mlp(t, f"{p}experts.{j}.", EXPERT_FFN, hidden)
 
 
-def ends(t: Shapes, vocab: int, *, embed: str = "model.embed_tokens", norm: str = "model.norm") -> None:
-    t[f"{embed}.weight"] = (vocab, HIDDEN)
-    t[f"{norm}.weight"] = (HIDDEN,)
-    t["lm_head.weight"] = (vocab, HIDDEN)
+def ends(t: Shapes, vocab: int, *, embed: str = "model.embed_tokens", norm: str = "model.norm",
+         hidden: int = HIDDEN) -> None:
+    t[f"{embed}.weight"] = (vocab, hidden)
+    t[f"{norm}.weight"] = (hidden,)
+    t["lm_head.weight"] = (vocab, hidden)

@@ -23,6 +23,7 @@ from .parts import (
     mlp,
     shared_config,
 )
+from .speculative import NextTokenLayer
 
 NAME = "qwen3-next"
 LAYERS = 4
@@ -35,6 +36,9 @@ CONV_KERNEL = 4
 # The judgeable build's output-layer lean (`models.judgeable.HEAD_GAIN`, 0.3 elsewhere): its residual
 # stream keeps less of the current token's embedding than the MoE models' do.
 HEAD_GAIN = 0.45
+# The MTP layer (vLLM's and SGLang's qwen3_next_mtp.py: `fc` over the normed embedding, then the
+# normed hidden state; the main model's embeddings and output layer, no copies of its own).
+NEXT_TOKEN_LAYER = NextTokenLayer(fuse="mtp.fc.weight", block="mtp.layers.0.")
 
 
 def config(vocab: int, ids: dict[str, int], dtype: str) -> dict[str, Any]:
