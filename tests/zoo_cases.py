@@ -301,23 +301,12 @@ def host_key_no_salt(b: PromptBuilder) -> Case:
 
 
 def host_loadback_race(b: PromptBuilder) -> Case:
-    # A smaller device pool (8 pages of 64) behind a 2,048-token host, for a quicker wave: r01
-    # caches a 128-token prefix; r03 (384 tokens) pushes it out to the host and is done by about
-    # 250 ms (in one extend with r04), its pages cached; r04 decodes 300 tokens after it. r05
-    # returns to the prefix while r04 decodes: its load-back is issued beside r04's decode in
-    # flight, over pages r03 wrote, and its prefill reads them before the copy lands. r05 must
-    # come well after r03 is done (else it is admitted at that extend's end, with no decode in
-    # flight: no race; shrink cuts r04's decode to what reaches r05, never r05's margin), and four
-    # requests are the least it takes: the prefix's owner, a pusher that is done (a load-back
-    # needs room, and the only room is a finished request's cached pages: eviction frees no
-    # more than it must), the decoding request and the returning one.
-    return ["--max-total-tokens", "512", "--host-tier-tokens", "2048"], Scenario(13, (
-        RequestSpec("r01", 0.0, b.prompt("p0", 128, 148), 2, "p0", 128),
-        RequestSpec("r02", 10.0, b.prompt(None, 0, 30), 4),
-        RequestSpec("r03", 100.0, b.prompt(None, 0, 384), 1),
-        RequestSpec("r04", 100.5, b.prompt(None, 0, 20), 300),
-        RequestSpec("r05", 500.0, b.prompt("p0", 128, 138), 12, "p0", 128),
-        RequestSpec("r06", 520.0, b.prompt(None, 0, 20), 4),
+    # After the push-out, r07 decodes 300 tokens; r08 returns to the prefix while it does: its
+    # load-back is issued beside r07's decode in flight, and its prefill reads the pages early.
+    return HOST, Scenario(13, (
+        *pushed_out(b),
+        RequestSpec("r07", 160.0, b.prompt(None, 0, 40), 300),
+        RequestSpec("r08", 700.0, b.prompt("p0", 256, 266), 12, "p0", 256),
     ))
 
 
