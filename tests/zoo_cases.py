@@ -249,9 +249,9 @@ def window_modulo_after_saturation(b: PromptBuilder) -> Case:
     # A 512-token pool (8 pages, 6 window pages): r01 and r02 together need 9 (r02 waits, the
     # pool saturated with two requests in), and r02 is cached. r04 hits r02's first three pages
     # with 10 tokens more (202 tokens, 10 past a page edge): its partial page's window KV is
-    # written one window page past r02's page 2, not into its own. Three requests are the least
-    # it takes (two to saturate, one of them cached, and the hit); a 4,096-token pool under two
-    # 2,000-token prompts showed the same at 4 s a replay, shrunk in 153 s.
+    # written one window page past r02's page 2, not into its own: a shrink to 3 requests (two
+    # to saturate, one of them cached, and the hit). A 4,096-token pool under two 2,000-token
+    # prompts showed the fault at 4 s a replay, shrunk in 153 s.
     return [*WINDOWED, "--max-total-tokens", "512"], Scenario(16, (
         RequestSpec("r01", 0.0, b.prompt(None, 0, 300), 4),
         RequestSpec("r02", 0.5, b.prompt("p0", 250, 250), 4, "p0", 250),
