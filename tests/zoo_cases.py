@@ -246,17 +246,19 @@ def window_ring_stale(b: PromptBuilder) -> Case:
 
 
 def window_modulo_after_saturation(b: PromptBuilder) -> Case:
-    # A 4096-token pool: r01 and r02 together need more pages than it has (r02 waits, the pool
-    # saturated with two requests in). Then r04 is cached, and r05 hits its first three pages
+    # A 512-token pool (8 pages, 6 window pages): r01 and r02 together need 9 (r02 waits, the
+    # pool saturated with two requests in), and r02 is cached. r04 hits r02's first three pages
     # with 10 tokens more (202 tokens, 10 past a page edge): its partial page's window KV is
-    # written one window page past r04's page 2, not into its own.
-    return [*WINDOWED, "--max-total-tokens", "4096"], Scenario(16, (
-        RequestSpec("r01", 0.0, b.prompt(None, 0, 2000), 4),
-        RequestSpec("r02", 0.5, b.prompt(None, 0, 2000), 4),
+    # written one window page past r02's page 2, not into its own: a shrink to 3 requests (two
+    # to saturate, one of them cached, and the hit). A 4,096-token pool under two 2,000-token
+    # prompts showed the fault at 4 s a replay, shrunk in 153 s.
+    return [*WINDOWED, "--max-total-tokens", "512"], Scenario(16, (
+        RequestSpec("r01", 0.0, b.prompt(None, 0, 300), 4),
+        RequestSpec("r02", 0.5, b.prompt("p0", 250, 250), 4, "p0", 250),
         RequestSpec("r03", 20.0, b.prompt(None, 0, 40), 8),
-        RequestSpec("r04", 3000.0, b.prompt("p0", 250, 250), 4, "p0", 250),
-        RequestSpec("r05", 4000.0, b.prompt("p0", 192, 202), 16, "p0", 192),
-        RequestSpec("r06", 4100.0, b.prompt(None, 0, 30), 4),
+        RequestSpec("r04", 500.0, b.prompt("p0", 192, 202), 16, "p0", 192),
+        RequestSpec("r05", 520.0, b.prompt(None, 0, 30), 4),
+        RequestSpec("r06", 600.0, b.prompt(None, 0, 50), 4),
     ))
 
 
@@ -272,12 +274,19 @@ def pushed_out(b: PromptBuilder, first: str = "r01", adapter: str | None = None)
 
 
 def host_loadback_stale_pages(b: PromptBuilder) -> Case:
-    # After the push-out, r07 (fresh) and r08 (the prefix again) arrive together, queued behind
-    # the pushers: r08's load-back is given pages r07 was just handed, and r07 writes over them.
-    return HOST, Scenario(11, (
-        *pushed_out(b),
-        RequestSpec("r07", 400.0, b.prompt(None, 0, 100), 24),
-        RequestSpec("r08", 400.5, b.prompt("p0", 256, 266), 12, "p0", 256),
+    # The small pool of host_loadback_race below: r03 pushes r01's prefix out to the host and is
+    # done, its pages cached. r04 (fresh) and r05 (the prefix again) arrive together: r05's
+    # load-back is given pages r04 was just handed, and r04 writes over them. Four requests are
+    # the least it takes (the prefix's owner, a pusher that is done, whose cached pages are the
+    # only room a load-back can have, and the two admitted together), so the hand case has one
+    # pusher: five 300-token pushers (25 pages against 15) left at least three after shrinking.
+    return ["--max-total-tokens", "512", "--host-tier-tokens", "2048"], Scenario(11, (
+        RequestSpec("r01", 0.0, b.prompt("p0", 128, 148), 2, "p0", 128),
+        RequestSpec("r02", 10.0, b.prompt(None, 0, 30), 4),
+        RequestSpec("r03", 100.0, b.prompt(None, 0, 384), 1),
+        RequestSpec("r04", 300.0, b.prompt(None, 0, 100), 24),
+        RequestSpec("r05", 300.5, b.prompt("p0", 128, 138), 12, "p0", 128),
+        RequestSpec("r06", 320.0, b.prompt(None, 0, 20), 4),
     ))
 
 

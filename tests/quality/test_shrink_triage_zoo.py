@@ -2,7 +2,8 @@
 
 For each planted fault but the benign one: a hand-made scenario that triggers it (tests/zoo_cases.py), padded with
 bystanders so that shrinking has work to do, is run against a faulty engine to make a real,
-confirmed finding; `servefuzz shrink --launch reference` must end at 3 requests or fewer, and
+confirmed finding; `servefuzz shrink --launch reference` must end at 3 requests or fewer (4 for
+the host tier's load-back faults: `MOST`) within 100 replays, and
 `servefuzz triage --launch reference` must find the fault's own cure (its flag in the zoo) among
 the cures. The benign batch-variant-numerics finding must triage to
 `--enable-deterministic-inference` and be reported as numeric drift.
@@ -96,12 +97,26 @@ def test_every_fault_but_the_benign_ones_has_a_case() -> None:
     assert set(CASES) == set(FAULTS) - {"batch-variant-numerics", "deterministic-decode-drift", "router-tie-numerics"}
 
 
-# Cases not yet fit for this test, each for a measured reason (2026-12-07, on a quiet 2-core box):
-# host-loadback-race's hand-made case does not trigger its race by itself (the default campaign
-# finds the fault: test_zoo_detection); host-loadback-stale-pages shrinks 8 -> 6 requests before
-# its 150-replay budget is spent; window-modulo-after-saturation shrinks to 2 but takes 153 s alone,
-# past this test's timeout beside the suite. Each is an open item of issues 52/53, not a pass.
-NOT_YET = {"host-loadback-race", "host-loadback-stale-pages", "window-modulo-after-saturation"}
+# The most requests each fault's minimal finding may keep: three, but four for the host tier's
+# load-back faults. A load-back needs room, and eviction frees no more than the admission that
+# pushed the prefix out needed, so the only room is a finished request's cached pages: the
+# prefix's owner, a pusher that is done, the returning request and the one it races or shares
+# its pages with (tests/zoo_cases.py).
+MOST = {"host-loadback-race": 4, "host-loadback-stale-pages": 4}
+
+# The shrink's replay budget: its first pass (dropping requests) took 20 to 64 replays on every
+# case (2026-12-07; ssm-checkpoint-batch the most), and the later passes (max_tokens, prompts) are
+# not what this test holds: at 150 they spent the rest on tokens, most of the test's time. A case
+# that needs more than 100 to drop to its bound fails.
+BUDGET = "100"
+
+# Not yet fit for this test (2026-12-07): host-loadback-race's race needs the returning request
+# admitted while another request's decode is in flight, and a decode step took 0.8 ms on a quiet
+# box and 2-4 ms on a busy one (measured), so every timed hand case tried either triggers on a
+# busy box and not on a quiet one or the reverse; a case that makes the returning request wait for
+# the pusher's pages (admitted at the next step, a decode in flight) depends on the decoder's
+# page count at the pusher's admission. An open item of issues 52/53, not a pass.
+NOT_YET = {"host-loadback-race"}
 
 
 @pytest.mark.parametrize("fault", sorted(set(CASES) - NOT_YET))
@@ -110,11 +125,11 @@ def test_shrink_ends_small_and_triage_names_the_cure(fault: str, tmp_path: Path,
     assert len(scenario.requests) >= 6
     path = make_finding(fault, flags, scenario, tmp_path)
 
-    rc = cli(["shrink", str(path), "--launch", "reference", "--budget", "150", "--confirm-runs", "5"])
+    rc = cli(["shrink", str(path), "--launch", "reference", "--budget", BUDGET, "--confirm-runs", "5"])
     out = capsys.readouterr().out
     assert rc == 0, out
     minimal = load_finding(tmp_path / minimal_name(path))
-    assert len(minimal.scenario.requests) <= 3, out
+    assert len(minimal.scenario.requests) <= MOST.get(fault, 3), out
     # A confident flip, backed by the content-swap control where the corruption follows the
     # neighbours' content, else honestly "suspected" (docs/verdicts.md): never drift.
     assert minimal.verdict.backed is RIGHT.get(fault, Verdict.CORRUPTION) and minimal.target.faults == (fault,)
