@@ -3,7 +3,7 @@
 For each planted fault but the benign one: a hand-made scenario that triggers it (tests/zoo_cases.py), padded with
 bystanders so that shrinking has work to do, is run against a faulty engine to make a real,
 confirmed finding; `servefuzz shrink --launch reference` must end at 3 requests or fewer (4 for
-the host tier's load-back faults: `MOST`) within 100 replays, and
+the host tier's load-back faults: `MOST`) within 150 replays, and
 `servefuzz triage --launch reference` must find the fault's own cure (its flag in the zoo) among
 the cures. The benign batch-variant-numerics finding must triage to
 `--enable-deterministic-inference` and be reported as numeric drift.
@@ -104,11 +104,12 @@ def test_every_fault_but_the_benign_ones_has_a_case() -> None:
 # its pages with (tests/zoo_cases.py).
 MOST = {"host-loadback-race": 4, "host-loadback-stale-pages": 4}
 
-# The shrink's replay budget: its first pass (dropping requests) took 20 to 64 replays on every
-# case (2026-12-07; ssm-checkpoint-batch the most), and the later passes (max_tokens, prompts) are
-# not what this test holds: at 150 they spent the rest on tokens, most of the test's time. A case
-# that needs more than 100 to drop to its bound fails.
-BUDGET = "100"
+# The shrink's replay budget. Its first pass (dropping requests) took 20 to 64 replays on every
+# case alone (2026-12-07), but a case may need a second round of it after the token passes:
+# lossy-hit-reload, under the whole suite on a fresh clone, dropped 8 -> 4 in its first round
+# (68 replays), spent 42 on max_tokens and had none left to drop its fourth request. 150 leaves a
+# second round room.
+BUDGET = "150"
 
 # Not yet fit for this test (2026-12-07): host-loadback-race's race needs the returning request
 # admitted while another request's decode is in flight, and a decode step took 0.8 ms on a quiet
