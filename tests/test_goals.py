@@ -21,7 +21,7 @@ from servefuzz.corpus import Corpus, Schedule
 from servefuzz.engines.reference import SPEC as REFERENCE
 from servefuzz.engines.spec import Feature
 from servefuzz.exercise import Count, Exercise, Setting
-from servefuzz.goals import GOAL_SHARE, Pursuit, goal_parts
+from servefuzz.goals import GOAL_SHARE, Pursuit, goal_parts, standing_goals
 from servefuzz.progress import print_summary
 from servefuzz.runner import Runner
 from servefuzz.strategies import ChunkBoundary, RandomLoad, RetractionPressure, TargetShape
@@ -81,6 +81,13 @@ def test_a_goal_with_parts_stays_pursued_until_each_part_the_target_can_move_has
     plain = Pursuit(offered=("random", "retraction"))
     plain.update(retracted(8, n=8, seeded=0), iteration=20, spent=0.5)
     assert plain.goals[Feature.PREEMPTION].reached_at == 20 and plain.focus == ()
+    # A pool one scenario fills past makes preemption a goal whatever the switches say; a large one does not.
+    small = Pursuit(offered=("random", "retraction"), parts=parts, standing=standing_goals(TargetShape(max_total_tokens=4096)))
+    small.update(Exercise(), iteration=20, spent=0.5)
+    assert small.focus == ("retraction",)
+    large = Pursuit(offered=("random",), parts=parts, standing=standing_goals(TargetShape(max_total_tokens=1 << 20)))
+    large.update(Exercise(), iteration=20, spent=0.5)
+    assert large.goals == {}
     # Adapters served add that part; a grammar's retraction is never one (it cannot hold pages).
     served = goal_parts(REFERENCE.meters, TargetShape(seeded_sampling=True, choices=True, adapters=("a",)).capabilities)
     assert served[Feature.PREEMPTION] == (by % "seeded", by % "adapter", by % "n")

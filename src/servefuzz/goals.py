@@ -43,7 +43,7 @@ from servefuzz.strategies import TargetShape
 from servefuzz.strategies.prefix import EvictionPressure
 
 __all__ = ["AIMED_AT", "GOAL_AFTER", "GOAL_SHARE", "GOAL_TRIES", "Goal", "Pursuit", "budget_spent", "goal_parts",
-           "why_unreached"]
+           "standing_goals", "why_unreached"]
 
 # The share of the budget (time or requests) a campaign spends as it likes before it pursues a goal
 # still at zero: the first round and the feedback's own choices reach most mechanisms by then.
@@ -105,19 +105,20 @@ class Pursuit:
     """The campaign's goals, updated after every execution (`update`) and every scenario a pursued
     goal's strategy ran (`ran`); `focus` is what the schedule is asked to favour."""
 
-    def __init__(self, offered: Sequence[str], parts: Mapping[Feature, Sequence[str]] | None = None) -> None:
+    def __init__(self, offered: Sequence[str], parts: Mapping[Feature, Sequence[str]] | None = None,
+                 standing: Sequence[Feature] = ()) -> None:
         self.offered = tuple(offered)
         self.parts = {f: tuple(p) for f, p in (parts or {}).items()}  # `goal_parts`
+        self.standing = tuple(standing)  # `standing_goals`: goals whatever the server's switches say
         self.goals: dict[Feature, Goal] = {}
 
     def update(self, exercise: Exercise, *, iteration: int, spent: float) -> None:
         """Take in what the engine has done so far (the campaign's cumulative `exercise`) at
         `iteration`, `spent` the share of the budget used (0-1)."""
-        for s in exercise.settings:
-            if not (s.on or s.aimed) or s.feature in self.goals:
-                continue
-            aimed = tuple(n for n in AIMED_AT.get(s.feature, ()) if n in self.offered)
-            self.goals[s.feature] = Goal(s.feature, aimed)
+        wanted = [s.feature for s in exercise.settings if s.on or s.aimed] + list(self.standing)
+        for f in wanted:
+            if f not in self.goals:
+                self.goals[f] = Goal(f, tuple(n for n in AIMED_AT.get(f, ()) if n in self.offered))
         for f, g in self.goals.items():
             if g.reached_at is not None:
                 continue
@@ -171,6 +172,16 @@ def budget_spent(*, elapsed_s: float, time_budget_s: float | None, requests: int
     shares = [elapsed_s / time_budget_s] if time_budget_s else []
     shares += [requests / request_budget] if request_budget else []
     return max(shares) if shares else scenarios / UNBUDGETED_SCENARIOS
+
+
+def standing_goals(shape: TargetShape) -> tuple[Feature, ...]:
+    """The mechanisms the target's own size puts within reach, whatever its switches say: a pool
+    one scenario can fill past (`small-pool`) retracts or preempts, so preemption is a goal there.
+
+    >>> standing_goals(TargetShape(max_total_tokens=4096)), standing_goals(TargetShape())
+    ((<Feature.PREEMPTION: 'preemption'>,), ())
+    """
+    return (Feature.PREEMPTION,) if "small-pool" in shape.conditions else ()
 
 
 def goal_parts(meters: Sequence[Meter], capabilities: Collection[str]) -> dict[Feature, tuple[str, ...]]:
