@@ -88,7 +88,14 @@ class Goal:
 
     @property
     def given_up(self) -> bool:
-        return self.reached_at is None and sum(self.tried.values()) >= GOAL_TRIES
+        """Not reached, and each strategy aimed at it has had its share of `GOAL_TRIES` (a strategy
+        the mix runs often anyway, eviction, must not use up the tries of a rarer one), or twice
+        `GOAL_TRIES` were run in all."""
+        if self.reached_at is not None:
+            return False
+        each = max(1, GOAL_TRIES // max(1, len(self.strategies)))
+        return (all(self.tried.get(n, 0) >= each for n in self.strategies)
+                or sum(self.tried.values()) >= 2 * GOAL_TRIES)
 
     @property
     def pursued(self) -> bool:
