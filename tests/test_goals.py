@@ -18,12 +18,13 @@ from rich.console import Console
 import servefuzz.goals
 from servefuzz.campaign import CampaignConfig, CampaignResult, Stop, StopReason, run_campaign
 from servefuzz.corpus import Corpus, Schedule
+from servefuzz.engines.reference import SPEC as REFERENCE
 from servefuzz.engines.spec import Feature
 from servefuzz.exercise import Count, Exercise, Setting
-from servefuzz.goals import GOAL_SHARE, Pursuit
+from servefuzz.goals import GOAL_SHARE, Pursuit, goal_parts, standing_goals
 from servefuzz.progress import print_summary
 from servefuzz.runner import Runner
-from servefuzz.strategies import ChunkBoundary, RandomLoad, RetractionPressure
+from servefuzz.strategies import ChunkBoundary, RandomLoad, RetractionPressure, TargetShape
 from servefuzz.targets import make_target
 
 
@@ -53,6 +54,43 @@ def test_a_goal_reached_is_no_longer_pursued_and_one_without_a_strategy_is_never
     p.update(Exercise(counts=(split,), settings=on), iteration=25, spent=0.6)
     assert p.focus == () and p.goals[Feature.CHUNKED_PREFILL].reached_at == 25
     assert [g.feature for g in p.missed()] == [Feature.SPECULATIVE]
+
+
+def test_a_goal_with_parts_stays_pursued_until_each_part_the_target_can_move_has_moved() -> None:
+    # The reference engine's retraction meters: on a target that sends seeded requests and no
+    # adapters, the preemption goal's parts are the seeded and the n > 1 counters.
+    parts = goal_parts(REFERENCE.meters, TargetShape(seeded_sampling=True).capabilities)
+    by = "sglang:num_retracted_requests_by_feature_total{feature=%s}"
+    assert parts[Feature.PREEMPTION] == (by % "seeded", by % "n")
+    on = (Setting(Feature.PREEMPTION, True, "server arg"),)
+
+    def retracted(total: int, **of: int) -> Exercise:
+        counts = [Count(Feature.PREEMPTION, "retracted requests", total, "sglang:num_retracted_requests_total", 9)]
+        counts += [Count(Feature.PREEMPTION, f"retracted {k}", v, by % k, 9) for k, v in of.items()]
+        return Exercise(counts=tuple(counts), settings=on)
+
+    p = Pursuit(offered=("random", "retraction"), parts=parts)
+    p.update(retracted(8, n=8, seeded=0), iteration=20, spent=0.5)  # forks retracted, no seeded one
+    goal = p.goals[Feature.PREEMPTION]
+    assert goal.reached_at is None and goal.missing == (by % "seeded",) and p.focus == ("retraction",)
+    line = p.said(TargetShape())[0]
+    assert line.startswith("preemption/retraction: not every kind reached") and "feature=seeded" in line
+    p.update(retracted(9, n=8, seeded=1), iteration=26, spent=0.6)
+    assert p.goals[Feature.PREEMPTION].reached_at == 26 and p.focus == () and p.missed() == ()
+    # The control: without parts, the first retraction of any request reaches the goal.
+    plain = Pursuit(offered=("random", "retraction"))
+    plain.update(retracted(8, n=8, seeded=0), iteration=20, spent=0.5)
+    assert plain.goals[Feature.PREEMPTION].reached_at == 20 and plain.focus == ()
+    # A pool one scenario fills past makes preemption a goal whatever the switches say; a large one does not.
+    small = Pursuit(offered=("random", "retraction"), parts=parts, standing=standing_goals(TargetShape(max_total_tokens=4096)))
+    small.update(Exercise(), iteration=20, spent=0.5)
+    assert small.focus == ("retraction",)
+    large = Pursuit(offered=("random",), parts=parts, standing=standing_goals(TargetShape(max_total_tokens=1 << 20)))
+    large.update(Exercise(), iteration=20, spent=0.5)
+    assert large.goals == {}
+    # Adapters served add that part; a grammar's retraction is never one (it cannot hold pages).
+    served = goal_parts(REFERENCE.meters, TargetShape(seeded_sampling=True, choices=True, adapters=("a",)).capabilities)
+    assert served[Feature.PREEMPTION] == (by % "seeded", by % "adapter", by % "n")
 
 
 def _campaign(url: str, out: Path) -> CampaignResult:

@@ -319,7 +319,10 @@ class Schedule:
         if iteration < len(self.first) and self.first[iteration] in active:
             name = self.first[iteration]
         elif aimed and rng.random() < self.focus_share:
-            name = rng.choices(aimed, weights=[self.weight(n) for n in aimed])[0]
+            # A goal's strategies in turn, not by what they gained per second before: the goal is
+            # pursued because nothing reached it yet, and the likeliest strategy (a retraction's
+            # long decodes) is often the slowest.
+            name = rng.choice(aimed)
         elif self.mutate_share > 0 and (lead := corpus.lead_pick()) is not None:
             return "mutate", lead
         elif corpus.entries and rng.random() < self.mutate_share:

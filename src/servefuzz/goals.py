@@ -7,7 +7,11 @@ search that then goes and tests it is the cure. A goal still at zero once a shar
 spent (`GOAL_AFTER`) is *pursued*: the schedule gives part of its turns (`corpus.Schedule.focus`)
 to the strategies aimed at it (`AIMED_AT`), until its meter moves or they have run `GOAL_TRIES`
 scenarios for it and it is given up. The closing summary then says, first, what stayed at zero,
-what was tried for it, and why it cannot have worked where servefuzz can tell (`why_unreached`).
+what was tried for the rest, and why it cannot have worked where servefuzz can tell (`why_unreached`).
+
+A goal may have parts (`goal_parts`: the engine's meters that count one kind of its work, such as
+retractions of seeded requests): it is reached only once each part the target can move has moved,
+so a retraction of a greedy request does not close the goal of retracting a seeded one.
 
     >>> from servefuzz.exercise import Count, Exercise, Setting
     >>> on = (Setting(Feature.PREFIX_CACHE, True, "x"), Setting(Feature.EVICTION, True, "profile p", aimed=True))
@@ -29,16 +33,17 @@ what was tried for it, and why it cannot have worked where servefuzz can tell (`
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from servefuzz.engines.spec import Feature
+from servefuzz.engines.spec import Feature, Meter
 from servefuzz.exercise import Exercise
 from servefuzz.strategies import TargetShape
 from servefuzz.strategies.prefix import EvictionPressure
 
-__all__ = ["AIMED_AT", "GOAL_AFTER", "GOAL_SHARE", "GOAL_TRIES", "Goal", "Pursuit", "budget_spent", "why_unreached"]
+__all__ = ["AIMED_AT", "GOAL_AFTER", "GOAL_SHARE", "GOAL_TRIES", "Goal", "Pursuit", "budget_spent", "goal_parts",
+           "standing_goals", "why_unreached"]
 
 # The share of the budget (time or requests) a campaign spends as it likes before it pursues a goal
 # still at zero: the first round and the feedback's own choices reach most mechanisms by then.
@@ -78,10 +83,19 @@ class Goal:
     pursued_at: int | None = None
     reached_at: int | None = None
     tried: Mapping[str, int] = field(default_factory=dict)
+    # The parts still at zero (their counters' names) where the feature's meter has moved.
+    missing: tuple[str, ...] = ()
 
     @property
     def given_up(self) -> bool:
-        return self.reached_at is None and sum(self.tried.values()) >= GOAL_TRIES
+        """Not reached, and each strategy aimed at it has had its share of `GOAL_TRIES` (a strategy
+        the mix runs often anyway, eviction, must not use up the tries of a rarer one), or twice
+        `GOAL_TRIES` were run in all."""
+        if self.reached_at is not None:
+            return False
+        each = max(1, GOAL_TRIES // max(1, len(self.strategies)))
+        return (all(self.tried.get(n, 0) >= each for n in self.strategies)
+                or sum(self.tried.values()) >= 2 * GOAL_TRIES)
 
     @property
     def pursued(self) -> bool:
@@ -90,30 +104,39 @@ class Goal:
 
     def to_json(self) -> dict[str, Any]:
         return {"feature": self.feature.value, "strategies": list(self.strategies), "pursued_at": self.pursued_at,
-                "reached_at": self.reached_at, "tried": dict(self.tried)}
+                "reached_at": self.reached_at, "tried": dict(self.tried),
+                **({"missing": list(self.missing)} if self.missing else {})}
 
 
 class Pursuit:
     """The campaign's goals, updated after every execution (`update`) and every scenario a pursued
     goal's strategy ran (`ran`); `focus` is what the schedule is asked to favour."""
 
-    def __init__(self, offered: Sequence[str]) -> None:
+    def __init__(self, offered: Sequence[str], parts: Mapping[Feature, Sequence[str]] | None = None,
+                 standing: Sequence[Feature] = ()) -> None:
         self.offered = tuple(offered)
+        self.parts = {f: tuple(p) for f, p in (parts or {}).items()}  # `goal_parts`
+        self.standing = tuple(standing)  # `standing_goals`: goals whatever the server's switches say
         self.goals: dict[Feature, Goal] = {}
 
     def update(self, exercise: Exercise, *, iteration: int, spent: float) -> None:
         """Take in what the engine has done so far (the campaign's cumulative `exercise`) at
         `iteration`, `spent` the share of the budget used (0-1)."""
-        for s in exercise.settings:
-            if not (s.on or s.aimed) or s.feature in self.goals:
-                continue
-            aimed = tuple(n for n in AIMED_AT.get(s.feature, ()) if n in self.offered)
-            self.goals[s.feature] = Goal(s.feature, aimed)
+        wanted = [s.feature for s in exercise.settings if s.on or s.aimed] + list(self.standing)
+        for f in wanted:
+            if f not in self.goals:
+                self.goals[f] = Goal(f, tuple(n for n in AIMED_AT.get(f, ()) if n in self.offered))
         for f, g in self.goals.items():
-            if g.reached_at is None and exercise.exercised(f):
-                self.goals[f] = replace(g, reached_at=iteration)
-            elif g.reached_at is None and g.pursued_at is None and spent >= GOAL_AFTER:
-                self.goals[f] = replace(g, pursued_at=iteration)
+            if g.reached_at is not None:
+                continue
+            moved = {c.source for c in exercise.of(f) if c.shows and c.value > 0}
+            missing = tuple(m for m in self.parts.get(f, ()) if m not in moved) if moved else ()
+            if moved and not missing:
+                self.goals[f] = replace(g, reached_at=iteration, missing=())
+            elif g.pursued_at is None and spent >= GOAL_AFTER:
+                self.goals[f] = replace(g, pursued_at=iteration, missing=missing)
+            elif missing != g.missing:
+                self.goals[f] = replace(g, missing=missing)
 
     def ran(self, strategy: str) -> None:
         """Book one scenario of `strategy` against every goal it is pursued for."""
@@ -132,7 +155,8 @@ class Pursuit:
 
     def said(self, shape: TargetShape) -> tuple[str, ...]:
         """One line per goal never reached, with why (`why_unreached`): the summary's first lines."""
-        return tuple(f"{g.feature.words}: still at zero: {why_unreached(g, shape)}" for g in self.missed())
+        return tuple(f"{g.feature.words}: {'not every kind reached' if g.missing else 'still at zero'}: "
+                     f"{why_unreached(g, shape)}" for g in self.missed())
 
     def missed(self) -> tuple[Goal, ...]:
         """The goals never reached, in `Feature` order: what the summary says first."""
@@ -157,6 +181,32 @@ def budget_spent(*, elapsed_s: float, time_budget_s: float | None, requests: int
     return max(shares) if shares else scenarios / UNBUDGETED_SCENARIOS
 
 
+def standing_goals(shape: TargetShape) -> tuple[Feature, ...]:
+    """The mechanisms the target's own size puts within reach, whatever its switches say: a pool
+    one scenario can fill past (`small-pool`) retracts or preempts, so preemption is a goal there.
+
+    >>> standing_goals(TargetShape(max_total_tokens=4096)), standing_goals(TargetShape())
+    ((<Feature.PREEMPTION: 'preemption'>,), ())
+    """
+    return (Feature.PREEMPTION,) if "small-pool" in shape.conditions else ()
+
+
+def goal_parts(meters: Sequence[Meter], capabilities: Collection[str]) -> dict[Feature, tuple[str, ...]]:
+    """Each feature's parts on this target: the counters (`Meter.part`) that count one kind of its
+    work and that the target can move (a part named "any", or one of its `capabilities`).
+
+    >>> m = (Meter("r", Feature.PREEMPTION, "retracted"), Meter("r{s}", Feature.PREEMPTION, "seeded", part="seeds"),
+    ...      Meter("r{n}", Feature.PREEMPTION, "forks", part="any"), Meter("r{a}", Feature.PREEMPTION, "adapter", part="adapters"))
+    >>> goal_parts(m, {"seeds"})
+    {<Feature.PREEMPTION: 'preemption'>: ('r{s}', 'r{n}')}
+    """
+    out: dict[Feature, tuple[str, ...]] = {}
+    for m in meters:
+        if m.part is not None and (m.part == "any" or m.part in capabilities):
+            out[m.feature] = (*out.get(m.feature, ()), m.metric)
+    return out
+
+
 def why_unreached(goal: Goal, shape: TargetShape) -> str:
     """Why the goal's meter stayed at zero, where servefuzz can tell from the target's facts; else
     what was tried and that it did not move the meter.
@@ -177,6 +227,10 @@ def why_unreached(goal: Goal, shape: TargetShape) -> str:
             and pool * 1.1 > EvictionPressure.cap_tokens:
         return (f"the pool holds {pool:,} tokens; the pressure a scenario sends is capped at "
                 f"{EvictionPressure.cap_tokens:,} (a smaller pool, e.g. a pressure profile, reaches it)")
+    if goal.missing:
+        tried = Counter(goal.tried)
+        ran = ", ".join(f"{n} {k}" for n, k in tried.most_common()) or "none yet"
+        return (f"its meter moved, but not for {', '.join(goal.missing)} (scenarios aimed at it: {ran})")
     if not goal.strategies:
         return "no strategy offered to this target aims at it"
     if goal.pursued_at is None:

@@ -100,7 +100,7 @@ class _Loop:
 
     def __init__(self, config: CampaignConfig, state: CampaignState, corpus: Corpus, schedule: Schedule,
                  store: FindingStore, noise: CampaignNoise, firsts: dict[str, tuple[int, float]], shape: TargetShape,
-                 on_event: Callable[[CampaignState], None], first_iteration: int) -> None:
+                 on_event: Callable[[CampaignState], None], first_iteration: int, pursuit: Pursuit) -> None:
         self.config, self.state, self.corpus, self.schedule, self.store = config, state, corpus, schedule, store
         self.noise, self.firsts, self.shape, self.on_event = noise, firsts, shape, on_event
         self.dispatched = first_iteration  # the next iteration to send out
@@ -108,7 +108,7 @@ class _Loop:
         self.pace: Pace | None = None  # the target's speed, as the last execution measured it
         # The engine's meters as objectives (`servefuzz.goals`): rebuilt by a resumed campaign
         # from its exercise evidence, which progress.json keeps (what was tried is not kept).
-        self.pursuit = Pursuit(schedule.names)
+        self.pursuit = pursuit
 
     def choose(self, iteration: int, seeds: Sequence[Scenario], strategies: dict[str, Strategy]) -> tuple[Scenario, str]:
         seed = derive_seed(self.config.seed, iteration)

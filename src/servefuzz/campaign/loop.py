@@ -29,8 +29,10 @@ from servefuzz.campaign.workers import LocalWorker, Revival, Worker, WorkerLost
 from servefuzz.corpus import MUTATE_SHARE, Corpus, Schedule, first_round
 from servefuzz.coverage import Coverage, FeatureSpace
 from servefuzz.covering import PairwiseCover
+from servefuzz.engines.registry import spec_of
 from servefuzz.errors import UsageError
 from servefuzz.flushcheck import FlushCheck, probe_scenario, probed
+from servefuzz.goals import Pursuit, goal_parts, standing_goals
 from servefuzz.history import write_history_jsonl
 from servefuzz.runner import Runner
 from servefuzz.store import FindingStore, load_entries, open_campaign_dir, read_json, read_noise
@@ -125,7 +127,11 @@ async def run_campaign_on(
     if config.coverage:
         state.coverage = _read_coverage(out, FeatureSpace.for_shape(shape))
     # The benign shifts of earlier sessions (empty for a new campaign).
-    run = _Loop(config, state, corpus, schedule, store, read_noise(out), firsts, shape, on_event, first_iteration)
+    # The engine's meters as the search's goals, each with the parts this target can move.
+    pursuit = Pursuit(schedule.names, goal_parts(spec_of(info.engine).meters, shape.capabilities),
+                      standing_goals(shape))
+    run = _Loop(config, state, corpus, schedule, store, read_noise(out), firsts, shape, on_event, first_iteration,
+                pursuit)
     _sync(state, corpus, store)
     conditions = stop_conditions(config)
 

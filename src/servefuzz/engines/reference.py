@@ -70,10 +70,15 @@ METERS: tuple[Meter, ...] = (
     Meter("sglang:hicache_backup_tokens_total", Feature.HOST_CACHE, "tokens written to the host tier", shows=False),
     Meter("sglang:num_retracted_requests_total", Feature.PREEMPTION, "retracted requests"),
     # Its own: retractions of requests whose state must be carried over (seeded draws, grammars,
-    # adapters, n > 1 siblings), each a count of its own (issue 53, item 5).
-    *(Meter(f"sglang:num_retracted_requests_by_feature_total{{feature={name}}}", Feature.PREEMPTION, f"retracted {what}")
-      for name, what in (("seeded", "seeded requests"), ("choices", "constrained requests"),
-                         ("adapter", "requests under adapters"), ("n", "choices of n > 1 requests"))),
+    # adapters, n > 1 siblings), each a count of its own (issue 53, item 5), and each a part of
+    # the preemption goal where the target can send such requests. Not the constrained ones: a
+    # constrained answer ends after its choice, too soon to hold pages when the pool runs out
+    # (`strategies.features.RetractionPressure`), so no scenario could move that part.
+    *(Meter(f"sglang:num_retracted_requests_by_feature_total{{feature={name}}}", Feature.PREEMPTION, f"retracted {what}",
+            part=part)
+      for name, what, part in (("seeded", "seeded requests", "seeds"), ("choices", "constrained requests", None),
+                               ("adapter", "requests under adapters", "adapters"),
+                               ("n", "choices of n > 1 requests", "any"))),
     Meter("sglang:evicted_tokens_total", Feature.EVICTION, "evicted tokens"),
     Meter("sglang:num_aborted_requests_total", Feature.ABORTS, "aborted requests"),
     # Its own: SGLang counts no cut prefills. A batch total over the budget cuts its last prompt

@@ -152,12 +152,16 @@ _FEATURE_WORDS = {
 class Meter:
     """One `/metrics` counter of an engine and what its increase counts: `what` of `feature`
     ("hit tokens" of the prefix cache), as the engine's code documents it. `shows`: an increase
-    shows the feature was exercised (a drafted token alone does not show that one was accepted)."""
+    shows the feature was exercised (a drafted token alone does not show that one was accepted).
+    `part`: the counter counts one kind of the feature's work (retractions of seeded requests)
+    that the feature's goal wants moved too, on a target with the capability named
+    (`TargetShape.capabilities`; "any": every target; None: not a part of the goal)."""
 
     metric: str
     feature: Feature
     what: str
     shows: bool = True
+    part: str | None = None
 
 
 @dataclass(frozen=True)
