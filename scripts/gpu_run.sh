@@ -28,14 +28,18 @@
 #                          once (about 4 minutes) and packed as $OUT/flashinfer-jit-VERSION-ARCH.tar.xz
 #                          with its sha256 (pin it in scripts/gpu-flashinfer.sha256; gpu_bundle.sh
 #                          puts the pack into .gpu/, and every later call unpacks it, checked)
-#   launch:PRESET:PROFILE:SECONDS[:ARCH]
+#   launch:PRESET:PROFILE:SECONDS[:ARCH[:BUILD]]
 #                          `servefuzz fuzz --launch PRESET --profile PROFILE` for SECONDS (with ARCH:
 #                          `--model-arch ARCH`, servefuzz's tiny model of that architecture, built
-#                          on the machine, in campaign-PRESET-PROFILE-ARCH): an
+#                          on the machine, in campaign-PRESET-PROFILE-ARCH; with BUILD also
+#                          `--model-build BUILD`, e.g. speculative, in ...-ARCH-BUILD): an
 #                          engine of a bundle made by `scripts/gpu_bundle.sh vllm@0.26.0` (or
 #                          sglang@0.5.17), unpacked into the engine cache on first use, started,
 #                          owned and restarted by servefuzz as on the CPU (`vllm-gpu`,
 #                          `sglang-gpu`); its controls run there too. In campaign-PRESET-PROFILE
+#   user:PRESET:PROFILE:SECONDS
+#                          the same as a user with the engine installed runs it: the bundle's site
+#                          on servefuzz's PYTHONPATH, an empty engine cache (campaign-user-PRESET-PROFILE)
 #   noise:PRESET           bench/judgeable_noise.py --preset PRESET $NOISE_ARGS (issue 51: the
 #                          agreeing-token noise of each tiny architecture's numerics and judgeable
 #                          builds beside the dense llama, bfloat16), the working tree's servefuzz;
@@ -124,6 +128,24 @@ unpack_engines() {
         cp -r .gpu/models/hf-float32 "$models/" && touch "$models/.complete"
     fi
     unpack_flashinfer
+}
+
+# The user: step (issue 55): `servefuzz fuzz --launch PRESET` as a user runs it on a machine with
+# the engine installed: the bundle's unpacked site on servefuzz's own PYTHONPATH (as a pip install
+# would put it), an engine cache of its own with nothing in it (so no bundle, no prebuilt model:
+# servefuzz finds the engine through its interpreter and builds its model). The campaign's
+# config.json records where the engine came from.
+user_install() {
+    local preset=$1 profile=$2 seconds=$3 site out
+    site=$(compgen -G "$SERVEFUZZ_CACHE/$preset-*/site" | head -1) \
+        || die "the user: step needs a $preset bundle in .gpu/engines/"
+    out=$RESULTS/campaign-user-$preset-$profile
+    mkdir -p "$out" && rm -rf -- "$W/user-cache" && mkdir -p "$W/user-cache"
+    (cd "$W" && SERVEFUZZ_CACHE=$W/user-cache PYTHONPATH=$W/py:$site:$W/site HF_HUB_OFFLINE=1 \
+        python3 -m servefuzz fuzz --launch "$preset" --profile "$profile" --keep-going --time "$seconds" \
+        --seed "${SEED:-0}" --out "$out" --json >"$out/fuzz.json" 2>"$out/fuzz.stderr") \
+        || say "the user's-install campaign exited $? (0: nothing found, 1: found): $(tail -c 300 "$out/fuzz.stderr")"
+    printf '{"preset": "%s", "profile": "%s", "arch": "llama", "user_install": true}\n' "$preset" "$profile" >"$out/launched.json"
 }
 
 # FlashInfer's JIT modules, made once by the flashinfer-jit step and pinned by sha256 in
@@ -318,17 +340,18 @@ def fuzz(profile: str, seconds: str) -> None:
         warm_replays(out, srv.base_url)
 
 
-def launched(preset: str, profile: str, seconds: str, arch: str = "") -> None:
-    """`servefuzz fuzz --launch PRESET --profile PROFILE [--model-arch ARCH]`: servefuzz starts
-    the engine, owns it (restarts it after a crash) and runs its controls on fresh servers of the
-    same preset."""
+def launched(preset: str, profile: str, seconds: str, arch: str = "", build: str = "") -> None:
+    """`servefuzz fuzz --launch PRESET --profile PROFILE [--model-arch ARCH] [--model-build
+    BUILD]`: servefuzz starts the engine, owns it (restarts it after a crash) and runs its
+    controls on fresh servers of the same preset."""
     seed = os.environ.get("SEED", "0")
-    out, resume = campaign_dir(f"{preset}-{profile}" + (f"-{arch}" if arch else ""), seed)
+    out, resume = campaign_dir(f"{preset}-{profile}" + (f"-{arch}" if arch else "") + (f"-{build}" if build else ""), seed)
     out.mkdir(parents=True, exist_ok=True)
     (out / "crash.json").unlink(missing_ok=True)
-    (out / "launched.json").write_text(json.dumps({"preset": preset, "profile": profile, "arch": arch or "llama"}))
+    (out / "launched.json").write_text(json.dumps({"preset": preset, "profile": profile, "arch": arch or "llama",
+                                                   **({"build": build} if build else {})}))
     cmd = [sys.executable, "-m", "servefuzz", "fuzz", "--launch", preset, "--profile", profile,
-           *(["--model-arch", arch] if arch else []), "--keep-going",
+           *(["--model-arch", arch] if arch else []), *(["--model-build", build] if build else []), "--keep-going",
            "--time", seconds, "--seed", seed, "--out", str(out), "--json",
            *(["--resume"] if resume else []), *os.environ.get("FUZZ_EXTRA", "").split()]
     print("$", " ".join(cmd), flush=True)
@@ -941,13 +964,19 @@ one_step() {
                   seconds=$(( seconds < END - SECONDS - 80 ? seconds : END - SECONDS - 80 ))
                   if (( seconds < 10 )); then say "no time left to fuzz $profile"; return; fi
                   say "fuzzing profile $profile for $seconds s"; drive fuzz "$profile" "$seconds" ;;
-        launch:*:*:*) local arch
-                  IFS=: read -r _ preset profile seconds arch <<<"$step"
+        launch:*:*:*) local arch build
+                  IFS=: read -r _ preset profile seconds arch build <<<"$step"
                   local left=$(( END - SECONDS - 80 - ENGINE_START_S ))
                   seconds=$(( seconds < left ? seconds : left ))
                   if (( seconds < 10 )); then say "no time left to fuzz $preset/$profile${arch:+/$arch}"; return; fi
-                  say "fuzzing $preset, profile $profile${arch:+, model $arch}, for $seconds s"
-                  drive launched "$preset" "$profile" "$seconds" ${arch:+"$arch"} ;;
+                  say "fuzzing $preset, profile $profile${arch:+, model $arch}${build:+ ($build build)}, for $seconds s"
+                  drive launched "$preset" "$profile" "$seconds" "${arch:-}" "${build:-}" ;;
+        user:*:*:*) IFS=: read -r _ preset profile seconds <<<"$step"
+                  local left=$(( END - SECONDS - 80 - ENGINE_START_S ))
+                  seconds=$(( seconds < left ? seconds : left ))
+                  if (( seconds < 10 )); then say "no time left for the user's-install campaign"; return; fi
+                  say "$preset as a user has it installed (its site on PYTHONPATH, no engine cache), profile $profile, for $seconds s"
+                  user_install "$preset" "$profile" "$seconds" ;;
         noise:*) local preset=${step#noise:}
                  say "agreeing-token noise of the tiny models on $preset: bench/judgeable_noise.py ${NOISE_ARGS:-}"
                  # The working tree's servefuzz (the bench needs the builds of this commit), the
@@ -966,7 +995,7 @@ one_step() {
                RAY_UNTIL=$(( $(date +%s) + END - SECONDS - 30 )) drive scaleout "${step#ray:}" ;;
         ray-triage) say "triage on Ray, two rows at once"
                     RAY_UNTIL=$(( $(date +%s) + END - SECONDS - 30 )) drive ray_triage ;;
-        *) die "unknown step $step (build, fuzz:PROFILE:SECONDS, launch:PRESET:PROFILE:SECONDS, triage, ray:SECONDS, ray-triage, flashinfer-jit, summary; STEP+STEP at once)" ;;
+        *) die "unknown step $step (build, fuzz:PROFILE:SECONDS, launch:PRESET:PROFILE:SECONDS[:ARCH[:BUILD]], user:PRESET:PROFILE:SECONDS, triage, ray:SECONDS, ray-triage, flashinfer-jit, summary; STEP+STEP at once)" ;;
     esac
 }
 for step in "${@:-build}"; do

@@ -179,6 +179,7 @@ def test_a_variant_the_bundler_does_not_know_is_one_line() -> None:
     ("sglang-gpu", "0.5.17", "hicache", "--hicache-ratio", "2"),
     ("sglang-gpu", "0.5.17", "hybrid", "--max-mamba-cache-size", "256"),
     ("sglang-gpu", "0.5.17", "hybrid-fa3", "--max-mamba-cache-size", "256"),
+    ("sglang-gpu", "0.5.17", "tiny-pool", "--max-running-requests", "32"),
     ("vllm-gpu", "0.26.0", "fp8-kv", "--kv-cache-dtype", "fp8"),
     ("vllm-gpu", "0.26.0", "spec-ngram", "--speculative-config", None),
     ("vllm-gpu", "0.26.0", "spec-mtp", "--speculative-config", None),
@@ -246,3 +247,15 @@ def test_the_flashinfer_pack_is_unpacked_only_with_the_pinned_sha256(tmp_path: P
     done = _unpack_flashinfer(work, cache)
     assert done.returncode == 0, done.stderr
     assert (site / "flashinfer" / "data" / "aot" / "norm" / "norm.so").read_bytes() == b"\x7fELF not really"
+
+
+def test_sglang_gpu_prefills_in_chunks_under_the_tiny_models_context_and_triage_turns_that_off(cache: Path) -> None:
+    # SGLang's own chunk on an 80 GB card (8,192) is over the tiny models' whole context: no
+    # prompt could be split. The preset's 512 is under it, and the triage row drops it to -1.
+    model = _unpack(cache, "sglang-gpu", "0.5.17")
+    launch = Launch.resolve("sglang-gpu", model=model)
+    argv = list(launch.argv)
+    assert argv.count("--chunked-prefill-size") == 1
+    assert int(argv[argv.index("--chunked-prefill-size") + 1]) < 2048
+    row = next(r for r in matrix_of(launch) if "chunked" in r.name).apply_argv(argv)
+    assert row.count("--chunked-prefill-size") == 1 and row[row.index("--chunked-prefill-size") + 1] == "-1"

@@ -84,6 +84,9 @@ METERS: tuple[Meter, ...] = (
     # Its acceptance is a gauge (spec_accept_length, spec_accept_rate): no counter of accepted
     # tokens, so a verify step is the nearest thing to proof that drafts were checked.
     Meter("sglang:spec_verify_calls_total", Feature.SPECULATIVE, "verify steps"),
+    # Counted per finished request beside the verify steps, so the two give the mean acceptance
+    # length (tokens per verify step; 1 when every draft is rejected): not a sign of drafting.
+    Meter("sglang:generation_tokens_total", Feature.SPECULATIVE, "generated tokens", shows=False),
 )
 
 
@@ -240,6 +243,10 @@ def cpu_env(standins: str, version: str | None = None, threads: int = 1, pythonp
     }
 
 
+# The GPU preset's prefill chunk (gpu_argv says why it is not SGLang's own).
+GPU_CHUNK = 512
+
+
 def gpu_argv(python: str, model_dir: Path, *, page_size: int = 1, seed: int = 0) -> list[str]:
     """SGLang's server on a GPU: radix cache, overlap scheduler, CUDA graphs and chunked prefill
     at its defaults, page size 1 (its default), Triton attention (FA3 only in a `+fa3` bundle, its
@@ -252,7 +259,13 @@ def gpu_argv(python: str, model_dir: Path, *, page_size: int = 1, seed: int = 0)
     negative and the scheduler raises (read in 0.5.17's code; what was seen on the H200: of two
     SGLang servers started side by side, one died before `/health`, "Received sigquit from a
     child process"). At 0.8 the slack is a fifth of the GPU, and the cap, not the fraction,
-    decides the pool."""
+    decides the pool.
+
+    Prefill chunks of 512 tokens. SGLang sizes its chunk from the card's memory (0.5.17's
+    server_args: 8,192 on an H100 or H200), over the whole context of servefuzz's tiny models
+    (2,048-4,096 tokens), so at that size no prompt could ever be split and chunked prefill, on
+    by default, would go untested (no prompt was split in the H200 campaigns of 2026-12-04).
+    Served models have 8-32 times their chunk in context; 512 keeps the tiny models there."""
     return [
         python, "-m", "sglang.launch_server",
         "--model-path", str(model_dir),
@@ -260,6 +273,7 @@ def gpu_argv(python: str, model_dir: Path, *, page_size: int = 1, seed: int = 0)
         "--attention-backend", "triton", "--sampling-backend", "pytorch",
         "--dtype", "bfloat16",
         "--mem-fraction-static", "0.8", "--max-total-tokens", str(1 << 18),
+        "--chunked-prefill-size", str(GPU_CHUNK),
         "--page-size", str(page_size),
         "--random-seed", str(seed),
         "--enable-metrics",  # /metrics, as on the CPU
@@ -383,7 +397,8 @@ CPU_PROFILES: tuple[Profile, ...] = (
 
 GPU_PROFILES: tuple[Profile, ...] = (
     Profile("sglang-gpu", "default", (),
-            "SGLang's GPU defaults: bfloat16, page size 1, radix cache, overlap scheduler, CUDA graphs", "none"),
+            "SGLang's GPU defaults: bfloat16, page size 1, radix cache, overlap scheduler, CUDA graphs, "
+            f"chunked prefill ({GPU_CHUNK}-token chunks: under the tiny models' context)", "none"),
     Profile("sglang-gpu", "page-64", ("--page-size", "64"), *_PAGE_64, rows=(("--page-size 16", "paged KV (page size)"),),
             aims=("page-boundary", "burst-reuse", "tile-boundary"), features=(Feature.PREFIX_CACHE,)),
     Profile("sglang-gpu", "no-overlap", ("--disable-overlap-schedule",),
@@ -468,6 +483,13 @@ GPU_PROFILES: tuple[Profile, ...] = (
             "hierarchical cache: a 4,096-token device pool, radix pages evicted to host memory and loaded back",
             "hierarchical cache (host tier)", aims=("eviction", "burst-reuse", "page-boundary"),
             features=(Feature.HOST_CACHE, Feature.EVICTION, Feature.PREFIX_CACHE)),
+    # The CPU preset's pressure profile on the GPU: 1,024 tokens of KV for up to 32 requests, so
+    # that long decodes outgrow the pool and the scheduler retracts running requests
+    # (`sglang:num_retracted_requests_total`) and evicts the radix tree.
+    Profile("sglang-gpu", "tiny-pool", ("--max-total-tokens", "1024", "--max-running-requests", "32"),
+            "retraction and eviction: a 1024-token KV pool shared by up to 32 requests",
+            "KV pool size (retraction, eviction)", aims=("eviction", "cancel-storm"),
+            features=(Feature.PREEMPTION, Feature.EVICTION)),
 )
 
 CPU_PRESET = Preset("sglang-cpu", CPU_VERSIONS, _cpu_plan, _cpu_command, profiles=CPU_PROFILES,
