@@ -375,7 +375,9 @@ def gpu_refusal(architecture: str, config: Mapping[str, object], flags: Sequence
                 f"DeepSeek-V3's hidden_size is {config.get('hidden_size')!r}: `--model-build speculative` builds it at 512")
     if architecture == "GptOssForCausalLM":
         checkpoint = config.get("dtype") or config.get("torch_dtype")
-        if isinstance(checkpoint, str) and served != "auto" and checkpoint != served:
+        if served == "auto":  # SGLang's `auto`: float16 for a float32 checkpoint (configs/model_config.py:1669)
+            served = "float16" if checkpoint == "float32" else str(checkpoint)
+        if isinstance(checkpoint, str) and checkpoint != served:
             # The rest of the model is built in the served type (the loader's default dtype).
             return (f"SGLang's GPT-OSS builds its attention and router in the checkpoint's type (\"params_dtype="
                     f"config.dtype\", sglang/srt/models/gpt_oss.py:253, :556), {checkpoint!r} here, and the rest in "
