@@ -5,9 +5,12 @@ H200 (docs/gpu/); here the commands are built, not started."""
 
 from __future__ import annotations
 
+import importlib
 import json
+import os
 import re
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -259,3 +262,66 @@ def test_sglang_gpu_prefills_in_chunks_under_the_tiny_models_context_and_triage_
     assert int(argv[argv.index("--chunked-prefill-size") + 1]) < 2048
     row = next(r for r in matrix_of(launch) if "chunked" in r.name).apply_argv(argv)
     assert row.count("--chunked-prefill-size") == 1 and row[row.index("--chunked-prefill-size") + 1] == "-1"
+
+
+_IDS = {"<s>": 0, "</s>": 1, "<pad>": 2}
+
+
+def _tiny(arch: str, dtype: str = "float32", **changed: object) -> str:
+    """The config.json `servefuzz model build --arch ARCH` writes (`changed` keys replaced, a None
+    one dropped): what `gpu_refusal` reads, without the weights no one reads before a start."""
+    module = importlib.import_module(f"servefuzz.models.{arch.replace('-', '_')}")
+    config = {**module.config(2048, _IDS, dtype), **changed}
+    return json.dumps({k: v for k, v in config.items() if v is not None})
+
+
+# Each start that failed on the H200 (docs/gpu/nondense-and-features.md, "What failed to start"),
+# as SGLang 0.5.17's code says it fails: (arch, dtype, changed keys, profile, the words of the line).
+_REFUSED = [
+    ("deepseek-v3", "float32", {}, "spec-mtp", "fused_eh_norm.py:19"),
+    ("gpt-oss", "float32", {}, None, "gpt_oss.py:253"),
+    ("nemotron-h", "float32", {}, "hybrid", "server_args.py:5503"),
+    ("nemotron-h", "float32", {"mamba_n_groups": None}, "hybrid-fa3", "mamba_n_groups (8, its default"),
+]
+# The same architectures in the forms it starts: the speculative build's 512-wide DeepSeek-V3
+# under MTP, the 256-wide one without it, GPT-OSS from a bfloat16 checkpoint, NemotronH on FA3.
+_TAKEN = [
+    ("deepseek-v3", "float32", {"hidden_size": 512}, "spec-mtp"),
+    ("deepseek-v3", "float32", {}, None),
+    ("gpt-oss", "bfloat16", {}, None),
+    ("nemotron-h", "float32", {}, "hybrid-fa3"),
+]
+
+
+@pytest.mark.parametrize(("arch", "dtype", "changed", "profile", "says"), _REFUSED)
+def test_sglang_gpu_refuses_what_sglang_will_not_start_in_one_line(
+        cache: Path, arch: str, dtype: str, changed: dict[str, object], profile: str | None, says: str) -> None:
+    model = _unpack(cache, "sglang-gpu", "0.5.17", _tiny(arch, dtype, **changed))
+    with pytest.raises(UsageError, match="sglang-gpu 0.5.17 will not serve") as refused:
+        Launch.resolve("sglang-gpu", model=model, profile=profile)
+    assert says in str(refused.value) and "\n" not in str(refused.value)
+
+
+@pytest.mark.parametrize(("arch", "dtype", "changed", "profile"), _TAKEN)
+def test_sglang_gpu_starts_the_forms_sglang_takes(
+        cache: Path, arch: str, dtype: str, changed: dict[str, object], profile: str | None) -> None:
+    model = _unpack(cache, "sglang-gpu", "0.5.17", _tiny(arch, dtype, **changed))
+    assert str(model) in Launch.resolve("sglang-gpu", model=model, profile=profile).argv
+
+
+def test_sglang_gpu_builds_gpt_oss_in_bfloat16_and_the_others_as_every_preset_does() -> None:
+    assert engines.PRESETS["sglang-gpu"].arch_dtypes == {"gpt-oss": "bfloat16"}
+    assert "gpt-oss" not in engines.PRESETS["vllm-gpu"].arch_dtypes
+
+
+def test_a_refused_sglang_gpu_model_is_one_line_and_exit_2(cache: Path) -> None:
+    """Through the command line, with servefuzz's own tiny NemotronH (built into the test's cache)
+    on the Triton attention of the `hybrid` profile."""
+    _unpack(cache, "sglang-gpu", "0.5.17")
+    done = subprocess.run([sys.executable, "-m", "servefuzz", "fuzz", "--launch", "sglang-gpu", "--profile", "hybrid",
+                           "--model-arch", "nemotron-h", "--time", "1", "--out", str(cache / "c")],
+                          capture_output=True, text=True, timeout=300, check=False,
+                          env={**os.environ, "PYTHONPATH": str(ROOT / "src")})  # this tree's servefuzz
+    lines = done.stderr.strip().splitlines()
+    assert done.returncode == 2 and len(lines) == 1, done.stderr[-2000:]
+    assert lines[0].startswith("servefuzz: error: sglang-gpu 0.5.17 will not serve ") and "triton" in lines[0]

@@ -465,7 +465,7 @@ class Launch:
         if model is not None:
             engines.served_model(request.preset, model)  # a bad --model first, before the engine is looked for
         found = presets.find(request)
-        plan = presets.plan(found, target, model)
+        plan = presets.plan(found, target, model, chosen.flags if chosen is not None else ())
         argv = engines.with_flags(plan.argv, chosen.flags) if chosen is not None else list(plan.argv)
         env = {**plan.env, **dict(chosen.env)} if chosen is not None else dict(plan.env)
         launch = cls(plan.engine, tuple(presets.fit(found, argv, env, chosen)), env, start_timeout_s=plan.start_timeout_s,

@@ -119,6 +119,8 @@ def test_the_config_keeps_the_shapes_the_kernels_take(built: dict[str, ArchPaths
         assert set(config["hybrid_override_pattern"]) == {"M", "E", "*"}
         assert config["chunk_size"] == SSM_CHUNK <= SHORTEST_LONG_PROMPT // 4
         assert config["mamba_num_heads"] * config["mamba_head_dim"] == config["hidden_size"]
+        # SGLang sizes the Mamba state by the one and builds the mixer by the other (default 8).
+        assert config["mamba_n_groups"] == config["n_groups"] == 1
 
 
 @pytest.mark.parametrize("arch", OTHERS)

@@ -143,10 +143,11 @@ def _probe(python: str, module: str, pythonpath: str) -> tuple[str | None, str]:
     return (version, "") if isinstance(version, str) and version else (None, str(said.get("why") or "no version"))
 
 
-def plan(found: Installed, target: TargetInfo | None, model: Path | None) -> Plan:
+def plan(found: Installed, target: TargetInfo | None, model: Path | None, flags: Sequence[str] = ()) -> Plan:
     """The server `found` starts, rebuilt from `target` (the finding's server; None for a new
-    campaign), serving `model` (None: the tiny models in the engine cache). UsageError (one
-    line) for a model that is not there or that the engine will not serve."""
+    campaign), serving `model` (None: the tiny models in the engine cache), under the profile's
+    `flags`. UsageError (one line) for a model that is not there or that the engine will not
+    serve (under those flags)."""
     chosen = PLANS[found.preset]
     served = engines.served_model(found.preset, model)
     assert chosen.plan is not None  # PLANS holds only presets with a plan
@@ -158,6 +159,7 @@ def plan(found: Installed, target: TargetInfo | None, model: Path | None) -> Pla
         model_config=engines.model_config(served) if served.is_dir() else {},
         server_args={} if target is None else target.server_args,
         page_size=target.page_size if target is not None and target.page_size else None,
+        flags=tuple(flags),
         standins=str(engines.standin_path()),
         site=found.site,
         pythonpath=os.environ.get("PYTHONPATH", ""),

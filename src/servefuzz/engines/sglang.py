@@ -17,7 +17,17 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from servefuzz.engine_flags import Flag, FlagVariant, Kind, flag_words, path_word, variant, with_flags, without_flags
+from servefuzz.engine_flags import (
+    Flag,
+    FlagVariant,
+    Kind,
+    flag_pairs,
+    flag_words,
+    path_word,
+    variant,
+    with_flags,
+    without_flags,
+)
 from servefuzz.engines.spec import (
     GPU_INSTALL,
     GPU_START_TIMEOUT_S,
@@ -46,7 +56,7 @@ from servefuzz.errors import UsageError
 
 __all__ = ["BUG_FORM", "CPU_PRESET", "CPU_VERSIONS", "DETERMINISTIC", "FLAGS", "GPU_PRESET", "GPU_VERSIONS",
            "INTERPRETED", "METERS", "SERVER_ARG_FEATURES", "SWITCHES", "SPEC", "START_TIMEOUT_S", "TRIAGE", "cpu_argv", "cpu_env",
-           "cpu_refusal", "gpu_argv", "gpu_env"]
+           "cpu_refusal", "gpu_argv", "gpu_env", "gpu_refusal"]
 
 # SGLang's deterministic inference (batch-invariant kernels) refuses to start with its CPU
 # attention backend (measured): on the CPU there is none.
@@ -321,6 +331,79 @@ def cpu_refusal(architecture: str, config: Mapping[str, object]) -> str | None:
     return None
 
 
+# Read in SGLang 0.5.17's code (the GPU bundle's, sglang/...): the hidden sizes its MTP's fused
+# norm kernel takes (kernels/ops/layernorm/fused_eh_norm.py:18, is_supported_fused_eh_norm_hidden_size),
+# and NemotronHConfig's default for `mamba_n_groups` (srt/configs/nemotron_h.py:277).
+_EH_NORM_SIZES = range(512, 8192 + 1, 256)
+_MAMBA_GROUPS_DEFAULT = 8
+
+
+def gpu_refusal(architecture: str, config: Mapping[str, object], flags: Sequence[str]) -> str | None:
+    """Why SGLang 0.5.17 on the GPU will not start or serve this model (its config's class and
+    keys) under the command line `flags` (the preset's with the profile's), or None: each is a
+    condition read in 0.5.17's code, file and line named, that failed a start on the H200
+    (docs/gpu/nondense-and-features.md, "What failed to start"), checked before a start that
+    takes minutes.
+
+    MTP on a DeepSeek-V3 outside the sizes of SGLang's fused norm kernel; the `--model-build
+    speculative` one (hidden 512) is taken:
+
+    >>> mtp = ["--attention-backend", "triton", "--speculative-algorithm", "EAGLE"]
+    >>> gpu_refusal("DeepseekV3ForCausalLM", {"hidden_size": 256}, mtp)[:38]
+    'its MTP draft fuses two norms in fused'
+    >>> gpu_refusal("DeepseekV3ForCausalLM", {"hidden_size": 512}, mtp) is None
+    True
+
+    NemotronH on Triton attention; its tiny shape on FA3 when its config names its groups twice alike:
+
+    >>> gpu_refusal("NemotronHForCausalLM", {}, ["--attention-backend", "triton"])[:46]
+    'SGLang asserts `attention_backend != "triton"`'
+    >>> gpu_refusal("NemotronHForCausalLM", {"n_groups": 1, "mamba_n_groups": 1}, ["--attention-backend", "fa3"]) is None
+    True
+    """
+    given = dict(flag_pairs(flags))  # the last value of each flag, as argparse takes it
+    served = given.get("--dtype") or "auto"
+    if (architecture in ("DeepseekV3ForCausalLM", "DeepseekV32ForCausalLM")
+            and given.get("--speculative-algorithm") in ("EAGLE", "NEXTN")
+            and "--speculative-draft-model-path" not in given
+            and config.get("hidden_size") not in _EH_NORM_SIZES):
+        # The draft is the model's own next-token layer (arg_groups/speculative_hook.py:576,
+        # configs/model_config.py:580 makes it DeepseekV3ForCausalLMNextN), whose forward on CUDA
+        # calls fused_eh_norm (models/deepseek_nextn.py:234), which raises for any other size.
+        return (f"its MTP draft fuses two norms in fused_eh_norm, which takes \"hidden_size > 256 and hidden_size "
+                f"<= 8192 and hidden_size % 256 == 0\" (sglang/kernels/ops/layernorm/fused_eh_norm.py:19), and this "
+                f"DeepSeek-V3's hidden_size is {config.get('hidden_size')!r}: `--model-build speculative` builds it at 512")
+    if architecture == "GptOssForCausalLM":
+        checkpoint = config.get("dtype") or config.get("torch_dtype")
+        if served == "auto":  # SGLang's `auto`: float16 for a float32 checkpoint (configs/model_config.py:1669)
+            served = "float16" if checkpoint == "float32" else str(checkpoint)
+        if isinstance(checkpoint, str) and checkpoint != served:
+            # The rest of the model is built in the served type (the loader's default dtype).
+            return (f"SGLang's GPT-OSS builds its attention and router in the checkpoint's type (\"params_dtype="
+                    f"config.dtype\", sglang/srt/models/gpt_oss.py:253, :556), {checkpoint!r} here, and the rest in "
+                    f"--dtype {served}: its first forward fails (\"mat1 and mat2 must have the same dtype\"); a "
+                    f"{served} checkpoint is served (`--model-arch gpt-oss` builds one for sglang-gpu)")
+    if architecture in ("NemotronHForCausalLM", "NemotronHPuzzleForCausalLM"):
+        if given.get("--attention-backend") == "triton":
+            return ("SGLang asserts `attention_backend != \"triton\"` for NemotronH: \"does not support triton "
+                    "attention backend, as the first layer might not be an attention layer\" "
+                    "(sglang/srt/server_args.py:5503); the `hybrid-fa3` profile serves it on FA3")
+        groups, mamba_groups = config.get("n_groups"), config.get("mamba_n_groups", _MAMBA_GROUPS_DEFAULT)
+        if groups is not None and groups != mamba_groups:
+            # Transformers reads the two keys as one (`mamba_n_groups` wins); SGLang sizes the Mamba
+            # state by the first and builds the mixer's conv1d and in_proj by the second.
+            return (f"SGLang's NemotronH sizes its Mamba state by n_groups ({groups!r}, sglang/srt/configs/nemotron_h.py:430) "
+                    f"but its mixer by mamba_n_groups ({mamba_groups!r}{', its default' if 'mamba_n_groups' not in config else ''}, "
+                    f"sglang/srt/models/nemotron_h.py:519): the loader cannot fit conv1d's weight (\"exceeds dimension size\")")
+    return None
+
+
+def _gpu_refuse(inputs: LaunchInputs, argv: Sequence[str]) -> None:
+    refusal = gpu_refusal(inputs.architecture(), inputs.model_config, with_flags(argv, inputs.flags))
+    if refusal is not None:
+        raise UsageError(f"sglang-gpu {inputs.version} will not serve {inputs.model}: {refusal}")
+
+
 def _cpu_plan(inputs: LaunchInputs) -> Plan:
     refusal = cpu_refusal(inputs.architecture(), inputs.model_config)
     if refusal is not None:
@@ -334,6 +417,7 @@ def _cpu_plan(inputs: LaunchInputs) -> Plan:
 
 def _gpu_plan(inputs: LaunchInputs) -> Plan:
     argv = gpu_argv(inputs.program, inputs.model, page_size=inputs.page(1))
+    _gpu_refuse(inputs, argv)
     return Plan("sglang", tuple(argv), gpu_env(inputs.site, inputs.pythonpath), start_timeout_s=GPU_START_TIMEOUT_S,
                 device="cuda")
 
@@ -495,9 +579,10 @@ GPU_PROFILES: tuple[Profile, ...] = (
 CPU_PRESET = Preset("sglang-cpu", CPU_VERSIONS, _cpu_plan, _cpu_command, profiles=CPU_PROFILES,
                     install="scripts/setup_engines.sh sglang", module="sglang")
 # Found as vllm-gpu's is (engines/vllm.py): the user's install, or the cache's venv or bundle.
+# GPT-OSS in bfloat16: SGLang builds its attention and router in the checkpoint's type (`gpu_refusal`).
 GPU_PRESET = Preset("sglang-gpu", GPU_VERSIONS, _gpu_plan, _gpu_command, device="cuda", program_named_by="python",
                     profiles=GPU_PROFILES, install=GPU_INSTALL, install_version=GPU_INSTALL, installer="gpu-wheel",
-                    module="sglang")
+                    arch_dtypes={"gpt-oss": "bfloat16"}, module="sglang")
 
 
 def facts(args: Mapping[str, object]) -> ServerFacts:

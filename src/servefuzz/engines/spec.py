@@ -438,7 +438,9 @@ class LaunchInputs:
     the server (an interpreter or a binary), the model it serves (in the spec's
     `model_format`) and the type its config declares (`model_dtype`: "auto" for none), its
     config.json (`model_config`: empty for a GGUF or a placeholder), the version, and what the
-    finding's server recorded (`server_args`, `page_size`; empty for a new campaign).
+    finding's server recorded (`server_args`, `page_size`; empty for a new campaign), and the
+    profile's flags the launcher puts over the plan's command line (`flags`: a plan refuses a
+    model the engine will not start under them, e.g. an attention backend it does not take).
     `standins`: servefuzz's stand-in folder; `site`: a GPU bundle's package folder;
     `pythonpath`: the caller's own, kept after what the plan puts first."""
 
@@ -449,6 +451,7 @@ class LaunchInputs:
     model_config: Mapping[str, object] = field(default_factory=dict)
     server_args: Mapping[str, object] = field(default_factory=dict)
     page_size: int | None = None
+    flags: tuple[str, ...] = ()
     standins: str = ""
     site: str = ""
     pythonpath: str = ""

@@ -46,7 +46,11 @@ def config(vocab: int, ids: dict[str, int], dtype: str) -> dict[str, Any]:
         "norm_topk_prob": True, "routed_scaling_factor": 1.0, **attention_config(),
         "attention_head_dim": HEAD_DIM, "attention_bias": False, "mlp_bias": False,
         "mamba_num_heads": MAMBA_HEADS, "mamba_head_dim": MAMBA_HEAD_DIM, "ssm_state_size": STATE,
-        "n_groups": GROUPS, "conv_kernel": CONV_KERNEL, "expand": MAMBA_HEADS * MAMBA_HEAD_DIM // HIDDEN,
+        # Both names of the groups: transformers reads either (`mamba_n_groups` wins), SGLang 0.5.17
+        # sizes the Mamba state by `n_groups` and builds the mixer by `mamba_n_groups`, 8 when absent
+        # (engines.sglang.gpu_refusal), which the shapes below then do not fit.
+        "n_groups": GROUPS, "mamba_n_groups": GROUPS, "conv_kernel": CONV_KERNEL,
+        "expand": MAMBA_HEADS * MAMBA_HEAD_DIM // HIDDEN,
         "chunk_size": SSM_CHUNK, "use_conv_bias": True, "mamba_proj_bias": False, "mamba_hidden_act": "silu",
         "layer_norm_epsilon": 1e-5, "residual_in_fp32": False, "rope_theta": 10000.0,
     }
