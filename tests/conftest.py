@@ -79,8 +79,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     one vLLM runs at a time (two starting together on two cores also run every other test
     slower) and the session's server is started once; and the rest (llama-server, the tiny
     models), which start in seconds. The vLLM group (the longest, about seven minutes) goes first,
-    then the other group, then the other slow tests, then the rest: longest first, so the last
-    test to finish is a short one. Without xdist the marker is inert and only the order changes.
+    then the other group, then the other slow tests (their files taken in turn, below), then the
+    rest: longest first, so the last test to finish is a short one. Without xdist the marker is
+    inert and only the order changes.
     """
     part = os.environ.get(PART)
     if part is not None:
@@ -102,7 +103,26 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             return 0 if group == "vllm" else 1
         return 2 if item.get_closest_marker("slow") is not None else 3
 
-    items.sort(key=rank)  # stable: within a rank, files and tests keep their order
+    # The slow tests of different files taken in turn (each file's first, then each one's second,
+    # ...), not file after file: the zoo's 26 campaigns are mostly CPU and its 26 shrinks mostly
+    # waiting on a scenario's offsets, and file after file the workers ran three campaigns at once
+    # (the cores short, each campaign's search slower) and then three shrinks (the cores idle).
+    # A file whose tests share a module-scoped fixture stays together, so that it is made once.
+    turn: dict[str, int] = {}
+    seen: Counter[Path] = Counter()
+    for item in items:
+        if rank(item) == 2 and not _shares_a_module_fixture(item):
+            turn[item.nodeid] = seen[item.path]
+            seen[item.path] += 1
+    items.sort(key=lambda item: (rank(item), turn.get(item.nodeid, 0)))  # stable: else in file order
+
+
+def _shares_a_module_fixture(item: pytest.Item) -> bool:
+    """The test uses a fixture made once per module or class (pytest's own record of its
+    fixtures; an item without one shares none)."""
+    info = getattr(item, "_fixtureinfo", None)
+    defs = info.name2fixturedefs.values() if info is not None else ()
+    return any(d and d[-1].scope in ("module", "class", "package") for d in defs)
 
 
 _SPENT: dict[str, float] = {}  # seconds by group, setup and teardown included

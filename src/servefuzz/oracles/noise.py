@@ -228,6 +228,11 @@ class CampaignNoise:
     # The longest run of tokens unrelated requests' answers shared by chance so far
     # (`controls.chance_run`): what a leak must beat on this target (`controls.leak_tokens`).
     chance_run: int = 0
+    # Every bucket pooled, by metric, made on first use: `basis` falls back to it for a thin
+    # bucket once per position it checks (thousands in one judgement), and pooling each time
+    # was a quarter of a campaign's own CPU (docs/benchmarks.md). The model is immutable (each
+    # change makes a new one), so a pool never goes stale.
+    _pooled: dict[str, ShiftHistogram] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     @classmethod
     def empty(cls) -> CampaignNoise:
@@ -274,10 +279,16 @@ class CampaignNoise:
         where = f"position {bucket_of(position)}" if bucket_of(position) != "0" else "position 0"
         if own is not None and own.count >= min_samples:
             return own, f"{where}{', cached' if cached else ''}"
-        pooled = ShiftHistogram()
-        for h in hists.values():
-            pooled = pooled.merged(h)
-        return pooled, "any position (too few at this one)"
+        return self._pool(metric), "any position (too few at this one)"
+
+    def _pool(self, metric: str) -> ShiftHistogram:
+        pooled = self._pooled.get(metric)
+        if pooled is None:
+            pooled = ShiftHistogram()
+            for h in self.hists.get(metric, {}).values():
+                pooled = pooled.merged(h)
+            self._pooled[metric] = pooled  # a cache in a frozen record: the dict itself, not the field
+        return pooled
 
     def threshold(self, position: int, cached: bool, metric: str = "gap", *, k: float = CAMPAIGN_K,
                   min_samples: int = MIN_SAMPLES) -> float:
