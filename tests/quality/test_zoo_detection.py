@@ -24,6 +24,10 @@ from servefuzz.reference.faults import FAULTS
 pytestmark = pytest.mark.slow
 
 CAP_S = 150  # seed 0 finds each fault in about a minute or less on 2 shared cores (bench/zoo.py)
+# Faults whose campaign needs longer on a loaded box: window-modulo-after-saturation's default
+# campaign took 23-141 s on seeds 0-2 (bench/zoo.py, docs/benchmarks.md), and under a whole
+# suite on two cores its 150 s ran out at a suspected corruption in 3 of 6 tries.
+LONGER_S: dict[str, int] = {"window-modulo-after-saturation": 240}
 # A cross-tenant cache hit reads the right KV: its class is an isolation breach (docs/verdicts.md).
 # The contract fault in default mode (as here) is benign drift too; under its mode it is a
 # contract violation (tests/quality/test_contract_tier.py).
@@ -36,13 +40,13 @@ RIGHT: dict[str, tuple[str, ...]] = {
     for f in FAULTS}
 
 
-@pytest.mark.timeout(CAP_S + 60)
+@pytest.mark.timeout(max(CAP_S, *LONGER_S.values()) + 60)
 @pytest.mark.parametrize("fault", sorted(FAULTS))
 def test_the_default_campaign_finds_the_fault_with_the_right_class(fault: str, tmp_path: Path) -> None:
-    out = tmp_path / fault
+    out, cap = tmp_path / fault, LONGER_S.get(fault, CAP_S)
     p = subprocess.run(
-        [sys.executable, "-m", "servefuzz", "fuzz", "--fault", fault, "--time", str(CAP_S), "--json", "--out", str(out)],
-        capture_output=True, text=True, timeout=CAP_S + 50, check=False,
+        [sys.executable, "-m", "servefuzz", "fuzz", "--fault", fault, "--time", str(cap), "--json", "--out", str(out)],
+        capture_output=True, text=True, timeout=cap + 50, check=False,
     )
     assert "Traceback" not in p.stderr, p.stderr[-2000:]
     summary = json.loads(p.stdout)
