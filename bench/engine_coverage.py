@@ -5,6 +5,7 @@ buys a campaign, side by side on the same seeds in one run.
     python bench/engine_coverage.py --seeds 3 --budget-s 300 --out /tmp/engcov.jsonl
     python bench/engine_coverage.py --skip cost --seeds 3 --budget-s 300 --side-by-side   # both arms at once
     python bench/engine_coverage.py --skip cost --seeds 3 --budget-requests 1500          # per request
+    python bench/engine_coverage.py --skip cost --seeds 3 --budget-s 300 --side-by-side --arms off,off,fast
 
 (a) **Cost**: two reference engines, one with `--coverage` and one without, serve the same
     fixed workload per seed (prompts on shared prefixes, some n = 2 and seeded, `--concurrency`
@@ -16,7 +17,10 @@ buys a campaign, side by side on the same seeds in one run.
     feedback (`CampaignConfig.engine_coverage`) and without: the engine measures its coverage in
     both arms, only the feedback differs. Counted at the end from the engine's own `/coverage`:
     the context points (edge x context) reached, the distinct edges among them, and the
-    campaign's requests; ratio feedback / no feedback per seed.
+    campaign's requests; ratio feedback / no feedback per seed. `--arms` picks the arms: `off`
+    (no feedback), `rare` (the default schedule), `fast` (AFL's path-frequency schedule), each
+    optionally `@share` of mutation turns; `off,off` runs a replica of the control beside it,
+    whose ratio is the noise of one run against another.
 
 Results are appended as JSON lines to `--out`; the summary with the ratios is printed last.
 """
@@ -41,6 +45,7 @@ from typing import Any
 import aiohttp
 
 from servefuzz.campaign import CampaignConfig, run_campaign
+from servefuzz.corpus import POWER_SCHEDULES
 from servefuzz.launcher import ServerProcess
 from servefuzz.reference.tracer import CONTEXT_BITS
 from servefuzz.runner import Runner
@@ -104,13 +109,35 @@ def throughput_arm(srv: ServerProcess, seed: int, requests: int, concurrency: in
     return {"rps": requests / wall, "rps_cpu": requests / max(cpu, 1e-9)}
 
 
-def campaign_arm(seed: int, budget_s: float | None, feedback: bool, workdir: Path,
-                 budget_requests: int | None = None) -> dict[str, Any]:
-    """The default mix's campaign against a fresh `--coverage` engine; what it reached there."""
+# The campaign arms `--arms` may name: engine-coverage feedback off (the control) or on under a
+# power schedule (`corpus.POWER_SCHEDULES`), each optionally with its share of mutation turns
+# (`fast@0.8`); the same name twice (`off,off`) runs a replica, whose spread is the noise floor.
+ARMS = ("off", *POWER_SCHEDULES)
+
+
+def arm_config(arm: str) -> dict[str, Any]:
+    """`CampaignConfig` fields of an arm: `off`, `rare`, `fast`, any of them `@share`."""
+    name, _, share = arm.partition("@")
+    if name not in ARMS:
+        raise SystemExit(f"unknown arm {arm!r}: one of {', '.join(ARMS)}, optionally @SHARE")
+    out: dict[str, Any] = {"engine_coverage": name != "off"}
+    if name != "off":
+        out["power"] = name
+    if share:
+        out["mutate_share"] = float(share)
+    return out
+
+
+def campaign_arm(seed: int, budget_s: float | None, arm: str, workdir: Path,
+                 budget_requests: int | None = None, tag: str = "") -> dict[str, Any]:
+    """The default mix's campaign against a fresh `--coverage` engine; what it reached there, and
+    where its scenarios came from (mutated corpus entries or fresh strategy scenarios)."""
     strategies = get_strategies(",".join(DEFAULT_MIX))
-    with ServerProcess.reference(["--coverage"], log_path=workdir / f"server-{seed}-{feedback}.log") as srv:
-        config = CampaignConfig(out_dir=workdir / f"campaign-{seed}-{feedback}", seed=seed, time_budget_s=budget_s,
-                                request_budget=budget_requests, coverage=True, engine_coverage=feedback)
+    name = f"{seed}-{arm}{tag}"
+    with ServerProcess.reference(["--coverage"], log_path=workdir / f"server-{name}.log") as srv:
+        out = workdir / f"campaign-{name}"
+        config = CampaignConfig(out_dir=out, seed=seed, time_budget_s=budget_s,
+                                request_budget=budget_requests, coverage=True, **arm_config(arm))
 
         async def go() -> int:
             async with Runner(make_target("reference", srv.base_url)) as runner:
@@ -118,10 +145,13 @@ def campaign_arm(seed: int, budget_s: float | None, feedback: bool, workdir: Pat
 
         sent = asyncio.run(go())
         reached = points(srv.base_url)
-    return {"seed": seed, "feedback": feedback, "budget_s": budget_s, "budget_requests": budget_requests,
-            "requests": sent,
+    origins = [json.loads(line)["origin"] for line in (out / "scenarios.jsonl").read_text().splitlines() if line]
+    return {"seed": seed, "arm": arm + tag, "feedback": arm != "off", "budget_s": budget_s,
+            "budget_requests": budget_requests, "requests": sent,
             "points": len(reached), "edges": len({p >> CONTEXT_BITS for p in reached}),
-            "contexts": len({p & ((1 << CONTEXT_BITS) - 1) for p in reached})}
+            "contexts": len({p & ((1 << CONTEXT_BITS) - 1) for p in reached}),
+            "scenarios": len(origins), "mutated": sum(o.startswith("mutate:") for o in origins),
+            "corpus": len(list((out / "corpus").glob("entry_*.json")))}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -135,10 +165,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--side-by-side", action="store_true",
                    help="run a seed's two campaign arms at once, each on its own engine and process, so that the "
                         "machine's load falls on both alike (each then has about half the cores)")
+    p.add_argument("--arms", default="rare,off",
+                   help="campaign arms, comma-separated (default rare,off: the default schedule against no "
+                        "feedback): off, rare, fast, each optionally @MUTATE_SHARE; a name twice runs a replica")
     p.add_argument("--requests", type=int, default=64, help="requests per throughput pass (default 64)")
     p.add_argument("--concurrency", type=int, default=8)
     p.add_argument("--skip", choices=("cost", "gain"), help="leave one half out")
     p.add_argument("--out", type=Path, default=Path("engine-coverage.jsonl"), help="JSON lines, appended")
+    p.add_argument("--keep", type=Path, help="keep the campaigns' folders (corpus, scenarios) here, not in a "
+                                             "temporary folder")
     args = p.parse_args(argv)
     seeds = range(args.first_seed, args.first_seed + args.seeds)
     rows: list[dict[str, Any]] = []
@@ -160,11 +195,17 @@ def main(argv: Sequence[str] | None = None) -> int:
                           **throughput_arm(srv, seed, args.requests, args.concurrency)})
     if args.skip != "gain":
         budget_s = None if args.budget_requests else args.budget_s
-        with tempfile.TemporaryDirectory(prefix="servefuzz-engcov-") as tmp:
+        with tempfile.TemporaryDirectory(prefix="servefuzz-engcov-") as scratch:
+            tmp = str(args.keep or scratch)
+            Path(tmp).mkdir(parents=True, exist_ok=True)
+            names = args.arms.split(",")
+            for arm in names:
+                arm_config(arm)  # a bad name fails before any campaign runs
+            tags = [f"#{names[:i].count(a) + 1}" if names.count(a) > 1 else "" for i, a in enumerate(names)]
             for seed in seeds:
-                arms = [(seed, budget_s, feedback, Path(tmp), args.budget_requests) for feedback in (True, False)]
+                arms = [(seed, budget_s, arm, Path(tmp), args.budget_requests, tag) for arm, tag in zip(names, tags, strict=True)]
                 if args.side_by_side:
-                    with ProcessPoolExecutor(max_workers=2) as pool:
+                    with ProcessPoolExecutor(max_workers=len(arms)) as pool:
                         done = list(pool.map(campaign_arm, *zip(*arms, strict=True)))
                 else:
                     done = [campaign_arm(*arm) for arm in arms]
@@ -188,16 +229,30 @@ def summary(rows: Sequence[dict[str, Any]]) -> str:
             lines.append(f"cost: traced / untraced {what}: mean ratio {statistics.mean(ratios):.2f}")
     gain = [r for r in rows if r["part"] == "gain"]
     if gain:
-        ratios = []
+        # Every arm against the first control (`off`, or `off#1`), seed by seed; rows of an older
+        # run carry `feedback` alone (the default schedule on, or off).
+        arm_of = {id(r): r.get("arm", "rare" if r["feedback"] else "off") for r in gain}
+        names = list(dict.fromkeys(arm_of[id(r)] for r in gain))
+        control = next((a for a in names if a.split("#")[0] == "off"), None)
+        ratios: dict[str, list[float]] = {a: [] for a in names if a != control}
         for seed in sorted({r["seed"] for r in gain}):
-            on = next(r for r in gain if r["seed"] == seed and r["feedback"])
-            off = next(r for r in gain if r["seed"] == seed and not r["feedback"])
-            ratios.append(on["points"] / off["points"])
-            lines.append(f"gain seed {seed}: context points with feedback {on['points']} ({on['edges']} edges, "
-                         f"{on['requests']} requests), without {off['points']} ({off['edges']} edges, "
-                         f"{off['requests']} requests), ratio {ratios[-1]:.3f}")
-        lines.append(f"gain: context points with / without engine-coverage feedback: mean ratio "
-                     f"{statistics.mean(ratios):.3f}")
+            by = {arm_of[id(r)]: r for r in gain if r["seed"] == seed}
+            base = by.get(control) if control else None
+            for arm in names:
+                r = by.get(arm)
+                if r is None:
+                    continue
+                ratio = ""
+                if base is not None and arm != control:
+                    ratios[arm].append(r["points"] / base["points"])
+                    ratio = f", ratio to {control} {ratios[arm][-1]:.3f}"
+                mixed = f", {r['mutated']}/{r['scenarios']} scenarios mutated" if "scenarios" in r else ""
+                lines.append(f"gain seed {seed} {arm}: context points {r['points']} ({r['contexts']} contexts, "
+                             f"{r['edges']} edges, {r['requests']} requests{mixed}){ratio}")
+        for arm, rs in ratios.items():
+            if rs:
+                lines.append(f"gain: {arm} / {control} context points: mean ratio {statistics.mean(rs):.3f} "
+                             f"(min {min(rs):.3f}, max {max(rs):.3f})")
     return "\n".join(lines)
 
 

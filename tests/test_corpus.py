@@ -7,7 +7,7 @@ from collections import Counter
 
 import pytest
 
-from servefuzz.corpus import Corpus, CorpusEntry, Schedule, first_round, novelty
+from servefuzz.corpus import FAST_CAP, Corpus, CorpusEntry, Schedule, first_round, novelty
 from servefuzz.workload import RequestSpec, Scenario
 
 
@@ -127,3 +127,53 @@ def test_an_entry_that_alone_reached_engine_code_keeps_more_energy_and_its_many_
     assert novelty(first.new) == 1 + 1 + 7 + 7 and novelty(rare.new) == 1 + 1 + 1 + 1
     assert novelty(control.new) == 1
     assert Corpus(c.entries).rarity(rare) == c.rarity(rare)  # a resumed corpus weighs them the same
+
+
+def test_the_fast_schedule_climbs_from_a_context_the_search_keeps_missing_and_leaves_one_it_keeps_reaching() -> None:
+    # AFL's path-frequency schedule: f(i) counts every execution that reached the entry's rarest
+    # engine edge or context, kept or not; energy is 2**picks / f(i), bounded.
+    def run(c: Corpus, features: set[str], i: int) -> CorpusEntry | None:
+        return c.consider(sc(i), frozenset(features), origin="x", iteration=i, flagged=False)
+
+    energies = {}
+    for power in ("rare", "fast"):
+        c = Corpus(power=power)
+        run(c, {"ctx:1", "edge:1"}, 0)
+        missed = run(c, {"ctx:1", "edge:1", "ctx:2"}, 1)  # ctx:2: reached once, by it alone
+        reached = run(c, {"ctx:1", "edge:1", "ctx:3"}, 2)  # ctx:3: its mutants reach it again
+        assert missed is not None and reached is not None and c.energy(missed) == c.energy(reached)
+        before = c.energy(missed)
+        for i in range(3, 7):  # each picked four times; every mutant reaches ctx:3, none ctx:2
+            c.picks[missed.id] += 1
+            c.picks[reached.id] += 1
+            run(c, {"ctx:1", "edge:1", "ctx:3", f"n:{i}"}, i)
+        energies[power] = (before, c.energy(missed), c.energy(reached))
+    # The default fades both by their picks; `fast` lets the one whose context stays rare climb
+    # (2 -> 2 * 2**4 / 1) and the other fall behind it by its frequency (2 * 2**4 / 5).
+    assert energies["rare"] == pytest.approx((4.0, 0.8, 0.48))
+    assert energies["fast"] == pytest.approx((2.0, 32.0, 6.4))
+    # Capped: no entry outweighs a fresh one by more than FAST_CAP, however long its context stays rare.
+    c = Corpus(power="fast")
+    e = run(c, {"ctx:7"}, 0)
+    assert e is not None
+    c.picks[e.id] = 40
+    assert c.energy(e) == 2 * FAST_CAP
+    # An entry without engine coverage (an engine that reports none) keeps the default schedule.
+    plain = run(c, {"conc:1"}, 1)
+    assert plain is not None and c.frequency(plain) is None and c.energy(plain) == Corpus().energy(plain) == 2
+    # A resumed corpus starts each frequency at its holders (the executions not kept are not on disk).
+    again = Corpus(c.entries, dict(c.picks), power="fast")
+    assert again.frequency(e) == 1 and again.energy(e) == c.energy(e)
+
+
+def test_the_fast_schedule_weighs_an_entry_by_its_speed_within_bounds_and_keeps_its_seconds() -> None:
+    c = Corpus(power="fast")
+    quick = c.consider(sc(1), frozenset({"ctx:1"}), origin="x", iteration=0, flagged=False, seconds=1.0)
+    slow = c.consider(sc(2), frozenset({"ctx:2"}), origin="x", iteration=1, flagged=False, seconds=7.0)
+    untimed = c.consider(sc(3), frozenset({"ctx:3"}), origin="x", iteration=2, flagged=False)
+    assert quick is not None and slow is not None and untimed is not None
+    # The mean of the timed entries is 4 s: 4x for the quick one, held at 3; 4/7 for the slow one.
+    assert c.speed(quick) == 3.0 and c.speed(slow) == pytest.approx(4 / 7) and c.speed(untimed) == 1.0
+    assert c.energy(quick) > c.energy(untimed) > c.energy(slow)
+    assert Corpus().energy(quick) == Corpus().energy(slow), "the default schedule does not time entries"
+    assert CorpusEntry.from_json(slow.to_json()) == slow and "seconds" not in untimed.to_json()

@@ -59,8 +59,8 @@ from typing import Any, Literal
 from servefuzz.feedback import COV, CTX, DID, EDGE
 from servefuzz.workload import Scenario
 
-__all__ = ["LEAD_MUTATIONS", "MUTATE_SHARE", "Corpus", "CorpusEntry", "Lead", "Schedule", "credit", "first_round",
-           "novelty"]
+__all__ = ["FAST_CAP", "LEAD_MUTATIONS", "MUTATE_SHARE", "POWER_SCHEDULES", "SPEED_RANGE", "Corpus", "CorpusEntry", "Lead", "Power",
+           "Schedule", "credit", "first_round", "novelty"]
 
 # After the first round, the share of iterations that mutate a corpus entry rather than
 # generate afresh (when the corpus is not empty).
@@ -71,6 +71,20 @@ COST_UNIT_S = 10.0
 # glimpsed flip again in 6 of 6 replays for 2 of 14 (the RAM-cache lead above), so twelve find such a
 # mutant five times in six.
 LEAD_MUTATIONS = 12
+# The power schedules (`Corpus.energy`): `rare`, the default, divides by the picks and weighs an
+# entry by its rarest engine edge or context among the *entries*; `fast`, AFL's path-frequency
+# schedule (Boehme et al., "Coverage-based Greybox Fuzzing as Markov Chain"), by how often the
+# *executions* exercised the entry's rarest edge or context, rising with its picks while that stays
+# rare. Off by default: not measured to beat `rare` on every seed (docs/benchmarks.md).
+Power = Literal["rare", "fast"]
+POWER_SCHEDULES: tuple[Power, ...] = ("rare", "fast")
+# `fast`'s bound on 2**picks / frequency (AFL's MAX_FACTOR is 32 x its beta): one entry whose rare
+# context stays rare may outweigh a fresh one by this much, and no more.
+FAST_CAP = 32.0
+# `fast`'s execution-time factor's bounds (`Corpus.speed`): AFL's are 0.1 and 3.
+SPEED_RANGE = (0.25, 3.0)
+
+
 def _rare(feature: str) -> str | None:
     """What a feature counts as in the rarity (`Corpus.rarity`): a `did:` feature, an engine
     edge or an engine context itself; None for the rest (an engine point among them: a new
@@ -152,6 +166,7 @@ class CorpusEntry:
     iteration: int
     flagged: bool
     lead: Lead | None = None
+    seconds: float = 0.0  # its execution took (0: not measured, an entry of an older campaign)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -160,6 +175,7 @@ class CorpusEntry:
             "iteration": self.iteration,
             "flagged": self.flagged,
             **({} if self.lead is None else {"lead": {"signature": self.lead.signature, "until": self.lead.until}}),
+            **({"seconds": round(self.seconds, 3)} if self.seconds else {}),
             "features": sorted(self.features),
             "new": sorted(self.new),
             "scenario": self.scenario.to_json(),
@@ -172,13 +188,16 @@ class CorpusEntry:
             id=int(d["id"]), scenario=Scenario.from_json(d["scenario"]), features=frozenset(d["features"]),
             new=frozenset(d["new"]), origin=str(d["origin"]), iteration=int(d["iteration"]), flagged=bool(d["flagged"]),
             lead=None if not lead else Lead(str(lead["signature"]), int(lead["until"])),
+            seconds=float(d.get("seconds", 0.0)),
         )
 
 
 class Corpus:
     """Kept scenarios, the features seen so far, and how often each entry was picked."""
 
-    def __init__(self, entries: Iterable[CorpusEntry] = (), picks: Mapping[int, int] | None = None) -> None:
+    def __init__(self, entries: Iterable[CorpusEntry] = (), picks: Mapping[int, int] | None = None,
+                 power: Power = "rare") -> None:
+        self.power = power
         self.entries: list[CorpusEntry] = sorted(entries, key=lambda e: e.id)
         self.seen: set[str] = set().union(*(e.features for e in self.entries)) if self.entries else set()
         self.picks: Counter[int] = Counter(picks or {})
@@ -187,6 +206,11 @@ class Corpus:
         self.holders: Counter[str] = Counter()
         for e in self.entries:
             self._hold(e.features)
+        # How many executions reached each engine edge and context (`fast`'s f(i)), kept or not:
+        # a resumed campaign starts from its entries' holders (the executions it threw away are
+        # not on disk), which undercounts, so its entries start with more energy, not less.
+        self.exercised: Counter[str] = Counter(
+            {f: n for f, n in self.holders.items() if f.startswith((EDGE, CTX))})
 
     def _hold(self, features: Iterable[str]) -> None:
         self.holders.update({k for f in features if (k := _rare(f)) is not None})
@@ -198,13 +222,17 @@ class Corpus:
         return frozenset(features) - self.seen
 
     def consider(
-        self, scenario: Scenario, features: frozenset[str], *, origin: str, iteration: int, flagged: bool
+        self, scenario: Scenario, features: frozenset[str], *, origin: str, iteration: int, flagged: bool,
+        seconds: float = 0.0,
     ) -> CorpusEntry | None:
-        """Keep `scenario` if it reached a feature never seen; return the new entry, else None."""
+        """Keep `scenario` if it reached a feature never seen; return the new entry, else None.
+        Every execution is counted towards the frequency of the engine edges and contexts it
+        reached (`fast`), kept or not."""
+        self.exercised.update(f for f in features if f.startswith((EDGE, CTX)))
         new = self.novel(features)
         if not new:
             return None
-        entry = CorpusEntry(len(self.entries), scenario, features, new, origin, iteration, flagged)
+        entry = CorpusEntry(len(self.entries), scenario, features, new, origin, iteration, flagged, seconds=seconds)
         self.entries.append(entry)
         self.seen |= features
         self._hold(features)
@@ -260,9 +288,48 @@ class Corpus:
         engine = [1 / self.holders[f] for f in entry.features if f.startswith((EDGE, CTX)) and self.holders[f]]
         return did + max(engine, default=0.0)
 
+    def frequency(self, entry: CorpusEntry) -> int | None:
+        """`fast`'s f(i): how many executions reached `entry`'s rarest engine edge or context
+        (its own first execution among them); None for an entry with no engine coverage."""
+        return min((self.exercised[f] for f in entry.features if f.startswith((EDGE, CTX))), default=None)
+
     def energy(self, entry: CorpusEntry) -> float:
-        return ((1 + novelty(entry.new)) * (2 if entry.flagged else 1) * (1 + self.rarity(entry))
-                / (1 + self.picks[entry.id]))
+        """`rare`: novelty x flagged x (1 + rarity) / (1 + picks). `fast` (on an entry with engine
+        coverage): novelty x flagged x (1 + the rarity of its `did:` features) x
+        min(`FAST_CAP`, 2**picks / f(i)): an entry whose rarest edge or context the search keeps
+        exercising (its mutants reach it again and again) fades; one whose stays rare gains
+        with every pick, where `rare` would have let it fade by its picks alone.
+
+            >>> from servefuzz.workload import RequestSpec
+            >>> c = Corpus(power="fast")
+            >>> sc = Scenario(1, (RequestSpec("r01", 0.0, (5, 6), 4),))
+            >>> common = c.consider(sc, frozenset({"ctx:1", "edge:1"}), origin="x", iteration=0, flagged=False)
+            >>> for i in range(3):  # three more executions reach its context, none anything new
+            ...     _ = c.consider(sc, frozenset({"ctx:1", "edge:1"}), origin="x", iteration=i + 1, flagged=False)
+            >>> rare = c.consider(sc, frozenset({"ctx:1", "ctx:2", "edge:1"}), origin="x", iteration=4, flagged=False)
+            >>> c.frequency(common), c.frequency(rare), round(c.energy(common), 2), c.energy(rare)
+            (5, 1, 0.6, 2.0)
+            >>> c.picks[rare.id] = 3; c.energy(rare)  # picked three times, its context still rare
+            16.0
+        """
+        base = (1 + novelty(entry.new)) * (2 if entry.flagged else 1)
+        f = self.frequency(entry) if self.power == "fast" else None
+        if f is None:
+            return base * (1 + self.rarity(entry)) / (1 + self.picks[entry.id])
+        did = sum(1 / self.holders[k] for k in entry.features if k.startswith(DID) and self.holders[k])
+        return (base * (1 + did) * self.speed(entry)
+                * min(FAST_CAP, float(2 ** min(self.picks[entry.id], 16)) / max(f, 1)))
+
+    def speed(self, entry: CorpusEntry) -> float:
+        """AFL's execution-time factor, which every one of its schedules applies: the corpus's mean
+        seconds per entry over this entry's, within `SPEED_RANGE` (1 for an entry not timed).
+        Under `fast` one entry may get most of the picks; when its mutants are slow a campaign of
+        some tens of scenarios spends its budget on a few of them."""
+        timed = [e.seconds for e in self.entries if e.seconds > 0]
+        if entry.seconds <= 0 or not timed:
+            return 1.0
+        low, high = SPEED_RANGE
+        return min(high, max(low, sum(timed) / len(timed) / entry.seconds))
 
     def pick(self, rng: random.Random) -> CorpusEntry:
         entry = rng.choices(self.entries, weights=[self.energy(e) for e in self.entries])[0]

@@ -218,7 +218,7 @@ class _Loop:
             state.coverage = state.coverage.observe(now)
             write_json(out / COVERAGE_FILE, state.coverage.to_json())
         entry = corpus.consider(scenario, reached, origin=seen.origin, iteration=seen.iteration,
-                                flagged=bool(verdict.anomalies))
+                                flagged=bool(verdict.anomalies), seconds=time.monotonic() - seen.began)
         if entry is not None:
             write_json(out / "corpus" / f"entry_{entry.id:05d}.json", entry.to_json())
         strategy = str(scenario.meta.get("strategy", seen.origin))

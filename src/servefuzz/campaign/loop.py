@@ -26,7 +26,7 @@ from servefuzz.campaign.records import (
 )
 from servefuzz.campaign.stops import Moment, TimeBudget, budgets, first_stop, stop_conditions
 from servefuzz.campaign.workers import LocalWorker, Revival, Worker, WorkerLost
-from servefuzz.corpus import MUTATE_SHARE, Corpus, Schedule, first_round
+from servefuzz.corpus import Corpus, Schedule, first_round
 from servefuzz.coverage import Coverage, FeatureSpace
 from servefuzz.covering import PairwiseCover
 from servefuzz.engines.registry import spec_of
@@ -103,12 +103,12 @@ async def run_campaign_on(
     )
     for log in ("scenarios.jsonl", "histories.jsonl", "constraints.jsonl"):
         durable.truncate_torn_tail(out / log)  # a kill mid-append must not glue the next line on
-    corpus = Corpus(load_entries(out / "corpus"), progress.picks)
+    corpus = Corpus(load_entries(out / "corpus"), progress.picks, power=config.power)
     # The covering arrays draw the target's capabilities in combination: in the first round they
     # come right after the strategies written for one capability each, before the costly
     # generic ones, rather than last (`corpus.first_round`).
     surface = [s.name for s in strategies.values() if s.needs & shape.capabilities]
-    schedule = Schedule(tuple(strategies), **progress.schedule, mutate_share=MUTATE_SHARE if config.greybox else 0.0,
+    schedule = Schedule(tuple(strategies), **progress.schedule, mutate_share=config.mutate_share if config.greybox else 0.0,
                         first=first_round(tuple(strategies), PairwiseCover.name if config.coverage else None, surface))
     for name, error in progress.benched.items():
         schedule.bench(name, error)

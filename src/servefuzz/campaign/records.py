@@ -15,6 +15,7 @@ from typing import Any
 from servefuzz.anomaly import Verdict
 from servefuzz.campaign.events import CampaignEvent
 from servefuzz.confirm import TruthCheck
+from servefuzz.corpus import MUTATE_SHARE, Power
 from servefuzz.coverage import Coverage
 from servefuzz.exercise import Exercise
 from servefuzz.finding import Finding
@@ -92,6 +93,9 @@ class CampaignConfig:
     of its code in context a scenario is first to reach (`feedback.COV`) is a new feature, and
     the rarer its points the more energy (`corpus.Corpus.rarity`). False: the points are still
     read (`Executed.engine_coverage`) but steer nothing: the benchmark's control arm.
+    `power`: the corpus's power schedule (`corpus.POWER_SCHEDULES`; `fast` is AFL's
+    path-frequency one, not measured to beat the default on every seed); `mutate_share`: the share of
+    turns after the first round that mutate a corpus entry (`corpus.MUTATE_SHARE`; greybox off: none).
     """
 
     out_dir: Path
@@ -114,6 +118,8 @@ class CampaignConfig:
     aims: tuple[str, ...] = ()
     engine_coverage: bool = True
     flush_check: bool = True
+    power: Power = "rare"
+    mutate_share: float = MUTATE_SHARE
 
     def __post_init__(self) -> None:
         if self.runs < 2:
