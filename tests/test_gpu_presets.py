@@ -325,3 +325,16 @@ def test_a_refused_sglang_gpu_model_is_one_line_and_exit_2(cache: Path) -> None:
     lines = done.stderr.strip().splitlines()
     assert done.returncode == 2 and len(lines) == 1, done.stderr[-2000:]
     assert lines[0].startswith("servefuzz: error: sglang-gpu 0.5.17 will not serve ") and "triton" in lines[0]
+
+
+def test_vllm_gpu_steps_under_the_tiny_models_context_and_the_no_chunking_row_drops_that_budget(cache: Path) -> None:
+    # vLLM's own step budget on an H100/H200 (8,192) is over the tiny models' max_model_len: no
+    # prompt could be split. With chunked prefill off vLLM refuses a budget under max_model_len,
+    # so triage's row must take the budget away with it.
+    model = _unpack(cache, "vllm-gpu", "0.26.0")
+    launch = Launch.resolve("vllm-gpu", model=model)
+    argv = list(launch.argv)
+    budget = int(argv[argv.index("--max-num-batched-tokens") + 1])
+    assert budget < int(argv[argv.index("--max-model-len") + 1]) and budget >= 1024  # vLLM's default max_num_seqs there
+    row = next(r for r in matrix_of(launch) if r.name == "--no-enable-chunked-prefill").apply_argv(argv)
+    assert "--max-num-batched-tokens" not in row and "--no-enable-chunked-prefill" in row

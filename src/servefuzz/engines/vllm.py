@@ -71,7 +71,9 @@ TRIAGE: tuple[FlagVariant, ...] = (
     variant("--no-enable-prefix-caching", "prefix caching", drop=("--enable-prefix-caching",)),
     variant("--enforce-eager", "CUDA graphs / torch.compile"),
     variant("--max-num-seqs 1", "continuous batching (concurrency)"),
-    variant("--no-enable-chunked-prefill", "chunked prefill", drop=("--enable-chunked-prefill",)),
+    # With chunked prefill off vLLM refuses a step budget under max_model_len (SchedulerConfig's
+    # verify_max_model_len): the row drops the budget the GPU preset or a profile set.
+    variant("--no-enable-chunked-prefill", "chunked prefill", drop=("--enable-chunked-prefill", "--max-num-batched-tokens")),
     variant("VLLM_BATCH_INVARIANT=1", "batch-variant numerics", add=(), env={"VLLM_BATCH_INVARIANT": "1"}),
 )
 
@@ -168,10 +170,21 @@ def gpu_argv(
     from `--gpu-memory-utilization` instead, a server profiling its memory while another starts
     beside it (a control's, a second campaign's) counts the other's and fails ("Available KV
     cache memory: -0.56 GiB", measured on the H200). The CPU preset's command otherwise, with
-    CUDA graphs and compilation back on."""
+    CUDA graphs and compilation back on.
+
+    A step budget of `GPU_STEP_TOKENS`: vLLM's own on a card of 70 GB or more (8,192 tokens,
+    engine/arg_utils.py's `get_batch_defaults`) is over the tiny models' `max_model_len`, so no
+    prompt could be split by chunked prefill, on by default. 1,024 is under it and still at
+    least the 1,024 sequences vLLM admits there by default (its scheduler refuses a step budget
+    under `max_num_seqs`)."""
     cpu = cpu_argv(python, model_dir, dtype, block_size=block_size, kv_cache_bytes=1 << 30,
                    max_model_len=max_model_len, seed=seed)
-    return with_flags(without_flags(cpu, {"--enforce-eager"}), ("--gpu-memory-utilization", "0.15"))
+    return with_flags(without_flags(cpu, {"--enforce-eager"}),
+                      ("--gpu-memory-utilization", "0.15", "--max-num-batched-tokens", str(GPU_STEP_TOKENS)))
+
+
+# The GPU preset's step token budget (gpu_argv says why it is not vLLM's own).
+GPU_STEP_TOKENS = 1024
 
 
 def gpu_env(site: str, pythonpath: str = "") -> dict[str, str]:
@@ -306,7 +319,8 @@ CPU_PROFILES: tuple[Profile, ...] = (
 # float32 and eager mode take one mechanism out at a time.
 GPU_PROFILES: tuple[Profile, ...] = (
     Profile("vllm-gpu", "default", (),
-            "vLLM's GPU defaults: bfloat16, CUDA graphs, chunked prefill, prefix caching, block size 16", "none"),
+            "vLLM's GPU defaults: bfloat16, CUDA graphs, chunked prefill (a 1,024-token step budget: under the "
+            "tiny models' context), prefix caching, block size 16", "none"),
     Profile("vllm-gpu", "float32", ("--dtype", "float32"),
             "float32 weights and KV: batch numerics a thousand times finer than bfloat16's",
             "bfloat16 numerics", aims=("batch-sweep", "burst-reuse")),
