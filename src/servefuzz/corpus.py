@@ -211,6 +211,10 @@ class Corpus:
         # not on disk), which undercounts, so its entries start with more energy, not less.
         self.exercised: Counter[str] = Counter(
             {f: n for f, n in self.holders.items() if f.startswith((EDGE, CTX))})
+        # The timed entries' seconds and count (`speed`'s mean), kept as entries come rather than
+        # summed again for every entry a pick weighs.
+        timed = [e.seconds for e in self.entries if e.seconds > 0]
+        self._timed = (sum(timed), len(timed))
 
     def _hold(self, features: Iterable[str]) -> None:
         self.holders.update({k for f in features if (k := _rare(f)) is not None})
@@ -234,6 +238,8 @@ class Corpus:
             return None
         entry = CorpusEntry(len(self.entries), scenario, features, new, origin, iteration, flagged, seconds=seconds)
         self.entries.append(entry)
+        if seconds > 0:
+            self._timed = (self._timed[0] + seconds, self._timed[1] + 1)
         self.seen |= features
         self._hold(features)
         return entry
@@ -284,9 +290,12 @@ class Corpus:
         the rarest is what to climb from; summed, the hundreds of common ones an entry holds
         would weigh by its size). 0 for an entry that made the engine do nothing the spec
         meters, on an engine without coverage."""
-        did = sum(1 / self.holders[f] for f in entry.features if f.startswith(DID) and self.holders[f])
         engine = [1 / self.holders[f] for f in entry.features if f.startswith((EDGE, CTX)) and self.holders[f]]
-        return did + max(engine, default=0.0)
+        return self._did_rarity(entry) + max(engine, default=0.0)
+
+    def _did_rarity(self, entry: CorpusEntry) -> float:
+        """The `did:` part of `rarity`: what the engine did under `entry` that few entries made it do."""
+        return sum(1 / self.holders[f] for f in entry.features if f.startswith(DID) and self.holders[f])
 
     def frequency(self, entry: CorpusEntry) -> int | None:
         """`fast`'s f(i): how many executions reached `entry`'s rarest engine edge or context
@@ -316,8 +325,7 @@ class Corpus:
         f = self.frequency(entry) if self.power == "fast" else None
         if f is None:
             return base * (1 + self.rarity(entry)) / (1 + self.picks[entry.id])
-        did = sum(1 / self.holders[k] for k in entry.features if k.startswith(DID) and self.holders[k])
-        return (base * (1 + did) * self.speed(entry)
+        return (base * (1 + self._did_rarity(entry)) * self.speed(entry)
                 * min(FAST_CAP, float(2 ** min(self.picks[entry.id], 16)) / max(f, 1)))
 
     def speed(self, entry: CorpusEntry) -> float:
@@ -325,11 +333,10 @@ class Corpus:
         seconds per entry over this entry's, within `SPEED_RANGE` (1 for an entry not timed).
         Under `fast` one entry may get most of the picks; when its mutants are slow a campaign of
         some tens of scenarios spends its budget on a few of them."""
-        timed = [e.seconds for e in self.entries if e.seconds > 0]
-        if entry.seconds <= 0 or not timed:
+        if entry.seconds <= 0 or not self._timed[1]:
             return 1.0
         low, high = SPEED_RANGE
-        return min(high, max(low, sum(timed) / len(timed) / entry.seconds))
+        return min(high, max(low, self._timed[0] / self._timed[1] / entry.seconds))
 
     def pick(self, rng: random.Random) -> CorpusEntry:
         entry = rng.choices(self.entries, weights=[self.energy(e) for e in self.entries])[0]
