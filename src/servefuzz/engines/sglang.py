@@ -372,7 +372,7 @@ def gpu_refusal(architecture: str, config: Mapping[str, object], flags: Sequence
         # calls fused_eh_norm (models/deepseek_nextn.py:234), which raises for any other size.
         return (f"its MTP draft fuses two norms in fused_eh_norm, which takes \"hidden_size > 256 and hidden_size "
                 f"<= 8192 and hidden_size % 256 == 0\" (sglang/kernels/ops/layernorm/fused_eh_norm.py:19), and this "
-                f"DeepSeek-V3's hidden_size is {config.get('hidden_size')!r}: `--model-build speculative` builds it at 512")
+                f"DeepSeek-V3's hidden_size is {_said(config.get('hidden_size'))}: `--model-build speculative` builds it at 512")
     if architecture == "GptOssForCausalLM":
         checkpoint = config.get("dtype") or config.get("torch_dtype")
         if served == "auto":  # SGLang's `auto`: float16 for a float32 checkpoint (configs/model_config.py:1669)
@@ -380,8 +380,8 @@ def gpu_refusal(architecture: str, config: Mapping[str, object], flags: Sequence
         if isinstance(checkpoint, str) and checkpoint != served:
             # The rest of the model is built in the served type (the loader's default dtype).
             return (f"SGLang's GPT-OSS builds its attention and router in the checkpoint's type (\"params_dtype="
-                    f"config.dtype\", sglang/srt/models/gpt_oss.py:253, :556), {checkpoint!r} here, and the rest in "
-                    f"--dtype {served}: its first forward fails (\"mat1 and mat2 must have the same dtype\"); a "
+                    f"config.dtype\", sglang/srt/models/gpt_oss.py:253, :556), {_said(checkpoint)} here, and the rest in "
+                    f"--dtype {_said(served)}: its first forward fails (\"mat1 and mat2 must have the same dtype\"); a "
                     f"{served} checkpoint is served (`--model-arch gpt-oss` builds one for sglang-gpu)")
     if architecture in ("NemotronHForCausalLM", "NemotronHPuzzleForCausalLM"):
         if given.get("--attention-backend") == "triton":
@@ -392,10 +392,20 @@ def gpu_refusal(architecture: str, config: Mapping[str, object], flags: Sequence
         if groups is not None and groups != mamba_groups:
             # Transformers reads the two keys as one (`mamba_n_groups` wins); SGLang sizes the Mamba
             # state by the first and builds the mixer's conv1d and in_proj by the second.
-            return (f"SGLang's NemotronH sizes its Mamba state by n_groups ({groups!r}, sglang/srt/configs/nemotron_h.py:430) "
-                    f"but its mixer by mamba_n_groups ({mamba_groups!r}{', its default' if 'mamba_n_groups' not in config else ''}, "
+            return (f"SGLang's NemotronH sizes its Mamba state by n_groups ({_said(groups)}, sglang/srt/configs/nemotron_h.py:430) "
+                    f"but its mixer by mamba_n_groups ({_said(mamba_groups)}{', its default' if 'mamba_n_groups' not in config else ''}, "
                     f"sglang/srt/models/nemotron_h.py:519): the loader cannot fit conv1d's weight (\"exceeds dimension size\")")
     return None
+
+
+def _said(value: object) -> str:
+    """A config value as a refusal quotes it: a model's config.json may hold anything, and the
+    refusal stays one short line of plain ASCII (`ascii` escapes newlines and control bytes).
+
+    >>> _said(512), _said("bfloat16"), len(_said(list(range(1000))))
+    ('512', "'bfloat16'", 40)
+    """
+    return ascii(value)[:40]
 
 
 def _gpu_refuse(inputs: LaunchInputs, argv: Sequence[str]) -> None:

@@ -155,6 +155,10 @@ def cpu_env(threads: int = 1) -> dict[str, str]:
     }
 
 
+# The GPU preset's step token budget (gpu_argv says why it is not vLLM's own).
+GPU_STEP_TOKENS = 1024
+
+
 def gpu_argv(
     python: str,
     model_dir: Path,
@@ -182,9 +186,6 @@ def gpu_argv(
     return with_flags(without_flags(cpu, {"--enforce-eager"}),
                       ("--gpu-memory-utilization", "0.15", "--max-num-batched-tokens", str(GPU_STEP_TOKENS)))
 
-
-# The GPU preset's step token budget (gpu_argv says why it is not vLLM's own).
-GPU_STEP_TOKENS = 1024
 
 
 def gpu_env(site: str, pythonpath: str = "") -> dict[str, str]:
