@@ -187,6 +187,8 @@ def test_a_variant_the_bundler_does_not_know_is_one_line() -> None:
     ("vllm-gpu", "0.26.0", "spec-ngram", "--speculative-config", None),
     ("vllm-gpu", "0.26.0", "spec-mtp", "--speculative-config", None),
     ("vllm-gpu", "0.26.0", "gdn", "--gdn-prefill-backend", "triton"),
+    ("vllm-gpu", "0.26.0", "offload", "--kv-offloading-size", "1"),
+    ("vllm-gpu", "0.26.0", "preemption", "--num-gpu-blocks-override", "48"),
 ])
 def test_the_gpu_feature_profiles_add_their_flag_once_and_triage_can_drop_them(
         cache: Path, preset: str, version: str, name: str, flag: str, value: str | None) -> None:
@@ -198,7 +200,7 @@ def test_the_gpu_feature_profiles_add_their_flag_once_and_triage_can_drop_them(
         assert argv[argv.index(flag) + 1] == value
     else:  # a JSON config vLLM parses itself
         assert json.loads(argv[argv.index(flag) + 1])["method"] in ("ngram_gpu", "mtp")
-    for word in ("--max-total-tokens", "--page-size", "--dtype"):  # replaced, never doubled
+    for word in ("--max-total-tokens", "--page-size", "--dtype", "--max-model-len"):  # replaced, never doubled
         assert argv.count(word) == plain.count(word)
     rows = [r.name for r in matrix_of(Launch.resolve(preset, model=model, profile=name))]
     assert rows[0] == f"no profile {name}"

@@ -369,6 +369,21 @@ GPU_PROFILES: tuple[Profile, ...] = (
             "speculative decoding (MTP)", needs="a DeepSeek-V3 model with its next-token layer: "
             "`--model-arch deepseek-v3`; `--model-build speculative` for drafts that agree",
             aims=("batch-sweep", "n-mix"), features=(Feature.SPECULATIVE,)),
+    # Native KV offloading (vLLM's OffloadingConnector, a 1 GiB CPU tier) under a device pool of
+    # 256 blocks (4,096 tokens; counted in blocks so that it does not depend on the model's
+    # KV bytes): a prefix pushed off the GPU comes back from host memory on its next use
+    # (`vllm:external_prefix_cache_hits_total`). vLLM 0.26.0's connector asserts in
+    # `_build_store_jobs` under load (vllm#49118, fixed in 0.27.0): a crash there is that issue.
+    Profile("vllm-gpu", "offload", ("--kv-offloading-size", "1", "--num-gpu-blocks-override", "256"),
+            "KV offloading to a 1 GiB CPU tier under a 4,096-token device pool: evicted blocks come back from host memory",
+            "KV offloading (host tier)", aims=("eviction", "burst-reuse", "page-boundary"),
+            features=(Feature.HOST_CACHE, Feature.EVICTION, Feature.PREFIX_CACHE)),
+    # The CPU preset's preemption profile on the GPU: 48 blocks (768 tokens) for up to 32
+    # sequences of at most 512 tokens, so decodes outgrow the pool and the scheduler preempts.
+    Profile("vllm-gpu", "preemption",
+            ("--num-gpu-blocks-override", "48", "--max-model-len", "512", "--max-num-seqs", "32"),
+            "preemption and recompute: a 768-token KV pool shared by up to 32 sequences",
+            "KV pool size (preemption)", aims=("eviction", "cancel-storm"), features=(Feature.PREEMPTION,)),
     # Qwen3-Next's gated delta net: its prefill picks FlashInfer on Hopper, which the bundle
     # does not carry; Triton's (flash-linear-attention's kernels) is the one that runs there.
     Profile("vllm-gpu", "gdn", ("--gdn-prefill-backend", "triton"),
