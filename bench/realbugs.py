@@ -41,9 +41,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from servefuzz import engines
+from servefuzz import engine_files, presets
 from servefuzz.campaign import CampaignConfig, CampaignResult, run_campaign
-from servefuzz.engines import presets
 from servefuzz.engines.request import LaunchRequest
 from servefuzz.finding import Finding
 from servefuzz.launcher import Launch
@@ -77,7 +76,7 @@ class RealBug:
     def installed(self) -> bool:
         """Whether the bug's engine, at its version, is installed here."""
         request = LaunchRequest.parse(self.launch)
-        return request.preset is not None and engines.installed(request.preset, request.version or None)
+        return request.preset is not None and engine_files.installed(request.preset, request.version or None)
 
 
 BUGS: dict[str, RealBug] = {b.name: b for b in (
@@ -171,7 +170,7 @@ def run_one(arm: str, bug: RealBug, seed: int, cap_s: float, workdir: Path) -> d
     request = LaunchRequest.parse(bug.launch)
     preset = request.name
     launch = Launch.resolve(request, profile=bug.profile)
-    aims = () if bug.profile is None else engines.profile(preset, bug.profile).aims
+    aims = () if bug.profile is None else engine_files.profile(preset, bug.profile).aims
     out = workdir / f"{bug.name}-{arm}-{seed}"
     # What `servefuzz fuzz --launch` gives a campaign: the launch (the deterministic control) and
     # the model servefuzz built (the truth control). Without the truth model a reproduced flip no
@@ -239,7 +238,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = p.parse_args(argv)
     if args.list:
         for bug in BUGS.values():
-            state = "installed" if bug.installed() else f"not installed: run {engines.SETUP_SCRIPT}"
+            state = "installed" if bug.installed() else f"not installed: run {engine_files.SETUP_SCRIPT}"
             print(f"{bug.name}: --launch {bug.launch} --profile {bug.profile or 'default'}, "
                   f"{bug.verdict} {'+'.join(bug.features) or ''} ({state})")
         print("arms:", ", ".join(ARMS))
@@ -255,7 +254,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     missing = [b for b in bugs if not BUGS[b].installed()]
     if missing:
-        print(f"realbugs.py: engine not installed for {', '.join(missing)}: run {engines.SETUP_SCRIPT}", file=sys.stderr)
+        print(f"realbugs.py: engine not installed for {', '.join(missing)}: run {engine_files.SETUP_SCRIPT}", file=sys.stderr)
         return 2
     rows = []
     with tempfile.TemporaryDirectory(prefix="servefuzz-realbugs-") as scratch:

@@ -13,7 +13,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 W=${SERVEFUZZ_GPU_WORK:-/tmp/servefuzz-gpu}
 COMMIT=$(sed -n 's/^LLAMA_CPP_COMMIT=\([0-9a-f]*\).*/\1/p' scripts/setup_engines.sh)
-BIN=$W/cache/llama.cpp-$COMMIT/llama-server   # where servefuzz.engines looks (SERVEFUZZ_CACHE=$W/cache)
+BIN=$W/cache/llama.cpp-$COMMIT/llama-server   # where servefuzz.engine_files looks (SERVEFUZZ_CACHE=$W/cache)
 
 say() { printf '[gpu_build %(%H:%M:%S)T] %s\n' -1 "$*" >&2; }
 die() { say "error: $*"; exit 1; }

@@ -39,7 +39,7 @@ PYTHON="${SERVEFUZZ_PYTHON:-python3}"
 SNAPSHOT=$(git rev-parse --verify "${SNAPSHOT:-HEAD}^{commit}")       # a commit whose servefuzz imports
 SETTLE_REF=$(git rev-parse --verify "${SETTLE_REF:-HEAD}^{commit}")
 FINDING=docs/findings/llamacpp-cuda-ub512/finding.json   # issue 15's finding (gpu_settle.sh)
-# The llama.cpp pins live in setup_engines.sh (mirrored in servefuzz.engines); read them there.
+# The llama.cpp pins live in setup_engines.sh (mirrored in servefuzz.engines.llamacpp); read them there.
 pin() { sed -n "s/^$1=\([0-9A-Za-z.]*\).*/\1/p" scripts/setup_engines.sh; }
 SDIST_VERSION=$(pin LLAMA_CPP_PYTHON_VERSION)
 COMMIT=$(pin LLAMA_CPP_COMMIT)

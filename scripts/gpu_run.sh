@@ -76,7 +76,7 @@ ROOT=$PWD
 W=${SERVEFUZZ_GPU_WORK:-/tmp/servefuzz-gpu}
 OUT=${OUT:?set OUT to the folder results go to}
 COMMIT=$(sed -n 's/^LLAMA_CPP_COMMIT=\([0-9a-f]*\).*/\1/p' scripts/setup_engines.sh)
-export SERVEFUZZ_CACHE=$W/cache   # servefuzz.engines finds llama-server here
+export SERVEFUZZ_CACHE=$W/cache   # servefuzz.engine_files finds llama-server here
 BIN=$SERVEFUZZ_CACHE/llama.cpp-$COMMIT/llama-server
 RESULTS=$W/results
 # No NVLink multicast, ever: it can take the host's shared GPUs down (the device tool's KINDS.md).
@@ -106,7 +106,7 @@ setup_python() {
 }
 
 # An engine bundle's site/ into the engine cache, where the `vllm-gpu` / `sglang-gpu` presets
-# look (servefuzz.engines.installed), with the interpreter it was built for; the bundled
+# look (servefuzz.engine_files.installed), with the interpreter it was built for; the bundled
 # model where the presets' default model lives, as `servefuzz model build --seed 0` made it
 # (so the truth control knows it is servefuzz's own). Once per machine: the cache outlives a call.
 unpack_engines() {
@@ -279,7 +279,7 @@ drive() {
 import asyncio, dataclasses, json, os, shlex, signal, subprocess, sys, threading, time
 from pathlib import Path
 
-from servefuzz import engines
+from servefuzz import engine_files
 from servefuzz.engines.llamacpp import server_argv
 from servefuzz.finding import Finding, Triage, TriageOutcome, load_finding
 from servefuzz.history import RunHistory, read_history_jsonl, write_history_jsonl
@@ -302,7 +302,7 @@ PROFILES = {
 def server(profile: str, log: Path, *, slots: int = SLOTS, flags=(), env=None) -> ServerProcess:
     (RESULTS / "slots").mkdir(exist_ok=True)  # the slot erase that flushes the cache needs it
     extra = ("-ngl", "99", "--slot-save-path", str(RESULTS / "slots"), "--cache-ram", "0", *PROFILES[profile], *flags)
-    argv = server_argv(engines.program("llama-server"), GGUF, slots=slots, ctx=8192, threads=4, extra=extra)
+    argv = server_argv(engine_files.program("llama-server"), GGUF, slots=slots, ctx=8192, threads=4, extra=extra)
     return ServerProcess(argv, log_path=log, env=env, start_timeout_s=120)
 
 
@@ -511,7 +511,7 @@ def launch_command() -> str:
     worker starts its own."""
     (RESULTS / "slots").mkdir(exist_ok=True)  # the slot erase writes nothing there: shared is fine
     extra = ("-ngl", "99", "--slot-save-path", str(RESULTS / "slots"), "--cache-ram", "0", *PROFILES["exact"])
-    return shlex.join(server_argv(engines.program("llama-server"), GGUF, slots=SLOTS, ctx=8192, threads=4, extra=extra))
+    return shlex.join(server_argv(engine_files.program("llama-server"), GGUF, slots=SLOTS, ctx=8192, threads=4, extra=extra))
 
 
 def nvidia_smi(*query: str) -> list[list[str]]:

@@ -101,7 +101,7 @@ setup_llama_cpp() {
         || die "build failed; see $work/build.log"
     cp "$work/build/bin/llama-server" "$LLAMA_DIR/llama-server"
     "$LLAMA_DIR/llama-server" --version >/dev/null 2>&1 || die "llama-server was built but does not run"
-    # llama.cpp's own HF -> GGUF converter, for `servefuzz model build --arch` (engines.gguf_converter)
+    # llama.cpp's own HF -> GGUF converter, for `servefuzz model build --arch` (engine_files.gguf_converter)
     mkdir -p "$LLAMA_DIR/convert"
     cp -r "$src/vendor/llama.cpp/convert_hf_to_gguf.py" "$src/vendor/llama.cpp/conversion" \
         "$src/vendor/llama.cpp/gguf-py" "$LLAMA_DIR/convert/"

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from servefuzz import engines
+from servefuzz import engine_files
 from servefuzz.engines import llamacpp as llamacpp_engine
 from servefuzz.launcher import ServerProcess
 
@@ -23,9 +23,9 @@ Answer = tuple[list[int], list[list[tuple[int, float]]]]
 def one_slot_server(gguf: Path, log_dir: Path) -> Iterator[ServerProcess]:
     """llama-server on `gguf`, one slot of 2048 tokens and no prompt-cache RAM, for the block
     (skipped where scripts/setup_engines.sh has not built it); stopped after."""
-    if not engines.installed("llama-server"):
-        pytest.skip(f"llama-server is not built under {engines.cache_dir()}: run {engines.SETUP_SCRIPT}")
-    srv = ServerProcess(llamacpp_engine.server_argv(engines.program("llama-server"), gguf, slots=1, ctx=2048,
+    if not engine_files.installed("llama-server"):
+        pytest.skip(f"llama-server is not built under {engine_files.cache_dir()}: run {engine_files.SETUP_SCRIPT}")
+    srv = ServerProcess(llamacpp_engine.server_argv(engine_files.program("llama-server"), gguf, slots=1, ctx=2048,
                                                    extra=["--cache-ram", "0"]),
                         log_path=log_dir / "server.log", start_timeout_s=60)
     srv.start()

@@ -1,5 +1,5 @@
 """Which truth a campaign on a preset holds a `--model` to (`api._built_model`,
-`engines.built_truth`): servefuzz's own builds in its cache, `--model-arch`'s included, and
+`engine_files.built_truth`): servefuzz's own builds in its cache, `--model-arch`'s included, and
 nothing else. Folders laid out as the cache lays them; nothing is built or served here."""
 
 from __future__ import annotations

@@ -119,7 +119,7 @@ def said_names(tree: ast.AST) -> Iterator[tuple[int, str, str, str]]:
 
 # The engines package's own generic modules: one engine, one room, so they name none either; each
 # engine's module (engines/sglang.py, ...) is the one place its names are said.
-GENERIC = ("engines/__init__.py", "engines/spec.py", "engines/registry.py", "engines/presets.py", "engines/commands.py")
+GENERIC = ("engines/__init__.py", "engines/spec.py", "engines/registry.py")
 
 
 def offences(src: Path) -> tuple[list[str], set[tuple[str, str, str]]]:
@@ -177,10 +177,10 @@ def test_the_check_catches_a_planted_comparison(tmp_path: Path, code: str, what:
 def test_the_engines_package_s_generic_modules_name_no_engine_and_an_engine_s_own_module_may(tmp_path: Path) -> None:
     code = 'def plan(preset):\n    return 1 if preset == "sglang-cpu" else 2\n'
     (tmp_path / "engines").mkdir()
-    (tmp_path / "engines" / "presets.py").write_text(code)
+    (tmp_path / "engines" / "registry.py").write_text(code)
     (tmp_path / "engines" / "sglang.py").write_text(code)
     found, _ = offences(tmp_path)
-    assert len(found) == 1 and found[0].startswith("src/servefuzz/engines/presets.py:2 (plan): 'sglang-cpu' compared"), found
+    assert len(found) == 1 and found[0].startswith("src/servefuzz/engines/registry.py:2 (plan): 'sglang-cpu' compared"), found
 
 
 def test_a_name_said_otherwise_is_no_offence(tmp_path: Path) -> None:

@@ -22,7 +22,7 @@ from types import ModuleType
 
 import pytest
 
-from servefuzz import engines
+from servefuzz import engine_files
 from servefuzz.reference.tracer import CONTEXT_BITS
 from servefuzz.reference.tracer import Tracer as ReferenceTracer
 from servefuzz.servers import tracing_env
@@ -32,7 +32,7 @@ from servefuzz.targets.coverage_files import CoverageFiles
 
 def _tracer_module() -> ModuleType:
     """The tracer as the engines import it (by its file: it is no module of servefuzz's)."""
-    path = engines.tracer_path() / "servefuzz_tracer.py"
+    path = engine_files.tracer_path() / "servefuzz_tracer.py"
     spec = importlib.util.spec_from_file_location("servefuzz_tracer_under_test", path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
@@ -153,7 +153,7 @@ def test_without_the_env_var_nothing_is_written_and_there_is_no_coverage(tmp_pat
     files = CoverageFiles(tmp_path / "cov", wait_s=0.5)
     files.reset()
     env = {k: v for k, v in os.environ.items() if k not in (coverage_files.ENV_DIR, coverage_files.ENV_TRACED)}
-    env["PYTHONPATH"] = str(engines.tracer_path())  # the tracer on the path, not asked for
+    env["PYTHONPATH"] = str(engine_files.tracer_path())  # the tracer on the path, not asked for
     proc, child = _start(tmp_path, env)
     try:
         assert files.read() is None
@@ -215,7 +215,7 @@ def test_only_the_campaigns_launched_server_gets_the_tracer(tmp_path: Path, engi
     assert (coverage_files.ENV_DIR in env) is traced and (server.coverage is not None) is traced
     if traced:
         assert env[coverage_files.ENV_DIR] == str(tmp_path / ENGINE_COVERAGE_DIR)
-        assert env["PYTHONPATH"] == f"/standins{os.pathsep}{engines.tracer_path()}"  # the stand-ins' first
+        assert env["PYTHONPATH"] == f"/standins{os.pathsep}{engine_files.tracer_path()}"  # the stand-ins' first
     # What a replay, triage or a control relaunches from is the Launch, which never carries it.
     assert coverage_files.ENV_DIR not in launch.env
 

@@ -259,12 +259,12 @@ _SOURCES = {
 @pytest.mark.engine  # reads the installed engine: after scripts/setup_engines.sh (tests/conftest.py)
 @pytest.mark.parametrize("engine", sorted(_SOURCES))
 def test_every_counter_a_spec_reads_is_one_its_installed_engine_defines(engine: str) -> None:
-    from servefuzz import engines
+    from servefuzz import engine_files, engines
 
     preset, files = _SOURCES[engine]
-    if not engines.installed(preset):
-        pytest.skip(f"{preset} is not installed under {engines.cache_dir()}")
-    [site] = (engines.engine_dir(preset, engines.PRESET_VERSIONS[preset].default) / "venv" / "lib").glob("python*/site-packages")
+    if not engine_files.installed(preset):
+        pytest.skip(f"{preset} is not installed under {engine_files.cache_dir()}")
+    [site] = (engine_files.engine_dir(preset, engines.PRESET_VERSIONS[preset].default) / "venv" / "lib").glob("python*/site-packages")
     code = "".join((site / f).read_text() for f in files)
     for m in spec_of(engine).meters:
         # A labelled part (`name{label=value}`): the counter, and its label among the code's names.
@@ -275,12 +275,12 @@ def test_every_counter_a_spec_reads_is_one_its_installed_engine_defines(engine: 
 
 @pytest.mark.engine  # reads the built binary: after scripts/setup_engines.sh (tests/conftest.py)
 def test_every_counter_llama_cpp_s_spec_reads_is_one_its_server_prints() -> None:
-    from servefuzz import engines
+    from servefuzz import engine_files
 
-    if not engines.installed("llama-server"):
-        pytest.skip(f"llama-server is not built under {engines.cache_dir()}")
+    if not engine_files.installed("llama-server"):
+        pytest.skip(f"llama-server is not built under {engine_files.cache_dir()}")
     # The names are string literals of its `to_metrics`, there in the binary as built.
-    binary = Path(engines.program("llama-server")).read_bytes()
+    binary = Path(engine_files.program("llama-server")).read_bytes()
     for m in spec_of("llamacpp").meters:
         assert m.metric.removeprefix("llamacpp:").encode() + b"\0" in binary, m.metric
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from servefuzz import engines
+from servefuzz import engine_files, engines
 from servefuzz.engines.request import LaunchRequest
 from servefuzz.engines.spec import Feature
 from servefuzz.errors import UsageError
@@ -141,7 +141,7 @@ def test_sglang_gpu_fa3_profiles_swap_the_attention_backend(cache: Path) -> None
             sorted(w for w in triton if w != "triton")  # nothing else changes
         rows = [r.name for r in matrix_of(Launch.resolve("sglang-gpu", model=model, profile=name))]
         assert rows[0] == f"no profile {name}" and {"--attention-backend triton", "--disable-radix-cache"} <= set(rows)
-        assert "sglang@0.5.17+fa3" in engines.profile("sglang-gpu", name).needs
+        assert "sglang@0.5.17+fa3" in engine_files.profile("sglang-gpu", name).needs
     det = list(Launch.resolve("sglang-gpu", model=model, profile="deterministic").argv)
     assert det[det.index("--attention-backend") + 1] == "triton"  # the Triton profile stays as it was
 
@@ -164,7 +164,7 @@ def test_sglang_gpu_flashinfer_profiles_swap_the_attention_backend_and_never_com
         assert launch.env.get("FLASHINFER_DISABLE_JIT") == "1"
         rows = [r.name for r in matrix_of(launch)]
         assert rows[0] == f"no profile {name}" and "--attention-backend triton" in rows
-        assert "gpu-flashinfer.sha256" in engines.profile("sglang-gpu", name).needs
+        assert "gpu-flashinfer.sha256" in engine_files.profile("sglang-gpu", name).needs
 
 
 def test_a_variant_the_bundler_does_not_know_is_one_line() -> None:
@@ -211,7 +211,7 @@ def test_the_hicache_profile_shrinks_the_device_pool_so_pages_go_to_host_memory(
     argv = list(Launch.resolve("sglang-gpu", model=model, profile="hicache").argv)
     assert argv[argv.index("--max-total-tokens") + 1] == "4096" and argv[argv.index("--page-size") + 1] == "16"
     assert "--enable-hierarchical-cache" in argv
-    assert Feature.HOST_CACHE in engines.profile("sglang-gpu", "hicache").features
+    assert Feature.HOST_CACHE in engine_files.profile("sglang-gpu", "hicache").features
 
 
 def _unpack_flashinfer(work: Path, cache: Path) -> subprocess.CompletedProcess[str]:

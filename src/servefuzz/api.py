@@ -32,11 +32,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from servefuzz import bisection, engines, stats
+from servefuzz import bisection, engine_files, engines, presets, stats
 from servefuzz.bisector import bisect as bisect_versions
 from servefuzz.campaign import CampaignConfig, CampaignResult, CampaignState, run_campaign, run_campaign_on
 from servefuzz.covering import PairwiseCover
-from servefuzz.engines import presets
 from servefuzz.engines.reference import ARCHS as REFERENCE_ARCHS
 from servefuzz.engines.reference import SPEC as REFERENCE
 from servefuzz.engines.reference import ZOO_SETTINGS
@@ -106,7 +105,7 @@ class FuzzOptions:
     launch: str | LaunchRequest | None = None
     # The interpreter (or venv folder) of the user's own install of the `launch` preset's engine;
     # None: servefuzz's own interpreter where it imports the engine and no @VERSION is asked,
-    # else the engine cache (`engines.presets.find`).
+    # else the engine cache (`presets.find`).
     engine_python: Path | None = None
     model: Path | None = None
     # A feature profile of the `launch` preset (`engines.PROFILES`): its flags go on the command
@@ -187,7 +186,7 @@ class FuzzOptions:
             raise UsageError(f"model= names the model a preset serves: give it with launch= one of {', '.join(presets.PLANS)}")
         if self.chosen_profile() is not None:
             # the preset has it (and, for spec-draft, a draft for model=), or one line
-            engines.profile(self.preset or str(self.launch or ""), self.chosen_profile() or "", model=self.model)
+            engine_files.profile(self.preset or str(self.launch or ""), self.chosen_profile() or "", model=self.model)
         if self.faults is not None and not (self.url is None and (request is None or request.is_reference)):
             raise UsageError("--fault plants faults in the reference engine; use it without --url, or with --launch reference")
         if self.model_arch is not None:
@@ -350,7 +349,7 @@ def fuzz(
     seed, spec = opts.identity()
     strategies = get_strategies(spec)
     profile = opts.chosen_profile()
-    aims = () if profile is None else engines.profile(opts.preset, profile, model=opts.model).aims
+    aims = () if profile is None else engine_files.profile(opts.preset, profile, model=opts.model).aims
     seeds = load_trace_seeds(opts.trace) if opts.trace is not None else ()
     time_s = opts.time_s
     if time_s is None and opts.requests is None:
@@ -412,12 +411,12 @@ def fuzz(
 
 def _built_model(preset: str, model: Path | None) -> Path | None:
     """The model a preset serves when servefuzz built or fetched it (the truth control computes it
-    exactly: `realmodel.truth_folder` says which fetched forms it can, `engines.built_truth` which
+    exactly: `realmodel.truth_folder` says which fetched forms it can, `engine_files.built_truth` which
     builds: `--model-arch`'s too, whose campaigns had no truth before); None for a user's model,
     which may be far too big to hold in float64, and for the reference engine, whose numerics are
     exact already."""
     if model is not None:
-        return (truth_folder(model) or engines.built_truth(preset, model)) if preset else None
+        return (truth_folder(model) or engine_files.built_truth(preset, model)) if preset else None
     return presets.built_model(preset)
 
 
@@ -576,7 +575,7 @@ def bisect(
     found, noise = _finding(finding)
 
     def launch_of(version: str) -> Launch:
-        if install and not engines.installed(preset, version):
+        if install and not engine_files.installed(preset, version):
             install_version(request.at(version), say=on_install)
         return Launch.resolve(request.at(version), found.target, model=model, engine=engine)
 

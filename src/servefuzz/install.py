@@ -38,7 +38,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from servefuzz import durable, engines
+from servefuzz import durable, engine_files, engines
 from servefuzz.engines import llamacpp
 from servefuzz.engines.request import LaunchRequest
 from servefuzz.engines.spec import WRITE_BYTECODE, Preset
@@ -63,15 +63,15 @@ def install(spec: str | LaunchRequest, *, jobs: int = 2, say: Say | None = None,
     if preset is None:
         raise UsageError(f"engines install {request.given[:80]!r}: name a preset at a version, e.g. llama-server@b11434")
     version = engines.version_of(preset, request.version or None)
-    folder = engines.engine_dir(preset, version) if preset in engines.PRESET_VERSIONS else None
-    if folder is not None and engines.installed(preset, version):
+    folder = engine_files.engine_dir(preset, version) if preset in engines.PRESET_VERSIONS else None
+    if folder is not None and engine_files.installed(preset, version):
         tell(f"{preset}@{version} is installed already: {folder}")
         return folder
     known = engines.PRESETS.get(preset)
     installer = INSTALLERS.get(known.installer) if known is not None else None
     if folder is None or installer is None or known is None:
         ours = sorted(name for name, p in engines.PRESETS.items() if p.installer in INSTALLERS)
-        raise UsageError(f"{preset}@{version or 'default'}: installed by {engines.SETUP_SCRIPT}, not by "
+        raise UsageError(f"{preset}@{version or 'default'}: installed by {engine_files.SETUP_SCRIPT}, not by "
                          f"`servefuzz engines install` (which installs {', '.join(f'{p}@VERSION' for p in ours)})")
     installer.check(known, version)  # before anything on disk changes
     if dry_run:
@@ -85,7 +85,7 @@ def install(spec: str | LaunchRequest, *, jobs: int = 2, say: Say | None = None,
             # has no install log of ours, and wiping it would break that script's build.
             if not (folder / LOG).is_file():
                 raise InstallError(f"{folder} is there unfinished and was not begun by `servefuzz engines install` "
-                                   f"({engines.SETUP_SCRIPT} may be filling it): remove it to redo it")
+                                   f"({engine_files.SETUP_SCRIPT} may be filling it): remove it to redo it")
             tell(f"{folder} is half-finished; redoing it")
             shutil.rmtree(folder)
         folder.mkdir(parents=True)
@@ -132,7 +132,7 @@ def _run(argv: Sequence[str], log: Path, what: str, *, cwd: Path | None = None,
 def _llama_check(preset: Preset, version: str) -> None:
     if llamacpp.VERSIONS.checksum(version) is None:
         # Every ladder version has one (a test holds it): this is the default commit.
-        raise UsageError(f"llama-server@{version}: built by {engines.SETUP_SCRIPT} from llama-cpp-python's "
+        raise UsageError(f"llama-server@{version}: built by {engine_files.SETUP_SCRIPT} from llama-cpp-python's "
                          "vendored tree; `servefuzz engines install` builds the ladder's versions")
     for tool in ("cmake", "ninja"):
         if shutil.which(tool) is None:
@@ -224,7 +224,7 @@ def _compiler_cache() -> dict[str, str]:
     if shutil.which("ccache") is None:
         return {}
     return {"CMAKE_C_COMPILER_LAUNCHER": "ccache", "CMAKE_CXX_COMPILER_LAUNCHER": "ccache",
-            "CCACHE_BASEDIR": str(engines.cache_dir())}
+            "CCACHE_BASEDIR": str(engine_files.cache_dir())}
 
 
 @dataclass(frozen=True)

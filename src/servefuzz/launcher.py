@@ -34,8 +34,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from servefuzz import durable, engines
-from servefuzz.engines import presets
+from servefuzz import durable, engine_files, engines, presets
 from servefuzz.engines.reference import PAIR_FLAGS, PAIR_PRESET, relaunch_argv
 from servefuzz.engines.request import NAMES, VERSIONED, LaunchRequest
 from servefuzz.engines.spec import EngineSource
@@ -436,7 +435,7 @@ class Launch:
         """What `request` starts (`LaunchRequest`; words are parsed into one): a preset
         (`reference`, `vllm-cpu`, `llama-server`, `sglang-cpu[@VERSION]`, `vllm-gpu[@VERSION]`,
         `sglang-gpu[@VERSION]`) or the user's command with `{port}`. A Python engine's preset runs
-        the engine `engines.presets.find` finds: the user's install (`engine_python`), servefuzz's
+        the engine `presets.find` finds: the user's install (`engine_python`), servefuzz's
         own interpreter's, or the engine cache's.
 
         `target`: the server a finding was made on, which the presets rebuild (its faults, dtype,
@@ -453,7 +452,7 @@ class Launch:
         name = profile
         if name is None and target is not None and request.name in engines.PROFILES:
             name = target.profile  # a user's own command is launched as given
-        chosen = engines.profile(request.name or request.given, name, model=model) if name is not None else None
+        chosen = engine_files.profile(request.name or request.given, name, model=model) if name is not None else None
         if request.preset is None:
             # A user's server may take long to load its model; the dialect is detected when not given.
             return cls(engine or (target.engine if target is not None else ""), request.command, start_timeout_s=600.0)
@@ -463,7 +462,7 @@ class Launch:
             pair = request.preset == PAIR_PRESET and PAIR_FLAGS[0] not in reference_flags
             return cls("reference", tuple(reference_argv([*reference_flags, *(PAIR_FLAGS if pair else ())])))
         if model is not None:
-            engines.served_model(request.preset, model)  # a bad --model first, before the engine is looked for
+            engine_files.served_model(request.preset, model)  # a bad --model first, before the engine is looked for
         found = presets.find(request)
         plan = presets.plan(found, target, model, chosen.flags if chosen is not None else ())
         argv = engines.with_flags(plan.argv, chosen.flags) if chosen is not None else list(plan.argv)

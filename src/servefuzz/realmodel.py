@@ -41,7 +41,7 @@ from typing import Any
 
 import numpy as np
 
-from servefuzz import engines
+from servefuzz import engine_files
 from servefuzz._version import __version__
 from servefuzz.durable import sha256_of, write_atomic
 from servefuzz.errors import InstallError, UsageError, extra_module
@@ -102,7 +102,7 @@ class Fetched:
 
 def models_dir() -> Path:
     """Where fetched models are kept, outside any checkout: the engine cache's `models/`."""
-    return engines.cache_dir() / "models"
+    return engine_files.cache_dir() / "models"
 
 
 def fetch(name: str, out: Path | None = None) -> Fetched:

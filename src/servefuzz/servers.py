@@ -32,7 +32,7 @@ from typing import Any, Self
 
 import aiohttp
 
-from servefuzz import durable, engines
+from servefuzz import durable, engine_files
 from servefuzz.anomaly import Verdict
 from servefuzz.engines.registry import spec_of
 from servefuzz.engines.spec import first_on_path
@@ -310,7 +310,7 @@ ENGINE_COVERAGE_DIR = "engine_coverage"
 
 
 def tracing_env(env: Mapping[str, str], folder: Path, traced: Sequence[str]) -> dict[str, str]:
-    """`env` with servefuzz's tracer in every process it starts (`engines.tracer_path`): the
+    """`env` with servefuzz's tracer in every process it starts (`engine_files.tracer_path`): the
     folder to answer in, what to follow, and the tracer's folder on the path. After a path the
     launch sets (SGLang's stand-ins, whose `sitecustomize` starts the tracer too: only the first
     on the path runs), else before the caller's own.
@@ -319,7 +319,7 @@ def tracing_env(env: Mapping[str, str], folder: Path, traced: Sequence[str]) -> 
     >>> e["PYTHONPATH"].endswith("/standins/coverage"), e["SERVEFUZZ_ENGINE_TRACED"]
     (True, 'a/b/')
     """
-    tracer = str(engines.tracer_path())
+    tracer = str(engine_files.tracer_path())
     given = env.get("PYTHONPATH")
     path = given + os.pathsep + tracer if given else first_on_path(tracer, os.environ.get("PYTHONPATH", ""))
     return {**env, "PYTHONPATH": path, ENV_DIR: str(folder), ENV_TRACED: ":".join(traced)}

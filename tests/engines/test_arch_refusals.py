@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from servefuzz import engines
+from servefuzz import engine_files
 from servefuzz.errors import UsageError
 from servefuzz.launcher import Launch
 
@@ -31,8 +31,8 @@ def _hf(tmp_path: Path, arch: str, dtype: str = "float32") -> Path:
 
 
 def _installed(preset: str) -> None:
-    if not engines.installed(preset):
-        pytest.skip(f"{preset} is not installed under {engines.cache_dir()}: run {engines.SETUP_SCRIPT}")
+    if not engine_files.installed(preset):
+        pytest.skip(f"{preset} is not installed under {engine_files.cache_dir()}: run {engine_files.SETUP_SCRIPT}")
 
 
 @pytest.mark.parametrize(("preset", "arch", "says"), [

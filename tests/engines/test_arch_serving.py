@@ -14,7 +14,7 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from servefuzz import engines
+from servefuzz import engine_files
 from servefuzz.launcher import Launch, ServerProcess
 from servefuzz.models import ARCHITECTURES, build_arch
 
@@ -36,13 +36,13 @@ async def _complete(url: str, copies: int) -> list[list[int]]:
 @pytest.mark.slow
 @pytest.mark.parametrize("arch", [a for a in ARCHITECTURES if a != "llama"])
 def test_llama_server_serves_the_architecture_and_a_batch_answers_as_one_alone(arch: str, tmp_path: Path) -> None:
-    if not engines.installed("llama-server"):
-        pytest.skip(f"llama-server is not built under {engines.cache_dir()}: run {engines.SETUP_SCRIPT}")
-    if engines.gguf_converter() is None:
-        pytest.skip(f"no llama.cpp converter beside llama-server: run {engines.SETUP_SCRIPT} or set {engines.GGUF_CONVERTER_ENV}")
-    # The cache's build (`engines.arch_models`: `build_arch` with this converter, keyed by the
+    if not engine_files.installed("llama-server"):
+        pytest.skip(f"llama-server is not built under {engine_files.cache_dir()}: run {engine_files.SETUP_SCRIPT}")
+    if engine_files.gguf_converter() is None:
+        pytest.skip(f"no llama.cpp converter beside llama-server: run {engine_files.SETUP_SCRIPT} or set {engine_files.GGUF_CONVERTER_ENV}")
+    # The cache's build (`engine_files.arch_models`: `build_arch` with this converter, keyed by the
     # builder's source), which the campaign below serves too: one conversion per architecture.
-    folder = engines.arch_models(arch)
+    folder = engine_files.arch_models(arch)
     gguf = folder / f"{arch}.gguf"
     assert gguf.is_file(), f"no GGUF of {arch}: `servefuzz model build DIR --arch {arch}` says why"
     assert build_arch(tmp_path / arch, arch, seed=0).hf_dir.joinpath("model.safetensors").read_bytes() \
@@ -62,7 +62,7 @@ def test_llama_server_serves_the_architecture_and_a_batch_answers_as_one_alone(a
 
 @pytest.mark.slow
 def test_a_campaign_launched_with_model_arch_serves_that_architecture(tmp_path: Path) -> None:
-    if not engines.installed("llama-server") or engines.gguf_converter() is None:
+    if not engine_files.installed("llama-server") or engine_files.gguf_converter() is None:
         pytest.skip("needs llama-server and llama.cpp's converter beside it")
     out = tmp_path / "campaign"
     done = subprocess.run([sys.executable, "-m", "servefuzz", "fuzz", "--launch", "llama-server", "--model-arch", "gemma3",
@@ -70,7 +70,7 @@ def test_a_campaign_launched_with_model_arch_serves_that_architecture(tmp_path: 
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     config = json.loads((out / "config.json").read_text())
     served = config["target"]["server_args"]["model_path"]
-    assert served == str(engines.arch_models("gemma3") / "gemma3.gguf"), served
+    assert served == str(engine_files.arch_models("gemma3") / "gemma3.gguf"), served
     # servefuzz read the model's window from its config.json, and the first round aims at it.
     assert config["target"]["architecture"]["window"] == 64
     assert config["strategies"][:2] == ["window-prefix", "window-edge"] and "state-restore" in config["left_out"]

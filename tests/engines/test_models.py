@@ -156,11 +156,11 @@ def test_the_draft_is_the_gguf_s_vocabulary_with_noisy_weights_deterministic_fro
 def test_the_spec_draft_profile_takes_the_draft_built_beside_its_model_or_refuses(
     built: dict[str, ModelPaths], tmp_path: Path
 ) -> None:
-    from servefuzz import engines
+    from servefuzz import engine_files
 
-    assert engines.draft_for(built["seed1"].gguf) == built["seed1"].draft
-    assert engines.draft_for(built["seed1"].gguf.parent) == built["seed1"].draft  # a model build folder
-    flags = engines.profile("llama-server", "spec-draft", model=built["a"].gguf).flags
+    assert engine_files.draft_for(built["seed1"].gguf) == built["seed1"].draft
+    assert engine_files.draft_for(built["seed1"].gguf.parent) == built["seed1"].draft  # a model build folder
+    flags = engine_files.profile("llama-server", "spec-draft", model=built["a"].gguf).flags
     assert flags[flags.index("-md") + 1] == str(built["a"].draft)
     # A GGUF with no draft beside it: refused in one line, not launched to draft nothing (a
     # draft of another vocabulary starts, says the vocabularies differ, and turns speculation off).
@@ -168,30 +168,30 @@ def test_the_spec_draft_profile_takes_the_draft_built_beside_its_model_or_refuse
     lone.parent.mkdir()
     lone.write_bytes(built["seed1"].gguf.read_bytes())
     with pytest.raises(UsageError, match="no draft model beside it") as e:
-        engines.profile("llama-server", "spec-draft", model=lone)
+        engine_files.profile("llama-server", "spec-draft", model=lone)
     assert "\n" not in str(e.value)
 
 
 def test_the_lora_profile_takes_the_adapters_built_beside_its_model_or_refuses(
     built: dict[str, ModelPaths], tmp_path: Path
 ) -> None:
-    from servefuzz import engines
+    from servefuzz import engine_files
 
     seed1 = built["seed1"]
     assert seed1.adapters is not None
-    flags = engines.profile("llama-server", "lora", model=seed1.gguf).flags
+    flags = engine_files.profile("llama-server", "lora", model=seed1.gguf).flags
     assert flags[flags.index("--lora-scaled") + 1] == ",".join(f"{p}:0" for p in seed1.adapters.gguf)
-    flags = engines.profile("vllm-cpu", "lora", model=seed1.hf_dir.parent).flags  # a model build folder
+    flags = engine_files.profile("vllm-cpu", "lora", model=seed1.hf_dir.parent).flags  # a model build folder
     assert flags[flags.index("--lora-modules") + 1:] == tuple(
         f"{name}={path}" for name, path in zip(ADAPTERS, seed1.adapters.hf, strict=True))
     # No --model: the cache's default models' adapters, never those of a model given elsewhere.
-    assert str(seed1.gguf.parent) not in " ".join(engines.profile("llama-server", "lora").flags)
+    assert str(seed1.gguf.parent) not in " ".join(engine_files.profile("llama-server", "lora").flags)
     # A GGUF with no adapters beside it: refused in one line (another model's adapters would not fit).
     lone = tmp_path / "lone" / "tiny.gguf"
     lone.parent.mkdir()
     lone.write_bytes(seed1.gguf.read_bytes())
     with pytest.raises(UsageError, match="no adapters beside it") as e:
-        engines.profile("llama-server", "lora", model=lone)
+        engine_files.profile("llama-server", "lora", model=lone)
     assert "\n" not in str(e.value)
 
 

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 from engine_client import alone
 
-from servefuzz import engines
+from servefuzz import engine_files
 from servefuzz.engines import PROFILES, flag_pairs, with_flags
 from servefuzz.errors import UsageError
 from servefuzz.launcher import Launch, ServerProcess
@@ -34,8 +34,8 @@ _MODEL = {"llama-server": lambda m: m.gguf, "vllm-cpu": lambda m: m.hf_dir}
 
 
 def _launch(preset: str, models: ModelPaths, profile: str | None = None, target: TargetInfo | None = None) -> Launch:
-    if not engines.installed(preset):
-        pytest.skip(f"{preset} is not set up under {engines.cache_dir()}: run {engines.SETUP_SCRIPT}")
+    if not engine_files.installed(preset):
+        pytest.skip(f"{preset} is not set up under {engine_files.cache_dir()}: run {engine_files.SETUP_SCRIPT}")
     return Launch.resolve(preset, target, model=_MODEL[preset](models), profile=profile)
 
 
@@ -80,7 +80,7 @@ def test_each_llama_server_profile_starts_and_serves_with_its_flags(
     name: str, tiny_models: ModelPaths, tmp_path: Path
 ) -> None:
     launch = _launch("llama-server", tiny_models, name)
-    assert launch.profile == engines.profile("llama-server", name, model=tiny_models.gguf)  # spec-draft's: its -md added
+    assert launch.profile == engine_files.profile("llama-server", name, model=tiny_models.gguf)  # spec-draft's: its -md added
     _check_flags(launch, _launch("llama-server", tiny_models))
     slot = _serve_one(launch, tmp_path / "server.log", "/slots")[0]
     said = {**_SLOT_SAYS["default"], **_SLOT_SAYS.get(name, {})}
@@ -101,7 +101,7 @@ def test_the_vllm_profiles_start_and_serve_with_their_flags(tiny_models: ModelPa
     together = plain
     for name in _VLLM_PROFILES:
         launch = _launch("vllm-cpu", tiny_models, name)
-        assert launch.profile == engines.profile("vllm-cpu", name)
+        assert launch.profile == engine_files.profile("vllm-cpu", name)
         _check_flags(launch, plain)
         together = dataclasses.replace(together, argv=tuple(with_flags(together.argv, launch.profile.flags)))
     _serve_one(together, tmp_path / "server.log")
@@ -133,8 +133,8 @@ def test_a_finding_s_profile_is_rebuilt_by_name_and_an_unknown_one_is_refused(ti
 
 
 def test_a_campaign_under_a_profile_launches_its_flags_records_its_name_and_aims_first(tiny_models: ModelPaths, tmp_path: Path) -> None:
-    if not engines.installed("llama-server"):
-        pytest.skip(f"llama-server is not built under {engines.cache_dir()}: run {engines.SETUP_SCRIPT}")
+    if not engine_files.installed("llama-server"):
+        pytest.skip(f"llama-server is not built under {engine_files.cache_dir()}: run {engine_files.SETUP_SCRIPT}")
     from servefuzz.api import fuzz
 
     out = tmp_path / "c"
@@ -173,8 +173,8 @@ def test_prefill_steps_lets_a_campaign_cut_a_prompt_between_two_steps(tmp_path: 
     progress stream lets the client cut there: a cancelled request says how many of its prompt
     tokens were prefilled, fewer than the prompt. (The preset's own -b takes these prompts in one
     step, with nothing to cut between.) A recurrent model, since prefill-abort needs kept state."""
-    if not engines.installed("llama-server"):
-        pytest.skip(f"llama-server is not built under {engines.cache_dir()}: run {engines.SETUP_SCRIPT}")
+    if not engine_files.installed("llama-server"):
+        pytest.skip(f"llama-server is not built under {engine_files.cache_dir()}: run {engine_files.SETUP_SCRIPT}")
     out = tmp_path / "c"
     done = subprocess.run(
         [sys.executable, "-m", "servefuzz", "fuzz", "--launch", "llama-server", "--profile", "prefill-steps",

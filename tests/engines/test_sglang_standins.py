@@ -16,12 +16,12 @@ import sys
 
 import pytest
 
-from servefuzz import engines
+from servefuzz import engine_files, engines
 from servefuzz.engines import sglang as sglang_engine
 
 pytestmark = pytest.mark.engine
 
-CHECK = engines.standin_path() / "check_standins.py"
+CHECK = engine_files.standin_path() / "check_standins.py"
 HELPERS = {"assign_req_to_token_pool_cpu", "copy_all_layer_kv_cache_cpu"}
 USED = {"0.5.23": HELPERS, "0.5.10.post1": set()}
 MUTATED = {"assign-start+1": "assign_req_to_token_pool_cpu", "copy-src+1": "copy_all_layer_kv_cache_cpu",
@@ -34,10 +34,10 @@ INTERPRETED = {"0.5.23": set(), "0.5.10.post1": {"alloc_extend_kernel"}}
 @pytest.mark.timeout(900)
 @pytest.mark.parametrize("version", engines.PRESET_VERSIONS["sglang-cpu"].known)
 def test_the_standins_do_what_sglangs_own_kernels_do_and_a_one_slot_change_is_caught(version: str) -> None:
-    if not engines.installed("sglang-cpu", version):
-        pytest.skip(f"SGLang CPU {version} is not installed under {engines.cache_dir()}: run {engines.SETUP_SCRIPT}")
-    p = subprocess.run([str(engines.program("sglang-cpu", version)), str(CHECK), "--mutants", "--cases", "60"],
-                       env={**os.environ, **sglang_engine.cpu_env(str(engines.standin_path()), version)},
+    if not engine_files.installed("sglang-cpu", version):
+        pytest.skip(f"SGLang CPU {version} is not installed under {engine_files.cache_dir()}: run {engine_files.SETUP_SCRIPT}")
+    p = subprocess.run([str(engine_files.program("sglang-cpu", version)), str(CHECK), "--mutants", "--cases", "60"],
+                       env={**os.environ, **sglang_engine.cpu_env(str(engine_files.standin_path()), version)},
                        capture_output=True, text=True, timeout=880)
     assert p.stdout.strip(), p.stderr[-2000:]
     out = json.loads(p.stdout.strip().splitlines()[-1])
@@ -68,7 +68,7 @@ def test_the_standins_are_never_on_servefuzzs_own_path() -> None:
     probe = "import importlib.util, sys; print(importlib.util.find_spec('sgl_kernel') is None)"
     p = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
     assert p.stdout.strip() == "True"
-    assert str(engines.standin_path()) not in sys.path
-    env = sglang_engine.cpu_env(str(engines.standin_path()))
-    assert env["PYTHONPATH"].split(os.pathsep)[0] == str(engines.standin_path())
-    assert (engines.standin_path() / "sgl_kernel" / "__init__.py").is_file()
+    assert str(engine_files.standin_path()) not in sys.path
+    env = sglang_engine.cpu_env(str(engine_files.standin_path()))
+    assert env["PYTHONPATH"].split(os.pathsep)[0] == str(engine_files.standin_path())
+    assert (engine_files.standin_path() / "sgl_kernel" / "__init__.py").is_file()

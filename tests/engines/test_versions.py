@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from servefuzz import engines
+from servefuzz import engine_files
 from servefuzz.engines import llamacpp
 from servefuzz.launcher import Launch
 from servefuzz.servers import Replayer
@@ -14,10 +14,10 @@ from servefuzz.servers import Replayer
 
 @pytest.mark.parametrize("tag", ["b11434", "b9093"])
 def test_a_release_tag_serves_the_preset_and_reports_its_build(tag: str) -> None:
-    if not engines.installed("llama-server", tag):
+    if not engine_files.installed("llama-server", tag):
         pytest.skip(f"llama-server {tag} is not built: servefuzz engines install llama-server@{tag}")
     launch = Launch.resolve(f"llama-server@{tag}")
-    assert launch.argv[0] == str(engines.program("llama-server", tag))
+    assert launch.argv[0] == str(engine_files.program("llama-server", tag))
     with Replayer(launch) as bench:
         assert bench.info.version is not None
         assert bench.info.version.startswith(f"b{llamacpp.build_number(tag)}-")

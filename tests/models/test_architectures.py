@@ -18,7 +18,7 @@ import pytest
 pytest.importorskip("tokenizers")
 
 import servefuzz  # noqa: E402
-from servefuzz import engines  # noqa: E402
+from servefuzz import engine_files  # noqa: E402
 from servefuzz.errors import UsageError  # noqa: E402
 from servefuzz.models import ARCHITECTURES, ArchPaths, build_arch, build_key  # noqa: E402
 from servefuzz.models.files import hf_tokens, safetensors_file  # noqa: E402
@@ -75,17 +75,17 @@ def _key_in(src: Path) -> str:
 
 def test_the_cached_build_of_an_architecture_is_named_by_a_key_that_follows_the_builders_source(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """`engines.arch_models` builds once per key, and the key (`build_key`) changes with any
+    """`engine_files.arch_models` builds once per key, and the key (`build_key`) changes with any
     module of the builder: a cached tiny-ARCH-seed0 is never an older builder's output."""
     monkeypatch.setenv("SERVEFUZZ_CACHE", str(tmp_path / "cache"))
-    monkeypatch.setenv(engines.GGUF_CONVERTER_ENV, str(tmp_path / "no-converter.py"))  # the HF folder alone
-    first = engines.arch_models("gemma3")
+    monkeypatch.setenv(engine_files.GGUF_CONVERTER_ENV, str(tmp_path / "no-converter.py"))  # the HF folder alone
+    first = engine_files.arch_models("gemma3")
     assert first.parent == tmp_path / "cache" / "models" and first.name.startswith("tiny-gemma3-seed0-")
     assert (first / "hf-float32" / "config.json").is_file() and not any(first.glob("*.gguf"))
     (first / "hf-float32" / "mark").touch()
-    assert engines.arch_models("gemma3") == first and (first / "hf-float32" / "mark").is_file()  # not rebuilt
-    monkeypatch.setenv(engines.GGUF_CONVERTER_ENV, str(tmp_path / "another-converter.py"))
-    assert engines.arch_models("gemma3") != first  # another converter: another build
+    assert engine_files.arch_models("gemma3") == first and (first / "hf-float32" / "mark").is_file()  # not rebuilt
+    monkeypatch.setenv(engine_files.GGUF_CONVERTER_ENV, str(tmp_path / "another-converter.py"))
+    assert engine_files.arch_models("gemma3") != first  # another converter: another build
     # A copy of the package: the same sources give the same key wherever they lie, and one
     # changed byte in a builder's module gives another.
     copy = tmp_path / "src"

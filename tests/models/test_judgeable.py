@@ -22,7 +22,7 @@ pytest.importorskip("tokenizers")
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
-from servefuzz import engines  # noqa: E402
+from servefuzz import engine_files  # noqa: E402
 from servefuzz.errors import UsageError  # noqa: E402
 from servefuzz.models import ARCHITECTURES, BUILDS, DEFAULT_BUILD, ArchPaths, build_arch  # noqa: E402
 
@@ -230,10 +230,10 @@ def test_the_numerics_build_is_kept_and_cached_apart(tmp_path: Path, monkeypatch
     with pytest.raises(UsageError, match="unknown model build 'trained'"):
         build_arch(tmp_path / "c", "qwen3-moe", build="trained")
     monkeypatch.setenv("SERVEFUZZ_CACHE", str(tmp_path / "cache"))
-    monkeypatch.setenv(engines.GGUF_CONVERTER_ENV, str(tmp_path / "no-converter.py"))
-    judged, drawn = engines.arch_models("gemma3", build="judgeable"), engines.arch_models("gemma3")
+    monkeypatch.setenv(engine_files.GGUF_CONVERTER_ENV, str(tmp_path / "no-converter.py"))
+    judged, drawn = engine_files.arch_models("gemma3", build="judgeable"), engine_files.arch_models("gemma3")
     assert judged != drawn and "-judgeable-" in judged.name and "-judgeable-" not in drawn.name
-    assert engines.arch_models("gemma3", build="numerics") == drawn
+    assert engine_files.arch_models("gemma3", build="numerics") == drawn
     assert json.loads((judged / "hf-float32" / "config.json").read_text()) == json.loads(
         (drawn / "hf-float32" / "config.json").read_text())
     assert (judged / "hf-float32" / "model.safetensors").read_bytes() != (drawn / "hf-float32" / "model.safetensors").read_bytes()

@@ -19,7 +19,7 @@ from types import ModuleType
 import pytest
 
 from servefuzz.anomaly import Variant, Verdict
-from servefuzz.engines import hf_model_dir
+from servefuzz.engine_files import hf_model_dir
 from servefuzz.finding import Finding, load_finding
 from servefuzz.oracles.controls import LEAK, LEAK_MIN_TOKENS, ControlResult, chance_run, leak_tokens
 from servefuzz.oracles.judge import rejudged_leaks

@@ -188,7 +188,7 @@ def test_a_finding_made_under_the_lora_profile_names_the_adapters_where_model_bu
 def test_a_finding_made_under_the_spec_draft_profile_names_the_draft_where_model_build_writes_it() -> None:
     # The draft's real path is servefuzz's cache: the report names it under `servefuzz model build
     # DIR`'s DIR/draft (DRAFT_DIR), as the lora profile names LORA_DIR, and builds nothing.
-    from servefuzz.engines import cache_dir
+    from servefuzz.engine_files import cache_dir
     from servefuzz.reports.facts import server_command
     from servefuzz.server_facts import TargetInfo
 

@@ -187,14 +187,14 @@ def _arch_model(args: argparse.Namespace, request: LaunchRequest | None) -> Path
             raise UsageError("--model-build picks the weights of the tiny model a --launch preset serves; the "
                              "reference engine computes its own model of the architecture exactly")
         return None
-    from servefuzz import engines
+    from servefuzz import engine_files, engines
 
     preset = request.preset if request is not None else None
     if preset is None:
         raise UsageError("--model-arch needs --launch PRESET (a preset servefuzz starts with that model) "
                          "or the reference engine")
     chosen = engines.PRESETS.get(preset)  # None for the reference engine
-    folder = engines.arch_models(arch, chosen.arch_dtypes.get(arch, "float32") if chosen else "float32", build)
+    folder = engine_files.arch_models(arch, chosen.arch_dtypes.get(arch, "float32") if chosen else "float32", build)
     spec = engines.preset_spec(preset)
     if spec is not None and spec.model_format == "gguf" and not any(folder.glob("*.gguf")):
         raise UsageError(f"--model-arch {arch}: {preset} serves a GGUF and none was made of it "
@@ -385,10 +385,10 @@ def _fetch_model(name: str, out: Path | None) -> int:
 
 
 def _model_arch(args: argparse.Namespace) -> int:
-    from servefuzz import engines
+    from servefuzz import engine_files
     from servefuzz.models import build_arch
 
-    paths = build_arch(args.dir, args.arch, dtype=args.dtype, seed=args.seed, converter=engines.gguf_converter(),
+    paths = build_arch(args.dir, args.arch, dtype=args.dtype, seed=args.seed, converter=engine_files.gguf_converter(),
                        build=args.build)
     build = "" if args.arch == "llama" else f", {args.build} build"
     print(f"{args.arch} (Hugging Face): {visible(paths.hf_dir)}  (vocabulary {paths.vocab_size}, {paths.dtype}{build})")
@@ -400,14 +400,14 @@ def _model_arch(args: argparse.Namespace) -> int:
 
 
 def _engines(args: argparse.Namespace) -> int:
-    from servefuzz import engines
+    from servefuzz import engine_files, engines
     from servefuzz.install import install
 
     if args.action == "list":
         if args.name is not None:
             raise UsageError("engines list takes no PRESET@VERSION")
         for preset, versions in engines.PRESET_VERSIONS.items():
-            have = [v for v in versions.known if engines.installed(preset, v)]
+            have = [v for v in versions.known if engine_files.installed(preset, v)]
             print(f"{preset}: {versions.summary()}; installed: {', '.join(have) or 'none'}")
         return Exit.OK
     if args.name is None:

@@ -32,7 +32,7 @@ PRESETS: Mapping[str, Preset] = {
     p.name: p for p in sorted((p for spec in SPECS.values() for p in spec.presets), key=lambda p: p.device != "cpu")
 }
 # The versions each preset takes: one table, one rule (`version_of`), one place each is installed
-# (`engines.engine_dir`). The presets alone mean each one's default, what the setup script installs.
+# (`engine_files.engine_dir`). The presets alone mean each one's default, what the setup script installs.
 PRESET_VERSIONS: Mapping[str, Versions] = {name: p.versions for name, p in PRESETS.items() if p.versions is not None}
 # By preset, then by name: the one table `--profile` reads.
 PROFILES: Mapping[str, Mapping[str, Profile]] = {

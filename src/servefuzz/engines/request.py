@@ -5,7 +5,7 @@
 (`engine_python=`) names the interpreter of the user's own install of a Python engine. The
 command line, the API, the launcher and the installer pass this one record on, so the
 `PRESET@VERSION` rule is written here alone. Pure: whether the engine is installed, and where,
-is `engines.presets.find`'s to say.
+is `presets.find`'s to say.
 
     >>> r = LaunchRequest.parse("sglang-cpu@0.5.10.post1")
     >>> r.preset, r.version, r.command

@@ -360,12 +360,12 @@ class Profile:
     needs: str = ""
     rows: tuple[tuple[str, str], ...] = ()
     aims: tuple[str, ...] = ()
-    # The profile serves servefuzz's tiny LoRA adapters: `engines.profile` adds the flags that
+    # The profile serves servefuzz's tiny LoRA adapters: `engine_files.profile` adds the flags that
     # load them (the preset's `adapter_flags`), built into the cache on first use, since their
     # paths are the cache's.
     adapters: bool = False
-    # The profile serves servefuzz's tiny draft model: `engines.profile` adds the flag that loads
-    # it (the preset's `draft_flag`, with the draft `engines.draft_for` finds for the launch's
+    # The profile serves servefuzz's tiny draft model: `engine_files.profile` adds the flag that loads
+    # it (the preset's `draft_flag`, with the draft `engine_files.draft_for` finds for the launch's
     # model; the default models' is built into the cache on first use), for the same reason.
     draft: bool = False
     # Environment of the server's processes the profile sets (NAME, VALUE): a mode an engine
@@ -410,7 +410,7 @@ class Plan:
 
 
 class EngineSource(enum.Enum):
-    """Where the engine a preset starts was found (`engines.presets.find`)."""
+    """Where the engine a preset starts was found (`presets.find`)."""
 
     CACHE = "cache"  # servefuzz's engine cache: the setup script's, `engines install`'s, a GPU bundle's
     ENGINE_PYTHON = "engine-python"  # the interpreter `--engine-python` names: the user's own install
@@ -433,8 +433,8 @@ class Installed:
 
 @dataclass(frozen=True)
 class LaunchInputs:
-    """What a preset's plan is built from, found by `engines.presets` (the engine cache, the
-    model) or written as placeholders by a report (`engines.commands`): the program that runs
+    """What a preset's plan is built from, found by `presets` (the engine cache, the
+    model) or written as placeholders by a report (`reports.commands`): the program that runs
     the server (an interpreter or a binary), the model it serves (in the spec's
     `model_format`) and the type its config declares (`model_dtype`: "auto" for none), its
     config.json (`model_config`: empty for a GGUF or a placeholder), the version, and what the
@@ -503,7 +503,7 @@ class Preset:
 
     `plan` builds the server from `LaunchInputs` (None: the launcher starts it itself, as the
     reference engine); `program`: where the program is in the preset's install folder
-    (`engines.engine_dir`), or, on the GPU machine, the file there that names it
+    (`engine_files.engine_dir`), or, on the GPU machine, the file there that names it
     (`program_named_by`: scripts/gpu_run.sh writes the interpreter the bundle was built for).
     `command` is the shell command a report prints for a finding made on such a server.
     `profiles`: its feature profiles (`--profile`); `adapter_flags` loads servefuzz's LoRA

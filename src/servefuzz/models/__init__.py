@@ -227,7 +227,7 @@ def build_key(*args: object) -> str:
     """A short hash of what a build's bytes depend on: the source of this package (every module
     of it: the architectures, the shared parts, the file writers, the GGUF shim), the version of
     the `tokenizers` library that trains the vocabulary, and `args` (the builder's arguments, the
-    converter's identity). A cached build named by it (`engines.arch_models`) is built anew when
+    converter's identity). A cached build named by it (`engine_files.arch_models`) is built anew when
     any of them changes, and is never a stale copy of an older builder's output."""
     from importlib.metadata import PackageNotFoundError, version
 

@@ -15,10 +15,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from servefuzz.anomaly import Divergence, Variant, deciding
-from servefuzz.engines.commands import server_command
 from servefuzz.engines.registry import SPECS, spec_of
 from servefuzz.finding import Finding
 from servefuzz.history import RunHistory
+from servefuzz.reports.commands import server_command
 
 __all__ = [
     "DEFAULT_PORTS",

@@ -36,7 +36,6 @@ from typing import Any
 
 from servefuzz import stats, terms, truth
 from servefuzz.anomaly import Verdict
-from servefuzz.engines.commands import server_command
 from servefuzz.engines.registry import spec_of
 from servefuzz.errors import UsageError
 from servefuzz.finding import Finding
@@ -44,6 +43,7 @@ from servefuzz.models import DTYPES, hf_tokenizer_json
 from servefuzz.models import files as model_formats
 from servefuzz.models import llama as llama_model
 from servefuzz.oracles.judge import Expectation
+from servefuzz.reports.commands import server_command
 from servefuzz.runner import RunConfig
 from servefuzz.targets import make_target
 from servefuzz.targets.base import HttpTarget, ReproDialect, cut_in_prefill
@@ -124,7 +124,7 @@ def replay_plan(finding: Finding) -> dict[str, Any]:
     }
 
 
-# The folder the presets' default models live in (`engines.default_models`: seed 0, float32),
+# The folder the presets' default models live in (`engine_files.default_models`: seed 0, float32),
 # and the name vLLM's presets serve them under.
 _TINY_FOLDER = "tiny-seed0"
 _TINY_SERVED = "tiny"

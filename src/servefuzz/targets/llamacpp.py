@@ -130,7 +130,7 @@ class LlamaCppTarget(HttpTarget):
         self.salt_of(spec)  # llama.cpp has no cache salt: a salted request is refused
         adapter = self.adapter_of(spec)
         # A base-model request names no adapter, as most clients send it: it runs under the
-        # server's own scales (0 under the lora profile, `engines.adapter_flags`).
+        # server's own scales (0 under the lora profile, `engine_files.adapter_flags`).
         lora = {} if adapter is None else {"lora": [{"id": self._lora_id(adapter), "scale": 1.0}]}
         return {
             **lora,

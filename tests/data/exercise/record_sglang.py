@@ -19,7 +19,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from servefuzz import engines
+from servefuzz import engine_files, engines
 from servefuzz.engines import sglang as sglang_engine
 from servefuzz.history import RunHistory, write_history_jsonl
 from servefuzz.launcher import ServerProcess
@@ -60,8 +60,8 @@ def main(out: Path) -> None:
     version = engines.PRESET_VERSIONS["sglang-cpu"].default
     models = build_models(Path(tempfile.mkdtemp()), dtype="float32", seed=0)
     for name, extra in (("radix", ["--enable-metrics"]), ("no-radix", ["--enable-metrics", "--disable-radix-cache"])):
-        argv = sglang_engine.cpu_argv(engines.program("sglang-cpu", version), models.hf_dir, page_size=PAGE, extra=extra)
-        srv = ServerProcess(argv, env=sglang_engine.cpu_env(str(engines.standin_path()), version),
+        argv = sglang_engine.cpu_argv(engine_files.program("sglang-cpu", version), models.hf_dir, page_size=PAGE, extra=extra)
+        srv = ServerProcess(argv, env=sglang_engine.cpu_env(str(engine_files.standin_path()), version),
                             log_path=out / f".{name}.log", start_timeout_s=sglang_engine.START_TIMEOUT_S)
         srv.start()
         try:

@@ -26,7 +26,7 @@ import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from servefuzz import engines
+from servefuzz import engine_files, engines
 from servefuzz.engine_flags import unknown_flags
 from servefuzz.engines.request import LaunchRequest
 from servefuzz.engines.spec import EngineSource, Installed, LaunchInputs, Plan, Preset, Profile
@@ -60,11 +60,11 @@ def find(request: LaunchRequest) -> Installed:
         # Found, not imported: servefuzz never loads an engine into its own process.
         return _users(request, sys.executable, EngineSource.INTERPRETER)
     version = engines.version_of(preset.name, request.version or None)
-    if not engines.installed(preset.name, version):
-        raise UsageError(f"{preset.name} {version} is not installed under {engines.cache_dir()}: "
+    if not engine_files.installed(preset.name, version):
+        raise UsageError(f"{preset.name} {version} is not installed under {engine_files.cache_dir()}: "
                          f"run {install_hint(preset.name, version)}")
-    site = engines.engine_dir(preset.name, version) / "site"
-    return Installed(preset.name, version, engines.program(preset.name, version), EngineSource.CACHE,
+    site = engine_files.engine_dir(preset.name, version) / "site"
+    return Installed(preset.name, version, engine_files.program(preset.name, version), EngineSource.CACHE,
                      str(site) if site.is_dir() else "")
 
 
@@ -149,18 +149,18 @@ def plan(found: Installed, target: TargetInfo | None, model: Path | None, flags:
     `flags`. UsageError (one line) for a model that is not there or that the engine will not
     serve (under those flags)."""
     chosen = PLANS[found.preset]
-    served = engines.served_model(found.preset, model)
+    served = engine_files.served_model(found.preset, model)
     assert chosen.plan is not None  # PLANS holds only presets with a plan
     return chosen.plan(LaunchInputs(
         program=found.program,
         model=served,
         version=found.version,
-        model_dtype=engines.model_dtype(served) if served.is_dir() else "auto",
-        model_config=engines.model_config(served) if served.is_dir() else {},
+        model_dtype=engine_files.model_dtype(served) if served.is_dir() else "auto",
+        model_config=engine_files.model_config(served) if served.is_dir() else {},
         server_args={} if target is None else target.server_args,
         page_size=target.page_size if target is not None and target.page_size else None,
         flags=tuple(flags),
-        standins=str(engines.standin_path()),
+        standins=str(engine_files.standin_path()),
         site=found.site,
         pythonpath=os.environ.get("PYTHONPATH", ""),
         scratch=tempfile.gettempdir(),
@@ -182,11 +182,11 @@ def fit(found: Installed, argv: Sequence[str], env: Mapping[str, str], profile: 
     if found.source is EngineSource.CACHE:
         if chosen.fit is None:
             return list(argv)
-        return chosen.fit(found.version, argv, lambda: engines.help_of((found.program,)))
+        return chosen.fit(found.version, argv, lambda: engine_files.help_of((found.program,)))
     # A Python engine is run as a module (`python -m vllm.entrypoints.openai.api_server`): its
     # `--help` is the module's.
     command = tuple(argv[:3]) if tuple(argv[1:2]) == ("-m",) else tuple(argv[:1])
-    text = engines.help_of(command, tuple(sorted(env.items())))
+    text = engine_files.help_of(command, tuple(sorted(env.items())))
     if "usage:" not in text.lower():
         tail = (text.strip().splitlines() or ["no output"])[-1]
         raise LaunchError(f"{found.preset} {found.version} ({found.program}): its --help did not run: {one_line(tail)[:200]}")
@@ -206,5 +206,5 @@ def built_model(preset: str) -> Path | None:
     spec = engines.preset_spec(preset) if preset else None
     if spec is None or not spec.model_format:
         return None
-    path = engines.served_model(preset, None)
+    path = engine_files.served_model(preset, None)
     return path if path.exists() else None
