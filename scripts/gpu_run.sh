@@ -83,6 +83,7 @@ RESULTS=$W/results
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 export PYTHONUNBUFFERED=1
 END=$((SECONDS + ${DEADLINE:-86400}))
+export UNTIL=$(( $(date +%s) + ${DEADLINE:-86400} ))   # the same deadline as an epoch, for the Python half
 
 say() { printf '[gpu_run %(%H:%M:%S)T] %s\n' -1 "$*"; }
 die() { say "error: $*" >&2; exit 1; }
@@ -142,10 +143,11 @@ user_install() {
     out=$RESULTS/campaign-user-$preset-$profile
     mkdir -p "$out" && rm -rf -- "$W/user-cache" && mkdir -p "$W/user-cache"
     (cd "$W" && SERVEFUZZ_CACHE=$W/user-cache PYTHONPATH=$W/py:$site:$W/site HF_HUB_OFFLINE=1 \
-        python3 -m servefuzz fuzz --launch "$preset" --profile "$profile" --keep-going --time "$seconds" \
+        timeout -s INT -k 30 $(( UNTIL - $(date +%s) - 60 )) python3 -m servefuzz fuzz --launch "$preset" --profile "$profile" --keep-going --time "$seconds" \
         --seed "${SEED:-0}" --out "$out" --json >"$out/fuzz.json" 2>"$out/fuzz.stderr") \
         || say "the user's-install campaign exited $? (0: nothing found, 1: found): $(tail -c 300 "$out/fuzz.stderr")"
     printf '{"preset": "%s", "profile": "%s", "arch": "llama", "user_install": true}\n' "$preset" "$profile" >"$out/launched.json"
+    say "user:$preset/$profile: $(drive digest "$out/fuzz.json")"
 }
 
 # FlashInfer's JIT modules, made once by the flashinfer-jit step and pinned by sha256 in
@@ -356,13 +358,49 @@ def launched(preset: str, profile: str, seconds: str, arch: str = "", build: str
            *(["--resume"] if resume else []), *os.environ.get("FUZZ_EXTRA", "").split()]
     print("$", " ".join(cmd), flush=True)
     with open(out / "fuzz.stderr", "a") as err:
-        done = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=err, text=True)
+        done = until_deadline(cmd, err)
     (out / "fuzz.json").write_text(done.stdout)
-    print(f"{preset}/{profile}{'/' + arch if arch else ''}: exit {done.returncode}; {done.stdout[-1500:]}", flush=True)
+    print(f"{preset}/{profile}{'/' + arch if arch else ''}: exit {done.returncode}; {digest(done.stdout)}", flush=True)
     if done.returncode not in (0, 1):
         tail = (out / "fuzz.stderr").read_text(errors="replace")[-3000:]
         (out / "crash.json").write_text(json.dumps({"exit": done.returncode, "command": cmd, "stderr_tail": tail}, indent=2))
         print(f"CRASH: servefuzz fuzz exited with {done.returncode}; stderr tail:\n{tail}", flush=True)
+
+
+def until_deadline(cmd: list[str], err) -> subprocess.CompletedProcess[str]:
+    """Run `cmd`, but stop it (SIGINT first: servefuzz then stops its server and writes its
+    summary) at the call's deadline less 60 s, so that the pack still comes: a server's start
+    may wait longer than the step's own share (NemotronH's FlashInfer autotune sat 420 s)."""
+    left = float(os.environ.get("UNTIL", "0")) - time.time() - 60 if os.environ.get("UNTIL") else None
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=err, text=True)
+    try:
+        stdout, _ = proc.communicate(timeout=max(left, 5) if left is not None else None)
+    except subprocess.TimeoutExpired:
+        print(f"deadline: stopping {' '.join(cmd[3:9])}", flush=True)
+        proc.send_signal(signal.SIGINT)
+        try:
+            stdout, _ = proc.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            stdout, _ = proc.communicate()
+    return subprocess.CompletedProcess(cmd, proc.returncode, stdout, "")
+
+
+def digest(stdout: str) -> str:
+    """What a campaign's `--json` says in the few lines a call's output tail can hold: requests,
+    the engine's meters (what was exercised), the goals left at zero and the verdicts."""
+    try:
+        r = json.loads(stdout)
+    except ValueError:
+        return stdout[-800:]
+    verdicts: dict[str, int] = {}
+    for f in r.get("findings", []):
+        verdicts[f.get("verdict", "?")] = verdicts.get(f.get("verdict", "?"), 0) + f.get("count", 1)
+    lines = [f"{r.get('requests')} requests, {r.get('elapsed_s')} s, stop {r.get('stop_reason')}, "
+             f"restarts {r.get('restarts')}, verdicts {verdicts or 'none'}"]
+    lines += ["  " + line for line in (r.get("exercise") or {}).get("lines", [])]
+    lines += ["  unreached: " + u for u in r.get("unreached", [])]
+    return "\n".join(lines)
 
 
 def warm_replays(campaign: Path, url: str) -> None:
@@ -945,7 +983,8 @@ def summary() -> None:
 
 
 {"fuzz": fuzz, "launched": launched, "triage": triage, "summary": summary, "crashed": crashed, "scaleout": scaleout,
- "ray_triage": ray_triage}[sys.argv[1]](*sys.argv[2:])
+ "ray_triage": ray_triage, "digest": lambda path: print(digest(Path(path).read_text(errors="replace")), flush=True),
+ }[sys.argv[1]](*sys.argv[2:])
 PY
 }
 
