@@ -1,6 +1,8 @@
 """`servefuzz fuzz --junit FILE`, the CI gate (issue 55): read back by a JUnit consumer (junitparser,
 as CI systems parse the format), it fails on a planted fault exactly where the exit code does, and
-passes on the clean engine; a bad path is one line before anything starts."""
+passes on the clean engine, and both documents validate against the JUnit schema CI tools check
+reports with (Jenkins xUnit's junit-10.xsd, vendored beside this file with its origin); a bad path
+is one line before anything starts."""
 
 from __future__ import annotations
 
@@ -10,11 +12,14 @@ import sys
 from pathlib import Path
 
 import pytest
+import xmlschema
 from junitparser import JUnitXml, TestCase
 
 from servefuzz.errors import Exit
 
 pytestmark = pytest.mark.slow
+
+SCHEMA = xmlschema.XMLSchema(Path(__file__).with_name("junit-10.xsd"))
 
 
 def servefuzz(*args: str, timeout: float = 240) -> subprocess.CompletedProcess[str]:
@@ -23,6 +28,8 @@ def servefuzz(*args: str, timeout: float = 240) -> subprocess.CompletedProcess[s
 
 
 def cases(path: Path) -> list[TestCase]:
+    """The test cases of a `--junit` file, once it has validated against the schema."""
+    SCHEMA.validate(str(path))
     [suite] = list(JUnitXml.fromfile(str(path)))
     return list(suite)
 
@@ -63,3 +70,13 @@ def test_a_junit_path_that_cannot_be_written_is_one_line(tmp_path: Path) -> None
                       timeout=60)
         assert p.returncode == Exit.USAGE and "--junit" in p.stderr, p.stderr
         assert len(p.stderr.strip().splitlines()) == 1 and "Traceback" not in p.stderr
+
+
+def test_the_schema_refuses_what_it_should() -> None:
+    """Control for the validation above: the vendored schema is no rubber stamp. A test case
+    without its name, and a suite without its counts, are refused; a minimal document passes."""
+    ok = '<testsuites><testsuite name="s" tests="1" failures="0" errors="0"><testcase name="c"/></testsuite></testsuites>'
+    assert SCHEMA.is_valid(ok)
+    assert not SCHEMA.is_valid(ok.replace(' name="c"', ""))
+    assert not SCHEMA.is_valid(ok.replace(' failures="0"', ""))
+    assert not SCHEMA.is_valid(ok.replace("<testcase", "<test-case"))
