@@ -182,7 +182,7 @@ def _fuzz_flags(f: argparse.ArgumentParser) -> None:
     f.add_argument("--json", action="store_true", help="print one JSON summary on stdout instead of the display")
     f.add_argument("--junit", type=Path, metavar="FILE",
                    help="also write the campaign as JUnit XML for a CI job: a failed test per finding that fails "
-                        "the exit code, a skipped one per mechanism left untested (docs/ci.md)")
+                        "the exit code, a skipped one per mechanism left untested (docs/guide/ci.md)")
     _auth(f)
 
 
