@@ -89,6 +89,8 @@ UPSTREAM_TITLES = {
     "vllm#48421": "[Bugfix][LoRA] Skip no-LoRA tokens (index -1) in CPU torch bgmv ops",
     "vllm#49656": "[Bugfix][CPU] Fix LoRA no-op row aliasing in PunicaWrapperCPU",
     "vllm#10097": "[V1][BugFix] Fix Generator construction in greedy + seed case",
+    "vllm#49118": ("[Bug]: OffloadingConnector — aborting a queued (never-scheduled) request kills the engine with "
+                   "AssertionError in _build_store_jobs"),
     "llama.cpp#27624": "server: clear stale state when reusing LRU-selected slots",
     "llama.cpp#28707": "server : honor --lora-init-without-apply and empty lora lists",
     "sglang#22518": "[Bug] SGLang embedding server deadlocks after first full batch",
@@ -366,3 +368,31 @@ def test_a_fixed_in_that_is_no_release_number_is_refused() -> None:
     data["issues"][0]["fixed_in"] = "soon"
     with pytest.raises(ValueError, match="sglang#22819: fixed_in 'soon' is not a release number"):
         parse_catalogue(data)
+
+
+def _with_log(finding: Finding, text: str) -> Finding:
+    """`finding` whose lost server left `text` in its log, as `servers.Launched.death` keeps it."""
+    lost = Anomaly(Oracle.LIVENESS, Verdict.CRASH, "r01", "the server stopped answering",
+                   evidence={"exit_code": 1, "log_tail": "", "traceback": text})
+    return dataclasses.replace(finding, anomalies=(*finding.anomalies, lost))
+
+
+def test_a_crash_whose_server_log_names_a_known_issue_is_that_issue_and_only_by_those_words() -> None:
+    """The H200's offloading crash (vLLM 0.26.0) is vllm#49118 by its own assert, the strongest
+    match; the same finding with that traceback taken out, or with another assert in it, is not
+    matched by the log (its other evidence may still match it, never with the log's reason)."""
+    stored = load_finding(Path(__file__).parents[1] / "docs/findings/vllm-gpu-kv-offloading-crash/finding.json")
+    said = "the server's log says"
+    [best, *_] = match(stored)
+    assert best.issue.id == "vllm#49118" and any(said in r for r in best.reasons)
+
+    quiet = dataclasses.replace(stored, anomalies=tuple(
+        dataclasses.replace(a, evidence={k: v for k, v in a.evidence.items() if k not in ("traceback", "log_tail")})
+        for a in stored.anomalies))
+    assert not any(said in r for m in match(quiet) for r in m.reasons)
+
+    other = _with_log(quiet, "AssertionError: assert not req_status.transfer_jobs")
+    assert not any(said in r for m in match(other) for r in m.reasons)
+    # The nightly's name for the same list matches too (the issue's own traceback).
+    nightly = _with_log(quiet, "    assert len(offload_keys) == len(offload_chunk_ids)\nAssertionError")
+    assert any(m.issue.id == "vllm#49118" and any(said in r for r in m.reasons) for m in match(nightly))

@@ -84,10 +84,12 @@ REFERENCE_FAULTS = (
     "transfer-region-dedupe",
 )
 
-# Weights of the evidence. A cure seen in the triage matrix says the most; the engine (or the
-# planted fault that models the issue) comes next; each shared trigger feature adds a little,
-# a specific one (few findings show it) twice as much as a common one.
+# Weights of the evidence. The engine's own log naming the bug says the most (`log_says`), then a
+# cure seen in the triage matrix; the engine (or the planted fault that models the issue) comes
+# next; each shared trigger feature adds a little, a specific one (few findings show it) twice as
+# much as a common one.
 _W_FAULT = 4
+_W_LOG = 4
 _W_ENGINE = 3
 _W_CURE = 3
 _W_VERDICT = 2
@@ -121,6 +123,8 @@ class KnownIssue:
     the fix (`0.5.11`, llama.cpp's `b5123`), where one is known; `versions` says the rest in words.
     `requires` are features without which a finding cannot be it (a batch-invariance bug needs a
     server in its batch-invariant mode: elsewhere the same drift is only numerics).
+    `log_says` are lines the engine writes when it is this bug (an exception's message, verbatim):
+    a crash finding whose server log holds one is that bug's by its own words.
     """
 
     id: str
@@ -141,9 +145,11 @@ class KnownIssue:
     caveats: str = ""
     fixed_in: str = ""
     requires: tuple[str, ...] = ()
+    log_says: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
-        for name in ("features", "cures", "not_cured_by", "verdicts", "upstream_for_faults", "related", "requires"):
+        for name in ("features", "cures", "not_cured_by", "verdicts", "upstream_for_faults", "related", "requires",
+                     "log_says"):
             object.__setattr__(self, name, tuple(getattr(self, name)))
         problems = [
             *(f"unknown feature {f!r}" for f in (*self.features, *self.requires) if f not in FEATURES),
@@ -348,9 +354,23 @@ def _judge(issue: KnownIssue, finding: Finding, triage: Triage | None, feats: Ma
                     score += _W_NOT_CURED
                     reasons.append(f"still reproduces with {flag} ({outcome.rate}), as {issue.id} does")
 
+    if said := _log_says(issue, finding):
+        score += _W_LOG
+        specific = True
+        reasons.append(f"the server's log says {said!r}, as {issue.id}'s does")
+
     if not specific or score < _MIN_SCORE:
         return None
     return Match(issue, score, tuple(reasons), tuple(against))
+
+
+def _log_says(issue: KnownIssue, finding: Finding) -> str | None:
+    """The first of `issue.log_says` found in what the finding kept of its server's log (the tail
+    and traceback a lost server left, `servers.Launched.death`), or None."""
+    if not issue.log_says:
+        return None
+    kept = [str(a.evidence.get(key, "")) for a in finding.anomalies for key in ("traceback", "log_tail")]
+    return next((line for line in issue.log_says if any(line in text for text in kept)), None)
 
 
 _RELEASE = re.compile(r"v?b?(\d+(?:\.\d+)*)(?:\.?post(\d+))?")
