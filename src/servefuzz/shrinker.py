@@ -20,11 +20,11 @@ point) or the replay budget is spent:
 
 | pass              | proposes                                                                 |
 |-------------------|--------------------------------------------------------------------------|
+| scale_offsets     | every offset divided by 16, else 4, else 2, again while accepted (to a   |
+|                   | span of 50 ms at least)                                                  |
 | drop_requests     | subsets of the requests (Zeller's ddmin)                                 |
 | zero_offsets      | all offsets 0 (one burst); the earliest moved to 0; each offset to 0     |
 | merge_offsets     | each group of requests sent together merged into the group before it     |
-| scale_offsets     | every offset divided by 16, else 4, else 2, again while accepted (to a   |
-|                   | span of 50 ms at least)                                                  |
 | shrink_max_tokens | every request's max_tokens 1 at once, then each request's: 1 first, then |
 |                   | from below (not for a request cut on purpose: it must still be running   |
 |                   | when it is cut)                                                          |
@@ -34,10 +34,10 @@ point) or the replay budget is spent:
 | shrink_n          | every request's n 1 at once, then each request's: 1 first, then from     |
 |                   | below                                                                    |
 
-The time passes come right after dropping requests: a replay lasts about as long as its
-scenario's span, so a shorter span makes every later candidate cheaper to test. The length
-passes search from below (`Shrinker.minimize_int`) because on a real server an accepted
-candidate costs several times a rejected one.
+The span is scaled down first and the other time passes come right after dropping requests: a
+replay lasts about as long as its scenario's span, so a shorter span makes every later candidate
+cheaper to test. The length passes search from below (`Shrinker.minimize_int`) because on a
+real server an accepted candidate costs several times a rejected one.
 
 `sort_key` is a total order: (requests, prompt tokens, sum of max_tokens, sum of n, distinct
 offsets, sum of offsets, streamed requests, then the scenario's JSON as the last tie-break).
@@ -325,8 +325,8 @@ def zero_offsets(s: Shrinker) -> None:
 # about 50 ms a shorter span buys little (a replay of a scenario at span 0 still took about
 # 0.3 s on a busy 2-core box: the flush, the references, the requests themselves), while the
 # finding's margin shrinks toward the engine's own step times, which vary several-fold with the
-# machine's load: a zoo case scaled to 25 ms came back 4/5 where its finding did 10/10
-# (docs/benchmarks.md, "Shrink cost"). zero_offsets has tried 0, a burst, already.
+# machine's load: a zoo case scaled to 25 ms came back 4/5 where its finding had 5/5
+# (docs/benchmarks.md, "Shrink cost"). zero_offsets proposes 0, a burst, on its own.
 SCALES = (16, 4, 2)
 SCALE_FLOOR_MS = 50.0
 
@@ -359,16 +359,17 @@ def merge_offsets(s: Shrinker) -> None:
             i += 1
 
 
-# The order: requests first (the largest cut), then time, then the token passes. Dropping
-# requests comes first because every later pass proposes per request. The time passes come
-# right after it because they make every later replay cheaper: a replay lasts about as long as
-# its scenario's span, and each candidate costs from 2 replays (rejected) to about 15
-# (accepted); a timing-dependent finding simply turns them down, at 2 replays each.
+# The order, cheapest-to-check first as Hypothesis orders its passes: a replay lasts about as
+# long as its scenario's span, and a candidate costs from 2 replays (rejected) to about 15
+# (accepted). So the span is scaled down first, once (every later replay, dropping requests's
+# forty to sixty included, gets cheaper); then requests are dropped (the largest cut; every
+# later pass proposes per request); then the other time passes, now cheap to try, and the token
+# passes. A timing-dependent finding simply turns the time candidates down, at 2 replays each.
 PASSES: tuple[tuple[str, Callable[[Shrinker], None]], ...] = (
+    ("scale_offsets", scale_offsets),
     ("drop_requests", drop_requests),
     ("zero_offsets", zero_offsets),
     ("merge_offsets", merge_offsets),
-    ("scale_offsets", scale_offsets),
     ("shrink_max_tokens", shrink_max_tokens),
     ("shrink_prompt", shrink_prompt),
     ("shrink_prefix", shrink_prefix),
