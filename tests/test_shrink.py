@@ -176,7 +176,7 @@ def test_budget_stops_the_search_and_stats_add_up() -> None:
     assert 30 <= result.replays < 33
     assert sum(p.replays for p in result.passes) == result.replays
     assert all(p.accepted <= p.calls for p in result.passes)
-    assert [p.name for p in result.passes][:2] == ["drop_requests", "shrink_max_tokens"]
+    assert [p.name for p in result.passes][:3] == ["scale_offsets", "drop_requests", "zero_offsets"]
 
 
 def test_offsets_merge_into_one_burst_and_a_cut_request_keeps_its_length() -> None:
@@ -188,6 +188,66 @@ def test_offsets_merge_into_one_burst_and_a_cut_request_keeps_its_length() -> No
     best = Shrinker(sc, lambda c: Trial(len(c.requests) == 2, 1)).run().best
     assert [r.offset_ms for r in best.requests] == [0.0, 0.0]
     assert [r.max_tokens for r in best.requests] == [30, 1]
+
+
+@given(st.integers(1, 40), st.integers(1, 40))
+def test_a_length_search_from_below_finds_the_least_working_value_and_accepts_at_most_log_times(
+    value: int, least: int
+) -> None:
+    # Monotone: any max_tokens >= `least` shows the fake bug. The search ends at the least value
+    # below `value` that works, and accepts few candidates on its way: an accepted candidate is
+    # the expensive one on a real server (13 runs and a re-check against 2).
+    sc = Scenario(1, (RequestSpec("r01", 0.0, (5,) * 4, value),))
+    tried: list[int] = []
+
+    def test(c: Scenario) -> Trial:
+        tried.append(c.requests[0].max_tokens)
+        return Trial(c.requests[0].max_tokens >= least, 1)
+
+    s = Shrinker(sc, test)
+    s.minimize_int(value, 1, lambda v: sc.with_requests([dataclasses.replace(sc.requests[0], max_tokens=v)]))
+    assert s.best.requests[0].max_tokens == min(value, least)
+    accepted = [v for v in tried if v >= least]
+    assert len(accepted) <= max(1, (least - 1).bit_length())
+    assert len(tried) == len(set(tried))
+
+
+def test_max_tokens_go_to_one_together_in_one_acceptance_when_the_whole_scenario_allows_it() -> None:
+    sc = page_scenario(64)
+    result = Shrinker(sc, lambda c: Trial(len(c.requests) == 4, 1), page_size=64).run()
+    assert [r.max_tokens for r in result.best.requests] == [1, 1, 1, 1]
+    assert next(p for p in result.passes if p.name == "shrink_max_tokens").accepted == 1
+
+
+def test_offsets_are_scaled_down_boldest_first_while_the_finding_holds_keeping_their_order() -> None:
+    # The fake bug needs r02 at least 300 ms after r01 and r03 after r02: from 0/2000/4000, /16
+    # is turned down and /4 accepted (0/500/1000, in one acceptance); from there /16 is below the
+    # 50 ms floor, /4 and /2 are turned down (r02 125 and 250 ms after r01).
+    b = PromptBuilder(2, VOCAB)
+    sc = Scenario(1, tuple(RequestSpec(f"r0{i + 1}", 2000.0 * i, b.prompt(None, 0, 4), 1) for i in range(3)))
+
+    def test(c: Scenario) -> Trial:
+        t = {r.id: r.offset_ms for r in c.requests}
+        return Trial(len(t) == 3 and t["r02"] - t["r01"] >= 300 and t["r03"] > t["r02"], 1)
+
+    result = Shrinker(sc, test).run()
+    assert [r.offset_ms for r in result.best.requests] == [0.0, 500.0, 1000.0]
+    assert next(p for p in result.passes if p.name == "scale_offsets").accepted == 1
+
+
+def test_offsets_are_not_scaled_below_the_floor() -> None:
+    # Any span shows this fake bug; from 0/100 one halving (50 ms) is all that is proposed.
+    b = PromptBuilder(2, VOCAB)
+    sc = Scenario(1, tuple(RequestSpec(f"r0{i + 1}", 100.0 * i, b.prompt(None, 0, 4), 1) for i in range(2)))
+    tried: list[float] = []
+
+    def test(c: Scenario) -> Trial:
+        offsets = [r.offset_ms for r in c.requests]
+        tried.append(max(offsets))
+        return Trial(len(offsets) == 2 and offsets[1] > offsets[0], 1)
+
+    assert [r.offset_ms for r in Shrinker(sc, test).run().best.requests] == [0.0, 50.0]
+    assert min(t for t in tried if t > 0) == 50.0
 
 
 def test_lineage_tags_each_kind_of_change_once() -> None:

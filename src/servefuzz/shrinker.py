@@ -20,22 +20,31 @@ point) or the replay budget is spent:
 
 | pass              | proposes                                                                 |
 |-------------------|--------------------------------------------------------------------------|
+| scale_offsets     | every offset divided by 16, else 4, else 2, again while accepted (to a   |
+|                   | span of 50 ms at least)                                                  |
 | drop_requests     | subsets of the requests (Zeller's ddmin)                                 |
-| shrink_max_tokens | each request's max_tokens: 1 first, then bisection (not for a request    |
-|                   | cut on purpose: it must still be running when it is cut)                 |
+| zero_offsets      | all offsets 0 (one burst); the earliest moved to 0; each offset to 0     |
+| merge_offsets     | each group of requests sent together merged into the group before it     |
+| shrink_max_tokens | every request's max_tokens 1 at once, then each request's: 1 first, then |
+|                   | from below (not for a request cut on purpose: it must still be running   |
+|                   | when it is cut)                                                          |
 | shrink_prompt     | shorter suffixes, first keeping the prompt length modulo the page size   |
 | shrink_prefix     | each shared prefix cut for all its sharers: no prefix, or fewer pages    |
 |                   | with the same remainder (128 -> 64; 65 -> 1), so page relations hold     |
-| shrink_n          | each request's n: 1 first, then bisection                                |
-| zero_offsets      | all offsets 0 (one burst); the earliest moved to 0; each offset to 0     |
-| merge_offsets     | each group of requests sent together merged into the group before it     |
+| shrink_n          | every request's n 1 at once, then each request's: 1 first, then from     |
+|                   | below                                                                    |
+
+The span is scaled down first and the other time passes come right after dropping requests: a
+replay lasts about as long as its scenario's span, so a shorter span makes every later candidate
+cheaper to test. The length passes search from below (`Shrinker.minimize_int`) because on a
+real server an accepted candidate costs several times a rejected one.
 
 `sort_key` is a total order: (requests, prompt tokens, sum of max_tokens, sum of n, distinct
 offsets, sum of offsets, streamed requests, then the scenario's JSON as the last tie-break).
 
 Requests keep their ids during the search. At the end each changed request's id gains its
-lineage, one tag per kind of change in the order of the table above: `_st` max_tokens, `_sp`
-prompt, `_sx` prefix, `_sn` n, `_so` offset (`r03` whose prefix and max_tokens shrank becomes
+lineage, one tag per kind of change, in this order: `_st` max_tokens, `_sp` prompt, `_sx`
+prefix, `_sn` n, `_so` offset (`r03` whose prefix and max_tokens shrank becomes
 `r03_st_sx`). A shared prefix is always cut to the first tokens of the same named prefix, so
 requests that share it still share exactly `prefix_len` tokens.
 
@@ -201,22 +210,45 @@ class Shrinker:
     # -- helpers the passes share ------------------------------------------------------------
 
     def minimize_int(self, value: int, lo: int, make: Callable[[int], Scenario | None]) -> None:
-        """Consider `make(v)` for the smallest v in [lo, value) that is accepted: `lo` first, then
-        bisection (assuming that what works at some size works at any larger one). `make` may
-        decline a value (None)."""
+        """Consider `make(v)` for the smallest v in [lo, value) that is accepted, assuming that
+        what works at some size works at any larger one. `make` may decline a value (None).
+
+        From below, as Hypothesis's `find_integer` searches: `lo`, then lo + 1, lo + 2, lo + 4,
+        ... until one is accepted (or value is reached), then bisection between the last value
+        turned down and the first accepted. Against a real server an accepted candidate costs
+        about seven times a rejected one (the gate's 13 runs and a fresh-server re-check against
+        2 runs for a candidate that never reproduces: `stats.ShrinkGate`), and bisecting from
+        the top accepts at every halving on its way down to a small value (16 -> 8 -> 4 -> 2:
+        three acceptances), where probing from below turns down a few cheap candidates and
+        accepts once.
+        """
         def accept(v: int) -> bool:
             candidate = make(v)
             return candidate is not None and self.consider(candidate)
 
         if value <= lo or accept(lo):
             return
-        bad, good = lo, value
+        bad, step = lo, 1
+        while lo + step < value and not self.budget_spent:
+            if accept(lo + step):
+                break
+            bad, step = lo + step, step * 2
+        good = min(lo + step, value)
         while good - bad > 1 and not self.budget_spent:
             mid = (bad + good) // 2
             if accept(mid):
                 good = mid
             else:
                 bad = mid
+
+    def consider_all(self, change: Callable[[RequestSpec], RequestSpec]) -> bool:
+        """One candidate with `change` made to every request at once, considered only when it
+        changes more than one (with one, it is the per-request candidate that follows anyway):
+        when the whole scenario tolerates the change, one acceptance instead of one per request."""
+        changed = [change(r) for r in self.best.requests]
+        if sum(c != r for c, r in zip(changed, self.best.requests)) < 2:
+            return False
+        return self.consider(self.best.with_requests(changed))
 
 
 # -- the passes ------------------------------------------------------------------------------
@@ -227,6 +259,7 @@ def drop_requests(s: Shrinker) -> None:
 
 
 def shrink_max_tokens(s: Shrinker) -> None:
+    s.consider_all(lambda r: r if r.cancelled else dataclasses.replace(r, max_tokens=1))
     for rid in _ids(s):
         spec = s.best.by_id().get(rid)
         # A request cut on purpose keeps its length: it must still be running when it is cut.
@@ -235,6 +268,7 @@ def shrink_max_tokens(s: Shrinker) -> None:
 
 
 def shrink_n(s: Shrinker) -> None:
+    s.consider_all(lambda r: dataclasses.replace(r, n=1))
     for rid in _ids(s):
         spec = s.best.by_id().get(rid)
         if spec is not None:
@@ -287,6 +321,32 @@ def zero_offsets(s: Shrinker) -> None:
         s.consider(_offsets(s.best, partial(_moved, frozenset([rid]), 0.0)))
 
 
+# The factors `scale_offsets` tries, boldest first, and the least span it proposes (ms). Below
+# about 50 ms a shorter span buys little (a replay of a scenario at span 0 still took about
+# 0.3 s on a busy 2-core box: the flush, the references, the requests themselves), while the
+# finding's margin shrinks toward the engine's own step times, which vary several-fold with the
+# machine's load: a zoo case scaled to 25 ms came back 4/5 where its finding had 5/5
+# (docs/benchmarks.md, "Shrink cost"). zero_offsets proposes 0, a burst, on its own.
+SCALES = (16, 4, 2)
+SCALE_FLOOR_MS = 50.0
+
+
+def scale_offsets(s: Shrinker) -> None:
+    """Every offset divided by 16, else 4, else 2 (their order, and which requests are sent
+    together, kept), again while one is accepted and the span stays at SCALE_FLOOR_MS or more:
+    a scenario's span is most of what one of its replays costs (a replay waits for its last
+    request), so every later replay gets cheaper.
+
+    Boldest first because a rejection is cheap and an acceptance is not: the candidate that is
+    turned down costs 2 replays of a short scenario, and one bold acceptance replaces the two
+    to four halvings that would each cost a full gate (a sliding-window case went 610 -> 38 ms
+    in four halvings, 58 replays)."""
+    while True:
+        span = max(r.offset_ms for r in s.best.requests)
+        if not any(span / k >= SCALE_FLOOR_MS and s.consider(_offsets(s.best, partial(_divided, k))) for k in SCALES):
+            return
+
+
 def merge_offsets(s: Shrinker) -> None:
     """Merge each group of requests sent at one offset into the group just before it."""
     i = 1
@@ -299,14 +359,21 @@ def merge_offsets(s: Shrinker) -> None:
             i += 1
 
 
+# The order, cheapest-to-check first as Hypothesis orders its passes: a replay lasts about as
+# long as its scenario's span, and a candidate costs from 2 replays (rejected) to about 15
+# (accepted). So the span is scaled down first, once (every later replay, dropping requests's
+# forty to sixty included, gets cheaper); then requests are dropped (the largest cut; every
+# later pass proposes per request); then the other time passes, now cheap to try, and the token
+# passes. A timing-dependent finding simply turns the time candidates down, at 2 replays each.
 PASSES: tuple[tuple[str, Callable[[Shrinker], None]], ...] = (
+    ("scale_offsets", scale_offsets),
     ("drop_requests", drop_requests),
+    ("zero_offsets", zero_offsets),
+    ("merge_offsets", merge_offsets),
     ("shrink_max_tokens", shrink_max_tokens),
     ("shrink_prompt", shrink_prompt),
     ("shrink_prefix", shrink_prefix),
     ("shrink_n", shrink_n),
-    ("zero_offsets", zero_offsets),
-    ("merge_offsets", merge_offsets),
 )
 
 
@@ -367,6 +434,10 @@ def _prefix_pages(s: Shrinker, ids: Sequence[str], base: int, page: int, pages: 
 
 def _offsets(scenario: Scenario, offset: Callable[[RequestSpec], float]) -> Scenario:
     return scenario.with_requests([dataclasses.replace(r, offset_ms=round(offset(r), 3)) for r in scenario.requests])
+
+
+def _divided(k: int, r: RequestSpec) -> float:
+    return r.offset_ms / k
 
 
 def _moved(ids: frozenset[str], to: float, r: RequestSpec) -> float:
