@@ -96,6 +96,9 @@ class CampaignConfig:
     `power`: the corpus's power schedule (`corpus.POWER_SCHEDULES`; `fast` is AFL's
     path-frequency one, not measured to beat the default on every seed); `mutate_share`: the share of
     turns after the first round that mutate a corpus entry (`corpus.MUTATE_SHARE`; greybox off: none).
+    `credit_contexts`: with `engine_coverage`, the strategy schedule gives more fresh turns to the
+    strategies whose fresh scenarios recently reached new engine step contexts (`corpus.Schedule.reward`,
+    a decayed score with a floor). Opt-in: see docs/benchmarks.md for what it was measured to do.
     """
 
     out_dir: Path
@@ -120,6 +123,7 @@ class CampaignConfig:
     flush_check: bool = True
     power: Power = "rare"
     mutate_share: float = MUTATE_SHARE
+    credit_contexts: bool = False
 
     def __post_init__(self) -> None:
         if self.runs < 2:
