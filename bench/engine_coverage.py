@@ -21,7 +21,8 @@ buys a campaign, side by side on the same seeds in one run.
     campaign's requests; ratio feedback / no feedback per seed. `--arms` picks the arms: `off`
     (no feedback), `rare` (the default schedule), `fast` (AFL's path-frequency schedule),
     `breadth` (energy by the step contexts an entry reached), the last three optionally `+ctx`
-    (the strategy schedule's context bandit), each optionally `@share` of mutation turns;
+    (the strategy schedule's context bandit) or `+ctxt` (it weighs the mutation turns too), each
+    optionally `@share` of mutation turns;
     `off,off` runs a replica of the control beside it, whose ratio is the noise of one run
     against another.
 
@@ -115,31 +116,29 @@ def throughput_arm(srv: ServerProcess, seed: int, requests: int, concurrency: in
 
 # The campaign arms `--arms` may name: engine-coverage feedback off (the control) or on under a
 # power schedule (`corpus.POWER_SCHEDULES`), the feedback ones optionally with the context bandit
-# (`+ctx`: `CampaignConfig.credit_contexts`), each optionally with its share of mutation turns
-# (`fast@0.8`, `rare+ctx@0.3`); the same name twice (`off,off`) runs a replica, whose spread is the
-# noise floor.
+# (`+ctx`: `CampaignConfig.credit_contexts`; `+ctxt`: it weighs the mutation turns too,
+# `share_by_contexts`), each optionally with its share of mutation turns (`fast@0.8`,
+# `rare+ctx@0.3`); the same name twice (`off,off`) runs a replica, whose spread is the noise floor.
 ARMS = ("off", *POWER_SCHEDULES)
-BANDIT = "+ctx"
+BANDITS = {"+ctx": {"credit_contexts": True}, "+ctxt": {"credit_contexts": True, "share_by_contexts": True}}
 
 
 def arm_config(arm: str) -> dict[str, Any]:
     """`CampaignConfig` fields of an arm: `off`, `rare`, `fast`, `breadth`, the last three optionally
-    `+ctx`, any of them `@share`.
+    `+ctx` or `+ctxt`, any of them `@share`.
 
     >>> arm_config("breadth+ctx@0.3")
     {'engine_coverage': True, 'power': 'breadth', 'credit_contexts': True, 'mutate_share': 0.3}
     """
     name, _, share = arm.partition("@")
-    bandit = name.endswith(BANDIT) and name != "off" + BANDIT
-    name = name.removesuffix(BANDIT) if bandit else name
-    if name not in ARMS:
-        raise SystemExit(f"unknown arm {arm!r}: one of {', '.join(ARMS)} (all but off optionally {BANDIT}), "
-                         "optionally @SHARE")
+    name, plus, bandit = name.partition("+")
+    if name not in ARMS or (plus and (name == "off" or plus + bandit not in BANDITS)):
+        raise SystemExit(f"unknown arm {arm!r}: one of {', '.join(ARMS)} (all but off optionally "
+                         f"{' or '.join(BANDITS)}), optionally @SHARE")
     out: dict[str, Any] = {"engine_coverage": name != "off"}
     if name != "off":
         out["power"] = name
-    if bandit:
-        out["credit_contexts"] = True
+    out.update(BANDITS.get(plus + bandit, {}))
     if share:
         out["mutate_share"] = float(share)
     return out
@@ -170,7 +169,8 @@ def campaign_arm(seed: int, budget_s: float | None, arm: str, workdir: Path,
             "scenarios": len(origins), "mutated": sum(o.startswith("mutate:") for o in origins),
             # Where the fresh turns went (the context bandit's effect), and its scores at the end.
             "fresh": dict(Counter(o for o in origins if not o.startswith("mutate:")).most_common()),
-            "scores": json.loads((out / "progress.json").read_text()).get("schedule", {}).get("scores", {}),
+            **{k: v for k, v in json.loads((out / "progress.json").read_text()).get("schedule", {}).items()
+               if k in ("scores", "mutating")},
             "corpus": len(list((out / "corpus").glob("entry_*.json")))}
 
 
@@ -187,7 +187,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                         "machine's load falls on both alike (each then has about half the cores)")
     p.add_argument("--arms", default="rare,off",
                    help="campaign arms, comma-separated (default rare,off: the default schedule against no "
-                        "feedback): off, rare, fast, breadth, all but off optionally +ctx (the context bandit), each "
+                        "feedback): off, rare, fast, breadth, all but off optionally +ctx or +ctxt (the context bandit), each "
                         "optionally @MUTATE_SHARE; a name twice runs a replica")
     p.add_argument("--requests", type=int, default=64, help="requests per throughput pass (default 64)")
     p.add_argument("--concurrency", type=int, default=8)

@@ -239,3 +239,28 @@ def test_the_breadth_schedule_weighs_an_entry_by_the_step_contexts_it_reached() 
     before = c.energy(e)
     c.picks[e.id] = 3
     assert c.energy(e) == before / 4, "picked, it fades as `rare` does"
+
+
+def test_weighing_the_turns_too_moves_the_mutation_share_towards_where_new_contexts_came_from() -> None:
+    c = Corpus()
+    c.consider(sc(1), frozenset({"a"}), origin="x", iteration=0, flagged=False)
+    s = Schedule(("pairwise", "random"), contexts=True, turns=True, first=())
+    assert s.mutation_chance() == 0.5, "nothing known yet: the share asked"
+    s.reward("pairwise", 6)
+    s.reward("random", 2)
+    s.reward_mutation(0)
+    rng = random.Random(3)
+    fresh = Counter(s.next(rng, i, c)[0] for i in range(400))
+    assert s.mutation_chance() < 0.2 and 20 < fresh["mutate"] < 100, fresh
+    for _ in range(4):  # mutants start reaching new contexts, fresh scenarios none
+        s.reward_mutation(5)
+        s.reward("pairwise", 0)
+        s.reward("random", 0)
+    assert s.mutation_chance() > 0.8
+    again = Schedule(("pairwise", "random"), contexts=True, turns=True, **s.state_json())
+    assert again.mutation_chance() == pytest.approx(s.mutation_chance(), abs=1e-3)
+    # Control: the strategies' bandit alone, or none, leaves the share as asked.
+    for alone in (Schedule(("pairwise",), contexts=True), Schedule(("pairwise",), turns=True)):
+        alone.reward("pairwise", 6)
+        alone.reward_mutation(0)
+        assert alone.mutation_chance() == 0.5 and alone.mutating is None

@@ -148,6 +148,11 @@ def new_contexts(new: Iterable[str]) -> int:
     return sum(1 for f in new if f.startswith(CTX))
 
 
+def _decayed(before: float | None, now: int) -> float:
+    """A bandit's score after one more reward (`CONTEXT_DECAY`); the first one sets it."""
+    return float(now) if before is None else CONTEXT_DECAY * before + (1 - CONTEXT_DECAY) * now
+
+
 def first_round(names: tuple[str, ...], covering: str | None, after: Collection[str] = ()) -> tuple[str, ...]:
     """The first round's turns: `names` once each, in order, with `covering` (one of them, the
     covering arrays) moved to right after the last of `after` (the strategies written for the
@@ -394,7 +399,8 @@ class Schedule:
     def __init__(self, names: tuple[str, ...], uses: Mapping[str, int] | None = None,
                  gains: Mapping[str, int] | None = None, seconds: Mapping[str, float] | None = None,
                  mutate_share: float = MUTATE_SHARE, first: tuple[str, ...] | None = None,
-                 contexts: bool = False, scores: Mapping[str, float] | None = None) -> None:
+                 contexts: bool = False, scores: Mapping[str, float] | None = None, turns: bool = False,
+                 mutating: float | None = None) -> None:
         if not names:
             raise ValueError("a schedule needs at least one strategy")
         self.names = names
@@ -412,6 +418,10 @@ class Schedule:
         # it: each strategy's decayed count of new step contexts per fresh scenario.
         self.contexts = contexts
         self.scores: dict[str, float] = dict(scores or {})
+        # With `turns` too, the mutation turns are an arm of the same bandit: `mutating` is the
+        # decayed count of new step contexts per mutation turn (`reward_mutation`, `mutation_chance`).
+        self.turns = contexts and turns
+        self.mutating = mutating
 
     def weight(self, name: str) -> float:
         base = (1 + self.gains[name]) / (1 + self.seconds[name] / COST_UNIT_S)
@@ -451,7 +461,7 @@ class Schedule:
             name = rng.choice(aimed)
         elif self.mutate_share > 0 and (lead := corpus.lead_pick()) is not None:
             return "mutate", lead
-        elif corpus.entries and rng.random() < self.mutate_share:
+        elif corpus.entries and rng.random() < self.mutation_chance():
             return "mutate", corpus.pick(rng)
         else:
             name = rng.choices(active, weights=[self.weight(n) for n in active])[0]
@@ -478,9 +488,39 @@ class Schedule:
         """
         if not self.contexts or strategy not in self.names:
             return
-        before = self.scores.get(strategy)
-        self.scores[strategy] = float(contexts) if before is None else (
-            CONTEXT_DECAY * before + (1 - CONTEXT_DECAY) * contexts)
+        self.scores[strategy] = _decayed(self.scores.get(strategy), contexts)
+
+    def reward_mutation(self, contexts: int) -> None:
+        """Book the new engine step contexts one mutant reached, as `reward` books a fresh
+        scenario's (nothing unless the bandit weighs the turns too)."""
+        if self.turns:
+            self.mutating = _decayed(self.mutating, contexts)
+
+    def fresh_yield(self) -> float | None:
+        """What a fresh turn is expected to reach: the strategies' scores, each by its chance of
+        being picked (`weight`); None before any is scored."""
+        scored = [n for n in self.active if n in self.scores]
+        if not scored:
+            return None
+        weights = [self.weight(n) for n in scored]
+        return sum(w * self.scores[n] for w, n in zip(weights, scored, strict=True)) / sum(weights)
+
+    def mutation_chance(self) -> float:
+        """The chance that a turn after the first round mutates a corpus entry: `mutate_share`,
+        moved, when the bandit weighs the turns too, by the new step contexts mutants have reached
+        against what fresh scenarios reach (`CONTEXT_FLOOR` on both sides, so neither stops);
+        alike, it is `mutate_share`.
+
+            >>> s = Schedule(("pairwise",), contexts=True, turns=True)
+            >>> s.reward("pairwise", 3); s.reward_mutation(0)
+            >>> round(s.mutation_chance(), 3)
+            0.125
+        """
+        fresh = self.fresh_yield()
+        if not self.turns or self.mutating is None or fresh is None or self.mutate_share <= 0:
+            return self.mutate_share
+        m = self.mutate_share * (CONTEXT_FLOOR + self.mutating)
+        return m / (m + (1 - self.mutate_share) * (CONTEXT_FLOOR + fresh))
 
     def state_json(self) -> dict[str, Any]:
         return {
@@ -488,4 +528,5 @@ class Schedule:
             "gains": dict(sorted(self.gains.items())),
             "seconds": {k: round(v, 3) for k, v in sorted(self.seconds.items())},
             **({"scores": {k: round(v, 4) for k, v in sorted(self.scores.items())}} if self.scores else {}),
+            **({"mutating": round(self.mutating, 4)} if self.mutating is not None else {}),
         }

@@ -227,6 +227,8 @@ class _Loop:
             # A fresh scenario (not a mutant, not a trace's): its new step contexts score the
             # strategy that generated it (the context bandit, when on; `Schedule.reward`).
             self.schedule.reward(strategy, new_contexts(entry.new) if entry else 0)
+        elif seen.origin.startswith("mutate:"):
+            self.schedule.reward_mutation(new_contexts(entry.new) if entry else 0)
         # What the engine has done so far against its goals: a mechanism still at zero once a
         # share of the budget is spent gets part of the schedule's turns (`goals.Pursuit`).
         self.pursuit.ran(strategy)
