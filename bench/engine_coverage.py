@@ -6,6 +6,7 @@ buys a campaign, side by side on the same seeds in one run.
     python bench/engine_coverage.py --skip cost --seeds 3 --budget-s 300 --side-by-side   # both arms at once
     python bench/engine_coverage.py --skip cost --seeds 3 --budget-requests 1500          # per request
     python bench/engine_coverage.py --skip cost --seeds 3 --budget-s 300 --side-by-side --arms off,off,fast
+    python bench/engine_coverage.py --skip cost --seeds 3 --budget-s 300 --side-by-side --arms off,off,rare+ctx,breadth
 
 (a) **Cost**: two reference engines, one with `--coverage` and one without, serve the same
     fixed workload per seed (prompts on shared prefixes, some n = 2 and seeded, `--concurrency`
@@ -18,9 +19,12 @@ buys a campaign, side by side on the same seeds in one run.
     both arms, only the feedback differs. Counted at the end from the engine's own `/coverage`:
     the context points (edge x context) reached, the distinct edges among them, and the
     campaign's requests; ratio feedback / no feedback per seed. `--arms` picks the arms: `off`
-    (no feedback), `rare` (the default schedule), `fast` (AFL's path-frequency schedule), each
-    optionally `@share` of mutation turns; `off,off` runs a replica of the control beside it,
-    whose ratio is the noise of one run against another.
+    (no feedback), `rare` (the default schedule), `fast` (AFL's path-frequency schedule),
+    `breadth` (energy by the step contexts an entry reached), the last three optionally `+ctx`
+    (the strategy schedule's context bandit) or `+ctxt` (it weighs the mutation turns too), each
+    optionally `@share` of mutation turns;
+    `off,off` runs a replica of the control beside it, whose ratio is the noise of one run
+    against another.
 
 Results are appended as JSON lines to `--out`; the summary with the ratios is printed last.
 """
@@ -37,6 +41,7 @@ import sys
 import tempfile
 import time
 import urllib.request
+from collections import Counter
 from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
@@ -110,19 +115,30 @@ def throughput_arm(srv: ServerProcess, seed: int, requests: int, concurrency: in
 
 
 # The campaign arms `--arms` may name: engine-coverage feedback off (the control) or on under a
-# power schedule (`corpus.POWER_SCHEDULES`), each optionally with its share of mutation turns
-# (`fast@0.8`); the same name twice (`off,off`) runs a replica, whose spread is the noise floor.
+# power schedule (`corpus.POWER_SCHEDULES`), the feedback ones optionally with the context bandit
+# (`+ctx`: `CampaignConfig.credit_contexts`; `+ctxt`: it weighs the mutation turns too,
+# `share_by_contexts`), each optionally with its share of mutation turns (`fast@0.8`,
+# `rare+ctx@0.3`); the same name twice (`off,off`) runs a replica, whose spread is the noise floor.
 ARMS = ("off", *POWER_SCHEDULES)
+BANDITS = {"+ctx": {"credit_contexts": True}, "+ctxt": {"credit_contexts": True, "share_by_contexts": True}}
 
 
 def arm_config(arm: str) -> dict[str, Any]:
-    """`CampaignConfig` fields of an arm: `off`, `rare`, `fast`, any of them `@share`."""
+    """`CampaignConfig` fields of an arm: `off`, `rare`, `fast`, `breadth`, the last three optionally
+    `+ctx` or `+ctxt`, any of them `@share`.
+
+    >>> arm_config("breadth+ctx@0.3")
+    {'engine_coverage': True, 'power': 'breadth', 'credit_contexts': True, 'mutate_share': 0.3}
+    """
     name, _, share = arm.partition("@")
-    if name not in ARMS:
-        raise SystemExit(f"unknown arm {arm!r}: one of {', '.join(ARMS)}, optionally @SHARE")
+    name, plus, bandit = name.partition("+")
+    if name not in ARMS or (plus and (name == "off" or plus + bandit not in BANDITS)):
+        raise SystemExit(f"unknown arm {arm!r}: one of {', '.join(ARMS)} (all but off optionally "
+                         f"{' or '.join(BANDITS)}), optionally @SHARE")
     out: dict[str, Any] = {"engine_coverage": name != "off"}
     if name != "off":
         out["power"] = name
+    out.update(BANDITS.get(plus + bandit, {}))
     if share:
         out["mutate_share"] = float(share)
     return out
@@ -151,6 +167,10 @@ def campaign_arm(seed: int, budget_s: float | None, arm: str, workdir: Path,
             "points": len(reached), "edges": len({p >> CONTEXT_BITS for p in reached}),
             "contexts": len({p & ((1 << CONTEXT_BITS) - 1) for p in reached}),
             "scenarios": len(origins), "mutated": sum(o.startswith("mutate:") for o in origins),
+            # Where the fresh turns went (the context bandit's effect), and its scores at the end.
+            "fresh": dict(Counter(o for o in origins if not o.startswith("mutate:")).most_common()),
+            **{k: v for k, v in json.loads((out / "progress.json").read_text()).get("schedule", {}).items()
+               if k in ("scores", "mutating")},
             "corpus": len(list((out / "corpus").glob("entry_*.json")))}
 
 
@@ -167,7 +187,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                         "machine's load falls on both alike (each then has about half the cores)")
     p.add_argument("--arms", default="rare,off",
                    help="campaign arms, comma-separated (default rare,off: the default schedule against no "
-                        "feedback): off, rare, fast, each optionally @MUTATE_SHARE; a name twice runs a replica")
+                        "feedback): off, rare, fast, breadth, all but off optionally +ctx or +ctxt (the context bandit), each "
+                        "optionally @MUTATE_SHARE; a name twice runs a replica")
     p.add_argument("--requests", type=int, default=64, help="requests per throughput pass (default 64)")
     p.add_argument("--concurrency", type=int, default=8)
     p.add_argument("--skip", choices=("cost", "gain"), help="leave one half out")

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
 import random
 from collections import Counter
 
 import pytest
 
-from servefuzz.corpus import FAST_CAP, Corpus, CorpusEntry, Schedule, first_round, novelty
+from servefuzz.corpus import FAST_CAP, Corpus, CorpusEntry, Schedule, first_round, new_contexts, novelty
 from servefuzz.workload import RequestSpec, Scenario
 
 
@@ -177,3 +178,89 @@ def test_the_fast_schedule_weighs_an_entry_by_its_speed_within_bounds_and_keeps_
     assert c.energy(quick) > c.energy(untimed) > c.energy(slow)
     assert Corpus().energy(quick) == Corpus().energy(slow), "the default schedule does not time entries"
     assert CorpusEntry.from_json(slow.to_json()) == slow and "seconds" not in untimed.to_json()
+
+
+def _fresh_turns(s: Schedule, rounds: int, yields: dict[str, int]) -> Counter[str]:
+    """`rounds` fresh turns of `s`, each rewarded as a campaign would reward it: the strategy's
+    scenario reaching `yields[strategy]` new step contexts every time."""
+    rng, c = random.Random(7), Corpus()
+    made: Counter[str] = Counter()
+    for i in range(rounds):
+        kind, name = s.next(rng, i, c)
+        assert kind == "generate" and isinstance(name, str)
+        made[name] += 1
+        s.reward(name, yields[name])
+    return made
+
+
+def test_the_context_bandit_gives_fresh_turns_to_the_strategy_whose_scenarios_reach_new_contexts() -> None:
+    yields = {"pairwise": 4, "tenant-salt": 0, "random": 0}
+    on = _fresh_turns(Schedule(tuple(yields), mutate_share=0.0, contexts=True), 600, yields)
+    assert on["pairwise"] > 2 * (on["tenant-salt"] + on["random"]), on
+    assert on["tenant-salt"] > 20 and on["random"] > 20, "the floor: none starves"
+    # Control: off (the default), the same rewards change nothing: the turns stay even.
+    off = Schedule(tuple(yields), mutate_share=0.0)
+    even = _fresh_turns(off, 600, yields)
+    assert all(150 < n < 250 for n in even.values()), even
+    assert not off.scores and "scores" not in off.state_json()
+
+
+def test_the_context_bandit_follows_recent_yield_and_survives_a_round_trip() -> None:
+    s = Schedule(("a", "b"), contexts=True)
+    s.reward("a", 8)
+    s.reward("b", 1)
+    assert s.weight("a") > 5 * s.weight("b")
+    for _ in range(6):  # a's scenarios stop reaching anything new: its lead fades
+        s.reward("a", 0)
+    assert s.weight("a") < s.weight("b")
+    again = Schedule(("a", "b"), contexts=True, **s.state_json())
+    assert again.weight("a") == pytest.approx(s.weight("a")) and again.weight("b") == pytest.approx(s.weight("b"))
+    # Not yet scored: the mean of those that are, neither favoured nor starved.
+    fresh = Schedule(("a", "b", "c"), contexts=True, scores={"a": 4.0, "b": 0.0})
+    assert fresh.weight("c") == pytest.approx((fresh.weight("a") + fresh.weight("b")) / 2)
+    assert new_contexts({"ctx:1", "ctx:2", "edge:3", "cov:30001:1", "conc:1"}) == 2
+
+
+def test_the_breadth_schedule_weighs_an_entry_by_the_step_contexts_it_reached() -> None:
+    feats = {"narrow": frozenset({"ctx:1", "edge:1", "a"}),
+             "wide": frozenset({f"ctx:{i}" for i in range(2, 10)} | {"edge:1", "b"})}
+    for power, wider in (("breadth", True), ("rare", False)):
+        c = Corpus(power=power)  # type: ignore[arg-type]
+        narrow = c.consider(sc(1), feats["narrow"], origin="x", iteration=0, flagged=False)
+        # Its new features weigh a little less than the narrow one's (its edge was seen before).
+        wide = c.consider(sc(2), feats["wide"] - {f"ctx:{i}" for i in range(3, 10)}, origin="x", iteration=1,
+                          flagged=False)
+        assert narrow is not None and wide is not None
+        wide = dataclasses.replace(wide, features=feats["wide"])
+        assert (c.energy(wide) > 2 * c.energy(narrow)) is wider, power
+    c = Corpus(power="breadth")
+    e = c.consider(sc(1), feats["wide"], origin="x", iteration=0, flagged=False)
+    assert e is not None and Corpus.breadth(e) == 8
+    before = c.energy(e)
+    c.picks[e.id] = 3
+    assert c.energy(e) == before / 4, "picked, it fades as `rare` does"
+
+
+def test_weighing_the_turns_too_moves_the_mutation_share_towards_where_new_contexts_came_from() -> None:
+    c = Corpus()
+    c.consider(sc(1), frozenset({"a"}), origin="x", iteration=0, flagged=False)
+    s = Schedule(("pairwise", "random"), contexts=True, turns=True, first=())
+    assert s.mutation_chance() == 0.5, "nothing known yet: the share asked"
+    s.reward("pairwise", 6)
+    s.reward("random", 2)
+    s.reward_mutation(0)
+    rng = random.Random(3)
+    fresh = Counter(s.next(rng, i, c)[0] for i in range(400))
+    assert s.mutation_chance() < 0.2 and 20 < fresh["mutate"] < 100, fresh
+    for _ in range(4):  # mutants start reaching new contexts, fresh scenarios none
+        s.reward_mutation(5)
+        s.reward("pairwise", 0)
+        s.reward("random", 0)
+    assert s.mutation_chance() > 0.8
+    again = Schedule(("pairwise", "random"), contexts=True, turns=True, **s.state_json())
+    assert again.mutation_chance() == pytest.approx(s.mutation_chance(), abs=1e-3)
+    # Control: the strategies' bandit alone, or none, leaves the share as asked.
+    for alone in (Schedule(("pairwise",), contexts=True), Schedule(("pairwise",), turns=True)):
+        alone.reward("pairwise", 6)
+        alone.reward_mutation(0)
+        assert alone.mutation_chance() == 0.5 and alone.mutating is None

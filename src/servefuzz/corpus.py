@@ -20,7 +20,11 @@ scenario reached. Each iteration either *generates* a fresh scenario from a stra
 - a strategy's weight is `(1 + the novelty of what its scenarios were first to reach, engine
   coverage left out: `credit`) / (1 +
   seconds its scenarios took / 10)`, so strategies that keep finding something run more often, costly
-  ones that find nothing new fade, and every strategy keeps a chance.
+  ones that find nothing new fade, and every strategy keeps a chance. With `contexts` on (opt-in,
+  `CampaignConfig.credit_contexts`), that weight is further multiplied by `CONTEXT_FLOOR + ` the
+  strategy's decayed count of new engine step contexts per fresh scenario (`Schedule.reward`): a
+  bandit that gives the fresh turns to the generators whose scenarios keep reaching new mixes of
+  requests in flight (the covering arrays, on the reference engine), none starving;
 
 A *lead* is a scenario that showed a confident flip no replay showed again (`Corpus.follow`):
 an objective glimpsed and lost, where a bug that needs state the scenario only sometimes builds
@@ -59,8 +63,8 @@ from typing import Any, Literal
 from servefuzz.feedback import COV, CTX, DID, EDGE
 from servefuzz.workload import Scenario
 
-__all__ = ["FAST_CAP", "LEAD_MUTATIONS", "MUTATE_SHARE", "POWER_SCHEDULES", "SPEED_RANGE", "Corpus", "CorpusEntry", "Lead", "Power",
-           "Schedule", "credit", "first_round", "novelty"]
+__all__ = ["CONTEXT_DECAY", "CONTEXT_FLOOR", "FAST_CAP", "LEAD_MUTATIONS", "MUTATE_SHARE", "POWER_SCHEDULES", "SPEED_RANGE",
+           "Corpus", "CorpusEntry", "Lead", "Power", "Schedule", "credit", "first_round", "new_contexts", "novelty"]
 
 # After the first round, the share of iterations that mutate a corpus entry rather than
 # generate afresh (when the corpus is not empty).
@@ -75,14 +79,22 @@ LEAD_MUTATIONS = 12
 # entry by its rarest engine edge or context among the *entries*; `fast`, AFL's path-frequency
 # schedule (Boehme et al., "Coverage-based Greybox Fuzzing as Markov Chain"), by how often the
 # *executions* exercised the entry's rarest edge or context, rising with its picks while that stays
-# rare. Off by default: not measured to beat `rare` on every seed (docs/benchmarks.md).
-Power = Literal["rare", "fast"]
-POWER_SCHEDULES: tuple[Power, ...] = ("rare", "fast")
+# rare; `breadth`, by how many distinct engine step contexts the entry's execution reached (a
+# scenario that mixes many kinds of requests is a door to more mixes; no execution-time factor).
+# `fast` and `breadth` are off by default: not measured to beat `rare` on every seed (docs/benchmarks.md).
+Power = Literal["rare", "fast", "breadth"]
+POWER_SCHEDULES: tuple[Power, ...] = ("rare", "fast", "breadth")
 # `fast`'s bound on 2**picks / frequency (AFL's MAX_FACTOR is 32 x its beta): one entry whose rare
 # context stays rare may outweigh a fresh one by this much, and no more.
 FAST_CAP = 32.0
 # `fast`'s execution-time factor's bounds (`Corpus.speed`): AFL's are 0.1 and 3.
 SPEED_RANGE = (0.25, 3.0)
+# The context bandit (`Schedule.reward`): a strategy's score is its fresh scenarios' new engine step
+# contexts, each new reward weighing 1 - CONTEXT_DECAY against the score before (recent yield counts
+# most: contexts saturate as a campaign goes on); CONTEXT_FLOOR is added to every score, so a strategy
+# whose scenarios reached nothing new keeps a share (one new context's worth of score outweighs it 3:1).
+CONTEXT_DECAY = 0.5
+CONTEXT_FLOOR = 0.5
 
 
 def _rare(feature: str) -> str | None:
@@ -121,6 +133,24 @@ def credit(new: Iterable[str]) -> int:
     1
     """
     return novelty(f for f in new if not f.startswith((COV, EDGE, CTX)))
+
+
+def new_contexts(new: Iterable[str]) -> int:
+    """How many engine step contexts (`feedback.CTX`) among features never seen before: what the
+    context bandit rewards a strategy for (`Schedule.reward`). Contexts, not points or edges: a
+    new context is a new mix of requests in flight, a few tens in a campaign; points come by the
+    thousand with any context and, credited to strategies, drew the schedule onto the few whose
+    scenarios are large (docs/benchmarks.md).
+
+    >>> new_contexts({"ctx:1a", "ctx:2", "cov:1a0001:1", "edge:1", "conc:8"})
+    2
+    """
+    return sum(1 for f in new if f.startswith(CTX))
+
+
+def _decayed(before: float | None, now: int) -> float:
+    """A bandit's score after one more reward (`CONTEXT_DECAY`); the first one sets it."""
+    return float(now) if before is None else CONTEXT_DECAY * before + (1 - CONTEXT_DECAY) * now
 
 
 def first_round(names: tuple[str, ...], covering: str | None, after: Collection[str] = ()) -> tuple[str, ...]:
@@ -307,7 +337,8 @@ class Corpus:
         coverage): novelty x flagged x (1 + the rarity of its `did:` features) x
         min(`FAST_CAP`, 2**picks / f(i)): an entry whose rarest edge or context the search keeps
         exercising (its mutants reach it again and again) fades; one whose stays rare gains
-        with every pick, where `rare` would have let it fade by its picks alone.
+        with every pick, where `rare` would have let it fade by its picks alone. `breadth`:
+        novelty x flagged x (1 + the rarity of its `did:` features) x (1 + `breadth`) / (1 + picks).
 
             >>> from servefuzz.workload import RequestSpec
             >>> c = Corpus(power="fast")
@@ -322,11 +353,25 @@ class Corpus:
             16.0
         """
         base = (1 + novelty(entry.new)) * (2 if entry.flagged else 1)
+        if self.power == "breadth":
+            return base * (1 + self._did_rarity(entry)) * (1 + self.breadth(entry)) / (1 + self.picks[entry.id])
         f = self.frequency(entry) if self.power == "fast" else None
         if f is None:
             return base * (1 + self.rarity(entry)) / (1 + self.picks[entry.id])
         return (base * (1 + self._did_rarity(entry)) * self.speed(entry)
                 * min(FAST_CAP, float(2 ** min(self.picks[entry.id], 16)) / max(f, 1)))
+
+    @staticmethod
+    def breadth(entry: CorpusEntry) -> int:
+        """`breadth`'s measure: the distinct engine step contexts `entry`'s execution reached (0
+        on an engine without coverage), however common each one is.
+
+            >>> from servefuzz.workload import RequestSpec
+            >>> sc = Scenario(1, (RequestSpec("r01", 0.0, (5, 6), 4),))
+            >>> Corpus.breadth(CorpusEntry(0, sc, frozenset({"ctx:1", "ctx:2", "edge:1", "conc:1"}), frozenset(), "x", 0, False))
+            2
+        """
+        return sum(1 for f in entry.features if f.startswith(CTX))
 
     def speed(self, entry: CorpusEntry) -> float:
         """AFL's execution-time factor, which every one of its schedules applies: the corpus's mean
@@ -353,7 +398,9 @@ class Schedule:
 
     def __init__(self, names: tuple[str, ...], uses: Mapping[str, int] | None = None,
                  gains: Mapping[str, int] | None = None, seconds: Mapping[str, float] | None = None,
-                 mutate_share: float = MUTATE_SHARE, first: tuple[str, ...] | None = None) -> None:
+                 mutate_share: float = MUTATE_SHARE, first: tuple[str, ...] | None = None,
+                 contexts: bool = False, scores: Mapping[str, float] | None = None, turns: bool = False,
+                 mutating: float | None = None) -> None:
         if not names:
             raise ValueError("a schedule needs at least one strategy")
         self.names = names
@@ -367,9 +414,24 @@ class Schedule:
         # share of turns they get while there are any (`aim`).
         self.focus: tuple[str, ...] = ()
         self.focus_share = 0.0
+        # The context bandit (`reward`), on when the campaign steers by engine coverage and asks for
+        # it: each strategy's decayed count of new step contexts per fresh scenario.
+        self.contexts = contexts
+        self.scores: dict[str, float] = dict(scores or {})
+        # With `turns` too, the mutation turns are an arm of the same bandit: `mutating` is the
+        # decayed count of new step contexts per mutation turn (`reward_mutation`, `mutation_chance`).
+        self.turns = contexts and turns
+        self.mutating = mutating
 
     def weight(self, name: str) -> float:
-        return (1 + self.gains[name]) / (1 + self.seconds[name] / COST_UNIT_S)
+        base = (1 + self.gains[name]) / (1 + self.seconds[name] / COST_UNIT_S)
+        if not self.contexts:
+            return base
+        # A strategy not yet scored (none of its fresh scenarios ran) gets the mean of those that
+        # are: neither favoured nor starved before it has shown anything.
+        known = [v for k, v in self.scores.items() if k in self.names]
+        score = self.scores.get(name, sum(known) / len(known) if known else 0.0)
+        return base * (CONTEXT_FLOOR + score)
 
     @property
     def active(self) -> tuple[str, ...]:
@@ -399,7 +461,7 @@ class Schedule:
             name = rng.choice(aimed)
         elif self.mutate_share > 0 and (lead := corpus.lead_pick()) is not None:
             return "mutate", lead
-        elif corpus.entries and rng.random() < self.mutate_share:
+        elif corpus.entries and rng.random() < self.mutation_chance():
             return "mutate", corpus.pick(rng)
         else:
             name = rng.choices(active, weights=[self.weight(n) for n in active])[0]
@@ -413,9 +475,58 @@ class Schedule:
             self.gains[strategy] += new_features
             self.seconds[strategy] += seconds
 
+    def reward(self, strategy: str, contexts: int) -> None:
+        """Book the new engine step contexts (`new_contexts`) one fresh scenario of `strategy`
+        reached (a mutant's go to its corpus entry's energy, not here): its score moves
+        `1 - CONTEXT_DECAY` of the way to `contexts`; the first one sets it. Nothing while the
+        bandit is off.
+
+            >>> s = Schedule(("pairwise", "random"), contexts=True)
+            >>> s.reward("pairwise", 9); s.reward("random", 1); s.reward("pairwise", 1)
+            >>> s.scores, s.weight("pairwise") / s.weight("random")
+            ({'pairwise': 5.0, 'random': 1.0}, 3.6666666666666665)
+        """
+        if not self.contexts or strategy not in self.names:
+            return
+        self.scores[strategy] = _decayed(self.scores.get(strategy), contexts)
+
+    def reward_mutation(self, contexts: int) -> None:
+        """Book the new engine step contexts one mutant reached, as `reward` books a fresh
+        scenario's (nothing unless the bandit weighs the turns too)."""
+        if self.turns:
+            self.mutating = _decayed(self.mutating, contexts)
+
+    def fresh_yield(self) -> float | None:
+        """What a fresh turn is expected to reach: the strategies' scores, each by its chance of
+        being picked (`weight`); None before any is scored."""
+        scored = [n for n in self.active if n in self.scores]
+        if not scored:
+            return None
+        weights = [self.weight(n) for n in scored]
+        return sum(w * self.scores[n] for w, n in zip(weights, scored, strict=True)) / sum(weights)
+
+    def mutation_chance(self) -> float:
+        """The chance that a turn after the first round mutates a corpus entry: `mutate_share`,
+        moved, when the bandit weighs the turns too, by the new step contexts mutants have reached
+        against what fresh scenarios reach (`CONTEXT_FLOOR` on both sides, so neither stops);
+        alike, it is `mutate_share`.
+
+            >>> s = Schedule(("pairwise",), contexts=True, turns=True)
+            >>> s.reward("pairwise", 3); s.reward_mutation(0)
+            >>> round(s.mutation_chance(), 3)
+            0.125
+        """
+        fresh = self.fresh_yield()
+        if not self.turns or self.mutating is None or fresh is None or self.mutate_share <= 0:
+            return self.mutate_share
+        m = self.mutate_share * (CONTEXT_FLOOR + self.mutating)
+        return m / (m + (1 - self.mutate_share) * (CONTEXT_FLOOR + fresh))
+
     def state_json(self) -> dict[str, Any]:
         return {
             "uses": dict(sorted(self.uses.items())),
             "gains": dict(sorted(self.gains.items())),
             "seconds": {k: round(v, 3) for k, v in sorted(self.seconds.items())},
+            **({"scores": {k: round(v, 4) for k, v in sorted(self.scores.items())}} if self.scores else {}),
+            **({"mutating": round(self.mutating, 4)} if self.mutating is not None else {}),
         }

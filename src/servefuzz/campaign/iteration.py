@@ -44,7 +44,7 @@ from servefuzz.campaign.observe import Observation, _ran, _with_target_lost, _wi
 from servefuzz.campaign.records import COVERAGE_FILE, CampaignConfig, CampaignState, Stop, StopReason, _confirmed
 from servefuzz.campaign.workers import Worker, WorkerLost
 from servefuzz.confirm import ConfirmConfig, glimpsed, truth_check
-from servefuzz.corpus import LEAD_MUTATIONS, Corpus, CorpusEntry, Schedule, credit
+from servefuzz.corpus import LEAD_MUTATIONS, Corpus, CorpusEntry, Schedule, credit, new_contexts
 from servefuzz.coverage import points
 from servefuzz.covering import PairwiseCover
 from servefuzz.errors import TargetError
@@ -223,6 +223,12 @@ class _Loop:
             write_json(out / "corpus" / f"entry_{entry.id:05d}.json", entry.to_json())
         strategy = str(scenario.meta.get("strategy", seen.origin))
         self.schedule.credit(strategy, credit(entry.new) if entry else 0, time.monotonic() - seen.began)
+        if seen.origin == strategy:
+            # A fresh scenario (not a mutant, not a trace's): its new step contexts score the
+            # strategy that generated it (the context bandit, when on; `Schedule.reward`).
+            self.schedule.reward(strategy, new_contexts(entry.new) if entry else 0)
+        elif seen.origin.startswith("mutate:"):
+            self.schedule.reward_mutation(new_contexts(entry.new) if entry else 0)
         # What the engine has done so far against its goals: a mechanism still at zero once a
         # share of the budget is spent gets part of the schedule's turns (`goals.Pursuit`).
         self.pursuit.ran(strategy)

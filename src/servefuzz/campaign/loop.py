@@ -109,7 +109,9 @@ async def run_campaign_on(
     # generic ones, rather than last (`corpus.first_round`).
     surface = [s.name for s in strategies.values() if s.needs & shape.capabilities]
     schedule = Schedule(tuple(strategies), **progress.schedule, mutate_share=config.mutate_share if config.greybox else 0.0,
-                        first=first_round(tuple(strategies), PairwiseCover.name if config.coverage else None, surface))
+                        first=first_round(tuple(strategies), PairwiseCover.name if config.coverage else None, surface),
+                        contexts=config.greybox and config.engine_coverage and config.credit_contexts,
+                        turns=config.share_by_contexts)
     for name, error in progress.benched.items():
         schedule.bench(name, error)
     store = FindingStore(out / "findings", progress.seen)

@@ -96,6 +96,11 @@ class CampaignConfig:
     `power`: the corpus's power schedule (`corpus.POWER_SCHEDULES`; `fast` is AFL's
     path-frequency one, not measured to beat the default on every seed); `mutate_share`: the share of
     turns after the first round that mutate a corpus entry (`corpus.MUTATE_SHARE`; greybox off: none).
+    `credit_contexts`: with `engine_coverage`, the strategy schedule gives more fresh turns to the
+    strategies whose fresh scenarios recently reached new engine step contexts (`corpus.Schedule.reward`,
+    a decayed score with a floor); with `share_by_contexts` too, the share of mutation turns moves
+    the same way, by the new step contexts mutants reached against fresh scenarios
+    (`corpus.Schedule.mutation_chance`). Opt-in: see docs/benchmarks.md for what they were measured to do.
     """
 
     out_dir: Path
@@ -120,6 +125,8 @@ class CampaignConfig:
     flush_check: bool = True
     power: Power = "rare"
     mutate_share: float = MUTATE_SHARE
+    credit_contexts: bool = False
+    share_by_contexts: bool = False
 
     def __post_init__(self) -> None:
         if self.runs < 2:
