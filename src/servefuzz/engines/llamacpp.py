@@ -642,7 +642,8 @@ PROFILES: tuple[Profile, ...] = (
 METERS: tuple[Meter, ...] = (
     Meter("llamacpp:prompt_tokens_cached_total", Feature.PREFIX_CACHE, "prompt tokens reused from the cache"),
     Meter("llamacpp:spec_decode_num_draft_tokens_total", Feature.SPECULATIVE, "drafted tokens", shows=False),
-    Meter("llamacpp:spec_decode_num_accepted_tokens_total", Feature.SPECULATIVE, "accepted tokens"),
+    Meter("llamacpp:spec_decode_num_accepted_tokens_total", Feature.SPECULATIVE, "accepted tokens",
+          per="llamacpp:spec_decode_num_draft_tokens_total", rate="of the drafted tokens accepted", share=True),
 )
 
 # The server args the llamacpp adapter records: whether its requests let a slot reuse its cached

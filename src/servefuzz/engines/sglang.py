@@ -96,7 +96,8 @@ METERS: tuple[Meter, ...] = (
     Meter("sglang:spec_verify_calls_total", Feature.SPECULATIVE, "verify steps"),
     # Counted per finished request beside the verify steps, so the two give the mean acceptance
     # length (tokens per verify step; 1 when every draft is rejected): not a sign of drafting.
-    Meter("sglang:generation_tokens_total", Feature.SPECULATIVE, "generated tokens", shows=False),
+    Meter("sglang:generation_tokens_total", Feature.SPECULATIVE, "generated tokens", shows=False,
+          per="sglang:spec_verify_calls_total", rate="tokens a verify step (mean acceptance length)"),
 )
 
 

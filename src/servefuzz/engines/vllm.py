@@ -402,7 +402,8 @@ METERS: tuple[Meter, ...] = (
     Meter("vllm:simple_kv_offload_load_blocks_total", Feature.HOST_CACHE, "blocks loaded back from host memory"),
     Meter("vllm:num_preemptions_total", Feature.PREEMPTION, "preemptions"),
     Meter("vllm:spec_decode_num_draft_tokens_total", Feature.SPECULATIVE, "drafted tokens", shows=False),
-    Meter("vllm:spec_decode_num_accepted_tokens_total", Feature.SPECULATIVE, "accepted tokens"),
+    Meter("vllm:spec_decode_num_accepted_tokens_total", Feature.SPECULATIVE, "accepted tokens",
+          per="vllm:spec_decode_num_draft_tokens_total", rate="of the drafted tokens accepted", share=True),
 )
 
 
