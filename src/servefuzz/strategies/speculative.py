@@ -13,18 +13,18 @@ What a random-weight model accepts, measured on vLLM CPU 0.32.0's n-gram drafter
 step, lookup of the last 2-4 tokens; docs/benchmarks.md): its greedy next token depends mostly
 on the last few tokens, so a long decode comes back to n-grams it said before, and a prompt
 that repeats a short motif gives the lookup matches from the start. Four at once: a motif of
-1-16 tokens repeated, 200 tokens decoded, 59-80% of the drafts accepted (27% of the generated
-tokens); a random 32-token prompt decoded 100 / 400 / 800 tokens, 3% / 17% / 25% of them; 32
-tokens, 1 draft of 5; a sampled request (temperature 0.1-0.8), 0-1% of its drafts. The model
-does not copy its prompt (no induction heads in random weights): the motif helps only by
-putting n-grams in the context, and the longer the decode the more of it loops. A scenario is
-fixed before it is sent (same seed, same scenario), so a prompt cannot echo a continuation
-learned from an answer; SGLang's n-gram drafter does that itself, across requests: one trie
-fed every step with every running request's last tokens (its ngram_worker.py,
-`_update_ngram_corpus`; reset with the cache, `clear_cache_pool`), so a copy of a prompt that
-trails its leader is drafted the leader's answer (read from its code, not measured here). MTP
-drafts (`--model-build speculative`) agree where the decode is greedy and long: the same
-scenario serves them.
+1 / 4 / 16 tokens repeated, 200 tokens decoded, 75% / 75% / 56% of the drafts accepted (48% /
+36% / 12% of the generated tokens); a random 32-token prompt decoded 100 / 400 / 800 tokens,
+1% / 13% / 28% of them; 32 tokens, 0 of 2 drafts; a sampled request (temperature 0.1-0.8),
+0-1% of its drafts. The model does not copy its prompt (no induction heads in random weights):
+the motif helps by putting n-grams in the context, and the longer the decode the more of it
+loops. A scenario is fixed before it is sent (same seed, same scenario), so a prompt cannot echo
+a continuation learned from an answer; SGLang's n-gram drafter does that itself, across
+requests: one trie fed every step with every running request's last tokens (its
+ngram_worker.py, `_update_ngram_corpus`; reset with the cache, `clear_cache_pool`), so a copy of
+a prompt that trails its leader is drafted the leader's answer (read from its code, not
+measured here). MTP drafts (`--model-build speculative`) agree where the decode is greedy and
+long: the same scenario serves them.
 """
 
 from __future__ import annotations
@@ -39,8 +39,9 @@ from servefuzz.workload import Scenario, TokenIds
 
 __all__ = ["MOTIF_LENGTHS", "SpecEcho", "repeated"]
 
-# Motif lengths a prompt repeats: measured 59-80% accepted at 1-16 tokens, 41-63% at 32-96
-# (a period past the lookup's reach is found only once it has come round twice).
+# Motif lengths a prompt repeats: 56-80% of their drafts accepted at 1-16 tokens, 41-63% at
+# 32-96 (a long period is found only once it has come round twice); the shorter, the more of the
+# decode is drafted (docs/benchmarks.md).
 MOTIF_LENGTHS: tuple[int, ...] = (1, 2, 3, 4, 6, 8, 12, 16)
 
 
