@@ -133,6 +133,25 @@ def test_a_profile_aimed_at_a_feature_that_never_happened_says_so_loudly() -> No
     assert not any(x.startswith("NOT EXERCISED") for x in split.lines())
 
 
+def test_speculation_s_acceptance_is_said_first_kept_in_json_summed_and_printed_inside_80_columns() -> None:
+    # vLLM CPU's spec-ngram campaign of 2026-12-07 (docs/benchmarks.md): 493 drafted, 280 accepted.
+    info = TargetInfo("vllm", "http://127.0.0.1:1", profile="spec-ngram", device="cpu")
+    sc = Scenario(seed=1, requests=(RequestSpec("r01", 0.0, (5, 6, 7), max_tokens=2),))
+    meters = {"vllm:spec_decode_num_draft_tokens_total": 493.0, "vllm:spec_decode_num_accepted_tokens_total": 280.0}
+    ex = observe(info, sc, [RunHistory(0, "load", (), meta={"metrics": meters})])
+    [line] = [x for x in ex.lines() if x.startswith("speculative decoding:")]
+    assert line.startswith("speculative decoding: 57% of the drafted tokens accepted; 493 drafted tokens")
+    assert Exercise.from_json(json.loads(json.dumps(ex.to_json()))) == ex
+    assert "57% of the drafted tokens accepted" in "\n".join(ex.merged(ex).lines())
+    out = io.StringIO()
+    print_summary(Console(file=out, width=250), CampaignResult(1, 1, 1.0, (), Stop(StopReason.TIME_BUDGET, "done"), exercise=ex))
+    assert "57% of the drafted tokens accepted" in out.getvalue()
+    assert max(len(x) for x in out.getvalue().splitlines()) <= 80
+    # No draft, no rate: a zero is never divided by.
+    none = observe(info, sc, [RunHistory(0, "load", (), meta={"metrics": {"vllm:prefix_cache_hits_total": 1.0}})])
+    assert not any("%" in x for x in none.lines())
+
+
 def test_the_step_budget_is_the_server_s_facts_else_its_profile_s_flag() -> None:
     """A 100-token prompt, answered with nothing cached: split under an 80-token step budget. vLLM
     reports no budget of its own: its `chunked-prefill` profile's `--max-num-batched-tokens 80`
@@ -160,6 +179,11 @@ def test_every_engine_s_meters_and_profiles_speak_the_one_feature_vocabulary() -
                    for m in spec.meters), name
         assert len({m.metric for m in spec.meters}) == len(spec.meters), name
         assert all(isinstance(f, Feature) for p in spec.presets for prof in p.profiles for f in prof.features), name
+        # A rate is read against another counter of the same engine and feature, in words.
+        by_metric = {m.metric: m for m in spec.meters}
+        for m in spec.meters:
+            if m.per is not None:
+                assert m.per in by_metric and by_metric[m.per].feature is m.feature and m.rate, (name, m.metric)
     # An engine servefuzz does not know has no settings and no counters: nothing is claimed.
     assert settings_of(TargetInfo("someserver", "http://127.0.0.1:1", server_args={"disable_radix_cache": True})) == ()
 

@@ -28,7 +28,7 @@ a profile's `features`): nothing here names an engine.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 from servefuzz.anomaly import Anomaly, Oracle
@@ -72,7 +72,8 @@ class Server(Protocol):
 class Count:
     """`value` `what` of `feature` ("192 hit tokens of the prefix cache"), read from `source` (a
     `/metrics` counter's name, or one of `ANSWERS`) over `basis` of them (answers, or loaded runs
-    with a `/metrics` reading). `shows`: a value above 0 shows the feature was exercised."""
+    with a `/metrics` reading). `shows`: a value above 0 shows the feature was exercised. `per`,
+    `rate`, `share`: its meter's rate against another counter (`engines.spec.Meter`)."""
 
     feature: Feature
     what: str
@@ -80,6 +81,9 @@ class Count:
     source: str
     basis: int
     shows: bool = True
+    per: str | None = None
+    rate: str = ""
+    share: bool = False
 
     @property
     def key(self) -> tuple[str, str, str]:
@@ -95,14 +99,30 @@ class Count:
             return f"{self.source} over {_n(self.basis, 'run')} with /metrics"
         return f"{self.source} of {_n(self.basis, 'answer')}"
 
+    def rated(self, base: Count) -> str:
+        """Its rate against `base` (the count of its `per`), in its words; "" where none is due.
+
+        >>> drafted = Count(Feature.SPECULATIVE, "drafted tokens", 493, "d", 12, shows=False)
+        >>> Count(Feature.SPECULATIVE, "accepted tokens", 280, "a", 12, per="d", rate="of the drafted tokens accepted",
+        ...       share=True).rated(drafted)
+        '57% of the drafted tokens accepted'
+        """
+        if not self.rate or base.source != self.per or base.value <= 0:
+            return ""
+        ratio = self.value / base.value
+        return f"{ratio:.0%} {self.rate}" if self.share else f"{ratio:.2f} {self.rate}"
+
     def to_json(self) -> dict[str, Any]:
+        rated = {"per": self.per, "rate": self.rate, **({"share": True} if self.share else {})} if self.per else {}
         return {"feature": self.feature.value, "what": self.what, "value": self.value, "source": self.source,
-                "basis": self.basis, **({} if self.shows else {"shows": False})}
+                "basis": self.basis, **({} if self.shows else {"shows": False}), **rated}
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> Count:
+        per = d.get("per")
         return cls(Feature(d["feature"]), str(d["what"]), int(d["value"]), str(d["source"]), int(d["basis"]),
-                   d.get("shows", True) is True)
+                   d.get("shows", True) is True, str(per) if per is not None else None, str(d.get("rate", "")),
+                   d.get("share", False) is True)
 
 
 @dataclass(frozen=True)
@@ -142,8 +162,7 @@ class Exercise:
         sums: dict[tuple[str, str, str], Count] = {}
         for c in (*self.counts, *other.counts):
             was = sums.get(c.key)
-            sums[c.key] = c if was is None else Count(c.feature, c.what, was.value + c.value, c.source,
-                                                      was.basis + c.basis, c.shows)
+            sums[c.key] = c if was is None else replace(c, value=was.value + c.value, basis=was.basis + c.basis)
         order = list(Feature)
         return Exercise(self.requests + other.requests, self.runs + other.runs, self.scraped + other.scraped,
                         tuple(sorted(sums.values(), key=lambda c: (order.index(c.feature), c.metric))),
@@ -187,7 +206,9 @@ class Exercise:
         counts, setting, words = self.of(feature), self.setting(feature), feature.words
         said = f" ({'on' if setting.on else 'off'}: {setting.why})" if setting is not None else ""
         if self.exercised(feature):
-            seen = "; ".join(f"{_counted(cs)} ({cs[0].said()})" for cs in _by_source(counts))
+            # A rate first (acceptance of drafted tokens): what the counts below add up to.
+            rates = [r for c in counts for b in counts if (r := c.rated(b))]
+            seen = "; ".join([*rates, *(f"{_counted(cs)} ({cs[0].said()})" for cs in _by_source(counts))])
             return f"{words}: {seen}{said}"
         if setting is None:
             return ""  # neither said on nor seen: nothing to claim either way
@@ -359,7 +380,8 @@ def observe(server: Server, scenario: Scenario, runs: Iterable[RunHistory]) -> E
     if scraped:
         for m in spec.meters:
             total = sum(float(d.get(m.metric, 0.0)) for d in scraped)
-            counts.append(Count(m.feature, m.what, round(total), m.metric, len(scraped), m.shows))
+            counts.append(Count(m.feature, m.what, round(total), m.metric, len(scraped), m.shows, m.per, m.rate,
+                                m.share))
     return Exercise(len(answers), len(loaded), len(scraped), (), settings_of(server), spec.metrics_flag).merged(
         Exercise(counts=tuple(counts)))
 

@@ -65,7 +65,7 @@ AIMED_AT: Mapping[Feature, tuple[str, ...]] = {
     Feature.PREEMPTION: ("retraction", "eviction", "long-decode"),
     Feature.EVICTION: ("eviction", "host-tier-return"),
     Feature.CHUNKED_PREFILL: ("chunk-boundary", "prefill-abort"),
-    Feature.SPECULATIVE: (),  # no strategy yet makes drafts that the model accepts
+    Feature.SPECULATIVE: ("spec-echo", "long-decode"),
     Feature.ADAPTERS: ("lora-alternation",),
     Feature.ABORTS: ("cancel-storm", "prefill-abort"),
     # Every request of a prefill/decode pair moves its KV; a burst puts transfers in flight at once.

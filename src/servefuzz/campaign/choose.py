@@ -8,6 +8,8 @@ from collections.abc import Mapping, Sequence
 
 from servefuzz.corpus import Corpus, CorpusEntry, Schedule
 from servefuzz.engines.registry import spec_of
+from servefuzz.engines.spec import Feature
+from servefuzz.exercise import settings_of
 from servefuzz.mutators import Mutator, mutate
 from servefuzz.server_facts import TargetInfo
 from servefuzz.strategies import DEFAULT_CAPTURE_SIZES, Strategy, TargetShape
@@ -42,6 +44,8 @@ def shape_of(info: TargetInfo) -> TargetShape:
         adapters=info.adapters if spec.adapters else (),
         host_tier=bool(facts.host_tier),
         host_tier_tokens=facts.host_tier_tokens,
+        # On by a switch of its args (SGLang's speculative_algorithm) or aimed at by its profile.
+        speculative=any(s.feature is Feature.SPECULATIVE and (s.on or s.aimed) for s in settings_of(info)),
         model=info.architecture,
     )
 

@@ -610,7 +610,7 @@ PROFILES: tuple[Profile, ...] = (
             "n-gram speculative decoding (drafts from the request's own tokens, no draft model)",
             "speculative decoding (n-gram)", rows=(("--spec-type none", "speculative decoding"),),
             # drafts accepted and rejected across batch sizes
-            aims=("batch-sweep", "n-mix"), features=(Feature.SPECULATIVE,)),
+            aims=("spec-echo", "batch-sweep", "n-mix"), features=(Feature.SPECULATIVE,)),
     # Prompts prefilled in 64-token steps: -b is the tokens one decode step takes across the
     # slots (the preset's default, 2048, takes any prompt here in one step) and -ub the same, so
     # a step is one ubatch. A stream asking for `return_progress` is told of each step, so
@@ -629,7 +629,7 @@ PROFILES: tuple[Profile, ...] = (
             "draft-model speculative decoding: a tiny noisy copy of the model drafts up to 4 tokens a step",
             "speculative decoding (draft model)", rows=(("--spec-type none", "speculative decoding"),),
             # drafts kept and thrown away as the batch shrinks, across n > 1, beside newcomers
-            aims=("batch-sweep", "n-mix", "long-decode"), draft=True, features=(Feature.SPECULATIVE,)),
+            aims=("spec-echo", "batch-sweep", "n-mix", "long-decode"), draft=True, features=(Feature.SPECULATIVE,)),
     # servefuzz's two tiny adapters (models.ADAPTERS), loaded at start; requests alternate
     # between them and the base model (vLLM #38606, SGLang #27097 class).
     Profile("llama-server", "lora", (),
@@ -642,7 +642,8 @@ PROFILES: tuple[Profile, ...] = (
 METERS: tuple[Meter, ...] = (
     Meter("llamacpp:prompt_tokens_cached_total", Feature.PREFIX_CACHE, "prompt tokens reused from the cache"),
     Meter("llamacpp:spec_decode_num_draft_tokens_total", Feature.SPECULATIVE, "drafted tokens", shows=False),
-    Meter("llamacpp:spec_decode_num_accepted_tokens_total", Feature.SPECULATIVE, "accepted tokens"),
+    Meter("llamacpp:spec_decode_num_accepted_tokens_total", Feature.SPECULATIVE, "accepted tokens",
+          per="llamacpp:spec_decode_num_draft_tokens_total", rate="of the drafted tokens accepted", share=True),
 )
 
 # The server args the llamacpp adapter records: whether its requests let a slot reuse its cached

@@ -96,7 +96,8 @@ METERS: tuple[Meter, ...] = (
     Meter("sglang:spec_verify_calls_total", Feature.SPECULATIVE, "verify steps"),
     # Counted per finished request beside the verify steps, so the two give the mean acceptance
     # length (tokens per verify step; 1 when every draft is rejected): not a sign of drafting.
-    Meter("sglang:generation_tokens_total", Feature.SPECULATIVE, "generated tokens", shows=False),
+    Meter("sglang:generation_tokens_total", Feature.SPECULATIVE, "generated tokens", shows=False,
+          per="sglang:spec_verify_calls_total", rate="tokens a verify step (mean acceptance length)"),
 )
 
 
@@ -559,7 +560,7 @@ GPU_PROFILES: tuple[Profile, ...] = (
     # verified as a tree by Triton attention): drafts come from the request's own tokens.
     Profile("sglang-gpu", "spec-ngram", ("--speculative-algorithm", "NGRAM", "--speculative-num-draft-tokens", "4"),
             "n-gram speculative decoding (drafts from earlier tokens, 4 drafted tokens verified per step)",
-            "speculative decoding (n-gram)", aims=("batch-sweep", "n-mix"), features=(Feature.SPECULATIVE,)),
+            "speculative decoding (n-gram)", aims=("spec-echo", "batch-sweep", "n-mix"), features=(Feature.SPECULATIVE,)),
     # Multi-token prediction through DeepSeek-V3's next-token layer (SGLang's EAGLE worker on
     # the model's own `num_nextn_predict_layers` layer; 3 steps, top-1, 4 draft tokens chosen
     # by SGLang for DeepseekV3ForCausalLM). Triton MLA attention for target and draft.
@@ -568,7 +569,7 @@ GPU_PROFILES: tuple[Profile, ...] = (
             "speculative decoding (MTP)", needs="a DeepSeek-V3 model with its next-token layer and a hidden "
             "size over 256 (SGLang 0.5.17's fused_eh_norm refuses 256: measured on the H200): "
             "`--model-arch deepseek-v3 --model-build speculative` (hidden 512, drafts that agree)",
-            aims=("batch-sweep", "n-mix"), features=(Feature.SPECULATIVE,)),
+            aims=("spec-echo", "batch-sweep", "n-mix"), features=(Feature.SPECULATIVE,)),
     # HiCache: a 4,096-token device pool (page 16) backed by a host pool twice its size, so that
     # radix pages are written to host memory, evicted from the GPU and loaded back on a later
     # hit (`sglang:load_back_tokens_total` counts the tokens that came back).

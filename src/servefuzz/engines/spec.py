@@ -155,13 +155,18 @@ class Meter:
     shows the feature was exercised (a drafted token alone does not show that one was accepted).
     `part`: the counter counts one kind of the feature's work (retractions of seeded requests)
     that the feature's goal wants moved too, on a target with the capability named
-    (`TargetShape.capabilities`; "any": every target; None: not a part of the goal)."""
+    (`TargetShape.capabilities`; "any": every target; None: not a part of the goal). `per`: the
+    counter this one is read against, the pair's rate said in `rate`'s words after the number: a
+    percentage where `share` (accepted of drafted tokens), else a mean (tokens a verify step)."""
 
     metric: str
     feature: Feature
     what: str
     shows: bool = True
     part: str | None = None
+    per: str | None = None
+    rate: str = ""
+    share: bool = False
 
 
 @dataclass(frozen=True)

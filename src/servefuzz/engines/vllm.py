@@ -300,7 +300,7 @@ CPU_PROFILES: tuple[Profile, ...] = (
             ("--speculative-config",
              '{"method":"ngram","num_speculative_tokens":3,"prompt_lookup_min":2,"prompt_lookup_max":4}'),
             "n-gram speculative decoding (prompt lookup, 3 tokens drafted per step)",
-            "speculative decoding (n-gram)", aims=("batch-sweep", "n-mix"), features=(Feature.SPECULATIVE,)),
+            "speculative decoding (n-gram)", aims=("spec-echo", "batch-sweep", "n-mix"), features=(Feature.SPECULATIVE,)),
     # A step's token budget of 80 (2.5 blocks of 32): every prompt over 80 tokens is prefilled in
     # chunks, and the chunk ends fall alternately on and between block boundaries, next to the
     # decodes that share the step. At the preset's default budget only a burst of long prompts
@@ -361,14 +361,14 @@ GPU_PROFILES: tuple[Profile, ...] = (
             ("--speculative-config",
              '{"method":"ngram_gpu","num_speculative_tokens":3,"prompt_lookup_min":2,"prompt_lookup_max":4}'),
             "n-gram speculative decoding on the GPU (prompt lookup, 3 tokens drafted per step)",
-            "speculative decoding (n-gram)", aims=("batch-sweep", "n-mix"), features=(Feature.SPECULATIVE,)),
+            "speculative decoding (n-gram)", aims=("spec-echo", "batch-sweep", "n-mix"), features=(Feature.SPECULATIVE,)),
     # Multi-token prediction through DeepSeek-V3's next-token layer (`mtp` resolves to
     # deepseek_mtp for DeepseekV3ForCausalLM), one drafted token a step, MLA attention on FA3.
     Profile("vllm-gpu", "spec-mtp", ("--speculative-config", '{"method":"mtp","num_speculative_tokens":1}'),
             "MTP speculative decoding through DeepSeek-V3's next-token layer (1 drafted token a step)",
             "speculative decoding (MTP)", needs="a DeepSeek-V3 model with its next-token layer: "
             "`--model-arch deepseek-v3`; `--model-build speculative` for drafts that agree",
-            aims=("batch-sweep", "n-mix"), features=(Feature.SPECULATIVE,)),
+            aims=("spec-echo", "batch-sweep", "n-mix"), features=(Feature.SPECULATIVE,)),
     # Native KV offloading (vLLM's OffloadingConnector, a 1 GiB CPU tier) under a device pool of
     # 256 blocks (4,096 tokens; counted in blocks so that it does not depend on the model's
     # KV bytes): a prefix pushed off the GPU comes back from host memory on its next use
@@ -402,7 +402,8 @@ METERS: tuple[Meter, ...] = (
     Meter("vllm:simple_kv_offload_load_blocks_total", Feature.HOST_CACHE, "blocks loaded back from host memory"),
     Meter("vllm:num_preemptions_total", Feature.PREEMPTION, "preemptions"),
     Meter("vllm:spec_decode_num_draft_tokens_total", Feature.SPECULATIVE, "drafted tokens", shows=False),
-    Meter("vllm:spec_decode_num_accepted_tokens_total", Feature.SPECULATIVE, "accepted tokens"),
+    Meter("vllm:spec_decode_num_accepted_tokens_total", Feature.SPECULATIVE, "accepted tokens",
+          per="vllm:spec_decode_num_draft_tokens_total", rate="of the drafted tokens accepted", share=True),
 )
 
 

@@ -40,16 +40,18 @@ few milliseconds earlier, whose prefill keeps the scheduler busy while the burst
 | expert-batch    | a decode whose batch grows and shrinks, beside its own copies | router-tie-numerics |
 | retraction      | decodes that outgrow a small pool, each with state to restore (seed, adapter, forks) | (state lost on retraction) |
 | host-tier-return | a prefix pushed out to the host tier, then sent again | host-loadback-stale-pages, -race, host-key-no-salt |
+| spec-echo       | long greedy decodes of repeated motifs, together: drafts the model accepts | (spec-decoding bugs) |
 
 A strategy that needs something not every target has declares it in `needs`: a capability
-(`salts`, `seeds`, `choices`, `adapters`, `host_tier`) or a trait of the served model (`window`,
-`state`, `stateful` (either), `experts`). `offered` leaves it out of the mix where the target lacks one
-(tenant-salt where the dialect sends no salt, seeded-sampling where the engine promises no
-per-request seeds, structured-burst where the dialect sends no choice constraint,
-lora-alternation where the server lists no LoRA adapter, host-tier-return where the server has no
-host tier, window-edge to expert-batch where the served model has no such trait, known where
-servefuzz launched the model and read its config.json, retraction where the server states no pool
-a scenario can fill: `small-pool`, `TargetShape.conditions`); `left_out` says why, once per campaign.
+(`salts`, `seeds`, `choices`, `adapters`, `host_tier`, `speculative`) or a trait of the served
+model (`window`, `state`, `stateful` (either), `experts`). `offered` leaves it out of the mix where
+the target lacks one (tenant-salt where the dialect sends no salt, seeded-sampling where the
+engine promises no per-request seeds, structured-burst where the dialect sends no choice
+constraint, lora-alternation where the server lists no LoRA adapter, host-tier-return where the
+server has no host tier, spec-echo where the server does not speculate, window-edge to
+expert-batch where the served model has no such trait, known where servefuzz launched the model
+and read its config.json, retraction where the server states no pool a scenario can fill:
+`small-pool`, `TargetShape.conditions`); `left_out` says why, once per campaign.
 
 The package, one module per family, imports pointing one way:
 
@@ -59,6 +61,7 @@ The package, one module per family, imports pointing one way:
     features  tenant-salt, seeded-sampling, structured-burst, lora-alternation, retraction
     state     window-edge, window-prefix, state-restore, prefill-abort, expert-batch
     tiers     host-tier-return
+    speculative  spec-echo
     offer     STRATEGIES, DEFAULT_MIX, offered, left_out, shape_aims, aimed_first
 """
 
@@ -104,6 +107,7 @@ from servefuzz.strategies.shape import (
     TargetShape,
     boundary_lengths,
 )
+from servefuzz.strategies.speculative import SpecEcho
 from servefuzz.strategies.state import ExpertBatch, PrefillAbort, StateRestore, WindowEdge, WindowPrefix
 from servefuzz.strategies.tiers import HostTierReturn
 
@@ -132,6 +136,7 @@ __all__ = [
     "RandomLoad",
     "RetractionPressure",
     "SeededSampling",
+    "SpecEcho",
     "StateRestore",
     "Strategy",
     "StructuredBurst",

@@ -16,6 +16,7 @@ from servefuzz.strategies.prefix import (
     TileBoundaryPrefixes,
 )
 from servefuzz.strategies.shape import PRESSURE_TOKENS, Strategy, TargetShape
+from servefuzz.strategies.speculative import SpecEcho
 from servefuzz.strategies.state import ExpertBatch, PrefillAbort, StateRestore, WindowEdge, WindowPrefix
 from servefuzz.strategies.tiers import HostTierReturn
 
@@ -48,7 +49,7 @@ STRATEGIES: dict[str, Strategy] = {
         PageBoundaryBursts(), BatchSweep(), LongDecodes(), CancellationStorm(), BurstReuse(), NChoices(),
         RandomLoad(), TenantSalt(), SeededSampling(), StructuredBurst(), LoraAlternation(), TileBoundaryPrefixes(),
         ChunkBoundary(), EvictionPressure(), WindowEdge(), WindowPrefix(), StateRestore(), PrefillAbort(),
-        ExpertBatch(), RetractionPressure(), HostTierReturn(),
+        ExpertBatch(), RetractionPressure(), HostTierReturn(), SpecEcho(),
     )
 }
 # What `servefuzz fuzz` mixes by default, in the order of its first round: the seed's bug class
@@ -63,6 +64,7 @@ def offered(strategies: Sequence[Strategy], shape: TargetShape) -> tuple[Strateg
     those needing per-request seeds only where the engine promises them, those needing choice
     constraints only where the dialect sends them, those needing LoRA adapters only where the
     server lists some, those needing a host tier only where the server has one on, those needing
+    drafts to verify only where the server speculates, those needing
     a trait of the model (a window, a recurrent state, experts) only where the served model has it.
 
     >>> [s.name for s in offered([RandomLoad(), TenantSalt(), SeededSampling()], TargetShape())]
@@ -78,6 +80,8 @@ def offered(strategies: Sequence[Strategy], shape: TargetShape) -> tuple[Strateg
     ([], ['lora-alternation'])
     >>> [[s.name for s in offered([HostTierReturn()], TargetShape(host_tier=h))] for h in (False, True)]
     [[], ['host-tier-return']]
+    >>> [[s.name for s in offered([SpecEcho()], TargetShape(speculative=v))] for v in (False, True)]
+    [[], ['spec-echo']]
     >>> from servefuzz.model_facts import ModelFacts
     >>> state = [WindowPrefix(), StateRestore(), PrefillAbort()]
     >>> [s.name for s in offered(state, TargetShape(model=ModelFacts(recurrent=True, state_chunk=32)))]
@@ -103,11 +107,12 @@ def get_strategies(spec: str) -> tuple[Strategy, ...]:
 
 
 def shape_aims(shape: TargetShape) -> tuple[str, ...]:
-    """The strategies a target's shape points at, for the first round: `host-tier-return` where
-    the server has a host tier; `lora-alternation` where adapters are served; `eviction` where the
-    paged pool holds fewer than four full-context requests (a few long requests make it evict,
-    and a small pool is what a user who sets one means to test); `chunk-boundary` where the
-    step's prefill budget is at most a quarter of the context (an ordinary long prompt is split).
+    """The strategies a target's shape points at, for the first round: `spec-echo` where the
+    server speculates; `host-tier-return` where the server has a host tier; `lora-alternation`
+    where adapters are served; `eviction` where the paged pool holds fewer than four
+    full-context requests (a few long requests make it evict, and a small pool is what a user who
+    sets one means to test); `chunk-boundary` where the step's prefill budget is at most a
+    quarter of the context (an ordinary long prompt is split).
     The embedded default (a 131,072-token pool, a 2,048-token budget for 4,096 tokens of context)
     points at none, so its first round keeps the default mix's order. The served model's traits point at the strategies aimed at them
     (a recurrent state at `state-restore`, a window at `window-prefix` and `window-edge`, either
@@ -121,11 +126,15 @@ def shape_aims(shape: TargetShape) -> tuple[str, ...]:
     ()
     >>> shape_aims(TargetShape(page_size=64, max_total_tokens=4096, host_tier=True))
     ('host-tier-return', 'eviction')
+    >>> shape_aims(TargetShape(speculative=True))
+    ('spec-echo',)
     >>> from servefuzz.model_facts import ModelFacts
     >>> shape_aims(TargetShape(model=ModelFacts(window=64, experts=8, experts_per_token=2)))
     ('window-prefix', 'window-edge', 'prefill-abort', 'expert-batch')
     """
     aims: list[str] = []
+    if shape.speculative:
+        aims.append(SpecEcho.name)
     if shape.host_tier:
         aims.append(HostTierReturn.name)
     if shape.adapters:

@@ -3,7 +3,8 @@
 round (a blocker, then requests a few milliseconds behind it).
 
 A strategy that needs something not every target has declares it in `needs`: a capability of
-the target (`salts`, `seeds`, `choices`, `adapters`: `TargetShape.capabilities`) or a trait of
+the target (`salts`, `seeds`, `choices`, `adapters`, `host_tier`, `speculative`:
+`TargetShape.capabilities`) or a trait of
 the served model (`window`, `state`, `stateful`, `experts`: `model_facts.TRAITS`); `offer.offered`
 runs it only where the target has all of them.
 """
@@ -80,6 +81,9 @@ class TargetShape:
     # tokens where the server's args say it (`ServerFacts.host_tier`, `host_tier_tokens`).
     host_tier: bool = False
     host_tier_tokens: int | None = None
+    # Whether the server speculates (drafts tokens and verifies them): its switches or its
+    # profile say so (`exercise.settings_of`); drafts it keeps need workloads of their own.
+    speculative: bool = False
     # Natural text in the target's tokens for the prompts (`servefuzz.natural`); None: random ids.
     text: TextSource | None = None
     # The served model's sliding window, recurrent state and experts (`model_facts`), where
@@ -90,14 +94,15 @@ class TargetShape:
     def capabilities(self) -> frozenset[str]:
         """The per-request capabilities this target takes, by their `EngineSpec` names: `salts`,
         `seeds` (per-request seeds it promises), `choices`, `adapters` (some served); and
-        `host_tier`, a second KV tier the server has on. A strategy whose `needs` names one, and
-        a coverage dimension that needs one, exist only where it is.
+        `host_tier`, a second KV tier the server has on; `speculative`, drafts it verifies. A
+        strategy whose `needs` names one, and a coverage dimension that needs one, exist only
+        where it is.
 
-        >>> sorted(TargetShape(salts=True, adapters=("a",), host_tier=True).capabilities)
-        ['adapters', 'host_tier', 'salts']
+        >>> sorted(TargetShape(salts=True, adapters=("a",), host_tier=True, speculative=True).capabilities)
+        ['adapters', 'host_tier', 'salts', 'speculative']
         """
         have = {"salts": self.salts, "seeds": self.seeded_sampling, "choices": self.choices,
-                "adapters": bool(self.adapters), "host_tier": self.host_tier}
+                "adapters": bool(self.adapters), "host_tier": self.host_tier, "speculative": self.speculative}
         return frozenset(k for k, v in have.items() if v)
 
     @property
