@@ -87,11 +87,12 @@ def test_a_clean_engine_gives_no_finding_over_500_requests(tmp_path: Path) -> No
     assert summary["requests"] >= CLEAN_REQUESTS
     # Every strategy the mix offers this target ran at least once, so the claim covers the whole
     # mix: all but those that need LoRA adapters or a model trait (a window, recurrent state,
-    # experts) the embedded default's llama lacks, and those aimed at a pool small enough to
-    # retract (`small-pool`), which the default's is not (`strategies.offered`).
+    # experts) the embedded default's llama lacks, those aimed at a pool small enough to retract
+    # (`small-pool`), which the default's is not, and those aimed at drafts, which it never makes
+    # (`speculative`) (`strategies.offered`).
     ran = {json.loads(line)["scenario"]["meta"].get("strategy")
            for line in (out / "scenarios.jsonl").read_text(encoding="utf-8").splitlines()}
-    lacking = ("adapters", "host_tier", "window", "state", "stateful", "experts", "small-pool")
+    lacking = ("adapters", "host_tier", "window", "state", "stateful", "experts", "small-pool", "speculative")
     offered = {name for name, s in STRATEGIES.items() if not s.needs & set(lacking)}
     assert len(offered) >= 10 and ran >= offered, sorted(offered - ran)
     assert summary["findings"] == [], summary["findings"]
