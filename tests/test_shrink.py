@@ -322,3 +322,22 @@ def test_a_finding_that_stops_reproducing_is_reported_flaky_with_its_history(
     assert cli(["shrink", str(path), "--base-url", url]) == 1
     out = capsys.readouterr().out
     assert "flaky: it reproduced, then stopped" in out and "when found: 4/5" in out
+
+
+def test_when_the_flagged_request_needs_its_tokens_the_bystanders_go_to_one_in_one_acceptance() -> None:
+    # r02 diverges at its fifth token, so it needs five; the three bystanders need none. Without
+    # knowing r02 is flagged, the search accepts once per bystander (three acceptances, each about
+    # 15 replays on a real server) before it reaches r02; knowing it, once for all three.
+    sc = page_scenario(64)
+    assert len(sc.requests) == 4 and sc.by_id()["r02"].max_tokens > 5
+
+    def test(c: Scenario) -> Trial:
+        return Trial(len(c.requests) == 4 and c.by_id()["r02"].max_tokens >= 5, 1)
+
+    def accepted(flagged: frozenset[str]) -> tuple[list[int], int]:
+        result = Shrinker(sc, test, page_size=64, flagged=flagged).run()
+        return [r.max_tokens for r in result.best.requests], next(p for p in result.passes if p.name == "shrink_max_tokens").accepted
+
+    blind, informed = accepted(frozenset()), accepted(frozenset({"r02"}))
+    assert blind[0] == informed[0] == [1, 5, 1, 1]
+    assert informed[1] < blind[1]
