@@ -1,5 +1,5 @@
 """Choosing an iteration's scenario: its seed (`derive_seed`), what the strategies may assume
-about the target (`shape_of`), and the schedule's choice made concrete (`_next_scenario`)."""
+about the target (`shape_of`), and the schedule's choice made concrete (`next_scenario`)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,12 @@ from servefuzz.server_facts import TargetInfo
 from servefuzz.strategies import DEFAULT_CAPTURE_SIZES, Strategy, TargetShape
 from servefuzz.workload import Scenario
 
-__all__ = ["derive_seed", "shape_of"]
+__all__ = [
+    "SourceFailure",
+    "derive_seed",
+    "next_scenario",
+    "shape_of",
+]
 
 
 def derive_seed(campaign_seed: int, iteration: int) -> int:
@@ -49,7 +54,7 @@ def shape_of(info: TargetInfo) -> TargetShape:
         model=info.architecture,
     )
 
-def _next_scenario(
+def next_scenario(
     rng: random.Random,
     turn: int,
     seed: int,
@@ -68,11 +73,11 @@ def _next_scenario(
     except Exception as e:  # noqa: BLE001 - any bug of a generator; reported, never a finding
         error = f"{type(e).__name__}: {e}"
         if isinstance(what, CorpusEntry):
-            raise _SourceFailed(f"mutating corpus entry {what.id}", error, None) from e
-        raise _SourceFailed(f"strategy {what}", error, what) from e
+            raise SourceFailure(f"mutating corpus entry {what.id}", error, None) from e
+        raise SourceFailure(f"strategy {what}", error, what) from e
 
 
-class _SourceFailed(Exception):
+class SourceFailure(Exception):
     """A strategy or a mutation raised instead of giving a scenario."""
 
     def __init__(self, source: str, error: str, strategy: str | None) -> None:

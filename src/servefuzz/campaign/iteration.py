@@ -1,20 +1,20 @@
 """One iteration of the campaign, on the driver: observe -> feedback -> objective.
 
-`_Loop.iterate` sends a scenario to a worker and takes what it brings back through three steps,
+`Loop.iterate` sends a scenario to a worker and takes what it brings back through three steps,
 each a method returning a typed record (LibAFL's split of corpus feedback from objectives):
 
-- **observe** (`_Loop.observe`): the execution, its histories logged, judged against the
+- **observe** (`Loop.observe`): the execution, its histories logged, judged against the
   campaign's noise (which then learns from it), a lost server's evidence joined to the
   judgement: an `Observation`;
-- **feedback** (`_Loop.feedback`): the features the execution reached (pairwise coverage,
+- **feedback** (`Loop.feedback`): the features the execution reached (pairwise coverage,
   what the engine did under its load: `feedback.did_features`, and the engine's own code it
   reached where the engine reports it: `feedback.coverage_features`), the corpus
   keeping the scenario when one is new, its strategy credited: the `CorpusEntry` kept, or None;
-- **objective** (`_Loop.objective`): the finding (`objective._finding_of`: confirmed on the
+- **objective** (`Loop.objective`): the finding (`objective.finding_of`: confirmed on the
   worker, unless a confirmed, no larger one of its signature is kept), kept in the store, the
-  progress written: the iteration's `_Outcome`, which tells the loop whether its server was lost.
+  progress written: the iteration's `Outcome`, which tells the loop whether its server was lost.
 
-`_Loop.confirm_on_restart` replays a scenario that took the server down on the restarted one.
+`Loop.confirm_on_restart` replays a scenario that took the server down on the restarted one.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from servefuzz.anomaly import Verdict
-from servefuzz.campaign.choose import _next_scenario, derive_seed
+from servefuzz.campaign.choose import derive_seed, next_scenario
 from servefuzz.campaign.events import (
     Chose,
     FindingKept,
@@ -39,9 +39,9 @@ from servefuzz.campaign.events import (
     ServerLost,
     WorkerDropped,
 )
-from servefuzz.campaign.objective import CRASH_REPLAYS, _Downed, _downed_by, _finding_of
-from servefuzz.campaign.observe import Observation, _ran, _with_target_lost, _with_wedge
-from servefuzz.campaign.records import COVERAGE_FILE, CampaignConfig, CampaignState, Stop, StopReason, _confirmed
+from servefuzz.campaign.objective import CRASH_REPLAYS, Downed, downed_by, finding_of
+from servefuzz.campaign.observe import Observation, histories_of, with_target_lost, with_wedge
+from servefuzz.campaign.records import COVERAGE_FILE, CampaignConfig, CampaignState, Stop, StopReason, is_confirmed
 from servefuzz.campaign.workers import Worker, WorkerLost
 from servefuzz.confirm import ConfirmConfig, glimpsed, truth_check
 from servefuzz.corpus import LEAD_MUTATIONS, Corpus, CorpusEntry, Schedule, credit, new_contexts
@@ -63,18 +63,18 @@ from servefuzz.strategies import Strategy, TargetShape
 from servefuzz.trial import probe_targets
 from servefuzz.workload import Scenario
 
-__all__: list[str] = []
+__all__ = ["Loop", "Outcome", "revive_worker", "save_progress", "sync_state"]
 
 
 @dataclass(frozen=True)
-class _Outcome:
+class Outcome:
     iteration: int
     finding: Finding | None
     lost: str | None
-    downed: _Downed | None = None
+    downed: Downed | None = None
 
 
-async def _revive(worker: Worker, lost: str, config: CampaignConfig, state: CampaignState,
+async def revive_worker(worker: Worker, lost: str, config: CampaignConfig, state: CampaignState,
                   on_event: Callable[[CampaignState], None]) -> Stop | None:
     """Start a worker's dead server again; why the campaign must stop instead (None when revived)."""
     if not worker.revivable or state.restarts >= config.max_restarts:
@@ -94,7 +94,7 @@ async def _revive(worker: Worker, lost: str, config: CampaignConfig, state: Camp
     return None
 
 
-class _Loop:
+class Loop:
     """The campaign's driver-side state, shared by the iterations in flight: choosing the next
     scenario, and judging, learning from and keeping what a worker brought back."""
 
@@ -117,16 +117,16 @@ class _Loop:
         coverage = self.state.coverage
         if coverage is not None and isinstance(pairwise := strategies.get(PairwiseCover.name), PairwiseCover):
             strategies[PairwiseCover.name] = pairwise.with_coverage(coverage)
-        scenario, origin = _next_scenario(random.Random(seed), iteration - len(seeds), seed, self.schedule,
+        scenario, origin = next_scenario(random.Random(seed), iteration - len(seeds), seed, self.schedule,
                                           self.corpus, strategies, self.shape,
                                           extra=(CROSS,) if self.config.coverage else ())
         # Sized to the target's measured speed (a trace's scenarios run as the user wrote them).
         return fit(scenario, self.pace), origin
 
 
-    async def iterate(self, worker: Worker, iteration: int, scenario: Scenario, origin: str) -> _Outcome:
+    async def iterate(self, worker: Worker, iteration: int, scenario: Scenario, origin: str) -> Outcome:
         seen = await self.observe(worker, iteration, scenario, origin)
-        if isinstance(seen, _Outcome):
+        if isinstance(seen, Outcome):
             return seen  # the worker itself was lost: nothing of it is evidence
         entry = self.feedback(seen)
         outcome = await self.objective(worker, seen, entry)
@@ -146,8 +146,8 @@ class _Loop:
             self.state.last = LeadFollowed(seen.iteration, finding.verdict.value, LEAD_MUTATIONS)
             self.on_event(self.state)
 
-    async def observe(self, worker: Worker, iteration: int, scenario: Scenario, origin: str) -> Observation | _Outcome:
-        """The scenario executed on `worker`, logged and judged (a worker lost: its `_Outcome`)."""
+    async def observe(self, worker: Worker, iteration: int, scenario: Scenario, origin: str) -> Observation | Outcome:
+        """The scenario executed on `worker`, logged and judged (a worker lost: its `Outcome`)."""
         config, state, on_event = self.config, self.state, self.on_event
         out = config.out_dir
         source = origin if origin == scenario.meta.get("strategy") else f"{origin} ({scenario.meta.get('strategy', '?')})"
@@ -164,13 +164,13 @@ class _Loop:
             state.last = WorkerDropped(iteration, str(e))
             state.workers[str(worker.name)] = "lost; replacing it"
             on_event(state)
-            return _Outcome(iteration, None, str(e))
+            return Outcome(iteration, None, str(e))
         state.requests += done.requests
         self.pace = done.pace or self.pace
         tag = {"iteration": iteration} if worker.name is None else {"iteration": iteration, "worker": worker.name}
         write_history_jsonl(out / "histories.jsonl", [
             dataclasses.replace(h, meta={**h.meta, **tag})
-            for h in _ran(done)
+            for h in histories_of(done)
         ])
         noise = self.noise
         verdict = done.judge(performance=config.performance, campaign=noise)
@@ -179,14 +179,14 @@ class _Loop:
             # A constraint broken alone too backs no finding (oracles.constraint); kept, not dropped.
             append_json_line(out / "constraints.jsonl", {"iteration": iteration, "lines": list(verdict.constraint)})
         if done.wedged:
-            verdict = _with_wedge(verdict, str(done.lost))
+            verdict = with_wedge(verdict, str(done.lost))
         elif done.lost is not None:
-            verdict = _with_target_lost(verdict, done.lost, await worker.death())
+            verdict = with_target_lost(verdict, done.lost, await worker.death())
         for a in verdict.anomalies:
             state.anomalies[a.verdict.value] += 1
         # What the engine did (servefuzz.exercise): read from every answer it gave, as logged;
         # what it did under the scenario's load alone steers the search (feedback).
-        state.exercise = state.exercise.merged(exercise_of(worker.info, scenario, _ran(done)))
+        state.exercise = state.exercise.merged(exercise_of(worker.info, scenario, histories_of(done)))
         if state.flush is not None:
             # Every cold reference is one more probe of the flush: said at once when one is warm.
             trusted = state.flush.trusted
@@ -239,19 +239,19 @@ class _Loop:
         self.schedule.aim(self.pursuit.focus, GOAL_SHARE)
         return entry
 
-    async def objective(self, worker: Worker, seen: Observation, entry: CorpusEntry | None) -> _Outcome:
+    async def objective(self, worker: Worker, seen: Observation, entry: CorpusEntry | None) -> Outcome:
         """The finding the execution shows, kept; the iteration's outcome. (`entry`: what the
         corpus kept of it, which the objective does not read: feedback and objective are apart.)"""
         config, state, store, on_event = self.config, self.state, self.store, self.on_event
         iteration, scenario, done, verdict = seen.iteration, seen.scenario, seen.done, seen.verdict
         try:
-            finding, lost = await _finding_of(worker, scenario, iteration, done, verdict, config, store, state, on_event,
+            finding, lost = await finding_of(worker, scenario, iteration, done, verdict, config, store, state, on_event,
                                               self.noise)
         except WorkerLost as e:
             finding, lost = None, str(e)  # seen, but not confirmed where it was seen: found again later
         done = dataclasses.replace(done, lost=lost)
         if finding is not None:
-            finding = dataclasses.replace(finding, triggered=triggered(worker.info, finding.anomalies, _ran(done)))
+            finding = dataclasses.replace(finding, triggered=triggered(worker.info, finding.anomalies, histories_of(done)))
             if worker.name is not None:
                 finding = dataclasses.replace(finding, notes=(*finding.notes, f"found and confirmed on worker {worker.name}"))
             if state.truth is not None and state.truth.far:  # the file read alone says it too
@@ -259,26 +259,26 @@ class _Loop:
             if state.flush is not None and not state.flush.trusted:  # its references may be warm
                 finding = dataclasses.replace(finding, notes=(*finding.notes, state.flush.said()))
             path, what_happened = store.add(finding)
-            if _confirmed(finding) and finding.verdict.value not in self.firsts:
+            if is_confirmed(finding) and finding.verdict.value not in self.firsts:
                 self.firsts[finding.verdict.value] = (state.requests, state.elapsed_s)
             state.last = FindingKept(path.name, what_happened, finding.verdict.value, finding.headline.summary)
         state.iteration = max(state.iteration, self.dispatched)
         if worker.name is not None:
             state.workers[worker.name] = f"iteration {iteration} done"
         write_noise(config.out_dir, self.noise)
-        _save_progress(config.out_dir, state, self.corpus, self.schedule, store, self.firsts)  # last: what it names is on disk
+        save_progress(config.out_dir, state, self.corpus, self.schedule, store, self.firsts)  # last: what it names is on disk
         on_event(state)
         downed = None
         # Replayed until one crash (or one wedge) is confirmed in the campaign: each replay that
         # takes the server down costs a restart, and later ones (other signatures of what may
         # well be the same bug) are kept as seen rather than spend the restarts the rest of the
         # campaign lives on.
-        if (done.lost is not None and finding is not None and finding.verdict is _downed_by(done)
-                and not _confirmed(finding) and worker.revivable and finding.verdict.value not in self.firsts):
-            downed = _Downed(scenario, done, verdict, finding)
-        return _Outcome(iteration, finding, done.lost, downed)
+        if (done.lost is not None and finding is not None and finding.verdict is downed_by(done)
+                and not is_confirmed(finding) and worker.revivable and finding.verdict.value not in self.firsts):
+            downed = Downed(scenario, done, verdict, finding)
+        return Outcome(iteration, finding, done.lost, downed)
 
-    async def confirm_on_restart(self, worker: Worker, iteration: int, downed: _Downed) -> tuple[Finding | None, Stop | None]:
+    async def confirm_on_restart(self, worker: Worker, iteration: int, downed: Downed) -> tuple[Finding | None, Stop | None]:
         """Replay a scenario that took the server down on the restarted server (`CRASH_REPLAYS`
         times at most, ending at the first loss); the finding, confirmed when the server died (or
         hung) again, and why the campaign must stop (None when the server is up again).
@@ -298,17 +298,17 @@ class _Loop:
             confirmed = await worker.confirm(downed.scenario, iteration, downed.done, downed.verdict, settings,
                                              self.noise, say)
         except WorkerLost as e:
-            return None, await _revive(worker, str(e), self.config, state, self.on_event)
+            return None, await revive_worker(worker, str(e), self.config, state, self.on_event)
         state.requests += confirmed.sent
         why = None
         if confirmed.lost is not None:
-            why = await _revive(worker, confirmed.lost, self.config, state, self.on_event)
+            why = await revive_worker(worker, confirmed.lost, self.config, state, self.on_event)
         rep = confirmed.finding.confirmation
         if rep is None or rep.reproduced == 0:
             tried = 0 if rep is None else rep.attempts
             state.last = NotBackOnRestart(iteration, downed.finding.verdict.value, tried)
             self.on_event(state)
-            _save_progress(self.config.out_dir, state, self.corpus, self.schedule, self.store, self.firsts)
+            save_progress(self.config.out_dir, state, self.corpus, self.schedule, self.store, self.firsts)
             return None, why
         # The first death's evidence (exit status, log) stays; the replay's note says what it was.
         again = "died again" if downed.finding.verdict is Verdict.CRASH else "hung again"
@@ -320,16 +320,16 @@ class _Loop:
         if finding.verdict.value not in self.firsts:
             self.firsts[finding.verdict.value] = (state.requests, state.elapsed_s)
         state.last = FindingKept(path.name, what_happened, finding.verdict.value, "confirmed on the restarted server")
-        _save_progress(self.config.out_dir, state, self.corpus, self.schedule, self.store, self.firsts)
+        save_progress(self.config.out_dir, state, self.corpus, self.schedule, self.store, self.firsts)
         self.on_event(state)
         return finding, why
 
 
-def _save_progress(
+def save_progress(
     out: Path, state: CampaignState, corpus: Corpus, schedule: Schedule, store: FindingStore,
     firsts: Mapping[str, tuple[int, float]],
 ) -> None:
-    _sync(state, corpus, store)
+    sync_state(state, corpus, store)
     write_progress(out, Progress(
         next_iteration=state.iteration, requests=state.requests, elapsed_s=state.elapsed_s, picks=dict(corpus.picks),
         schedule=schedule.state_json(), seen=dict(store.counts), first_confirmed=dict(firsts),
@@ -337,7 +337,7 @@ def _save_progress(
     ))
 
 
-def _sync(state: CampaignState, corpus: Corpus, store: FindingStore) -> None:
+def sync_state(state: CampaignState, corpus: Corpus, store: FindingStore) -> None:
     state.features, state.corpus = len(corpus.seen), len(corpus)
     state.findings = store.findings()
     state.seen = Counter(store.counts)

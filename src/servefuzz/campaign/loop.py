@@ -12,10 +12,10 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from servefuzz import durable
-from servefuzz.campaign.choose import _SourceFailed, shape_of
+from servefuzz.campaign.choose import SourceFailure, shape_of
 from servefuzz.campaign.events import Said, SourceFailed
-from servefuzz.campaign.iteration import _Loop, _Outcome, _revive, _save_progress, _sync
-from servefuzz.campaign.observe import _ran
+from servefuzz.campaign.iteration import Loop, Outcome, revive_worker, save_progress, sync_state
+from servefuzz.campaign.observe import histories_of
 from servefuzz.campaign.records import (
     BUDGET_GRACE_S,
     COVERAGE_FILE,
@@ -132,9 +132,9 @@ async def run_campaign_on(
     # The engine's meters as the search's goals, each with the parts this target can move.
     pursuit = Pursuit(schedule.names, goal_parts(spec_of(info.engine).meters, shape.capabilities),
                       standing_goals(shape))
-    run = _Loop(config, state, corpus, schedule, store, read_noise(out), firsts, shape, on_event, first_iteration,
+    run = Loop(config, state, corpus, schedule, store, read_noise(out), firsts, shape, on_event, first_iteration,
                 pursuit)
-    _sync(state, corpus, store)
+    sync_state(state, corpus, store)
     conditions = stop_conditions(config)
 
     def between() -> Stop | None:
@@ -154,7 +154,7 @@ async def run_campaign_on(
         w.stop_at(deadline, "" if spent is None else spent.detail)
     stopped: Stop | None = None
     free = list(workers)
-    busy: dict[asyncio.Future[_Outcome], Worker] = {}
+    busy: dict[asyncio.Future[Outcome], Worker] = {}
     try:
         while True:
             while free and stopped is None:
@@ -164,13 +164,13 @@ async def run_campaign_on(
                 run.dispatched += 1
                 try:
                     scenario, origin = run.choose(iteration, seeds, strategies)
-                except _SourceFailed as e:
+                except SourceFailure as e:
                     # A bug in one of our generators must not end the campaign (nor pass for a finding).
                     if e.strategy is not None:
                         schedule.bench(e.strategy, e.error)
                     state.last = SourceFailed(iteration, e.source, e.error, benched=e.strategy is not None)
                     state.iteration = run.dispatched
-                    _save_progress(out, state, corpus, schedule, store, firsts)
+                    save_progress(out, state, corpus, schedule, store, firsts)
                     on_event(state)
                     continue  # asked again first: with every strategy benched, the campaign ends
                 worker = free.pop(0)
@@ -197,7 +197,7 @@ async def run_campaign_on(
                     continue
                 finding = outcome.finding
                 if outcome.lost is not None:
-                    why = await _revive(worker, outcome.lost, config, state, on_event)
+                    why = await revive_worker(worker, outcome.lost, config, state, on_event)
                     if why is None and outcome.downed is not None and past_budget() is None:
                         finding, why = await run.confirm_on_restart(worker, outcome.iteration, outcome.downed)
                     if why is not None:
@@ -240,7 +240,7 @@ async def _prove_flush(worker: Worker, shape: TargetShape, state: CampaignState,
     # Logged as every execution is (what it sent, what was cut at a deadline, indeterminate), with
     # its worker's name, under no iteration: no scenario of the campaign's is it.
     tag = {"probe": "flush"} if worker.name is None else {"probe": "flush", "worker": worker.name}
-    write_history_jsonl(out / "histories.jsonl", [dataclasses.replace(h, meta={**h.meta, **tag}) for h in _ran(done)])
+    write_history_jsonl(out / "histories.jsonl", [dataclasses.replace(h, meta={**h.meta, **tag}) for h in histories_of(done)])
     state.flush = probed(worker.info, probe, done.loaded) if done.lost is None and done.cut is None else FlushCheck(
         "untested", f"the flush probe was cut short: {done.lost or done.cut}")
     if not state.flush.trusted:

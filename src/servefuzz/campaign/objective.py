@@ -1,6 +1,6 @@
 """The objective of an iteration: whether what it showed is a finding, confirmed on the worker
-that saw it unless that is known to be wasted effort (`_finding_of`); a finding that took its
-server down is replayed on the restarted server instead (`_Downed`, `CRASH_REPLAYS`)."""
+that saw it unless that is known to be wasted effort (`finding_of`); a finding that took its
+server down is replayed on the restarted server instead (`Downed`, `CRASH_REPLAYS`)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from servefuzz.anomaly import Verdict
 from servefuzz.campaign.events import Confirming, Said
-from servefuzz.campaign.records import CampaignConfig, CampaignState, _confirmed
+from servefuzz.campaign.records import CampaignConfig, CampaignState, is_confirmed
 from servefuzz.campaign.workers import Worker
 from servefuzz.confirm import ConfirmConfig
 from servefuzz.finding import Finding
@@ -19,7 +19,12 @@ from servefuzz.store import FindingStore, finding_size
 from servefuzz.trial import Executed
 from servefuzz.workload import Scenario
 
-__all__ = ["CRASH_REPLAYS"]
+__all__ = [
+    "CRASH_REPLAYS",
+    "Downed",
+    "downed_by",
+    "finding_of",
+]
 
 
 # A crash that takes the server down (or a hang that wedges it: `trial.stopped_answering`) is
@@ -30,9 +35,9 @@ CRASH_REPLAYS = 2
 
 
 @dataclass(frozen=True)
-class _Downed:
+class Downed:
     """A scenario whose execution took the server down (it died, or stopped answering: a
-    wedge): what replaying it on the restarted server needs (`_Loop.confirm_on_restart`)."""
+    wedge): what replaying it on the restarted server needs (`Loop.confirm_on_restart`)."""
 
     scenario: Scenario
     done: Executed
@@ -40,7 +45,7 @@ class _Downed:
     finding: Finding
 
 
-async def _finding_of(
+async def finding_of(
     worker: Worker,
     scenario: Scenario,
     iteration: int,
@@ -71,7 +76,7 @@ async def _finding_of(
                               "tokens agree)",)), done.lost
     provisional = Finding(iteration, scenario.seed, scenario, info, verdict.anomalies)
     kept = store.known(provisional.signature)
-    if kept is not None and _confirmed(kept) and finding_size(provisional)[1:] >= finding_size(kept)[1:]:
+    if kept is not None and is_confirmed(kept) and finding_size(provisional)[1:] >= finding_size(kept)[1:]:
         # A confirmed, no larger example of this signature is kept: count it, spare the replays.
         return provisional, done.lost
     state.last = Confirming(iteration, len(verdict.anomalies), worker.name)
@@ -92,6 +97,6 @@ async def _finding_of(
     return confirmed.finding, confirmed.lost
 
 
-def _downed_by(done: Executed) -> Verdict:
+def downed_by(done: Executed) -> Verdict:
     """The verdict of a finding that took its server down: a wedge is a hang, a death a crash."""
     return Verdict.HANG if done.wedged else Verdict.CRASH

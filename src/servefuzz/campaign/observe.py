@@ -16,7 +16,12 @@ from servefuzz.oracles.judge import Judgement
 from servefuzz.trial import Executed
 from servefuzz.workload import Scenario
 
-__all__ = ["Observation"]
+__all__ = [
+    "Observation",
+    "histories_of",
+    "with_target_lost",
+    "with_wedge",
+]
 
 
 @dataclass(frozen=True)
@@ -36,7 +41,7 @@ class Observation:
     did: Exercise = Exercise()
 
 
-def _with_target_lost(j: Judgement, why: str, death: Mapping[str, Any]) -> Judgement:
+def with_target_lost(j: Judgement, why: str, death: Mapping[str, Any]) -> Judgement:
     """A server that stops answering between runs crashed, even if no request saw it die.
 
     `death` (exit status, log tail) joins the evidence of every crash anomaly: what the server
@@ -47,7 +52,7 @@ def _with_target_lost(j: Judgement, why: str, death: Mapping[str, Any]) -> Judge
     return _with_evidence(j, Verdict.CRASH, death, otherwise=lost)
 
 
-def _with_wedge(j: Judgement, why: str) -> Judgement:
+def with_wedge(j: Judgement, why: str) -> Judgement:
     """A server that stopped answering after its requests hung: the why joins the evidence of
     every hang (what makes the hang a wedge of the whole server, not one slow request)."""
     wedged = {"wedged": why}
@@ -72,7 +77,7 @@ def _alone_as_runs(alone: Mapping[str, Sequence[RequestRecord]], cache: Sequence
     return runs + ([RunHistory(0, "cache", tuple(cache))] if cache else [])
 
 
-def _ran(done: Executed) -> list[RunHistory]:
+def histories_of(done: Executed) -> list[RunHistory]:
     """Every history an execution holds, as histories.jsonl logs them: the loaded runs, then the
     references and cache probes (`_alone_as_runs`). What the engine did is read from these."""
     return [*done.loaded, *_alone_as_runs(done.alone, done.cache, done.reused)]

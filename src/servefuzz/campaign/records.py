@@ -23,7 +23,16 @@ from servefuzz.flushcheck import FlushCheck
 from servefuzz.goals import Goal
 from servefuzz.launcher import Launch
 
-__all__ = ["BUDGET_GRACE_S", "COVERAGE_FILE", "CampaignConfig", "CampaignResult", "CampaignState", "Stop", "StopReason"]
+__all__ = [
+    "BUDGET_GRACE_S",
+    "COVERAGE_FILE",
+    "CampaignConfig",
+    "CampaignResult",
+    "CampaignState",
+    "Stop",
+    "StopReason",
+    "is_confirmed",
+]
 
 # The campaign's pairwise coverage (`coverage.Coverage.to_json`), rewritten atomically after
 # every iteration (before progress.json) when `CampaignConfig.coverage` is on.
@@ -240,5 +249,5 @@ class CampaignResult:
         }
 
 
-def _confirmed(f: Finding) -> bool:
+def is_confirmed(f: Finding) -> bool:
     return f.confirmation is not None and f.confirmation.reproduced > 0

@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Protocol
 
-from servefuzz.campaign.records import CampaignConfig, CampaignState, Stop, StopReason, _confirmed
+from servefuzz.campaign.records import CampaignConfig, CampaignState, Stop, StopReason, is_confirmed
 from servefuzz.corpus import Schedule
 from servefuzz.finding import Finding
 
@@ -86,7 +86,7 @@ class FirstConfirmed:
 
     def __call__(self, now: Moment) -> Stop | None:
         f = now.kept
-        if f is None or not _confirmed(f) or (self.verdicts and f.verdict.value not in self.verdicts):
+        if f is None or not is_confirmed(f) or (self.verdicts and f.verdict.value not in self.verdicts):
             return None
         return Stop(StopReason.FIRST_CONFIRMED, "first confirmed finding")
 
