@@ -10,7 +10,7 @@ each a method returning a typed record (LibAFL's split of corpus feedback from o
   what the engine did under its load: `feedback.did_features`, and the engine's own code it
   reached where the engine reports it: `feedback.coverage_features`), the corpus
   keeping the scenario when one is new, its strategy credited: the `CorpusEntry` kept, or None;
-- **objective** (`Loop.objective`): the finding (`objective.finding_of`: confirmed on the
+- **objective** (`Loop.objective`): the finding (`objective.decide`, then confirmed on the
   worker, unless a confirmed, no larger one of its signature is kept), kept in the store, the
   progress written: the iteration's `Outcome`, which tells the loop whether its server was lost.
 
@@ -31,6 +31,7 @@ from servefuzz.anomaly import Verdict
 from servefuzz.campaign.choose import derive_seed, next_scenario
 from servefuzz.campaign.events import (
     Chose,
+    Confirming,
     FindingKept,
     LeadFollowed,
     NotBackOnRestart,
@@ -39,7 +40,7 @@ from servefuzz.campaign.events import (
     ServerLost,
     WorkerDropped,
 )
-from servefuzz.campaign.objective import CRASH_REPLAYS, Downed, downed_by, finding_of
+from servefuzz.campaign.objective import CRASH_REPLAYS, Confirm, Downed, Keep, confirm_settings, decide, downed_by
 from servefuzz.campaign.observe import Observation, histories_of, with_target_lost, with_wedge
 from servefuzz.campaign.records import COVERAGE_FILE, CampaignConfig, CampaignState, Stop, StopReason, is_confirmed
 from servefuzz.campaign.workers import Worker, WorkerLost
@@ -244,11 +245,25 @@ class Loop:
         corpus kept of it, which the objective does not read: feedback and objective are apart.)"""
         config, state, store, on_event = self.config, self.state, self.store, self.on_event
         iteration, scenario, done, verdict = seen.iteration, seen.scenario, seen.done, seen.verdict
-        try:
-            finding, lost = await finding_of(worker, scenario, iteration, done, verdict, config, store, state, on_event,
-                                              self.noise)
-        except WorkerLost as e:
-            finding, lost = None, str(e)  # seen, but not confirmed where it was seen: found again later
+        decision = decide(seen, worker.info, store)
+        finding, lost = (decision.finding if isinstance(decision, Keep) else None), done.lost
+        if isinstance(decision, Confirm):
+            state.last = Confirming(iteration, decision.anomalies, worker.name)
+            if worker.name is not None:
+                state.workers[worker.name] = f"iteration {iteration}: confirming {decision.anomalies} anomalies"
+            on_event(state)
+
+            def say(what: str) -> None:
+                state.last = Said(what)
+                on_event(state)
+
+            try:
+                confirmed = await worker.confirm(scenario, iteration, done, verdict, confirm_settings(config, state),
+                                                 self.noise, say)
+                state.requests += confirmed.sent
+                finding, lost = confirmed.finding, confirmed.lost
+            except WorkerLost as e:
+                finding, lost = None, str(e)  # seen, but not confirmed where it was seen: found again later
         done = dataclasses.replace(done, lost=lost)
         if finding is not None:
             finding = dataclasses.replace(finding, triggered=triggered(worker.info, finding.anomalies, histories_of(done)))
