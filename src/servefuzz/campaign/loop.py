@@ -77,64 +77,9 @@ async def run_campaign_on(
     `max_restarts` for the campaign); one that cannot be ends the campaign."""
     if not workers:
         raise ValueError("a campaign needs at least one worker")
-    info = workers[0].info
-    shape = dataclasses.replace(shape_of(info), text=getattr(workers[0], "text", None))  # scale-out: random ids
-    asked = tuple(strategy) if isinstance(strategy, Sequence) else (strategy,)
-    # The first round meets what the target was set up to exercise first: the profile's feature,
-    # then its shape's (stable, so the rest keep the order asked, and a resumed campaign against
-    # the same target computes the same order, which its identity holds).
-    strategies = {s.name: s for s in aimed_first(offered(asked, shape), (*config.aims, *shape_aims(shape)))}
-    if not strategies:
-        raise UsageError(
-            f"{', '.join(s.name for s in asked)} needs what this {info.engine} target lacks "
-            "(cache salts, per-request seeds, choice constraints, LoRA adapters, or a model with a "
-            "sliding window, a recurrent state or experts)"
-        )
-    # A strategy aimed at a trait the served model lacks would aim at nothing: said once, in
-    # the campaign's config.json, with why.
-    skipped = left_out(asked, shape)
-    if config.coverage:
-        strategies.setdefault(PairwiseCover.name, PairwiseCover())
+    run, strategies, first_iteration = _open_campaign(workers[0], strategy, config, on_event)
+    state, corpus, schedule, store, firsts, shape = run.state, run.corpus, run.schedule, run.store, run.firsts, run.shape
     out = config.out_dir
-    progress = open_campaign_dir(
-        out, resume=config.resume, identity={"seed": config.seed, "strategies": list(strategies)},
-        settings={"runs": config.runs, "confirm_runs": config.confirm_runs, "target": info.to_json(),
-                  **({"left_out": skipped} if skipped else {})},
-    )
-    for log in ("scenarios.jsonl", "histories.jsonl", "constraints.jsonl"):
-        durable.truncate_torn_tail(out / log)  # a kill mid-append must not glue the next line on
-    corpus = Corpus(load_entries(out / "corpus"), progress.picks, power=config.power)
-    # The covering arrays draw the target's capabilities in combination: in the first round they
-    # come right after the strategies written for one capability each, before the costly
-    # generic ones, rather than last (`corpus.first_round`).
-    surface = [s.name for s in strategies.values() if s.needs & shape.capabilities]
-    schedule = Schedule(tuple(strategies), **progress.schedule, mutate_share=config.mutate_share if config.greybox else 0.0,
-                        first=first_round(tuple(strategies), PairwiseCover.name if config.coverage else None, surface),
-                        contexts=config.greybox and config.engine_coverage and config.credit_contexts,
-                        turns=config.share_by_contexts)
-    for name, error in progress.benched.items():
-        schedule.bench(name, error)
-    store = FindingStore(out / "findings", progress.seen)
-    state = CampaignState(elapsed_before_s=progress.elapsed_s)
-    state.requests = progress.requests
-    state.restarts = progress.restarts
-    state.exercise = progress.exercise  # earlier sessions' (servefuzz.exercise)
-    # A scenario logged but not finished (a kill mid-iteration; with several workers, every one in
-    # flight) keeps its number: the resumed campaign starts after it, so no number names two.
-    first_iteration = max(progress.next_iteration, store.latest_iteration + 1,
-                          max((e.iteration + 1 for e in corpus.entries), default=0),
-                          _last_logged(out / "scenarios.jsonl") + 1)
-    state.iteration = first_iteration
-    firsts: dict[str, tuple[int, float]] = dict(progress.first_confirmed)
-    if config.coverage:
-        state.coverage = _read_coverage(out, FeatureSpace.for_shape(shape))
-    # The benign shifts of earlier sessions (empty for a new campaign).
-    # The engine's meters as the search's goals, each with the parts this target can move.
-    pursuit = Pursuit(schedule.names, goal_parts(spec_of(info.engine).meters, shape.capabilities),
-                      standing_goals(shape))
-    run = Loop(config, state, corpus, schedule, store, read_noise(out), firsts, shape, on_event, first_iteration,
-                pursuit)
-    sync_state(state, corpus, store)
     conditions = stop_conditions(config)
 
     def between() -> Stop | None:
@@ -223,6 +168,73 @@ async def run_campaign_on(
         goals=tuple(run.pursuit.goals.values()), unreached=run.pursuit.said(shape),
         flush=state.flush,
     )
+
+
+def _open_campaign(first: Worker, strategy: Strategy | Sequence[Strategy], config: CampaignConfig,
+                   on_event: Callable[[CampaignState], None]) -> tuple[Loop, dict[str, Strategy], int]:
+    """The campaign's driver state, new or resumed from its directory: the strategies offered to
+    this target (first round aimed), the corpus, schedule, findings and counters where the last
+    session left them, and the number of the first iteration to send. The target shape comes from
+    the first worker's server (workers serve one launch)."""
+    info = first.info
+    shape = dataclasses.replace(shape_of(info), text=getattr(first, "text", None))  # scale-out: random ids
+    asked = tuple(strategy) if isinstance(strategy, Sequence) else (strategy,)
+    # The first round meets what the target was set up to exercise first: the profile's feature,
+    # then its shape's (stable, so the rest keep the order asked, and a resumed campaign against
+    # the same target computes the same order, which its identity holds).
+    strategies = {s.name: s for s in aimed_first(offered(asked, shape), (*config.aims, *shape_aims(shape)))}
+    if not strategies:
+        raise UsageError(
+            f"{', '.join(s.name for s in asked)} needs what this {info.engine} target lacks "
+            "(cache salts, per-request seeds, choice constraints, LoRA adapters, or a model with a "
+            "sliding window, a recurrent state or experts)"
+        )
+    # A strategy aimed at a trait the served model lacks would aim at nothing: said once, in
+    # the campaign's config.json, with why.
+    skipped = left_out(asked, shape)
+    if config.coverage:
+        strategies.setdefault(PairwiseCover.name, PairwiseCover())
+    out = config.out_dir
+    progress = open_campaign_dir(
+        out, resume=config.resume, identity={"seed": config.seed, "strategies": list(strategies)},
+        settings={"runs": config.runs, "confirm_runs": config.confirm_runs, "target": info.to_json(),
+                  **({"left_out": skipped} if skipped else {})},
+    )
+    for log in ("scenarios.jsonl", "histories.jsonl", "constraints.jsonl"):
+        durable.truncate_torn_tail(out / log)  # a kill mid-append must not glue the next line on
+    corpus = Corpus(load_entries(out / "corpus"), progress.picks, power=config.power)
+    # The covering arrays draw the target's capabilities in combination: in the first round they
+    # come right after the strategies written for one capability each, before the costly
+    # generic ones, rather than last (`corpus.first_round`).
+    surface = [s.name for s in strategies.values() if s.needs & shape.capabilities]
+    schedule = Schedule(tuple(strategies), **progress.schedule, mutate_share=config.mutate_share if config.greybox else 0.0,
+                        first=first_round(tuple(strategies), PairwiseCover.name if config.coverage else None, surface),
+                        contexts=config.greybox and config.engine_coverage and config.credit_contexts,
+                        turns=config.share_by_contexts)
+    for name, error in progress.benched.items():
+        schedule.bench(name, error)
+    store = FindingStore(out / "findings", progress.seen)
+    state = CampaignState(elapsed_before_s=progress.elapsed_s)
+    state.requests = progress.requests
+    state.restarts = progress.restarts
+    state.exercise = progress.exercise  # earlier sessions' (servefuzz.exercise)
+    # A scenario logged but not finished (a kill mid-iteration; with several workers, every one in
+    # flight) keeps its number: the resumed campaign starts after it, so no number names two.
+    first_iteration = max(progress.next_iteration, store.latest_iteration + 1,
+                          max((e.iteration + 1 for e in corpus.entries), default=0),
+                          _last_logged(out / "scenarios.jsonl") + 1)
+    state.iteration = first_iteration
+    firsts: dict[str, tuple[int, float]] = dict(progress.first_confirmed)
+    if config.coverage:
+        state.coverage = _read_coverage(out, FeatureSpace.for_shape(shape))
+    # The benign shifts of earlier sessions (empty for a new campaign).
+    # The engine's meters as the search's goals, each with the parts this target can move.
+    pursuit = Pursuit(schedule.names, goal_parts(spec_of(info.engine).meters, shape.capabilities),
+                      standing_goals(shape))
+    run = Loop(config, state, corpus, schedule, store, read_noise(out), firsts, shape, on_event, first_iteration,
+                pursuit)
+    sync_state(state, corpus, store)
+    return run, strategies, first_iteration
 
 
 async def _prove_flush(worker: Worker, shape: TargetShape, state: CampaignState,
