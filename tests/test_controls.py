@@ -8,7 +8,7 @@ import dataclasses
 from pathlib import Path
 
 import pytest
-from zoo_cases import abort_reuse, evict_in_use
+from zoo_cases import REFERENCE_SHAPE, abort_reuse, evict_in_use, page_boundary_scenario
 
 from servefuzz.anomaly import Anomaly, Divergence, FlipSide, Oracle, Verdict
 from servefuzz.confirm import ConfirmConfig, Confirmed, confirm_finding
@@ -35,14 +35,13 @@ from servefuzz.oracles.controls import (
 from servefuzz.oracles.judge import Expectation
 from servefuzz.runner import RunConfig, Runner
 from servefuzz.servers import deterministic_control, deterministic_launch, fresh_server_control
-from servefuzz.strategies import Draft, TargetShape
+from servefuzz.strategies import Draft
 from servefuzz.targets import make_target
 from servefuzz.terms import common_prefix
 from servefuzz.trial import Control, Reproduction, content_swap, execute, probe_targets, reproduce
 from servefuzz.workload import PromptBuilder, RequestSpec, Scenario
 
-SHAPE = TargetShape(page_size=64, context_length=4096, vocab=range(3, 1024), max_total_tokens=131072,
-                    chunked_prefill_size=2048, capture_sizes=(1, 2, 4, 8), max_running_requests=128)
+SHAPE = REFERENCE_SHAPE
 
 
 # -- the rule, pure ------------------------------------------------------------------------
@@ -147,15 +146,6 @@ def test_back_upgrades_only_what_a_control_backs_and_keeps_a_quiet_control_as_ev
 
 
 # -- on the reference engine ---------------------------------------------------------------
-
-
-def page_boundary_scenario() -> Scenario:
-    """SGLang #22819's shape: a blocker, then three requests sharing exactly one page."""
-    d = Draft(7, SHAPE)
-    d.blocker(0)
-    for k in range(3):
-        d.add(4.0 + k * 0.2, 64 + 20 + k, 16, prefix="p0", prefix_len=64)
-    return d.scenario("hand")
 
 
 def burst_scenario(seed: int) -> Scenario:

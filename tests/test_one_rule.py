@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from zoo_cases import REFERENCE_SHAPE, page_boundary_scenario
 
 from servefuzz.anomaly import Anomaly, Oracle, Verdict
 from servefuzz.api import replay
@@ -36,7 +37,7 @@ from servefuzz.runner import RunConfig, Runner
 from servefuzz.server_facts import TargetInfo
 from servefuzz.servers import Replayer
 from servefuzz.store import finding_noise, write_noise
-from servefuzz.strategies import Draft, RandomLoad, TargetShape
+from servefuzz.strategies import Draft, RandomLoad
 from servefuzz.targets import make_target
 from servefuzz.workload import RequestSpec, Scenario
 
@@ -131,17 +132,7 @@ def test_each_choice_of_a_seeded_draw_is_held_to_its_own_reference() -> None:
 # -- on the reference engine --------------------------------------------------------------
 
 
-SHAPE = TargetShape(page_size=64, context_length=4096, vocab=range(3, 1024), max_total_tokens=131072,
-                    chunked_prefill_size=2048, capture_sizes=(1, 2, 4, 8), max_running_requests=128)
-
-
-def page_boundary_scenario() -> Scenario:
-    """SGLang #22819's shape: a blocker, then three requests sharing exactly one page."""
-    d = Draft(7, SHAPE)
-    d.blocker(0)
-    for k in range(3):
-        d.add(4.0 + k * 0.2, 64 + 20 + k, 16, prefix="p0", prefix_len=64)
-    return d.scenario("hand")
+SHAPE = REFERENCE_SHAPE
 
 
 def abort_reuse_scenario() -> Scenario:

@@ -1,17 +1,34 @@
 """Hand-made scenarios that trigger each planted fault of the reference engine's zoo, padded
 with bystanders: the flags the engine needs for the fault to fire, and the scenario. Shared by
 the zoo's shrink-and-triage tests (tests/quality/test_shrink_triage_zoo.py) and the controls'
-tests (tests/test_controls.py), each building them with `PromptBuilder(7, range(3, 1024))`."""
+tests (tests/test_controls.py), each building them with `PromptBuilder(7, range(3, 1024))`; with
+the page-boundary shape as a strategy drafts it (`page_boundary_scenario`, for the controls' and
+the one rule's tests, tests/test_one_rule.py)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
+from servefuzz.strategies import Draft, TargetShape
 from servefuzz.workload import PromptBuilder, RequestSpec, Scenario
 
-__all__ = ["CASES", "Case", "abort_reuse", "evict_in_use"]
+__all__ = ["CASES", "REFERENCE_SHAPE", "Case", "abort_reuse", "evict_in_use", "page_boundary_scenario"]
 
 Case = tuple[list[str], Scenario]
+
+# The reference engine's defaults, as the strategies see them (`servefuzz.strategies.Draft`).
+REFERENCE_SHAPE = TargetShape(page_size=64, context_length=4096, vocab=range(3, 1024), max_total_tokens=131072,
+                              chunked_prefill_size=2048, capture_sizes=(1, 2, 4, 8), max_running_requests=128)
+
+
+def page_boundary_scenario() -> Scenario:
+    """SGLang #22819's shape on the default engine, as a strategy drafts it: a blocker, then three
+    requests sharing exactly one page (the controls' and the one rule's tests)."""
+    d = Draft(7, REFERENCE_SHAPE)
+    d.blocker(0)
+    for k in range(3):
+        d.add(4.0 + k * 0.2, 64 + 20 + k, 16, prefix="p0", prefix_len=64)
+    return d.scenario("hand")
 
 
 def page_boundary_prefix(b: PromptBuilder) -> Case:
