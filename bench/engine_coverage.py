@@ -129,6 +129,8 @@ def arm_config(arm: str) -> dict[str, Any]:
 
     >>> arm_config("breadth+ctx@0.3")
     {'engine_coverage': True, 'power': 'breadth', 'credit_contexts': True, 'mutate_share': 0.3}
+    >>> arm_config("rare")
+    {'engine_coverage': True, 'power': 'rare', 'credit_contexts': False}
     """
     name, _, share = arm.partition("@")
     name, plus, bandit = name.partition("+")
@@ -138,7 +140,8 @@ def arm_config(arm: str) -> dict[str, Any]:
     out: dict[str, Any] = {"engine_coverage": name != "off"}
     if name != "off":
         out["power"] = name
-    out.update(BANDITS.get(plus + bandit, {}))
+    # Spelled out either way: the bandit is the campaign's default, and `rare` names the schedule alone.
+    out.update(BANDITS.get(plus + bandit, {"credit_contexts": False}))
     if share:
         out["mutate_share"] = float(share)
     return out

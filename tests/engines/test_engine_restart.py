@@ -67,9 +67,11 @@ def test_a_killed_server_is_a_crash_finding_and_the_campaign_goes_on(
     if preset == "sglang-cpu" and not engine_files.installed("sglang-cpu", engines.PRESET_VERSIONS["sglang-cpu"].known[0]):
         pytest.skip(f"SGLang CPU is not installed under {engine_files.cache_dir()}: run {engine_files.SETUP_SCRIPT}")
     out = tmp_path / "campaign"
+    # Killed at 20 requests: 80 leave the restarted server some 60 to serve (120 were the suite's
+    # longest engine test on SGLang CPU, 243 s on a loaded box, for nothing the assertions read).
     campaign = subprocess.Popen(
         [sys.executable, "-m", "servefuzz", "fuzz", "--launch", preset, "--model", str(tiny_models.hf_dir),
-         "--keep-going", "--requests", "120", "--json", "--out", str(out)],
+         "--keep-going", "--requests", "80", "--json", "--out", str(out)],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )
     try:
@@ -90,7 +92,7 @@ def test_a_killed_server_is_a_crash_finding_and_the_campaign_goes_on(
     second = _read(out / "server.json")
     # Started again, on a fresh process, and the campaign spent its budget there.
     assert summary["restarts"] == 1 and second["starts"] == 2 and second["pid"] != first["pid"], summary
-    assert summary["stopped_because"] == "request budget of 120 spent" and summary["requests"] > done_before
+    assert summary["stopped_because"] == "request budget of 80 spent" and summary["requests"] > done_before
     crash = next(load_finding(Path(f["path"])) for f in summary["findings"] if f["verdict"] == "crash")
     evidence = next(a.evidence for a in crash.anomalies if a.verdict.value == "crash")
     # SIGKILL either way: vLLM's from the test; SGLang's launcher, never signalled by the test,
