@@ -176,7 +176,7 @@ def test_budget_stops_the_search_and_stats_add_up() -> None:
     assert 30 <= result.replays < 33
     assert sum(p.replays for p in result.passes) == result.replays
     assert all(p.accepted <= p.calls for p in result.passes)
-    assert [p.name for p in result.passes][:3] == ["scale_offsets", "drop_requests", "zero_offsets"]
+    assert [p.name for p in result.passes][:3] == ["drop_requests", "scale_offsets", "zero_offsets"]
 
 
 def test_offsets_merge_into_one_burst_and_a_cut_request_keeps_its_length() -> None:

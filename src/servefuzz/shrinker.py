@@ -20,9 +20,9 @@ point) or the replay budget is spent:
 
 | pass              | proposes                                                                 |
 |-------------------|--------------------------------------------------------------------------|
+| drop_requests     | subsets of the requests (Zeller's ddmin)                                 |
 | scale_offsets     | every offset divided by 16, else 4, else 2, again while accepted (to a   |
 |                   | span of 50 ms at least)                                                  |
-| drop_requests     | subsets of the requests (Zeller's ddmin)                                 |
 | zero_offsets      | all offsets 0 (one burst); the earliest moved to 0; each offset to 0     |
 | merge_offsets     | each group of requests sent together merged into the group before it     |
 | shrink_max_tokens | every request's max_tokens 1 at once, else every one but the flagged     |
@@ -35,7 +35,8 @@ point) or the replay budget is spent:
 | shrink_n          | every request's n 1 at once, then each request's: 1 first, then from     |
 |                   | below                                                                    |
 
-The span is scaled down first and the other time passes come right after dropping requests: a
+Requests are dropped first, on the scenario as found (the timing a hand case or a campaign gave
+it has its margins; a scaled-down span under a loaded machine may not), then the time passes: a
 replay lasts about as long as its scenario's span, so a shorter span makes every later candidate
 cheaper to test. The length passes search from below (`Shrinker.minimize_int`) because on a
 real server an accepted candidate costs several times a rejected one.
@@ -369,20 +370,21 @@ def merge_offsets(s: Shrinker) -> None:
             i += 1
 
 
-# The order, cheapest-to-check first as Hypothesis orders its passes: a replay lasts about as
-# long as its scenario's span, and a candidate costs from 2 replays (rejected) to about 15
-# (accepted). So the span is scaled down first, once (every later replay, dropping requests's
-# forty to sixty included, gets cheaper); then requests are dropped (the largest cut; every
-# later pass proposes per request); then the other time passes, now cheap to try, and the token
-# passes. A timing-dependent finding simply turns the time candidates down, at 2 replays each.
-# Requests are dropped again once the output lengths are cut, inside the round: a bystander that
-# was needed while the others decoded forty tokens may not be at five, and on a timing-dependent
-# finding the budget often ends before a second round would try (CI, 2026-12-07: a window fault
-# kept four requests with three enough). Over a scenario no pass changed, the second drop costs
-# nothing: every candidate it proposes was turned down before, and the gate remembers.
+# The order. Requests are dropped first, on the scenario as it was found: the largest cut, and
+# the one a maintainer reads first. Then the time passes (a replay lasts about as long as its
+# scenario's span, so a shorter span makes every later candidate cheaper), then the token passes.
+# Scaling the span down first made each shrink faster on a quiet box (docs/benchmarks.md), but it
+# made a timing-dependent scenario marginal under load, and then every later candidate costs the
+# gate its most (one that reproduces sometimes is sampled up to the cap): in the fresh-clone CI of
+# 2026-12-08, stale-slot-continuation's offsets went to a quarter and all 168 replays of the
+# budget went to dropping none of its six requests. Requests are dropped again once the output
+# lengths are cut, inside the round: a bystander that was needed while the others decoded forty
+# tokens may not be at five, and a timing-dependent finding's budget often ends before a second
+# round (CI, 2026-12-07: a window fault kept four requests with three enough). Over a scenario no
+# pass changed, the second drop costs nothing: the gate remembers every candidate it turned down.
 PASSES: tuple[tuple[str, Callable[[Shrinker], None]], ...] = (
-    ("scale_offsets", scale_offsets),
     ("drop_requests", drop_requests),
+    ("scale_offsets", scale_offsets),
     ("zero_offsets", zero_offsets),
     ("merge_offsets", merge_offsets),
     ("shrink_max_tokens", shrink_max_tokens),
