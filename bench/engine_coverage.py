@@ -140,7 +140,7 @@ def arm_config(arm: str) -> dict[str, Any]:
     out: dict[str, Any] = {"engine_coverage": name != "off"}
     if name != "off":
         out["power"] = name
-    # Spelled out either way: the bandit is the campaign's default, and `rare` names the schedule alone.
+    # Spelled out either way, so that `rare` names the schedule alone whatever the campaign's default.
     out.update(BANDITS.get(plus + bandit, {"credit_contexts": False}))
     if share:
         out["mutate_share"] = float(share)

@@ -322,19 +322,18 @@ def test_a_strategy_that_raises_is_benched_and_the_campaign_goes_on(
 
 
 @pytest.mark.timeout(240)
-def test_the_context_bandit_scores_the_strategies_by_their_fresh_scenarios_by_default_and_only_when_steering(
+def test_the_context_bandit_scores_the_strategies_by_their_fresh_scenarios_only_when_asked_and_steering(
     tmp_path: Path, reference_server: Callable[..., str]
 ) -> None:
     """`credit_contexts` with engine coverage: each strategy that generated a scenario has a score
     (`corpus.Schedule.reward`), the first one above 0 (its scenario's step contexts were all new),
-    and the mutation turns one of their own once a mutant ran (`share_by_contexts`). It is on by
-    default; asked without engine-coverage feedback, or turned off, nothing is scored."""
+    and the mutation turns one of their own once a mutant ran (`share_by_contexts`); asked without
+    engine-coverage feedback, or not asked (the default), nothing is scored."""
     url = reference_server("--coverage")
     mix = [PageBoundaryBursts(), RandomLoad()]
     scores = {}
     both = {"credit_contexts": True, "share_by_contexts": True}
-    for name, extra in (("on", both), ("default", {}), ("no-feedback", {**both, "engine_coverage": False}),
-                        ("off", {"credit_contexts": False})):
+    for name, extra in (("on", both), ("no-feedback", {**both, "engine_coverage": False}), ("default", {})):
         out = tmp_path / name
         _campaign(url, CampaignConfig(out, seed=5, request_budget=60, **extra), mix)  # type: ignore[arg-type]
         schedule = json.loads((out / "progress.json").read_text())["schedule"]
@@ -346,8 +345,8 @@ def test_the_context_bandit_scores_the_strategies_by_their_fresh_scenarios_by_de
             assert ("mutating" in schedule) == bool(mutated), (schedule, origins)
         else:
             assert "mutating" not in schedule
-    assert scores["on"]["page-boundary"] > 0 and scores["default"]["page-boundary"] > 0, scores
-    assert scores["no-feedback"] == scores["off"] == {}
+    assert scores["on"]["page-boundary"] > 0, scores
+    assert scores["no-feedback"] == scores["default"] == {}
 
 
 @pytest.mark.timeout(240)

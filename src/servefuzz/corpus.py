@@ -20,8 +20,8 @@ scenario reached. Each iteration either *generates* a fresh scenario from a stra
 - a strategy's weight is `(1 + the novelty of what its scenarios were first to reach, engine
   coverage left out: `credit`) / (1 +
   seconds its scenarios took / 10)`, so strategies that keep finding something run more often, costly
-  ones that find nothing new fade, and every strategy keeps a chance. With `contexts` on (a
-  campaign's default where engine coverage steers, `CampaignConfig.credit_contexts`), that
+  ones that find nothing new fade, and every strategy keeps a chance. With `contexts` on (opt-in,
+  with engine coverage steering: `CampaignConfig.credit_contexts`), that
   weight is further multiplied by `CONTEXT_FLOOR + ` the strategy's decayed count of new engine
   step contexts per fresh scenario (`Schedule.reward`): a bandit that gives the fresh turns to
   the generators whose scenarios keep reaching new mixes of requests in flight (the covering

@@ -109,9 +109,10 @@ class CampaignConfig:
     strategies whose fresh scenarios recently reached new engine step contexts (`corpus.Schedule.reward`,
     a decayed score with a floor); with `share_by_contexts` too, the share of mutation turns moves
     the same way, by the new step contexts mutants reached against fresh scenarios
-    (`corpus.Schedule.mutation_chance`). `credit_contexts` is on by default: per request it reached more
-    engine context points than no feedback on 3 of 3 seeds, beyond the spread of two replicas
-    (docs/benchmarks.md); `share_by_contexts` stays opt-in.
+    (`corpus.Schedule.mutation_chance`). Opt-in: per request the bandit reached more engine context
+    points than no feedback on 3 of 3 seeds, beyond two replicas' spread, but the zoo's
+    leave-one-out with it on missed abort-reuse on the one seed run (docs/benchmarks.md), so it
+    waits for that measure on more seeds; `share_by_contexts` stays opt-in too.
     """
 
     out_dir: Path
@@ -136,7 +137,7 @@ class CampaignConfig:
     flush_check: bool = True
     power: Power = "rare"
     mutate_share: float = MUTATE_SHARE
-    credit_contexts: bool = True
+    credit_contexts: bool = False
     share_by_contexts: bool = False
 
     def __post_init__(self) -> None:
