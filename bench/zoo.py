@@ -26,7 +26,9 @@ oracles and confirmed the same way (`campaign.run_campaign`); only the workload 
   the cross mutator, new pairs as energy); its rows also give the pairs covered at the end.
   **leave-one-out+coverage+engine**: the same steered by the engine's own code too (issue 57:
   the engine started with `--coverage`, `CampaignConfig.engine_coverage`), the default campaign
-  now; the other arms run the engine untraced.
+  now; the other arms run the engine untraced. **leave-one-out+coverage+engine+ctx**: the same
+  with the context bandit on (`CampaignConfig.credit_contexts`, opt-in; every other arm runs it
+  off), side by side with the arm before it for the bandit's leave-one-out (issue 57).
   **default**: the default campaign with every strategy in (coverage and engine coverage on).
 - **bench-serving**: the load `vllm bench serve` / `sglang.bench_serving` generate, replayed
   without feedback: `random` (lengths uniform in [len * (1 - range_ratio), len], Poisson
@@ -198,6 +200,8 @@ ARMS: dict[str, tuple[tuple[Strategy, ...], bool]] = {
     # The same, steered by the engine's own code too (issue 57: `--coverage` on the engine, its
     # edges in context as `cov:` features): what `servefuzz fuzz` runs by default now.
     "leave-one-out+coverage+engine": (get_strategies(",".join(DEFAULT_MIX)), True),
+    # The same with the context bandit (issue 57; opt-in, measured here before it may be a default).
+    "leave-one-out+coverage+engine+ctx": (get_strategies(",".join(DEFAULT_MIX)), True),
     # `servefuzz fuzz` as it runs by default, every strategy in: pairwise coverage and the
     # engine's own coverage on (the done-whens' "found by the default campaign").
     "default": (get_strategies(",".join(DEFAULT_MIX)), True),
@@ -213,7 +217,7 @@ def run_one(arm: str, fault: str, seed: int, cap_s: float, workdir: Path) -> dic
         strategies = tuple(s for s in strategies if s.name not in OWN_STRATEGIES[fault])
     # Engine coverage only in the arms that steer by it: the others run the engine untraced, as
     # every arm did before it existed, so their rows stay comparable with the older results.
-    engine = arm.endswith("+engine") or arm == "default"
+    engine = arm.endswith(("+engine", "+engine+ctx")) or arm == "default"
     flags = FuzzOptions(out=workdir, faults=(fault,), engine_coverage=engine).reference_flags()
     # The launch lets the campaign back a suspect the content swap cannot (overlap-war) with the
     # deterministic control, on a fresh server of its own.
@@ -221,6 +225,7 @@ def run_one(arm: str, fault: str, seed: int, cap_s: float, workdir: Path) -> dic
         out_dir=workdir / f"{arm}-{fault}-{seed}", seed=seed, time_budget_s=cap_s, stop_at_first=True,
         stop_verdicts=RIGHT_CLASS[fault], greybox=greybox, launch=Launch("reference", tuple(reference_argv(flags))),
         coverage="+coverage" in arm or arm == "default", engine_coverage=engine,
+        credit_contexts=arm.endswith("+ctx"),  # spelled out: whatever the campaign's default, only this arm
     )
     with ServerProcess.reference(flags, log_path=workdir / "server.log") as srv:
 
