@@ -248,22 +248,7 @@ class Loop:
         decision = decide(seen, worker.info, store)
         finding, lost = (decision.finding if isinstance(decision, Keep) else None), done.lost
         if isinstance(decision, Confirm):
-            state.last = Confirming(iteration, decision.anomalies, worker.name)
-            if worker.name is not None:
-                state.workers[worker.name] = f"iteration {iteration}: confirming {decision.anomalies} anomalies"
-            on_event(state)
-
-            def say(what: str) -> None:
-                state.last = Said(what)
-                on_event(state)
-
-            try:
-                confirmed = await worker.confirm(scenario, iteration, done, verdict, confirm_settings(config, state),
-                                                 self.noise, say)
-                state.requests += confirmed.sent
-                finding, lost = confirmed.finding, confirmed.lost
-            except WorkerLost as e:
-                finding, lost = None, str(e)  # seen, but not confirmed where it was seen: found again later
+            finding, lost = await self.confirm(worker, seen, decision)
         done = dataclasses.replace(done, lost=lost)
         if finding is not None:
             finding = dataclasses.replace(finding, triggered=triggered(worker.info, finding.anomalies, histories_of(done)))
@@ -292,6 +277,27 @@ class Loop:
                 and not is_confirmed(finding) and worker.revivable and finding.verdict.value not in self.firsts):
             downed = Downed(scenario, done, verdict, finding)
         return Outcome(iteration, finding, done.lost, downed)
+
+    async def confirm(self, worker: Worker, seen: Observation, decision: Confirm) -> tuple[Finding | None, str | None]:
+        """Carry out a `Confirm`: replay the execution on the worker that saw it, saying so; the
+        finding it confirms (or keeps unconfirmed) and why the server is gone after it, if it is."""
+        state, iteration = self.state, seen.iteration
+        state.last = Confirming(iteration, decision.anomalies, worker.name)
+        if worker.name is not None:
+            state.workers[worker.name] = f"iteration {iteration}: confirming {decision.anomalies} anomalies"
+        self.on_event(state)
+
+        def say(what: str) -> None:
+            state.last = Said(what)
+            self.on_event(state)
+
+        try:
+            confirmed = await worker.confirm(seen.scenario, iteration, seen.done, seen.verdict,
+                                             confirm_settings(self.config, state), self.noise, say)
+        except WorkerLost as e:
+            return None, str(e)  # seen, but not confirmed where it was seen: found again later
+        state.requests += confirmed.sent
+        return confirmed.finding, confirmed.lost
 
     async def confirm_on_restart(self, worker: Worker, iteration: int, downed: Downed) -> tuple[Finding | None, Stop | None]:
         """Replay a scenario that took the server down on the restarted server (`CRASH_REPLAYS`
